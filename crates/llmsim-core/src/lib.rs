@@ -1,0 +1,13 @@
+#![doc = include_str!("../README.md")]
+
+pub mod error;
+pub mod ids;
+pub mod queue;
+pub mod rng;
+pub mod units;
+
+pub use error::{FieldError, UnitError, parse_field};
+pub use ids::{LinkId, NodeId, TransferId};
+pub use queue::EventQueue;
+pub use rng::{SimRng, mix64};
+pub use units::{Bandwidth, Bytes, SimTime};

@@ -1,0 +1,465 @@
+//! Time, size and rate newtypes with explicit units, and their parsers.
+//!
+//! Conventions (stated once, used everywhere):
+//! - `K`, `M`, `G`, `T` are decimal (10^3, 10^6, 10^9, 10^12); `Ki`, `Mi`, `Gi`, `Ti` are binary
+//!   (2^10 …).
+//! - In rates, lower-case `b` means bits and upper-case `B` means bytes: `400Gbps` is
+//!   400·10^9 bit/s, `900GBps` is 900·10^9 byte/s.
+//! - In sizes, `B` is optional: `32MiB`, `32Mi`, `4096`, `4096B` are all accepted.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub, SubAssign};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::UnitError;
+
+/// Simulated time, in integer picoseconds. `u64` picoseconds cover 213 days.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimTime(pub u64);
+
+impl SimTime {
+    pub const ZERO: SimTime = SimTime(0);
+    pub const MAX: SimTime = SimTime(u64::MAX);
+    pub const PS_PER_NS: u64 = 1_000;
+    pub const PS_PER_US: u64 = 1_000_000;
+    pub const PS_PER_MS: u64 = 1_000_000_000;
+    pub const PS_PER_S: u64 = 1_000_000_000_000;
+
+    pub const fn from_ps(ps: u64) -> Self {
+        SimTime(ps)
+    }
+    pub const fn from_ns(ns: u64) -> Self {
+        SimTime(ns * Self::PS_PER_NS)
+    }
+    pub const fn from_us(us: u64) -> Self {
+        SimTime(us * Self::PS_PER_US)
+    }
+    pub const fn from_ms(ms: u64) -> Self {
+        SimTime(ms * Self::PS_PER_MS)
+    }
+    /// Rounds to the nearest picosecond; negative or NaN inputs give zero, huge ones saturate.
+    pub fn from_secs_f64(s: f64) -> Self {
+        SimTime::from_ps_f64(s * Self::PS_PER_S as f64)
+    }
+    pub fn from_us_f64(us: f64) -> Self {
+        SimTime::from_ps_f64(us * Self::PS_PER_US as f64)
+    }
+    pub fn from_ps_f64(ps: f64) -> Self {
+        if ps.is_nan() || ps <= 0.0 {
+            SimTime::ZERO
+        } else if ps >= u64::MAX as f64 {
+            SimTime::MAX
+        } else {
+            SimTime(ps.round() as u64)
+        }
+    }
+    pub const fn as_ps(self) -> u64 {
+        self.0
+    }
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / Self::PS_PER_S as f64
+    }
+    pub fn as_us_f64(self) -> f64 {
+        self.0 as f64 / Self::PS_PER_US as f64
+    }
+    pub fn as_ns_f64(self) -> f64 {
+        self.0 as f64 / Self::PS_PER_NS as f64
+    }
+    pub const fn saturating_add(self, o: SimTime) -> SimTime {
+        SimTime(self.0.saturating_add(o.0))
+    }
+    pub const fn saturating_sub(self, o: SimTime) -> SimTime {
+        SimTime(self.0.saturating_sub(o.0))
+    }
+    pub fn checked_add(self, o: SimTime) -> Option<SimTime> {
+        self.0.checked_add(o.0).map(SimTime)
+    }
+}
+
+impl Add for SimTime {
+    type Output = SimTime;
+    fn add(self, o: SimTime) -> SimTime {
+        SimTime(self.0 + o.0)
+    }
+}
+impl AddAssign for SimTime {
+    fn add_assign(&mut self, o: SimTime) {
+        self.0 += o.0;
+    }
+}
+impl Sub for SimTime {
+    type Output = SimTime;
+    fn sub(self, o: SimTime) -> SimTime {
+        SimTime(self.0 - o.0)
+    }
+}
+impl SubAssign for SimTime {
+    fn sub_assign(&mut self, o: SimTime) {
+        self.0 -= o.0;
+    }
+}
+
+impl fmt::Display for SimTime {
+    /// Human form with the largest unit that keeps the value >= 1: `12.5us`, `3.2ms`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ps = self.0 as f64;
+        let (v, u) = if self.0 >= Self::PS_PER_S {
+            (ps / Self::PS_PER_S as f64, "s")
+        } else if self.0 >= Self::PS_PER_MS {
+            (ps / Self::PS_PER_MS as f64, "ms")
+        } else if self.0 >= Self::PS_PER_US {
+            (ps / Self::PS_PER_US as f64, "us")
+        } else if self.0 >= Self::PS_PER_NS {
+            (ps / Self::PS_PER_NS as f64, "ns")
+        } else {
+            return write!(f, "{}ps", self.0);
+        };
+        let prec = f.precision().unwrap_or(3);
+        write!(f, "{v:.prec$}{u}")
+    }
+}
+
+impl FromStr for SimTime {
+    type Err = UnitError;
+    /// Accepts `ps`, `ns`, `us` (or `µs`), `ms`, `s`, with an optional fraction: `2.5us`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || UnitError::new(s, "time", "a number with a unit: ps, ns, us, ms, s (e.g. \"1us\", \"2.5ms\")");
+        let (num, unit) = split_number(s).ok_or_else(err)?;
+        let scale = match unit {
+            "ps" => 1.0,
+            "ns" => Self::PS_PER_NS as f64,
+            "us" | "µs" => Self::PS_PER_US as f64,
+            "ms" => Self::PS_PER_MS as f64,
+            "s" => Self::PS_PER_S as f64,
+            _ => return Err(err()),
+        };
+        let ps = num * scale;
+        if !ps.is_finite() || ps < 0.0 || ps >= u64::MAX as f64 {
+            return Err(err());
+        }
+        Ok(SimTime(ps.round() as u64))
+    }
+}
+
+/// A number of bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    pub const ZERO: Bytes = Bytes(0);
+    pub const KIB: u64 = 1 << 10;
+    pub const MIB: u64 = 1 << 20;
+    pub const GIB: u64 = 1 << 30;
+    pub const fn new(b: u64) -> Self {
+        Bytes(b)
+    }
+    pub const fn kib(n: u64) -> Self {
+        Bytes(n << 10)
+    }
+    pub const fn mib(n: u64) -> Self {
+        Bytes(n << 20)
+    }
+    pub const fn gib(n: u64) -> Self {
+        Bytes(n << 30)
+    }
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+    pub const fn bits(self) -> u64 {
+        self.0 * 8
+    }
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64
+    }
+}
+
+impl Add for Bytes {
+    type Output = Bytes;
+    fn add(self, o: Bytes) -> Bytes {
+        Bytes(self.0 + o.0)
+    }
+}
+impl AddAssign for Bytes {
+    fn add_assign(&mut self, o: Bytes) {
+        self.0 += o.0;
+    }
+}
+impl Sub for Bytes {
+    type Output = Bytes;
+    fn sub(self, o: Bytes) -> Bytes {
+        Bytes(self.0 - o.0)
+    }
+}
+
+impl fmt::Display for Bytes {
+    /// Binary units, exact when the value is a whole multiple: `1GiB`, `1.50MiB`, `4096B` -> `4KiB`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        for (scale, u) in UNITS {
+            if self.0 >= scale {
+                return if self.0 % scale == 0 {
+                    write!(f, "{}{u}", self.0 / scale)
+                } else {
+                    write!(f, "{:.2}{u}", self.0 as f64 / scale as f64)
+                };
+            }
+        }
+        write!(f, "{}B", self.0)
+    }
+}
+
+impl FromStr for Bytes {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || {
+            UnitError::new(
+                s,
+                "size",
+                "a byte count with an optional unit: B, KB/MB/GB/TB (10^3..), KiB/MiB/GiB/TiB (2^10..) (e.g. \"32MiB\")",
+            )
+        };
+        let (num, unit) = split_number(s).ok_or_else(err)?;
+        let unit = unit.strip_suffix('B').unwrap_or(unit);
+        let scale = prefix_scale(unit).ok_or_else(err)?;
+        let b = num * scale;
+        if !b.is_finite() || b < 0.0 || b >= u64::MAX as f64 || b.fract() != 0.0 {
+            return Err(err());
+        }
+        Ok(Bytes(b as u64))
+    }
+}
+
+/// A data rate in bits per second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bandwidth(u64);
+
+impl Bandwidth {
+    pub const ZERO: Bandwidth = Bandwidth(0);
+    pub const fn from_bps(bits_per_sec: u64) -> Self {
+        Bandwidth(bits_per_sec)
+    }
+    pub const fn from_gbps(gbit_per_sec: u64) -> Self {
+        Bandwidth(gbit_per_sec * 1_000_000_000)
+    }
+    pub const fn from_mbps(mbit_per_sec: u64) -> Self {
+        Bandwidth(mbit_per_sec * 1_000_000)
+    }
+    /// `GBps` in the NCCL / nccl-tests sense: 10^9 bytes per second.
+    pub const fn from_gbytes_per_sec(gbyte_per_sec: u64) -> Self {
+        Bandwidth(gbyte_per_sec * 8_000_000_000)
+    }
+    pub fn from_bps_f64(bps: f64) -> Self {
+        Bandwidth(if bps.is_finite() && bps > 0.0 { bps.round() as u64 } else { 0 })
+    }
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+    pub fn bps_f64(self) -> f64 {
+        self.0 as f64
+    }
+    pub fn gbps_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    /// 10^9 bytes per second, the unit nccl-tests and NCCL's tuning model use.
+    pub fn gbytes_per_sec_f64(self) -> f64 {
+        self.0 as f64 / 8e9
+    }
+    pub fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+    /// Serialization time of `b` at this rate, rounded up to the next picosecond.
+    /// A zero rate gives `SimTime::MAX`.
+    pub fn time_to_send(self, b: Bytes) -> SimTime {
+        if self.0 == 0 {
+            return SimTime::MAX;
+        }
+        let num = b.0 as u128 * 8 * SimTime::PS_PER_S as u128;
+        let den = self.0 as u128;
+        let ps = num.div_ceil(den);
+        SimTime(u64::try_from(ps).unwrap_or(u64::MAX))
+    }
+    /// Rate scaled by a factor (e.g. an efficiency), rounded to a bit/s.
+    pub fn scale(self, f: f64) -> Bandwidth {
+        Bandwidth::from_bps_f64(self.0 as f64 * f)
+    }
+}
+
+impl fmt::Display for Bandwidth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0 as f64;
+        let (x, u) = if v >= 1e12 {
+            (v / 1e12, "Tbps")
+        } else if v >= 1e9 {
+            (v / 1e9, "Gbps")
+        } else if v >= 1e6 {
+            (v / 1e6, "Mbps")
+        } else {
+            return write!(f, "{}bps", self.0);
+        };
+        if x.fract() == 0.0 { write!(f, "{x}{u}") } else { write!(f, "{x:.2}{u}") }
+    }
+}
+
+impl FromStr for Bandwidth {
+    type Err = UnitError;
+    /// `400Gbps` (bits), `50GBps` or `50GB/s` (bytes), `100Mbps`, `1Tbps`; binary prefixes allowed.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || {
+            UnitError::new(
+                s,
+                "bandwidth",
+                "a rate with a unit: bps/Kbps/Mbps/Gbps/Tbps (bits) or Bps/KBps/MBps/GBps/TBps, GB/s (bytes) (e.g. \"400Gbps\", \"900GBps\")",
+            )
+        };
+        let (num, unit) = split_number(s).ok_or_else(err)?;
+        let (prefix, per_unit_bits) = if let Some(p) = unit.strip_suffix("bps").or_else(|| unit.strip_suffix("b/s")) {
+            (p, 1.0)
+        } else if let Some(p) = unit.strip_suffix("Bps").or_else(|| unit.strip_suffix("B/s")) {
+            (p, 8.0)
+        } else {
+            return Err(err());
+        };
+        let scale = prefix_scale(prefix).ok_or_else(err)?;
+        let bps = num * scale * per_unit_bits;
+        if !bps.is_finite() || bps < 0.0 || bps >= u64::MAX as f64 {
+            return Err(err());
+        }
+        Ok(Bandwidth(bps.round() as u64))
+    }
+}
+
+fn prefix_scale(p: &str) -> Option<f64> {
+    Some(match p {
+        "" => 1.0,
+        "K" | "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    })
+}
+
+/// Splits `"2.5 us"` into `(2.5, "us")`. Whitespace between number and unit is allowed.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let s = s.trim();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(s.len());
+    if end == 0 {
+        return None;
+    }
+    let num: f64 = s[..end].replace('_', "").parse().ok()?;
+    Some((num, s[end..].trim()))
+}
+
+macro_rules! serde_via_str {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+serde_via_str!(SimTime);
+serde_via_str!(Bytes);
+serde_via_str!(Bandwidth);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_times() {
+        assert_eq!("1us".parse::<SimTime>().unwrap(), SimTime::from_us(1));
+        assert_eq!("2.5 ms".parse::<SimTime>().unwrap(), SimTime(2_500_000_000));
+        assert_eq!("10ps".parse::<SimTime>().unwrap(), SimTime(10));
+        assert_eq!("1s".parse::<SimTime>().unwrap(), SimTime(SimTime::PS_PER_S));
+        assert!("1 sec".parse::<SimTime>().is_err());
+        assert!("us".parse::<SimTime>().is_err());
+        assert!("-1us".parse::<SimTime>().is_err());
+    }
+
+    #[test]
+    fn parses_sizes_decimal_and_binary() {
+        assert_eq!("32MiB".parse::<Bytes>().unwrap(), Bytes(32 << 20));
+        assert_eq!("32MB".parse::<Bytes>().unwrap(), Bytes(32_000_000));
+        assert_eq!("1GiB".parse::<Bytes>().unwrap(), Bytes(1 << 30));
+        assert_eq!("4096".parse::<Bytes>().unwrap(), Bytes(4096));
+        assert_eq!("1.5KiB".parse::<Bytes>().unwrap(), Bytes(1536));
+        assert!("0.3B".parse::<Bytes>().is_err(), "fractional bytes are rejected");
+        assert!("32Mib".parse::<Bytes>().is_err());
+    }
+
+    #[test]
+    fn parses_rates_bits_vs_bytes() {
+        assert_eq!("400Gbps".parse::<Bandwidth>().unwrap(), Bandwidth::from_gbps(400));
+        assert_eq!("900GBps".parse::<Bandwidth>().unwrap(), Bandwidth::from_gbytes_per_sec(900));
+        assert_eq!("50GB/s".parse::<Bandwidth>().unwrap(), Bandwidth::from_gbps(400));
+        assert_eq!("100Mbps".parse::<Bandwidth>().unwrap(), Bandwidth::from_mbps(100));
+        let e = "400Gbsp".parse::<Bandwidth>().unwrap_err();
+        assert!(e.to_string().contains("400Gbsp"), "{e}");
+        assert!(e.to_string().contains("Gbps"), "{e}");
+    }
+
+    #[test]
+    fn serialization_time_rounds_up() {
+        // 1 byte at 8 bit/s is exactly one second.
+        assert_eq!(Bandwidth::from_bps(8).time_to_send(Bytes(1)), SimTime(SimTime::PS_PER_S));
+        // 1000 B at 400 Gbit/s = 8000 bit / 4e11 = 20 ns.
+        assert_eq!(Bandwidth::from_gbps(400).time_to_send(Bytes(1000)), SimTime::from_ns(20));
+        // 1 B at 3 bit/s = 8/3 s, rounded up.
+        assert_eq!(Bandwidth::from_bps(3).time_to_send(Bytes(1)).0, 2_666_666_666_667);
+        assert_eq!(Bandwidth::ZERO.time_to_send(Bytes(1)), SimTime::MAX);
+    }
+
+    #[test]
+    fn display_round_trips_through_parse() {
+        for s in ["1us", "2.500ms", "10ps", "3.000s"] {
+            let t: SimTime = s.parse().unwrap();
+            assert_eq!(t.to_string().parse::<SimTime>().unwrap(), t);
+        }
+        assert_eq!(Bytes::gib(1).to_string(), "1GiB");
+        assert_eq!(Bandwidth::from_gbps(400).to_string(), "400Gbps");
+    }
+
+    #[test]
+    fn serde_uses_unit_strings() {
+        let b: Bandwidth = serde_json::from_str("\"400Gbps\"").unwrap();
+        assert_eq!(b, Bandwidth::from_gbps(400));
+        assert_eq!(serde_json::to_string(&Bytes::mib(4)).unwrap(), "\"4MiB\"");
+        assert!(serde_json::from_str::<Bytes>("\"4 Mbit\"").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn bytes_display_parse_round_trip(n in 0u64..(1u64 << 50)) {
+            let b = Bytes(n);
+            // Exact multiples print without a fraction and so round-trip exactly.
+            if n < 1024 || [1u64 << 10, 1 << 20, 1 << 30, 1 << 40].iter().any(|s| n >= *s && n % s == 0 && n / s < 1024 * 1024) {
+                let txt = b.to_string();
+                if !txt.contains('.') {
+                    proptest::prop_assert_eq!(txt.parse::<Bytes>().unwrap(), b);
+                }
+            }
+        }
+
+        #[test]
+        fn send_time_is_monotone_in_size(a in 0u64..1u64 << 40, d in 0u64..1u64 << 20, g in 1u64..1000) {
+            let bw = Bandwidth::from_gbps(g);
+            proptest::prop_assert!(bw.time_to_send(Bytes(a)) <= bw.time_to_send(Bytes(a + d)));
+        }
+    }
+}
