@@ -1,0 +1,1 @@
+//! NCCL tuning model (filled in by the tuning work).

@@ -1,0 +1,111 @@
+#![doc = include_str!("../README.md")]
+
+use std::sync::Arc;
+
+use llmsim_core::{Bytes, NodeId, SimTime, TransferId};
+use llmsim_topo::{TopoError, Topology};
+use thiserror::Error;
+
+/// How a transfer's bytes travel from `src` to `dst`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteSpec {
+    /// The topology's route from `src` to `dst`.
+    Direct,
+    /// Relayed through another host: `src -> via -> dst` (NCCL PXN: inter-node traffic leaves
+    /// through the NIC of the GPU on the destination's rail, reached over NVLink).
+    Via(NodeId),
+    /// A pipelined chain through hosts `src -> hops[0] -> … -> dst`, carried as **one** flow
+    /// whose rate is shared on every link of every leg (a link used by k legs carries k times the
+    /// rate). This is a pipelined ring channel in steady state. Latency: the largest leg latency;
+    /// pipeline fill is the caller's to add.
+    Chain(Arc<[NodeId]>),
+}
+
+/// A point-to-point transfer handed to a network backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub id: TransferId,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bytes: Bytes,
+    /// When the first byte may leave; must not be before the network's `now()` at submission.
+    pub start: SimTime,
+    /// The 5-tuple hash ECMP uses.
+    pub flow_hash: u64,
+    pub route: RouteSpec,
+}
+
+impl Transfer {
+    pub fn new(id: TransferId, src: NodeId, dst: NodeId, bytes: Bytes, start: SimTime) -> Self {
+        Transfer { id, src, dst, bytes, start, flow_hash: id.0, route: RouteSpec::Direct }
+    }
+}
+
+/// A finished transfer: the last byte reached `dst` at `finish`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub id: TransferId,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bytes: Bytes,
+    pub start: SimTime,
+    pub finish: SimTime,
+}
+
+/// Counters a backend keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NetStats {
+    pub submitted: u64,
+    pub completed: u64,
+    pub bytes_delivered: u64,
+    /// Times max-min rates were recomputed (flow backend).
+    pub rate_recomputations: u64,
+    /// Flows whose rate was recomputed, summed over recomputations.
+    pub flows_rerated: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum NetError {
+    #[error("transfer {id} starts at {start} but the network is already at {now}")]
+    StartInPast { id: TransferId, start: SimTime, now: SimTime },
+    #[error("transfer {id}: {source}")]
+    Route { id: TransferId, source: TopoError },
+    #[error("transfer {0} was submitted twice")]
+    Duplicate(TransferId),
+}
+
+/// The network seam. The caller owns time: it submits transfers, then advances.
+pub trait Network {
+    fn topology(&self) -> &Topology;
+    /// The time the network has advanced to.
+    fn now(&self) -> SimTime;
+    /// Queues a transfer that starts at `t.start >= now()`.
+    ///
+    /// # Errors
+    /// `NetError::StartInPast` if `t.start < now()`, `NetError::Route` if it cannot be routed.
+    fn submit(&mut self, t: Transfer) -> Result<(), NetError>;
+    /// The earliest time at which something happens inside the network (a transfer starts or
+    /// completes), given what has been submitted so far; `None` when idle.
+    fn next_event_time(&self) -> Option<SimTime>;
+    /// Processes everything up to and including `t`, appending completions to `done` in
+    /// completion-time order (ties by transfer id). Afterwards `now() == t`.
+    fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>);
+    /// Number of transfers submitted and not yet completed.
+    fn in_flight(&self) -> usize;
+    fn stats(&self) -> NetStats;
+}
+
+/// Submits `transfers` and runs until all complete. A convenience for tests and tools.
+///
+/// # Errors
+/// The first submission error.
+pub fn run_all(net: &mut dyn Network, transfers: impl IntoIterator<Item = Transfer>) -> Result<Vec<Completion>, NetError> {
+    for t in transfers {
+        net.submit(t)?;
+    }
+    let mut done = Vec::new();
+    while let Some(t) = net.next_event_time() {
+        net.advance_to(t, &mut done);
+    }
+    Ok(done)
+}

@@ -1,0 +1,303 @@
+//! The topology graph: nodes, directed links, per-node ports (CSR), and route expansion.
+
+use llmsim_core::{Bandwidth, LinkId, NodeId, SimTime, mix64};
+use serde::Serialize;
+
+use crate::TopoError;
+use crate::routing::Routing;
+
+/// What a vertex is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum NodeKind {
+    /// A GPU with its NIC(s). Hosts are numbered first: `NodeId(0..num_hosts)`.
+    Host,
+    /// A packet switch; `tier` 1 is the leaf/ToR/edge layer, 2 aggregation/spine, 3 core.
+    Switch { tier: u8 },
+    /// The scale-up switch of one server (NVSwitch).
+    NvSwitch,
+}
+
+/// What a link is, for reports and for choosing models (NVLink stays on the scale-up model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LinkKind {
+    /// GPU <-> NVSwitch.
+    NvLink,
+    /// NIC <-> first switch.
+    HostNic,
+    /// Switch <-> switch.
+    Fabric,
+}
+
+/// One direction of a cable.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Link {
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bandwidth: Bandwidth,
+    pub latency: SimTime,
+    pub kind: LinkKind,
+}
+
+/// Bandwidth and propagation latency of a class of links.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LinkParams {
+    pub bandwidth: Bandwidth,
+    pub latency: SimTime,
+}
+
+impl LinkParams {
+    pub const fn new(bandwidth: Bandwidth, latency: SimTime) -> Self {
+        LinkParams { bandwidth, latency }
+    }
+}
+
+/// A node's scale-up domain: every GPU of a server reaches an NVSwitch over NVLink.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ScaleUp {
+    /// GPUs per server (1 means no NVSwitch is built).
+    pub gpus_per_server: u32,
+    /// NVLink bandwidth per GPU per direction (H100: 450 GB/s = 3.6 Tbit/s).
+    pub bandwidth: Bandwidth,
+    /// One-way GPU -> NVSwitch latency.
+    pub latency: SimTime,
+}
+
+impl ScaleUp {
+    pub const fn none() -> Self {
+        ScaleUp { gpus_per_server: 1, bandwidth: Bandwidth::ZERO, latency: SimTime::ZERO }
+    }
+    /// DGX H100: 8 GPUs, NVLink 4 at 450 GB/s per direction.
+    pub const fn dgx_h100() -> Self {
+        ScaleUp { gpus_per_server: 8, bandwidth: Bandwidth::from_gbytes_per_sec(450), latency: SimTime::from_ns(150) }
+    }
+}
+
+/// Builds a [`Topology`] node by node and cable by cable.
+#[derive(Default)]
+pub struct TopologyBuilder {
+    nodes: Vec<NodeKind>,
+    links: Vec<Link>,
+}
+
+impl TopologyBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn add_node(&mut self, kind: NodeKind) -> NodeId {
+        self.nodes.push(kind);
+        NodeId::from_idx(self.nodes.len() - 1)
+    }
+    pub fn add_nodes(&mut self, kind: NodeKind, n: u32) -> NodeId {
+        let first = NodeId::from_idx(self.nodes.len());
+        self.nodes.extend(std::iter::repeat_n(kind, n as usize));
+        first
+    }
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+    /// Adds one directed link and returns its id.
+    pub fn add_link(&mut self, src: NodeId, dst: NodeId, p: LinkParams, kind: LinkKind) -> LinkId {
+        self.links.push(Link { src, dst, bandwidth: p.bandwidth, latency: p.latency, kind });
+        LinkId::from_idx(self.links.len() - 1)
+    }
+    /// Adds a cable: the `a -> b` link and the `b -> a` link.
+    pub fn add_cable(&mut self, a: NodeId, b: NodeId, p: LinkParams, kind: LinkKind) -> (LinkId, LinkId) {
+        (self.add_link(a, b, p, kind), self.add_link(b, a, p, kind))
+    }
+
+    /// Freezes the graph. A node's ports are its outgoing links **in the order they were added**;
+    /// routing rules rely on that order.
+    ///
+    /// # Errors
+    /// `TopoError::Invalid` if a host index is not below `num_hosts`, or a link has zero bandwidth.
+    pub fn build(self, name: String, num_hosts: u32, scale_up: ScaleUp, routing: Routing, ecmp_seed: u64) -> Result<Topology, TopoError> {
+        if self.nodes.iter().take(num_hosts as usize).any(|k| *k != NodeKind::Host)
+            || self.nodes.iter().skip(num_hosts as usize).any(|k| *k == NodeKind::Host)
+        {
+            return Err(TopoError::invalid("hosts", "hosts must be the first num_hosts nodes"));
+        }
+        if let Some(l) = self.links.iter().find(|l| l.bandwidth.is_zero()) {
+            return Err(TopoError::invalid(
+                "bandwidth",
+                format!("link {} -> {} has zero bandwidth; give every link a positive rate such as \"400Gbps\"", l.src, l.dst),
+            ));
+        }
+        let n = self.nodes.len();
+        let mut out_start = vec![0u32; n + 1];
+        for l in &self.links {
+            out_start[l.src.idx() + 1] += 1;
+        }
+        for i in 0..n {
+            out_start[i + 1] += out_start[i];
+        }
+        let mut fill = out_start.clone();
+        let mut out_links = vec![LinkId(0); self.links.len()];
+        for (i, l) in self.links.iter().enumerate() {
+            let s = l.src.idx();
+            out_links[fill[s] as usize] = LinkId::from_idx(i);
+            fill[s] += 1;
+        }
+        let switch_seeds = (0..n as u64).map(|i| mix64(ecmp_seed ^ mix64(i))).collect();
+        Ok(Topology {
+            name,
+            nodes: self.nodes,
+            links: self.links,
+            out_start,
+            out_links,
+            num_hosts,
+            scale_up,
+            routing,
+            switch_seeds,
+        })
+    }
+}
+
+/// A frozen topology with its routing rule.
+pub struct Topology {
+    pub name: String,
+    nodes: Vec<NodeKind>,
+    links: Vec<Link>,
+    out_start: Vec<u32>,
+    out_links: Vec<LinkId>,
+    num_hosts: u32,
+    scale_up: ScaleUp,
+    routing: Routing,
+    switch_seeds: Vec<u64>,
+}
+
+impl Topology {
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+    pub fn num_links(&self) -> usize {
+        self.links.len()
+    }
+    pub fn num_hosts(&self) -> u32 {
+        self.num_hosts
+    }
+    pub fn node(&self, n: NodeId) -> NodeKind {
+        self.nodes[n.idx()]
+    }
+    pub fn nodes(&self) -> &[NodeKind] {
+        &self.nodes
+    }
+    #[inline]
+    pub fn link(&self, l: LinkId) -> &Link {
+        &self.links[l.idx()]
+    }
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+    /// Outgoing links of `n`, in port order.
+    #[inline]
+    pub fn ports(&self, n: NodeId) -> &[LinkId] {
+        &self.out_links[self.out_start[n.idx()] as usize..self.out_start[n.idx() + 1] as usize]
+    }
+    pub fn scale_up(&self) -> ScaleUp {
+        self.scale_up
+    }
+    pub fn gpus_per_server(&self) -> u32 {
+        self.scale_up.gpus_per_server
+    }
+    pub fn num_servers(&self) -> u32 {
+        self.num_hosts / self.scale_up.gpus_per_server
+    }
+    /// Server (node in NCCL's sense) of a host.
+    #[inline]
+    pub fn server_of(&self, host: NodeId) -> u32 {
+        host.0 / self.scale_up.gpus_per_server
+    }
+    /// Index of a host inside its server, which is also its NIC's rail.
+    #[inline]
+    pub fn local_rank(&self, host: NodeId) -> u32 {
+        host.0 % self.scale_up.gpus_per_server
+    }
+    /// The host with local index `local` in server `server`.
+    #[inline]
+    pub fn host(&self, server: u32, local: u32) -> NodeId {
+        NodeId(server * self.scale_up.gpus_per_server + local)
+    }
+    pub fn routing(&self) -> &Routing {
+        &self.routing
+    }
+    /// Per-switch ECMP seed.
+    #[inline]
+    pub fn switch_seed(&self, n: NodeId) -> u64 {
+        self.switch_seeds[n.idx()]
+    }
+    /// ECMP choice among `n` equal-cost ports at node `at`, from the flow hash and the node's seed.
+    #[inline]
+    pub fn ecmp_pick(&self, at: NodeId, flow_hash: u64, n: usize) -> usize {
+        debug_assert!(n > 0);
+        ((mix64(flow_hash ^ self.switch_seeds[at.idx()]) as u128 * n as u128) >> 64) as usize
+    }
+
+    /// The outgoing link `at` forwards a packet of flow `flow_hash` on, toward host `dst`.
+    ///
+    /// # Errors
+    /// `TopoError::Unreachable` if the rule has no way to `dst`.
+    #[inline]
+    pub fn next_hop(&self, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        self.routing.next_hop(self, at, dst, flow_hash)
+    }
+
+    /// Appends to `out` the links from host `src` to host `dst` for flow `flow_hash`.
+    /// `src == dst` gives an empty path.
+    ///
+    /// # Errors
+    /// `TopoError::NotAHost` for a non-host endpoint, `TopoError::Unreachable` when the rule finds
+    /// no way or loops.
+    pub fn route(&self, src: NodeId, dst: NodeId, flow_hash: u64, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        for h in [src, dst] {
+            if h.0 >= self.num_hosts {
+                return Err(TopoError::NotAHost(h));
+            }
+        }
+        let mut at = src;
+        let max_hops = 64usize.min(self.nodes.len());
+        let start = out.len();
+        while at != dst {
+            if out.len() - start >= max_hops {
+                out.truncate(start);
+                return Err(TopoError::Unreachable { src, dst, reason: "routing loop".into() });
+            }
+            let l = self.next_hop(at, dst, flow_hash)?;
+            out.push(l);
+            at = self.links[l.idx()].dst;
+        }
+        Ok(())
+    }
+
+    /// Sum of link latencies and the bottleneck bandwidth of a path.
+    pub fn path_latency_and_bottleneck(&self, path: &[LinkId]) -> (SimTime, Bandwidth) {
+        let mut lat = SimTime::ZERO;
+        let mut bw = Bandwidth::from_bps(u64::MAX);
+        for l in path {
+            let l = &self.links[l.idx()];
+            lat += l.latency;
+            bw = bw.min(l.bandwidth);
+        }
+        (lat, bw)
+    }
+
+    /// Approximate heap bytes held by this topology (graph + routing state).
+    pub fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * size_of::<NodeKind>()
+            + self.links.capacity() * size_of::<Link>()
+            + self.out_start.capacity() * 4
+            + self.out_links.capacity() * size_of::<LinkId>()
+            + self.switch_seeds.capacity() * 8
+            + self.routing.heap_bytes()
+    }
+}
+
+impl std::fmt::Debug for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topology")
+            .field("name", &self.name)
+            .field("hosts", &self.num_hosts)
+            .field("nodes", &self.nodes.len())
+            .field("links", &self.links.len())
+            .finish()
+    }
+}
