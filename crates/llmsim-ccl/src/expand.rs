@@ -1,0 +1,619 @@
+//! Expansion of a collective into a [`CollectivePlan`] on a topology.
+//!
+//! Conventions:
+//! - `bytes` is the nccl-tests "size": the all-reduce buffer, the all-gather *output* buffer, the
+//!   reduce-scatter *input* buffer, and for all-to-all the per-rank send buffer. busbw is computed
+//!   from it with nccl-tests' factors.
+//! - Ranks are hosts of the topology. A group's ranks are ordered by (server, local rank).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use llmsim_core::{Bytes, NodeId, SimTime, mix64};
+use llmsim_net::RouteSpec;
+use llmsim_topo::Topology;
+use serde::Serialize;
+
+use crate::plan::{CollectivePlan, Expansion, PlanNode, Step, split_bytes};
+use crate::scaleup::ScaleUpModel;
+use crate::{CclError, CollectiveOp};
+
+/// Step-level ring DAGs larger than this switch to pipelined flows under `Granularity::Auto`.
+pub const AUTO_MAX_STEP_TRANSFERS: usize = 400_000;
+
+/// How finely a ring is simulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Granularity {
+    /// Step DAG when it has at most [`AUTO_MAX_STEP_TRANSFERS`] transfers, else pipelined.
+    #[default]
+    Auto,
+    /// Every (loop, step, rank, channel group) is a transfer with its dependencies.
+    Step,
+    /// Every channel group is one flow over all ring edges (steady-state pipelined ring), plus
+    /// the pipeline-fill latency.
+    Pipelined,
+}
+
+/// Knobs of an expansion. Defaults follow NCCL's Simple protocol on Hopper.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExpandParams {
+    /// NCCL channels (rings or trees) the collective is split over.
+    pub channels: u32,
+    /// Bytes one channel moves per step in one loop (NCCL Simple ring: 4 MiB buffer / 8 steps x 4
+    /// chunk steps = 2 MiB).
+    pub chunk: Bytes,
+    /// Upper bound on the pipeline loops (ring) or chunks (tree) simulated; beyond it chunks are
+    /// made larger. Keeps plan size bounded for huge messages.
+    pub max_loops: u32,
+    /// NCCL per-step overhead on an NVLink hop (tuning.cc hardware latency, NVLink row).
+    pub step_overhead_intra: SimTime,
+    /// NCCL per-step overhead on a network hop (tuning.cc hardware latency, NET row).
+    pub step_overhead_inter: SimTime,
+    /// Route inter-node traffic through the GPU on the destination's rail (NCCL PXN).
+    pub pxn: bool,
+    pub granularity: Granularity,
+}
+
+impl Default for ExpandParams {
+    fn default() -> Self {
+        ExpandParams {
+            channels: 16,
+            chunk: Bytes::mib(2),
+            max_loops: 8,
+            // NCCL 2.30.7 tuning.cc hwLat, Simple protocol: NVLink ring 3.4 us, NET ring 14 us.
+            step_overhead_intra: SimTime::from_ns(3_400),
+            step_overhead_inter: SimTime::from_us(14),
+            pxn: true,
+            granularity: Granularity::Auto,
+        }
+    }
+}
+
+/// Orders a group by (server, local rank) and checks it.
+fn sorted_group(topo: &Topology, group: &[NodeId]) -> Result<Vec<NodeId>, CclError> {
+    if group.len() < 2 {
+        return Err(CclError::Invalid { field: "group".into(), message: format!("a collective needs at least 2 ranks, got {}", group.len()) });
+    }
+    let mut g = group.to_vec();
+    g.sort_unstable();
+    if g.windows(2).any(|w| w[0] == w[1]) {
+        return Err(CclError::Invalid { field: "group".into(), message: "a rank appears twice".into() });
+    }
+    if let Some(h) = g.iter().find(|h| h.0 >= topo.num_hosts()) {
+        return Err(CclError::Invalid {
+            field: "group".into(),
+            message: format!("rank {h} is not a GPU of this topology (it has {})", topo.num_hosts()),
+        });
+    }
+    Ok(g)
+}
+
+/// The group's ranks per server, in server order.
+fn by_server(topo: &Topology, g: &[NodeId]) -> Vec<Vec<NodeId>> {
+    let mut m: BTreeMap<u32, Vec<NodeId>> = BTreeMap::new();
+    for h in g {
+        m.entry(topo.server_of(*h)).or_default().push(*h);
+    }
+    m.into_values().collect()
+}
+
+fn hash_of(channel: u32, src: NodeId, dst: NodeId, salt: u64) -> u64 {
+    mix64(((channel as u64) << 48) ^ ((src.0 as u64) << 24) ^ dst.0 as u64 ^ salt.rotate_left(17))
+}
+
+/// Route for `src -> dst`: relayed through the GPU on the destination's rail when PXN applies.
+fn route_for(topo: &Topology, src: NodeId, dst: NodeId, pxn: bool) -> RouteSpec {
+    if pxn && topo.gpus_per_server() > 1 && topo.server_of(src) != topo.server_of(dst) && topo.local_rank(src) != topo.local_rank(dst) {
+        RouteSpec::Via(topo.host(topo.server_of(src), topo.local_rank(dst)))
+    } else {
+        RouteSpec::Direct
+    }
+}
+
+fn overhead(topo: &Topology, p: &ExpandParams, src: NodeId, dst: NodeId) -> SimTime {
+    if topo.server_of(src) == topo.server_of(dst) { p.step_overhead_intra } else { p.step_overhead_inter }
+}
+
+/// NCCL-style rings: one ring per rotation of the ranks inside each server, so successive channels
+/// enter each server on a different GPU (and rail). Returns `(ring, channels using it)`.
+pub fn rings(topo: &Topology, group: &[NodeId], channels: u32) -> Result<Vec<(Vec<NodeId>, u32)>, CclError> {
+    let g = sorted_group(topo, group)?;
+    let servers = by_server(topo, &g);
+    let m = servers[0].len();
+    let uniform = servers.iter().all(|s| s.len() == m);
+    // On one server every rotation uses the same NVSwitch links: one ring is enough.
+    let rotations = if uniform && servers.len() > 1 { m.min(channels as usize).max(1) } else { 1 };
+    let mut out = Vec::with_capacity(rotations);
+    for r in 0..rotations {
+        let mut ring = Vec::with_capacity(g.len());
+        for s in &servers {
+            let k = r % s.len();
+            ring.extend_from_slice(&s[k..]);
+            ring.extend_from_slice(&s[..k]);
+        }
+        let weight = (channels as usize / rotations + usize::from(r < channels as usize % rotations)) as u32;
+        if weight > 0 {
+            out.push((ring, weight));
+        }
+    }
+    Ok(out)
+}
+
+fn ring_steps(op: CollectiveOp, n: u64) -> Result<u64, CclError> {
+    match op {
+        CollectiveOp::AllReduce => Ok(2 * (n - 1)),
+        CollectiveOp::AllGather | CollectiveOp::ReduceScatter => Ok(n - 1),
+        other => Err(CclError::Unsupported { what: format!("{other} on a ring"), valid: "all-reduce, all-gather, reduce-scatter".into() }),
+    }
+}
+
+/// Ring expansion (step DAG or pipelined flows, per `p.granularity`).
+///
+/// # Errors
+/// A bad group, or an operation rings do not implement.
+pub fn ring(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+    let rs = rings(topo, group, p.channels.max(1))?;
+    let n = group.len() as u64;
+    let nsteps = ring_steps(op, n)?;
+    let nch = p.channels.max(1) as u64;
+    let per_channel = bytes.0 / nch;
+    let loops = per_channel.div_ceil((n * p.chunk.0).max(1)).clamp(1, p.max_loops.max(1) as u64);
+    let step_transfers = (loops * nsteps * n) as usize * rs.len();
+    let pipelined = match p.granularity {
+        Granularity::Pipelined => true,
+        Granularity::Step => false,
+        Granularity::Auto => step_transfers > AUTO_MAX_STEP_TRANSFERS,
+    };
+    if pipelined {
+        return Ok(ring_pipelined(topo, &rs, bytes, nch, n, nsteps, p));
+    }
+    let mut plan = CollectivePlan::new(Expansion::Ring);
+    let mut ch_offset = 0u64;
+    // prev_send[i]: last transfer sent by ring position i (for in-order sends on a channel).
+    let mut prev_send: Vec<Option<u32>> = vec![None; n as usize];
+    let mut cur_send: Vec<u32> = vec![0; n as usize];
+    for (gi, (ring, w)) in rs.iter().enumerate() {
+        // Bytes of this channel group, split evenly over its channels' share.
+        let group_bytes: u64 = (0..*w as u64).map(|c| split_bytes(bytes.0, nch, ch_offset + c).0).sum();
+        ch_offset += *w as u64;
+        prev_send.iter_mut().for_each(|x| *x = None);
+        let pieces = loops * n;
+        for l in 0..loops {
+            for k in 0..nsteps {
+                for i in 0..n as usize {
+                    let src = ring[i];
+                    let dst = ring[(i + 1) % n as usize];
+                    // Each step moves the chunk of one rank's slice; byte pieces are conserved.
+                    let piece = split_bytes(group_bytes, pieces, l * n + (i as u64 + n - k % n) % n);
+                    let mut deps = [0u32; 2];
+                    let mut nd = 0;
+                    if let Some(d) = prev_send[i] {
+                        deps[nd] = d;
+                        nd += 1;
+                    }
+                    if k > 0 {
+                        // Data dependency: what the previous rank sent us in the previous step.
+                        deps[nd] = prev_send[(i + n as usize - 1) % n as usize].expect("previous step exists");
+                        nd += 1;
+                    }
+                    let id = plan.push(
+                        PlanNode {
+                            step: Step::Transfer { src, dst, bytes: piece, route: route_for(topo, src, dst, p.pxn), flow_hash: hash_of(gi as u32, src, dst, 0) },
+                            channel: gi as u32,
+                            phase: (l * nsteps + k) as u32,
+                            overhead: overhead(topo, p, src, dst),
+                        },
+                        &deps[..nd],
+                    );
+                    cur_send[i] = id;
+                }
+                for i in 0..n as usize {
+                    prev_send[i] = Some(cur_send[i]);
+                }
+            }
+        }
+    }
+    Ok(plan)
+}
+
+fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch: u64, n: u64, nsteps: u64, p: &ExpandParams) -> CollectivePlan {
+    let mut plan = CollectivePlan::new(Expansion::RingPipelined);
+    let mut ch_offset = 0u64;
+    let mut path = Vec::new();
+    for (gi, (ring, w)) in rs.iter().enumerate() {
+        let group_bytes: u64 = (0..*w as u64).map(|c| split_bytes(bytes.0, nch, ch_offset + c).0).sum();
+        ch_offset += *w as u64;
+        // Every edge carries nsteps slices of group_bytes / n.
+        let edge_bytes = Bytes((group_bytes as u128 * nsteps as u128 / n as u128) as u64);
+        let mut hops: Vec<NodeId> = Vec::with_capacity(ring.len() + 8);
+        let mut per_step = SimTime::ZERO;
+        let mut max_leg_lat = SimTime::ZERO;
+        for i in 0..ring.len() {
+            let (src, dst) = (ring[i], ring[(i + 1) % ring.len()]);
+            let mut legs = vec![src];
+            if let RouteSpec::Via(v) = route_for(topo, src, dst, p.pxn) {
+                legs.push(v);
+            }
+            legs.push(dst);
+            let mut lat = SimTime::ZERO;
+            for w2 in legs.windows(2) {
+                path.clear();
+                if topo.route(w2[0], w2[1], hash_of(gi as u32, src, dst, 0), &mut path).is_ok() {
+                    lat += topo.path_latency_and_bottleneck(&path).0;
+                }
+            }
+            max_leg_lat = max_leg_lat.max(lat);
+            per_step = per_step.max(lat + overhead(topo, p, src, dst));
+            hops.extend_from_slice(&legs[1..]);
+        }
+        // hops ends with ring[0]: the chain returns to its start.
+        hops.pop();
+        let src = ring[0];
+        let id = plan.push(
+            PlanNode {
+                step: Step::Transfer { src, dst: src, bytes: edge_bytes, route: RouteSpec::Chain(Arc::from(hops)), flow_hash: hash_of(gi as u32, src, src, 1) },
+                channel: gi as u32,
+                phase: 0,
+                overhead: SimTime::ZERO,
+            },
+            &[],
+        );
+        // Pipeline fill: every step pays its per-step latency; the flow itself paid one leg.
+        let fill = SimTime(per_step.0.saturating_mul(nsteps).saturating_sub(max_leg_lat.0));
+        plan.push(PlanNode { step: Step::Local { rank: src, duration: fill, bytes: Bytes::ZERO }, channel: gi as u32, phase: 1, overhead: SimTime::ZERO }, &[id]);
+    }
+    plan
+}
+
+/// NCCL's binary tree over `n` ranks (in-order numbering, rooted at 0 with one child):
+/// returns `parent[r]` (None for the root).
+pub fn btree_parents(n: usize) -> Vec<Option<usize>> {
+    let mut parent = vec![None; n];
+    for (r, slot) in parent.iter_mut().enumerate().skip(1) {
+        let bit = 1usize << r.trailing_zeros();
+        let up = (r ^ bit) | (bit << 1);
+        *slot = Some(if up >= n { r ^ bit } else { up });
+    }
+    parent
+}
+
+/// NCCL's second tree: the mirror of the first when `n` is even, the first shifted by one when odd.
+pub fn dtree_parents(n: usize) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
+    let t0 = btree_parents(n);
+    let t1: Vec<Option<usize>> = if n % 2 == 0 {
+        let m = |r: usize| n - 1 - r;
+        (0..n).map(|r| t0[m(r)].map(m)).collect()
+    } else {
+        let s = |r: usize| (r + n - 1) % n;
+        let inv = |r: usize| (r + 1) % n;
+        (0..n).map(|r| t0[inv(r)].map(s)).collect()
+    };
+    (t0, t1)
+}
+
+/// Double binary tree all-reduce (NCCL Tree): a chain inside each server and two complementary
+/// binary trees over servers, each carrying half the data; pipelined reduce-up then broadcast-down
+/// per chunk.
+///
+/// # Errors
+/// A bad group, or an operation other than all-reduce.
+pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+    if op != CollectiveOp::AllReduce {
+        return Err(CclError::Unsupported { what: format!("{op} on a tree"), valid: "all-reduce".into() });
+    }
+    let g = sorted_group(topo, group)?;
+    let servers = by_server(topo, &g);
+    let ns = servers.len();
+    let (t0, t1) = dtree_parents(ns);
+    let mut plan = CollectivePlan::new(Expansion::DoubleBinaryTree);
+    for (ti, tp) in [t0, t1].iter().enumerate() {
+        // Rank-level parent map: the head GPU of each server joins the inter-server tree; the
+        // others form a chain toward the head. Tree 1 uses a different head (another rail).
+        let mut parent: BTreeMap<NodeId, NodeId> = BTreeMap::new();
+        let mut root = None;
+        for (si, s) in servers.iter().enumerate() {
+            let head = (ti * s.len() / 2) % s.len();
+            for j in 1..s.len() {
+                parent.insert(s[(head + j) % s.len()], s[(head + j - 1) % s.len()]);
+            }
+            match tp[si] {
+                Some(ps) => {
+                    let phead = servers[ps][(ti * servers[ps].len() / 2) % servers[ps].len()];
+                    parent.insert(s[head], phead);
+                }
+                None => root = Some(s[head]),
+            }
+        }
+        let root = root.expect("a tree has a root");
+        // Depth for ordering.
+        let depth = |mut v: NodeId| {
+            let mut d = 0u32;
+            while let Some(u) = parent.get(&v) {
+                v = *u;
+                d += 1;
+            }
+            d
+        };
+        let mut order: Vec<(u32, NodeId)> = g.iter().map(|v| (depth(*v), *v)).collect();
+        order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let tree_bytes = split_bytes(bytes.0, 2, ti as u64).0;
+        let half_channels = (p.channels / 2).max(1) as u64;
+        let chunks = (tree_bytes / half_channels).div_ceil(p.chunk.0.max(1)).clamp(1, p.max_loops.max(1) as u64);
+        let mut up: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (sender, chunk) -> reduce transfer
+        let mut down: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (receiver, chunk) -> bcast transfer
+        let children = |v: NodeId| parent.iter().filter(move |(_, u)| **u == v).map(|(c, _)| *c);
+        for c in 0..chunks {
+            let piece = split_bytes(tree_bytes, chunks, c);
+            for (_, v) in order.iter().filter(|(_, v)| *v != root) {
+                let u = parent[v];
+                let mut deps: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
+                if c > 0 {
+                    deps.push(up[&(*v, c - 1)]);
+                }
+                let id = plan.push(
+                    PlanNode {
+                        step: Step::Transfer { src: *v, dst: u, bytes: piece, route: route_for(topo, *v, u, p.pxn), flow_hash: hash_of(ti as u32, *v, u, c) },
+                        channel: ti as u32,
+                        phase: 2 * c as u32,
+                        overhead: overhead(topo, p, *v, u),
+                    },
+                    &deps,
+                );
+                up.insert((*v, c), id);
+            }
+        }
+        for c in 0..chunks {
+            let piece = split_bytes(tree_bytes, chunks, c);
+            for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
+                let u = parent[v];
+                let mut deps: Vec<u32> = Vec::new();
+                if u == root {
+                    deps.extend(children(root).map(|ch| up[&(ch, c)]));
+                } else {
+                    deps.push(down[&(u, c)]);
+                }
+                if c > 0 {
+                    deps.push(down[&(*v, c - 1)]);
+                }
+                let id = plan.push(
+                    PlanNode {
+                        step: Step::Transfer { src: u, dst: *v, bytes: piece, route: route_for(topo, u, *v, p.pxn), flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB) },
+                        channel: ti as u32,
+                        phase: 2 * c as u32 + 1,
+                        overhead: overhead(topo, p, u, *v),
+                    },
+                    &deps,
+                );
+                down.insert((*v, c), id);
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// Recursive halving (reduce-scatter) and recursive doubling (all-gather); all-reduce is both.
+/// Ranks beyond the largest power of two fold into a partner first and get the result after.
+///
+/// # Errors
+/// A bad group, an unsupported operation, or a non-power-of-two group for reduce-scatter or
+/// all-gather.
+pub fn halving_doubling(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+    let g = sorted_group(topo, group)?;
+    let n = g.len();
+    let pw = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    if pw != n && op != CollectiveOp::AllReduce {
+        return Err(CclError::Invalid {
+            field: "group".into(),
+            message: format!("halving-doubling {op} needs a power-of-two group, got {n} ranks; use --algo ring"),
+        });
+    }
+    let (rs, ag) = match op {
+        CollectiveOp::AllReduce => (true, true),
+        CollectiveOp::ReduceScatter => (true, false),
+        CollectiveOp::AllGather => (false, true),
+        other => return Err(CclError::Unsupported { what: format!("{other} by halving-doubling"), valid: "all-reduce, all-gather, reduce-scatter".into() }),
+    };
+    let rounds = pw.trailing_zeros() as usize;
+    let mut plan = CollectivePlan::new(Expansion::HalvingDoubling);
+    let mut last: Vec<Vec<u32>> = vec![Vec::new(); n]; // dependencies each rank carries into its next round
+    let send = |plan: &mut CollectivePlan, a: usize, b: usize, by: u64, phase: u32, deps: &[u32]| -> u32 {
+        plan.push(
+            PlanNode {
+                step: Step::Transfer { src: g[a], dst: g[b], bytes: Bytes(by), route: route_for(topo, g[a], g[b], p.pxn), flow_hash: hash_of(phase, g[a], g[b], 2) },
+                channel: 0,
+                phase,
+                overhead: overhead(topo, p, g[a], g[b]),
+            },
+            deps,
+        )
+    };
+    let mut phase = 0u32;
+    for e in pw..n {
+        let id = send(&mut plan, e, e - pw, bytes.0, phase, &[]);
+        last[e - pw].push(id);
+    }
+    phase += 1;
+    let mut seg = bytes.0;
+    if rs {
+        for r in 0..rounds {
+            let dist = pw >> (r + 1);
+            seg /= 2;
+            let ids: Vec<(usize, u32)> = (0..pw)
+                .map(|i| {
+                    let j = i ^ dist;
+                    let deps: Vec<u32> = last[i].iter().chain(last[j].iter()).copied().collect();
+                    (j, send(&mut plan, i, j, seg, phase, &deps))
+                })
+                .collect();
+            for (j, id) in &ids {
+                last[*j] = vec![*id];
+            }
+            for (i, (_, id)) in ids.iter().enumerate() {
+                last[i].push(*id);
+            }
+            phase += 1;
+        }
+    } else {
+        seg = bytes.0 / pw as u64;
+    }
+    if ag {
+        for r in (0..rounds).rev() {
+            let dist = pw >> (r + 1);
+            let ids: Vec<(usize, u32)> = (0..pw)
+                .map(|i| {
+                    let j = i ^ dist;
+                    let deps: Vec<u32> = last[i].iter().chain(last[j].iter()).copied().collect();
+                    (j, send(&mut plan, i, j, seg, phase, &deps))
+                })
+                .collect();
+            for (j, id) in &ids {
+                last[*j] = vec![*id];
+            }
+            for (i, (_, id)) in ids.iter().enumerate() {
+                last[i].push(*id);
+            }
+            seg *= 2;
+            phase += 1;
+        }
+    }
+    for e in pw..n {
+        let deps = last[e - pw].clone();
+        send(&mut plan, e - pw, e, bytes.0, phase, &deps);
+    }
+    Ok(plan)
+}
+
+/// Direct all-to-all: every rank sends `bytes / n` to every other rank at once.
+///
+/// # Errors
+/// A bad group.
+pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+    let g = sorted_group(topo, group)?;
+    let n = g.len() as u64;
+    let mut plan = CollectivePlan::new(Expansion::DirectAllToAll);
+    for (i, src) in g.iter().enumerate() {
+        for (j, dst) in g.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            plan.push(
+                PlanNode {
+                    step: Step::Transfer { src: *src, dst: *dst, bytes: split_bytes(bytes.0, n, j as u64), route: route_for(topo, *src, *dst, p.pxn), flow_hash: hash_of(0, *src, *dst, 3) },
+                    channel: 0,
+                    phase: 0,
+                    overhead: overhead(topo, p, *src, *dst),
+                },
+                &[],
+            );
+        }
+    }
+    Ok(plan)
+}
+
+/// The whole collective inside one server, on the scale-up alpha-beta model: one local step per
+/// rank.
+///
+/// # Errors
+/// A bad group.
+pub fn scale_up(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], su: &ScaleUpModel) -> Result<CollectivePlan, CclError> {
+    let g = sorted_group(topo, group)?;
+    let t = su.time(op, bytes, g.len() as u32);
+    let mut plan = CollectivePlan::new(Expansion::ScaleUp);
+    let per_rank = Bytes((bytes.0 as f64 * op.busbw_factor(g.len() as u32)) as u64);
+    for r in g {
+        plan.push(PlanNode { step: Step::Local { rank: r, duration: t, bytes: per_rank }, channel: 0, phase: 0, overhead: SimTime::ZERO }, &[]);
+    }
+    Ok(plan)
+}
+
+/// Hierarchical all-reduce: intra-server reduce-scatter (scale-up model), an all-reduce of
+/// `bytes / m` across servers per local index (one rail each, ring), then an intra-server
+/// all-gather (scale-up model).
+///
+/// # Errors
+/// A bad group, an operation other than all-reduce, or servers holding different rank counts.
+pub fn hierarchical(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams, su: &ScaleUpModel) -> Result<CollectivePlan, CclError> {
+    if op != CollectiveOp::AllReduce {
+        return Err(CclError::Unsupported { what: format!("hierarchical {op}"), valid: "all-reduce".into() });
+    }
+    let g = sorted_group(topo, group)?;
+    let servers = by_server(topo, &g);
+    let m = servers[0].len();
+    if servers.iter().any(|s| s.len() != m) {
+        return Err(CclError::Invalid { field: "group".into(), message: "hierarchical all-reduce needs the same number of ranks on every server".into() });
+    }
+    if servers.len() == 1 {
+        return scale_up(topo, op, bytes, &g, su);
+    }
+    let mut plan = CollectivePlan::new(Expansion::Hierarchical);
+    let local = |plan: &mut CollectivePlan, op: CollectiveOp, r: NodeId, phase: u32, deps: &[u32]| {
+        let t = su.time(op, bytes, m as u32);
+        let b = Bytes((bytes.0 as f64 * op.busbw_factor(m as u32)) as u64);
+        plan.push(PlanNode { step: Step::Local { rank: r, duration: t, bytes: b }, channel: 0, phase, overhead: SimTime::ZERO }, deps)
+    };
+    // Intra-server reduce-scatter: the server's ranks finish together; anyone waits for all.
+    let mut rs_of_server: Vec<Vec<u32>> = Vec::new();
+    for s in &servers {
+        rs_of_server.push(s.iter().map(|r| local(&mut plan, CollectiveOp::ReduceScatter, *r, 0, &[])).collect());
+    }
+    let inter = ExpandParams { channels: (p.channels / m as u32).max(1), ..p.clone() };
+    let mut sinks_into: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
+    let server_index = |h: NodeId| servers.iter().position(|s| s.contains(&h)).expect("rank of the group");
+    for j in 0..m {
+        let rail: Vec<NodeId> = servers.iter().map(|s| s[j]).collect();
+        let sub = ring(topo, op, Bytes(split_bytes(bytes.0, m as u64, j as u64).0), &rail, &inter)?;
+        let off = plan.append(&sub, |node| match &node.step {
+            Step::Transfer { src, .. } => rs_of_server[server_index(*src)].clone(),
+            Step::Local { rank, .. } => rs_of_server[server_index(*rank)].clone(),
+        });
+        for k in sub.sinks() {
+            let owner = match &sub.node(k).step {
+                Step::Transfer { dst, .. } => *dst,
+                Step::Local { rank, .. } => *rank,
+            };
+            if let Step::Local { .. } = sub.node(k).step {
+                // A pipelined ring's fill step stands for the whole ring: every server waits on it.
+                for v in sinks_into.iter_mut() {
+                    v.push(k + off);
+                }
+            } else {
+                sinks_into[server_index(owner)].push(k + off);
+            }
+        }
+    }
+    let ag_deps: Vec<Vec<u32>> = sinks_into;
+    for (si, s) in servers.iter().enumerate() {
+        for r in s {
+            local(&mut plan, CollectiveOp::AllGather, *r, 2, &ag_deps[si]);
+        }
+    }
+    Ok(plan)
+}
+
+/// Expands `op` with the given algorithm. Groups inside one server use the scale-up model
+/// whatever the algorithm, as NCCL's NVLink paths are modelled there.
+///
+/// # Errors
+/// See the individual expansions.
+pub fn expand(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], algo: Expansion, p: &ExpandParams, su: &ScaleUpModel) -> Result<CollectivePlan, CclError> {
+    let g = sorted_group(topo, group)?;
+    let one_server = g.iter().all(|h| topo.server_of(*h) == topo.server_of(g[0]));
+    if one_server && topo.gpus_per_server() > 1 {
+        return scale_up(topo, op, bytes, &g, su);
+    }
+    match (algo, op) {
+        (_, CollectiveOp::AllToAll) | (Expansion::DirectAllToAll, _) => {
+            if op != CollectiveOp::AllToAll {
+                return Err(CclError::Unsupported { what: format!("direct {op}"), valid: "all-to-all".into() });
+            }
+            direct_all_to_all(topo, bytes, &g, p)
+        }
+        (Expansion::Ring, _) => ring(topo, op, bytes, &g, p),
+        (Expansion::RingPipelined, _) => ring(topo, op, bytes, &g, &ExpandParams { granularity: Granularity::Pipelined, ..p.clone() }),
+        (Expansion::DoubleBinaryTree, _) => double_binary_tree(topo, op, bytes, &g, p),
+        (Expansion::HalvingDoubling, _) => halving_doubling(topo, op, bytes, &g, p),
+        (Expansion::Hierarchical, _) => hierarchical(topo, op, bytes, &g, p, su),
+        (Expansion::ScaleUp, _) => scale_up(topo, op, bytes, &g, su),
+    }
+}

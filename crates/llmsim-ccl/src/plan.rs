@@ -1,0 +1,161 @@
+//! A collective plan: a small DAG of point-to-point transfers and local (scale-up) steps.
+
+use llmsim_core::{Bytes, NodeId, SimTime};
+use llmsim_net::RouteSpec;
+
+/// One vertex of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Bytes carried by the network from `src` to `dst`.
+    Transfer { src: NodeId, dst: NodeId, bytes: Bytes, route: RouteSpec, flow_hash: u64 },
+    /// Work local to a rank or a server that takes a fixed time: an intra-node collective on the
+    /// scale-up alpha-beta model, or a pipeline fill latency.
+    Local { rank: NodeId, duration: SimTime, bytes: Bytes },
+}
+
+/// A plan vertex with its bookkeeping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanNode {
+    pub step: Step,
+    /// NCCL channel (or channel group) the step belongs to.
+    pub channel: u32,
+    /// Algorithm step index (ring step, tree level, halving-doubling round, phase).
+    pub phase: u32,
+    /// Software overhead between the last dependency finishing and this step starting
+    /// (NCCL's per-step latency).
+    pub overhead: SimTime,
+}
+
+/// Which expansion produced a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Expansion {
+    Ring,
+    /// The ring as one pipelined flow per channel group (steady-state fluid model).
+    RingPipelined,
+    DoubleBinaryTree,
+    HalvingDoubling,
+    DirectAllToAll,
+    Hierarchical,
+    /// The whole collective inside one scale-up domain, on the alpha-beta model.
+    ScaleUp,
+}
+
+impl std::fmt::Display for Expansion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Expansion::Ring => "ring",
+            Expansion::RingPipelined => "ring (pipelined flows)",
+            Expansion::DoubleBinaryTree => "double binary tree",
+            Expansion::HalvingDoubling => "halving-doubling",
+            Expansion::DirectAllToAll => "direct all-to-all",
+            Expansion::Hierarchical => "hierarchical",
+            Expansion::ScaleUp => "scale-up alpha-beta",
+        })
+    }
+}
+
+/// A DAG of steps. Nodes are stored in a topological order: every dependency of node `i` has an
+/// index below `i` (enforced by [`CollectivePlan::push`]).
+#[derive(Clone, Debug)]
+pub struct CollectivePlan {
+    pub expansion: Expansion,
+    nodes: Vec<PlanNode>,
+    dep_start: Vec<u32>,
+    deps: Vec<u32>,
+}
+
+impl CollectivePlan {
+    pub fn new(expansion: Expansion) -> Self {
+        CollectivePlan { expansion, nodes: Vec::new(), dep_start: vec![0], deps: Vec::new() }
+    }
+
+    /// Appends a node that waits for `deps` (indices of earlier nodes) and returns its index.
+    pub fn push(&mut self, node: PlanNode, deps: &[u32]) -> u32 {
+        let id = self.nodes.len() as u32;
+        debug_assert!(deps.iter().all(|d| *d < id), "plan dependencies must point backwards");
+        self.nodes.push(node);
+        self.deps.extend_from_slice(deps);
+        self.dep_start.push(self.deps.len() as u32);
+        id
+    }
+
+    /// Appends every node of `other`; a node of `other` without dependencies also waits for
+    /// `root_deps(node)`. Returns the index offset of `other`'s nodes in `self`.
+    pub fn append(&mut self, other: &CollectivePlan, root_deps: impl Fn(&PlanNode) -> Vec<u32>) -> u32 {
+        let off = self.nodes.len() as u32;
+        let mut deps = Vec::new();
+        for i in 0..other.len() as u32 {
+            deps.clear();
+            let own = other.deps(i);
+            if own.is_empty() {
+                deps.extend(root_deps(other.node(i)));
+            } else {
+                deps.extend(own.iter().map(|d| d + off));
+            }
+            self.push(other.node(i).clone(), &deps);
+        }
+        off
+    }
+
+    /// Nodes nothing depends on.
+    pub fn sinks(&self) -> Vec<u32> {
+        let mut has_dependent = vec![false; self.nodes.len()];
+        for d in &self.deps {
+            has_dependent[*d as usize] = true;
+        }
+        (0..self.nodes.len() as u32).filter(|i| !has_dependent[*i as usize]).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+    pub fn nodes(&self) -> &[PlanNode] {
+        &self.nodes
+    }
+    pub fn node(&self, i: u32) -> &PlanNode {
+        &self.nodes[i as usize]
+    }
+    pub fn deps(&self, i: u32) -> &[u32] {
+        &self.deps[self.dep_start[i as usize] as usize..self.dep_start[i as usize + 1] as usize]
+    }
+    pub fn num_transfers(&self) -> usize {
+        self.nodes.iter().filter(|n| matches!(n.step, Step::Transfer { .. })).count()
+    }
+    /// Bytes the network carries, summed over transfers. For a `Chain` transfer, the bytes count
+    /// once per leg (that is what each leg carries).
+    pub fn network_bytes(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|n| match &n.step {
+                Step::Transfer { bytes, route: RouteSpec::Chain(h), .. } => bytes.0 * (h.len() as u64 + 1),
+                Step::Transfer { bytes, .. } => bytes.0,
+                Step::Local { .. } => 0,
+            })
+            .sum()
+    }
+}
+
+/// Splits `total` into `parts` integer pieces that differ by at most one and add up to `total`.
+pub fn split_bytes(total: u64, parts: u64, i: u64) -> Bytes {
+    debug_assert!(parts > 0 && i < parts);
+    let base = total / parts;
+    let rem = total % parts;
+    Bytes(base + u64::from(i < rem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_conserves() {
+        for (t, p) in [(10, 3), (1 << 30, 1024), (5, 8), (0, 4)] {
+            let s: u64 = (0..p).map(|i| split_bytes(t, p, i).0).sum();
+            assert_eq!(s, t);
+        }
+    }
+}

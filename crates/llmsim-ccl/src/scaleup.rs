@@ -1,0 +1,108 @@
+//! The scale-up (NVLink/NVSwitch) domain on a per-collective alpha-beta model (Multiverse §4.1):
+//! `time = alpha + bytes * busbw_factor(op, n) / busbw`.
+//!
+//! Defaults are *model* values, not measurements: `busbw = 0.8 x` the GPU's per-direction NVLink
+//! bandwidth, `alpha` from NCCL's single-node Simple ring latency (base 8.4 us + (n-1) x 3.4 us
+//! NVLink hardware latency per step; NCCL 2.30.7 tuning.cc). Calibrate them with measured
+//! nccl-tests figures through the override.
+
+use llmsim_core::{Bandwidth, Bytes, SimTime};
+use serde::{Deserialize, Serialize};
+
+use crate::{CclError, CollectiveOp};
+
+/// Alpha-beta parameters of one collective inside one server.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlphaBeta {
+    /// Fixed latency of the collective, independent of size.
+    pub alpha: SimTime,
+    /// Bus bandwidth (nccl-tests definition) reached on large messages.
+    pub busbw: Bandwidth,
+}
+
+/// The scale-up model of one GPU type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleUpModel {
+    pub gpu: String,
+    /// NVLink bandwidth per GPU per direction.
+    pub nvlink: Bandwidth,
+    pub all_reduce: AlphaBeta,
+    pub all_gather: AlphaBeta,
+    pub reduce_scatter: AlphaBeta,
+    pub all_to_all: AlphaBeta,
+}
+
+/// Fraction of NVLink bandwidth the default model assumes a collective reaches.
+pub const DEFAULT_NVLINK_EFFICIENCY: f64 = 0.8;
+
+/// GPUs with a built-in default, and their per-direction NVLink bandwidth in GB/s:
+/// A100 NVLink3 300, H100/H200 NVLink4 450, B200 NVLink5 900 (NVIDIA data sheets).
+pub const KNOWN_GPUS: [(&str, u64); 4] = [("A100", 300), ("H100", 450), ("H200", 450), ("B200", 900)];
+
+impl ScaleUpModel {
+    /// The default model for a GPU type (`A100`, `H100`, `H200`, `B200`; case-insensitive) with
+    /// `gpus` GPUs per server.
+    ///
+    /// # Errors
+    /// `CclError::Invalid` naming the GPU and the known types.
+    pub fn default_for(gpu: &str, gpus: u32) -> Result<Self, CclError> {
+        let Some((name, gbs)) = KNOWN_GPUS.iter().find(|(n, _)| n.eq_ignore_ascii_case(gpu)) else {
+            return Err(CclError::Invalid {
+                field: "gpu".into(),
+                message: format!("no scale-up defaults for {gpu:?}; known: A100, H100, H200, B200 (or give scale-up parameters)"),
+            });
+        };
+        Ok(Self::from_nvlink(name, Bandwidth::from_gbytes_per_sec(*gbs), gpus))
+    }
+
+    /// The default model for an NVLink bandwidth.
+    pub fn from_nvlink(gpu: &str, nvlink: Bandwidth, gpus: u32) -> Self {
+        let busbw = nvlink.scale(DEFAULT_NVLINK_EFFICIENCY);
+        let steps = |s: u64| SimTime::from_ns(8_400 + s * 3_400);
+        let n = gpus.max(2) as u64;
+        ScaleUpModel {
+            gpu: gpu.to_string(),
+            nvlink,
+            all_reduce: AlphaBeta { alpha: steps(2 * (n - 1)), busbw },
+            all_gather: AlphaBeta { alpha: steps(n - 1), busbw },
+            reduce_scatter: AlphaBeta { alpha: steps(n - 1), busbw },
+            all_to_all: AlphaBeta { alpha: steps(1), busbw },
+        }
+    }
+
+    pub fn params(&self, op: CollectiveOp) -> AlphaBeta {
+        match op {
+            CollectiveOp::AllReduce => self.all_reduce,
+            CollectiveOp::AllGather => self.all_gather,
+            CollectiveOp::ReduceScatter => self.reduce_scatter,
+            CollectiveOp::AllToAll | CollectiveOp::Broadcast | CollectiveOp::Reduce => self.all_to_all,
+        }
+    }
+
+    /// Time of `op` on `bytes` (nccl-tests size) over `n` GPUs of one server.
+    pub fn time(&self, op: CollectiveOp, bytes: Bytes, n: u32) -> SimTime {
+        if n < 2 {
+            return SimTime::ZERO;
+        }
+        let ab = self.params(op);
+        let bus_bytes = bytes.0 as f64 * op.busbw_factor(n);
+        ab.alpha + SimTime::from_secs_f64(bus_bytes * 8.0 / ab.busbw.bps_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_is_alpha_plus_bus_bytes_over_busbw() {
+        let m = ScaleUpModel::default_for("h100", 8).unwrap();
+        let b = Bytes::gib(1);
+        let t = m.time(CollectiveOp::AllReduce, b, 8);
+        let expect = m.all_reduce.alpha.as_secs_f64() + (b.0 as f64 * 2.0 * 7.0 / 8.0) / (450e9 * 0.8);
+        assert!((t.as_secs_f64() - expect).abs() < 1e-9, "{t} vs {expect}");
+        assert!(ScaleUpModel::default_for("V100", 8).is_err());
+    }
+}
