@@ -186,25 +186,19 @@ pub fn ring(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p
                     let dst = ring[(i + 1) % n as usize];
                     // Each step moves the chunk of one rank's slice; byte pieces are conserved.
                     let piece = split_bytes(group_bytes, pieces, l * n + (i as u64 + n - k % n) % n);
-                    let mut deps = [0u32; 2];
-                    let mut nd = 0;
-                    if let Some(d) = prev_send[i] {
-                        deps[nd] = d;
-                        nd += 1;
-                    }
-                    if k > 0 {
-                        // Data dependency: what the previous rank sent us in the previous step.
-                        deps[nd] = prev_send[(i + n as usize - 1) % n as usize].expect("previous step exists");
-                        nd += 1;
-                    }
-                    let id = plan.push(
+                    // Order: this rank's previous send on the channel. Data: what the previous
+                    // rank sent us in the previous step.
+                    let order = prev_send[i];
+                    let data = if k > 0 { prev_send[(i + n as usize - 1) % n as usize] } else { None };
+                    let id = plan.push_ordered(
                         PlanNode {
                             step: Step::Transfer { src, dst, bytes: piece, route: route_for(topo, src, dst, p.pxn), flow_hash: hash_of(gi as u32, src, dst, 0) },
                             channel: gi as u32,
                             phase: (l * nsteps + k) as u32,
                             overhead: overhead(topo, p, src, dst),
                         },
-                        &deps[..nd],
+                        order.as_slice(),
+                        data.as_slice(),
                     );
                     cur_send[i] = id;
                 }
@@ -227,7 +221,8 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
         // Every edge carries nsteps slices of group_bytes / n.
         let edge_bytes = Bytes((group_bytes as u128 * nsteps as u128 / n as u128) as u64);
         let mut hops: Vec<NodeId> = Vec::with_capacity(ring.len() + 8);
-        let mut per_step = SimTime::ZERO;
+        // Per ring edge: latency + NCCL step overhead, for the fill along the chunk's path.
+        let mut edge_cost: Vec<SimTime> = Vec::with_capacity(ring.len());
         let mut max_leg_lat = SimTime::ZERO;
         for i in 0..ring.len() {
             let (src, dst) = (ring[i], ring[(i + 1) % ring.len()]);
@@ -244,7 +239,7 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
                 }
             }
             max_leg_lat = max_leg_lat.max(lat);
-            per_step = per_step.max(lat + overhead(topo, p, src, dst));
+            edge_cost.push(lat + overhead(topo, p, src, dst));
             hops.extend_from_slice(&legs[1..]);
         }
         // hops ends with ring[0]: the chain returns to its start.
@@ -259,8 +254,12 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
             },
             &[],
         );
-        // Pipeline fill: every step pays its per-step latency; the flow itself paid one leg.
-        let fill = SimTime(per_step.0.saturating_mul(nsteps).saturating_sub(max_leg_lat.0));
+        // Pipeline fill, as NCCL's latency model counts it: a chunk's path crosses nsteps ring
+        // edges, each costing its latency and step overhead; the flow itself paid one leg.
+        let cycle: u64 = edge_cost.iter().map(|c| c.0).sum();
+        let full = nsteps / n;
+        let partial: u64 = edge_cost.iter().take((nsteps % n) as usize).map(|c| c.0).sum();
+        let fill = SimTime((full * cycle + partial).saturating_sub(max_leg_lat.0));
         plan.push(PlanNode { step: Step::Local { rank: src, duration: fill, bytes: Bytes::ZERO }, channel: gi as u32, phase: 1, overhead: SimTime::ZERO }, &[id]);
     }
     plan
@@ -347,18 +346,17 @@ pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group
             let piece = split_bytes(tree_bytes, chunks, c);
             for (_, v) in order.iter().filter(|(_, v)| *v != root) {
                 let u = parent[v];
-                let mut deps: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
-                if c > 0 {
-                    deps.push(up[&(*v, c - 1)]);
-                }
-                let id = plan.push(
+                let data: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
+                let order: Vec<u32> = if c > 0 { vec![up[&(*v, c - 1)]] } else { Vec::new() };
+                let id = plan.push_ordered(
                     PlanNode {
                         step: Step::Transfer { src: *v, dst: u, bytes: piece, route: route_for(topo, *v, u, p.pxn), flow_hash: hash_of(ti as u32, *v, u, c) },
                         channel: ti as u32,
                         phase: 2 * c as u32,
                         overhead: overhead(topo, p, *v, u),
                     },
-                    &deps,
+                    &order,
+                    &data,
                 );
                 up.insert((*v, c), id);
             }
@@ -367,23 +365,17 @@ pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group
             let piece = split_bytes(tree_bytes, chunks, c);
             for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
                 let u = parent[v];
-                let mut deps: Vec<u32> = Vec::new();
-                if u == root {
-                    deps.extend(children(root).map(|ch| up[&(ch, c)]));
-                } else {
-                    deps.push(down[&(u, c)]);
-                }
-                if c > 0 {
-                    deps.push(down[&(*v, c - 1)]);
-                }
-                let id = plan.push(
+                let data: Vec<u32> = if u == root { children(root).map(|ch| up[&(ch, c)]).collect() } else { vec![down[&(u, c)]] };
+                let order: Vec<u32> = if c > 0 { vec![down[&(*v, c - 1)]] } else { Vec::new() };
+                let id = plan.push_ordered(
                     PlanNode {
                         step: Step::Transfer { src: u, dst: *v, bytes: piece, route: route_for(topo, u, *v, p.pxn), flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB) },
                         channel: ti as u32,
                         phase: 2 * c as u32 + 1,
                         overhead: overhead(topo, p, u, *v),
                     },
-                    &deps,
+                    &order,
+                    &data,
                 );
                 down.insert((*v, c), id);
             }

@@ -21,8 +21,10 @@ pub struct PlanNode {
     pub channel: u32,
     /// Algorithm step index (ring step, tree level, halving-doubling round, phase).
     pub phase: u32,
-    /// Software overhead between the last dependency finishing and this step starting
-    /// (NCCL's per-step latency).
+    /// NCCL's per-step latency: added after each *data* dependency finishes (the data has to
+    /// be noticed and posted) and to the start of a node without dependencies. *Order*
+    /// dependencies (the same rank's previous send on the channel) carry no latency, so
+    /// back-to-back sends pipeline as NCCL's do.
     pub overhead: SimTime,
 }
 
@@ -63,37 +65,56 @@ pub struct CollectivePlan {
     nodes: Vec<PlanNode>,
     dep_start: Vec<u32>,
     deps: Vec<u32>,
+    /// Parallel to `deps`: true for a data dependency, false for an order dependency.
+    dep_is_data: Vec<bool>,
 }
 
 impl CollectivePlan {
     pub fn new(expansion: Expansion) -> Self {
-        CollectivePlan { expansion, nodes: Vec::new(), dep_start: vec![0], deps: Vec::new() }
+        CollectivePlan { expansion, nodes: Vec::new(), dep_start: vec![0], deps: Vec::new(), dep_is_data: Vec::new() }
     }
 
-    /// Appends a node that waits for `deps` (indices of earlier nodes) and returns its index.
+    /// Appends a node with data dependencies `deps` (indices of earlier nodes); returns its index.
     pub fn push(&mut self, node: PlanNode, deps: &[u32]) -> u32 {
+        self.push_ordered(node, &[], deps)
+    }
+
+    /// Appends a node that waits for `order` dependencies (no latency) and `data` dependencies
+    /// (plus the node's overhead).
+    pub fn push_ordered(&mut self, node: PlanNode, order: &[u32], data: &[u32]) -> u32 {
         let id = self.nodes.len() as u32;
-        debug_assert!(deps.iter().all(|d| *d < id), "plan dependencies must point backwards");
+        debug_assert!(order.iter().chain(data).all(|d| *d < id), "plan dependencies must point backwards");
         self.nodes.push(node);
-        self.deps.extend_from_slice(deps);
+        self.deps.extend_from_slice(order);
+        self.dep_is_data.extend(std::iter::repeat_n(false, order.len()));
+        self.deps.extend_from_slice(data);
+        self.dep_is_data.extend(std::iter::repeat_n(true, data.len()));
         self.dep_start.push(self.deps.len() as u32);
         id
+    }
+
+    /// Whether each of `deps(i)` is a data dependency.
+    pub fn dep_is_data(&self, i: u32) -> &[bool] {
+        &self.dep_is_data[self.dep_start[i as usize] as usize..self.dep_start[i as usize + 1] as usize]
     }
 
     /// Appends every node of `other`; a node of `other` without dependencies also waits for
     /// `root_deps(node)`. Returns the index offset of `other`'s nodes in `self`.
     pub fn append(&mut self, other: &CollectivePlan, root_deps: impl Fn(&PlanNode) -> Vec<u32>) -> u32 {
         let off = self.nodes.len() as u32;
-        let mut deps = Vec::new();
+        let (mut order, mut data) = (Vec::new(), Vec::new());
         for i in 0..other.len() as u32 {
-            deps.clear();
+            order.clear();
+            data.clear();
             let own = other.deps(i);
             if own.is_empty() {
-                deps.extend(root_deps(other.node(i)));
+                data.extend(root_deps(other.node(i)));
             } else {
-                deps.extend(own.iter().map(|d| d + off));
+                for (d, is_data) in own.iter().zip(other.dep_is_data(i)) {
+                    if *is_data { data.push(d + off) } else { order.push(d + off) }
+                }
             }
-            self.push(other.node(i).clone(), &deps);
+            self.push_ordered(other.node(i).clone(), &order, &data);
         }
         off
     }

@@ -48,7 +48,22 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
             fill[*d as usize] += 1;
         }
     }
-    let mut ready = vec![start.max(net.now()); n];
+    let mut fill2 = dstart.clone();
+    let t_begin = start.max(net.now());
+    // ready[i]: earliest start allowed by the dependencies finished so far (order deps as they
+    // are, data deps plus the node's overhead). A node without dependencies starts after its
+    // overhead.
+    let mut ready: Vec<SimTime> = (0..n as u32)
+        .map(|i| if plan.deps(i).is_empty() { t_begin + plan.node(i).overhead } else { t_begin })
+        .collect();
+    // For each reverse edge, whether it is a data dependency.
+    let mut dependent_is_data = vec![false; dstart[n] as usize];
+    for i in 0..n as u32 {
+        for (d, is_data) in plan.deps(i).iter().zip(plan.dep_is_data(i)) {
+            dependent_is_data[fill2[*d as usize] as usize] = *is_data;
+            fill2[*d as usize] += 1;
+        }
+    }
     let mut node_start = vec![SimTime::MAX; n];
     let mut node_finish = vec![SimTime::MAX; n];
     let mut local: EventQueue<u32> = EventQueue::new();
@@ -57,7 +72,7 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
     // Starts node i at ready[i] + overhead.
     let launch = |i: u32, ready: &[SimTime], node_start: &mut [SimTime], local: &mut EventQueue<u32>, net: &mut dyn Network| -> Result<(), CclError> {
         let node = plan.node(i);
-        let t0 = ready[i as usize] + node.overhead;
+        let t0 = ready[i as usize];
         node_start[i as usize] = t0;
         match &node.step {
             Step::Transfer { src, dst, bytes, route, flow_hash } if bytes.0 > 0 => {
@@ -110,9 +125,11 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
             let (i, t) = finished[k];
             node_finish[i as usize] = t;
             remaining -= 1;
-            for &d in &dependents[dstart[i as usize] as usize..dstart[i as usize + 1] as usize] {
+            let range = dstart[i as usize] as usize..dstart[i as usize + 1] as usize;
+            for (&d, &is_data) in dependents[range.clone()].iter().zip(&dependent_is_data[range]) {
                 let du = d as usize;
-                ready[du] = ready[du].max(t);
+                let at = if is_data { t + plan.node(d).overhead } else { t };
+                ready[du] = ready[du].max(at);
                 indeg[du] -= 1;
                 if indeg[du] == 0 {
                     launch(d, &ready, &mut node_start, &mut local, net)?;
