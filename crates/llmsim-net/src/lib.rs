@@ -2,9 +2,17 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bytes, NodeId, SimTime, TransferId};
+use llmsim_core::{Bytes, LinkId, NodeId, SimTime, TransferId};
 use llmsim_topo::{TopoError, Topology};
 use thiserror::Error;
+
+pub mod analytical;
+pub mod flow;
+pub mod route;
+
+pub use analytical::AnalyticalNetwork;
+pub use flow::FlowNetwork;
+pub use route::{RouteLink, RouteSummary};
 
 /// How a transfer's bytes travel from `src` to `dst`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +26,9 @@ pub enum RouteSpec {
     /// whose rate is shared on every link of every leg (a link used by k legs carries k times the
     /// rate). This is a pipelined ring channel in steady state. Latency: the largest leg latency;
     /// pipeline fill is the caller's to add.
+    ///
+    /// Leg `i` is routed with its own ECMP hash ([`route::leg_hash`]), as each hop of a ring is
+    /// its own connection; leg 0 (and a `Via` route's first leg) keeps `flow_hash`.
     Chain(Arc<[NodeId]>),
 }
 
@@ -82,17 +93,36 @@ pub trait Network {
     /// Queues a transfer that starts at `t.start >= now()`.
     ///
     /// # Errors
-    /// `NetError::StartInPast` if `t.start < now()`, `NetError::Route` if it cannot be routed.
+    /// `NetError::StartInPast` if `t.start < now()`, `NetError::Route` if it cannot be routed,
+    /// `NetError::Duplicate` if a transfer with the same id is still in flight.
     fn submit(&mut self, t: Transfer) -> Result<(), NetError>;
     /// The earliest time at which something happens inside the network (a transfer starts or
     /// completes), given what has been submitted so far; `None` when idle.
     fn next_event_time(&self) -> Option<SimTime>;
     /// Processes everything up to and including `t`, appending completions to `done` in
-    /// completion-time order (ties by transfer id). Afterwards `now() == t`.
+    /// completion-time order (ties by transfer id). Afterwards `now() == max(now(), t)`: time
+    /// never goes back, and a `t` in the past only delivers nothing.
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>);
     /// Number of transfers submitted and not yet completed.
     fn in_flight(&self) -> usize;
     fn stats(&self) -> NetStats;
+    /// Bytes each directed link has carried for completed transfers, indexed by `LinkId`. A link
+    /// crossed by k legs of a `Chain` (or both legs of a `Via`) counts the bytes k times. After
+    /// every transfer has completed, all backends agree. A backend that keeps no counters
+    /// returns an empty slice (the default, so test doubles need not implement it).
+    fn link_bytes(&self) -> &[Bytes] {
+        &[]
+    }
+    /// Mean utilization of `link` over `[0, now()]`: carried bits / (bandwidth · now). Zero at
+    /// time zero.
+    fn link_utilization(&self, link: LinkId) -> f64 {
+        let secs = self.now().as_secs_f64();
+        let bw = self.topology().link(link).bandwidth.bps_f64();
+        if secs <= 0.0 || bw <= 0.0 {
+            return 0.0;
+        }
+        self.link_bytes().get(link.idx()).map_or(0.0, |b| b.0 as f64 * 8.0 / (bw * secs))
+    }
 }
 
 /// Submits `transfers` and runs until all complete. A convenience for tests and tools.

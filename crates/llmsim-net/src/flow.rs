@@ -1,0 +1,693 @@
+//! The flow backend: max-min fair rates on directed links, event driven.
+//!
+//! - A flow holds every link of its route (with multiplicity for `Chain`/`Via`) from its start
+//!   until its last byte is serialized (its *drain*); it completes one route latency later.
+//! - Rates are max-min fair (progressive filling): all unfrozen flows of a component rise
+//!   together; the link whose `remaining capacity / unfrozen multiplicity` is smallest
+//!   saturates first and freezes its flows at that share. A link carried `k` times by a flow
+//!   counts that flow `k` times.
+//! - Rates are recomputed after the events of one timestamp, and only for the connected
+//!   components (flows joined by shared links) that those arrivals and departures touched. A
+//!   component of one flow — the common case of disjoint transfers — takes a fast path: its rate
+//!   is its route's bottleneck.
+//! - Time is integer picoseconds. Rates and remaining bits are `f64`; a predicted drain is
+//!   rounded up to the picosecond and a flow completes exactly when its drain fires. Each rate
+//!   change bumps the flow's version, and drain events of an older version are skipped.
+//! - A flow that runs at its bottleneck rate from start to drain gets the exact integer
+//!   serialization time, the same as the analytical backend.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use llmsim_core::{Bandwidth, Bytes, LinkId, NodeId, SimTime, TransferId};
+use llmsim_topo::Topology;
+
+use crate::route::{self, IdSet, RouteLink, RouteScratch, RouteSummary};
+use crate::{Completion, NetError, NetStats, Network, Transfer};
+
+const PS_PER_S: f64 = SimTime::PS_PER_S as f64;
+/// Relative tolerance of the rate checks.
+const CHECK_TOL: f64 = 1e-9;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Free,
+    /// Submitted, start time not reached.
+    Pending,
+    /// Holding its links.
+    Active,
+    /// Drained; waiting for its last byte to propagate.
+    Drained,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PathEntry {
+    link: u32,
+    mult: u32,
+    /// Index of this flow in `link_flows[link]`, for O(1) swap-remove.
+    pos: u32,
+}
+
+struct Flow {
+    id: TransferId,
+    src: NodeId,
+    dst: NodeId,
+    bytes: Bytes,
+    start: SimTime,
+    latency: SimTime,
+    path: Vec<PathEntry>,
+    /// Bottleneck of the route alone: bandwidth, multiplicity, and `bandwidth / multiplicity`.
+    solo_bw: Bandwidth,
+    solo_mult: u32,
+    solo_rate: f64,
+    remaining_bits: f64,
+    rate_bps: f64,
+    updated_at: SimTime,
+    version: u32,
+    state: State,
+}
+
+impl Flow {
+    fn empty() -> Self {
+        Flow {
+            id: TransferId(0),
+            src: NodeId(0),
+            dst: NodeId(0),
+            bytes: Bytes::ZERO,
+            start: SimTime::ZERO,
+            latency: SimTime::ZERO,
+            path: Vec::new(),
+            solo_bw: Bandwidth::ZERO,
+            solo_mult: 1,
+            solo_rate: 0.0,
+            remaining_bits: 0.0,
+            rate_bps: 0.0,
+            updated_at: SimTime::ZERO,
+            version: 0,
+            state: State::Free,
+        }
+    }
+}
+
+/// `(time_ps, transfer id, slot)`: earliest first, ties by transfer id.
+type TimedSlot = Reverse<(u64, u64, u32)>;
+/// `(time_ps, transfer id, slot, version)`.
+type DrainEvent = Reverse<(u64, u64, u32, u32)>;
+
+/// Buffers of the max-min computation, indexed by link or flow slot; reused across events.
+#[derive(Default)]
+struct RateScratch {
+    epoch: u32,
+    link_mark: Vec<u32>,
+    flow_mark: Vec<u32>,
+    dirty: Vec<u32>,
+    bfs: Vec<u32>,
+    comp_links: Vec<u32>,
+    comp_flows: Vec<u32>,
+    rem: Vec<f64>,
+    weight: Vec<u64>,
+    ver: Vec<u32>,
+    touch: Vec<u32>,
+    touch_stamp: u32,
+    touched: Vec<u32>,
+    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    new_rate: Vec<f64>,
+}
+
+impl RateScratch {
+    fn next_epoch(&mut self) -> u32 {
+        if self.epoch == u32::MAX {
+            self.link_mark.fill(0);
+            self.flow_mark.fill(0);
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+        self.epoch
+    }
+
+    fn next_touch(&mut self) -> u32 {
+        if self.touch_stamp == u32::MAX {
+            self.touch.fill(0);
+            self.touch_stamp = 0;
+        }
+        self.touch_stamp += 1;
+        self.touch_stamp
+    }
+
+    /// Collects into `comp_links`/`comp_flows` the component reachable from link `start`.
+    fn collect_component(&mut self, start: u32, flows: &[Flow], link_flows: &[Vec<(u32, u32)>]) {
+        let epoch = self.epoch;
+        self.comp_links.clear();
+        self.comp_flows.clear();
+        self.link_mark[start as usize] = epoch;
+        self.bfs.push(start);
+        while let Some(l) = self.bfs.pop() {
+            self.comp_links.push(l);
+            for &(f, _) in &link_flows[l as usize] {
+                if self.flow_mark[f as usize] == epoch {
+                    continue;
+                }
+                self.flow_mark[f as usize] = epoch;
+                self.comp_flows.push(f);
+                for e in &flows[f as usize].path {
+                    if self.link_mark[e.link as usize] != epoch {
+                        self.link_mark[e.link as usize] = epoch;
+                        self.bfs.push(e.link);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Progressive filling over the collected component; leaves rates in `new_rate`.
+    fn water_fill(&mut self, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
+        self.heap.clear();
+        for &l in &self.comp_links {
+            let li = l as usize;
+            let w: u64 = link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64).sum();
+            self.rem[li] = cap[li];
+            self.weight[li] = w;
+            self.ver[li] = self.ver[li].wrapping_add(1);
+            self.heap.push(Reverse(((cap[li] / w as f64).to_bits(), l, self.ver[li])));
+        }
+        for &f in &self.comp_flows {
+            self.new_rate[f as usize] = -1.0;
+        }
+        // Shares only rise as flows freeze (exactly; `level` absorbs float noise).
+        let mut level = 0.0f64;
+        while let Some(Reverse((key, l, v))) = self.heap.pop() {
+            let li = l as usize;
+            if self.ver[li] != v || self.weight[li] == 0 {
+                continue;
+            }
+            let share = f64::from_bits(key).max(level);
+            level = share;
+            let stamp = self.next_touch();
+            self.touched.clear();
+            for &(f, _) in &link_flows[li] {
+                let fi = f as usize;
+                if self.new_rate[fi] >= 0.0 {
+                    continue;
+                }
+                self.new_rate[fi] = share;
+                for e in &flows[fi].path {
+                    let el = e.link as usize;
+                    self.rem[el] -= e.mult as f64 * share;
+                    self.weight[el] -= e.mult as u64;
+                    if self.touch[el] != stamp {
+                        self.touch[el] = stamp;
+                        self.touched.push(e.link);
+                    }
+                }
+            }
+            for &t in &self.touched {
+                let ti = t as usize;
+                if self.weight[ti] > 0 {
+                    self.ver[ti] = self.ver[ti].wrapping_add(1);
+                    let s = self.rem[ti].max(0.0) / self.weight[ti] as f64;
+                    self.heap.push(Reverse((s.to_bits(), t, self.ver[ti])));
+                }
+            }
+        }
+    }
+}
+
+/// Max-min fair flow-level network.
+pub struct FlowNetwork {
+    topo: Arc<Topology>,
+    now: SimTime,
+    flows: Vec<Flow>,
+    free: Vec<u32>,
+    link_cap: Vec<f64>,
+    /// Active flows on each link: `(slot, index in the flow's path)`.
+    link_flows: Vec<Vec<(u32, u32)>>,
+    link_bytes: Vec<Bytes>,
+    arrivals: BinaryHeap<TimedSlot>,
+    drains: BinaryHeap<DrainEvent>,
+    deliveries: BinaryHeap<TimedSlot>,
+    active: usize,
+    in_flight: IdSet,
+    stats: NetStats,
+    scratch: RateScratch,
+    route_scratch: RouteScratch,
+    route: Vec<RouteLink>,
+    checks: bool,
+    violations: Vec<String>,
+}
+
+impl FlowNetwork {
+    pub fn new(topo: Arc<Topology>) -> Self {
+        let n = topo.num_links();
+        let link_cap = topo.links().iter().map(|l| l.bandwidth.bps_f64()).collect();
+        let scratch = RateScratch {
+            link_mark: vec![0; n],
+            rem: vec![0.0; n],
+            weight: vec![0; n],
+            ver: vec![0; n],
+            touch: vec![0; n],
+            ..RateScratch::default()
+        };
+        FlowNetwork {
+            topo,
+            now: SimTime::ZERO,
+            flows: Vec::new(),
+            free: Vec::new(),
+            link_cap,
+            link_flows: vec![Vec::new(); n],
+            link_bytes: vec![Bytes::ZERO; n],
+            arrivals: BinaryHeap::new(),
+            drains: BinaryHeap::new(),
+            deliveries: BinaryHeap::new(),
+            active: 0,
+            in_flight: IdSet::default(),
+            stats: NetStats::default(),
+            scratch,
+            route_scratch: RouteScratch::default(),
+            route: Vec::new(),
+            checks: false,
+            violations: Vec::new(),
+        }
+    }
+
+    /// Like [`Network::submit`], but along explicit `path` (links from `t.src` to `t.dst`)
+    /// instead of `t.route`: for routing rules the topology does not have.
+    ///
+    /// # Errors
+    /// As `submit`; `NetError::Route` if `path` does not lead from `t.src` to `t.dst`.
+    pub fn submit_path(&mut self, t: Transfer, path: &[LinkId]) -> Result<(), NetError> {
+        self.check_submit(&t)?;
+        let sum = route::explicit(&self.topo, t.src, t.dst, path, &mut self.route)
+            .map_err(|source| NetError::Route { id: t.id, source })?;
+        self.enqueue(t, sum);
+        Ok(())
+    }
+
+    /// Turns on a check after every rate recomputation: no link carries more than its capacity,
+    /// and every active flow has a bottleneck (a saturated link on which no flow is faster) —
+    /// the max-min certificate. Failures are recorded in [`Self::violations`]. For tests; it
+    /// costs O(active flows) per event.
+    pub fn set_rate_checks(&mut self, on: bool) {
+        self.checks = on;
+    }
+
+    /// What the rate checks found wrong (at most 16 messages).
+    pub fn violations(&self) -> &[String] {
+        &self.violations
+    }
+
+    /// Flows holding links now.
+    pub fn active_flows(&self) -> usize {
+        self.active
+    }
+
+    /// `(transfer, rate in bit/s)` of every flow holding links now, in slot order.
+    pub fn active_rates(&self) -> impl Iterator<Item = (TransferId, f64)> + '_ {
+        self.flows.iter().filter(|f| f.state == State::Active).map(|f| (f.id, f.rate_bps))
+    }
+
+    /// Checks every link's allocation against its capacity and every active flow's bottleneck.
+    ///
+    /// # Errors
+    /// A message naming the first link or flow that breaks max-min fairness.
+    pub fn check_rates(&self) -> Result<(), String> {
+        let n = self.link_cap.len();
+        let mut load = vec![0.0f64; n];
+        let mut fastest = vec![0.0f64; n];
+        for (l, fl) in self.link_flows.iter().enumerate() {
+            for &(f, i) in fl {
+                let flow = &self.flows[f as usize];
+                if flow.state != State::Active {
+                    return Err(format!("link {l} lists flow {} which is not active", flow.id));
+                }
+                load[l] += flow.path[i as usize].mult as f64 * flow.rate_bps;
+                fastest[l] = fastest[l].max(flow.rate_bps);
+            }
+            if load[l] > self.link_cap[l] * (1.0 + CHECK_TOL) {
+                return Err(format!("link {l} carries {} bit/s over its capacity {} bit/s", load[l], self.link_cap[l]));
+            }
+        }
+        for f in self.flows.iter().filter(|f| f.state == State::Active) {
+            if f.rate_bps <= 0.0 {
+                return Err(format!("active flow {} has rate {}", f.id, f.rate_bps));
+            }
+            let has_bottleneck = f.path.iter().any(|e| {
+                let l = e.link as usize;
+                load[l] >= self.link_cap[l] * (1.0 - CHECK_TOL) && f.rate_bps >= fastest[l] * (1.0 - CHECK_TOL)
+            });
+            if !has_bottleneck {
+                return Err(format!("flow {} at {} bit/s has no bottleneck link: not max-min", f.id, f.rate_bps));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_submit(&self, t: &Transfer) -> Result<(), NetError> {
+        if t.start < self.now {
+            return Err(NetError::StartInPast { id: t.id, start: t.start, now: self.now });
+        }
+        if self.in_flight.contains(&t.id.0) {
+            return Err(NetError::Duplicate(t.id));
+        }
+        Ok(())
+    }
+
+    fn alloc_slot(&mut self) -> u32 {
+        if let Some(s) = self.free.pop() {
+            return s;
+        }
+        self.flows.push(Flow::empty());
+        self.scratch.flow_mark.push(0);
+        self.scratch.new_rate.push(0.0);
+        u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
+    }
+
+    fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
+        let slot = self.alloc_slot();
+        let f = &mut self.flows[slot as usize];
+        f.id = t.id;
+        f.src = t.src;
+        f.dst = t.dst;
+        f.bytes = t.bytes;
+        f.start = t.start;
+        f.latency = sum.latency;
+        f.path.clear();
+        f.path.extend(self.route.iter().map(|rl| PathEntry { link: rl.link.0, mult: rl.mult, pos: 0 }));
+        let (bw, mult) = sum.bottleneck.unwrap_or((Bandwidth::ZERO, 1));
+        f.solo_bw = bw;
+        f.solo_mult = mult;
+        f.solo_rate = bw.bps_f64() / mult as f64;
+        f.remaining_bits = t.bytes.0 as f64 * 8.0;
+        f.rate_bps = 0.0;
+        f.updated_at = t.start;
+        f.state = State::Pending;
+        self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+        self.in_flight.insert(t.id.0);
+        self.stats.submitted += 1;
+    }
+
+    fn activate(&mut self, slot: u32) {
+        let now = self.now;
+        let f = &mut self.flows[slot as usize];
+        if f.bytes.0 == 0 || f.path.is_empty() {
+            f.state = State::Drained;
+            f.remaining_bits = 0.0;
+            let at = now.saturating_add(f.latency);
+            self.deliveries.push(Reverse((at.0, f.id.0, slot)));
+            return;
+        }
+        f.state = State::Active;
+        f.updated_at = now;
+        f.rate_bps = 0.0;
+        for (i, e) in f.path.iter_mut().enumerate() {
+            let list = &mut self.link_flows[e.link as usize];
+            e.pos = list.len() as u32;
+            list.push((slot, i as u32));
+            self.scratch.dirty.push(e.link);
+        }
+        self.active += 1;
+    }
+
+    fn drain(&mut self, slot: u32) {
+        let now = self.now;
+        let si = slot as usize;
+        for i in 0..self.flows[si].path.len() {
+            let e = self.flows[si].path[i];
+            let list = &mut self.link_flows[e.link as usize];
+            list.swap_remove(e.pos as usize);
+            if let Some(&(moved, mi)) = list.get(e.pos as usize) {
+                self.flows[moved as usize].path[mi as usize].pos = e.pos;
+            }
+            self.scratch.dirty.push(e.link);
+        }
+        let f = &mut self.flows[si];
+        f.state = State::Drained;
+        f.remaining_bits = 0.0;
+        f.rate_bps = 0.0;
+        f.updated_at = now;
+        f.version = f.version.wrapping_add(1);
+        self.active -= 1;
+        let at = now.saturating_add(f.latency);
+        self.deliveries.push(Reverse((at.0, f.id.0, slot)));
+    }
+
+    /// Gives flow `slot` rate `rate` from now on and predicts its drain.
+    fn set_rate(&mut self, slot: u32, rate: f64) {
+        let now = self.now;
+        let f = &mut self.flows[slot as usize];
+        if f.rate_bps == rate {
+            return;
+        }
+        if f.rate_bps > 0.0 {
+            let dt = (now.0 - f.updated_at.0) as f64;
+            f.remaining_bits = (f.remaining_bits - f.rate_bps * dt / PS_PER_S).max(0.0);
+        }
+        f.rate_bps = rate;
+        f.updated_at = now;
+        f.version = f.version.wrapping_add(1);
+        let drain = if now == f.start && rate == f.solo_rate {
+            // Alone at full rate from the first byte: exact, as the analytical backend.
+            f.start.0.saturating_add(route::serialization_ps(f.bytes, f.solo_bw, f.solo_mult))
+        } else {
+            now.0.saturating_add(ceil_ps(f.remaining_bits * PS_PER_S / rate))
+        };
+        self.drains.push(Reverse((drain, f.id.0, slot, f.version)));
+    }
+
+    /// Recomputes the rates of every component a dirty link belongs to.
+    fn recompute(&mut self) {
+        if self.scratch.dirty.is_empty() {
+            return;
+        }
+        let epoch = self.scratch.next_epoch();
+        let mut dirty = std::mem::take(&mut self.scratch.dirty);
+        for &d in &dirty {
+            let di = d as usize;
+            if self.scratch.link_mark[di] == epoch || self.link_flows[di].is_empty() {
+                continue;
+            }
+            self.stats.rate_recomputations += 1;
+            if let [(f, _)] = self.link_flows[di][..] {
+                let flow = &self.flows[f as usize];
+                if flow.path.iter().all(|e| self.link_flows[e.link as usize].len() == 1) {
+                    for e in &flow.path {
+                        self.scratch.link_mark[e.link as usize] = epoch;
+                    }
+                    self.scratch.flow_mark[f as usize] = epoch;
+                    let rate = flow.solo_rate;
+                    self.stats.flows_rerated += 1;
+                    self.set_rate(f, rate);
+                    continue;
+                }
+            }
+            self.scratch.collect_component(d, &self.flows, &self.link_flows);
+            self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
+            self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;
+            let comp = std::mem::take(&mut self.scratch.comp_flows);
+            for &f in &comp {
+                let rate = self.scratch.new_rate[f as usize];
+                self.set_rate(f, rate);
+            }
+            self.scratch.comp_flows = comp;
+        }
+        dirty.clear();
+        self.scratch.dirty = dirty;
+        if self.checks && self.violations.len() < 16 {
+            if let Err(e) = self.check_rates() {
+                self.violations.push(format!("at {}: {e}", self.now));
+            }
+        }
+    }
+
+    fn drain_is_live(&self, e: &DrainEvent) -> bool {
+        let (_, _, slot, ver) = e.0;
+        let f = &self.flows[slot as usize];
+        f.state == State::Active && f.version == ver
+    }
+
+    /// Keeps the top of the drain heap live, and the heap within a constant of the live count.
+    fn tidy_drains(&mut self) {
+        if self.drains.len() > 2 * self.active + 1024 {
+            let flows = &self.flows;
+            self.drains.retain(|e| {
+                let (_, _, slot, ver) = e.0;
+                let f = &flows[slot as usize];
+                f.state == State::Active && f.version == ver
+            });
+        }
+        while let Some(top) = self.drains.peek() {
+            if self.drain_is_live(top) {
+                break;
+            }
+            self.drains.pop();
+        }
+    }
+
+    /// Arrivals and drains at `t`, then one recomputation.
+    fn step(&mut self, t: SimTime) {
+        self.now = t;
+        while let Some(&Reverse((at, _, slot))) = self.arrivals.peek() {
+            if at != t.0 {
+                break;
+            }
+            self.arrivals.pop();
+            self.activate(slot);
+        }
+        while let Some(&top) = self.drains.peek() {
+            if top.0.0 != t.0 {
+                break;
+            }
+            self.drains.pop();
+            if self.drain_is_live(&top) {
+                self.drain(top.0.2);
+            }
+        }
+        self.recompute();
+        self.tidy_drains();
+    }
+
+    fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) {
+        self.now = t;
+        while let Some(&Reverse((at, _, slot))) = self.deliveries.peek() {
+            if at != t.0 {
+                break;
+            }
+            self.deliveries.pop();
+            let f = &mut self.flows[slot as usize];
+            for e in &f.path {
+                self.link_bytes[e.link as usize].0 += f.bytes.0 * e.mult as u64;
+            }
+            done.push(Completion { id: f.id, src: f.src, dst: f.dst, bytes: f.bytes, start: f.start, finish: t });
+            f.state = State::Free;
+            self.in_flight.remove(&f.id.0);
+            self.stats.completed += 1;
+            self.stats.bytes_delivered += f.bytes.0;
+            self.free.push(slot);
+        }
+    }
+
+    fn next_rate_event(&self) -> Option<u64> {
+        let a = self.arrivals.peek().map(|e| e.0.0);
+        let d = self.drains.peek().map(|e| e.0.0);
+        match (a, d) {
+            (Some(a), Some(d)) => Some(a.min(d)),
+            (x, None) | (None, x) => x,
+        }
+    }
+}
+
+/// `x` picoseconds rounded up, except that a value within float noise of an integer is that
+/// integer (so that two flows halving a link finish at exactly twice the lone time).
+#[inline]
+fn ceil_ps(x: f64) -> u64 {
+    if !x.is_finite() {
+        return u64::MAX;
+    }
+    let r = x.round();
+    let v = if (x - r).abs() <= x * 1e-13 + 1e-6 { r } else { x.ceil() };
+    if v <= 0.0 { 0 } else if v >= u64::MAX as f64 { u64::MAX } else { v as u64 }
+}
+
+impl Network for FlowNetwork {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn now(&self) -> SimTime {
+        self.now
+    }
+
+    fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
+        self.check_submit(&t)?;
+        let sum = route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route)
+            .map_err(|source| NetError::Route { id: t.id, source })?;
+        self.enqueue(t, sum);
+        Ok(())
+    }
+
+    fn next_event_time(&self) -> Option<SimTime> {
+        let r = self.next_rate_event();
+        let d = self.deliveries.peek().map(|e| e.0.0);
+        match (r, d) {
+            (Some(a), Some(b)) => Some(SimTime(a.min(b))),
+            (x, None) | (None, x) => x.map(SimTime),
+        }
+    }
+
+    fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
+        loop {
+            let r = self.next_rate_event().filter(|x| *x <= t.0);
+            let d = self.deliveries.peek().map(|e| e.0.0).filter(|x| *x <= t.0);
+            // Rate events first on a tie: they may add deliveries at the same time, and a
+            // timestamp's completions go out together, by id.
+            match (r, d) {
+                (Some(r), Some(d)) if r <= d => self.step(SimTime(r)),
+                (Some(r), None) => self.step(SimTime(r)),
+                (_, Some(d)) => self.deliver(SimTime(d), done),
+                (None, None) => break,
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    fn stats(&self) -> NetStats {
+        self.stats
+    }
+
+    fn link_bytes(&self) -> &[Bytes] {
+        &self.link_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsim_topo::generators::flat;
+    use llmsim_topo::{LinkParams, ScaleUp};
+
+    fn net(hosts: u32) -> FlowNetwork {
+        let nic = LinkParams::new(Bandwidth::from_gbps(100), SimTime::from_ns(500));
+        let mut n = FlowNetwork::new(Arc::new(flat(hosts, nic, ScaleUp::none(), 1).unwrap()));
+        n.set_rate_checks(true);
+        n
+    }
+
+    #[test]
+    fn ceil_ps_rounds_up_but_snaps_noise() {
+        assert_eq!(ceil_ps(10.0), 10);
+        assert_eq!(ceil_ps(10.2), 11);
+        assert_eq!(ceil_ps(1_000_000.000_000_000_1), 1_000_000);
+        assert_eq!(ceil_ps(0.0), 0);
+    }
+
+    #[test]
+    fn lone_flow_is_exact() {
+        let mut n = net(4);
+        // 1 MB at 100 Gb/s = 80 us, plus 2 x 500 ns.
+        let t = Transfer::new(TransferId(1), NodeId(0), NodeId(1), Bytes(1_000_000), SimTime::ZERO);
+        let done = crate::run_all(&mut n, [t]).unwrap();
+        assert_eq!(done[0].finish, SimTime::from_us(81));
+        assert_eq!(n.stats().rate_recomputations, 1);
+        assert!(n.violations().is_empty());
+    }
+
+    #[test]
+    fn drained_slots_are_reused_and_stale_events_skipped() {
+        let mut n = net(4);
+        let mut ts = Vec::new();
+        for i in 0..50u64 {
+            let t = Transfer::new(TransferId(i), NodeId(0), NodeId(1 + (i % 3) as u32), Bytes(1000 + i), SimTime::from_ns(i * 10));
+            ts.push(t);
+        }
+        let done = crate::run_all(&mut n, ts).unwrap();
+        assert_eq!(done.len(), 50);
+        assert!(n.flows.len() <= 50);
+        assert!(n.drains.is_empty() && n.arrivals.is_empty() && n.deliveries.is_empty());
+        assert!(n.link_flows.iter().all(|l| l.is_empty()));
+        assert!(n.violations().is_empty(), "{:?}", n.violations());
+    }
+}
