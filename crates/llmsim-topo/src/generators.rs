@@ -1,11 +1,11 @@
 //! Topology generators. Each lays out nodes as: hosts, then one NVSwitch per server (when
 //! `gpus_per_server > 1`), then the packet switches, tier by tier.
 
-use llmsim_core::{FieldError, NodeId};
+use llmsim_core::{Bandwidth, FieldError, NodeId};
 
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
-use crate::routing::Routing;
 use crate::TopoError;
+use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
+use crate::routing::{FatTreeRule, RailRule, Routing, SpineLeafRule};
 
 /// Adds hosts and the scale-up domain (NVSwitch per server, NVLink cables, host port 0).
 /// Returns the builder with hosts `0..num_hosts` and NVSwitches after them.
@@ -73,6 +73,259 @@ pub(crate) fn check_rate(field: &str, p: LinkParams) -> Result<(), TopoError> {
     Ok(())
 }
 
+
+/// Largest host count a generator builds (keeps every id and link count well inside `u32`).
+pub const MAX_HOSTS: u32 = 1 << 24;
+
+fn check_hosts(num_hosts: u32) -> Result<(), TopoError> {
+    if num_hosts > MAX_HOSTS {
+        return Err(FieldError::new("gpus", format!("{num_hosts} GPUs is more than llmsim builds; use at most {MAX_HOSTS}")).into());
+    }
+    Ok(())
+}
+
+/// Parameters of a k-ary fat-tree (Al-Fares et al., SIGCOMM 2008): k pods of k/2 edge and k/2
+/// aggregation switches, (k/2)^2 cores, k/2 hosts per edge, k^3/4 hosts in all.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FatTreeParams {
+    /// Switch radix; even, at least 2.
+    pub k: u32,
+    /// Host NIC <-> edge switch.
+    pub host_link: LinkParams,
+    /// Edge <-> aggregation.
+    pub edge_agg: LinkParams,
+    /// Aggregation <-> core.
+    pub agg_core: LinkParams,
+}
+
+/// Largest radix [`fat_tree`] accepts ((k/2)^2 cores stay small enough to build).
+pub const MAX_FAT_TREE_K: u32 = 1024;
+
+/// A k-ary fat-tree holding `num_hosts` GPUs. Hosts fill edge slots in order; only the pods that
+/// hold hosts are built (all `(k/2)^2` cores are), so a small cluster on a big radix stays small.
+/// Routing: [`FatTreeRule`] (up-down, ECMP up).
+///
+/// # Errors
+/// `TopoError::Invalid` for an odd or out-of-range `k`, more GPUs than `k^3/4`, a zero bandwidth,
+/// or the scale-up errors of [`hosts_with_scale_up`].
+pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    let k = p.k;
+    if k < 2 || k % 2 != 0 || k > MAX_FAT_TREE_K {
+        return Err(FieldError::new("topology.k", format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64")).into());
+    }
+    let h = k / 2;
+    let capacity = u64::from(k).pow(3) / 4;
+    if u64::from(num_hosts) > capacity {
+        let need = smallest_fat_tree_k(num_hosts);
+        return Err(FieldError::new(
+            "topology.k",
+            format!("a k={k} fat-tree holds {capacity} GPUs, fewer than {num_hosts}; use k >= {need}"),
+        )
+        .into());
+    }
+    check_hosts(num_hosts)?;
+    check_rate("topology.host_link", p.host_link)?;
+    check_rate("topology.edge_agg", p.edge_agg)?;
+    check_rate("topology.agg_core", p.agg_core)?;
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    let pods = num_hosts.div_ceil(h * h);
+    let edge0 = b.add_nodes(NodeKind::Switch { tier: 1 }, pods * h).0;
+    let agg0 = b.add_nodes(NodeKind::Switch { tier: 2 }, pods * h).0;
+    let core0 = b.add_nodes(NodeKind::Switch { tier: 3 }, h * h).0;
+    b.reserve_links(2 * num_hosts as usize + 4 * (pods * h * h) as usize);
+    for host in 0..num_hosts {
+        b.add_cable(NodeId(host), NodeId(edge0 + host / h), p.host_link, LinkKind::HostNic);
+    }
+    for pod in 0..pods {
+        for i in 0..h {
+            for j in 0..h {
+                b.add_cable(NodeId(edge0 + pod * h + i), NodeId(agg0 + pod * h + j), p.edge_agg, LinkKind::Fabric);
+            }
+        }
+    }
+    for pod in 0..pods {
+        for j in 0..h {
+            for m in 0..h {
+                b.add_cable(NodeId(agg0 + pod * h + j), NodeId(core0 + j * h + m), p.agg_core, LinkKind::Fabric);
+            }
+        }
+    }
+    let rule = FatTreeRule { half_k: h, hosts: num_hosts, pods, edge0, agg0, core0 };
+    b.build(format!("fat-tree-k{k}-{num_hosts}"), num_hosts, scale_up, Routing::FatTree(rule), ecmp_seed)
+}
+
+/// The smallest even k whose fat-tree holds `num_hosts` hosts.
+pub fn smallest_fat_tree_k(num_hosts: u32) -> u32 {
+    let mut k = 2u32;
+    while u64::from(k).pow(3) / 4 < u64::from(num_hosts) {
+        k += 2;
+    }
+    k
+}
+
+/// How many spines a two-tier fabric gets.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SpineCount {
+    /// Exactly this many spines (each leaf has one uplink to each spine).
+    Count(u32),
+    /// As few spines as keep the leaf oversubscription (downlink / uplink capacity) at or below
+    /// this ratio; 1.0 is non-blocking.
+    Oversubscription(f64),
+}
+
+impl SpineCount {
+    /// Spines for leaves with `down` bandwidth below them and `uplink` per spine link.
+    fn resolve(self, field: &str, down: Bandwidth, uplink: Bandwidth) -> Result<u32, TopoError> {
+        match self {
+            SpineCount::Count(0) => Err(FieldError::new(format!("{field}.spines"), "must be at least 1").into()),
+            SpineCount::Count(n) => Ok(n),
+            SpineCount::Oversubscription(r) if !(r.is_finite() && r >= 1.0 / 64.0) => Err(FieldError::new(
+                format!("{field}.oversubscription"),
+                format!("{r} is not a usable ratio; give a positive number such as 1.0 (non-blocking) or 3.0 (3:1)"),
+            )
+            .into()),
+            SpineCount::Oversubscription(r) => {
+                let n = (down.bps_f64() / (r * uplink.bps_f64()) - 1e-9).ceil().max(1.0);
+                if n > 65_536.0 {
+                    return Err(FieldError::new(format!("{field}.oversubscription"), format!("ratio {r} needs {n} spines; use a larger ratio or faster uplinks")).into());
+                }
+                Ok(n as u32)
+            }
+        }
+    }
+}
+
+/// Parameters of a two-tier leaf-spine Clos. Every leaf has one uplink to every spine.
+/// Oversubscription = `hosts_per_leaf * nic / (spines * uplink)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpineLeafParams {
+    /// Host NICs under one leaf.
+    pub hosts_per_leaf: u32,
+    /// Number of leaves; `None` builds as many as the hosts need.
+    pub leaves: Option<u32>,
+    pub spines: SpineCount,
+    /// Host NIC <-> leaf.
+    pub nic: LinkParams,
+    /// Leaf <-> spine, per link.
+    pub uplink: LinkParams,
+}
+
+/// A leaf-spine Clos holding `num_hosts` GPUs. Routing: [`SpineLeafRule`].
+///
+/// # Errors
+/// `TopoError::Invalid` for zero sizes or bandwidths, too few leaves, a bad oversubscription, or
+/// the scale-up errors of [`hosts_with_scale_up`].
+pub fn spine_leaf(num_hosts: u32, p: &SpineLeafParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    let hpl = p.hosts_per_leaf;
+    if hpl == 0 {
+        return Err(FieldError::new("topology.hosts_per_leaf", "must be at least 1, e.g. 32").into());
+    }
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.uplink", p.uplink)?;
+    let need = num_hosts.div_ceil(hpl);
+    let leaves = p.leaves.unwrap_or(need);
+    if leaves < need.max(1) || leaves > MAX_HOSTS {
+        return Err(FieldError::new(
+            "topology.leaves",
+            format!("{leaves} leaves of {hpl} hosts cannot hold {num_hosts} GPUs; use at least {need} (or leave it out)"),
+        )
+        .into());
+    }
+    let down = Bandwidth::from_bps(p.nic.bandwidth.bps().saturating_mul(u64::from(hpl)));
+    let spines = p.spines.resolve("topology", down, p.uplink.bandwidth)?;
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    let leaf0 = b.add_nodes(NodeKind::Switch { tier: 1 }, leaves).0;
+    let spine0 = b.add_nodes(NodeKind::Switch { tier: 2 }, spines).0;
+    b.reserve_links(2 * num_hosts as usize + 2 * leaves as usize * spines as usize);
+    for host in 0..num_hosts {
+        b.add_cable(NodeId(host), NodeId(leaf0 + host / hpl), p.nic, LinkKind::HostNic);
+    }
+    for l in 0..leaves {
+        for s in 0..spines {
+            b.add_cable(NodeId(leaf0 + l), NodeId(spine0 + s), p.uplink, LinkKind::Fabric);
+        }
+    }
+    let rule = SpineLeafRule { hosts_per_leaf: hpl, hosts: num_hosts, leaves, spines, leaf0, spine0 };
+    b.build(format!("spine-leaf-{leaves}x{spines}-{num_hosts}"), num_hosts, scale_up, Routing::SpineLeaf(rule), ecmp_seed)
+}
+
+/// Parameters of a rail-optimized fabric (NVIDIA DGX SuperPOD, Alibaba HPN, Spectrum-X): the NIC
+/// of local rank `r` connects to the rail-`r` leaf of its segment; leaves connect to every spine
+/// of their plane. Rails = `gpus_per_server`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RailFatTreeParams {
+    /// Servers under one set of rail leaves (each leaf has this many downlinks per plane).
+    pub servers_per_segment: u32,
+    /// Spines per plane.
+    pub spines: SpineCount,
+    /// NIC bandwidth per GPU (all planes together) and the host <-> leaf latency.
+    pub nic: LinkParams,
+    /// Leaf <-> spine, per link.
+    pub uplink: LinkParams,
+    /// Two independent planes, each NIC with one port into each.
+    pub dual_plane: bool,
+    /// Bandwidth of one NIC port with `dual_plane`; `None` means half the NIC bandwidth.
+    pub plane_bandwidth: Option<Bandwidth>,
+}
+
+/// A rail-optimized two-tier fabric holding `num_hosts` GPUs; segments are derived from the GPU
+/// count (the last one may be partly filled). Routing: [`RailRule`]; the host picks the plane by
+/// flow hash.
+///
+/// # Errors
+/// `TopoError::Invalid` for zero sizes or bandwidths, a bad oversubscription, or the scale-up
+/// errors of [`hosts_with_scale_up`] (GPUs not a multiple of `gpus_per_server`).
+pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    let sps = p.servers_per_segment;
+    if sps == 0 {
+        return Err(FieldError::new("topology.servers_per_segment", "must be at least 1, e.g. 32").into());
+    }
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.uplink", p.uplink)?;
+    let planes = if p.dual_plane { 2 } else { 1 };
+    let port_bw = match (p.dual_plane, p.plane_bandwidth) {
+        (true, Some(bw)) => bw,
+        (true, None) => Bandwidth::from_bps(p.nic.bandwidth.bps() / 2),
+        (false, _) => p.nic.bandwidth,
+    };
+    if port_bw.is_zero() {
+        return Err(FieldError::new("topology.plane_bandwidth", "must be positive, e.g. \"200Gbps\"").into());
+    }
+    let port = LinkParams::new(port_bw, p.nic.latency);
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    let g = scale_up.gpus_per_server;
+    let servers = num_hosts / g;
+    let segments = servers.div_ceil(sps);
+    let down = Bandwidth::from_bps(port_bw.bps().saturating_mul(u64::from(sps)));
+    let spines = p.spines.resolve("topology", down, p.uplink.bandwidth)?;
+    let leaves_per_plane = segments * g;
+    if u64::from(leaves_per_plane) * u64::from(spines) * u64::from(planes) > u64::from(MAX_HOSTS) * 4 {
+        return Err(FieldError::new("topology.spines", format!("{spines} spines per plane make too many links; use fewer")).into());
+    }
+    let leaf0 = b.add_nodes(NodeKind::Switch { tier: 1 }, planes * leaves_per_plane).0;
+    let spine0 = b.add_nodes(NodeKind::Switch { tier: 2 }, planes * spines).0;
+    b.reserve_links(2 * (num_hosts * planes) as usize + 2 * (planes * leaves_per_plane) as usize * spines as usize);
+    // Host ports in plane order; leaf downlinks in server order (hosts are visited in id order).
+    for host in 0..num_hosts {
+        let (server, rail) = (host / g, host % g);
+        for q in 0..planes {
+            let leaf = leaf0 + (q * segments + server / sps) * g + rail;
+            b.add_cable(NodeId(host), NodeId(leaf), port, LinkKind::HostNic);
+        }
+    }
+    for q in 0..planes {
+        for l in 0..leaves_per_plane {
+            for s in 0..spines {
+                b.add_cable(NodeId(leaf0 + q * leaves_per_plane + l), NodeId(spine0 + q * spines + s), p.uplink, LinkKind::Fabric);
+            }
+        }
+    }
+    let rule = RailRule { rails: g, servers_per_segment: sps, servers, segments, planes, spines_per_plane: spines, leaf0, spine0 };
+    let name = format!("rail-fat-tree-{segments}seg-{planes}plane-{num_hosts}");
+    b.build(name, num_hosts, scale_up, Routing::RailFatTree(rule), ecmp_seed)
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,8 @@ impl ScaleUp {
 pub struct TopologyBuilder {
     nodes: Vec<NodeKind>,
     links: Vec<Link>,
+    /// Packet error rate per link, as ns-3 files carry it; empty while every rate is zero.
+    error_rates: Vec<f64>,
 }
 
 impl TopologyBuilder {
@@ -99,6 +101,20 @@ impl TopologyBuilder {
     pub fn add_link(&mut self, src: NodeId, dst: NodeId, p: LinkParams, kind: LinkKind) -> LinkId {
         self.links.push(Link { src, dst, bandwidth: p.bandwidth, latency: p.latency, kind });
         LinkId::from_idx(self.links.len() - 1)
+    }
+    /// Reserves room for `n` more directed links.
+    pub fn reserve_links(&mut self, n: usize) {
+        self.links.reserve(n);
+    }
+    /// Sets the packet error rate of a link (ns-3's per-link error model); zero by default.
+    pub fn set_error_rate(&mut self, l: LinkId, rate: f64) {
+        if rate == 0.0 && self.error_rates.is_empty() {
+            return;
+        }
+        if self.error_rates.len() < self.links.len() {
+            self.error_rates.resize(self.links.len(), 0.0);
+        }
+        self.error_rates[l.idx()] = rate;
     }
     /// Adds a cable: the `a -> b` link and the `b -> a` link.
     pub fn add_cable(&mut self, a: NodeId, b: NodeId, p: LinkParams, kind: LinkKind) -> (LinkId, LinkId) {
@@ -138,7 +154,12 @@ impl TopologyBuilder {
             fill[s] += 1;
         }
         let switch_seeds = (0..n as u64).map(|i| mix64(ecmp_seed ^ mix64(i))).collect();
+        let mut error_rates = self.error_rates;
+        if !error_rates.is_empty() {
+            error_rates.resize(self.links.len(), 0.0);
+        }
         Ok(Topology {
+            error_rates,
             name,
             nodes: self.nodes,
             links: self.links,
@@ -163,6 +184,7 @@ pub struct Topology {
     scale_up: ScaleUp,
     routing: Routing,
     switch_seeds: Vec<u64>,
+    error_rates: Vec<f64>,
 }
 
 impl Topology {
@@ -217,6 +239,15 @@ impl Topology {
     pub fn host(&self, server: u32, local: u32) -> NodeId {
         NodeId(server * self.scale_up.gpus_per_server + local)
     }
+    /// Packet error rate of a link (0 unless an imported ns-3 file set one).
+    pub fn link_error_rate(&self, l: LinkId) -> f64 {
+        self.error_rates.get(l.idx()).copied().unwrap_or(0.0)
+    }
+    /// True for `NodeId(0..num_hosts)`.
+    #[inline]
+    pub fn is_host(&self, n: NodeId) -> bool {
+        n.0 < self.num_hosts
+    }
     pub fn routing(&self) -> &Routing {
         &self.routing
     }
@@ -235,9 +266,16 @@ impl Topology {
     /// The outgoing link `at` forwards a packet of flow `flow_hash` on, toward host `dst`.
     ///
     /// # Errors
-    /// `TopoError::Unreachable` if the rule has no way to `dst`.
+    /// `TopoError::Unreachable` if the rule has no way to `dst`;
+    /// `TopoError::NotAHost` if `dst` is not a host or `at` is not a node.
     #[inline]
     pub fn next_hop(&self, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        if dst.0 >= self.num_hosts {
+            return Err(TopoError::NotAHost(dst));
+        }
+        if at.idx() >= self.nodes.len() {
+            return Err(TopoError::Unreachable { src: at, dst, reason: "no such node".into() });
+        }
         self.routing.next_hop(self, at, dst, flow_hash)
     }
 
@@ -261,7 +299,7 @@ impl Topology {
                 out.truncate(start);
                 return Err(TopoError::Unreachable { src, dst, reason: "routing loop".into() });
             }
-            let l = self.next_hop(at, dst, flow_hash)?;
+            let l = self.routing.next_hop(self, at, dst, flow_hash)?;
             out.push(l);
             at = self.links[l.idx()].dst;
         }
@@ -287,6 +325,8 @@ impl Topology {
             + self.out_start.capacity() * 4
             + self.out_links.capacity() * size_of::<LinkId>()
             + self.switch_seeds.capacity() * 8
+            + self.error_rates.capacity() * 8
+            + self.name.capacity()
             + self.routing.heap_bytes()
     }
 }

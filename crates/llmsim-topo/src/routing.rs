@@ -1,21 +1,228 @@
 //! Routing rules (Nüwa): the next hop is computed from the node, the destination's hierarchical
-//! address and the flow hash. No per-destination table is stored.
+//! address and the flow hash. No per-destination table is stored for the generated topologies.
 //!
-//! Port-order conventions every generator follows:
+//! A host's hierarchical address is arithmetic on its id: for a fat-tree `(pod, edge, slot) =
+//! (h / (k/2)^2, h / (k/2) % (k/2), h % (k/2))`; for a rail-optimized fabric `(segment, rail,
+//! server-in-segment) = (server / servers_per_segment, local_rank, server % servers_per_segment)`.
+//! A switch's address is its index inside its tier. The rule is up-down: go down when the
+//! destination lies under this switch (the port is computed from the address), else go up with
+//! ECMP ([`Topology::ecmp_pick`]) among the uplinks.
+//!
+//! Port-order conventions every generator follows (the rules depend on them):
 //! - a host's ports: `[NVLink to its NVSwitch]` (only when `gpus_per_server > 1`), then its NIC
-//!   port(s) (two with a dual-plane fabric);
-//! - an NVSwitch's ports: one per GPU of its server, in local-rank order.
+//!   port(s) (one per plane with a dual-plane fabric, plane order);
+//! - an NVSwitch's ports: one per GPU of its server, in local-rank order;
+//! - a packet switch's ports: its downlinks first, in the order of the address digit they lead to
+//!   (host slot, edge index, pod, server-in-segment, leaf index), then its uplinks in the order
+//!   described on each rule below. A switch with fewer hosts below it (the last, partly filled
+//!   leaf/edge) has fewer downlinks, and its uplinks start right after them.
+//!
+//! Imported topologies (ns-3 files) have no structure to exploit; they route by [`BfsRule`],
+//! shortest paths by hop count with ECMP over all shortest next hops, computed lazily per
+//! destination on first use.
+
+use std::sync::OnceLock;
 
 use llmsim_core::{LinkId, NodeId};
 
-use crate::graph::{NodeKind, Topology};
 use crate::TopoError;
+use crate::graph::{LinkKind, NodeKind, Topology};
 
-/// The rule a topology routes by.
+/// The rule a topology routes by. Every variant except `Bfs` holds O(1) parameters.
 #[derive(Clone, Debug)]
 pub enum Routing {
     /// One switch; its port `i` leads to host `i`.
     Flat { switch: NodeId },
+    /// k-ary three-tier fat-tree ([`crate::generators::fat_tree`]).
+    FatTree(FatTreeRule),
+    /// Two-tier leaf-spine Clos ([`crate::generators::spine_leaf`]).
+    SpineLeaf(SpineLeafRule),
+    /// Rail-optimized two-tier fabric, one or two planes ([`crate::generators::rail_fat_tree`]).
+    RailFatTree(RailRule),
+    /// Shortest-path ECMP for imported graphs, computed per destination on first use.
+    Bfs(Box<BfsRule>),
+}
+
+/// Fat-tree addresses. Node layout: hosts, NVSwitches, `pods * k/2` edges (pod-major),
+/// `pods * k/2` aggregation switches (pod-major), `(k/2)^2` cores.
+///
+/// Ports: edge `e` = `[hosts e*k/2 ..]`, then agg `0..k/2` of its pod; agg `(pod, j)` = edges
+/// `0..k/2` of its pod, then cores `j*k/2 .. j*k/2 + k/2`; core `c` = agg `c / (k/2)` of pods
+/// `0..pods`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FatTreeRule {
+    pub half_k: u32,
+    pub hosts: u32,
+    pub pods: u32,
+    pub edge0: u32,
+    pub agg0: u32,
+    pub core0: u32,
+}
+
+/// Leaf-spine addresses. Node layout: hosts, NVSwitches, `leaves`, `spines`.
+///
+/// Ports: leaf `l` = `[hosts l*hosts_per_leaf ..]`, then spines `0..spines`; spine = leaves
+/// `0..leaves`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpineLeafRule {
+    pub hosts_per_leaf: u32,
+    pub hosts: u32,
+    pub leaves: u32,
+    pub spines: u32,
+    pub leaf0: u32,
+    pub spine0: u32,
+}
+
+/// Rail-optimized addresses. Node layout: hosts, NVSwitches, then the leaves of every plane
+/// (plane-major, then segment, then rail: leaf `(q, s, r)` is `leaf0 + (q*segments + s)*rails + r`),
+/// then the spines (plane-major: `spine0 + q*spines_per_plane + i`).
+///
+/// Ports: leaf `(q, s, r)` = `[rail-r GPU of servers s*servers_per_segment ..]`, then the
+/// `spines_per_plane` spines of plane `q`; spine of plane `q` = the leaves of plane `q` in
+/// `(segment, rail)` order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RailRule {
+    pub rails: u32,
+    pub servers_per_segment: u32,
+    pub servers: u32,
+    pub segments: u32,
+    pub planes: u32,
+    pub spines_per_plane: u32,
+    pub leaf0: u32,
+    pub spine0: u32,
+}
+
+/// Hop count in [`BfsRule`] distance arrays meaning "cannot reach".
+const UNREACHED: u8 = u8::MAX;
+
+/// Shortest-path (hop count) routing for arbitrary graphs, the ns-3 `GlobalRouting` behaviour.
+///
+/// Per destination host, a distance-to-destination array (one byte per node) is computed by a
+/// reverse BFS on first use and cached (`OnceLock`, so [`Topology`] stays `Send + Sync`). A node's
+/// next-hop candidates are its ports whose far end is one hop closer; the flow hash picks among
+/// them. Hosts never forward (only the destination host ends a path) and NVLink is used only
+/// between GPUs of one server, as in the generated topologies.
+pub struct BfsRule {
+    in_start: Vec<u32>,
+    in_links: Vec<LinkId>,
+    dist: Vec<OnceLock<Box<[u8]>>>,
+}
+
+impl Clone for BfsRule {
+    fn clone(&self) -> Self {
+        BfsRule { in_start: self.in_start.clone(), in_links: self.in_links.clone(), dist: self.dist.clone() }
+    }
+}
+
+impl std::fmt::Debug for BfsRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cached = self.dist.iter().filter(|d| d.get().is_some()).count();
+        f.debug_struct("BfsRule").field("destinations", &self.dist.len()).field("cached", &cached).finish()
+    }
+}
+
+impl BfsRule {
+    /// Prepares the rule for a graph of `num_nodes` nodes, `num_hosts` hosts and these links.
+    pub fn new(num_nodes: usize, num_hosts: u32, links: &[crate::graph::Link]) -> Self {
+        let mut in_start = vec![0u32; num_nodes + 1];
+        for l in links {
+            in_start[l.dst.idx() + 1] += 1;
+        }
+        for i in 0..num_nodes {
+            in_start[i + 1] += in_start[i];
+        }
+        let mut fill = in_start.clone();
+        let mut in_links = vec![LinkId(0); links.len()];
+        for (i, l) in links.iter().enumerate() {
+            let d = l.dst.idx();
+            in_links[fill[d] as usize] = LinkId::from_idx(i);
+            fill[d] += 1;
+        }
+        let dist = (0..num_hosts).map(|_| OnceLock::new()).collect();
+        BfsRule { in_start, in_links, dist }
+    }
+
+    /// Hops from every node to host `dst` (`u8::MAX`: unreachable or 255+ hops away).
+    pub fn distances(&self, t: &Topology, dst: NodeId) -> &[u8] {
+        self.dist[dst.idx()].get_or_init(|| self.compute(t, dst))
+    }
+
+    fn compute(&self, t: &Topology, dst: NodeId) -> Box<[u8]> {
+        let n = t.num_nodes();
+        let mut dist = vec![UNREACHED; n].into_boxed_slice();
+        let mut queue = Vec::with_capacity(n);
+        dist[dst.idx()] = 0;
+        queue.push(dst);
+        let mut head = 0;
+        while head < queue.len() {
+            let v = queue[head];
+            head += 1;
+            let dv = dist[v.idx()];
+            if dv >= UNREACHED - 1 {
+                continue;
+            }
+            let ins = &self.in_links[self.in_start[v.idx()] as usize..self.in_start[v.idx() + 1] as usize];
+            for &l in ins {
+                let link = t.link(l);
+                if link.kind == LinkKind::NvLink {
+                    continue;
+                }
+                let u = link.src;
+                if dist[u.idx()] == UNREACHED {
+                    dist[u.idx()] = dv + 1;
+                    // Hosts get a distance (they are sources) but never forward.
+                    if !t.is_host(u) {
+                        queue.push(u);
+                    }
+                }
+            }
+        }
+        dist
+    }
+
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        let ports = t.ports(at);
+        let g = t.gpus_per_server();
+        match t.node(at) {
+            NodeKind::Host if g > 1 && t.server_of(at) == t.server_of(dst) => {
+                if let Some(&l) = ports.iter().find(|&&l| t.link(l).kind == LinkKind::NvLink) {
+                    return Ok(l);
+                }
+            }
+            NodeKind::NvSwitch => {
+                return ports.iter().copied().find(|&l| t.link(l).dst == dst).ok_or_else(|| TopoError::Unreachable {
+                    src: at,
+                    dst,
+                    reason: "NVSwitch reached for a GPU it does not connect".into(),
+                });
+            }
+            _ => {}
+        }
+        let dist = self.distances(t, dst);
+        let d_at = dist[at.idx()];
+        if d_at == UNREACHED || d_at == 0 {
+            return Err(TopoError::Unreachable { src: at, dst, reason: "no path in the graph".into() });
+        }
+        let want = d_at - 1;
+        let is_candidate = |l: LinkId| {
+            let link = t.link(l);
+            link.kind != LinkKind::NvLink && dist[link.dst.idx()] == want && (link.dst == dst || !t.is_host(link.dst))
+        };
+        let count = ports.iter().filter(|&&l| is_candidate(l)).count();
+        if count == 0 {
+            return Err(TopoError::Unreachable { src: at, dst, reason: "no path in the graph".into() });
+        }
+        let pick = if count == 1 { 0 } else { t.ecmp_pick(at, flow_hash, count) };
+        Ok(ports.iter().copied().filter(|&l| is_candidate(l)).nth(pick).unwrap_or(ports[0]))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.in_start.capacity() * 4
+            + self.in_links.capacity() * size_of::<LinkId>()
+            + self.dist.capacity() * size_of::<OnceLock<Box<[u8]>>>()
+            + self.dist.iter().filter_map(|d| d.get()).map(|d| d.len()).sum::<usize>()
+    }
 }
 
 impl Routing {
@@ -23,17 +230,109 @@ impl Routing {
     /// `TopoError::Unreachable` when `dst` cannot be reached from `at` under this rule.
     #[inline]
     pub fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        if let Routing::Bfs(rule) = self {
+            return rule.next_hop(t, at, dst, flow_hash);
+        }
         match t.node(at) {
             NodeKind::Host => host_hop(t, at, dst, flow_hash),
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
             NodeKind::Switch { .. } => match self {
                 Routing::Flat { .. } => Ok(t.ports(at)[dst.idx()]),
+                Routing::FatTree(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
+                Routing::SpineLeaf(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
+                Routing::RailFatTree(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
+                Routing::Bfs(_) => unreachable!("handled above"),
             },
         }
     }
 
+    /// Short name of the rule, for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Routing::Flat { .. } => "flat",
+            Routing::FatTree(_) => "fat-tree up-down",
+            Routing::SpineLeaf(_) => "spine-leaf up-down",
+            Routing::RailFatTree(_) => "rail-optimized up-down",
+            Routing::Bfs(_) => "BFS shortest-path ECMP",
+        }
+    }
+
     pub fn heap_bytes(&self) -> usize {
-        0
+        match self {
+            Routing::Bfs(r) => size_of::<BfsRule>() + r.heap_bytes(),
+            _ => 0,
+        }
+    }
+}
+
+/// Uplink choice: ECMP over `ports[first_up..]`.
+#[inline]
+fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> LinkId {
+    let ups = &t.ports(at)[first_up as usize..];
+    ups[t.ecmp_pick(at, flow_hash, ups.len())]
+}
+
+impl FatTreeRule {
+    #[inline]
+    fn switch_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> LinkId {
+        let h = self.half_k;
+        let (a, d) = (at.0, dst.0);
+        if a < self.agg0 {
+            let e = a - self.edge0;
+            let first = e * h;
+            if d / h == e {
+                return t.ports(at)[(d - first) as usize];
+            }
+            up(t, at, self.hosts.saturating_sub(first).min(h), flow_hash)
+        } else if a < self.core0 {
+            let pod = (a - self.agg0) / h;
+            if d / (h * h) == pod {
+                return t.ports(at)[((d / h) % h) as usize];
+            }
+            up(t, at, h, flow_hash)
+        } else {
+            t.ports(at)[(d / (h * h)) as usize]
+        }
+    }
+}
+
+impl SpineLeafRule {
+    #[inline]
+    fn switch_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> LinkId {
+        let p = self.hosts_per_leaf;
+        let (a, d) = (at.0, dst.0);
+        if a < self.spine0 {
+            let l = a - self.leaf0;
+            let first = l * p;
+            if d / p == l {
+                return t.ports(at)[(d - first) as usize];
+            }
+            up(t, at, self.hosts.saturating_sub(first).min(p), flow_hash)
+        } else {
+            t.ports(at)[(d / p) as usize]
+        }
+    }
+}
+
+impl RailRule {
+    #[inline]
+    fn switch_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> LinkId {
+        let (g, sps) = (self.rails, self.servers_per_segment);
+        let (a, d) = (at.0, dst.0);
+        let d_server = d / g;
+        let d_rail = d % g;
+        let d_seg = d_server / sps;
+        if a < self.spine0 {
+            let rem = (a - self.leaf0) % (self.segments * g);
+            let (seg, rail) = (rem / g, rem % g);
+            let first = seg * sps;
+            if d_seg == seg && d_rail == rail {
+                return t.ports(at)[(d_server - first) as usize];
+            }
+            up(t, at, self.servers.saturating_sub(first).min(sps), flow_hash)
+        } else {
+            t.ports(at)[(d_seg * g + d_rail) as usize]
+        }
     }
 }
 
