@@ -1,0 +1,137 @@
+//! Invariants of both backends on random inputs (proptest).
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::*;
+use llmsim_core::{Bytes, NodeId, SimTime, TransferId};
+use llmsim_net::{AnalyticalNetwork, Completion, FlowNetwork, Network, RouteSpec, Transfer};
+use llmsim_topo::Topology;
+use proptest::prelude::*;
+
+/// `(src, dst, bytes, start_ns, route kind, relay hosts)`.
+type Raw = (u32, u32, u64, u64, u8, Vec<u32>);
+
+fn transfers(raw: &[Raw], hosts: u32) -> Vec<Transfer> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, (s, d, b, st, kind, relays))| {
+            let mut t = Transfer::new(TransferId(i as u64), NodeId(s % hosts), NodeId(d % hosts), Bytes(*b), SimTime::from_ns(*st));
+            t.flow_hash = llmsim_core::mix64(i as u64);
+            t.route = match kind % 4 {
+                0 | 1 => RouteSpec::Direct,
+                2 => RouteSpec::Via(NodeId(relays[0] % hosts)),
+                _ => RouteSpec::Chain(relays.iter().map(|r| NodeId(r % hosts)).collect::<Vec<_>>().into()),
+            };
+            t
+        })
+        .collect()
+}
+
+fn raw_strategy() -> impl Strategy<Value = Vec<Raw>> {
+    prop::collection::vec(
+        (0u32..64, 0u32..64, prop_oneof![Just(0u64), 1u64..5_000, 5_000u64..2_000_000], 0u64..200_000, 0u8..4, prop::collection::vec(0u32..64, 1..4)),
+        1..60,
+    )
+}
+
+/// Submits at the right times (some up front, some as time passes) and steps event by event.
+fn run(net: &mut dyn Network, ts: &[Transfer]) -> Vec<Completion> {
+    let mut order: Vec<&Transfer> = ts.iter().collect();
+    order.sort_by_key(|t| (t.start, t.id));
+    let mut done = Vec::new();
+    let mut next = 0;
+    // Half the transfers are submitted only when the network reaches their start.
+    for t in order.iter().filter(|t| t.id.0 % 2 == 0) {
+        net.submit((*t).clone()).unwrap();
+    }
+    let late: Vec<&&Transfer> = order.iter().filter(|t| t.id.0 % 2 == 1).collect();
+    loop {
+        let ev = net.next_event_time();
+        let sub = late.get(next).map(|t| t.start);
+        let t = match (ev, sub) {
+            (None, None) => break,
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+        };
+        net.advance_to(t, &mut done);
+        while late.get(next).is_some_and(|x| x.start == net.now()) {
+            net.submit((**late[next]).clone()).unwrap();
+            next += 1;
+        }
+    }
+    done
+}
+
+fn check_common(net: &dyn Network, ts: &[Transfer], done: &[Completion]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(done.len(), ts.len(), "every transfer completes");
+    prop_assert_eq!(net.in_flight(), 0);
+    let by_id: HashMap<u64, &Transfer> = ts.iter().map(|t| (t.id.0, t)).collect();
+    let mut seen = std::collections::HashSet::new();
+    for c in done {
+        let t = by_id[&c.id.0];
+        prop_assert!(seen.insert(c.id));
+        prop_assert_eq!((c.src, c.dst, c.bytes, c.start), (t.src, t.dst, t.bytes, t.start));
+        prop_assert!(c.finish >= c.start);
+    }
+    for w in done.windows(2) {
+        prop_assert!((w[0].finish, w[0].id) < (w[1].finish, w[1].id), "completion order");
+    }
+    let submitted: u64 = ts.iter().map(|t| t.bytes.0).sum();
+    let s = net.stats();
+    prop_assert_eq!(s.bytes_delivered, submitted, "bytes conserved");
+    prop_assert_eq!(done.iter().map(|c| c.bytes.0).sum::<u64>(), submitted);
+    prop_assert_eq!((s.submitted, s.completed), (ts.len() as u64, ts.len() as u64));
+    Ok(())
+}
+
+fn topo_for(kind: u8, caps: &[u64]) -> Arc<Topology> {
+    match kind % 2 {
+        0 => flat_topo(8),
+        _ => {
+            let up: Vec<u64> = caps.iter().take(6).copied().collect();
+            let down: Vec<u64> = caps.iter().skip(6).take(6).copied().collect();
+            star(&up, &down, SimTime::from_ns(300))
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    #[test]
+    fn flow_and_analytical_invariants(
+        raw in raw_strategy(),
+        topo_kind in 0u8..2,
+        caps in prop::collection::vec(prop_oneof![Just(10u64), Just(25), Just(100), Just(400)], 12),
+    ) {
+        let topo = topo_for(topo_kind, &caps);
+        let hosts = topo.num_hosts();
+        let ts = transfers(&raw, hosts);
+
+        let mut flow = FlowNetwork::new(topo.clone());
+        flow.set_rate_checks(true);
+        let f = run(&mut flow, &ts);
+        check_common(&flow, &ts, &f)?;
+        prop_assert!(flow.violations().is_empty(), "rate checks: {:?}", flow.violations());
+        prop_assert_eq!(flow.active_flows(), 0);
+
+        let mut ana = AnalyticalNetwork::new(topo.clone());
+        let a = run(&mut ana, &ts);
+        check_common(&ana, &ts, &a)?;
+
+        // No contention can only make a transfer faster.
+        let fa: HashMap<TransferId, SimTime> = f.iter().map(|c| (c.id, c.finish)).collect();
+        for c in &a {
+            prop_assert!(c.finish <= fa[&c.id], "transfer {}: analytical {} > flow {}", c.id, c.finish, fa[&c.id]);
+        }
+        prop_assert_eq!(flow.link_bytes(), ana.link_bytes(), "per-link bytes agree once all complete");
+
+        // Deterministic.
+        let f2 = run(&mut FlowNetwork::new(topo.clone()), &ts);
+        prop_assert_eq!(f, f2);
+    }
+}
