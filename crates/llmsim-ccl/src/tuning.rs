@@ -534,7 +534,7 @@ impl TuningInput {
         if self.nranks == 0 {
             return bad("nranks", "must be at least 1".into());
         }
-        if self.nnodes == 0 || self.nranks % self.nnodes != 0 {
+        if self.nnodes == 0 || !self.nranks.is_multiple_of(self.nnodes) {
             return bad(
                 "nnodes",
                 format!("={} must divide nranks={} (same GPUs per node)", self.nnodes, self.nranks),
@@ -951,7 +951,7 @@ impl Model<'_> {
                 while small(nc, nt) && nc >= 2 {
                     nc -= 1;
                 }
-                while small(nc, nt) && nt % 128 == 0 {
+                while small(nc, nt) && nt.is_multiple_of(128) {
                     nt /= 2;
                 }
             }
@@ -1078,15 +1078,15 @@ pub fn decide(input: &TuningInput) -> Result<TuningDecision, TuningError> {
             .into_iter()
             .filter(|&p| algos.iter().any(|&a| p == Proto::Simple || !simple_only(a)))
             .collect();
-        if let Some(&bad) = protos.iter().find(|p| !valid.contains(p)) {
-            if !protos.iter().any(|p| valid.contains(p)) {
-                return Err(TuningError::ProtoNotAllowed {
-                    kind,
-                    proto: bad,
-                    algos: join(&algos),
-                    valid: join(&valid),
-                });
-            }
+        if let Some(&bad) = protos.iter().find(|p| !valid.contains(p))
+            && !protos.iter().any(|p| valid.contains(p))
+        {
+            return Err(TuningError::ProtoNotAllowed {
+                kind,
+                proto: bad,
+                algos: join(&algos),
+                valid: join(&valid),
+            });
         }
     }
 

@@ -157,7 +157,7 @@ fn tiny_messages_reduce_channels() {
     i.algo_override = Some(vec![Algo::Ring]);
     i.proto_override = Some(vec![Proto::LL128]);
     let d = decide(&i).unwrap();
-    assert_eq!(u64::from(d.nchannels), (64 * 1024_u64 / (640 * 8)).min(24));
+    assert_eq!(u64::from(d.nchannels), 64 * 1024_u64 / (640 * 8));
 }
 
 #[test]
