@@ -251,6 +251,10 @@ impl Topology {
     pub fn routing(&self) -> &Routing {
         &self.routing
     }
+    /// Replaces the routing rule (the caller keeps it consistent with the graph).
+    pub fn set_routing(&mut self, routing: Routing) {
+        self.routing = routing;
+    }
     /// Per-switch ECMP seed.
     #[inline]
     pub fn switch_seed(&self, n: NodeId) -> u64 {

@@ -3,8 +3,13 @@
 pub mod error;
 pub mod generators;
 pub mod graph;
+pub mod ns3;
 pub mod routing;
+pub mod spec;
+pub mod summary;
 
 pub use error::TopoError;
 pub use graph::{Link, LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
 pub use routing::Routing;
+pub use spec::{LinkSpec, TopologySpec};
+pub use summary::TopologySummary;

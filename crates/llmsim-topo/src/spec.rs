@@ -1,0 +1,196 @@
+//! The user-facing topology spec (YAML / JSON), its defaults and `build`.
+//!
+//! Defaults are those of a current 400G RoCE/InfiniBand AI fabric (ConnectX-7 class NICs,
+//! 64-port 400G switches, DGX SuperPOD-like scalable units):
+//! - host NIC link: **400Gbps, 500ns** (NIC + DAC/short optics + first switch port);
+//! - switch-to-switch link: **400Gbps, 600ns** (switch pipeline + up to ~30 m of fiber).
+
+use std::path::PathBuf;
+
+use llmsim_core::{Bandwidth, FieldError, SimTime};
+use serde::{Deserialize, Serialize};
+
+use crate::TopoError;
+use crate::generators::{self, FatTreeParams, RailFatTreeParams, SpineCount, SpineLeafParams};
+use crate::graph::{LinkParams, ScaleUp, Topology};
+
+/// Default host NIC link: 400Gbps, 500ns.
+pub const DEFAULT_NIC: LinkParams = LinkParams::new(Bandwidth::from_gbps(400), SimTime::from_ns(500));
+/// Default switch-to-switch link: 400Gbps, 600ns.
+pub const DEFAULT_FABRIC: LinkParams = LinkParams::new(Bandwidth::from_gbps(400), SimTime::from_ns(600));
+
+/// A link class as a user writes it: `{ bandwidth: "400Gbps", latency: "500ns" }`; a field left
+/// out takes the class default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LinkSpec {
+    pub bandwidth: Option<Bandwidth>,
+    pub latency: Option<SimTime>,
+}
+
+impl LinkSpec {
+    pub fn resolve(&self, default: LinkParams) -> LinkParams {
+        LinkParams::new(self.bandwidth.unwrap_or(default.bandwidth), self.latency.unwrap_or(default.latency))
+    }
+}
+
+/// Which network the GPUs sit on. `kind` picks the generator.
+///
+/// ```yaml
+/// topology: { kind: rail-fat-tree, servers_per_segment: 16, dual_plane: true }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum TopologySpec {
+    /// One switch holding every GPU's NIC.
+    Flat {
+        /// Default 400Gbps / 500ns.
+        #[serde(default)]
+        nic: LinkSpec,
+    },
+    /// k-ary three-tier fat-tree.
+    FatTree {
+        /// Switch radix, even. Default: the smallest even k whose k^3/4 hosts hold the GPUs.
+        #[serde(default)]
+        k: Option<u32>,
+        /// Host <-> edge. Default 400Gbps / 500ns.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// Edge <-> aggregation. Default 400Gbps / 600ns.
+        #[serde(default)]
+        edge_agg: LinkSpec,
+        /// Aggregation <-> core. Default 400Gbps / 600ns.
+        #[serde(default)]
+        agg_core: LinkSpec,
+    },
+    /// Two-tier leaf-spine Clos.
+    SpineLeaf {
+        /// Default 32 (a 64-port leaf, half down, half up).
+        #[serde(default = "default_hosts_per_leaf")]
+        hosts_per_leaf: u32,
+        /// Default: as many as the GPUs need.
+        #[serde(default)]
+        leaves: Option<u32>,
+        /// Spine count. Give this or `oversubscription`, not both; default: non-blocking (1:1).
+        #[serde(default)]
+        spines: Option<u32>,
+        /// Leaf downlink / uplink capacity, e.g. 3.0 for 3:1; sets the spine count.
+        #[serde(default)]
+        oversubscription: Option<f64>,
+        /// Default 400Gbps / 500ns.
+        #[serde(default)]
+        nic: LinkSpec,
+        /// Leaf <-> spine. Default 400Gbps / 600ns.
+        #[serde(default)]
+        uplink: LinkSpec,
+    },
+    /// Rail-optimized fabric (DGX SuperPOD, Alibaba HPN, Spectrum-X): NIC `r` of every server of
+    /// a segment goes to that segment's rail-`r` leaf. Segments come from the GPU count.
+    #[serde(alias = "rail-optimized")]
+    RailFatTree {
+        /// Servers per segment. Default 32 (a DGX H100 SuperPOD scalable unit).
+        #[serde(default = "default_servers_per_segment")]
+        servers_per_segment: u32,
+        /// Spines per plane. Give this or `oversubscription`, not both; default non-blocking.
+        #[serde(default)]
+        spines: Option<u32>,
+        #[serde(default)]
+        oversubscription: Option<f64>,
+        /// NIC bandwidth per GPU (both planes together). Default 400Gbps / 500ns.
+        #[serde(default)]
+        nic: LinkSpec,
+        /// Leaf <-> spine. Default 400Gbps / 600ns.
+        #[serde(default)]
+        uplink: LinkSpec,
+        /// Two independent planes (HPN / Spectrum-X dual-plane). Default false.
+        #[serde(default)]
+        dual_plane: bool,
+        /// Bandwidth of one NIC port in dual-plane mode. Default half the NIC bandwidth.
+        #[serde(default)]
+        plane_bandwidth: Option<Bandwidth>,
+    },
+    /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
+    Ns3 {
+        /// Path to the file, relative to the working directory.
+        path: PathBuf,
+    },
+}
+
+fn default_hosts_per_leaf() -> u32 {
+    32
+}
+fn default_servers_per_segment() -> u32 {
+    32
+}
+
+impl Default for TopologySpec {
+    /// A non-blocking rail-optimized fabric, the common choice for LLM training clusters.
+    fn default() -> Self {
+        TopologySpec::RailFatTree {
+            servers_per_segment: default_servers_per_segment(),
+            spines: None,
+            oversubscription: None,
+            nic: LinkSpec::default(),
+            uplink: LinkSpec::default(),
+            dual_plane: false,
+            plane_bandwidth: None,
+        }
+    }
+}
+
+fn spine_count(spines: Option<u32>, oversubscription: Option<f64>) -> Result<SpineCount, TopoError> {
+    match (spines, oversubscription) {
+        (Some(_), Some(_)) => Err(FieldError::new("topology.spines", "give either spines or oversubscription, not both").into()),
+        (Some(n), None) => Ok(SpineCount::Count(n)),
+        (None, Some(r)) => Ok(SpineCount::Oversubscription(r)),
+        (None, None) => Ok(SpineCount::Oversubscription(1.0)),
+    }
+}
+
+impl TopologySpec {
+    /// Builds the topology for `gpus` GPUs, picking the smallest instance that holds them where
+    /// the spec does not fix the size.
+    ///
+    /// # Errors
+    /// `TopoError::Invalid` naming the field and the fix (odd or too small `k`, GPUs not a multiple
+    /// of `gpus_per_server`, zero bandwidth, both `spines` and `oversubscription`, more GPUs than
+    /// an ns-3 file has hosts); `TopoError::Parse` for an ns-3 file that does not parse.
+    pub fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
+        match self {
+            TopologySpec::Flat { nic } => generators::flat(gpus, nic.resolve(DEFAULT_NIC), scale_up, seed),
+            TopologySpec::FatTree { k, host_link, edge_agg, agg_core } => {
+                let k = k.unwrap_or_else(|| generators::smallest_fat_tree_k(gpus.min(generators::MAX_HOSTS)));
+                let p = FatTreeParams { k, host_link: host_link.resolve(DEFAULT_NIC), edge_agg: edge_agg.resolve(DEFAULT_FABRIC), agg_core: agg_core.resolve(DEFAULT_FABRIC) };
+                generators::fat_tree(gpus, &p, scale_up, seed)
+            }
+            TopologySpec::SpineLeaf { hosts_per_leaf, leaves, spines, oversubscription, nic, uplink } => {
+                let p = SpineLeafParams {
+                    hosts_per_leaf: *hosts_per_leaf,
+                    leaves: *leaves,
+                    spines: spine_count(*spines, *oversubscription)?,
+                    nic: nic.resolve(DEFAULT_NIC),
+                    uplink: uplink.resolve(DEFAULT_FABRIC),
+                };
+                generators::spine_leaf(gpus, &p, scale_up, seed)
+            }
+            TopologySpec::RailFatTree { servers_per_segment, spines, oversubscription, nic, uplink, dual_plane, plane_bandwidth } => {
+                let p = RailFatTreeParams {
+                    servers_per_segment: *servers_per_segment,
+                    spines: spine_count(*spines, *oversubscription)?,
+                    nic: nic.resolve(DEFAULT_NIC),
+                    uplink: uplink.resolve(DEFAULT_FABRIC),
+                    dual_plane: *dual_plane,
+                    plane_bandwidth: *plane_bandwidth,
+                };
+                generators::rail_fat_tree(gpus, &p, scale_up, seed)
+            }
+            TopologySpec::Ns3 { path } => {
+                let t = crate::ns3::read_ns3(path, seed)?.topology;
+                if gpus > t.num_hosts() {
+                    return Err(FieldError::new("gpus", format!("{} has {} hosts, fewer than {gpus} GPUs; use at most {} GPUs or a bigger topology", path.display(), t.num_hosts(), t.num_hosts())).into());
+                }
+                Ok(t)
+            }
+        }
+    }
+}
