@@ -357,4 +357,203 @@ mod tests {
         let e = flat(8, LinkParams::new(Bandwidth::ZERO, SimTime::ZERO), ScaleUp::none(), 1).unwrap_err();
         assert!(e.to_string().contains("nic"), "{e}");
     }
+
+    fn fabric() -> LinkParams {
+        LinkParams::new(Bandwidth::from_gbps(400), SimTime::from_ns(600))
+    }
+
+    fn ft(k: u32, hosts: u32, su: ScaleUp) -> Topology {
+        fat_tree(hosts, &FatTreeParams { k, host_link: nic(), edge_agg: fabric(), agg_core: fabric() }, su, 42).unwrap()
+    }
+
+    fn hops(t: &Topology, s: u32, d: u32, hash: u64) -> Vec<LinkId> {
+        let mut p = Vec::new();
+        t.route(NodeId(s), NodeId(d), hash, &mut p).unwrap();
+        assert_eq!(t.link(*p.last().unwrap()).dst, NodeId(d));
+        for w in p.windows(2) {
+            assert_eq!(t.link(w[0]).dst, t.link(w[1]).src);
+        }
+        p
+    }
+
+    fn tier_count(t: &Topology, tier: u8) -> usize {
+        t.nodes().iter().filter(|k| **k == NodeKind::Switch { tier }).count()
+    }
+
+    use llmsim_core::LinkId;
+
+    #[test]
+    fn fat_tree_counts_and_path_lengths() {
+        let t = ft(4, 16, ScaleUp::none());
+        assert_eq!((tier_count(&t, 1), tier_count(&t, 2), tier_count(&t, 3)), (8, 8, 4));
+        assert_eq!(t.num_links(), 2 * (16 + 16 + 16));
+        for s in 0..16 {
+            for d in 0..16 {
+                if s == d {
+                    continue;
+                }
+                let want = if s / 2 == d / 2 {
+                    2
+                } else if s / 4 == d / 4 {
+                    4
+                } else {
+                    6
+                };
+                for hash in 0..4 {
+                    assert_eq!(hops(&t, s, d, hash).len(), want, "{s}->{d}");
+                }
+            }
+        }
+        let t = ft(8, 128, ScaleUp::none());
+        assert_eq!((tier_count(&t, 1), tier_count(&t, 2), tier_count(&t, 3)), (32, 32, 16));
+    }
+
+    #[test]
+    fn fat_tree_with_nvswitch_and_partial_pods() {
+        let t = ft(8, 40, ScaleUp::dgx_h100());
+        // 40 hosts over pods of 16: 3 pods built.
+        assert_eq!(tier_count(&t, 1), 12);
+        assert_eq!(t.nodes().iter().filter(|k| **k == NodeKind::NvSwitch).count(), 5);
+        for s in 0..40 {
+            for d in 0..40 {
+                if s != d {
+                    let p = hops(&t, s, d, s as u64 * 7 + d as u64);
+                    if s / 8 == d / 8 {
+                        assert!(p.iter().all(|l| t.link(*l).kind == LinkKind::NvLink));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ecmp_uses_every_uplink_and_is_deterministic() {
+        let t = ft(8, 128, ScaleUp::none());
+        let mut cores = std::collections::BTreeSet::new();
+        for hash in 0..2000u64 {
+            let p = hops(&t, 0, 127, hash);
+            cores.insert(t.link(p[2]).dst);
+            assert_eq!(p, hops(&t, 0, 127, hash));
+        }
+        assert_eq!(cores.len(), 16, "every core carries some of 2000 flows");
+        let t2 = ft(8, 128, ScaleUp::none());
+        let t3 = fat_tree(128, &FatTreeParams { k: 8, host_link: nic(), edge_agg: fabric(), agg_core: fabric() }, ScaleUp::none(), 43).unwrap();
+        let same = (0..64).all(|h| hops(&t, 0, 127, h) == hops(&t2, 0, 127, h));
+        let differ = (0..64).any(|h| hops(&t, 0, 127, h) != hops(&t3, 0, 127, h));
+        assert!(same && differ);
+    }
+
+    #[test]
+    fn fat_tree_rejects_bad_k() {
+        let p = |k| FatTreeParams { k, host_link: nic(), edge_agg: fabric(), agg_core: fabric() };
+        let e = fat_tree(16, &p(5), ScaleUp::none(), 0).unwrap_err();
+        assert!(e.to_string().contains("topology.k"), "{e}");
+        let e = fat_tree(1024, &p(8), ScaleUp::none(), 0).unwrap_err();
+        assert!(e.to_string().contains("use k >= 16"), "{e}");
+    }
+
+    fn sl(hosts: u32, hpl: u32, spines: SpineCount, su: ScaleUp) -> Result<Topology, TopoError> {
+        spine_leaf(hosts, &SpineLeafParams { hosts_per_leaf: hpl, leaves: None, spines, nic: nic(), uplink: fabric() }, su, 3)
+    }
+
+    #[test]
+    fn spine_leaf_oversubscription_and_paths() {
+        let t = sl(64, 16, SpineCount::Oversubscription(2.0), ScaleUp::none()).unwrap();
+        assert_eq!((tier_count(&t, 1), tier_count(&t, 2)), (4, 8));
+        assert_eq!(hops(&t, 0, 15, 1).len(), 2);
+        assert_eq!(hops(&t, 0, 16, 1).len(), 4);
+        let s = t.describe();
+        assert!((s.oversubscription - 2.0).abs() < 1e-9, "{s}");
+        let t = sl(60, 16, SpineCount::Count(3), ScaleUp::none()).unwrap();
+        assert_eq!(tier_count(&t, 2), 3);
+        for d in 1..60 {
+            hops(&t, 59, d - 1, d as u64);
+        }
+        assert!(sl(64, 16, SpineCount::Oversubscription(0.0), ScaleUp::none()).unwrap_err().to_string().contains("oversubscription"));
+        assert!(sl(64, 0, SpineCount::Count(2), ScaleUp::none()).unwrap_err().to_string().contains("hosts_per_leaf"));
+    }
+
+    fn rail(hosts: u32, sps: u32, dual: bool) -> Topology {
+        let p = RailFatTreeParams {
+            servers_per_segment: sps,
+            spines: SpineCount::Oversubscription(1.0),
+            nic: nic(),
+            uplink: fabric(),
+            dual_plane: dual,
+            plane_bandwidth: None,
+        };
+        rail_fat_tree(hosts, &p, ScaleUp::dgx_h100(), 5).unwrap()
+    }
+
+    #[test]
+    fn rail_aligned_traffic_stays_under_the_rail_leaf() {
+        let t = rail(128, 4, false); // 16 servers, 4 segments, 32 leaves
+        assert_eq!(tier_count(&t, 1), 32);
+        assert_eq!(tier_count(&t, 2), 4);
+        // Same rail, same segment: host -> leaf -> host.
+        let p = hops(&t, 3, 8 + 3, 0);
+        assert_eq!(p.len(), 2);
+        assert!(matches!(t.node(t.link(p[0]).dst), NodeKind::Switch { tier: 1 }));
+        // Cross-rail: through a spine.
+        let p = hops(&t, 3, 8 + 4, 0);
+        assert_eq!(p.len(), 4);
+        assert_eq!(t.node(t.link(p[1]).dst), NodeKind::Switch { tier: 2 });
+        // Same rail, other segment: through a spine.
+        assert_eq!(hops(&t, 3, 4 * 8 * 2 + 3, 0).len(), 4);
+        for s in (0..128).step_by(3) {
+            for d in 0..128 {
+                if s != d {
+                    hops(&t, s, d, (s * d) as u64);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dual_plane_uses_both_planes() {
+        let t = rail(64, 4, true);
+        assert_eq!(tier_count(&t, 1), 2 * 2 * 8);
+        assert_eq!(t.ports(NodeId(0)).len(), 3);
+        assert_eq!(t.link(t.ports(NodeId(0))[1]).bandwidth, Bandwidth::from_gbps(200));
+        let mut planes = std::collections::BTreeSet::new();
+        for hash in 0..64 {
+            let p = hops(&t, 0, 40, hash);
+            planes.insert(t.link(p[0]).dst);
+        }
+        assert_eq!(planes.len(), 2);
+        let s = t.describe();
+        assert_eq!(s.bisection_bandwidth, Bandwidth::from_gbps(32 * 400), "{s}");
+    }
+
+    #[test]
+    fn analytic_bisection_matches_max_flow() {
+        let cases = [
+            ft(4, 16, ScaleUp::none()),
+            ft(6, 54, ScaleUp::none()),
+            fat_tree(16, &FatTreeParams { k: 4, host_link: nic(), edge_agg: fabric(), agg_core: LinkParams::new(Bandwidth::from_gbps(100), SimTime::ZERO) }, ScaleUp::none(), 1).unwrap(),
+            sl(64, 16, SpineCount::Oversubscription(2.0), ScaleUp::none()).unwrap(),
+            sl(64, 16, SpineCount::Count(3), ScaleUp::none()).unwrap(),
+            rail(128, 4, false),
+            rail(128, 4, true),
+            rail(64, 8, false),
+            flat(8, nic(), ScaleUp::none(), 1).unwrap(),
+        ];
+        for t in &cases {
+            let s = t.describe();
+            assert_eq!(s.bisection_bandwidth, t.bisection_by_max_flow(), "{}\n{s}", t.name);
+        }
+    }
+
+    #[test]
+    fn describe_reads_well() {
+        let t = ft(4, 16, ScaleUp::none());
+        let s = t.describe();
+        assert_eq!(s.switches_per_tier, vec![8, 8, 4]);
+        assert_eq!(s.diameter_hops, 6);
+        assert_eq!(s.sample_route.len(), 7);
+        assert!(s.sample_route[0].starts_with("0(host) -400Gbps/"), "{:?}", s.sample_route);
+        assert_eq!(s.bisection_bandwidth, Bandwidth::from_gbps(8 * 400));
+        let text = s.to_string();
+        assert!(text.contains("bisection") && text.contains("sample route"), "{text}");
+    }
 }
