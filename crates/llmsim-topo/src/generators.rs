@@ -113,6 +113,7 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
     if k < 2 || k % 2 != 0 || k > MAX_FAT_TREE_K {
         return Err(FieldError::new("topology.k", format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64")).into());
     }
+    check_hosts(num_hosts)?;
     let h = k / 2;
     let capacity = u64::from(k).pow(3) / 4;
     if u64::from(num_hosts) > capacity {
@@ -123,7 +124,6 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
         )
         .into());
     }
-    check_hosts(num_hosts)?;
     check_rate("topology.host_link", p.host_link)?;
     check_rate("topology.edge_agg", p.edge_agg)?;
     check_rate("topology.agg_core", p.agg_core)?;

@@ -158,3 +158,16 @@ fn parse_errors_name_file_and_line() {
         }
     }
 }
+
+#[test]
+fn topologies_are_send_and_sync_and_bfs_is_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Topology>();
+    let t = generators::fat_tree(16, &FatTreeParams { k: 4, host_link: p(100, 1000), edge_agg: p(100, 1000), agg_core: p(100, 1000) }, ScaleUp::none(), 1).unwrap();
+    let t = parse_ns3(&to_ns3(&t), "x", 1).unwrap().topology;
+    let lens: Vec<Vec<usize>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4).map(|_| s.spawn(|| (0..16).map(|d| route(&t, 0, d, 5).len()).collect())).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(lens.windows(2).all(|w| w[0] == w[1]));
+}

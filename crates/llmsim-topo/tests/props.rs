@@ -1,0 +1,86 @@
+//! Property: on random small topologies, every (src, dst, hash) route reaches dst over existing,
+//! chained links without visiting a node twice, and the same inputs give the same route.
+
+use llmsim_core::{Bandwidth, LinkId, NodeId, SimTime};
+use llmsim_topo::generators::{self, FatTreeParams, RailFatTreeParams, SpineCount, SpineLeafParams};
+use llmsim_topo::ns3::{parse_ns3, to_ns3};
+use llmsim_topo::{LinkParams, ScaleUp, Topology};
+use proptest::prelude::*;
+
+fn lp(gbps: u64) -> LinkParams {
+    LinkParams::new(Bandwidth::from_gbps(gbps), SimTime::from_ns(500))
+}
+
+fn scale_up(g: u32) -> ScaleUp {
+    if g == 1 { ScaleUp::none() } else { ScaleUp { gpus_per_server: g, ..ScaleUp::dgx_h100() } }
+}
+
+/// (generator 0..5, size knob, gpus_per_server, extra knob, seed)
+fn build(kind: u8, a: u32, g: u32, b: u32, seed: u64) -> Topology {
+    let su = scale_up(g);
+    match kind {
+        0 => {
+            let k = 2 * (1 + a % 4);
+            let hosts = ((1 + b % (k * k * k / 4)) / g).max(1) * g;
+            let k = generators::smallest_fat_tree_k(hosts).max(k);
+            generators::fat_tree(hosts, &FatTreeParams { k, host_link: lp(400), edge_agg: lp(400), agg_core: lp(200) }, su, seed).unwrap()
+        }
+        1 => {
+            let hosts = g * (1 + a % 12);
+            let p = SpineLeafParams { hosts_per_leaf: 1 + b % 9, leaves: None, spines: SpineCount::Count(1 + a % 4), nic: lp(400), uplink: lp(400) };
+            generators::spine_leaf(hosts, &p, su, seed).unwrap()
+        }
+        2 | 3 => {
+            let hosts = g * (1 + a % 12);
+            let p = RailFatTreeParams {
+                servers_per_segment: 1 + b % 5,
+                spines: SpineCount::Oversubscription(1.0 + f64::from(a % 3)),
+                nic: lp(400),
+                uplink: lp(400),
+                dual_plane: kind == 3,
+                plane_bandwidth: None,
+            };
+            generators::rail_fat_tree(hosts, &p, su, seed).unwrap()
+        }
+        4 => generators::flat(g * (1 + a % 9), lp(400), su, seed).unwrap(),
+        _ => {
+            // An imported (BFS-routed) copy of a random generated topology.
+            let t = build((a % 4) as u8, a / 4, g, b, seed);
+            parse_ns3(&to_ns3(&t), "prop.txt", seed).unwrap().topology
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+    #[test]
+    fn routes_reach_dst_without_loops(
+        kind in 0u8..6, a in 0u32..64, g in prop::sample::select(vec![1u32, 2, 4, 8]), b in 0u32..512, seed: u64,
+        pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..24),
+    ) {
+        let t = build(kind, a, g, b, seed);
+        let h = t.num_hosts();
+        let mut path: Vec<LinkId> = Vec::new();
+        for (s, d, hash) in pairs {
+            let (s, d) = (NodeId(s % h), NodeId(d % h));
+            path.clear();
+            t.route(s, d, hash, &mut path).unwrap();
+            let mut seen = vec![false; t.num_nodes()];
+            let mut at = s;
+            seen[at.idx()] = true;
+            for &l in &path {
+                prop_assert!(l.idx() < t.num_links());
+                let link = t.link(l);
+                prop_assert_eq!(link.src, at);
+                prop_assert!(t.ports(at).contains(&l));
+                at = link.dst;
+                prop_assert!(!seen[at.idx()], "loop at {} in {}", at, t.name);
+                seen[at.idx()] = true;
+            }
+            prop_assert_eq!(at, d);
+            let mut again = Vec::new();
+            t.route(s, d, hash, &mut again).unwrap();
+            prop_assert_eq!(&again, &path);
+        }
+    }
+}
