@@ -1,7 +1,7 @@
 //! Scale figures of the flow backend, without criterion:
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-net cargo run --release -p llmsim-net --example flow_scale
+//! CARGO_TARGET_DIR=/work/target-net cargo run --release -p llmsim-net --example flow_scale [ring|waves|recompute]
 //! ```
 //!
 //! 1. a 1 GiB ring all-reduce over 1,024 GPUs (128 DGX H100 servers on one 400 Gb/s switch),
@@ -10,7 +10,7 @@
 //! 3. the cost of one rate recomputation as the active flows (random pairs on 1,024 hosts, one
 //!    giant component) grow 1k -> 10k -> 100k.
 
-#[path = "../benches/scenarios.rs"]
+#[path = "../benches/support/scenarios.rs"]
 mod scenarios;
 
 use std::time::Instant;
@@ -19,6 +19,21 @@ use llmsim_core::{SimRng, SimTime};
 use llmsim_net::{AnalyticalNetwork, FlowNetwork, Network};
 
 fn main() {
+    // Optional argument: run only `ring`, `waves` or `recompute`.
+    let only = std::env::args().nth(1);
+    let wants = |what: &str| only.as_deref().is_none_or(|o| o == what);
+    if wants("ring") {
+        ring();
+    }
+    if wants("waves") {
+        waves();
+    }
+    if wants("recompute") {
+        recompute();
+    }
+}
+
+fn ring() {
     let t0 = Instant::now();
     let mut net = FlowNetwork::new(scenarios::dgx_flat(1024));
     let r = scenarios::ring_allreduce(&mut net, 1024, 1 << 30);
@@ -36,12 +51,16 @@ fn main() {
         r.sim_time,
         wall * 1e6 / r.transfers as f64
     );
+}
 
+fn waves() {
     let t0 = Instant::now();
     let mut net = FlowNetwork::new(scenarios::plain_flat(1024));
     let r = scenarios::disjoint_waves(&mut net, 1024, 2000, 64 << 10, 1);
     report("disjoint 64KiB waves, 2000 x 1024 hosts", t0.elapsed().as_secs_f64(), r.transfers, r.sim_time, &net);
+}
 
+fn recompute() {
     for flows in [1_000u32, 10_000, 100_000] {
         let t0 = Instant::now();
         let mut net = scenarios::loaded(1024, flows, 3);
