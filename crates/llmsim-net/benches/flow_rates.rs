@@ -41,7 +41,10 @@ fn recompute(c: &mut Criterion) {
             })
         });
         let s = net.stats();
-        println!("recompute/{flows}: {:.1} flows rerated per recomputation", s.flows_rerated as f64 / s.rate_recomputations as f64);
+        println!(
+            "recompute/{flows}: {:.1} flows rerated per recomputation",
+            s.flows_rerated as f64 / s.rate_recomputations as f64
+        );
     }
     g.finish();
 }

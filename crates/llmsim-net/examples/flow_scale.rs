@@ -37,7 +37,13 @@ fn ring() {
     let t0 = Instant::now();
     let mut net = FlowNetwork::new(scenarios::dgx_flat(1024));
     let r = scenarios::ring_allreduce(&mut net, 1024, 1 << 30);
-    report("ring all-reduce 1GiB x 1024 GPUs (flow)", t0.elapsed().as_secs_f64(), r.transfers, r.sim_time, &net);
+    report(
+        "ring all-reduce 1GiB x 1024 GPUs (flow)",
+        t0.elapsed().as_secs_f64(),
+        r.transfers,
+        r.sim_time,
+        &net,
+    );
 
     let t0 = Instant::now();
     let mut ana = AnalyticalNetwork::new(scenarios::dgx_flat(1024));
@@ -57,7 +63,13 @@ fn waves() {
     let t0 = Instant::now();
     let mut net = FlowNetwork::new(scenarios::plain_flat(1024));
     let r = scenarios::disjoint_waves(&mut net, 1024, 2000, 64 << 10, 1);
-    report("disjoint 64KiB waves, 2000 x 1024 hosts", t0.elapsed().as_secs_f64(), r.transfers, r.sim_time, &net);
+    report(
+        "disjoint 64KiB waves, 2000 x 1024 hosts",
+        t0.elapsed().as_secs_f64(),
+        r.transfers,
+        r.sim_time,
+        &net,
+    );
 }
 
 fn recompute() {

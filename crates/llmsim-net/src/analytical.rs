@@ -59,8 +59,8 @@ impl AnalyticalNetwork {
     /// # Errors
     /// `NetError::Route` if it cannot be routed.
     pub fn duration(&mut self, t: &Transfer) -> Result<SimTime, NetError> {
-        let sum = route::expand(&self.topo, t, &mut self.scratch, &mut self.route)
-            .map_err(|source| NetError::Route { id: t.id, source })?;
+        let sum =
+            route::expand(&self.topo, t, &mut self.scratch, &mut self.route).map_err(|source| NetError::Route { id: t.id, source })?;
         Ok(duration_of(t.bytes, sum))
     }
 
@@ -71,15 +71,19 @@ impl AnalyticalNetwork {
     /// As `submit`; `NetError::Route` if `path` does not lead from `t.src` to `t.dst`.
     pub fn submit_path(&mut self, t: Transfer, path: &[LinkId]) -> Result<(), NetError> {
         self.check(&t)?;
-        let sum = route::explicit(&self.topo, t.src, t.dst, path, &mut self.route)
-            .map_err(|source| NetError::Route { id: t.id, source })?;
+        let sum =
+            route::explicit(&self.topo, t.src, t.dst, path, &mut self.route).map_err(|source| NetError::Route { id: t.id, source })?;
         self.enqueue(t, sum);
         Ok(())
     }
 
     fn check(&self, t: &Transfer) -> Result<(), NetError> {
         if t.start < self.now {
-            return Err(NetError::StartInPast { id: t.id, start: t.start, now: self.now });
+            return Err(NetError::StartInPast {
+                id: t.id,
+                start: t.start,
+                now: self.now,
+            });
         }
         if self.in_flight.contains(&t.id.0) {
             return Err(NetError::Duplicate(t.id));
@@ -93,8 +97,22 @@ impl AnalyticalNetwork {
         self.links_pool.extend_from_slice(&self.route);
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
-        let done = Completion { id: t.id, src: t.src, dst: t.dst, bytes: t.bytes, start: t.start, finish };
-        self.queue.push(finish, Pending { done, links_from, links_len: self.route.len() as u32 });
+        let done = Completion {
+            id: t.id,
+            src: t.src,
+            dst: t.dst,
+            bytes: t.bytes,
+            start: t.start,
+            finish,
+        };
+        self.queue.push(
+            finish,
+            Pending {
+                done,
+                links_from,
+                links_len: self.route.len() as u32,
+            },
+        );
     }
 }
 
@@ -117,8 +135,8 @@ impl Network for AnalyticalNetwork {
 
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
         self.check(&t)?;
-        let sum = route::expand(&self.topo, &t, &mut self.scratch, &mut self.route)
-            .map_err(|source| NetError::Route { id: t.id, source })?;
+        let sum =
+            route::expand(&self.topo, &t, &mut self.scratch, &mut self.route).map_err(|source| NetError::Route { id: t.id, source })?;
         self.enqueue(t, sum);
         Ok(())
     }

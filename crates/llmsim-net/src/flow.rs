@@ -165,7 +165,10 @@ impl RateScratch {
         self.heap.clear();
         for &l in &self.comp_links {
             let li = l as usize;
-            let w: u64 = link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64).sum();
+            let w: u64 = link_flows[li]
+                .iter()
+                .map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64)
+                .sum();
             self.rem[li] = cap[li];
             self.weight[li] = w;
             self.ver[li] = self.ver[li].wrapping_add(1);
@@ -277,8 +280,8 @@ impl FlowNetwork {
     /// As `submit`; `NetError::Route` if `path` does not lead from `t.src` to `t.dst`.
     pub fn submit_path(&mut self, t: Transfer, path: &[LinkId]) -> Result<(), NetError> {
         self.check_submit(&t)?;
-        let sum = route::explicit(&self.topo, t.src, t.dst, path, &mut self.route)
-            .map_err(|source| NetError::Route { id: t.id, source })?;
+        let sum =
+            route::explicit(&self.topo, t.src, t.dst, path, &mut self.route).map_err(|source| NetError::Route { id: t.id, source })?;
         self.enqueue(t, sum);
         Ok(())
     }
@@ -324,7 +327,10 @@ impl FlowNetwork {
                 fastest[l] = fastest[l].max(flow.rate_bps);
             }
             if load[l] > self.link_cap[l] * (1.0 + CHECK_TOL) {
-                return Err(format!("link {l} carries {} bit/s over its capacity {} bit/s", load[l], self.link_cap[l]));
+                return Err(format!(
+                    "link {l} carries {} bit/s over its capacity {} bit/s",
+                    load[l], self.link_cap[l]
+                ));
             }
         }
         for f in self.flows.iter().filter(|f| f.state == State::Active) {
@@ -344,7 +350,11 @@ impl FlowNetwork {
 
     fn check_submit(&self, t: &Transfer) -> Result<(), NetError> {
         if t.start < self.now {
-            return Err(NetError::StartInPast { id: t.id, start: t.start, now: self.now });
+            return Err(NetError::StartInPast {
+                id: t.id,
+                start: t.start,
+                now: self.now,
+            });
         }
         if self.in_flight.contains(&t.id.0) {
             return Err(NetError::Duplicate(t.id));
@@ -372,7 +382,11 @@ impl FlowNetwork {
         f.start = t.start;
         f.latency = sum.latency;
         f.path.clear();
-        f.path.extend(self.route.iter().map(|rl| PathEntry { link: rl.link.0, mult: rl.mult, pos: 0 }));
+        f.path.extend(self.route.iter().map(|rl| PathEntry {
+            link: rl.link.0,
+            mult: rl.mult,
+            pos: 0,
+        }));
         let (bw, mult) = sum.bottleneck.unwrap_or((Bandwidth::ZERO, 1));
         f.solo_bw = bw;
         f.solo_mult = mult;
@@ -557,7 +571,14 @@ impl FlowNetwork {
             for e in &f.path {
                 self.link_bytes[e.link as usize].0 += f.bytes.0 * e.mult as u64;
             }
-            done.push(Completion { id: f.id, src: f.src, dst: f.dst, bytes: f.bytes, start: f.start, finish: t });
+            done.push(Completion {
+                id: f.id,
+                src: f.src,
+                dst: f.dst,
+                bytes: f.bytes,
+                start: f.start,
+                finish: t,
+            });
             f.state = State::Free;
             self.in_flight.remove(&f.id.0);
             self.stats.completed += 1;
@@ -585,7 +606,13 @@ fn ceil_ps(x: f64) -> u64 {
     }
     let r = x.round();
     let v = if (x - r).abs() <= x * 1e-13 + 1e-6 { r } else { x.ceil() };
-    if v <= 0.0 { 0 } else if v >= u64::MAX as f64 { u64::MAX } else { v as u64 }
+    if v <= 0.0 {
+        0
+    } else if v >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        v as u64
+    }
 }
 
 impl Network for FlowNetwork {
@@ -680,7 +707,13 @@ mod tests {
         let mut n = net(4);
         let mut ts = Vec::new();
         for i in 0..50u64 {
-            let t = Transfer::new(TransferId(i), NodeId(0), NodeId(1 + (i % 3) as u32), Bytes(1000 + i), SimTime::from_ns(i * 10));
+            let t = Transfer::new(
+                TransferId(i),
+                NodeId(0),
+                NodeId(1 + (i % 3) as u32),
+                Bytes(1000 + i),
+                SimTime::from_ns(i * 10),
+            );
             ts.push(t);
         }
         let done = crate::run_all(&mut n, ts).unwrap();

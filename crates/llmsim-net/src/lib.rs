@@ -48,7 +48,15 @@ pub struct Transfer {
 
 impl Transfer {
     pub fn new(id: TransferId, src: NodeId, dst: NodeId, bytes: Bytes, start: SimTime) -> Self {
-        Transfer { id, src, dst, bytes, start, flow_hash: id.0, route: RouteSpec::Direct }
+        Transfer {
+            id,
+            src,
+            dst,
+            bytes,
+            start,
+            flow_hash: id.0,
+            route: RouteSpec::Direct,
+        }
     }
 }
 

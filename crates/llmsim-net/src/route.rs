@@ -42,12 +42,7 @@ pub struct RouteScratch {
 ///
 /// # Errors
 /// The topology's routing error for any leg.
-pub fn expand(
-    topo: &Topology,
-    t: &Transfer,
-    scratch: &mut RouteScratch,
-    out: &mut Vec<RouteLink>,
-) -> Result<RouteSummary, TopoError> {
+pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &mut Vec<RouteLink>) -> Result<RouteSummary, TopoError> {
     out.clear();
     let s = &mut scratch.links;
     s.clear();
@@ -89,15 +84,13 @@ pub fn expand(
 ///
 /// # Errors
 /// `TopoError::Unreachable` if a link is unknown or the links do not join up.
-pub fn explicit(
-    topo: &Topology,
-    src: NodeId,
-    dst: NodeId,
-    path: &[LinkId],
-    out: &mut Vec<RouteLink>,
-) -> Result<RouteSummary, TopoError> {
+pub fn explicit(topo: &Topology, src: NodeId, dst: NodeId, path: &[LinkId], out: &mut Vec<RouteLink>) -> Result<RouteSummary, TopoError> {
     out.clear();
-    let bad = |reason: &str| TopoError::Unreachable { src, dst, reason: reason.to_string() };
+    let bad = |reason: &str| TopoError::Unreachable {
+        src,
+        dst,
+        reason: reason.to_string(),
+    };
     let mut at = src;
     for &l in path {
         if l.idx() >= topo.num_links() {

@@ -23,7 +23,11 @@ fn flow(topo: Arc<llmsim_topo::Topology>) -> FlowNetwork {
 fn two_flows_on_one_bottleneck_each_get_half() {
     // 0 -> 2 and 1 -> 2 share the switch -> 2 downlink (100 Gb/s); 1 MB alone takes 80 us.
     let mut n = flow(flat_topo(4));
-    let done = run_all(&mut n, [tr(1, 0, 2, 1_000_000, SimTime::ZERO), tr(2, 1, 2, 1_000_000, SimTime::ZERO)]).unwrap();
+    let done = run_all(
+        &mut n,
+        [tr(1, 0, 2, 1_000_000, SimTime::ZERO), tr(2, 1, 2, 1_000_000, SimTime::ZERO)],
+    )
+    .unwrap();
     let latency = SimTime::from_ns(1000);
     assert_eq!(finish_of(&done, 1), SimTime::from_us(160) + latency);
     assert_eq!(finish_of(&done, 2), SimTime::from_us(160) + latency);
@@ -36,7 +40,11 @@ fn a_late_flow_halves_the_rate_of_the_first() {
     // B arrives when A is half done: A's second half runs at 50 Gb/s (80 us), then B's
     // remaining half runs alone (40 us).
     let mut n = flow(flat_topo(4));
-    let done = run_all(&mut n, [tr(1, 0, 2, 1_000_000, SimTime::ZERO), tr(2, 1, 2, 1_000_000, SimTime::from_us(40))]).unwrap();
+    let done = run_all(
+        &mut n,
+        [tr(1, 0, 2, 1_000_000, SimTime::ZERO), tr(2, 1, 2, 1_000_000, SimTime::from_us(40))],
+    )
+    .unwrap();
     let latency = SimTime::from_ns(1000);
     assert_eq!(finish_of(&done, 1), SimTime::from_us(120) + latency);
     assert_eq!(finish_of(&done, 2), SimTime::from_us(160) + latency);
@@ -71,13 +79,16 @@ fn max_min_gives_the_leftover_to_the_unconstrained_flows() {
 /// The permutation "host h sends to the same slot one leaf to the right", with flow hash = id.
 fn shift_permutation(c: &Clos, bytes: u64) -> Vec<Transfer> {
     let hosts = c.leaves * c.per_leaf;
-    (0..hosts).map(|h| tr(h as u64, h, (h + c.per_leaf) % hosts, bytes, SimTime::ZERO)).collect()
+    (0..hosts)
+        .map(|h| tr(h as u64, h, (h + c.per_leaf) % hosts, bytes, SimTime::ZERO))
+        .collect()
 }
 
 /// Whether two flows of a leaf pick the same uplink.
 fn collides(c: &Clos, ts: &[Transfer]) -> bool {
     let mut used = std::collections::HashSet::new();
-    ts.iter().any(|t| !used.insert((t.src.0 / c.per_leaf, c.spine_of(t.src, t.flow_hash))))
+    ts.iter()
+        .any(|t| !used.insert((t.src.0 / c.per_leaf, c.spine_of(t.src, t.flow_hash))))
 }
 
 fn run_on_clos(c: &Clos, ts: &[Transfer]) -> Vec<llmsim_net::Completion> {
@@ -103,7 +114,11 @@ fn ecmp_collisions_on_a_two_tier_clos_slow_the_permutation() {
         if collides(&c, &ts) {
             saw_collision = true;
             // Two flows share a 100 Gb/s uplink: the slowest takes twice as long.
-            assert_eq!(slowest, SimTime(2 * serialization_ps(Bytes(bytes), gbps(100), 1) + 4 * 500_000), "seed {seed}");
+            assert_eq!(
+                slowest,
+                SimTime(2 * serialization_ps(Bytes(bytes), gbps(100), 1) + 4 * 500_000),
+                "seed {seed}"
+            );
         } else {
             saw_clean = true;
             assert_eq!(slowest, line, "seed {seed}: a collision-free permutation runs at line rate");
@@ -185,10 +200,19 @@ fn same_input_same_completions_whatever_the_submission_order() {
 
 #[test]
 fn submission_errors_are_typed() {
-    for net in [&mut flow(flat_topo(4)) as &mut dyn Network, &mut AnalyticalNetwork::new(flat_topo(4))] {
+    for net in [
+        &mut flow(flat_topo(4)) as &mut dyn Network,
+        &mut AnalyticalNetwork::new(flat_topo(4)),
+    ] {
         net.submit(tr(1, 0, 1, 10, SimTime::from_us(1))).unwrap();
-        assert_eq!(net.submit(tr(1, 0, 2, 10, SimTime::from_us(1))), Err(NetError::Duplicate(TransferId(1))));
-        assert!(matches!(net.submit(tr(2, 0, 9, 10, SimTime::from_us(1))), Err(NetError::Route { .. })));
+        assert_eq!(
+            net.submit(tr(1, 0, 2, 10, SimTime::from_us(1))),
+            Err(NetError::Duplicate(TransferId(1)))
+        );
+        assert!(matches!(
+            net.submit(tr(2, 0, 9, 10, SimTime::from_us(1))),
+            Err(NetError::Route { .. })
+        ));
         let mut done = Vec::new();
         net.advance_to(SimTime::from_us(5), &mut done);
         assert_eq!(done.len(), 1);
@@ -204,7 +228,11 @@ fn submission_errors_are_typed() {
 #[test]
 fn zero_bytes_and_self_transfers_complete() {
     let mut n = flow(flat_topo(4));
-    let done = run_all(&mut n, [tr(1, 0, 1, 0, SimTime::from_ns(10)), tr(2, 2, 2, 5000, SimTime::from_ns(10))]).unwrap();
+    let done = run_all(
+        &mut n,
+        [tr(1, 0, 1, 0, SimTime::from_ns(10)), tr(2, 2, 2, 5000, SimTime::from_ns(10))],
+    )
+    .unwrap();
     assert_eq!(finish_of(&done, 1), SimTime::from_ns(1010));
     assert_eq!(finish_of(&done, 2), SimTime::from_ns(10));
     assert_eq!(n.stats().completed, 2);

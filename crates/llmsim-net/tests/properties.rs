@@ -18,7 +18,13 @@ fn transfers(raw: &[Raw], hosts: u32) -> Vec<Transfer> {
     raw.iter()
         .enumerate()
         .map(|(i, (s, d, b, st, kind, relays))| {
-            let mut t = Transfer::new(TransferId(i as u64), NodeId(s % hosts), NodeId(d % hosts), Bytes(*b), SimTime::from_ns(*st));
+            let mut t = Transfer::new(
+                TransferId(i as u64),
+                NodeId(s % hosts),
+                NodeId(d % hosts),
+                Bytes(*b),
+                SimTime::from_ns(*st),
+            );
             t.flow_hash = llmsim_core::mix64(i as u64);
             t.route = match kind % 4 {
                 0 | 1 => RouteSpec::Direct,
@@ -32,7 +38,14 @@ fn transfers(raw: &[Raw], hosts: u32) -> Vec<Transfer> {
 
 fn raw_strategy() -> impl Strategy<Value = Vec<Raw>> {
     prop::collection::vec(
-        (0u32..64, 0u32..64, prop_oneof![Just(0u64), 1u64..5_000, 5_000u64..2_000_000], 0u64..200_000, 0u8..4, prop::collection::vec(0u32..64, 1..4)),
+        (
+            0u32..64,
+            0u32..64,
+            prop_oneof![Just(0u64), 1u64..5_000, 5_000u64..2_000_000],
+            0u64..200_000,
+            0u8..4,
+            prop::collection::vec(0u32..64, 1..4),
+        ),
         1..60,
     )
 }

@@ -32,7 +32,13 @@ pub fn ring_allreduce(net: &mut dyn Network, n: u32, bytes: u64) -> RunFigures {
     let steps = 2 * (n as u64 - 1);
     let chunk = bytes / n as u64;
     let send = |net: &mut dyn Network, step: u64, r: u32, at: SimTime| {
-        let t = Transfer::new(TransferId(step * n as u64 + r as u64), NodeId(r), NodeId((r + 1) % n), Bytes(chunk), at);
+        let t = Transfer::new(
+            TransferId(step * n as u64 + r as u64),
+            NodeId(r),
+            NodeId((r + 1) % n),
+            Bytes(chunk),
+            at,
+        );
         net.submit(t).expect("valid ring transfer");
     };
     // Per rank: sends completed, steps received, a send in flight.
@@ -63,7 +69,10 @@ pub fn ring_allreduce(net: &mut dyn Network, n: u32, bytes: u64) -> RunFigures {
             }
         }
     }
-    RunFigures { transfers: count, sim_time: end }
+    RunFigures {
+        transfers: count,
+        sim_time: end,
+    }
 }
 
 /// `waves` rounds of a random permutation of `bytes` transfers over `hosts` hosts, one round every
@@ -90,7 +99,10 @@ pub fn disjoint_waves(net: &mut dyn Network, hosts: u32, waves: u32, bytes: u64,
     while let Some(t) = net.next_event_time() {
         net.advance_to(t, &mut done);
     }
-    RunFigures { transfers: id, sim_time: net.now() }
+    RunFigures {
+        transfers: id,
+        sim_time: net.now(),
+    }
 }
 
 /// A flow network on `hosts` single-GPU hosts holding `flows` long transfers between random
@@ -100,7 +112,8 @@ pub fn loaded(hosts: u32, flows: u32, seed: u64) -> FlowNetwork {
     let mut rng = SimRng::seed(seed);
     for i in 0..flows as u64 {
         let (s, d) = random_pair(&mut rng, hosts);
-        net.submit(Transfer::new(TransferId(i), s, d, Bytes::gib(1024), SimTime::ZERO)).expect("valid transfer");
+        net.submit(Transfer::new(TransferId(i), s, d, Bytes::gib(1024), SimTime::ZERO))
+            .expect("valid transfer");
     }
     let mut done = Vec::new();
     net.advance_to(SimTime::ZERO, &mut done);
@@ -113,7 +126,8 @@ pub fn perturb(net: &mut FlowNetwork, id: u64, rng: &mut SimRng, done: &mut Vec<
     let hosts = net.topology().num_hosts();
     let (s, d) = random_pair(rng, hosts);
     let now = net.now();
-    net.submit(Transfer::new(TransferId(id), s, d, Bytes(4096), now)).expect("valid transfer");
+    net.submit(Transfer::new(TransferId(id), s, d, Bytes(4096), now))
+        .expect("valid transfer");
     // The long flows need seconds; the short one completes first.
     while done.is_empty() {
         let Some(t) = net.next_event_time() else { break };

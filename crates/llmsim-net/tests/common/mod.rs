@@ -75,8 +75,19 @@ impl Clos {
                 spine_down[s as usize].push(d);
             }
         }
-        let topo = b.build("clos2".into(), hosts, ScaleUp::none(), Routing::Flat { switch: leaf0 }, ecmp_seed).unwrap();
-        Clos { topo: Arc::new(topo), leaves, per_leaf, spines, host_up, host_down, leaf_up, spine_down }
+        let topo = b
+            .build("clos2".into(), hosts, ScaleUp::none(), Routing::Flat { switch: leaf0 }, ecmp_seed)
+            .unwrap();
+        Clos {
+            topo: Arc::new(topo),
+            leaves,
+            per_leaf,
+            spines,
+            host_up,
+            host_down,
+            leaf_up,
+            spine_down,
+        }
     }
 
     pub fn leaf_node(&self, leaf: u32) -> NodeId {
@@ -112,7 +123,10 @@ pub fn drive(net: &mut dyn Network) -> Vec<Completion> {
 }
 
 pub fn finish_of(done: &[Completion], id: u64) -> SimTime {
-    done.iter().find(|c| c.id.0 == id).unwrap_or_else(|| panic!("transfer {id} did not complete")).finish
+    done.iter()
+        .find(|c| c.id.0 == id)
+        .unwrap_or_else(|| panic!("transfer {id} did not complete"))
+        .finish
 }
 
 pub fn submit_all(net: &mut dyn Network, ts: &[Transfer]) {
