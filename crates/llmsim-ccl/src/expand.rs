@@ -224,6 +224,7 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
         // Per ring edge: latency + NCCL step overhead, for the fill along the chunk's path.
         let mut edge_cost: Vec<SimTime> = Vec::with_capacity(ring.len());
         let mut max_leg_lat = SimTime::ZERO;
+        let mut bottleneck = llmsim_core::Bandwidth::from_bps(u64::MAX);
         for i in 0..ring.len() {
             let (src, dst) = (ring[i], ring[(i + 1) % ring.len()]);
             let mut legs = vec![src];
@@ -235,7 +236,9 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
             for w2 in legs.windows(2) {
                 path.clear();
                 if topo.route(w2[0], w2[1], hash_of(gi as u32, src, dst, 0), &mut path).is_ok() {
-                    lat += topo.path_latency_and_bottleneck(&path).0;
+                    let (l, bw) = topo.path_latency_and_bottleneck(&path);
+                    lat += l;
+                    bottleneck = bottleneck.min(bw);
                 }
             }
             max_leg_lat = max_leg_lat.max(lat);
@@ -254,12 +257,17 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
             },
             &[],
         );
-        // Pipeline fill, as NCCL's latency model counts it: a chunk's path crosses nsteps ring
-        // edges, each costing its latency and step overhead; the flow itself paid one leg.
+        // Pipeline fill. A chunk's path crosses nsteps ring edges, each costing its latency and
+        // step overhead (NCCL's latency model sums them: `path`). In a pipelined ring that
+        // latency hides behind the bottleneck edge's back-to-back sends unless it exceeds the
+        // bandwidth time, as the step DAG shows; what stays exposed is one edge at the start
+        // and the excess of latency over bandwidth time. The flow itself pays one leg.
         let cycle: u64 = edge_cost.iter().map(|c| c.0).sum();
-        let full = nsteps / n;
         let partial: u64 = edge_cost.iter().take((nsteps % n) as usize).map(|c| c.0).sum();
-        let fill = SimTime((full * cycle + partial).saturating_sub(max_leg_lat.0));
+        let path = (nsteps / n) * cycle + partial;
+        let t_bw = bottleneck.time_to_send(edge_bytes).0;
+        let max_edge = edge_cost.iter().map(|c| c.0).max().unwrap_or(0);
+        let fill = SimTime(max_edge.max(path.saturating_sub(t_bw)).saturating_sub(max_leg_lat.0));
         plan.push(PlanNode { step: Step::Local { rank: src, duration: fill, bytes: Bytes::ZERO }, channel: gi as u32, phase: 1, overhead: SimTime::ZERO }, &[id]);
     }
     plan

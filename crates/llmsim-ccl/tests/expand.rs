@@ -1,0 +1,191 @@
+//! Collective expansions executed on the analytical and flow backends.
+
+use std::sync::Arc;
+
+use llmsim_ccl::expand::{self, ExpandParams, Granularity};
+use llmsim_ccl::plan::{Expansion, Step};
+use llmsim_ccl::{CollectiveOp, ScaleUpModel, execute};
+use llmsim_core::{Bandwidth, Bytes, NodeId, SimTime};
+use llmsim_net::Network;
+use llmsim_net::analytical::AnalyticalNetwork;
+use llmsim_net::flow::FlowNetwork;
+use llmsim_topo::generators::flat;
+use llmsim_topo::{LinkParams, ScaleUp, Topology};
+
+fn nic() -> LinkParams {
+    LinkParams::new(Bandwidth::from_gbps(400), SimTime::from_ns(500))
+}
+
+fn cluster(gpus: u32) -> Arc<Topology> {
+    Arc::new(flat(gpus, nic(), ScaleUp::dgx_h100(), 7).unwrap())
+}
+
+fn all(t: &Topology) -> Vec<NodeId> {
+    (0..t.num_hosts()).map(NodeId).collect()
+}
+
+fn su() -> ScaleUpModel {
+    ScaleUpModel::default_for("H100", 8).unwrap()
+}
+
+fn transfer_bytes(plan: &llmsim_ccl::CollectivePlan) -> u64 {
+    plan.network_bytes()
+}
+
+#[test]
+fn ring_all_reduce_has_2n_minus_2_steps_and_conserves_bytes() {
+    let t = cluster(16);
+    let p = ExpandParams { granularity: Granularity::Step, ..ExpandParams::default() };
+    let b = Bytes::mib(64);
+    let plan = expand::ring(&t, CollectiveOp::AllReduce, b, &all(&t), &p).unwrap();
+    let n = 16u64;
+    let rings = expand::rings(&t, &all(&t), p.channels).unwrap().len() as u64;
+    assert_eq!(rings, 8, "one ring per rotation inside the 8-GPU servers");
+    assert_eq!(plan.num_transfers() as u64, 2 * (n - 1) * n * rings);
+    // Every rank sends 2(n-1)/n of the buffer: 2(n-1) * bytes in all.
+    assert_eq!(transfer_bytes(&plan), 2 * (n - 1) * b.0);
+    let phases: std::collections::BTreeSet<u32> = plan.nodes().iter().map(|x| x.phase).collect();
+    assert_eq!(phases.len() as u64, 2 * (n - 1));
+}
+
+#[test]
+fn all_gather_and_reduce_scatter_rings_have_n_minus_1_steps() {
+    let t = cluster(16);
+    let p = ExpandParams { granularity: Granularity::Step, channels: 8, ..ExpandParams::default() };
+    for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
+        let plan = expand::ring(&t, op, Bytes::mib(16), &all(&t), &p).unwrap();
+        assert_eq!(plan.network_bytes(), 15 * Bytes::mib(16).0);
+        let phases: std::collections::BTreeSet<u32> = plan.nodes().iter().map(|x| x.phase).collect();
+        assert_eq!(phases.len(), 15);
+    }
+}
+
+#[test]
+fn every_expansion_runs_to_completion_on_both_backends() {
+    let t = cluster(32);
+    let g = all(&t);
+    let p = ExpandParams { channels: 4, ..ExpandParams::default() };
+    let cases = [
+        (Expansion::Ring, CollectiveOp::AllReduce),
+        (Expansion::RingPipelined, CollectiveOp::AllReduce),
+        (Expansion::DoubleBinaryTree, CollectiveOp::AllReduce),
+        (Expansion::HalvingDoubling, CollectiveOp::AllReduce),
+        (Expansion::HalvingDoubling, CollectiveOp::ReduceScatter),
+        (Expansion::DirectAllToAll, CollectiveOp::AllToAll),
+        (Expansion::Hierarchical, CollectiveOp::AllReduce),
+    ];
+    for (e, op) in cases {
+        let plan = expand::expand(&t, op, Bytes::mib(8), &g, e, &p, &su()).unwrap();
+        for backend in 0..2 {
+            let mut net: Box<dyn Network> =
+                if backend == 0 { Box::new(AnalyticalNetwork::new(t.clone())) } else { Box::new(FlowNetwork::new(t.clone())) };
+            let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).unwrap();
+            assert!(run.node_finish.iter().all(|f| *f != SimTime::MAX), "{e:?} {op}: a step never finished");
+            assert!(run.finish > SimTime::ZERO);
+            let st = net.stats();
+            assert_eq!(st.completed, st.submitted, "{e:?}: all transfers complete");
+            let submitted: u64 = plan.nodes().iter().map(|x| match &x.step { Step::Transfer { bytes, .. } => bytes.0, _ => 0 }).sum();
+            assert_eq!(st.bytes_delivered, submitted, "{e:?}: bytes conserved");
+            // Dependencies respected.
+            for i in 0..plan.len() as u32 {
+                for d in plan.deps(i) {
+                    assert!(run.node_start[i as usize] >= run.node_finish[*d as usize], "{e:?}: node {i} started before dep {d}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn analytical_is_never_slower_than_flow() {
+    let t = cluster(32);
+    let g = all(&t);
+    for e in [Expansion::Ring, Expansion::DoubleBinaryTree, Expansion::HalvingDoubling] {
+        let plan = expand::expand(&t, CollectiveOp::AllReduce, Bytes::mib(32), &g, e, &ExpandParams::default(), &su()).unwrap();
+        let a = execute(&plan, &mut AnalyticalNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().finish;
+        let f = execute(&plan, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().finish;
+        assert!(a <= f, "{e:?}: analytical {a} > flow {f}");
+    }
+}
+
+#[test]
+fn pipelined_ring_matches_step_ring_when_uncontended() {
+    let t = cluster(64);
+    let g = all(&t);
+    let b = Bytes::gib(1);
+    let step = ExpandParams { granularity: Granularity::Step, ..ExpandParams::default() };
+    let pipe = ExpandParams { granularity: Granularity::Pipelined, ..ExpandParams::default() };
+    let ps = expand::ring(&t, CollectiveOp::AllReduce, b, &g, &step).unwrap();
+    let pp = expand::ring(&t, CollectiveOp::AllReduce, b, &g, &pipe).unwrap();
+    assert_eq!(pp.expansion, Expansion::RingPipelined);
+    let ts = execute(&ps, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().duration().as_secs_f64();
+    let tp = execute(&pp, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().duration().as_secs_f64();
+    let rel = (ts - tp).abs() / ts;
+    assert!(rel < 0.05, "step {ts} s vs pipelined {tp} s differ by {:.1}%", rel * 100.0);
+}
+
+#[test]
+fn ring_busbw_approaches_aggregate_nic_rate_without_contention() {
+    // 16 servers x 8 GPUs, one 400 Gbps NIC per GPU on a non-blocking switch: a big ring
+    // all-reduce is bounded by the 8 NICs of a server, 8 x 50 GB/s = 400 GB/s of busbw.
+    let t = cluster(128);
+    let g = all(&t);
+    let b = Bytes::gib(4);
+    let plan = expand::ring(&t, CollectiveOp::AllReduce, b, &g, &ExpandParams::default()).unwrap();
+    let run = execute(&plan, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap();
+    let busbw = b.0 as f64 / run.duration().as_secs_f64() / 1e9 * CollectiveOp::AllReduce.busbw_factor(128);
+    let line = 8.0 * 50.0;
+    assert!(busbw <= line * 1.0001, "busbw {busbw:.1} GB/s above the NIC bound {line}");
+    assert!(busbw >= 0.85 * line, "busbw {busbw:.1} GB/s is far below the NIC bound {line}");
+}
+
+#[test]
+fn single_server_collectives_use_the_scale_up_model() {
+    let t = cluster(8);
+    let g = all(&t);
+    let plan = expand::expand(&t, CollectiveOp::AllReduce, Bytes::mib(64), &g, Expansion::Ring, &ExpandParams::default(), &su()).unwrap();
+    assert_eq!(plan.expansion, Expansion::ScaleUp);
+    let run = execute(&plan, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap();
+    assert_eq!(run.duration(), su().time(CollectiveOp::AllReduce, Bytes::mib(64), 8));
+}
+
+#[test]
+fn double_binary_trees_are_complementary() {
+    for n in [2usize, 3, 4, 7, 8, 16, 33] {
+        let (t0, t1) = expand::dtree_parents(n);
+        for t in [&t0, &t1] {
+            assert_eq!(t.iter().filter(|p| p.is_none()).count(), 1, "one root, n={n}");
+            // Every rank reaches the root.
+            for mut r in 0..n {
+                let mut hops = 0;
+                while let Some(p) = t[r] {
+                    r = p;
+                    hops += 1;
+                    assert!(hops <= n, "cycle in tree n={n}");
+                }
+            }
+        }
+        if n > 2 {
+            // A rank that is an inner node in one tree is a leaf in the other (NCCL's double tree
+            // property), for even n (mirror construction).
+            let inner = |t: &Vec<Option<usize>>, r: usize| t.iter().any(|p| *p == Some(r));
+            if n % 2 == 0 {
+                for r in 0..n {
+                    assert!(!(inner(&t0, r) && inner(&t1, r)), "rank {r} inner in both trees, n={n}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_groups_are_errors_not_panics() {
+    let t = cluster(16);
+    let p = ExpandParams::default();
+    assert!(expand::ring(&t, CollectiveOp::AllReduce, Bytes::mib(1), &[NodeId(0)], &p).is_err());
+    assert!(expand::ring(&t, CollectiveOp::AllReduce, Bytes::mib(1), &[NodeId(0), NodeId(99)], &p).is_err());
+    assert!(expand::ring(&t, CollectiveOp::AllToAll, Bytes::mib(1), &all(&t), &p).is_err());
+    let twelve: Vec<NodeId> = (0..12).map(NodeId).collect();
+    assert!(expand::halving_doubling(&t, CollectiveOp::AllGather, Bytes::mib(1), &twelve, &p).is_err());
+    assert!(expand::halving_doubling(&t, CollectiveOp::AllReduce, Bytes::mib(1), &twelve, &p).is_ok());
+}

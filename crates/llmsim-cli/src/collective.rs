@@ -1,0 +1,388 @@
+//! `llmsim collective`: one collective on a cluster, with NCCL's choice explained.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use llmsim_ccl::expand::{self, ExpandParams, Granularity};
+use llmsim_ccl::plan::{CollectivePlan, Expansion, Step};
+use llmsim_ccl::tuning::{self, Algo, Proto, TuningDecision};
+use llmsim_ccl::{CollectiveOp, PlanRun, ScaleUpModel, execute};
+use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
+use llmsim_net::{Network, NetStats};
+use llmsim_topo::Topology;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::topo_args::TopoArgs;
+use crate::trace::{self, Span};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// Alpha-beta per path, no contention.
+    Analytical,
+    /// Max-min fair sharing of links, event driven.
+    Flow,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AlgoArg {
+    /// NCCL's own choice from its tuning model.
+    Auto,
+    Ring,
+    Tree,
+    HalvingDoubling,
+    Direct,
+    Hierarchical,
+}
+
+#[derive(Args, Debug)]
+pub struct CollectiveArgs {
+    /// all-reduce, all-gather, reduce-scatter, all-to-all.
+    #[arg(long, default_value = "all-reduce")]
+    pub op: String,
+    /// nccl-tests size: the all-reduce buffer, the all-gather output, the reduce-scatter input,
+    /// the all-to-all per-rank send buffer ("1GiB", "8MB").
+    #[arg(long, default_value = "1GiB")]
+    pub size: String,
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    #[arg(long, value_enum, default_value_t = Backend::Flow)]
+    pub backend: Backend,
+    /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
+    #[arg(long, value_enum, default_value_t = AlgoArg::Auto)]
+    pub algo: AlgoArg,
+    /// Protocol override, like NCCL_PROTO: LL, LL128, Simple.
+    #[arg(long)]
+    pub proto: Option<String>,
+    /// Channel count override (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS).
+    #[arg(long)]
+    pub channels: Option<u32>,
+    /// Ring simulation granularity.
+    #[arg(long, value_enum, default_value_t = GranularityArg::Auto)]
+    pub granularity: GranularityArg,
+    /// Do not relay inter-node traffic through the GPU on the destination's rail (NCCL PXN).
+    #[arg(long)]
+    pub no_pxn: bool,
+    /// Write transfers.csv, steps.csv, trace.json (Perfetto) and summary.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GranularityArg {
+    Auto,
+    Step,
+    Pipelined,
+}
+
+/// Everything one collective run produced.
+pub struct CollectiveOutcome {
+    pub op: CollectiveOp,
+    pub bytes: Bytes,
+    pub ranks: u32,
+    pub decision: Option<TuningDecision>,
+    pub expansion: Expansion,
+    pub plan: CollectivePlan,
+    pub run: PlanRun,
+    pub net: NetStats,
+    pub topo: Arc<Topology>,
+    pub backend: Backend,
+}
+
+impl CollectiveOutcome {
+    pub fn time(&self) -> SimTime {
+        self.run.duration()
+    }
+    /// nccl-tests algbw in GB/s (10^9 B/s).
+    pub fn algbw_gbps(&self) -> f64 {
+        self.bytes.0 as f64 / self.time().as_secs_f64() / 1e9
+    }
+    pub fn busbw_gbps(&self) -> f64 {
+        self.algbw_gbps() * self.op.busbw_factor(self.ranks)
+    }
+}
+
+pub fn make_network(backend: Backend, topo: Arc<Topology>) -> Box<dyn Network> {
+    match backend {
+        Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
+        Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
+    }
+}
+
+/// Maps NCCL's algorithm to the expansion llmsim simulates, with a note when they differ.
+fn expansion_for(algo: Algo, multi_node: bool) -> (Expansion, Option<&'static str>) {
+    match algo {
+        Algo::Ring => (Expansion::Ring, None),
+        Algo::Tree => (Expansion::DoubleBinaryTree, None),
+        Algo::Pat => (Expansion::HalvingDoubling, Some("PAT is simulated as halving-doubling (same log-step structure)")),
+        Algo::Nvls | Algo::NvlsTree if multi_node => {
+            (Expansion::Hierarchical, Some("NVLS/NVLSTree is simulated as hierarchical: NVLink scale-up model inside servers, ring across them"))
+        }
+        Algo::Nvls | Algo::NvlsTree => (Expansion::ScaleUp, None),
+        Algo::CollNetDirect | Algo::CollNetChain => (Expansion::Ring, Some("CollNet (in-network reduction) is not modelled; simulated as ring")),
+    }
+}
+
+/// NCCL 2.30.7 tuning.cc hardware latencies (ring row, us) per protocol: (NVLink, NET).
+fn step_overheads(proto: Proto) -> (SimTime, SimTime) {
+    match proto {
+        Proto::LL => (SimTime::from_ns(600), SimTime::from_ns(2_700)),
+        Proto::LL128 => (SimTime::from_ns(1_900), SimTime::from_ns(4_000)),
+        Proto::Simple => (SimTime::from_ns(3_400), SimTime::from_us(14)),
+    }
+}
+
+pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
+    let op: CollectiveOp = args.op.parse().map_err(|e| anyhow::anyhow!("--op: {e}"))?;
+    let bytes: Bytes = parse_field("--size", &args.size)?;
+    if bytes.0 == 0 {
+        bail!("--size: must be positive, e.g. \"1GiB\"");
+    }
+    let topo = Arc::new(args.topo.build()?);
+    let gpus = topo.num_hosts();
+    let group: Vec<NodeId> = (0..gpus).map(NodeId).collect();
+    let gpn = topo.gpus_per_server();
+    let nnodes = topo.num_servers();
+    let su = ScaleUpModel::from_nvlink(&args.topo.gpu, args.topo.nvlink_bandwidth()?, gpn);
+    let proto_override: Option<Proto> = match &args.proto {
+        Some(p) => Some(p.parse().map_err(|e| anyhow::anyhow!("--proto: {e}"))?),
+        None => None,
+    };
+    let mut params = ExpandParams {
+        pxn: !args.no_pxn,
+        granularity: match args.granularity {
+            GranularityArg::Auto => Granularity::Auto,
+            GranularityArg::Step => Granularity::Step,
+            GranularityArg::Pipelined => Granularity::Pipelined,
+        },
+        ..ExpandParams::default()
+    };
+    let mut decision = None;
+    let mut note = None;
+    let expansion = if op == CollectiveOp::AllToAll {
+        Expansion::DirectAllToAll
+    } else {
+        let kind = tuning_kind(op)?;
+        let mut input = tuning::TuningInput::h100(kind, bytes, gpus);
+        input.nnodes = nnodes;
+        input.nics_per_node = gpn;
+        input.arch = args.topo.arch()?;
+        input.nvlink_bw = args.topo.nvlink_bandwidth()?;
+        input.nic_bw = args.topo.nic_bandwidth()?;
+        input.proto_override = proto_override.map(|p| vec![p]);
+        input.algo_override = match args.algo {
+            AlgoArg::Ring => Some(vec![Algo::Ring]),
+            AlgoArg::Tree => Some(vec![Algo::Tree]),
+            _ => None,
+        };
+        if let Some(c) = args.channels {
+            input.min_channels = Some(c);
+            input.max_channels = Some(c);
+        }
+        let d = tuning::decide(&input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (ov_intra, ov_inter) = step_overheads(d.proto);
+        params.step_overhead_intra = ov_intra;
+        params.step_overhead_inter = ov_inter;
+        params.channels = d.nchannels;
+        params.chunk = d.chunk_bytes;
+        let (e, n) = expansion_for(d.algo, nnodes > 1);
+        note = n;
+        decision = Some(d);
+        match args.algo {
+            AlgoArg::Auto | AlgoArg::Ring | AlgoArg::Tree => e,
+            AlgoArg::HalvingDoubling => Expansion::HalvingDoubling,
+            AlgoArg::Direct => Expansion::DirectAllToAll,
+            AlgoArg::Hierarchical => Expansion::Hierarchical,
+        }
+    };
+    if let Some(c) = args.channels {
+        params.channels = c.max(1);
+    }
+    let plan = expand::expand(&topo, op, bytes, &group, expansion, &params, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(n) = note {
+        eprintln!("note: {n}");
+    }
+    let mut net = make_network(args.backend, topo.clone());
+    let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let stats = net.stats();
+    Ok(CollectiveOutcome { op, bytes, ranks: gpus, decision, expansion: plan.expansion, plan, run, net: stats, topo, backend: args.backend })
+}
+
+fn tuning_kind(op: CollectiveOp) -> Result<tuning::CollKind> {
+    Ok(match op {
+        CollectiveOp::AllReduce => tuning::CollKind::AllReduce,
+        CollectiveOp::AllGather => tuning::CollKind::AllGather,
+        CollectiveOp::ReduceScatter => tuning::CollKind::ReduceScatter,
+        CollectiveOp::Broadcast => tuning::CollKind::Broadcast,
+        CollectiveOp::Reduce => tuning::CollKind::Reduce,
+        CollectiveOp::AllToAll => bail!("all-to-all is point-to-point in NCCL; no tuning model applies"),
+    })
+}
+
+/// Per-step statistics: transfers grouped by the plan's phase index.
+#[derive(Serialize)]
+pub struct StepStat {
+    pub phase: u32,
+    pub transfers: usize,
+    pub bytes: u64,
+    pub first_start_us: f64,
+    pub last_finish_us: f64,
+    pub mean_duration_us: f64,
+    pub max_duration_us: f64,
+}
+
+pub fn step_stats(o: &CollectiveOutcome) -> Vec<StepStat> {
+    let mut m: BTreeMap<u32, (usize, u64, f64, f64, f64, f64)> = BTreeMap::new();
+    for (i, n) in o.plan.nodes().iter().enumerate() {
+        let Step::Transfer { bytes, .. } = &n.step else { continue };
+        let (s, f) = (o.run.node_start[i].as_us_f64(), o.run.node_finish[i].as_us_f64());
+        let e = m.entry(n.phase).or_insert((0, 0, f64::MAX, 0.0, 0.0, 0.0));
+        e.0 += 1;
+        e.1 += bytes.0;
+        e.2 = e.2.min(s);
+        e.3 = e.3.max(f);
+        e.4 += f - s;
+        e.5 = e.5.max(f - s);
+    }
+    m.into_iter()
+        .map(|(phase, (n, b, s, f, sum, mx))| StepStat {
+            phase,
+            transfers: n,
+            bytes: b,
+            first_start_us: s,
+            last_finish_us: f,
+            mean_duration_us: sum / n as f64,
+            max_duration_us: mx,
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// The human-readable report.
+pub fn render(o: &CollectiveOutcome) -> String {
+    let mut s = String::new();
+    let t = &o.topo;
+    let _ = writeln!(s, "llmsim collective: {} of {} on {} GPUs ({} servers x {} GPUs), topology {}, backend {:?}", o.op, o.bytes, o.ranks, t.num_servers(), t.gpus_per_server(), t.name, o.backend);
+    if let Some(d) = &o.decision {
+        let _ = writeln!(s, "\nNCCL cost model (NCCL {}):", d.nccl_version);
+        let _ = writeln!(s, "{}", d.explain());
+    }
+    let _ = writeln!(s, "simulated expansion: {}  ({} plan steps, {} transfers, {} network bytes)", o.expansion, o.plan.len(), o.plan.num_transfers(), Bytes(o.plan.network_bytes()));
+    let _ = writeln!(s, "\ncompletion time: {:.3} us", o.time().as_us_f64());
+    let _ = writeln!(s, "algbw: {:.2} GB/s   busbw: {:.2} GB/s   (nccl-tests definitions; busbw factor {:.4})", o.algbw_gbps(), o.busbw_gbps(), o.op.busbw_factor(o.ranks));
+    if let Some(d) = &o.decision {
+        let _ = writeln!(s, "NCCL model predicts: {:.3} us, busbw {:.2} GB/s", d.time.as_us_f64(), d.predicted_busbw_gbps);
+    }
+    let mut durs: Vec<f64> = Vec::new();
+    let mut tput: Vec<f64> = Vec::new();
+    for (i, n) in o.plan.nodes().iter().enumerate() {
+        if let Step::Transfer { bytes, .. } = &n.step {
+            let d = (o.run.node_finish[i] - o.run.node_start[i]).as_us_f64();
+            durs.push(d);
+            if d > 0.0 {
+                tput.push(bytes.0 as f64 / d / 1e3);
+            }
+        }
+    }
+    durs.sort_by(f64::total_cmp);
+    tput.sort_by(f64::total_cmp);
+    let _ = writeln!(s, "\nper-transfer: n={}  duration us p50 {:.3}  p99 {:.3}  max {:.3}   throughput GB/s p50 {:.2}  min {:.2}", durs.len(), percentile(&durs, 0.5), percentile(&durs, 0.99), durs.last().copied().unwrap_or(0.0), percentile(&tput, 0.5), tput.first().copied().unwrap_or(0.0));
+    let steps = step_stats(o);
+    let _ = writeln!(s, "per-step ({} steps):", steps.len());
+    let _ = writeln!(s, "  {:>6} {:>10} {:>12} {:>12} {:>12} {:>12}", "step", "transfers", "bytes", "start us", "end us", "mean dur us");
+    let show: Vec<&StepStat> = if steps.len() <= 12 { steps.iter().collect() } else { steps.iter().take(5).chain(steps.iter().skip(steps.len() - 5)).collect() };
+    for (k, st) in show.iter().enumerate() {
+        if steps.len() > 12 && k == 5 {
+            let _ = writeln!(s, "  {:>6}", "...");
+        }
+        let _ = writeln!(s, "  {:>6} {:>10} {:>12} {:>12.3} {:>12.3} {:>12.3}", st.phase, st.transfers, Bytes(st.bytes).to_string(), st.first_start_us, st.last_finish_us, st.mean_duration_us);
+    }
+    let _ = writeln!(s, "\nnetwork: {} transfers, {} delivered, {} rate recomputations", o.net.completed, Bytes(o.net.bytes_delivered), o.net.rate_recomputations);
+    s
+}
+
+pub fn summary_json(o: &CollectiveOutcome) -> serde_json::Value {
+    json!({
+        "op": o.op,
+        "bytes": o.bytes.0,
+        "ranks": o.ranks,
+        "servers": o.topo.num_servers(),
+        "gpus_per_server": o.topo.gpus_per_server(),
+        "topology": o.topo.name,
+        "backend": o.backend,
+        "expansion": o.expansion,
+        "nccl": o.decision,
+        "time_us": o.time().as_us_f64(),
+        "time_ps": o.time().0,
+        "algbw_gbps": o.algbw_gbps(),
+        "busbw_gbps": o.busbw_gbps(),
+        "plan_steps": o.plan.len(),
+        "transfers": o.plan.num_transfers(),
+        "network": o.net,
+    })
+}
+
+pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
+    let mut w = csv::Writer::from_path(dir.join("transfers.csv"))?;
+    w.write_record(["id", "kind", "src", "dst", "via", "bytes", "channel", "step", "start_us", "finish_us", "duration_us"])?;
+    let mut spans = Vec::new();
+    for (i, n) in o.plan.nodes().iter().enumerate() {
+        let (s, f) = (o.run.node_start[i], o.run.node_finish[i]);
+        let (kind, src, dst, via, b, pid) = match &n.step {
+            Step::Transfer { src, dst, bytes, route, .. } => {
+                let via = match route {
+                    llmsim_net::RouteSpec::Via(v) => v.to_string(),
+                    llmsim_net::RouteSpec::Chain(h) => format!("chain of {}", h.len() + 1),
+                    llmsim_net::RouteSpec::Direct => String::new(),
+                };
+                ("transfer", src.to_string(), dst.to_string(), via, bytes.0, src.0)
+            }
+            Step::Local { rank, bytes, .. } => ("local", rank.to_string(), rank.to_string(), String::new(), bytes.0, rank.0),
+        };
+        w.write_record([
+            i.to_string(),
+            kind.into(),
+            src.clone(),
+            dst.clone(),
+            via,
+            b.to_string(),
+            n.channel.to_string(),
+            n.phase.to_string(),
+            format!("{:.6}", s.as_us_f64()),
+            format!("{:.6}", f.as_us_f64()),
+            format!("{:.6}", (f - s).as_us_f64()),
+        ])?;
+        spans.push(Span {
+            pid,
+            name: if kind == "transfer" { format!("send ->{dst} ch{} s{}", n.channel, n.phase) } else { format!("{} (scale-up)", o.op) },
+            cat: kind,
+            start_us: s.as_us_f64(),
+            dur_us: (f - s).as_us_f64(),
+            args: json!({"bytes": b, "channel": n.channel, "step": n.phase, "dst": dst}),
+        });
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("steps.csv"))?;
+    for st in step_stats(o) {
+        w.serialize(st)?;
+    }
+    w.flush()?;
+    let topo = o.topo.clone();
+    let tr = trace::to_json(spans, |pid| format!("rank {pid} (server {}, gpu {})", topo.server_of(NodeId(pid)), topo.local_rank(NodeId(pid))));
+    std::fs::write(dir.join("trace.json"), serde_json::to_vec(&tr)?)?;
+    std::fs::write(dir.join("summary.json"), serde_json::to_vec_pretty(&summary_json(o))?)?;
+    Ok(())
+}

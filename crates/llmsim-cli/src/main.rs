@@ -1,0 +1,45 @@
+//! `llmsim`: simulate LLM training clusters.
+
+mod collective;
+mod topo_args;
+mod topo_cmd;
+mod trace;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "llmsim", version, about = "Simulate LLM training clusters: collectives, topologies, networks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate one collective (NCCL's algorithm/protocol/channel choice, then the network).
+    Collective(collective::CollectiveArgs),
+    /// Build a topology: describe it, or export it in ns-3 format.
+    Topo(topo_cmd::TopoCmdArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Collective(a) => collective::run(&a).and_then(|o| {
+            print!("{}", collective::render(&o));
+            if let Some(dir) = &a.out {
+                collective::write_outputs(&o, dir)?;
+                println!("wrote {}/{{transfers.csv,steps.csv,trace.json,summary.json}}", dir.display());
+            }
+            Ok(())
+        }),
+        Cmd::Topo(a) => topo_cmd::run(&a),
+    };
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
