@@ -63,7 +63,13 @@ pub fn flat(num_hosts: u32, nic: LinkParams, scale_up: ScaleUp, ecmp_seed: u64) 
     for h in 0..num_hosts {
         b.add_link(sw, NodeId(h), nic, LinkKind::HostNic);
     }
-    b.build(format!("flat-{num_hosts}"), num_hosts, scale_up, Routing::Flat { switch: sw }, ecmp_seed)
+    b.build(
+        format!("flat-{num_hosts}"),
+        num_hosts,
+        scale_up,
+        Routing::Flat { switch: sw },
+        ecmp_seed,
+    )
 }
 
 pub(crate) fn check_rate(field: &str, p: LinkParams) -> Result<(), TopoError> {
@@ -73,13 +79,16 @@ pub(crate) fn check_rate(field: &str, p: LinkParams) -> Result<(), TopoError> {
     Ok(())
 }
 
-
 /// Largest host count a generator builds (keeps every id and link count well inside `u32`).
 pub const MAX_HOSTS: u32 = 1 << 24;
 
 fn check_hosts(num_hosts: u32) -> Result<(), TopoError> {
     if num_hosts > MAX_HOSTS {
-        return Err(FieldError::new("gpus", format!("{num_hosts} GPUs is more than llmsim builds; use at most {MAX_HOSTS}")).into());
+        return Err(FieldError::new(
+            "gpus",
+            format!("{num_hosts} GPUs is more than llmsim builds; use at most {MAX_HOSTS}"),
+        )
+        .into());
     }
     Ok(())
 }
@@ -111,7 +120,11 @@ pub const MAX_FAT_TREE_K: u32 = 1024;
 pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
     let k = p.k;
     if k < 2 || k % 2 != 0 || k > MAX_FAT_TREE_K {
-        return Err(FieldError::new("topology.k", format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64")).into());
+        return Err(FieldError::new(
+            "topology.k",
+            format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64"),
+        )
+        .into());
     }
     check_hosts(num_hosts)?;
     let h = k / 2;
@@ -139,7 +152,12 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
     for pod in 0..pods {
         for i in 0..h {
             for j in 0..h {
-                b.add_cable(NodeId(edge0 + pod * h + i), NodeId(agg0 + pod * h + j), p.edge_agg, LinkKind::Fabric);
+                b.add_cable(
+                    NodeId(edge0 + pod * h + i),
+                    NodeId(agg0 + pod * h + j),
+                    p.edge_agg,
+                    LinkKind::Fabric,
+                );
             }
         }
     }
@@ -150,8 +168,21 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
             }
         }
     }
-    let rule = FatTreeRule { half_k: h, hosts: num_hosts, pods, edge0, agg0, core0 };
-    b.build(format!("fat-tree-k{k}-{num_hosts}"), num_hosts, scale_up, Routing::FatTree(rule), ecmp_seed)
+    let rule = FatTreeRule {
+        half_k: h,
+        hosts: num_hosts,
+        pods,
+        edge0,
+        agg0,
+        core0,
+    };
+    b.build(
+        format!("fat-tree-k{k}-{num_hosts}"),
+        num_hosts,
+        scale_up,
+        Routing::FatTree(rule),
+        ecmp_seed,
+    )
 }
 
 /// The smallest even k whose fat-tree holds `num_hosts` hosts.
@@ -187,7 +218,11 @@ impl SpineCount {
             SpineCount::Oversubscription(r) => {
                 let n = (down.bps_f64() / (r * uplink.bps_f64()) - 1e-9).ceil().max(1.0);
                 if n > 65_536.0 {
-                    return Err(FieldError::new(format!("{field}.oversubscription"), format!("ratio {r} needs {n} spines; use a larger ratio or faster uplinks")).into());
+                    return Err(FieldError::new(
+                        format!("{field}.oversubscription"),
+                        format!("ratio {r} needs {n} spines; use a larger ratio or faster uplinks"),
+                    )
+                    .into());
                 }
                 Ok(n as u32)
             }
@@ -246,8 +281,21 @@ pub fn spine_leaf(num_hosts: u32, p: &SpineLeafParams, scale_up: ScaleUp, ecmp_s
             b.add_cable(NodeId(leaf0 + l), NodeId(spine0 + s), p.uplink, LinkKind::Fabric);
         }
     }
-    let rule = SpineLeafRule { hosts_per_leaf: hpl, hosts: num_hosts, leaves, spines, leaf0, spine0 };
-    b.build(format!("spine-leaf-{leaves}x{spines}-{num_hosts}"), num_hosts, scale_up, Routing::SpineLeaf(rule), ecmp_seed)
+    let rule = SpineLeafRule {
+        hosts_per_leaf: hpl,
+        hosts: num_hosts,
+        leaves,
+        spines,
+        leaf0,
+        spine0,
+    };
+    b.build(
+        format!("spine-leaf-{leaves}x{spines}-{num_hosts}"),
+        num_hosts,
+        scale_up,
+        Routing::SpineLeaf(rule),
+        ecmp_seed,
+    )
 }
 
 /// Parameters of a rail-optimized fabric (NVIDIA DGX SuperPOD, Alibaba HPN, Spectrum-X): the NIC
@@ -302,7 +350,11 @@ pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, e
     let spines = p.spines.resolve("topology", down, p.uplink.bandwidth)?;
     let leaves_per_plane = segments * g;
     if u64::from(leaves_per_plane) * u64::from(spines) * u64::from(planes) > u64::from(MAX_HOSTS) * 4 {
-        return Err(FieldError::new("topology.spines", format!("{spines} spines per plane make too many links; use fewer")).into());
+        return Err(FieldError::new(
+            "topology.spines",
+            format!("{spines} spines per plane make too many links; use fewer"),
+        )
+        .into());
     }
     let leaf0 = b.add_nodes(NodeKind::Switch { tier: 1 }, planes * leaves_per_plane).0;
     let spine0 = b.add_nodes(NodeKind::Switch { tier: 2 }, planes * spines).0;
@@ -318,11 +370,25 @@ pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, e
     for q in 0..planes {
         for l in 0..leaves_per_plane {
             for s in 0..spines {
-                b.add_cable(NodeId(leaf0 + q * leaves_per_plane + l), NodeId(spine0 + q * spines + s), p.uplink, LinkKind::Fabric);
+                b.add_cable(
+                    NodeId(leaf0 + q * leaves_per_plane + l),
+                    NodeId(spine0 + q * spines + s),
+                    p.uplink,
+                    LinkKind::Fabric,
+                );
             }
         }
     }
-    let rule = RailRule { rails: g, servers_per_segment: sps, servers, segments, planes, spines_per_plane: spines, leaf0, spine0 };
+    let rule = RailRule {
+        rails: g,
+        servers_per_segment: sps,
+        servers,
+        segments,
+        planes,
+        spines_per_plane: spines,
+        leaf0,
+        spine0,
+    };
     let name = format!("rail-fat-tree-{segments}seg-{planes}plane-{num_hosts}");
     b.build(name, num_hosts, scale_up, Routing::RailFatTree(rule), ecmp_seed)
 }
@@ -363,7 +429,18 @@ mod tests {
     }
 
     fn ft(k: u32, hosts: u32, su: ScaleUp) -> Topology {
-        fat_tree(hosts, &FatTreeParams { k, host_link: nic(), edge_agg: fabric(), agg_core: fabric() }, su, 42).unwrap()
+        fat_tree(
+            hosts,
+            &FatTreeParams {
+                k,
+                host_link: nic(),
+                edge_agg: fabric(),
+                agg_core: fabric(),
+            },
+            su,
+            42,
+        )
+        .unwrap()
     }
 
     fn hops(t: &Topology, s: u32, d: u32, hash: u64) -> Vec<LinkId> {
@@ -437,7 +514,18 @@ mod tests {
         }
         assert_eq!(cores.len(), 16, "every core carries some of 2000 flows");
         let t2 = ft(8, 128, ScaleUp::none());
-        let t3 = fat_tree(128, &FatTreeParams { k: 8, host_link: nic(), edge_agg: fabric(), agg_core: fabric() }, ScaleUp::none(), 43).unwrap();
+        let t3 = fat_tree(
+            128,
+            &FatTreeParams {
+                k: 8,
+                host_link: nic(),
+                edge_agg: fabric(),
+                agg_core: fabric(),
+            },
+            ScaleUp::none(),
+            43,
+        )
+        .unwrap();
         let same = (0..64).all(|h| hops(&t, 0, 127, h) == hops(&t2, 0, 127, h));
         let differ = (0..64).any(|h| hops(&t, 0, 127, h) != hops(&t3, 0, 127, h));
         assert!(same && differ);
@@ -445,7 +533,12 @@ mod tests {
 
     #[test]
     fn fat_tree_rejects_bad_k() {
-        let p = |k| FatTreeParams { k, host_link: nic(), edge_agg: fabric(), agg_core: fabric() };
+        let p = |k| FatTreeParams {
+            k,
+            host_link: nic(),
+            edge_agg: fabric(),
+            agg_core: fabric(),
+        };
         let e = fat_tree(16, &p(5), ScaleUp::none(), 0).unwrap_err();
         assert!(e.to_string().contains("topology.k"), "{e}");
         let e = fat_tree(1024, &p(8), ScaleUp::none(), 0).unwrap_err();
@@ -453,7 +546,18 @@ mod tests {
     }
 
     fn sl(hosts: u32, hpl: u32, spines: SpineCount, su: ScaleUp) -> Result<Topology, TopoError> {
-        spine_leaf(hosts, &SpineLeafParams { hosts_per_leaf: hpl, leaves: None, spines, nic: nic(), uplink: fabric() }, su, 3)
+        spine_leaf(
+            hosts,
+            &SpineLeafParams {
+                hosts_per_leaf: hpl,
+                leaves: None,
+                spines,
+                nic: nic(),
+                uplink: fabric(),
+            },
+            su,
+            3,
+        )
     }
 
     #[test]
@@ -469,8 +573,18 @@ mod tests {
         for d in 1..60 {
             hops(&t, 59, d - 1, d as u64);
         }
-        assert!(sl(64, 16, SpineCount::Oversubscription(0.0), ScaleUp::none()).unwrap_err().to_string().contains("oversubscription"));
-        assert!(sl(64, 0, SpineCount::Count(2), ScaleUp::none()).unwrap_err().to_string().contains("hosts_per_leaf"));
+        assert!(
+            sl(64, 16, SpineCount::Oversubscription(0.0), ScaleUp::none())
+                .unwrap_err()
+                .to_string()
+                .contains("oversubscription")
+        );
+        assert!(
+            sl(64, 0, SpineCount::Count(2), ScaleUp::none())
+                .unwrap_err()
+                .to_string()
+                .contains("hosts_per_leaf")
+        );
     }
 
     fn rail(hosts: u32, sps: u32, dual: bool) -> Topology {
@@ -530,7 +644,18 @@ mod tests {
         let cases = [
             ft(4, 16, ScaleUp::none()),
             ft(6, 54, ScaleUp::none()),
-            fat_tree(16, &FatTreeParams { k: 4, host_link: nic(), edge_agg: fabric(), agg_core: LinkParams::new(Bandwidth::from_gbps(100), SimTime::ZERO) }, ScaleUp::none(), 1).unwrap(),
+            fat_tree(
+                16,
+                &FatTreeParams {
+                    k: 4,
+                    host_link: nic(),
+                    edge_agg: fabric(),
+                    agg_core: LinkParams::new(Bandwidth::from_gbps(100), SimTime::ZERO),
+                },
+                ScaleUp::none(),
+                1,
+            )
+            .unwrap(),
             sl(64, 16, SpineCount::Oversubscription(2.0), ScaleUp::none()).unwrap(),
             sl(64, 16, SpineCount::Count(3), ScaleUp::none()).unwrap(),
             rail(128, 4, false),

@@ -64,11 +64,19 @@ pub struct ScaleUp {
 
 impl ScaleUp {
     pub const fn none() -> Self {
-        ScaleUp { gpus_per_server: 1, bandwidth: Bandwidth::ZERO, latency: SimTime::ZERO }
+        ScaleUp {
+            gpus_per_server: 1,
+            bandwidth: Bandwidth::ZERO,
+            latency: SimTime::ZERO,
+        }
     }
     /// DGX H100: 8 GPUs, NVLink 4 at 450 GB/s per direction.
     pub const fn dgx_h100() -> Self {
-        ScaleUp { gpus_per_server: 8, bandwidth: Bandwidth::from_gbytes_per_sec(450), latency: SimTime::from_ns(150) }
+        ScaleUp {
+            gpus_per_server: 8,
+            bandwidth: Bandwidth::from_gbytes_per_sec(450),
+            latency: SimTime::from_ns(150),
+        }
     }
 }
 
@@ -99,7 +107,13 @@ impl TopologyBuilder {
     }
     /// Adds one directed link and returns its id.
     pub fn add_link(&mut self, src: NodeId, dst: NodeId, p: LinkParams, kind: LinkKind) -> LinkId {
-        self.links.push(Link { src, dst, bandwidth: p.bandwidth, latency: p.latency, kind });
+        self.links.push(Link {
+            src,
+            dst,
+            bandwidth: p.bandwidth,
+            latency: p.latency,
+            kind,
+        });
         LinkId::from_idx(self.links.len() - 1)
     }
     /// Reserves room for `n` more directed links.
@@ -135,7 +149,10 @@ impl TopologyBuilder {
         if let Some(l) = self.links.iter().find(|l| l.bandwidth.is_zero()) {
             return Err(TopoError::invalid(
                 "bandwidth",
-                format!("link {} -> {} has zero bandwidth; give every link a positive rate such as \"400Gbps\"", l.src, l.dst),
+                format!(
+                    "link {} -> {} has zero bandwidth; give every link a positive rate such as \"400Gbps\"",
+                    l.src, l.dst
+                ),
             ));
         }
         let n = self.nodes.len();
@@ -153,7 +170,7 @@ impl TopologyBuilder {
             out_links[fill[s] as usize] = LinkId::from_idx(i);
             fill[s] += 1;
         }
-        let switch_seeds = (0..n as u64).map(|i| mix64(ecmp_seed ^ mix64(i))).collect();
+        let link_dst = self.links.iter().map(|l| l.dst).collect();
         let mut error_rates = self.error_rates;
         if !error_rates.is_empty() {
             error_rates.resize(self.links.len(), 0.0);
@@ -168,7 +185,8 @@ impl TopologyBuilder {
             num_hosts,
             scale_up,
             routing,
-            switch_seeds,
+            ecmp_seed,
+            link_dst,
         })
     }
 }
@@ -183,7 +201,9 @@ pub struct Topology {
     num_hosts: u32,
     scale_up: ScaleUp,
     routing: Routing,
-    switch_seeds: Vec<u64>,
+    ecmp_seed: u64,
+    /// `links[i].dst`, packed: route expansion touches 4 bytes per hop instead of a whole `Link`.
+    link_dst: Vec<NodeId>,
     error_rates: Vec<f64>,
 }
 
@@ -255,16 +275,17 @@ impl Topology {
     pub fn set_routing(&mut self, routing: Routing) {
         self.routing = routing;
     }
-    /// Per-switch ECMP seed.
+    /// Per-switch ECMP seed, derived from the topology seed and the node id. Computed rather than
+    /// stored: two multiplies are cheaper than a cache miss on a 100k-node array.
     #[inline]
     pub fn switch_seed(&self, n: NodeId) -> u64 {
-        self.switch_seeds[n.idx()]
+        mix64(self.ecmp_seed ^ mix64(u64::from(n.0)))
     }
     /// ECMP choice among `n` equal-cost ports at node `at`, from the flow hash and the node's seed.
     #[inline]
     pub fn ecmp_pick(&self, at: NodeId, flow_hash: u64, n: usize) -> usize {
         debug_assert!(n > 0);
-        ((mix64(flow_hash ^ self.switch_seeds[at.idx()]) as u128 * n as u128) >> 64) as usize
+        ((mix64(flow_hash ^ self.switch_seed(at)) as u128 * n as u128) >> 64) as usize
     }
 
     /// The outgoing link `at` forwards a packet of flow `flow_hash` on, toward host `dst`.
@@ -278,7 +299,11 @@ impl Topology {
             return Err(TopoError::NotAHost(dst));
         }
         if at.idx() >= self.nodes.len() {
-            return Err(TopoError::Unreachable { src: at, dst, reason: "no such node".into() });
+            return Err(TopoError::Unreachable {
+                src: at,
+                dst,
+                reason: "no such node".into(),
+            });
         }
         self.routing.next_hop(self, at, dst, flow_hash)
     }
@@ -301,11 +326,15 @@ impl Topology {
         while at != dst {
             if out.len() - start >= max_hops {
                 out.truncate(start);
-                return Err(TopoError::Unreachable { src, dst, reason: "routing loop".into() });
+                return Err(TopoError::Unreachable {
+                    src,
+                    dst,
+                    reason: "routing loop".into(),
+                });
             }
             let l = self.routing.next_hop(self, at, dst, flow_hash)?;
             out.push(l);
-            at = self.links[l.idx()].dst;
+            at = self.link_dst[l.idx()];
         }
         Ok(())
     }
@@ -328,7 +357,7 @@ impl Topology {
             + self.links.capacity() * size_of::<Link>()
             + self.out_start.capacity() * 4
             + self.out_links.capacity() * size_of::<LinkId>()
-            + self.switch_seeds.capacity() * 8
+            + self.link_dst.capacity() * size_of::<NodeId>()
             + self.error_rates.capacity() * 8
             + self.name.capacity()
             + self.routing.heap_bytes()

@@ -42,7 +42,11 @@ pub struct Ns3Import {
 /// `TopoError::Parse` if the file cannot be read or does not parse.
 pub fn read_ns3(path: &Path, ecmp_seed: u64) -> Result<Ns3Import, TopoError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| TopoError::Parse { file: file.clone(), line: 0, message: format!("cannot read: {e}") })?;
+    let text = std::fs::read_to_string(path).map_err(|e| TopoError::Parse {
+        file: file.clone(),
+        line: 0,
+        message: format!("cannot read: {e}"),
+    })?;
     parse_ns3(&text, &file, ecmp_seed)
 }
 
@@ -52,16 +56,40 @@ pub fn read_ns3(path: &Path, ecmp_seed: u64) -> Result<Ns3Import, TopoError> {
 /// `TopoError::Parse { file, line, message }` for malformed text: a bad header, an unknown node
 /// id, a rate or delay without a unit, a link count that does not match the header.
 pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, TopoError> {
-    let err = |line: usize, message: String| TopoError::Parse { file: file.to_string(), line, message };
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let (hline, header) = lines.next().ok_or_else(|| err(1, "empty file; expected `nodes switches links`".into()))?;
+    let err = |line: usize, message: String| TopoError::Parse {
+        file: file.to_string(),
+        line,
+        message,
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let (hline, header) = lines
+        .next()
+        .ok_or_else(|| err(1, "empty file; expected `nodes switches links`".into()))?;
     let h: Vec<&str> = header.split_whitespace().collect();
-    let num = |s: &str, what: &str| s.parse::<u32>().map_err(|_| err(hline, format!("{what} {s:?} is not a non-negative integer")));
+    let num = |s: &str, what: &str| {
+        s.parse::<u32>()
+            .map_err(|_| err(hline, format!("{what} {s:?} is not a non-negative integer")))
+    };
     let (nodes, gpus_per_server, nvswitches, switches, links) = match h.len() {
         3 => (num(h[0], "node count")?, 1, 0, num(h[1], "switch count")?, num(h[2], "link count")?),
-        6 | 7 => (num(h[0], "node count")?, num(h[1], "gpus_per_server")?, num(h[2], "NVSwitch count")?, num(h[3], "switch count")?, num(h[4], "link count")?),
+        6 | 7 => (
+            num(h[0], "node count")?,
+            num(h[1], "gpus_per_server")?,
+            num(h[2], "NVSwitch count")?,
+            num(h[3], "switch count")?,
+            num(h[4], "link count")?,
+        ),
         n => {
-            return Err(err(hline, format!("header has {n} fields; expected `nodes switches links` or SimAI's `nodes gpus_per_server nvswitches switches links gpu_type`")));
+            return Err(err(
+                hline,
+                format!(
+                    "header has {n} fields; expected `nodes switches links` or SimAI's `nodes gpus_per_server nvswitches switches links gpu_type`"
+                ),
+            ));
         }
     };
     if nodes > crate::generators::MAX_HOSTS * 2 {
@@ -114,7 +142,10 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
         return Err(err(hline, "every node is a switch; a topology needs hosts".into()));
     }
     if num_hosts % gpus_per_server != 0 {
-        return Err(err(hline, format!("{num_hosts} hosts are not a whole number of {gpus_per_server}-GPU servers")));
+        return Err(err(
+            hline,
+            format!("{num_hosts} hosts are not a whole number of {gpus_per_server}-GPU servers"),
+        ));
     }
     struct Cable {
         a: u32,
@@ -128,7 +159,10 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
     for (ln, l) in link_lines {
         let t: Vec<&str> = l.split_whitespace().collect();
         if t.len() < 4 || t.len() > 5 {
-            return Err(err(ln, format!("expected `src dst rate delay error_rate`, found {} fields", t.len())));
+            return Err(err(
+                ln,
+                format!("expected `src dst rate delay error_rate`, found {} fields", t.len()),
+            ));
         }
         let node = |s: &str| match s.parse::<u32>() {
             Ok(id) if id < nodes => Ok(id),
@@ -144,7 +178,11 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
         }
         let delay: SimTime = t[3].parse().map_err(|e| err(ln, format!("delay: {e}")))?;
         let error_rate = match t.get(4) {
-            Some(s) => s.parse::<f64>().ok().filter(|r| (0.0..=1.0).contains(r)).ok_or_else(|| err(ln, format!("error rate {s:?} is not a number in [0, 1]")))?,
+            Some(s) => s
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| err(ln, format!("error rate {s:?} is not a number in [0, 1]")))?,
             None => 0.0,
         };
         let (ka, kb) = (kind[a as usize], kind[b as usize]);
@@ -155,7 +193,13 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
         } else {
             LinkKind::Fabric
         };
-        cables.push(Cable { a: new_id[a as usize], b: new_id[b as usize], p: LinkParams::new(bw, delay), err: error_rate, kind: lk });
+        cables.push(Cable {
+            a: new_id[a as usize],
+            b: new_id[b as usize],
+            p: LinkParams::new(bw, delay),
+            err: error_rate,
+            kind: lk,
+        });
         if cables.len() > links as usize {
             return Err(err(ln, format!("more link lines than the header's {links}")));
         }
@@ -202,7 +246,9 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
         b.add_node(match kind[f as usize] {
             0 => NodeKind::Host,
             1 => NodeKind::NvSwitch,
-            _ => NodeKind::Switch { tier: if tier[i] == u8::MAX { 1 } else { tier[i] } },
+            _ => NodeKind::Switch {
+                tier: if tier[i] == u8::MAX { 1 } else { tier[i] },
+            },
         });
     }
     // NVLink cables first so that a host's port 0 is its NVLink, as in the generated topologies.
@@ -220,7 +266,9 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
             }
         }
     }
-    let name = Path::new(file).file_stem().map_or_else(|| "ns3".to_string(), |s| s.to_string_lossy().into_owned());
+    let name = Path::new(file)
+        .file_stem()
+        .map_or_else(|| "ns3".to_string(), |s| s.to_string_lossy().into_owned());
     let routing_nodes = b.num_nodes();
     let mut topology = b.build(name, num_hosts, scale_up, Routing::Flat { switch: NodeId(0) }, ecmp_seed)?;
     let rule = BfsRule::new(routing_nodes, num_hosts, topology.links());
@@ -240,7 +288,11 @@ fn rate_text(bw: Bandwidth) -> String {
 }
 
 fn delay_text(t: SimTime) -> String {
-    if t.as_ps() % 1000 == 0 { format!("{}ns", t.as_ps() / 1000) } else { format!("{}ps", t.as_ps()) }
+    if t.as_ps() % 1000 == 0 {
+        format!("{}ns", t.as_ps() / 1000)
+    } else {
+        format!("{}ps", t.as_ps())
+    }
 }
 
 /// Writes `t` as ns-3 topology text: the plain format, or SimAI's variant (with `gpu_type`
@@ -253,13 +305,23 @@ pub fn to_ns3(t: &Topology) -> String {
 /// [`to_ns3`] with the GPU type SimAI's header carries.
 pub fn to_ns3_with_gpu_type(t: &Topology, gpu_type: &str) -> String {
     let nvs: Vec<usize> = (0..t.num_nodes()).filter(|&i| t.nodes()[i] == NodeKind::NvSwitch).collect();
-    let sws: Vec<usize> = (0..t.num_nodes()).filter(|&i| matches!(t.nodes()[i], NodeKind::Switch { .. })).collect();
+    let sws: Vec<usize> = (0..t.num_nodes())
+        .filter(|&i| matches!(t.nodes()[i], NodeKind::Switch { .. }))
+        .collect();
     let cables: Vec<usize> = (0..t.num_links()).filter(|&i| t.links()[i].src < t.links()[i].dst).collect();
     let mut s = String::with_capacity(32 * (cables.len() + 2) + 8 * t.num_nodes());
     if nvs.is_empty() {
         let _ = writeln!(s, "{} {} {}", t.num_nodes(), sws.len(), cables.len());
     } else {
-        let _ = writeln!(s, "{} {} {} {} {} {gpu_type}", t.num_nodes(), t.gpus_per_server(), nvs.len(), sws.len(), cables.len());
+        let _ = writeln!(
+            s,
+            "{} {} {} {} {} {gpu_type}",
+            t.num_nodes(),
+            t.gpus_per_server(),
+            nvs.len(),
+            sws.len(),
+            cables.len()
+        );
     }
     let ids: Vec<String> = nvs.iter().chain(&sws).map(|i| i.to_string()).collect();
     let _ = writeln!(s, "{}", ids.join(" "));
@@ -276,5 +338,9 @@ pub fn to_ns3_with_gpu_type(t: &Topology, gpu_type: &str) -> String {
 /// # Errors
 /// `TopoError::Parse` (line 0) naming the file when it cannot be written.
 pub fn write_ns3(t: &Topology, path: &Path) -> Result<(), TopoError> {
-    std::fs::write(path, to_ns3(t)).map_err(|e| TopoError::Parse { file: path.display().to_string(), line: 0, message: format!("cannot write: {e}") })
+    std::fs::write(path, to_ns3(t)).map_err(|e| TopoError::Parse {
+        file: path.display().to_string(),
+        line: 0,
+        message: format!("cannot write: {e}"),
+    })
 }

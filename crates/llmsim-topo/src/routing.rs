@@ -110,14 +110,21 @@ pub struct BfsRule {
 
 impl Clone for BfsRule {
     fn clone(&self) -> Self {
-        BfsRule { in_start: self.in_start.clone(), in_links: self.in_links.clone(), dist: self.dist.clone() }
+        BfsRule {
+            in_start: self.in_start.clone(),
+            in_links: self.in_links.clone(),
+            dist: self.dist.clone(),
+        }
     }
 }
 
 impl std::fmt::Debug for BfsRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let cached = self.dist.iter().filter(|d| d.get().is_some()).count();
-        f.debug_struct("BfsRule").field("destinations", &self.dist.len()).field("cached", &cached).finish()
+        f.debug_struct("BfsRule")
+            .field("destinations", &self.dist.len())
+            .field("cached", &cached)
+            .finish()
     }
 }
 
@@ -191,18 +198,26 @@ impl BfsRule {
                 }
             }
             NodeKind::NvSwitch => {
-                return ports.iter().copied().find(|&l| t.link(l).dst == dst).ok_or_else(|| TopoError::Unreachable {
-                    src: at,
-                    dst,
-                    reason: "NVSwitch reached for a GPU it does not connect".into(),
-                });
+                return ports
+                    .iter()
+                    .copied()
+                    .find(|&l| t.link(l).dst == dst)
+                    .ok_or_else(|| TopoError::Unreachable {
+                        src: at,
+                        dst,
+                        reason: "NVSwitch reached for a GPU it does not connect".into(),
+                    });
             }
             _ => {}
         }
         let dist = self.distances(t, dst);
         let d_at = dist[at.idx()];
         if d_at == UNREACHED || d_at == 0 {
-            return Err(TopoError::Unreachable { src: at, dst, reason: "no path in the graph".into() });
+            return Err(TopoError::Unreachable {
+                src: at,
+                dst,
+                reason: "no path in the graph".into(),
+            });
         }
         let want = d_at - 1;
         let is_candidate = |l: LinkId| {
@@ -211,7 +226,11 @@ impl BfsRule {
         };
         let count = ports.iter().filter(|&&l| is_candidate(l)).count();
         if count == 0 {
-            return Err(TopoError::Unreachable { src: at, dst, reason: "no path in the graph".into() });
+            return Err(TopoError::Unreachable {
+                src: at,
+                dst,
+                reason: "no path in the graph".into(),
+            });
         }
         let pick = if count == 1 { 0 } else { t.ecmp_pick(at, flow_hash, count) };
         Ok(ports.iter().copied().filter(|&l| is_candidate(l)).nth(pick).unwrap_or(ports[0]))
@@ -347,7 +366,11 @@ pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result
     }
     let nics = &ports[usize::from(g > 1)..];
     match nics.len() {
-        0 => Err(TopoError::Unreachable { src: at, dst, reason: "host has no NIC".into() }),
+        0 => Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "host has no NIC".into(),
+        }),
         1 => Ok(nics[0]),
         n => Ok(nics[t.ecmp_pick(at, flow_hash, n)]),
     }
@@ -359,7 +382,11 @@ pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<LinkId, Top
     let ports = t.ports(at);
     let l = ports[t.local_rank(dst) as usize];
     if t.link(l).dst != dst {
-        return Err(TopoError::Unreachable { src: at, dst, reason: "NVSwitch reached for a GPU of another server".into() });
+        return Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "NVSwitch reached for a GPU of another server".into(),
+        });
     }
     Ok(l)
 }

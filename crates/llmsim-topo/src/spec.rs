@@ -158,12 +158,29 @@ impl TopologySpec {
     pub fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
         match self {
             TopologySpec::Flat { nic } => generators::flat(gpus, nic.resolve(DEFAULT_NIC), scale_up, seed),
-            TopologySpec::FatTree { k, host_link, edge_agg, agg_core } => {
+            TopologySpec::FatTree {
+                k,
+                host_link,
+                edge_agg,
+                agg_core,
+            } => {
                 let k = k.unwrap_or_else(|| generators::smallest_fat_tree_k(gpus.min(generators::MAX_HOSTS)));
-                let p = FatTreeParams { k, host_link: host_link.resolve(DEFAULT_NIC), edge_agg: edge_agg.resolve(DEFAULT_FABRIC), agg_core: agg_core.resolve(DEFAULT_FABRIC) };
+                let p = FatTreeParams {
+                    k,
+                    host_link: host_link.resolve(DEFAULT_NIC),
+                    edge_agg: edge_agg.resolve(DEFAULT_FABRIC),
+                    agg_core: agg_core.resolve(DEFAULT_FABRIC),
+                };
                 generators::fat_tree(gpus, &p, scale_up, seed)
             }
-            TopologySpec::SpineLeaf { hosts_per_leaf, leaves, spines, oversubscription, nic, uplink } => {
+            TopologySpec::SpineLeaf {
+                hosts_per_leaf,
+                leaves,
+                spines,
+                oversubscription,
+                nic,
+                uplink,
+            } => {
                 let p = SpineLeafParams {
                     hosts_per_leaf: *hosts_per_leaf,
                     leaves: *leaves,
@@ -173,7 +190,15 @@ impl TopologySpec {
                 };
                 generators::spine_leaf(gpus, &p, scale_up, seed)
             }
-            TopologySpec::RailFatTree { servers_per_segment, spines, oversubscription, nic, uplink, dual_plane, plane_bandwidth } => {
+            TopologySpec::RailFatTree {
+                servers_per_segment,
+                spines,
+                oversubscription,
+                nic,
+                uplink,
+                dual_plane,
+                plane_bandwidth,
+            } => {
                 let p = RailFatTreeParams {
                     servers_per_segment: *servers_per_segment,
                     spines: spine_count(*spines, *oversubscription)?,
@@ -187,7 +212,16 @@ impl TopologySpec {
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {
-                    return Err(FieldError::new("gpus", format!("{} has {} hosts, fewer than {gpus} GPUs; use at most {} GPUs or a bigger topology", path.display(), t.num_hosts(), t.num_hosts())).into());
+                    return Err(FieldError::new(
+                        "gpus",
+                        format!(
+                            "{} has {} hosts, fewer than {gpus} GPUs; use at most {} GPUs or a bigger topology",
+                            path.display(),
+                            t.num_hosts(),
+                            t.num_hosts()
+                        ),
+                    )
+                    .into());
                 }
                 Ok(t)
             }

@@ -59,11 +59,23 @@ fn sum_bw(it: impl Iterator<Item = Bandwidth>) -> Bandwidth {
 impl Topology {
     /// Bandwidth of the NIC port(s) of one host (all planes).
     pub fn nic_bandwidth(&self, host: NodeId) -> Bandwidth {
-        sum_bw(self.ports(host).iter().map(|&l| self.link(l)).filter(|l| l.kind != LinkKind::NvLink).map(|l| l.bandwidth))
+        sum_bw(
+            self.ports(host)
+                .iter()
+                .map(|&l| self.link(l))
+                .filter(|l| l.kind != LinkKind::NvLink)
+                .map(|l| l.bandwidth),
+        )
     }
 
     fn up_bandwidth(&self, switch: NodeId) -> Bandwidth {
-        sum_bw(self.ports(switch).iter().map(|&l| self.link(l)).filter(|l| l.kind == LinkKind::Fabric && l.dst > switch).map(|l| l.bandwidth))
+        sum_bw(
+            self.ports(switch)
+                .iter()
+                .map(|&l| self.link(l))
+                .filter(|l| l.kind == LinkKind::Fabric && l.dst > switch)
+                .map(|l| l.bandwidth),
+        )
     }
 
     /// `(hosts per group, uplink bandwidth per group)` of each tier below the top of a generated
@@ -245,7 +257,11 @@ impl Topology {
         let total_bandwidth = sum_bw(self.links().iter().filter(|l| l.kind != LinkKind::NvLink).map(|l| l.bandwidth));
         let bisection_bandwidth = self.bisection();
         let offered = f64::from(h / 2) * self.nic_bandwidth(NodeId(0)).bps_f64();
-        let oversubscription = if bisection_bandwidth.is_zero() { if h < 2 { 1.0 } else { f64::INFINITY } } else { offered / bisection_bandwidth.bps_f64() };
+        let oversubscription = if bisection_bandwidth.is_zero() {
+            if h < 2 { 1.0 } else { f64::INFINITY }
+        } else {
+            offered / bisection_bandwidth.bps_f64()
+        };
         let (diameter_hops, diameter_exact) = self.diameter();
         TopologySummary {
             name: self.name.clone(),
@@ -278,7 +294,13 @@ impl Topology {
         let mut at = src;
         for &l in &path {
             let link = self.link(l);
-            out.push(format!("{}({}) -{}/{}->", at, kind_text(self.node(at)), link.bandwidth, link.latency));
+            out.push(format!(
+                "{}({}) -{}/{}->",
+                at,
+                kind_text(self.node(at)),
+                link.bandwidth,
+                link.latency
+            ));
             at = link.dst;
         }
         out.push(format!("{}({})", at, kind_text(self.node(at))));
@@ -289,15 +311,39 @@ impl Topology {
 impl fmt::Display for TopologySummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "topology      {} (routing: {})", self.name, self.routing)?;
-        writeln!(f, "hosts         {} GPUs in {} servers of {}", self.hosts, self.servers, self.gpus_per_server)?;
-        let tiers: Vec<String> = self.switches_per_tier.iter().enumerate().map(|(i, n)| format!("t{}: {n}", i + 1)).collect();
-        writeln!(f, "switches      {} ({}), NVSwitches {}", self.switches_per_tier.iter().sum::<u32>(), tiers.join(", "), self.nvswitches)?;
+        writeln!(
+            f,
+            "hosts         {} GPUs in {} servers of {}",
+            self.hosts, self.servers, self.gpus_per_server
+        )?;
+        let tiers: Vec<String> = self
+            .switches_per_tier
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("t{}: {n}", i + 1))
+            .collect();
+        writeln!(
+            f,
+            "switches      {} ({}), NVSwitches {}",
+            self.switches_per_tier.iter().sum::<u32>(),
+            tiers.join(", "),
+            self.nvswitches
+        )?;
         writeln!(f, "links         {} directed ({} cables)", self.links, self.links / 2)?;
         writeln!(f, "injection     {} (all host NICs)", self.host_injection_bandwidth)?;
-        writeln!(f, "total         {} (all scale-out links, one direction each)", self.total_bandwidth)?;
+        writeln!(
+            f,
+            "total         {} (all scale-out links, one direction each)",
+            self.total_bandwidth
+        )?;
         writeln!(f, "bisection     {} (first half of hosts -> second half)", self.bisection_bandwidth)?;
         writeln!(f, "oversub.      {:.2}:1", self.oversubscription)?;
-        writeln!(f, "diameter      {} hops{}", self.diameter_hops, if self.diameter_exact { "" } else { " (sampled)" })?;
+        writeln!(
+            f,
+            "diameter      {} hops{}",
+            self.diameter_hops,
+            if self.diameter_exact { "" } else { " (sampled)" }
+        )?;
         writeln!(f, "memory        {:.1} MiB", self.heap_bytes as f64 / (1024.0 * 1024.0))?;
         write!(f, "sample route  {}", self.sample_route.join(" "))
     }
@@ -314,7 +360,12 @@ struct MaxFlow {
 impl MaxFlow {
     const NONE: usize = usize::MAX;
     fn new(n: usize) -> Self {
-        MaxFlow { head: vec![Self::NONE; n], to: Vec::new(), cap: Vec::new(), next: Vec::new() }
+        MaxFlow {
+            head: vec![Self::NONE; n],
+            to: Vec::new(),
+            cap: Vec::new(),
+            next: Vec::new(),
+        }
     }
     fn add_edge(&mut self, a: usize, b: usize, c: u64) {
         for (x, y, c) in [(a, b, c), (b, a, 0)] {

@@ -36,13 +36,28 @@ fn imports_the_k4_fat_tree_reference() {
     assert_eq!(t.num_nodes(), 36);
     assert_eq!(t.num_links(), 96);
     assert!(matches!(t.routing(), Routing::Bfs(_)));
-    assert_eq!(imp.file_ids, (0..36).collect::<Vec<_>>(), "hosts already come first: no renumbering");
+    assert_eq!(
+        imp.file_ids,
+        (0..36).collect::<Vec<_>>(),
+        "hosts already come first: no renumbering"
+    );
     let s = t.describe();
     assert_eq!(s.switches_per_tier, vec![8, 8, 4]);
     assert_eq!(s.diameter_hops, 6);
     assert_eq!(s.bisection_bandwidth, Bandwidth::from_gbps(800));
     // Same path lengths as the generated k=4 fat-tree, and ECMP over all 4 cores.
-    let generated = generators::fat_tree(16, &FatTreeParams { k: 4, host_link: p(100, 1000), edge_agg: p(100, 1000), agg_core: p(100, 1000) }, ScaleUp::none(), 7).unwrap();
+    let generated = generators::fat_tree(
+        16,
+        &FatTreeParams {
+            k: 4,
+            host_link: p(100, 1000),
+            edge_agg: p(100, 1000),
+            agg_core: p(100, 1000),
+        },
+        ScaleUp::none(),
+        7,
+    )
+    .unwrap();
     let mut cores = std::collections::BTreeSet::new();
     for a in 0..16 {
         for b in 0..16 {
@@ -103,7 +118,18 @@ fn round_trip(t: &Topology) {
 
 #[test]
 fn export_import_round_trip() {
-    let ft = generators::fat_tree(16, &FatTreeParams { k: 4, host_link: p(400, 500), edge_agg: p(400, 600), agg_core: p(200, 700) }, ScaleUp::none(), 1).unwrap();
+    let ft = generators::fat_tree(
+        16,
+        &FatTreeParams {
+            k: 4,
+            host_link: p(400, 500),
+            edge_agg: p(400, 600),
+            agg_core: p(200, 700),
+        },
+        ScaleUp::none(),
+        1,
+    )
+    .unwrap();
     round_trip(&ft);
     let rail = RailFatTreeParams {
         servers_per_segment: 2,
@@ -163,10 +189,23 @@ fn parse_errors_name_file_and_line() {
 fn topologies_are_send_and_sync_and_bfs_is_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Topology>();
-    let t = generators::fat_tree(16, &FatTreeParams { k: 4, host_link: p(100, 1000), edge_agg: p(100, 1000), agg_core: p(100, 1000) }, ScaleUp::none(), 1).unwrap();
+    let t = generators::fat_tree(
+        16,
+        &FatTreeParams {
+            k: 4,
+            host_link: p(100, 1000),
+            edge_agg: p(100, 1000),
+            agg_core: p(100, 1000),
+        },
+        ScaleUp::none(),
+        1,
+    )
+    .unwrap();
     let t = parse_ns3(&to_ns3(&t), "x", 1).unwrap().topology;
     let lens: Vec<Vec<usize>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4).map(|_| s.spawn(|| (0..16).map(|d| route(&t, 0, d, 5).len()).collect())).collect();
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| (0..16).map(|d| route(&t, 0, d, 5).len()).collect()))
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert!(lens.windows(2).all(|w| w[0] == w[1]));

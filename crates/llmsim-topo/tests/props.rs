@@ -12,7 +12,14 @@ fn lp(gbps: u64) -> LinkParams {
 }
 
 fn scale_up(g: u32) -> ScaleUp {
-    if g == 1 { ScaleUp::none() } else { ScaleUp { gpus_per_server: g, ..ScaleUp::dgx_h100() } }
+    if g == 1 {
+        ScaleUp::none()
+    } else {
+        ScaleUp {
+            gpus_per_server: g,
+            ..ScaleUp::dgx_h100()
+        }
+    }
 }
 
 /// (generator 0..5, size knob, gpus_per_server, extra knob, seed)
@@ -23,11 +30,28 @@ fn build(kind: u8, a: u32, g: u32, b: u32, seed: u64) -> Topology {
             let k = 2 * (1 + a % 4);
             let hosts = ((1 + b % (k * k * k / 4)) / g).max(1) * g;
             let k = generators::smallest_fat_tree_k(hosts).max(k);
-            generators::fat_tree(hosts, &FatTreeParams { k, host_link: lp(400), edge_agg: lp(400), agg_core: lp(200) }, su, seed).unwrap()
+            generators::fat_tree(
+                hosts,
+                &FatTreeParams {
+                    k,
+                    host_link: lp(400),
+                    edge_agg: lp(400),
+                    agg_core: lp(200),
+                },
+                su,
+                seed,
+            )
+            .unwrap()
         }
         1 => {
             let hosts = g * (1 + a % 12);
-            let p = SpineLeafParams { hosts_per_leaf: 1 + b % 9, leaves: None, spines: SpineCount::Count(1 + a % 4), nic: lp(400), uplink: lp(400) };
+            let p = SpineLeafParams {
+                hosts_per_leaf: 1 + b % 9,
+                leaves: None,
+                spines: SpineCount::Count(1 + a % 4),
+                nic: lp(400),
+                uplink: lp(400),
+            };
             generators::spine_leaf(hosts, &p, su, seed).unwrap()
         }
         2 | 3 => {

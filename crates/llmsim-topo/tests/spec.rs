@@ -18,7 +18,9 @@ fn invalid(s: &TopologySpec, gpus: u32, su: ScaleUp) -> (String, String) {
 fn fat_tree_picks_the_smallest_k() {
     let t = spec(r#"{"kind":"fat-tree"}"#).build(128, ScaleUp::dgx_h100(), 1).unwrap();
     assert!(t.name.starts_with("fat-tree-k8-"), "{}", t.name);
-    let t = spec(r#"{"kind":"fat-tree","k":4,"agg_core":{"bandwidth":"100Gbps"}}"#).build(16, ScaleUp::none(), 1).unwrap();
+    let t = spec(r#"{"kind":"fat-tree","k":4,"agg_core":{"bandwidth":"100Gbps"}}"#)
+        .build(16, ScaleUp::none(), 1)
+        .unwrap();
     let s = t.describe();
     assert_eq!(s.bisection_bandwidth, Bandwidth::from_gbps(8 * 100), "{s}");
     assert!((s.oversubscription - 4.0).abs() < 1e-9);
@@ -38,7 +40,9 @@ fn rail_fat_tree_derives_segments_and_accepts_the_alias() {
 
 #[test]
 fn spine_leaf_by_ratio_or_count() {
-    let t = spec(r#"{"kind":"spine-leaf","hosts_per_leaf":16,"oversubscription":4}"#).build(64, ScaleUp::none(), 1).unwrap();
+    let t = spec(r#"{"kind":"spine-leaf","hosts_per_leaf":16,"oversubscription":4}"#)
+        .build(64, ScaleUp::none(), 1)
+        .unwrap();
     assert_eq!(t.describe().switches_per_tier, vec![4, 4]);
     let s = spec(r#"{"kind":"spine-leaf","spines":2,"oversubscription":4}"#);
     assert_eq!(invalid(&s, 64, ScaleUp::none()).0, "topology.spines");
@@ -68,7 +72,11 @@ fn bad_parameters_name_the_field_and_the_fix() {
     assert_eq!(f, "nic");
     let (f, _) = invalid(&spec(r#"{"kind":"spine-leaf","uplink":{"bandwidth":"0bps"}}"#), 8, ScaleUp::none());
     assert_eq!(f, "topology.uplink");
-    let (f, _) = invalid(&spec(r#"{"kind":"rail-fat-tree","servers_per_segment":0}"#), 16, ScaleUp::dgx_h100());
+    let (f, _) = invalid(
+        &spec(r#"{"kind":"rail-fat-tree","servers_per_segment":0}"#),
+        16,
+        ScaleUp::dgx_h100(),
+    );
     assert_eq!(f, "topology.servers_per_segment");
     let (f, _) = invalid(&spec(r#"{"kind":"fat-tree"}"#), 0, ScaleUp::none());
     assert_eq!(f, "gpus");
@@ -78,9 +86,14 @@ fn bad_parameters_name_the_field_and_the_fix() {
 
 #[test]
 fn ns3_spec_reads_the_file_or_says_why_not() {
-    let e = spec(r#"{"kind":"ns3","path":"/nonexistent/topo.txt"}"#).build(16, ScaleUp::none(), 0).unwrap_err();
+    let e = spec(r#"{"kind":"ns3","path":"/nonexistent/topo.txt"}"#)
+        .build(16, ScaleUp::none(), 0)
+        .unwrap_err();
     assert!(matches!(e, TopoError::Parse { .. }), "{e}");
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/ns3/inputs/fattree_k4_16h.txt");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/reference/ns3/inputs/fattree_k4_16h.txt"
+    );
     if !std::path::Path::new(path).exists() {
         println!("skipping: {path} not found");
         return;
