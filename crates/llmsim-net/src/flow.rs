@@ -107,11 +107,7 @@ struct RateScratch {
     comp_flows: Vec<u32>,
     rem: Vec<f64>,
     weight: Vec<u64>,
-    ver: Vec<u32>,
-    touch: Vec<u32>,
-    touch_stamp: u32,
-    touched: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
     new_rate: Vec<f64>,
 }
 
@@ -124,15 +120,6 @@ impl RateScratch {
         }
         self.epoch += 1;
         self.epoch
-    }
-
-    fn next_touch(&mut self) -> u32 {
-        if self.touch_stamp == u32::MAX {
-            self.touch.fill(0);
-            self.touch_stamp = 0;
-        }
-        self.touch_stamp += 1;
-        self.touch_stamp
     }
 
     /// Collects into `comp_links`/`comp_flows` the component reachable from link `start`.
@@ -161,33 +148,37 @@ impl RateScratch {
     }
 
     /// Progressive filling over the collected component; leaves rates in `new_rate`.
+    ///
+    /// The heap holds one entry per unsaturated link, keyed by its share when pushed. Shares only
+    /// rise as flows freeze, so a key is a lower bound: a popped link whose share has risen since
+    /// is pushed back with its current share (lazy increase-key), and the heap never holds more
+    /// entries than links.
     fn water_fill(&mut self, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
         self.heap.clear();
         for &l in &self.comp_links {
             let li = l as usize;
-            let w: u64 = link_flows[li]
-                .iter()
-                .map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64)
-                .sum();
+            let w: u64 = link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64).sum();
             self.rem[li] = cap[li];
             self.weight[li] = w;
-            self.ver[li] = self.ver[li].wrapping_add(1);
-            self.heap.push(Reverse(((cap[li] / w as f64).to_bits(), l, self.ver[li])));
+            self.heap.push(Reverse(((cap[li] / w as f64).to_bits(), l)));
         }
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
         }
-        // Shares only rise as flows freeze (exactly; `level` absorbs float noise).
+        // `level` absorbs float noise: the share of a later bottleneck is never below it.
         let mut level = 0.0f64;
-        while let Some(Reverse((key, l, v))) = self.heap.pop() {
+        while let Some(Reverse((key, l))) = self.heap.pop() {
             let li = l as usize;
-            if self.ver[li] != v || self.weight[li] == 0 {
+            if self.weight[li] == 0 {
                 continue;
             }
-            let share = f64::from_bits(key).max(level);
+            let current = self.rem[li].max(0.0) / self.weight[li] as f64;
+            if current > f64::from_bits(key) {
+                self.heap.push(Reverse((current.to_bits(), l)));
+                continue;
+            }
+            let share = current.max(level);
             level = share;
-            let stamp = self.next_touch();
-            self.touched.clear();
             for &(f, _) in &link_flows[li] {
                 let fi = f as usize;
                 if self.new_rate[fi] >= 0.0 {
@@ -198,18 +189,6 @@ impl RateScratch {
                     let el = e.link as usize;
                     self.rem[el] -= e.mult as f64 * share;
                     self.weight[el] -= e.mult as u64;
-                    if self.touch[el] != stamp {
-                        self.touch[el] = stamp;
-                        self.touched.push(e.link);
-                    }
-                }
-            }
-            for &t in &self.touched {
-                let ti = t as usize;
-                if self.weight[ti] > 0 {
-                    self.ver[ti] = self.ver[ti].wrapping_add(1);
-                    let s = self.rem[ti].max(0.0) / self.weight[ti] as f64;
-                    self.heap.push(Reverse((s.to_bits(), t, self.ver[ti])));
                 }
             }
         }
@@ -237,6 +216,9 @@ pub struct FlowNetwork {
     route: Vec<RouteLink>,
     checks: bool,
     violations: Vec<String>,
+    /// Drain predictions of one recomputation, added to `drains` in one batch (a heap rebuild
+    /// when a large component was rerated, instead of one sift per flow).
+    new_drains: Vec<DrainEvent>,
 }
 
 impl FlowNetwork {
@@ -247,8 +229,6 @@ impl FlowNetwork {
             link_mark: vec![0; n],
             rem: vec![0.0; n],
             weight: vec![0; n],
-            ver: vec![0; n],
-            touch: vec![0; n],
             ..RateScratch::default()
         };
         FlowNetwork {
@@ -270,6 +250,7 @@ impl FlowNetwork {
             route: Vec::new(),
             checks: false,
             violations: Vec::new(),
+            new_drains: Vec::new(),
         }
     }
 
@@ -465,7 +446,7 @@ impl FlowNetwork {
         } else {
             now.0.saturating_add(ceil_ps(f.remaining_bits * PS_PER_S / rate))
         };
-        self.drains.push(Reverse((drain, f.id.0, slot, f.version)));
+        self.new_drains.push(Reverse((drain, f.id.0, slot, f.version)));
     }
 
     /// Recomputes the rates of every component a dirty link belongs to.
@@ -558,6 +539,7 @@ impl FlowNetwork {
         }
         self.recompute();
         self.tidy_drains();
+        self.drains.extend(self.new_drains.drain(..));
     }
 
     fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) {
