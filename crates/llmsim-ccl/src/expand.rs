@@ -73,12 +73,18 @@ impl Default for ExpandParams {
 /// Orders a group by (server, local rank) and checks it.
 fn sorted_group(topo: &Topology, group: &[NodeId]) -> Result<Vec<NodeId>, CclError> {
     if group.len() < 2 {
-        return Err(CclError::Invalid { field: "group".into(), message: format!("a collective needs at least 2 ranks, got {}", group.len()) });
+        return Err(CclError::Invalid {
+            field: "group".into(),
+            message: format!("a collective needs at least 2 ranks, got {}", group.len()),
+        });
     }
     let mut g = group.to_vec();
     g.sort_unstable();
     if g.windows(2).any(|w| w[0] == w[1]) {
-        return Err(CclError::Invalid { field: "group".into(), message: "a rank appears twice".into() });
+        return Err(CclError::Invalid {
+            field: "group".into(),
+            message: "a rank appears twice".into(),
+        });
     }
     if let Some(h) = g.iter().find(|h| h.0 >= topo.num_hosts()) {
         return Err(CclError::Invalid {
@@ -112,7 +118,11 @@ fn route_for(topo: &Topology, src: NodeId, dst: NodeId, pxn: bool) -> RouteSpec 
 }
 
 fn overhead(topo: &Topology, p: &ExpandParams, src: NodeId, dst: NodeId) -> SimTime {
-    if topo.server_of(src) == topo.server_of(dst) { p.step_overhead_intra } else { p.step_overhead_inter }
+    if topo.server_of(src) == topo.server_of(dst) {
+        p.step_overhead_intra
+    } else {
+        p.step_overhead_inter
+    }
 }
 
 /// NCCL-style rings: one ring per rotation of the ranks inside each server, so successive channels
@@ -123,7 +133,11 @@ pub fn rings(topo: &Topology, group: &[NodeId], channels: u32) -> Result<Vec<(Ve
     let m = servers[0].len();
     let uniform = servers.iter().all(|s| s.len() == m);
     // On one server every rotation uses the same NVSwitch links: one ring is enough.
-    let rotations = if uniform && servers.len() > 1 { m.min(channels as usize).max(1) } else { 1 };
+    let rotations = if uniform && servers.len() > 1 {
+        m.min(channels as usize).max(1)
+    } else {
+        1
+    };
     let mut out = Vec::with_capacity(rotations);
     for r in 0..rotations {
         let mut ring = Vec::with_capacity(g.len());
@@ -144,7 +158,10 @@ fn ring_steps(op: CollectiveOp, n: u64) -> Result<u64, CclError> {
     match op {
         CollectiveOp::AllReduce => Ok(2 * (n - 1)),
         CollectiveOp::AllGather | CollectiveOp::ReduceScatter => Ok(n - 1),
-        other => Err(CclError::Unsupported { what: format!("{other} on a ring"), valid: "all-reduce, all-gather, reduce-scatter".into() }),
+        other => Err(CclError::Unsupported {
+            what: format!("{other} on a ring"),
+            valid: "all-reduce, all-gather, reduce-scatter".into(),
+        }),
     }
 }
 
@@ -189,10 +206,20 @@ pub fn ring(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p
                     // Order: this rank's previous send on the channel. Data: what the previous
                     // rank sent us in the previous step.
                     let order = prev_send[i];
-                    let data = if k > 0 { prev_send[(i + n as usize - 1) % n as usize] } else { None };
+                    let data = if k > 0 {
+                        prev_send[(i + n as usize - 1) % n as usize]
+                    } else {
+                        None
+                    };
                     let id = plan.push_ordered(
                         PlanNode {
-                            step: Step::Transfer { src, dst, bytes: piece, route: route_for(topo, src, dst, p.pxn), flow_hash: hash_of(gi as u32, src, dst, 0) },
+                            step: Step::Transfer {
+                                src,
+                                dst,
+                                bytes: piece,
+                                route: route_for(topo, src, dst, p.pxn),
+                                flow_hash: hash_of(gi as u32, src, dst, 0),
+                            },
                             channel: gi as u32,
                             phase: (l * nsteps + k) as u32,
                             overhead: overhead(topo, p, src, dst),
@@ -211,7 +238,15 @@ pub fn ring(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p
     Ok(plan)
 }
 
-fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch: u64, n: u64, nsteps: u64, p: &ExpandParams) -> CollectivePlan {
+fn ring_pipelined(
+    topo: &Topology,
+    rs: &[(Vec<NodeId>, u32)],
+    bytes: Bytes,
+    nch: u64,
+    n: u64,
+    nsteps: u64,
+    p: &ExpandParams,
+) -> CollectivePlan {
     let mut plan = CollectivePlan::new(Expansion::RingPipelined);
     let mut ch_offset = 0u64;
     let mut path = Vec::new();
@@ -250,7 +285,13 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
         let src = ring[0];
         let id = plan.push(
             PlanNode {
-                step: Step::Transfer { src, dst: src, bytes: edge_bytes, route: RouteSpec::Chain(Arc::from(hops)), flow_hash: hash_of(gi as u32, src, src, 1) },
+                step: Step::Transfer {
+                    src,
+                    dst: src,
+                    bytes: edge_bytes,
+                    route: RouteSpec::Chain(Arc::from(hops)),
+                    flow_hash: hash_of(gi as u32, src, src, 1),
+                },
                 channel: gi as u32,
                 phase: 0,
                 overhead: SimTime::ZERO,
@@ -268,7 +309,19 @@ fn ring_pipelined(topo: &Topology, rs: &[(Vec<NodeId>, u32)], bytes: Bytes, nch:
         let t_bw = bottleneck.time_to_send(edge_bytes).0;
         let max_edge = edge_cost.iter().map(|c| c.0).max().unwrap_or(0);
         let fill = SimTime(max_edge.max(path.saturating_sub(t_bw)).saturating_sub(max_leg_lat.0));
-        plan.push(PlanNode { step: Step::Local { rank: src, duration: fill, bytes: Bytes::ZERO }, channel: gi as u32, phase: 1, overhead: SimTime::ZERO }, &[id]);
+        plan.push(
+            PlanNode {
+                step: Step::Local {
+                    rank: src,
+                    duration: fill,
+                    bytes: Bytes::ZERO,
+                },
+                channel: gi as u32,
+                phase: 1,
+                overhead: SimTime::ZERO,
+            },
+            &[id],
+        );
     }
     plan
 }
@@ -288,7 +341,7 @@ pub fn btree_parents(n: usize) -> Vec<Option<usize>> {
 /// NCCL's second tree: the mirror of the first when `n` is even, the first shifted by one when odd.
 pub fn dtree_parents(n: usize) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
     let t0 = btree_parents(n);
-    let t1: Vec<Option<usize>> = if n % 2 == 0 {
+    let t1: Vec<Option<usize>> = if n.is_multiple_of(2) {
         let m = |r: usize| n - 1 - r;
         (0..n).map(|r| t0[m(r)].map(m)).collect()
     } else {
@@ -305,9 +358,18 @@ pub fn dtree_parents(n: usize) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
 ///
 /// # Errors
 /// A bad group, or an operation other than all-reduce.
-pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+pub fn double_binary_tree(
+    topo: &Topology,
+    op: CollectiveOp,
+    bytes: Bytes,
+    group: &[NodeId],
+    p: &ExpandParams,
+) -> Result<CollectivePlan, CclError> {
     if op != CollectiveOp::AllReduce {
-        return Err(CclError::Unsupported { what: format!("{op} on a tree"), valid: "all-reduce".into() });
+        return Err(CclError::Unsupported {
+            what: format!("{op} on a tree"),
+            valid: "all-reduce".into(),
+        });
     }
     let g = sorted_group(topo, group)?;
     let servers = by_server(topo, &g);
@@ -346,7 +408,9 @@ pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group
         order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let tree_bytes = split_bytes(bytes.0, 2, ti as u64).0;
         let half_channels = (p.channels / 2).max(1) as u64;
-        let chunks = (tree_bytes / half_channels).div_ceil(p.chunk.0.max(1)).clamp(1, p.max_loops.max(1) as u64);
+        let chunks = (tree_bytes / half_channels)
+            .div_ceil(p.chunk.0.max(1))
+            .clamp(1, p.max_loops.max(1) as u64);
         let mut up: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (sender, chunk) -> reduce transfer
         let mut down: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (receiver, chunk) -> bcast transfer
         let children = |v: NodeId| parent.iter().filter(move |(_, u)| **u == v).map(|(c, _)| *c);
@@ -358,7 +422,13 @@ pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group
                 let order: Vec<u32> = if c > 0 { vec![up[&(*v, c - 1)]] } else { Vec::new() };
                 let id = plan.push_ordered(
                     PlanNode {
-                        step: Step::Transfer { src: *v, dst: u, bytes: piece, route: route_for(topo, *v, u, p.pxn), flow_hash: hash_of(ti as u32, *v, u, c) },
+                        step: Step::Transfer {
+                            src: *v,
+                            dst: u,
+                            bytes: piece,
+                            route: route_for(topo, *v, u, p.pxn),
+                            flow_hash: hash_of(ti as u32, *v, u, c),
+                        },
                         channel: ti as u32,
                         phase: 2 * c as u32,
                         overhead: overhead(topo, p, *v, u),
@@ -373,11 +443,21 @@ pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group
             let piece = split_bytes(tree_bytes, chunks, c);
             for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
                 let u = parent[v];
-                let data: Vec<u32> = if u == root { children(root).map(|ch| up[&(ch, c)]).collect() } else { vec![down[&(u, c)]] };
+                let data: Vec<u32> = if u == root {
+                    children(root).map(|ch| up[&(ch, c)]).collect()
+                } else {
+                    vec![down[&(u, c)]]
+                };
                 let order: Vec<u32> = if c > 0 { vec![down[&(*v, c - 1)]] } else { Vec::new() };
                 let id = plan.push_ordered(
                     PlanNode {
-                        step: Step::Transfer { src: u, dst: *v, bytes: piece, route: route_for(topo, u, *v, p.pxn), flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB) },
+                        step: Step::Transfer {
+                            src: u,
+                            dst: *v,
+                            bytes: piece,
+                            route: route_for(topo, u, *v, p.pxn),
+                            flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB),
+                        },
                         channel: ti as u32,
                         phase: 2 * c as u32 + 1,
                         overhead: overhead(topo, p, u, *v),
@@ -398,7 +478,13 @@ pub fn double_binary_tree(topo: &Topology, op: CollectiveOp, bytes: Bytes, group
 /// # Errors
 /// A bad group, an unsupported operation, or a non-power-of-two group for reduce-scatter or
 /// all-gather.
-pub fn halving_doubling(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+pub fn halving_doubling(
+    topo: &Topology,
+    op: CollectiveOp,
+    bytes: Bytes,
+    group: &[NodeId],
+    p: &ExpandParams,
+) -> Result<CollectivePlan, CclError> {
     let g = sorted_group(topo, group)?;
     let n = g.len();
     let pw = 1usize << (usize::BITS - 1 - n.leading_zeros());
@@ -412,7 +498,12 @@ pub fn halving_doubling(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: 
         CollectiveOp::AllReduce => (true, true),
         CollectiveOp::ReduceScatter => (true, false),
         CollectiveOp::AllGather => (false, true),
-        other => return Err(CclError::Unsupported { what: format!("{other} by halving-doubling"), valid: "all-reduce, all-gather, reduce-scatter".into() }),
+        other => {
+            return Err(CclError::Unsupported {
+                what: format!("{other} by halving-doubling"),
+                valid: "all-reduce, all-gather, reduce-scatter".into(),
+            });
+        }
     };
     let rounds = pw.trailing_zeros() as usize;
     let mut plan = CollectivePlan::new(Expansion::HalvingDoubling);
@@ -420,7 +511,13 @@ pub fn halving_doubling(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: 
     let send = |plan: &mut CollectivePlan, a: usize, b: usize, by: u64, phase: u32, deps: &[u32]| -> u32 {
         plan.push(
             PlanNode {
-                step: Step::Transfer { src: g[a], dst: g[b], bytes: Bytes(by), route: route_for(topo, g[a], g[b], p.pxn), flow_hash: hash_of(phase, g[a], g[b], 2) },
+                step: Step::Transfer {
+                    src: g[a],
+                    dst: g[b],
+                    bytes: Bytes(by),
+                    route: route_for(topo, g[a], g[b], p.pxn),
+                    flow_hash: hash_of(phase, g[a], g[b], 2),
+                },
                 channel: 0,
                 phase,
                 overhead: overhead(topo, p, g[a], g[b]),
@@ -499,7 +596,13 @@ pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Ex
             }
             plan.push(
                 PlanNode {
-                    step: Step::Transfer { src: *src, dst: *dst, bytes: split_bytes(bytes.0, n, j as u64), route: route_for(topo, *src, *dst, p.pxn), flow_hash: hash_of(0, *src, *dst, 3) },
+                    step: Step::Transfer {
+                        src: *src,
+                        dst: *dst,
+                        bytes: split_bytes(bytes.0, n, j as u64),
+                        route: route_for(topo, *src, *dst, p.pxn),
+                        flow_hash: hash_of(0, *src, *dst, 3),
+                    },
                     channel: 0,
                     phase: 0,
                     overhead: overhead(topo, p, *src, *dst),
@@ -522,71 +625,133 @@ pub fn scale_up(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId
     let mut plan = CollectivePlan::new(Expansion::ScaleUp);
     let per_rank = Bytes((bytes.0 as f64 * op.busbw_factor(g.len() as u32)) as u64);
     for r in g {
-        plan.push(PlanNode { step: Step::Local { rank: r, duration: t, bytes: per_rank }, channel: 0, phase: 0, overhead: SimTime::ZERO }, &[]);
+        plan.push(
+            PlanNode {
+                step: Step::Local {
+                    rank: r,
+                    duration: t,
+                    bytes: per_rank,
+                },
+                channel: 0,
+                phase: 0,
+                overhead: SimTime::ZERO,
+            },
+            &[],
+        );
     }
     Ok(plan)
 }
 
 /// Hierarchical all-reduce: intra-server reduce-scatter (scale-up model), an all-reduce of
 /// `bytes / m` across servers per local index (one rail each, ring), then an intra-server
-/// all-gather (scale-up model).
+/// all-gather (scale-up model). The three phases are pipelined over `p.max_loops` chunks, as
+/// NCCL's NVLSTree pipelines them: chunk c's inter-server ring starts when chunk c's
+/// reduce-scatter is done, while chunk c+1 is being reduced. The scale-up model runs the
+/// reduce-scatter and all-gather of different chunks concurrently, so NVLink contention between
+/// them is not modelled (optimistic when NVLink is the bottleneck).
 ///
 /// # Errors
 /// A bad group, an operation other than all-reduce, or servers holding different rank counts.
-pub fn hierarchical(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p: &ExpandParams, su: &ScaleUpModel) -> Result<CollectivePlan, CclError> {
+pub fn hierarchical(
+    topo: &Topology,
+    op: CollectiveOp,
+    bytes: Bytes,
+    group: &[NodeId],
+    p: &ExpandParams,
+    su: &ScaleUpModel,
+) -> Result<CollectivePlan, CclError> {
     if op != CollectiveOp::AllReduce {
-        return Err(CclError::Unsupported { what: format!("hierarchical {op}"), valid: "all-reduce".into() });
+        return Err(CclError::Unsupported {
+            what: format!("hierarchical {op}"),
+            valid: "all-reduce".into(),
+        });
     }
     let g = sorted_group(topo, group)?;
     let servers = by_server(topo, &g);
     let m = servers[0].len();
     if servers.iter().any(|s| s.len() != m) {
-        return Err(CclError::Invalid { field: "group".into(), message: "hierarchical all-reduce needs the same number of ranks on every server".into() });
+        return Err(CclError::Invalid {
+            field: "group".into(),
+            message: "hierarchical all-reduce needs the same number of ranks on every server".into(),
+        });
     }
     if servers.len() == 1 {
         return scale_up(topo, op, bytes, &g, su);
     }
+    let chunks = (bytes.0 / (m as u64 * p.chunk.0.max(1))).clamp(1, p.max_loops.max(1) as u64);
     let mut plan = CollectivePlan::new(Expansion::Hierarchical);
-    let local = |plan: &mut CollectivePlan, op: CollectiveOp, r: NodeId, phase: u32, deps: &[u32]| {
-        let t = su.time(op, bytes, m as u32);
-        let b = Bytes((bytes.0 as f64 * op.busbw_factor(m as u32)) as u64);
-        plan.push(PlanNode { step: Step::Local { rank: r, duration: t, bytes: b }, channel: 0, phase, overhead: SimTime::ZERO }, deps)
+    let local = |plan: &mut CollectivePlan, op: CollectiveOp, chunk: Bytes, r: NodeId, phase: u32, order: &[u32], data: &[u32]| {
+        let t = su.time(op, chunk, m as u32);
+        let b = Bytes((chunk.0 as f64 * op.busbw_factor(m as u32)) as u64);
+        plan.push_ordered(
+            PlanNode {
+                step: Step::Local {
+                    rank: r,
+                    duration: t,
+                    bytes: b,
+                },
+                channel: 0,
+                phase,
+                overhead: SimTime::ZERO,
+            },
+            order,
+            data,
+        )
     };
-    // Intra-server reduce-scatter: the server's ranks finish together; anyone waits for all.
-    let mut rs_of_server: Vec<Vec<u32>> = Vec::new();
-    for s in &servers {
-        rs_of_server.push(s.iter().map(|r| local(&mut plan, CollectiveOp::ReduceScatter, *r, 0, &[])).collect());
-    }
-    let inter = ExpandParams { channels: (p.channels / m as u32).max(1), ..p.clone() };
-    let mut sinks_into: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
+    let inter = ExpandParams {
+        channels: (p.channels / m as u32).max(1),
+        max_loops: 1,
+        ..p.clone()
+    };
     let server_index = |h: NodeId| servers.iter().position(|s| s.contains(&h)).expect("rank of the group");
-    for j in 0..m {
-        let rail: Vec<NodeId> = servers.iter().map(|s| s[j]).collect();
-        let sub = ring(topo, op, Bytes(split_bytes(bytes.0, m as u64, j as u64).0), &rail, &inter)?;
-        let off = plan.append(&sub, |node| match &node.step {
-            Step::Transfer { src, .. } => rs_of_server[server_index(*src)].clone(),
-            Step::Local { rank, .. } => rs_of_server[server_index(*rank)].clone(),
-        });
-        for k in sub.sinks() {
-            let owner = match &sub.node(k).step {
-                Step::Transfer { dst, .. } => *dst,
-                Step::Local { rank, .. } => *rank,
-            };
-            if let Step::Local { .. } = sub.node(k).step {
-                // A pipelined ring's fill step stands for the whole ring: every server waits on it.
-                for v in sinks_into.iter_mut() {
-                    v.push(k + off);
+    let mut prev_rs: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
+    let mut prev_ag: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
+    for c in 0..chunks {
+        let cb = split_bytes(bytes.0, chunks, c);
+        // Intra-server reduce-scatter of this chunk, after the previous chunk's.
+        let rs: Vec<Vec<u32>> = servers
+            .iter()
+            .enumerate()
+            .map(|(si, s)| {
+                s.iter()
+                    .map(|r| local(&mut plan, CollectiveOp::ReduceScatter, cb, *r, 3 * c as u32, &prev_rs[si], &[]))
+                    .collect()
+            })
+            .collect();
+        let mut sinks_into: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
+        for j in 0..m {
+            let rail: Vec<NodeId> = servers.iter().map(|s| s[j]).collect();
+            let sub = ring(topo, op, Bytes(split_bytes(cb.0, m as u64, j as u64).0), &rail, &inter)?;
+            let off = plan.append(&sub, |node| match &node.step {
+                Step::Transfer { src, .. } => rs[server_index(*src)].clone(),
+                Step::Local { rank, .. } => rs[server_index(*rank)].clone(),
+            });
+            for k in sub.sinks() {
+                match &sub.node(k).step {
+                    // A pipelined ring's fill step stands for the whole ring: every server waits on it.
+                    Step::Local { .. } => sinks_into.iter_mut().for_each(|v| v.push(k + off)),
+                    Step::Transfer { dst, .. } => sinks_into[server_index(*dst)].push(k + off),
                 }
-            } else {
-                sinks_into[server_index(owner)].push(k + off);
             }
         }
-    }
-    let ag_deps: Vec<Vec<u32>> = sinks_into;
-    for (si, s) in servers.iter().enumerate() {
-        for r in s {
-            local(&mut plan, CollectiveOp::AllGather, *r, 2, &ag_deps[si]);
+        for (si, s) in servers.iter().enumerate() {
+            let ag: Vec<u32> = s
+                .iter()
+                .map(|r| {
+                    local(
+                        &mut plan,
+                        CollectiveOp::AllGather,
+                        cb,
+                        *r,
+                        3 * c as u32 + 2,
+                        &prev_ag[si],
+                        &sinks_into[si],
+                    )
+                })
+                .collect();
+            prev_ag[si] = ag;
         }
+        prev_rs = rs;
     }
     Ok(plan)
 }
@@ -596,7 +761,15 @@ pub fn hierarchical(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[No
 ///
 /// # Errors
 /// See the individual expansions.
-pub fn expand(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], algo: Expansion, p: &ExpandParams, su: &ScaleUpModel) -> Result<CollectivePlan, CclError> {
+pub fn expand(
+    topo: &Topology,
+    op: CollectiveOp,
+    bytes: Bytes,
+    group: &[NodeId],
+    algo: Expansion,
+    p: &ExpandParams,
+    su: &ScaleUpModel,
+) -> Result<CollectivePlan, CclError> {
     let g = sorted_group(topo, group)?;
     let one_server = g.iter().all(|h| topo.server_of(*h) == topo.server_of(g[0]));
     if one_server && topo.gpus_per_server() > 1 {
@@ -605,12 +778,24 @@ pub fn expand(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId],
     match (algo, op) {
         (_, CollectiveOp::AllToAll) | (Expansion::DirectAllToAll, _) => {
             if op != CollectiveOp::AllToAll {
-                return Err(CclError::Unsupported { what: format!("direct {op}"), valid: "all-to-all".into() });
+                return Err(CclError::Unsupported {
+                    what: format!("direct {op}"),
+                    valid: "all-to-all".into(),
+                });
             }
             direct_all_to_all(topo, bytes, &g, p)
         }
         (Expansion::Ring, _) => ring(topo, op, bytes, &g, p),
-        (Expansion::RingPipelined, _) => ring(topo, op, bytes, &g, &ExpandParams { granularity: Granularity::Pipelined, ..p.clone() }),
+        (Expansion::RingPipelined, _) => ring(
+            topo,
+            op,
+            bytes,
+            &g,
+            &ExpandParams {
+                granularity: Granularity::Pipelined,
+                ..p.clone()
+            },
+        ),
         (Expansion::DoubleBinaryTree, _) => double_binary_tree(topo, op, bytes, &g, p),
         (Expansion::HalvingDoubling, _) => halving_doubling(topo, op, bytes, &g, p),
         (Expansion::Hierarchical, _) => hierarchical(topo, op, bytes, &g, p, su),

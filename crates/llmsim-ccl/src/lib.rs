@@ -33,8 +33,14 @@ pub enum CollectiveOp {
 }
 
 impl CollectiveOp {
-    pub const ALL: [CollectiveOp; 6] =
-        [CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter, CollectiveOp::AllToAll, CollectiveOp::Broadcast, CollectiveOp::Reduce];
+    pub const ALL: [CollectiveOp; 6] = [
+        CollectiveOp::AllReduce,
+        CollectiveOp::AllGather,
+        CollectiveOp::ReduceScatter,
+        CollectiveOp::AllToAll,
+        CollectiveOp::Broadcast,
+        CollectiveOp::Reduce,
+    ];
 
     /// nccl-tests' busbw / algbw factor: all-reduce 2(n-1)/n, all-gather, reduce-scatter and
     /// all-to-all (n-1)/n, broadcast and reduce 1.
@@ -64,11 +70,18 @@ impl fmt::Display for CollectiveOp {
 impl FromStr for CollectiveOp {
     type Err = CclError;
     fn from_str(s: &str) -> Result<Self, CclError> {
-        let k: String = s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
-        CollectiveOp::ALL.into_iter().find(|op| op.to_string().replace('-', "") == k).ok_or_else(|| CclError::Invalid {
-            field: "op".into(),
-            message: format!("unknown collective {s:?}; valid: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce"),
-        })
+        let k: String = s
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        CollectiveOp::ALL
+            .into_iter()
+            .find(|op| op.to_string().replace('-', "") == k)
+            .ok_or_else(|| CclError::Invalid {
+                field: "op".into(),
+                message: format!("unknown collective {s:?}; valid: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce"),
+            })
     }
 }
 

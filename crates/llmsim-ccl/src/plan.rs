@@ -7,7 +7,13 @@ use llmsim_net::RouteSpec;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Bytes carried by the network from `src` to `dst`.
-    Transfer { src: NodeId, dst: NodeId, bytes: Bytes, route: RouteSpec, flow_hash: u64 },
+    Transfer {
+        src: NodeId,
+        dst: NodeId,
+        bytes: Bytes,
+        route: RouteSpec,
+        flow_hash: u64,
+    },
     /// Work local to a rank or a server that takes a fixed time: an intra-node collective on the
     /// scale-up alpha-beta model, or a pipeline fill latency.
     Local { rank: NodeId, duration: SimTime, bytes: Bytes },
@@ -71,7 +77,13 @@ pub struct CollectivePlan {
 
 impl CollectivePlan {
     pub fn new(expansion: Expansion) -> Self {
-        CollectivePlan { expansion, nodes: Vec::new(), dep_start: vec![0], deps: Vec::new(), dep_is_data: Vec::new() }
+        CollectivePlan {
+            expansion,
+            nodes: Vec::new(),
+            dep_start: vec![0],
+            deps: Vec::new(),
+            dep_is_data: Vec::new(),
+        }
     }
 
     /// Appends a node with data dependencies `deps` (indices of earlier nodes); returns its index.
@@ -152,7 +164,11 @@ impl CollectivePlan {
         self.nodes
             .iter()
             .map(|n| match &n.step {
-                Step::Transfer { bytes, route: RouteSpec::Chain(h), .. } => bytes.0 * (h.len() as u64 + 1),
+                Step::Transfer {
+                    bytes,
+                    route: RouteSpec::Chain(h),
+                    ..
+                } => bytes.0 * (h.len() as u64 + 1),
                 Step::Transfer { bytes, .. } => bytes.0,
                 Step::Local { .. } => 0,
             })

@@ -4,8 +4,8 @@
 use llmsim_core::{EventQueue, SimTime, TransferId};
 use llmsim_net::{Completion, Network, Transfer};
 
-use crate::plan::{CollectivePlan, Step};
 use crate::CclError;
+use crate::plan::{CollectivePlan, Step};
 
 /// When each plan node ran.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +54,13 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
     // are, data deps plus the node's overhead). A node without dependencies starts after its
     // overhead.
     let mut ready: Vec<SimTime> = (0..n as u32)
-        .map(|i| if plan.deps(i).is_empty() { t_begin + plan.node(i).overhead } else { t_begin })
+        .map(|i| {
+            if plan.deps(i).is_empty() {
+                t_begin + plan.node(i).overhead
+            } else {
+                t_begin
+            }
+        })
         .collect();
     // For each reverse edge, whether it is a data dependency.
     let mut dependent_is_data = vec![false; dstart[n] as usize];
@@ -70,12 +76,23 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
     let mut remaining = n;
 
     // Starts node i at ready[i] + overhead.
-    let launch = |i: u32, ready: &[SimTime], node_start: &mut [SimTime], local: &mut EventQueue<u32>, net: &mut dyn Network| -> Result<(), CclError> {
+    let launch = |i: u32,
+                  ready: &[SimTime],
+                  node_start: &mut [SimTime],
+                  local: &mut EventQueue<u32>,
+                  net: &mut dyn Network|
+     -> Result<(), CclError> {
         let node = plan.node(i);
         let t0 = ready[i as usize];
         node_start[i as usize] = t0;
         match &node.step {
-            Step::Transfer { src, dst, bytes, route, flow_hash } if bytes.0 > 0 => {
+            Step::Transfer {
+                src,
+                dst,
+                bytes,
+                route,
+                flow_hash,
+            } if bytes.0 > 0 => {
                 net.submit(Transfer {
                     id: TransferId(id_base + i as u64),
                     src: *src,
@@ -121,8 +138,7 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
             }
             (None, Some(_)) => unreachable!("covered by the guard above"),
         }
-        for k in 0..finished.len() {
-            let (i, t) = finished[k];
+        for &(i, t) in &finished {
             node_finish[i as usize] = t;
             remaining -= 1;
             let range = dstart[i as usize] as usize..dstart[i as usize + 1] as usize;
@@ -139,5 +155,10 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
     }
     let finish = node_finish.iter().copied().filter(|t| *t != SimTime::MAX).max().unwrap_or(start);
     debug_assert_eq!(remaining, 0, "every plan node finishes");
-    Ok(PlanRun { start, finish, node_start, node_finish })
+    Ok(PlanRun {
+        start,
+        finish,
+        node_start,
+        node_finish,
+    })
 }

@@ -65,9 +65,18 @@ impl ScaleUpModel {
         ScaleUpModel {
             gpu: gpu.to_string(),
             nvlink,
-            all_reduce: AlphaBeta { alpha: steps(2 * (n - 1)), busbw },
-            all_gather: AlphaBeta { alpha: steps(n - 1), busbw },
-            reduce_scatter: AlphaBeta { alpha: steps(n - 1), busbw },
+            all_reduce: AlphaBeta {
+                alpha: steps(2 * (n - 1)),
+                busbw,
+            },
+            all_gather: AlphaBeta {
+                alpha: steps(n - 1),
+                busbw,
+            },
+            reduce_scatter: AlphaBeta {
+                alpha: steps(n - 1),
+                busbw,
+            },
             all_to_all: AlphaBeta { alpha: steps(1), busbw },
         }
     }

@@ -35,7 +35,10 @@ fn transfer_bytes(plan: &llmsim_ccl::CollectivePlan) -> u64 {
 #[test]
 fn ring_all_reduce_has_2n_minus_2_steps_and_conserves_bytes() {
     let t = cluster(16);
-    let p = ExpandParams { granularity: Granularity::Step, ..ExpandParams::default() };
+    let p = ExpandParams {
+        granularity: Granularity::Step,
+        ..ExpandParams::default()
+    };
     let b = Bytes::mib(64);
     let plan = expand::ring(&t, CollectiveOp::AllReduce, b, &all(&t), &p).unwrap();
     let n = 16u64;
@@ -51,7 +54,11 @@ fn ring_all_reduce_has_2n_minus_2_steps_and_conserves_bytes() {
 #[test]
 fn all_gather_and_reduce_scatter_rings_have_n_minus_1_steps() {
     let t = cluster(16);
-    let p = ExpandParams { granularity: Granularity::Step, channels: 8, ..ExpandParams::default() };
+    let p = ExpandParams {
+        granularity: Granularity::Step,
+        channels: 8,
+        ..ExpandParams::default()
+    };
     for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
         let plan = expand::ring(&t, op, Bytes::mib(16), &all(&t), &p).unwrap();
         assert_eq!(plan.network_bytes(), 15 * Bytes::mib(16).0);
@@ -64,7 +71,10 @@ fn all_gather_and_reduce_scatter_rings_have_n_minus_1_steps() {
 fn every_expansion_runs_to_completion_on_both_backends() {
     let t = cluster(32);
     let g = all(&t);
-    let p = ExpandParams { channels: 4, ..ExpandParams::default() };
+    let p = ExpandParams {
+        channels: 4,
+        ..ExpandParams::default()
+    };
     let cases = [
         (Expansion::Ring, CollectiveOp::AllReduce),
         (Expansion::RingPipelined, CollectiveOp::AllReduce),
@@ -77,19 +87,35 @@ fn every_expansion_runs_to_completion_on_both_backends() {
     for (e, op) in cases {
         let plan = expand::expand(&t, op, Bytes::mib(8), &g, e, &p, &su()).unwrap();
         for backend in 0..2 {
-            let mut net: Box<dyn Network> =
-                if backend == 0 { Box::new(AnalyticalNetwork::new(t.clone())) } else { Box::new(FlowNetwork::new(t.clone())) };
+            let mut net: Box<dyn Network> = if backend == 0 {
+                Box::new(AnalyticalNetwork::new(t.clone()))
+            } else {
+                Box::new(FlowNetwork::new(t.clone()))
+            };
             let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).unwrap();
-            assert!(run.node_finish.iter().all(|f| *f != SimTime::MAX), "{e:?} {op}: a step never finished");
+            assert!(
+                run.node_finish.iter().all(|f| *f != SimTime::MAX),
+                "{e:?} {op}: a step never finished"
+            );
             assert!(run.finish > SimTime::ZERO);
             let st = net.stats();
             assert_eq!(st.completed, st.submitted, "{e:?}: all transfers complete");
-            let submitted: u64 = plan.nodes().iter().map(|x| match &x.step { Step::Transfer { bytes, .. } => bytes.0, _ => 0 }).sum();
+            let submitted: u64 = plan
+                .nodes()
+                .iter()
+                .map(|x| match &x.step {
+                    Step::Transfer { bytes, .. } => bytes.0,
+                    _ => 0,
+                })
+                .sum();
             assert_eq!(st.bytes_delivered, submitted, "{e:?}: bytes conserved");
             // Dependencies respected.
             for i in 0..plan.len() as u32 {
                 for d in plan.deps(i) {
-                    assert!(run.node_start[i as usize] >= run.node_finish[*d as usize], "{e:?}: node {i} started before dep {d}");
+                    assert!(
+                        run.node_start[i as usize] >= run.node_finish[*d as usize],
+                        "{e:?}: node {i} started before dep {d}"
+                    );
                 }
             }
         }
@@ -102,7 +128,9 @@ fn analytical_is_never_slower_than_flow() {
     let g = all(&t);
     for e in [Expansion::Ring, Expansion::DoubleBinaryTree, Expansion::HalvingDoubling] {
         let plan = expand::expand(&t, CollectiveOp::AllReduce, Bytes::mib(32), &g, e, &ExpandParams::default(), &su()).unwrap();
-        let a = execute(&plan, &mut AnalyticalNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().finish;
+        let a = execute(&plan, &mut AnalyticalNetwork::new(t.clone()), SimTime::ZERO, 0)
+            .unwrap()
+            .finish;
         let f = execute(&plan, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().finish;
         assert!(a <= f, "{e:?}: analytical {a} > flow {f}");
     }
@@ -113,13 +141,25 @@ fn pipelined_ring_matches_step_ring_when_uncontended() {
     let t = cluster(64);
     let g = all(&t);
     let b = Bytes::gib(1);
-    let step = ExpandParams { granularity: Granularity::Step, ..ExpandParams::default() };
-    let pipe = ExpandParams { granularity: Granularity::Pipelined, ..ExpandParams::default() };
+    let step = ExpandParams {
+        granularity: Granularity::Step,
+        ..ExpandParams::default()
+    };
+    let pipe = ExpandParams {
+        granularity: Granularity::Pipelined,
+        ..ExpandParams::default()
+    };
     let ps = expand::ring(&t, CollectiveOp::AllReduce, b, &g, &step).unwrap();
     let pp = expand::ring(&t, CollectiveOp::AllReduce, b, &g, &pipe).unwrap();
     assert_eq!(pp.expansion, Expansion::RingPipelined);
-    let ts = execute(&ps, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().duration().as_secs_f64();
-    let tp = execute(&pp, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap().duration().as_secs_f64();
+    let ts = execute(&ps, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0)
+        .unwrap()
+        .duration()
+        .as_secs_f64();
+    let tp = execute(&pp, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0)
+        .unwrap()
+        .duration()
+        .as_secs_f64();
     let rel = (ts - tp).abs() / ts;
     assert!(rel < 0.05, "step {ts} s vs pipelined {tp} s differ by {:.1}%", rel * 100.0);
 }
@@ -143,7 +183,16 @@ fn ring_busbw_approaches_aggregate_nic_rate_without_contention() {
 fn single_server_collectives_use_the_scale_up_model() {
     let t = cluster(8);
     let g = all(&t);
-    let plan = expand::expand(&t, CollectiveOp::AllReduce, Bytes::mib(64), &g, Expansion::Ring, &ExpandParams::default(), &su()).unwrap();
+    let plan = expand::expand(
+        &t,
+        CollectiveOp::AllReduce,
+        Bytes::mib(64),
+        &g,
+        Expansion::Ring,
+        &ExpandParams::default(),
+        &su(),
+    )
+    .unwrap();
     assert_eq!(plan.expansion, Expansion::ScaleUp);
     let run = execute(&plan, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap();
     assert_eq!(run.duration(), su().time(CollectiveOp::AllReduce, Bytes::mib(64), 8));
@@ -156,7 +205,8 @@ fn double_binary_trees_are_complementary() {
         for t in [&t0, &t1] {
             assert_eq!(t.iter().filter(|p| p.is_none()).count(), 1, "one root, n={n}");
             // Every rank reaches the root.
-            for mut r in 0..n {
+            for start in 0..n {
+                let mut r = start;
                 let mut hops = 0;
                 while let Some(p) = t[r] {
                     r = p;
@@ -168,7 +218,7 @@ fn double_binary_trees_are_complementary() {
         if n > 2 {
             // A rank that is an inner node in one tree is a leaf in the other (NCCL's double tree
             // property), for even n (mirror construction).
-            let inner = |t: &Vec<Option<usize>>, r: usize| t.iter().any(|p| *p == Some(r));
+            let inner = |t: &Vec<Option<usize>>, r: usize| t.contains(&Some(r));
             if n % 2 == 0 {
                 for r in 0..n {
                     assert!(!(inner(&t0, r) && inner(&t1, r)), "rank {r} inner in both trees, n={n}");

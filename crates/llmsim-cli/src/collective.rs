@@ -12,7 +12,7 @@ use llmsim_ccl::plan::{CollectivePlan, Expansion, Step};
 use llmsim_ccl::tuning::{self, Algo, Proto, TuningDecision};
 use llmsim_ccl::{CollectiveOp, PlanRun, ScaleUpModel, execute};
 use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
-use llmsim_net::{Network, NetStats};
+use llmsim_net::{NetStats, Network};
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
@@ -92,6 +92,8 @@ pub struct CollectiveOutcome {
     pub net: NetStats,
     pub topo: Arc<Topology>,
     pub backend: Backend,
+    /// Why the simulated expansion differs from NCCL's choice, when it does.
+    pub note: Option<&'static str>,
 }
 
 impl CollectiveOutcome {
@@ -119,12 +121,19 @@ fn expansion_for(algo: Algo, multi_node: bool) -> (Expansion, Option<&'static st
     match algo {
         Algo::Ring => (Expansion::Ring, None),
         Algo::Tree => (Expansion::DoubleBinaryTree, None),
-        Algo::Pat => (Expansion::HalvingDoubling, Some("PAT is simulated as halving-doubling (same log-step structure)")),
-        Algo::Nvls | Algo::NvlsTree if multi_node => {
-            (Expansion::Hierarchical, Some("NVLS/NVLSTree is simulated as hierarchical: NVLink scale-up model inside servers, ring across them"))
-        }
+        Algo::Pat => (
+            Expansion::HalvingDoubling,
+            Some("PAT is simulated as halving-doubling (same log-step structure)"),
+        ),
+        Algo::Nvls | Algo::NvlsTree if multi_node => (
+            Expansion::Hierarchical,
+            Some("NVLS/NVLSTree is simulated as hierarchical: NVLink scale-up model inside servers, ring across them"),
+        ),
         Algo::Nvls | Algo::NvlsTree => (Expansion::ScaleUp, None),
-        Algo::CollNetDirect | Algo::CollNetChain => (Expansion::Ring, Some("CollNet (in-network reduction) is not modelled; simulated as ring")),
+        Algo::CollNetDirect | Algo::CollNetChain => (
+            Expansion::Ring,
+            Some("CollNet (in-network reduction) is not modelled; simulated as ring"),
+        ),
     }
 }
 
@@ -189,7 +198,11 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         params.step_overhead_intra = ov_intra;
         params.step_overhead_inter = ov_inter;
         params.channels = d.nchannels;
-        params.chunk = d.chunk_bytes;
+        // NCCL's chunk belongs to its algorithm; a ring or tree expansion of another choice
+        // keeps the Simple ring chunk (2 MiB).
+        if matches!(d.algo, Algo::Ring | Algo::Tree) {
+            params.chunk = d.chunk_bytes;
+        }
         let (e, n) = expansion_for(d.algo, nnodes > 1);
         note = n;
         decision = Some(d);
@@ -204,13 +217,22 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         params.channels = c.max(1);
     }
     let plan = expand::expand(&topo, op, bytes, &group, expansion, &params, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(n) = note {
-        eprintln!("note: {n}");
-    }
     let mut net = make_network(args.backend, topo.clone());
     let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
-    Ok(CollectiveOutcome { op, bytes, ranks: gpus, decision, expansion: plan.expansion, plan, run, net: stats, topo, backend: args.backend })
+    Ok(CollectiveOutcome {
+        op,
+        bytes,
+        ranks: gpus,
+        decision,
+        expansion: plan.expansion,
+        plan,
+        run,
+        net: stats,
+        topo,
+        backend: args.backend,
+        note,
+    })
 }
 
 fn tuning_kind(op: CollectiveOp) -> Result<tuning::CollKind> {
@@ -274,16 +296,47 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn render(o: &CollectiveOutcome) -> String {
     let mut s = String::new();
     let t = &o.topo;
-    let _ = writeln!(s, "llmsim collective: {} of {} on {} GPUs ({} servers x {} GPUs), topology {}, backend {:?}", o.op, o.bytes, o.ranks, t.num_servers(), t.gpus_per_server(), t.name, o.backend);
+    let _ = writeln!(
+        s,
+        "llmsim collective: {} of {} on {} GPUs ({} servers x {} GPUs), topology {}, backend {:?}",
+        o.op,
+        o.bytes,
+        o.ranks,
+        t.num_servers(),
+        t.gpus_per_server(),
+        t.name,
+        o.backend
+    );
     if let Some(d) = &o.decision {
         let _ = writeln!(s, "\nNCCL cost model (NCCL {}):", d.nccl_version);
         let _ = writeln!(s, "{}", d.explain());
     }
-    let _ = writeln!(s, "simulated expansion: {}  ({} plan steps, {} transfers, {} network bytes)", o.expansion, o.plan.len(), o.plan.num_transfers(), Bytes(o.plan.network_bytes()));
+    if let Some(n) = o.note {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let _ = writeln!(
+        s,
+        "simulated expansion: {}  ({} plan steps, {} transfers, {} network bytes)",
+        o.expansion,
+        o.plan.len(),
+        o.plan.num_transfers(),
+        Bytes(o.plan.network_bytes())
+    );
     let _ = writeln!(s, "\ncompletion time: {:.3} us", o.time().as_us_f64());
-    let _ = writeln!(s, "algbw: {:.2} GB/s   busbw: {:.2} GB/s   (nccl-tests definitions; busbw factor {:.4})", o.algbw_gbps(), o.busbw_gbps(), o.op.busbw_factor(o.ranks));
+    let _ = writeln!(
+        s,
+        "algbw: {:.2} GB/s   busbw: {:.2} GB/s   (nccl-tests definitions; busbw factor {:.4})",
+        o.algbw_gbps(),
+        o.busbw_gbps(),
+        o.op.busbw_factor(o.ranks)
+    );
     if let Some(d) = &o.decision {
-        let _ = writeln!(s, "NCCL model predicts: {:.3} us, busbw {:.2} GB/s", d.time.as_us_f64(), d.predicted_busbw_gbps);
+        let _ = writeln!(
+            s,
+            "NCCL model predicts: {:.3} us, busbw {:.2} GB/s",
+            d.time.as_us_f64(),
+            d.predicted_busbw_gbps
+        );
     }
     let mut durs: Vec<f64> = Vec::new();
     let mut tput: Vec<f64> = Vec::new();
@@ -298,18 +351,50 @@ pub fn render(o: &CollectiveOutcome) -> String {
     }
     durs.sort_by(f64::total_cmp);
     tput.sort_by(f64::total_cmp);
-    let _ = writeln!(s, "\nper-transfer: n={}  duration us p50 {:.3}  p99 {:.3}  max {:.3}   throughput GB/s p50 {:.2}  min {:.2}", durs.len(), percentile(&durs, 0.5), percentile(&durs, 0.99), durs.last().copied().unwrap_or(0.0), percentile(&tput, 0.5), tput.first().copied().unwrap_or(0.0));
+    let _ = writeln!(
+        s,
+        "\nper-transfer: n={}  duration us p50 {:.3}  p99 {:.3}  max {:.3}   throughput GB/s p50 {:.2}  min {:.2}",
+        durs.len(),
+        percentile(&durs, 0.5),
+        percentile(&durs, 0.99),
+        durs.last().copied().unwrap_or(0.0),
+        percentile(&tput, 0.5),
+        tput.first().copied().unwrap_or(0.0)
+    );
     let steps = step_stats(o);
     let _ = writeln!(s, "per-step ({} steps):", steps.len());
-    let _ = writeln!(s, "  {:>6} {:>10} {:>12} {:>12} {:>12} {:>12}", "step", "transfers", "bytes", "start us", "end us", "mean dur us");
-    let show: Vec<&StepStat> = if steps.len() <= 12 { steps.iter().collect() } else { steps.iter().take(5).chain(steps.iter().skip(steps.len() - 5)).collect() };
+    let _ = writeln!(
+        s,
+        "  {:>6} {:>10} {:>12} {:>12} {:>12} {:>12}",
+        "step", "transfers", "bytes", "start us", "end us", "mean dur us"
+    );
+    let show: Vec<&StepStat> = if steps.len() <= 12 {
+        steps.iter().collect()
+    } else {
+        steps.iter().take(5).chain(steps.iter().skip(steps.len() - 5)).collect()
+    };
     for (k, st) in show.iter().enumerate() {
         if steps.len() > 12 && k == 5 {
             let _ = writeln!(s, "  {:>6}", "...");
         }
-        let _ = writeln!(s, "  {:>6} {:>10} {:>12} {:>12.3} {:>12.3} {:>12.3}", st.phase, st.transfers, Bytes(st.bytes).to_string(), st.first_start_us, st.last_finish_us, st.mean_duration_us);
+        let _ = writeln!(
+            s,
+            "  {:>6} {:>10} {:>12} {:>12.3} {:>12.3} {:>12.3}",
+            st.phase,
+            st.transfers,
+            Bytes(st.bytes).to_string(),
+            st.first_start_us,
+            st.last_finish_us,
+            st.mean_duration_us
+        );
     }
-    let _ = writeln!(s, "\nnetwork: {} transfers, {} delivered, {} rate recomputations", o.net.completed, Bytes(o.net.bytes_delivered), o.net.rate_recomputations);
+    let _ = writeln!(
+        s,
+        "\nnetwork: {} transfers, {} delivered, {} rate recomputations",
+        o.net.completed,
+        Bytes(o.net.bytes_delivered),
+        o.net.rate_recomputations
+    );
     s
 }
 
@@ -337,12 +422,26 @@ pub fn summary_json(o: &CollectiveOutcome) -> serde_json::Value {
 pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
     let mut w = csv::Writer::from_path(dir.join("transfers.csv"))?;
-    w.write_record(["id", "kind", "src", "dst", "via", "bytes", "channel", "step", "start_us", "finish_us", "duration_us"])?;
+    w.write_record([
+        "id",
+        "kind",
+        "src",
+        "dst",
+        "via",
+        "bytes",
+        "channel",
+        "step",
+        "start_us",
+        "finish_us",
+        "duration_us",
+    ])?;
     let mut spans = Vec::new();
     for (i, n) in o.plan.nodes().iter().enumerate() {
         let (s, f) = (o.run.node_start[i], o.run.node_finish[i]);
         let (kind, src, dst, via, b, pid) = match &n.step {
-            Step::Transfer { src, dst, bytes, route, .. } => {
+            Step::Transfer {
+                src, dst, bytes, route, ..
+            } => {
                 let via = match route {
                     llmsim_net::RouteSpec::Via(v) => v.to_string(),
                     llmsim_net::RouteSpec::Chain(h) => format!("chain of {}", h.len() + 1),
@@ -367,7 +466,11 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
         ])?;
         spans.push(Span {
             pid,
-            name: if kind == "transfer" { format!("send ->{dst} ch{} s{}", n.channel, n.phase) } else { format!("{} (scale-up)", o.op) },
+            name: if kind == "transfer" {
+                format!("send ->{dst} ch{} s{}", n.channel, n.phase)
+            } else {
+                format!("{} (scale-up)", o.op)
+            },
             cat: kind,
             start_us: s.as_us_f64(),
             dur_us: (f - s).as_us_f64(),
@@ -381,7 +484,13 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
     }
     w.flush()?;
     let topo = o.topo.clone();
-    let tr = trace::to_json(spans, |pid| format!("rank {pid} (server {}, gpu {})", topo.server_of(NodeId(pid)), topo.local_rank(NodeId(pid))));
+    let tr = trace::to_json(spans, |pid| {
+        format!(
+            "rank {pid} (server {}, gpu {})",
+            topo.server_of(NodeId(pid)),
+            topo.local_rank(NodeId(pid))
+        )
+    });
     std::fs::write(dir.join("trace.json"), serde_json::to_vec(&tr)?)?;
     std::fs::write(dir.join("summary.json"), serde_json::to_vec_pretty(&summary_json(o))?)?;
     Ok(())

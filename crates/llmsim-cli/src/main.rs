@@ -8,7 +8,11 @@ mod trace;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "llmsim", version, about = "Simulate LLM training clusters: collectives, topologies, networks")]
+#[command(
+    name = "llmsim",
+    version,
+    about = "Simulate LLM training clusters: collectives, topologies, networks"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -64,8 +64,12 @@ pub struct TopoArgs {
     pub seed: u64,
 }
 
-const KNOWN_GPUS: [(&str, u64, GpuArch); 4] =
-    [("A100", 300, GpuArch::Ampere), ("H100", 450, GpuArch::Hopper), ("H200", 450, GpuArch::Hopper), ("B200", 900, GpuArch::Blackwell)];
+const KNOWN_GPUS: [(&str, u64, GpuArch); 4] = [
+    ("A100", 300, GpuArch::Ampere),
+    ("H100", 450, GpuArch::Hopper),
+    ("H200", 450, GpuArch::Hopper),
+    ("B200", 900, GpuArch::Blackwell),
+];
 
 impl TopoArgs {
     fn gpu_entry(&self) -> Result<&'static (&'static str, u64, GpuArch)> {
@@ -111,7 +115,12 @@ impl TopoArgs {
     pub fn spec(&self) -> Result<TopologySpec> {
         self.nic_bandwidth()?;
         let nic = self.link(Some(&self.nic), self.nic_latency.as_deref(), "--nic", "--nic-latency")?;
-        let fabric = self.link(self.fabric.as_deref(), self.fabric_latency.as_deref(), "--fabric", "--fabric-latency")?;
+        let fabric = self.link(
+            self.fabric.as_deref(),
+            self.fabric_latency.as_deref(),
+            "--fabric",
+            "--fabric-latency",
+        )?;
         let kind = self.kind.to_ascii_lowercase();
         let mut v = json!({ "kind": kind });
         let o = v.as_object_mut().expect("object");
@@ -151,7 +160,10 @@ impl TopoArgs {
                 o.insert("uplink".into(), fabric);
             }
             "ns3" => {
-                let p = self.ns3_file.as_ref().ok_or_else(|| anyhow!("--topology ns3 needs --ns3-file PATH"))?;
+                let p = self
+                    .ns3_file
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("--topology ns3 needs --ns3-file PATH"))?;
                 o.insert("path".into(), json!(p));
             }
             other => bail!("--topology: unknown kind {other:?}; valid: flat, fat-tree, spine-leaf, rail-fat-tree, ns3"),
@@ -178,7 +190,11 @@ impl TopoArgs {
         if self.gpus_per_node == 1 {
             return Ok(ScaleUp::none());
         }
-        Ok(ScaleUp { gpus_per_server: self.gpus_per_node, bandwidth: self.nvlink_bandwidth()?, latency: ScaleUp::dgx_h100().latency })
+        Ok(ScaleUp {
+            gpus_per_server: self.gpus_per_node,
+            bandwidth: self.nvlink_bandwidth()?,
+            latency: ScaleUp::dgx_h100().latency,
+        })
     }
 
     /// GPUs to build for: `--gpus`, else the natural size of the topology.
@@ -203,7 +219,15 @@ impl TopoArgs {
         let t = if gpus == 0 {
             // ns-3 file: as many GPUs as it has hosts.
             let probe = spec.build(1, ScaleUp::none(), self.seed)?;
-            spec.build(probe.num_hosts(), if probe.num_hosts() % su.gpus_per_server == 0 { su } else { ScaleUp::none() }, self.seed)?
+            spec.build(
+                probe.num_hosts(),
+                if probe.num_hosts() % su.gpus_per_server == 0 {
+                    su
+                } else {
+                    ScaleUp::none()
+                },
+                self.seed,
+            )?
         } else {
             spec.build(gpus, su, self.seed)?
         };

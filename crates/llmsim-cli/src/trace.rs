@@ -25,7 +25,11 @@ struct Trace {
 
 /// Builds the trace JSON. `process_name(pid)` names each process track.
 pub fn to_json(mut spans: Vec<Span>, process_name: impl Fn(u32) -> String) -> Value {
-    spans.sort_by(|a, b| (a.pid, a.start_us, a.name.as_str()).partial_cmp(&(b.pid, b.start_us, b.name.as_str())).expect("finite times"));
+    spans.sort_by(|a, b| {
+        (a.pid, a.start_us, a.name.as_str())
+            .partial_cmp(&(b.pid, b.start_us, b.name.as_str()))
+            .expect("finite times")
+    });
     let mut events = Vec::with_capacity(spans.len() + 64);
     let mut i = 0;
     while i < spans.len() {
@@ -50,7 +54,11 @@ pub fn to_json(mut spans: Vec<Span>, process_name: impl Fn(u32) -> String) -> Va
             i += 1;
         }
     }
-    serde_json::to_value(Trace { trace_events: events, display_time_unit: "ns" }).expect("trace serializes")
+    serde_json::to_value(Trace {
+        trace_events: events,
+        display_time_unit: "ns",
+    })
+    .expect("trace serializes")
 }
 
 #[cfg(test)]
@@ -59,9 +67,22 @@ mod tests {
 
     #[test]
     fn overlapping_spans_go_to_separate_lanes() {
-        let sp = |s: f64, d: f64| Span { pid: 0, name: "t".into(), cat: "x", start_us: s, dur_us: d, args: Value::Null };
+        let sp = |s: f64, d: f64| Span {
+            pid: 0,
+            name: "t".into(),
+            cat: "x",
+            start_us: s,
+            dur_us: d,
+            args: Value::Null,
+        };
         let v = to_json(vec![sp(0.0, 10.0), sp(5.0, 10.0), sp(10.0, 1.0)], |p| format!("rank {p}"));
-        let tids: Vec<u64> = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").map(|e| e["tid"].as_u64().unwrap()).collect();
+        let tids: Vec<u64> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| e["tid"].as_u64().unwrap())
+            .collect();
         assert_eq!(tids, vec![0, 1, 0]);
     }
 }

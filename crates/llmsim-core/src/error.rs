@@ -13,7 +13,11 @@ pub struct UnitError {
 
 impl UnitError {
     pub fn new(input: &str, what: &'static str, expected: &'static str) -> Self {
-        UnitError { input: input.to_string(), what, expected }
+        UnitError {
+            input: input.to_string(),
+            what,
+            expected,
+        }
     }
 }
 
@@ -29,7 +33,10 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { field: field.into(), message: message.into() }
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

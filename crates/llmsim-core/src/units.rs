@@ -199,7 +199,7 @@ impl fmt::Display for Bytes {
         const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
         for (scale, u) in UNITS {
             if self.0 >= scale {
-                return if self.0 % scale == 0 {
+                return if self.0.is_multiple_of(scale) {
                     write!(f, "{}{u}", self.0 / scale)
                 } else {
                     write!(f, "{:.2}{u}", self.0 as f64 / scale as f64)
@@ -298,7 +298,11 @@ impl fmt::Display for Bandwidth {
         } else {
             return write!(f, "{}bps", self.0);
         };
-        if x.fract() == 0.0 { write!(f, "{x}{u}") } else { write!(f, "{x:.2}{u}") }
+        if x.fract() == 0.0 {
+            write!(f, "{x}{u}")
+        } else {
+            write!(f, "{x:.2}{u}")
+        }
     }
 }
 
@@ -348,9 +352,7 @@ fn prefix_scale(p: &str) -> Option<f64> {
 /// Splits `"2.5 us"` into `(2.5, "us")`. Whitespace between number and unit is allowed.
 fn split_number(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(s.len());
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
     if end == 0 {
         return None;
     }

@@ -495,10 +495,11 @@ impl FlowNetwork {
         }
         dirty.clear();
         self.scratch.dirty = dirty;
-        if self.checks && self.violations.len() < 16 {
-            if let Err(e) = self.check_rates() {
-                self.violations.push(format!("at {}: {e}", self.now));
-            }
+        if self.checks
+            && self.violations.len() < 16
+            && let Err(e) = self.check_rates()
+        {
+            self.violations.push(format!("at {}: {e}", self.now));
         }
     }
 

@@ -21,7 +21,7 @@ pub fn hosts_with_scale_up(num_hosts: u32, scale_up: ScaleUp) -> Result<Topology
     if num_hosts == 0 {
         return Err(FieldError::new("gpus", "must be at least 1").into());
     }
-    if num_hosts % g != 0 {
+    if !num_hosts.is_multiple_of(g) {
         return Err(FieldError::new(
             "gpus",
             format!("{num_hosts} GPUs are not a whole number of {g}-GPU servers; use a multiple of {g}"),
@@ -119,7 +119,7 @@ pub const MAX_FAT_TREE_K: u32 = 1024;
 /// or the scale-up errors of [`hosts_with_scale_up`].
 pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
     let k = p.k;
-    if k < 2 || k % 2 != 0 || k > MAX_FAT_TREE_K {
+    if k < 2 || !k.is_multiple_of(2) || k > MAX_FAT_TREE_K {
         return Err(FieldError::new(
             "topology.k",
             format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64"),

@@ -141,7 +141,7 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
     if num_hosts == 0 {
         return Err(err(hline, "every node is a switch; a topology needs hosts".into()));
     }
-    if num_hosts % gpus_per_server != 0 {
+    if !num_hosts.is_multiple_of(gpus_per_server) {
         return Err(err(
             hline,
             format!("{num_hosts} hosts are not a whole number of {gpus_per_server}-GPU servers"),
@@ -280,7 +280,7 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
 fn rate_text(bw: Bandwidth) -> String {
     let b = bw.bps();
     for (div, unit) in [(1_000_000_000, "Gbps"), (1_000_000, "Mbps"), (1_000, "Kbps")] {
-        if b % div == 0 {
+        if b.is_multiple_of(div) {
             return format!("{}{unit}", b / div);
         }
     }
@@ -288,7 +288,7 @@ fn rate_text(bw: Bandwidth) -> String {
 }
 
 fn delay_text(t: SimTime) -> String {
-    if t.as_ps() % 1000 == 0 {
+    if t.as_ps().is_multiple_of(1000) {
         format!("{}ns", t.as_ps() / 1000)
     } else {
         format!("{}ps", t.as_ps())
