@@ -53,6 +53,9 @@ pub struct ExpandParams {
     /// Route inter-node traffic through the GPU on the destination's rail (NCCL PXN).
     pub pxn: bool,
     pub granularity: Granularity,
+    /// Hierarchical all-reduce crosses servers on a double binary tree (NCCL NVLSTree) rather
+    /// than a ring.
+    pub hierarchical_tree: bool,
 }
 
 impl Default for ExpandParams {
@@ -66,6 +69,7 @@ impl Default for ExpandParams {
             step_overhead_inter: SimTime::from_us(14),
             pxn: true,
             granularity: Granularity::Auto,
+            hierarchical_tree: false,
         }
     }
 }
@@ -644,7 +648,8 @@ pub fn scale_up(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId
 
 /// Hierarchical all-reduce: intra-server reduce-scatter (scale-up model), an all-reduce of
 /// `bytes / m` across servers per local index (one rail each, ring), then an intra-server
-/// all-gather (scale-up model). The three phases are pipelined over `p.max_loops` chunks, as
+/// all-gather (scale-up model); with `p.hierarchical_tree` the cross-server step is a double
+/// binary tree, as in NCCL's NVLSTree. The three phases are pipelined over `p.max_loops` chunks, as
 /// NCCL's NVLSTree pipelines them: chunk c's inter-server ring starts when chunk c's
 /// reduce-scatter is done, while chunk c+1 is being reduced. The scale-up model runs the
 /// reduce-scatter and all-gather of different chunks concurrently, so NVLink contention between
@@ -721,7 +726,13 @@ pub fn hierarchical(
         let mut sinks_into: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
         for j in 0..m {
             let rail: Vec<NodeId> = servers.iter().map(|s| s[j]).collect();
-            let sub = ring(topo, op, Bytes(split_bytes(cb.0, m as u64, j as u64).0), &rail, &inter)?;
+            let rail_bytes = Bytes(split_bytes(cb.0, m as u64, j as u64).0);
+            // NVLSTree crosses servers on a tree; plain hierarchical on a ring.
+            let sub = if p.hierarchical_tree {
+                double_binary_tree(topo, op, rail_bytes, &rail, &inter)?
+            } else {
+                ring(topo, op, rail_bytes, &rail, &inter)?
+            };
             let off = plan.append(&sub, |node| match &node.step {
                 Step::Transfer { src, .. } => rs[server_index(*src)].clone(),
                 Step::Local { rank, .. } => rs[server_index(*rank)].clone(),

@@ -147,7 +147,7 @@ fn step_overheads(proto: Proto) -> (SimTime, SimTime) {
 }
 
 pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
-    let op: CollectiveOp = args.op.parse().map_err(|e| anyhow::anyhow!("--op: {e}"))?;
+    let op: CollectiveOp = args.op.parse().map_err(|e| anyhow::anyhow!("--{e}"))?;
     let bytes: Bytes = parse_field("--size", &args.size)?;
     if bytes.0 == 0 {
         bail!("--size: must be positive, e.g. \"1GiB\"");
@@ -159,7 +159,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     let nnodes = topo.num_servers();
     let su = ScaleUpModel::from_nvlink(&args.topo.gpu, args.topo.nvlink_bandwidth()?, gpn);
     let proto_override: Option<Proto> = match &args.proto {
-        Some(p) => Some(p.parse().map_err(|e| anyhow::anyhow!("--proto: {e}"))?),
+        Some(p) => Some(p.parse().map_err(|e| anyhow::anyhow!("--{e}"))?),
         None => None,
     };
     let mut params = ExpandParams {
@@ -204,6 +204,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
             params.chunk = d.chunk_bytes;
         }
         let (e, n) = expansion_for(d.algo, nnodes > 1);
+        params.hierarchical_tree = d.algo == Algo::NvlsTree;
         note = n;
         decision = Some(d);
         match args.algo {

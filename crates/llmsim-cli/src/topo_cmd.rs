@@ -1,5 +1,7 @@
 //! `llmsim topo`: build a topology, describe it, export it.
 
+use std::io::Write;
+
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 
@@ -32,11 +34,15 @@ pub fn run(a: &TopoCmdArgs) -> Result<()> {
         a_topo.gpus_per_node = 1;
     }
     let t = a_topo.build()?;
-    match (a.describe, a.export) {
-        (_, Some(ExportFormat::Ns3)) => print!("{}", llmsim_topo::ns3::to_ns3(&t)),
-        (_, Some(ExportFormat::Json)) => println!("{}", serde_json::to_string_pretty(&t.describe())?),
-        (true, None) => print!("{}", t.describe()),
+    let text = match (a.describe, a.export) {
+        (_, Some(ExportFormat::Ns3)) => llmsim_topo::ns3::to_ns3(&t),
+        (_, Some(ExportFormat::Json)) => serde_json::to_string_pretty(&t.describe())? + "\n",
+        (true, None) => format!("{}\n", t.describe()),
         (false, None) => bail!("say what to do: --describe or --export ns3|json"),
+    };
+    // A closed pipe (`| head`) is not an error.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
-    Ok(())
 }
