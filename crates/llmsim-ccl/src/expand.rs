@@ -529,6 +529,23 @@ pub fn halving_doubling(
             deps,
         )
     };
+    // One round: every rank i < pw exchanges `seg` bytes with i ^ dist; afterwards each rank
+    // carries its own send and what it received into the next round.
+    let exchange = |plan: &mut CollectivePlan, last: &mut Vec<Vec<u32>>, dist: usize, seg: u64, phase: u32| {
+        let ids: Vec<(usize, u32)> = (0..pw)
+            .map(|i| {
+                let j = i ^ dist;
+                let deps: Vec<u32> = last[i].iter().chain(last[j].iter()).copied().collect();
+                (j, send(plan, i, j, seg, phase, &deps))
+            })
+            .collect();
+        for (j, id) in &ids {
+            last[*j] = vec![*id];
+        }
+        for (i, (_, id)) in ids.iter().enumerate() {
+            last[i].push(*id);
+        }
+    };
     let mut phase = 0u32;
     for e in pw..n {
         let id = send(&mut plan, e, e - pw, bytes.0, phase, &[]);
@@ -540,19 +557,7 @@ pub fn halving_doubling(
         for r in 0..rounds {
             let dist = pw >> (r + 1);
             seg /= 2;
-            let ids: Vec<(usize, u32)> = (0..pw)
-                .map(|i| {
-                    let j = i ^ dist;
-                    let deps: Vec<u32> = last[i].iter().chain(last[j].iter()).copied().collect();
-                    (j, send(&mut plan, i, j, seg, phase, &deps))
-                })
-                .collect();
-            for (j, id) in &ids {
-                last[*j] = vec![*id];
-            }
-            for (i, (_, id)) in ids.iter().enumerate() {
-                last[i].push(*id);
-            }
+            exchange(&mut plan, &mut last, dist, seg, phase);
             phase += 1;
         }
     } else {
@@ -561,19 +566,7 @@ pub fn halving_doubling(
     if ag {
         for r in (0..rounds).rev() {
             let dist = pw >> (r + 1);
-            let ids: Vec<(usize, u32)> = (0..pw)
-                .map(|i| {
-                    let j = i ^ dist;
-                    let deps: Vec<u32> = last[i].iter().chain(last[j].iter()).copied().collect();
-                    (j, send(&mut plan, i, j, seg, phase, &deps))
-                })
-                .collect();
-            for (j, id) in &ids {
-                last[*j] = vec![*id];
-            }
-            for (i, (_, id)) in ids.iter().enumerate() {
-                last[i].push(*id);
-            }
+            exchange(&mut plan, &mut last, dist, seg, phase);
             seg *= 2;
             phase += 1;
         }
