@@ -11,12 +11,14 @@ use thiserror::Error;
 
 pub mod expand;
 pub mod plan;
+pub mod planner;
 pub mod runner;
 pub mod scaleup;
 pub mod tuning;
 
 pub use expand::{ExpandParams, Granularity};
 pub use plan::{CollectivePlan, Expansion, PlanNode, Step};
+pub use planner::{AlgoChoice, PlanOptions, PlannedCollective, plan_collective};
 pub use runner::{PlanRun, execute};
 pub use scaleup::ScaleUpModel;
 
@@ -94,4 +96,6 @@ pub enum CclError {
     Unsupported { what: String, valid: String },
     #[error(transparent)]
     Net(#[from] llmsim_net::NetError),
+    #[error(transparent)]
+    Tuning(#[from] tuning::TuningError),
 }

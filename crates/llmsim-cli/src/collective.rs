@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use llmsim_ccl::expand::{self, ExpandParams, Granularity};
+use llmsim_ccl::expand::Granularity;
 use llmsim_ccl::plan::{CollectivePlan, Expansion, Step};
-use llmsim_ccl::tuning::{self, Algo, Proto, TuningDecision};
-use llmsim_ccl::{CollectiveOp, PlanRun, ScaleUpModel, execute};
+use llmsim_ccl::tuning::{Proto, TuningDecision};
+use llmsim_ccl::{AlgoChoice, CollectiveOp, PlanOptions, PlanRun, PlannedCollective, ScaleUpModel, execute, plan_collective};
 use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
 use llmsim_net::{NetStats, Network};
 use llmsim_topo::Topology;
@@ -116,36 +116,6 @@ pub fn make_network(backend: Backend, topo: Arc<Topology>) -> Box<dyn Network> {
     }
 }
 
-/// Maps NCCL's algorithm to the expansion llmsim simulates, with a note when they differ.
-fn expansion_for(algo: Algo, multi_node: bool) -> (Expansion, Option<&'static str>) {
-    match algo {
-        Algo::Ring => (Expansion::Ring, None),
-        Algo::Tree => (Expansion::DoubleBinaryTree, None),
-        Algo::Pat => (
-            Expansion::HalvingDoubling,
-            Some("PAT is simulated as halving-doubling (same log-step structure)"),
-        ),
-        Algo::Nvls | Algo::NvlsTree if multi_node => (
-            Expansion::Hierarchical,
-            Some("NVLS/NVLSTree is simulated as hierarchical: NVLink scale-up model inside servers, ring across them"),
-        ),
-        Algo::Nvls | Algo::NvlsTree => (Expansion::ScaleUp, None),
-        Algo::CollNetDirect | Algo::CollNetChain => (
-            Expansion::Ring,
-            Some("CollNet (in-network reduction) is not modelled; simulated as ring"),
-        ),
-    }
-}
-
-/// NCCL 2.30.7 tuning.cc hardware latencies (ring row, us) per protocol: (NVLink, NET).
-fn step_overheads(proto: Proto) -> (SimTime, SimTime) {
-    match proto {
-        Proto::LL => (SimTime::from_ns(600), SimTime::from_ns(2_700)),
-        Proto::LL128 => (SimTime::from_ns(1_900), SimTime::from_ns(4_000)),
-        Proto::Simple => (SimTime::from_ns(3_400), SimTime::from_us(14)),
-    }
-}
-
 pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     let op: CollectiveOp = args.op.parse().map_err(|e| anyhow::anyhow!("--{e}"))?;
     let bytes: Bytes = parse_field("--size", &args.size)?;
@@ -156,68 +126,34 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     let gpus = topo.num_hosts();
     let group: Vec<NodeId> = (0..gpus).map(NodeId).collect();
     let gpn = topo.gpus_per_server();
-    let nnodes = topo.num_servers();
     let su = ScaleUpModel::from_nvlink(&args.topo.gpu, args.topo.nvlink_bandwidth()?, gpn);
-    let proto_override: Option<Proto> = match &args.proto {
+    let proto: Option<Proto> = match &args.proto {
         Some(p) => Some(p.parse().map_err(|e| anyhow::anyhow!("--{e}"))?),
         None => None,
     };
-    let mut params = ExpandParams {
-        pxn: !args.no_pxn,
+    let opts = PlanOptions {
+        arch: args.topo.arch()?,
+        nvlink_bw: args.topo.nvlink_bandwidth()?,
+        nic_bw: args.topo.nic_bandwidth()?,
+        algo: match args.algo {
+            AlgoArg::Auto => AlgoChoice::Auto,
+            AlgoArg::Ring => AlgoChoice::Ring,
+            AlgoArg::Tree => AlgoChoice::Tree,
+            AlgoArg::HalvingDoubling => AlgoChoice::Force(Expansion::HalvingDoubling),
+            AlgoArg::Direct => AlgoChoice::Force(Expansion::DirectAllToAll),
+            AlgoArg::Hierarchical => AlgoChoice::Force(Expansion::Hierarchical),
+        },
+        proto,
+        channels: args.channels,
         granularity: match args.granularity {
             GranularityArg::Auto => Granularity::Auto,
             GranularityArg::Step => Granularity::Step,
             GranularityArg::Pipelined => Granularity::Pipelined,
         },
-        ..ExpandParams::default()
+        pxn: !args.no_pxn,
     };
-    let mut decision = None;
-    let mut note = None;
-    let expansion = if op == CollectiveOp::AllToAll {
-        Expansion::DirectAllToAll
-    } else {
-        let kind = tuning_kind(op)?;
-        let mut input = tuning::TuningInput::h100(kind, bytes, gpus);
-        input.nnodes = nnodes;
-        input.nics_per_node = gpn;
-        input.arch = args.topo.arch()?;
-        input.nvlink_bw = args.topo.nvlink_bandwidth()?;
-        input.nic_bw = args.topo.nic_bandwidth()?;
-        input.proto_override = proto_override.map(|p| vec![p]);
-        input.algo_override = match args.algo {
-            AlgoArg::Ring => Some(vec![Algo::Ring]),
-            AlgoArg::Tree => Some(vec![Algo::Tree]),
-            _ => None,
-        };
-        if let Some(c) = args.channels {
-            input.min_channels = Some(c);
-            input.max_channels = Some(c);
-        }
-        let d = tuning::decide(&input).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let (ov_intra, ov_inter) = step_overheads(d.proto);
-        params.step_overhead_intra = ov_intra;
-        params.step_overhead_inter = ov_inter;
-        params.channels = d.nchannels;
-        // NCCL's chunk belongs to its algorithm; a ring or tree expansion of another choice
-        // keeps the Simple ring chunk (2 MiB).
-        if matches!(d.algo, Algo::Ring | Algo::Tree) {
-            params.chunk = d.chunk_bytes;
-        }
-        let (e, n) = expansion_for(d.algo, nnodes > 1);
-        params.hierarchical_tree = d.algo == Algo::NvlsTree;
-        note = n;
-        decision = Some(d);
-        match args.algo {
-            AlgoArg::Auto | AlgoArg::Ring | AlgoArg::Tree => e,
-            AlgoArg::HalvingDoubling => Expansion::HalvingDoubling,
-            AlgoArg::Direct => Expansion::DirectAllToAll,
-            AlgoArg::Hierarchical => Expansion::Hierarchical,
-        }
-    };
-    if let Some(c) = args.channels {
-        params.channels = c.max(1);
-    }
-    let plan = expand::expand(&topo, op, bytes, &group, expansion, &params, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let PlannedCollective { plan, decision, note } =
+        plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut net = make_network(args.backend, topo.clone());
     let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
@@ -233,17 +169,6 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         topo,
         backend: args.backend,
         note,
-    })
-}
-
-fn tuning_kind(op: CollectiveOp) -> Result<tuning::CollKind> {
-    Ok(match op {
-        CollectiveOp::AllReduce => tuning::CollKind::AllReduce,
-        CollectiveOp::AllGather => tuning::CollKind::AllGather,
-        CollectiveOp::ReduceScatter => tuning::CollKind::ReduceScatter,
-        CollectiveOp::Broadcast => tuning::CollKind::Broadcast,
-        CollectiveOp::Reduce => tuning::CollKind::Reduce,
-        CollectiveOp::AllToAll => bail!("all-to-all is point-to-point in NCCL; no tuning model applies"),
     })
 }
 

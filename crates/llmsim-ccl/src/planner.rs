@@ -1,0 +1,190 @@
+//! One entry point from "this collective on this group" to a plan: NCCL's tuning decision
+//! (algorithm, protocol, channels), the expansion llmsim simulates for it, and the plan.
+//!
+//! Used by `llmsim collective` for one collective and by the system simulator for every
+//! collective of a training iteration.
+
+use llmsim_core::{Bandwidth, Bytes, NodeId, SimTime};
+use llmsim_topo::Topology;
+
+use crate::expand::{self, ExpandParams, Granularity};
+use crate::plan::{CollectivePlan, Expansion};
+use crate::tuning::{self, Algo, CollKind, GpuArch, Proto, TuningDecision};
+use crate::{CclError, CollectiveOp, ScaleUpModel};
+
+/// Which expansion to simulate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AlgoChoice {
+    /// NCCL's own choice from its tuning model (NCCL_ALGO unset).
+    #[default]
+    Auto,
+    /// Restrict NCCL's choice to ring (NCCL_ALGO=Ring).
+    Ring,
+    /// Restrict NCCL's choice to tree (NCCL_ALGO=Tree).
+    Tree,
+    /// Force an expansion; NCCL's model still picks protocol and channels.
+    Force(Expansion),
+}
+
+/// Everything besides the topology and group that decides a collective's plan.
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    pub arch: GpuArch,
+    /// NVLink bandwidth per GPU per direction.
+    pub nvlink_bw: Bandwidth,
+    /// Bandwidth of one NIC.
+    pub nic_bw: Bandwidth,
+    pub algo: AlgoChoice,
+    /// NCCL_PROTO-style override.
+    pub proto: Option<Proto>,
+    /// NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = this.
+    pub channels: Option<u32>,
+    pub granularity: Granularity,
+    pub pxn: bool,
+}
+
+impl PlanOptions {
+    /// H100 defaults: NVLink4 450 GB/s per direction, 400 Gbit/s NICs, NCCL's choice.
+    pub fn h100() -> Self {
+        PlanOptions {
+            arch: GpuArch::Hopper,
+            nvlink_bw: Bandwidth::from_gbytes_per_sec(450),
+            nic_bw: Bandwidth::from_gbps(400),
+            algo: AlgoChoice::Auto,
+            proto: None,
+            channels: None,
+            granularity: Granularity::Auto,
+            pxn: true,
+        }
+    }
+}
+
+/// A plan with the NCCL decision behind it.
+#[derive(Clone, Debug)]
+pub struct PlannedCollective {
+    pub plan: CollectivePlan,
+    /// None for all-to-all (point-to-point in NCCL, no tuning model) and scale-up-only groups.
+    pub decision: Option<TuningDecision>,
+    /// Set when the simulated expansion differs from NCCL's algorithm.
+    pub note: Option<&'static str>,
+}
+
+/// Maps NCCL's algorithm to the expansion llmsim simulates, with a note when they differ.
+pub fn expansion_for(algo: Algo, multi_node: bool) -> (Expansion, Option<&'static str>) {
+    match algo {
+        Algo::Ring => (Expansion::Ring, None),
+        Algo::Tree => (Expansion::DoubleBinaryTree, None),
+        Algo::Pat => (
+            Expansion::HalvingDoubling,
+            Some("PAT is simulated as halving-doubling (same log-step structure)"),
+        ),
+        Algo::Nvls | Algo::NvlsTree if multi_node => (
+            Expansion::Hierarchical,
+            Some("NVLS/NVLSTree is simulated as hierarchical: NVLink scale-up model inside servers, ring across them"),
+        ),
+        Algo::Nvls | Algo::NvlsTree => (Expansion::ScaleUp, None),
+        Algo::CollNetDirect | Algo::CollNetChain => (
+            Expansion::Ring,
+            Some("CollNet (in-network reduction) is not modelled; simulated as ring"),
+        ),
+    }
+}
+
+/// NCCL 2.30.7 tuning.cc hardware latencies (ring row) per protocol: (NVLink, NET).
+pub fn step_overheads(proto: Proto) -> (SimTime, SimTime) {
+    match proto {
+        Proto::LL => (SimTime::from_ns(600), SimTime::from_ns(2_700)),
+        Proto::LL128 => (SimTime::from_ns(1_900), SimTime::from_ns(4_000)),
+        Proto::Simple => (SimTime::from_ns(3_400), SimTime::from_us(14)),
+    }
+}
+
+/// NCCL's tuning kind of an op; all-to-all has none (it is point-to-point in NCCL).
+pub fn tuning_kind(op: CollectiveOp) -> Option<CollKind> {
+    Some(match op {
+        CollectiveOp::AllReduce => CollKind::AllReduce,
+        CollectiveOp::AllGather => CollKind::AllGather,
+        CollectiveOp::ReduceScatter => CollKind::ReduceScatter,
+        CollectiveOp::Broadcast => CollKind::Broadcast,
+        CollectiveOp::Reduce => CollKind::Reduce,
+        CollectiveOp::AllToAll => return None,
+    })
+}
+
+/// Plans `op` of `bytes` (nccl-tests size) over `group` (hosts of `topo`). NCCL's tuning model
+/// sees the group as its communicator: nodes = distinct servers, ranks per node = group ranks
+/// per server (one NIC each).
+///
+/// # Errors
+/// An empty group, hosts out of range, or an expansion that does not support the op.
+pub fn plan_collective(
+    topo: &Topology,
+    op: CollectiveOp,
+    bytes: Bytes,
+    group: &[NodeId],
+    opts: &PlanOptions,
+    su: &ScaleUpModel,
+) -> Result<PlannedCollective, CclError> {
+    if group.is_empty() {
+        return Err(CclError::Invalid {
+            field: "group".into(),
+            message: "a collective needs at least one rank".into(),
+        });
+    }
+    let mut servers: Vec<u32> = group.iter().map(|h| topo.server_of(*h)).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let nnodes = servers.len() as u32;
+    let nranks = group.len() as u32;
+    let mut params = ExpandParams {
+        pxn: opts.pxn,
+        granularity: opts.granularity,
+        ..ExpandParams::default()
+    };
+    let mut decision = None;
+    let mut note = None;
+    let expansion = match tuning_kind(op) {
+        None => Expansion::DirectAllToAll,
+        Some(kind) => {
+            let mut input = tuning::TuningInput::h100(kind, bytes, nranks);
+            input.nnodes = nnodes;
+            input.nics_per_node = (nranks / nnodes).max(1);
+            input.arch = opts.arch;
+            input.nvlink_bw = opts.nvlink_bw;
+            input.nic_bw = opts.nic_bw;
+            input.proto_override = opts.proto.map(|p| vec![p]);
+            input.algo_override = match opts.algo {
+                AlgoChoice::Ring => Some(vec![Algo::Ring]),
+                AlgoChoice::Tree => Some(vec![Algo::Tree]),
+                _ => None,
+            };
+            if let Some(c) = opts.channels {
+                input.min_channels = Some(c);
+                input.max_channels = Some(c);
+            }
+            let d = tuning::decide(&input)?;
+            let (ov_intra, ov_inter) = step_overheads(d.proto);
+            params.step_overhead_intra = ov_intra;
+            params.step_overhead_inter = ov_inter;
+            params.channels = d.nchannels;
+            // NCCL's chunk belongs to its algorithm; a ring or tree expansion of another
+            // choice keeps the Simple ring chunk (2 MiB).
+            if matches!(d.algo, Algo::Ring | Algo::Tree) {
+                params.chunk = d.chunk_bytes;
+            }
+            let (e, n) = expansion_for(d.algo, nnodes > 1);
+            params.hierarchical_tree = d.algo == Algo::NvlsTree;
+            note = n;
+            decision = Some(d);
+            match opts.algo {
+                AlgoChoice::Force(f) => f,
+                _ => e,
+            }
+        }
+    };
+    if let Some(c) = opts.channels {
+        params.channels = c.max(1);
+    }
+    let plan = expand::expand(topo, op, bytes, group, expansion, &params, su)?;
+    Ok(PlannedCollective { plan, decision, note })
+}
