@@ -1,0 +1,24 @@
+//! Compute model: how long one op takes on one GPU.
+//!
+//! - [`op`]: what is asked (class, dtype, FLOPs, bytes, shape).
+//! - [`gpu`](mod@gpu): the GPU catalog (peak dense FLOP/s per dtype, HBM bandwidth and capacity, sources).
+//! - [`roofline`]: roofline time with per-op-class efficiencies shipped as data.
+//! - [`db`]: the op-time database (CSV, like SimAI-CP Table 4) that takes precedence.
+//! - [`model`]: [`ComputeModel`], database first then roofline, plus the overlap slowdown.
+//!
+//! See `README.md` in this crate for the catalog table and how to calibrate.
+
+mod csvtext;
+pub mod db;
+pub mod error;
+pub mod gpu;
+pub mod model;
+pub mod op;
+pub mod roofline;
+
+pub use db::OpDatabase;
+pub use error::ComputeError;
+pub use gpu::{GpuSpec, PeakTflops, catalog, gpu};
+pub use model::{ComputeModel, OpTime, OverlapModel, TimeSource};
+pub use op::{DType, OpClass, OpQuery};
+pub use roofline::{Bound, ClassEfficiency, Efficiencies};

@@ -1,0 +1,131 @@
+//! What the compute model is asked about: one op, by class, with its FLOPs and bytes.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Numeric format of an op's math and of the tensors it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    Fp32,
+    Tf32,
+    Bf16,
+    Fp16,
+    Fp8,
+}
+
+impl DType {
+    pub const ALL: [DType; 5] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8];
+
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            DType::Fp32 | DType::Tf32 => 4,
+            DType::Bf16 | DType::Fp16 => 2,
+            DType::Fp8 => 1,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DType::Fp32 => "fp32",
+            DType::Tf32 => "tf32",
+            DType::Bf16 => "bf16",
+            DType::Fp16 => "fp16",
+            DType::Fp8 => "fp8",
+        })
+    }
+}
+
+/// The class of an op decides which roofline efficiency applies to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpClass {
+    /// Dense matrix multiply (QKV, projection, MLP, logits, expert GEMMs). Compute-bound.
+    Gemm,
+    /// Fused attention (FlashAttention): compute-bound.
+    FlashAttention,
+    /// Unfused attention (QK^T, softmax, AV as separate kernels).
+    Attention,
+    /// LayerNorm / RMSNorm. Memory-bound.
+    Norm,
+    /// Element-wise ops: activation, dropout, residual add, bias. Memory-bound.
+    Elementwise,
+    /// Softmax / cross-entropy over the vocabulary. Memory-bound.
+    Softmax,
+    /// Embedding lookup / its gradient scatter. Memory-bound.
+    Embedding,
+    /// MoE router (small GEMM + top-k) and token permutation. Memory-bound.
+    Router,
+    /// Optimizer step (Adam): reads and writes params, grads and states. Memory-bound.
+    Optimizer,
+}
+
+impl OpClass {
+    /// Every class, in declaration order; `ALL[c.index()] == c`.
+    pub const ALL: [OpClass; 9] = [
+        OpClass::Gemm,
+        OpClass::FlashAttention,
+        OpClass::Attention,
+        OpClass::Norm,
+        OpClass::Elementwise,
+        OpClass::Softmax,
+        OpClass::Embedding,
+        OpClass::Router,
+        OpClass::Optimizer,
+    ];
+
+    /// Position in [`OpClass::ALL`], for per-class arrays.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The snake_case name used in serde and in the efficiency CSV (`flash_attention`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OpClass::Gemm => "gemm",
+            OpClass::FlashAttention => "flash_attention",
+            OpClass::Attention => "attention",
+            OpClass::Norm => "norm",
+            OpClass::Elementwise => "elementwise",
+            OpClass::Softmax => "softmax",
+            OpClass::Embedding => "embedding",
+            OpClass::Router => "router",
+            OpClass::Optimizer => "optimizer",
+        }
+    }
+
+    /// Whether the class runs on tensor cores (its roofline peak is the tensor-core peak of the
+    /// op's dtype). The other classes compute in FP32 on CUDA cores.
+    pub const fn uses_tensor_cores(self) -> bool {
+        matches!(self, OpClass::Gemm | OpClass::FlashAttention | OpClass::Attention)
+    }
+
+    /// Parses the snake_case name, ignoring ASCII case.
+    pub fn from_name(name: &str) -> Option<OpClass> {
+        OpClass::ALL.into_iter().find(|c| c.as_str().eq_ignore_ascii_case(name))
+    }
+}
+
+impl fmt::Display for OpClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One compute op to be timed. `shape` is the key the op database is matched on
+/// (e.g. "b=1,s=2048,h=5120,tp=2"); `name` is the op's name in the workload (e.g. "attn_qkv").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpQuery {
+    pub name: String,
+    pub class: OpClass,
+    pub dtype: DType,
+    /// Floating-point operations (multiply and add counted as 2).
+    pub flops: f64,
+    /// Bytes read plus written from HBM.
+    pub bytes: f64,
+    pub shape: String,
+}

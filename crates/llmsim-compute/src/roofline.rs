@@ -1,0 +1,268 @@
+//! Roofline time of an op, with per-(GPU, op class) efficiencies kept as data
+//! (`data/efficiency.csv`, embedded; see its comments for where each number comes from).
+//!
+//! `time = max(flops / (peak(dtype) * compute_eff), bytes / (hbm_bw * memory_eff)) + launch`.
+//! `peak` is the tensor-core peak of the op's dtype for classes that use tensor cores
+//! ([`OpClass::uses_tensor_cores`]) and the FP32 CUDA-core peak for the others.
+
+use std::sync::OnceLock;
+
+use llmsim_core::SimTime;
+use serde::{Deserialize, Serialize};
+
+use crate::csvtext::CsvText;
+use crate::error::ComputeError;
+use crate::gpu::{self, GpuSpec};
+use crate::op::{OpClass, OpQuery};
+
+/// The shipped efficiency table.
+pub const DEFAULT_EFFICIENCY_CSV: &str = include_str!("../data/efficiency.csv");
+
+/// Fixed cost per op when an efficiency CSV has no `launch_us` column or leaves it empty, in
+/// microseconds. The shipped table states 2 us explicitly on every row (see its comments).
+pub const DEFAULT_LAUNCH_US: f64 = 2.0;
+
+const N_CLASSES: usize = OpClass::ALL.len();
+
+/// Which roof an op hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// FLOPs over achievable FLOP/s dominate (ties go here).
+    Compute,
+    /// Bytes over achievable HBM bandwidth dominate.
+    Memory,
+}
+
+/// The efficiencies of one op class on one GPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClassEfficiency {
+    /// Fraction of the peak FLOP/s, in (0, 1].
+    pub compute_eff: f64,
+    /// Fraction of the peak HBM bandwidth, in (0, 1].
+    pub memory_eff: f64,
+    /// Fixed cost added to every op of the class.
+    pub launch: SimTime,
+}
+
+/// Last resort for a class that neither a table nor the shipped defaults cover. The shipped
+/// table covers every class (a test checks it), so this is never reached in practice.
+const FALLBACK: ClassEfficiency = ClassEfficiency {
+    compute_eff: 0.5,
+    memory_eff: 0.5,
+    launch: SimTime::from_us(2),
+};
+
+type ClassRow = [Option<ClassEfficiency>; N_CLASSES];
+
+/// A table of efficiencies: rows for every GPU (`*`) and per-GPU rows that override them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Efficiencies {
+    any: ClassRow,
+    per_gpu: Vec<(&'static str, ClassRow)>,
+    /// Classes missing from this table come from the shipped table.
+    layered_on_default: bool,
+}
+
+impl Default for Efficiencies {
+    fn default() -> Self {
+        Efficiencies::default_table()
+    }
+}
+
+impl Efficiencies {
+    /// The shipped table ([`DEFAULT_EFFICIENCY_CSV`]).
+    pub fn default_table() -> Efficiencies {
+        static TABLE: OnceLock<Efficiencies> = OnceLock::new();
+        TABLE
+            .get_or_init(|| {
+                Efficiencies::parse(DEFAULT_EFFICIENCY_CSV, "built-in efficiency CSV", false)
+                    .expect("data/efficiency.csv is valid: the tests parse it")
+            })
+            .clone()
+    }
+
+    /// A user table, columns `gpu,class,compute_eff,memory_eff[,launch_us]`, `#` comment lines.
+    /// Precedence for a (GPU, class): this table's GPU row, this table's `*` row, then the
+    /// shipped table (its GPU row, then its `*` row). So a partial table overrides only what it
+    /// names.
+    ///
+    /// # Errors
+    /// [`ComputeError::Csv`] naming the line and column: unknown column, unknown GPU or class,
+    /// an efficiency outside (0, 1], a negative `launch_us`, a duplicate (gpu, class) row.
+    pub fn from_csv_str(text: &str) -> Result<Efficiencies, ComputeError> {
+        Efficiencies::parse(text, "efficiency CSV", true)
+    }
+
+    fn parse(text: &str, what: &str, layered_on_default: bool) -> Result<Efficiencies, ComputeError> {
+        let csv = CsvText::parse(what, text, &["gpu", "class", "compute_eff", "memory_eff"], &["launch_us"])?;
+        let mut table = Efficiencies {
+            any: [None; N_CLASSES],
+            per_gpu: Vec::new(),
+            layered_on_default,
+        };
+        let mut first_line: Vec<(Option<&'static str>, OpClass, u64)> = Vec::new();
+        for row in csv.records() {
+            let g = row.field("gpu");
+            let gpu_name = if g == "*" {
+                None
+            } else {
+                let spec = gpu::find(g).ok_or_else(|| row.error("gpu", format!("unknown GPU `{g}`; valid: * or {}", catalog_names())))?;
+                Some(spec.name)
+            };
+            let c = row.field("class");
+            let class =
+                OpClass::from_name(c).ok_or_else(|| row.error("class", format!("unknown op class `{c}`; valid: {}", class_names())))?;
+            let compute_eff = row.number("compute_eff", 0.0, true, 1.0)?;
+            let memory_eff = row.number("memory_eff", 0.0, true, 1.0)?;
+            let launch_us = match row.get("launch_us") {
+                None | Some("") => DEFAULT_LAUNCH_US,
+                Some(_) => row.number("launch_us", 0.0, false, f64::INFINITY)?,
+            };
+            if let Some((_, _, l)) = first_line.iter().find(|(g0, c0, _)| *g0 == gpu_name && *c0 == class) {
+                return Err(row.error("class", format!("duplicate row for ({g}, {c}); first at line {l}")));
+            }
+            first_line.push((gpu_name, class, row.line));
+            let e = ClassEfficiency {
+                compute_eff,
+                memory_eff,
+                launch: SimTime::from_us_f64(launch_us),
+            };
+            let slot = match gpu_name {
+                None => &mut table.any,
+                Some(name) => match table.per_gpu.iter().position(|(n, _)| *n == name) {
+                    Some(i) => &mut table.per_gpu[i].1,
+                    None => {
+                        table.per_gpu.push((name, [None; N_CLASSES]));
+                        let last = table.per_gpu.len() - 1;
+                        &mut table.per_gpu[last].1
+                    }
+                },
+            };
+            slot[class.index()] = Some(e);
+        }
+        Ok(table)
+    }
+
+    /// This table's own entry for (GPU, class), without the shipped fallback.
+    fn own(&self, gpu: &GpuSpec, class: OpClass) -> Option<ClassEfficiency> {
+        let per_gpu = self
+            .per_gpu
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(gpu.name))
+            .and_then(|(_, row)| row[class.index()]);
+        per_gpu.or(self.any[class.index()])
+    }
+
+    /// The efficiencies of `class` on `gpu`, after the precedence described at
+    /// [`Efficiencies::from_csv_str`].
+    pub fn get(&self, gpu: &GpuSpec, class: OpClass) -> ClassEfficiency {
+        match self.own(gpu, class) {
+            Some(e) => e,
+            None if self.layered_on_default => Efficiencies::default_table().own(gpu, class).unwrap_or(FALLBACK),
+            None => FALLBACK,
+        }
+    }
+
+    /// All classes for one GPU, indexed by [`OpClass::index`]: what a model caches.
+    pub fn resolve(&self, gpu: &GpuSpec) -> [ClassEfficiency; N_CLASSES] {
+        OpClass::ALL.map(|c| self.get(gpu, c))
+    }
+}
+
+/// Roofline time of `q` on `gpu` with efficiencies `e`: rounded to the nearest picosecond, plus
+/// `e.launch`. Negative or NaN FLOPs/bytes count as zero; infinite ones saturate at `SimTime::MAX`.
+/// Ties between the two roofs count as [`Bound::Compute`].
+pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTime, Bound) {
+    let peak = if q.class.uses_tensor_cores() {
+        gpu.peak_flops(q.dtype)
+    } else {
+        gpu.peak_flops(crate::op::DType::Fp32)
+    };
+    let compute_s = q.flops.max(0.0) / (peak * e.compute_eff);
+    let memory_s = q.bytes.max(0.0) / (gpu.hbm_bandwidth_bytes_per_s * e.memory_eff);
+    let (secs, bound) = if compute_s >= memory_s {
+        (compute_s, Bound::Compute)
+    } else {
+        (memory_s, Bound::Memory)
+    };
+    (SimTime::from_secs_f64(secs).saturating_add(e.launch), bound)
+}
+
+fn catalog_names() -> String {
+    gpu::catalog().iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
+}
+
+fn class_names() -> String {
+    OpClass::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::gpu;
+
+    #[test]
+    fn shipped_table_covers_every_class_on_every_gpu() {
+        let t = Efficiencies::default_table();
+        for g in gpu::catalog() {
+            for c in OpClass::ALL {
+                assert!(t.own(g, c).is_some(), "{} {c}", g.name);
+            }
+        }
+    }
+
+    #[test]
+    fn per_gpu_row_overrides_star_row() {
+        let t = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff\n*,gemm,0.5,0.6\nh100-sxm,gemm,0.9,0.8\n").unwrap();
+        let h100 = gpu("H100").unwrap();
+        let a100 = gpu("A100").unwrap();
+        assert_eq!(t.get(h100, OpClass::Gemm).compute_eff, 0.9);
+        assert_eq!(t.get(a100, OpClass::Gemm).compute_eff, 0.5);
+        // No launch_us column: the documented default.
+        assert_eq!(t.get(a100, OpClass::Gemm).launch, SimTime::from_us_f64(DEFAULT_LAUNCH_US));
+        // Classes the user table does not name come from the shipped table.
+        assert_eq!(t.get(h100, OpClass::Norm), Efficiencies::default_table().get(h100, OpClass::Norm));
+    }
+
+    #[test]
+    fn shipped_per_gpu_rows_override_shipped_star_rows() {
+        let t = Efficiencies::default_table();
+        let star = t.any[OpClass::Gemm.index()].unwrap();
+        let h100 = t.get(gpu("H100").unwrap(), OpClass::Gemm);
+        assert_ne!(star, h100);
+        assert_eq!(t.get(gpu("B200").unwrap(), OpClass::Gemm), star);
+    }
+
+    fn csv_err(text: &str) -> (u64, Option<String>, String) {
+        match Efficiencies::from_csv_str(text) {
+            Err(ComputeError::Csv { line, column, message, .. }) => (line, column, message),
+            other => panic!("expected a CSV error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_tables_name_line_and_column() {
+        let head = "# comment\ngpu,class,compute_eff,memory_eff\n";
+        let (line, col, msg) = csv_err(&format!("{head}*,gemm,0.7,0.8\n*,norm,1.5,0.7\n"));
+        assert_eq!((line, col.as_deref()), (4, Some("compute_eff")), "{msg}");
+        let (line, col, msg) = csv_err(&format!("{head}*,gemm,0.7,0.8\n# c\n*,gemmm,0.7,0.8\n"));
+        assert_eq!((line, col.as_deref()), (5, Some("class")), "{msg}");
+        assert!(msg.contains("flash_attention"), "{msg}");
+        let (line, col, _) = csv_err(&format!("{head}V100,gemm,0.7,0.8\n"));
+        assert_eq!((line, col.as_deref()), (3, Some("gpu")));
+        let (line, _, msg) = csv_err(&format!("{head}*,gemm,0.7\n"));
+        assert_eq!(line, 3, "{msg}");
+        let (line, col, msg) = csv_err(&format!("{head}*,gemm,0.7,0.8\nH100,gemm,0.7,0.8\nh100,gemm,0.6,0.8\n"));
+        assert_eq!((line, col.as_deref()), (5, Some("class")));
+        assert!(msg.contains("line 4"), "{msg}");
+        let (line, col, _) = csv_err("gpu,class,compute_eff,memory_eff,launch_ms\n");
+        assert_eq!((line, col.as_deref()), (1, Some("launch_ms")));
+        let (_, col, _) = csv_err("gpu,class,compute_eff\n");
+        assert_eq!(col.as_deref(), Some("memory_eff"));
+        let (line, col, _) = csv_err(&format!("{head}*,gemm,abc,0.8\n"));
+        assert_eq!((line, col.as_deref()), (3, Some("compute_eff")));
+        let (line, col, _) = csv_err("gpu,class,compute_eff,memory_eff,launch_us\n*,gemm,0.7,0.8,-1\n");
+        assert_eq!((line, col.as_deref()), (2, Some("launch_us")));
+    }
+}
