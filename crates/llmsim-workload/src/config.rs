@@ -1,0 +1,484 @@
+//! The `training:` and `parallel:` sections of a scenario, with Megatron-LM's names and defaults,
+//! and their validation against a model and a GPU count.
+//!
+//! Rank order is Megatron's tp-cp-ep-dp-pp: `gpus = tp · cp · dp · pp`, and expert parallelism is
+//! carved out of the `dp · cp` ranks (expert tensor parallelism = tp, Megatron-Core's default).
+
+use llmsim_compute::DType;
+use serde::{Deserialize, Serialize};
+
+use crate::error::WorkloadError;
+use crate::model::ModelConfig;
+
+/// Activation recomputation (Megatron `--recompute-granularity`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recompute {
+    /// Store all activations (default).
+    #[default]
+    None,
+    /// Recompute core attention only (Korthikanti et al. 2022, §4.2).
+    Selective,
+    /// Store each layer's input only; re-run the whole layer forward before its backward.
+    Full,
+}
+
+/// `training:` — what one iteration computes.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainingConfig {
+    /// Tokens per sample. Default 2048. Megatron `--seq-length`.
+    #[serde(alias = "seq_len")]
+    pub seq_length: u64,
+    /// Samples per micro-batch per model replica. Default 1. Megatron `--micro-batch-size`.
+    pub micro_batch_size: u64,
+    /// Samples per iteration over all replicas. Default 0, meaning `micro_batch_size · dp`
+    /// (one micro-batch per DP rank). Megatron `--global-batch-size`.
+    pub global_batch_size: u64,
+    /// Math and activation dtype. Default bf16.
+    pub dtype: DType,
+    /// Activation recomputation. Default none.
+    pub recompute: Recompute,
+    /// Fused (Flash) attention. Default true.
+    pub flash_attention: bool,
+    /// Iterations to simulate. Default 1.
+    pub iterations: u64,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        TrainingConfig {
+            seq_length: 2048,
+            micro_batch_size: 1,
+            global_batch_size: 0,
+            dtype: DType::Bf16,
+            recompute: Recompute::None,
+            flash_attention: true,
+            iterations: 1,
+        }
+    }
+}
+
+impl TrainingConfig {
+    /// Bytes per element of the weights and activations. FP8 training keeps bf16 weights and
+    /// activations between layers (Transformer Engine), so fp8 counts 2.
+    pub fn activation_bytes(&self) -> u64 {
+        match self.dtype {
+            DType::Fp8 => 2,
+            d => d.bytes(),
+        }
+    }
+
+    /// The dtype of gradients as accumulated and reduced across DP. Megatron-LM turns on
+    /// `--accumulate-allreduce-grads-in-fp32` for bf16 (arguments.py: "bfloat16 requires gradient
+    /// accumulation and all-reduce to be done in fp32"), so bf16/fp8/fp32/tf32 reduce in fp32 (4
+    /// bytes); fp16 reduces in fp16 (2 bytes), Megatron's fp16 default.
+    pub fn grad_dtype(&self) -> DType {
+        match self.dtype {
+            DType::Fp16 => DType::Fp16,
+            _ => DType::Fp32,
+        }
+    }
+}
+
+/// Pipeline schedule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+pub enum PipelineSchedule {
+    /// PipeDream-flush 1F1B (Narayanan et al. 2021). Default.
+    #[default]
+    #[serde(rename = "1f1b", alias = "1F1B", alias = "one_f_one_b")]
+    OneFOneB,
+    /// Interleaved 1F1B with `vpp` model chunks per stage.
+    #[serde(rename = "interleaved")]
+    Interleaved,
+}
+
+/// `parallel:` — the parallelism plan. Megatron's long flag names are accepted as aliases.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParallelConfig {
+    /// Tensor parallel degree. Default 1.
+    #[serde(alias = "tensor_model_parallel_size")]
+    pub tp: u64,
+    /// Pipeline parallel degree. Default 1.
+    #[serde(alias = "pipeline_model_parallel_size")]
+    pub pp: u64,
+    /// Data parallel degree. Default 0: derived as `gpus / (tp · cp · pp)`.
+    #[serde(alias = "data_parallel_size")]
+    pub dp: u64,
+    /// Expert parallel degree, carved out of `dp · cp`. Default 1.
+    #[serde(alias = "expert_model_parallel_size")]
+    pub ep: u64,
+    /// Context parallel degree. Default 1.
+    #[serde(alias = "context_parallel_size")]
+    pub cp: u64,
+    /// Virtual pipeline stages (model chunks) per pipeline rank. Default 1. `vpp > 1` implies the
+    /// interleaved schedule, as in Megatron.
+    #[serde(alias = "virtual_pipeline_model_parallel_size")]
+    pub vpp: u64,
+    /// Default 1F1B (interleaved when `vpp > 1`).
+    pub schedule: PipelineSchedule,
+    /// Megatron `--sequence-parallel`. Default false; forced off when tp = 1 (as Megatron does).
+    /// Required for MoE with tp > 1 (Megatron asserts it).
+    pub sequence_parallel: bool,
+    /// Megatron `--use-distributed-optimizer` (≡ ZeRO-1). Default false.
+    pub use_distributed_optimizer: bool,
+    /// ZeRO stage 0–3. Default 0. 1 ≡ distributed optimizer; 2 also shards gradients; 3 also
+    /// parameters. After [`ParallelConfig::resolve`], `zero_stage >= 1` ⇔ `use_distributed_optimizer`.
+    pub zero_stage: u8,
+    /// Overlap the DP gradient reduction with backward. Default false (Megatron's default).
+    pub overlap_grad_reduce: bool,
+    /// Overlap the distributed optimizer's parameter all-gather with the next forward.
+    /// Default false (Megatron's default).
+    pub overlap_param_gather: bool,
+    /// Parameters per DP gradient bucket. Default 0 = Megatron's `max(40_000_000, 1_000_000 · dp)`,
+    /// filled in by [`ParallelConfig::resolve`].
+    pub grad_bucket_size: u64,
+}
+
+impl Default for ParallelConfig {
+    fn default() -> Self {
+        ParallelConfig {
+            tp: 1,
+            pp: 1,
+            dp: 0,
+            ep: 1,
+            cp: 1,
+            vpp: 1,
+            schedule: PipelineSchedule::OneFOneB,
+            sequence_parallel: false,
+            use_distributed_optimizer: false,
+            zero_stage: 0,
+            overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            grad_bucket_size: 0,
+        }
+    }
+}
+
+/// Divisors of `n`, ascending.
+pub fn divisors(n: u64) -> Vec<u64> {
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut i = 1;
+    while i * i <= n {
+        if n.is_multiple_of(i) {
+            small.push(i);
+            if i * i != n {
+                large.push(n / i);
+            }
+        }
+        i += 1;
+    }
+    small.extend(large.into_iter().rev());
+    small
+}
+
+fn list(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+impl ParallelConfig {
+    /// Ranks of one model replica: `tp · cp · pp`.
+    pub fn model_parallel(&self) -> u64 {
+        self.tp * self.cp * self.pp
+    }
+
+    /// GPUs of the plan, `tp · cp · dp · pp`.
+    pub fn world_size(&self) -> u64 {
+        self.tp * self.cp * self.dp * self.pp
+    }
+
+    /// Ranks the dense parameters' gradients are reduced over (and the distributed optimizer
+    /// shards over): `dp · cp` (Megatron's data-parallel group with context parallelism).
+    pub fn dense_dp_group(&self) -> u64 {
+        self.dp * self.cp
+    }
+
+    /// Ranks the expert parameters' gradients are reduced over: `dp · cp / ep`.
+    pub fn expert_dp_group(&self) -> u64 {
+        (self.dp * self.cp / self.ep.max(1)).max(1)
+    }
+
+    /// Whether sequence parallelism is in effect (requested and tp > 1).
+    pub fn sp(&self) -> bool {
+        self.sequence_parallel && self.tp > 1
+    }
+
+    /// Micro-batches per iteration per pipeline: `global_batch_size / (micro_batch_size · dp)`,
+    /// 1 when the global batch is left at 0. Call on a resolved config (dp > 0).
+    pub fn micro_batches(&self, training: &TrainingConfig) -> u64 {
+        let per = training.micro_batch_size.max(1) * self.dp.max(1);
+        if training.global_batch_size == 0 {
+            1
+        } else {
+            (training.global_batch_size / per).max(1)
+        }
+    }
+
+    /// Fills `dp` from the GPU count (and the Megatron defaults: bucket size, schedule from `vpp`,
+    /// ZeRO stage ⇔ distributed optimizer, sequence parallelism off at tp = 1) and checks the plan
+    /// against the model and the training settings.
+    ///
+    /// # Errors
+    /// - [`WorkloadError::GpuCount`]: `gpus ≠ tp·cp·dp·pp`, or `tp·cp·pp` does not divide `gpus`.
+    /// - [`WorkloadError::Divisibility`] naming `parallel.tp` (heads, kv heads, FFN sizes),
+    ///   `parallel.pp` (layers; with vpp, `pp·vpp`), `parallel.ep` (experts; `dp·cp`),
+    ///   `parallel.cp` (`seq_length` by `2·cp`), `training.global_batch_size` (by
+    ///   `micro_batch_size·dp`), `parallel.vpp` (interleaved needs micro-batches % pp = 0).
+    /// - [`WorkloadError::Invalid`]: a zero degree, `zero_stage > 3`, interleaved without
+    ///   `vpp > 1`/`pp > 1`, MoE with tp > 1 and no sequence parallelism, ep without experts.
+    pub fn resolve(&self, gpus: u64, model: &ModelConfig, training: &TrainingConfig) -> Result<ParallelConfig, WorkloadError> {
+        let mut p = self.clone();
+        for (f, v) in [("tp", p.tp), ("pp", p.pp), ("ep", p.ep), ("cp", p.cp), ("vpp", p.vpp)] {
+            if v == 0 {
+                return Err(WorkloadError::invalid(format!("parallel.{f}"), "must be at least 1"));
+            }
+        }
+        for (f, v) in [
+            ("seq_length", training.seq_length),
+            ("micro_batch_size", training.micro_batch_size),
+            ("iterations", training.iterations),
+        ] {
+            if v == 0 {
+                return Err(WorkloadError::invalid(format!("training.{f}"), "must be at least 1"));
+            }
+        }
+        model.validate()?;
+
+        // GPU count.
+        let mp = p.tp * p.cp * p.pp;
+        if gpus == 0 {
+            return Err(WorkloadError::GpuCount {
+                gpus,
+                product: mp * p.dp.max(1),
+                message: "the cluster has no GPUs".into(),
+            });
+        }
+        if p.dp == 0 {
+            if !gpus.is_multiple_of(mp) {
+                return Err(WorkloadError::GpuCount {
+                    gpus,
+                    product: mp,
+                    message: format!(
+                        "tp*cp*pp = {}*{}*{} = {mp} does not divide the GPU count, so dp cannot be derived; use a GPU count that is a multiple of {mp}",
+                        p.tp, p.cp, p.pp
+                    ),
+                });
+            }
+            p.dp = gpus / mp;
+        } else if mp * p.dp != gpus {
+            return Err(WorkloadError::GpuCount {
+                gpus,
+                product: mp * p.dp,
+                message: format!(
+                    "tp*cp*dp*pp = {}*{}*{}*{} must equal the GPU count; set parallel.dp: {} or leave dp out to derive it",
+                    p.tp,
+                    p.cp,
+                    p.dp,
+                    p.pp,
+                    if gpus.is_multiple_of(mp) {
+                        (gpus / mp).to_string()
+                    } else {
+                        "(none fits)".into()
+                    }
+                ),
+            });
+        }
+
+        // Tensor parallelism: Megatron requires tp | heads and tp | num_query_groups.
+        let (a, kv) = (model.num_attention_heads, model.num_key_value_heads);
+        if !a.is_multiple_of(p.tp) || !kv.is_multiple_of(p.tp) {
+            let valid: Vec<u64> = divisors(a).into_iter().filter(|d| kv.is_multiple_of(*d)).collect();
+            let what = if !a.is_multiple_of(p.tp) {
+                format!("num_attention_heads={a}")
+            } else {
+                format!("num_key_value_heads={kv}")
+            };
+            return Err(WorkloadError::divisibility(
+                "parallel.tp",
+                format!("tp={} does not divide {what}; valid tp: {}", p.tp, list(&valid)),
+            ));
+        }
+        let mut ffns = vec![("intermediate_size", model.intermediate_size)];
+        if model.num_experts > 0 {
+            ffns.push(("moe_intermediate_size", model.moe_intermediate_size));
+            if model.num_shared_experts > 0 {
+                ffns.push(("num_shared_experts*moe_intermediate_size", model.shared_ffn()));
+            }
+        }
+        for (name, ffn) in ffns {
+            if !ffn.is_multiple_of(p.tp) {
+                return Err(WorkloadError::divisibility(
+                    "parallel.tp",
+                    format!("tp={} does not divide {name}={ffn}; valid tp: {}", p.tp, list(&divisors(ffn))),
+                ));
+            }
+        }
+
+        // Pipeline.
+        if p.vpp > 1 {
+            p.schedule = PipelineSchedule::Interleaved;
+        }
+        let layers = model.num_hidden_layers;
+        if !layers.is_multiple_of(p.pp * p.vpp) {
+            let (field, msg) = if p.vpp > 1 {
+                (
+                    "parallel.vpp",
+                    format!(
+                        "pp*vpp = {}*{} does not divide num_hidden_layers={layers}; valid pp*vpp: {}",
+                        p.pp,
+                        p.vpp,
+                        list(&divisors(layers))
+                    ),
+                )
+            } else {
+                (
+                    "parallel.pp",
+                    format!(
+                        "pp={} does not divide num_hidden_layers={layers}; valid pp: {}",
+                        p.pp,
+                        list(&divisors(layers))
+                    ),
+                )
+            };
+            return Err(WorkloadError::divisibility(field, msg));
+        }
+
+        // Experts.
+        if p.ep > 1 && model.num_experts == 0 {
+            return Err(WorkloadError::invalid(
+                "parallel.ep",
+                format!("ep={} but model {} is dense (num_experts=0); use ep: 1", p.ep, model.name),
+            ));
+        }
+        if model.num_experts > 0 && !model.num_experts.is_multiple_of(p.ep) {
+            return Err(WorkloadError::divisibility(
+                "parallel.ep",
+                format!(
+                    "ep={} does not divide num_experts={}; valid ep: {}",
+                    p.ep,
+                    model.num_experts,
+                    list(&divisors(model.num_experts))
+                ),
+            ));
+        }
+        if !(p.dp * p.cp).is_multiple_of(p.ep) {
+            let valid: Vec<u64> = divisors(p.dp * p.cp)
+                .into_iter()
+                .filter(|d| model.num_experts.is_multiple_of(*d))
+                .collect();
+            return Err(WorkloadError::divisibility(
+                "parallel.ep",
+                format!(
+                    "ep={} does not divide dp*cp = {}*{} (expert parallelism is carved out of the data-parallel ranks); valid ep: {}",
+                    p.ep,
+                    p.dp,
+                    p.cp,
+                    list(&valid)
+                ),
+            ));
+        }
+        if p.tp == 1 {
+            p.sequence_parallel = false;
+        }
+        if model.num_experts > 0 && p.tp > 1 && !p.sequence_parallel {
+            return Err(WorkloadError::invalid(
+                "parallel.sequence_parallel",
+                format!(
+                    "MoE model {} with tp={} needs sequence parallelism (Megatron asserts it); set sequence_parallel: true",
+                    model.name, p.tp
+                ),
+            ));
+        }
+
+        // Context parallelism: each rank holds 2 chunks of s/(2·cp) for causal load balancing.
+        if p.cp > 1 && !training.seq_length.is_multiple_of(2 * p.cp) {
+            return Err(WorkloadError::divisibility(
+                "parallel.cp",
+                format!(
+                    "2*cp = {} does not divide seq_length={} (context parallelism splits the sequence into 2*cp chunks)",
+                    2 * p.cp,
+                    training.seq_length
+                ),
+            ));
+        }
+        if p.sp() && !(training.seq_length / p.cp).is_multiple_of(p.tp) {
+            return Err(WorkloadError::divisibility(
+                "parallel.tp",
+                format!(
+                    "with sequence parallelism tp={} must divide the local sequence seq_length/cp = {}",
+                    p.tp,
+                    training.seq_length / p.cp
+                ),
+            ));
+        }
+
+        // Batch.
+        let per = training.micro_batch_size * p.dp;
+        if training.global_batch_size != 0 && !training.global_batch_size.is_multiple_of(per) {
+            let lo = training.global_batch_size / per * per;
+            return Err(WorkloadError::divisibility(
+                "training.global_batch_size",
+                format!(
+                    "global_batch_size={} is not a multiple of micro_batch_size*dp = {}*{} = {per}; nearest valid: {}, {}",
+                    training.global_batch_size,
+                    training.micro_batch_size,
+                    p.dp,
+                    lo.max(per),
+                    lo + per
+                ),
+            ));
+        }
+
+        // Interleaving.
+        if p.schedule == PipelineSchedule::Interleaved {
+            if p.vpp < 2 {
+                return Err(WorkloadError::invalid("parallel.vpp", "the interleaved schedule needs vpp >= 2"));
+            }
+            if p.pp < 2 {
+                return Err(WorkloadError::invalid("parallel.pp", "the interleaved schedule needs pp >= 2"));
+            }
+            let m = p.micro_batches(training);
+            if !m.is_multiple_of(p.pp) {
+                return Err(WorkloadError::divisibility(
+                    "parallel.vpp",
+                    format!(
+                        "the interleaved schedule needs the micro-batch count ({m}) to be a multiple of pp={}; raise training.global_batch_size to a multiple of {}",
+                        p.pp,
+                        per * p.pp
+                    ),
+                ));
+            }
+        }
+
+        // Optimizer sharding.
+        if p.zero_stage > 3 {
+            return Err(WorkloadError::invalid(
+                "parallel.zero_stage",
+                format!("zero_stage={} is not one of 0, 1, 2, 3", p.zero_stage),
+            ));
+        }
+        if p.use_distributed_optimizer {
+            p.zero_stage = p.zero_stage.max(1);
+        }
+        p.use_distributed_optimizer = p.zero_stage >= 1;
+
+        if p.grad_bucket_size == 0 {
+            p.grad_bucket_size = 40_000_000u64.max(1_000_000 * p.dp);
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divisors_ascending() {
+        assert_eq!(divisors(40), vec![1, 2, 4, 5, 8, 10, 20, 40]);
+        assert_eq!(divisors(1), vec![1]);
+        assert_eq!(divisors(16), vec![1, 2, 4, 8, 16]);
+    }
+}

@@ -1,0 +1,329 @@
+//! Per-GPU memory footprint of a training plan, and the out-of-memory check.
+//!
+//! Model states follow Megatron-LM's mixed-precision accounting (Megatron-LM
+//! `docs/source/api-guide/dist_optimizer.md`): per parameter, the bf16 weight (2 bytes), the fp32
+//! gradient buffer (4; Megatron accumulates and reduces bf16 gradients in fp32), the fp32 main
+//! weight (4) and Adam's two fp32 moments (8): 18 bytes, or `6 + 12/d` with the distributed
+//! optimizer (ZeRO-1) over `d = dp·cp` ranks (expert weights over `dp·cp/ep`). ZeRO-2 also shards
+//! the gradients, ZeRO-3 the weights too (Rajbhandari et al. 2020, "ZeRO", Figure 1).
+//!
+//! Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+//! Transformer Models", §4): per layer and micro-batch, `s·b·h·(10 + 24/t + 5·a·s/(h·t))` bytes
+//! with tensor parallelism, `s·b·h/t·(34 + 5·a·s/h)` with sequence parallelism. The terms are
+//! generalised here to GQA, gated MLPs, MoE and the activation dtype, from the paper's
+//! per-tensor breakdown (attention 11·sbh + 5·as²b, MLP 19·sbh, norms 4·sbh):
+//! - replicated over TP unless SP: both norm inputs, the QKV and fc1 inputs, the two dropout masks;
+//! - sharded over TP: Q, K, V, the projection input, the MLP intermediates;
+//! - the attention-score term `5·as²b/t` disappears with FlashAttention (which keeps only the
+//!   fp32 log-sum-exp, `4·a·s·b/t`) and with selective recomputation;
+//! - full recomputation keeps each layer's input only (`2·sbh`, `/t` with SP), plus one layer's
+//!   activations, live while it is recomputed.
+//!
+//! Pipeline: stage `i` of 1F1B holds `min(pp − i, m)` micro-batches in flight. Interleaved holds
+//! Megatron's warm-up count plus one, `min(2·(pp − i − 1) + (vpp − 1)·pp + 1, m·vpp)` model-chunk
+//! micro-batches of `L/(pp·vpp)` layers each; for stage 0 that is `pp·(1 + (pp − 1)/(pp·vpp))`
+//! stages' worth, Korthikanti et al.'s figure. The footprint is the worst stage's (stage 0 as a
+//! rule; the last stage adds the logits).
+
+use serde::Serialize;
+
+use crate::config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
+use crate::error::WorkloadError;
+use crate::model::ModelConfig;
+use crate::ops::{padded_vocab, stage_layers, stage_param_split};
+
+/// Fixed per-GPU overhead outside PyTorch's tensors: CUDA context and kernels (~0.5 GiB), cuBLAS
+/// workspaces, NCCL communicator buffers (a few hundred MiB across the TP/DP/PP/EP communicators).
+pub const WORKSPACE_FIXED_BYTES: u64 = 3 << 29; // 1.5 GiB
+
+/// Caching-allocator fragmentation, as a fraction of the tensors' bytes, added to the workspace.
+pub const FRAGMENTATION: f64 = 0.05;
+
+/// Bytes per GPU, by category, of the worst pipeline stage.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct MemoryFootprint {
+    /// Model weights in the training dtype.
+    pub parameters: u64,
+    /// Gradient buffers (fp32 for bf16 training).
+    pub gradients: u64,
+    /// Adam moments and fp32 main weights.
+    pub optimizer_states: u64,
+    /// Stored activations of the in-flight micro-batches.
+    pub activations: u64,
+    /// [`WORKSPACE_FIXED_BYTES`] plus [`FRAGMENTATION`] of the rest.
+    pub workspace: u64,
+    pub total: u64,
+}
+
+impl MemoryFootprint {
+    fn new(parameters: u64, gradients: u64, optimizer_states: u64, activations: u64) -> Self {
+        let tensors = parameters + gradients + optimizer_states + activations;
+        let workspace = WORKSPACE_FIXED_BYTES + (tensors as f64 * FRAGMENTATION) as u64;
+        MemoryFootprint {
+            parameters,
+            gradients,
+            optimizer_states,
+            activations,
+            workspace,
+            total: tensors + workspace,
+        }
+    }
+}
+
+/// Activation bytes one transformer layer stores for one micro-batch on one rank, before any
+/// recomputation (`recompute: none`), per the module doc.
+pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> u64 {
+    let tp = p.tp.max(1);
+    let cp = p.cp.max(1);
+    let sp = p.sp();
+    let dt = t.activation_bytes();
+    let tok = t.micro_batch_size * t.seq_length / cp;
+    let h = m.hidden_size;
+    let d = m.head_dim();
+    let (a, kv) = (m.num_attention_heads, m.num_key_value_heads);
+    let sbh = tok * h;
+    // Norm inputs (2), QKV input, attention and MLP dropout masks (1 byte each).
+    let mut replicated = 2 * dt * sbh + dt * sbh + 2 * sbh;
+    // Q, K, V and the projection input.
+    let mut sharded = dt * tok * (a * d + 2 * kv * d + a * d) / tp;
+    let mlp = |ffn: u64, tokens: u64| -> u64 {
+        let per_tok = if m.gated_mlp { 3 * ffn } else { 2 * ffn };
+        dt * tokens * per_tok / tp
+    };
+    if m.is_moe(layer) {
+        let k = m.num_experts_per_tok;
+        // Router input; expert inputs (gathered over TP) and intermediates; router logits.
+        replicated += dt * sbh;
+        sharded += dt * tok * k * h + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
+        if m.num_shared_experts > 0 {
+            sharded += mlp(m.shared_ffn(), tok);
+        }
+    } else {
+        // fc1 input.
+        replicated += dt * sbh;
+        sharded += mlp(m.intermediate_size, tok);
+    }
+    let scores = if t.flash_attention || t.recompute == Recompute::Selective {
+        if t.flash_attention { 4 * a * tok / tp } else { 0 }
+    } else {
+        (2 * dt + 1) * a * tok * t.seq_length / tp
+    };
+    let replicated = if sp { replicated / tp } else { replicated };
+    replicated + sharded + scores
+}
+
+/// Micro-batches (1F1B) or model-chunk micro-batches (interleaved) stage `stage` holds at peak, and
+/// the layers each holds.
+fn in_flight(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> (u64, u64) {
+    let pp = p.pp.max(1);
+    let vpp = p.vpp.max(1);
+    let mb = p.micro_batches(t);
+    if p.schedule == PipelineSchedule::Interleaved && vpp > 1 {
+        let warmup = 2 * (pp - stage - 1) + (vpp - 1) * pp;
+        ((warmup + 1).min(mb * vpp), m.num_hidden_layers / (pp * vpp))
+    } else {
+        ((pp - stage).min(mb), m.num_hidden_layers / pp)
+    }
+}
+
+fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> MemoryFootprint {
+    let pp = p.pp.max(1);
+    let tp = p.tp.max(1);
+    let cp = p.cp.max(1);
+    let dt = t.activation_bytes();
+    let sp = p.sp();
+
+    // Model states.
+    let params = stage_param_split(m, p, stage);
+    let dense_shard = p.dense_dp_group().max(1);
+    let expert_shard = p.expert_dp_group().max(1);
+    let zero = if p.use_distributed_optimizer {
+        p.zero_stage.max(1)
+    } else {
+        p.zero_stage
+    };
+    let sharded = |bytes_per_param: u64, on: bool| -> u64 {
+        if on {
+            (params.dense * bytes_per_param).div_ceil(dense_shard) + (params.expert * bytes_per_param).div_ceil(expert_shard)
+        } else {
+            params.total() * bytes_per_param
+        }
+    };
+    let main_copy = if dt == 4 { 0 } else { 4 };
+    let parameters = sharded(dt, zero >= 3);
+    let gradients = sharded(t.grad_dtype().bytes(), zero >= 2);
+    let optimizer_states = sharded(8 + main_copy, zero >= 1);
+
+    // Activations.
+    let layers = stage_layers(m, p, stage);
+    let (held, layers_per_unit) = in_flight(m, t, p, stage);
+    let tok = t.micro_batch_size * t.seq_length / cp;
+    let sbh = tok * m.hidden_size;
+    let mut activations = match t.recompute {
+        Recompute::Full => {
+            let input = if sp { dt * sbh / tp } else { dt * sbh };
+            let live = layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).max().unwrap_or(0);
+            held * layers_per_unit * input + live
+        }
+        _ => {
+            // Layers of a stage have equal activations except at dense/MoE boundaries; use the mean.
+            let sum: u64 = layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).sum();
+            let per_layer = sum / (layers.len() as u64).max(1);
+            held * layers_per_unit * per_layer
+        }
+    };
+    if stage == 0 {
+        // Embedding dropout mask per in-flight micro-batch.
+        activations += held.min(p.micro_batches(t)) * if sp { sbh / tp } else { sbh };
+    }
+    if stage == pp - 1 {
+        // Final norm input, logits and fp32 softmax of the one micro-batch in its backward.
+        let vl = padded_vocab(m, tp) / tp;
+        activations += dt * if sp { sbh / tp } else { sbh } + (dt + 4) * tok * vl;
+    }
+    MemoryFootprint::new(parameters, gradients, optimizer_states, activations)
+}
+
+/// The per-GPU footprint of the worst pipeline stage of a resolved plan (see
+/// [`ParallelConfig::resolve`]).
+pub fn footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> MemoryFootprint {
+    (0..p.pp.max(1))
+        .map(|s| stage_footprint(m, t, p, s))
+        .max_by_key(|f| f.total)
+        .unwrap_or_default()
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+fn generic_suggestion(f: &MemoryFootprint) -> &'static str {
+    if f.parameters + f.gradients + f.optimizer_states >= f.activations {
+        "model states dominate: set parallel.use_distributed_optimizer: true (or zero_stage: 2/3), or raise parallel.tp / parallel.pp"
+    } else {
+        "activations dominate: set training.recompute: selective or full, lower training.micro_batch_size, or raise parallel.tp (with sequence_parallel: true) / parallel.pp"
+    }
+}
+
+/// Checks a footprint against a GPU's capacity. The suggestion is generic, from the largest
+/// categories; [`check_config_fits`] gives one tested against the plan.
+///
+/// # Errors
+/// [`WorkloadError::OutOfMemory`] when `f.total > capacity_bytes`.
+pub fn check_fits(f: &MemoryFootprint, capacity_bytes: u64, gpu_name: &str) -> Result<(), WorkloadError> {
+    if f.total <= capacity_bytes {
+        return Ok(());
+    }
+    Err(WorkloadError::OutOfMemory {
+        gpu: gpu_name.to_string(),
+        capacity: capacity_bytes,
+        footprint: f.clone(),
+        suggestion: format!("suggestion: {}", generic_suggestion(f)),
+    })
+}
+
+/// Checks a resolved plan's footprint against a GPU's capacity; on failure the suggestion names
+/// the first single change that fits (distributed optimizer, selective then full recomputation,
+/// micro-batch 1, sequence parallelism, doubling tp or pp at the same GPU count), with its total.
+///
+/// # Errors
+/// [`WorkloadError::OutOfMemory`] when the plan does not fit.
+pub fn check_config_fits(
+    m: &ModelConfig,
+    t: &TrainingConfig,
+    p: &ParallelConfig,
+    capacity_bytes: u64,
+    gpu_name: &str,
+) -> Result<(), WorkloadError> {
+    let f = footprint(m, t, p);
+    let Err(WorkloadError::OutOfMemory {
+        gpu,
+        capacity,
+        footprint: worst,
+        ..
+    }) = check_fits(&f, capacity_bytes, gpu_name)
+    else {
+        return Ok(());
+    };
+    let gpus = p.world_size();
+    let mut tries: Vec<(String, TrainingConfig, ParallelConfig)> = Vec::new();
+    if p.zero_stage == 0 && !p.use_distributed_optimizer && p.dense_dp_group() > 1 {
+        tries.push((
+            "parallel.use_distributed_optimizer: true".into(),
+            t.clone(),
+            ParallelConfig {
+                use_distributed_optimizer: true,
+                ..p.clone()
+            },
+        ));
+    }
+    for r in [Recompute::Selective, Recompute::Full] {
+        if t.recompute != r && !(r == Recompute::Selective && (t.flash_attention || t.recompute == Recompute::Full)) {
+            tries.push((
+                format!("training.recompute: {}", if r == Recompute::Full { "full" } else { "selective" }),
+                TrainingConfig { recompute: r, ..t.clone() },
+                p.clone(),
+            ));
+        }
+    }
+    if t.micro_batch_size > 1 {
+        tries.push((
+            "training.micro_batch_size: 1".into(),
+            TrainingConfig {
+                micro_batch_size: 1,
+                global_batch_size: t.global_batch_size,
+                ..t.clone()
+            },
+            p.clone(),
+        ));
+    }
+    if p.tp > 1 && !p.sequence_parallel {
+        tries.push((
+            "parallel.sequence_parallel: true".into(),
+            t.clone(),
+            ParallelConfig {
+                sequence_parallel: true,
+                ..p.clone()
+            },
+        ));
+    }
+    for (what, q) in [
+        (
+            format!("parallel.tp: {}", p.tp * 2),
+            ParallelConfig {
+                tp: p.tp * 2,
+                dp: 0,
+                ..p.clone()
+            },
+        ),
+        (
+            format!("parallel.pp: {}", p.pp * 2),
+            ParallelConfig {
+                pp: p.pp * 2,
+                dp: 0,
+                ..p.clone()
+            },
+        ),
+    ] {
+        tries.push((what, t.clone(), q));
+    }
+    let mut found = None;
+    for (what, t2, p2) in tries {
+        let Ok(p2) = p2.resolve(gpus, m, &t2) else { continue };
+        let f2 = footprint(m, &t2, &p2);
+        if f2.total <= capacity_bytes {
+            found = Some(format!("suggestion: {what} (needs {:.1} GiB)", gib(f2.total)));
+            break;
+        }
+    }
+    let suggestion = match found {
+        Some(s) => s,
+        None => format!("suggestion: no single change fits; {}, combined", generic_suggestion(&f)),
+    };
+    Err(WorkloadError::OutOfMemory {
+        gpu,
+        capacity,
+        footprint: worst,
+        suggestion,
+    })
+}

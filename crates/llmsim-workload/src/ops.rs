@@ -1,0 +1,957 @@
+//! The ops of one micro-batch on one rank: per transformer layer, embedding, head, and the
+//! optimizer step, in Megatron-LM's execution order, with FLOPs, bytes and communication sizes.
+//!
+//! Everything is per rank: FLOPs and bytes are already divided by tp (heads, FFN columns, vocab
+//! shards), cp (the local `s/cp` query tokens) and ep (local experts, balanced routing).
+//!
+//! Conventions:
+//! - **FLOPs** count a multiply-add as 2. A GEMM `[m,k]·[k,n]` is `2mkn`. Core attention counts the
+//!   full `QKᵀ` and `AV`, `4·b·s_q·s_kv·h` per layer with no causal halving, the convention of
+//!   Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters", §5.1),
+//!   whose model FLOPs `72·B·s·l·h²·(1 + s/(6h) + V/(12hl))` the tests reproduce. Memory-bound ops
+//!   (norms, element-wise, softmax) carry small nominal FLOPs; their time comes from their bytes.
+//! - **Backward:** each GEMM has an input-gradient GEMM (`BackwardInput`) and a weight-gradient
+//!   GEMM (`BackwardWeight`), each with the forward FLOPs. Unfused attention backward is 2× its
+//!   forward; FlashAttention backward is 2.5× (it recomputes `QKᵀ`: 5 matmuls against 2;
+//!   Dao 2023, "FlashAttention-2", §4.1 "the backward pass … 2.5× the forward FLOPs").
+//! - **Bytes** (for the roofline) are HBM bytes read plus written: a GEMM moves
+//!   `(mk + kn + mn)·dtype`; its weight-gradient GEMM moves `(mk + mn)·dtype + kn·4·2` because
+//!   Megatron accumulates weight gradients into fp32 `main_grad` (gradient-accumulation fusion,
+//!   read-modify-write). Element-wise ops move each input and output once, plus 1-byte dropout
+//!   masks.
+//! - **Communication sizes** follow the nccl-tests "size" convention: the all-reduce buffer, the
+//!   all-gather *output*, the reduce-scatter *input*, the all-to-all per-rank send buffer.
+//!   TP collectives carry `b·(s/cp)·h·dtype`: without sequence parallelism one all-reduce after
+//!   each row-parallel GEMM in forward (2 per layer) and one after each column-parallel
+//!   input-gradient GEMM in backward; with sequence parallelism an all-gather before each
+//!   column-parallel GEMM and a reduce-scatter after each row-parallel one, and in backward the
+//!   swapped pair plus the re-all-gather of the column-parallel input that Megatron issues for the
+//!   weight gradient (`LinearWithGradAccumulationAndAsyncCommunication.backward`).
+//! - **Context parallelism** is modelled as the ring traffic Megatron's CP attention sends: an
+//!   all-gather over the CP group of the local heads' K and V for the whole sequence in forward,
+//!   and in backward the same all-gather plus a reduce-scatter of dK/dV. The ring steps are not
+//!   overlapped with the attention blocks here.
+//! - **MoE** (Megatron-Core all-to-all dispatcher, expert tensor parallelism = tp): router,
+//!   permutation, EP all-to-all dispatch of `tokens·topk·h·dtype`, TP all-gather of the received
+//!   tokens (tp > 1, sequence parallel), grouped expert GEMMs over `b·(s/cp)·topk` tokens per rank
+//!   (balanced routing), TP reduce-scatter, EP all-to-all combine, un-permutation; shared experts
+//!   run as a dense MLP.
+
+use std::ops::Range;
+
+use llmsim_ccl::CollectiveOp;
+use llmsim_compute::{DType, OpClass, OpQuery};
+use serde::Serialize;
+
+use crate::config::{ParallelConfig, Recompute, TrainingConfig};
+use crate::model::ModelConfig;
+
+/// Which part of a training step an op belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pass {
+    Forward,
+    /// Forward ops re-run before backward (activation recomputation).
+    Recompute,
+    /// Input-gradient ops (and ops without weights).
+    BackwardInput,
+    /// Weight-gradient ops (and the optimizer step).
+    BackwardWeight,
+}
+
+/// The process group a collective runs in (Megatron's groups).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommGroup {
+    Tp,
+    Cp,
+    Ep,
+    /// Data parallel (with cp > 1, Megatron's data-parallel group with context parallelism).
+    Dp,
+    Pp,
+}
+
+/// What an op does.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum OpSpecKind {
+    /// A kernel on the GPU: FLOPs (multiply-add = 2) and HBM bytes read + written.
+    Compute { class: OpClass, flops: f64, bytes: f64 },
+    /// A collective over `group`; `bytes` in the nccl-tests size convention (see the module doc).
+    Comm { op: CollectiveOp, group: CommGroup, bytes: u64 },
+}
+
+/// One op of a micro-batch on one rank.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpSpec {
+    pub name: &'static str,
+    pub pass: Pass,
+    pub kind: OpSpecKind,
+    /// Op-database key, e.g. `b=1,s=2048,h=5120,tp=2,ffn=20480`.
+    pub shape: String,
+}
+
+impl OpSpec {
+    /// The compute-model query for this op; `None` for a collective.
+    pub fn query(&self, dtype: DType) -> Option<OpQuery> {
+        match &self.kind {
+            OpSpecKind::Compute { class, flops, bytes } => Some(OpQuery {
+                name: self.name.to_string(),
+                class: *class,
+                dtype,
+                flops: *flops,
+                bytes: *bytes,
+                shape: self.shape.clone(),
+            }),
+            OpSpecKind::Comm { .. } => None,
+        }
+    }
+
+    /// FLOPs of a compute op, 0 for a collective.
+    pub fn flops(&self) -> f64 {
+        match self.kind {
+            OpSpecKind::Compute { flops, .. } => flops,
+            OpSpecKind::Comm { .. } => 0.0,
+        }
+    }
+
+    /// `(op, group, bytes)` of a collective.
+    pub fn comm(&self) -> Option<(CollectiveOp, CommGroup, u64)> {
+        match self.kind {
+            OpSpecKind::Comm { op, group, bytes } => Some((op, group, bytes)),
+            OpSpecKind::Compute { .. } => None,
+        }
+    }
+
+    fn with_pass(&self, pass: Pass) -> OpSpec {
+        OpSpec { pass, ..self.clone() }
+    }
+}
+
+/// The ops of one layer (or the embedding, or the head) for one micro-batch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LayerOps {
+    /// Forward, in execution order.
+    pub forward: Vec<OpSpec>,
+    /// Recomputed forward ops (pass `Recompute`), then the backward ops in execution order.
+    pub backward: Vec<OpSpec>,
+}
+
+impl LayerOps {
+    /// All ops, forward then backward.
+    pub fn iter(&self) -> impl Iterator<Item = &OpSpec> {
+        self.forward.iter().chain(self.backward.iter())
+    }
+
+    /// Sum of the FLOPs of all ops.
+    pub fn flops(&self) -> f64 {
+        self.iter().map(OpSpec::flops).sum()
+    }
+}
+
+/// Megatron pads the vocabulary to a multiple of `128 · tp` (`--make-vocab-size-divisible-by 128`).
+pub fn padded_vocab(m: &ModelConfig, tp: u64) -> u64 {
+    let q = 128 * tp.max(1);
+    m.vocab_size.div_ceil(q) * q
+}
+
+/// Per-rank sizes of one micro-batch.
+struct Dims {
+    b: u64,
+    /// Full sequence (the K/V length attention sees).
+    s: u64,
+    /// Local sequence, `s / cp`.
+    sl: u64,
+    h: u64,
+    tp: u64,
+    cp: u64,
+    sp: bool,
+    /// Activation bytes per element.
+    dt: u64,
+    /// Local query heads and kv heads.
+    a_l: u64,
+    kv_l: u64,
+    d: u64,
+    /// Tokens in the GEMMs of this rank, `b · s/cp`.
+    tok: u64,
+    /// Tokens of norm / element-wise ops on this rank: `tok / tp` with SP.
+    tok_sp: u64,
+    shape: String,
+}
+
+impl Dims {
+    fn new(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Self {
+        let tp = p.tp.max(1);
+        let cp = p.cp.max(1);
+        let sl = t.seq_length / cp;
+        let tok = t.micro_batch_size * sl;
+        let sp = p.sp();
+        let mut shape = format!("b={},s={},h={},tp={}", t.micro_batch_size, sl, m.hidden_size, tp);
+        if sp {
+            shape.push_str(",sp=1");
+        }
+        Dims {
+            b: t.micro_batch_size,
+            s: t.seq_length,
+            sl,
+            h: m.hidden_size,
+            tp,
+            cp,
+            sp,
+            dt: t.activation_bytes(),
+            a_l: m.num_attention_heads / tp,
+            kv_l: m.num_key_value_heads / tp,
+            d: m.head_dim(),
+            tok,
+            tok_sp: if sp { tok / tp } else { tok },
+            shape,
+        }
+    }
+
+    fn shape_with(&self, extra: &str) -> String {
+        format!("{},{extra}", self.shape)
+    }
+
+    /// Size of one `[tokens, h]` activation, the TP collective size.
+    fn act_bytes(&self) -> u64 {
+        self.tok * self.h * self.dt
+    }
+}
+
+fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64, bytes: f64, shape: &str) -> OpSpec {
+    OpSpec {
+        name,
+        pass,
+        kind: OpSpecKind::Compute { class, flops, bytes },
+        shape: shape.to_string(),
+    }
+}
+
+fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, bytes: u64, shape: &str) -> OpSpec {
+    OpSpec {
+        name,
+        pass,
+        kind: OpSpecKind::Comm { op, group, bytes },
+        shape: shape.to_string(),
+    }
+}
+
+/// Names of a GEMM and of the TP collectives attached to it.
+struct GemmNames {
+    fwd: &'static str,
+    dgrad: &'static str,
+    wgrad: &'static str,
+    allreduce: &'static str,
+    allreduce_bwd: &'static str,
+    allgather: &'static str,
+    allgather_bwd: &'static str,
+    reducescatter: &'static str,
+    reducescatter_bwd: &'static str,
+}
+
+macro_rules! gemm_names {
+    ($b:literal) => {
+        GemmNames {
+            fwd: $b,
+            dgrad: concat!($b, "_dgrad"),
+            wgrad: concat!($b, "_wgrad"),
+            allreduce: concat!($b, "_tp_allreduce"),
+            allreduce_bwd: concat!($b, "_tp_allreduce_bwd"),
+            allgather: concat!($b, "_sp_allgather"),
+            allgather_bwd: concat!($b, "_sp_allgather_bwd"),
+            reducescatter: concat!($b, "_sp_reducescatter"),
+            reducescatter_bwd: concat!($b, "_sp_reducescatter_bwd"),
+        }
+    };
+}
+
+/// How a GEMM is split over TP (Megatron's ColumnParallelLinear / RowParallelLinear).
+#[derive(Clone, Copy, PartialEq)]
+enum Split {
+    /// Column-parallel: identity forward / all-reduce backward (no SP), or all-gather forward /
+    /// re-all-gather + reduce-scatter backward (SP).
+    Column,
+    /// Row-parallel: all-reduce forward (no SP), or reduce-scatter forward / all-gather backward (SP).
+    Row,
+    /// No TP communication (tp = 1, or the collective is modelled elsewhere).
+    Local,
+}
+
+/// A forward step and its backward, so the backward can be emitted in reverse step order.
+struct Step {
+    fwd: Vec<OpSpec>,
+    bwd: Vec<OpSpec>,
+    /// Re-run under selective recomputation (core attention).
+    selective: bool,
+}
+
+struct Builder<'a> {
+    d: &'a Dims,
+    steps: Vec<Step>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(d: &'a Dims) -> Self {
+        Builder { d, steps: Vec::new() }
+    }
+
+    fn push(&mut self, fwd: Vec<OpSpec>, bwd: Vec<OpSpec>) {
+        self.steps.push(Step {
+            fwd,
+            bwd,
+            selective: false,
+        });
+    }
+
+    /// GEMM `[m,k]·[k,n]` with `weights` weight elements (k·n, or more for grouped expert GEMMs).
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(&mut self, names: GemmNames, split: Split, m: u64, k: u64, n: u64, weights: u64, shape: &str) {
+        let d = self.d;
+        let dt = d.dt as f64;
+        let (mf, kf, nf, wf) = (m as f64, k as f64, n as f64, weights as f64);
+        let flops = 2.0 * mf * kf * nf;
+        let fwd_bytes = (mf * kf + wf + mf * nf) * dt;
+        let wgrad_bytes = (mf * kf + mf * nf) * dt + wf * 4.0 * 2.0;
+        let g = compute(names.fwd, Pass::Forward, OpClass::Gemm, flops, fwd_bytes, shape);
+        let dg = compute(names.dgrad, Pass::BackwardInput, OpClass::Gemm, flops, fwd_bytes, shape);
+        let wg = compute(names.wgrad, Pass::BackwardWeight, OpClass::Gemm, flops, wgrad_bytes, shape);
+        let ab = d.act_bytes();
+        let tp = d.tp > 1;
+        let (fwd, bwd) = match split {
+            Split::Column if tp && d.sp => (
+                vec![
+                    comm(names.allgather, Pass::Forward, CollectiveOp::AllGather, CommGroup::Tp, ab, shape),
+                    g,
+                ],
+                vec![
+                    comm(
+                        names.allgather_bwd,
+                        Pass::BackwardInput,
+                        CollectiveOp::AllGather,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    ),
+                    dg,
+                    comm(
+                        names.reducescatter_bwd,
+                        Pass::BackwardInput,
+                        CollectiveOp::ReduceScatter,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    ),
+                    wg,
+                ],
+            ),
+            Split::Column if tp => (
+                vec![g],
+                vec![
+                    dg,
+                    comm(
+                        names.allreduce_bwd,
+                        Pass::BackwardInput,
+                        CollectiveOp::AllReduce,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    ),
+                    wg,
+                ],
+            ),
+            Split::Row if tp && d.sp => (
+                vec![
+                    g,
+                    comm(
+                        names.reducescatter,
+                        Pass::Forward,
+                        CollectiveOp::ReduceScatter,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    ),
+                ],
+                vec![
+                    comm(
+                        names.allgather_bwd,
+                        Pass::BackwardInput,
+                        CollectiveOp::AllGather,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    ),
+                    dg,
+                    wg,
+                ],
+            ),
+            Split::Row if tp => (
+                vec![
+                    g,
+                    comm(names.allreduce, Pass::Forward, CollectiveOp::AllReduce, CommGroup::Tp, ab, shape),
+                ],
+                vec![dg, wg],
+            ),
+            _ => (vec![g], vec![dg, wg]),
+        };
+        self.push(fwd, bwd);
+    }
+
+    /// RMSNorm/LayerNorm over `tokens · h`: reads x, writes y (+ the weight); backward reads x and
+    /// dy, writes dx.
+    fn norm(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64) {
+        let d = self.d;
+        let e = (tokens * d.h) as f64;
+        let dt = d.dt as f64;
+        let shape = &d.shape;
+        self.push(
+            vec![compute(
+                fwd,
+                Pass::Forward,
+                OpClass::Norm,
+                4.0 * e,
+                2.0 * e * dt + d.h as f64 * dt,
+                shape,
+            )],
+            vec![compute(
+                bwd,
+                Pass::BackwardInput,
+                OpClass::Norm,
+                8.0 * e,
+                3.0 * e * dt + d.h as f64 * 4.0,
+                shape,
+            )],
+        );
+    }
+
+    /// Bias-dropout-residual-add over `tokens · h`: reads x and the residual, writes y and a
+    /// 1-byte mask; backward reads dy and the mask, writes dx.
+    fn residual(&mut self, fwd: &'static str, bwd: &'static str) {
+        let d = self.d;
+        let e = (d.tok_sp * d.h) as f64;
+        let dt = d.dt as f64;
+        self.push(
+            vec![compute(
+                fwd,
+                Pass::Forward,
+                OpClass::Elementwise,
+                3.0 * e,
+                e * (3.0 * dt + 1.0),
+                &d.shape,
+            )],
+            vec![compute(
+                bwd,
+                Pass::BackwardInput,
+                OpClass::Elementwise,
+                2.0 * e,
+                e * (2.0 * dt + 1.0),
+                &d.shape,
+            )],
+        );
+    }
+
+    /// MLP activation over `tokens · ffn_local` outputs: GeLU reads 1, writes 1; SwiGLU reads 2,
+    /// writes 1 (backward: reads dy and the inputs, writes their gradients).
+    fn activation(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64, ffn_l: u64, gated: bool, shape: &str) {
+        let e = (tokens * ffn_l) as f64;
+        let dt = self.d.dt as f64;
+        let (rf, rb) = if gated { (3.0, 5.0) } else { (2.0, 3.0) };
+        self.push(
+            vec![compute(fwd, Pass::Forward, OpClass::Elementwise, 8.0 * e, rf * e * dt, shape)],
+            vec![compute(
+                bwd,
+                Pass::BackwardInput,
+                OpClass::Elementwise,
+                16.0 * e,
+                rb * e * dt,
+                shape,
+            )],
+        );
+    }
+
+    fn collective(&mut self, fwd: (&'static str, CollectiveOp), bwd: Option<(&'static str, CollectiveOp)>, group: CommGroup, bytes: u64) {
+        let d = self.d;
+        let shape = &d.shape;
+        self.push(
+            vec![comm(fwd.0, Pass::Forward, fwd.1, group, bytes, shape)],
+            bwd.map(|(n, op)| comm(n, Pass::BackwardInput, op, group, bytes, shape))
+                .into_iter()
+                .collect(),
+        );
+    }
+
+    /// Dense MLP: fc1 (column), activation, fc2 (row).
+    fn mlp(&mut self, names: (GemmNames, &'static str, &'static str, GemmNames), m: &ModelConfig, ffn: u64) {
+        let d = self.d;
+        let ffn_l = ffn / d.tp;
+        let shape = d.shape_with(&format!("ffn={ffn}"));
+        let fc1_n = ffn_l * if m.gated_mlp { 2 } else { 1 };
+        self.gemm(names.0, Split::Column, d.tok, d.h, fc1_n, d.h * fc1_n, &shape);
+        self.activation(names.1, names.2, d.tok, ffn_l, m.gated_mlp, &shape);
+        self.gemm(names.3, Split::Row, d.tok, ffn_l, d.h, ffn_l * d.h, &shape);
+    }
+
+    fn core_attention(&mut self, flash: bool) {
+        let d = self.d;
+        let dt = d.dt as f64;
+        let shape = if d.cp > 1 {
+            d.shape_with(&format!("heads={},kv={},kv_s={}", d.a_l, d.kv_l, d.s))
+        } else {
+            d.shape_with(&format!("heads={},kv={}", d.a_l, d.kv_l))
+        };
+        let q = (d.tok * d.a_l * d.d) as f64;
+        let kv_full = 2 * d.b * d.s * d.kv_l * d.d;
+        let flops = 4.0 * q * d.s as f64;
+        let qkvo = (2.0 * q + kv_full as f64) * dt;
+        let mut fwd = Vec::new();
+        let mut bwd = Vec::new();
+        if d.cp > 1 {
+            let b = kv_full * d.dt;
+            fwd.push(comm(
+                "cp_kv_allgather",
+                Pass::Forward,
+                CollectiveOp::AllGather,
+                CommGroup::Cp,
+                b,
+                &shape,
+            ));
+            bwd.push(comm(
+                "cp_kv_allgather_bwd",
+                Pass::BackwardInput,
+                CollectiveOp::AllGather,
+                CommGroup::Cp,
+                b,
+                &shape,
+            ));
+        }
+        let (class, bwd_ratio, bytes) = if flash {
+            (OpClass::FlashAttention, 2.5, qkvo)
+        } else {
+            // Scores written by QKᵀ, read+written by softmax, read by AV, plus a 1-byte dropout mask.
+            let scores = (d.b * d.a_l * d.sl * d.s) as f64;
+            (OpClass::Attention, 2.0, qkvo + scores * (4.0 * dt + 1.0))
+        };
+        fwd.push(compute("core_attention", Pass::Forward, class, flops, bytes, &shape));
+        bwd.push(compute(
+            "core_attention_bwd",
+            Pass::BackwardInput,
+            class,
+            bwd_ratio * flops,
+            2.0 * bytes,
+            &shape,
+        ));
+        if d.cp > 1 {
+            let b = kv_full * d.dt;
+            bwd.push(comm(
+                "cp_dkv_reducescatter",
+                Pass::BackwardInput,
+                CollectiveOp::ReduceScatter,
+                CommGroup::Cp,
+                b,
+                &shape,
+            ));
+        }
+        self.steps.push(Step { fwd, bwd, selective: true });
+    }
+
+    fn finish(self, recompute: Recompute) -> LayerOps {
+        let forward: Vec<OpSpec> = self.steps.iter().flat_map(|s| s.fwd.iter().cloned()).collect();
+        let mut backward: Vec<OpSpec> = match recompute {
+            Recompute::None => Vec::new(),
+            Recompute::Full => forward.iter().map(|o| o.with_pass(Pass::Recompute)).collect(),
+            Recompute::Selective => self
+                .steps
+                .iter()
+                .filter(|s| s.selective)
+                .flat_map(|s| s.fwd.iter().map(|o| o.with_pass(Pass::Recompute)))
+                .collect(),
+        };
+        backward.extend(self.steps.iter().rev().flat_map(|s| s.bwd.iter().cloned()));
+        LayerOps { forward, backward }
+    }
+}
+
+/// One transformer layer (Megatron GPT layer, pre-norm): input norm, QKV, core attention, output
+/// projection, residual, post-attention norm, MLP (or router + experts + shared experts),
+/// residual; and its backward, with recomputation per `t.recompute`.
+pub fn transformer_layer(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> LayerOps {
+    let d = Dims::new(m, t, p);
+    let mut bld = Builder::new(&d);
+    bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+    let qkv_n = (d.a_l + 2 * d.kv_l) * d.d;
+    let attn_shape = d.shape_with(&format!("heads={},kv={}", d.a_l, d.kv_l));
+    bld.gemm(gemm_names!("attn_qkv"), Split::Column, d.tok, d.h, qkv_n, d.h * qkv_n, &attn_shape);
+    bld.core_attention(t.flash_attention);
+    let proj_k = d.a_l * d.d;
+    bld.gemm(gemm_names!("attn_proj"), Split::Row, d.tok, proj_k, d.h, proj_k * d.h, &attn_shape);
+    bld.residual("attn_residual", "attn_residual_bwd");
+    bld.norm("post_attn_norm", "post_attn_norm_bwd", d.tok_sp);
+    if m.is_moe(layer) {
+        moe_mlp(&mut bld, m, p);
+    } else {
+        bld.mlp(
+            (gemm_names!("mlp_fc1"), "mlp_act", "mlp_act_bwd", gemm_names!("mlp_fc2")),
+            m,
+            m.intermediate_size,
+        );
+    }
+    bld.residual("mlp_residual", "mlp_residual_bwd");
+    bld.finish(t.recompute)
+}
+
+fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
+    let d = bld.d;
+    let dt = d.dt as f64;
+    let e = m.num_experts;
+    let k = m.num_experts_per_tok;
+    let ep = p.ep.max(1);
+    let local = e / ep;
+    let shape = d.shape_with(&format!("experts={local},topk={k},ffn={}", m.moe_intermediate_size));
+    // Router: [tok_sp, h]·[h, E] (replicated over TP), then top-k.
+    let (ts, hf, ef) = (d.tok_sp as f64, d.h as f64, e as f64);
+    bld.push(
+        vec![compute(
+            "moe_router",
+            Pass::Forward,
+            OpClass::Router,
+            2.0 * ts * hf * ef,
+            (ts * hf + hf * ef + ts * ef) * dt,
+            &shape,
+        )],
+        vec![
+            compute(
+                "moe_router_dgrad",
+                Pass::BackwardInput,
+                OpClass::Router,
+                2.0 * ts * hf * ef,
+                (ts * hf + hf * ef + ts * ef) * dt,
+                &shape,
+            ),
+            compute(
+                "moe_router_wgrad",
+                Pass::BackwardWeight,
+                OpClass::Router,
+                2.0 * ts * hf * ef,
+                (ts * hf + ts * ef) * dt + hf * ef * 8.0,
+                &shape,
+            ),
+        ],
+    );
+    let routed = d.tok_sp * k;
+    let perm_bytes = 2.0 * (routed * d.h) as f64 * dt;
+    bld.push(
+        vec![compute("moe_permute", Pass::Forward, OpClass::Router, 0.0, perm_bytes, &shape)],
+        vec![compute(
+            "moe_permute_bwd",
+            Pass::BackwardInput,
+            OpClass::Router,
+            0.0,
+            perm_bytes,
+            &shape,
+        )],
+    );
+    let a2a = routed * d.h * d.dt;
+    if ep > 1 {
+        bld.collective(
+            ("ep_dispatch", CollectiveOp::AllToAll),
+            Some(("ep_dispatch_bwd", CollectiveOp::AllToAll)),
+            CommGroup::Ep,
+            a2a,
+        );
+    }
+    if d.tp > 1 {
+        bld.collective(
+            ("moe_tp_allgather", CollectiveOp::AllGather),
+            Some(("moe_tp_reducescatter_bwd", CollectiveOp::ReduceScatter)),
+            CommGroup::Tp,
+            a2a * d.tp,
+        );
+    }
+    // Expert GEMMs over all tokens routed to this rank's experts: b·(s/cp)·topk with balanced routing.
+    let et = d.tok * k;
+    let mf_l = m.moe_intermediate_size / d.tp;
+    let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
+    bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, d.h, fc1_n, local * d.h * fc1_n, &shape);
+    bld.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape);
+    bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, d.h, local * mf_l * d.h, &shape);
+    if d.tp > 1 {
+        bld.collective(
+            ("moe_tp_reducescatter", CollectiveOp::ReduceScatter),
+            Some(("moe_tp_allgather_bwd", CollectiveOp::AllGather)),
+            CommGroup::Tp,
+            a2a * d.tp,
+        );
+    }
+    if ep > 1 {
+        bld.collective(
+            ("ep_combine", CollectiveOp::AllToAll),
+            Some(("ep_combine_bwd", CollectiveOp::AllToAll)),
+            CommGroup::Ep,
+            a2a,
+        );
+    }
+    bld.push(
+        vec![compute(
+            "moe_unpermute",
+            Pass::Forward,
+            OpClass::Router,
+            (routed * d.h) as f64,
+            perm_bytes,
+            &shape,
+        )],
+        vec![compute(
+            "moe_unpermute_bwd",
+            Pass::BackwardInput,
+            OpClass::Router,
+            (routed * d.h) as f64,
+            perm_bytes,
+            &shape,
+        )],
+    );
+    if m.num_shared_experts > 0 {
+        bld.mlp(
+            (gemm_names!("shared_fc1"), "shared_act", "shared_act_bwd", gemm_names!("shared_fc2")),
+            m,
+            m.shared_ffn(),
+        );
+    }
+}
+
+/// The embedding of the first pipeline stage: vocab-parallel lookup, then the TP all-reduce of
+/// its output (reduce-scatter with SP), as Megatron's VocabParallelEmbedding; dropout. Backward:
+/// the gradient scatter-add into the fp32 embedding gradient (after an all-gather with SP).
+pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps {
+    let d = Dims::new(m, t, p);
+    let dt = d.dt as f64;
+    let v = padded_vocab(m, d.tp);
+    let shape = d.shape_with(&format!("vocab={v}"));
+    let e = (d.tok * d.h) as f64;
+    let mut bld = Builder::new(&d);
+    let ab = d.act_bytes();
+    let mut fwd = vec![compute(
+        "embedding",
+        Pass::Forward,
+        OpClass::Embedding,
+        0.0,
+        2.0 * e * dt + d.tok as f64 * 8.0,
+        &shape,
+    )];
+    let mut bwd = Vec::new();
+    if d.tp > 1 && d.sp {
+        fwd.push(comm(
+            "embedding_sp_reducescatter",
+            Pass::Forward,
+            CollectiveOp::ReduceScatter,
+            CommGroup::Tp,
+            ab,
+            &shape,
+        ));
+        bwd.push(comm(
+            "embedding_sp_allgather_bwd",
+            Pass::BackwardInput,
+            CollectiveOp::AllGather,
+            CommGroup::Tp,
+            ab,
+            &shape,
+        ));
+    } else if d.tp > 1 {
+        fwd.push(comm(
+            "embedding_tp_allreduce",
+            Pass::Forward,
+            CollectiveOp::AllReduce,
+            CommGroup::Tp,
+            ab,
+            &shape,
+        ));
+    }
+    bwd.push(compute(
+        "embedding_wgrad",
+        Pass::BackwardWeight,
+        OpClass::Embedding,
+        e,
+        e * dt + e * 4.0 * 2.0 + d.tok as f64 * 8.0,
+        &shape,
+    ));
+    bld.push(fwd, bwd);
+    let es = (d.tok_sp * d.h) as f64;
+    bld.push(
+        vec![compute(
+            "embedding_dropout",
+            Pass::Forward,
+            OpClass::Elementwise,
+            es,
+            es * (2.0 * dt + 1.0),
+            &d.shape,
+        )],
+        vec![compute(
+            "embedding_dropout_bwd",
+            Pass::BackwardInput,
+            OpClass::Elementwise,
+            es,
+            es * (2.0 * dt + 1.0),
+            &d.shape,
+        )],
+    );
+    bld.finish(Recompute::None)
+}
+
+/// The head of the last pipeline stage: final norm, vocab-parallel logits GEMM (`V/tp` columns),
+/// vocab-parallel cross-entropy with its three TP all-reduces of `b·(s/cp)·4` bytes (max, target
+/// logit, sum of exponentials; Megatron's `_VocabParallelCrossEntropy`), and their backward.
+pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps {
+    let d = Dims::new(m, t, p);
+    let dt = d.dt as f64;
+    let v = padded_vocab(m, d.tp);
+    let vl = v / d.tp;
+    let shape = d.shape_with(&format!("vocab={v}"));
+    let mut bld = Builder::new(&d);
+    bld.norm("final_norm", "final_norm_bwd", d.tok_sp);
+    bld.gemm(gemm_names!("logits"), Split::Column, d.tok, d.h, vl, d.h * vl, &shape);
+    let e = (d.tok * vl) as f64;
+    let mut fwd = vec![compute(
+        "cross_entropy",
+        Pass::Forward,
+        OpClass::Softmax,
+        5.0 * e,
+        e * (dt + 4.0),
+        &shape,
+    )];
+    if d.tp > 1 {
+        let b = d.tok * 4;
+        for n in [
+            "cross_entropy_max_allreduce",
+            "cross_entropy_target_allreduce",
+            "cross_entropy_sum_allreduce",
+        ] {
+            fwd.push(comm(n, Pass::Forward, CollectiveOp::AllReduce, CommGroup::Tp, b, &shape));
+        }
+    }
+    let bwd = vec![compute(
+        "cross_entropy_bwd",
+        Pass::BackwardInput,
+        OpClass::Softmax,
+        2.0 * e,
+        e * (4.0 + dt),
+        &shape,
+    )];
+    bld.push(fwd, bwd);
+    bld.finish(Recompute::None)
+}
+
+/// Adam step over this rank's parameters: over `params_on_rank / (dp·cp)` with the distributed
+/// optimizer (ZeRO ≥ 1), all of them otherwise. Memory-bound: per parameter it reads the fp32
+/// gradient, the fp32 main parameter and the two fp32 moments (16 bytes) and writes the main
+/// parameter, the moments and the low-precision model parameter (14 bytes with bf16; with fp32
+/// training there is no separate main copy: 28 bytes in all). ~12 FLOPs per parameter.
+/// The op's pass is `BackwardWeight`.
+pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfig) -> Vec<OpSpec> {
+    let n = if p.zero_stage >= 1 || p.use_distributed_optimizer {
+        params_on_rank.div_ceil(p.dense_dp_group().max(1))
+    } else {
+        params_on_rank
+    };
+    let per_param = match t.dtype {
+        DType::Fp32 | DType::Tf32 => 28.0,
+        _ => 28.0 + t.activation_bytes() as f64,
+    };
+    vec![compute(
+        "optimizer_step",
+        Pass::BackwardWeight,
+        OpClass::Optimizer,
+        12.0 * n as f64,
+        per_param * n as f64,
+        &format!("params={n}"),
+    )]
+}
+
+/// Parameters one TP rank of a pipeline stage holds, split by how their gradients are reduced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StageParams {
+    /// Reduced over the dense DP group (`dp·cp`): attention, dense MLPs, shared experts, router,
+    /// norms, embedding and output layer.
+    pub dense: u64,
+    /// Routed-expert weights, reduced over the expert DP group (`dp·cp/ep`).
+    pub expert: u64,
+}
+
+impl StageParams {
+    pub fn total(&self) -> u64 {
+        self.dense + self.expert
+    }
+}
+
+/// Parameters of `layer` on one TP rank. Norm weights and the router are replicated over TP.
+pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StageParams {
+    let tp = p.tp.max(1);
+    let h = m.hidden_size;
+    let attn = m.attention_params() / tp + 2 * h;
+    if m.is_moe(layer) {
+        StageParams {
+            dense: attn + h * m.num_experts + m.mlp_params(m.shared_ffn()) / tp,
+            expert: m.num_experts / p.ep.max(1) * m.mlp_params(m.moe_intermediate_size) / tp,
+        }
+    } else {
+        StageParams {
+            dense: attn + m.mlp_params(m.intermediate_size) / tp,
+            expert: 0,
+        }
+    }
+}
+
+/// [`stage_params`], split into dense and expert parameters.
+pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> StageParams {
+    let tp = p.tp.max(1);
+    let pp = p.pp.max(1);
+    let mut s = StageParams::default();
+    for l in stage_layers(m, p, stage) {
+        let lp = layer_params(m, p, l);
+        s.dense += lp.dense;
+        s.expert += lp.expert;
+    }
+    let emb = padded_vocab(m, tp) * m.hidden_size / tp;
+    if stage == 0 {
+        s.dense += emb;
+    }
+    if stage == pp - 1 {
+        s.dense += m.hidden_size;
+        // Untied: the output layer. Tied with pp > 1: Megatron keeps a copy of the embedding on the
+        // last stage (kept in sync by an embedding-group all-reduce of its gradient).
+        if !m.tie_word_embeddings || pp > 1 {
+            s.dense += emb;
+        }
+    }
+    s
+}
+
+/// Parameters held by one TP rank of pipeline stage `stage`: its layers (routed experts divided by
+/// ep), the (vocab-padded) embedding on stage 0, the final norm and the output layer on the last
+/// stage (a copy of the embedding when tied and pp > 1). DP gradient bytes of the stage are
+/// `stage_params · grad_dtype.bytes()` (fp32 for bf16 training, see
+/// [`TrainingConfig::grad_dtype`]).
+pub fn stage_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
+    stage_param_split(m, p, stage).total()
+}
+
+/// Layers of model chunk `chunk` (0..vpp) on pipeline stage `stage`: Megatron's interleaved
+/// assignment, chunk `c` of stage `s` is the `(c·pp + s)`-th run of `L/(pp·vpp)` layers.
+pub fn layers_of_chunk(m: &ModelConfig, p: &ParallelConfig, stage: u64, chunk: u64) -> Range<u64> {
+    let pp = p.pp.max(1);
+    let vpp = p.vpp.max(1);
+    let per = m.num_hidden_layers / (pp * vpp);
+    let start = (chunk * pp + stage) * per;
+    start..start + per
+}
+
+/// Layers of pipeline stage `stage` under 1F1B (vpp = 1): an even contiguous split. With vpp > 1
+/// this is chunk 0's range only; use [`layers_of_chunk`] or [`stage_layers`].
+pub fn layers_of_stage(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Range<u64> {
+    if p.vpp.max(1) == 1 {
+        let per = m.num_hidden_layers / p.pp.max(1);
+        stage * per..(stage + 1) * per
+    } else {
+        layers_of_chunk(m, p, stage, 0)
+    }
+}
+
+/// All layers of pipeline stage `stage`, over its model chunks, in chunk order.
+pub fn stage_layers(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Vec<u64> {
+    (0..p.vpp.max(1)).flat_map(|c| layers_of_chunk(m, p, stage, c)).collect()
+}
