@@ -1,6 +1,7 @@
 //! `llmsim`: simulate LLM training clusters.
 
 mod collective;
+mod run;
 mod topo_args;
 mod topo_cmd;
 mod trace;
@@ -11,7 +12,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "llmsim",
     version,
-    about = "Simulate LLM training clusters: collectives, topologies, networks"
+    about = "Simulate LLM training clusters: training iterations, collectives, topologies, networks"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -20,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Simulate one training iteration of a scenario file (model, parallelism, cluster).
+    Run(run::RunArgs),
     /// Simulate one collective (NCCL's algorithm/protocol/channel choice, then the network).
     Collective(collective::CollectiveArgs),
     /// Build a topology: describe it, or export it in ns-3 format.
@@ -38,6 +41,7 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }),
         Cmd::Topo(a) => topo_cmd::run(&a),
+        Cmd::Run(a) => run::run(&a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,204 @@
+//! `llmsim run`: one training iteration of a scenario file.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use llmsim_sim::engine::Span;
+use llmsim_sim::{Outcome, RunOptions, Scenario};
+use llmsim_workload::dag::{NodeKind, Stream};
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Analytical,
+    Flow,
+    Packet,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Scenario file (YAML).
+    pub scenario: PathBuf,
+    /// Network backend; overrides `network.backend`.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Override a scenario value, e.g. `--set parallel.tp=4 --set cluster.gpu=H200`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Write summary.json, ops.csv, trace.json and flows.csv here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the summary as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Make every communication free (isolates compute and the pipeline bubble).
+    #[arg(long)]
+    pub ideal_comm: bool,
+}
+
+pub fn run(a: &RunArgs) -> Result<()> {
+    let mut sets = a.sets.clone();
+    if let Some(b) = a.backend {
+        sets.push(format!(
+            "network.backend={}",
+            match b {
+                BackendArg::Analytical => "analytical",
+                BackendArg::Flow => "flow",
+                BackendArg::Packet => "packet",
+            }
+        ));
+    }
+    let sc = Scenario::load(&a.scenario, &sets)?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let o = llmsim_sim::simulate(&sc, &RunOptions { ideal_comm: a.ideal_comm }, &mut progress);
+    bar.finish_and_clear();
+    let o = o?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&o.report)?);
+    } else {
+        print!("{}", o.report.render());
+    }
+    if let Some(dir) = &a.out {
+        write_outputs(&o, &sc, dir)?;
+        let mut files = vec!["summary.json"];
+        if sc.output.ops {
+            files.push("ops.csv");
+        }
+        if sc.output.trace {
+            files.push("trace.json");
+        }
+        if sc.output.flows {
+            files.push("flows.csv");
+        }
+        println!("wrote {}/{{{}}}", dir.display(), files.join(","));
+    }
+    Ok(())
+}
+
+fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let summary = json!({
+        "report": o.report,
+        "scenario": sc,
+    });
+    std::fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&summary)?)?;
+    if sc.output.ops {
+        let mut w = csv::Writer::from_path(dir.join("ops.csv"))?;
+        for r in &o.ops {
+            w.serialize(r)?;
+        }
+        w.flush()?;
+    }
+    if sc.output.flows {
+        let mut w = csv::Writer::from_path(dir.join("flows.csv"))?;
+        w.write_record(["id", "kind", "src", "dst", "bytes", "start_us", "finish_us", "duration_us"])?;
+        let mut flows: Vec<_> = o.engine.flows.iter().collect();
+        flows.sort_by_key(|f| (f.start, f.id));
+        for f in flows {
+            w.write_record([
+                f.id.to_string(),
+                f.kind.to_string(),
+                f.src.to_string(),
+                f.dst.to_string(),
+                f.bytes.to_string(),
+                format!("{:.3}", f.start.as_us_f64()),
+                format!("{:.3}", f.finish.as_us_f64()),
+                format!("{:.3}", (f.finish - f.start).as_us_f64()),
+            ])?;
+        }
+        w.flush()?;
+    }
+    if sc.output.trace {
+        let f = std::fs::File::create(dir.join("trace.json"))?;
+        let mut w = std::io::BufWriter::new(f);
+        write_trace(o, &mut w)?;
+        w.flush()?;
+    }
+    Ok(())
+}
+
+fn span_name(o: &Outcome, s: &Span) -> (String, &'static str) {
+    let prog = &o.workload.stages[o.layout.stage(s.unit) as usize];
+    let n = prog.nodes[s.node as usize];
+    let layer = if n.layer == u32::MAX { String::new() } else { format!(" L{}", n.layer) };
+    let mb = if n.microbatch == u32::MAX {
+        String::new()
+    } else {
+        format!(" mb{}", n.microbatch)
+    };
+    match n.kind {
+        NodeKind::Comp { segment } => (format!("{}{layer}{mb}", o.workload.segments[segment as usize].name), "compute"),
+        NodeKind::CommColl { op, group, bytes } => (format!("{} {op} {}{layer}{mb}", group.name(), human(bytes)), "comm"),
+        NodeKind::CommSend { bytes, tag, .. } => (format!("send {:?} {}{mb}", tag.dir, human(bytes)).to_lowercase(), "pp"),
+        NodeKind::CommRecv { bytes, tag, .. } => (format!("recv {:?} {}{mb}", tag.dir, human(bytes)).to_lowercase(), "pp"),
+    }
+}
+
+fn human(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2}GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1}MB", b / 1e6)
+    } else {
+        format!("{:.0}KB", b / 1e3)
+    }
+}
+
+/// Perfetto JSON: one process per traced unit (tensor-parallel group), one thread per stream.
+/// Nodes of one stream never overlap, so the `X` events of a track nest trivially.
+fn write_trace(o: &Outcome, w: &mut impl std::io::Write) -> Result<()> {
+    let mut units: Vec<u32> = o.engine.spans.iter().map(|s| s.unit).collect();
+    units.sort_unstable();
+    units.dedup();
+    writeln!(w, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+    let mut first = true;
+    let mut emit = |w: &mut dyn std::io::Write, v: serde_json::Value| -> Result<()> {
+        if !first {
+            writeln!(w, ",")?;
+        }
+        first = false;
+        write!(w, "{v}")?;
+        Ok(())
+    };
+    for &u in &units {
+        let (c, d, p) = o.layout.coords(u);
+        let r0 = o.layout.rank(u, 0);
+        emit(
+            w,
+            json!({"ph":"M","name":"process_name","pid":u,"args":{"name":
+                format!("stage {p} (ranks {r0}-{}, dp {d}, cp {c})", r0 + o.layout.tp - 1)}}),
+        )?;
+        emit(w, json!({"ph":"M","name":"process_sort_index","pid":u,"args":{"sort_index":u}}))?;
+        for s in Stream::ALL {
+            emit(
+                w,
+                json!({"ph":"M","name":"thread_name","pid":u,"tid":s as u32,"args":{"name":s.name()}}),
+            )?;
+        }
+    }
+    let mut spans: Vec<&Span> = o.engine.spans.iter().collect();
+    spans.sort_by_key(|s| (s.unit, s.stream as u32, s.start, s.node));
+    for s in spans {
+        let (name, cat) = span_name(o, s);
+        emit(
+            w,
+            json!({"ph":"X","name":name,"cat":cat,"pid":s.unit,"tid":s.stream as u32,
+                "ts": s.start.as_us_f64(), "dur": (s.end - s.start).as_us_f64()}),
+        )?;
+    }
+    writeln!(w, "\n]}}")?;
+    Ok(())
+}

@@ -1,0 +1,922 @@
+//! The system simulator: runs every unit's program on one shared network.
+//!
+//! - A unit is one tensor-parallel group (see [`llmsim_workload::dag`]); units are numbered in
+//!   Megatron's order tp-cp-ep-dp-pp: unit `u = cp_i + cp * (dp_i + dp * pp_i)` holds ranks
+//!   `u * tp .. (u + 1) * tp`, and rank `r` is host `r` of the topology (servers filled in order).
+//! - Nodes of one stream run in program order; a node starts when its stream reaches it and its
+//!   explicit dependencies finished.
+//! - A collective starts when every member unit reached it. Inside one server it takes the
+//!   scale-up alpha-beta time; otherwise its NCCL plan (one per tp rank's sub-group) is run
+//!   transfer by transfer on the shared network, so DP, PP, EP and CP traffic contend.
+//! - A pipeline send puts `tp` transfers (one per tp rank) on the network; the receive
+//!   completes when all arrived.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use llmsim_ccl::plan::Step;
+use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanOptions, ScaleUpModel, plan_collective};
+use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
+use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
+use llmsim_topo::Topology;
+use llmsim_workload::dag::{Direction, Group, NodeKind, P2pTag, Peer, Phase, Program, Stream, Workload};
+use serde::Serialize;
+
+use crate::SimError;
+
+/// The parallel layout of the ranks.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Layout {
+    pub tp: u32,
+    pub cp: u32,
+    pub dp: u32,
+    pub pp: u32,
+    pub ep: u32,
+}
+
+impl Layout {
+    pub fn units(&self) -> u32 {
+        self.cp * self.dp * self.pp
+    }
+    pub fn stage(&self, u: u32) -> u32 {
+        u / (self.cp * self.dp)
+    }
+    /// (cp_i, dp_i, pp_i) of a unit.
+    pub fn coords(&self, u: u32) -> (u32, u32, u32) {
+        (u % self.cp, (u / self.cp) % self.dp, u / (self.cp * self.dp))
+    }
+    pub fn unit(&self, cp_i: u32, dp_i: u32, pp_i: u32) -> u32 {
+        cp_i + self.cp * (dp_i + self.dp * pp_i)
+    }
+    pub fn rank(&self, u: u32, tp_i: u32) -> u32 {
+        u * self.tp + tp_i
+    }
+}
+
+/// What the engine is asked to do besides running.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    pub plan: PlanOptions,
+    pub scale_up: ScaleUpModel,
+    /// Every communication takes zero time (isolates compute and the pipeline bubble).
+    pub ideal_comm: bool,
+    /// Compute kernels that start while this unit's DP communication is in flight take this
+    /// factor longer (Multiverse §4.1 overlap slowdown); 1.0 = none.
+    pub overlap_slowdown: f64,
+    /// Units whose nodes are recorded as trace spans.
+    pub trace_units: Vec<u32>,
+    /// Record every network transfer for flows.csv.
+    pub record_flows: bool,
+}
+
+/// One span of the timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Span {
+    pub unit: u32,
+    pub stream: Stream,
+    pub node: u32,
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+/// One network transfer, for flows.csv.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowRecord {
+    pub id: u64,
+    pub kind: &'static str,
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub start: SimTime,
+    pub finish: SimTime,
+}
+
+/// Where one unit's compute stream spent the iteration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UnitAccount {
+    pub compute: SimTime,
+    /// Compute-stream time blocked in collectives, per group name (tp, cp, ep, dp, embd).
+    pub exposed_tp: SimTime,
+    pub exposed_cp: SimTime,
+    pub exposed_ep: SimTime,
+    /// Time the optimizer waited for gradient reduction after the last backward, plus
+    /// parameter gathers after the optimizer.
+    pub exposed_dp: SimTime,
+    /// Receive waits while the sender's data was on the wire.
+    pub exposed_pp: SimTime,
+    /// Receive waits before the peer stage even sent: the pipeline bubble.
+    pub bubble: SimTime,
+    pub finish: SimTime,
+}
+
+/// The engine's result.
+#[derive(Clone, Debug)]
+pub struct EngineRun {
+    pub iteration_time: SimTime,
+    pub units: Vec<UnitAccount>,
+    pub spans: Vec<Span>,
+    pub flows: Vec<FlowRecord>,
+    pub net: NetStats,
+    pub collectives: u64,
+    pub collectives_on_network: u64,
+    pub plans_built: usize,
+    pub nodes_executed: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A compute node or a scale-up collective of one unit finished.
+    NodeDone { unit: u32, node: u32 },
+    /// A collective finished on every member.
+    CollDone { coll: u32 },
+    /// A local (fixed-time) step of a running plan finished.
+    PlanLocal { inst: u32, node: u32 },
+}
+
+/// A plan with its reverse edges, shared by every run of it.
+struct Prepared {
+    plan: CollectivePlan,
+    dstart: Vec<u32>,
+    dependents: Vec<u32>,
+    dependent_is_data: Vec<bool>,
+}
+
+impl Prepared {
+    fn new(plan: CollectivePlan) -> Self {
+        let n = plan.len();
+        let mut dstart = vec![0u32; n + 1];
+        for i in 0..n as u32 {
+            for d in plan.deps(i) {
+                dstart[*d as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            dstart[i + 1] += dstart[i];
+        }
+        let mut fill = dstart.clone();
+        let mut dependents = vec![0u32; dstart[n] as usize];
+        let mut dependent_is_data = vec![false; dstart[n] as usize];
+        for i in 0..n as u32 {
+            for (d, is_data) in plan.deps(i).iter().zip(plan.dep_is_data(i)) {
+                let k = fill[*d as usize] as usize;
+                dependents[k] = i;
+                dependent_is_data[k] = *is_data;
+                fill[*d as usize] += 1;
+            }
+        }
+        Prepared {
+            plan,
+            dstart,
+            dependents,
+            dependent_is_data,
+        }
+    }
+}
+
+/// One running plan.
+struct PlanInst {
+    prep: Arc<Prepared>,
+    indeg: Vec<u32>,
+    ready: Vec<SimTime>,
+    remaining: u32,
+    coll: u32,
+    kind: &'static str,
+}
+
+/// One collective in flight (all member units arrived).
+struct CollInst {
+    plans_left: u32,
+    members: Vec<(u32, u32)>,
+}
+
+/// A collective waiting for its members.
+struct Pending {
+    arrived: u32,
+    members: Vec<(u32, u32)>,
+}
+
+/// One process group instance.
+struct GroupInst {
+    group: Group,
+    units: Vec<u32>,
+    /// One host list per parallel sub-group (per tp rank), or one list for Tp.
+    host_sets: Vec<Vec<NodeId>>,
+    /// Collectives issued so far by each member (parallel to `units`).
+    issued: Vec<u32>,
+    pending: HashMap<u32, Pending>,
+    /// Every host set inside one server.
+    intra_server: bool,
+}
+
+struct P2pInst {
+    left: u32,
+    unit: u32,
+    node: u32,
+    dst_unit: u32,
+    tag: P2pTag,
+}
+
+const P2P_BIT: u64 = 1 << 63;
+
+/// Receives: arrival time of a message not yet posted for, or a posted receive waiting.
+enum Mail {
+    Arrived { sent: SimTime, at: SimTime },
+    Waiting { node: u32, posted: SimTime },
+}
+
+pub struct Engine<'a> {
+    topo: Arc<Topology>,
+    net: Box<dyn Network>,
+    wl: &'a Workload,
+    layout: Layout,
+    seg_time: &'a [SimTime],
+    opts: EngineOptions,
+    // Per stage program tables.
+    stream_nodes: Vec<[Vec<u32>; Stream::COUNT]>,
+    pos_in_stream: Vec<Vec<u32>>,
+    dep_rev_start: Vec<Vec<u32>>,
+    dep_rev: Vec<Vec<u32>>,
+    // Per unit state.
+    deps_left: Vec<Vec<u32>>,
+    stream_pos: Vec<[u32; Stream::COUNT]>,
+    node_start: Vec<Vec<SimTime>>,
+    dp_in_flight: Vec<u32>,
+    acct: Vec<UnitAccount>,
+    last_compute_end: Vec<SimTime>,
+    // Groups and collectives.
+    groups: Vec<GroupInst>,
+    group_index: HashMap<(Group, u32), u32>,
+    unit_groups: Vec<HashMap<Group, u32>>,
+    colls: Vec<Option<CollInst>>,
+    free_colls: Vec<u32>,
+    plans: Vec<Option<PlanInst>>,
+    free_plans: Vec<u32>,
+    plan_cache: HashMap<(u32, u32, CollectiveOp, u64), Arc<Prepared>>,
+    p2p: Vec<Option<P2pInst>>,
+    free_p2p: Vec<u32>,
+    mail: HashMap<(u32, u32, P2pTag), Mail>,
+    queue: EventQueue<Ev>,
+    done: Vec<Completion>,
+    flow_start: HashMap<u64, (SimTime, &'static str)>,
+    run: EngineRun,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(topo: Arc<Topology>, net: Box<dyn Network>, wl: &'a Workload, layout: Layout, seg_time: &'a [SimTime], opts: EngineOptions) -> Self {
+        let mut stream_nodes = Vec::new();
+        let mut pos_in_stream = Vec::new();
+        let mut dep_rev_start = Vec::new();
+        let mut dep_rev = Vec::new();
+        for prog in &wl.stages {
+            let mut sn: [Vec<u32>; Stream::COUNT] = Default::default();
+            let mut pos = vec![0u32; prog.len()];
+            for (i, n) in prog.nodes.iter().enumerate() {
+                let s = n.stream as usize;
+                pos[i] = sn[s].len() as u32;
+                sn[s].push(i as u32);
+            }
+            let (rs, rv) = reverse(prog);
+            stream_nodes.push(sn);
+            pos_in_stream.push(pos);
+            dep_rev_start.push(rs);
+            dep_rev.push(rv);
+        }
+        let units = layout.units() as usize;
+        let deps_left: Vec<Vec<u32>> = (0..units as u32)
+            .map(|u| {
+                let prog = &wl.stages[layout.stage(u) as usize];
+                (0..prog.len() as u32).map(|i| prog.deps(i).len() as u32).collect()
+            })
+            .collect();
+        let node_start = (0..units as u32)
+            .map(|u| vec![SimTime::ZERO; wl.stages[layout.stage(u) as usize].len()])
+            .collect();
+        Engine {
+            topo,
+            net,
+            wl,
+            layout,
+            seg_time,
+            opts,
+            stream_nodes,
+            pos_in_stream,
+            dep_rev_start,
+            dep_rev,
+            deps_left,
+            stream_pos: vec![[0; Stream::COUNT]; units],
+            node_start,
+            dp_in_flight: vec![0; units],
+            acct: vec![UnitAccount::default(); units],
+            last_compute_end: vec![SimTime::ZERO; units],
+            groups: Vec::new(),
+            group_index: HashMap::new(),
+            unit_groups: vec![HashMap::new(); units],
+            colls: Vec::new(),
+            free_colls: Vec::new(),
+            plans: Vec::new(),
+            free_plans: Vec::new(),
+            plan_cache: HashMap::new(),
+            p2p: Vec::new(),
+            free_p2p: Vec::new(),
+            mail: HashMap::new(),
+            queue: EventQueue::new(),
+            done: Vec::new(),
+            flow_start: HashMap::new(),
+            run: EngineRun {
+                iteration_time: SimTime::ZERO,
+                units: Vec::new(),
+                spans: Vec::new(),
+                flows: Vec::new(),
+                net: NetStats::default(),
+                collectives: 0,
+                collectives_on_network: 0,
+                plans_built: 0,
+                nodes_executed: 0,
+            },
+        }
+    }
+
+    fn prog(&self, u: u32) -> &'a Program {
+        &self.wl.stages[self.layout.stage(u) as usize]
+    }
+
+    /// Runs to the end. `progress(done_nodes, total_nodes)` is called now and then.
+    ///
+    /// # Errors
+    /// A transfer the topology cannot route, or a deadlock (a receive or collective that never
+    /// completes — a generator bug, reported rather than hidden).
+    pub fn run(mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<EngineRun, SimError> {
+        let total: u64 = (0..self.layout.units()).map(|u| self.prog(u).len() as u64).sum();
+        for u in 0..self.layout.units() {
+            for s in 0..Stream::COUNT {
+                if let Some(&first) = self.stream_nodes[self.layout.stage(u) as usize][s].first() {
+                    self.try_start(u, first, SimTime::ZERO)?;
+                }
+            }
+        }
+        let mut finished: Vec<(SimTime, Ev)> = Vec::new();
+        let mut last_report = 0u64;
+        loop {
+            let tl = self.queue.peek_time();
+            let tn = self.net.next_event_time();
+            finished.clear();
+            match (tl, tn) {
+                (None, None) => break,
+                (Some(l), _) if tn.is_none_or(|n| l <= n) => {
+                    while let Some((t, e)) = self.queue.pop_until(l) {
+                        finished.push((t, e));
+                    }
+                    for &(t, e) in &finished {
+                        self.on_event(t, e)?;
+                    }
+                }
+                (_, Some(n)) => {
+                    let mut done = std::mem::take(&mut self.done);
+                    done.clear();
+                    self.net.advance_to(n, &mut done);
+                    for c in &done {
+                        self.on_transfer(c)?;
+                    }
+                    self.done = done;
+                }
+                (Some(_), None) => unreachable!("covered by the guard above"),
+            }
+            if self.run.nodes_executed - last_report >= 65_536 {
+                last_report = self.run.nodes_executed;
+                progress(last_report, total);
+            }
+        }
+        progress(self.run.nodes_executed, total);
+        if self.run.nodes_executed != total {
+            let stuck = (0..self.layout.units())
+                .find_map(|u| {
+                    let st = self.layout.stage(u) as usize;
+                    (0..Stream::COUNT).find_map(|s| {
+                        let pos = self.stream_pos[u as usize][s] as usize;
+                        self.stream_nodes[st][s].get(pos).map(|n| (u, *n))
+                    })
+                })
+                .map(|(u, n)| format!("unit {u} node {n}: {:?}", self.prog(u).nodes[n as usize]))
+                .unwrap_or_default();
+            return Err(SimError::Deadlock {
+                executed: self.run.nodes_executed,
+                total,
+                stuck,
+            });
+        }
+        self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
+        self.run.units = std::mem::take(&mut self.acct);
+        self.run.net = self.net.stats();
+        self.run.plans_built = self.plan_cache.len();
+        Ok(self.run)
+    }
+
+    fn on_event(&mut self, t: SimTime, e: Ev) -> Result<(), SimError> {
+        match e {
+            Ev::NodeDone { unit, node } => self.complete(unit, node, t),
+            Ev::CollDone { coll } => self.finish_coll(coll, t),
+            Ev::PlanLocal { inst, node } => self.plan_node_done(inst, node, t),
+        }
+    }
+
+    fn on_transfer(&mut self, c: &Completion) -> Result<(), SimError> {
+        let id = c.id.0;
+        if self.opts.record_flows
+            && let Some((start, kind)) = self.flow_start.remove(&id)
+        {
+            self.run.flows.push(FlowRecord {
+                id,
+                kind,
+                src: c.src.0,
+                dst: c.dst.0,
+                bytes: c.bytes.0,
+                start,
+                finish: c.finish,
+            });
+        }
+        if id & P2P_BIT != 0 {
+            let k = id as u32;
+            let inst = self.p2p[k as usize].as_mut().expect("live p2p");
+            inst.left -= 1;
+            if inst.left == 0 {
+                let inst = self.p2p[k as usize].take().expect("live p2p");
+                self.free_p2p.push(k);
+                return self.deliver(inst, c.finish);
+            }
+            Ok(())
+        } else {
+            self.plan_node_done((id >> 32) as u32, id as u32, c.finish)
+        }
+    }
+
+    /// Starts `node` of `unit` at `t` if its stream reached it and its dependencies finished.
+    fn try_start(&mut self, unit: u32, node: u32, t: SimTime) -> Result<(), SimError> {
+        let u = unit as usize;
+        if self.deps_left[u][node as usize] != 0 {
+            return Ok(());
+        }
+        let st = self.layout.stage(unit) as usize;
+        let n = self.prog(unit).nodes[node as usize];
+        if self.stream_pos[u][n.stream as usize] != self.pos_in_stream[st][node as usize] {
+            return Ok(());
+        }
+        self.node_start[u][node as usize] = t;
+        match n.kind {
+            NodeKind::Comp { segment } => {
+                let mut d = self.seg_time[segment as usize];
+                if self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
+                    d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
+                }
+                self.queue.push(t + d, Ev::NodeDone { unit, node });
+            }
+            NodeKind::CommColl { op, group, bytes } => {
+                if n.stream == Stream::Dp {
+                    self.dp_in_flight[u] += 1;
+                }
+                self.arrive(unit, node, op, group, bytes, t)?;
+            }
+            NodeKind::CommSend { peer, bytes, tag } => {
+                let dst_unit = self.peer_unit(unit, peer);
+                if self.opts.ideal_comm || bytes == 0 {
+                    let inst = P2pInst {
+                        left: 0,
+                        unit,
+                        node,
+                        dst_unit,
+                        tag,
+                    };
+                    return self.deliver(inst, t);
+                }
+                let k = match self.free_p2p.pop() {
+                    Some(k) => k,
+                    None => {
+                        self.p2p.push(None);
+                        (self.p2p.len() - 1) as u32
+                    }
+                };
+                self.p2p[k as usize] = Some(P2pInst {
+                    left: self.layout.tp,
+                    unit,
+                    node,
+                    dst_unit,
+                    tag,
+                });
+                for i in 0..self.layout.tp {
+                    let src = NodeId(self.layout.rank(unit, i));
+                    let dst = NodeId(self.layout.rank(dst_unit, i));
+                    // Low 32 bits: the message; bits 32..: the tp rank.
+                    let tid = P2P_BIT | ((i as u64) << 32) | k as u64;
+                    self.submit(
+                        Transfer {
+                            id: TransferId(tid),
+                            src,
+                            dst,
+                            bytes: Bytes(bytes),
+                            start: t,
+                            flow_hash: llmsim_core::mix64(((unit as u64) << 32) ^ (tag.microbatch as u64) << 8 ^ i as u64),
+                            route: RouteSpec::Direct,
+                        },
+                        "pp",
+                    )?;
+                }
+            }
+            NodeKind::CommRecv { peer, tag, .. } => {
+                let src_unit = self.peer_unit(unit, peer);
+                match self.mail.remove(&(src_unit, unit, tag)) {
+                    Some(Mail::Arrived { sent, at }) => {
+                        self.account_recv(unit, t, sent, at);
+                        self.complete(unit, node, t.max(at))?;
+                    }
+                    Some(Mail::Waiting { .. }) => unreachable!("one receive per tag"),
+                    None => {
+                        self.mail.insert((src_unit, unit, tag), Mail::Waiting { node, posted: t });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self, tr: Transfer, kind: &'static str) -> Result<(), SimError> {
+        if self.opts.record_flows {
+            self.flow_start.insert(tr.id.0, (tr.start, kind));
+        }
+        if tr.src == tr.dst {
+            return Err(SimError::Internal(format!("transfer {} to itself", tr.src.0)));
+        }
+        self.net.submit(tr)?;
+        Ok(())
+    }
+
+    fn account_recv(&mut self, unit: u32, posted: SimTime, sent: SimTime, at: SimTime) {
+        let a = &mut self.acct[unit as usize];
+        if at > posted {
+            let on_wire_from = sent.max(posted);
+            a.exposed_pp += at - on_wire_from;
+            a.bubble += on_wire_from - posted;
+        }
+    }
+
+    /// A pipeline message fully arrived at `t`.
+    fn deliver(&mut self, inst: P2pInst, t: SimTime) -> Result<(), SimError> {
+        let sent = self.node_start[inst.unit as usize][inst.node as usize];
+        self.complete(inst.unit, inst.node, t)?;
+        let key = (inst.unit, inst.dst_unit, inst.tag);
+        match self.mail.remove(&key) {
+            Some(Mail::Waiting { node, posted }) => {
+                self.account_recv(inst.dst_unit, posted, sent, t);
+                self.complete(inst.dst_unit, node, t)
+            }
+            Some(Mail::Arrived { .. }) => Err(SimError::Internal(format!("two messages with tag {:?}", inst.tag))),
+            None => {
+                self.mail.insert(key, Mail::Arrived { sent, at: t });
+                Ok(())
+            }
+        }
+    }
+
+    fn peer_unit(&self, unit: u32, peer: Peer) -> u32 {
+        let (c, d, p) = self.layout.coords(unit);
+        let pp = self.layout.pp;
+        let q = match peer {
+            Peer::Next => (p + 1) % pp,
+            Peer::Prev => (p + pp - 1) % pp,
+        };
+        self.layout.unit(c, d, q)
+    }
+
+    /// The group instance of `unit` for `group`, created on first use.
+    fn group_of(&mut self, unit: u32, group: Group) -> u32 {
+        if let Some(g) = self.unit_groups[unit as usize].get(&group) {
+            return *g;
+        }
+        let l = self.layout;
+        let (c, d, p) = l.coords(unit);
+        let k = c + l.cp * d; // index in the (cp, dp) dimension
+        let (key, units): (u32, Vec<u32>) = match group {
+            Group::Tp => (unit, vec![unit]),
+            Group::Cp => (d + l.dp * p, (0..l.cp).map(|j| l.unit(j, d, p)).collect()),
+            Group::Dp => (p, (0..l.cp * l.dp).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect()),
+            Group::Ep => {
+                let blk = k / l.ep;
+                (
+                    p * l.cp * l.dp + blk,
+                    (blk * l.ep..(blk + 1) * l.ep).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect(),
+                )
+            }
+            Group::ExpertDp => {
+                let e = k % l.ep;
+                (
+                    p * l.ep + e,
+                    (0..l.cp * l.dp).filter(|j| j % l.ep == e).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect(),
+                )
+            }
+            Group::Embedding => (c + l.cp * d, vec![l.unit(c, d, 0), l.unit(c, d, l.pp - 1)]),
+        };
+        let gid = match self.group_index.get(&(group, key)) {
+            Some(g) => *g,
+            None => {
+                let host_sets: Vec<Vec<NodeId>> = if group == Group::Tp {
+                    vec![(0..l.tp).map(|i| NodeId(l.rank(unit, i))).collect()]
+                } else {
+                    (0..l.tp).map(|i| units.iter().map(|uu| NodeId(l.rank(*uu, i))).collect()).collect()
+                };
+                let intra_server = host_sets.iter().all(|hs| {
+                    let s0 = self.topo.server_of(hs[0]);
+                    hs.iter().all(|h| self.topo.server_of(*h) == s0)
+                });
+                let gid = self.groups.len() as u32;
+                self.groups.push(GroupInst {
+                    group,
+                    issued: vec![0; units.len()],
+                    units,
+                    host_sets,
+                    pending: HashMap::new(),
+                    intra_server,
+                });
+                self.group_index.insert((group, key), gid);
+                gid
+            }
+        };
+        self.unit_groups[unit as usize].insert(group, gid);
+        gid
+    }
+
+    fn arrive(&mut self, unit: u32, node: u32, op: CollectiveOp, group: Group, bytes: u64, t: SimTime) -> Result<(), SimError> {
+        let gid = self.group_of(unit, group);
+        let g = &mut self.groups[gid as usize];
+        let pos = g.units.iter().position(|x| *x == unit).expect("member");
+        let seq = g.issued[pos];
+        g.issued[pos] += 1;
+        let n = g.units.len() as u32;
+        let p = g.pending.entry(seq).or_insert_with(|| Pending {
+            arrived: 0,
+            members: Vec::with_capacity(n as usize),
+        });
+        p.arrived += 1;
+        p.members.push((unit, node));
+        if p.arrived < n {
+            return Ok(());
+        }
+        let p = g.pending.remove(&seq).expect("just seen");
+        self.start_coll(gid, p.members, op, bytes, t)
+    }
+
+    fn start_coll(&mut self, gid: u32, members: Vec<(u32, u32)>, op: CollectiveOp, bytes: u64, t: SimTime) -> Result<(), SimError> {
+        self.run.collectives += 1;
+        let cid = match self.free_colls.pop() {
+            Some(c) => c,
+            None => {
+                self.colls.push(None);
+                (self.colls.len() - 1) as u32
+            }
+        };
+        let g = &self.groups[gid as usize];
+        let nranks = g.host_sets[0].len() as u32;
+        if self.opts.ideal_comm || nranks < 2 || bytes == 0 {
+            self.colls[cid as usize] = Some(CollInst { plans_left: 0, members });
+            self.queue.push(t, Ev::CollDone { coll: cid });
+            return Ok(());
+        }
+        if g.intra_server {
+            let d = self.opts.scale_up.time(op, Bytes(bytes), nranks);
+            self.colls[cid as usize] = Some(CollInst { plans_left: 0, members });
+            self.queue.push(t + d, Ev::CollDone { coll: cid });
+            return Ok(());
+        }
+        self.run.collectives_on_network += 1;
+        let sets = g.host_sets.len() as u32;
+        let kind = g.group.name();
+        self.colls[cid as usize] = Some(CollInst { plans_left: sets, members });
+        for si in 0..sets {
+            let key = (gid, si, op, bytes);
+            let prep = match self.plan_cache.get(&key) {
+                Some(p) => p.clone(),
+                None => {
+                    let hosts = &self.groups[gid as usize].host_sets[si as usize];
+                    let planned = plan_collective(&self.topo, op, Bytes(bytes), hosts, &self.opts.plan, &self.opts.scale_up)?;
+                    let p = Arc::new(Prepared::new(planned.plan));
+                    self.plan_cache.insert(key, p.clone());
+                    p
+                }
+            };
+            self.start_plan(prep, cid, kind, t)?;
+        }
+        Ok(())
+    }
+
+    fn start_plan(&mut self, prep: Arc<Prepared>, coll: u32, kind: &'static str, t: SimTime) -> Result<(), SimError> {
+        let n = prep.plan.len();
+        let inst = match self.free_plans.pop() {
+            Some(i) => i,
+            None => {
+                self.plans.push(None);
+                (self.plans.len() - 1) as u32
+            }
+        };
+        let mut indeg = Vec::with_capacity(n);
+        let mut ready = Vec::with_capacity(n);
+        for i in 0..n as u32 {
+            indeg.push(prep.plan.deps(i).len() as u32);
+            ready.push(if prep.plan.deps(i).is_empty() {
+                t + prep.plan.node(i).overhead
+            } else {
+                t
+            });
+        }
+        if n == 0 {
+            self.plans[inst as usize] = None;
+            self.free_plans.push(inst);
+            return self.plan_finished(coll, t);
+        }
+        self.plans[inst as usize] = Some(PlanInst {
+            prep: prep.clone(),
+            indeg,
+            ready,
+            remaining: n as u32,
+            coll,
+            kind,
+        });
+        for i in 0..n as u32 {
+            if prep.plan.deps(i).is_empty() {
+                self.launch_plan_node(inst, i)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn launch_plan_node(&mut self, inst: u32, i: u32) -> Result<(), SimError> {
+        let p = self.plans[inst as usize].as_ref().expect("live plan");
+        let t0 = p.ready[i as usize];
+        let node = p.prep.plan.node(i);
+        match &node.step {
+            Step::Transfer {
+                src,
+                dst,
+                bytes,
+                route,
+                flow_hash,
+            } if bytes.0 > 0 => {
+                let tr = Transfer {
+                    id: TransferId(((inst as u64) << 32) | i as u64),
+                    src: *src,
+                    dst: *dst,
+                    bytes: *bytes,
+                    start: t0,
+                    flow_hash: *flow_hash,
+                    route: route.clone(),
+                };
+                let kind = p.kind;
+                self.submit(tr, kind)?;
+            }
+            Step::Transfer { .. } => self.queue.push(t0, Ev::PlanLocal { inst, node: i }),
+            Step::Local { duration, .. } => self.queue.push(t0 + *duration, Ev::PlanLocal { inst, node: i }),
+        }
+        Ok(())
+    }
+
+    fn plan_node_done(&mut self, inst: u32, i: u32, t: SimTime) -> Result<(), SimError> {
+        let p = self.plans[inst as usize].as_mut().expect("live plan");
+        p.remaining -= 1;
+        let prep = p.prep.clone();
+        let range = prep.dstart[i as usize] as usize..prep.dstart[i as usize + 1] as usize;
+        let mut launch: Vec<u32> = Vec::new();
+        for (&d, &is_data) in prep.dependents[range.clone()].iter().zip(&prep.dependent_is_data[range]) {
+            let du = d as usize;
+            let at = if is_data { t + prep.plan.node(d).overhead } else { t };
+            p.ready[du] = p.ready[du].max(at);
+            p.indeg[du] -= 1;
+            if p.indeg[du] == 0 {
+                launch.push(d);
+            }
+        }
+        if p.remaining == 0 {
+            let coll = p.coll;
+            self.plans[inst as usize] = None;
+            self.free_plans.push(inst);
+            return self.plan_finished(coll, t);
+        }
+        for d in launch {
+            self.launch_plan_node(inst, d)?;
+        }
+        Ok(())
+    }
+
+    fn plan_finished(&mut self, coll: u32, t: SimTime) -> Result<(), SimError> {
+        let c = self.colls[coll as usize].as_mut().expect("live collective");
+        c.plans_left -= 1;
+        if c.plans_left == 0 {
+            self.finish_coll(coll, t)?;
+        }
+        Ok(())
+    }
+
+    fn finish_coll(&mut self, coll: u32, t: SimTime) -> Result<(), SimError> {
+        let c = self.colls[coll as usize].take().expect("live collective");
+        self.free_colls.push(coll);
+        for &(unit, node) in &c.members {
+            let n = self.prog(unit).nodes[node as usize];
+            let start = self.node_start[unit as usize][node as usize];
+            if let NodeKind::CommColl { group, .. } = n.kind
+                && n.stream == Stream::Compute
+            {
+                let a = &mut self.acct[unit as usize];
+                let d = t - start;
+                match group {
+                    Group::Tp => a.exposed_tp += d,
+                    Group::Cp => a.exposed_cp += d,
+                    Group::Ep => a.exposed_ep += d,
+                    _ => a.exposed_dp += d,
+                }
+            }
+            if n.stream == Stream::Dp {
+                self.dp_in_flight[unit as usize] -= 1;
+            }
+            self.complete(unit, node, t)?;
+        }
+        Ok(())
+    }
+
+    /// `node` of `unit` finished at `t`: advance its stream and release its dependents.
+    fn complete(&mut self, unit: u32, node: u32, t: SimTime) -> Result<(), SimError> {
+        let u = unit as usize;
+        let st = self.layout.stage(unit) as usize;
+        let prog = self.prog(unit);
+        let n = prog.nodes[node as usize];
+        self.run.nodes_executed += 1;
+        let start = self.node_start[u][node as usize];
+        match n.kind {
+            NodeKind::Comp { .. } => {
+                let a = &mut self.acct[u];
+                a.compute += t - start;
+                if n.phase == Phase::Optimizer && start > self.last_compute_end[u] {
+                    // The optimizer waited for gradient reduction.
+                    a.exposed_dp += start - self.last_compute_end[u];
+                }
+                self.last_compute_end[u] = t;
+            }
+            NodeKind::CommColl { .. } | NodeKind::CommRecv { .. } if n.stream == Stream::Compute => {
+                self.last_compute_end[u] = t;
+            }
+            _ => {}
+        }
+        if self.acct[u].finish < t {
+            self.acct[u].finish = t;
+        }
+        if self.opts.trace_units.contains(&unit) {
+            self.run.spans.push(Span {
+                unit,
+                stream: n.stream,
+                node,
+                start,
+                end: t,
+            });
+        }
+        let s = n.stream as usize;
+        self.stream_pos[u][s] += 1;
+        let next = self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied();
+        let range = self.dep_rev_start[st][node as usize] as usize..self.dep_rev_start[st][node as usize + 1] as usize;
+        for k in range {
+            let d = self.dep_rev[st][k];
+            self.deps_left[u][d as usize] -= 1;
+            if self.deps_left[u][d as usize] == 0 {
+                self.try_start(unit, d, t)?;
+            }
+        }
+        if let Some(nx) = next {
+            self.try_start(unit, nx, t)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reverse edges of a program's explicit dependencies, CSR.
+fn reverse(prog: &Program) -> (Vec<u32>, Vec<u32>) {
+    let n = prog.len();
+    let mut start = vec![0u32; n + 1];
+    for i in 0..n as u32 {
+        for d in prog.deps(i) {
+            start[*d as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut rev = vec![0u32; start[n] as usize];
+    for i in 0..n as u32 {
+        for d in prog.deps(i) {
+            rev[fill[*d as usize] as usize] = i;
+            fill[*d as usize] += 1;
+        }
+    }
+    (start, rev)
+}
+
+#[allow(dead_code)]
+fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Forward => "fwd",
+        Direction::Backward => "bwd",
+    }
+}

@@ -1,0 +1,337 @@
+//! The system simulator: a scenario in, a [`Report`] out.
+//!
+//! [`simulate`] resolves the model and parallel plan, checks memory, generates the Megatron
+//! programs ([`llmsim_workload::megatron`]), times every compute segment on the GPU
+//! ([`llmsim_compute`]), and runs all units on one shared network ([`engine`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use llmsim_ccl::expand::Granularity;
+use llmsim_ccl::plan::Expansion;
+use llmsim_ccl::tuning::{GpuArch, Proto};
+use llmsim_ccl::{AlgoChoice, PlanOptions, ScaleUpModel};
+use llmsim_compute::{ComputeModel, Efficiencies, GpuSpec, OpDatabase, OpTime, TimeSource};
+use llmsim_core::{Bandwidth, SimTime};
+use llmsim_net::Network;
+use llmsim_topo::{LinkKind, ScaleUp, Topology};
+use llmsim_workload::dag::{NodeKind, Workload};
+use llmsim_workload::megatron;
+use llmsim_workload::ops::Pass;
+use llmsim_workload::{MemoryFootprint, ModelConfig, ParallelConfig, TrainingConfig, WorkloadError, memory};
+use serde::Serialize;
+use thiserror::Error;
+
+pub mod engine;
+pub mod report;
+pub mod scenario;
+
+pub use engine::{EngineRun, Layout};
+pub use report::Report;
+pub use scenario::{Backend, Scenario};
+
+/// Everything that can go wrong, each naming the field or the cause.
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error("{field}: {message}")]
+    Scenario { field: String, message: String },
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("cluster.gpu: {0}")]
+    Compute(#[from] llmsim_compute::ComputeError),
+    #[error("cluster.topology: {0}")]
+    Topo(#[from] llmsim_topo::TopoError),
+    #[error("network: {0}")]
+    Net(#[from] llmsim_net::NetError),
+    #[error("collectives: {0}")]
+    Ccl(#[from] llmsim_ccl::CclError),
+    #[error("simulation stalled after {executed} of {total} nodes (a generator bug; please report): {stuck}")]
+    Deadlock { executed: u64, total: u64, stuck: String },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// A compute segment's timing, for the per-op table.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpRow {
+    pub stage: u32,
+    pub segment: String,
+    pub op: String,
+    pub pass: &'static str,
+    pub class: String,
+    pub shape: String,
+    pub flops: f64,
+    pub bytes: f64,
+    pub time_us: f64,
+    pub bound: String,
+    pub source: String,
+    /// Executions per iteration on one rank of the stage.
+    pub count: u64,
+}
+
+/// Everything a run produced.
+pub struct Outcome {
+    pub report: Report,
+    pub engine: EngineRun,
+    pub workload: Workload,
+    pub ops: Vec<OpRow>,
+    pub layout: Layout,
+    pub topo: Arc<Topology>,
+}
+
+/// Knobs that are not part of the scenario.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Every communication takes zero time.
+    pub ideal_comm: bool,
+}
+
+fn arch_of(gpu: &GpuSpec) -> GpuArch {
+    let n = gpu.name.to_ascii_uppercase();
+    if n.starts_with("A100") {
+        GpuArch::Ampere
+    } else if n.starts_with('B') {
+        GpuArch::Blackwell
+    } else {
+        GpuArch::Hopper
+    }
+}
+
+/// The fastest NIC of host 0: the scale-out bandwidth per GPU.
+fn nic_bandwidth(topo: &Topology) -> Bandwidth {
+    topo.ports(llmsim_core::NodeId(0))
+        .iter()
+        .map(|l| topo.link(*l))
+        .filter(|l| l.kind == LinkKind::HostNic)
+        .map(|l| l.bandwidth)
+        .max_by_key(|b| b.bps())
+        .unwrap_or(Bandwidth::from_gbps(400))
+}
+
+/// Resolved model, training and parallel settings of a scenario.
+pub struct Resolved {
+    pub model: ModelConfig,
+    pub training: TrainingConfig,
+    pub parallel: ParallelConfig,
+    pub gpu: &'static GpuSpec,
+    pub gpus: u32,
+    pub memory: MemoryFootprint,
+}
+
+/// Resolves the scenario and checks that it fits in memory.
+///
+/// # Errors
+/// Any invalid setting, or [`WorkloadError::OutOfMemory`].
+pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
+    let gpus = s.gpus()?;
+    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let model = s.model.resolve(&s.base_dir)?;
+    let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
+    if s.training.iterations != 1 {
+        return Err(SimError::Scenario {
+            field: "training.iterations".into(),
+            message: "only 1 is simulated for now (every iteration of a steady run is the same)".into(),
+        });
+    }
+    let mem = memory::footprint(&model, &s.training, &parallel);
+    memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
+    Ok(Resolved {
+        model,
+        training: s.training.clone(),
+        parallel,
+        gpu,
+        gpus,
+        memory: mem,
+    })
+}
+
+/// Runs a scenario.
+///
+/// # Errors
+/// See [`SimError`].
+pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<Outcome, SimError> {
+    let wall = Instant::now();
+    let r = resolve(s)?;
+    if s.network.backend == Backend::Packet {
+        return Err(SimError::Scenario {
+            field: "network.backend".into(),
+            message: "the packet backend is not implemented yet (issue 4); valid: analytical, flow".into(),
+        });
+    }
+    // Compute model.
+    let mut cm = ComputeModel::new(r.gpu);
+    if let Some(p) = &s.compute.efficiency {
+        let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
+            field: "compute.efficiency".into(),
+            message: format!("{}: {e}", p.display()),
+        })?;
+        cm = cm.with_efficiencies(Efficiencies::from_csv_str(&text)?);
+    }
+    if let Some(p) = &s.compute.database {
+        cm = cm.with_database(OpDatabase::load(s.base_dir.join(p))?);
+    }
+    if !(s.compute.overlap_slowdown >= 1.0 && s.compute.overlap_slowdown.is_finite()) {
+        return Err(SimError::Scenario {
+            field: "compute.overlap_slowdown".into(),
+            message: format!("{} must be a finite factor >= 1.0", s.compute.overlap_slowdown),
+        });
+    }
+    // Topology.
+    let nvlink = match s.cluster.nvlink_bandwidth {
+        Some(b) => b,
+        None => r.gpu.nvlink_bandwidth,
+    };
+    let scale_up = ScaleUp {
+        gpus_per_server: s.cluster.gpus_per_node,
+        bandwidth: nvlink,
+        latency: s.cluster.nvlink_latency.unwrap_or(SimTime::from_ns(250)),
+    };
+    let topo = Arc::new(s.cluster.topology.build(r.gpus, scale_up, s.seed)?);
+    let su = ScaleUpModel::from_nvlink(r.gpu.name, nvlink, s.cluster.gpus_per_node);
+    let proto: Option<Proto> = match &s.collectives.proto {
+        Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
+            field: "collectives.proto".into(),
+            message: format!("{e}"),
+        })?),
+        None => None,
+    };
+    let plan = PlanOptions {
+        arch: arch_of(r.gpu),
+        nvlink_bw: nvlink,
+        nic_bw: nic_bandwidth(&topo),
+        algo: match s.collectives.algo {
+            scenario::AlgoSpec::Auto => AlgoChoice::Auto,
+            scenario::AlgoSpec::Ring => AlgoChoice::Ring,
+            scenario::AlgoSpec::Tree => AlgoChoice::Tree,
+            scenario::AlgoSpec::HalvingDoubling => AlgoChoice::Force(Expansion::HalvingDoubling),
+            scenario::AlgoSpec::Hierarchical => AlgoChoice::Force(Expansion::Hierarchical),
+        },
+        proto,
+        channels: s.collectives.channels,
+        granularity: match s.collectives.granularity {
+            scenario::GranularitySpec::Auto => Granularity::Auto,
+            scenario::GranularitySpec::Step => Granularity::Step,
+            scenario::GranularitySpec::Pipelined => Granularity::Pipelined,
+        },
+        pxn: s.collectives.pxn,
+    };
+    // Workload and segment times.
+    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
+    let (seg_time, ops) = time_segments(&wl, &cm, &r.training);
+    let p = &r.parallel;
+    let layout = Layout {
+        tp: p.tp as u32,
+        cp: p.cp as u32,
+        dp: p.dp as u32,
+        pp: p.pp as u32,
+        ep: p.ep as u32,
+    };
+    let trace_units: Vec<u32> = if s.output.trace {
+        match s.output.trace_ranks {
+            scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),
+            scenario::TraceRanks::All => (0..layout.units()).collect(),
+        }
+    } else {
+        Vec::new()
+    };
+    let net: Box<dyn Network> = match s.network.backend {
+        Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo.clone())),
+        Backend::Flow | Backend::Packet => Box::new(llmsim_net::flow::FlowNetwork::new(topo.clone())),
+    };
+    let eopts = engine::EngineOptions {
+        plan,
+        scale_up: su,
+        ideal_comm: opts.ideal_comm,
+        overlap_slowdown: s.compute.overlap_slowdown,
+        trace_units,
+        record_flows: s.output.flows,
+    };
+    let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
+    let ops_rows = op_rows(&wl, &ops);
+    let report = report::build(s, &r, &wl, &run, &ops_rows, layout, &topo, wall.elapsed().as_secs_f64());
+    Ok(Outcome {
+        report,
+        engine: run,
+        workload: wl,
+        ops: ops_rows,
+        layout,
+        topo,
+    })
+}
+
+/// Times every segment: the sum of its ops. Returns the segment times and each op's timing.
+fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<SimTime>, Vec<Vec<Option<OpTime>>>) {
+    let mut times = Vec::with_capacity(wl.segments.len());
+    let mut per_op = Vec::with_capacity(wl.segments.len());
+    for seg in &wl.segments {
+        let mut total = SimTime::ZERO;
+        let mut row = Vec::with_capacity(seg.ops.len());
+        for op in &seg.ops {
+            let ot = op.query(t.dtype).map(|q| cm.time(&q));
+            if let Some(o) = &ot {
+                total += o.time;
+            }
+            row.push(ot);
+        }
+        times.push(total);
+        per_op.push(row);
+    }
+    (times, per_op)
+}
+
+fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow> {
+    let mut rows = Vec::new();
+    for (si, prog) in wl.stages.iter().enumerate() {
+        let mut count = vec![0u64; wl.segments.len()];
+        for n in &prog.nodes {
+            if let NodeKind::Comp { segment } = n.kind {
+                count[segment as usize] += 1;
+            }
+        }
+        for (seg_i, seg) in wl.segments.iter().enumerate() {
+            if count[seg_i] == 0 {
+                continue;
+            }
+            for (op, ot) in seg.ops.iter().zip(&timed[seg_i]) {
+                let Some(ot) = ot else { continue };
+                let (class, flops, bytes) = match &op.kind {
+                    llmsim_workload::OpSpecKind::Compute { class, flops, bytes } => (format!("{class:?}"), *flops, *bytes),
+                    llmsim_workload::OpSpecKind::Comm { .. } => continue,
+                };
+                rows.push(OpRow {
+                    stage: si as u32,
+                    segment: seg.name.clone(),
+                    op: op.name.to_string(),
+                    pass: megatron::pass_name(op.pass),
+                    class,
+                    shape: op.shape.clone(),
+                    flops,
+                    bytes,
+                    time_us: ot.time.as_us_f64(),
+                    bound: format!("{:?}", ot.bound).to_lowercase(),
+                    source: match ot.source {
+                        TimeSource::Database => "database".into(),
+                        TimeSource::Roofline => "roofline".into(),
+                    },
+                    count: count[seg_i],
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// Model FLOPs of one iteration over all GPUs: (without recomputation, with it).
+pub fn iteration_flops(ops: &[OpRow], layout: Layout) -> (f64, f64) {
+    let ranks_per_stage = (layout.tp * layout.cp * layout.dp) as f64;
+    let mut model = 0.0;
+    let mut hw = 0.0;
+    for r in ops {
+        let f = r.flops * r.count as f64 * ranks_per_stage;
+        hw += f;
+        if r.pass != megatron::pass_name(Pass::Recompute) {
+            model += f;
+        }
+    }
+    (model, hw)
+}

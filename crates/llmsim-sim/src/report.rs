@@ -1,0 +1,308 @@
+//! The report: iteration time, throughput, MFU, where the time went per stage and per rank, and
+//! the memory footprint.
+
+use std::fmt::Write as _;
+
+use llmsim_core::SimTime;
+use llmsim_net::NetStats;
+use llmsim_topo::Topology;
+use llmsim_workload::MemoryFootprint;
+use llmsim_workload::dag::Workload;
+use serde::Serialize;
+
+use crate::engine::{EngineRun, Layout, UnitAccount};
+use crate::{OpRow, Resolved, Scenario, iteration_flops};
+
+/// Seconds per category of one unit's (or the average of a stage's) iteration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Breakdown {
+    pub compute_s: f64,
+    pub exposed_tp_s: f64,
+    pub exposed_cp_s: f64,
+    pub exposed_ep_s: f64,
+    pub exposed_pp_s: f64,
+    pub exposed_dp_s: f64,
+    pub bubble_s: f64,
+    /// The rest of the iteration: waiting for slower ranks, at the end for the last stage, ...
+    pub idle_s: f64,
+}
+
+impl Breakdown {
+    fn of(a: &UnitAccount, iter: SimTime) -> Self {
+        let s = |t: SimTime| t.as_secs_f64();
+        let busy = a.compute + a.exposed_tp + a.exposed_cp + a.exposed_ep + a.exposed_pp + a.exposed_dp + a.bubble;
+        Breakdown {
+            compute_s: s(a.compute),
+            exposed_tp_s: s(a.exposed_tp),
+            exposed_cp_s: s(a.exposed_cp),
+            exposed_ep_s: s(a.exposed_ep),
+            exposed_pp_s: s(a.exposed_pp),
+            exposed_dp_s: s(a.exposed_dp),
+            bubble_s: s(a.bubble),
+            idle_s: s(iter.saturating_sub(busy)),
+        }
+    }
+
+    fn add(&mut self, o: &Breakdown, w: f64) {
+        self.compute_s += o.compute_s * w;
+        self.exposed_tp_s += o.exposed_tp_s * w;
+        self.exposed_cp_s += o.exposed_cp_s * w;
+        self.exposed_ep_s += o.exposed_ep_s * w;
+        self.exposed_pp_s += o.exposed_pp_s * w;
+        self.exposed_dp_s += o.exposed_dp_s * w;
+        self.bubble_s += o.bubble_s * w;
+        self.idle_s += o.idle_s * w;
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StageReport {
+    pub stage: u32,
+    pub layers: u64,
+    /// Mean over the stage's ranks.
+    pub breakdown: Breakdown,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UnitReport {
+    /// Ranks `first_rank .. first_rank + tp` (one tensor-parallel group) share this breakdown.
+    pub first_rank: u32,
+    pub cp: u32,
+    pub dp: u32,
+    pub pp: u32,
+    pub breakdown: Breakdown,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryReport {
+    pub footprint: MemoryFootprint,
+    pub capacity: u64,
+    pub fraction: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub model: String,
+    pub params: u64,
+    pub gpu: String,
+    pub gpus: u32,
+    pub topology: String,
+    pub backend: String,
+    pub parallel: String,
+    pub microbatches: u32,
+    pub global_batch_size: u64,
+    pub seq_length: u64,
+    pub iteration_time_s: f64,
+    pub tokens_per_s: f64,
+    pub tokens_per_s_per_gpu: f64,
+    /// Model FLOPs (no recomputation, no optimizer) per GPU per second.
+    pub model_tflops_per_gpu: f64,
+    pub mfu: f64,
+    /// Hardware FLOPs utilization (recomputation counted).
+    pub hfu: f64,
+    pub stages: Vec<StageReport>,
+    pub mean: Breakdown,
+    pub ranks: Vec<UnitReport>,
+    pub memory: MemoryReport,
+    pub collectives: u64,
+    pub collectives_on_network: u64,
+    pub plans_built: usize,
+    pub net: NetStats,
+    pub nodes_executed: u64,
+    /// How ranks were folded. Empty: every tensor-parallel group was simulated; the tp ranks of a
+    /// group run the same program in lockstep (exact: their TP collectives synchronize them).
+    pub symmetry: String,
+    pub sim_wall_s: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn build(
+    s: &Scenario,
+    r: &Resolved,
+    wl: &Workload,
+    run: &EngineRun,
+    ops: &[OpRow],
+    layout: Layout,
+    topo: &Topology,
+    wall_s: f64,
+) -> Report {
+    let iter = run.iteration_time;
+    let it_s = iter.as_secs_f64().max(1e-12);
+    let p = &r.parallel;
+    let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
+    let tokens = (gbs * r.training.seq_length) as f64;
+    let (model_flops, hw_flops) = iteration_flops(ops, layout);
+    let peak = r.gpu.peak_flops(r.training.dtype) * r.gpus as f64;
+    let per_unit: Vec<Breakdown> = run.units.iter().map(|a| Breakdown::of(a, iter)).collect();
+    let mut stages = Vec::new();
+    let per_stage = (layout.cp * layout.dp) as f64;
+    for st in 0..layout.pp {
+        let mut b = Breakdown::default();
+        for (u, bd) in per_unit.iter().enumerate() {
+            if layout.stage(u as u32) == st {
+                b.add(bd, 1.0 / per_stage);
+            }
+        }
+        stages.push(StageReport {
+            stage: st,
+            layers: r.model.num_hidden_layers / layout.pp as u64,
+            breakdown: b,
+        });
+    }
+    let mut mean = Breakdown::default();
+    for b in &per_unit {
+        mean.add(b, 1.0 / per_unit.len().max(1) as f64);
+    }
+    let ranks = per_unit
+        .iter()
+        .enumerate()
+        .map(|(u, b)| {
+            let (c, d, pp) = layout.coords(u as u32);
+            UnitReport {
+                first_rank: layout.rank(u as u32, 0),
+                cp: c,
+                dp: d,
+                pp,
+                breakdown: b.clone(),
+            }
+        })
+        .collect();
+    let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
+    Report {
+        scenario: s.name.clone(),
+        model: r.model.name.clone(),
+        params: r.model.param_count(),
+        gpu: r.gpu.name.to_string(),
+        gpus: r.gpus,
+        topology: topo.describe().to_string().lines().next().unwrap_or_default().trim_start_matches("topology").trim().to_string(),
+        backend: format!("{:?}", s.network.backend).to_lowercase(),
+        parallel: format!(
+            "tp{} pp{}{} dp{} cp{} ep{}{}{}",
+            p.tp,
+            p.pp,
+            vpp,
+            p.dp,
+            p.cp,
+            p.ep,
+            if p.sp() { " +sp" } else { "" },
+            if p.use_distributed_optimizer { " +distopt" } else { "" }
+        ),
+        microbatches: wl.microbatches,
+        global_batch_size: gbs,
+        seq_length: r.training.seq_length,
+        iteration_time_s: iter.as_secs_f64(),
+        tokens_per_s: tokens / it_s,
+        tokens_per_s_per_gpu: tokens / it_s / r.gpus as f64,
+        model_tflops_per_gpu: model_flops / it_s / r.gpus as f64 / 1e12,
+        mfu: model_flops / it_s / peak,
+        hfu: hw_flops / it_s / peak,
+        stages,
+        mean,
+        ranks,
+        memory: MemoryReport {
+            footprint: r.memory.clone(),
+            capacity: r.gpu.memory_bytes,
+            fraction: r.memory.total as f64 / r.gpu.memory_bytes as f64,
+        },
+        collectives: run.collectives,
+        collectives_on_network: run.collectives_on_network,
+        plans_built: run.plans_built,
+        net: run.net.clone(),
+        nodes_executed: run.nodes_executed,
+        symmetry: String::new(),
+        sim_wall_s: wall_s,
+    }
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+fn pct(x: f64, of: f64) -> f64 {
+    if of > 0.0 { 100.0 * x / of } else { 0.0 }
+}
+
+impl Report {
+    /// The human-readable summary.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "llmsim run: {}", self.scenario);
+        let _ = writeln!(
+            o,
+            "  model      {} ({:.2}B params), seq {}, global batch {} ({} micro-batches per replica)",
+            self.model,
+            self.params as f64 / 1e9,
+            self.seq_length,
+            self.global_batch_size,
+            self.microbatches
+        );
+        let _ = writeln!(o, "  cluster    {} x {}, {}", self.gpus, self.gpu, self.topology);
+        let _ = writeln!(o, "  parallel   {}   backend {}", self.parallel, self.backend);
+        let _ = writeln!(o);
+        let _ = writeln!(o, "  iteration time   {:.4} s", self.iteration_time_s);
+        let _ = writeln!(
+            o,
+            "  throughput       {:.0} tokens/s ({:.1} tokens/s/GPU)",
+            self.tokens_per_s, self.tokens_per_s_per_gpu
+        );
+        let _ = writeln!(
+            o,
+            "  MFU              {:.1}%  ({:.0} model TFLOP/s per GPU; HFU {:.1}%)",
+            100.0 * self.mfu,
+            self.model_tflops_per_gpu,
+            100.0 * self.hfu
+        );
+        let f = &self.memory.footprint;
+        let _ = writeln!(
+            o,
+            "  memory/GPU       {:.1} GiB of {:.0} GiB ({:.0}%): params {:.1}, grads {:.1}, optimizer {:.1}, activations {:.1}, workspace {:.1}",
+            gib(f.total),
+            gib(self.memory.capacity),
+            100.0 * self.memory.fraction,
+            gib(f.parameters),
+            gib(f.gradients),
+            gib(f.optimizer_states),
+            gib(f.activations),
+            gib(f.workspace)
+        );
+        let _ = writeln!(o);
+        let it = self.iteration_time_s;
+        let _ = writeln!(
+            o,
+            "  where the time goes (% of the iteration, mean over the stage's ranks)\n  {:>5} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            "stage", "compute", "TP", "CP", "EP", "PP", "DP", "bubble", "idle"
+        );
+        let row = |o: &mut String, label: &str, b: &Breakdown| {
+            let _ = writeln!(
+                o,
+                "  {:>5} {:>7.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
+                label,
+                pct(b.compute_s, it),
+                pct(b.exposed_tp_s, it),
+                pct(b.exposed_cp_s, it),
+                pct(b.exposed_ep_s, it),
+                pct(b.exposed_pp_s, it),
+                pct(b.exposed_dp_s, it),
+                pct(b.bubble_s, it),
+                pct(b.idle_s, it)
+            );
+        };
+        for s in &self.stages {
+            row(&mut o, &s.stage.to_string(), &s.breakdown);
+        }
+        if self.stages.len() > 1 {
+            row(&mut o, "all", &self.mean);
+        }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "  {} collectives ({} on the network, {} distinct plans), {} transfers, {} program nodes; simulated in {:.2} s",
+            self.collectives, self.collectives_on_network, self.plans_built, self.net.completed, self.nodes_executed, self.sim_wall_s
+        );
+        if !self.symmetry.is_empty() {
+            let _ = writeln!(o, "  symmetry: {}", self.symmetry);
+        }
+        o
+    }
+}

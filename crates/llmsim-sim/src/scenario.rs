@@ -1,0 +1,406 @@
+//! The scenario file: model, training, parallelism, cluster, network, collectives, compute,
+//! output. YAML, strict (unknown keys are errors), every default documented here.
+//!
+//! ```yaml
+//! name: gpt3-13b-128gpu
+//! model: gpt3-13b                      # preset, path/to/config.json, or a map of fields
+//! training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 512 }
+//! parallel: { tp: 2, pp: 1 }           # dp derived from the GPU count
+//! cluster:
+//!   gpu: H100
+//!   gpus: 128
+//!   gpus_per_node: 8
+//!   topology: { kind: rail-fat-tree, nic: { bandwidth: 400Gbps } }
+//! network: { backend: flow }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use llmsim_core::{Bandwidth, SimTime};
+use llmsim_topo::TopologySpec;
+use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
+use serde::{Deserialize, Serialize};
+use serde_yaml_ng::Value;
+
+use crate::SimError;
+
+/// A whole scenario.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Free-form name for the report. Default: the file name.
+    #[serde(default)]
+    pub name: String,
+    pub model: ModelSpec,
+    #[serde(default)]
+    pub training: TrainingConfig,
+    #[serde(default)]
+    pub parallel: ParallelConfig,
+    pub cluster: ClusterSpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    #[serde(default)]
+    pub collectives: CollectivesSpec,
+    #[serde(default)]
+    pub compute: ComputeSpec,
+    #[serde(default)]
+    pub output: OutputSpec,
+    /// Seed for ECMP hashing and anything random. Default 1.
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// Directory relative paths in the scenario are read from (the file's directory).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// `cluster:`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// GPU type from the catalog (A100, H100, H800, H20, H200, B200). Default H100.
+    #[serde(default = "default_gpu")]
+    pub gpu: String,
+    /// Total GPUs. Give this or `nodes` (gpus = nodes x gpus_per_node).
+    #[serde(default)]
+    pub gpus: Option<u32>,
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    /// GPUs per server, sharing one NVLink/NVSwitch domain. Default 8.
+    #[serde(default = "default_gpn")]
+    pub gpus_per_node: u32,
+    /// NVLink bandwidth per GPU per direction. Default: the GPU's catalog figure.
+    #[serde(default)]
+    pub nvlink_bandwidth: Option<Bandwidth>,
+    /// GPU <-> NVSwitch one-way latency. Default 250ns.
+    #[serde(default)]
+    pub nvlink_latency: Option<SimTime>,
+    /// The scale-out fabric (one NIC per GPU). Default `{ kind: rail-fat-tree }` with 400 Gbps NICs.
+    #[serde(default = "default_topology")]
+    pub topology: TopologySpec,
+}
+
+fn default_gpu() -> String {
+    "H100".into()
+}
+fn default_gpn() -> u32 {
+    8
+}
+fn default_topology() -> TopologySpec {
+    serde_yaml_ng::from_str("kind: rail-fat-tree").expect("valid default topology")
+}
+
+/// Network backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Alpha-beta per path, no contention.
+    Analytical,
+    /// Max-min fair sharing of links, event driven. Default.
+    #[default]
+    Flow,
+    /// Packet-level RoCEv2 (issue 4; not available yet).
+    Packet,
+}
+
+/// `network:`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// analytical | flow | packet. Default flow.
+    #[serde(default)]
+    pub backend: Backend,
+}
+
+/// Algorithm choice for collectives that cross servers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AlgoSpec {
+    /// NCCL's own choice (NCCL_ALGO unset). Default.
+    #[default]
+    Auto,
+    Ring,
+    Tree,
+    HalvingDoubling,
+    Hierarchical,
+}
+
+/// How a ring is simulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GranularitySpec {
+    /// Pipelined flows for large messages, per-step transfers for small ones. Default.
+    #[default]
+    Auto,
+    Step,
+    Pipelined,
+}
+
+/// `collectives:` — NCCL overrides.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectivesSpec {
+    /// Like NCCL_ALGO. Default auto.
+    #[serde(default)]
+    pub algo: AlgoSpec,
+    /// Like NCCL_PROTO: LL, LL128, Simple. Default: NCCL's choice.
+    #[serde(default)]
+    pub proto: Option<String>,
+    /// Like NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS. Default: NCCL's choice.
+    #[serde(default)]
+    pub channels: Option<u32>,
+    #[serde(default)]
+    pub granularity: GranularitySpec,
+    /// PXN (NCCL_PXN_DISABLE=0). Default true.
+    #[serde(default = "yes")]
+    pub pxn: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `compute:` — calibration data.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeSpec {
+    /// Efficiency table CSV (gpu,class,compute_eff,memory_eff,...) replacing the shipped one.
+    #[serde(default)]
+    pub efficiency: Option<PathBuf>,
+    /// Op-time database CSV (gpu,op,shape,time_us); its entries take precedence over the roofline.
+    #[serde(default)]
+    pub database: Option<PathBuf>,
+    /// Compute slowdown while DP communication overlaps it (Multiverse §4.1). Default 1.0 (none).
+    #[serde(default = "one_f")]
+    pub overlap_slowdown: f64,
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+
+impl Default for ComputeSpec {
+    fn default() -> Self {
+        ComputeSpec {
+            efficiency: None,
+            database: None,
+            overlap_slowdown: 1.0,
+        }
+    }
+}
+
+/// Which ranks get trace tracks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceRanks {
+    /// The first data-parallel replica: one unit per pipeline stage. Default.
+    #[default]
+    FirstReplica,
+    /// Every unit (large files on large clusters).
+    All,
+}
+
+/// `output:` — what `--out` writes.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// trace.json (Perfetto). Default true.
+    #[serde(default = "yes")]
+    pub trace: bool,
+    #[serde(default)]
+    pub trace_ranks: TraceRanks,
+    /// flows.csv, one row per network transfer. Default true.
+    #[serde(default = "yes")]
+    pub flows: bool,
+    /// ops.csv, per stage, segment and op. Default true.
+    #[serde(default = "yes")]
+    pub ops: bool,
+}
+
+impl Default for OutputSpec {
+    fn default() -> Self {
+        OutputSpec {
+            trace: true,
+            trace_ranks: TraceRanks::FirstReplica,
+            flows: true,
+            ops: true,
+        }
+    }
+}
+
+/// Sections of the scenario and their keys, for error messages.
+const SECTIONS: &str = "name, model, training, parallel, cluster, network, collectives, compute, output, seed";
+
+impl Scenario {
+    /// Reads a scenario file and applies `--set key.path=value` overrides.
+    ///
+    /// # Errors
+    /// An unreadable file, YAML errors, unknown keys (naming the section and the valid keys),
+    /// a malformed override.
+    pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, SimError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::Scenario {
+            field: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut s = Self::from_yaml(&text, sets, &base)?;
+        if s.name.is_empty() {
+            s.name = path.file_stem().and_then(|x| x.to_str()).unwrap_or("scenario").to_string();
+        }
+        Ok(s)
+    }
+
+    /// Parses scenario YAML text; relative paths resolve against `base_dir`.
+    ///
+    /// # Errors
+    /// As [`Scenario::load`].
+    pub fn from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
+        let mut v: Value = serde_yaml_ng::from_str(text).map_err(|e| SimError::Scenario {
+            field: "scenario".into(),
+            message: e.to_string(),
+        })?;
+        for s in sets {
+            apply_set(&mut v, s)?;
+        }
+        let Value::Mapping(map) = &v else {
+            return Err(SimError::Scenario {
+                field: "scenario".into(),
+                message: format!("expected a map with keys {SECTIONS}"),
+            });
+        };
+        // Deserialize section by section so an error names its section.
+        for (k, val) in map {
+            let key = k.as_str().unwrap_or("?");
+            let r: Result<(), serde_yaml_ng::Error> = match key {
+                "training" => serde_yaml_ng::from_value::<TrainingConfig>(val.clone()).map(drop),
+                "parallel" => serde_yaml_ng::from_value::<ParallelConfig>(val.clone()).map(drop),
+                "cluster" => serde_yaml_ng::from_value::<ClusterSpec>(val.clone()).map(drop),
+                "network" => serde_yaml_ng::from_value::<NetworkSpec>(val.clone()).map(drop),
+                "collectives" => serde_yaml_ng::from_value::<CollectivesSpec>(val.clone()).map(drop),
+                "compute" => serde_yaml_ng::from_value::<ComputeSpec>(val.clone()).map(drop),
+                "output" => serde_yaml_ng::from_value::<OutputSpec>(val.clone()).map(drop),
+                "model" => serde_yaml_ng::from_value::<ModelSpec>(val.clone()).map(drop),
+                "name" | "seed" => Ok(()),
+                other => {
+                    return Err(SimError::Scenario {
+                        field: other.to_string(),
+                        message: format!("unknown section; valid: {SECTIONS}"),
+                    });
+                }
+            };
+            r.map_err(|e| SimError::Scenario {
+                field: key.to_string(),
+                message: e.to_string(),
+            })?;
+        }
+        let mut s: Scenario = serde_yaml_ng::from_value(v).map_err(|e| SimError::Scenario {
+            field: "scenario".into(),
+            message: e.to_string(),
+        })?;
+        s.base_dir = base_dir.to_path_buf();
+        Ok(s)
+    }
+
+    /// Total GPUs, from `gpus` or `nodes x gpus_per_node`.
+    ///
+    /// # Errors
+    /// Neither given, both given and inconsistent, or a count not a multiple of the server size.
+    pub fn gpus(&self) -> Result<u32, SimError> {
+        let c = &self.cluster;
+        let gpn = c.gpus_per_node.max(1);
+        let g = match (c.gpus, c.nodes) {
+            (Some(g), None) => g,
+            (None, Some(n)) => n * gpn,
+            (Some(g), Some(n)) if g == n * gpn => g,
+            (Some(g), Some(n)) => {
+                return Err(SimError::Scenario {
+                    field: "cluster.gpus".into(),
+                    message: format!("gpus={g} but nodes x gpus_per_node = {n} x {gpn} = {}", n * gpn),
+                });
+            }
+            (None, None) => {
+                return Err(SimError::Scenario {
+                    field: "cluster.gpus".into(),
+                    message: "give `gpus` or `nodes`".into(),
+                });
+            }
+        };
+        if g == 0 || g % gpn != 0 {
+            return Err(SimError::Scenario {
+                field: "cluster.gpus".into(),
+                message: format!("{g} GPUs is not a positive multiple of gpus_per_node={gpn}"),
+            });
+        }
+        Ok(g)
+    }
+}
+
+/// Applies one `a.b.c=value` override; the value is read as YAML (numbers, booleans, strings).
+fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
+    let Some((path, val)) = set.split_once('=') else {
+        return Err(SimError::Scenario {
+            field: "--set".into(),
+            message: format!("{set:?}: expected key.path=value, e.g. parallel.tp=4"),
+        });
+    };
+    let value: Value = serde_yaml_ng::from_str(val).map_err(|e| SimError::Scenario {
+        field: format!("--set {path}"),
+        message: e.to_string(),
+    })?;
+    let mut cur = root;
+    let keys: Vec<&str> = path.split('.').collect();
+    for (i, k) in keys.iter().enumerate() {
+        if !cur.is_mapping() {
+            *cur = Value::Mapping(Default::default());
+        }
+        let map = cur.as_mapping_mut().expect("just made a mapping");
+        let key = Value::String((*k).to_string());
+        if i + 1 == keys.len() {
+            map.insert(key, value);
+            return Ok(());
+        }
+        if !map.contains_key(&key) {
+            map.insert(key.clone(), Value::Mapping(Default::default()));
+        }
+        cur = map.get_mut(&key).expect("just inserted");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: &str = "model: gpt3-13b\ncluster: { gpus: 16 }\n";
+
+    #[test]
+    fn defaults_and_sets() {
+        let s = Scenario::from_yaml(MIN, &["parallel.tp=4".into(), "cluster.gpu=H200".into()], Path::new(".")).unwrap();
+        assert_eq!(s.parallel.tp, 4);
+        assert_eq!(s.cluster.gpu, "H200");
+        assert_eq!(s.network.backend, Backend::Flow);
+        assert_eq!(s.gpus().unwrap(), 16);
+    }
+
+    #[test]
+    fn unknown_keys_name_the_section() {
+        let e = Scenario::from_yaml(&format!("{MIN}parallel: {{ tpp: 2 }}\n"), &[], Path::new(".")).unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("parallel") && m.contains("tpp"), "{m}");
+        let e = Scenario::from_yaml(&format!("{MIN}clutser: {{}}\n"), &[], Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("clutser") && e.to_string().contains("valid"), "{e}");
+        let e = Scenario::from_yaml(MIN, &["parallel".into()], Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("key.path=value"), "{e}");
+    }
+
+    #[test]
+    fn gpu_count_checks() {
+        let s = Scenario::from_yaml("model: gpt3-13b\ncluster: { gpus: 12 }\n", &[], Path::new(".")).unwrap();
+        assert!(s.gpus().unwrap_err().to_string().contains("gpus_per_node"));
+        let s = Scenario::from_yaml("model: gpt3-13b\ncluster: { nodes: 2 }\n", &[], Path::new(".")).unwrap();
+        assert_eq!(s.gpus().unwrap(), 16);
+    }
+}

@@ -1,0 +1,22 @@
+//! Workloads: model configs, parallelism plans and the per-rank op DAGs they generate.
+//!
+//! - [`model`]: [`ModelConfig`] from presets, Hugging Face `config.json` or explicit fields.
+//! - [`config`]: training and parallelism settings (Megatron names), validated.
+//! - [`ops`]: per-layer op lists (FLOPs, bytes, communication) for one micro-batch.
+//! - [`memory`]: per-GPU memory footprint and the OOM check.
+//! - [`dag`]: the op DAG, with Chakra semantics (COMP / COMM_COLL / SEND / RECV nodes).
+//! - [`megatron`]: the Megatron generator (1F1B, interleaved, DP buckets, EP, CP).
+
+pub mod config;
+pub mod dag;
+pub mod error;
+pub mod megatron;
+pub mod memory;
+pub mod model;
+pub mod ops;
+
+pub use config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
+pub use error::WorkloadError;
+pub use memory::MemoryFootprint;
+pub use model::{ModelConfig, ModelSpec};
+pub use ops::{CommGroup, LayerOps, OpSpec, OpSpecKind, Pass};
