@@ -37,6 +37,9 @@ pub struct RunArgs {
     /// Make every communication free (isolates compute and the pipeline bubble).
     #[arg(long)]
     pub ideal_comm: bool,
+    /// Simulate every data-parallel replica even where folding them is exact (analytical backend).
+    #[arg(long)]
+    pub no_fold: bool,
 }
 
 pub fn run(a: &RunArgs) -> Result<()> {
@@ -62,7 +65,14 @@ pub fn run(a: &RunArgs) -> Result<()> {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let o = llmsim_sim::simulate(&sc, &RunOptions { ideal_comm: a.ideal_comm }, &mut progress);
+    let o = llmsim_sim::simulate(
+        &sc,
+        &RunOptions {
+            ideal_comm: a.ideal_comm,
+            no_fold: a.no_fold,
+        },
+        &mut progress,
+    );
     bar.finish_and_clear();
     let o = o?;
     if a.json {
@@ -132,7 +142,11 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
 fn span_name(o: &Outcome, s: &Span) -> (String, &'static str) {
     let prog = &o.workload.stages[o.layout.stage(s.unit) as usize];
     let n = prog.nodes[s.node as usize];
-    let layer = if n.layer == u32::MAX { String::new() } else { format!(" L{}", n.layer) };
+    let layer = if n.layer == u32::MAX {
+        String::new()
+    } else {
+        format!(" L{}", n.layer)
+    };
     let mb = if n.microbatch == u32::MAX {
         String::new()
     } else {

@@ -67,6 +67,9 @@ pub struct EngineOptions {
     pub trace_units: Vec<u32>,
     /// Record every network transfer for flows.csv.
     pub record_flows: bool,
+    /// Data-parallel replicas simulated (the rest are identical copies): `dp`, or 1 when the
+    /// backend has no contention and folding is exact.
+    pub active_dp: u32,
 }
 
 /// One span of the timeline.
@@ -113,7 +116,8 @@ pub struct UnitAccount {
 #[derive(Clone, Debug)]
 pub struct EngineRun {
     pub iteration_time: SimTime,
-    pub units: Vec<UnitAccount>,
+    /// (unit, account) of every simulated unit.
+    pub units: Vec<(u32, UnitAccount)>,
     pub spans: Vec<Span>,
     pub flows: Vec<FlowRecord>,
     pub net: NetStats,
@@ -262,7 +266,14 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(topo: Arc<Topology>, net: Box<dyn Network>, wl: &'a Workload, layout: Layout, seg_time: &'a [SimTime], opts: EngineOptions) -> Self {
+    pub fn new(
+        topo: Arc<Topology>,
+        net: Box<dyn Network>,
+        wl: &'a Workload,
+        layout: Layout,
+        seg_time: &'a [SimTime],
+        opts: EngineOptions,
+    ) -> Self {
         let mut stream_nodes = Vec::new();
         let mut pos_in_stream = Vec::new();
         let mut dep_rev_start = Vec::new();
@@ -282,14 +293,24 @@ impl<'a> Engine<'a> {
             dep_rev.push(rv);
         }
         let units = layout.units() as usize;
+        let active = |u: u32| layout.coords(u).1 < opts.active_dp;
         let deps_left: Vec<Vec<u32>> = (0..units as u32)
             .map(|u| {
                 let prog = &wl.stages[layout.stage(u) as usize];
+                if !active(u) {
+                    return Vec::new();
+                }
                 (0..prog.len() as u32).map(|i| prog.deps(i).len() as u32).collect()
             })
             .collect();
         let node_start = (0..units as u32)
-            .map(|u| vec![SimTime::ZERO; wl.stages[layout.stage(u) as usize].len()])
+            .map(|u| {
+                if active(u) {
+                    vec![SimTime::ZERO; wl.stages[layout.stage(u) as usize].len()]
+                } else {
+                    Vec::new()
+                }
+            })
             .collect();
         Engine {
             topo,
@@ -336,6 +357,11 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Whether unit `u` is simulated (not folded into replica 0).
+    pub fn active(&self, u: u32) -> bool {
+        self.layout.coords(u).1 < self.opts.active_dp
+    }
+
     fn prog(&self, u: u32) -> &'a Program {
         &self.wl.stages[self.layout.stage(u) as usize]
     }
@@ -346,8 +372,14 @@ impl<'a> Engine<'a> {
     /// A transfer the topology cannot route, or a deadlock (a receive or collective that never
     /// completes — a generator bug, reported rather than hidden).
     pub fn run(mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<EngineRun, SimError> {
-        let total: u64 = (0..self.layout.units()).map(|u| self.prog(u).len() as u64).sum();
+        let total: u64 = (0..self.layout.units())
+            .filter(|u| self.active(*u))
+            .map(|u| self.prog(u).len() as u64)
+            .sum();
         for u in 0..self.layout.units() {
+            if !self.active(u) {
+                continue;
+            }
             for s in 0..Stream::COUNT {
                 if let Some(&first) = self.stream_nodes[self.layout.stage(u) as usize][s].first() {
                     self.try_start(u, first, SimTime::ZERO)?;
@@ -389,6 +421,7 @@ impl<'a> Engine<'a> {
         progress(self.run.nodes_executed, total);
         if self.run.nodes_executed != total {
             let stuck = (0..self.layout.units())
+                .filter(|u| self.active(*u))
                 .find_map(|u| {
                     let st = self.layout.stage(u) as usize;
                     (0..Stream::COUNT).find_map(|s| {
@@ -405,7 +438,12 @@ impl<'a> Engine<'a> {
             });
         }
         self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
-        self.run.units = std::mem::take(&mut self.acct);
+        self.run.units = std::mem::take(&mut self.acct)
+            .into_iter()
+            .enumerate()
+            .filter(|(u, _)| self.active(*u as u32))
+            .map(|(u, a)| (u as u32, a))
+            .collect();
         self.run.net = self.net.stats();
         self.run.plans_built = self.plan_cache.len();
         Ok(self.run)
@@ -541,9 +579,6 @@ impl<'a> Engine<'a> {
         if self.opts.record_flows {
             self.flow_start.insert(tr.id.0, (tr.start, kind));
         }
-        if tr.src == tr.dst {
-            return Err(SimError::Internal(format!("transfer {} to itself", tr.src.0)));
-        }
         self.net.submit(tr)?;
         Ok(())
     }
@@ -608,7 +643,10 @@ impl<'a> Engine<'a> {
                 let e = k % l.ep;
                 (
                     p * l.ep + e,
-                    (0..l.cp * l.dp).filter(|j| j % l.ep == e).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect(),
+                    (0..l.cp * l.dp)
+                        .filter(|j| j % l.ep == e)
+                        .map(|j| l.unit(j % l.cp, j / l.cp, p))
+                        .collect(),
                 )
             }
             Group::Embedding => (c + l.cp * d, vec![l.unit(c, d, 0), l.unit(c, d, l.pp - 1)]),
@@ -616,10 +654,14 @@ impl<'a> Engine<'a> {
         let gid = match self.group_index.get(&(group, key)) {
             Some(g) => *g,
             None => {
+                let all_units = units;
+                let units: Vec<u32> = all_units.iter().copied().filter(|x| l.coords(*x).1 < self.opts.active_dp).collect();
                 let host_sets: Vec<Vec<NodeId>> = if group == Group::Tp {
                     vec![(0..l.tp).map(|i| NodeId(l.rank(unit, i))).collect()]
                 } else {
-                    (0..l.tp).map(|i| units.iter().map(|uu| NodeId(l.rank(*uu, i))).collect()).collect()
+                    (0..l.tp)
+                        .map(|i| all_units.iter().map(|uu| NodeId(l.rank(*uu, i))).collect())
+                        .collect()
                 };
                 let intra_server = host_sets.iter().all(|hs| {
                     let s0 = self.topo.server_of(hs[0]);
@@ -645,6 +687,18 @@ impl<'a> Engine<'a> {
     fn arrive(&mut self, unit: u32, node: u32, op: CollectiveOp, group: Group, bytes: u64, t: SimTime) -> Result<(), SimError> {
         let gid = self.group_of(unit, group);
         let g = &mut self.groups[gid as usize];
+        if g.units.len() == 1 && (g.intra_server || self.opts.ideal_comm) {
+            // A collective of this unit alone inside one server (TP): closed form, no bookkeeping.
+            self.run.collectives += 1;
+            let n = g.host_sets[0].len() as u32;
+            let d = if self.opts.ideal_comm {
+                SimTime::ZERO
+            } else {
+                self.opts.scale_up.time(op, Bytes(bytes), n)
+            };
+            self.queue.push(t + d, Ev::NodeDone { unit, node });
+            return Ok(());
+        }
         let pos = g.units.iter().position(|x| *x == unit).expect("member");
         let seq = g.issued[pos];
         g.issued[pos] += 1;
@@ -816,19 +870,6 @@ impl<'a> Engine<'a> {
         self.free_colls.push(coll);
         for &(unit, node) in &c.members {
             let n = self.prog(unit).nodes[node as usize];
-            let start = self.node_start[unit as usize][node as usize];
-            if let NodeKind::CommColl { group, .. } = n.kind
-                && n.stream == Stream::Compute
-            {
-                let a = &mut self.acct[unit as usize];
-                let d = t - start;
-                match group {
-                    Group::Tp => a.exposed_tp += d,
-                    Group::Cp => a.exposed_cp += d,
-                    Group::Ep => a.exposed_ep += d,
-                    _ => a.exposed_dp += d,
-                }
-            }
             if n.stream == Stream::Dp {
                 self.dp_in_flight[unit as usize] -= 1;
             }
@@ -855,7 +896,18 @@ impl<'a> Engine<'a> {
                 }
                 self.last_compute_end[u] = t;
             }
-            NodeKind::CommColl { .. } | NodeKind::CommRecv { .. } if n.stream == Stream::Compute => {
+            NodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
+                let a = &mut self.acct[u];
+                let d = t - start;
+                match group {
+                    Group::Tp => a.exposed_tp += d,
+                    Group::Cp => a.exposed_cp += d,
+                    Group::Ep => a.exposed_ep += d,
+                    _ => a.exposed_dp += d,
+                }
+                self.last_compute_end[u] = t;
+            }
+            NodeKind::CommRecv { .. } => {
                 self.last_compute_end[u] = t;
             }
             _ => {}

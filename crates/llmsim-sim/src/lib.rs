@@ -84,6 +84,8 @@ pub struct Outcome {
 pub struct RunOptions {
     /// Every communication takes zero time.
     pub ideal_comm: bool,
+    /// Simulate every data-parallel replica even where folding them is exact.
+    pub no_fold: bool,
 }
 
 fn arch_of(gpu: &GpuSpec) -> GpuArch {
@@ -234,6 +236,20 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
     } else {
         Vec::new()
     };
+    // Data-parallel replicas run the same programs at the same times when the network has no
+    // contention (analytical backend): simulating replica 0 is then exact. With contention
+    // (flow) every replica is simulated, so their traffic really shares the links.
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1;
+    let active_dp = if fold { 1 } else { layout.dp };
+    let symmetry = if fold {
+        format!(
+            "data-parallel replicas folded: replica 0 of {} simulated (exact: the analytical backend has no contention; collectives still span every replica's hosts)",
+            layout.dp
+        )
+    } else {
+        String::new()
+    };
+    let trace_units: Vec<u32> = trace_units.into_iter().filter(|u| layout.coords(*u).1 < active_dp).collect();
     let net: Box<dyn Network> = match s.network.backend {
         Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo.clone())),
         Backend::Flow | Backend::Packet => Box::new(llmsim_net::flow::FlowNetwork::new(topo.clone())),
@@ -245,10 +261,11 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         overlap_slowdown: s.compute.overlap_slowdown,
         trace_units,
         record_flows: s.output.flows,
+        active_dp,
     };
     let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
     let ops_rows = op_rows(&wl, &ops);
-    let report = report::build(s, &r, &wl, &run, &ops_rows, layout, &topo, wall.elapsed().as_secs_f64());
+    let report = report::build(s, &r, &wl, &run, &ops_rows, layout, &topo, wall.elapsed().as_secs_f64(), &symmetry);
     Ok(Outcome {
         report,
         engine: run,

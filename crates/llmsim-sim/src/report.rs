@@ -126,6 +126,7 @@ pub fn build(
     layout: Layout,
     topo: &Topology,
     wall_s: f64,
+    symmetry: &str,
 ) -> Report {
     let iter = run.iteration_time;
     let it_s = iter.as_secs_f64().max(1e-12);
@@ -134,14 +135,14 @@ pub fn build(
     let tokens = (gbs * r.training.seq_length) as f64;
     let (model_flops, hw_flops) = iteration_flops(ops, layout);
     let peak = r.gpu.peak_flops(r.training.dtype) * r.gpus as f64;
-    let per_unit: Vec<Breakdown> = run.units.iter().map(|a| Breakdown::of(a, iter)).collect();
+    let per_unit: Vec<(u32, Breakdown)> = run.units.iter().map(|(u, a)| (*u, Breakdown::of(a, iter))).collect();
     let mut stages = Vec::new();
-    let per_stage = (layout.cp * layout.dp) as f64;
     for st in 0..layout.pp {
         let mut b = Breakdown::default();
-        for (u, bd) in per_unit.iter().enumerate() {
-            if layout.stage(u as u32) == st {
-                b.add(bd, 1.0 / per_stage);
+        let n = per_unit.iter().filter(|(u, _)| layout.stage(*u) == st).count().max(1) as f64;
+        for (u, bd) in &per_unit {
+            if layout.stage(*u) == st {
+                b.add(bd, 1.0 / n);
             }
         }
         stages.push(StageReport {
@@ -151,16 +152,15 @@ pub fn build(
         });
     }
     let mut mean = Breakdown::default();
-    for b in &per_unit {
+    for (_, b) in &per_unit {
         mean.add(b, 1.0 / per_unit.len().max(1) as f64);
     }
     let ranks = per_unit
         .iter()
-        .enumerate()
         .map(|(u, b)| {
-            let (c, d, pp) = layout.coords(u as u32);
+            let (c, d, pp) = layout.coords(*u);
             UnitReport {
-                first_rank: layout.rank(u as u32, 0),
+                first_rank: layout.rank(*u, 0),
                 cp: c,
                 dp: d,
                 pp,
@@ -175,7 +175,15 @@ pub fn build(
         params: r.model.param_count(),
         gpu: r.gpu.name.to_string(),
         gpus: r.gpus,
-        topology: topo.describe().to_string().lines().next().unwrap_or_default().trim_start_matches("topology").trim().to_string(),
+        topology: topo
+            .describe()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("topology")
+            .trim()
+            .to_string(),
         backend: format!("{:?}", s.network.backend).to_lowercase(),
         parallel: format!(
             "tp{} pp{}{} dp{} cp{} ep{}{}{}",
@@ -210,7 +218,7 @@ pub fn build(
         plans_built: run.plans_built,
         net: run.net.clone(),
         nodes_executed: run.nodes_executed,
-        symmetry: String::new(),
+        symmetry: symmetry.to_string(),
         sim_wall_s: wall_s,
     }
 }

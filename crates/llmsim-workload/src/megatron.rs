@@ -240,7 +240,10 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     let (moe_fwd, moe_bwd) = match first_moe {
         Some(l) => {
             let lo = ops::transformer_layer(b.m, b.t, b.p, l);
-            (b.template("moe_layer.fwd", &lo.forward)?, b.template("moe_layer.bwd", &lo.backward)?)
+            (
+                b.template("moe_layer.fwd", &lo.forward)?,
+                b.template("moe_layer.bwd", &lo.backward)?,
+            )
         }
         None => (Vec::new(), Vec::new()),
     };
@@ -328,7 +331,10 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     }
     let params_of = |item: i64| -> (u64, u64) {
         match item {
-            -1 => (if tied_copy || !mc.tie_word_embeddings { emb_params } else { 0 } + mc.hidden_size, 0),
+            -1 => (
+                if tied_copy || !mc.tie_word_embeddings { emb_params } else { 0 } + mc.hidden_size,
+                0,
+            ),
             -2 => (emb_params, 0),
             l => layer_params_on_rank(mc, p, l as u64),
         }
@@ -459,7 +465,11 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 if let Some(&bi) = closes.get(&(c, item)) {
                     if p.overlap_grad_reduce {
                         let dep: Vec<u32> = after.into_iter().collect();
-                        let op = if dist_opt { CollectiveOp::ReduceScatter } else { CollectiveOp::AllReduce };
+                        let op = if dist_opt {
+                            CollectiveOp::ReduceScatter
+                        } else {
+                            CollectiveOp::AllReduce
+                        };
                         reduce.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, p, &dep));
                     } else {
                         pending.push(bi);
@@ -502,7 +512,11 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
         }
     }
     // Reductions not overlapped: all after the backward.
-    let op = if dist_opt { CollectiveOp::ReduceScatter } else { CollectiveOp::AllReduce };
+    let op = if dist_opt {
+        CollectiveOp::ReduceScatter
+    } else {
+        CollectiveOp::AllReduce
+    };
     for bi in pending_buckets {
         let dep: Vec<u32> = last_compute.into_iter().collect();
         reduce_nodes.push(push_bucket_colls(&mut prog, dp_base, &buckets[bi], op, grad_b, p, &dep));
@@ -538,7 +552,15 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
 
 /// Pushes the collectives of one bucket (dense part over Dp, expert part over ExpertDp);
 /// returns the last node.
-fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: CollectiveOp, bytes_per: u64, p: &ParallelConfig, deps: &[u32]) -> u32 {
+fn push_bucket_colls(
+    prog: &mut Program,
+    base: Node,
+    bk: &Bucket,
+    op: CollectiveOp,
+    bytes_per: u64,
+    p: &ParallelConfig,
+    deps: &[u32],
+) -> u32 {
     let mut last = None;
     if bk.dense > 0 || bk.expert == 0 {
         last = Some(prog.push(
@@ -588,11 +610,17 @@ mod tests {
     fn one_f_one_b_order() {
         // Stage 0 of 4 with 6 micro-batches: 3 warm-up forwards, then alternate, then 3 backwards.
         let s = schedule(0, 4, 6, 1, false);
-        let f: Vec<_> = s.iter().map(|(f, m, _)| if *f { format!("F{m}") } else { format!("B{m}") }).collect();
+        let f: Vec<_> = s
+            .iter()
+            .map(|(f, m, _)| if *f { format!("F{m}") } else { format!("B{m}") })
+            .collect();
         assert_eq!(f.join(" "), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
         // Last stage: no warm-up.
         let s = schedule(3, 4, 3, 1, false);
-        let f: Vec<_> = s.iter().map(|(f, m, _)| if *f { format!("F{m}") } else { format!("B{m}") }).collect();
+        let f: Vec<_> = s
+            .iter()
+            .map(|(f, m, _)| if *f { format!("F{m}") } else { format!("B{m}") })
+            .collect();
         assert_eq!(f.join(" "), "F0 B0 F1 B1 F2 B2");
     }
 

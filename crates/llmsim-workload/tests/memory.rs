@@ -1,0 +1,178 @@
+//! Memory footprint: Megatron's bytes per parameter, Korthikanti et al.'s activations, OOM.
+
+use llmsim_workload::memory::{check_config_fits, check_fits, footprint, layer_activation_bytes};
+use llmsim_workload::model::preset;
+use llmsim_workload::ops::stage_params;
+use llmsim_workload::{ModelConfig, ParallelConfig, Recompute, TrainingConfig, WorkloadError};
+
+const GB80: u64 = 80_000_000_000;
+
+fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
+    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
+    p.resolve(gpus, m, t).unwrap()
+}
+
+#[test]
+fn gpt3_175b_on_one_gpu_is_out_of_memory() {
+    let m = preset("gpt3-175b").unwrap();
+    let t = TrainingConfig::default();
+    let p = plan(&m, &t, 1, "{ tp: 1, pp: 1 }");
+    let f = footprint(&m, &t, &p);
+    // 18 bytes per parameter of model states alone.
+    assert_eq!(f.parameters + f.gradients + f.optimizer_states, 18 * stage_params(&m, &p, 0));
+    let e = check_fits(&f, GB80, "H100").unwrap_err();
+    let WorkloadError::OutOfMemory {
+        ref suggestion,
+        ref footprint,
+        ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(footprint, &f);
+    assert!(suggestion.contains("distributed_optimizer"), "{suggestion}");
+    let msg = e.to_string();
+    for word in [
+        "H100",
+        "parameters",
+        "gradients",
+        "optimizer states",
+        "activations",
+        "workspace",
+        "GiB",
+    ] {
+        assert!(msg.contains(word), "{msg}");
+    }
+    assert!(matches!(
+        check_config_fits(&m, &t, &p, GB80, "H100"),
+        Err(WorkloadError::OutOfMemory { .. })
+    ));
+}
+
+#[test]
+fn gpt3_13b_tp2_distributed_optimizer_fits() {
+    let m = preset("gpt3-13b").unwrap();
+    let t = TrainingConfig::default();
+    let p = plan(&m, &t, 128, "{ tp: 2, pp: 1, use_distributed_optimizer: true }");
+    assert_eq!(p.dp, 64);
+    let f = footprint(&m, &t, &p);
+    check_fits(&f, GB80, "H100").unwrap();
+    check_config_fits(&m, &t, &p, GB80, "H100").unwrap();
+    // Megatron's distributed optimizer: 6 + 12/d bytes per parameter (bf16 weight, fp32 grad,
+    // fp32 main weight and Adam moments sharded over d = dp).
+    let n = stage_params(&m, &p, 0);
+    assert_eq!(f.parameters, 2 * n);
+    assert_eq!(f.gradients, 4 * n);
+    assert_eq!(f.optimizer_states, (12 * n).div_ceil(64));
+}
+
+#[test]
+fn concrete_suggestion_fits() {
+    // 13B on tp=2 without the distributed optimizer does not fit 40 GB; the suggestion names one change.
+    let m = preset("gpt3-13b").unwrap();
+    let t = TrainingConfig::default();
+    let p = plan(&m, &t, 128, "{ tp: 2 }");
+    let e = check_config_fits(&m, &t, &p, 40_000_000_000, "A100-40GB").unwrap_err();
+    let WorkloadError::OutOfMemory { suggestion, .. } = e else {
+        panic!()
+    };
+    assert!(suggestion.contains("parallel."), "{suggestion}");
+}
+
+#[test]
+fn zero_stages_shard_more() {
+    let m = preset("llama3-8b").unwrap();
+    let t = TrainingConfig::default();
+    let totals: Vec<u64> = (0..=3)
+        .map(|z| {
+            let p = plan(&m, &t, 8, &format!("{{ zero_stage: {z} }}"));
+            let f = footprint(&m, &t, &p);
+            f.parameters + f.gradients + f.optimizer_states
+        })
+        .collect();
+    let n = stage_params(&m, &plan(&m, &t, 8, "{}"), 0);
+    assert_eq!(totals[0], 18 * n);
+    assert_eq!(totals[1], 6 * n + (12 * n).div_ceil(8));
+    assert_eq!(totals[2], 2 * n + (4 * n).div_ceil(8) + (12 * n).div_ceil(8));
+    assert_eq!(totals[3], (2 * n).div_ceil(8) + (4 * n).div_ceil(8) + (12 * n).div_ceil(8));
+}
+
+#[test]
+fn activations_follow_korthikanti() {
+    // Korthikanti et al. 2022, Table 2: per layer, s·b·h·(10 + 24/t + 5as/(ht)) with TP,
+    // s·b·h/t·(34 + 5as/h) with SP, 34·s·b·h/t with selective recomputation and SP.
+    let m = preset("gpt3-175b").unwrap();
+    let (s, b, h, a) = (2048, 2, m.hidden_size, m.num_attention_heads);
+    let t = TrainingConfig {
+        seq_length: s,
+        micro_batch_size: b,
+        flash_attention: false,
+        ..TrainingConfig::default()
+    };
+    let p = plan(&m, &t, 8, "{ tp: 8 }");
+    let tp = 8;
+    assert_eq!(
+        layer_activation_bytes(&m, &t, &p, 0),
+        s * b * h * 10 + s * b * h * 24 / tp + 5 * a * s * s * b / tp
+    );
+    let p_sp = plan(&m, &t, 8, "{ tp: 8, sequence_parallel: true }");
+    assert_eq!(
+        layer_activation_bytes(&m, &t, &p_sp, 0),
+        s * b * h * 34 / tp + 5 * a * s * s * b / tp
+    );
+    let sel = TrainingConfig {
+        recompute: Recompute::Selective,
+        ..t.clone()
+    };
+    assert_eq!(layer_activation_bytes(&m, &sel, &p_sp, 0), s * b * h * 34 / tp);
+    // FlashAttention keeps only the fp32 log-sum-exp per head and query.
+    let flash = TrainingConfig {
+        flash_attention: true,
+        ..t.clone()
+    };
+    assert_eq!(
+        layer_activation_bytes(&m, &flash, &p_sp, 0),
+        s * b * h * 34 / tp + 4 * a * s * b / tp
+    );
+
+    // Full recomputation stores 2·s·b·h/t per layer and micro-batch, far less.
+    let sel = TrainingConfig {
+        global_batch_size: 64,
+        ..sel
+    };
+    let full = TrainingConfig {
+        recompute: Recompute::Full,
+        ..sel.clone()
+    };
+    let p = plan(&m, &t, 64, "{ tp: 8, pp: 8, sequence_parallel: true }");
+    assert!(footprint(&m, &full, &p).activations < footprint(&m, &sel, &p).activations / 4);
+}
+
+#[test]
+fn pipeline_in_flight_micro_batches() {
+    // 1F1B stage 0 holds pp micro-batches of its L/pp layers; interleaving multiplies that by
+    // 1 + (pp−1)/(pp·vpp) (Korthikanti et al. 2022, §4.2.3).
+    let m = preset("gpt3-13b").unwrap();
+    let t = TrainingConfig {
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let one = plan(&m, &t, 4, "{ pp: 4 }");
+    let inter = plan(&m, &t, 4, "{ pp: 4, vpp: 2 }");
+    let per_layer = layer_activation_bytes(&m, &t, &one, 0);
+    let layers = m.num_hidden_layers / 4;
+    let a1 = footprint(&m, &t, &one).activations;
+    let expected1 = 4 * layers * per_layer;
+    assert!(
+        (a1 as f64 - expected1 as f64).abs() / (expected1 as f64) < 0.01,
+        "{a1} vs {expected1}"
+    );
+    let a2 = footprint(&m, &t, &inter).activations as f64;
+    let ratio = a2 / a1 as f64;
+    let expected = 1.0 + 3.0 / 8.0;
+    assert!((ratio - expected).abs() < 0.01, "{ratio} vs {expected}");
+    // Fewer micro-batches than stages: only those are in flight.
+    let t1 = TrainingConfig::default();
+    let p = plan(&m, &t1, 4, "{ pp: 4 }");
+    assert!(footprint(&m, &t1, &p).activations < a1 / 3);
+}
