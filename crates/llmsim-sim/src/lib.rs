@@ -338,7 +338,8 @@ fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow> {
     rows
 }
 
-/// Model FLOPs of one iteration over all GPUs: (without recomputation, with it).
+/// FLOPs of one iteration over all GPUs: (model FLOPs: no recomputation, no optimizer;
+/// hardware FLOPs: everything executed).
 pub fn iteration_flops(ops: &[OpRow], layout: Layout) -> (f64, f64) {
     let ranks_per_stage = (layout.tp * layout.cp * layout.dp) as f64;
     let mut model = 0.0;
@@ -346,7 +347,7 @@ pub fn iteration_flops(ops: &[OpRow], layout: Layout) -> (f64, f64) {
     for r in ops {
         let f = r.flops * r.count as f64 * ranks_per_stage;
         hw += f;
-        if r.pass != megatron::pass_name(Pass::Recompute) {
+        if r.pass != megatron::pass_name(Pass::Recompute) && r.class != "Optimizer" {
             model += f;
         }
     }

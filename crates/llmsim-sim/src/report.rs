@@ -216,7 +216,7 @@ pub fn build(
         collectives: run.collectives,
         collectives_on_network: run.collectives_on_network,
         plans_built: run.plans_built,
-        net: run.net.clone(),
+        net: run.net,
         nodes_executed: run.nodes_executed,
         symmetry: symmetry.to_string(),
         sim_wall_s: wall_s,

@@ -18,8 +18,7 @@
 //! - the optimizer step after every reduction finished.
 //!
 //! Pipeline sends are asynchronous (their own stream); a receive blocks the compute stream until
-//! the data arrived. Gradients are reduced in fp32 when training in bf16 (Megatron sets
-//! `accumulate_allreduce_grads_in_fp32` for bf16), in the training dtype otherwise.
+//! the data arrived. Gradients are reduced in [`TrainingConfig::grad_dtype`] (fp32 for bf16).
 
 use std::collections::HashMap;
 
@@ -37,14 +36,6 @@ enum Item {
     Coll { op: CollectiveOp, group: Group, bytes: u64 },
 }
 
-/// Bytes per gradient element in the data-parallel reduction.
-pub fn grad_bytes_per_param(dtype: DType) -> u64 {
-    match dtype {
-        DType::Fp16 => 2,
-        _ => 4,
-    }
-}
-
 /// Bytes per parameter element in the distributed optimizer's parameter all-gather.
 pub fn param_bytes_per_param(dtype: DType) -> u64 {
     match dtype {
@@ -56,27 +47,6 @@ pub fn param_bytes_per_param(dtype: DType) -> u64 {
 /// Megatron DDP's default bucket size in parameters: max(40M, 1M x dp).
 pub fn default_bucket_params(dp: u64) -> u64 {
     40_000_000u64.max(1_000_000 * dp)
-}
-
-/// Parameters of one transformer layer held by one rank: (dense, expert). Dense parameters
-/// are sharded by tp; expert parameters by tp and ep.
-pub fn layer_params_on_rank(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> (u64, u64) {
-    let h = m.hidden_size;
-    let hd = m.head_dim();
-    let qkv = h * (m.num_attention_heads + 2 * m.num_key_value_heads) * hd;
-    let proj = m.num_attention_heads * hd * h;
-    let mats = if m.gated_mlp { 3 } else { 2 };
-    let norms = 2 * h;
-    let attn = (qkv + proj) / p.tp;
-    if m.is_moe(layer) {
-        let experts_local = m.num_experts / p.ep.max(1);
-        let expert = experts_local * mats * h * m.moe_intermediate_size / p.tp;
-        let shared = m.num_shared_experts * mats * h * m.moe_intermediate_size / p.tp;
-        let router = h * m.num_experts;
-        (attn + shared + router + norms, expert)
-    } else {
-        (attn + mats * h * m.intermediate_size / p.tp + norms, 0)
-    }
 }
 
 /// Megatron's schedule for one stage: the (forward?, micro-batch, chunk) sequence.
@@ -278,7 +248,7 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
 }
 
 /// Layers of virtual stage (stage, chunk).
-pub fn chunk_layers(m: &ModelConfig, pp: u64, vpp: u64, stage: u64, chunk: u64) -> std::ops::Range<u64> {
+fn chunk_layers(m: &ModelConfig, pp: u64, vpp: u64, stage: u64, chunk: u64) -> std::ops::Range<u64> {
     let per = m.num_hidden_layers / (pp * vpp);
     let v = chunk * pp + stage;
     v * per..(v + 1) * per
@@ -295,7 +265,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
         if p.sequence_parallel && p.tp > 1 { full / p.tp } else { full }
     };
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
-    let grad_b = grad_bytes_per_param(t.dtype);
+    let grad_b = t.grad_dtype().bytes();
     let param_b = param_bytes_per_param(t.dtype);
     let bucket_cap = if p.grad_bucket_size > 0 {
         p.grad_bucket_size
@@ -313,7 +283,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     let first_virtual = |c: u64| s == 0 && c == 0;
     let last_virtual = |c: u64| s == pp - 1 && c == vpp - 1;
     let tied_copy = mc.tie_word_embeddings && pp > 1;
-    let emb_params = mc.vocab_size * mc.hidden_size / p.tp;
+    let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
 
     // Buckets in backward order over the stage's chunks (last chunk first, last layer first).
     // Each entry: the layers (or -1 for head, -2 for embedding) it closes on.
@@ -336,7 +306,10 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 0,
             ),
             -2 => (emb_params, 0),
-            l => layer_params_on_rank(mc, p, l as u64),
+            l => {
+                let lp = ops::layer_params(mc, p, l as u64);
+                (lp.dense, lp.expert)
+            }
         }
     };
     // closes[(chunk, item)] = bucket index closed when that item's last backward finishes.
@@ -397,19 +370,21 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 );
             }
             if first_virtual(c) {
-                if prefetch && let Some(&bi) = item_bucket.get(&(c, -2)) {
-                    if gathered.insert(bi) {
-                        deps.extend(gather_node[bi]);
-                    }
+                if prefetch
+                    && let Some(&bi) = item_bucket.get(&(c, -2))
+                    && gathered.insert(bi)
+                {
+                    deps.extend(gather_node[bi]);
                 }
                 last_compute = emit(&mut prog, &tpl.emb_fwd, base(Phase::Forward, mb, c, NONE as u64), &deps).or(last_compute);
                 deps.clear();
             }
             for l in chunk_layers(mc, pp, vpp, s, c) {
-                if prefetch && let Some(&bi) = item_bucket.get(&(c, l as i64)) {
-                    if gathered.insert(bi) {
-                        deps.extend(gather_node[bi]);
-                    }
+                if prefetch
+                    && let Some(&bi) = item_bucket.get(&(c, l as i64))
+                    && gathered.insert(bi)
+                {
+                    deps.extend(gather_node[bi]);
                 }
                 let items = if mc.is_moe(l) { &tpl.moe_fwd } else { &tpl.dense_fwd };
                 last_compute = emit(&mut prog, items, base(Phase::Forward, mb, c, l), &deps).or(last_compute);

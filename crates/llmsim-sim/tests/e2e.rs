@@ -1,0 +1,205 @@
+//! End-to-end: scenario text in, report out.
+
+use std::path::Path;
+
+use llmsim_sim::{Outcome, RunOptions, Scenario, SimError, simulate};
+use llmsim_workload::dag::{Group, NodeKind};
+use llmsim_workload::ops;
+
+fn scenario(yaml: &str, sets: &[&str]) -> Scenario {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Scenario::from_yaml(yaml, &sets, Path::new(".")).expect("valid scenario")
+}
+
+fn run(s: &Scenario, opts: RunOptions) -> Outcome {
+    simulate(s, &opts, &mut |_, _| {}).expect("simulates")
+}
+
+fn err(yaml: &str) -> SimError {
+    let s = Scenario::from_yaml(yaml, &[], Path::new(".")).expect("parses");
+    match simulate(&s, &RunOptions::default(), &mut |_, _| {}) {
+        Ok(_) => panic!("expected an error for\n{yaml}"),
+        Err(e) => e,
+    }
+}
+
+/// A small dense model with a tiny vocabulary, so every pipeline stage does the same work.
+const UNIFORM: &str = "
+model: { hidden_size: 4096, num_hidden_layers: 8, num_attention_heads: 32, intermediate_size: 16384, vocab_size: 128, gated_mlp: false }
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 8 }
+parallel: { tp: 1, pp: 4 }
+cluster: { gpu: H100, gpus: 4, gpus_per_node: 4, topology: { kind: flat } }
+output: { flows: false }
+";
+
+#[test]
+fn one_f_one_b_bubble_matches_the_formula_with_free_communication() {
+    for (pp, mb) in [(4u64, 8u64), (4, 4), (2, 8)] {
+        let s = scenario(
+            UNIFORM,
+            &[
+                &format!("parallel.pp={pp}"),
+                &format!("cluster.gpus={pp}"),
+                &format!("cluster.gpus_per_node={pp}"),
+                &format!("training.global_batch_size={mb}"),
+            ],
+        );
+        let o = run(
+            &s,
+            RunOptions {
+                ideal_comm: true,
+                ..Default::default()
+            },
+        );
+        // Pipeline span = iteration minus the optimizer step (the same on every stage).
+        let opt_s: f64 = o
+            .ops
+            .iter()
+            .filter(|r| r.stage == 0 && r.segment.starts_with("optimizer"))
+            .map(|r| r.time_us * r.count as f64 * 1e-6)
+            .sum();
+        let span = o.report.iteration_time_s - opt_s;
+        let st = &o.report.stages[1].breakdown;
+        let busy = st.compute_s - opt_s;
+        let bubble = 1.0 - busy / span;
+        let expected = (pp - 1) as f64 / (mb + pp - 1) as f64;
+        assert!(
+            (bubble - expected).abs() < 0.01,
+            "pp={pp} m={mb}: bubble {bubble:.4}, formula (pp-1)/(m+pp-1) = {expected:.4}"
+        );
+    }
+}
+
+#[test]
+fn interleaving_shrinks_the_bubble() {
+    let base = scenario(UNIFORM, &[]);
+    let inter = scenario(UNIFORM, &["parallel.vpp=2"]);
+    let ideal = RunOptions {
+        ideal_comm: true,
+        ..Default::default()
+    };
+    let a = run(&base, ideal.clone()).report.iteration_time_s;
+    let b = run(&inter, ideal).report.iteration_time_s;
+    assert!(b < a, "interleaved {b} should beat 1F1B {a}");
+}
+
+const DP: &str = "
+model: gpt3-6.7b
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 64 }
+parallel: { tp: 4, pp: 2, use_distributed_optimizer: true, overlap_grad_reduce: true, sequence_parallel: true }
+cluster: { gpu: H100, gpus: 64, topology: { kind: spine-leaf, hosts_per_leaf: 16, oversubscription: 2.0 } }
+";
+
+#[test]
+fn folding_replicas_on_the_analytical_backend_is_exact() {
+    let s = scenario(DP, &["network.backend=analytical"]);
+    let folded = run(&s, RunOptions::default());
+    let full = run(
+        &s,
+        RunOptions {
+            no_fold: true,
+            ..Default::default()
+        },
+    );
+    assert!(!folded.report.symmetry.is_empty());
+    assert!(full.report.symmetry.is_empty());
+    assert_eq!(folded.report.iteration_time_s, full.report.iteration_time_s);
+    assert!(folded.report.nodes_executed * 4 < full.report.nodes_executed);
+}
+
+#[test]
+fn contention_makes_flow_no_faster_than_analytical_and_runs_are_deterministic() {
+    let a = run(&scenario(DP, &["network.backend=analytical"]), RunOptions::default());
+    let f1 = run(&scenario(DP, &[]), RunOptions::default());
+    let f2 = run(&scenario(DP, &[]), RunOptions::default());
+    assert!(f1.report.iteration_time_s >= a.report.iteration_time_s * 0.999);
+    assert_eq!(f1.report.iteration_time_s, f2.report.iteration_time_s);
+    assert_eq!(f1.engine.flows.len(), f2.engine.flows.len());
+    let j = |o: &Outcome| {
+        let mut v = serde_json::to_value(&o.report).unwrap();
+        v.as_object_mut().unwrap().remove("sim_wall_s");
+        v
+    };
+    assert_eq!(j(&f1), j(&f2));
+    // Every transfer the run recorded finished, bytes as submitted.
+    assert_eq!(f1.report.net.submitted, f1.report.net.completed);
+    let flow_bytes: u64 = f1.engine.flows.iter().map(|f| f.bytes).sum();
+    assert_eq!(flow_bytes, f1.report.net.bytes_delivered);
+}
+
+#[test]
+fn dp_gradient_bytes_equal_the_stage_parameters() {
+    let s = scenario(DP, &[]);
+    let o = run(&s, RunOptions::default());
+    let r = llmsim_sim::resolve(&s).unwrap();
+    for (stage, prog) in o.workload.stages.iter().enumerate() {
+        let reduced: u64 = prog
+            .nodes
+            .iter()
+            .filter_map(|n| match n.kind {
+                NodeKind::CommColl {
+                    op: llmsim_ccl::CollectiveOp::ReduceScatter,
+                    group: Group::Dp,
+                    bytes,
+                } => Some(bytes),
+                _ => None,
+            })
+            .sum();
+        let expected = ops::stage_params(&r.model, &r.parallel, stage as u64) * r.training.grad_dtype().bytes();
+        assert_eq!(reduced, expected, "stage {stage}");
+    }
+}
+
+#[test]
+fn more_bandwidth_never_hurts_and_tp_traffic_shows() {
+    let slow = run(&scenario(DP, &["cluster.topology.nic.bandwidth=100Gbps"]), RunOptions::default());
+    let fast = run(&scenario(DP, &["cluster.topology.nic.bandwidth=800Gbps"]), RunOptions::default());
+    assert!(fast.report.iteration_time_s <= slow.report.iteration_time_s);
+    assert!(slow.report.mean.exposed_tp_s > 0.0);
+    assert!(slow.report.mfu > 0.05 && slow.report.mfu < 1.0);
+}
+
+#[test]
+fn moe_runs_with_expert_parallel_all_to_all() {
+    let s = scenario(
+        "
+model: { preset: mixtral-8x7b, num_hidden_layers: 4 }
+training: { seq_length: 2048, global_batch_size: 16 }
+parallel: { tp: 2, pp: 2, ep: 4, sequence_parallel: true, use_distributed_optimizer: true }
+cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
+",
+        &[],
+    );
+    let o = run(&s, RunOptions::default());
+    assert!(o.report.mean.exposed_ep_s > 0.0, "EP all-to-all crosses servers and takes time");
+    let a2a = o.workload.stages[0]
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Ep, .. }))
+        .count();
+    assert!(a2a > 0);
+}
+
+#[test]
+fn errors_name_the_field() {
+    let cases = [
+        ("model: gpt3-13b\nparallel: { tp: 3 }\ncluster: { gpus: 24 }\n", "parallel.tp"),
+        ("model: gpt3-13b\nparallel: { pp: 3 }\ncluster: { gpus: 24 }\n", "parallel.pp"),
+        ("model: gpt3-13b\nparallel: { tp: 8, dp: 4 }\ncluster: { gpus: 16 }\n", "gpus"),
+        (
+            "model: gpt3-13b\ntraining: { global_batch_size: 10 }\nparallel: { tp: 8 }\ncluster: { gpus: 32 }\n",
+            "global_batch_size",
+        ),
+        ("model: mixtral-8x7b\nparallel: { tp: 8, ep: 3 }\ncluster: { gpus: 24 }\n", "ep"),
+        ("model: gpt3-13b\ncluster: { gpus: 8, gpu: Z100 }\n", "Z100"),
+        ("model: gpt3-175b\ncluster: { gpus: 8 }\n", "memory"),
+        (
+            "model: gpt3-13b\nnetwork: { backend: packet }\nparallel: { tp: 8 }\ncluster: { gpus: 8 }\n",
+            "network.backend",
+        ),
+    ];
+    for (yaml, needle) in cases {
+        let m = err(yaml).to_string();
+        assert!(m.to_lowercase().contains(&needle.to_lowercase()), "{needle:?} not in {m:?}");
+    }
+}

@@ -1,0 +1,71 @@
+//! Golden end-to-end reports of three small scenarios (dense TP/PP/DP on an oversubscribed
+//! leaf-spine with the flow backend; MoE with expert parallelism; interleaved pipeline with
+//! context parallelism on the analytical backend).
+//!
+//! These are regression goldens: the files were produced by llmsim itself and pin its current
+//! behaviour, so any change in timing shows up in review. After an intended model change,
+//! regenerate with `LLMSIM_UPDATE_GOLDEN=1 cargo test -p llmsim-sim --test golden` and explain
+//! the diff in the commit.
+
+use std::path::Path;
+
+use llmsim_sim::{RunOptions, Scenario, simulate};
+use serde_json::{Value, json};
+
+fn check(name: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let s = Scenario::load(&dir.join(format!("{name}.yaml")), &[]).expect("scenario");
+    let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).expect("runs");
+    let r = &o.report;
+    let round = |x: f64| (x * 1e9).round() / 1e9;
+    let stages: Vec<Value> = r
+        .stages
+        .iter()
+        .map(|s| {
+            let b = &s.breakdown;
+            json!([
+                round(b.compute_s),
+                round(b.exposed_tp_s),
+                round(b.exposed_cp_s),
+                round(b.exposed_ep_s),
+                round(b.exposed_pp_s),
+                round(b.exposed_dp_s),
+                round(b.bubble_s),
+                round(b.idle_s)
+            ])
+        })
+        .collect();
+    let got = json!({
+        "parallel": r.parallel,
+        "iteration_time_s": round(r.iteration_time_s),
+        "mfu": round(r.mfu),
+        "memory_total": r.memory.footprint.total,
+        "collectives": r.collectives,
+        "collectives_on_network": r.collectives_on_network,
+        "transfers": r.net.completed,
+        "nodes": r.nodes_executed,
+        "stages [compute, tp, cp, ep, pp, dp, bubble, idle]": stages,
+    });
+    let path = dir.join(format!("{name}.json"));
+    if std::env::var_os("LLMSIM_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+        return;
+    }
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("golden file; see module docs")).unwrap();
+    assert_eq!(got, want, "{name}: report differs from {}", path.display());
+}
+
+#[test]
+fn dense_tp_pp_dp() {
+    check("dense-tp-pp-dp");
+}
+
+#[test]
+fn moe_ep() {
+    check("moe-ep");
+}
+
+#[test]
+fn interleaved_cp() {
+    check("interleaved-cp");
+}
