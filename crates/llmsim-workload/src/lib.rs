@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod dag;
+pub mod dlrm;
 pub mod error;
 pub mod megatron;
 pub mod memory;

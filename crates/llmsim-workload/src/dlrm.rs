@@ -1,0 +1,554 @@
+//! The DLRM generator: one training iteration of a deep-learning recommendation model
+//! (Naumov et al. 2019, "Deep Learning Recommendation Model for Personalization and
+//! Recommendation Systems") with the hybrid parallelism of the ASTRA-sim + ns-3 DLRM study
+//! (Rashidi et al., "Enabling Design Space Exploration of DLRM …", §II-B, Fig. 3): the MLPs are
+//! data parallel, the embedding tables model parallel with a personalized all-to-all.
+//!
+//! Every GPU is one unit of a single data-parallel group (tp = pp = cp = 1), so every collective
+//! runs over [`Group::Dp`], which the system simulator resolves to all units of the stage. All
+//! units run the same program.
+//!
+//! # Placement
+//! Table `t` lives on GPU `t mod gpus`. The program is that of the most loaded GPU, which holds
+//! `L = ceil(num_tables / gpus)` tables; when `gpus` does not divide `num_tables` the other GPUs
+//! wait for it at the all-to-alls (load imbalance, as in the real system). With
+//! `num_tables < gpus` some GPUs hold no table and `L = 1`.
+//!
+//! # One iteration, in program order
+//! With `b` the per-GPU batch, `B = b · gpus` the global batch, `d` the embedding dimension,
+//! `P` the pooling factor (`lookups_per_table`), `T` tables, `F = T + 1` interaction features
+//! and `e` the element bytes (dtype bytes, 2 for fp8: activations and embedding rows are kept in
+//! 16 bits, as [`crate::TrainingConfig::activation_bytes`] does):
+//!
+//! - `embedding.fwd` (compute stream, [`OpClass::Embedding`]): each GPU pools its `L` tables for
+//!   the **global** batch: FLOPs `B·L·P·d` (the sums), bytes `B·L·(P·d·e + P·8 + d·e)` (gathered
+//!   rows, int64 indices, pooled output).
+//! - all-to-all (dp stream, overlapped with the bottom MLP as in the study's Fig. 3):
+//!   `bytes = L·B·d·e`, the nccl-tests size, i.e. the per-rank **send buffer** (the GPU sends
+//!   `L·b·d·e` to each of the `gpus` ranks, itself included), after which every GPU holds all
+//!   `T` pooled vectors of its local batch.
+//! - `bottom_mlp.fwd`: per layer `in → out` a GEMM of `2·b·in·out` FLOPs and
+//!   `(b·in + in·out + b·out)·e` bytes, then ReLU ([`OpClass::Elementwise`], `b·out` FLOPs,
+//!   `2·b·out·e` bytes). The input of layer 0 is `dense_features`.
+//! - `interaction.fwd` (after the all-to-all): the dot interaction `Z = X·Xᵀ` over the `F`
+//!   feature vectors of each sample, one batched GEMM as DLRM runs it (`torch.bmm`, the full
+//!   `F×F`, not only the `F(F-1)/2` kept): `2·b·F²·d` FLOPs, `b·(2·F·d + F²)·e` bytes; then the
+//!   strictly-lower triangle is gathered and concatenated with the bottom MLP output into the
+//!   top MLP input of [`DlrmConfig::top_input`] columns (element-wise, `b·(F² + d + top_in)·e`
+//!   bytes).
+//! - `top_mlp.fwd`: GEMMs as the bottom MLP over `top_in = d + F(F-1)/2` inputs, ReLU after
+//!   every layer but the last, which has a sigmoid; then the binary cross-entropy loss.
+//! - `top_mlp.bwd`: loss gradient, then per layer (last first) the activation gradient, the
+//!   input-gradient GEMM and the weight-gradient GEMM (`2·b·in·out` FLOPs each; the weight
+//!   gradient writes `in·out` gradient elements in the gradient dtype).
+//! - `interaction.bwd`: `dX = dZ·X + dZᵀ·X`, two batched GEMMs (`4·b·F²·d` FLOPs).
+//! - all-to-all of the embedding gradients back to the table owners (dp stream, same size as the
+//!   forward one), then `embedding.bwd`: the sparse SGD update of the touched rows
+//!   ([`OpClass::Embedding`]): FLOPs `2·B·L·P·d`, bytes `B·L·(d·e + P·8 + 2·P·d·e)` (pooled
+//!   gradient, indices, read-modify-write of the rows). It depends on the all-to-all only, so the
+//!   bottom MLP backward overlaps the all-to-all (the "embedding branch" and the "bottom MLP
+//!   branch" of the study).
+//! - `bottom_mlp.bwd`: as the top MLP; layer 0 has no input-gradient GEMM (the dense features
+//!   need no gradient).
+//! - Gradient reduction: one bucket per MLP, an all-reduce over [`Group::Dp`] on the dp stream of
+//!   `params · grad_bytes` bytes, `params = Σ (in·out + out)` (weights and biases), started when
+//!   that MLP's backward finished. Gradients are reduced in fp32 (4 bytes), or fp16 (2 bytes)
+//!   when `dtype` is fp16: the rule of [`crate::TrainingConfig::grad_dtype`]. On the dp stream
+//!   the backward all-to-all is issued before the top MLP's all-reduce: the all-to-all is on the
+//!   critical path (the embedding update waits for it), the all-reduce only gates the optimizer.
+//! - `optimizer` ([`OpClass::Optimizer`]): plain SGD on the MLP parameters (the MLPerf reference
+//!   DLRM trains with SGD), after both all-reduces: `2` FLOPs and `4 + grad_bytes + 4` bytes per
+//!   parameter (read fp32 weight and gradient, write the weight). The embedding tables are
+//!   updated by `embedding.bwd`.
+//!
+//! With one GPU there is no communication: no all-to-all, no all-reduce.
+
+use llmsim_ccl::CollectiveOp;
+use llmsim_compute::{DType, OpClass};
+use serde::{Deserialize, Serialize};
+
+use crate::WorkloadError;
+use crate::dag::{Group, NONE, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
+use crate::ops::{OpSpec, OpSpecKind, Pass};
+
+/// Bytes of one embedding index (int64, as PyTorch's `EmbeddingBag` takes them).
+pub const INDEX_BYTES: u64 = 8;
+
+/// A DLRM model and its per-GPU batch.
+///
+/// The default is the MLPerf Training DLRM on Criteo Terabyte (the reference
+/// `facebookresearch/dlrm` MLPerf run: `--arch-mlp-bot=13-512-256-128`,
+/// `--arch-mlp-top=1024-1024-512-256-1`, `--arch-sparse-feature-size=128`, 26 tables capped at
+/// `--max-ind-range=40000000` rows, one lookup per table, fp32, mini-batch 2048 per GPU). The
+/// ASTRA-sim + ns-3 study's scaled model is [`DlrmConfig::astrasim_ns3`].
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DlrmConfig {
+    /// Dense (continuous) input features: the bottom MLP's input width.
+    pub dense_features: u64,
+    /// Output widths of the bottom MLP layers; the last must equal `embedding_dim`.
+    pub bottom_mlp: Vec<u64>,
+    /// Output widths of the top MLP layers; the input width is [`DlrmConfig::top_input`].
+    pub top_mlp: Vec<u64>,
+    /// Embedding tables (sparse features).
+    pub num_tables: u64,
+    /// Rows of each table (uniform).
+    pub rows_per_table: u64,
+    /// Embedding vector width.
+    pub embedding_dim: u64,
+    /// Pooling factor: lookups per table per sample.
+    pub lookups_per_table: u64,
+    /// Samples per GPU per iteration (the global batch is `batch_size_per_gpu · gpus`).
+    pub batch_size_per_gpu: u64,
+    /// Math and storage dtype of MLPs, activations and embeddings.
+    pub dtype: DType,
+}
+
+impl Default for DlrmConfig {
+    fn default() -> Self {
+        DlrmConfig {
+            dense_features: 13,
+            bottom_mlp: vec![512, 256, 128],
+            top_mlp: vec![1024, 1024, 512, 256, 1],
+            num_tables: 26,
+            rows_per_table: 40_000_000,
+            embedding_dim: 128,
+            lookups_per_table: 1,
+            batch_size_per_gpu: 2048,
+            dtype: DType::Fp32,
+        }
+    }
+}
+
+impl DlrmConfig {
+    /// The scaled MLPerf DLRM of the ASTRA-sim + ns-3 study (Table V, with Table IV's batch):
+    /// 1600 dense features, bottom MLP "5+2" layers of 1024 (read as 5 hidden layers of 1024
+    /// plus the input and the output layer, the output being the embedding dimension 64), top MLP
+    /// "10+2" layers of 2048 (10 hidden layers of 2048 and a 1-wide output), 64 sparse features
+    /// (tables) of dimension 64, pooling factor 60, 16-bit embeddings, 512 samples per GPU. The
+    /// table size is not given; 1M rows is used (it does not change the time of an iteration).
+    pub fn astrasim_ns3() -> Self {
+        let mut top = vec![2048; 10];
+        top.push(1);
+        let mut bottom = vec![1024; 5];
+        bottom.push(64);
+        DlrmConfig {
+            dense_features: 1600,
+            bottom_mlp: bottom,
+            top_mlp: top,
+            num_tables: 64,
+            rows_per_table: 1_000_000,
+            embedding_dim: 64,
+            lookups_per_table: 60,
+            batch_size_per_gpu: 512,
+            dtype: DType::Fp16,
+        }
+    }
+
+    /// Feature vectors entering the interaction: one per table plus the bottom MLP output.
+    pub fn interaction_features(&self) -> u64 {
+        self.num_tables + 1
+    }
+
+    /// The top MLP's input width: the bottom MLP output concatenated with the `F(F-1)/2`
+    /// pairwise dot products (DLRM's dot interaction without self-interaction).
+    pub fn top_input(&self) -> u64 {
+        let f = self.interaction_features();
+        self.embedding_dim + f * (f - 1) / 2
+    }
+
+    /// `(in, out)` of each bottom MLP layer.
+    pub fn bottom_layers(&self) -> Vec<(u64, u64)> {
+        layers(self.dense_features, &self.bottom_mlp)
+    }
+
+    /// `(in, out)` of each top MLP layer.
+    pub fn top_layers(&self) -> Vec<(u64, u64)> {
+        layers(self.top_input(), &self.top_mlp)
+    }
+
+    /// Bottom MLP parameters (weights and biases).
+    pub fn bottom_params(&self) -> u64 {
+        self.bottom_layers().iter().map(|(i, o)| i * o + o).sum()
+    }
+
+    /// Top MLP parameters (weights and biases).
+    pub fn top_params(&self) -> u64 {
+        self.top_layers().iter().map(|(i, o)| i * o + o).sum()
+    }
+
+    /// Embedding parameters of the whole model.
+    pub fn embedding_params(&self) -> u64 {
+        self.num_tables * self.rows_per_table * self.embedding_dim
+    }
+
+    /// Tables on the most loaded of `gpus` GPUs (round-robin placement).
+    pub fn local_tables(&self, gpus: u64) -> u64 {
+        self.num_tables.div_ceil(gpus.max(1))
+    }
+
+    /// Bytes per activation / embedding element (fp8 keeps them in 16 bits).
+    pub fn element_bytes(&self) -> u64 {
+        match self.dtype {
+            DType::Fp8 => 2,
+            d => d.bytes(),
+        }
+    }
+
+    /// Bytes per gradient element in the MLP all-reduce: fp16 for fp16, otherwise fp32.
+    pub fn grad_bytes(&self) -> u64 {
+        match self.dtype {
+            DType::Fp16 => 2,
+            _ => 4,
+        }
+    }
+
+    /// Per-rank send buffer (nccl-tests size) of each embedding all-to-all on `gpus` GPUs:
+    /// `L · B · d · e`.
+    pub fn all_to_all_bytes(&self, gpus: u64) -> u64 {
+        self.local_tables(gpus) * self.batch_size_per_gpu * gpus * self.embedding_dim * self.element_bytes()
+    }
+
+    /// Checks every field; errors name it (`dlrm.bottom_mlp`, ...).
+    ///
+    /// # Errors
+    /// [`WorkloadError::Invalid`] for a zero size, an empty MLP, or a bottom MLP whose output is
+    /// not `embedding_dim` wide (the dot interaction needs equal widths).
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        let positive = [
+            ("dlrm.dense_features", self.dense_features),
+            ("dlrm.num_tables", self.num_tables),
+            ("dlrm.rows_per_table", self.rows_per_table),
+            ("dlrm.embedding_dim", self.embedding_dim),
+            ("dlrm.lookups_per_table", self.lookups_per_table),
+            ("dlrm.batch_size_per_gpu", self.batch_size_per_gpu),
+        ];
+        for (field, v) in positive {
+            if v == 0 {
+                return Err(WorkloadError::invalid(field, "must be at least 1"));
+            }
+        }
+        for (field, mlp) in [("dlrm.bottom_mlp", &self.bottom_mlp), ("dlrm.top_mlp", &self.top_mlp)] {
+            if mlp.is_empty() {
+                return Err(WorkloadError::invalid(
+                    field,
+                    "needs at least one layer (output widths, e.g. [512, 256, 128])",
+                ));
+            }
+            if let Some(i) = mlp.iter().position(|w| *w == 0) {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!("layer {i} has width 0; widths must be at least 1"),
+                ));
+            }
+        }
+        let last = *self.bottom_mlp.last().unwrap_or(&0);
+        if last != self.embedding_dim {
+            return Err(WorkloadError::invalid(
+                "dlrm.bottom_mlp",
+                format!(
+                    "the last layer is {last} wide but the dot interaction needs it to equal dlrm.embedding_dim = {}",
+                    self.embedding_dim
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn layers(input: u64, widths: &[u64]) -> Vec<(u64, u64)> {
+    let mut prev = input;
+    widths
+        .iter()
+        .map(|&w| {
+            let l = (prev, w);
+            prev = w;
+            l
+        })
+        .collect()
+}
+
+fn compute(name: &'static str, pass: Pass, class: OpClass, flops: u64, bytes: u64, shape: String) -> OpSpec {
+    OpSpec {
+        name,
+        pass,
+        kind: OpSpecKind::Compute {
+            class,
+            flops: flops as f64,
+            bytes: bytes as f64,
+        },
+        shape,
+    }
+}
+
+/// Forward ops of one MLP: per layer a GEMM and its activation (ReLU, or sigmoid for the top
+/// MLP's last layer).
+fn mlp_forward(prefix: &str, layers: &[(u64, u64)], b: u64, e: u64, sigmoid_last: bool) -> Vec<OpSpec> {
+    let mut ops = Vec::with_capacity(2 * layers.len());
+    for (l, &(i, o)) in layers.iter().enumerate() {
+        let shape = format!("{prefix}.{l},b={b},k={i},n={o}");
+        ops.push(compute(
+            "mlp_gemm",
+            Pass::Forward,
+            OpClass::Gemm,
+            2 * b * i * o,
+            (b * i + i * o + b * o) * e,
+            shape.clone(),
+        ));
+        let act = if sigmoid_last && l + 1 == layers.len() {
+            "mlp_sigmoid"
+        } else {
+            "mlp_relu"
+        };
+        ops.push(compute(act, Pass::Forward, OpClass::Elementwise, b * o, 2 * b * o * e, shape));
+    }
+    ops
+}
+
+/// Backward ops of one MLP, last layer first: activation gradient, input-gradient GEMM (not
+/// for layer 0 when `first_needs_dx` is false), weight-gradient GEMM.
+fn mlp_backward(prefix: &str, layers: &[(u64, u64)], b: u64, e: u64, g: u64, first_needs_dx: bool) -> Vec<OpSpec> {
+    let mut ops = Vec::with_capacity(3 * layers.len());
+    for (l, &(i, o)) in layers.iter().enumerate().rev() {
+        let shape = format!("{prefix}.{l},b={b},k={i},n={o}");
+        ops.push(compute(
+            "mlp_act_bwd",
+            Pass::BackwardInput,
+            OpClass::Elementwise,
+            b * o,
+            3 * b * o * e,
+            shape.clone(),
+        ));
+        if l > 0 || first_needs_dx {
+            ops.push(compute(
+                "mlp_gemm_dgrad",
+                Pass::BackwardInput,
+                OpClass::Gemm,
+                2 * b * i * o,
+                (b * o + i * o + b * i) * e,
+                shape.clone(),
+            ));
+        }
+        ops.push(compute(
+            "mlp_gemm_wgrad",
+            Pass::BackwardWeight,
+            OpClass::Gemm,
+            2 * b * i * o,
+            (b * i + b * o) * e + (i * o + o) * g,
+            shape,
+        ));
+    }
+    ops
+}
+
+struct Builder {
+    prog: Program,
+    segments: Vec<Segment>,
+}
+
+impl Builder {
+    /// Pushes a compute segment as one node on the compute stream.
+    fn comp(&mut self, name: &str, phase: Phase, ops: Vec<OpSpec>, deps: &[u32]) -> u32 {
+        let seg = self.segments.len() as u32;
+        self.segments.push(Segment {
+            name: name.to_string(),
+            pass: ops.first().map_or(Pass::Forward, |o| o.pass),
+            ops,
+        });
+        let microbatch = if phase == Phase::Optimizer { NONE } else { 0 };
+        self.prog.push(
+            Node {
+                kind: NodeKind::Comp { segment: seg },
+                stream: Stream::Compute,
+                phase,
+                microbatch,
+                chunk: 0,
+                layer: NONE,
+            },
+            deps,
+        )
+    }
+
+    /// Pushes a collective over [`Group::Dp`] on the dp stream.
+    fn coll(&mut self, op: CollectiveOp, bytes: u64, phase: Phase, deps: &[u32]) -> u32 {
+        let microbatch = if phase == Phase::GradSync { NONE } else { 0 };
+        self.prog.push(
+            Node {
+                kind: NodeKind::CommColl {
+                    op,
+                    group: Group::Dp,
+                    bytes,
+                },
+                stream: Stream::Dp,
+                phase,
+                microbatch,
+                chunk: 0,
+                layer: NONE,
+            },
+            deps,
+        )
+    }
+}
+
+/// Generates one training iteration of `c` on `gpus` GPUs (see the module documentation).
+///
+/// # Errors
+/// [`WorkloadError::Invalid`] for an invalid config ([`DlrmConfig::validate`]) or `gpus == 0`.
+pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
+    c.validate()?;
+    if gpus == 0 {
+        return Err(WorkloadError::invalid("gpus", "a DLRM workload needs at least 1 GPU"));
+    }
+    let b = c.batch_size_per_gpu;
+    let global = b * gpus;
+    let d = c.embedding_dim;
+    let p = c.lookups_per_table;
+    let e = c.element_bytes();
+    let g = c.grad_bytes();
+    let lt = c.local_tables(gpus);
+    let f = c.interaction_features();
+    let top_in = c.top_input();
+    let comm = gpus > 1;
+    let a2a = c.all_to_all_bytes(gpus);
+    let emb_shape = format!("tables={lt},B={global},d={d},pool={p}");
+    let int_shape = format!("b={b},F={f},d={d}");
+    let bottom = c.bottom_layers();
+    let top = c.top_layers();
+
+    let mut w = Builder {
+        prog: Program::new(),
+        segments: Vec::new(),
+    };
+
+    // Forward.
+    let emb_fwd = w.comp(
+        "embedding.fwd",
+        Phase::Forward,
+        vec![compute(
+            "embedding_lookup",
+            Pass::Forward,
+            OpClass::Embedding,
+            global * lt * p * d,
+            global * lt * (p * d * e + p * INDEX_BYTES + d * e),
+            emb_shape.clone(),
+        )],
+        &[],
+    );
+    let a2a_fwd = comm.then(|| w.coll(CollectiveOp::AllToAll, a2a, Phase::Forward, &[emb_fwd]));
+    w.comp("bottom_mlp.fwd", Phase::Forward, mlp_forward("bottom", &bottom, b, e, false), &[]);
+    let int_fwd = vec![
+        compute(
+            "interaction_bmm",
+            Pass::Forward,
+            OpClass::Gemm,
+            2 * b * f * f * d,
+            b * (2 * f * d + f * f) * e,
+            int_shape.clone(),
+        ),
+        compute(
+            "interaction_concat",
+            Pass::Forward,
+            OpClass::Elementwise,
+            b * top_in,
+            b * (f * f + d + top_in) * e,
+            int_shape.clone(),
+        ),
+    ];
+    let deps: Vec<u32> = a2a_fwd.into_iter().collect();
+    w.comp("interaction.fwd", Phase::Forward, int_fwd, &deps);
+    let mut top_fwd = mlp_forward("top", &top, b, e, true);
+    let out = top.last().map_or(1, |l| l.1);
+    top_fwd.push(compute(
+        "bce_loss",
+        Pass::Forward,
+        OpClass::Elementwise,
+        4 * b * out,
+        2 * b * out * e,
+        format!("b={b},n={out}"),
+    ));
+    w.comp("top_mlp.fwd", Phase::Forward, top_fwd, &[]);
+
+    // Backward.
+    let mut top_bwd = vec![compute(
+        "bce_loss_bwd",
+        Pass::BackwardInput,
+        OpClass::Elementwise,
+        2 * b * out,
+        3 * b * out * e,
+        format!("b={b},n={out}"),
+    )];
+    top_bwd.extend(mlp_backward("top", &top, b, e, g, true));
+    let top_done = w.comp("top_mlp.bwd", Phase::Backward, top_bwd, &[]);
+    let int_bwd = vec![
+        compute(
+            "interaction_scatter_bwd",
+            Pass::BackwardInput,
+            OpClass::Elementwise,
+            b * top_in,
+            b * (top_in + f * f + d) * e,
+            int_shape.clone(),
+        ),
+        compute(
+            "interaction_bmm_bwd",
+            Pass::BackwardInput,
+            OpClass::Gemm,
+            4 * b * f * f * d,
+            b * (2 * f * f + 4 * f * d) * e,
+            int_shape,
+        ),
+    ];
+    let int_done = w.comp("interaction.bwd", Phase::Backward, int_bwd, &[]);
+    let a2a_bwd = comm.then(|| w.coll(CollectiveOp::AllToAll, a2a, Phase::Backward, &[int_done]));
+    let mut reduces = Vec::new();
+    if comm {
+        reduces.push(w.coll(CollectiveOp::AllReduce, c.top_params() * g, Phase::GradSync, &[top_done]));
+    }
+    let bottom_done = w.comp(
+        "bottom_mlp.bwd",
+        Phase::Backward,
+        mlp_backward("bottom", &bottom, b, e, g, false),
+        &[],
+    );
+    if comm {
+        reduces.push(w.coll(CollectiveOp::AllReduce, c.bottom_params() * g, Phase::GradSync, &[bottom_done]));
+    }
+    let deps: Vec<u32> = a2a_bwd.into_iter().collect();
+    let emb_done = w.comp(
+        "embedding.bwd",
+        Phase::Backward,
+        vec![compute(
+            "embedding_update",
+            Pass::BackwardWeight,
+            OpClass::Embedding,
+            2 * global * lt * p * d,
+            global * lt * (d * e + p * INDEX_BYTES + 2 * p * d * e),
+            emb_shape,
+        )],
+        &deps,
+    );
+
+    // Optimizer (SGD on the MLPs) after both reductions.
+    let n = c.bottom_params() + c.top_params();
+    let mut deps = reduces;
+    deps.push(emb_done);
+    w.comp(
+        "optimizer",
+        Phase::Optimizer,
+        vec![compute(
+            "optimizer_step",
+            Pass::BackwardWeight,
+            OpClass::Optimizer,
+            2 * n,
+            (8 + g) * n,
+            format!("params={n}"),
+        )],
+        &deps,
+    );
+
+    Ok(Workload {
+        stages: vec![w.prog],
+        segments: w.segments,
+        microbatches: 1,
+        vpp: 1,
+    })
+}

@@ -1,0 +1,324 @@
+//! The DLRM generator: FLOPs, all-to-all and all-reduce sizes against formulas computed here from
+//! the config, the program's shape, and config validation.
+
+use llmsim_ccl::CollectiveOp;
+use llmsim_compute::{DType, OpClass};
+use llmsim_workload::WorkloadError;
+use llmsim_workload::dag::{Group, NodeKind, Phase, Stream, Workload};
+use llmsim_workload::dlrm::{DlrmConfig, generate};
+use llmsim_workload::{OpSpecKind, Pass};
+
+/// (in, out) pairs of an MLP, computed independently of the generator.
+fn pairs(input: u64, widths: &[u64]) -> Vec<(u64, u64)> {
+    let mut v = Vec::new();
+    let mut prev = input;
+    for &w in widths {
+        v.push((prev, w));
+        prev = w;
+    }
+    v
+}
+
+fn segment<'a>(w: &'a Workload, name: &str) -> &'a llmsim_workload::dag::Segment {
+    w.segments
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no segment {name}"))
+}
+
+/// GEMM FLOPs of one segment, optionally restricted to one pass.
+fn gemm_flops(w: &Workload, name: &str, pass: Option<Pass>) -> f64 {
+    segment(w, name)
+        .ops
+        .iter()
+        .filter(|o| pass.is_none_or(|p| o.pass == p))
+        .filter_map(|o| match o.kind {
+            OpSpecKind::Compute {
+                class: OpClass::Gemm,
+                flops,
+                ..
+            } => Some(flops),
+            _ => None,
+        })
+        .sum()
+}
+
+fn colls(w: &Workload) -> Vec<(CollectiveOp, Group, u64, Stream, Phase)> {
+    w.stages[0]
+        .nodes
+        .iter()
+        .filter_map(|n| match n.kind {
+            NodeKind::CommColl { op, group, bytes } => Some((op, group, bytes, n.stream, n.phase)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn default_is_the_mlperf_dlrm() {
+    let c = DlrmConfig::default();
+    assert_eq!(c.dense_features, 13);
+    assert_eq!(c.bottom_mlp, vec![512, 256, 128]);
+    assert_eq!(c.top_mlp, vec![1024, 1024, 512, 256, 1]);
+    assert_eq!(c.num_tables, 26);
+    assert_eq!(c.embedding_dim, 128);
+    // 27 features: 351 dot products + the 128-wide bottom output = 479 (dlrm_s_pytorch's num_int).
+    assert_eq!(c.top_input(), 479);
+    c.validate().unwrap();
+    DlrmConfig::astrasim_ns3().validate().unwrap();
+}
+
+#[test]
+fn mlp_forward_flops_are_2_b_sum_in_out() {
+    for c in [DlrmConfig::default(), DlrmConfig::astrasim_ns3()] {
+        let w = generate(&c, 8).unwrap();
+        let b = c.batch_size_per_gpu as f64;
+        let f = c.num_tables + 1;
+        let top_in = c.embedding_dim + f * (f - 1) / 2;
+        let bottom: f64 = pairs(c.dense_features, &c.bottom_mlp).iter().map(|(i, o)| (i * o) as f64).sum();
+        let top: f64 = pairs(top_in, &c.top_mlp).iter().map(|(i, o)| (i * o) as f64).sum();
+        assert_eq!(gemm_flops(&w, "bottom_mlp.fwd", None), 2.0 * b * bottom);
+        assert_eq!(gemm_flops(&w, "top_mlp.fwd", None), 2.0 * b * top);
+        // Backward: the weight gradients equal the forward; the input gradients too, except the
+        // bottom MLP's first layer (the dense features need no gradient).
+        assert_eq!(gemm_flops(&w, "top_mlp.bwd", Some(Pass::BackwardWeight)), 2.0 * b * top);
+        assert_eq!(gemm_flops(&w, "top_mlp.bwd", Some(Pass::BackwardInput)), 2.0 * b * top);
+        assert_eq!(gemm_flops(&w, "bottom_mlp.bwd", Some(Pass::BackwardWeight)), 2.0 * b * bottom);
+        let first = (c.dense_features * c.bottom_mlp[0]) as f64;
+        assert_eq!(
+            gemm_flops(&w, "bottom_mlp.bwd", Some(Pass::BackwardInput)),
+            2.0 * b * (bottom - first)
+        );
+        // Interaction: one batched GEMM over the F x F products.
+        let d = c.embedding_dim as f64;
+        let ff = (f * f) as f64;
+        assert_eq!(gemm_flops(&w, "interaction.fwd", None), 2.0 * b * ff * d);
+        assert_eq!(gemm_flops(&w, "interaction.bwd", None), 4.0 * b * ff * d);
+    }
+}
+
+#[test]
+fn embedding_lookup_covers_the_global_batch_of_the_local_tables() {
+    let c = DlrmConfig::default();
+    let gpus = 8; // 26 tables on 8 GPUs: the most loaded holds 4.
+    let w = generate(&c, gpus).unwrap();
+    let seg = segment(&w, "embedding.fwd");
+    assert_eq!(seg.ops.len(), 1);
+    let OpSpecKind::Compute { class, flops, bytes } = seg.ops[0].kind else {
+        panic!("lookup is not a compute op")
+    };
+    assert_eq!(class, OpClass::Embedding);
+    let (global, l, p, d, e) = (c.batch_size_per_gpu * gpus, 4, c.lookups_per_table, c.embedding_dim, 4);
+    assert_eq!(flops, (global * l * p * d) as f64);
+    assert_eq!(bytes, (global * l * (p * d * e + p * 8 + d * e)) as f64);
+    let upd = &segment(&w, "embedding.bwd").ops[0];
+    assert!(matches!(
+        upd.kind,
+        OpSpecKind::Compute {
+            class: OpClass::Embedding,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn all_to_all_bytes_follow_the_send_buffer_formula() {
+    // (config, gpus, local tables)
+    let cases = [
+        (DlrmConfig::default(), 8, 4),  // ceil(26 / 8)
+        (DlrmConfig::default(), 26, 1), // one table each
+        (DlrmConfig::default(), 64, 1), // more GPUs than tables
+        (DlrmConfig::astrasim_ns3(), 128, 1),
+        (DlrmConfig::astrasim_ns3(), 16, 4),
+    ];
+    for (c, gpus, l) in cases {
+        let w = generate(&c, gpus).unwrap();
+        let e = if c.dtype == DType::Fp32 { 4 } else { 2 };
+        let expect = l * c.batch_size_per_gpu * gpus * c.embedding_dim * e;
+        assert_eq!(c.all_to_all_bytes(gpus), expect);
+        let a2a: Vec<_> = colls(&w).into_iter().filter(|x| x.0 == CollectiveOp::AllToAll).collect();
+        assert_eq!(a2a.len(), 2, "one forward and one backward all-to-all");
+        assert_eq!(a2a[0].4, Phase::Forward);
+        assert_eq!(a2a[1].4, Phase::Backward);
+        for (_, group, bytes, _, _) in a2a {
+            assert_eq!(group, Group::Dp);
+            assert_eq!(bytes, expect);
+        }
+    }
+}
+
+#[test]
+fn one_mlp_all_reduce_per_bucket_of_params_times_grad_bytes() {
+    for (dtype, g) in [(DType::Fp32, 4), (DType::Bf16, 4), (DType::Fp16, 2)] {
+        let c = DlrmConfig {
+            dtype,
+            ..DlrmConfig::default()
+        };
+        let w = generate(&c, 16).unwrap();
+        let f = c.num_tables + 1;
+        let top_in = c.embedding_dim + f * (f - 1) / 2;
+        let params = |v: Vec<(u64, u64)>| -> u64 { v.iter().map(|(i, o)| i * o + o).sum() };
+        let bottom = params(pairs(c.dense_features, &c.bottom_mlp));
+        let top = params(pairs(top_in, &c.top_mlp));
+        let ar: Vec<_> = colls(&w).into_iter().filter(|x| x.0 == CollectiveOp::AllReduce).collect();
+        assert_eq!(ar.len(), 2, "one bucket per MLP");
+        let mut sizes: Vec<u64> = ar.iter().map(|x| x.2).collect();
+        sizes.sort_unstable();
+        let mut expect = vec![top * g, bottom * g];
+        expect.sort_unstable();
+        assert_eq!(sizes, expect);
+        assert_eq!(sizes.iter().sum::<u64>(), (top + bottom) * g);
+        for x in &ar {
+            assert_eq!(x.1, Group::Dp);
+            assert_eq!(x.3, Stream::Dp);
+            assert_eq!(x.4, Phase::GradSync);
+        }
+    }
+}
+
+#[test]
+fn dependencies_order_the_iteration() {
+    let c = DlrmConfig::default();
+    let w = generate(&c, 8).unwrap();
+    let prog = &w.stages[0];
+    let name = |i: u32| match prog.nodes[i as usize].kind {
+        NodeKind::Comp { segment } => w.segments[segment as usize].name.clone(),
+        NodeKind::CommColl { op, .. } => format!("{op:?}"),
+        _ => "p2p".into(),
+    };
+    let idx = |n: &str| (0..prog.len() as u32).find(|&i| name(i) == n).unwrap();
+    // The interaction waits for the forward all-to-all; the embedding update for the backward one.
+    let a2a: Vec<u32> = (0..prog.len() as u32).filter(|&i| name(i) == "AllToAll").collect();
+    assert_eq!(prog.deps(idx("interaction.fwd")), &[a2a[0]]);
+    assert_eq!(prog.deps(idx("embedding.bwd")), &[a2a[1]]);
+    assert_eq!(prog.deps(a2a[0]), &[idx("embedding.fwd")]);
+    assert_eq!(prog.deps(a2a[1]), &[idx("interaction.bwd")]);
+    // The optimizer waits for both all-reduces, each started after its MLP's backward.
+    let ar: Vec<u32> = (0..prog.len() as u32).filter(|&i| name(i) == "AllReduce").collect();
+    let opt = idx("optimizer");
+    for a in &ar {
+        assert!(prog.deps(opt).contains(a));
+    }
+    let mlp_bwd: Vec<u32> = ar.iter().map(|&a| prog.deps(a)[0]).collect();
+    let mut names: Vec<String> = mlp_bwd.iter().map(|&i| name(i)).collect();
+    names.sort();
+    assert_eq!(names, ["bottom_mlp.bwd", "top_mlp.bwd"]);
+    assert_eq!(w.microbatches, 1);
+    assert_eq!(w.vpp, 1);
+    assert_eq!(w.stages.len(), 1);
+    // Every compute node runs on the compute stream, every collective on the dp stream.
+    for n in &prog.nodes {
+        match n.kind {
+            NodeKind::Comp { .. } => assert_eq!(n.stream, Stream::Compute),
+            _ => assert_eq!(n.stream, Stream::Dp),
+        }
+    }
+}
+
+#[test]
+fn one_gpu_has_no_communication() {
+    let w = generate(&DlrmConfig::default(), 1).unwrap();
+    assert!(colls(&w).is_empty());
+    // The compute is all there: the lookup covers the (one-GPU) global batch of all 26 tables.
+    let OpSpecKind::Compute { flops, .. } = segment(&w, "embedding.fwd").ops[0].kind else {
+        panic!("lookup is not a compute op")
+    };
+    assert_eq!(flops, (2048 * 26 * 128) as f64);
+}
+
+fn invalid_field(c: &DlrmConfig, gpus: u64) -> String {
+    match generate(c, gpus) {
+        Err(WorkloadError::Invalid { field, .. }) => field,
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_configs_name_the_field() {
+    let d = DlrmConfig::default();
+    let cases: Vec<(DlrmConfig, &str)> = vec![
+        (
+            DlrmConfig {
+                bottom_mlp: vec![],
+                ..d.clone()
+            },
+            "dlrm.bottom_mlp",
+        ),
+        (
+            DlrmConfig {
+                top_mlp: vec![],
+                ..d.clone()
+            },
+            "dlrm.top_mlp",
+        ),
+        (
+            DlrmConfig {
+                top_mlp: vec![1024, 0, 1],
+                ..d.clone()
+            },
+            "dlrm.top_mlp",
+        ),
+        (
+            DlrmConfig {
+                bottom_mlp: vec![512, 256, 64],
+                ..d.clone()
+            },
+            "dlrm.bottom_mlp",
+        ),
+        (
+            DlrmConfig {
+                batch_size_per_gpu: 0,
+                ..d.clone()
+            },
+            "dlrm.batch_size_per_gpu",
+        ),
+        (
+            DlrmConfig {
+                num_tables: 0,
+                ..d.clone()
+            },
+            "dlrm.num_tables",
+        ),
+        (
+            DlrmConfig {
+                embedding_dim: 0,
+                ..d.clone()
+            },
+            "dlrm.embedding_dim",
+        ),
+        (
+            DlrmConfig {
+                lookups_per_table: 0,
+                ..d.clone()
+            },
+            "dlrm.lookups_per_table",
+        ),
+        (
+            DlrmConfig {
+                dense_features: 0,
+                ..d.clone()
+            },
+            "dlrm.dense_features",
+        ),
+        (
+            DlrmConfig {
+                rows_per_table: 0,
+                ..d.clone()
+            },
+            "dlrm.rows_per_table",
+        ),
+    ];
+    for (c, field) in cases {
+        assert_eq!(invalid_field(&c, 8), field);
+    }
+    assert_eq!(invalid_field(&d, 0), "gpus");
+}
+
+#[test]
+fn config_deserializes_with_defaults_and_rejects_unknown_fields() {
+    let c: DlrmConfig = serde_yaml_ng::from_str("num_tables: 8\ndtype: bf16\n").unwrap();
+    assert_eq!(c.num_tables, 8);
+    assert_eq!(c.dtype, DType::Bf16);
+    assert_eq!(c.bottom_mlp, DlrmConfig::default().bottom_mlp);
+    assert!(serde_yaml_ng::from_str::<DlrmConfig>("tables: 8\n").is_err());
+}
