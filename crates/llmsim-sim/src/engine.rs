@@ -19,7 +19,7 @@ use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanOptions, ScaleUpModel, plan_c
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
-use llmsim_workload::dag::{Direction, Group, NodeKind, P2pTag, Peer, Phase, Program, Stream, Workload};
+use llmsim_workload::dag::{Direction, Group, NodeKind, P2pTag, Peer, Program, Stream, Workload};
 use serde::Serialize;
 
 use crate::SimError;
@@ -102,8 +102,9 @@ pub struct UnitAccount {
     pub exposed_tp: SimTime,
     pub exposed_cp: SimTime,
     pub exposed_ep: SimTime,
-    /// Time the optimizer waited for gradient reduction after the last backward, plus
-    /// parameter gathers after the optimizer.
+    /// Compute-stream time spent waiting on data-parallel work: the optimizer on gradient
+    /// reduction, forwards on prefetched parameter all-gathers, DP collectives on the compute
+    /// stream.
     pub exposed_dp: SimTime,
     /// Receive waits while the sender's data was on the wire.
     pub exposed_pp: SimTime,
@@ -436,6 +437,13 @@ impl<'a> Engine<'a> {
                 total,
                 stuck,
             });
+        }
+        for (a, end) in self.acct.iter_mut().zip(&self.last_compute_end) {
+            // Data-parallel work after the last kernel (parameter all-gathers after the
+            // optimizer when they are not prefetched) is exposed DP time too.
+            if a.finish > *end {
+                a.exposed_dp += a.finish - *end;
+            }
         }
         self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
         self.run.units = std::mem::take(&mut self.acct)
@@ -890,8 +898,10 @@ impl<'a> Engine<'a> {
             NodeKind::Comp { .. } => {
                 let a = &mut self.acct[u];
                 a.compute += t - start;
-                if n.phase == Phase::Optimizer && start > self.last_compute_end[u] {
-                    // The optimizer waited for gradient reduction.
+                if start > self.last_compute_end[u] {
+                    // A kernel waits only on data-parallel work (stream order covers the rest):
+                    // the optimizer on gradient reduction, a first forward on its prefetched
+                    // parameter all-gather.
                     a.exposed_dp += start - self.last_compute_end[u];
                 }
                 self.last_compute_end[u] = t;

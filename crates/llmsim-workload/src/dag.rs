@@ -1,7 +1,7 @@
 //! The op DAG one execution unit runs, with Chakra execution-trace semantics.
 //!
 //! - A [`Node`] is a Chakra `COMP_NODE` ([`NodeKind::Comp`]), `COMM_COLL_NODE`
-//!   ([`NodeKind::Coll`]), `COMM_SEND_NODE` or `COMM_RECV_NODE`. Collectives carry Chakra's
+//!   ([`NodeKind::CommColl`]), `COMM_SEND_NODE` or `COMM_RECV_NODE`. Collectives carry Chakra's
 //!   `comm_type` ([`CollectiveOp`]), `comm_size` (bytes, nccl-tests size) and process group
 //!   ([`Group`]).
 //! - Dependencies are explicit (Chakra's data/control deps) *plus* stream order: nodes of one
