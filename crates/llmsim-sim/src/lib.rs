@@ -16,6 +16,7 @@ use llmsim_core::{Bandwidth, SimTime};
 use llmsim_net::Network;
 use llmsim_topo::{LinkKind, ScaleUp, Topology};
 use llmsim_workload::dag::{NodeKind, Workload};
+use llmsim_workload::dlrm::{self, DlrmConfig};
 use llmsim_workload::megatron;
 use llmsim_workload::ops::Pass;
 use llmsim_workload::{MemoryFootprint, ModelConfig, ParallelConfig, TrainingConfig, WorkloadError, memory};
@@ -127,7 +128,13 @@ pub struct Resolved {
 pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     let gpus = s.gpus()?;
     let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
-    let model = s.model.resolve(&s.base_dir)?;
+    let Some(spec) = &s.model else {
+        return Err(SimError::Scenario {
+            field: "model".into(),
+            message: "this scenario has no transformer `model`".into(),
+        });
+    };
+    let model = spec.resolve(&s.base_dir)?;
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
     if s.training.iterations != 1 {
         return Err(SimError::Scenario {
@@ -153,7 +160,119 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
 /// See [`SimError`].
 pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<Outcome, SimError> {
     let wall = Instant::now();
+    if let Some(d) = &s.dlrm {
+        return simulate_dlrm(s, d, opts, progress, wall);
+    }
     let r = resolve(s)?;
+    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
+    let p = &r.parallel;
+    let layout = Layout {
+        tp: p.tp as u32,
+        cp: p.cp as u32,
+        dp: p.dp as u32,
+        pp: p.pp as u32,
+        ep: p.ep as u32,
+    };
+    let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
+    let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
+    let info = report::RunInfo {
+        model: r.model.name.clone(),
+        params: r.model.param_count(),
+        gpu: r.gpu,
+        gpus: r.gpus,
+        dtype: r.training.dtype,
+        parallel: format!(
+            "tp{} pp{}{} dp{} cp{} ep{}{}{}",
+            p.tp,
+            p.pp,
+            vpp,
+            p.dp,
+            p.cp,
+            p.ep,
+            if p.sp() { " +sp" } else { "" },
+            if p.use_distributed_optimizer { " +distopt" } else { "" }
+        ),
+        global_batch: gbs,
+        seq_length: r.training.seq_length,
+        sample_unit: "tokens",
+        memory: r.memory.clone(),
+        layers_per_stage: r.model.num_hidden_layers / p.pp,
+    };
+    run_workload(s, wl, layout, &r.training, info, opts, progress, wall)
+}
+
+/// Per-GPU memory of a DLRM: its tables, the MLPs with gradients and SGD, activations.
+fn dlrm_memory(d: &DlrmConfig, gpus: u64) -> MemoryFootprint {
+    let e = d.element_bytes();
+    let mlp = d.bottom_params() + d.top_params();
+    let tables = d.local_tables(gpus) * d.rows_per_table * d.embedding_dim * e;
+    let parameters = tables + mlp * e;
+    let gradients = mlp * d.grad_bytes();
+    let widths: u64 = d.bottom_layers().iter().chain(d.top_layers().iter()).map(|(i, o)| i + o).sum();
+    let activations = 2 * d.batch_size_per_gpu * (widths + d.num_tables * d.embedding_dim) * e;
+    let rest = parameters + gradients + activations;
+    let workspace = memory::WORKSPACE_FIXED_BYTES + (rest as f64 * memory::FRAGMENTATION) as u64;
+    MemoryFootprint {
+        parameters,
+        gradients,
+        optimizer_states: 0,
+        activations,
+        workspace,
+        total: rest + workspace,
+    }
+}
+
+fn simulate_dlrm(
+    s: &Scenario,
+    d: &DlrmConfig,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    wall: Instant,
+) -> Result<Outcome, SimError> {
+    let gpus = s.gpus()?;
+    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let wl = dlrm::generate(d, gpus as u64)?;
+    let mem = dlrm_memory(d, gpus as u64);
+    memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
+    let training = TrainingConfig {
+        dtype: d.dtype,
+        ..TrainingConfig::default()
+    };
+    let layout = Layout {
+        tp: 1,
+        cp: 1,
+        dp: gpus,
+        pp: 1,
+        ep: 1,
+    };
+    let info = report::RunInfo {
+        model: "dlrm".into(),
+        params: d.bottom_params() + d.top_params() + d.embedding_params(),
+        gpu,
+        gpus,
+        dtype: d.dtype,
+        parallel: format!("MLPs data parallel x{gpus}, {} tables model parallel", d.num_tables),
+        global_batch: d.batch_size_per_gpu * gpus as u64,
+        seq_length: 1,
+        sample_unit: "samples",
+        memory: mem,
+        layers_per_stage: 0,
+    };
+    run_workload(s, wl, layout, &training, info, opts, progress, wall)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_workload(
+    s: &Scenario,
+    wl: Workload,
+    layout: Layout,
+    training: &TrainingConfig,
+    info: report::RunInfo,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    wall: Instant,
+) -> Result<Outcome, SimError> {
+    let gpu = info.gpu;
     if s.network.backend == Backend::Packet {
         return Err(SimError::Scenario {
             field: "network.backend".into(),
@@ -161,7 +280,7 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         });
     }
     // Compute model.
-    let mut cm = ComputeModel::new(r.gpu);
+    let mut cm = ComputeModel::new(gpu);
     if let Some(p) = &s.compute.efficiency {
         let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
             field: "compute.efficiency".into(),
@@ -181,15 +300,15 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
     // Topology.
     let nvlink = match s.cluster.nvlink_bandwidth {
         Some(b) => b,
-        None => r.gpu.nvlink_bandwidth,
+        None => gpu.nvlink_bandwidth,
     };
     let scale_up = ScaleUp {
         gpus_per_server: s.cluster.gpus_per_node,
         bandwidth: nvlink,
         latency: s.cluster.nvlink_latency.unwrap_or(SimTime::from_ns(250)),
     };
-    let topo = Arc::new(s.cluster.topology.build(r.gpus, scale_up, s.seed)?);
-    let su = ScaleUpModel::from_nvlink(r.gpu.name, nvlink, s.cluster.gpus_per_node);
+    let topo = Arc::new(s.cluster.topology.build(info.gpus, scale_up, s.seed)?);
+    let su = ScaleUpModel::from_nvlink(gpu.name, nvlink, s.cluster.gpus_per_node);
     let proto: Option<Proto> = match &s.collectives.proto {
         Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
             field: "collectives.proto".into(),
@@ -198,7 +317,7 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         None => None,
     };
     let plan = PlanOptions {
-        arch: arch_of(r.gpu),
+        arch: arch_of(gpu),
         nvlink_bw: nvlink,
         nic_bw: nic_bandwidth(&topo),
         algo: match s.collectives.algo {
@@ -217,17 +336,7 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         },
         pxn: s.collectives.pxn,
     };
-    // Workload and segment times.
-    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
-    let (seg_time, ops) = time_segments(&wl, &cm, &r.training);
-    let p = &r.parallel;
-    let layout = Layout {
-        tp: p.tp as u32,
-        cp: p.cp as u32,
-        dp: p.dp as u32,
-        pp: p.pp as u32,
-        ep: p.ep as u32,
-    };
+    let (seg_time, ops) = time_segments(&wl, &cm, training);
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {
             scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),
@@ -265,7 +374,17 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
     };
     let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
     let ops_rows = op_rows(&wl, &ops);
-    let report = report::build(s, &r, &wl, &run, &ops_rows, layout, &topo, wall.elapsed().as_secs_f64(), &symmetry);
+    let report = report::build(
+        s,
+        &info,
+        &wl,
+        &run,
+        &ops_rows,
+        layout,
+        &topo,
+        wall.elapsed().as_secs_f64(),
+        &symmetry,
+    );
     Ok(Outcome {
         report,
         engine: run,

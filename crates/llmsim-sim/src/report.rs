@@ -11,7 +11,7 @@ use llmsim_workload::dag::Workload;
 use serde::Serialize;
 
 use crate::engine::{EngineRun, Layout, UnitAccount};
-use crate::{OpRow, Resolved, Scenario, iteration_flops};
+use crate::{OpRow, Scenario, iteration_flops};
 
 /// Seconds per category of one unit's (or the average of a stage's) iteration.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -90,6 +90,8 @@ pub struct Report {
     pub topology: String,
     pub backend: String,
     pub parallel: String,
+    /// What tokens_per_s counts: "tokens" (transformers) or "samples" (DLRM).
+    pub sample_unit: &'static str,
     pub microbatches: u32,
     pub global_batch_size: u64,
     pub seq_length: u64,
@@ -116,10 +118,29 @@ pub struct Report {
     pub sim_wall_s: f64,
 }
 
+/// What the report needs to know about the run besides the engine's result.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub model: String,
+    pub params: u64,
+    pub gpu: &'static llmsim_compute::GpuSpec,
+    pub gpus: u32,
+    pub dtype: llmsim_compute::DType,
+    pub parallel: String,
+    /// Samples per iteration.
+    pub global_batch: u64,
+    /// Tokens per sample (1 for DLRM).
+    pub seq_length: u64,
+    /// "tokens" or "samples".
+    pub sample_unit: &'static str,
+    pub memory: MemoryFootprint,
+    pub layers_per_stage: u64,
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn build(
     s: &Scenario,
-    r: &Resolved,
+    r: &RunInfo,
     wl: &Workload,
     run: &EngineRun,
     ops: &[OpRow],
@@ -130,11 +151,10 @@ pub fn build(
 ) -> Report {
     let iter = run.iteration_time;
     let it_s = iter.as_secs_f64().max(1e-12);
-    let p = &r.parallel;
-    let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
-    let tokens = (gbs * r.training.seq_length) as f64;
+    let gbs = r.global_batch;
+    let tokens = (gbs * r.seq_length) as f64;
     let (model_flops, hw_flops) = iteration_flops(ops, layout);
-    let peak = r.gpu.peak_flops(r.training.dtype) * r.gpus as f64;
+    let peak = r.gpu.peak_flops(r.dtype) * r.gpus as f64;
     let per_unit: Vec<(u32, Breakdown)> = run.units.iter().map(|(u, a)| (*u, Breakdown::of(a, iter))).collect();
     let mut stages = Vec::new();
     for st in 0..layout.pp {
@@ -147,7 +167,7 @@ pub fn build(
         }
         stages.push(StageReport {
             stage: st,
-            layers: r.model.num_hidden_layers / layout.pp as u64,
+            layers: r.layers_per_stage,
             breakdown: b,
         });
     }
@@ -168,11 +188,10 @@ pub fn build(
             }
         })
         .collect();
-    let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
     Report {
         scenario: s.name.clone(),
-        model: r.model.name.clone(),
-        params: r.model.param_count(),
+        model: r.model.clone(),
+        params: r.params,
         gpu: r.gpu.name.to_string(),
         gpus: r.gpus,
         topology: topo
@@ -185,20 +204,11 @@ pub fn build(
             .trim()
             .to_string(),
         backend: format!("{:?}", s.network.backend).to_lowercase(),
-        parallel: format!(
-            "tp{} pp{}{} dp{} cp{} ep{}{}{}",
-            p.tp,
-            p.pp,
-            vpp,
-            p.dp,
-            p.cp,
-            p.ep,
-            if p.sp() { " +sp" } else { "" },
-            if p.use_distributed_optimizer { " +distopt" } else { "" }
-        ),
+        parallel: r.parallel.clone(),
+        sample_unit: r.sample_unit,
         microbatches: wl.microbatches,
         global_batch_size: gbs,
-        seq_length: r.training.seq_length,
+        seq_length: r.seq_length,
         iteration_time_s: iter.as_secs_f64(),
         tokens_per_s: tokens / it_s,
         tokens_per_s_per_gpu: tokens / it_s / r.gpus as f64,
@@ -251,8 +261,10 @@ impl Report {
         let _ = writeln!(o, "  iteration time   {:.4} s", self.iteration_time_s);
         let _ = writeln!(
             o,
-            "  throughput       {:.0} tokens/s ({:.1} tokens/s/GPU)",
-            self.tokens_per_s, self.tokens_per_s_per_gpu
+            "  throughput       {:.0} {u}/s ({:.1} {u}/s/GPU)",
+            self.tokens_per_s,
+            self.tokens_per_s_per_gpu,
+            u = self.sample_unit
         );
         let _ = writeln!(
             o,

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use llmsim_core::{Bandwidth, SimTime};
 use llmsim_topo::TopologySpec;
+use llmsim_workload::dlrm::DlrmConfig;
 use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
@@ -31,7 +32,13 @@ pub struct Scenario {
     /// Free-form name for the report. Default: the file name.
     #[serde(default)]
     pub name: String,
-    pub model: ModelSpec,
+    /// The transformer to train (give this or `dlrm`).
+    #[serde(default)]
+    pub model: Option<ModelSpec>,
+    /// A DLRM recommendation model instead of a transformer (MLP data parallel, embedding
+    /// tables model parallel with all-to-all). `dlrm: {}` is MLPerf's DLRM.
+    #[serde(default)]
+    pub dlrm: Option<DlrmConfig>,
     #[serde(default)]
     pub training: TrainingConfig,
     #[serde(default)]
@@ -235,7 +242,7 @@ impl Default for OutputSpec {
 }
 
 /// Sections of the scenario and their keys, for error messages.
-const SECTIONS: &str = "name, model, training, parallel, cluster, network, collectives, compute, output, seed";
+const SECTIONS: &str = "name, model, dlrm, training, parallel, cluster, network, collectives, compute, output, seed";
 
 impl Scenario {
     /// Reads a scenario file and applies `--set key.path=value` overrides.
@@ -286,6 +293,7 @@ impl Scenario {
                 "compute" => serde_yaml_ng::from_value::<ComputeSpec>(val.clone()).map(drop),
                 "output" => serde_yaml_ng::from_value::<OutputSpec>(val.clone()).map(drop),
                 "model" => serde_yaml_ng::from_value::<ModelSpec>(val.clone()).map(drop),
+                "dlrm" => serde_yaml_ng::from_value::<DlrmConfig>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {
@@ -304,6 +312,12 @@ impl Scenario {
             message: e.to_string(),
         })?;
         s.base_dir = base_dir.to_path_buf();
+        if s.model.is_some() == s.dlrm.is_some() {
+            return Err(SimError::Scenario {
+                field: "model".into(),
+                message: "give exactly one of `model` (a transformer) and `dlrm`".into(),
+            });
+        }
         Ok(s)
     }
 

@@ -203,3 +203,21 @@ fn errors_name_the_field() {
         assert!(m.to_lowercase().contains(&needle.to_lowercase()), "{needle:?} not in {m:?}");
     }
 }
+
+#[test]
+fn dlrm_runs_and_its_all_to_all_crosses_the_network() {
+    let s = scenario("dlrm: { batch_size_per_gpu: 256 }\ncluster: { gpus: 16 }\n", &[]);
+    let o = run(&s, RunOptions::default());
+    assert_eq!(o.report.sample_unit, "samples");
+    assert_eq!(o.report.global_batch_size, 256 * 16);
+    let d = llmsim_workload::dlrm::DlrmConfig {
+        batch_size_per_gpu: 256,
+        ..Default::default()
+    };
+    // Each all-to-all moves every rank's send buffer minus its own slice; two of them.
+    let per_rank = d.all_to_all_bytes(16);
+    let a2a: u64 = o.engine.flows.iter().filter(|f| f.kind == "dp").map(|f| f.bytes).sum();
+    assert!(a2a >= 2 * 16 * (per_rank - per_rank / 16) * 99 / 100, "{a2a}");
+    let both = Scenario::from_yaml("model: gpt3-13b\ndlrm: {}\ncluster: { gpus: 8 }\n", &[], Path::new("."));
+    assert!(both.unwrap_err().to_string().contains("exactly one"));
+}
