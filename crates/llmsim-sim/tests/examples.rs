@@ -1,0 +1,22 @@
+//! Every bundled example parses, fits in memory and runs (on the analytical backend, which
+//! folds data-parallel replicas, to keep the suite fast).
+
+use std::path::Path;
+
+use llmsim_sim::{RunOptions, Scenario, simulate};
+
+#[test]
+fn every_example_runs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(&dir).expect("examples/").map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
+        let s = Scenario::load(&p, &["network.backend=analytical".into(), "output.flows=false".into()])
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(o.report.iteration_time_s > 0.0 && o.report.mfu > 0.0 && o.report.mfu < 1.0, "{}", p.display());
+        n += 1;
+    }
+    assert!(n >= 3, "expected the bundled examples, found {n}");
+}
