@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Compare llmsim against published Megatron-LM throughput (bench/megatron-reference.md).
+#
+# Usage: bench/validation.sh [extra llmsim run args, e.g. --backend analytical]
+#   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
+#
+# Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
+# and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
+# (llmsim / published; > 1 means llmsim is faster than the real run).
+#
+# Conventions (see bench/megatron-reference.md, "How to compare"):
+#   narayanan-*   published TFLOP/s/GPU counts full recompute (F = 96 B s l h^2 (...), eq. 3), so it is
+#                 compared with llmsim's HFU x peak (llmsim's own recompute-inclusive FLOPs); the
+#                 "paper-formula" column is the paper's own F divided by llmsim's iteration time.
+#   korthikanti-* published MFU (eq. 7 model FLOPs, no recompute) vs llmsim's MFU.
+#   megatron-h100-* published MFU (Megatron num_floating_point_operations, = eq. 7 for GPT) vs MFU.
+# Only published numbers are constants here; every llmsim number comes from the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -z "${LLMSIM:-}" ]]; then
+  if [[ -x target/release/llmsim ]]; then LLMSIM=target/release/llmsim
+  else cargo build --release -q -p llmsim-cli && LLMSIM=target/release/llmsim; fi
+fi
+export LLMSIM
+python3 - "$@" <<'PY'
+import json, os, subprocess, sys
+
+llmsim = os.environ["LLMSIM"]
+extra = sys.argv[1:]
+
+# Reference rows: (scenario, convention, published value, published iteration time (s) or None,
+#                  citation). Published iteration times marked "derived" are the colleague's
+# derivation in bench/megatron-reference.md (FLOPs formula / (GPUs x TFLOP/s)).
+N1 = "Narayanan et al. SC'21 Table 1"
+N2 = "Narayanan et al. SC'21 Table 2"
+K = "Korthikanti et al. 2022 Tables 3/5 + Megatron-LM README"
+M = "Megatron-LM README H100 table (Mcore r0.8.0)"
+REF = [
+    # Narayanan: TFLOP/s/GPU, recompute-inclusive (HFU-like). (h, l, B, V, s) for the paper formula.
+    ("narayanan-1.7b",   "hfu_tflops", 137, 3.53, N1, (2304, 24, 512)),
+    ("narayanan-3.6b",   "hfu_tflops", 138, 3.70, N1, (3072, 30, 512)),
+    ("narayanan-7.5b",   "hfu_tflops", 142, 3.70, N1, (4096, 36, 512)),
+    ("narayanan-18.4b",  "hfu_tflops", 135, 9.40, N1, (6144, 40, 1024)),
+    ("narayanan-39.1b",  "hfu_tflops", 138, 14.45, N1, (8192, 48, 1536)),
+    ("narayanan-76.1b",  "hfu_tflops", 140, 16.06, N1, (10240, 60, 1792)),
+    ("narayanan-145.6b", "hfu_tflops", 148, 24.82, N1, (12288, 80, 2304)),
+    ("narayanan-t2-175b-384gpu",  "hfu_tflops", 153, 76.8, N2, (12288, 96, 1536)),
+    ("narayanan-t2-175b-768gpu",  "hfu_tflops", 149, 39.4, N2, (12288, 96, 1536)),
+    ("narayanan-t2-175b-1536gpu", "hfu_tflops", 141, 20.8, N2, (12288, 96, 1536)),
+    # Korthikanti: MFU (model FLOPs, eq. 7); iteration times are published (Table 5, SP+selective).
+    ("korthikanti-22b",  "mfu", 0.415, 1.10, K, None),
+    ("korthikanti-175b", "mfu", 0.514, 13.75, K, None),
+    ("korthikanti-530b", "mfu", 0.560, 37.83, K, None),
+    ("korthikanti-1t",   "mfu", 0.563, 71.49, K, None),
+    # Megatron-LM README (H100): MFU against 989 TFLOP/s; iteration times derived.
+    ("megatron-h100-1.7b", "mfu", 0.41, 0.45, M, None),
+    ("megatron-h100-7.1b", "mfu", 0.47, 0.80, M, None),
+    ("megatron-h100-16b",  "mfu", 0.49, 0.85, M, None),
+    ("megatron-h100-32b",  "mfu", 0.46, 0.89, M, None),
+    ("megatron-h100-70b",  "mfu", 0.42, 2.18, M, None),
+    ("megatron-h100-177b", "mfu", 0.44, 5.26, M, None),
+]
+
+def run(name):
+    path = f"bench/scenarios/{name}.yaml"
+    p = subprocess.run([llmsim, "run", "--json", path, *extra], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
+    return json.loads(p.stdout), None
+
+print("| row | GPUs | parallel | published | convention | llmsim | ratio | paper-formula TFLOP/s | iter published (s) | iter llmsim (s) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for name, conv, pub, pub_iter, cite, dims in REF:
+    r, err = run(name)
+    if r is None:
+        print(f"| {name} | | | {pub} | {conv} | ERROR: {err} | | | {pub_iter} | |")
+        continue
+    peak = r["model_tflops_per_gpu"] / r["mfu"]  # TFLOP/s, the GPU's dense peak for the dtype
+    it = r["iteration_time_s"]
+    formula = ""
+    if conv == "hfu_tflops":
+        val = r["hfu"] * peak
+        h, l, B = dims
+        s, V = r["seq_length"], 51200
+        F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+        formula = "%.0f" % (F / (it * r["gpus"]) / 1e12)
+        pub_s, val_s = "%d TFLOP/s" % pub, "%.0f TFLOP/s" % val
+        convs = "HFU TFLOP/s (full recompute counted)"
+    else:
+        val = r["mfu"]
+        pub_s, val_s = "%.1f%% MFU" % (100 * pub), "%.1f%% MFU" % (100 * val)
+        convs = "MFU (no recompute)"
+    print(f"| {name} | {r['gpus']} | {r['parallel']} | {pub_s} | {convs} | {val_s} | {val / pub:.2f} | "
+          f"{formula} | {pub_iter} | {it:.3f} |")
+print()
+print("Sources: " + "; ".join(sorted({c for *_, c, _ in REF})) + ". See bench/megatron-reference.md.")
+PY
