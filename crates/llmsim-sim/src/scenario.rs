@@ -150,7 +150,7 @@ pub enum GranularitySpec {
 }
 
 /// `collectives:` — NCCL overrides.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CollectivesSpec {
     /// Like NCCL_ALGO. Default auto.
@@ -171,6 +171,20 @@ pub struct CollectivesSpec {
 
 fn yes() -> bool {
     true
+}
+
+// Written out (not derived) so an absent `collectives:` section gets the same defaults as an
+// empty one: PXN on.
+impl Default for CollectivesSpec {
+    fn default() -> Self {
+        CollectivesSpec {
+            algo: AlgoSpec::Auto,
+            proto: None,
+            channels: None,
+            granularity: GranularitySpec::Pipelined,
+            pxn: true,
+        }
+    }
 }
 
 /// `compute:` — calibration data.
@@ -392,6 +406,22 @@ mod tests {
     use super::*;
 
     const MIN: &str = "model: gpt3-13b\ncluster: { gpus: 16 }\n";
+
+    #[test]
+    fn absent_sections_get_the_documented_defaults() {
+        let s = Scenario::from_yaml(MIN, &[], Path::new(".")).unwrap();
+        let empty = Scenario::from_yaml(
+            &format!("{MIN}collectives: {{}}\noutput: {{}}\ncompute: {{}}\n"),
+            &[],
+            Path::new("."),
+        )
+        .unwrap();
+        assert!(s.collectives.pxn && empty.collectives.pxn);
+        assert_eq!(s.collectives.granularity, empty.collectives.granularity);
+        assert_eq!(s.output.trace, empty.output.trace);
+        assert_eq!(s.output.flows, empty.output.flows);
+        assert_eq!(s.compute.overlap_slowdown, empty.compute.overlap_slowdown);
+    }
 
     #[test]
     fn defaults_and_sets() {

@@ -15,7 +15,11 @@ fn every_example_runs() {
         let s = Scenario::load(&p, &["network.backend=analytical".into(), "output.flows=false".into()])
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        assert!(o.report.iteration_time_s > 0.0 && o.report.mfu > 0.0 && o.report.mfu < 1.0, "{}", p.display());
+        assert!(
+            o.report.iteration_time_s > 0.0 && o.report.mfu > 0.0 && o.report.mfu < 1.0,
+            "{}",
+            p.display()
+        );
         n += 1;
     }
     assert!(n >= 3, "expected the bundled examples, found {n}");
