@@ -105,6 +105,13 @@ impl CollectivePlan {
         id
     }
 
+    /// Every node's dependents, and for each whether that edge is a data dependency.
+    pub fn dependents(&self) -> (llmsim_core::csr::Reversed, Vec<bool>) {
+        let r = llmsim_core::csr::Reversed::of(&self.dep_start, &self.deps);
+        let is_data = r.edge.iter().map(|e| self.dep_is_data[*e as usize]).collect();
+        (r, is_data)
+    }
+
     /// Whether each of `deps(i)` is a data dependency.
     pub fn dep_is_data(&self, i: u32) -> &[bool] {
         &self.dep_is_data[self.dep_start[i as usize] as usize..self.dep_start[i as usize + 1] as usize]

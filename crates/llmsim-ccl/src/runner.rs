@@ -30,25 +30,7 @@ impl PlanRun {
 pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_base: u64) -> Result<PlanRun, CclError> {
     let n = plan.len();
     let mut indeg: Vec<u32> = (0..n as u32).map(|i| plan.deps(i).len() as u32).collect();
-    // Reverse edges, CSR.
-    let mut dstart = vec![0u32; n + 1];
-    for i in 0..n as u32 {
-        for d in plan.deps(i) {
-            dstart[*d as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        dstart[i + 1] += dstart[i];
-    }
-    let mut fill = dstart.clone();
-    let mut dependents = vec![0u32; dstart[n] as usize];
-    for i in 0..n as u32 {
-        for d in plan.deps(i) {
-            dependents[fill[*d as usize] as usize] = i;
-            fill[*d as usize] += 1;
-        }
-    }
-    let mut fill2 = dstart.clone();
+    let (rev, dependent_is_data) = plan.dependents();
     let t_begin = start.max(net.now());
     // ready[i]: earliest start allowed by the dependencies finished so far (order deps as they
     // are, data deps plus the node's overhead). A node without dependencies starts after its
@@ -62,14 +44,6 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
             }
         })
         .collect();
-    // For each reverse edge, whether it is a data dependency.
-    let mut dependent_is_data = vec![false; dstart[n] as usize];
-    for i in 0..n as u32 {
-        for (d, is_data) in plan.deps(i).iter().zip(plan.dep_is_data(i)) {
-            dependent_is_data[fill2[*d as usize] as usize] = *is_data;
-            fill2[*d as usize] += 1;
-        }
-    }
     let mut node_start = vec![SimTime::MAX; n];
     let mut node_finish = vec![SimTime::MAX; n];
     let mut local: EventQueue<u32> = EventQueue::new();
@@ -141,8 +115,8 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
         for &(i, t) in &finished {
             node_finish[i as usize] = t;
             remaining -= 1;
-            let range = dstart[i as usize] as usize..dstart[i as usize + 1] as usize;
-            for (&d, &is_data) in dependents[range.clone()].iter().zip(&dependent_is_data[range]) {
+            let range = rev.range(i);
+            for (&d, &is_data) in rev.node[range.clone()].iter().zip(&dependent_is_data[range]) {
                 let du = d as usize;
                 let at = if is_data { t + plan.node(d).overhead } else { t };
                 ready[du] = ready[du].max(at);

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod csr;
 pub mod error;
 pub mod ids;
 pub mod queue;

@@ -16,10 +16,11 @@ use std::sync::Arc;
 
 use llmsim_ccl::plan::Step;
 use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanOptions, ScaleUpModel, plan_collective};
+use llmsim_core::csr::Reversed;
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
-use llmsim_workload::dag::{Direction, Group, NodeKind, P2pTag, Peer, Program, Stream, Workload};
+use llmsim_workload::dag::{Group, NodeKind, P2pTag, Peer, Program, Stream, Workload};
 use serde::Serialize;
 
 use crate::SimError;
@@ -141,38 +142,16 @@ enum Ev {
 /// A plan with its reverse edges, shared by every run of it.
 struct Prepared {
     plan: CollectivePlan,
-    dstart: Vec<u32>,
-    dependents: Vec<u32>,
+    rev: Reversed,
     dependent_is_data: Vec<bool>,
 }
 
 impl Prepared {
     fn new(plan: CollectivePlan) -> Self {
-        let n = plan.len();
-        let mut dstart = vec![0u32; n + 1];
-        for i in 0..n as u32 {
-            for d in plan.deps(i) {
-                dstart[*d as usize + 1] += 1;
-            }
-        }
-        for i in 0..n {
-            dstart[i + 1] += dstart[i];
-        }
-        let mut fill = dstart.clone();
-        let mut dependents = vec![0u32; dstart[n] as usize];
-        let mut dependent_is_data = vec![false; dstart[n] as usize];
-        for i in 0..n as u32 {
-            for (d, is_data) in plan.deps(i).iter().zip(plan.dep_is_data(i)) {
-                let k = fill[*d as usize] as usize;
-                dependents[k] = i;
-                dependent_is_data[k] = *is_data;
-                fill[*d as usize] += 1;
-            }
-        }
+        let (rev, dependent_is_data) = plan.dependents();
         Prepared {
             plan,
-            dstart,
-            dependents,
+            rev,
             dependent_is_data,
         }
     }
@@ -239,8 +218,7 @@ pub struct Engine<'a> {
     // Per stage program tables.
     stream_nodes: Vec<[Vec<u32>; Stream::COUNT]>,
     pos_in_stream: Vec<Vec<u32>>,
-    dep_rev_start: Vec<Vec<u32>>,
-    dep_rev: Vec<Vec<u32>>,
+    dependents: Vec<Reversed>,
     // Per unit state.
     deps_left: Vec<Vec<u32>>,
     stream_pos: Vec<[u32; Stream::COUNT]>,
@@ -277,8 +255,7 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let mut stream_nodes = Vec::new();
         let mut pos_in_stream = Vec::new();
-        let mut dep_rev_start = Vec::new();
-        let mut dep_rev = Vec::new();
+        let mut dependents = Vec::new();
         for prog in &wl.stages {
             let mut sn: [Vec<u32>; Stream::COUNT] = Default::default();
             let mut pos = vec![0u32; prog.len()];
@@ -287,11 +264,9 @@ impl<'a> Engine<'a> {
                 pos[i] = sn[s].len() as u32;
                 sn[s].push(i as u32);
             }
-            let (rs, rv) = reverse(prog);
             stream_nodes.push(sn);
             pos_in_stream.push(pos);
-            dep_rev_start.push(rs);
-            dep_rev.push(rv);
+            dependents.push(prog.dependents());
         }
         let units = layout.units() as usize;
         let active = |u: u32| layout.coords(u).1 < opts.active_dp;
@@ -322,8 +297,7 @@ impl<'a> Engine<'a> {
             opts,
             stream_nodes,
             pos_in_stream,
-            dep_rev_start,
-            dep_rev,
+            dependents,
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
             node_start,
@@ -841,9 +815,9 @@ impl<'a> Engine<'a> {
         let p = self.plans[inst as usize].as_mut().expect("live plan");
         p.remaining -= 1;
         let prep = p.prep.clone();
-        let range = prep.dstart[i as usize] as usize..prep.dstart[i as usize + 1] as usize;
+        let range = prep.rev.range(i);
         let mut launch: Vec<u32> = Vec::new();
-        for (&d, &is_data) in prep.dependents[range.clone()].iter().zip(&prep.dependent_is_data[range]) {
+        for (&d, &is_data) in prep.rev.node[range.clone()].iter().zip(&prep.dependent_is_data[range]) {
             let du = d as usize;
             let at = if is_data { t + prep.plan.node(d).overhead } else { t };
             p.ready[du] = p.ready[du].max(at);
@@ -937,9 +911,8 @@ impl<'a> Engine<'a> {
         let s = n.stream as usize;
         self.stream_pos[u][s] += 1;
         let next = self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied();
-        let range = self.dep_rev_start[st][node as usize] as usize..self.dep_rev_start[st][node as usize + 1] as usize;
-        for k in range {
-            let d = self.dep_rev[st][k];
+        for k in self.dependents[st].range(node) {
+            let d = self.dependents[st].node[k];
             self.deps_left[u][d as usize] -= 1;
             if self.deps_left[u][d as usize] == 0 {
                 self.try_start(unit, d, t)?;
@@ -949,36 +922,5 @@ impl<'a> Engine<'a> {
             self.try_start(unit, nx, t)?;
         }
         Ok(())
-    }
-}
-
-/// Reverse edges of a program's explicit dependencies, CSR.
-fn reverse(prog: &Program) -> (Vec<u32>, Vec<u32>) {
-    let n = prog.len();
-    let mut start = vec![0u32; n + 1];
-    for i in 0..n as u32 {
-        for d in prog.deps(i) {
-            start[*d as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut rev = vec![0u32; start[n] as usize];
-    for i in 0..n as u32 {
-        for d in prog.deps(i) {
-            rev[fill[*d as usize] as usize] = i;
-            fill[*d as usize] += 1;
-        }
-    }
-    (start, rev)
-}
-
-#[allow(dead_code)]
-fn direction_name(d: Direction) -> &'static str {
-    match d {
-        Direction::Forward => "fwd",
-        Direction::Backward => "bwd",
     }
 }

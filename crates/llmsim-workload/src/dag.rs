@@ -180,6 +180,11 @@ impl Program {
         self.nodes.is_empty()
     }
 
+    /// Every node's dependents (reverse of the explicit dependencies).
+    pub fn dependents(&self) -> llmsim_core::csr::Reversed {
+        llmsim_core::csr::Reversed::of(&self.dep_start, &self.deps)
+    }
+
     pub fn deps(&self, i: u32) -> &[u32] {
         &self.deps[self.dep_start[i as usize] as usize..self.dep_start[i as usize + 1] as usize]
     }

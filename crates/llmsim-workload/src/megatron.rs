@@ -340,7 +340,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     if prefetch {
         for bi in (0..buckets.len()).rev() {
             let bk = &buckets[bi];
-            gather_node[bi] = Some(push_bucket_colls(&mut prog, dp_base, bk, CollectiveOp::AllGather, param_b, p, &[]));
+            gather_node[bi] = Some(push_bucket_colls(&mut prog, dp_base, bk, CollectiveOp::AllGather, param_b, &[]));
         }
     }
     let mut gathered: std::collections::HashSet<usize> = std::collections::HashSet::new();
@@ -445,7 +445,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                         } else {
                             CollectiveOp::AllReduce
                         };
-                        reduce.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, p, &dep));
+                        reduce.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, &dep));
                     } else {
                         pending.push(bi);
                     }
@@ -494,7 +494,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     };
     for bi in pending_buckets {
         let dep: Vec<u32> = last_compute.into_iter().collect();
-        reduce_nodes.push(push_bucket_colls(&mut prog, dp_base, &buckets[bi], op, grad_b, p, &dep));
+        reduce_nodes.push(push_bucket_colls(&mut prog, dp_base, &buckets[bi], op, grad_b, &dep));
     }
     // Tied embedding: first and last stage all-reduce the embedding gradient.
     if tied_copy && (s == 0 || s == pp - 1) {
@@ -519,7 +519,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     if dist_opt && !prefetch && p.dp > 1 {
         let dep: Vec<u32> = last_opt.into_iter().collect();
         for bk in buckets.iter().rev() {
-            push_bucket_colls(&mut prog, dp_base, bk, CollectiveOp::AllGather, param_b, p, &dep);
+            push_bucket_colls(&mut prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep);
         }
     }
     prog
@@ -527,15 +527,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
 
 /// Pushes the collectives of one bucket (dense part over Dp, expert part over ExpertDp);
 /// returns the last node.
-fn push_bucket_colls(
-    prog: &mut Program,
-    base: Node,
-    bk: &Bucket,
-    op: CollectiveOp,
-    bytes_per: u64,
-    p: &ParallelConfig,
-    deps: &[u32],
-) -> u32 {
+fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: CollectiveOp, bytes_per: u64, deps: &[u32]) -> u32 {
     let mut last = None;
     if bk.dense > 0 || bk.expert == 0 {
         last = Some(prog.push(
@@ -551,7 +543,6 @@ fn push_bucket_colls(
         ));
     }
     if bk.expert > 0 {
-        let _ = p;
         last = Some(prog.push(
             Node {
                 kind: NodeKind::CommColl {
