@@ -9,7 +9,7 @@
 use llmsim_core::{Bandwidth, Bytes, SimTime};
 use serde::{Deserialize, Serialize};
 
-use crate::{CclError, CollectiveOp};
+use crate::CollectiveOp;
 
 /// Alpha-beta parameters of one collective inside one server.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,27 +37,8 @@ pub struct ScaleUpModel {
 /// Fraction of NVLink bandwidth the default model assumes a collective reaches.
 pub const DEFAULT_NVLINK_EFFICIENCY: f64 = 0.8;
 
-/// GPUs with a built-in default, and their per-direction NVLink bandwidth in GB/s:
-/// A100 NVLink3 300, H100/H200 NVLink4 450, B200 NVLink5 900 (NVIDIA data sheets).
-pub const KNOWN_GPUS: [(&str, u64); 4] = [("A100", 300), ("H100", 450), ("H200", 450), ("B200", 900)];
-
 impl ScaleUpModel {
-    /// The default model for a GPU type (`A100`, `H100`, `H200`, `B200`; case-insensitive) with
-    /// `gpus` GPUs per server.
-    ///
-    /// # Errors
-    /// `CclError::Invalid` naming the GPU and the known types.
-    pub fn default_for(gpu: &str, gpus: u32) -> Result<Self, CclError> {
-        let Some((name, gbs)) = KNOWN_GPUS.iter().find(|(n, _)| n.eq_ignore_ascii_case(gpu)) else {
-            return Err(CclError::Invalid {
-                field: "gpu".into(),
-                message: format!("no scale-up defaults for {gpu:?}; known: A100, H100, H200, B200 (or give scale-up parameters)"),
-            });
-        };
-        Ok(Self::from_nvlink(name, Bandwidth::from_gbytes_per_sec(*gbs), gpus))
-    }
-
-    /// The default model for an NVLink bandwidth.
+    /// The default model for an NVLink bandwidth (a GPU's figure is in `llmsim-compute`'s catalog).
     pub fn from_nvlink(gpu: &str, nvlink: Bandwidth, gpus: u32) -> Self {
         let busbw = nvlink.scale(DEFAULT_NVLINK_EFFICIENCY);
         let steps = |s: u64| SimTime::from_ns(8_400 + s * 3_400);
@@ -107,11 +88,10 @@ mod tests {
 
     #[test]
     fn time_is_alpha_plus_bus_bytes_over_busbw() {
-        let m = ScaleUpModel::default_for("h100", 8).unwrap();
+        let m = ScaleUpModel::from_nvlink("H100", Bandwidth::from_gbytes_per_sec(450), 8);
         let b = Bytes::gib(1);
         let t = m.time(CollectiveOp::AllReduce, b, 8);
         let expect = m.all_reduce.alpha.as_secs_f64() + (b.0 as f64 * 2.0 * 7.0 / 8.0) / (450e9 * 0.8);
         assert!((t.as_secs_f64() - expect).abs() < 1e-9, "{t} vs {expect}");
-        assert!(ScaleUpModel::default_for("V100", 8).is_err());
     }
 }

@@ -25,7 +25,7 @@ fn all(t: &Topology) -> Vec<NodeId> {
 }
 
 fn su() -> ScaleUpModel {
-    ScaleUpModel::default_for("H100", 8).unwrap()
+    ScaleUpModel::from_nvlink("H100", llmsim_core::Bandwidth::from_gbytes_per_sec(450), 8)
 }
 
 fn transfer_bytes(plan: &llmsim_ccl::CollectivePlan) -> u64 {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use llmsim_ccl::tuning::GpuArch;
+use llmsim_compute::GpuSpec;
 use llmsim_core::{Bandwidth, SimTime, parse_field};
 use llmsim_topo::{ScaleUp, Topology, TopologySpec};
 use serde_json::{Map, Value, json};
@@ -20,7 +21,7 @@ pub struct TopoArgs {
     /// GPUs per server, sharing one NVSwitch (1 = no scale-up domain).
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: u32,
-    /// GPU type: A100, H100, H200, B200 (sets NVLink bandwidth and NCCL's architecture).
+    /// GPU type from the catalog: A100, H100, H800, H20, H200, B200 (sets NVLink bandwidth and NCCL's architecture).
     #[arg(long, default_value = "H100")]
     pub gpu: String,
     /// NVLink bandwidth per GPU per direction. Default from --gpu (H100: 450GBps).
@@ -64,29 +65,19 @@ pub struct TopoArgs {
     pub seed: u64,
 }
 
-const KNOWN_GPUS: [(&str, u64, GpuArch); 4] = [
-    ("A100", 300, GpuArch::Ampere),
-    ("H100", 450, GpuArch::Hopper),
-    ("H200", 450, GpuArch::Hopper),
-    ("B200", 900, GpuArch::Blackwell),
-];
-
 impl TopoArgs {
-    fn gpu_entry(&self) -> Result<&'static (&'static str, u64, GpuArch)> {
-        KNOWN_GPUS
-            .iter()
-            .find(|(n, _, _)| n.eq_ignore_ascii_case(&self.gpu))
-            .ok_or_else(|| anyhow!("--gpu: unknown GPU {:?}; valid: A100, H100, H200, B200", self.gpu))
+    fn gpu_spec(&self) -> Result<&'static GpuSpec> {
+        llmsim_compute::gpu(&self.gpu).map_err(|e| anyhow!("--gpu: {e}"))
     }
 
     pub fn arch(&self) -> Result<GpuArch> {
-        Ok(self.gpu_entry()?.2)
+        Ok(self.gpu_spec()?.arch)
     }
 
     pub fn nvlink_bandwidth(&self) -> Result<Bandwidth> {
         match &self.nvlink {
             Some(s) => Ok(parse_field("--nvlink", s)?),
-            None => Ok(Bandwidth::from_gbytes_per_sec(self.gpu_entry()?.1)),
+            None => Ok(self.gpu_spec()?.nvlink_bandwidth),
         }
     }
 

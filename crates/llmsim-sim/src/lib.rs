@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use llmsim_ccl::expand::Granularity;
 use llmsim_ccl::plan::Expansion;
-use llmsim_ccl::tuning::{GpuArch, Proto};
+use llmsim_ccl::tuning::Proto;
 use llmsim_ccl::{AlgoChoice, PlanOptions, ScaleUpModel};
 use llmsim_compute::{ComputeModel, Efficiencies, GpuSpec, OpDatabase, OpTime, TimeSource};
 use llmsim_core::{Bandwidth, SimTime};
@@ -87,17 +87,6 @@ pub struct RunOptions {
     pub ideal_comm: bool,
     /// Simulate every data-parallel replica even where folding them is exact.
     pub no_fold: bool,
-}
-
-fn arch_of(gpu: &GpuSpec) -> GpuArch {
-    let n = gpu.name.to_ascii_uppercase();
-    if n.starts_with("A100") {
-        GpuArch::Ampere
-    } else if n.starts_with('B') {
-        GpuArch::Blackwell
-    } else {
-        GpuArch::Hopper
-    }
 }
 
 /// The fastest NIC of host 0: the scale-out bandwidth per GPU.
@@ -317,7 +306,7 @@ fn run_workload(
         None => None,
     };
     let plan = PlanOptions {
-        arch: arch_of(gpu),
+        arch: gpu.arch,
         nvlink_bw: nvlink,
         nic_bw: nic_bandwidth(&topo),
         algo: match s.collectives.algo {
