@@ -99,9 +99,13 @@ pub struct PacketConfig {
     pub var_win: bool,
     /// `RATE_BOUND`: pace at the QP rate (else at line rate).
     pub rate_bound: bool,
-    /// `ACK_HIGH_PRIO`: ACK/NACK in the strict-priority queue 0 of switches; hosts' ACK queue
-    /// obeys PAUSE of priority 0 instead of the data priority.
+    /// `ACK_HIGH_PRIO`: hosts' ACK queue obeys PAUSE of class 0 instead of the data class 3.
+    /// In ns-3's `third.cc` this is all it does: the switches' `AckHighPrio` attribute is never
+    /// set, so switches queue ACKs with the data (found by matching the TIMELY reference run).
     pub ack_high_prio: bool,
+    /// Switches put ACK/NACK in the strict-priority queue 0 (ns-3's `SwitchNode::AckHighPrio`,
+    /// off in the HPCC runs; not a `config.txt` key).
+    pub switch_ack_high_prio: bool,
     /// `ENABLE_QCN`: ECN marking at switches.
     pub ecn: bool,
     pub ecn_map: Vec<EcnThresholds>,
@@ -161,6 +165,7 @@ impl Default for PacketConfig {
             var_win: false,
             rate_bound: true,
             ack_high_prio: true,
+            switch_ack_high_prio: false,
             ecn: true,
             ecn_map: vec![
                 EcnThresholds {

@@ -828,7 +828,7 @@ impl Engine {
             self.release(p);
             return;
         };
-        let q = if pk.kind != Kind::Data && self.cfg.ack_high_prio {
+        let q = if pk.kind != Kind::Data && self.cfg.switch_ack_high_prio {
             0
         } else {
             usize::from(pk.pg)

@@ -425,7 +425,8 @@ pub fn resolve(config_path: &Path, rel: &str) -> Option<PathBuf> {
     if p.is_absolute() {
         return p.exists().then(|| p.to_path_buf());
     }
-    let mut dir = config_path.parent();
+    let abs = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf());
+    let mut dir = abs.parent();
     while let Some(d) = dir {
         let c = d.join(p);
         if c.exists() {
@@ -586,4 +587,18 @@ pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, Pa
 /// Results of finished flows, in completion order.
 pub fn finished(e: &Engine, order: &[u32]) -> Vec<FlowResult> {
     order.iter().map(|&f| e.flow_result(f)).collect()
+}
+
+/// Each flow's data path as ns-3 node ids (for debugging ECMP).
+pub fn flow_paths(e: &Engine) -> Vec<Vec<u32>> {
+    (0..e.num_flows())
+        .map(|f| {
+            let fl = &e.flows[f];
+            let mut p = Vec::new();
+            let _ = e.route_path(fl.src, fl.dst, f as u32, &mut p);
+            let mut nodes = vec![e.ns3_id(fl.src)];
+            nodes.extend(p.iter().map(|&l| e.ns3_id(e.link_dst[l as usize])));
+            nodes
+        })
+        .collect()
 }

@@ -1,7 +1,12 @@
 //! ns-3's routing for imported topologies (`third.cc` `CalculateRoute`, `SwitchNode::GetOutDev`):
-//! next hops are the BFS shortest paths by hop count, listed in the order BFS dequeues them
-//! (neighbors visited in node-id order), and a switch picks one with a Murmur3 hash of
-//! `{sip, dip, sport | dport << 16}` seeded with its node id.
+//! next hops are the BFS shortest paths by hop count, listed in the order BFS dequeues them,
+//! and a switch picks one with a Murmur3 hash of `{sip, dip, sport | dport << 16}` seeded with
+//! its node id.
+//!
+//! BFS visits a node's neighbors in the order of a `std::map<Ptr<Node>, ...>`, i.e. by object
+//! address. Hosts are small heap objects (ascending address with id); a `SwitchNode` holds a
+//! 2 MiB counter array, so glibc maps each one separately, at descending addresses above the
+//! heap. Hence the order: hosts by ascending id, then switches by descending id.
 
 use llmsim_core::NodeId;
 use llmsim_topo::Topology;
@@ -21,7 +26,13 @@ impl Ns3Routes {
         let nbrs: Vec<Vec<(u32, u32)>> = (0..n)
             .map(|v| {
                 let mut x: Vec<(u32, u32)> = topo.ports(NodeId(v as u32)).iter().map(|l| (link_dst[l.idx()], l.0)).collect();
-                x.sort_by_key(|&(u, _)| ns3_ids[u as usize]);
+                x.sort_by_key(|&(u, _)| {
+                    if u < hosts {
+                        (0, ns3_ids[u as usize])
+                    } else {
+                        (1, u32::MAX - ns3_ids[u as usize])
+                    }
+                });
                 x
             })
             .collect();
