@@ -173,15 +173,32 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         });
         write(dir, "summary.json", &serde_json::to_string_pretty(&json)?)?;
     }
+    let reference = match &a.reference {
+        Some(dir) => {
+            let f = dir.join("fct.txt");
+            let text = std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+            let refs = parse_fct(&text, &f.display().to_string())?;
+            let pauses = std::fs::read_to_string(dir.join("pfc.txt"))
+                .map(|t| t.lines().filter(|l| l.trim().ends_with(" 1")).count())
+                .unwrap_or(0);
+            let identical = a
+                .out
+                .as_ref()
+                .map(|o| std::fs::read(o.join("fct.txt")).ok() == Some(text.clone().into_bytes()));
+            Some((summarize(&refs.iter().map(|x| (x.2, x.3)).collect::<Vec<_>>(), pauses), identical))
+        }
+        None => None,
+    };
+    let js = |s: &Summary| serde_json::json!({"flows": s.flows, "fct_mean_ns": s.mean, "fct_p50_ns": s.p50, "fct_p99_ns": s.p99, "slowdown_mean": s.mean_sd, "pfc_pauses": s.pauses});
     if a.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "flows_done": s.flows, "flows_total": total, "fct_mean_ns": s.mean, "fct_p50_ns": s.p50,
-                "fct_p99_ns": s.p99, "slowdown_mean": s.mean_sd, "pfc_pauses": s.pauses,
-                "events": st.events, "wall_s": sim_s, "load_s": load_s,
-            })
-        );
+        let mut j = serde_json::json!({
+            "llmsim": js(&s), "flows_total": total, "events": st.events, "wall_s": sim_s, "load_s": load_s, "stats": st,
+        });
+        if let Some((r, identical)) = &reference {
+            j["ns3"] = js(r);
+            j["fct_identical"] = serde_json::json!(identical);
+        }
+        println!("{j}");
         return Ok(());
     }
     println!(
@@ -212,14 +229,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         st.events as f64 / sim_s.max(1e-9) / 1e6,
         load_s
     );
-    if let Some(dir) = &a.reference {
-        let f = dir.join("fct.txt");
-        let text = std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        let refs = parse_fct(&text, &f.display().to_string())?;
-        let pauses = std::fs::read_to_string(dir.join("pfc.txt"))
-            .map(|t| t.lines().filter(|l| l.trim().ends_with(" 1")).count())
-            .unwrap_or(0);
-        let r = summarize(&refs.iter().map(|x| (x.2, x.3)).collect::<Vec<_>>(), pauses);
+    if let Some((r, identical)) = &reference {
         let err = |a: f64, b: f64| if b == 0.0 { 0.0 } else { 100.0 * (a - b) / b };
         println!("                 llmsim        ns-3     error");
         println!("flows      {:>12} {:>11}", s.flows, r.flows);
@@ -233,6 +243,9 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             err(s.mean_sd, r.mean_sd)
         );
         println!("PFC pauses {:>12} {:>11}", s.pauses, r.pauses);
+        if let Some(same) = identical {
+            println!("fct.txt byte-identical to ns-3's: {}", if *same { "yes" } else { "no" });
+        }
     }
     if let Some(dir) = &a.out {
         println!("wrote {}/{{fct.txt,pfc.txt,flows.csv,queues.csv,summary.json}}", dir.display());
