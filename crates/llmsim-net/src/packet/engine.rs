@@ -52,6 +52,8 @@ pub(crate) struct Pkt {
     /// Send time in ns (TIMELY's timestamp).
     pub ts_ns: u64,
     pub hops: [u64; MAX_HOPS],
+    /// Links crossed so far.
+    pub hop: u8,
 }
 
 impl Pkt {
@@ -70,6 +72,7 @@ impl Pkt {
             in_link: u32::MAX,
             ts_ns: 0,
             hops: [0; MAX_HOPS],
+            hop: 0,
         }
     }
 }
@@ -153,6 +156,9 @@ pub(crate) struct Flow {
     pub last_nack: u64,
     pub cc: CcState,
     pub timer_gen: [u32; 3],
+    /// Offsets of the data path (src -> dst) and the ACK path (dst -> src) in `Engine::paths`.
+    pub path_data: u32,
+    pub path_ack: u32,
 }
 
 impl Flow {
@@ -225,6 +231,8 @@ pub struct EngineStats {
     pub ecn_marks: u64,
     pub flows_done: u64,
     pub payload_delivered: u64,
+    /// Largest number of pending events.
+    pub max_pending: u64,
 }
 
 const EV_ARRIVE: u64 = 0;
@@ -261,6 +269,8 @@ pub struct Engine {
     pkts: Vec<Pkt>,
     free: Vec<u32>,
     routes: Option<Ns3Routes>,
+    /// Per-flow data and ACK paths (links), concatenated.
+    paths: Vec<u32>,
     /// ns-3 id of each node (its id in the topology file), for IPs and ECMP seeds.
     pub(crate) ns3_ids: Vec<u32>,
     port_count: Vec<u16>,
@@ -282,7 +292,12 @@ pub struct Engine {
 #[inline]
 pub(crate) fn ns3_tx_ns(bytes: u64, bps: u64) -> u64 {
     let secs = bytes as f64 * 8.0 / bps as f64;
-    let fixed = (secs * 18_446_744_073_709_551_616.0) as u128;
+    let scaled = secs * 18_446_744_073_709_551_616.0;
+    let fixed = if scaled < 18_446_744_073_709_551_616.0 {
+        u128::from(scaled as u64)
+    } else {
+        scaled as u128
+    };
     ((fixed * 1_000_000_000u128) >> 64) as u64
 }
 
@@ -435,6 +450,7 @@ impl Engine {
             pkts: Vec::new(),
             free: Vec::new(),
             routes,
+            paths: Vec::new(),
             ns3_ids,
             port_count,
             stats: EngineStats::default(),
@@ -490,13 +506,30 @@ impl Engine {
 
     /// The links from host `s` to host `d` for a data packet of a flow with this hash/sport.
     pub(crate) fn route_path(&self, s: u32, d: u32, flow: u32, out: &mut Vec<u32>) -> Result<(), PacketError> {
+        let ports = self
+            .flows
+            .get(flow as usize)
+            .map_or((100, 10000, 0), |f| (f.dport, f.sport, f.hash));
+        self.route_path_kind(s, d, ports, Kind::Data, out)
+    }
+
+    /// The links a packet of `kind` takes from host `s` to host `d`; `ports` is the flow's
+    /// (dport, sport, hash). An ACK travels from the flow's receiver `s` to its sender `d`.
+    pub(crate) fn route_path_kind(
+        &self,
+        s: u32,
+        d: u32,
+        ports: (u16, u16, u64),
+        kind: Kind,
+        out: &mut Vec<u32>,
+    ) -> Result<(), PacketError> {
         let mut at = s;
         let mut guard = 0;
         while at != d {
             let l = if at < self.topo.num_hosts() {
                 self.nics[at as usize].link
             } else {
-                self.next_hop_for(at, s, d, flow, Kind::Data)?
+                self.next_hop_for(at, s, d, ports, kind)?
             };
             out.push(l);
             at = self.link_dst[l as usize];
@@ -539,6 +572,7 @@ impl Engine {
     #[inline]
     fn schedule(&mut self, at: u64, e: u64) {
         self.events.push(at, e);
+        self.stats.max_pending = self.stats.max_pending.max(self.events.len() as u64);
     }
 
     // ---------------------------------------------------------------- packets
@@ -593,6 +627,24 @@ impl Engine {
         };
         let id = self.flows.len() as u32;
         let start = spec.start.as_ps().max(self.now);
+        // Routes are static: each flow's data and ACK paths are computed once.
+        let path_data = self.paths.len() as u32;
+        let mut p = std::mem::take(&mut self.paths);
+        let r = self
+            .route_path_kind(spec.src.0, spec.dst.0, (spec.dport, sport, spec.flow_hash), Kind::Data, &mut p)
+            .and_then(|()| {
+                let at = p.len();
+                self.route_path_kind(spec.dst.0, spec.src.0, (spec.dport, sport, spec.flow_hash), Kind::Ack, &mut p)
+                    .map(|()| at)
+            });
+        self.paths = p;
+        let path_ack = match r {
+            Ok(at) => at as u32,
+            Err(e) => {
+                self.paths.truncate(path_data as usize);
+                return Err(PacketError::Flow(format!("flow {} -> {}: {e}", spec.src.0, spec.dst.0)));
+            }
+        };
         self.flows.push(Flow {
             src: spec.src.0,
             dst: spec.dst.0,
@@ -621,6 +673,8 @@ impl Engine {
             last_nack: 0,
             cc: CcState::default(),
             timer_gen: [0; 3],
+            path_data,
+            path_ack,
         });
         self.schedule(start, ev(EV_START, id, 0));
         Ok(id)
@@ -662,11 +716,7 @@ impl Engine {
 
     /// Runs every event at or before `t` (ps).
     pub fn run_until(&mut self, t: u64) {
-        while let Some(et) = self.events.peek_time() {
-            if et > t {
-                break;
-            }
-            let Some((et, e)) = self.events.pop() else { break };
+        while let Some((et, e)) = self.events.pop_until(t) {
             self.now = et;
             self.dispatch(e);
         }
@@ -745,6 +795,7 @@ impl Engine {
             return;
         }
         let node = self.link_dst[li];
+        self.pkts[p as usize].hop += 1;
         if self.pkts[p as usize].kind == Kind::Pfc {
             self.receive_pfc(node, link, p);
         } else if node < self.topo.num_hosts() {
@@ -782,11 +833,11 @@ impl Engine {
 
     // ---------------------------------------------------------------- switch
 
-    fn next_hop_for(&self, at: u32, src: u32, dst: u32, flow: u32, kind: Kind) -> Result<u32, PacketError> {
+    /// Next hop at switch `at` of a packet travelling from host `src` to host `dst`.
+    fn next_hop_for(&self, at: u32, src: u32, dst: u32, ports: (u16, u16, u64), kind: Kind) -> Result<u32, PacketError> {
+        let (dport, sport, hash) = ports;
         match &self.routes {
             Some(r) => {
-                let fl = self.flows.get(flow as usize);
-                let (sport, dport) = fl.map_or((10000, 100), |f| (f.sport, f.dport));
                 let (sip, dip, ports) = match kind {
                     Kind::Data => (
                         self.nics[src as usize].ns3_ip,
@@ -803,8 +854,11 @@ impl Engine {
                     .ok_or_else(|| PacketError::Config(format!("no route from node {at} to host {dst}")))
             }
             None => {
-                let h = self.flows.get(flow as usize).map_or(0, |f| f.hash);
-                let h = if kind == Kind::Data { h } else { llmsim_core::mix64(h ^ 0xACC) };
+                let h = if kind == Kind::Data {
+                    hash
+                } else {
+                    llmsim_core::mix64(hash ^ 0xACC)
+                };
                 self.topo
                     .next_hop(NodeId(at), NodeId(dst), h)
                     .map(|l| l.0)
@@ -815,25 +869,19 @@ impl Engine {
 
     /// `SwitchNode::SendToDev`: route, classify, admit, enqueue.
     fn switch_receive(&mut self, s: u32, in_link: u32, p: u32) {
-        let pk = self.pkts[p as usize];
+        let pk = &self.pkts[p as usize];
+        let (kind, pg, size, hop) = (pk.kind, pk.pg, pk.size, pk.hop);
         let fl = &self.flows[pk.flow as usize];
         // Data goes src -> dst; ACK/NACK the other way.
-        let (from, to) = if pk.kind == Kind::Data {
-            (fl.src, fl.dst)
-        } else {
-            (fl.dst, fl.src)
-        };
-        let Ok(out) = self.next_hop_for(s, from, to, pk.flow, pk.kind) else {
-            self.stats.drops_buffer += 1;
-            self.release(p);
-            return;
-        };
-        let q = if pk.kind != Kind::Data && self.cfg.switch_ack_high_prio {
+        let base = if kind == Kind::Data { fl.path_data } else { fl.path_ack };
+        let out = self.paths[base as usize + usize::from(hop)];
+        let _ = s;
+        let q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
             0
         } else {
-            usize::from(pk.pg)
+            usize::from(pg)
         };
-        let size = u64::from(pk.size);
+        let size = u64::from(size);
         if q != 0 {
             if !self.check_ingress(s, in_link, q, size) {
                 self.stats.drops_buffer += 1;

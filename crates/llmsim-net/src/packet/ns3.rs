@@ -119,7 +119,9 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
         stop_time: SimTime::from_ms(10_000),
     };
     let mut cc_mode: Option<(usize, u32)> = None;
-    let (mut kmin, mut kmax, mut pmax): (Vec<(u64, u64)>, Vec<(u64, u64)>, Vec<(u64, f64)>) = (vec![], vec![], vec![]);
+    let mut kmin: Vec<(u64, u64)> = vec![];
+    let mut kmax: Vec<(u64, u64)> = vec![];
+    let mut pmax: Vec<(u64, f64)> = vec![];
     let mut seen_ecn_map = false;
     for (i, raw) in text.lines().enumerate() {
         let ln = i + 1;
