@@ -265,6 +265,22 @@ impl PacketConfig {
         14 + 20 + hdr.max(60 - 14 - 20)
     }
 
+    /// Thresholds for a rate the map lacks, scaled in proportion to the rate from the nearest
+    /// listed one (as `run.py` scales them: 400 KB/1600 KB at 100G, 1600/6400 at 400G).
+    pub fn ecn_scaled(&self, rate_bps: u64) -> Option<EcnThresholds> {
+        let near = self
+            .ecn_map
+            .iter()
+            .min_by_key(|e| (e.rate_bps as f64 / rate_bps as f64).ln().abs().to_bits())?;
+        let k = rate_bps as f64 / near.rate_bps as f64;
+        Some(EcnThresholds {
+            rate_bps,
+            kmin_bytes: (near.kmin_bytes as f64 * k) as u64,
+            kmax_bytes: (near.kmax_bytes as f64 * k) as u64,
+            pmax: near.pmax,
+        })
+    }
+
     /// ECN thresholds for a port of this bit rate.
     pub fn ecn_for(&self, rate_bps: u64) -> Option<EcnThresholds> {
         self.ecn_map.iter().copied().find(|e| e.rate_bps == rate_bps)

@@ -350,18 +350,26 @@ impl Engine {
         }
         let is_switch = |n: u32| matches!(topo.node(NodeId(n)), NodeKind::Switch { .. } | NodeKind::NvSwitch);
         let nic_rate = (0..topo.num_hosts())
-            .find_map(|h| topo.ports(NodeId(h)).first().map(|l| link_rate[l.idx()]))
+            .find_map(|h| {
+                topo.ports(NodeId(h))
+                    .iter()
+                    .find(|&&l| topo.link(l).kind != llmsim_topo::LinkKind::NvLink)
+                    .map(|l| link_rate[l.idx()])
+            })
             .ok_or_else(|| PacketError::Config("no host has a NIC".into()))?;
         let mut ports = Vec::with_capacity(nl);
         for l in 0..nl {
             let rate = link_rate[l];
             let (kmin, kmax, pmax) = if is_switch(link_src[l]) && cfg.ecn {
-                let e = cfg.ecn_for(rate).ok_or_else(|| {
-                    PacketError::Config(format!(
-                        "no ECN thresholds for {} bit/s ports (link {l}); add the rate to KMIN_MAP/KMAX_MAP/PMAX_MAP",
-                        rate
-                    ))
-                })?;
+                let e = cfg
+                    .ecn_for(rate)
+                    .or_else(|| (cfg.routing == Routing::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
+                    .ok_or_else(|| {
+                        PacketError::Config(format!(
+                            "no ECN thresholds for {} bit/s ports (link {l}); add the rate to KMIN_MAP/KMAX_MAP/PMAX_MAP",
+                            rate
+                        ))
+                    })?;
                 (e.kmin_bytes, e.kmax_bytes, e.pmax)
             } else {
                 (u64::MAX, u64::MAX, 0.0)

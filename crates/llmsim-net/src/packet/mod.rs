@@ -120,12 +120,13 @@ impl Engine {
 
 /// The packet engine behind the [`Network`] trait: each transfer becomes a QP. `Via` and
 /// `Chain` routes become one QP per leg, started together (the legs are pipelined, as the
-/// flow backend models them); the transfer completes when its last leg does.
+/// flow backend models them); the transfer completes when its last leg does. A leg between two
+/// GPUs of one server (NVLink) is not simulated packet by packet: it takes its alpha-beta time.
 pub struct PacketNetwork {
     engine: Engine,
     topo: Arc<Topology>,
-    /// Per transfer: (id, src, dst, bytes, start, legs left).
-    pending: HashMap<TransferId, (Transfer, u32)>,
+    /// Per transfer: the transfer, network legs left, the latest NVLink leg finish.
+    pending: HashMap<TransferId, (Transfer, u32, SimTime)>,
     flow_transfer: Vec<TransferId>,
     stats: NetStats,
     scratch: Vec<u32>,
@@ -134,10 +135,16 @@ pub struct PacketNetwork {
 }
 
 impl PacketNetwork {
+    /// Routing is the topology's rule (`cfg.routing` is set to [`Routing::Topology`]).
+    ///
     /// # Errors
     /// As [`Engine::new`].
     pub fn new(topo: Arc<Topology>, cfg: PacketConfig) -> Result<Self, PacketError> {
         let nl = topo.num_links();
+        let cfg = PacketConfig {
+            routing: Routing::Topology,
+            ..cfg
+        };
         let engine = Engine::new(topo.clone(), None, cfg)?;
         Ok(PacketNetwork {
             engine,
@@ -155,38 +162,46 @@ impl PacketNetwork {
         &self.engine
     }
 
+    fn finish(&mut self, t: Transfer, finish: SimTime) {
+        self.stats.completed += 1;
+        self.stats.bytes_delivered += t.bytes.0;
+        let mut path = Vec::new();
+        for (a, b, h) in legs(&t) {
+            path.clear();
+            if a != b && self.topo.route(a, b, h, &mut path).is_ok() {
+                for l in &path {
+                    self.link_bytes[l.idx()].0 += t.bytes.0;
+                }
+            }
+        }
+        self.done_buf.push(Completion {
+            id: t.id,
+            src: t.src,
+            dst: t.dst,
+            bytes: t.bytes,
+            start: t.start,
+            finish,
+        });
+    }
+
     fn collect(&mut self) {
         self.scratch.clear();
         self.engine.drain_completed(&mut self.scratch);
         for i in 0..self.scratch.len() {
             let f = self.scratch[i];
             let tid = self.flow_transfer[f as usize];
-            let finish = self.engine.flows[f as usize].finish;
+            let finish = SimTime::from_ps(self.engine.flows[f as usize].finish);
             let Some(entry) = self.pending.get_mut(&tid) else { continue };
             entry.1 -= 1;
             if entry.1 == 0 {
-                let (t, _) = self.pending.remove(&tid).expect("present");
-                self.stats.completed += 1;
-                self.stats.bytes_delivered += t.bytes.0;
-                self.done_buf.push(Completion {
-                    id: t.id,
-                    src: t.src,
-                    dst: t.dst,
-                    bytes: t.bytes,
-                    start: t.start,
-                    finish: SimTime::from_ps(finish),
-                });
-                let mut path = Vec::new();
-                for (a, b, h) in legs(&t) {
-                    path.clear();
-                    if self.topo.route(a, b, h, &mut path).is_ok() {
-                        for l in &path {
-                            self.link_bytes[l.idx()].0 += t.bytes.0;
-                        }
-                    }
-                }
+                let (t, _, nv) = self.pending.remove(&tid).expect("present");
+                self.finish(t, finish.max(nv));
             }
         }
+    }
+
+    fn same_server(&self, a: NodeId, b: NodeId) -> bool {
+        self.topo.gpus_per_server() > 1 && self.topo.server_of(a) == self.topo.server_of(b)
     }
 }
 
@@ -230,30 +245,30 @@ impl Network for PacketNetwork {
         if self.pending.contains_key(&t.id) {
             return Err(NetError::Duplicate(t.id));
         }
-        let legs: Vec<_> = legs(&t).into_iter().filter(|(a, b, _)| a != b).collect();
-        if legs.is_empty() || t.bytes.0 == 0 {
-            // Nothing crosses the network: complete at the start time.
-            self.stats.submitted += 1;
-            self.stats.completed += 1;
-            self.done_buf.push(Completion {
-                id: t.id,
-                src: t.src,
-                dst: t.dst,
-                bytes: t.bytes,
-                start: t.start,
-                finish: t.start,
-            });
+        let all: Vec<_> = legs(&t).into_iter().filter(|(a, b, _)| a != b).collect();
+        // NVLink legs: alpha-beta time over the topology's route.
+        let mut nv = t.start;
+        let mut net_legs = Vec::new();
+        let mut path = Vec::new();
+        for &(a, b, h) in &all {
+            path.clear();
+            self.topo
+                .route(a, b, h, &mut path)
+                .map_err(|e| NetError::Route { id: t.id, source: e })?;
+            if self.same_server(a, b) {
+                let (lat, bw) = self.topo.path_latency_and_bottleneck(&path);
+                nv = nv.max(t.start + lat + bw.time_to_send(t.bytes));
+            } else {
+                net_legs.push((a, b, h));
+            }
+        }
+        self.stats.submitted += 1;
+        if net_legs.is_empty() || t.bytes.0 == 0 {
+            self.finish(t, nv);
             return Ok(());
         }
-        for (a, b, _) in &legs {
-            let mut p = Vec::new();
-            self.topo
-                .route(*a, *b, 0, &mut p)
-                .map_err(|e| NetError::Route { id: t.id, source: e })?;
-        }
-        for &(a, b, h) in &legs {
-            let f = self
-                .engine
+        for &(a, b, h) in &net_legs {
+            self.engine
                 .add_flow(FlowSpec {
                     src: a,
                     dst: b,
@@ -272,12 +287,10 @@ impl Network for PacketNetwork {
                         reason: e.to_string(),
                     },
                 })?;
-            debug_assert_eq!(f as usize, self.flow_transfer.len());
             self.flow_transfer.push(t.id);
         }
-        self.stats.submitted += 1;
-        let n = legs.len() as u32;
-        self.pending.insert(t.id, (t, n));
+        let n = net_legs.len() as u32;
+        self.pending.insert(t.id, (t, n, nv));
         Ok(())
     }
 
