@@ -195,17 +195,17 @@ impl Engine {
     // ------------------------------------------------------------------ HPCC
 
     /// `RdmaHw::HandleAckHp`.
-    pub(crate) fn hpcc_ack(&mut self, f: u32, pk: &Pkt) {
+    pub(crate) fn hpcc_ack(&mut self, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS]) {
         let last = self.flows[f as usize].cc.last_update_seq;
         if pk.seq > last {
-            self.hpcc_update(f, pk, false);
+            self.hpcc_update(f, pk, hops, false);
         } else if self.cfg.fast_react {
-            self.hpcc_update(f, pk, true);
+            self.hpcc_update(f, pk, hops, true);
         }
     }
 
     /// `RdmaHw::UpdateRateHp` (single rate; `MULTI_RATE 0`).
-    fn hpcc_update(&mut self, f: u32, pk: &Pkt, fast: bool) {
+    fn hpcc_update(&mut self, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS], fast: bool) {
         let multi = u64::from(self.cfg.int_multi.max(1));
         let (u_target, mi_thresh, rai, min_rate) = (self.cfg.u_target, self.cfg.mi_thresh, self.cfg.rate_ai_bps, self.cfg.min_rate_bps);
         let max_bdp = self.max_bdp;
@@ -214,7 +214,7 @@ impl Engine {
         let nhop = usize::from(pk.nhop);
         if fl.cc.last_update_seq == 0 {
             fl.cc.last_update_seq = next_seq;
-            fl.cc.hops[..nhop].copy_from_slice(&pk.hops[..nhop]);
+            fl.cc.hops[..nhop].copy_from_slice(&hops[..nhop]);
             return;
         }
         let mut new_rate = None;
@@ -223,7 +223,7 @@ impl Engine {
             let mut big_u = 0.0f64;
             let mut dt = 0u64;
             for i in 0..nhop {
-                let (h, last) = (pk.hops[i], fl.cc.hops[i]);
+                let (h, last) = (hops[i], fl.cc.hops[i]);
                 let tau = time_delta(h, last);
                 if tau > 0 {
                     let tx_rate = bytes_delta(h, last, multi) as f64 * 8.0 / (tau as f64 * 1e-9);

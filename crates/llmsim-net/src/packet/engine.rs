@@ -51,7 +51,6 @@ pub(crate) struct Pkt {
     pub in_link: u32,
     /// Send time in ns (TIMELY's timestamp).
     pub ts_ns: u64,
-    pub hops: [u64; MAX_HOPS],
     /// Links crossed so far.
     pub hop: u8,
 }
@@ -71,7 +70,6 @@ impl Pkt {
             payload: 0,
             in_link: u32::MAX,
             ts_ns: 0,
-            hops: [0; MAX_HOPS],
             hop: 0,
         }
     }
@@ -267,6 +265,9 @@ pub struct Engine {
     pub(crate) nics: Vec<Nic>,
     pub(crate) flows: Vec<Flow>,
     pkts: Vec<Pkt>,
+    /// INT hop words of each packet slot (HPCC only; empty otherwise), kept apart so the
+    /// other algorithms' packets stay small.
+    pub(crate) ints: Vec<[u64; MAX_HOPS]>,
     free: Vec<u32>,
     routes: Option<Ns3Routes>,
     /// Per-flow data and ACK paths (links), concatenated.
@@ -456,6 +457,7 @@ impl Engine {
             nics,
             flows: Vec::new(),
             pkts: Vec::new(),
+            ints: Vec::new(),
             free: Vec::new(),
             routes,
             paths: Vec::new(),
@@ -592,6 +594,9 @@ impl Engine {
             i
         } else {
             self.pkts.push(p);
+            if self.cfg.cc == CcMode::Hpcc {
+                self.ints.push([0; MAX_HOPS]);
+            }
             (self.pkts.len() - 1) as u32
         }
     }
@@ -1040,7 +1045,7 @@ impl Engine {
             let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, self.link_rate[pi], self.cfg.int_multi);
             let pk = &mut self.pkts[p as usize];
             if usize::from(pk.nhop) < MAX_HOPS {
-                pk.hops[usize::from(pk.nhop)] = hop;
+                self.ints[p as usize][usize::from(pk.nhop)] = hop;
                 pk.nhop += 1;
             }
         }
@@ -1195,19 +1200,19 @@ impl Engine {
         let pk = self.pkts[p as usize];
         match pk.kind {
             Kind::Data => {
+                self.receive_data(h, p, &pk);
                 self.release(p);
-                self.receive_data(h, &pk);
             }
             Kind::Ack | Kind::Nack => {
+                self.receive_ack(h, p, &pk);
                 self.release(p);
-                self.receive_ack(h, &pk);
             }
             Kind::Pfc => unreachable!("PFC handled on arrival"),
         }
     }
 
     /// `RdmaHw::ReceiveUdp` + `ReceiverCheckSeq`.
-    fn receive_data(&mut self, h: u32, pk: &Pkt) {
+    fn receive_data(&mut self, h: u32, p: u32, pk: &Pkt) {
         let f = pk.flow as usize;
         if self.flows[f].done {
             return;
@@ -1255,7 +1260,6 @@ impl Engine {
         a.seq = self.flows[f].rx_expected;
         a.cnp = pk.ecn;
         a.nhop = pk.nhop;
-        a.hops = pk.hops;
         a.ts_ns = pk.ts_ns;
         a.size = self.ack_bytes;
         if x == 1 {
@@ -1264,12 +1268,15 @@ impl Engine {
             self.stats.nacks += 1;
         }
         let ap = self.alloc(a);
+        if self.cfg.cc == CcMode::Hpcc {
+            self.ints[ap as usize] = self.ints[p as usize];
+        }
         self.nics[h as usize].ackq.push_back(ap);
         self.host_send(h);
     }
 
     /// `RdmaHw::ReceiveAck`.
-    fn receive_ack(&mut self, h: u32, pk: &Pkt) {
+    fn receive_ack(&mut self, h: u32, p: u32, pk: &Pkt) {
         let f = pk.flow;
         let fi = f as usize;
         if self.flows[fi].done {
@@ -1296,7 +1303,10 @@ impl Engine {
         }
         match self.cfg.cc {
             CcMode::Dcqcn if pk.cnp => self.dcqcn_cnp(f),
-            CcMode::Hpcc => self.hpcc_ack(f, pk),
+            CcMode::Hpcc => {
+                let hops = self.ints[p as usize];
+                self.hpcc_ack(f, pk, &hops);
+            }
             CcMode::Timely => self.timely_ack(f, pk),
             CcMode::Dctcp => self.dctcp_ack(f, pk),
             _ => {}
