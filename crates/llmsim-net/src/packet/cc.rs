@@ -222,8 +222,8 @@ impl Engine {
             let win = if fl.win == 0 { max_bdp.max(1) } else { fl.win };
             let mut big_u = 0.0f64;
             let mut dt = 0u64;
-            for i in 0..nhop {
-                let (h, last) = (hops[i], fl.cc.hops[i]);
+            for (i, &h) in hops.iter().enumerate().take(nhop) {
+                let last = fl.cc.hops[i];
                 let tau = time_delta(h, last);
                 if tau > 0 {
                     let tx_rate = bytes_delta(h, last, multi) as f64 * 8.0 / (tau as f64 * 1e-9);
