@@ -88,7 +88,7 @@ impl Engine {
     }
 
     /// Per egress port with traffic: (link, p50, p99, max queued bytes), from the queue length
-    /// seen at each dequeue (1 KB buckets; max exact).
+    /// seen at every 8th dequeue (1 KB buckets; max exact).
     pub fn queue_stats(&self) -> Vec<(u32, u64, u64, u64)> {
         let mut out = Vec::new();
         for (l, p) in self.ports.iter().enumerate() {
