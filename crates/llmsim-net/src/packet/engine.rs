@@ -91,6 +91,11 @@ pub(crate) struct Port {
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
     pub dequeues: u32,
+    /// Switch ports: when the current transmission ends, and the sequence number reserved for
+    /// its TxDone event, which is only pushed once something waits for the port.
+    pub busy_until: u64,
+    pub txdone_seq: u64,
+    pub txdone_pending: bool,
     pub max_qlen: u64,
 }
 
@@ -389,6 +394,9 @@ impl Engine {
                 pmax,
                 qlen_hist: Vec::new(),
                 dequeues: 0,
+                busy_until: 0,
+                txdone_seq: 0,
+                txdone_pending: false,
                 max_qlen: 0,
             });
         }
@@ -755,6 +763,7 @@ impl Engine {
             EV_ARRIVE => self.arrive(a, b),
             EV_TXDONE => {
                 self.ports[a as usize].busy = false;
+                self.ports[a as usize].txdone_pending = false;
                 let src = self.link_src[a as usize];
                 if src < self.topo.num_hosts() {
                     self.host_send(src);
@@ -797,7 +806,18 @@ impl Engine {
         let tx = self.tx_ps(size, self.link_rate[li]);
         self.ports[li].busy = true;
         let now = self.now;
-        self.schedule(now + tx, ev(EV_TXDONE, link, 0));
+        if self.link_src[li] < self.topo.num_hosts() || self.ports[li].total > 0 {
+            self.schedule(now + tx, ev(EV_TXDONE, link, 0));
+            self.ports[li].txdone_pending = true;
+        } else {
+            // An idle switch port: its TxDone would find nothing to send. Keep its place in the
+            // event order and push it only if a packet arrives before it.
+            let seq = self.events.reserve_seq();
+            let pt = &mut self.ports[li];
+            pt.busy_until = now + tx;
+            pt.txdone_seq = seq;
+            pt.txdone_pending = false;
+        }
         self.schedule(now + tx + self.link_delay[li], ev(EV_ARRIVE, link, p));
     }
 
@@ -1005,7 +1025,19 @@ impl Engine {
     fn switch_send(&mut self, port: u32) {
         let pi = port as usize;
         if self.ports[pi].busy {
-            return;
+            let pt = &self.ports[pi];
+            if pt.txdone_pending {
+                return;
+            }
+            // The deferred TxDone: already past (the port is free), or still ahead (push it).
+            let (until, seq) = (pt.busy_until, pt.txdone_seq);
+            if self.now > until || (self.now == until && self.events.cur_seq() > seq) {
+                self.ports[pi].busy = false;
+            } else {
+                self.events.push_seq(until, seq, ev(EV_TXDONE, port, 0));
+                self.ports[pi].txdone_pending = true;
+                return;
+            }
         }
         // BEgressQueue::DequeueRR: queue 0 strictly first, then round robin over the others.
         let pt = &mut self.ports[pi];

@@ -100,6 +100,8 @@ pub(crate) struct EvQueue {
     far: Heap,
     len: usize,
     seq: u64,
+    /// Sequence number of the event popped last.
+    cur_seq: u64,
 }
 
 impl Default for EvQueue {
@@ -113,6 +115,7 @@ impl Default for EvQueue {
             far: Heap::default(),
             len: 0,
             seq: 0,
+            cur_seq: 0,
         }
     }
 }
@@ -121,6 +124,26 @@ impl EvQueue {
     #[inline]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Takes the next sequence number for an event that may be pushed later with
+    /// [`EvQueue::push_seq`]: it then runs exactly where it would have, had it been pushed now.
+    #[inline]
+    pub fn reserve_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq - 1
+    }
+
+    #[inline]
+    pub fn push_seq(&mut self, time: u64, seq: u64, ev: u64) {
+        self.len += 1;
+        self.place(Entry { time, seq, ev });
+    }
+
+    /// Sequence number of the event popped last.
+    #[inline]
+    pub fn cur_seq(&self) -> u64 {
+        self.cur_seq
     }
 
     #[inline]
@@ -249,6 +272,7 @@ impl EvQueue {
         }
         self.pos += 1;
         self.len -= 1;
+        self.cur_seq = e.seq;
         Some((e.time, e.ev))
     }
 
