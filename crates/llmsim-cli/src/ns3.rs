@@ -30,7 +30,8 @@ struct RunArgs {
     /// ns-3 `config.txt`. Its TOPOLOGY_FILE/FLOW_FILE are found relative to its folder or a
     /// folder above it (ns-3 resolves them from its working directory).
     config: PathBuf,
-    /// Output folder: fct.txt and pfc.txt (ns-3 formats), flows.csv, queues.csv, summary.json.
+    /// Output folder: fct.txt and pfc.txt (ns-3 formats), flows.csv, queues.csv, summary.json
+    /// (and util.csv with --util-bin).
     /// The config's own output paths are ignored.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -43,6 +44,9 @@ struct RunArgs {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also write util.csv: each link's utilization in bins of this width (e.g. 10us).
+    #[arg(long)]
+    util_bin: Option<String>,
 }
 
 #[derive(Args)]
@@ -109,6 +113,13 @@ fn summarize(fct: &[(u64, u64)], pauses: usize) -> Summary {
 fn run_experiment(a: &RunArgs) -> Result<()> {
     let t0 = Instant::now();
     let mut x = Ns3Experiment::load(&a.config, a.seed)?;
+    if let Some(b) = &a.util_bin {
+        let t: llmsim_core::SimTime = b.parse().with_context(|| format!("--util-bin {b:?}: a time such as 10us"))?;
+        if t.as_ps() == 0 {
+            bail!("--util-bin must be positive, e.g. 10us");
+        }
+        x.engine.set_util_bin(t);
+    }
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     x.run();
@@ -156,6 +167,17 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             );
         }
         write(dir, "queues.csv", &q)?;
+        if let Some(bin) = &a.util_bin {
+            // A packet counts in the bin where its transmission starts, so a bin can read a
+            // little over 1.
+            let mut u = String::from("node,ifindex,link,bin_start_ns,bin_ns,utilization\n");
+            let w = bin.parse::<llmsim_core::SimTime>().map(|t| t.as_ps() / 1000).unwrap_or(0);
+            for (l, b, util) in e.link_utilization() {
+                let src = e.topology().link(llmsim_core::LinkId(l)).src;
+                let _ = writeln!(u, "{},{},{l},{},{w},{util:.4}", e.ns3_id(src.0), e.ns3_ifindex(l), b as u64 * w);
+            }
+            write(dir, "util.csv", &u)?;
+        }
         let json = serde_json::json!({
             "config": a.config.display().to_string(),
             "cc": e.config().cc.name(),

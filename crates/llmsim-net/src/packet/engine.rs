@@ -93,6 +93,8 @@ pub(crate) struct Port {
     pub dequeues: u32,
     /// Switch ports: when the current transmission ends, and the sequence number reserved for
     /// its TxDone event, which is only pushed once something waits for the port.
+    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on).
+    pub util: Vec<u64>,
     pub busy_until: u64,
     pub txdone_seq: u64,
     pub txdone_pending: bool,
@@ -292,6 +294,8 @@ pub struct Engine {
     sports: std::collections::HashMap<(u32, u32), u16>,
     ack_bytes: u32,
     hdr_bytes: u32,
+    /// Width of link-utilization bins in ps (0: off).
+    util_bin: u64,
 }
 
 /// ns-3's `Seconds(bytes*8/bps)` at nanosecond resolution: the double is converted to 64.64
@@ -394,6 +398,7 @@ impl Engine {
                 pmax,
                 qlen_hist: Vec::new(),
                 dequeues: 0,
+                util: Vec::new(),
                 busy_until: 0,
                 txdone_seq: 0,
                 txdone_pending: false,
@@ -481,6 +486,7 @@ impl Engine {
             sports: Default::default(),
             ack_bytes,
             hdr_bytes,
+            util_bin: 0,
         };
         e.compute_max_rtt();
         Ok(e)
@@ -806,6 +812,14 @@ impl Engine {
         let tx = self.tx_ps(size, self.link_rate[li]);
         self.ports[li].busy = true;
         let now = self.now;
+        if let Some(b) = now.checked_div(self.util_bin) {
+            let b = b as usize;
+            let u = &mut self.ports[li].util;
+            if u.len() <= b {
+                u.resize(b + 1, 0);
+            }
+            u[b] += u64::from(size);
+        }
         if self.link_src[li] < self.topo.num_hosts() || self.ports[li].total > 0 {
             self.schedule(now + tx, ev(EV_TXDONE, link, 0));
             self.ports[li].txdone_pending = true;
@@ -1376,6 +1390,29 @@ impl Engine {
     pub(crate) fn cancel_timer(&mut self, f: u32, slot: usize) {
         let g = &mut self.flows[f as usize].timer_gen[slot];
         *g = g.wrapping_add(1);
+    }
+
+    /// Records bytes sent per port in bins of `bin` (link utilization over time); off by default.
+    pub fn set_util_bin(&mut self, bin: SimTime) {
+        self.util_bin = bin.as_ps();
+    }
+
+    /// Per port with traffic: (link, bin index, utilization in [0, 1]) for every non-empty bin
+    /// (bins of the width given to [`Engine::set_util_bin`], counted from time zero).
+    pub fn link_utilization(&self) -> Vec<(u32, usize, f64)> {
+        let mut out = Vec::new();
+        if self.util_bin == 0 {
+            return out;
+        }
+        for (l, p) in self.ports.iter().enumerate() {
+            let cap = self.link_rate[l] as f64 * self.util_bin as f64 / 8e12;
+            for (b, &bytes) in p.util.iter().enumerate() {
+                if bytes > 0 {
+                    out.push((l as u32, b, bytes as f64 / cap));
+                }
+            }
+        }
+        out
     }
 
     /// Pending events (for tests and sizing).
