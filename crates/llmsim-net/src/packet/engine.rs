@@ -811,6 +811,8 @@ impl Engine {
         let size = self.pkts[p as usize].size;
         let tx = self.tx_ps(size, self.link_rate[li]);
         self.ports[li].busy = true;
+        // After the INT hop (which reads the bytes sent before this packet).
+        self.ports[li].tx_bytes += u64::from(size);
         let now = self.now;
         if let Some(b) = now.checked_div(self.util_bin) {
             let b = b as usize;
@@ -1097,7 +1099,6 @@ impl Engine {
                 pk.nhop += 1;
             }
         }
-        pt.tx_bytes += size;
         // Queue-length distribution: every 8th dequeue (the histogram is a cache miss on busy
         // fabrics); the maximum is exact.
         pt.dequeues = pt.dequeues.wrapping_add(1);
