@@ -295,10 +295,12 @@ impl Network for PacketNetwork {
     }
 
     fn next_event_time(&self) -> Option<SimTime> {
-        if let Some(c) = self.done_buf.iter().map(|c| c.finish).min() {
-            return Some(c);
+        let done = self.done_buf.iter().map(|c| c.finish).min();
+        let engine = self.engine.next_event_ps().map(SimTime::from_ps);
+        match (done, engine) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        self.engine.next_event_ps().map(SimTime::from_ps)
     }
 
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
