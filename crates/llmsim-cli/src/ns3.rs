@@ -38,6 +38,10 @@ struct RunArgs {
     /// Seed of ECN marking and link errors.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Draw ECN marks from ns-3's own random streams, with its stream counter at this value
+    /// when the run starts (see bench/ns3-fidelity.md for the value of the reference runs).
+    #[arg(long)]
+    ns3_streams: Option<u64>,
     /// A folder with ns-3's fct.txt (and pfc.txt) for the same experiment: print both side by side.
     #[arg(long)]
     reference: Option<PathBuf>,
@@ -112,7 +116,7 @@ fn summarize(fct: &[(u64, u64)], pauses: usize) -> Summary {
 
 fn run_experiment(a: &RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let mut x = Ns3Experiment::load(&a.config, a.seed)?;
+    let mut x = Ns3Experiment::load_with(&a.config, a.seed, a.ns3_streams)?;
     if let Some(b) = &a.util_bin {
         let t: llmsim_core::SimTime = b.parse().with_context(|| format!("--util-bin {b:?}: a time such as 10us"))?;
         if t.as_ps() == 0 {

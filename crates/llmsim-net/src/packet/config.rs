@@ -124,6 +124,10 @@ pub struct PacketConfig {
     pub ns_resolution: bool,
     pub routing: Routing,
     pub seed: u64,
+    /// Draw ECN marks as ns-3 does (a fresh MRG32k3a stream per mark and per PFC frame), with
+    /// ns-3's stream counter at this value when the run starts (`None`: llmsim's own seeded
+    /// stream). The value depends on the objects ns-3 built for the scenario.
+    pub ns3_stream_base: Option<u64>,
     // DCQCN
     pub alpha_resume_interval: SimTime,
     pub rate_decrease_interval: SimTime,
@@ -189,6 +193,7 @@ impl Default for PacketConfig {
             ns_resolution: true,
             routing: Routing::Topology,
             seed: 1,
+            ns3_stream_base: None,
             alpha_resume_interval: SimTime::from_us(1),
             rate_decrease_interval: SimTime::from_us(4),
             rp_timer: SimTime::from_us(300),

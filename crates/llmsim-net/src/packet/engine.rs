@@ -284,6 +284,7 @@ pub struct Engine {
     pub(crate) ns3_ids: Vec<u32>,
     port_count: Vec<u16>,
     rng_ecn: SimRng,
+    ns3_streams: Option<super::ns3rng::Ns3Streams>,
     rng_err: SimRng,
     pub(crate) stats: EngineStats,
     pub(crate) completed: Vec<u32>,
@@ -455,6 +456,7 @@ impl Engine {
         let ack_bytes = cfg.ack_packet_bytes();
         let mut e = Engine {
             rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
+            ns3_streams: cfg.ns3_stream_base.map(|b| super::ns3rng::Ns3Streams::new(1, 1, b)),
             rng_err: SimRng::derive(cfg.seed, 0xE22),
             cfg,
             topo,
@@ -1029,6 +1031,10 @@ impl Engine {
         pk.pg = q as u8;
         pk.pause = pause;
         pk.size = PFC_FRAME_BYTES;
+        // ns-3 draws the frame's IP id from a fresh random variable.
+        if let Some(s) = &mut self.ns3_streams {
+            s.skip();
+        }
         let p = self.alloc(pk);
         let pt = &mut self.ports[port as usize];
         pt.queues[0].push_back(p);
@@ -1122,7 +1128,11 @@ impl Engine {
         }
         if b > pt.kmin {
             let p = pt.pmax * (b - pt.kmin) as f64 / (pt.kmax - pt.kmin) as f64;
-            return self.rng_ecn.unit_f64() < p;
+            let u = match &mut self.ns3_streams {
+                Some(s) => s.next_u01(),
+                None => self.rng_ecn.unit_f64(),
+            };
+            return u < p;
         }
         false
     }

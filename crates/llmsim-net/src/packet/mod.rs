@@ -13,6 +13,7 @@ mod cc;
 pub mod config;
 mod engine;
 pub mod ns3;
+mod ns3rng;
 mod queue;
 mod route;
 

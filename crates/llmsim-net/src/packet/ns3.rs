@@ -454,10 +454,20 @@ impl Ns3Experiment {
     /// # Errors
     /// `PacketError::Parse` for any malformed or missing file, with its line.
     pub fn load(config_path: &Path, seed: u64) -> Result<Ns3Experiment, PacketError> {
+        Self::load_with(config_path, seed, None)
+    }
+
+    /// [`Ns3Experiment::load`], drawing ECN marks from ns-3's streams from `ns3_streams` on
+    /// ([`PacketConfig::ns3_stream_base`]).
+    ///
+    /// # Errors
+    /// As [`Ns3Experiment::load`].
+    pub fn load_with(config_path: &Path, seed: u64, ns3_streams: Option<u64>) -> Result<Ns3Experiment, PacketError> {
         let name = config_path.display().to_string();
         let text = std::fs::read_to_string(config_path).map_err(|e| perr(&name, 0, format!("cannot read: {e}")))?;
         let mut config = parse_config(&text, &name)?;
         config.packet.seed = seed;
+        config.packet.ns3_stream_base = ns3_streams;
         let find = |rel: &str, key: &str| {
             resolve(config_path, rel).ok_or_else(|| {
                 perr(
