@@ -341,6 +341,8 @@ pub struct Ns3Flow {
     pub dport: u16,
     pub size: u64,
     pub start: SimTime,
+    /// Line in the file (1-based).
+    pub line: usize,
 }
 
 /// Parses a flow file: a count, then `src dst pg dport size_bytes start_s` per line, sorted by
@@ -399,6 +401,7 @@ pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Ns3Flow>, PacketError> 
             dport: dport as u16,
             size,
             start: ns3_seconds(start_s),
+            line: ln,
         };
         if let Some(prev) = out.last().map(|p: &Ns3Flow| p.start)
             && f.start < prev
@@ -495,13 +498,12 @@ impl Ns3Experiment {
         let hosts = imp.topology.num_hosts();
         let topo = Arc::new(imp.topology);
         let mut engine = Engine::new(topo, Some(imp.file_ids), config.packet.clone())?;
-        // Line numbers of flows: header is line 1, flow i on line i + 2 (no blank lines in ns-3 files).
         for (i, f) in flows.iter().enumerate() {
             let map = |id: u32| by_file.get(id as usize).copied().filter(|&n| n < hosts);
             let (Some(s), Some(d)) = (map(f.src), map(f.dst)) else {
                 return Err(perr(
                     &fname,
-                    i + 2,
+                    f.line,
                     format!("flow {} -> {}: both ends must be hosts of the topology", f.src, f.dst),
                 ));
             };
@@ -516,7 +518,7 @@ impl Ns3Experiment {
                     tag: i as u64,
                     flow_hash: i as u64,
                 })
-                .map_err(|e| perr(&fname, i + 2, e.to_string()))?;
+                .map_err(|e| perr(&fname, f.line, e.to_string()))?;
         }
         Ok(Ns3Experiment {
             config,
