@@ -76,29 +76,30 @@ impl Pkt {
 }
 
 /// An egress port: one per directed link.
+#[repr(C)] // hot fields first, together: a dequeue touches few cache lines
 pub(crate) struct Port {
-    pub busy: bool,
-    pub queues: [VecDeque<u32>; NQ],
-    pub qbytes: [u64; NQ],
     pub total: u64,
+    pub busy: bool,
+    pub txdone_pending: bool,
     /// Paused by the peer's PFC.
     pub paused: [bool; NQ],
     pub rrlast: usize,
-    pub tx_bytes: u64,
-    pub kmin: u64,
-    pub kmax: u64,
-    pub pmax: f64,
-    /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
-    pub qlen_hist: Vec<u32>,
     pub dequeues: u32,
     /// Switch ports: when the current transmission ends, and the sequence number reserved for
     /// its TxDone event, which is only pushed once something waits for the port.
-    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on).
-    pub util: Vec<u64>,
     pub busy_until: u64,
     pub txdone_seq: u64,
-    pub txdone_pending: bool,
+    pub tx_bytes: u64,
     pub max_qlen: u64,
+    pub kmin: u64,
+    pub kmax: u64,
+    pub pmax: f64,
+    pub qbytes: [u64; NQ],
+    pub queues: [VecDeque<u32>; NQ],
+    /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
+    pub qlen_hist: Vec<u32>,
+    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on).
+    pub util: Vec<u64>,
 }
 
 /// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority).
