@@ -1,6 +1,7 @@
 //! `llmsim`: simulate LLM training clusters.
 
 mod collective;
+mod ns3;
 mod run;
 mod topo_args;
 mod topo_cmd;
@@ -27,6 +28,8 @@ enum Cmd {
     Collective(collective::CollectiveArgs),
     /// Build a topology: describe it, or export it in ns-3 format.
     Topo(topo_cmd::TopoCmdArgs),
+    /// Run ns-3 HPCC experiments (config.txt, topology, flows) on the packet engine.
+    Ns3(ns3::Ns3Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +45,7 @@ fn main() -> std::process::ExitCode {
         }),
         Cmd::Topo(a) => topo_cmd::run(&a),
         Cmd::Run(a) => run::run(&a),
+        Cmd::Ns3(a) => ns3::run(&a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -8,10 +8,12 @@ use thiserror::Error;
 
 pub mod analytical;
 pub mod flow;
+pub mod packet;
 pub mod route;
 
 pub use analytical::AnalyticalNetwork;
 pub use flow::FlowNetwork;
+pub use packet::PacketNetwork;
 pub use route::{RouteLink, RouteSummary};
 
 /// How a transfer's bytes travel from `src` to `dst`.

@@ -262,12 +262,6 @@ fn run_workload(
     wall: Instant,
 ) -> Result<Outcome, SimError> {
     let gpu = info.gpu;
-    if s.network.backend == Backend::Packet {
-        return Err(SimError::Scenario {
-            field: "network.backend".into(),
-            message: "the packet backend is not implemented yet (issue 4); valid: analytical, flow".into(),
-        });
-    }
     // Compute model.
     let mut cm = ComputeModel::new(gpu);
     if let Some(p) = &s.compute.efficiency {
@@ -350,7 +344,24 @@ fn run_workload(
     let trace_units: Vec<u32> = trace_units.into_iter().filter(|u| layout.coords(*u).1 < active_dp).collect();
     let net: Box<dyn Network> = match s.network.backend {
         Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo.clone())),
-        Backend::Flow | Backend::Packet => Box::new(llmsim_net::flow::FlowNetwork::new(topo.clone())),
+        Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo.clone())),
+        Backend::Packet => {
+            use llmsim_net::packet::{CcMode, PacketConfig, PacketNetwork};
+            let cc = match s.network.cc {
+                scenario::CcSpec::Dcqcn => CcMode::Dcqcn,
+                scenario::CcSpec::Hpcc => CcMode::Hpcc,
+                scenario::CcSpec::Timely => CcMode::Timely,
+                scenario::CcSpec::Dctcp => CcMode::Dctcp,
+            };
+            let cfg = PacketConfig {
+                seed: s.seed,
+                ..PacketConfig::ns3_defaults(cc)
+            };
+            Box::new(PacketNetwork::new(topo.clone(), cfg).map_err(|e| SimError::Scenario {
+                field: "network.backend".into(),
+                message: e.to_string(),
+            })?)
+        }
     };
     let eopts = engine::EngineOptions {
         plan,

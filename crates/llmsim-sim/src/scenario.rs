@@ -109,8 +109,24 @@ pub enum Backend {
     /// Max-min fair sharing of links, event driven. Default.
     #[default]
     Flow,
-    /// Packet-level RoCEv2 (issue 4; not available yet).
+    /// Packet-level RoCEv2 (NICs with congestion control, switches with shared buffer, PFC,
+    /// ECN, ECMP), following the ns-3 RDMA model. The NVLink domain stays analytical.
     Packet,
+}
+
+/// Congestion control of the packet backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CcSpec {
+    /// DCQCN (Mellanox timer variant). Default.
+    #[default]
+    Dcqcn,
+    /// HPCC (INT).
+    Hpcc,
+    /// TIMELY (RTT gradient).
+    Timely,
+    /// Rate-based DCTCP.
+    Dctcp,
 }
 
 /// `network:`.
@@ -120,6 +136,11 @@ pub struct NetworkSpec {
     /// analytical | flow | packet. Default flow.
     #[serde(default)]
     pub backend: Backend,
+    /// Congestion control on the packet backend: dcqcn | hpcc | timely | dctcp, with the
+    /// parameters of the HPCC ns-3 experiments (`run.py`). Default dcqcn. Ignored by the other
+    /// backends.
+    #[serde(default)]
+    pub cc: CcSpec,
 }
 
 /// Algorithm choice for collectives that cross servers.

@@ -193,10 +193,6 @@ fn errors_name_the_field() {
         ("model: mixtral-8x7b\nparallel: { tp: 8, ep: 3 }\ncluster: { gpus: 24 }\n", "ep"),
         ("model: gpt3-13b\ncluster: { gpus: 8, gpu: Z100 }\n", "Z100"),
         ("model: gpt3-175b\ncluster: { gpus: 8 }\n", "memory"),
-        (
-            "model: gpt3-13b\nnetwork: { backend: packet }\nparallel: { tp: 8 }\ncluster: { gpus: 8 }\n",
-            "network.backend",
-        ),
     ];
     for (yaml, needle) in cases {
         let m = err(yaml).to_string();
@@ -220,4 +216,32 @@ fn dlrm_runs_and_its_all_to_all_crosses_the_network() {
     assert!(a2a >= 2 * 16 * (per_rank - per_rank / 16) * 99 / 100, "{a2a}");
     let both = Scenario::from_yaml("model: gpt3-13b\ndlrm: {}\ncluster: { gpus: 8 }\n", &[], Path::new("."));
     assert!(both.unwrap_err().to_string().contains("exactly one"));
+}
+
+#[test]
+fn the_packet_backend_runs_scenarios_with_each_congestion_control() {
+    let yaml = "
+model: { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 1024, vocab_size: 128, gated_mlp: false }
+training: { seq_length: 512, micro_batch_size: 1, global_batch_size: 4 }
+parallel: { tp: 1, pp: 1 }
+cluster: { gpu: H100, gpus: 4, gpus_per_node: 2, topology: { kind: rail-fat-tree, nic: { bandwidth: 100Gbps } } }
+output: { flows: false }
+";
+    let base = run(&scenario(yaml, &["network.backend=analytical"]), RunOptions::default())
+        .report
+        .iteration_time_s;
+    for cc in ["dcqcn", "hpcc", "timely", "dctcp"] {
+        let o = run(
+            &scenario(yaml, &["network.backend=packet", &format!("network.cc={cc}")]),
+            RunOptions::default(),
+        );
+        let it = o.report.iteration_time_s;
+        assert_eq!(o.report.backend, "packet");
+        // Packets, headers and ACKs only add time to the contention-free alpha-beta model.
+        assert!(it >= base, "{cc}: packet {it} s < analytical {base} s");
+        assert!(it < base * 2.0, "{cc}: packet {it} s is far off analytical {base} s");
+    }
+    let bad = Scenario::from_yaml("model: gpt3-13b\nnetwork: { backend: packet, cc: reno }\n", &[], Path::new("."));
+    let m = bad.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(m.contains("network") && m.contains("dcqcn"), "{m}");
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Speed of the packet engine on the HPCC repo's 320-host fabric (inputs/fat.txt: 20 ToRs of
+# 16 x 100G hosts, 400G fabric) with a generated web-search workload: Poisson arrivals at 30%
+# load for 5 ms, web-search flow sizes (DCTCP paper CDF), seed 1. Prints wall time, events/s
+# and peak RSS per CC, and the small ft16 permutation for reference (ns-3: 3.5-4 s there and
+# about 4 minutes / 340 MB on the 320-host run, single-threaded, same machine class).
+# Usage: bench/ns3_speed.sh [reference_dir] [ccs]   (default ../shared/reference/ns3 "dcqcn hp")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
+ccs=${2:-"dcqcn hp"}
+cargo build --release -q -p llmsim-cli
+bin=$PWD/target/release/llmsim
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/inputs"
+cp "$ref/inputs/fat.txt" "$tmp/inputs/"
+"$bin" ns3 gen --topology "$tmp/inputs/fat.txt" --load 0.3 --duration 0.005 --seed 1 > "$tmp/inputs/websearch.txt"
+echo "workload: $(head -1 "$tmp/inputs/websearch.txt") flows, $(awk 'NR>1 {s+=$5} END {printf "%.2f", s/1e9}' "$tmp/inputs/websearch.txt") GB over 5 ms"
+printf "%-28s %12s %10s %14s %10s %12s\n" run "events" "wall s" "M events/s" "RSS MB" "flows done"
+one() {
+  local name=$1 cfg=$2
+  out=$( { /usr/bin/time -f "TIME %e %M" "$bin" ns3 run "$cfg" --json > "$tmp/r.json"; } 2>&1 )
+  rss=$(echo "$out" | awk '/^TIME/ {printf "%.1f", $3/1024}')
+  python3 - "$tmp/r.json" "$name" "$rss" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2]:<28} {j['events']:>12} {j['wall_s']:>10.2f} {j['events']/j['wall_s']/1e6:>14.1f} {sys.argv[3]:>10} {j['llmsim']['flows']:>6}/{j['flows_total']}")
+PY
+}
+for cc in $ccs; do
+  sed -e "s#^TOPOLOGY_FILE .*#TOPOLOGY_FILE inputs/fat.txt#" -e "s#^FLOW_FILE .*#FLOW_FILE inputs/websearch.txt#" \
+    "$ref/runs/ft16_perm_$cc/config.txt" > "$tmp/ws_$cc.txt"
+  one "fat320 websearch $cc" "$tmp/ws_$cc.txt"
+done
+for cc in $ccs; do
+  one "ft16_perm_$cc" "$ref/runs/ft16_perm_$cc/config.txt"
+done

@@ -1,0 +1,296 @@
+//! Parameters of the packet engine. Names and defaults follow the ns-3 RDMA model of the HPCC
+//! code base (`rdma-hw.cc`, `switch-mmu.cc`, `scratch/third.cc`); `ns3::Ns3Config` maps a
+//! `config.txt` onto them one key at a time.
+
+use llmsim_core::SimTime;
+
+/// Congestion control run by every QP (`CC_MODE` in ns-3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum CcMode {
+    /// DCQCN, Mellanox timer variant (`CC_MODE 1`).
+    Dcqcn,
+    /// HPCC with INT (`CC_MODE 3`).
+    Hpcc,
+    /// TIMELY (`CC_MODE 7`).
+    Timely,
+    /// Rate-based DCTCP (`CC_MODE 8`).
+    Dctcp,
+    /// Line rate, no reaction (any other mode; still paced, windowed, lossless).
+    None,
+}
+
+impl CcMode {
+    /// ns-3's `CC_MODE` number.
+    pub fn ns3_mode(self) -> u32 {
+        match self {
+            CcMode::Dcqcn => 1,
+            CcMode::Hpcc => 3,
+            CcMode::Timely => 7,
+            CcMode::Dctcp => 8,
+            CcMode::None => 0,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            CcMode::Dcqcn => "dcqcn",
+            CcMode::Hpcc => "hpcc",
+            CcMode::Timely => "timely",
+            CcMode::Dctcp => "dctcp",
+            CcMode::None => "none",
+        }
+    }
+    /// Parses `dcqcn|hpcc|timely|dctcp|none`.
+    pub fn parse(s: &str) -> Option<CcMode> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "dcqcn" => CcMode::Dcqcn,
+            "hpcc" | "hp" => CcMode::Hpcc,
+            "timely" => CcMode::Timely,
+            "dctcp" => CcMode::Dctcp,
+            "none" => CcMode::None,
+            _ => return None,
+        })
+    }
+    /// Bytes of the INT field carried by data packets and ACKs (`IntHeader::GetStaticSize`).
+    pub fn int_bytes(self) -> u32 {
+        match self {
+            CcMode::Hpcc => 42,
+            CcMode::Timely => 8,
+            _ => 0,
+        }
+    }
+}
+
+/// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EcnThresholds {
+    pub rate_bps: u64,
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+}
+
+/// How switches pick among equal-cost next hops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// ns-3's tables: BFS shortest paths with next hops in ns-3's order, Murmur3 hash of
+    /// `{sip, dip, sport | dport << 16}` seeded with the switch's file id.
+    Ns3,
+    /// The topology's routing rule with the flow's hash (llmsim topologies).
+    Topology,
+}
+
+/// Every parameter of the packet engine. `Default` is ns-3's `run.py` at 100 Gbps with DCQCN.
+#[derive(Clone, Debug)]
+pub struct PacketConfig {
+    pub cc: CcMode,
+    /// Payload bytes per data packet (`PACKET_PAYLOAD_SIZE`).
+    pub mtu: u32,
+    /// `L2_CHUNK_SIZE`: also ACK when the expected sequence crosses a multiple of it (0: off).
+    pub chunk: u64,
+    /// `L2_ACK_INTERVAL`: ACK every this many bytes received in order (1: every packet).
+    pub ack_interval: u64,
+    /// `L2_BACK_TO_ZERO`.
+    pub back_to_zero: bool,
+    /// Minimum gap between two NACKs for the same expected sequence (ns-3: 500 us).
+    pub nack_interval: SimTime,
+    /// `HAS_WIN`, `GLOBAL_T`, `VAR_WIN`.
+    pub has_win: bool,
+    pub global_t: bool,
+    pub var_win: bool,
+    /// `RATE_BOUND`: pace at the QP rate (else at line rate).
+    pub rate_bound: bool,
+    /// `ACK_HIGH_PRIO`: hosts' ACK queue obeys PAUSE of class 0 instead of the data class 3.
+    /// In ns-3's `third.cc` this is all it does: the switches' `AckHighPrio` attribute is never
+    /// set, so switches queue ACKs with the data (found by matching the TIMELY reference run).
+    pub ack_high_prio: bool,
+    /// Switches put ACK/NACK in the strict-priority queue 0 (ns-3's `SwitchNode::AckHighPrio`,
+    /// off in the HPCC runs; not a `config.txt` key).
+    pub switch_ack_high_prio: bool,
+    /// `ENABLE_QCN`: ECN marking at switches.
+    pub ecn: bool,
+    pub ecn_map: Vec<EcnThresholds>,
+    /// Shared buffer per switch (`BUFFER_SIZE` MiB).
+    pub buffer_bytes: u64,
+    /// Per (ingress port, priority) reserve (ns-3: 4 KiB).
+    pub reserve_bytes: u64,
+    /// Resume when shared use + this is under the threshold (ns-3: 3 KiB).
+    pub resume_offset_bytes: u64,
+    /// PFC threshold shift at the NIC rate (alpha = 1/8); one less per doubling of port speed.
+    pub pfc_shift: u32,
+    /// Packet loss on every link (`ERROR_RATE_PER_LINK`), on top of the topology's per-link rates.
+    pub error_rate_per_link: f64,
+    /// Durations (serialization, pacing) are truncated to whole nanoseconds, as ns-3's
+    /// `Seconds(double)` does at its default nanosecond resolution.
+    pub ns_resolution: bool,
+    pub routing: Routing,
+    pub seed: u64,
+    /// Draw ECN marks as ns-3 does (a fresh MRG32k3a stream per mark and per PFC frame), with
+    /// ns-3's stream counter at this value when the run starts (`None`: llmsim's own seeded
+    /// stream). The value depends on the objects ns-3 built for the scenario.
+    pub ns3_stream_base: Option<u64>,
+    // DCQCN
+    pub alpha_resume_interval: SimTime,
+    pub rate_decrease_interval: SimTime,
+    pub rp_timer: SimTime,
+    pub clamp_target_rate: bool,
+    pub ewma_gain: f64,
+    pub fast_recovery_times: u32,
+    pub rate_on_first_cnp: f64,
+    /// Rates in bit/s.
+    pub rate_ai_bps: u64,
+    pub rate_hai_bps: u64,
+    pub min_rate_bps: u64,
+    // HPCC
+    pub fast_react: bool,
+    pub u_target: f64,
+    pub mi_thresh: u32,
+    pub int_multi: u32,
+    // TIMELY (ns-3 attribute defaults; not in config.txt)
+    pub timely_alpha: f64,
+    pub timely_beta: f64,
+    pub timely_t_low_ns: u64,
+    pub timely_t_high_ns: u64,
+    pub timely_min_rtt_ns: u64,
+    // DCTCP
+    pub dctcp_rate_ai_bps: u64,
+}
+
+impl Default for PacketConfig {
+    fn default() -> Self {
+        PacketConfig {
+            cc: CcMode::Dcqcn,
+            mtu: 1000,
+            chunk: 4000,
+            ack_interval: 1,
+            back_to_zero: false,
+            nack_interval: SimTime::from_us(500),
+            has_win: false,
+            global_t: true,
+            var_win: false,
+            rate_bound: true,
+            ack_high_prio: true,
+            switch_ack_high_prio: false,
+            ecn: true,
+            ecn_map: vec![
+                EcnThresholds {
+                    rate_bps: 100_000_000_000,
+                    kmin_bytes: 400_000,
+                    kmax_bytes: 1_600_000,
+                    pmax: 0.2,
+                },
+                EcnThresholds {
+                    rate_bps: 400_000_000_000,
+                    kmin_bytes: 1_600_000,
+                    kmax_bytes: 6_400_000,
+                    pmax: 0.2,
+                },
+            ],
+            buffer_bytes: 32 << 20,
+            reserve_bytes: 4 * 1024,
+            resume_offset_bytes: 3 * 1024,
+            pfc_shift: 3,
+            error_rate_per_link: 0.0,
+            ns_resolution: true,
+            routing: Routing::Topology,
+            seed: 1,
+            ns3_stream_base: None,
+            alpha_resume_interval: SimTime::from_us(1),
+            rate_decrease_interval: SimTime::from_us(4),
+            rp_timer: SimTime::from_us(300),
+            clamp_target_rate: false,
+            ewma_gain: 1.0 / 256.0,
+            fast_recovery_times: 1,
+            rate_on_first_cnp: 1.0,
+            rate_ai_bps: 20_000_000,
+            rate_hai_bps: 200_000_000,
+            min_rate_bps: 1_000_000_000,
+            fast_react: true,
+            u_target: 0.95,
+            mi_thresh: 0,
+            int_multi: 1,
+            timely_alpha: 0.875,
+            timely_beta: 0.8,
+            timely_t_low_ns: 50_000,
+            timely_t_high_ns: 500_000,
+            timely_min_rtt_ns: 20_000,
+            dctcp_rate_ai_bps: 1_000_000_000,
+        }
+    }
+}
+
+impl PacketConfig {
+    /// The `run.py` parameters ns-3's HPCC code base uses at 100 Gbps for `cc`.
+    pub fn ns3_defaults(cc: CcMode) -> Self {
+        let mut c = PacketConfig {
+            cc,
+            ..PacketConfig::default()
+        };
+        match cc {
+            CcMode::Dcqcn | CcMode::None => {}
+            CcMode::Hpcc => {
+                c.rate_ai_bps = 40_000_000;
+                c.rate_hai_bps = 40_000_000;
+                c.has_win = true;
+                c.var_win = true;
+                c.fast_react = true;
+                c.int_multi = 4;
+                c.ack_high_prio = false;
+            }
+            CcMode::Timely => {
+                c.rate_ai_bps = 100_000_000;
+                c.rate_hai_bps = 500_000_000;
+            }
+            CcMode::Dctcp => {
+                c.ewma_gain = 1.0 / 16.0;
+                c.rate_ai_bps = 10_000_000;
+                c.rate_hai_bps = 10_000_000;
+                c.dctcp_rate_ai_bps = 615_000_000;
+                c.has_win = true;
+                c.var_win = true;
+                c.ack_high_prio = false;
+                for e in &mut c.ecn_map {
+                    let k = e.rate_bps / 100_000_000_000 * 300_000;
+                    e.kmin_bytes = k;
+                    e.kmax_bytes = k;
+                    e.pmax = 1.0;
+                }
+            }
+        }
+        c
+    }
+
+    /// Wire bytes of a data packet with `payload` bytes: L2 14 + IPv4 20 + UDP 8 + SeqTs 6 + INT.
+    pub fn data_packet_bytes(&self, payload: u32) -> u32 {
+        payload + 48 + self.cc.int_bytes()
+    }
+
+    /// Wire bytes of an ACK/NACK: 14 + 20 + 12 + INT, padded to 60.
+    pub fn ack_packet_bytes(&self) -> u32 {
+        let hdr = 12 + self.cc.int_bytes();
+        14 + 20 + hdr.max(60 - 14 - 20)
+    }
+
+    /// Thresholds for a rate the map lacks, scaled in proportion to the rate from the nearest
+    /// listed one (as `run.py` scales them: 400 KB/1600 KB at 100G, 1600/6400 at 400G).
+    pub fn ecn_scaled(&self, rate_bps: u64) -> Option<EcnThresholds> {
+        let near = self
+            .ecn_map
+            .iter()
+            .min_by_key(|e| (e.rate_bps as f64 / rate_bps as f64).ln().abs().to_bits())?;
+        let k = rate_bps as f64 / near.rate_bps as f64;
+        Some(EcnThresholds {
+            rate_bps,
+            kmin_bytes: (near.kmin_bytes as f64 * k) as u64,
+            kmax_bytes: (near.kmax_bytes as f64 * k) as u64,
+            pmax: near.pmax,
+        })
+    }
+
+    /// ECN thresholds for a port of this bit rate.
+    pub fn ecn_for(&self, rate_bps: u64) -> Option<EcnThresholds> {
+        self.ecn_map.iter().copied().find(|e| e.rate_bps == rate_bps)
+    }
+}
+
+/// Wire bytes of a PFC frame (L2 14 + IPv4 20 + pause header 9).
+pub const PFC_FRAME_BYTES: u32 = 43;

@@ -1,0 +1,1481 @@
+//! The event-driven core: NICs (QPs, pacing, windows, ACK/NACK, go-back-N), switches (shared
+//! buffer MMU, PFC, ECN at dequeue, INT, priority queues), store-and-forward links, and the
+//! congestion-control hooks of `cc.rs`.
+//!
+//! Semantics follow the ns-3 RDMA model of the HPCC code base (`qbb-net-device.cc`,
+//! `rdma-hw.cc`, `switch-node.cc`, `switch-mmu.cc`); the comments name the function each piece
+//! mirrors. Layout: every directed link is an egress port (`ports`, indexed by `LinkId`), every
+//! link into a switch an ingress account (`ingress`), packets live in a slab with a free list,
+//! events are `u64` words in a 4-ary heap. Nothing is allocated per packet event once queues
+//! have grown to their working size.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use llmsim_core::{NodeId, SimRng, SimTime};
+use llmsim_topo::{NodeKind, Topology};
+
+use super::PacketError;
+use super::cc::{self, CcState};
+use super::config::{CcMode, PFC_FRAME_BYTES, PacketConfig, Routing};
+use super::queue::EvQueue;
+use super::route::Ns3Routes;
+
+pub(crate) const NQ: usize = 8;
+pub(crate) const MAX_HOPS: usize = 5;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Data,
+    Ack,
+    Nack,
+    Pfc,
+}
+
+/// One packet in flight or queued.
+#[derive(Clone, Copy)]
+pub(crate) struct Pkt {
+    pub kind: Kind,
+    /// Priority group (data, ACK) or the paused class (PFC).
+    pub pg: u8,
+    pub ecn: bool,
+    pub cnp: bool,
+    pub pause: bool,
+    pub nhop: u8,
+    pub size: u32,
+    pub flow: u32,
+    /// Data: first byte. ACK/NACK: next expected byte.
+    pub seq: u64,
+    pub payload: u32,
+    /// The link the packet entered the current switch on.
+    pub in_link: u32,
+    /// Send time in ns (TIMELY's timestamp).
+    pub ts_ns: u64,
+    /// Links crossed so far.
+    pub hop: u8,
+}
+
+impl Pkt {
+    fn empty() -> Self {
+        Pkt {
+            kind: Kind::Data,
+            pg: 0,
+            ecn: false,
+            cnp: false,
+            pause: false,
+            nhop: 0,
+            size: 0,
+            flow: 0,
+            seq: 0,
+            payload: 0,
+            in_link: u32::MAX,
+            ts_ns: 0,
+            hop: 0,
+        }
+    }
+}
+
+/// An egress port: one per directed link.
+#[repr(C)] // hot fields first, together: a dequeue touches few cache lines
+pub(crate) struct Port {
+    pub total: u64,
+    pub busy: bool,
+    pub txdone_pending: bool,
+    /// Paused by the peer's PFC.
+    pub paused: [bool; NQ],
+    pub rrlast: usize,
+    pub dequeues: u32,
+    /// Switch ports: when the current transmission ends, and the sequence number reserved for
+    /// its TxDone event, which is only pushed once something waits for the port.
+    pub busy_until: u64,
+    pub txdone_seq: u64,
+    pub tx_bytes: u64,
+    pub max_qlen: u64,
+    pub kmin: u64,
+    pub kmax: u64,
+    pub pmax: f64,
+    pub qbytes: [u64; NQ],
+    pub queues: [VecDeque<u32>; NQ],
+    /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
+    pub qlen_hist: Vec<u32>,
+    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on).
+    pub util: Vec<u64>,
+}
+
+/// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority).
+#[derive(Clone, Default)]
+pub(crate) struct Ingress {
+    pub bytes: [u64; NQ],
+    pub hdrm: [u64; NQ],
+    /// We have paused the upstream sender of this class.
+    pub paused: [bool; NQ],
+    pub headroom: u64,
+    pub shift: u32,
+}
+
+#[derive(Clone, Default)]
+pub(crate) struct SwitchBuf {
+    pub shared_used: u64,
+    pub total_hdrm: u64,
+    pub total_rsrv: u64,
+}
+
+/// A host's NIC (`RdmaEgressQueue` + the host side of `QbbNetDevice`).
+pub(crate) struct Nic {
+    pub link: u32,
+    pub ackq: VecDeque<u32>,
+    pub qps: Vec<u32>,
+    pub rrlast: usize,
+    /// The pending wake-up (`m_nextSend`), if any, and its generation.
+    pub next_send: Option<u64>,
+    pub wake_gen: u32,
+    pub ns3_ip: u32,
+}
+
+/// A QP: sender and receiver state of one flow.
+pub(crate) struct Flow {
+    pub src: u32,
+    pub dst: u32,
+    pub size: u64,
+    pub start: u64,
+    pub sport: u16,
+    pub dport: u16,
+    pub pg: u8,
+    pub tag: u64,
+    pub hash: u64,
+    pub snd_nxt: u64,
+    pub snd_una: u64,
+    /// Highest `snd_nxt` reached (bytes below it sent again are retransmissions).
+    pub max_sent: u64,
+    pub rate: u64,
+    pub max_rate: u64,
+    pub win: u64,
+    pub base_rtt_ns: u64,
+    pub next_avail: u64,
+    pub last_pkt_size: u32,
+    pub started: bool,
+    pub done: bool,
+    pub finish: u64,
+    // receiver
+    pub rx_expected: u64,
+    pub rx_milestone: u64,
+    pub nack_timer: u64,
+    pub last_nack: u64,
+    pub cc: CcState,
+    pub timer_gen: [u32; 3],
+    /// Offsets of the data path (src -> dst) and the ACK path (dst -> src) in `Engine::paths`.
+    pub path_data: u32,
+    pub path_ack: u32,
+}
+
+impl Flow {
+    #[inline]
+    pub fn bytes_left(&self) -> u64 {
+        self.size.saturating_sub(self.snd_nxt)
+    }
+    #[inline]
+    pub fn finished(&self) -> bool {
+        self.snd_una >= self.size
+    }
+    /// `RdmaQueuePair::GetWin`.
+    #[inline]
+    pub fn window(&self, var_win: bool) -> u64 {
+        if self.win == 0 {
+            return 0;
+        }
+        if var_win {
+            let w = (self.win as u128 * self.rate as u128 / self.max_rate.max(1) as u128) as u64;
+            w.max(1)
+        } else {
+            self.win
+        }
+    }
+    #[inline]
+    pub fn win_bound(&self, var_win: bool) -> bool {
+        let w = self.window(var_win);
+        w != 0 && self.snd_nxt - self.snd_una >= w
+    }
+}
+
+/// A flow to simulate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub size: u64,
+    pub start: SimTime,
+    /// Priority group (ns-3 `pg`, 3 in the HPCC runs); 1..=7.
+    pub pg: u8,
+    pub dport: u16,
+    /// The caller's id, returned with the completion.
+    pub tag: u64,
+    /// ECMP hash when routing by the topology's rule.
+    pub flow_hash: u64,
+}
+
+/// A PFC frame's arrival, as ns-3's `pfc.txt` logs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PfcEvent {
+    pub time: SimTime,
+    /// The node that received the frame and its port's link.
+    pub node: NodeId,
+    pub link: u32,
+    pub pause: bool,
+}
+
+/// Counters of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineStats {
+    pub events: u64,
+    pub data_packets: u64,
+    pub acks: u64,
+    pub nacks: u64,
+    pub retransmitted_bytes: u64,
+    pub drops_buffer: u64,
+    pub drops_error: u64,
+    pub pfc_pauses: u64,
+    pub pfc_resumes: u64,
+    pub ecn_marks: u64,
+    pub flows_done: u64,
+    pub payload_delivered: u64,
+    /// Largest number of pending events.
+    pub max_pending: u64,
+}
+
+const EV_ARRIVE: u64 = 0;
+const EV_TXDONE: u64 = 1;
+const EV_WAKE: u64 = 2;
+const EV_START: u64 = 3;
+const EV_ALPHA: u64 = 4;
+const EV_DECREASE: u64 = 5;
+const EV_RPTIMER: u64 = 6;
+const MASK30: u64 = (1 << 30) - 1;
+
+#[inline]
+fn ev(kind: u64, a: u32, b: u32) -> u64 {
+    kind | (u64::from(a) << 4) | ((u64::from(b) & MASK30) << 34)
+}
+
+/// The packet-level simulator.
+pub struct Engine {
+    pub(crate) cfg: PacketConfig,
+    pub(crate) topo: Arc<Topology>,
+    pub(crate) now: u64,
+    events: EvQueue,
+    pub(crate) link_src: Vec<u32>,
+    pub(crate) link_dst: Vec<u32>,
+    pub(crate) link_rate: Vec<u64>,
+    pub(crate) link_delay: Vec<u64>,
+    pub(crate) link_rev: Vec<u32>,
+    link_err: Vec<f64>,
+    pub(crate) ports: Vec<Port>,
+    pub(crate) ingress: Vec<Ingress>,
+    pub(crate) bufs: Vec<SwitchBuf>,
+    pub(crate) nics: Vec<Nic>,
+    pub(crate) flows: Vec<Flow>,
+    pkts: Vec<Pkt>,
+    /// INT hop words of each packet slot (HPCC only; empty otherwise), kept apart so the
+    /// other algorithms' packets stay small.
+    pub(crate) ints: Vec<[u64; MAX_HOPS]>,
+    free: Vec<u32>,
+    routes: Option<Ns3Routes>,
+    /// Per-flow data and ACK paths (links), concatenated.
+    paths: Vec<u32>,
+    /// ns-3 id of each node (its id in the topology file), for IPs and ECMP seeds.
+    pub(crate) ns3_ids: Vec<u32>,
+    port_count: Vec<u16>,
+    rng_ecn: SimRng,
+    ns3_streams: Option<super::ns3rng::Ns3Streams>,
+    rng_err: SimRng,
+    pub(crate) stats: EngineStats,
+    pub(crate) completed: Vec<u32>,
+    pub(crate) pfc_log: Vec<PfcEvent>,
+    pub(crate) max_rtt_ns: u64,
+    pub(crate) max_bdp: u64,
+    /// sport counter per (src, dst) pair, from 10000 as in ns-3.
+    sports: std::collections::HashMap<(u32, u32), u16>,
+    ack_bytes: u32,
+    hdr_bytes: u32,
+    /// Width of link-utilization bins in ps (0: off).
+    util_bin: u64,
+}
+
+/// ns-3's `Seconds(bytes*8/bps)` at nanosecond resolution: the double is converted to 64.64
+/// fixed point (truncating), multiplied by 1e9, and floored.
+#[inline]
+pub(crate) fn ns3_tx_ns(bytes: u64, bps: u64) -> u64 {
+    let secs = bytes as f64 * 8.0 / bps as f64;
+    let scaled = secs * 18_446_744_073_709_551_616.0;
+    let fixed = if scaled < 18_446_744_073_709_551_616.0 {
+        u128::from(scaled as u64)
+    } else {
+        scaled as u128
+    };
+    ((fixed * 1_000_000_000u128) >> 64) as u64
+}
+
+impl Engine {
+    /// Builds the engine on `topo`. `ns3_ids[n]` is node `n`'s id in an ns-3 topology file
+    /// (identity when `None`): it sets IPs, ECMP seeds and the order of next hops.
+    ///
+    /// # Errors
+    /// `PacketError::Config` when a port's rate has no ECN thresholds, or a host has no NIC.
+    pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, cfg: PacketConfig) -> Result<Engine, PacketError> {
+        let nl = topo.num_links();
+        let nn = topo.num_nodes();
+        let ns3_ids = ns3_ids.unwrap_or_else(|| (0..nn as u32).collect());
+        let mut link_src = Vec::with_capacity(nl);
+        let mut link_dst = Vec::with_capacity(nl);
+        let mut link_rate = Vec::with_capacity(nl);
+        let mut link_delay = Vec::with_capacity(nl);
+        let mut link_err = Vec::with_capacity(nl);
+        for (i, l) in topo.links().iter().enumerate() {
+            link_src.push(l.src.0);
+            link_dst.push(l.dst.0);
+            link_rate.push(l.bandwidth.bps());
+            link_delay.push(l.latency.as_ps());
+            let e = topo.link_error_rate(llmsim_core::LinkId::from_idx(i));
+            link_err.push(1.0 - (1.0 - e) * (1.0 - cfg.error_rate_per_link));
+        }
+        // Reverse links: the cable's other direction.
+        let mut link_rev = vec![u32::MAX; nl];
+        for n in 0..nn {
+            for &l in topo.ports(NodeId(n as u32)) {
+                let d = link_dst[l.idx()];
+                if link_rev[l.idx()] != u32::MAX {
+                    continue;
+                }
+                if let Some(&r) = topo
+                    .ports(NodeId(d))
+                    .iter()
+                    .find(|&&r| link_dst[r.idx()] == n as u32 && link_rev[r.idx()] == u32::MAX)
+                {
+                    link_rev[l.idx()] = r.0;
+                    link_rev[r.idx()] = l.0;
+                }
+            }
+        }
+        if let Some(l) = link_rev.iter().position(|&r| r == u32::MAX) {
+            return Err(PacketError::Config(format!(
+                "link {l} ({} -> {}) has no reverse direction; the packet engine needs full-duplex cables",
+                link_src[l], link_dst[l]
+            )));
+        }
+        let is_switch = |n: u32| matches!(topo.node(NodeId(n)), NodeKind::Switch { .. } | NodeKind::NvSwitch);
+        let nic_rate = (0..topo.num_hosts())
+            .find_map(|h| {
+                topo.ports(NodeId(h))
+                    .iter()
+                    .find(|&&l| topo.link(l).kind != llmsim_topo::LinkKind::NvLink)
+                    .map(|l| link_rate[l.idx()])
+            })
+            .ok_or_else(|| PacketError::Config("no host has a NIC".into()))?;
+        let mut ports = Vec::with_capacity(nl);
+        for l in 0..nl {
+            let rate = link_rate[l];
+            let (kmin, kmax, pmax) = if is_switch(link_src[l]) && cfg.ecn {
+                let e = cfg
+                    .ecn_for(rate)
+                    .or_else(|| (cfg.routing == Routing::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
+                    .ok_or_else(|| {
+                        PacketError::Config(format!(
+                            "no ECN thresholds for {} bit/s ports (link {l}); add the rate to KMIN_MAP/KMAX_MAP/PMAX_MAP",
+                            rate
+                        ))
+                    })?;
+                (e.kmin_bytes, e.kmax_bytes, e.pmax)
+            } else {
+                (u64::MAX, u64::MAX, 0.0)
+            };
+            ports.push(Port {
+                busy: false,
+                queues: Default::default(),
+                qbytes: [0; NQ],
+                total: 0,
+                paused: [false; NQ],
+                rrlast: 0,
+                tx_bytes: 0,
+                kmin,
+                kmax,
+                pmax,
+                qlen_hist: Vec::new(),
+                dequeues: 0,
+                util: Vec::new(),
+                busy_until: 0,
+                txdone_seq: 0,
+                txdone_pending: false,
+                max_qlen: 0,
+            });
+        }
+        // MMU: headroom 3 * rate * delay per port, shift from the NIC rate (third.cc).
+        let mut ingress = vec![Ingress::default(); nl];
+        let mut bufs = vec![SwitchBuf::default(); nn];
+        for l in 0..nl {
+            let s = link_dst[l];
+            if !is_switch(s) {
+                continue;
+            }
+            let rate = link_rate[l];
+            let delay_ns = link_delay[l] / 1000;
+            let headroom = (u128::from(rate) * u128::from(delay_ns) / 8 / 1_000_000_000) as u64 * 3;
+            let mut shift = cfg.pfc_shift;
+            let mut r = rate;
+            while r > nic_rate && shift > 0 {
+                shift -= 1;
+                r /= 2;
+            }
+            ingress[l].headroom = headroom;
+            ingress[l].shift = shift;
+            bufs[s as usize].total_hdrm += headroom;
+            bufs[s as usize].total_rsrv += cfg.reserve_bytes;
+        }
+        let mut nics = Vec::with_capacity(topo.num_hosts() as usize);
+        for h in 0..topo.num_hosts() {
+            let link = topo
+                .ports(NodeId(h))
+                .iter()
+                .copied()
+                .find(|&l| topo.link(l).kind != llmsim_topo::LinkKind::NvLink)
+                .ok_or_else(|| PacketError::Config(format!("host {h} has no NIC link")))?;
+            let id = ns3_ids[h as usize];
+            nics.push(Nic {
+                link: link.0,
+                ackq: VecDeque::new(),
+                qps: Vec::new(),
+                rrlast: 0,
+                next_send: None,
+                wake_gen: 0,
+                ns3_ip: ns3_ip(id),
+            });
+        }
+        let routes = match cfg.routing {
+            Routing::Ns3 => Some(Ns3Routes::build(&topo, &ns3_ids, &link_dst)),
+            Routing::Topology => None,
+        };
+        let port_count = (0..nn).map(|n| topo.ports(NodeId(n as u32)).len() as u16).collect();
+        let hdr_bytes = cfg.data_packet_bytes(0);
+        let ack_bytes = cfg.ack_packet_bytes();
+        let mut e = Engine {
+            rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
+            ns3_streams: cfg.ns3_stream_base.map(|b| super::ns3rng::Ns3Streams::new(1, 1, b)),
+            rng_err: SimRng::derive(cfg.seed, 0xE22),
+            cfg,
+            topo,
+            now: 0,
+            events: EvQueue::default(),
+            link_src,
+            link_dst,
+            link_rate,
+            link_delay,
+            link_rev,
+            link_err,
+            ports,
+            ingress,
+            bufs,
+            nics,
+            flows: Vec::new(),
+            pkts: Vec::new(),
+            ints: Vec::new(),
+            free: Vec::new(),
+            routes,
+            paths: Vec::new(),
+            ns3_ids,
+            port_count,
+            stats: EngineStats::default(),
+            completed: Vec::new(),
+            pfc_log: Vec::new(),
+            max_rtt_ns: 0,
+            max_bdp: 0,
+            sports: Default::default(),
+            ack_bytes,
+            hdr_bytes,
+            util_bin: 0,
+        };
+        e.compute_max_rtt();
+        Ok(e)
+    }
+
+    /// Max base RTT and BDP over host pairs (`third.cc`: maxRtt, maxBdp), over routed paths.
+    fn compute_max_rtt(&mut self) {
+        let h = self.topo.num_hosts();
+        let mut path = Vec::new();
+        // Every pair on small fabrics; from host 0 (symmetric generated fabrics) on large ones.
+        let srcs: Vec<u32> = if h <= 2048 { (0..h).collect() } else { vec![0] };
+        for &s in &srcs {
+            for d in 0..h {
+                if d == s {
+                    continue;
+                }
+                path.clear();
+                if self.route_path(s, d, 0, &mut path).is_err() {
+                    continue;
+                }
+                let (rtt, bw) = self.path_rtt(&path);
+                let bdp = (u128::from(rtt) * u128::from(bw) / 1_000_000_000 / 8) as u64;
+                self.max_rtt_ns = self.max_rtt_ns.max(rtt);
+                self.max_bdp = self.max_bdp.max(bdp);
+            }
+        }
+    }
+
+    /// Base RTT in ns (2 x propagation + per-hop serialization of one MTU payload) and
+    /// bottleneck rate of a path, as `third.cc` computes `pairRtt`/`pairBw`.
+    pub(crate) fn path_rtt(&self, path: &[u32]) -> (u64, u64) {
+        let mut delay = 0u64;
+        let mut tx = 0u64;
+        let mut bw = u64::MAX;
+        for &l in path {
+            let l = l as usize;
+            delay += self.link_delay[l] / 1000;
+            tx += u64::from(self.cfg.mtu) * 1_000_000_000 * 8 / self.link_rate[l];
+            bw = bw.min(self.link_rate[l]);
+        }
+        (delay * 2 + tx, bw)
+    }
+
+    /// The links from host `s` to host `d` for a data packet of a flow with this hash/sport.
+    pub(crate) fn route_path(&self, s: u32, d: u32, flow: u32, out: &mut Vec<u32>) -> Result<(), PacketError> {
+        let ports = self
+            .flows
+            .get(flow as usize)
+            .map_or((100, 10000, 0), |f| (f.dport, f.sport, f.hash));
+        self.route_path_kind(s, d, ports, Kind::Data, out)
+    }
+
+    /// The links a packet of `kind` takes from host `s` to host `d`; `ports` is the flow's
+    /// (dport, sport, hash). An ACK travels from the flow's receiver `s` to its sender `d`.
+    pub(crate) fn route_path_kind(
+        &self,
+        s: u32,
+        d: u32,
+        ports: (u16, u16, u64),
+        kind: Kind,
+        out: &mut Vec<u32>,
+    ) -> Result<(), PacketError> {
+        let mut at = s;
+        let mut guard = 0;
+        while at != d {
+            let l = if at < self.topo.num_hosts() {
+                self.nics[at as usize].link
+            } else {
+                self.next_hop_for(at, s, d, ports, kind)?
+            };
+            out.push(l);
+            at = self.link_dst[l as usize];
+            guard += 1;
+            if guard > 64 {
+                return Err(PacketError::Config(format!("routing loop from {s} to {d}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Standalone FCT of a flow in ns (`third.cc` `qp_finish`): base RTT + wire bytes without INT
+    /// over the bottleneck.
+    pub fn standalone_fct_ns(&self, f: usize) -> u64 {
+        let fl = &self.flows[f];
+        let mut path = Vec::new();
+        let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);
+        let (rtt, bw) = self.path_rtt(&path);
+        let pkts = (fl.size.max(1) - 1) / u64::from(self.cfg.mtu) + 1;
+        let total = fl.size + pkts * 48;
+        rtt + total * 8_000_000_000 / bw
+    }
+
+    // ---------------------------------------------------------------- time helpers
+
+    #[inline]
+    fn tx_ps(&self, bytes: u32, bps: u64) -> u64 {
+        if self.cfg.ns_resolution {
+            ns3_tx_ns(u64::from(bytes), bps) * 1000
+        } else {
+            (u128::from(bytes) * 8 * 1_000_000_000_000u128).div_ceil(u128::from(bps)) as u64
+        }
+    }
+
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.now / 1000
+    }
+
+    #[inline]
+    fn schedule(&mut self, at: u64, e: u64) {
+        self.events.push(at, e);
+        self.stats.max_pending = self.stats.max_pending.max(self.events.len() as u64);
+    }
+
+    // ---------------------------------------------------------------- packets
+
+    #[inline]
+    fn alloc(&mut self, p: Pkt) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.pkts[i as usize] = p;
+            i
+        } else {
+            self.pkts.push(p);
+            if self.cfg.cc == CcMode::Hpcc {
+                self.ints.push([0; MAX_HOPS]);
+            }
+            (self.pkts.len() - 1) as u32
+        }
+    }
+
+    #[inline]
+    fn release(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
+    // ---------------------------------------------------------------- flows
+
+    /// Adds a flow; it starts at `spec.start` (not before the engine's current time).
+    ///
+    /// # Errors
+    /// `PacketError::Flow` for a non-host endpoint, `src == dst`, a zero size or a `pg` outside 1..=7.
+    pub fn add_flow(&mut self, spec: FlowSpec) -> Result<u32, PacketError> {
+        let h = self.topo.num_hosts();
+        if spec.src.0 >= h || spec.dst.0 >= h || spec.src == spec.dst {
+            return Err(PacketError::Flow(format!(
+                "flow {} -> {}: both ends must be distinct hosts (0..{h})",
+                spec.src.0, spec.dst.0
+            )));
+        }
+        if spec.size == 0 {
+            return Err(PacketError::Flow(format!(
+                "flow {} -> {}: size must be positive",
+                spec.src.0, spec.dst.0
+            )));
+        }
+        if spec.pg == 0 || usize::from(spec.pg) >= NQ {
+            return Err(PacketError::Flow(format!(
+                "flow pg {} must be in 1..=7 (0 is the control class)",
+                spec.pg
+            )));
+        }
+        let sport = {
+            let c = self.sports.entry((spec.src.0, spec.dst.0)).or_insert(10000);
+            let s = *c;
+            *c = c.wrapping_add(1);
+            s
+        };
+        let id = self.flows.len() as u32;
+        let start = spec.start.as_ps().max(self.now);
+        // Routes are static: each flow's data and ACK paths are computed once.
+        let path_data = self.paths.len() as u32;
+        let mut p = std::mem::take(&mut self.paths);
+        let r = self
+            .route_path_kind(spec.src.0, spec.dst.0, (spec.dport, sport, spec.flow_hash), Kind::Data, &mut p)
+            .and_then(|()| {
+                let at = p.len();
+                self.route_path_kind(spec.dst.0, spec.src.0, (spec.dport, sport, spec.flow_hash), Kind::Ack, &mut p)
+                    .map(|()| at)
+            });
+        self.paths = p;
+        let path_ack = match r {
+            Ok(at) => at as u32,
+            Err(e) => {
+                self.paths.truncate(path_data as usize);
+                return Err(PacketError::Flow(format!("flow {} -> {}: {e}", spec.src.0, spec.dst.0)));
+            }
+        };
+        self.flows.push(Flow {
+            src: spec.src.0,
+            dst: spec.dst.0,
+            size: spec.size,
+            start,
+            sport,
+            dport: spec.dport,
+            pg: spec.pg,
+            tag: spec.tag,
+            hash: spec.flow_hash,
+            snd_nxt: 0,
+            snd_una: 0,
+            max_sent: 0,
+            rate: 0,
+            max_rate: 0,
+            win: 0,
+            base_rtt_ns: 0,
+            next_avail: 0,
+            last_pkt_size: 0,
+            started: false,
+            done: false,
+            finish: 0,
+            rx_expected: 0,
+            rx_milestone: 0,
+            nack_timer: 0,
+            last_nack: 0,
+            cc: CcState::default(),
+            timer_gen: [0; 3],
+            path_data,
+            path_ack,
+        });
+        self.schedule(start, ev(EV_START, id, 0));
+        Ok(id)
+    }
+
+    /// `RdmaHw::AddQueuePair` + `QbbNetDevice::NewQp`.
+    fn start_flow(&mut self, f: u32) {
+        let fi = f as usize;
+        let src = self.flows[fi].src;
+        let link = self.nics[src as usize].link;
+        let line = self.link_rate[link as usize];
+        let (win, base_rtt) = if self.cfg.global_t {
+            (self.max_bdp, self.max_rtt_ns)
+        } else {
+            let mut path = Vec::new();
+            let _ = self.route_path(src, self.flows[fi].dst, f, &mut path);
+            let (rtt, bw) = self.path_rtt(&path);
+            ((u128::from(rtt) * u128::from(bw) / 1_000_000_000 / 8) as u64, rtt)
+        };
+        let now = self.now;
+        let fl = &mut self.flows[fi];
+        fl.started = true;
+        fl.rate = line;
+        fl.max_rate = line;
+        fl.win = if self.cfg.has_win { win } else { 0 };
+        fl.base_rtt_ns = base_rtt;
+        fl.next_avail = now;
+        cc::init(&self.cfg, fl, line);
+        self.nics[src as usize].qps.push(f);
+        self.host_send(src);
+    }
+
+    // ---------------------------------------------------------------- main loop
+
+    /// Time of the next event, in ps.
+    pub fn next_event_ps(&self) -> Option<u64> {
+        self.events.peek_time()
+    }
+
+    /// Runs every event at or before `t` (ps).
+    pub fn run_until(&mut self, t: u64) {
+        while let Some((et, e)) = self.events.pop_until(t) {
+            self.now = et;
+            self.dispatch(e);
+        }
+        if t != u64::MAX && t > self.now {
+            self.now = t;
+        }
+    }
+
+    /// Runs until no event is left.
+    pub fn run(&mut self) {
+        self.run_until(u64::MAX);
+    }
+
+    #[inline]
+    fn dispatch(&mut self, e: u64) {
+        self.stats.events += 1;
+        let kind = e & 0xF;
+        let a = ((e >> 4) & MASK30) as u32;
+        let b = ((e >> 34) & MASK30) as u32;
+        match kind {
+            EV_ARRIVE => self.arrive(a, b),
+            EV_TXDONE => {
+                self.ports[a as usize].busy = false;
+                self.ports[a as usize].txdone_pending = false;
+                let src = self.link_src[a as usize];
+                if src < self.topo.num_hosts() {
+                    self.host_send(src);
+                } else {
+                    self.switch_send(a);
+                }
+            }
+            EV_WAKE => {
+                let nic = &mut self.nics[a as usize];
+                if u64::from(nic.wake_gen) & MASK30 == u64::from(b) && nic.next_send.is_some() {
+                    nic.next_send = None;
+                    self.host_send(a);
+                }
+            }
+            EV_START => self.start_flow(a),
+            EV_ALPHA | EV_DECREASE | EV_RPTIMER => {
+                let slot = (kind - EV_ALPHA) as usize;
+                let fl = &self.flows[a as usize];
+                if fl.done || u64::from(fl.timer_gen[slot]) & MASK30 != u64::from(b) {
+                    self.stats.events -= 1;
+                    return;
+                }
+                match kind {
+                    EV_ALPHA => self.dcqcn_alpha(a),
+                    EV_DECREASE => self.dcqcn_decrease(a),
+                    _ => self.dcqcn_rp_timer(a),
+                }
+            }
+            _ => unreachable!("event kind {kind}"),
+        }
+    }
+
+    // ---------------------------------------------------------------- links
+
+    /// `QbbNetDevice::TransmitStart` + `QbbChannel::TransmitStart`.
+    #[inline]
+    fn transmit(&mut self, link: u32, p: u32) {
+        let li = link as usize;
+        let size = self.pkts[p as usize].size;
+        let tx = self.tx_ps(size, self.link_rate[li]);
+        self.ports[li].busy = true;
+        // After the INT hop (which reads the bytes sent before this packet).
+        self.ports[li].tx_bytes += u64::from(size);
+        let now = self.now;
+        if let Some(b) = now.checked_div(self.util_bin) {
+            let b = b as usize;
+            let u = &mut self.ports[li].util;
+            if u.len() <= b {
+                u.resize(b + 1, 0);
+            }
+            u[b] += u64::from(size);
+        }
+        if self.link_src[li] < self.topo.num_hosts() || self.ports[li].total > 0 {
+            self.schedule(now + tx, ev(EV_TXDONE, link, 0));
+            self.ports[li].txdone_pending = true;
+        } else {
+            // An idle switch port: its TxDone would find nothing to send. Keep its place in the
+            // event order and push it only if a packet arrives before it.
+            let seq = self.events.reserve_seq();
+            let pt = &mut self.ports[li];
+            pt.busy_until = now + tx;
+            pt.txdone_seq = seq;
+            pt.txdone_pending = false;
+        }
+        self.schedule(now + tx + self.link_delay[li], ev(EV_ARRIVE, link, p));
+    }
+
+    fn arrive(&mut self, link: u32, p: u32) {
+        let li = link as usize;
+        let err = self.link_err[li];
+        if err > 0.0 && self.rng_err.unit_f64() < err {
+            self.stats.drops_error += 1;
+            self.release(p);
+            return;
+        }
+        let node = self.link_dst[li];
+        self.pkts[p as usize].hop += 1;
+        if self.pkts[p as usize].kind == Kind::Pfc {
+            self.receive_pfc(node, link, p);
+        } else if node < self.topo.num_hosts() {
+            self.host_receive(node, p);
+        } else {
+            self.switch_receive(node, link, p);
+        }
+    }
+
+    /// `QbbNetDevice::Receive` of a PFC frame: pause or resume our egress on that cable.
+    fn receive_pfc(&mut self, node: u32, in_link: u32, p: u32) {
+        let port = self.link_rev[in_link as usize];
+        let pk = self.pkts[p as usize];
+        self.release(p);
+        let q = usize::from(pk.pg);
+        self.pfc_log.push(PfcEvent {
+            time: SimTime::from_ps(self.now),
+            node: NodeId(node),
+            link: port,
+            pause: pk.pause,
+        });
+        if pk.pause {
+            self.stats.pfc_pauses += 1;
+            self.ports[port as usize].paused[q] = true;
+        } else {
+            self.stats.pfc_resumes += 1;
+            self.ports[port as usize].paused[q] = false;
+            if node < self.topo.num_hosts() {
+                self.host_send(node);
+            } else {
+                self.switch_send(port);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- switch
+
+    /// Next hop at switch `at` of a packet travelling from host `src` to host `dst`.
+    fn next_hop_for(&self, at: u32, src: u32, dst: u32, ports: (u16, u16, u64), kind: Kind) -> Result<u32, PacketError> {
+        let (dport, sport, hash) = ports;
+        match &self.routes {
+            Some(r) => {
+                let (sip, dip, ports) = match kind {
+                    Kind::Data => (
+                        self.nics[src as usize].ns3_ip,
+                        self.nics[dst as usize].ns3_ip,
+                        u32::from(sport) | (u32::from(dport) << 16),
+                    ),
+                    _ => (
+                        self.nics[src as usize].ns3_ip,
+                        self.nics[dst as usize].ns3_ip,
+                        u32::from(dport) | (u32::from(sport) << 16),
+                    ),
+                };
+                r.next_hop(at, dst, sip, dip, ports, self.ns3_ids[at as usize])
+                    .ok_or_else(|| PacketError::Config(format!("no route from node {at} to host {dst}")))
+            }
+            None => {
+                let h = if kind == Kind::Data {
+                    hash
+                } else {
+                    llmsim_core::mix64(hash ^ 0xACC)
+                };
+                self.topo
+                    .next_hop(NodeId(at), NodeId(dst), h)
+                    .map(|l| l.0)
+                    .map_err(|e| PacketError::Config(e.to_string()))
+            }
+        }
+    }
+
+    /// `SwitchNode::SendToDev`: route, classify, admit, enqueue.
+    fn switch_receive(&mut self, s: u32, in_link: u32, p: u32) {
+        let pk = &self.pkts[p as usize];
+        let (kind, pg, size, hop) = (pk.kind, pk.pg, pk.size, pk.hop);
+        let fl = &self.flows[pk.flow as usize];
+        // Data goes src -> dst; ACK/NACK the other way.
+        let base = if kind == Kind::Data { fl.path_data } else { fl.path_ack };
+        let out = self.paths[base as usize + usize::from(hop)];
+        let _ = s;
+        let q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
+            0
+        } else {
+            usize::from(pg)
+        };
+        let size = u64::from(size);
+        if q != 0 {
+            if !self.check_ingress(s, in_link, q, size) {
+                self.stats.drops_buffer += 1;
+                self.release(p);
+                return;
+            }
+            self.update_ingress(s, in_link, q, size);
+            self.check_and_send_pfc(s, in_link, q);
+        }
+        self.pkts[p as usize].in_link = in_link;
+        let port = &mut self.ports[out as usize];
+        port.queues[q].push_back(p);
+        port.qbytes[q] += size;
+        port.total += size;
+        self.switch_send(out);
+    }
+
+    fn pfc_threshold(&self, s: u32, in_link: u32) -> u64 {
+        let b = &self.bufs[s as usize];
+        let free = self
+            .cfg
+            .buffer_bytes
+            .saturating_sub(b.total_hdrm)
+            .saturating_sub(b.total_rsrv)
+            .saturating_sub(b.shared_used);
+        // ns-3 computes this in uint32; the configured buffers fit.
+        free >> self.ingress[in_link as usize].shift
+    }
+
+    #[inline]
+    fn shared_used(&self, in_link: u32, q: usize) -> u64 {
+        self.ingress[in_link as usize].bytes[q].saturating_sub(self.cfg.reserve_bytes)
+    }
+
+    /// `SwitchMmu::CheckIngressAdmission`.
+    fn check_ingress(&self, s: u32, in_link: u32, q: usize, size: u64) -> bool {
+        let ig = &self.ingress[in_link as usize];
+        !(size + ig.hdrm[q] > ig.headroom && size + self.shared_used(in_link, q) > self.pfc_threshold(s, in_link))
+    }
+
+    /// `SwitchMmu::UpdateIngressAdmission`.
+    fn update_ingress(&mut self, s: u32, in_link: u32, q: usize, size: u64) {
+        let reserve = self.cfg.reserve_bytes;
+        let new_bytes = self.ingress[in_link as usize].bytes[q] + size;
+        if new_bytes <= reserve {
+            self.ingress[in_link as usize].bytes[q] += size;
+        } else {
+            let thresh = self.pfc_threshold(s, in_link);
+            if new_bytes - reserve > thresh {
+                self.ingress[in_link as usize].hdrm[q] += size;
+            } else {
+                self.ingress[in_link as usize].bytes[q] += size;
+                self.bufs[s as usize].shared_used += size.min(new_bytes - reserve);
+            }
+        }
+    }
+
+    /// `SwitchMmu::RemoveFromIngressAdmission`.
+    fn remove_ingress(&mut self, s: u32, in_link: u32, q: usize, size: u64) {
+        let reserve = self.cfg.reserve_bytes;
+        let ig = &mut self.ingress[in_link as usize];
+        let from_hdrm = ig.hdrm[q].min(size);
+        let from_shared = (size - from_hdrm).min(ig.bytes[q].saturating_sub(reserve));
+        ig.hdrm[q] -= from_hdrm;
+        ig.bytes[q] -= size - from_hdrm;
+        self.bufs[s as usize].shared_used -= from_shared;
+    }
+
+    fn check_and_send_pfc(&mut self, s: u32, in_link: u32, q: usize) {
+        let ig = &self.ingress[in_link as usize];
+        if !ig.paused[q] && (ig.hdrm[q] > 0 || self.shared_used(in_link, q) >= self.pfc_threshold(s, in_link)) {
+            self.send_pfc(in_link, q, true);
+            self.ingress[in_link as usize].paused[q] = true;
+        }
+    }
+
+    fn check_and_send_resume(&mut self, s: u32, in_link: u32, q: usize) {
+        let ig = &self.ingress[in_link as usize];
+        if !ig.paused[q] {
+            return;
+        }
+        let used = self.shared_used(in_link, q);
+        if ig.hdrm[q] == 0 && (used == 0 || used + self.cfg.resume_offset_bytes <= self.pfc_threshold(s, in_link)) {
+            self.send_pfc(in_link, q, false);
+            self.ingress[in_link as usize].paused[q] = false;
+        }
+    }
+
+    /// `QbbNetDevice::SendPfc`: a frame in queue 0 of the port back toward the sender.
+    fn send_pfc(&mut self, in_link: u32, q: usize, pause: bool) {
+        let port = self.link_rev[in_link as usize];
+        let mut pk = Pkt::empty();
+        pk.kind = Kind::Pfc;
+        pk.pg = q as u8;
+        pk.pause = pause;
+        pk.size = PFC_FRAME_BYTES;
+        // ns-3 draws the frame's IP id from a fresh random variable.
+        if let Some(s) = &mut self.ns3_streams {
+            s.skip();
+        }
+        let p = self.alloc(pk);
+        let pt = &mut self.ports[port as usize];
+        pt.queues[0].push_back(p);
+        pt.qbytes[0] += u64::from(PFC_FRAME_BYTES);
+        pt.total += u64::from(PFC_FRAME_BYTES);
+        self.switch_send(port);
+    }
+
+    /// `QbbNetDevice::DequeueAndTransmit` (switch) + `SwitchNode::SwitchNotifyDequeue`.
+    fn switch_send(&mut self, port: u32) {
+        let pi = port as usize;
+        if self.ports[pi].busy {
+            let pt = &self.ports[pi];
+            if pt.txdone_pending {
+                return;
+            }
+            // The deferred TxDone: already past (the port is free), or still ahead (push it).
+            let (until, seq) = (pt.busy_until, pt.txdone_seq);
+            if self.now > until || (self.now == until && self.events.cur_seq() > seq) {
+                self.ports[pi].busy = false;
+            } else {
+                self.events.push_seq(until, seq, ev(EV_TXDONE, port, 0));
+                self.ports[pi].txdone_pending = true;
+                return;
+            }
+        }
+        // BEgressQueue::DequeueRR: queue 0 strictly first, then round robin over the others.
+        let pt = &mut self.ports[pi];
+        let q = if !pt.queues[0].is_empty() {
+            0
+        } else {
+            let mut found = None;
+            for i in 1..=NQ {
+                let qi = (i + pt.rrlast) % NQ;
+                if !pt.paused[qi] && !pt.queues[qi].is_empty() {
+                    found = Some(qi);
+                    break;
+                }
+            }
+            match found {
+                Some(q) => q,
+                None => return,
+            }
+        };
+        let Some(p) = pt.queues[q].pop_front() else { return };
+        let size = u64::from(self.pkts[p as usize].size);
+        pt.qbytes[q] -= size;
+        pt.total -= size;
+        if q != 0 {
+            pt.rrlast = q;
+        }
+        let s = self.link_src[pi];
+        if q != 0 {
+            let in_link = self.pkts[p as usize].in_link;
+            self.remove_ingress(s, in_link, q, size);
+            if self.cfg.ecn && self.should_mark(pi, q) {
+                self.pkts[p as usize].ecn = true;
+                self.stats.ecn_marks += 1;
+            }
+            self.check_and_send_resume(s, in_link, q);
+        }
+        let pt = &mut self.ports[pi];
+        if self.pkts[p as usize].kind == Kind::Data && self.cfg.cc == CcMode::Hpcc {
+            let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, self.link_rate[pi], self.cfg.int_multi);
+            let pk = &mut self.pkts[p as usize];
+            if usize::from(pk.nhop) < MAX_HOPS {
+                self.ints[p as usize][usize::from(pk.nhop)] = hop;
+                pk.nhop += 1;
+            }
+        }
+        // Queue-length distribution: every 8th dequeue (the histogram is a cache miss on busy
+        // fabrics); the maximum is exact.
+        pt.dequeues = pt.dequeues.wrapping_add(1);
+        if pt.dequeues.is_multiple_of(8) {
+            let kb = (pt.total / 1000) as usize;
+            if pt.qlen_hist.len() <= kb {
+                pt.qlen_hist.resize(kb + 1, 0);
+            }
+            pt.qlen_hist[kb] += 1;
+        }
+        pt.max_qlen = pt.max_qlen.max(pt.total + size);
+        self.transmit(port, p);
+    }
+
+    /// `SwitchMmu::ShouldSendCN` on the egress bytes of `q` (after this packet left).
+    fn should_mark(&mut self, pi: usize, q: usize) -> bool {
+        let pt = &self.ports[pi];
+        let b = pt.qbytes[q];
+        if b > pt.kmax {
+            return true;
+        }
+        if b > pt.kmin {
+            let p = pt.pmax * (b - pt.kmin) as f64 / (pt.kmax - pt.kmin) as f64;
+            let u = match &mut self.ns3_streams {
+                Some(s) => s.next_u01(),
+                None => self.rng_ecn.unit_f64(),
+            };
+            return u < p;
+        }
+        false
+    }
+
+    // ---------------------------------------------------------------- host
+
+    /// `QbbNetDevice::DequeueAndTransmit` (host) + `RdmaEgressQueue::GetNextQindex`.
+    fn host_send(&mut self, h: u32) {
+        let hi = h as usize;
+        let link = self.nics[hi].link as usize;
+        if self.ports[link].busy {
+            return;
+        }
+        let ack_class = if self.cfg.ack_high_prio { 0 } else { 3 };
+        if !self.ports[link].paused[ack_class]
+            && let Some(p) = self.nics[hi].ackq.pop_front()
+        {
+            self.transmit(link as u32, p);
+            return;
+        }
+        let var_win = self.cfg.var_win;
+        let now = self.now;
+        let n = self.nics[hi].qps.len();
+        let mut res: Option<usize> = None;
+        let mut min_finish = usize::MAX;
+        {
+            let nic = &self.nics[hi];
+            let paused = &self.ports[link].paused;
+            for i in 1..=n {
+                let idx = (i + nic.rrlast) % n;
+                let fl = &self.flows[nic.qps[idx] as usize];
+                if !paused[usize::from(fl.pg)] && fl.bytes_left() > 0 && !fl.win_bound(var_win) {
+                    if fl.next_avail > now {
+                        continue;
+                    }
+                    res = Some(idx);
+                    break;
+                } else if fl.finished() {
+                    min_finish = min_finish.min(idx);
+                }
+            }
+        }
+        if min_finish != usize::MAX {
+            let flows = &self.flows;
+            let qps = &mut self.nics[hi].qps;
+            let mut nxt = min_finish;
+            for i in min_finish + 1..n {
+                if !flows[qps[i] as usize].finished() {
+                    if res == Some(i) {
+                        res = Some(nxt);
+                    }
+                    qps[nxt] = qps[i];
+                    nxt += 1;
+                }
+            }
+            qps.truncate(nxt);
+        }
+        if let Some(idx) = res {
+            let f = self.nics[hi].qps[idx];
+            self.nics[hi].rrlast = idx;
+            let p = self.make_data(f);
+            self.transmit(link as u32, p);
+            // RdmaHw::PktSent -> UpdateNextAvail
+            let size = self.pkts[p as usize].size;
+            let fl = &self.flows[f as usize];
+            let rate = if self.cfg.rate_bound { fl.rate } else { fl.max_rate };
+            let gap = self.tx_ps(size, rate);
+            let fl = &mut self.flows[f as usize];
+            fl.last_pkt_size = size;
+            fl.next_avail = now + gap;
+        } else {
+            let nic = &self.nics[hi];
+            let mut t = u64::MAX;
+            for &f in &nic.qps {
+                let fl = &self.flows[f as usize];
+                if fl.bytes_left() > 0 {
+                    t = t.min(fl.next_avail);
+                }
+            }
+            if nic.next_send.is_none() && t != u64::MAX && t > now {
+                self.schedule_wake(h, t);
+            }
+        }
+    }
+
+    fn schedule_wake(&mut self, h: u32, t: u64) {
+        let nic = &mut self.nics[h as usize];
+        nic.wake_gen = nic.wake_gen.wrapping_add(1);
+        nic.next_send = Some(t);
+        let g = nic.wake_gen;
+        self.schedule(t, ev(EV_WAKE, h, g));
+    }
+
+    /// `QbbNetDevice::UpdateNextAvail`: pull a pending wake-up earlier.
+    pub(crate) fn nic_update_next_avail(&mut self, h: u32, t: u64) {
+        if let Some(pending) = self.nics[h as usize].next_send
+            && t < pending
+        {
+            let at = t.max(self.now);
+            self.schedule_wake(h, at);
+        }
+    }
+
+    /// `RdmaHw::GetNxtPacket`.
+    fn make_data(&mut self, f: u32) -> u32 {
+        let mtu = u64::from(self.cfg.mtu);
+        let now_ns = self.now_ns();
+        let hdr = self.hdr_bytes;
+        let fl = &mut self.flows[f as usize];
+        let payload = fl.bytes_left().min(mtu) as u32;
+        let mut pk = Pkt::empty();
+        pk.kind = Kind::Data;
+        pk.pg = fl.pg;
+        pk.flow = f;
+        pk.seq = fl.snd_nxt;
+        pk.payload = payload;
+        pk.size = payload + hdr;
+        pk.ts_ns = now_ns;
+        if fl.snd_nxt < fl.max_sent {
+            self.stats.retransmitted_bytes += u64::from(payload);
+        }
+        fl.snd_nxt += u64::from(payload);
+        fl.max_sent = fl.max_sent.max(fl.snd_nxt);
+        self.stats.data_packets += 1;
+        self.alloc(pk)
+    }
+
+    fn host_receive(&mut self, h: u32, p: u32) {
+        let pk = self.pkts[p as usize];
+        match pk.kind {
+            Kind::Data => {
+                self.receive_data(h, p, &pk);
+                self.release(p);
+            }
+            Kind::Ack | Kind::Nack => {
+                self.receive_ack(h, p, &pk);
+                self.release(p);
+            }
+            Kind::Pfc => unreachable!("PFC handled on arrival"),
+        }
+    }
+
+    /// `RdmaHw::ReceiveUdp` + `ReceiverCheckSeq`.
+    fn receive_data(&mut self, h: u32, p: u32, pk: &Pkt) {
+        let f = pk.flow as usize;
+        if self.flows[f].done {
+            return;
+        }
+        let now = self.now;
+        let cfg_ack = self.cfg.ack_interval;
+        let chunk = self.cfg.chunk;
+        let nack_iv = self.cfg.nack_interval.as_ps();
+        let back0 = self.cfg.back_to_zero;
+        let fl = &mut self.flows[f];
+        fl.rx_milestone = cfg_ack;
+        let expected = fl.rx_expected;
+        let x = if pk.seq == expected {
+            fl.rx_expected = expected + u64::from(pk.payload);
+            self.stats.payload_delivered += u64::from(pk.payload);
+            if fl.rx_expected >= fl.rx_milestone {
+                fl.rx_milestone += cfg_ack;
+                1
+            } else if chunk > 0 && fl.rx_expected.is_multiple_of(chunk) {
+                1
+            } else {
+                5
+            }
+        } else if pk.seq > expected {
+            if now >= fl.nack_timer || fl.last_nack != expected {
+                fl.nack_timer = now + nack_iv;
+                fl.last_nack = expected;
+                if back0 && chunk > 0 {
+                    fl.rx_expected = fl.rx_expected / chunk * chunk;
+                }
+                2
+            } else {
+                4
+            }
+        } else {
+            3
+        };
+        if x != 1 && x != 2 {
+            return;
+        }
+        let mut a = Pkt::empty();
+        a.kind = if x == 1 { Kind::Ack } else { Kind::Nack };
+        a.pg = pk.pg;
+        a.flow = pk.flow;
+        a.seq = self.flows[f].rx_expected;
+        a.cnp = pk.ecn;
+        a.nhop = pk.nhop;
+        a.ts_ns = pk.ts_ns;
+        a.size = self.ack_bytes;
+        if x == 1 {
+            self.stats.acks += 1;
+        } else {
+            self.stats.nacks += 1;
+        }
+        let ap = self.alloc(a);
+        if self.cfg.cc == CcMode::Hpcc {
+            self.ints[ap as usize] = self.ints[p as usize];
+        }
+        self.nics[h as usize].ackq.push_back(ap);
+        self.host_send(h);
+    }
+
+    /// `RdmaHw::ReceiveAck`.
+    fn receive_ack(&mut self, h: u32, p: u32, pk: &Pkt) {
+        let f = pk.flow;
+        let fi = f as usize;
+        if self.flows[fi].done {
+            return;
+        }
+        let chunk = self.cfg.chunk;
+        {
+            let fl = &mut self.flows[fi];
+            let ack = if self.cfg.back_to_zero && chunk > 0 {
+                pk.seq / chunk * chunk
+            } else {
+                pk.seq
+            };
+            if ack > fl.snd_una {
+                fl.snd_una = ack;
+            }
+        }
+        if self.flows[fi].finished() {
+            self.complete(f);
+        }
+        if pk.kind == Kind::Nack {
+            let fl = &mut self.flows[fi];
+            fl.snd_nxt = fl.snd_una;
+        }
+        match self.cfg.cc {
+            CcMode::Dcqcn if pk.cnp => self.dcqcn_cnp(f),
+            CcMode::Hpcc => {
+                let hops = self.ints[p as usize];
+                self.hpcc_ack(f, pk, &hops);
+            }
+            CcMode::Timely => self.timely_ack(f, pk),
+            CcMode::Dctcp => self.dctcp_ack(f, pk),
+            _ => {}
+        }
+        self.host_send(h);
+    }
+
+    fn complete(&mut self, f: u32) {
+        let now = self.now;
+        let fl = &mut self.flows[f as usize];
+        fl.done = true;
+        fl.finish = now;
+        for g in &mut fl.timer_gen {
+            *g = g.wrapping_add(1);
+        }
+        self.stats.flows_done += 1;
+        self.completed.push(f);
+    }
+
+    // ---------------------------------------------------------------- DCQCN timers
+
+    pub(crate) fn schedule_timer(&mut self, f: u32, slot: usize, delay: u64) {
+        let g = self.flows[f as usize].timer_gen[slot];
+        let at = self.now + delay;
+        self.schedule(at, ev(EV_ALPHA + slot as u64, f, g));
+    }
+
+    pub(crate) fn cancel_timer(&mut self, f: u32, slot: usize) {
+        let g = &mut self.flows[f as usize].timer_gen[slot];
+        *g = g.wrapping_add(1);
+    }
+
+    /// Records bytes sent per port in bins of `bin` (link utilization over time); off by default.
+    pub fn set_util_bin(&mut self, bin: SimTime) {
+        self.util_bin = bin.as_ps();
+    }
+
+    /// Per port with traffic: (link, bin index, utilization in [0, 1]) for every non-empty bin
+    /// (bins of the width given to [`Engine::set_util_bin`], counted from time zero).
+    pub fn link_utilization(&self) -> Vec<(u32, usize, f64)> {
+        let mut out = Vec::new();
+        if self.util_bin == 0 {
+            return out;
+        }
+        for (l, p) in self.ports.iter().enumerate() {
+            let cap = self.link_rate[l] as f64 * self.util_bin as f64 / 8e12;
+            for (b, &bytes) in p.util.iter().enumerate() {
+                if bytes > 0 {
+                    out.push((l as u32, b, bytes as f64 / cap));
+                }
+            }
+        }
+        out
+    }
+
+    /// Pending events (for tests and sizing).
+    pub fn pending_events(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn now(&self) -> SimTime {
+        SimTime::from_ps(self.now)
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    pub fn config(&self) -> &PacketConfig {
+        &self.cfg
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Flows completed since the last call, in completion order.
+    pub fn drain_completed(&mut self, out: &mut Vec<u32>) {
+        out.append(&mut self.completed);
+    }
+
+    pub fn pfc_events(&self) -> &[PfcEvent] {
+        &self.pfc_log
+    }
+
+    /// ns-3 id of a node.
+    pub fn ns3_id(&self, n: u32) -> u32 {
+        self.ns3_ids[n as usize]
+    }
+
+    /// ns-3 interface index (1-based) of a link at its source node.
+    pub fn ns3_ifindex(&self, link: u32) -> u32 {
+        let s = self.link_src[link as usize];
+        let ports = self.topo.ports(NodeId(s));
+        ports.iter().position(|l| l.0 == link).map_or(0, |i| i as u32 + 1)
+    }
+
+    /// Number of ports of a node.
+    pub fn port_count(&self, n: u32) -> u16 {
+        self.port_count[n as usize]
+    }
+}
+
+/// ns-3's host address: `0x0b000001 + (id/256)<<16 + (id%256)<<8`.
+pub fn ns3_ip(id: u32) -> u32 {
+    0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
+}

@@ -1,0 +1,337 @@
+//! The packet-level backend: an event-driven RoCEv2 simulator whose semantics follow the ns-3
+//! RDMA model of the HPCC code base (the reference SimAI and others build on).
+//!
+//! - [`Engine`]: NICs with QPs (rate pacing, `HAS_WIN`/`VAR_WIN` windows, per-packet ACK, NACK
+//!   and go-back-N, ACK queue first then round robin over ready QPs, ECN echo), switches with a
+//!   shared-buffer MMU (per-ingress reserve, headroom, dynamic PFC threshold, PAUSE/RESUME), ECN
+//!   marking at dequeue, 8 priority queues, store-and-forward links, ECMP.
+//! - Congestion control (`cc.rs`): DCQCN, HPCC, TIMELY, DCTCP.
+//! - [`ns3`]: readers for ns-3's `config.txt`, topology and flow files, and its output formats.
+//! - [`PacketNetwork`]: the engine behind the [`crate::Network`] trait.
+
+mod cc;
+pub mod config;
+mod engine;
+pub mod ns3;
+mod ns3rng;
+mod queue;
+mod route;
+
+pub use config::{CcMode, EcnThresholds, PacketConfig, Routing};
+pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use llmsim_core::{Bytes, NodeId, SimTime, TransferId};
+use llmsim_topo::Topology;
+use thiserror::Error;
+
+use crate::{Completion, NetError, NetStats, Network, RouteSpec, Transfer};
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum PacketError {
+    /// A malformed input file: which file, which line (1-based; 0 when the file as a whole).
+    #[error("{file}:{line}: {message}")]
+    Parse { file: String, line: usize, message: String },
+    #[error("packet engine: {0}")]
+    Config(String),
+    #[error("flow: {0}")]
+    Flow(String),
+}
+
+/// Per-flow result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowResult {
+    pub tag: u64,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub size: u64,
+    pub start: SimTime,
+    pub finish: SimTime,
+    pub sport: u16,
+    pub dport: u16,
+    pub standalone_fct_ns: u64,
+}
+
+impl FlowResult {
+    pub fn fct_ns(&self) -> u64 {
+        (self.finish.as_ps() - self.start.as_ps()) / 1000
+    }
+    pub fn slowdown(&self) -> f64 {
+        self.fct_ns() as f64 / self.standalone_fct_ns.max(1) as f64
+    }
+}
+
+impl Engine {
+    /// The result of flow `f` (finished or not: `finish` is zero while it runs).
+    pub fn flow_result(&self, f: u32) -> FlowResult {
+        let fl = &self.flows[f as usize];
+        FlowResult {
+            tag: fl.tag,
+            src: NodeId(fl.src),
+            dst: NodeId(fl.dst),
+            size: fl.size,
+            start: SimTime::from_ps(fl.start),
+            finish: SimTime::from_ps(fl.finish),
+            sport: fl.sport,
+            dport: fl.dport,
+            standalone_fct_ns: self.standalone_fct_ns(f as usize),
+        }
+    }
+
+    pub fn num_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn flow_done(&self, f: u32) -> bool {
+        self.flows[f as usize].done
+    }
+
+    /// Per egress port with traffic: (link, p50, p99, max queued bytes), from the queue length
+    /// seen at every 8th dequeue (1 KB buckets; max exact).
+    pub fn queue_stats(&self) -> Vec<(u32, u64, u64, u64)> {
+        let mut out = Vec::new();
+        for (l, p) in self.ports.iter().enumerate() {
+            let n: u64 = p.qlen_hist.iter().map(|&c| u64::from(c)).sum();
+            if n == 0 {
+                continue;
+            }
+            let pct = |q: f64| {
+                let want = ((n as f64) * q).ceil().max(1.0) as u64;
+                let mut acc = 0u64;
+                for (kb, &c) in p.qlen_hist.iter().enumerate() {
+                    acc += u64::from(c);
+                    if acc >= want {
+                        return kb as u64 * 1000;
+                    }
+                }
+                0
+            };
+            out.push((l as u32, pct(0.5), pct(0.99), p.max_qlen));
+        }
+        out
+    }
+
+    /// Bytes each egress port has put on the wire (all packet kinds), indexed by link.
+    pub fn port_tx_bytes(&self) -> Vec<u64> {
+        self.ports.iter().map(|p| p.tx_bytes).collect()
+    }
+}
+
+/// The packet engine behind the [`Network`] trait: each transfer becomes a QP. `Via` and
+/// `Chain` routes become one QP per leg, started together (the legs are pipelined, as the
+/// flow backend models them); the transfer completes when its last leg does. A leg between two
+/// GPUs of one server (NVLink) is not simulated packet by packet: it takes its alpha-beta time.
+pub struct PacketNetwork {
+    engine: Engine,
+    topo: Arc<Topology>,
+    /// Per transfer: the transfer, network legs left, the latest NVLink leg finish.
+    pending: HashMap<TransferId, (Transfer, u32, SimTime)>,
+    flow_transfer: Vec<TransferId>,
+    stats: NetStats,
+    scratch: Vec<u32>,
+    done_buf: Vec<Completion>,
+    link_bytes: Vec<Bytes>,
+}
+
+impl PacketNetwork {
+    /// Routing is the topology's rule (`cfg.routing` is set to [`Routing::Topology`]).
+    ///
+    /// # Errors
+    /// As [`Engine::new`].
+    pub fn new(topo: Arc<Topology>, cfg: PacketConfig) -> Result<Self, PacketError> {
+        let nl = topo.num_links();
+        let cfg = PacketConfig {
+            routing: Routing::Topology,
+            ..cfg
+        };
+        let engine = Engine::new(topo.clone(), None, cfg)?;
+        Ok(PacketNetwork {
+            engine,
+            topo,
+            pending: HashMap::new(),
+            flow_transfer: Vec::new(),
+            stats: NetStats::default(),
+            scratch: Vec::new(),
+            done_buf: Vec::new(),
+            link_bytes: vec![Bytes(0); nl],
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn finish(&mut self, t: Transfer, finish: SimTime) {
+        self.stats.completed += 1;
+        self.stats.bytes_delivered += t.bytes.0;
+        let mut path = Vec::new();
+        for (a, b, h) in legs(&t) {
+            path.clear();
+            if a != b && self.topo.route(a, b, h, &mut path).is_ok() {
+                for l in &path {
+                    self.link_bytes[l.idx()].0 += t.bytes.0;
+                }
+            }
+        }
+        self.done_buf.push(Completion {
+            id: t.id,
+            src: t.src,
+            dst: t.dst,
+            bytes: t.bytes,
+            start: t.start,
+            finish,
+        });
+    }
+
+    fn collect(&mut self) {
+        self.scratch.clear();
+        self.engine.drain_completed(&mut self.scratch);
+        for i in 0..self.scratch.len() {
+            let f = self.scratch[i];
+            let tid = self.flow_transfer[f as usize];
+            let finish = SimTime::from_ps(self.engine.flows[f as usize].finish);
+            let Some(entry) = self.pending.get_mut(&tid) else { continue };
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                let (t, _, nv) = self.pending.remove(&tid).expect("present");
+                self.finish(t, finish.max(nv));
+            }
+        }
+    }
+
+    fn same_server(&self, a: NodeId, b: NodeId) -> bool {
+        self.topo.gpus_per_server() > 1 && self.topo.server_of(a) == self.topo.server_of(b)
+    }
+}
+
+fn legs(t: &Transfer) -> Vec<(NodeId, NodeId, u64)> {
+    match &t.route {
+        RouteSpec::Direct => vec![(t.src, t.dst, t.flow_hash)],
+        RouteSpec::Via(v) => vec![
+            (t.src, *v, crate::route::leg_hash(t.flow_hash, 0)),
+            (*v, t.dst, crate::route::leg_hash(t.flow_hash, 1)),
+        ],
+        RouteSpec::Chain(hops) => {
+            let mut nodes = vec![t.src];
+            nodes.extend(hops.iter().copied());
+            nodes.push(t.dst);
+            nodes
+                .windows(2)
+                .enumerate()
+                .map(|(i, w)| (w[0], w[1], crate::route::leg_hash(t.flow_hash, i)))
+                .collect()
+        }
+    }
+}
+
+impl Network for PacketNetwork {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn now(&self) -> SimTime {
+        self.engine.now()
+    }
+
+    fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
+        if t.start < self.engine.now() {
+            return Err(NetError::StartInPast {
+                id: t.id,
+                start: t.start,
+                now: self.engine.now(),
+            });
+        }
+        if self.pending.contains_key(&t.id) {
+            return Err(NetError::Duplicate(t.id));
+        }
+        let all: Vec<_> = legs(&t).into_iter().filter(|(a, b, _)| a != b).collect();
+        // NVLink legs: alpha-beta time over the topology's route.
+        let mut nv = t.start;
+        let mut net_legs = Vec::new();
+        let mut path = Vec::new();
+        for &(a, b, h) in &all {
+            path.clear();
+            self.topo
+                .route(a, b, h, &mut path)
+                .map_err(|e| NetError::Route { id: t.id, source: e })?;
+            if self.same_server(a, b) {
+                let (lat, bw) = self.topo.path_latency_and_bottleneck(&path);
+                nv = nv.max(t.start + lat + bw.time_to_send(t.bytes));
+            } else {
+                net_legs.push((a, b, h));
+            }
+        }
+        self.stats.submitted += 1;
+        if net_legs.is_empty() || t.bytes.0 == 0 {
+            self.finish(t, nv);
+            return Ok(());
+        }
+        for &(a, b, h) in &net_legs {
+            self.engine
+                .add_flow(FlowSpec {
+                    src: a,
+                    dst: b,
+                    size: t.bytes.0,
+                    start: t.start,
+                    pg: 3,
+                    dport: 100,
+                    tag: t.id.0,
+                    flow_hash: h,
+                })
+                .map_err(|e| NetError::Route {
+                    id: t.id,
+                    source: llmsim_topo::TopoError::Unreachable {
+                        src: a,
+                        dst: b,
+                        reason: e.to_string(),
+                    },
+                })?;
+            self.flow_transfer.push(t.id);
+        }
+        let n = net_legs.len() as u32;
+        self.pending.insert(t.id, (t, n, nv));
+        Ok(())
+    }
+
+    fn next_event_time(&self) -> Option<SimTime> {
+        let done = self.done_buf.iter().map(|c| c.finish).min();
+        let engine = self.engine.next_event_ps().map(SimTime::from_ps);
+        match (done, engine) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
+        // Run in slices so completions come out in time order.
+        loop {
+            match self.engine.next_event_ps() {
+                Some(et) if et <= t.as_ps() => {
+                    self.engine.run_until(et);
+                    self.collect();
+                }
+                _ => break,
+            }
+        }
+        self.engine.run_until(t.as_ps());
+        self.collect();
+        self.done_buf.sort_by_key(|c| (c.finish, c.id));
+        let keep: Vec<Completion> = self.done_buf.iter().copied().filter(|c| c.finish > t).collect();
+        done.extend(self.done_buf.iter().copied().filter(|c| c.finish <= t));
+        self.done_buf = keep;
+    }
+
+    fn in_flight(&self) -> usize {
+        self.pending.len() + self.done_buf.len()
+    }
+
+    fn stats(&self) -> NetStats {
+        self.stats
+    }
+
+    fn link_bytes(&self) -> &[Bytes] {
+        &self.link_bytes
+    }
+}
