@@ -6,6 +6,19 @@ export CARGO_TERM_COLOR=never
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --quiet 2>&1 | tee /tmp/llmsim-test.log
+# The Python package: maturin builds crates/llmsim-python into a local venv (.venv), then ruff and
+# pytest run tests/python. Ray is not installed here (a large download): its test skips unless
+# LLMSIM_TEST_RAY=1.
+if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    extra=""
+    [ "${LLMSIM_TEST_RAY:-0}" = 1 ] && extra="ray"
+    .venv/bin/pip install -q --disable-pip-version-check maturin pandas matplotlib pytest ruff optuna $extra
+    VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q > /tmp/llmsim-maturin.log 2>&1 || { cat /tmp/llmsim-maturin.log; exit 1; }
+    .venv/bin/ruff check -q python tests/python
+    .venv/bin/ruff format --check -q python tests/python
+    .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee -a /tmp/llmsim-test.log
+fi
 # A plain closing line any CI reader understands.
 passed=$(grep -Eo '[0-9]+ passed' /tmp/llmsim-test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' /tmp/llmsim-test.log | awk '{s+=$1} END {print s+0}')

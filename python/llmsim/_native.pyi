@@ -1,9 +1,11 @@
 """Type stubs of the extension module (crates/llmsim-python). Kept by hand."""
 
 from os import PathLike
-from typing import Final, Union
+from typing import Final
 
-_Path = Union[str, PathLike[str]]
+from typing_extensions import TypeAlias
+
+_Path: TypeAlias = str | PathLike[str]
 
 METRICS: Final[list[str]]
 RESULTS_FILE: Final[str]

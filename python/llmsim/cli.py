@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import _native
 

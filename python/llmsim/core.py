@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Mapping, Union
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
 
 from . import _native
 
@@ -39,20 +40,20 @@ class Scenario:
         self._n = native
 
     @classmethod
-    def from_yaml(cls, path: PathLike, set: Iterable[str] | Mapping[str, Any] | None = None) -> "Scenario":
+    def from_yaml(cls, path: PathLike, set: Iterable[str] | Mapping[str, Any] | None = None) -> Scenario:
         """Reads a scenario file; ``set`` overrides keys as ``--set`` does (a list of
         ``"key.path=value"`` or a mapping of dotted keys or nested sections)."""
         return cls(_native.Scenario.from_yaml(os.fspath(path), _sets(set)))
 
     @classmethod
-    def from_str(cls, text: str, base_dir: PathLike = ".") -> "Scenario":
+    def from_str(cls, text: str, base_dir: PathLike = ".") -> Scenario:
         return cls(_native.Scenario.from_str(text, os.fspath(base_dir)))
 
     @classmethod
-    def from_dict(cls, tree: Mapping[str, Any], base_dir: PathLike = ".") -> "Scenario":
+    def from_dict(cls, tree: Mapping[str, Any], base_dir: PathLike = ".") -> Scenario:
         return cls(_native.Scenario.from_str(json.dumps(tree), os.fspath(base_dir)))
 
-    def with_(self, set: Iterable[str] | Mapping[str, Any] | None = None, **sections: Any) -> "Scenario":
+    def with_(self, set: Iterable[str] | Mapping[str, Any] | None = None, **sections: Any) -> Scenario:
         """A copy with overrides: ``sc.with_(parallel={"tp": 4}, cluster={"gpu": "H200"})`` or
         ``sc.with_({"parallel.tp": 4})``."""
         sets = _sets(set) + to_sets(sections)

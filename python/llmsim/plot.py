@@ -7,7 +7,8 @@ import base64
 import html
 import io
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .sweep import load
 
@@ -131,20 +132,29 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
     out = out or os.path.join(results_dir, "report.html")
     axes = [a for a in df.attrs.get("axes", []) if df[a].nunique() > 1]
     ok = df[df["status"] == "ok"]
-    parts = [f"<h1>Sweep {html.escape(df.attrs.get('name', ''))}</h1>",
-             f"<p>{len(df)} points: {len(ok)} ok, {len(df) - len(ok)} failed or invalid.</p>"]
+    parts = [
+        f"<h1>Sweep {html.escape(df.attrs.get('name', ''))}</h1>",
+        f"<p>{len(df)} points: {len(ok)} ok, {len(df) - len(ok)} failed or invalid.</p>",
+    ]
     if len(ok):
         for a in axes:
-            parts.append(f'<h2>iteration time vs {html.escape(a)}</h2><img src="data:image/png;base64,{_png_b64(plot_axis(df, a))}">')
-        parts.append(f'<h2>Where the time goes</h2><img src="data:image/png;base64,{_png_b64(plot_breakdown(df, top))}">')
+            parts.append(
+                f'<h2>iteration time vs {html.escape(a)}</h2><img src="data:image/png;base64,{_png_b64(plot_axis(df, a))}">'
+            )
+        parts.append(
+            f'<h2>Where the time goes</h2><img src="data:image/png;base64,{_png_b64(plot_breakdown(df, top))}">'
+        )
         cols = axes + ["parallel", "iteration_time_s", "tokens_per_s", "mfu", "memory_gib"]
         best = ok.sort_values("iteration_time_s").head(top)[cols]
         parts.append("<h2>Best points</h2>" + best.to_html(index=False, float_format=lambda v: f"{v:.4g}"))
     bad = df[df["status"] != "ok"]
     if len(bad):
         parts.append("<h2>Failed and invalid points</h2>" + bad[axes + ["status", "error"]].to_html(index=False))
-    page = "<!doctype html><meta charset=utf-8><title>llmsim sweep</title><style>body{font-family:sans-serif;margin:2em}" \
-           "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}</style>" + "\n".join(parts)
+    page = (
+        "<!doctype html><meta charset=utf-8><title>llmsim sweep</title><style>body{font-family:sans-serif;margin:2em}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}</style>"
+        + "\n".join(parts)
+    )
     with open(out, "w", encoding="utf-8") as f:
         f.write(page)
     return out

@@ -10,7 +10,8 @@ import itertools
 import json
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import _native
 from .core import PathLike, Scenario
@@ -112,15 +113,28 @@ def search(
         df = _optuna(base, valid, objective, max_trials, jobs, out, seed, progress)
         method = "optuna-tpe"
     ranked = _rank(df, objective)
-    ranked.attrs.update({"valid": len(valid), "dropped": dropped, "simulated": len(df), "method": method, "objective": objective})
+    ranked.attrs.update(
+        {"valid": len(valid), "dropped": dropped, "simulated": len(df), "method": method, "objective": objective}
+    )
     return ranked if len(ranked) else pd.DataFrame()
 
 
-def _optuna(base: Scenario, valid: list[dict[str, int]], objective: str, max_trials: int, jobs: int, out, seed: int, progress: bool):
+def _optuna(
+    base: Scenario,
+    valid: list[dict[str, int]],
+    objective: str,
+    max_trials: int,
+    jobs: int,
+    out,
+    seed: int,
+    progress: bool,
+):
     try:
         import optuna
     except ImportError as e:
-        raise _native.SweepError(f"{len(valid)} valid plans exceed max_trials={max_trials}: pip install optuna, or raise max_trials") from e
+        raise _native.SweepError(
+            f"{len(valid)} valid plans exceed max_trials={max_trials}: pip install optuna, or raise max_trials"
+        ) from e
     import tempfile
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -177,7 +191,15 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--out", help="results directory (resumable; default: a temporary one)")
     p.add_argument("--json", action="store_true", help="print the ranked plans as JSON")
     a = p.parse_args(argv)
-    df = search(a.scenario, gpus=a.gpus, objective=a.objective, max_trials=a.max_trials, jobs=a.jobs, backend=a.backend, out=a.out)
+    df = search(
+        a.scenario,
+        gpus=a.gpus,
+        objective=a.objective,
+        max_trials=a.max_trials,
+        jobs=a.jobs,
+        backend=a.backend,
+        out=a.out,
+    )
     at = df.attrs
     cols = [*KNOBS, "parallel", "iteration_time_s", "tokens_per_s", "mfu", "memory_gib"]
     if a.json:

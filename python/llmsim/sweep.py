@@ -9,7 +9,8 @@ import sqlite3
 import sys
 import tempfile
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from . import _native
 from .core import PathLike, Scenario, _sets
@@ -86,7 +87,9 @@ def sweep_file(
     return _run(text, os.path.dirname(path) or ".", out, jobs, ray, batch_size, progress, name)
 
 
-def _run(spec: str, dir: str, out: PathLike | None, jobs: int, ray: str | None, batch_size: int, progress: bool, name: str):
+def _run(
+    spec: str, dir: str, out: PathLike | None, jobs: int, ray: str | None, batch_size: int, progress: bool, name: str
+):
     out = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="llmsim-sweep-")
     if ray:
         run_on_ray(spec, dir, out, address=ray, batch_size=batch_size, progress=progress, name=name)
@@ -134,7 +137,9 @@ class Progress:
         eta = el / self.done * (self.total - self.done) if self.done else 0.0
         w = 40
         fill = int(w * self.done / self.total)
-        sys.stderr.write(f"\r{self.done}/{self.total} experiments [{'=' * fill}{' ' * (w - fill)}] {el:.0f}s elapsed, ETA {eta:.0f}s ")
+        sys.stderr.write(
+            f"\r{self.done}/{self.total} experiments [{'=' * fill}{' ' * (w - fill)}] {el:.0f}s elapsed, ETA {eta:.0f}s "
+        )
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -146,10 +151,12 @@ def _ray_init(ray_mod: Any, address: str) -> None:
     if ray_mod.is_initialized():
         return
     if address == "local":
+        # Ray's local mode (everything in the driver process) where this Ray still has it (it was
+        # removed in Ray 2.4x); else a single-node Ray started on this machine for this sweep.
         try:
             ray_mod.init(local_mode=True, include_dashboard=False, log_to_driver=False)
-        except TypeError:  # a Ray without local mode: one in-process-like worker
-            ray_mod.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        except (TypeError, RuntimeError):
+            ray_mod.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
     elif address == "auto":
         ray_mod.init(address="auto", log_to_driver=False)
     else:
@@ -163,7 +170,14 @@ def _ray_batch(points: str) -> str:
 
 
 def run_on_ray(
-    spec: str, dir: str, out: str, *, address: str = "auto", batch_size: int = 16, progress: bool = True, name: str = "sweep"
+    spec: str,
+    dir: str,
+    out: str,
+    *,
+    address: str = "auto",
+    batch_size: int = 16,
+    progress: bool = True,
+    name: str = "sweep",
 ) -> dict[str, int]:
     """Runs a sweep on Ray: one task per batch of ``batch_size`` points; the driver commits each
     batch's rows to ``out`` as the task finishes (so a killed sweep resumes like a local one)."""

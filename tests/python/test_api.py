@@ -1,8 +1,7 @@
 import json
 
-import pytest
-
 import llmsim
+import pytest
 from conftest import ROOT
 
 
@@ -51,7 +50,20 @@ def test_python_api_equals_cli(rust_cli, llmsim_script):
     path = ROOT / "examples" / "gpt3-13b-128gpu.yaml"
     api = llmsim.run(llmsim.Scenario.from_yaml(path, set=["parallel.tp=4"])).to_dict()
     for cmd in (rust_cli, llmsim_script):
-        out = subprocess.run([*cmd, "run", str(path), "--set", "parallel.tp=4", "--json"], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [*cmd, "run", str(path), "--set", "parallel.tp=4", "--json"], check=True, capture_output=True, text=True
+        )
         cli = json.loads(out.stdout)
-        for k in ("iteration_time_s", "tokens_per_s", "mfu", "hfu", "mean", "stages", "ranks", "memory", "collectives", "net"):
+        for k in (
+            "iteration_time_s",
+            "tokens_per_s",
+            "mfu",
+            "hfu",
+            "mean",
+            "stages",
+            "ranks",
+            "memory",
+            "collectives",
+            "net",
+        ):
             assert api[k] == cli[k], (cmd, k)

@@ -6,6 +6,7 @@ def test_search_enumerates_prunes_and_ranks(small):
     sc = llmsim.Scenario.from_yaml(small)
     space = {"tp": [1, 2, 4], "pp": [1, 2], "cp": [1], "ep": [1], "vpp": [1, 2], "micro_batch_size": [1, 2]}
     valid, dropped = candidates(sc, **space)
+    assert valid and set(dropped) == {"memory", "plan"}
     for v in valid:
         sc.with_({**v, "parallel.dp": 0}).check()  # each survivor passes the validator
     df = search(sc, objective="tokens_per_s", progress=False, **space)

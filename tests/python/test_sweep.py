@@ -4,9 +4,8 @@ import sqlite3
 import subprocess
 import time
 
-import pytest
-
 import llmsim
+import pytest
 
 SPEC = """\
 name: resume
@@ -34,7 +33,7 @@ def _same(a, b):
     a = a.drop(columns=["sim_wall_s"]).reset_index(drop=True)
     b = b.drop(columns=["sim_wall_s"]).reset_index(drop=True)
     assert list(a.columns) == list(b.columns)
-    assert a.equals(b), (a.compare(b) if a.shape == b.shape else (a.shape, b.shape))
+    assert a.equals(b), a.compare(b) if a.shape == b.shape else (a.shape, b.shape)
 
 
 def test_grid_filter_and_invalid_points(small):
@@ -86,9 +85,13 @@ def test_resume_after_sigkill(small, tmp_path, llmsim_script):
 
 
 def test_ray_local_mode_equals_local_sweep(small, tmp_path):
-    pytest.importorskip("ray")
+    ray = pytest.importorskip("ray")
     sc = llmsim.Scenario.from_yaml(small)
     grid = {"parallel.tp": [1, 2, 3, 4], "training.micro_batch_size": [1, 2]}
     local = llmsim.sweep(sc, grid=grid, out=tmp_path / "local", jobs=2, progress=False)
-    ray_df = llmsim.sweep(sc, grid=grid, out=tmp_path / "ray", ray="local", batch_size=3, progress=False)
+    try:
+        ray_df = llmsim.sweep(sc, grid=grid, out=tmp_path / "ray", ray="local", batch_size=3, progress=False)
+    finally:
+        ray.shutdown()
+    assert (ray_df["status"] == "ok").sum() == 6 and (ray_df["status"] == "error").sum() == 2
     _same(local, ray_df)
