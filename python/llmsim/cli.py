@@ -74,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _native.LlmsimError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `llmsim plot ... | head`: not an error (as in the Rust tool)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     code = _rust(argv)
     if cmd in ("", "-h", "--help", "help"):
         print(PYTHON_COMMANDS)

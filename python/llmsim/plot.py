@@ -24,6 +24,7 @@ BREAKDOWN = [
 ]
 
 ALIASES = {"iteration_time": "iteration_time_s", "time": "iteration_time_s", "throughput": "tokens_per_s"}
+SHORT = {"micro_batch_size": "mbs", "bandwidth": "nic", "overlap_slowdown": "slowdown", "global_batch_size": "gbs"}
 MAXIMIZE = {"tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "model_tflops_per_gpu"}
 
 
@@ -90,9 +91,14 @@ def plot_breakdown(results: Any, top: int = 10, by: str = "iteration_time_s", ax
     df = _frame(results)
     ok = df[df["status"] == "ok"].sort_values(by, ascending=by not in MAXIMIZE).head(top)
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(6.4, 0.8 * len(ok) + 2), 4.5))
+        _, ax = plt.subplots(figsize=(max(6.4, 1.1 * len(ok) + 2.5), 4.5))
     axes = [a for a in df.attrs.get("axes", []) if df[a].nunique() > 1]
-    labels = ["\n".join(f"{a.split('.')[-1]}={r[a]}" for a in axes) or str(r["idx"]) for _, r in ok.iterrows()]
+
+    def short(a: str) -> str:
+        last = a.split(".")[-1]
+        return SHORT.get(last, last)
+
+    labels = ["\n".join(f"{short(a)}={r[a]}" for a in axes) or str(r["idx"]) for _, r in ok.iterrows()]
     bottom = [0.0] * len(ok)
     for col, name, color in BREAKDOWN:
         vals = list(ok[col])

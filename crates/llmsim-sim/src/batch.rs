@@ -4,7 +4,7 @@
 //! Each result is handed to the caller as soon as its experiment finishes.
 //!
 //! The pool is `jobs` scoped threads pulling the next experiment index from one atomic counter:
-//! experiments start in index order (a killed sweep has finished a prefix, give or take `jobs`)
+//! experiments start in the order given (callers put those that share data next to each other)
 //! and a long experiment never holds back the others.
 
 use std::collections::{HashMap, VecDeque};

@@ -165,20 +165,26 @@ fn lean(s: &Scenario) -> Scenario {
     s
 }
 
+/// What experiments can share: points equal in these run one after another, so the batch's
+/// small caches hit (a random sweep would otherwise rebuild most workloads).
+fn share_key(s: &Scenario) -> String {
+    serde_json::to_string(&(&s.model, &s.dlrm, &s.training, &s.parallel, &s.cluster, s.seed)).unwrap_or_default()
+}
+
 /// Runs points on the batch runner (`jobs` threads, 0 = one per core) and hands each row to
-/// `on_row` as it finishes. Invalid points become rows at once.
+/// `on_row` as it finishes. Invalid points become rows at once. Points that share a workload
+/// and topology are run next to each other.
 pub fn run_points(points: &[Point], jobs: usize, shared: &Shared, mut on_row: impl FnMut(Row)) {
-    let mut runnable = Vec::new();
-    let mut which = Vec::new();
+    let mut order: Vec<(String, usize)> = Vec::new();
     for (i, p) in points.iter().enumerate() {
         match &p.scenario {
-            Ok(s) => {
-                runnable.push(lean(s));
-                which.push(i);
-            }
+            Ok(s) => order.push((share_key(s), i)),
             Err(m) => on_row(invalid_row(p, m)),
         }
     }
+    order.sort();
+    let which: Vec<usize> = order.iter().map(|(_, i)| *i).collect();
+    let runnable: Vec<Scenario> = which.iter().map(|i| lean(points[*i].scenario.as_ref().expect("runnable"))).collect();
     batch::run_batch(
         &runnable,
         jobs,
