@@ -16,14 +16,34 @@ use pyo3::prelude::*;
 use serde_yaml_ng::Value;
 
 create_exception!(_native, LlmsimError, PyException, "Base class of every llmsim error.");
-create_exception!(_native, ScenarioError, LlmsimError, "A scenario file or value is invalid (names the field).");
-create_exception!(_native, WorkloadError, LlmsimError, "Model, training or parallel settings are invalid.");
+create_exception!(
+    _native,
+    ScenarioError,
+    LlmsimError,
+    "A scenario file or value is invalid (names the field)."
+);
+create_exception!(
+    _native,
+    WorkloadError,
+    LlmsimError,
+    "Model, training or parallel settings are invalid."
+);
 create_exception!(_native, OutOfMemoryError, WorkloadError, "The model does not fit in GPU memory.");
-create_exception!(_native, ComputeError, LlmsimError, "GPU catalog, efficiency table or op database problem.");
+create_exception!(
+    _native,
+    ComputeError,
+    LlmsimError,
+    "GPU catalog, efficiency table or op database problem."
+);
 create_exception!(_native, TopologyError, LlmsimError, "The topology cannot be built as specified.");
 create_exception!(_native, NetworkError, LlmsimError, "A network backend error.");
 create_exception!(_native, CollectiveError, LlmsimError, "A collective (NCCL model) error.");
-create_exception!(_native, SimulationError, LlmsimError, "The simulation itself failed (a bug: please report).");
+create_exception!(
+    _native,
+    SimulationError,
+    LlmsimError,
+    "The simulation itself failed (a bug: please report)."
+);
 create_exception!(_native, SweepError, LlmsimError, "A sweep spec or results store error.");
 
 fn sim_err(e: SimError) -> PyErr {
@@ -71,7 +91,9 @@ impl Scenario {
 fn parse_sets(tree: &mut Value, sets: &[String]) -> PyResult<()> {
     for s in sets {
         let Some((k, v)) = s.split_once('=') else {
-            return Err(ScenarioError::new_err(format!("{s:?}: expected key.path=value, e.g. parallel.tp=4")));
+            return Err(ScenarioError::new_err(format!(
+                "{s:?}: expected key.path=value, e.g. parallel.tp=4"
+            )));
         };
         let v: Value = serde_yaml_ng::from_str(v).map_err(|e| ScenarioError::new_err(format!("{k}: {e}")))?;
         llmsim_sim::scenario::set_path(tree, k, v);
@@ -156,7 +178,8 @@ fn run(py: Python<'_>, scenario: &Scenario, ideal_comm: bool, no_fold: bool) -> 
     s.output.trace = false;
     s.output.flows = false;
     let opts = RunOptions { ideal_comm, no_fold };
-    let r = py.detach(move || llmsim_sim::simulate(&s, &opts, &mut |_, _| {}).map(|o| serde_json::to_string(&o.report).unwrap_or_default()));
+    let r =
+        py.detach(move || llmsim_sim::simulate(&s, &opts, &mut |_, _| {}).map(|o| serde_json::to_string(&o.report).unwrap_or_default()));
     r.map_err(sim_err)
 }
 
@@ -244,7 +267,8 @@ fn store_insert(out: PathBuf, rows: &str, name: &str, axes: Vec<String>) -> PyRe
     let rows: Vec<Row> = serde_json::from_str(rows).map_err(json_err)?;
     let st = Store::open(&out).map_err(sweep_err)?;
     st.set_meta("name", name).map_err(sweep_err)?;
-    st.set_meta("axes", &serde_json::to_string(&axes).unwrap_or_default()).map_err(sweep_err)?;
+    st.set_meta("axes", &serde_json::to_string(&axes).unwrap_or_default())
+        .map_err(sweep_err)?;
     let mut n = 0;
     for r in &rows {
         n += usize::from(st.insert(r).map_err(sweep_err)?);

@@ -184,7 +184,10 @@ pub fn run_points(points: &[Point], jobs: usize, shared: &Shared, mut on_row: im
     }
     order.sort();
     let which: Vec<usize> = order.iter().map(|(_, i)| *i).collect();
-    let runnable: Vec<Scenario> = which.iter().map(|i| lean(points[*i].scenario.as_ref().expect("runnable"))).collect();
+    let runnable: Vec<Scenario> = which
+        .iter()
+        .map(|i| lean(points[*i].scenario.as_ref().expect("runnable")))
+        .collect();
     batch::run_batch(
         &runnable,
         jobs,

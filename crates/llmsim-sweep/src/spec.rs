@@ -189,7 +189,7 @@ fn draw(d: &Dist, rng: &mut SimRng, key: &str) -> Result<Value, SweepError> {
         return Ok(c[rng.below(c.len() as u64) as usize].clone());
     }
     if let Some([lo, hi]) = d.uniform {
-        if !(lo <= hi) {
+        if lo.is_nan() || hi.is_nan() || lo > hi {
             return Err(err(field, format!("uniform [{lo}, {hi}]: low must be <= high")));
         }
         return Ok(number_value(lo + (hi - lo) * rng.unit_f64(), &d.suffix, false));

@@ -6,7 +6,8 @@ use std::path::Path;
 use llmsim_sim::RunOptions;
 use llmsim_sweep::{METRICS, Store, SweepSpec, run_plan};
 
-const SPEC: &str = "base: { model: { preset: gpt3-13b, num_hidden_layers: 4 }, training: { global_batch_size: 16 }, cluster: { gpus: 16 },
+const SPEC: &str = "base: { model: { preset: gpt3-13b, num_hidden_layers: 4 }, training: { global_batch_size: 16 },
+        cluster: { gpus: 16, topology: { kind: rail-fat-tree } },
         output: { trace: false, flows: false } }
 grid: { parallel.tp: [1, 2, 3, 4], parallel.pp: [1, 2] }
 zip: { cluster.topology.nic.bandwidth: [200Gbps, 400Gbps] }
@@ -60,4 +61,23 @@ fn resume_skips_finished_points_and_rows_match_single_runs() {
     }
     // tp = 3 does not divide 16 GPUs: error rows.
     assert_eq!(rows.iter().filter(|r| r.status == "error").count(), 4);
+}
+
+#[test]
+fn bundled_sweep_files_expand_to_valid_points() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("sweep-")))
+        .collect();
+    files.push(root.join("bench/sweep-1000.yaml"));
+    assert!(files.len() >= 3, "{files:?}");
+    for f in files {
+        let plan = llmsim_sweep::plan_file(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert!(!plan.points.is_empty(), "{}", f.display());
+        for p in &plan.points {
+            assert!(p.scenario.is_ok(), "{} point {}: {:?}", f.display(), p.index, p.scenario);
+        }
+    }
 }
