@@ -157,10 +157,13 @@ def _ray_init(ray_mod: Any, address: str) -> None:
             ray_mod.init(local_mode=True, include_dashboard=False, log_to_driver=False)
         except (TypeError, RuntimeError):
             ray_mod.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
-    elif address == "auto":
-        ray_mod.init(address="auto", log_to_driver=False)
     else:
-        ray_mod.init(address=address, log_to_driver=False)
+        try:
+            ray_mod.init(address=address, log_to_driver=False)
+        except ConnectionError as e:
+            raise _native.SweepError(
+                f"no Ray cluster at {address!r} ({e}); start one (`ray start --head`) or use --ray local for this machine"
+            ) from e
 
 
 def _ray_batch(points: str) -> str:

@@ -369,7 +369,14 @@ impl SweepSpec {
                         ("gpus", Some(g)) => Some(Val::Num(f64::from(g))),
                         _ => None,
                     };
-                    let mut scenario = scenario.map_err(|e| e.to_string());
+                    let mut scenario = scenario.map_err(|e| {
+                        let m = e.to_string();
+                        if m.contains("missing field") && !values.is_empty() {
+                            format!("{m} (an axis sets a key inside a section the base leaves to its defaults: write that section out in the base)")
+                        } else {
+                            m
+                        }
+                    });
                     let mut keep = true;
                     for (text, e) in &filters {
                         match e.eval(&resolved, &extra).and_then(|v| filter::truth(&v)) {
