@@ -17,6 +17,7 @@ if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     extra=""
     [ "${LLMSIM_TEST_RAY:-0}" = 1 ] && extra="ray"
     .venv/bin/pip install -q --disable-pip-version-check maturin pandas matplotlib pytest ruff optuna $extra
+    cargo build --quiet -p llmsim-cli   # target/debug/llmsim: the Python-vs-CLI equality test runs it
     VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q > "$log.maturin" 2>&1 || { cat "$log.maturin"; exit 1; }
     .venv/bin/ruff check -q python tests/python
     .venv/bin/ruff format --check -q python tests/python
