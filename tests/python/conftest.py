@@ -36,8 +36,9 @@ def llmsim_script() -> list[str]:
 @pytest.fixture
 def rust_cli() -> list[str]:
     """The cargo-built binary (scripts/test.sh builds it); else skip."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     for prof in ("debug", "release"):
-        exe = ROOT / "target" / prof / "llmsim"
+        exe = target / prof / "llmsim"
         if exe.exists():
             return [str(exe)]
     pytest.skip("no cargo-built llmsim binary under target/")
