@@ -138,7 +138,17 @@ pub fn run_batch<R: Send>(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(s) = scenarios.get(i) else { break };
-                    let r = simulate_shared(s, opts, &mut |_, _| {}, shared);
+                    // A panic is a simulator bug, but one experiment's bug must not end a
+                    // sweep of thousands: it becomes that experiment's error.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| simulate_shared(s, opts, &mut |_, _| {}, shared)))
+                        .unwrap_or_else(|p| {
+                            let msg = p
+                                .downcast_ref::<&str>()
+                                .map(|m| (*m).to_string())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_default();
+                            Err(SimError::Internal(format!("the simulation panicked (a bug; please report): {msg}")))
+                        });
                     if tx.send((i, map(i, r))).is_err() {
                         break;
                     }
