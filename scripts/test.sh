@@ -3,11 +3,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# Logs in a private file: several checkouts may run this script at once on one machine.
+log=$(mktemp)
+trap 'rm -f "$log" "$log.maturin"' EXIT
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --workspace --quiet 2>&1 | tee /tmp/llmsim-test.log
+cargo test --workspace --quiet 2>&1 | tee "$log"
+# The Python package: maturin builds crates/llmsim-python into a local venv (.venv), then ruff and
+# pytest run tests/python. Ray is not installed here (a large download): its test skips unless
+# LLMSIM_TEST_RAY=1.
+if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    extra=""
+    [ "${LLMSIM_TEST_RAY:-0}" = 1 ] && extra="ray"
+    .venv/bin/pip install -q --disable-pip-version-check maturin pandas matplotlib pytest ruff optuna $extra
+    cargo build --quiet -p llmsim-cli   # target/debug/llmsim: the Python-vs-CLI equality test runs it
+    VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q > "$log.maturin" 2>&1 || { cat "$log.maturin"; exit 1; }
+    .venv/bin/ruff check -q python tests/python
+    .venv/bin/ruff format --check -q python tests/python
+    .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee -a "$log"
+fi
 # A plain closing line any CI reader understands.
-passed=$(grep -Eo '[0-9]+ passed' /tmp/llmsim-test.log | awk '{s+=$1} END {print s+0}')
-failed=$(grep -Eo '[0-9]+ failed' /tmp/llmsim-test.log | awk '{s+=$1} END {print s+0}')
+passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

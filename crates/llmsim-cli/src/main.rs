@@ -1,57 +1,5 @@
-//! `llmsim`: simulate LLM training clusters.
-
-mod collective;
-mod ns3;
-mod run;
-mod topo_args;
-mod topo_cmd;
-mod trace;
-
-use clap::{Parser, Subcommand};
-
-#[derive(Parser)]
-#[command(
-    name = "llmsim",
-    version,
-    about = "Simulate LLM training clusters: training iterations, collectives, topologies, networks"
-)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Simulate one training iteration of a scenario file (model, parallelism, cluster).
-    Run(run::RunArgs),
-    /// Simulate one collective (NCCL's algorithm/protocol/channel choice, then the network).
-    Collective(collective::CollectiveArgs),
-    /// Build a topology: describe it, or export it in ns-3 format.
-    Topo(topo_cmd::TopoCmdArgs),
-    /// Run ns-3 HPCC experiments (config.txt, topology, flows) on the packet engine.
-    Ns3(ns3::Ns3Args),
-}
+//! The `llmsim` binary: see the library for the commands.
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let r = match cli.cmd {
-        Cmd::Collective(a) => collective::run(&a).and_then(|o| {
-            print!("{}", collective::render(&o));
-            if let Some(dir) = &a.out {
-                collective::write_outputs(&o, dir)?;
-                println!("wrote {}/{{transfers.csv,steps.csv,trace.json,summary.json}}", dir.display());
-            }
-            Ok(())
-        }),
-        Cmd::Topo(a) => topo_cmd::run(&a),
-        Cmd::Run(a) => run::run(&a),
-        Cmd::Ns3(a) => ns3::run(&a),
-    };
-    match r {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::from(2)
-        }
-    }
+    std::process::ExitCode::from(llmsim_cli::main_with(std::env::args_os()))
 }

@@ -23,9 +23,12 @@ use llmsim_workload::{MemoryFootprint, ModelConfig, ParallelConfig, TrainingConf
 use serde::Serialize;
 use thiserror::Error;
 
+pub mod batch;
 pub mod engine;
 pub mod report;
 pub mod scenario;
+
+pub use batch::Shared;
 
 pub use engine::{EngineRun, Layout};
 pub use report::Report;
@@ -74,7 +77,8 @@ pub struct OpRow {
 pub struct Outcome {
     pub report: Report,
     pub engine: EngineRun,
-    pub workload: Workload,
+    /// Shared with other experiments of a batch that generate the same workload.
+    pub workload: Arc<Workload>,
     pub ops: Vec<OpRow>,
     pub layout: Layout,
     pub topo: Arc<Topology>,
@@ -148,12 +152,23 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
 /// # Errors
 /// See [`SimError`].
 pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<Outcome, SimError> {
+    simulate_shared(s, opts, progress, &Shared::default())
+}
+
+/// Runs a scenario, reusing the topologies and workloads in `shared` (and adding its own), as
+/// the experiments of one batch do.
+///
+/// # Errors
+/// See [`SimError`].
+pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64), shared: &Shared) -> Result<Outcome, SimError> {
     let wall = Instant::now();
     if let Some(d) = &s.dlrm {
-        return simulate_dlrm(s, d, opts, progress, wall);
+        return simulate_dlrm(s, d, opts, progress, wall, shared);
     }
     let r = resolve(s)?;
-    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
+    let wl = shared.workload(&(&r.model, &r.training, &r.parallel), || {
+        megatron::generate(&r.model, &r.training, &r.parallel).map_err(SimError::from)
+    })?;
     let p = &r.parallel;
     let layout = Layout {
         tp: p.tp as u32,
@@ -187,7 +202,7 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         memory: r.memory.clone(),
         layers_per_stage: r.model.num_hidden_layers / p.pp,
     };
-    run_workload(s, wl, layout, &r.training, info, opts, progress, wall)
+    run_workload(s, wl, layout, &r.training, info, opts, progress, wall, shared)
 }
 
 /// Per-GPU memory of a DLRM: its tables, the MLPs with gradients and SGD, activations.
@@ -217,10 +232,11 @@ fn simulate_dlrm(
     opts: &RunOptions,
     progress: &mut dyn FnMut(u64, u64),
     wall: Instant,
+    shared: &Shared,
 ) -> Result<Outcome, SimError> {
     let gpus = s.gpus()?;
     let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
-    let wl = dlrm::generate(d, gpus as u64)?;
+    let wl = shared.workload(&(d, gpus), || dlrm::generate(d, gpus as u64).map_err(SimError::from))?;
     let mem = dlrm_memory(d, gpus as u64);
     memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
     let training = TrainingConfig {
@@ -247,19 +263,20 @@ fn simulate_dlrm(
         memory: mem,
         layers_per_stage: 0,
     };
-    run_workload(s, wl, layout, &training, info, opts, progress, wall)
+    run_workload(s, wl, layout, &training, info, opts, progress, wall, shared)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn run_workload(
     s: &Scenario,
-    wl: Workload,
+    wl: Arc<Workload>,
     layout: Layout,
     training: &TrainingConfig,
     info: report::RunInfo,
     opts: &RunOptions,
     progress: &mut dyn FnMut(u64, u64),
     wall: Instant,
+    shared: &Shared,
 ) -> Result<Outcome, SimError> {
     let gpu = info.gpu;
     // Compute model.
@@ -290,7 +307,9 @@ fn run_workload(
         bandwidth: nvlink,
         latency: s.cluster.nvlink_latency.unwrap_or(SimTime::from_ns(250)),
     };
-    let topo = Arc::new(s.cluster.topology.build(info.gpus, scale_up, s.seed)?);
+    let topo = shared.topology(&(&s.cluster.topology, info.gpus, scale_up, s.seed), || {
+        s.cluster.topology.build(info.gpus, scale_up, s.seed).map_err(SimError::from)
+    })?;
     let su = ScaleUpModel::from_nvlink(gpu.name, nvlink, s.cluster.gpus_per_node);
     let proto: Option<Proto> = match &s.collectives.proto {
         Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {

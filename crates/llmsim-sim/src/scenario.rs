@@ -310,6 +310,14 @@ impl Scenario {
         for s in sets {
             apply_set(&mut v, s)?;
         }
+        Self::from_value(v, base_dir)
+    }
+
+    /// Builds a scenario from a parsed YAML tree (a scenario file with its overrides applied).
+    ///
+    /// # Errors
+    /// As [`Scenario::load`].
+    pub fn from_value(v: Value, base_dir: &Path) -> Result<Scenario, SimError> {
         let Value::Mapping(map) = &v else {
             return Err(SimError::Scenario {
                 field: "scenario".into(),
@@ -402,6 +410,12 @@ fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
         field: format!("--set {path}"),
         message: e.to_string(),
     })?;
+    set_path(root, path, value);
+    Ok(())
+}
+
+/// Sets the dotted key `path` (as in `--set`) of a YAML tree to `value`, creating maps on the way.
+pub fn set_path(root: &mut Value, path: &str, value: Value) {
     let mut cur = root;
     let keys: Vec<&str> = path.split('.').collect();
     for (i, k) in keys.iter().enumerate() {
@@ -412,14 +426,13 @@ fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
         let key = Value::String((*k).to_string());
         if i + 1 == keys.len() {
             map.insert(key, value);
-            return Ok(());
+            return;
         }
         if !map.contains_key(&key) {
             map.insert(key.clone(), Value::Mapping(Default::default()));
         }
         cur = map.get_mut(&key).expect("just inserted");
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,7 +11,10 @@ fn every_example_runs() {
     let mut n = 0;
     let mut entries: Vec<_> = std::fs::read_dir(&dir).expect("examples/").map(|e| e.unwrap().path()).collect();
     entries.sort();
-    for p in entries.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
+    // sweep-*.yaml are sweep files (llmsim-sweep's tests check them).
+    let is_scenario =
+        |p: &Path| p.extension().is_some_and(|e| e == "yaml") && !p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("sweep-"));
+    for p in entries.into_iter().filter(|p| is_scenario(p)) {
         let s = Scenario::load(&p, &["network.backend=analytical".into(), "output.flows=false".into()])
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));

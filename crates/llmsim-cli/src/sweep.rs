@@ -1,0 +1,120 @@
+//! `llmsim sweep`: expand a sweep file, run its points on this machine's cores in one process,
+//! commit each result to `<out>/results.sqlite` as it finishes; a re-run skips finished points.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use llmsim_sweep::{METRICS, Store};
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Sweep file (YAML): `base` scenario, `grid` / `zip` / `random` axes, `filter`.
+    pub spec: PathBuf,
+    /// Results directory. Default: runs/<sweep name>/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Experiments run at once (threads). Default: one per core.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// List the points (and invalid ones with their error) without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Scale out on a Ray cluster (`auto`, or an address). Needs the Python package:
+    /// `pip install .[ray]`, then its `llmsim sweep ... --ray auto`.
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
+    /// Experiments per Ray task (Python package only).
+    #[arg(long, default_value_t = 16)]
+    pub batch_size: usize,
+}
+
+pub fn run(a: &SweepArgs) -> Result<()> {
+    if a.ray.is_some() {
+        bail!(
+            "--ray runs through the Python package: `pip install .[ray]`, then `llmsim sweep {} --ray auto`",
+            a.spec.display()
+        );
+    }
+    let plan = llmsim_sweep::plan_file(&a.spec)?;
+    let invalid = plan.points.iter().filter(|p| p.scenario.is_err()).count();
+    println!(
+        "sweep {}: {} points over {} axes ({} filtered out, {} duplicates dropped, {} invalid)",
+        plan.name,
+        plan.points.len(),
+        plan.axes.len(),
+        plan.filtered,
+        plan.duplicates,
+        invalid
+    );
+    if a.dry_run {
+        let mut out = std::io::stdout().lock();
+        let r = (|| -> std::io::Result<()> {
+            for p in &plan.points {
+                let axes: Vec<String> = p
+                    .axes
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", serde_json::to_string(v).unwrap_or_default()))
+                    .collect();
+                match &p.scenario {
+                    Ok(_) => writeln!(out, "  {:>5} {} {}", p.index, p.key, axes.join(" "))?,
+                    Err(e) => writeln!(out, "  {:>5} {} {}  INVALID: {e}", p.index, p.key, axes.join(" "))?,
+                }
+            }
+            Ok(())
+        })();
+        return match r {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+            _ => Ok(()),
+        };
+    }
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&plan.name));
+    let store = Store::open(&out)?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| {
+        bar.set_length(todo as u64);
+        bar.set_position(done as u64);
+    };
+    let s = llmsim_sweep::run_plan(&plan, &store, a.jobs.unwrap_or(0), &mut on_row);
+    bar.finish_and_clear();
+    let s = s?;
+    println!(
+        "ran {} ({} ok, {} failed), {} already done; {:.2} s wall, {:.1} experiments/s",
+        s.ran,
+        s.ok,
+        s.failed,
+        s.skipped,
+        s.wall_s,
+        s.ran as f64 / s.wall_s.max(1e-9)
+    );
+    println!(
+        "shared: {} topologies built for {} experiments, {} workloads built",
+        s.topology_builds,
+        s.topology_builds + s.topology_hits,
+        s.workload_builds
+    );
+    let it = METRICS.iter().position(|m| *m == "iteration_time_s").expect("a metric");
+    let rows = store.rows()?;
+    let mut ok: Vec<_> = rows.iter().filter(|r| r.status == "ok").collect();
+    ok.sort_by(|x, y| x.metrics[it].partial_cmp(&y.metrics[it]).unwrap_or(std::cmp::Ordering::Equal));
+    if !ok.is_empty() {
+        println!("best points (iteration time):");
+        for r in ok.iter().take(5) {
+            println!(
+                "  {:.4} s  {}  {}",
+                r.metrics[it].unwrap_or(f64::NAN),
+                r.parallel.as_deref().unwrap_or(""),
+                r.axes
+            );
+        }
+    }
+    println!("results: {}", store.path().display());
+    Ok(())
+}

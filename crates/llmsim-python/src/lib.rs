@@ -1,0 +1,310 @@
+//! The `llmsim._native` extension module: scenario loading, single runs, the batch runner and
+//! sweep driver, the results store, and the command-line tool itself. The pure-Python package
+//! `llmsim` (python/llmsim) is the public API on top. Long calls release the GIL.
+//!
+//! Data crosses the boundary as JSON text (reports, points, rows): one copy, parsed by Python's
+//! C json module; a results table is read by Python straight from SQLite.
+
+use std::path::{Path, PathBuf};
+
+use llmsim_sim::{RunOptions, Scenario as SimScenario, SimError};
+use llmsim_sweep::{Row, Store, SweepError as SwError, SweepSpec, WirePoint};
+use llmsim_workload::WorkloadError as WlError;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use serde_yaml_ng::Value;
+
+create_exception!(_native, LlmsimError, PyException, "Base class of every llmsim error.");
+create_exception!(
+    _native,
+    ScenarioError,
+    LlmsimError,
+    "A scenario file or value is invalid (names the field)."
+);
+create_exception!(
+    _native,
+    WorkloadError,
+    LlmsimError,
+    "Model, training or parallel settings are invalid."
+);
+create_exception!(_native, OutOfMemoryError, WorkloadError, "The model does not fit in GPU memory.");
+create_exception!(
+    _native,
+    ComputeError,
+    LlmsimError,
+    "GPU catalog, efficiency table or op database problem."
+);
+create_exception!(_native, TopologyError, LlmsimError, "The topology cannot be built as specified.");
+create_exception!(_native, NetworkError, LlmsimError, "A network backend error.");
+create_exception!(_native, CollectiveError, LlmsimError, "A collective (NCCL model) error.");
+create_exception!(
+    _native,
+    SimulationError,
+    LlmsimError,
+    "The simulation itself failed (a bug: please report)."
+);
+create_exception!(_native, SweepError, LlmsimError, "A sweep spec or results store error.");
+
+fn sim_err(e: SimError) -> PyErr {
+    let m = e.to_string();
+    match e {
+        SimError::Scenario { .. } => ScenarioError::new_err(m),
+        SimError::Workload(WlError::OutOfMemory { .. }) => OutOfMemoryError::new_err(m),
+        SimError::Workload(_) => WorkloadError::new_err(m),
+        SimError::Compute(_) => ComputeError::new_err(m),
+        SimError::Topo(_) => TopologyError::new_err(m),
+        SimError::Net(_) => NetworkError::new_err(m),
+        SimError::Ccl(_) => CollectiveError::new_err(m),
+        SimError::Deadlock { .. } | SimError::Internal(_) => SimulationError::new_err(m),
+    }
+}
+
+fn sweep_err(e: SwError) -> PyErr {
+    SweepError::new_err(e.to_string())
+}
+
+fn json_err(e: impl std::fmt::Display) -> PyErr {
+    SweepError::new_err(format!("point data: {e}"))
+}
+
+/// A scenario: its YAML tree (with overrides applied), the directory its relative paths resolve
+/// against, and the parsed, validated form.
+#[pyclass(module = "llmsim._native", frozen)]
+#[derive(Clone)]
+struct Scenario {
+    tree: Value,
+    base_dir: PathBuf,
+    inner: SimScenario,
+}
+
+impl Scenario {
+    fn build(tree: Value, base_dir: PathBuf, name: &str) -> PyResult<Scenario> {
+        let mut inner = SimScenario::from_value(tree.clone(), &base_dir).map_err(sim_err)?;
+        if inner.name.is_empty() {
+            inner.name = name.to_string();
+        }
+        Ok(Scenario { tree, base_dir, inner })
+    }
+}
+
+fn parse_sets(tree: &mut Value, sets: &[String]) -> PyResult<()> {
+    for s in sets {
+        let Some((k, v)) = s.split_once('=') else {
+            return Err(ScenarioError::new_err(format!(
+                "{s:?}: expected key.path=value, e.g. parallel.tp=4"
+            )));
+        };
+        let v: Value = serde_yaml_ng::from_str(v).map_err(|e| ScenarioError::new_err(format!("{k}: {e}")))?;
+        llmsim_sim::scenario::set_path(tree, k, v);
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl Scenario {
+    /// Reads a scenario file and applies `key.path=value` overrides (as `--set`).
+    #[staticmethod]
+    #[pyo3(signature = (path, sets = Vec::new()))]
+    fn from_yaml(path: PathBuf, sets: Vec<String>) -> PyResult<Scenario> {
+        let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError::new_err(format!("{}: {e}", path.display())))?;
+        let mut tree: Value = serde_yaml_ng::from_str(&text).map_err(|e| ScenarioError::new_err(format!("{}: {e}", path.display())))?;
+        parse_sets(&mut tree, &sets)?;
+        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
+        Scenario::build(tree, path.parent().map(Path::to_path_buf).unwrap_or_default(), &name)
+    }
+
+    /// Parses scenario YAML (or JSON) text; relative paths resolve against `base_dir`.
+    #[staticmethod]
+    #[pyo3(signature = (text, base_dir = PathBuf::from(".")))]
+    fn from_str(text: &str, base_dir: PathBuf) -> PyResult<Scenario> {
+        let tree: Value = serde_yaml_ng::from_str(text).map_err(|e| ScenarioError::new_err(e.to_string()))?;
+        Scenario::build(tree, base_dir, "scenario")
+    }
+
+    /// A copy with `key.path=value` overrides applied.
+    fn with_sets(&self, sets: Vec<String>) -> PyResult<Scenario> {
+        let mut tree = self.tree.clone();
+        parse_sets(&mut tree, &sets)?;
+        let mut s = Scenario::build(tree, self.base_dir.clone(), &self.inner.name)?;
+        s.inner.name.clone_from(&self.inner.name);
+        Ok(s)
+    }
+
+    /// The scenario tree as given (with overrides), as JSON.
+    fn tree_json(&self) -> String {
+        serde_json::to_string(&self.tree).unwrap_or_default()
+    }
+
+    /// The resolved scenario (every default filled in), as JSON.
+    fn resolved_json(&self) -> String {
+        serde_json::to_string(&self.inner).unwrap_or_default()
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    #[getter]
+    fn base_dir(&self) -> PathBuf {
+        self.base_dir.clone()
+    }
+
+    /// Hash of the resolved scenario: its key in sweep results.
+    #[getter]
+    fn key(&self) -> String {
+        llmsim_sweep::scenario_key(&self.inner)
+    }
+
+    /// Validates the parallel plan against the model and checks memory; returns the per-GPU
+    /// memory footprint as JSON. Raises what `run` would raise for these reasons.
+    fn check(&self, py: Python<'_>) -> PyResult<String> {
+        let s = self.inner.clone();
+        let r = py.detach(move || llmsim_sim::resolve(&s).map(|r| serde_json::to_string(&r.memory).unwrap_or_default()));
+        r.map_err(sim_err)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Scenario({:?}, key={})", self.inner.name, self.key())
+    }
+}
+
+/// Simulates one training iteration; returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (scenario, ideal_comm = false, no_fold = false))]
+fn run(py: Python<'_>, scenario: &Scenario, ideal_comm: bool, no_fold: bool) -> PyResult<String> {
+    let mut s = scenario.inner.clone();
+    s.output.trace = false;
+    s.output.flows = false;
+    let opts = RunOptions { ideal_comm, no_fold };
+    let r =
+        py.detach(move || llmsim_sim::simulate(&s, &opts, &mut |_, _| {}).map(|o| serde_json::to_string(&o.report).unwrap_or_default()));
+    r.map_err(sim_err)
+}
+
+/// Expands a sweep spec (YAML/JSON text; relative paths against `dir`). Returns JSON:
+/// `{name, axes, filtered, duplicates, points: [wire point]}`.
+/// `name` is used where the spec has none.
+#[pyfunction]
+#[pyo3(signature = (spec, dir, name = "sweep"))]
+fn plan_sweep(py: Python<'_>, spec: &str, dir: PathBuf, name: &str) -> PyResult<String> {
+    let (spec, name) = (spec.to_string(), name.to_string());
+    py.detach(move || {
+        let mut sp = SweepSpec::from_yaml(&spec)?;
+        if sp.name.is_empty() {
+            sp.name = name;
+        }
+        let plan = sp.expand(&dir)?;
+        let points: Vec<WirePoint> = plan.points.iter().map(WirePoint::of).collect();
+        Ok(serde_json::json!({
+            "name": plan.name, "axes": plan.axes, "filtered": plan.filtered,
+            "duplicates": plan.duplicates, "points": points,
+        })
+        .to_string())
+    })
+    .map_err(sweep_err)
+}
+
+/// Runs wire points (a JSON list, as `plan_sweep` gives) on `jobs` threads (0: one per core);
+/// returns their rows as a JSON list, in completion order. What a Ray task calls.
+#[pyfunction]
+fn run_points(py: Python<'_>, points: &str, jobs: usize) -> PyResult<String> {
+    let wire: Vec<WirePoint> = serde_json::from_str(points).map_err(json_err)?;
+    py.detach(move || {
+        let pts = wire.iter().map(WirePoint::point).collect::<Result<Vec<_>, _>>()?;
+        let mut rows = Vec::with_capacity(pts.len());
+        llmsim_sweep::run_points(&pts, jobs, &llmsim_sim::Shared::default(), |r| rows.push(r));
+        Ok(serde_json::to_string(&rows).unwrap_or_default())
+    })
+    .map_err(sweep_err)
+}
+
+/// Runs a sweep into the results directory `out` (resuming: finished points are skipped), with
+/// a progress bar on stderr if `progress`. Returns the summary as JSON.
+#[pyfunction]
+#[pyo3(signature = (spec, dir, out, jobs = 0, progress = true, name = "sweep"))]
+fn run_sweep(py: Python<'_>, spec: &str, dir: PathBuf, out: PathBuf, jobs: usize, progress: bool, name: &str) -> PyResult<String> {
+    let (spec, name) = (spec.to_string(), name.to_string());
+    py.detach(move || {
+        let mut sp = SweepSpec::from_yaml(&spec)?;
+        if sp.name.is_empty() {
+            sp.name = name;
+        }
+        let plan = sp.expand(&dir)?;
+        let store = Store::open(&out)?;
+        let bar = if progress {
+            indicatif::ProgressBar::new(0)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let s = llmsim_sweep::run_plan(&plan, &store, jobs, &mut |_, done, todo| {
+            bar.set_length(todo as u64);
+            bar.set_position(done as u64);
+        });
+        bar.finish_and_clear();
+        Ok(serde_json::to_string(&s?).unwrap_or_default())
+    })
+    .map_err(sweep_err)
+}
+
+/// Keys already in the results directory `out`.
+#[pyfunction]
+fn store_done_keys(out: PathBuf) -> PyResult<Vec<String>> {
+    let st = Store::open(&out).map_err(sweep_err)?;
+    Ok(st.done_keys().map_err(sweep_err)?.into_iter().collect())
+}
+
+/// Commits rows (a JSON list, as `run_points` gives) to the results in `out`, each in its own
+/// transaction; returns how many were new.
+#[pyfunction]
+fn store_insert(out: PathBuf, rows: &str, name: &str, axes: Vec<String>) -> PyResult<usize> {
+    let rows: Vec<Row> = serde_json::from_str(rows).map_err(json_err)?;
+    let st = Store::open(&out).map_err(sweep_err)?;
+    st.set_meta("name", name).map_err(sweep_err)?;
+    st.set_meta("axes", &serde_json::to_string(&axes).unwrap_or_default())
+        .map_err(sweep_err)?;
+    let mut n = 0;
+    for r in &rows {
+        n += usize::from(st.insert(r).map_err(sweep_err)?);
+    }
+    Ok(n)
+}
+
+/// Runs the `llmsim` command-line tool in this process (argv includes the program name);
+/// returns its exit code.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(move || llmsim_cli::main_with(argv))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Scenario>()?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(run_points, m)?)?;
+    m.add_function(wrap_pyfunction!(run_sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(store_done_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(store_insert, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add("METRICS", llmsim_sweep::METRICS.to_vec())?;
+    m.add("RESULTS_FILE", llmsim_sweep::store::FILE)?;
+    m.add("LlmsimError", py.get_type::<LlmsimError>())?;
+    m.add("ScenarioError", py.get_type::<ScenarioError>())?;
+    m.add("WorkloadError", py.get_type::<WorkloadError>())?;
+    m.add("OutOfMemoryError", py.get_type::<OutOfMemoryError>())?;
+    m.add("ComputeError", py.get_type::<ComputeError>())?;
+    m.add("TopologyError", py.get_type::<TopologyError>())?;
+    m.add("NetworkError", py.get_type::<NetworkError>())?;
+    m.add("CollectiveError", py.get_type::<CollectiveError>())?;
+    m.add("SimulationError", py.get_type::<SimulationError>())?;
+    m.add("SweepError", py.get_type::<SweepError>())?;
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! Design-space sweeps: a sweep spec (base scenario + grid / zip / random axes + filter) is
+//! expanded into points, the points run on the batch runner ([`llmsim_sim::batch`], many
+//! experiments in one process sharing topologies and workloads), and each result is committed
+//! to a results table as it finishes, keyed by the hash of its resolved scenario, so a killed
+//! sweep resumes where it stopped. Used by `llmsim sweep` and by the Python package (which adds
+//! Ray scale-out, plots and the parallelism search on top).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use llmsim_sim::batch::{self, Shared, SharedStats};
+use llmsim_sim::{Outcome, Report, RunOptions, Scenario, SimError};
+use serde::{Deserialize, Serialize};
+use serde_yaml_ng::Value;
+use thiserror::Error;
+
+pub mod filter;
+pub mod spec;
+pub mod store;
+
+pub use spec::{Plan, Point, SweepSpec, scenario_key};
+pub use store::Store;
+
+#[derive(Debug, Error)]
+pub enum SweepError {
+    #[error("sweep spec {field}: {message}")]
+    Spec { field: String, message: String },
+    #[error("results {}: {message}", path.display())]
+    Store { path: PathBuf, message: String },
+    #[error("point data: {0}")]
+    Wire(String),
+}
+
+/// The numeric columns of a result row, in order.
+pub const METRICS: [&str; 19] = [
+    "iteration_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "mfu",
+    "hfu",
+    "model_tflops_per_gpu",
+    "memory_gib",
+    "memory_fraction",
+    "compute_s",
+    "exposed_tp_s",
+    "exposed_cp_s",
+    "exposed_ep_s",
+    "exposed_pp_s",
+    "exposed_dp_s",
+    "bubble_s",
+    "idle_s",
+    "gpus",
+    "microbatches",
+    "sim_wall_s",
+];
+
+/// One experiment's result. `status` is `ok`, `error` (the simulation refused it: out of memory,
+/// a parallel plan that does not divide, ...) or `invalid` (the point is not a valid scenario).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub key: String,
+    pub idx: u64,
+    /// The point's axis values, a JSON object.
+    pub axes: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub parallel: Option<String>,
+    /// Values of [`METRICS`], in order; none for a failed point.
+    pub metrics: Vec<Option<f64>>,
+    /// The whole report as JSON, without its wall time (so equal runs give equal text).
+    pub report: Option<String>,
+}
+
+fn axes_json(p: &Point) -> String {
+    let m: serde_json::Map<String, serde_json::Value> = p
+        .axes
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or(serde_json::Value::Null)))
+        .collect();
+    serde_json::Value::Object(m).to_string()
+}
+
+/// The metric values of a report, in [`METRICS`] order.
+pub fn metrics_of(r: &Report) -> Vec<Option<f64>> {
+    let m = &r.mean;
+    [
+        r.iteration_time_s,
+        r.tokens_per_s,
+        r.tokens_per_s_per_gpu,
+        r.mfu,
+        r.hfu,
+        r.model_tflops_per_gpu,
+        r.memory.footprint.total as f64 / f64::from(1u32 << 30),
+        r.memory.fraction,
+        m.compute_s,
+        m.exposed_tp_s,
+        m.exposed_cp_s,
+        m.exposed_ep_s,
+        m.exposed_pp_s,
+        m.exposed_dp_s,
+        m.bubble_s,
+        m.idle_s,
+        f64::from(r.gpus),
+        f64::from(r.microbatches),
+        r.sim_wall_s,
+    ]
+    .into_iter()
+    .map(Some)
+    .collect()
+}
+
+/// The report as JSON without its wall time.
+pub fn report_json(r: &Report) -> String {
+    let mut v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("sim_wall_s");
+    }
+    v.to_string()
+}
+
+/// The row of a point and its simulation result.
+pub fn row_of(p: &Point, r: Result<Outcome, SimError>) -> Row {
+    let mut row = Row {
+        key: p.key.clone(),
+        idx: p.index,
+        axes: axes_json(p),
+        status: "ok".into(),
+        error: None,
+        parallel: None,
+        metrics: vec![None; METRICS.len()],
+        report: None,
+    };
+    match r {
+        Ok(o) => {
+            row.parallel = Some(o.report.parallel.clone());
+            row.metrics = metrics_of(&o.report);
+            row.report = Some(report_json(&o.report));
+        }
+        Err(e) => {
+            row.status = "error".into();
+            row.error = Some(e.to_string());
+        }
+    }
+    row
+}
+
+fn invalid_row(p: &Point, message: &str) -> Row {
+    Row {
+        key: p.key.clone(),
+        idx: p.index,
+        axes: axes_json(p),
+        status: "invalid".into(),
+        error: Some(message.to_string()),
+        parallel: None,
+        metrics: vec![None; METRICS.len()],
+        report: None,
+    }
+}
+
+/// Experiments are plain simulations: no trace or flow records are kept.
+fn lean(s: &Scenario) -> Scenario {
+    let mut s = s.clone();
+    s.output.trace = false;
+    s.output.flows = false;
+    s
+}
+
+/// What experiments can share: points equal in these run one after another, so the batch's
+/// small caches hit (a random sweep would otherwise rebuild most workloads).
+fn share_key(s: &Scenario) -> String {
+    serde_json::to_string(&(&s.model, &s.dlrm, &s.training, &s.parallel, &s.cluster, s.seed)).unwrap_or_default()
+}
+
+/// Runs points on the batch runner (`jobs` threads, 0 = one per core) and hands each row to
+/// `on_row` as it finishes. Invalid points become rows at once. Points that share a workload
+/// and topology are run next to each other.
+pub fn run_points(points: &[Point], jobs: usize, shared: &Shared, mut on_row: impl FnMut(Row)) {
+    let mut order: Vec<(String, usize)> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        match &p.scenario {
+            Ok(s) => order.push((share_key(s), i)),
+            Err(m) => on_row(invalid_row(p, m)),
+        }
+    }
+    order.sort();
+    let which: Vec<usize> = order.iter().map(|(_, i)| *i).collect();
+    let runnable: Vec<Scenario> = which
+        .iter()
+        .map(|i| lean(points[*i].scenario.as_ref().expect("runnable")))
+        .collect();
+    batch::run_batch(
+        &runnable,
+        jobs,
+        &RunOptions::default(),
+        shared,
+        |i, r| row_of(&points[which[i]], r),
+        |_, row| on_row(row),
+    );
+}
+
+/// What a sweep did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// Points after filtering and de-duplication.
+    pub points: usize,
+    /// Already in the results (a resumed sweep).
+    pub skipped: usize,
+    pub ran: usize,
+    pub ok: usize,
+    pub failed: usize,
+    pub filtered: u64,
+    pub duplicates: u64,
+    pub wall_s: f64,
+    pub topology_builds: u64,
+    pub topology_hits: u64,
+    pub workload_builds: u64,
+    pub workload_hits: u64,
+}
+
+/// Runs the points of `plan` that `store` does not hold yet, committing each row as it
+/// finishes; `on_row(row, done, todo)` follows progress.
+///
+/// # Errors
+/// A results-store error (the rows committed before it stay).
+pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(&Row, usize, usize)) -> Result<Summary, SweepError> {
+    let t0 = Instant::now();
+    let done = store.done_keys()?;
+    let todo: Vec<Point> = plan.points.iter().filter(|p| !done.contains(&p.key)).cloned().collect();
+    store.set_meta("name", &plan.name)?;
+    store.set_meta("axes", &serde_json::to_string(&plan.axes).unwrap_or_default())?;
+    let mut s = Summary {
+        points: plan.points.len(),
+        skipped: plan.points.len() - todo.len(),
+        filtered: plan.filtered,
+        duplicates: plan.duplicates,
+        ..Summary::default()
+    };
+    let shared = Shared::default();
+    let mut first_err = None;
+    let n = todo.len();
+    run_points(&todo, jobs, &shared, |row| {
+        if first_err.is_some() {
+            return;
+        }
+        match store.insert(&row) {
+            Ok(_) => {
+                s.ran += 1;
+                if row.status == "ok" {
+                    s.ok += 1;
+                } else {
+                    s.failed += 1;
+                }
+                on_row(&row, s.ran, n);
+            }
+            Err(e) => first_err = Some(e),
+        }
+    });
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let st: SharedStats = shared.stats();
+    s.topology_builds = st.topology_builds;
+    s.topology_hits = st.topology_hits;
+    s.workload_builds = st.workload_builds;
+    s.workload_hits = st.workload_hits;
+    s.wall_s = t0.elapsed().as_secs_f64();
+    Ok(s)
+}
+
+/// A point as shipped to another process (a Ray worker): everything needed to run it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WirePoint {
+    pub index: u64,
+    pub key: String,
+    pub axes: Vec<(String, serde_json::Value)>,
+    pub tree: serde_json::Value,
+    pub base_dir: PathBuf,
+    /// The scenario's name (filled from the sweep's name where the base has none).
+    pub name: String,
+    pub invalid: Option<String>,
+}
+
+impl WirePoint {
+    pub fn of(p: &Point) -> WirePoint {
+        WirePoint {
+            index: p.index,
+            key: p.key.clone(),
+            axes: p
+                .axes
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
+                .collect(),
+            tree: serde_json::to_value(&p.tree).unwrap_or_default(),
+            base_dir: p.base_dir.clone(),
+            name: p.scenario.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+            invalid: p.scenario.as_ref().err().cloned(),
+        }
+    }
+
+    /// Rebuilds the point (re-parsing its scenario).
+    ///
+    /// # Errors
+    /// Malformed point data.
+    pub fn point(&self) -> Result<Point, SweepError> {
+        let w = |e: serde_yaml_ng::Error| SweepError::Wire(e.to_string());
+        let tree: Value = serde_yaml_ng::to_value(&self.tree).map_err(w)?;
+        let axes = self
+            .axes
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), serde_yaml_ng::to_value(v).map_err(w)?)))
+            .collect::<Result<_, SweepError>>()?;
+        let scenario = match &self.invalid {
+            Some(m) => Err(m.clone()),
+            None => Scenario::from_value(tree.clone(), &self.base_dir)
+                .map(|mut s| {
+                    s.name.clone_from(&self.name);
+                    s
+                })
+                .map_err(|e| e.to_string()),
+        };
+        Ok(Point {
+            index: self.index,
+            key: self.key.clone(),
+            axes,
+            tree,
+            base_dir: self.base_dir.clone(),
+            scenario,
+        })
+    }
+}
+
+/// Loads and expands a sweep file.
+///
+/// # Errors
+/// See [`SweepSpec::load`] and [`SweepSpec::expand`].
+pub fn plan_file(path: &Path) -> Result<Plan, SweepError> {
+    let (spec, dir) = SweepSpec::load(path)?;
+    spec.expand(&dir)
+}

@@ -1,0 +1,484 @@
+//! The sweep spec: a base scenario and the axes to vary.
+//!
+//! ```yaml
+//! name: tp-pp                         # default: the spec file's name
+//! base: gpt3-13b-128gpu.yaml          # a scenario file (relative to this file) or an inline map
+//! set: [network.backend=flow]         # fixed overrides, as --set
+//! grid:                               # every combination (the last key varies fastest)
+//!   parallel.tp: [1, 2, 4, 8]
+//!   parallel.pp: [1, 2, 4]
+//! zip:                                # lists of one length, taken together
+//!   cluster.topology.nic.bandwidth: [100Gbps, 400Gbps]
+//!   collectives.channels: [8, 16]
+//! random:                             # `samples` draws (seeded) of each axis
+//!   samples: 10
+//!   seed: 1
+//!   axes:
+//!     training.micro_batch_size: { choice: [1, 2, 4] }
+//!     compute.overlap_slowdown: { uniform: [1.0, 1.2] }
+//!     cluster.nvlink_bandwidth: { int: [300, 900], suffix: GBps }
+//! filter:                             # keep a point only where every expression holds
+//!   - parallel.tp * parallel.pp <= 32
+//! ```
+//!
+//! Points are the product grid x zip x random (blocks left out count as one empty row).
+
+use std::path::{Path, PathBuf};
+
+use llmsim_core::SimRng;
+use llmsim_sim::Scenario;
+use llmsim_sim::scenario::set_path;
+use serde::Deserialize;
+use serde_yaml_ng::{Mapping, Value};
+
+use crate::SweepError;
+use crate::filter::{self, Expr, Val};
+
+/// One random axis: exactly one of `choice`, `uniform`, `log_uniform`, `int`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dist {
+    #[serde(default)]
+    pub choice: Option<Vec<Value>>,
+    #[serde(default)]
+    pub uniform: Option<[f64; 2]>,
+    #[serde(default)]
+    pub log_uniform: Option<[f64; 2]>,
+    #[serde(default)]
+    pub int: Option<[i64; 2]>,
+    /// Appended to a drawn number to make a unit string, e.g. `Gbps`.
+    #[serde(default)]
+    pub suffix: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomSpec {
+    pub samples: u32,
+    #[serde(default = "one")]
+    pub seed: u64,
+    pub axes: Mapping,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Filters {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// The sweep file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    #[serde(default)]
+    pub name: String,
+    pub base: Value,
+    /// Directory an inline base's relative paths resolve against. Default: the spec's directory.
+    #[serde(default)]
+    pub base_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub set: Vec<String>,
+    #[serde(default)]
+    pub grid: Mapping,
+    #[serde(default)]
+    pub zip: Mapping,
+    #[serde(default)]
+    pub random: Option<RandomSpec>,
+    #[serde(default)]
+    pub filter: Option<Filters>,
+}
+
+/// One experiment of a sweep.
+#[derive(Clone, Debug)]
+pub struct Point {
+    /// Position in the full expansion (before filtering): stable across re-runs.
+    pub index: u64,
+    /// The axis values of this point, in axis order.
+    pub axes: Vec<(String, Value)>,
+    /// Hash of the resolved scenario (its identity in the results).
+    pub key: String,
+    /// The scenario tree with the point's overrides (what a remote worker needs).
+    pub tree: Value,
+    pub base_dir: PathBuf,
+    /// The parsed scenario, or why this point is invalid.
+    pub scenario: Result<Scenario, String>,
+}
+
+/// An expanded sweep.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub name: String,
+    pub axes: Vec<String>,
+    pub points: Vec<Point>,
+    /// Points the filter dropped.
+    pub filtered: u64,
+    /// Points whose resolved scenario equals an earlier point's (kept once).
+    pub duplicates: u64,
+}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> SweepError {
+    SweepError::Spec {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash (std's hasher may change between Rust versions).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The identity of a scenario: a hash of its resolved form (defaults filled in, name left out).
+pub fn scenario_key(s: &Scenario) -> String {
+    let mut s = s.clone();
+    s.name.clear();
+    let text = serde_json::to_string(&s).unwrap_or_default();
+    format!("{:016x}", fnv1a(text.as_bytes()))
+}
+
+fn tree_key(v: &Value) -> String {
+    format!("{:016x}", fnv1a(serde_json::to_string(v).unwrap_or_default().as_bytes()))
+}
+
+fn axis_lists(m: &Mapping, block: &str) -> Result<Vec<(String, Vec<Value>)>, SweepError> {
+    m.iter()
+        .map(|(k, v)| {
+            let key = k
+                .as_str()
+                .ok_or_else(|| err(block, "axis names are dotted scenario keys, e.g. parallel.tp"))?;
+            let Value::Sequence(vals) = v else {
+                return Err(err(format!("{block}.{key}"), "expected a list of values"));
+            };
+            if vals.is_empty() {
+                return Err(err(format!("{block}.{key}"), "empty list"));
+            }
+            Ok((key.to_string(), vals.clone()))
+        })
+        .collect()
+}
+
+fn number_value(x: f64, suffix: &Option<String>, integer: bool) -> Value {
+    match suffix {
+        Some(s) if integer => Value::String(format!("{}{s}", x as i64)),
+        Some(s) => Value::String(format!("{x}{s}")),
+        None if integer => Value::Number((x as i64).into()),
+        None => Value::Number(x.into()),
+    }
+}
+
+fn draw(d: &Dist, rng: &mut SimRng, key: &str) -> Result<Value, SweepError> {
+    let field = format!("random.axes.{key}");
+    let given = [d.choice.is_some(), d.uniform.is_some(), d.log_uniform.is_some(), d.int.is_some()];
+    if given.iter().filter(|g| **g).count() != 1 {
+        return Err(err(field, "give exactly one of choice, uniform, log_uniform, int"));
+    }
+    if let Some(c) = &d.choice {
+        if c.is_empty() {
+            return Err(err(field, "empty choice"));
+        }
+        return Ok(c[rng.below(c.len() as u64) as usize].clone());
+    }
+    if let Some([lo, hi]) = d.uniform {
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(err(field, format!("uniform [{lo}, {hi}]: low must be <= high")));
+        }
+        return Ok(number_value(lo + (hi - lo) * rng.unit_f64(), &d.suffix, false));
+    }
+    if let Some([lo, hi]) = d.log_uniform {
+        if !(lo > 0.0 && lo <= hi) {
+            return Err(err(field, format!("log_uniform [{lo}, {hi}]: need 0 < low <= high")));
+        }
+        let x = (lo.ln() + (hi.ln() - lo.ln()) * rng.unit_f64()).exp();
+        return Ok(number_value(x, &d.suffix, false));
+    }
+    let [lo, hi] = d.int.expect("one is given");
+    if lo > hi {
+        return Err(err(field, format!("int [{lo}, {hi}]: low must be <= high")));
+    }
+    let x = lo + rng.below((hi - lo + 1) as u64) as i64;
+    Ok(number_value(x as f64, &d.suffix, true))
+}
+
+impl SweepSpec {
+    /// Reads a sweep file.
+    ///
+    /// # Errors
+    /// Unreadable file, YAML errors, unknown keys.
+    pub fn load(path: &Path) -> Result<(SweepSpec, PathBuf), SweepError> {
+        let text = std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), e.to_string()))?;
+        let mut spec = Self::from_yaml(&text)?;
+        if spec.name.is_empty() {
+            spec.name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("sweep").to_string();
+        }
+        Ok((spec, path.parent().map(Path::to_path_buf).unwrap_or_default()))
+    }
+
+    /// Parses sweep YAML (or JSON) text.
+    ///
+    /// # Errors
+    /// YAML errors, unknown keys.
+    pub fn from_yaml(text: &str) -> Result<SweepSpec, SweepError> {
+        serde_yaml_ng::from_str(text).map_err(|e| err("sweep", e.to_string()))
+    }
+
+    /// Expands the spec into points; `dir` is the spec file's directory.
+    ///
+    /// # Errors
+    /// A malformed spec (axes, filter syntax, an unreadable base). A point that does not make a
+    /// valid scenario is not an error here: it is a point with `scenario: Err(..)`.
+    pub fn expand(&self, dir: &Path) -> Result<Plan, SweepError> {
+        let (mut base, base_dir, base_name) = match &self.base {
+            Value::String(p) => {
+                let path = dir.join(p);
+                let text = std::fs::read_to_string(&path).map_err(|e| err("base", format!("{}: {e}", path.display())))?;
+                let v: Value = serde_yaml_ng::from_str(&text).map_err(|e| err("base", format!("{}: {e}", path.display())))?;
+                let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
+                (v, path.parent().map(Path::to_path_buf).unwrap_or_default(), name)
+            }
+            Value::Mapping(_) => (
+                self.base.clone(),
+                self.base_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
+                self.name.clone(),
+            ),
+            _ => return Err(err("base", "a scenario file path or an inline scenario map")),
+        };
+        for s in &self.set {
+            let Some((k, v)) = s.split_once('=') else {
+                return Err(err("set", format!("{s:?}: expected key.path=value")));
+            };
+            let v: Value = serde_yaml_ng::from_str(v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
+            set_path(&mut base, k, v);
+        }
+        let grid = axis_lists(&self.grid, "grid")?;
+        let zip = axis_lists(&self.zip, "zip")?;
+        if let Some((_, first)) = zip.first()
+            && let Some((k, other)) = zip.iter().find(|(_, l)| l.len() != first.len())
+        {
+            return Err(err(
+                format!("zip.{k}"),
+                format!(
+                    "has {} values but the first zip axis has {}; zip axes go together",
+                    other.len(),
+                    first.len()
+                ),
+            ));
+        }
+        let filters: Vec<(String, Expr)> = match &self.filter {
+            None => Vec::new(),
+            Some(Filters::One(s)) => vec![s.clone()],
+            Some(Filters::Many(v)) => v.clone(),
+        }
+        .into_iter()
+        .map(|s| {
+            filter::parse(&s)
+                .map(|e| (s.clone(), e))
+                .map_err(|m| err("filter", format!("{s:?}: {m}")))
+        })
+        .collect::<Result<_, _>>()?;
+
+        // Rows of each block.
+        let mut grid_rows: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+        for (k, vals) in &grid {
+            let mut next = Vec::with_capacity(grid_rows.len() * vals.len());
+            for row in &grid_rows {
+                for v in vals {
+                    let mut r = row.clone();
+                    r.push((k.clone(), v.clone()));
+                    next.push(r);
+                }
+            }
+            grid_rows = next;
+        }
+        let zip_rows: Vec<Vec<(String, Value)>> = match zip.first() {
+            None => vec![Vec::new()],
+            Some((_, first)) => (0..first.len())
+                .map(|i| zip.iter().map(|(k, l)| (k.clone(), l[i].clone())).collect())
+                .collect(),
+        };
+        let random_rows: Vec<Vec<(String, Value)>> = match &self.random {
+            None => vec![Vec::new()],
+            Some(r) => {
+                let mut rng = SimRng::seed(r.seed);
+                let axes: Vec<(String, Dist)> = r
+                    .axes
+                    .iter()
+                    .map(|(k, v)| {
+                        let key = k.as_str().unwrap_or("?").to_string();
+                        let d: Dist = serde_yaml_ng::from_value(v.clone()).map_err(|e| err(format!("random.axes.{key}"), e.to_string()))?;
+                        Ok((key, d))
+                    })
+                    .collect::<Result<_, SweepError>>()?;
+                (0..r.samples)
+                    .map(|_| axes.iter().map(|(k, d)| Ok((k.clone(), draw(d, &mut rng, k)?))).collect())
+                    .collect::<Result<_, SweepError>>()?
+            }
+        };
+        let mut axes: Vec<String> = Vec::new();
+        for row in [&grid_rows[0], &zip_rows[0], &random_rows[0]] {
+            for (k, _) in row {
+                if axes.contains(k) {
+                    return Err(err(k.clone(), "appears in more than one axis block"));
+                }
+                axes.push(k.clone());
+            }
+        }
+
+        let name = if self.name.is_empty() { base_name } else { self.name.clone() };
+        let mut plan = Plan {
+            name: name.clone(),
+            axes,
+            points: Vec::new(),
+            filtered: 0,
+            duplicates: 0,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut index = 0u64;
+        for g in &grid_rows {
+            for z in &zip_rows {
+                for r in &random_rows {
+                    let values: Vec<(String, Value)> = g.iter().chain(z).chain(r).cloned().collect();
+                    let i = index;
+                    index += 1;
+                    let mut tree = base.clone();
+                    for (k, v) in &values {
+                        set_path(&mut tree, k, v.clone());
+                    }
+                    let scenario = Scenario::from_value(tree.clone(), &base_dir).map(|mut s| {
+                        if s.name.is_empty() {
+                            s.name.clone_from(&name);
+                        }
+                        s
+                    });
+                    // The filter sees the resolved scenario (defaults filled in) where it parses.
+                    let (key, resolved) = match &scenario {
+                        Ok(s) => (scenario_key(s), serde_yaml_ng::to_value(s).unwrap_or(Value::Null)),
+                        Err(_) => (tree_key(&tree), tree.clone()),
+                    };
+                    let gpus = scenario.as_ref().ok().and_then(|s| s.gpus().ok());
+                    let extra = |k: &str| match (k, gpus) {
+                        ("gpus", Some(g)) => Some(Val::Num(f64::from(g))),
+                        _ => None,
+                    };
+                    let mut scenario = scenario.map_err(|e| {
+                        let m = e.to_string();
+                        if m.contains("missing field") && !values.is_empty() {
+                            format!("{m} (an axis sets a key inside a section the base leaves to its defaults: write that section out in the base)")
+                        } else {
+                            m
+                        }
+                    });
+                    let mut keep = true;
+                    for (text, e) in &filters {
+                        match e.eval(&resolved, &extra).and_then(|v| filter::truth(&v)) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                keep = false;
+                                break;
+                            }
+                            Err(m) => {
+                                if scenario.is_ok() {
+                                    scenario = Err(format!("filter {text:?}: {m}"));
+                                }
+                            }
+                        }
+                    }
+                    if !keep {
+                        plan.filtered += 1;
+                        continue;
+                    }
+                    if !seen.insert(key.clone()) {
+                        plan.duplicates += 1;
+                        continue;
+                    }
+                    plan.points.push(Point {
+                        index: i,
+                        axes: values,
+                        key,
+                        tree,
+                        base_dir: base_dir.clone(),
+                        scenario,
+                    });
+                }
+            }
+        }
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "base: { model: gpt3-13b, cluster: { gpus: 64 }, parallel: { tp: 2 } }\n";
+
+    #[test]
+    fn grid_zip_random_and_filter() {
+        let spec = SweepSpec::from_yaml(&format!(
+            "{BASE}grid: {{ parallel.tp: [1, 2, 4], parallel.pp: [1, 2] }}\nzip: {{ cluster.gpu: [H100, H200], seed: [1, 2] }}\nrandom: {{ samples: 3, axes: {{ training.micro_batch_size: {{ choice: [1, 2] }}, compute.overlap_slowdown: {{ uniform: [1.0, 1.5] }} }} }}\nfilter: 'parallel.tp * parallel.pp <= 4'\n"
+        ))
+        .unwrap();
+        let p = spec.expand(Path::new(".")).unwrap();
+        assert_eq!(p.axes.len(), 6);
+        // 3 x 2 grid, 2 zip rows, 3 random rows; tp4 pp2 (2 x 3 points... per zip row) filtered.
+        let total = 3 * 2 * 2 * 3;
+        let dropped = 2 * 3;
+        assert_eq!(p.filtered, dropped);
+        assert_eq!(p.points.len() as u64 + p.duplicates, total - dropped);
+        for pt in &p.points {
+            let s = pt.scenario.as_ref().unwrap();
+            assert!(s.parallel.tp * s.parallel.pp <= 4);
+            assert!((1.0..=1.5).contains(&s.compute.overlap_slowdown));
+            let gpu = &pt.axes.iter().find(|(k, _)| k == "cluster.gpu").unwrap().1;
+            let seed = if gpu.as_str() == Some("H100") { 1 } else { 2 };
+            assert_eq!(s.seed, seed, "zip axes go together");
+        }
+        // Same spec, same points and keys (seeded).
+        let q = spec.expand(Path::new(".")).unwrap();
+        let keys = |p: &Plan| p.points.iter().map(|x| x.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&p), keys(&q));
+    }
+
+    #[test]
+    fn invalid_points_are_kept_with_their_error() {
+        let spec = SweepSpec::from_yaml(&format!("{BASE}grid: {{ parallel.tp: [2, abc], parallel.tpp: [1] }}\n")).unwrap();
+        let p = spec.expand(Path::new(".")).unwrap();
+        assert_eq!(p.points.len(), 2);
+        for pt in &p.points {
+            let e = pt.scenario.as_ref().unwrap_err();
+            assert!(e.contains("tpp") || e.contains("\"abc\""), "{e}");
+        }
+    }
+
+    #[test]
+    fn spec_errors_name_the_field() {
+        let e = SweepSpec::from_yaml(&format!("{BASE}zip: {{ parallel.tp: [1, 2], parallel.pp: [1] }}\n"))
+            .unwrap()
+            .expand(Path::new("."))
+            .unwrap_err();
+        assert!(e.to_string().contains("zip.parallel.pp"), "{e}");
+        let e = SweepSpec::from_yaml(&format!("{BASE}filter: 'parallel.tp <'\n"))
+            .unwrap()
+            .expand(Path::new("."))
+            .unwrap_err();
+        assert!(e.to_string().contains("filter"), "{e}");
+        assert!(SweepSpec::from_yaml(&format!("{BASE}grids: {{}}\n")).is_err());
+    }
+
+    #[test]
+    fn equal_scenarios_share_a_key() {
+        // tp given as 2 in the base and as an axis value 2: one point.
+        let spec = SweepSpec::from_yaml(&format!("{BASE}grid: {{ parallel.tp: [2, 2, 4] }}\n")).unwrap();
+        let p = spec.expand(Path::new(".")).unwrap();
+        assert_eq!((p.points.len(), p.duplicates), (2, 1));
+    }
+}

@@ -1,0 +1,83 @@
+//! The results store and the sweep driver: rows are committed once per key, a re-run skips
+//! finished points, and every row equals a single run of its scenario.
+
+use std::path::Path;
+
+use llmsim_sim::RunOptions;
+use llmsim_sweep::{METRICS, Store, SweepSpec, run_plan};
+
+const SPEC: &str = "base: { model: { preset: gpt3-13b, num_hidden_layers: 4 }, training: { global_batch_size: 16 },
+        cluster: { gpus: 16, topology: { kind: rail-fat-tree } },
+        output: { trace: false, flows: false } }
+grid: { parallel.tp: [1, 2, 3, 4], parallel.pp: [1, 2] }
+zip: { cluster.topology.nic.bandwidth: [200Gbps, 400Gbps] }
+";
+
+#[test]
+fn resume_skips_finished_points_and_rows_match_single_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = SweepSpec::from_yaml(SPEC).unwrap().expand(Path::new(".")).unwrap();
+    assert_eq!(plan.points.len(), 16);
+    let store = Store::open(dir.path()).unwrap();
+
+    // A partial first run: only the first 5 points (as if killed).
+    let mut first = plan.clone();
+    first.points.truncate(5);
+    let s = run_plan(&first, &store, 2, &mut |_, _, _| {}).unwrap();
+    assert_eq!((s.ran, s.skipped), (5, 0));
+
+    let mut seen = 0;
+    let s = run_plan(&plan, &store, 2, &mut |_, done, todo| {
+        seen = done;
+        assert_eq!(todo, 11);
+    })
+    .unwrap();
+    assert_eq!((s.ran, s.skipped, seen), (11, 5, 11));
+    // One topology per NIC bandwidth, shared by the other points.
+    assert!(s.topology_builds <= 4 && s.topology_hits > 0, "{s:?}");
+
+    let rows = store.rows().unwrap();
+    assert_eq!(rows.len(), 16);
+    let mut keys: Vec<_> = rows.iter().map(|r| r.key.clone()).collect();
+    keys.dedup();
+    assert_eq!(keys.len(), 16);
+    // Inserting a row again is refused (the key is the primary key).
+    assert!(!store.insert(&rows[0]).unwrap());
+
+    let it = METRICS.iter().position(|m| *m == "iteration_time_s").unwrap();
+    for (r, p) in rows.iter().zip(&plan.points) {
+        assert_eq!(r.key, p.key);
+        let s = p.scenario.as_ref().unwrap();
+        match llmsim_sim::simulate(s, &RunOptions::default(), &mut |_, _| {}) {
+            Ok(o) => {
+                assert_eq!(r.status, "ok");
+                assert_eq!(r.metrics[it], Some(o.report.iteration_time_s));
+            }
+            Err(e) => {
+                assert_eq!(r.status, "error");
+                assert_eq!(r.error.as_deref(), Some(e.to_string().as_str()));
+            }
+        }
+    }
+    // tp = 3 does not divide 16 GPUs: error rows.
+    assert_eq!(rows.iter().filter(|r| r.status == "error").count(), 4);
+}
+
+#[test]
+fn bundled_sweep_files_expand_to_valid_points() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("sweep-")))
+        .collect();
+    files.push(root.join("bench/sweep-1000.yaml"));
+    assert!(files.len() >= 3, "{files:?}");
+    for f in files {
+        let plan = llmsim_sweep::plan_file(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert!(!plan.points.is_empty(), "{}", f.display());
+        for p in &plan.points {
+            assert!(p.scenario.is_ok(), "{} point {}: {:?}", f.display(), p.index, p.scenario);
+        }
+    }
+}

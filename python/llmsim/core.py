@@ -1,0 +1,154 @@
+"""Scenarios and single runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
+
+from . import _native
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+
+
+def to_sets(overrides: Mapping[str, Any]) -> list[str]:
+    """``{"parallel": {"tp": 4}, "cluster.gpu": "H200"}`` -> ``["parallel.tp=4", "cluster.gpu=\\"H200\\""]``.
+
+    Values are written as JSON, which the scenario reader parses as YAML.
+    """
+    flat: dict[str, Any] = {}
+    _flatten("", overrides, flat)
+    return [f"{k}={json.dumps(v)}" for k, v in flat.items()]
+
+
+class Scenario:
+    """A scenario (model, training, parallelism, cluster, network): a YAML tree plus the directory
+    its relative paths resolve against. Immutable: ``with_`` returns a new one."""
+
+    __slots__ = ("_n",)
+
+    def __init__(self, native: _native.Scenario) -> None:
+        self._n = native
+
+    @classmethod
+    def from_yaml(cls, path: PathLike, set: Iterable[str] | Mapping[str, Any] | None = None) -> Scenario:
+        """Reads a scenario file; ``set`` overrides keys as ``--set`` does (a list of
+        ``"key.path=value"`` or a mapping of dotted keys or nested sections)."""
+        return cls(_native.Scenario.from_yaml(os.fspath(path), _sets(set)))
+
+    @classmethod
+    def from_str(cls, text: str, base_dir: PathLike = ".") -> Scenario:
+        return cls(_native.Scenario.from_str(text, os.fspath(base_dir)))
+
+    @classmethod
+    def from_dict(cls, tree: Mapping[str, Any], base_dir: PathLike = ".") -> Scenario:
+        return cls(_native.Scenario.from_str(json.dumps(tree), os.fspath(base_dir)))
+
+    def with_(self, set: Iterable[str] | Mapping[str, Any] | None = None, **sections: Any) -> Scenario:
+        """A copy with overrides: ``sc.with_(parallel={"tp": 4}, cluster={"gpu": "H200"})`` or
+        ``sc.with_({"parallel.tp": 4})``."""
+        sets = _sets(set) + to_sets(sections)
+        return Scenario(self._n.with_sets(sets))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The scenario tree as given (with overrides)."""
+        return json.loads(self._n.tree_json())
+
+    def resolved(self) -> dict[str, Any]:
+        """The scenario with every default filled in."""
+        return json.loads(self._n.resolved_json())
+
+    def check(self) -> dict[str, Any]:
+        """Validates the parallel plan and memory without simulating; returns the per-GPU memory
+        footprint (bytes). Raises ``WorkloadError``/``OutOfMemoryError`` as ``run`` would."""
+        return json.loads(self._n.check())
+
+    @property
+    def name(self) -> str:
+        return self._n.name
+
+    @property
+    def key(self) -> str:
+        """Hash of the resolved scenario: the row key in sweep results."""
+        return self._n.key
+
+    @property
+    def base_dir(self) -> str:
+        return os.fspath(self._n.base_dir)
+
+    @property
+    def native(self) -> _native.Scenario:
+        return self._n
+
+    def __repr__(self) -> str:
+        return f"Scenario({self.name!r}, key={self.key})"
+
+
+def _sets(set: Iterable[str] | Mapping[str, Any] | None) -> list[str]:
+    if set is None:
+        return []
+    if isinstance(set, Mapping):
+        return to_sets(set)
+    return [str(s) for s in set]
+
+
+class Report:
+    """The result of one run: the same fields as ``llmsim run --json`` (attributes or ``[]``)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._d = data
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._d[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._d[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._d
+
+    def metrics(self) -> dict[str, float]:
+        """The flat numbers a sweep row holds (iteration time, throughput, MFU, mean breakdown)."""
+        d = self._d
+        m = d["mean"]
+        return {
+            "iteration_time_s": d["iteration_time_s"],
+            "tokens_per_s": d["tokens_per_s"],
+            "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"],
+            "mfu": d["mfu"],
+            "hfu": d["hfu"],
+            "model_tflops_per_gpu": d["model_tflops_per_gpu"],
+            "memory_gib": d["memory"]["footprint"]["total"] / 2**30,
+            "memory_fraction": d["memory"]["fraction"],
+            **{k: m[k] for k in m},
+        }
+
+    def stages(self):  # -> pandas.DataFrame
+        """Per-stage breakdown (seconds) as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame([{"stage": s["stage"], "layers": s["layers"], **s["breakdown"]} for s in self._d["stages"]])
+
+    def __repr__(self) -> str:
+        d = self._d
+        return f"Report({d['scenario']!r}, iteration_time_s={d['iteration_time_s']:.6g}, mfu={d['mfu']:.3f}, parallel={d['parallel']!r})"
+
+
+def run(scenario: Scenario | PathLike, *, ideal_comm: bool = False, no_fold: bool = False) -> Report:
+    """Simulates one training iteration (releases the GIL while it runs)."""
+    sc = scenario if isinstance(scenario, Scenario) else Scenario.from_yaml(scenario)
+    return Report(json.loads(_native.run(sc.native, ideal_comm, no_fold)))

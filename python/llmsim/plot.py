@@ -1,0 +1,187 @@
+"""Plots of sweep results (matplotlib) and a static HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .sweep import load
+
+BREAKDOWN = [
+    ("compute_s", "compute", "#4c72b0"),
+    ("exposed_tp_s", "exposed TP", "#dd8452"),
+    ("exposed_cp_s", "exposed CP", "#937860"),
+    ("exposed_ep_s", "exposed EP", "#da8bc3"),
+    ("exposed_pp_s", "exposed PP", "#8c8c8c"),
+    ("exposed_dp_s", "exposed DP", "#c44e52"),
+    ("bubble_s", "pipeline bubble", "#ccb974"),
+    ("idle_s", "idle", "#dddddd"),
+]
+
+ALIASES = {"iteration_time": "iteration_time_s", "time": "iteration_time_s", "throughput": "tokens_per_s"}
+SHORT = {"micro_batch_size": "mbs", "bandwidth": "nic", "overlap_slowdown": "slowdown", "global_batch_size": "gbs"}
+MAXIMIZE = {"tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "model_tflops_per_gpu"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _frame(results: Any):
+    import pandas as pd
+
+    return results if isinstance(results, pd.DataFrame) else load(results)
+
+
+def metric(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+def _sort_key(v: Any) -> Any:
+    # Unit strings sort by their number: "100Gbps" < "400Gbps".
+    if isinstance(v, str):
+        num = "".join(ch for ch in v if ch.isdigit() or ch == ".")
+        try:
+            return (0, float(num), v)
+        except ValueError:
+            return (1, 0.0, v)
+    return (0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
+
+
+def plot_axis(results: Any, x: str, y: str = "iteration_time_s", hue: str | None = None, ax: Any = None):
+    """``y`` against the axis ``x`` (one line per ``hue`` value); where other axes vary too, each
+    point is the best over them (min time, max throughput). Returns the matplotlib Axes."""
+    plt = _plt()
+    df = _frame(results)
+    y = metric(y)
+    ok = df[df["status"] == "ok"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.0))
+    best = "max" if y in MAXIMIZE else "min"
+    groups = [(None, ok)] if hue is None else sorted(ok.groupby(hue), key=lambda g: _sort_key(g[0]))
+    varied = [a for a in df.attrs.get("axes", []) if a not in (x, hue) and df[a].nunique() > 1]
+    for hv, g in groups:
+        agg = g.groupby(x)[y].agg(best)
+        xs = sorted(agg.index, key=_sort_key)
+        labels = [str(v) for v in xs]
+        ax.plot(labels, [agg[v] for v in xs], marker="o", label=None if hv is None else f"{hue}={hv}")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y + (f" ({best} over {', '.join(varied)})" if varied else ""), fontsize=8 if varied else 10)
+    ax.grid(alpha=0.3)
+    if hue is not None:
+        ax.legend(fontsize=8)
+    ax.set_title(f"{df.attrs.get('name', '')}: {y} vs {x}")
+    return ax
+
+
+def plot_breakdown(results: Any, top: int = 10, by: str = "iteration_time_s", ax: Any = None):
+    """Stacked bars of where the time goes (mean over ranks: compute, exposed communication by
+    kind, bubble, idle) for the ``top`` best points."""
+    plt = _plt()
+    df = _frame(results)
+    ok = df[df["status"] == "ok"].sort_values(by, ascending=by not in MAXIMIZE).head(top)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(6.4, 1.1 * len(ok) + 2.5), 4.5))
+    axes = [a for a in df.attrs.get("axes", []) if df[a].nunique() > 1]
+
+    def short(a: str) -> str:
+        last = a.split(".")[-1]
+        return SHORT.get(last, last)
+
+    labels = ["\n".join(f"{short(a)}={r[a]}" for a in axes) or str(r["idx"]) for _, r in ok.iterrows()]
+    bottom = [0.0] * len(ok)
+    for col, name, color in BREAKDOWN:
+        vals = list(ok[col])
+        if not any(v > 0 for v in vals):
+            continue
+        ax.bar(range(len(ok)), vals, bottom=bottom, label=name, color=color)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(range(len(ok)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("seconds per iteration (mean over ranks)")
+    ax.set_title(f"{df.attrs.get('name', '')}: where the time goes, {len(ok)} best points")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax
+
+
+def save(ax: Any, path: str) -> str:
+    fig = ax.figure
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+    return path
+
+
+def _png_b64(ax: Any) -> str:
+    buf = io.BytesIO()
+    fig = ax.figure
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=100)
+    _plt().close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
+    """A self-contained HTML page for a sweep: iteration time vs each axis, the breakdown of the
+    best points, the best points table, and the points that failed with their error."""
+    df = load(results_dir)
+    out = out or os.path.join(results_dir, "report.html")
+    axes = [a for a in df.attrs.get("axes", []) if df[a].nunique() > 1]
+    ok = df[df["status"] == "ok"]
+    parts = [
+        f"<h1>Sweep {html.escape(df.attrs.get('name', ''))}</h1>",
+        f"<p>{len(df)} points: {len(ok)} ok, {len(df) - len(ok)} failed or invalid.</p>",
+    ]
+    if len(ok):
+        for a in axes:
+            parts.append(
+                f'<h2>iteration time vs {html.escape(a)}</h2><img src="data:image/png;base64,{_png_b64(plot_axis(df, a))}">'
+            )
+        parts.append(
+            f'<h2>Where the time goes</h2><img src="data:image/png;base64,{_png_b64(plot_breakdown(df, top))}">'
+        )
+        cols = axes + ["parallel", "iteration_time_s", "tokens_per_s", "mfu", "memory_gib"]
+        best = ok.sort_values("iteration_time_s").head(top)[cols]
+        parts.append("<h2>Best points</h2>" + best.to_html(index=False, float_format=lambda v: f"{v:.4g}"))
+    bad = df[df["status"] != "ok"]
+    if len(bad):
+        parts.append("<h2>Failed and invalid points</h2>" + bad[axes + ["status", "error"]].to_html(index=False))
+    page = (
+        "<!doctype html><meta charset=utf-8><title>llmsim sweep</title><style>body{font-family:sans-serif;margin:2em}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}</style>"
+        + "\n".join(parts)
+    )
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(page)
+    return out
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="llmsim plot", description="Plot a sweep's results (a results directory).")
+    p.add_argument("results", help="the sweep's --out directory")
+    p.add_argument("--x", help="axis for the x axis (a dotted key); omitted: write the HTML report only")
+    p.add_argument("--y", default="iteration_time_s", help="metric (iteration_time, tokens_per_s, mfu, ...)")
+    p.add_argument("--hue", help="axis drawn as one line per value")
+    p.add_argument("--breakdown", action="store_true", help="also draw the breakdown of the best points")
+    p.add_argument("--out", help="PNG path (default: <results>/<y>-vs-<x>.png)")
+    p.add_argument("--html", action="store_true", help="also write <results>/report.html")
+    a = p.parse_args(argv)
+    if a.x:
+        y = metric(a.y)
+        path = a.out or os.path.join(a.results, f"{y}-vs-{a.x}.png")
+        print(f"wrote {save(plot_axis(a.results, a.x, y, a.hue), path)}")
+    if a.breakdown:
+        print(f"wrote {save(plot_breakdown(a.results), os.path.join(a.results, 'breakdown.png'))}")
+    if a.html or not a.x:
+        print(f"wrote {report_html(a.results)}")
+    return 0

@@ -1,0 +1,69 @@
+import json
+
+import llmsim
+import pytest
+from conftest import ROOT
+
+
+def test_scenario_overrides_and_key(small):
+    sc = llmsim.Scenario.from_yaml(small)
+    assert sc.name == "small"
+    tp4 = sc.with_(parallel={"tp": 4})
+    assert tp4.resolved()["parallel"]["tp"] == 4
+    assert sc.resolved()["parallel"]["tp"] == 2  # immutable
+    assert tp4.key != sc.key
+    # Dotted and nested spellings and a --set list are the same scenario.
+    assert sc.with_({"parallel.tp": 4}).key == tp4.key == sc.with_(["parallel.tp=4"]).key
+    assert llmsim.Scenario.from_dict(sc.to_dict(), base_dir=sc.base_dir).key == sc.key
+
+
+def test_errors_map_to_exception_classes(small):
+    sc = llmsim.Scenario.from_yaml(small)
+    with pytest.raises(llmsim.ScenarioError, match="tpp"):
+        sc.with_(parallel={"tpp": 2})
+    with pytest.raises(llmsim.WorkloadError, match="tp"):
+        llmsim.run(sc.with_(parallel={"tp": 3}))
+    big = sc.with_(model={"num_hidden_layers": 400}, parallel={"tp": 1, "use_distributed_optimizer": False})
+    with pytest.raises(llmsim.OutOfMemoryError, match="out of memory"):
+        big.check()
+    assert issubclass(llmsim.OutOfMemoryError, llmsim.WorkloadError)
+    assert issubclass(llmsim.SweepError, llmsim.LlmsimError)
+    with pytest.raises(llmsim.ScenarioError):
+        llmsim.Scenario.from_yaml(ROOT / "examples" / "no-such-file.yaml")
+
+
+def test_run_report(small):
+    rep = llmsim.run(llmsim.Scenario.from_yaml(small))
+    d = rep.to_dict()
+    assert rep.iteration_time_s == d["iteration_time_s"] > 0
+    m = rep.metrics()
+    # tokens/s is derived from the iteration time: tokens per iteration / time.
+    assert m["tokens_per_s"] == pytest.approx(32 * 2048 / m["iteration_time_s"], rel=1e-12)
+    st = rep.stages()
+    assert list(st["stage"]) == [0]
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_python_api_equals_cli(rust_cli, llmsim_script):
+    import subprocess
+
+    path = ROOT / "examples" / "gpt3-13b-128gpu.yaml"
+    api = llmsim.run(llmsim.Scenario.from_yaml(path, set=["parallel.tp=4"])).to_dict()
+    for cmd in (rust_cli, llmsim_script):
+        out = subprocess.run(
+            [*cmd, "run", str(path), "--set", "parallel.tp=4", "--json"], check=True, capture_output=True, text=True
+        )
+        cli = json.loads(out.stdout)
+        for k in (
+            "iteration_time_s",
+            "tokens_per_s",
+            "mfu",
+            "hfu",
+            "mean",
+            "stages",
+            "ranks",
+            "memory",
+            "collectives",
+            "net",
+        ):
+            assert api[k] == cli[k], (cmd, k)
