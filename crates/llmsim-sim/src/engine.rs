@@ -900,7 +900,7 @@ impl<'a> Engine<'a> {
         self.run.nodes_executed += 1;
         let start = self.node_start[u][node as usize];
         match n.kind {
-            NodeKind::Comp { .. } => {
+            NodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[u];
                 a.compute += t - start;
                 let e = self.last_compute_end[u];

@@ -50,6 +50,8 @@ pub enum SimError {
     Deadlock { executed: u64, total: u64, stuck: String },
     #[error("internal error: {0}")]
     Internal(String),
+    #[error(transparent)]
+    Import(#[from] llmsim_workload::ImportError),
 }
 
 /// A compute segment's timing, for the per-op table.
@@ -279,18 +281,7 @@ fn run_workload(
             message: "the packet backend is not implemented yet (issue 4); valid: analytical, flow".into(),
         });
     }
-    // Compute model.
-    let mut cm = ComputeModel::new(gpu);
-    if let Some(p) = &s.compute.efficiency {
-        let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
-            field: "compute.efficiency".into(),
-            message: format!("{}: {e}", p.display()),
-        })?;
-        cm = cm.with_efficiencies(Efficiencies::from_csv_str(&text)?);
-    }
-    if let Some(p) = &s.compute.database {
-        cm = cm.with_database(OpDatabase::load(s.base_dir.join(p))?);
-    }
+    let cm = compute_model(s, gpu)?;
     if !(s.compute.overlap_slowdown >= 1.0 && s.compute.overlap_slowdown.is_finite()) {
         return Err(SimError::Scenario {
             field: "compute.overlap_slowdown".into(),
@@ -348,7 +339,8 @@ fn run_workload(
     // Data-parallel replicas run the same programs at the same times when the network has no
     // contention (analytical backend): simulating replica 0 is then exact. With contention
     // (flow) every replica is simulated, so their traffic really shares the links.
-    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1;
+    // Imported workloads have explicit groups: every unit runs.
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
     let active_dp = if fold { 1 } else { layout.dp };
     let symmetry = if fold {
         format!(
@@ -395,7 +387,116 @@ fn run_workload(
     })
 }
 
-/// Times every segment: the sum of its ops. Returns the segment times and each op's timing.
+/// The scenario's compute model: the GPU's roofline with the scenario's efficiency table and
+/// op-time database.
+fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel, SimError> {
+    let mut cm = ComputeModel::new(gpu);
+    if let Some(p) = &s.compute.efficiency {
+        let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
+            field: "compute.efficiency".into(),
+            message: format!("{}: {e}", p.display()),
+        })?;
+        cm = cm.with_efficiencies(Efficiencies::from_csv_str(&text)?);
+    }
+    if let Some(p) = &s.compute.database {
+        cm = cm.with_database(OpDatabase::load(s.base_dir.join(p))?);
+    }
+    Ok(cm)
+}
+
+/// A generated workload with its layout and every segment's time, for exporters.
+pub struct Generated {
+    pub workload: Workload,
+    pub layout: Layout,
+    pub seg_time: Vec<SimTime>,
+}
+
+/// Generates a transformer scenario's workload and times its segments, without running it.
+///
+/// # Errors
+/// As [`simulate`]'s set-up.
+pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
+    let r = resolve(s)?;
+    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
+    let p = &r.parallel;
+    let layout = Layout {
+        tp: p.tp as u32,
+        cp: p.cp as u32,
+        dp: p.dp as u32,
+        pp: p.pp as u32,
+        ep: p.ep as u32,
+    };
+    let cm = compute_model(s, r.gpu)?;
+    let (seg_time, _) = time_segments(&wl, &cm, &r.training);
+    Ok(Generated {
+        workload: wl,
+        layout,
+        seg_time,
+    })
+}
+
+/// An imported workload (Chakra traces, a SimAI file) to run on a scenario's cluster.
+pub struct ImportedRun {
+    pub workload: Workload,
+    pub layout: Layout,
+    /// What the report calls the workload, e.g. `chakra:et/gpt`.
+    pub label: String,
+    /// How the ranks were grouped, for the report's `parallel` line.
+    pub parallel: String,
+    /// Samples per iteration and tokens per sample, when the source says (else 0).
+    pub global_batch: u64,
+    pub seq_length: u64,
+}
+
+/// Runs an imported workload on the scenario's cluster (its `model`, `training` and `parallel`
+/// sections must be absent). The cluster's GPU count defaults to the workload's ranks.
+///
+/// # Errors
+/// A cluster whose GPU count differs from the workload's ranks, or any [`simulate`] error.
+pub fn simulate_imported(
+    s: &Scenario,
+    imp: ImportedRun,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Outcome, SimError> {
+    let wall = Instant::now();
+    if s.model.is_some() || s.dlrm.is_some() {
+        return Err(SimError::Scenario {
+            field: "model".into(),
+            message: "an imported workload brings its own model; remove `model`/`dlrm` (a cluster file needs `cluster:` only)".into(),
+        });
+    }
+    let ranks = imp.layout.units() * imp.layout.tp;
+    let mut s = s.clone();
+    if s.cluster.gpus.is_none() && s.cluster.nodes.is_none() {
+        s.cluster.gpus = Some(ranks);
+    }
+    let gpus = s.gpus()?;
+    if gpus != ranks {
+        return Err(SimError::Scenario {
+            field: "cluster.gpus".into(),
+            message: format!("the cluster has {gpus} GPUs but the workload has {ranks} ranks; set cluster.gpus: {ranks} (or drop it)"),
+        });
+    }
+    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let info = report::RunInfo {
+        model: imp.label,
+        params: 0,
+        gpu,
+        gpus,
+        dtype: llmsim_compute::DType::Bf16,
+        parallel: imp.parallel,
+        global_batch: imp.global_batch,
+        seq_length: imp.seq_length,
+        sample_unit: "tokens",
+        memory: MemoryFootprint::default(),
+        layers_per_stage: 0,
+    };
+    let training = TrainingConfig::default();
+    run_workload(&s, imp.workload, imp.layout, &training, info, opts, progress, wall)
+}
+
+/// Times every segment: the sum of its ops, or its measured duration. Returns the segment times and each op's timing.
 fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<SimTime>, Vec<Vec<Option<OpTime>>>) {
     let mut times = Vec::with_capacity(wl.segments.len());
     let mut per_op = Vec::with_capacity(wl.segments.len());
@@ -409,7 +510,7 @@ fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<S
             }
             row.push(ot);
         }
-        times.push(total);
+        times.push(seg.duration.unwrap_or(total));
         per_op.push(row);
     }
     (times, per_op)
