@@ -5,6 +5,7 @@ mod run;
 mod topo_args;
 mod topo_cmd;
 mod trace;
+mod workload_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,9 @@ enum Cmd {
     Collective(collective::CollectiveArgs),
     /// Build a topology: describe it, or export it in ns-3 format.
     Topo(topo_cmd::TopoCmdArgs),
+    /// Export a scenario's workload in another tool's format (Chakra execution traces).
+    #[command(subcommand)]
+    Workload(workload_cmd::WorkloadCmd),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +46,7 @@ fn main() -> std::process::ExitCode {
         }),
         Cmd::Topo(a) => topo_cmd::run(&a),
         Cmd::Run(a) => run::run(&a),
+        Cmd::Workload(c) => workload_cmd::run(&c),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -23,6 +23,7 @@ use llmsim_workload::{MemoryFootprint, ModelConfig, ParallelConfig, TrainingConf
 use serde::Serialize;
 use thiserror::Error;
 
+pub mod astra;
 pub mod engine;
 pub mod report;
 pub mod scenario;
@@ -389,7 +390,10 @@ fn run_workload(
 
 /// The scenario's compute model: the GPU's roofline with the scenario's efficiency table and
 /// op-time database.
-fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel, SimError> {
+///
+/// # Errors
+/// An unreadable efficiency table or op database.
+pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel, SimError> {
     let mut cm = ComputeModel::new(gpu);
     if let Some(p) = &s.compute.efficiency {
         let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {

@@ -253,6 +253,14 @@ pub struct ProcessGroup {
 }
 
 impl Workload {
+    /// The program unit `u` runs.
+    pub fn program_of(&self, layout: &Layout, u: u32) -> &Program {
+        match &self.explicit {
+            Some(x) => &self.stages[x.unit_program[u as usize] as usize],
+            None => &self.stages[layout.stage(u) as usize],
+        }
+    }
+
     pub fn node_count(&self) -> usize {
         self.stages.iter().map(Program::len).sum()
     }

@@ -18,6 +18,7 @@ pub mod megatron;
 pub mod memory;
 pub mod model;
 pub mod ops;
+pub mod simai;
 
 pub use config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
 pub use error::WorkloadError;
