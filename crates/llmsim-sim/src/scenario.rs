@@ -303,19 +303,28 @@ impl Scenario {
             message: e.to_string(),
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let text = match crate::astra::to_scenario_yaml(&text)? {
+        let mut s = Self::cluster_from_yaml(&text, sets, &base)?;
+        if s.name.is_empty() {
+            s.name = path.file_stem().and_then(|x| x.to_str()).unwrap_or("cluster").to_string();
+        }
+        Ok(s)
+    }
+
+    /// [`Scenario::load_cluster`] from text.
+    ///
+    /// # Errors
+    /// As [`Scenario::load_cluster`].
+    pub fn cluster_from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
+        let text = match crate::astra::to_scenario_yaml(text)? {
             Some(t) => t,
-            None => text,
+            None => text.to_string(),
         };
-        let mut s = Self::from_yaml_any(&text, sets, &base)?;
+        let s = Self::from_yaml_any(&text, sets, base_dir)?;
         if s.model.is_some() || s.dlrm.is_some() {
             return Err(SimError::Scenario {
                 field: "model".into(),
                 message: "an imported workload brings its own model; remove `model`/`dlrm` (a cluster file needs `cluster:` only)".into(),
             });
-        }
-        if s.name.is_empty() {
-            s.name = path.file_stem().and_then(|x| x.to_str()).unwrap_or("cluster").to_string();
         }
         Ok(s)
     }

@@ -3,6 +3,9 @@
 
 use thiserror::Error;
 
+/// Largest communication size accepted (1 PiB), so that byte arithmetic cannot overflow.
+pub const MAX_COMM_BYTES: u64 = 1 << 50;
+
 /// A trace or workload file llmsim cannot use.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ImportError {

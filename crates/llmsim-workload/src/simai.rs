@@ -36,6 +36,8 @@ use crate::import::ImportError;
 use crate::model::ModelConfig;
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
 
+const MAX_NS: u64 = 86_400 * 1_000_000_000;
+
 /// The header's parallel layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -55,7 +57,7 @@ pub struct Header {
 impl Header {
     /// Data-parallel degree: all_gpus / (tp * pp), as SimAI's `Layer::report` computes it.
     pub fn dp(&self) -> u32 {
-        self.all_gpus / (self.tp * self.pp).max(1)
+        (self.all_gpus as u64 / (self.tp as u64 * self.pp as u64).max(1)) as u32
     }
 }
 
@@ -186,8 +188,8 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
     if h.pp > 1 {
         return Err(err(hl, format!("pp: {} > 1 is not supported (pipeline stages are not in the file's layer lines)", h.pp)));
     }
-    if h.all_gpus % (h.tp * h.pp) != 0 {
-        return Err(err(hl, format!("all_gpus {} is not a multiple of tp x pp = {}", h.all_gpus, h.tp * h.pp)));
+    if h.all_gpus as u64 % (h.tp as u64 * h.pp as u64) != 0 {
+        return Err(err(hl, format!("all_gpus {} is not a multiple of tp x pp = {}", h.all_gpus, h.tp as u64 * h.pp as u64)));
     }
     if h.dp() % h.ep != 0 {
         return Err(err(hl, format!("ep {} does not divide the data-parallel degree {}", h.ep, h.dp())));
@@ -207,7 +209,17 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
             return Err(err(ln, format!("{} fields; a layer line has 12: name, dependency, then 3 x (compute, comm type, comm bytes), update time", f.len())));
         }
         let int = |k: usize, what: &str| -> Result<u64, ImportError> {
-            f[k].parse::<u64>().map_err(|_| err(ln, format!("field {} ({what}) {:?}: expected a non-negative integer", k + 1, f[k])))
+            let v = f[k]
+                .parse::<u64>()
+                .map_err(|_| err(ln, format!("field {} ({what}) {:?}: expected a non-negative integer", k + 1, f[k])))?;
+            // Times are ns; a day is far beyond any layer and keeps picosecond sums in range.
+            if k != 4 && k != 7 && k != 10 && v > MAX_NS {
+                return Err(err(ln, format!("field {} ({what}) {v}: more than a day in ns", k + 1)));
+            }
+            if v > crate::import::MAX_COMM_BYTES {
+                return Err(err(ln, format!("field {} ({what}) {v}: more than 2^50 bytes", k + 1)));
+            }
+            Ok(v)
         };
         if f[1].parse::<i64>().is_err() {
             return Err(err(ln, format!("field 2 (dependency) {:?}: expected an integer (AICB writes -1)", f[1])));

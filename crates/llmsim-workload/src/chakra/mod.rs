@@ -53,6 +53,9 @@ use crate::import::{ImportError, io};
 use crate::ops::{OpSpec, OpSpecKind, Pass};
 use pb::{AttrValue, AttributeProto, GlobalMetadata, comm_type, node_type};
 
+/// Longest node duration accepted: a day, so that sums of times stay far inside `u64` ps.
+const MAX_DURATION_PS: u64 = 86_400 * 1_000_000_000_000;
+
 /// One rank's trace as read from its file.
 #[derive(Clone, Debug)]
 pub struct RankTrace {
@@ -397,10 +400,14 @@ fn convert_rank(
         };
         let is_cpu = matches!(attr(nd, "is_cpu_op").and_then(|a| a.as_i128()), Some(1));
         let comm_bytes = || -> Result<u64, ImportError> {
-            Ok(match int_attr("comm_size")? {
+            let v = match int_attr("comm_size")? {
                 Some(v) => v,
                 None => int_attr("tensor_size")?.unwrap_or(0),
-            })
+            };
+            if v > crate::import::MAX_COMM_BYTES {
+                return Err(bad(nd.id, format!("comm_size {v} is more than 2^50 bytes")));
+            }
+            Ok(v)
         };
         let (kind, default_stream) = match nd.r#type {
             node_type::COMP | node_type::MEM_LOAD | node_type::MEM_STORE | node_type::METADATA | node_type::INVALID => {
@@ -414,6 +421,11 @@ fn convert_rank(
                     })?),
                     None => None,
                 };
+                if let Some(ps) = duration_ps
+                    && ps > MAX_DURATION_PS
+                {
+                    return Err(bad(nd.id, format!("duration {ps} ps is more than a day")));
+                }
                 let flops = if memory { 0 } else { int_attr("num_ops")?.unwrap_or(0) };
                 let bytes = int_attr("tensor_size")?.unwrap_or(0);
                 let name = if nd.name.is_empty() { "comp" } else { nd.name.as_str() };
