@@ -218,6 +218,8 @@ pub struct Engine<'a> {
     /// The communication that finished last on a unit, for time a kernel waits on free
     /// (stream-less) communication: (report category, the sender's start for a receive).
     last_comm: Vec<Option<WaitOn>>,
+    /// Imported workloads: which nodes finished (for naming a stall); empty otherwise.
+    finished: Vec<Vec<bool>>,
     deps_left: Vec<Vec<u32>>,
     stream_pos: Vec<[u32; Stream::COUNT]>,
     node_start: Vec<Vec<SimTime>>,
@@ -294,6 +296,11 @@ impl<'a> Engine<'a> {
         } else {
             Vec::new()
         };
+        let finished: Vec<Vec<bool>> = if wl.explicit.is_some() {
+            (0..units).map(|u| vec![false; wl.stages[prog_of[u] as usize].len()]).collect()
+        } else {
+            Vec::new()
+        };
         let active = |u: u32| layout.coords(u).1 < opts.active_dp;
         let deps_left: Vec<Vec<u32>> = (0..units as u32)
             .map(|u| {
@@ -326,6 +333,7 @@ impl<'a> Engine<'a> {
             prog_of,
             coll_seq,
             last_comm: vec![None; units],
+            finished,
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
             node_start,
@@ -428,6 +436,33 @@ impl<'a> Engine<'a> {
         }
         progress(self.run.nodes_executed, total);
         if self.run.nodes_executed != total {
+            if !self.finished.is_empty() {
+                // Imported traces: the first unfinished node whose own dependencies all finished
+                // waits on another rank (a receive without its send, a collective a member
+                // never joins).
+                let l = self.layout;
+                let stuck = (0..l.units())
+                    .find_map(|u| {
+                        let prog = self.prog(u);
+                        (0..prog.len() as u32)
+                            .find(|&i| !self.finished[u as usize][i as usize] && prog.deps(i).iter().all(|d| self.finished[u as usize][*d as usize]))
+                            .map(|i| (u, i))
+                    })
+                    .map(|(u, i)| {
+                        format!(
+                            "ranks {}-{} (unit {u}) wait forever at program node {i}: {:?}; the trace's sends and receives or collectives do not match",
+                            l.rank(u, 0),
+                            l.rank(u, l.tp - 1),
+                            self.prog(u).nodes[i as usize].kind
+                        )
+                    })
+                    .unwrap_or_default();
+                return Err(SimError::Deadlock {
+                    executed: self.run.nodes_executed,
+                    total,
+                    stuck,
+                });
+            }
             let stuck = (0..self.layout.units())
                 .filter(|u| self.active(*u))
                 .find_map(|u| {
@@ -437,7 +472,7 @@ impl<'a> Engine<'a> {
                         self.stream_nodes[st][s].get(pos).map(|n| (u, *n))
                     })
                 })
-                .map(|(u, n)| format!("unit {u} node {n}: {:?}", self.prog(u).nodes[n as usize]))
+                .map(|(u, n)| format!("unit {u} node {n}: {:?} (a generator bug; please report)", self.prog(u).nodes[n as usize]))
                 .unwrap_or_default();
             return Err(SimError::Deadlock {
                 executed: self.run.nodes_executed,
@@ -898,6 +933,9 @@ impl<'a> Engine<'a> {
         let prog = self.prog(unit);
         let n = prog.nodes[node as usize];
         self.run.nodes_executed += 1;
+        if let Some(f) = self.finished.get_mut(u) {
+            f[node as usize] = true;
+        }
         let start = self.node_start[u][node as usize];
         match n.kind {
             NodeKind::Comp { .. } if n.stream != Stream::Free => {

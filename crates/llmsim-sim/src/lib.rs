@@ -47,7 +47,7 @@ pub enum SimError {
     Net(#[from] llmsim_net::NetError),
     #[error("collectives: {0}")]
     Ccl(#[from] llmsim_ccl::CclError),
-    #[error("simulation stalled after {executed} of {total} nodes (a generator bug; please report): {stuck}")]
+    #[error("simulation stalled after {executed} of {total} nodes: {stuck}")]
     Deadlock { executed: u64, total: u64, stuck: String },
     #[error("internal error: {0}")]
     Internal(String),

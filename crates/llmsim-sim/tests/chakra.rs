@@ -75,3 +75,83 @@ fn interleaved_cp_analytical_unfolded() {
     // Imported workloads never fold data-parallel replicas: compare with the unfolded run.
     round_trip("interleaved-cp", true);
 }
+
+mod errors {
+    use std::collections::BTreeMap;
+
+    use llmsim_sim::{ImportedRun, RunOptions, Scenario, SimError, simulate_imported};
+    use llmsim_workload::chakra::pb::{self, AttributeProto, GlobalMetadata, node_type};
+    use llmsim_workload::chakra::{self, ImportOptions};
+    use prost::Message as _;
+
+    fn et(nodes: &[pb::Node]) -> Vec<u8> {
+        let mut b = Vec::new();
+        GlobalMetadata::default().encode_length_delimited(&mut b).unwrap();
+        for n in nodes {
+            n.encode_length_delimited(&mut b).unwrap();
+        }
+        b
+    }
+
+    fn p2p(id: u64, ty: i32, peer_key: &str, peer: i64, deps: &[u64]) -> pb::Node {
+        pb::Node {
+            id,
+            r#type: ty,
+            data_deps: deps.to_vec(),
+            attr: vec![AttributeProto::int(peer_key, peer), AttributeProto::int("comm_size", 1 << 20)],
+            ..Default::default()
+        }
+    }
+
+    fn run(ranks: &[Vec<pb::Node>]) -> Result<llmsim_sim::Outcome, SimError> {
+        let traces: Vec<_> = ranks
+            .iter()
+            .enumerate()
+            .map(|(r, n)| chakra::decode(&et(n), &format!("d.{r}.et"), r as u32).unwrap())
+            .collect();
+        let imp = chakra::import(&traces, &BTreeMap::new(), &ImportOptions::default()).unwrap();
+        let y = format!("cluster: {{ gpus: {}, gpus_per_node: 1 }}\nnetwork: {{ backend: flow }}\n", ranks.len());
+        let sc = Scenario::cluster_from_yaml(&y, &[], std::path::Path::new(".")).unwrap();
+        let run = ImportedRun {
+            workload: imp.workload,
+            layout: imp.layout,
+            label: "d".into(),
+            parallel: String::new(),
+            global_batch: 0,
+            seq_length: 0,
+        };
+        simulate_imported(&sc, run, &RunOptions::default(), &mut |_, _| {})
+    }
+
+    #[test]
+    fn unmatched_receive_stalls_with_a_named_node_not_a_hang() {
+        // Both ranks receive first and send after: each waits for the other forever.
+        let r0 = vec![p2p(1, node_type::COMM_RECV, "comm_src", 1, &[]), p2p(2, node_type::COMM_SEND, "comm_dst", 1, &[1])];
+        let r1 = vec![p2p(1, node_type::COMM_RECV, "comm_src", 0, &[]), p2p(2, node_type::COMM_SEND, "comm_dst", 0, &[1])];
+        let e = run(&[r0.clone(), r1.clone()]).err().expect("a stall").to_string();
+        assert!(e.starts_with("simulation stalled after 0 of 4 nodes: ranks 0-0 (unit 0) wait forever at program node 0: CommRecv"), "{e}");
+        // Sends first: it runs.
+        let r0 = vec![p2p(1, node_type::COMM_SEND, "comm_dst", 1, &[]), p2p(2, node_type::COMM_RECV, "comm_src", 1, &[1])];
+        let r1 = vec![p2p(1, node_type::COMM_SEND, "comm_dst", 0, &[]), p2p(2, node_type::COMM_RECV, "comm_src", 0, &[1])];
+        let o = run(&[r0, r1]).expect("runs");
+        assert_eq!(o.report.nodes_executed, 4);
+    }
+
+    #[test]
+    fn collective_a_member_never_joins_stalls() {
+        let ar = pb::Node {
+            id: 1,
+            r#type: node_type::COMM_COLL,
+            attr: vec![AttributeProto::int("comm_type", 0), AttributeProto::int("comm_size", 1024)],
+            ..Default::default()
+        };
+        let comp = pb::Node {
+            id: 1,
+            r#type: node_type::COMP,
+            duration_micros: 5,
+            ..Default::default()
+        };
+        let e = run(&[vec![ar], vec![comp]]).err().expect("a stall").to_string();
+        assert!(e.contains("ranks 0-0 (unit 0) wait forever at program node 0: CommColl"), "{e}");
+    }
+}
