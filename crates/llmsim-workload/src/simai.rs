@@ -522,3 +522,130 @@ pub fn export(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, cm: &Comp
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 40 ga: 32 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0";
+
+    fn file(lines: &[&str]) -> String {
+        format!("{HEADER}\n{}\n{}\n", lines.len(), lines.join("\n"))
+    }
+
+    #[test]
+    fn parses_the_issue_example() {
+        let w = parse(&file(&["grad_gather\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLGATHER\t1610088448\t100"]), "x.txt").unwrap();
+        assert_eq!(
+            w.header,
+            Header {
+                policy: "HYBRID_TRANSFORMER_FWD_IN_BCKWD".into(),
+                tp: 2,
+                ep: 1,
+                pp: 1,
+                vpp: 40,
+                ga: 32,
+                all_gpus: 128,
+                pp_comm: 0
+            }
+        );
+        assert_eq!(w.header.dp(), 64);
+        assert_eq!(
+            w.lines[0],
+            Line {
+                name: "grad_gather".into(),
+                fwd_ns: 1,
+                fwd: None,
+                ig_ns: 1,
+                ig: None,
+                wg_ns: 1,
+                wg: Some(Comm {
+                    op: CollectiveOp::AllGather,
+                    scope: CommScope::Default,
+                    bytes: 1610088448
+                }),
+                update_ns: 100,
+            }
+        );
+    }
+
+    #[test]
+    fn suffixes_pick_the_group_and_small_forward_comms_round_up() {
+        let w = parse(
+            &file(&["moe\t-1\t5\tALLTOALL_EP\t100\t6\tALLGATHER_DP_EP\t100\t7\tREDUCESCATTER_DP_EP\t64\t100"]),
+            "x.txt",
+        )
+        .unwrap();
+        let l = &w.lines[0];
+        // SimAI raises forward comms of 1..4095 bytes to 4096 (Workload.cc, forward pass).
+        assert_eq!(l.fwd.unwrap(), Comm { op: CollectiveOp::AllToAll, scope: CommScope::Ep, bytes: 4096 });
+        assert_eq!(l.ig.unwrap().bytes, 100);
+        assert_eq!(l.wg.unwrap().scope, CommScope::DpEp);
+        let imp = to_workload(&w).unwrap();
+        let groups: Vec<Group> = imp.workload.stages[0]
+            .nodes
+            .iter()
+            .filter_map(|n| match n.kind {
+                NodeKind::CommColl { group, .. } => Some(group),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(groups, vec![Group::Ep, Group::ExpertDp, Group::ExpertDp]);
+    }
+
+    #[test]
+    fn program_order_is_forward_then_backward_reversed() {
+        let w = parse(
+            &file(&[
+                "a\t-1\t10\tALLREDUCE\t8192\t20\tNONE\t0\t30\tALLREDUCE\t4096\t100",
+                "b\t-1\t11\tNONE\t0\t21\tALLGATHER\t8192\t31\tNONE\t0\t100",
+            ]),
+            "x.txt",
+        )
+        .unwrap();
+        let imp = to_workload(&w).unwrap();
+        let wl = &imp.workload;
+        let seq: Vec<String> = wl.stages[0]
+            .nodes
+            .iter()
+            .map(|n| match n.kind {
+                NodeKind::Comp { segment } => format!("{}={}", wl.segments[segment as usize].name, wl.segments[segment as usize].duration.unwrap().as_ps() / 1000),
+                NodeKind::CommColl { op, group, .. } => format!("{op}@{}/{:?}", group.name(), n.stream),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            seq,
+            [
+                "a.fwd=10",
+                "all-reduce@tp/Compute",
+                "b.fwd=11",
+                "b.ig=21",
+                "all-gather@tp/Compute",
+                "b.wg=31",
+                "a.ig=20",
+                "a.wg=30",
+                "all-reduce@dp/Dp"
+            ]
+        );
+        assert_eq!(imp.layout, Layout { tp: 2, cp: 1, dp: 64, pp: 1, ep: 1 });
+    }
+
+    #[test]
+    fn errors_name_the_line_and_field() {
+        let e = parse(&file(&["a\t-1\t10\tALLREDUCE\t8192"]), "w.txt").unwrap_err().to_string();
+        assert!(e.starts_with("w.txt:3: 5 fields; a layer line has 12"), "{e}");
+        let e = parse(&file(&["a\t-1\t10\tALLREDUSE\t8192\t20\tNONE\t0\t30\tNONE\t0\t100"]), "w.txt").unwrap_err().to_string();
+        assert!(e.starts_with("w.txt:3: field 4 (forward comm): comm type \"ALLREDUSE\": valid ALLREDUCE"), "{e}");
+        let e = parse(&format!("{HEADER}\n3\na\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t100\n"), "w.txt").unwrap_err().to_string();
+        assert_eq!(e, "w.txt:2: the count says 3 layer lines but the file has 1");
+        let e = parse("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 7\n0\n", "w.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("all_gpus 7 is not a multiple of tp x pp = 2"), "{e}");
+        let e = parse("DATA\n0\n", "w.txt").unwrap_err().to_string();
+        assert!(e.contains("valid HYBRID_TRANSFORMER_FWD_IN_BCKWD"), "{e}");
+        let e = parse(&HEADER.replace("pp: 1", "pp: 2"), "w.txt").unwrap_err().to_string();
+        assert!(e.contains("pp: 2 > 1 is not supported"), "{e}");
+    }
+}
