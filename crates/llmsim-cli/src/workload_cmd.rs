@@ -105,7 +105,17 @@ pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<Imp
         )?;
         let l = imp.layout;
         return Ok(ImportedRun {
-            parallel: format!("{} ranks: {} units of {} lockstep ranks (tp{} cp{} dp{} pp{} ep{})", imp.ranks, l.units(), l.tp, l.tp, l.cp, l.dp, l.pp, l.ep),
+            parallel: format!(
+                "{} ranks: {} units of {} lockstep ranks (tp{} cp{} dp{} pp{} ep{})",
+                imp.ranks,
+                l.units(),
+                l.tp,
+                l.tp,
+                l.cp,
+                l.dp,
+                l.pp,
+                l.ep
+            ),
             workload: imp.workload,
             layout: imp.layout,
             label: spec.to_string(),

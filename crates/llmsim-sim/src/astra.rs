@@ -55,7 +55,8 @@ pub fn to_scenario_yaml(text: &str) -> Result<Option<String>, SimError> {
     if !is_astra {
         return Ok(None);
     }
-    let a: AstraNetwork = serde_yaml_ng::from_value(v).map_err(|e| err("file", format!("{e}; expected topology, npus_count, bandwidth, latency")))?;
+    let a: AstraNetwork =
+        serde_yaml_ng::from_value(v).map_err(|e| err("file", format!("{e}; expected topology, npus_count, bandwidth, latency")))?;
     let n = a.topology.len();
     if n == 0 || a.npus_count.len() != n || a.bandwidth.len() != n || a.latency.len() != n {
         return Err(err(
@@ -125,12 +126,15 @@ mod tests {
     #[test]
     fn two_dimensions_become_servers_and_rails() {
         let y = "topology: [ Ring, Switch ]\nnpus_count: [ 8, 4 ]\nbandwidth: [ 200.0, 50.0 ]\nlatency: [ 500.0, 1000.0 ]\n";
-        let text = to_scenario_yaml(y).unwrap().expect("recognised");
-        let s = Scenario::from_yaml_any(&text, &[], Path::new(".")).unwrap();
+        assert!(to_scenario_yaml(y).unwrap().is_some(), "recognised");
+        let s = Scenario::cluster_from_yaml(y, &[], Path::new(".")).unwrap();
         assert_eq!(s.cluster.gpus, Some(32));
         assert_eq!(s.cluster.gpus_per_node, 8);
         // 200 GB/s with GB = 2^30 bytes.
-        assert_eq!(s.cluster.nvlink_bandwidth, Some(Bandwidth::from_bps((200.0 * (1u64 << 30) as f64 * 8.0) as u64)));
+        assert_eq!(
+            s.cluster.nvlink_bandwidth,
+            Some(Bandwidth::from_bps((200.0 * (1u64 << 30) as f64 * 8.0) as u64))
+        );
         assert_eq!(s.cluster.nvlink_latency, Some(SimTime::from_ns(500)));
         let topo = serde_json::to_value(&s.cluster.topology).unwrap();
         assert_eq!(topo["kind"], "rail-fat-tree");
@@ -145,7 +149,10 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let e = to_scenario_yaml("topology: [ Torus ]\nnpus_count: [ 8 ]\nbandwidth: [ 1.0 ]\nlatency: [ 1.0 ]\n").unwrap_err();
-        assert!(e.to_string().contains("topology[0]") && e.to_string().contains("valid Ring, Switch, FullyConnected"), "{e}");
+        assert!(
+            e.to_string().contains("topology[0]") && e.to_string().contains("valid Ring, Switch, FullyConnected"),
+            "{e}"
+        );
         let e = to_scenario_yaml("topology: [ Ring, Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 1.0 ]\nlatency: [ 1.0 ]\n").unwrap_err();
         assert!(e.to_string().contains("one entry per dimension"), "{e}");
     }

@@ -472,7 +472,12 @@ impl<'a> Engine<'a> {
                         self.stream_nodes[st][s].get(pos).map(|n| (u, *n))
                     })
                 })
-                .map(|(u, n)| format!("unit {u} node {n}: {:?} (a generator bug; please report)", self.prog(u).nodes[n as usize]))
+                .map(|(u, n)| {
+                    format!(
+                        "unit {u} node {n}: {:?} (a generator bug; please report)",
+                        self.prog(u).nodes[n as usize]
+                    )
+                })
                 .unwrap_or_default();
             return Err(SimError::Deadlock {
                 executed: self.run.nodes_executed,
@@ -689,7 +694,12 @@ impl<'a> Engine<'a> {
             None => {
                 let units: Vec<u32> = all_units.iter().copied().filter(|x| l.coords(*x).1 < self.opts.active_dp).collect();
                 let host_sets: Vec<Vec<NodeId>> = if spans_lanes {
-                    vec![all_units.iter().flat_map(|uu| (0..l.tp).map(move |i| NodeId(l.rank(*uu, i)))).collect()]
+                    vec![
+                        all_units
+                            .iter()
+                            .flat_map(|uu| (0..l.tp).map(move |i| NodeId(l.rank(*uu, i))))
+                            .collect(),
+                    ]
                 } else {
                     (0..l.tp)
                         .map(|i| all_units.iter().map(|uu| NodeId(l.rank(*uu, i))).collect())

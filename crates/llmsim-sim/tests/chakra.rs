@@ -44,7 +44,10 @@ fn round_trip(name: &str, no_fold: bool) {
     // The groups go through their JSON text, as on disk.
     let groups = chakra::parse_comm_groups(&serde_json::to_string(&e.groups).unwrap(), "groups.json").expect("groups");
     let imp = chakra::import(&traces, &groups, &ImportOptions::default()).expect("imports");
-    assert_eq!(imp.layout, g.layout, "{name}: the ranks fold back into the same tensor-parallel units");
+    assert_eq!(
+        imp.layout, g.layout,
+        "{name}: the ranks fold back into the same tensor-parallel units"
+    );
 
     let mut cluster = s.clone();
     cluster.model = None;
@@ -110,7 +113,10 @@ mod errors {
             .map(|(r, n)| chakra::decode(&et(n), &format!("d.{r}.et"), r as u32).unwrap())
             .collect();
         let imp = chakra::import(&traces, &BTreeMap::new(), &ImportOptions::default()).unwrap();
-        let y = format!("cluster: {{ gpus: {}, gpus_per_node: 1 }}\nnetwork: {{ backend: flow }}\n", ranks.len());
+        let y = format!(
+            "cluster: {{ gpus: {}, gpus_per_node: 1 }}\nnetwork: {{ backend: flow }}\n",
+            ranks.len()
+        );
         let sc = Scenario::cluster_from_yaml(&y, &[], std::path::Path::new(".")).unwrap();
         let run = ImportedRun {
             workload: imp.workload,
@@ -126,13 +132,28 @@ mod errors {
     #[test]
     fn unmatched_receive_stalls_with_a_named_node_not_a_hang() {
         // Both ranks receive first and send after: each waits for the other forever.
-        let r0 = vec![p2p(1, node_type::COMM_RECV, "comm_src", 1, &[]), p2p(2, node_type::COMM_SEND, "comm_dst", 1, &[1])];
-        let r1 = vec![p2p(1, node_type::COMM_RECV, "comm_src", 0, &[]), p2p(2, node_type::COMM_SEND, "comm_dst", 0, &[1])];
+        let r0 = vec![
+            p2p(1, node_type::COMM_RECV, "comm_src", 1, &[]),
+            p2p(2, node_type::COMM_SEND, "comm_dst", 1, &[1]),
+        ];
+        let r1 = vec![
+            p2p(1, node_type::COMM_RECV, "comm_src", 0, &[]),
+            p2p(2, node_type::COMM_SEND, "comm_dst", 0, &[1]),
+        ];
         let e = run(&[r0.clone(), r1.clone()]).err().expect("a stall").to_string();
-        assert!(e.starts_with("simulation stalled after 0 of 4 nodes: ranks 0-0 (unit 0) wait forever at program node 0: CommRecv"), "{e}");
+        assert!(
+            e.starts_with("simulation stalled after 0 of 4 nodes: ranks 0-0 (unit 0) wait forever at program node 0: CommRecv"),
+            "{e}"
+        );
         // Sends first: it runs.
-        let r0 = vec![p2p(1, node_type::COMM_SEND, "comm_dst", 1, &[]), p2p(2, node_type::COMM_RECV, "comm_src", 1, &[1])];
-        let r1 = vec![p2p(1, node_type::COMM_SEND, "comm_dst", 0, &[]), p2p(2, node_type::COMM_RECV, "comm_src", 0, &[1])];
+        let r0 = vec![
+            p2p(1, node_type::COMM_SEND, "comm_dst", 1, &[]),
+            p2p(2, node_type::COMM_RECV, "comm_src", 1, &[1]),
+        ];
+        let r1 = vec![
+            p2p(1, node_type::COMM_SEND, "comm_dst", 0, &[]),
+            p2p(2, node_type::COMM_RECV, "comm_src", 0, &[1]),
+        ];
         let o = run(&[r0, r1]).expect("runs");
         assert_eq!(o.report.nodes_executed, 4);
     }

@@ -92,12 +92,19 @@ fn generator_traces_run() {
         let o = run(&dir.join(coll), None, 4).unwrap_or_else(|e| panic!("{coll}: {e}"));
         assert_eq!(o.report.collectives, 1, "{coll}");
     }
-    for ok in ["one_metadata_node_all_types", "one_remote_mem_load_node", "one_remote_mem_store_node"] {
+    for ok in [
+        "one_metadata_node_all_types",
+        "one_remote_mem_load_node",
+        "one_remote_mem_store_node",
+    ] {
         run(&dir.join(ok), None, 4).unwrap_or_else(|e| panic!("{ok}: {e}"));
     }
     // The generator's send/recv nodes name no peer: a clear error, not a guess.
     let e = run(&dir.join("one_comm_send_node"), None, 4).err().expect("an error");
-    assert!(e.contains("one_comm_send_node.0.et (rank 0)") && e.contains("without comm_dst"), "{e}");
+    assert!(
+        e.contains("one_comm_send_node.0.et (rank 0)") && e.contains("without comm_dst"),
+        "{e}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -158,7 +165,11 @@ fn protobuf_classes_pipeline_runs() {
     let x = run(&dir.join("pipe_x"), Some(&dir.join("groups.json")), 2).unwrap();
     let a = run(&dir.join("pipe_a"), Some(&dir.join("groups.json")), 2).unwrap();
     assert!(ps(&x) > 0 && ps(&a) > 0);
-    assert_eq!(ps(&o), SimTime::from_us(40).as_ps() + ps(&x) + ps(&a), "kernel, transfer, kernel, all-reduce in series");
+    assert_eq!(
+        ps(&o),
+        SimTime::from_us(40).as_ps() + ps(&x) + ps(&a),
+        "kernel, transfer, kernel, all-reduce in series"
+    );
     // Without the group JSON: one error naming the group and both ranks.
     let e = run(&dir.join("pipe"), None, 2).err().expect("an error");
     assert!(e.contains("pg_name \"7\" (used by ranks 0-1)"), "{e}");

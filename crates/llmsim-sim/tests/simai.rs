@@ -19,7 +19,10 @@ fn fixture_is_llmsims_own_export_of_the_13b_example() {
     let cm = llmsim_sim::compute_model(&sc, r.gpu).unwrap();
     let text = simai::export(&r.model, &r.training, &r.parallel, &cm).unwrap();
     let committed = std::fs::read_to_string(root().join(FIXTURE)).unwrap();
-    assert!(text == committed, "regenerate with: llmsim workload export examples/gpt3-13b-128gpu.yaml --format simai --out examples/interop/ --prefix gpt3-13b-world_size128-tp2-pp1-ep1-gbs1024-mbs1-seq2048");
+    assert!(
+        text == committed,
+        "regenerate with: llmsim workload export examples/gpt3-13b-128gpu.yaml --format simai --out examples/interop/ --prefix gpt3-13b-world_size128-tp2-pp1-ep1-gbs1024-mbs1-seq2048"
+    );
 }
 
 #[test]
@@ -28,9 +31,17 @@ fn fixture_runs_with_the_files_compute_time() {
     let w = simai::parse(&std::fs::read_to_string(&path).unwrap(), FIXTURE).unwrap();
     assert_eq!((w.header.tp, w.header.all_gpus, w.header.ga), (2, 128, 16));
     let compute_ns: u64 = w.lines.iter().map(|l| l.fwd_ns + l.ig_ns + l.wg_ns).sum();
-    let comms = w.lines.iter().map(|l| [l.fwd, l.ig, l.wg].iter().filter(|c| c.is_some()).count() as u64).sum::<u64>();
+    let comms = w
+        .lines
+        .iter()
+        .map(|l| [l.fwd, l.ig, l.wg].iter().filter(|c| c.is_some()).count() as u64)
+        .sum::<u64>();
     let imp = simai::to_workload(&w).unwrap();
-    let sc = Scenario::load_cluster(&root().join("examples/interop/cluster-128xh100.yaml"), &["network.backend=analytical".into()]).unwrap();
+    let sc = Scenario::load_cluster(
+        &root().join("examples/interop/cluster-128xh100.yaml"),
+        &["network.backend=analytical".into()],
+    )
+    .unwrap();
     let run = ImportedRun {
         workload: imp.workload,
         layout: imp.layout,
@@ -42,9 +53,16 @@ fn fixture_runs_with_the_files_compute_time() {
     let o = simulate_imported(&sc, run, &RunOptions::default(), &mut |_, _| {}).unwrap();
     let r = &o.report;
     // Every rank runs every line's compute once.
-    assert!((r.mean.compute_s - compute_ns as f64 * 1e-9).abs() < 1e-9, "{} vs {compute_ns} ns", r.mean.compute_s);
+    assert!(
+        (r.mean.compute_s - compute_ns as f64 * 1e-9).abs() < 1e-9,
+        "{} vs {compute_ns} ns",
+        r.mean.compute_s
+    );
     // One simulated replica (analytical folding), each of its two tensor-parallel ranks' comms.
     assert_eq!(r.collectives, comms);
     let exposed = r.mean.exposed_tp_s + r.mean.exposed_dp_s;
-    assert!((r.iteration_time_s - r.mean.compute_s - exposed).abs() < 1e-9, "compute and exposed comm fill the iteration");
+    assert!(
+        (r.iteration_time_s - r.mean.compute_s - exposed).abs() < 1e-9,
+        "compute and exposed comm fill the iteration"
+    );
 }

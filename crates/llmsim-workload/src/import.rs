@@ -15,11 +15,21 @@ pub enum ImportError {
 
     /// Bytes that are not a valid Chakra trace (truncated, corrupt).
     #[error("{file} (rank {rank}): {what}: {message}")]
-    Decode { file: String, rank: u32, what: String, message: String },
+    Decode {
+        file: String,
+        rank: u32,
+        what: String,
+        message: String,
+    },
 
     /// A node that decodes but cannot be simulated.
     #[error("{file} (rank {rank}) node id {node}: {message}")]
-    Node { file: String, rank: u32, node: u64, message: String },
+    Node {
+        file: String,
+        rank: u32,
+        node: u64,
+        message: String,
+    },
 
     /// Collectives name process groups that the communicator-group JSON does not define.
     #[error("{}", missing_groups_message(.missing, .groups_file))]

@@ -136,15 +136,25 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
         line,
         message,
     };
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !l.trim().is_empty());
     let (hl, first) = lines.next().ok_or_else(|| err(1, "empty file; expected a header line".into()))?;
     let tokens: Vec<&str> = first.split_whitespace().collect();
     let policy = tokens[0].to_string();
     if policy == "MICRO" {
-        return Err(err(hl, "MICRO (collective micro-benchmark) workloads are not supported; llmsim collective runs one collective".into()));
+        return Err(err(
+            hl,
+            "MICRO (collective micro-benchmark) workloads are not supported; llmsim collective runs one collective".into(),
+        ));
     }
     if policy != "HYBRID_TRANSFORMER_FWD_IN_BCKWD" && policy != "HYBRID_TRANSFORMER" {
-        return Err(err(hl, format!("parallelism {policy:?}: valid HYBRID_TRANSFORMER_FWD_IN_BCKWD (or HYBRID_TRANSFORMER)")));
+        return Err(err(
+            hl,
+            format!("parallelism {policy:?}: valid HYBRID_TRANSFORMER_FWD_IN_BCKWD (or HYBRID_TRANSFORMER)"),
+        ));
     }
     let mut h = Header {
         policy,
@@ -158,9 +168,11 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
     };
     let num = |i: usize| -> Result<u64, ImportError> {
         let t = tokens.get(i + 1).ok_or_else(|| err(hl, format!("{} has no value", tokens[i])))?;
-        t.parse::<u64>().map_err(|_| err(hl, format!("{} {t:?}: expected a non-negative integer", tokens[i])))
+        t.parse::<u64>()
+            .map_err(|_| err(hl, format!("{} {t:?}: expected a non-negative integer", tokens[i])))
     };
-    let small = |v: u64, key: &str| -> Result<u32, ImportError> { u32::try_from(v).map_err(|_| err(hl, format!("{key} {v} is too large"))) };
+    let small =
+        |v: u64, key: &str| -> Result<u32, ImportError> { u32::try_from(v).map_err(|_| err(hl, format!("{key} {v} is too large"))) };
     let mut i = 1;
     while i < tokens.len() {
         match tokens[i] {
@@ -173,25 +185,47 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
             "pp_comm" | "pp_comm:" => h.pp_comm = num(i)?,
             "checkpoints:" | "checkpoint_initiates:" => {
                 if num(i)? != 0 {
-                    return Err(err(hl, format!("{} > 0 (activation recomputation in backward) is not supported", tokens[i])));
+                    return Err(err(
+                        hl,
+                        format!("{} > 0 (activation recomputation in backward) is not supported", tokens[i]),
+                    ));
                 }
             }
             other => return Err(err(hl, format!("unknown header key {other:?}"))),
         }
         i += 2;
     }
-    for (v, key) in [(h.tp, "model_parallel_NPU_group"), (h.ep, "ep"), (h.pp, "pp"), (h.ga, "ga"), (h.all_gpus, "all_gpus")] {
+    for (v, key) in [
+        (h.tp, "model_parallel_NPU_group"),
+        (h.ep, "ep"),
+        (h.pp, "pp"),
+        (h.ga, "ga"),
+        (h.all_gpus, "all_gpus"),
+    ] {
         if v == 0 {
             return Err(err(hl, format!("{key}: missing or 0 (SimAI requires it)")));
         }
     }
     if h.pp > 1 {
-        return Err(err(hl, format!("pp: {} > 1 is not supported (pipeline stages are not in the file's layer lines)", h.pp)));
+        return Err(err(
+            hl,
+            format!(
+                "pp: {} > 1 is not supported (pipeline stages are not in the file's layer lines)",
+                h.pp
+            ),
+        ));
     }
-    if h.all_gpus as u64 % (h.tp as u64 * h.pp as u64) != 0 {
-        return Err(err(hl, format!("all_gpus {} is not a multiple of tp x pp = {}", h.all_gpus, h.tp as u64 * h.pp as u64)));
+    if !(h.all_gpus as u64).is_multiple_of(h.tp as u64 * h.pp as u64) {
+        return Err(err(
+            hl,
+            format!(
+                "all_gpus {} is not a multiple of tp x pp = {}",
+                h.all_gpus,
+                h.tp as u64 * h.pp as u64
+            ),
+        ));
     }
-    if h.dp() % h.ep != 0 {
+    if !h.dp().is_multiple_of(h.ep) {
         return Err(err(hl, format!("ep {} does not divide the data-parallel degree {}", h.ep, h.dp())));
     }
     let (cl, count) = lines.next().ok_or_else(|| err(hl + 1, "missing the layer count line".into()))?;
@@ -206,7 +240,13 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
         }
         let f: Vec<&str> = l.split_whitespace().collect();
         if f.len() != 12 {
-            return Err(err(ln, format!("{} fields; a layer line has 12: name, dependency, then 3 x (compute, comm type, comm bytes), update time", f.len())));
+            return Err(err(
+                ln,
+                format!(
+                    "{} fields; a layer line has 12: name, dependency, then 3 x (compute, comm type, comm bytes), update time",
+                    f.len()
+                ),
+            ));
         }
         let int = |k: usize, what: &str| -> Result<u64, ImportError> {
             let v = f[k]
@@ -222,7 +262,10 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
             Ok(v)
         };
         if f[1].parse::<i64>().is_err() {
-            return Err(err(ln, format!("field 2 (dependency) {:?}: expected an integer (AICB writes -1)", f[1])));
+            return Err(err(
+                ln,
+                format!("field 2 (dependency) {:?}: expected an integer (AICB writes -1)", f[1]),
+            ));
         }
         let comm = |k: usize, what: &str, floor: bool| -> Result<Option<Comm>, ImportError> {
             let t = comm_type(f[k]).map_err(|m| err(ln, format!("field {} ({what}): {m}", k + 1)))?;
@@ -244,7 +287,10 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
         });
     }
     if out.len() != count {
-        return Err(err(cl, format!("the count says {count} layer lines but the file has {}", out.len())));
+        return Err(err(
+            cl,
+            format!("the count says {count} layer lines but the file has {}", out.len()),
+        ));
     }
     Ok(SimaiWorkload { header: h, lines: out })
 }
@@ -390,7 +436,11 @@ fn layer_lines(name: &str, lo: &ops::LayerOps, time: &dyn Fn(&OpSpec) -> u64, ou
                     }
                 }
                 OpSpecKind::Comm { op: c, group, bytes } => {
-                    let scope = if group == CommGroup::Ep { CommScope::Ep } else { CommScope::Default };
+                    let scope = if group == CommGroup::Ep {
+                        CommScope::Ep
+                    } else {
+                        CommScope::Default
+                    };
                     v.push((a, b, Some(Comm { op: c, scope, bytes })));
                     a = 0;
                     b = 0;
@@ -535,7 +585,11 @@ mod tests {
 
     #[test]
     fn parses_the_issue_example() {
-        let w = parse(&file(&["grad_gather\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLGATHER\t1610088448\t100"]), "x.txt").unwrap();
+        let w = parse(
+            &file(&["grad_gather\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLGATHER\t1610088448\t100"]),
+            "x.txt",
+        )
+        .unwrap();
         assert_eq!(
             w.header,
             Header {
@@ -578,7 +632,14 @@ mod tests {
         .unwrap();
         let l = &w.lines[0];
         // SimAI raises forward comms of 1..4095 bytes to 4096 (Workload.cc, forward pass).
-        assert_eq!(l.fwd.unwrap(), Comm { op: CollectiveOp::AllToAll, scope: CommScope::Ep, bytes: 4096 });
+        assert_eq!(
+            l.fwd.unwrap(),
+            Comm {
+                op: CollectiveOp::AllToAll,
+                scope: CommScope::Ep,
+                bytes: 4096
+            }
+        );
         assert_eq!(l.ig.unwrap().bytes, 100);
         assert_eq!(l.wg.unwrap().scope, CommScope::DpEp);
         let imp = to_workload(&w).unwrap();
@@ -609,7 +670,11 @@ mod tests {
             .nodes
             .iter()
             .map(|n| match n.kind {
-                NodeKind::Comp { segment } => format!("{}={}", wl.segments[segment as usize].name, wl.segments[segment as usize].duration.unwrap().as_ps() / 1000),
+                NodeKind::Comp { segment } => format!(
+                    "{}={}",
+                    wl.segments[segment as usize].name,
+                    wl.segments[segment as usize].duration.unwrap().as_ps() / 1000
+                ),
                 NodeKind::CommColl { op, group, .. } => format!("{op}@{}/{:?}", group.name(), n.stream),
                 _ => unreachable!(),
             })
@@ -628,20 +693,39 @@ mod tests {
                 "all-reduce@dp/Dp"
             ]
         );
-        assert_eq!(imp.layout, Layout { tp: 2, cp: 1, dp: 64, pp: 1, ep: 1 });
+        assert_eq!(
+            imp.layout,
+            Layout {
+                tp: 2,
+                cp: 1,
+                dp: 64,
+                pp: 1,
+                ep: 1
+            }
+        );
     }
 
     #[test]
     fn errors_name_the_line_and_field() {
         let e = parse(&file(&["a\t-1\t10\tALLREDUCE\t8192"]), "w.txt").unwrap_err().to_string();
         assert!(e.starts_with("w.txt:3: 5 fields; a layer line has 12"), "{e}");
-        let e = parse(&file(&["a\t-1\t10\tALLREDUSE\t8192\t20\tNONE\t0\t30\tNONE\t0\t100"]), "w.txt").unwrap_err().to_string();
-        assert!(e.starts_with("w.txt:3: field 4 (forward comm): comm type \"ALLREDUSE\": valid ALLREDUCE"), "{e}");
-        let e = parse(&format!("{HEADER}\n3\na\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t100\n"), "w.txt").unwrap_err().to_string();
-        assert_eq!(e, "w.txt:2: the count says 3 layer lines but the file has 1");
-        let e = parse("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 7\n0\n", "w.txt")
+        let e = parse(&file(&["a\t-1\t10\tALLREDUSE\t8192\t20\tNONE\t0\t30\tNONE\t0\t100"]), "w.txt")
             .unwrap_err()
             .to_string();
+        assert!(
+            e.starts_with("w.txt:3: field 4 (forward comm): comm type \"ALLREDUSE\": valid ALLREDUCE"),
+            "{e}"
+        );
+        let e = parse(&format!("{HEADER}\n3\na\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t100\n"), "w.txt")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "w.txt:2: the count says 3 layer lines but the file has 1");
+        let e = parse(
+            "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 7\n0\n",
+            "w.txt",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("all_gpus 7 is not a multiple of tp x pp = 2"), "{e}");
         let e = parse("DATA\n0\n", "w.txt").unwrap_err().to_string();
         assert!(e.contains("valid HYBRID_TRANSFORMER_FWD_IN_BCKWD"), "{e}");

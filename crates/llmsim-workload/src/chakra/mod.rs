@@ -289,9 +289,9 @@ pub fn import(traces: &[RankTrace], groups: &BTreeMap<String, Vec<u32>>, opts: &
     }
     // Fold ranks into units.
     let hint = layout_hint(&traces[0].metadata);
-    let mut candidates: Vec<u32> = (1..=n).rev().filter(|t| n % t == 0).collect();
+    let mut candidates: Vec<u32> = (1..=n).rev().filter(|t| n.is_multiple_of(*t)).collect();
     if let Some(h) = hint
-        && n % h.tp == 0
+        && n.is_multiple_of(h.tp)
     {
         candidates.insert(0, h.tp);
     }
@@ -416,9 +416,11 @@ fn convert_rank(
                 let duration_ps = match int_attr("llmsim_duration_ps")? {
                     Some(ps) => Some(ps),
                     None if noop => Some(0),
-                    None if nd.duration_micros > 0 => Some(nd.duration_micros.checked_mul(1_000_000).ok_or_else(|| {
-                        bad(nd.id, format!("duration_micros {} is out of range", nd.duration_micros))
-                    })?),
+                    None if nd.duration_micros > 0 => Some(
+                        nd.duration_micros
+                            .checked_mul(1_000_000)
+                            .ok_or_else(|| bad(nd.id, format!("duration_micros {} is out of range", nd.duration_micros)))?,
+                    ),
                     None => None,
                 };
                 if let Some(ps) = duration_ps
@@ -503,9 +505,17 @@ fn convert_rank(
             node_type::COMM_SEND | node_type::COMM_RECV => {
                 let send = nd.r#type == node_type::COMM_SEND;
                 let key = if send { "comm_dst" } else { "comm_src" };
-                let peer = int_attr(key)?.ok_or_else(|| bad(nd.id, format!("{} without {key}", if send { "COMM_SEND_NODE" } else { "COMM_RECV_NODE" })))?;
+                let peer = int_attr(key)?.ok_or_else(|| {
+                    bad(
+                        nd.id,
+                        format!("{} without {key}", if send { "COMM_SEND_NODE" } else { "COMM_RECV_NODE" }),
+                    )
+                })?;
                 if peer >= n as u64 || peer == rank as u64 {
-                    return Err(bad(nd.id, format!("{key} = {peer}: valid ranks 0-{} other than this rank {rank}", n - 1)));
+                    return Err(bad(
+                        nd.id,
+                        format!("{key} = {peer}: valid ranks 0-{} other than this rank {rank}", n - 1),
+                    ));
                 }
                 let tag = int_attr("comm_tag")?.unwrap_or(0);
                 let bytes = comm_bytes()?;
@@ -555,7 +565,11 @@ fn intern_segment(it: &mut Interner, name: &str, duration_ps: Option<u64>, flops
         return *s;
     }
     let id = it.segments.len() as u32;
-    let class = if memory || flops == 0 { OpClass::Elementwise } else { OpClass::Gemm };
+    let class = if memory || flops == 0 {
+        OpClass::Elementwise
+    } else {
+        OpClass::Gemm
+    };
     it.segments.push(Segment {
         name: name.to_string(),
         pass: Pass::Forward,
@@ -652,13 +666,34 @@ fn lanes_match(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, u: u32) -> bool {
                     o1 == o2 && b1 == b2 && {
                         let ra = &pgs[*g1 as usize].ranks;
                         let rb = &pgs[*g2 as usize].ranks;
-                        (g1 == g2 && spans_units(ra, t)) || (ra.len() == rb.len() && ra.iter().zip(rb).all(|(x, y)| x % t == 0 && *y == x + i))
+                        (g1 == g2 && spans_units(ra, t))
+                            || (ra.len() == rb.len() && ra.iter().zip(rb).all(|(x, y)| x % t == 0 && *y == x + i))
                     }
                 }
-                (RKind::Send { peer: x, bytes: b1, tag: t1 }, RKind::Send { peer: y, bytes: b2, tag: t2 })
-                | (RKind::Recv { peer: x, bytes: b1, tag: t1 }, RKind::Recv { peer: y, bytes: b2, tag: t2 }) => {
-                    x % t == 0 && *y == x + i && b1 == b2 && t1 == t2
-                }
+                (
+                    RKind::Send {
+                        peer: x,
+                        bytes: b1,
+                        tag: t1,
+                    },
+                    RKind::Send {
+                        peer: y,
+                        bytes: b2,
+                        tag: t2,
+                    },
+                )
+                | (
+                    RKind::Recv {
+                        peer: x,
+                        bytes: b1,
+                        tag: t1,
+                    },
+                    RKind::Recv {
+                        peer: y,
+                        bytes: b2,
+                        tag: t2,
+                    },
+                ) => x % t == 0 && *y == x + i && b1 == b2 && t1 == t2,
                 _ => false,
             };
             if !ok {
@@ -671,7 +706,10 @@ fn lanes_match(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, u: u32) -> bool {
 
 /// Whether `ranks` is a list of whole units of `t` lanes, each in lane order.
 fn spans_units(ranks: &[u32], t: u32) -> bool {
-    ranks.len() % t as usize == 0 && ranks.chunks(t as usize).all(|c| c[0] % t == 0 && c.iter().enumerate().all(|(j, r)| *r == c[0] + j as u32))
+    ranks.len().is_multiple_of(t as usize)
+        && ranks
+            .chunks(t as usize)
+            .all(|c| c[0] % t == 0 && c.iter().enumerate().all(|(j, r)| *r == c[0] + j as u32))
 }
 
 fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>, opts: &ImportOptions) -> Workload {
@@ -771,7 +809,10 @@ fn classify(units: &[u32], spans: bool, t: u32, op: CollectiveOp, gpus_per_node:
     if gpus_per_node > 0 {
         let server = |u: u32| u * t / gpus_per_node;
         let last_lane = if spans { t - 1 } else { 0 };
-        if units.iter().all(|x| server(*x) == server(units[0]) && (x * t + last_lane) / gpus_per_node == server(units[0])) {
+        if units
+            .iter()
+            .all(|x| server(*x) == server(units[0]) && (x * t + last_lane) / gpus_per_node == server(units[0]))
+        {
             return Group::Tp;
         }
     }
@@ -821,11 +862,17 @@ fn collective_type(op: CollectiveOp) -> i64 {
 /// An imported workload (export works from a generated one).
 pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime]) -> Result<Export, ImportError> {
     if wl.explicit.is_some() {
-        return Err(ImportError::Invalid("export works on generated workloads, not on imported ones".into()));
+        return Err(ImportError::Invalid(
+            "export works on generated workloads, not on imported ones".into(),
+        ));
     }
     let mut pg_ids: HashMap<(Group, u32, u32), u32> = HashMap::new();
     let mut groups: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    let seg_flops: Vec<u64> = wl.segments.iter().map(|s| s.ops.iter().map(|o| o.flops()).sum::<f64>() as u64).collect();
+    let seg_flops: Vec<u64> = wl
+        .segments
+        .iter()
+        .map(|s| s.ops.iter().map(|o| o.flops()).sum::<f64>() as u64)
+        .collect();
     let seg_bytes: Vec<u64> = wl
         .segments
         .iter()
@@ -846,7 +893,13 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime]) -> Result<Exp
                 name: "llmsim_layout".into(),
                 doc_string: "tp, cp, dp, pp, ep".into(),
                 value: Some(AttrValue::Int64List(pb::Int64List {
-                    values: vec![layout.tp as i64, layout.cp as i64, layout.dp as i64, layout.pp as i64, layout.ep as i64],
+                    values: vec![
+                        layout.tp as i64,
+                        layout.cp as i64,
+                        layout.dp as i64,
+                        layout.pp as i64,
+                        layout.ep as i64,
+                    ],
                 })),
             },
             AttributeProto::string("llmsim_generator", concat!("llmsim ", env!("CARGO_PKG_VERSION"))),

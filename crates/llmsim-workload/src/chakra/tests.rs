@@ -36,7 +36,10 @@ fn trace(rank: u32, nodes: &[pb::Node]) -> RankTrace {
 }
 
 fn coll(id: u64, deps: &[u64], pg: Option<&str>) -> pb::Node {
-    let mut a = vec![AttributeProto::int("comm_type", comm_type::ALL_REDUCE), AttributeProto::int("comm_size", 1 << 20)];
+    let mut a = vec![
+        AttributeProto::int("comm_type", comm_type::ALL_REDUCE),
+        AttributeProto::int("comm_size", 1 << 20),
+    ];
     if let Some(p) = pg {
         a.push(AttributeProto::string("pg_name", p));
     }
@@ -67,7 +70,10 @@ fn truncated_trace_names_file_rank_and_node() {
 fn unknown_dependency_names_the_node() {
     let t = trace(0, &[node(1, node_type::COMP, &[77], vec![])]);
     let e = import(&[t], &BTreeMap::new(), &ImportOptions::default()).unwrap_err().to_string();
-    assert_eq!(e, "t.0.et (rank 0) node id 1: depends on node id 77, which this trace does not have");
+    assert_eq!(
+        e,
+        "t.0.et (rank 0) node id 1: depends on node id 77, which this trace does not have"
+    );
 }
 
 #[test]
@@ -94,7 +100,9 @@ fn cycle_is_named_before_running() {
 
 #[test]
 fn missing_group_reported_once_with_its_ranks() {
-    let traces: Vec<RankTrace> = (0..4).map(|r| trace(r, &[coll(1, &[], Some(if r < 3 { "9" } else { "0" }))])).collect();
+    let traces: Vec<RankTrace> = (0..4)
+        .map(|r| trace(r, &[coll(1, &[], Some(if r < 3 { "9" } else { "0" }))]))
+        .collect();
     let mut groups = BTreeMap::new();
     groups.insert("0".to_string(), vec![0, 1, 2, 3]);
     let e = import(
@@ -106,11 +114,17 @@ fn missing_group_reported_once_with_its_ranks() {
         },
     )
     .unwrap_err();
-    assert_eq!(e, ImportError::MissingGroups {
-        missing: vec![("9".into(), vec![0, 1, 2])],
-        groups_file: Some("g.json".into()),
-    });
-    assert_eq!(e.to_string(), "g.json defines no pg_name \"9\" (used by ranks 0-2); add them with their member ranks");
+    assert_eq!(
+        e,
+        ImportError::MissingGroups {
+            missing: vec![("9".into(), vec![0, 1, 2])],
+            groups_file: Some("g.json".into()),
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "g.json defines no pg_name \"9\" (used by ranks 0-2); add them with their member ranks"
+    );
 }
 
 #[test]
@@ -119,7 +133,10 @@ fn rank_outside_its_group_is_an_error() {
     let mut groups = BTreeMap::new();
     groups.insert("0".to_string(), vec![0]);
     let e = import(&traces, &groups, &ImportOptions::default()).unwrap_err().to_string();
-    assert!(e.starts_with("t.1.et (rank 1) node id 1: collective over pg_name \"0\" (ranks 0)"), "{e}");
+    assert!(
+        e.starts_with("t.1.et (rank 1) node id 1: collective over pg_name \"0\" (ranks 0)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -134,7 +151,14 @@ fn symmetric_ranks_fold_into_lockstep_units() {
         .map(|r| {
             let tp = format!("tp{}", r / 2);
             let dp = format!("dp{}", r % 2);
-            trace(r, &[node(1, node_type::COMP, &[], vec![]), coll(2, &[1], Some(&tp)), coll(3, &[2], Some(&dp))])
+            trace(
+                r,
+                &[
+                    node(1, node_type::COMP, &[], vec![]),
+                    coll(2, &[1], Some(&tp)),
+                    coll(3, &[2], Some(&dp)),
+                ],
+            )
         })
         .collect();
     let imp = import(&traces, &groups, &ImportOptions::default()).unwrap();
@@ -142,10 +166,24 @@ fn symmetric_ranks_fold_into_lockstep_units() {
     assert_eq!(imp.layout.units(), 2);
     let x = imp.workload.explicit.as_ref().unwrap();
     let kinds: Vec<(Group, Vec<u32>, bool)> = x.groups.iter().map(|g| (g.kind, g.units.clone(), g.spans_lanes)).collect();
-    assert_eq!(kinds, vec![(Group::Tp, vec![0], true), (Group::Dp, vec![0, 1], false), (Group::Tp, vec![1], true)]);
+    assert_eq!(
+        kinds,
+        vec![
+            (Group::Tp, vec![0], true),
+            (Group::Dp, vec![0, 1], false),
+            (Group::Tp, vec![1], true)
+        ]
+    );
     // A rank that differs breaks the symmetry: every rank is its own unit.
     let mut t2 = traces.clone();
-    t2[3] = trace(3, &[node(1, node_type::COMP, &[], vec![]), coll(2, &[1], Some("tp1")), coll(3, &[1], Some("dp1"))]);
+    t2[3] = trace(
+        3,
+        &[
+            node(1, node_type::COMP, &[], vec![]),
+            coll(2, &[1], Some("tp1")),
+            coll(3, &[1], Some("dp1")),
+        ],
+    );
     let imp = import(&t2, &groups, &ImportOptions::default()).unwrap();
     assert_eq!((imp.layout.tp, imp.layout.units()), (1, 4));
 }
@@ -153,18 +191,28 @@ fn symmetric_ranks_fold_into_lockstep_units() {
 #[test]
 fn repeated_tags_match_in_order() {
     let send = |id: u64, deps: &[u64]| {
-        node(id, node_type::COMM_SEND, deps, vec![
-            AttributeProto::int("comm_dst", 1),
-            AttributeProto::int("comm_tag", 3),
-            AttributeProto::int("comm_size", 64),
-        ])
+        node(
+            id,
+            node_type::COMM_SEND,
+            deps,
+            vec![
+                AttributeProto::int("comm_dst", 1),
+                AttributeProto::int("comm_tag", 3),
+                AttributeProto::int("comm_size", 64),
+            ],
+        )
     };
     let recv = |id: u64, deps: &[u64]| {
-        node(id, node_type::COMM_RECV, deps, vec![
-            AttributeProto::int("comm_src", 0),
-            AttributeProto::int("comm_tag", 3),
-            AttributeProto::int("comm_size", 64),
-        ])
+        node(
+            id,
+            node_type::COMM_RECV,
+            deps,
+            vec![
+                AttributeProto::int("comm_src", 0),
+                AttributeProto::int("comm_tag", 3),
+                AttributeProto::int("comm_size", 64),
+            ],
+        )
     };
     let traces = vec![trace(0, &[send(1, &[]), send(2, &[1])]), trace(1, &[recv(1, &[]), recv(2, &[1])])];
     let imp = import(&traces, &BTreeMap::new(), &ImportOptions::default()).unwrap();
@@ -197,7 +245,12 @@ fn bad_attributes_are_named() {
 
 #[test]
 fn durations_and_compute_model_inputs() {
-    let mut n = node(1, node_type::COMP, &[], vec![AttributeProto::uint("num_ops", 1000), AttributeProto::uint("tensor_size", 64)]);
+    let mut n = node(
+        1,
+        node_type::COMP,
+        &[],
+        vec![AttributeProto::uint("num_ops", 1000), AttributeProto::uint("tensor_size", 64)],
+    );
     n.duration_micros = 0;
     let t = trace(0, &[node(0, node_type::COMP, &[], vec![]), n]);
     let imp = import(&[t], &BTreeMap::new(), &ImportOptions::default()).unwrap();
