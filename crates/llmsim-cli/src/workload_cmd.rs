@@ -86,7 +86,6 @@ fn export(a: &ExportArgs) -> Result<()> {
 /// Reads `chakra:PREFIX` or `simai:FILE` into a workload for the scenario's cluster.
 pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<ImportedRun> {
     if let Some(prefix) = spec.strip_prefix("chakra:") {
-        let traces = chakra::read_prefix(Path::new(prefix))?;
         let (groups, file) = match comm_groups {
             Some(p) => {
                 let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
@@ -95,8 +94,8 @@ pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<Imp
             }
             None => (Default::default(), None),
         };
-        let imp = chakra::import(
-            &traces,
+        let imp = chakra::import_prefix(
+            Path::new(prefix),
             &groups,
             &ImportOptions {
                 groups_file: file,

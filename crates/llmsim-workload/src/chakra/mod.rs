@@ -236,85 +236,176 @@ fn stream_from(v: i128) -> Option<Stream> {
 /// A node that cannot be simulated, a dependency on an unknown id, a cycle, process groups the
 /// JSON lacks (all of them, once, with the ranks that use them), a rank outside its own group.
 pub fn import(traces: &[RankTrace], groups: &BTreeMap<String, Vec<u32>>, opts: &ImportOptions) -> Result<Imported, ImportError> {
-    let n = traces.len() as u32;
-    if n == 0 {
-        return Err(ImportError::Invalid("no ranks".into()));
+    let mut imp = Importer::new(traces.len() as u32, groups, opts)?;
+    for t in traces {
+        imp.add(t)?;
     }
-    // Rank-level process groups: the JSON's, in its (sorted) order, then the world group.
-    let mut pgs: Vec<RPg> = Vec::new();
-    let mut pg_index: HashMap<&str, u32> = HashMap::new();
-    for (name, ranks) in groups {
-        if let Some(r) = ranks.iter().find(|r| **r >= n) {
-            return Err(ImportError::CommGroups {
-                file: opts.groups_file.clone().unwrap_or_default(),
-                message: format!("group {name:?} lists rank {r} but the traces have ranks 0-{}", n - 1),
+    imp.finish()
+}
+
+/// [`read_prefix`] and [`import`] one rank at a time, so that only the converted programs, not
+/// every decoded trace, are held in memory.
+///
+/// # Errors
+/// As [`read_prefix`] and [`import`].
+pub fn import_prefix(prefix: &Path, groups: &BTreeMap<String, Vec<u32>>, opts: &ImportOptions) -> Result<Imported, ImportError> {
+    let path = |r: u32| PathBuf::from(format!("{}.{r}.et", prefix.display()));
+    let n = (0..).find(|r| !path(*r).exists()).unwrap_or(0);
+    if n == 0 {
+        return Err(ImportError::Invalid(format!(
+            "no Chakra trace {}.0.et; give the prefix of files named <prefix>.<rank>.et",
+            prefix.display()
+        )));
+    }
+    let mut imp = Importer::new(n, groups, opts)?;
+    for r in 0..n {
+        let p = path(r);
+        let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
+        let t = decode(&bytes, &p.display().to_string(), r)?;
+        drop(bytes);
+        imp.add(&t)?;
+    }
+    imp.finish()
+}
+
+/// Converts ranks one by one ([`Importer::add`]), then folds them into units.
+pub struct Importer {
+    n: u32,
+    pgs: Vec<RPg>,
+    pg_index: HashMap<String, u32>,
+    world: u32,
+    missing: BTreeMap<String, Vec<u32>>,
+    it: Interner,
+    progs: Vec<Vec<RNode>>,
+    hint: Option<Layout>,
+    opts: ImportOptions,
+}
+
+impl Importer {
+    /// An importer for `ranks` ranks and the communicator groups.
+    ///
+    /// # Errors
+    /// No ranks; a group that lists a rank twice or a rank the traces do not have.
+    pub fn new(ranks: u32, groups: &BTreeMap<String, Vec<u32>>, opts: &ImportOptions) -> Result<Self, ImportError> {
+        let n = ranks;
+        if n == 0 {
+            return Err(ImportError::Invalid("no ranks".into()));
+        }
+        // Rank-level process groups: the JSON's, in its (sorted) order, then the world group.
+        let mut pgs: Vec<RPg> = Vec::new();
+        let mut pg_index: HashMap<String, u32> = HashMap::new();
+        for (name, ranks) in groups {
+            if let Some(r) = ranks.iter().find(|r| **r >= n) {
+                return Err(ImportError::CommGroups {
+                    file: opts.groups_file.clone().unwrap_or_default(),
+                    message: format!("group {name:?} lists rank {r} but the traces have ranks 0-{}", n - 1),
+                });
+            }
+            let mut sorted = ranks.clone();
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|w| w[0] == w[1]) || ranks.is_empty() {
+                return Err(ImportError::CommGroups {
+                    file: opts.groups_file.clone().unwrap_or_default(),
+                    message: format!("group {name:?} must list distinct ranks"),
+                });
+            }
+            pg_index.insert(name.clone(), pgs.len() as u32);
+            pgs.push(RPg {
+                name: name.clone(),
+                ranks: ranks.clone(),
+                kind: None,
             });
         }
-        let mut sorted = ranks.clone();
-        sorted.sort_unstable();
-        if sorted.windows(2).any(|w| w[0] == w[1]) || ranks.is_empty() {
-            return Err(ImportError::CommGroups {
-                file: opts.groups_file.clone().unwrap_or_default(),
-                message: format!("group {name:?} must list distinct ranks"),
-            });
-        }
-        pg_index.insert(name.as_str(), pgs.len() as u32);
+        let world = pgs.len() as u32;
         pgs.push(RPg {
-            name: name.clone(),
-            ranks: ranks.clone(),
+            name: "world".into(),
+            ranks: (0..n).collect(),
             kind: None,
         });
+        Ok(Importer {
+            n,
+            pgs,
+            pg_index,
+            world,
+            missing: BTreeMap::new(),
+            it: Interner {
+                names: HashMap::new(),
+                segs: HashMap::new(),
+                segments: Vec::new(),
+            },
+            progs: Vec::with_capacity(n as usize),
+            hint: None,
+            opts: opts.clone(),
+        })
     }
-    let world = pgs.len() as u32;
-    pgs.push(RPg {
-        name: "world".into(),
-        ranks: (0..n).collect(),
-        kind: None,
-    });
-    let mut missing: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    let mut it = Interner {
-        names: HashMap::new(),
-        segs: HashMap::new(),
-        segments: Vec::new(),
-    };
-    let mut progs: Vec<Vec<RNode>> = Vec::with_capacity(n as usize);
-    for t in traces {
-        progs.push(convert_rank(t, n, &mut pgs, &pg_index, world, &mut missing, &mut it)?);
+
+    /// Converts the next rank's trace (ranks in order 0, 1, ...).
+    ///
+    /// # Errors
+    /// As [`import`].
+    pub fn add(&mut self, t: &RankTrace) -> Result<(), ImportError> {
+        if self.progs.len() as u32 >= self.n {
+            return Err(ImportError::Invalid(format!("more than the {} ranks announced", self.n)));
+        }
+        if self.progs.is_empty() {
+            self.hint = layout_hint(&t.metadata);
+        }
+        let p = convert_rank(
+            t,
+            self.n,
+            &mut self.pgs,
+            &self.pg_index,
+            self.world,
+            &mut self.missing,
+            &mut self.it,
+        )?;
+        self.progs.push(p);
+        Ok(())
     }
-    if !missing.is_empty() {
-        return Err(ImportError::MissingGroups {
-            missing: missing.into_iter().collect(),
-            groups_file: opts.groups_file.clone(),
-        });
+
+    /// Folds the ranks into units and builds the workload.
+    ///
+    /// # Errors
+    /// Process groups the JSON lacks; fewer ranks added than announced.
+    pub fn finish(self) -> Result<Imported, ImportError> {
+        let n = self.n;
+        if self.progs.len() as u32 != n {
+            return Err(ImportError::Invalid(format!("{} of {n} ranks given", self.progs.len())));
+        }
+        if !self.missing.is_empty() {
+            return Err(ImportError::MissingGroups {
+                missing: self.missing.into_iter().collect(),
+                groups_file: self.opts.groups_file.clone(),
+            });
+        }
+        let (progs, pgs, hint) = (&self.progs, &self.pgs, self.hint);
+        let mut candidates: Vec<u32> = (1..=n).rev().filter(|t| n.is_multiple_of(*t)).collect();
+        if let Some(h) = hint
+            && n.is_multiple_of(h.tp)
+        {
+            candidates.insert(0, h.tp);
+        }
+        let lanes = candidates
+            .into_iter()
+            .find(|&t| t == 1 || (0..n / t).all(|u| lanes_match(progs, pgs, t, u)))
+            .unwrap_or(1);
+        let units = n / lanes;
+        let layout = match hint {
+            Some(h) if h.tp == lanes && h.units() == units => h,
+            _ => Layout {
+                tp: lanes,
+                cp: 1,
+                dp: units,
+                pp: 1,
+                ep: 1,
+            },
+        };
+        Ok(Imported {
+            workload: build_units(progs, pgs, lanes, self.it.segments, &self.opts),
+            layout,
+            ranks: n,
+        })
     }
-    // Fold ranks into units.
-    let hint = layout_hint(&traces[0].metadata);
-    let mut candidates: Vec<u32> = (1..=n).rev().filter(|t| n.is_multiple_of(*t)).collect();
-    if let Some(h) = hint
-        && n.is_multiple_of(h.tp)
-    {
-        candidates.insert(0, h.tp);
-    }
-    let lanes = candidates
-        .into_iter()
-        .find(|&t| t == 1 || (0..n / t).all(|u| lanes_match(&progs, &pgs, t, u)))
-        .unwrap_or(1);
-    let units = n / lanes;
-    let layout = match hint {
-        Some(h) if h.tp == lanes && h.units() == units => h,
-        _ => Layout {
-            tp: lanes,
-            cp: 1,
-            dp: units,
-            pp: 1,
-            ep: 1,
-        },
-    };
-    Ok(Imported {
-        workload: build_units(&progs, &pgs, lanes, it.segments, opts),
-        layout,
-        ranks: n,
-    })
 }
 
 fn layout_hint(m: &GlobalMetadata) -> Option<Layout> {
@@ -337,7 +428,7 @@ fn convert_rank(
     t: &RankTrace,
     n: u32,
     pgs: &mut [RPg],
-    pg_index: &HashMap<&str, u32>,
+    pg_index: &HashMap<String, u32>,
     world: u32,
     missing: &mut BTreeMap<String, Vec<u32>>,
     it: &mut Interner,
@@ -552,8 +643,14 @@ fn sorted(v: &[u32]) -> Vec<u32> {
 }
 
 fn intern_segment(it: &mut Interner, name: &str, duration_ps: Option<u64>, flops: u64, bytes: u64, memory: bool) -> u32 {
-    let next = it.names.len() as u32;
-    let name_id = *it.names.entry(name.to_string()).or_insert(next);
+    let name_id = match it.names.get(name) {
+        Some(i) => *i,
+        None => {
+            let i = it.names.len() as u32;
+            it.names.insert(name.to_string(), i);
+            i
+        }
+    };
     let key = SegKey {
         name_id,
         duration_ps,
