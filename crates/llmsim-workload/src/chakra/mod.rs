@@ -813,6 +813,8 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
     let units = progs.len() as u32 / t;
     let mut groups: Vec<ProcessGroup> = Vec::new();
     let mut group_index: HashMap<(Vec<u32>, bool), u32> = HashMap::new();
+    // (rank-level group, spans lanes) -> unit-level group: the same for every unit using it.
+    let mut by_rank_pg: HashMap<(u32, bool), u32> = HashMap::new();
     let mut stages: Vec<Program> = Vec::with_capacity(units as usize);
     for u in 0..units {
         let rp = &progs[(u * t) as usize];
@@ -825,6 +827,24 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                 RKind::Coll { op, bytes, pg } => {
                     let g = &pgs[pg as usize];
                     let spans = t > 1 && spans_units(&g.ranks, t) && g.ranks.contains(&(u * t + 1));
+                    if let Some(id) = by_rank_pg.get(&(pg, spans)) {
+                        prog.push(
+                            Node {
+                                kind: NodeKind::CommColl {
+                                    op,
+                                    group: Group::Pg(*id),
+                                    bytes,
+                                },
+                                stream: nd.stream,
+                                phase: Phase::Forward,
+                                microbatch: NONE,
+                                chunk: 0,
+                                layer: NONE,
+                            },
+                            &nd.deps,
+                        );
+                        continue;
+                    }
                     let member_units: Vec<u32> = if spans {
                         g.ranks.iter().step_by(t as usize).map(|r| r / t).collect()
                     } else {
@@ -846,6 +866,7 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                             i
                         }
                     };
+                    by_rank_pg.insert((pg, spans), id);
                     NodeKind::CommColl {
                         op,
                         group: Group::Pg(id),
