@@ -214,7 +214,8 @@ fn write_trace(o: &Outcome, w: &mut impl std::io::Write) -> Result<()> {
                 format!("stage {p} (ranks {r0}-{}, dp {d}, cp {c})", r0 + o.layout.tp - 1)}}),
         )?;
         emit(w, json!({"ph":"M","name":"process_sort_index","pid":u,"args":{"sort_index":u}}))?;
-        for s in Stream::ALL {
+        let free = o.workload.explicit.is_some().then_some(Stream::Free);
+        for s in Stream::ALL.into_iter().chain(free) {
             emit(
                 w,
                 json!({"ph":"M","name":"thread_name","pid":u,"tid":s as u32,"args":{"name":s.name()}}),
