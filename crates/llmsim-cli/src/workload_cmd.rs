@@ -62,7 +62,7 @@ fn export(a: &ExportArgs) -> Result<()> {
         }
         Format::Chakra => {
             let g = llmsim_sim::generate(&sc)?;
-            let e = chakra::export(&g.workload, g.layout, &g.seg_time)?;
+            let e = chakra::export(&g.workload, g.layout, &g.seg_time, &g.info)?;
             chakra::write_export(&e, &a.out, &prefix)?;
             let bytes: usize = e.ranks.iter().map(Vec::len).sum();
             println!(
@@ -102,25 +102,7 @@ pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<Imp
                 gpus_per_node: sc.cluster.gpus_per_node,
             },
         )?;
-        let l = imp.layout;
-        return Ok(ImportedRun {
-            parallel: format!(
-                "{} ranks: {} units of {} lockstep ranks (tp{} cp{} dp{} pp{} ep{})",
-                imp.ranks,
-                l.units(),
-                l.tp,
-                l.tp,
-                l.cp,
-                l.dp,
-                l.pp,
-                l.ep
-            ),
-            workload: imp.workload,
-            layout: imp.layout,
-            label: spec.to_string(),
-            global_batch: 0,
-            seq_length: 0,
-        });
+        return Ok(ImportedRun::from_chakra(imp, spec));
     }
     if let Some(file) = spec.strip_prefix("simai:") {
         if comm_groups.is_some() {
@@ -138,6 +120,9 @@ pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<Imp
             label: spec.to_string(),
             global_batch: 0,
             seq_length: 0,
+            params: 0,
+            memory: Default::default(),
+            layers_per_stage: 0,
         });
     }
     bail!("--workload {spec:?}: expected chakra:PREFIX (files PREFIX.<rank>.et) or simai:FILE")

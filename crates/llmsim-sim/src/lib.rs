@@ -176,9 +176,16 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         pp: p.pp as u32,
         ep: p.ep as u32,
     };
+    let info = transformer_info(&r, &wl);
+    run_workload(s, wl, layout, &r.training, info, opts, progress, wall)
+}
+
+/// The report's description of a transformer run.
+fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
+    let p = &r.parallel;
     let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
     let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
-    let info = report::RunInfo {
+    report::RunInfo {
         model: r.model.name.clone(),
         params: r.model.param_count(),
         gpu: r.gpu,
@@ -200,8 +207,7 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
         sample_unit: "tokens",
         memory: r.memory.clone(),
         layers_per_stage: r.model.num_hidden_layers / p.pp,
-    };
-    run_workload(s, wl, layout, &r.training, info, opts, progress, wall)
+    }
 }
 
 /// Per-GPU memory of a DLRM: its tables, the MLPs with gradients and SGD, activations.
@@ -413,6 +419,8 @@ pub struct Generated {
     pub workload: Workload,
     pub layout: Layout,
     pub seg_time: Vec<SimTime>,
+    /// What the report says about the run, for exporters to carry along.
+    pub info: llmsim_workload::chakra::TraceInfo,
 }
 
 /// Generates a transformer scenario's workload and times its segments, without running it.
@@ -432,10 +440,22 @@ pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
     };
     let cm = compute_model(s, r.gpu)?;
     let (seg_time, _) = time_segments(&wl, &cm, &r.training);
+    let ri = transformer_info(&r, &wl);
+    let info = llmsim_workload::chakra::TraceInfo {
+        model: ri.model,
+        parallel: ri.parallel,
+        params: ri.params,
+        global_batch: ri.global_batch,
+        seq_length: ri.seq_length,
+        microbatches: wl.microbatches,
+        layers_per_stage: ri.layers_per_stage,
+        memory: ri.memory,
+    };
     Ok(Generated {
         workload: wl,
         layout,
         seg_time,
+        info,
     })
 }
 
@@ -450,6 +470,41 @@ pub struct ImportedRun {
     /// Samples per iteration and tokens per sample, when the source says (else 0).
     pub global_batch: u64,
     pub seq_length: u64,
+    /// Model parameters and the memory footprint per GPU, when the source says (else 0).
+    pub params: u64,
+    pub memory: MemoryFootprint,
+    pub layers_per_stage: u64,
+}
+
+impl ImportedRun {
+    /// An imported Chakra workload, with what llmsim's own export recorded when present.
+    pub fn from_chakra(imp: llmsim_workload::chakra::Imported, label: &str) -> Self {
+        let l = imp.layout;
+        match imp.info {
+            Some(i) => ImportedRun {
+                workload: imp.workload,
+                layout: l,
+                label: i.model,
+                parallel: i.parallel,
+                global_batch: i.global_batch,
+                seq_length: i.seq_length,
+                params: i.params,
+                memory: i.memory,
+                layers_per_stage: i.layers_per_stage,
+            },
+            None => ImportedRun {
+                workload: imp.workload,
+                layout: l,
+                label: label.to_string(),
+                parallel: format!("{} ranks: {} units of {} lockstep ranks", imp.ranks, l.units(), l.tp),
+                global_batch: 0,
+                seq_length: 0,
+                params: 0,
+                memory: MemoryFootprint::default(),
+                layers_per_stage: 0,
+            },
+        }
+    }
 }
 
 /// Runs an imported workload on the scenario's cluster (its `model`, `training` and `parallel`
@@ -485,7 +540,7 @@ pub fn simulate_imported(
     let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
     let info = report::RunInfo {
         model: imp.label,
-        params: 0,
+        params: imp.params,
         gpu,
         gpus,
         dtype: llmsim_compute::DType::Bf16,
@@ -493,8 +548,8 @@ pub fn simulate_imported(
         global_batch: imp.global_batch,
         seq_length: imp.seq_length,
         sample_unit: "tokens",
-        memory: MemoryFootprint::default(),
-        layers_per_stage: 0,
+        memory: imp.memory,
+        layers_per_stage: imp.layers_per_stage,
     };
     let training = TrainingConfig::default();
     run_workload(&s, imp.workload, imp.layout, &training, info, opts, progress, wall)
@@ -564,8 +619,9 @@ fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow> {
 
 /// FLOPs of one iteration over all GPUs: (model FLOPs: no recomputation, no optimizer;
 /// hardware FLOPs: everything executed).
-pub fn iteration_flops(ops: &[OpRow], layout: Layout) -> (f64, f64) {
-    let ranks_per_stage = (layout.tp * layout.cp * layout.dp) as f64;
+pub fn iteration_flops(ops: &[OpRow], layout: Layout, explicit: bool) -> (f64, f64) {
+    // Ranks that run each program: a stage's, or (imported workloads) one unit's.
+    let ranks_per_stage = if explicit { layout.tp } else { layout.tp * layout.cp * layout.dp } as f64;
     let mut model = 0.0;
     let mut hw = 0.0;
     for r in ops {

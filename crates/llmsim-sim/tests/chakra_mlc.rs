@@ -54,6 +54,9 @@ fn run(prefix: &Path, groups_json: Option<&Path>, gpus: u32) -> Result<llmsim_si
         parallel: String::new(),
         global_batch: 0,
         seq_length: 0,
+        params: 0,
+        memory: Default::default(),
+        layers_per_stage: 0,
     };
     simulate_imported(&cluster(gpus), run, &RunOptions::default(), &mut |_, _| {}).map_err(|e| e.to_string())
 }

@@ -49,6 +49,9 @@ fn fixture_runs_with_the_files_compute_time() {
         parallel: String::new(),
         global_batch: 0,
         seq_length: 0,
+        params: 0,
+        memory: Default::default(),
+        layers_per_stage: 0,
     };
     let o = simulate_imported(&sc, run, &RunOptions::default(), &mut |_, _| {}).unwrap();
     let r = &o.report;

@@ -156,6 +156,81 @@ pub struct Imported {
     pub layout: Layout,
     /// Ranks in the traces.
     pub ranks: u32,
+    /// What llmsim's own export recorded about the run (absent in other tools' traces).
+    pub info: Option<TraceInfo>,
+}
+
+/// The run's description llmsim writes into the metadata, for an identical report after a round
+/// trip: attributes `llmsim_model`, `llmsim_parallel` (strings), `llmsim_params`,
+/// `llmsim_global_batch`, `llmsim_seq_length`, `llmsim_microbatches`, `llmsim_layers_per_stage`
+/// (integers) and
+/// `llmsim_memory` (parameters, gradients, optimizer states, activations, workspace, total bytes).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TraceInfo {
+    pub model: String,
+    pub parallel: String,
+    pub params: u64,
+    pub global_batch: u64,
+    pub seq_length: u64,
+    pub microbatches: u32,
+    pub layers_per_stage: u64,
+    pub memory: crate::MemoryFootprint,
+}
+
+impl TraceInfo {
+    fn attrs(&self) -> Vec<AttributeProto> {
+        let m = &self.memory;
+        vec![
+            AttributeProto::string("llmsim_model", &self.model),
+            AttributeProto::string("llmsim_parallel", &self.parallel),
+            AttributeProto::uint("llmsim_params", self.params),
+            AttributeProto::uint("llmsim_global_batch", self.global_batch),
+            AttributeProto::uint("llmsim_seq_length", self.seq_length),
+            AttributeProto::uint("llmsim_microbatches", self.microbatches as u64),
+            AttributeProto::uint("llmsim_layers_per_stage", self.layers_per_stage),
+            AttributeProto {
+                name: "llmsim_memory".into(),
+                doc_string: "parameters, gradients, optimizer_states, activations, workspace, total (bytes)".into(),
+                value: Some(AttrValue::Int64List(pb::Int64List {
+                    values: [m.parameters, m.gradients, m.optimizer_states, m.activations, m.workspace, m.total]
+                        .iter()
+                        .map(|x| *x as i64)
+                        .collect(),
+                })),
+            },
+        ]
+    }
+
+    fn read(m: &GlobalMetadata) -> Option<Self> {
+        let s = |k: &str| match meta_attr(m, k)?.value.as_ref()? {
+            AttrValue::StringVal(v) => Some(v.clone()),
+            _ => None,
+        };
+        let u = |k: &str| meta_attr(m, k)?.as_i128().and_then(|v| u64::try_from(v).ok());
+        let mem: Vec<u64> = match meta_attr(m, "llmsim_memory")?.value.as_ref()? {
+            AttrValue::Int64List(l) if l.values.len() == 6 && l.values.iter().all(|v| *v >= 0) => {
+                l.values.iter().map(|v| *v as u64).collect()
+            }
+            _ => return None,
+        };
+        Some(TraceInfo {
+            model: s("llmsim_model")?,
+            parallel: s("llmsim_parallel")?,
+            params: u("llmsim_params")?,
+            global_batch: u("llmsim_global_batch")?,
+            seq_length: u("llmsim_seq_length")?,
+            microbatches: u32::try_from(u("llmsim_microbatches")?).ok()?,
+            layers_per_stage: u("llmsim_layers_per_stage")?,
+            memory: crate::MemoryFootprint {
+                parameters: mem[0],
+                gradients: mem[1],
+                optimizer_states: mem[2],
+                activations: mem[3],
+                workspace: mem[4],
+                total: mem[5],
+            },
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -190,6 +265,7 @@ struct SegKey {
     name_id: u32,
     duration_ps: Option<u64>,
     flops: u64,
+    model_flops: Option<u64>,
     bytes: u64,
     memory: bool,
 }
@@ -278,6 +354,7 @@ pub struct Importer {
     it: Interner,
     progs: Vec<Vec<RNode>>,
     hint: Option<Layout>,
+    info: Option<TraceInfo>,
     opts: ImportOptions,
 }
 
@@ -335,6 +412,7 @@ impl Importer {
             },
             progs: Vec::with_capacity(n as usize),
             hint: None,
+            info: None,
             opts: opts.clone(),
         })
     }
@@ -349,6 +427,7 @@ impl Importer {
         }
         if self.progs.is_empty() {
             self.hint = layout_hint(&t.metadata);
+            self.info = TraceInfo::read(&t.metadata);
         }
         let p = convert_rank(
             t,
@@ -400,10 +479,15 @@ impl Importer {
                 ep: 1,
             },
         };
+        let mut workload = build_units(progs, pgs, lanes, self.it.segments, &self.opts);
+        if let Some(i) = &self.info {
+            workload.microbatches = i.microbatches;
+        }
         Ok(Imported {
-            workload: build_units(progs, pgs, lanes, self.it.segments, &self.opts),
+            workload,
             layout,
             ranks: n,
+            info: self.info,
         })
     }
 }
@@ -520,9 +604,20 @@ fn convert_rank(
                     return Err(bad(nd.id, format!("duration {ps} ps is more than a day")));
                 }
                 let flops = if memory { 0 } else { int_attr("num_ops")?.unwrap_or(0) };
+                let model_flops = int_attr("llmsim_model_flops")?.map(|m| m.min(flops));
                 let bytes = int_attr("tensor_size")?.unwrap_or(0);
                 let name = if nd.name.is_empty() { "comp" } else { nd.name.as_str() };
-                let seg = intern_segment(it, name, duration_ps, flops, bytes, memory);
+                let seg = intern_segment(
+                    it,
+                    SegSpec {
+                        name,
+                        duration_ps,
+                        flops,
+                        model_flops,
+                        bytes,
+                        memory,
+                    },
+                );
                 let stream = if nd.r#type == node_type::COMP && !is_cpu {
                     Stream::Compute
                 } else {
@@ -642,45 +737,69 @@ fn sorted(v: &[u32]) -> Vec<u32> {
     s
 }
 
-fn intern_segment(it: &mut Interner, name: &str, duration_ps: Option<u64>, flops: u64, bytes: u64, memory: bool) -> u32 {
-    let name_id = match it.names.get(name) {
+struct SegSpec<'a> {
+    name: &'a str,
+    duration_ps: Option<u64>,
+    flops: u64,
+    model_flops: Option<u64>,
+    bytes: u64,
+    memory: bool,
+}
+
+fn intern_segment(it: &mut Interner, g: SegSpec) -> u32 {
+    let name_id = match it.names.get(g.name) {
         Some(i) => *i,
         None => {
             let i = it.names.len() as u32;
-            it.names.insert(name.to_string(), i);
+            it.names.insert(g.name.to_string(), i);
             i
         }
     };
     let key = SegKey {
         name_id,
-        duration_ps,
-        flops,
-        bytes,
-        memory,
+        duration_ps: g.duration_ps,
+        flops: g.flops,
+        model_flops: g.model_flops,
+        bytes: g.bytes,
+        memory: g.memory,
     };
     if let Some(s) = it.segs.get(&key) {
         return *s;
     }
     let id = it.segments.len() as u32;
-    let class = if memory || flops == 0 {
+    let class = if g.memory || g.flops == 0 {
         OpClass::Elementwise
     } else {
         OpClass::Gemm
     };
+    let op = |name: &'static str, pass: Pass, flops: u64, bytes: u64| OpSpec {
+        name,
+        pass,
+        kind: OpSpecKind::Compute {
+            class,
+            flops: flops as f64,
+            bytes: bytes as f64,
+        },
+        shape: String::new(),
+    };
+    // llmsim's own traces say which FLOPs are model FLOPs; the rest (recomputation, optimizer)
+    // is kept apart as a recompute-pass op so that MFU and HFU come out as in the original run.
+    let mut ops = vec![op(
+        if g.memory { "chakra.mem" } else { "chakra.comp" },
+        Pass::Forward,
+        g.model_flops.unwrap_or(g.flops),
+        g.bytes,
+    )];
+    if let Some(m) = g.model_flops
+        && g.flops > m
+    {
+        ops.push(op("chakra.comp.extra", Pass::Recompute, g.flops - m, 0));
+    }
     it.segments.push(Segment {
-        name: name.to_string(),
+        name: g.name.to_string(),
         pass: Pass::Forward,
-        ops: vec![OpSpec {
-            name: if memory { "chakra.mem" } else { "chakra.comp" },
-            pass: Pass::Forward,
-            kind: OpSpecKind::Compute {
-                class,
-                flops: flops as f64,
-                bytes: bytes as f64,
-            },
-            shape: String::new(),
-        }],
-        duration: duration_ps.map(SimTime::from_ps),
+        ops,
+        duration: g.duration_ps.map(SimTime::from_ps),
     });
     it.segs.insert(key, id);
     id
@@ -978,7 +1097,7 @@ fn collective_type(op: CollectiveOp) -> i64 {
 ///
 /// # Errors
 /// An imported workload (export works from a generated one).
-pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime]) -> Result<Export, ImportError> {
+pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime], info: &TraceInfo) -> Result<Export, ImportError> {
     if wl.explicit.is_some() {
         return Err(ImportError::Invalid(
             "export works on generated workloads, not on imported ones".into(),
@@ -990,6 +1109,27 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime]) -> Result<Exp
         .segments
         .iter()
         .map(|s| s.ops.iter().map(|o| o.flops()).sum::<f64>() as u64)
+        .collect();
+    // Model FLOPs: no recomputation, no optimizer (as the report's MFU counts them).
+    let seg_model_flops: Vec<u64> = wl
+        .segments
+        .iter()
+        .map(|s| {
+            s.ops
+                .iter()
+                .filter(|o| {
+                    o.pass != Pass::Recompute
+                        && !matches!(
+                            o.kind,
+                            OpSpecKind::Compute {
+                                class: OpClass::Optimizer,
+                                ..
+                            }
+                        )
+                })
+                .map(|o| o.flops())
+                .sum::<f64>() as u64
+        })
         .collect();
     let seg_bytes: Vec<u64> = wl
         .segments
@@ -1021,7 +1161,10 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime]) -> Result<Exp
                 })),
             },
             AttributeProto::string("llmsim_generator", concat!("llmsim ", env!("CARGO_PKG_VERSION"))),
-        ],
+        ]
+        .into_iter()
+        .chain(info.attrs())
+        .collect(),
     };
     let mut ranks = Vec::with_capacity((layout.units() * layout.tp) as usize);
     for u in 0..layout.units() {
@@ -1049,6 +1192,7 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime]) -> Result<Exp
                         node.duration_micros = (ps + 500_000) / 1_000_000;
                         node.attr.push(AttributeProto::boolean("is_cpu_op", false));
                         node.attr.push(AttributeProto::uint("num_ops", seg_flops[s]));
+                        node.attr.push(AttributeProto::uint("llmsim_model_flops", seg_model_flops[s]));
                         node.attr.push(AttributeProto::uint("tensor_size", seg_bytes[s]));
                         node.attr.push(AttributeProto::uint("llmsim_duration_ps", ps));
                     }
