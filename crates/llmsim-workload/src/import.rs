@@ -65,10 +65,15 @@ fn cycle_text(c: &[u64]) -> String {
 }
 
 fn missing_groups_message(missing: &[(String, Vec<u32>)], file: &Option<String>) -> String {
-    let list: Vec<String> = missing
+    const SHOWN: usize = 8;
+    let mut list: Vec<String> = missing
         .iter()
+        .take(SHOWN)
         .map(|(pg, ranks)| format!("pg_name {pg:?} (used by ranks {})", rank_list(ranks)))
         .collect();
+    if missing.len() > SHOWN {
+        list.push(format!("and {} more", missing.len() - SHOWN));
+    }
     match file {
         Some(f) => format!("{f} defines no {}; add them with their member ranks", list.join(", ")),
         None => format!(
@@ -78,8 +83,14 @@ fn missing_groups_message(missing: &[(String, Vec<u32>)], file: &Option<String>)
     }
 }
 
-/// `0-3, 8, 10-11`: a compact list of sorted ranks.
+/// `0-3, 8, 10-11` (or `0-126 step 2` for an evenly strided list): sorted ranks, compactly.
 pub fn rank_list(ranks: &[u32]) -> String {
+    if ranks.len() >= 3 {
+        let step = ranks[1].wrapping_sub(ranks[0]);
+        if step > 1 && ranks.windows(2).all(|w| w[1].wrapping_sub(w[0]) == step) {
+            return format!("{}-{} step {step}", ranks[0], ranks[ranks.len() - 1]);
+        }
+    }
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ranks.len() {
@@ -101,5 +112,20 @@ pub(crate) fn io(path: &std::path::Path, e: std::io::Error) -> ImportError {
     ImportError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists_are_compact() {
+        assert_eq!(rank_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3, 8, 10-11");
+        assert_eq!(rank_list(&[0, 2, 4, 6]), "0-6 step 2");
+        assert_eq!(rank_list(&[5]), "5");
+        let many: Vec<(String, Vec<u32>)> = (0..10).map(|i| (i.to_string(), vec![i])).collect();
+        let m = missing_groups_message(&many, &None);
+        assert!(m.contains("pg_name \"7\" (used by ranks 7), and 2 more"), "{m}");
     }
 }

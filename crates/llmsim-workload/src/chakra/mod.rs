@@ -31,10 +31,12 @@
 //!
 //! **Writing** ([`export`]): every rank of a generated workload gets its program with the groups
 //! resolved to ranks; stream order becomes `ctrl_deps`, explicit dependencies `data_deps`. Beside
-//! Chakra's own attributes llmsim writes `llmsim_stream`, `llmsim_group` (the group kind) and
-//! `llmsim_duration_ps` (the exact kernel time; `duration_micros` is rounded to whole µs) and, in
-//! the metadata, `llmsim_layout` = [tp, cp, dp, pp, ep], so that export -> import -> run
-//! reproduces the original report. Other tools ignore unknown attributes.
+//! Chakra's own attributes llmsim writes `llmsim_stream`, `llmsim_group` (the group kind),
+//! `llmsim_duration_ps` (the exact kernel time; `duration_micros` is rounded to whole µs) and
+//! `llmsim_model_flops` (the part of `num_ops` MFU counts) and, in the metadata,
+//! `llmsim_layout` = [tp, cp, dp, pp, ep] and the run's description ([`TraceInfo`]), so that
+//! export -> import -> run reproduces the original report. Other tools ignore unknown
+//! attributes.
 
 pub mod pb;
 
