@@ -222,6 +222,8 @@ pub struct Engine<'a> {
     finished: Vec<Vec<bool>>,
     deps_left: Vec<Vec<u32>>,
     stream_pos: Vec<[u32; Stream::COUNT]>,
+    /// A node of the stream is running.
+    stream_busy: Vec<[bool; Stream::COUNT]>,
     node_start: Vec<Vec<SimTime>>,
     dp_in_flight: Vec<u32>,
     acct: Vec<UnitAccount>,
@@ -336,6 +338,7 @@ impl<'a> Engine<'a> {
             finished,
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
+            stream_busy: vec![[false; Stream::COUNT]; units],
             node_start,
             dp_in_flight: vec![0; units],
             acct: vec![UnitAccount::default(); units],
@@ -550,8 +553,14 @@ impl<'a> Engine<'a> {
         }
         let st = self.prog_of[unit as usize] as usize;
         let n = self.prog(unit).nodes[node as usize];
-        if n.stream != Stream::Free && self.stream_pos[u][n.stream as usize] != self.pos_in_stream[st][node as usize] {
-            return Ok(());
+        if n.stream != Stream::Free {
+            let s = n.stream as usize;
+            // One node per stream at a time: a node can be released twice (as its stream's next
+            // node and as a dependent finishing inside the same completion).
+            if self.stream_pos[u][s] != self.pos_in_stream[st][node as usize] || self.stream_busy[u][s] {
+                return Ok(());
+            }
+            self.stream_busy[u][s] = true;
         }
         self.node_start[u][node as usize] = t;
         match n.kind {
@@ -999,6 +1008,7 @@ impl<'a> Engine<'a> {
         let next = if n.stream == Stream::Free {
             None
         } else {
+            self.stream_busy[u][s] = false;
             self.stream_pos[u][s] += 1;
             self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied()
         };

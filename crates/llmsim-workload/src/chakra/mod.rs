@@ -12,8 +12,10 @@
 //!   nodes run beside the GPU stream. `MEM_LOAD_NODE`/`MEM_STORE_NODE` are memory-bound kernels of
 //!   `tensor_size` bytes (or `duration_micros`), also beside the GPU stream.
 //! - `COMM_COLL_NODE`: `comm_type` (ALL_REDUCE .. BARRIER), `comm_size` bytes, `pg_name`.
-//!   GATHER runs as a reduce and SCATTER as a broadcast of the same size (llmsim's collective
-//!   model has neither); BARRIER is a zero-byte all-reduce.
+//!   llmsim's network collectives are all-reduce, all-gather, reduce-scatter and all-to-all, so
+//!   BROADCAST and SCATTER run as an all-gather and REDUCE and GATHER as a reduce-scatter of the
+//!   same size (a ring broadcast or reduce puts `size` on every link, the ring all-gather or
+//!   reduce-scatter `(n-1)/n * size`: within that factor); BARRIER is a zero-byte all-reduce.
 //! - `COMM_SEND_NODE`/`COMM_RECV_NODE`: `comm_src`, `comm_dst`, `comm_tag`, `comm_size` (or
 //!   `tensor_size`). The k-th send from a to b with a tag matches the k-th such receive.
 //! - `METADATA_NODE`: no work (its dependents still wait for it).
@@ -634,9 +636,9 @@ fn convert_rank(
                     .ok_or_else(|| bad(nd.id, "comm_type must be an integer".into()))?;
                 let (op, zero) = match ct as i64 {
                     comm_type::ALL_REDUCE => (CollectiveOp::AllReduce, false),
-                    comm_type::REDUCE | comm_type::GATHER => (CollectiveOp::Reduce, false),
+                    comm_type::REDUCE | comm_type::GATHER => (CollectiveOp::ReduceScatter, false),
                     comm_type::ALL_GATHER => (CollectiveOp::AllGather, false),
-                    comm_type::SCATTER | comm_type::BROADCAST => (CollectiveOp::Broadcast, false),
+                    comm_type::SCATTER | comm_type::BROADCAST => (CollectiveOp::AllGather, false),
                     comm_type::ALL_TO_ALL => (CollectiveOp::AllToAll, false),
                     comm_type::REDUCE_SCATTER | comm_type::REDUCE_SCATTER_BLOCK => (CollectiveOp::ReduceScatter, false),
                     comm_type::BARRIER => (CollectiveOp::AllReduce, true),
