@@ -11,9 +11,9 @@
 //! NPUs with the same index in dimension 0, and so on):
 //! - one dimension: every NPU on one switch (`flat`), NIC = that dimension's bandwidth/latency;
 //! - two or more: dimension 0 is the server (its NPUs share the scale-up domain: `gpus_per_node`
-//!   = npus_count[0], NVLink bandwidth and latency from dimension 0), dimension 1 is a
-//!   rail-optimized segment (one rail switch per NPU index, joining npus_count[1] servers:
-//!   `rail-fat-tree` with `servers_per_segment` = npus_count[1], NIC from dimension 1), and
+//!   = `npus_count[0]`, NVLink bandwidth and latency from dimension 0), dimension 1 is a
+//!   rail-optimized segment (one rail switch per NPU index, joining `npus_count[1]` servers:
+//!   `rail-fat-tree` with `servers_per_segment` = `npus_count[1]`, NIC from dimension 1), and
 //!   dimensions 2.. are the spine layer joining the segments (uplinks from dimension 2).
 //!
 //! llmsim models a scale-up domain as a switch (NVSwitch) and the scale-out as switches, so a

@@ -10,6 +10,11 @@
 //!   transfer by transfer on the shared network, so DP, PP, EP and CP traffic contend.
 //! - A pipeline send puts `tp` transfers (one per tp rank) on the network; the receive
 //!   completes when all arrived.
+//! - Imported workloads ([`Workload::explicit`]) give every unit its own program and name their
+//!   process groups explicitly ([`Group::Pg`]); their collectives match by order in each
+//!   member's program. Nodes on [`Stream::Free`] start as soon as their dependencies finished
+//!   (Chakra semantics); kernel time spent waiting on them is charged to the kind of the
+//!   communication that finished last (a receive: bubble until the peer sent, then PP).
 
 use std::collections::HashMap;
 use std::sync::Arc;
