@@ -338,12 +338,28 @@ pub fn import_prefix(prefix: &Path, groups: &BTreeMap<String, Vec<u32>>, opts: &
         )));
     }
     let mut imp = Importer::new(n, groups, opts)?;
-    for r in 0..n {
+    // Read and decode a batch of ranks in parallel, convert them in rank order (deterministic).
+    let batch = std::thread::available_parallelism().map_or(1, |x| x.get()).clamp(1, 16) as u32;
+    let read = |r: u32| -> Result<RankTrace, ImportError> {
         let p = path(r);
         let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
-        let t = decode(&bytes, &p.display().to_string(), r)?;
-        drop(bytes);
-        imp.add(&t)?;
+        decode(&bytes, &p.display().to_string(), r)
+    };
+    let mut r0 = 0;
+    while r0 < n {
+        let r1 = (r0 + batch).min(n);
+        let traces: Vec<Result<RankTrace, ImportError>> = if r1 - r0 == 1 {
+            vec![read(r0)]
+        } else {
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = (r0..r1).map(|r| sc.spawn(move || read(r))).collect();
+                hs.into_iter().map(|h| h.join().expect("a decoding thread panicked")).collect()
+            })
+        };
+        for t in traces {
+            imp.add(&t?)?;
+        }
+        r0 = r1;
     }
     imp.finish()
 }
