@@ -270,3 +270,29 @@ mod random_traces {
         assert!(ran > 20, "enough random traces ran to the end: {ran}");
     }
 }
+
+/// Through files: `write_export` then `import_prefix` (the CLI's path), parallel decoding.
+#[test]
+fn round_trip_through_files() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let s = Scenario::load(&dir.join("moe-ep.yaml"), &[]).expect("scenario");
+    let original = simulate(&s, &RunOptions::default(), &mut |_, _| {}).expect("runs");
+    let g = generate(&s).unwrap();
+    let e = chakra::export(&g.workload, g.layout, &g.seg_time, &g.info).unwrap();
+    let out = std::env::temp_dir().join(format!("llmsim-chakra-files-{}", std::process::id()));
+    chakra::write_export(&e, &out, "moe").unwrap();
+    let text = std::fs::read_to_string(out.join("groups.json")).unwrap();
+    let groups = chakra::parse_comm_groups(&text, "groups.json").unwrap();
+    let imp = chakra::import_prefix(&out.join("moe"), &groups, &ImportOptions::default()).unwrap();
+    let mut cluster = s.clone();
+    cluster.model = None;
+    let back = simulate_imported(
+        &cluster,
+        ImportedRun::from_chakra(imp, "moe"),
+        &RunOptions::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report(&original), report(&back));
+    let _ = std::fs::remove_dir_all(&out);
+}
