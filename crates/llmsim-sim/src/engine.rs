@@ -223,6 +223,8 @@ pub struct Engine<'a> {
     /// The communication that finished last on a unit, for time a kernel waits on free
     /// (stream-less) communication: (report category, the sender's start for a receive).
     last_comm: Vec<Option<WaitOn>>,
+    /// What the running kernel of a unit waited on before it started.
+    waited_on: Vec<Option<WaitOn>>,
     /// Imported workloads: which nodes finished (for naming a stall); empty otherwise.
     finished: Vec<Vec<bool>>,
     deps_left: Vec<Vec<u32>>,
@@ -340,6 +342,7 @@ impl<'a> Engine<'a> {
             prog_of,
             coll_seq,
             last_comm: vec![None; units],
+            waited_on: vec![None; units],
             finished,
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
@@ -570,6 +573,10 @@ impl<'a> Engine<'a> {
         self.node_start[u][node as usize] = t;
         match n.kind {
             NodeKind::Comp { segment } => {
+                if n.stream == Stream::Compute {
+                    // What this kernel waited on: the communication that finished last.
+                    self.waited_on[u] = self.last_comm[u].take();
+                }
                 let mut d = self.seg_time[segment as usize];
                 if self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
@@ -966,7 +973,7 @@ impl<'a> Engine<'a> {
                 let a = &mut self.acct[u];
                 a.compute += t - start;
                 let e = self.last_compute_end[u];
-                let waited_on = self.last_comm[u].take();
+                let waited_on = self.waited_on[u].take();
                 if start > e {
                     match waited_on {
                         // Imported traces: the kernel waited on free communication.

@@ -173,6 +173,14 @@ fn protobuf_classes_pipeline_runs() {
         SimTime::from_us(40).as_ps() + ps(&x) + ps(&a),
         "kernel, transfer, kernel, all-reduce in series"
     );
+    // Rank 1 waits 20 us for rank 0's kernel (bubble), then for the transfer (PP), computes,
+    // then all-reduces after its last kernel (DP).
+    let r1 = &o.report.ranks.iter().find(|r| r.first_rank == 1).unwrap().breakdown;
+    let close = |got: f64, want_ps: u64| (got * 1e12 - want_ps as f64).abs() < 1.0;
+    assert!(close(r1.bubble_s, SimTime::from_us(20).as_ps()), "bubble {}", r1.bubble_s);
+    assert!(close(r1.exposed_pp_s, ps(&x)), "pp {} vs {}", r1.exposed_pp_s, ps(&x));
+    assert!(close(r1.exposed_dp_s, ps(&a)), "dp {} vs {}", r1.exposed_dp_s, ps(&a));
+    assert!(close(r1.compute_s, SimTime::from_us(20).as_ps()));
     // Without the group JSON: one error naming the group and both ranks.
     let e = run(&dir.join("pipe"), None, 2).err().expect("an error");
     assert!(e.contains("pg_name \"7\" (used by ranks 0-1)"), "{e}");
