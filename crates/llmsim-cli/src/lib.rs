@@ -8,6 +8,7 @@ mod sweep;
 mod topo_args;
 mod topo_cmd;
 mod trace;
+mod workload_cmd;
 
 use std::ffi::OsString;
 
@@ -36,6 +37,9 @@ enum Cmd {
     Sweep(sweep::SweepArgs),
     /// Run ns-3 HPCC experiments (config.txt, topology, flows) on the packet engine.
     Ns3(ns3::Ns3Args),
+    /// Export a scenario's workload in another tool's format (Chakra execution traces, SimAI).
+    #[command(subcommand)]
+    Workload(workload_cmd::WorkloadCmd),
 }
 
 /// Runs the tool with these arguments (the first is the program name); returns the exit code:
@@ -65,6 +69,7 @@ where
         Cmd::Run(a) => run::run(&a),
         Cmd::Sweep(a) => sweep::run(&a),
         Cmd::Ns3(a) => ns3::run(&a),
+        Cmd::Workload(c) => workload_cmd::run(&c),
     };
     match r {
         Ok(()) => 0,

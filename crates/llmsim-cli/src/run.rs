@@ -20,8 +20,16 @@ pub enum BackendArg {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Scenario file (YAML).
+    /// Scenario file (YAML). With --workload: the cluster (a scenario without model, training,
+    /// parallel), or an ASTRA-sim network YAML.
     pub scenario: PathBuf,
+    /// Run a workload from another tool instead of the scenario's model: `chakra:PREFIX`
+    /// (PREFIX.<rank>.et) or `simai:FILE` (a SimAI/AICB workload file).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Communicator-group JSON of Chakra traces ({"<pg_name>": [ranks]}).
+    #[arg(long)]
+    pub comm_groups: Option<PathBuf>,
     /// Network backend; overrides `network.backend`.
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
@@ -54,7 +62,11 @@ pub fn run(a: &RunArgs) -> Result<()> {
             }
         ));
     }
-    let sc = Scenario::load(&a.scenario, &sets)?;
+    let sc = if a.workload.is_some() {
+        Scenario::load_cluster(&a.scenario, &sets)?
+    } else {
+        Scenario::load(&a.scenario, &sets)?
+    };
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})")
@@ -65,20 +77,26 @@ pub fn run(a: &RunArgs) -> Result<()> {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let o = llmsim_sim::simulate(
-        &sc,
-        &RunOptions {
-            ideal_comm: a.ideal_comm,
-            no_fold: a.no_fold,
-        },
-        &mut progress,
-    );
+    let ro = RunOptions {
+        ideal_comm: a.ideal_comm,
+        no_fold: a.no_fold,
+    };
+    let o = match &a.workload {
+        Some(w) => {
+            let imp = crate::workload_cmd::load(w, a.comm_groups.as_deref(), &sc)?;
+            llmsim_sim::simulate_imported(&sc, imp, &ro, &mut progress)
+        }
+        None => llmsim_sim::simulate(&sc, &ro, &mut progress),
+    };
     bar.finish_and_clear();
     let o = o?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&o.report)?);
     } else {
         print!("{}", o.report.render());
+        if a.workload.is_some() {
+            print!("{}", crate::workload_cmd::simai_columns(&o.report));
+        }
     }
     if let Some(dir) = &a.out {
         write_outputs(&o, &sc, dir)?;
@@ -140,7 +158,7 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
 }
 
 fn span_name(o: &Outcome, s: &Span) -> (String, &'static str) {
-    let prog = &o.workload.stages[o.layout.stage(s.unit) as usize];
+    let prog = o.workload.program_of(&o.layout, s.unit);
     let n = prog.nodes[s.node as usize];
     let layer = if n.layer == u32::MAX {
         String::new()
@@ -196,7 +214,8 @@ fn write_trace(o: &Outcome, w: &mut impl std::io::Write) -> Result<()> {
                 format!("stage {p} (ranks {r0}-{}, dp {d}, cp {c})", r0 + o.layout.tp - 1)}}),
         )?;
         emit(w, json!({"ph":"M","name":"process_sort_index","pid":u,"args":{"sort_index":u}}))?;
-        for s in Stream::ALL {
+        let free = o.workload.explicit.is_some().then_some(Stream::Free);
+        for s in Stream::ALL.into_iter().chain(free) {
             emit(
                 w,
                 json!({"ph":"M","name":"thread_name","pid":u,"tid":s as u32,"args":{"name":s.name()}}),

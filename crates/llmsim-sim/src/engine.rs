@@ -10,6 +10,11 @@
 //!   transfer by transfer on the shared network, so DP, PP, EP and CP traffic contend.
 //! - A pipeline send puts `tp` transfers (one per tp rank) on the network; the receive
 //!   completes when all arrived.
+//! - Imported workloads ([`Workload::explicit`]) give every unit its own program and name their
+//!   process groups explicitly ([`Group::Pg`]); their collectives match by order in each
+//!   member's program. Nodes on [`Stream::Free`] start as soon as their dependencies finished
+//!   (Chakra semantics); kernel time spent waiting on them is charged to the kind of the
+//!   communication that finished last (a receive: bubble until the peer sent, then PP).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,39 +25,12 @@ use llmsim_core::csr::Reversed;
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
-use llmsim_workload::dag::{Group, NodeKind, P2pTag, Peer, Program, Stream, Workload};
+use llmsim_workload::dag::{Group, NodeKind, P2pTag, Program, Stream, Workload};
 use serde::Serialize;
 
 use crate::SimError;
 
-/// The parallel layout of the ranks.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Layout {
-    pub tp: u32,
-    pub cp: u32,
-    pub dp: u32,
-    pub pp: u32,
-    pub ep: u32,
-}
-
-impl Layout {
-    pub fn units(&self) -> u32 {
-        self.cp * self.dp * self.pp
-    }
-    pub fn stage(&self, u: u32) -> u32 {
-        u / (self.cp * self.dp)
-    }
-    /// (cp_i, dp_i, pp_i) of a unit.
-    pub fn coords(&self, u: u32) -> (u32, u32, u32) {
-        (u % self.cp, (u / self.cp) % self.dp, u / (self.cp * self.dp))
-    }
-    pub fn unit(&self, cp_i: u32, dp_i: u32, pp_i: u32) -> u32 {
-        cp_i + self.cp * (dp_i + self.dp * pp_i)
-    }
-    pub fn rank(&self, u: u32, tp_i: u32) -> u32 {
-        u * self.tp + tp_i
-    }
-}
+pub use llmsim_workload::dag::Layout;
 
 /// What the engine is asked to do besides running.
 #[derive(Clone, Debug)]
@@ -112,6 +90,25 @@ pub struct UnitAccount {
     /// Receive waits before the peer stage even sent: the pipeline bubble.
     pub bubble: SimTime,
     pub finish: SimTime,
+}
+
+impl UnitAccount {
+    /// The exposed-time counter of a collective's group kind.
+    fn exposed_mut(&mut self, kind: Group) -> &mut SimTime {
+        match kind {
+            Group::Tp => &mut self.exposed_tp,
+            Group::Cp => &mut self.exposed_cp,
+            Group::Ep => &mut self.exposed_ep,
+            _ => &mut self.exposed_dp,
+        }
+    }
+}
+
+/// What a kernel of an imported trace last waited on.
+#[derive(Clone, Copy, Debug)]
+enum WaitOn {
+    Coll(Group),
+    Recv { sent: SimTime },
 }
 
 /// The engine's result.
@@ -181,7 +178,8 @@ struct Pending {
 
 /// One process group instance.
 struct GroupInst {
-    group: Group,
+    /// Name for flows.csv: the group's kind (tp, dp, ...).
+    kind: &'static str,
     units: Vec<u32>,
     /// One host list per parallel sub-group (per tp rank), or one list for Tp.
     host_sets: Vec<Vec<NodeId>>,
@@ -219,9 +217,20 @@ pub struct Engine<'a> {
     stream_nodes: Vec<[Vec<u32>; Stream::COUNT]>,
     pos_in_stream: Vec<Vec<u32>>,
     dependents: Vec<Reversed>,
+    prog_of: Vec<u32>,
+    coll_seq: Vec<Vec<u32>>,
     // Per unit state.
+    /// The communication that finished last on a unit, for time a kernel waits on free
+    /// (stream-less) communication: (report category, the sender's start for a receive).
+    last_comm: Vec<Option<WaitOn>>,
+    /// What the running kernel of a unit waited on before it started.
+    waited_on: Vec<Option<WaitOn>>,
+    /// Imported workloads: which nodes finished (for naming a stall); empty otherwise.
+    finished: Vec<Vec<bool>>,
     deps_left: Vec<Vec<u32>>,
     stream_pos: Vec<[u32; Stream::COUNT]>,
+    /// A node of the stream is running.
+    stream_busy: Vec<[bool; Stream::COUNT]>,
     node_start: Vec<Vec<SimTime>>,
     dp_in_flight: Vec<u32>,
     acct: Vec<UnitAccount>,
@@ -269,10 +278,42 @@ impl<'a> Engine<'a> {
             dependents.push(prog.dependents());
         }
         let units = layout.units() as usize;
+        let prog_of: Vec<u32> = match &wl.explicit {
+            Some(x) => x.unit_program.clone(),
+            None => (0..units as u32).map(|u| layout.stage(u)).collect(),
+        };
+        // Explicit groups match collectives by their order in each member's program (imported
+        // nodes without a stream may be issued out of order).
+        let coll_seq: Vec<Vec<u32>> = if wl.explicit.is_some() {
+            wl.stages
+                .iter()
+                .map(|prog| {
+                    let mut count: HashMap<Group, u32> = HashMap::new();
+                    prog.nodes
+                        .iter()
+                        .map(|n| match n.kind {
+                            NodeKind::CommColl { group, .. } => {
+                                let c = count.entry(group).or_insert(0);
+                                *c += 1;
+                                *c - 1
+                            }
+                            _ => 0,
+                        })
+                        .collect()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let finished: Vec<Vec<bool>> = if wl.explicit.is_some() {
+            (0..units).map(|u| vec![false; wl.stages[prog_of[u] as usize].len()]).collect()
+        } else {
+            Vec::new()
+        };
         let active = |u: u32| layout.coords(u).1 < opts.active_dp;
         let deps_left: Vec<Vec<u32>> = (0..units as u32)
             .map(|u| {
-                let prog = &wl.stages[layout.stage(u) as usize];
+                let prog = &wl.stages[prog_of[u as usize] as usize];
                 if !active(u) {
                     return Vec::new();
                 }
@@ -282,7 +323,7 @@ impl<'a> Engine<'a> {
         let node_start = (0..units as u32)
             .map(|u| {
                 if active(u) {
-                    vec![SimTime::ZERO; wl.stages[layout.stage(u) as usize].len()]
+                    vec![SimTime::ZERO; wl.stages[prog_of[u as usize] as usize].len()]
                 } else {
                     Vec::new()
                 }
@@ -298,8 +339,14 @@ impl<'a> Engine<'a> {
             stream_nodes,
             pos_in_stream,
             dependents,
+            prog_of,
+            coll_seq,
+            last_comm: vec![None; units],
+            waited_on: vec![None; units],
+            finished,
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
+            stream_busy: vec![[false; Stream::COUNT]; units],
             node_start,
             dp_in_flight: vec![0; units],
             acct: vec![UnitAccount::default(); units],
@@ -338,7 +385,7 @@ impl<'a> Engine<'a> {
     }
 
     fn prog(&self, u: u32) -> &'a Program {
-        &self.wl.stages[self.layout.stage(u) as usize]
+        &self.wl.stages[self.prog_of[u as usize] as usize]
     }
 
     /// Runs to the end. `progress(done_nodes, total_nodes)` is called now and then.
@@ -355,10 +402,15 @@ impl<'a> Engine<'a> {
             if !self.active(u) {
                 continue;
             }
-            for s in 0..Stream::COUNT {
-                if let Some(&first) = self.stream_nodes[self.layout.stage(u) as usize][s].first() {
+            let p = self.prog_of[u as usize] as usize;
+            for s in Stream::ALL {
+                if let Some(&first) = self.stream_nodes[p][s as usize].first() {
                     self.try_start(u, first, SimTime::ZERO)?;
                 }
+            }
+            for k in 0..self.stream_nodes[p][Stream::Free as usize].len() {
+                let node = self.stream_nodes[p][Stream::Free as usize][k];
+                self.try_start(u, node, SimTime::ZERO)?;
             }
         }
         let mut finished: Vec<(SimTime, Ev)> = Vec::new();
@@ -395,16 +447,48 @@ impl<'a> Engine<'a> {
         }
         progress(self.run.nodes_executed, total);
         if self.run.nodes_executed != total {
+            if !self.finished.is_empty() {
+                // Imported traces: the first unfinished node whose own dependencies all finished
+                // waits on another rank (a receive without its send, a collective a member
+                // never joins).
+                let l = self.layout;
+                let stuck = (0..l.units())
+                    .find_map(|u| {
+                        let prog = self.prog(u);
+                        (0..prog.len() as u32)
+                            .find(|&i| !self.finished[u as usize][i as usize] && prog.deps(i).iter().all(|d| self.finished[u as usize][*d as usize]))
+                            .map(|i| (u, i))
+                    })
+                    .map(|(u, i)| {
+                        format!(
+                            "ranks {}-{} (unit {u}) wait forever at program node {i}: {:?}; the trace's sends and receives or collectives do not match",
+                            l.rank(u, 0),
+                            l.rank(u, l.tp - 1),
+                            self.prog(u).nodes[i as usize].kind
+                        )
+                    })
+                    .unwrap_or_default();
+                return Err(SimError::Deadlock {
+                    executed: self.run.nodes_executed,
+                    total,
+                    stuck,
+                });
+            }
             let stuck = (0..self.layout.units())
                 .filter(|u| self.active(*u))
                 .find_map(|u| {
-                    let st = self.layout.stage(u) as usize;
+                    let st = self.prog_of[u as usize] as usize;
                     (0..Stream::COUNT).find_map(|s| {
                         let pos = self.stream_pos[u as usize][s] as usize;
                         self.stream_nodes[st][s].get(pos).map(|n| (u, *n))
                     })
                 })
-                .map(|(u, n)| format!("unit {u} node {n}: {:?}", self.prog(u).nodes[n as usize]))
+                .map(|(u, n)| {
+                    format!(
+                        "unit {u} node {n}: {:?} (a generator bug; please report)",
+                        self.prog(u).nodes[n as usize]
+                    )
+                })
                 .unwrap_or_default();
             return Err(SimError::Deadlock {
                 executed: self.run.nodes_executed,
@@ -475,14 +559,24 @@ impl<'a> Engine<'a> {
         if self.deps_left[u][node as usize] != 0 {
             return Ok(());
         }
-        let st = self.layout.stage(unit) as usize;
+        let st = self.prog_of[unit as usize] as usize;
         let n = self.prog(unit).nodes[node as usize];
-        if self.stream_pos[u][n.stream as usize] != self.pos_in_stream[st][node as usize] {
-            return Ok(());
+        if n.stream != Stream::Free {
+            let s = n.stream as usize;
+            // One node per stream at a time: a node can be released twice (as its stream's next
+            // node and as a dependent finishing inside the same completion).
+            if self.stream_pos[u][s] != self.pos_in_stream[st][node as usize] || self.stream_busy[u][s] {
+                return Ok(());
+            }
+            self.stream_busy[u][s] = true;
         }
         self.node_start[u][node as usize] = t;
         match n.kind {
             NodeKind::Comp { segment } => {
+                if n.stream == Stream::Compute {
+                    // What this kernel waited on: the communication that finished last.
+                    self.waited_on[u] = self.last_comm[u].take();
+                }
                 let mut d = self.seg_time[segment as usize];
                 if self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
@@ -496,7 +590,7 @@ impl<'a> Engine<'a> {
                 self.arrive(unit, node, op, group, bytes, t)?;
             }
             NodeKind::CommSend { peer, bytes, tag } => {
-                let dst_unit = self.peer_unit(unit, peer);
+                let dst_unit = self.layout.peer_unit(unit, peer);
                 if self.opts.ideal_comm || bytes == 0 {
                     let inst = P2pInst {
                         left: 0,
@@ -541,13 +635,15 @@ impl<'a> Engine<'a> {
                 }
             }
             NodeKind::CommRecv { peer, tag, .. } => {
-                let src_unit = self.peer_unit(unit, peer);
+                let src_unit = self.layout.peer_unit(unit, peer);
                 match self.mail.remove(&(src_unit, unit, tag)) {
                     Some(Mail::Arrived { sent, at }) => {
-                        self.account_recv(unit, t, sent, at);
+                        self.account_recv(unit, node, t, sent, at);
                         self.complete(unit, node, t.max(at))?;
                     }
-                    Some(Mail::Waiting { .. }) => unreachable!("one receive per tag"),
+                    Some(Mail::Waiting { .. }) => {
+                        return Err(SimError::Internal(format!("unit {unit}: two receives with tag {tag:?}")));
+                    }
                     None => {
                         self.mail.insert((src_unit, unit, tag), Mail::Waiting { node, posted: t });
                     }
@@ -565,7 +661,12 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn account_recv(&mut self, unit: u32, posted: SimTime, sent: SimTime, at: SimTime) {
+    fn account_recv(&mut self, unit: u32, node: u32, posted: SimTime, sent: SimTime, at: SimTime) {
+        if self.prog(unit).nodes[node as usize].stream == Stream::Free {
+            // Only the kernels that wait on it see this receive's time (see `complete`).
+            self.last_comm[unit as usize] = Some(WaitOn::Recv { sent });
+            return;
+        }
         let a = &mut self.acct[unit as usize];
         if at > posted {
             let on_wire_from = sent.max(posted);
@@ -581,7 +682,7 @@ impl<'a> Engine<'a> {
         let key = (inst.unit, inst.dst_unit, inst.tag);
         match self.mail.remove(&key) {
             Some(Mail::Waiting { node, posted }) => {
-                self.account_recv(inst.dst_unit, posted, sent, t);
+                self.account_recv(inst.dst_unit, node, posted, sent, t);
                 self.complete(inst.dst_unit, node, t)
             }
             Some(Mail::Arrived { .. }) => Err(SimError::Internal(format!("two messages with tag {:?}", inst.tag))),
@@ -592,54 +693,34 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn peer_unit(&self, unit: u32, peer: Peer) -> u32 {
-        let (c, d, p) = self.layout.coords(unit);
-        let pp = self.layout.pp;
-        let q = match peer {
-            Peer::Next => (p + 1) % pp,
-            Peer::Prev => (p + pp - 1) % pp,
-        };
-        self.layout.unit(c, d, q)
-    }
-
     /// The group instance of `unit` for `group`, created on first use.
     fn group_of(&mut self, unit: u32, group: Group) -> u32 {
         if let Some(g) = self.unit_groups[unit as usize].get(&group) {
             return *g;
         }
         let l = self.layout;
-        let (c, d, p) = l.coords(unit);
-        let k = c + l.cp * d; // index in the (cp, dp) dimension
-        let (key, units): (u32, Vec<u32>) = match group {
-            Group::Tp => (unit, vec![unit]),
-            Group::Cp => (d + l.dp * p, (0..l.cp).map(|j| l.unit(j, d, p)).collect()),
-            Group::Dp => (p, (0..l.cp * l.dp).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect()),
-            Group::Ep => {
-                let blk = k / l.ep;
-                (
-                    p * l.cp * l.dp + blk,
-                    (blk * l.ep..(blk + 1) * l.ep).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect(),
-                )
+        // (key, member units, one host set over every lane of every member)
+        let (key, all_units, spans_lanes) = match (group, &self.wl.explicit) {
+            (Group::Pg(i), Some(x)) => {
+                let pg = &x.groups[i as usize];
+                (i, pg.units.clone(), pg.spans_lanes)
             }
-            Group::ExpertDp => {
-                let e = k % l.ep;
-                (
-                    p * l.ep + e,
-                    (0..l.cp * l.dp)
-                        .filter(|j| j % l.ep == e)
-                        .map(|j| l.unit(j % l.cp, j / l.cp, p))
-                        .collect(),
-                )
+            _ => {
+                let (key, units) = l.group_units(unit, group).expect("symbolic group");
+                (key, units, group == Group::Tp)
             }
-            Group::Embedding => (c + l.cp * d, vec![l.unit(c, d, 0), l.unit(c, d, l.pp - 1)]),
         };
         let gid = match self.group_index.get(&(group, key)) {
             Some(g) => *g,
             None => {
-                let all_units = units;
                 let units: Vec<u32> = all_units.iter().copied().filter(|x| l.coords(*x).1 < self.opts.active_dp).collect();
-                let host_sets: Vec<Vec<NodeId>> = if group == Group::Tp {
-                    vec![(0..l.tp).map(|i| NodeId(l.rank(unit, i))).collect()]
+                let host_sets: Vec<Vec<NodeId>> = if spans_lanes {
+                    vec![
+                        all_units
+                            .iter()
+                            .flat_map(|uu| (0..l.tp).map(move |i| NodeId(l.rank(*uu, i))))
+                            .collect(),
+                    ]
                 } else {
                     (0..l.tp)
                         .map(|i| all_units.iter().map(|uu| NodeId(l.rank(*uu, i))).collect())
@@ -649,9 +730,13 @@ impl<'a> Engine<'a> {
                     let s0 = self.topo.server_of(hs[0]);
                     hs.iter().all(|h| self.topo.server_of(*h) == s0)
                 });
+                let kind = match (group, &self.wl.explicit) {
+                    (Group::Pg(i), Some(x)) => x.groups[i as usize].kind.name(),
+                    _ => group.name(),
+                };
                 let gid = self.groups.len() as u32;
                 self.groups.push(GroupInst {
-                    group,
+                    kind,
                     issued: vec![0; units.len()],
                     units,
                     host_sets,
@@ -664,6 +749,14 @@ impl<'a> Engine<'a> {
         };
         self.unit_groups[unit as usize].insert(group, gid);
         gid
+    }
+
+    /// What a collective over `group` counts as in the report.
+    fn group_kind(&self, group: Group) -> Group {
+        match (group, &self.wl.explicit) {
+            (Group::Pg(i), Some(x)) => x.groups[i as usize].kind,
+            _ => group,
+        }
     }
 
     fn arrive(&mut self, unit: u32, node: u32, op: CollectiveOp, group: Group, bytes: u64, t: SimTime) -> Result<(), SimError> {
@@ -682,7 +775,11 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         let pos = g.units.iter().position(|x| *x == unit).expect("member");
-        let seq = g.issued[pos];
+        let seq = if self.coll_seq.is_empty() {
+            g.issued[pos]
+        } else {
+            self.coll_seq[self.prog_of[unit as usize] as usize][node as usize]
+        };
         g.issued[pos] += 1;
         let n = g.units.len() as u32;
         let p = g.pending.entry(seq).or_insert_with(|| Pending {
@@ -722,7 +819,7 @@ impl<'a> Engine<'a> {
         }
         self.run.collectives_on_network += 1;
         let sets = g.host_sets.len() as u32;
-        let kind = g.group.name();
+        let kind = g.kind;
         self.colls[cid as usize] = Some(CollInst { plans_left: sets, members });
         for si in 0..sets {
             let key = (gid, si, op, bytes);
@@ -863,35 +960,46 @@ impl<'a> Engine<'a> {
     /// `node` of `unit` finished at `t`: advance its stream and release its dependents.
     fn complete(&mut self, unit: u32, node: u32, t: SimTime) -> Result<(), SimError> {
         let u = unit as usize;
-        let st = self.layout.stage(unit) as usize;
+        let st = self.prog_of[unit as usize] as usize;
         let prog = self.prog(unit);
         let n = prog.nodes[node as usize];
         self.run.nodes_executed += 1;
+        if let Some(f) = self.finished.get_mut(u) {
+            f[node as usize] = true;
+        }
         let start = self.node_start[u][node as usize];
         match n.kind {
-            NodeKind::Comp { .. } => {
+            NodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[u];
                 a.compute += t - start;
-                if start > self.last_compute_end[u] {
-                    // A kernel waits only on data-parallel work (stream order covers the rest):
-                    // the optimizer on gradient reduction, a first forward on its prefetched
-                    // parameter all-gather.
-                    a.exposed_dp += start - self.last_compute_end[u];
+                let e = self.last_compute_end[u];
+                let waited_on = self.waited_on[u].take();
+                if start > e {
+                    match waited_on {
+                        // Imported traces: the kernel waited on free communication.
+                        Some(WaitOn::Coll(kind)) => *a.exposed_mut(kind) += start - e,
+                        Some(WaitOn::Recv { sent }) => {
+                            let bubble = sent.clamp(e, start) - e;
+                            a.bubble += bubble;
+                            a.exposed_pp += start - e - bubble;
+                        }
+                        // A kernel waits only on data-parallel work (stream order covers the
+                        // rest): the optimizer on gradient reduction, a first forward on its
+                        // prefetched parameter all-gather.
+                        None => a.exposed_dp += start - e,
+                    }
                 }
                 self.last_compute_end[u] = t;
             }
             NodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
-                let a = &mut self.acct[u];
-                let d = t - start;
-                match group {
-                    Group::Tp => a.exposed_tp += d,
-                    Group::Cp => a.exposed_cp += d,
-                    Group::Ep => a.exposed_ep += d,
-                    _ => a.exposed_dp += d,
-                }
+                let kind = self.group_kind(group);
+                *self.acct[u].exposed_mut(kind) += t - start;
                 self.last_compute_end[u] = t;
             }
-            NodeKind::CommRecv { .. } => {
+            NodeKind::CommColl { group, .. } if n.stream == Stream::Free => {
+                self.last_comm[u] = Some(WaitOn::Coll(self.group_kind(group)));
+            }
+            NodeKind::CommRecv { .. } if n.stream != Stream::Free => {
                 self.last_compute_end[u] = t;
             }
             _ => {}
@@ -909,8 +1017,13 @@ impl<'a> Engine<'a> {
             });
         }
         let s = n.stream as usize;
-        self.stream_pos[u][s] += 1;
-        let next = self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied();
+        let next = if n.stream == Stream::Free {
+            None
+        } else {
+            self.stream_busy[u][s] = false;
+            self.stream_pos[u][s] += 1;
+            self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied()
+        };
         for k in self.dependents[st].range(node) {
             let d = self.dependents[st].node[k];
             self.deps_left[u][d as usize] -= 1;

@@ -23,6 +23,7 @@ use llmsim_workload::{MemoryFootprint, ModelConfig, ParallelConfig, TrainingConf
 use serde::Serialize;
 use thiserror::Error;
 
+pub mod astra;
 pub mod batch;
 pub mod engine;
 pub mod report;
@@ -49,10 +50,12 @@ pub enum SimError {
     Net(#[from] llmsim_net::NetError),
     #[error("collectives: {0}")]
     Ccl(#[from] llmsim_ccl::CclError),
-    #[error("simulation stalled after {executed} of {total} nodes (a generator bug; please report): {stuck}")]
+    #[error("simulation stalled after {executed} of {total} nodes: {stuck}")]
     Deadlock { executed: u64, total: u64, stuck: String },
     #[error("internal error: {0}")]
     Internal(String),
+    #[error(transparent)]
+    Import(#[from] llmsim_workload::ImportError),
 }
 
 /// A compute segment's timing, for the per-op table.
@@ -177,9 +180,16 @@ pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut
         pp: p.pp as u32,
         ep: p.ep as u32,
     };
+    let info = transformer_info(&r, &wl);
+    run_workload(s, wl, layout, &r.training, info, opts, progress, wall, shared)
+}
+
+/// The report's description of a transformer run.
+fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
+    let p = &r.parallel;
     let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
     let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
-    let info = report::RunInfo {
+    report::RunInfo {
         model: r.model.name.clone(),
         params: r.model.param_count(),
         gpu: r.gpu,
@@ -201,8 +211,7 @@ pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut
         sample_unit: "tokens",
         memory: r.memory.clone(),
         layers_per_stage: r.model.num_hidden_layers / p.pp,
-    };
-    run_workload(s, wl, layout, &r.training, info, opts, progress, wall, shared)
+    }
 }
 
 /// Per-GPU memory of a DLRM: its tables, the MLPs with gradients and SGD, activations.
@@ -279,18 +288,7 @@ fn run_workload(
     shared: &Shared,
 ) -> Result<Outcome, SimError> {
     let gpu = info.gpu;
-    // Compute model.
-    let mut cm = ComputeModel::new(gpu);
-    if let Some(p) = &s.compute.efficiency {
-        let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
-            field: "compute.efficiency".into(),
-            message: format!("{}: {e}", p.display()),
-        })?;
-        cm = cm.with_efficiencies(Efficiencies::from_csv_str(&text)?);
-    }
-    if let Some(p) = &s.compute.database {
-        cm = cm.with_database(OpDatabase::load(s.base_dir.join(p))?);
-    }
+    let cm = compute_model(s, gpu)?;
     if !(s.compute.overlap_slowdown >= 1.0 && s.compute.overlap_slowdown.is_finite()) {
         return Err(SimError::Scenario {
             field: "compute.overlap_slowdown".into(),
@@ -350,7 +348,8 @@ fn run_workload(
     // Data-parallel replicas run the same programs at the same times when the network has no
     // contention (analytical backend): simulating replica 0 is then exact. With contention
     // (flow) every replica is simulated, so their traffic really shares the links.
-    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1;
+    // Imported workloads have explicit groups: every unit runs.
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
     let active_dp = if fold { 1 } else { layout.dp };
     let symmetry = if fold {
         format!(
@@ -414,7 +413,178 @@ fn run_workload(
     })
 }
 
-/// Times every segment: the sum of its ops. Returns the segment times and each op's timing.
+/// The scenario's compute model: the GPU's roofline with the scenario's efficiency table and
+/// op-time database.
+///
+/// # Errors
+/// An unreadable efficiency table or op database.
+pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel, SimError> {
+    let mut cm = ComputeModel::new(gpu);
+    if let Some(p) = &s.compute.efficiency {
+        let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
+            field: "compute.efficiency".into(),
+            message: format!("{}: {e}", p.display()),
+        })?;
+        cm = cm.with_efficiencies(Efficiencies::from_csv_str(&text)?);
+    }
+    if let Some(p) = &s.compute.database {
+        cm = cm.with_database(OpDatabase::load(s.base_dir.join(p))?);
+    }
+    Ok(cm)
+}
+
+/// A generated workload with its layout and every segment's time, for exporters.
+pub struct Generated {
+    pub workload: Workload,
+    pub layout: Layout,
+    pub seg_time: Vec<SimTime>,
+    /// What the report says about the run, for exporters to carry along.
+    pub info: llmsim_workload::chakra::TraceInfo,
+}
+
+/// Generates a transformer scenario's workload and times its segments, without running it.
+///
+/// # Errors
+/// As [`simulate`]'s set-up.
+pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
+    let r = resolve(s)?;
+    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
+    let p = &r.parallel;
+    let layout = Layout {
+        tp: p.tp as u32,
+        cp: p.cp as u32,
+        dp: p.dp as u32,
+        pp: p.pp as u32,
+        ep: p.ep as u32,
+    };
+    let cm = compute_model(s, r.gpu)?;
+    let (seg_time, _) = time_segments(&wl, &cm, &r.training);
+    let ri = transformer_info(&r, &wl);
+    let info = llmsim_workload::chakra::TraceInfo {
+        model: ri.model,
+        parallel: ri.parallel,
+        params: ri.params,
+        global_batch: ri.global_batch,
+        seq_length: ri.seq_length,
+        microbatches: wl.microbatches,
+        layers_per_stage: ri.layers_per_stage,
+        memory: ri.memory,
+    };
+    Ok(Generated {
+        workload: wl,
+        layout,
+        seg_time,
+        info,
+    })
+}
+
+/// An imported workload (Chakra traces, a SimAI file) to run on a scenario's cluster.
+pub struct ImportedRun {
+    pub workload: Workload,
+    pub layout: Layout,
+    /// What the report calls the workload, e.g. `chakra:et/gpt`.
+    pub label: String,
+    /// How the ranks were grouped, for the report's `parallel` line.
+    pub parallel: String,
+    /// Samples per iteration and tokens per sample, when the source says (else 0).
+    pub global_batch: u64,
+    pub seq_length: u64,
+    /// Model parameters and the memory footprint per GPU, when the source says (else 0).
+    pub params: u64,
+    pub memory: MemoryFootprint,
+    pub layers_per_stage: u64,
+}
+
+impl ImportedRun {
+    /// An imported Chakra workload, with what llmsim's own export recorded when present.
+    pub fn from_chakra(imp: llmsim_workload::chakra::Imported, label: &str) -> Self {
+        let l = imp.layout;
+        match imp.info {
+            Some(i) => ImportedRun {
+                workload: imp.workload,
+                layout: l,
+                label: i.model,
+                parallel: i.parallel,
+                global_batch: i.global_batch,
+                seq_length: i.seq_length,
+                params: i.params,
+                memory: i.memory,
+                layers_per_stage: i.layers_per_stage,
+            },
+            None => ImportedRun {
+                workload: imp.workload,
+                layout: l,
+                label: label.to_string(),
+                parallel: format!("{} ranks: {} units of {} lockstep ranks", imp.ranks, l.units(), l.tp),
+                global_batch: 0,
+                seq_length: 0,
+                params: 0,
+                memory: MemoryFootprint::default(),
+                layers_per_stage: 0,
+            },
+        }
+    }
+}
+
+/// Runs an imported workload on the scenario's cluster (its `model`, `training` and `parallel`
+/// sections must be absent). The cluster's GPU count defaults to the workload's ranks.
+///
+/// # Errors
+/// A cluster whose GPU count differs from the workload's ranks, or any [`simulate`] error.
+pub fn simulate_imported(
+    s: &Scenario,
+    imp: ImportedRun,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Outcome, SimError> {
+    let wall = Instant::now();
+    if s.model.is_some() || s.dlrm.is_some() {
+        return Err(SimError::Scenario {
+            field: "model".into(),
+            message: "an imported workload brings its own model; remove `model`/`dlrm` (a cluster file needs `cluster:` only)".into(),
+        });
+    }
+    let ranks = imp.layout.units() * imp.layout.tp;
+    let mut s = s.clone();
+    if s.cluster.gpus.is_none() && s.cluster.nodes.is_none() {
+        s.cluster.gpus = Some(ranks);
+    }
+    let gpus = s.gpus()?;
+    if gpus != ranks {
+        return Err(SimError::Scenario {
+            field: "cluster.gpus".into(),
+            message: format!("the cluster has {gpus} GPUs but the workload has {ranks} ranks; set cluster.gpus: {ranks} (or drop it)"),
+        });
+    }
+    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let info = report::RunInfo {
+        model: imp.label,
+        params: imp.params,
+        gpu,
+        gpus,
+        dtype: llmsim_compute::DType::Bf16,
+        parallel: imp.parallel,
+        global_batch: imp.global_batch,
+        seq_length: imp.seq_length,
+        sample_unit: "tokens",
+        memory: imp.memory,
+        layers_per_stage: imp.layers_per_stage,
+    };
+    let training = TrainingConfig::default();
+    run_workload(
+        &s,
+        Arc::new(imp.workload),
+        imp.layout,
+        &training,
+        info,
+        opts,
+        progress,
+        wall,
+        &Shared::default(),
+    )
+}
+
+/// Times every segment: the sum of its ops, or its measured duration. Returns the segment times and each op's timing.
 fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<SimTime>, Vec<Vec<Option<OpTime>>>) {
     let mut times = Vec::with_capacity(wl.segments.len());
     let mut per_op = Vec::with_capacity(wl.segments.len());
@@ -428,7 +598,7 @@ fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<S
             }
             row.push(ot);
         }
-        times.push(total);
+        times.push(seg.duration.unwrap_or(total));
         per_op.push(row);
     }
     (times, per_op)
@@ -478,8 +648,9 @@ fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow> {
 
 /// FLOPs of one iteration over all GPUs: (model FLOPs: no recomputation, no optimizer;
 /// hardware FLOPs: everything executed).
-pub fn iteration_flops(ops: &[OpRow], layout: Layout) -> (f64, f64) {
-    let ranks_per_stage = (layout.tp * layout.cp * layout.dp) as f64;
+pub fn iteration_flops(ops: &[OpRow], layout: Layout, explicit: bool) -> (f64, f64) {
+    // Ranks that run each program: a stage's, or (imported workloads) one unit's.
+    let ranks_per_stage = if explicit { layout.tp } else { layout.tp * layout.cp * layout.dp } as f64;
     let mut model = 0.0;
     let mut hw = 0.0;
     for r in ops {

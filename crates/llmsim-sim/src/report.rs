@@ -153,7 +153,7 @@ pub fn build(
     let it_s = iter.as_secs_f64().max(1e-12);
     let gbs = r.global_batch;
     let tokens = (gbs * r.seq_length) as f64;
-    let (model_flops, hw_flops) = iteration_flops(ops, layout);
+    let (model_flops, hw_flops) = iteration_flops(ops, layout, wl.explicit.is_some());
     let peak = r.gpu.peak_flops(r.dtype) * r.gpus as f64;
     let per_unit: Vec<(u32, Breakdown)> = run.units.iter().map(|(u, a)| (*u, Breakdown::of(a, iter))).collect();
     let mut stages = Vec::new();

@@ -303,6 +303,54 @@ impl Scenario {
     /// # Errors
     /// As [`Scenario::load`].
     pub fn from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
+        let s = Self::from_yaml_any(text, sets, base_dir)?;
+        if s.model.is_some() == s.dlrm.is_some() {
+            return Err(SimError::Scenario {
+                field: "model".into(),
+                message: "give exactly one of `model` (a transformer) and `dlrm`".into(),
+            });
+        }
+        Ok(s)
+    }
+
+    /// Loads a cluster description for an imported workload: a scenario without `model`/`dlrm`
+    /// (its other sections apply), or an ASTRA-sim network YAML (see [`crate::astra`]).
+    ///
+    /// # Errors
+    /// As [`Scenario::load`]; a `model` or `dlrm` section.
+    pub fn load_cluster(path: &Path, sets: &[String]) -> Result<Scenario, SimError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::Scenario {
+            field: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut s = Self::cluster_from_yaml(&text, sets, &base)?;
+        if s.name.is_empty() {
+            s.name = path.file_stem().and_then(|x| x.to_str()).unwrap_or("cluster").to_string();
+        }
+        Ok(s)
+    }
+
+    /// [`Scenario::load_cluster`] from text.
+    ///
+    /// # Errors
+    /// As [`Scenario::load_cluster`].
+    pub fn cluster_from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
+        let text = match crate::astra::to_scenario_yaml(text)? {
+            Some(t) => t,
+            None => text.to_string(),
+        };
+        let s = Self::from_yaml_any(&text, sets, base_dir)?;
+        if s.model.is_some() || s.dlrm.is_some() {
+            return Err(SimError::Scenario {
+                field: "model".into(),
+                message: "an imported workload brings its own model; remove `model`/`dlrm` (a cluster file needs `cluster:` only)".into(),
+            });
+        }
+        Ok(s)
+    }
+
+    fn from_yaml_any(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
         let mut v: Value = serde_yaml_ng::from_str(text).map_err(|e| SimError::Scenario {
             field: "scenario".into(),
             message: e.to_string(),
@@ -355,12 +403,6 @@ impl Scenario {
             message: e.to_string(),
         })?;
         s.base_dir = base_dir.to_path_buf();
-        if s.model.is_some() == s.dlrm.is_some() {
-            return Err(SimError::Scenario {
-                field: "model".into(),
-                message: "give exactly one of `model` (a transformer) and `dlrm`".into(),
-            });
-        }
         Ok(s)
     }
 

@@ -15,6 +15,7 @@
 //!   the unit's coordinates.
 
 use llmsim_ccl::CollectiveOp;
+use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::ops::{OpSpec, Pass};
@@ -36,6 +37,8 @@ pub enum Group {
     ExpertDp,
     /// The first and last pipeline stage, for the tied embedding's gradient all-reduce.
     Embedding,
+    /// An explicit process group: [`Explicit::groups`]`[i]` (imported traces).
+    Pg(u32),
 }
 
 impl Group {
@@ -47,6 +50,7 @@ impl Group {
             Group::Dp => "dp",
             Group::ExpertDp => "edp",
             Group::Embedding => "embd",
+            Group::Pg(_) => "pg",
         }
     }
 }
@@ -61,16 +65,22 @@ pub enum Stream {
     PpSend = 1,
     /// Data-parallel gradient reduction and parameter gathering (overlapped with compute).
     Dp = 2,
+    /// No stream order: the node starts as soon as its explicit dependencies finished (Chakra's
+    /// own semantics, for communication nodes of imported traces).
+    Free = 3,
 }
 
 impl Stream {
-    pub const COUNT: usize = 3;
+    /// Stream slots, [`Stream::Free`] included.
+    pub const COUNT: usize = 4;
+    /// The ordered streams.
     pub const ALL: [Stream; 3] = [Stream::Compute, Stream::PpSend, Stream::Dp];
     pub fn name(self) -> &'static str {
         match self {
             Stream::Compute => "compute",
             Stream::PpSend => "pp-send",
             Stream::Dp => "dp-comm",
+            Stream::Free => "async",
         }
     }
 }
@@ -83,6 +93,8 @@ pub enum Peer {
     Next,
     /// Stage - 1 (mod pp).
     Prev,
+    /// An explicit unit (imported traces).
+    Unit(u32),
 }
 
 /// Activations go forward, their gradients backward.
@@ -101,6 +113,9 @@ pub struct P2pTag {
     pub microbatch: u32,
     /// The receiver's virtual pipeline chunk.
     pub chunk: u32,
+    /// Occurrence of this (sender, receiver, tag) in program order; 0 for generated workloads
+    /// (their tags are unique). Imported traces may repeat a tag.
+    pub seq: u32,
 }
 
 /// What a node does.
@@ -197,6 +212,8 @@ pub struct Segment {
     pub name: String,
     pub pass: Pass,
     pub ops: Vec<OpSpec>,
+    /// A measured duration that replaces the compute model's (a Chakra `duration_micros`).
+    pub duration: Option<SimTime>,
 }
 
 /// The generated workload: one program per pipeline stage and the compute segments they use.
@@ -208,10 +225,118 @@ pub struct Workload {
     pub microbatches: u32,
     /// Virtual pipeline chunks per stage.
     pub vpp: u32,
+    /// Imported workloads: one program per unit and explicit process groups. `None` for
+    /// generated workloads (one program per pipeline stage, symbolic groups).
+    pub explicit: Option<Explicit>,
+}
+
+/// Per-unit programs with explicit process groups (imported Chakra or SimAI workloads).
+#[derive(Clone, Debug, Serialize)]
+pub struct Explicit {
+    /// Program (index into [`Workload::stages`]) of every unit.
+    pub unit_program: Vec<u32>,
+    pub groups: Vec<ProcessGroup>,
+}
+
+/// An explicit process group over units.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProcessGroup {
+    /// The trace's name for it (Chakra `pg_name`).
+    pub name: String,
+    /// What its exposed time counts as in the report: Tp, Cp, Ep, Dp (or ExpertDp, Embedding).
+    pub kind: Group,
+    /// Member units, in ring order.
+    pub units: Vec<u32>,
+    /// `true`: one group over every lane of every member unit (unit-major rank order); a TP
+    /// group is one unit's lanes. `false`: one sub-group per lane, run in parallel.
+    pub spans_lanes: bool,
 }
 
 impl Workload {
+    /// The program unit `u` runs.
+    pub fn program_of(&self, layout: &Layout, u: u32) -> &Program {
+        match &self.explicit {
+            Some(x) => &self.stages[x.unit_program[u as usize] as usize],
+            None => &self.stages[layout.stage(u) as usize],
+        }
+    }
+
     pub fn node_count(&self) -> usize {
         self.stages.iter().map(Program::len).sum()
+    }
+}
+
+/// The parallel layout of the ranks: units (tensor-parallel groups) in Megatron's order
+/// tp-cp-ep-dp-pp. Unit `u = cp_i + cp * (dp_i + dp * pp_i)` holds ranks `u * tp .. (u + 1) * tp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    pub tp: u32,
+    pub cp: u32,
+    pub dp: u32,
+    pub pp: u32,
+    pub ep: u32,
+}
+
+impl Layout {
+    pub fn units(&self) -> u32 {
+        self.cp * self.dp * self.pp
+    }
+    pub fn stage(&self, u: u32) -> u32 {
+        u / (self.cp * self.dp)
+    }
+    /// (cp_i, dp_i, pp_i) of a unit.
+    pub fn coords(&self, u: u32) -> (u32, u32, u32) {
+        (u % self.cp, (u / self.cp) % self.dp, u / (self.cp * self.dp))
+    }
+    pub fn unit(&self, cp_i: u32, dp_i: u32, pp_i: u32) -> u32 {
+        cp_i + self.cp * (dp_i + self.dp * pp_i)
+    }
+    pub fn rank(&self, u: u32, tp_i: u32) -> u32 {
+        u * self.tp + tp_i
+    }
+
+    /// The unit a pipeline send or receive of `unit` talks to.
+    pub fn peer_unit(&self, unit: u32, peer: Peer) -> u32 {
+        let (c, d, p) = self.coords(unit);
+        let pp = self.pp;
+        let q = match peer {
+            Peer::Next => (p + 1) % pp,
+            Peer::Prev => (p + pp - 1) % pp,
+            Peer::Unit(v) => return v,
+        };
+        self.unit(c, d, q)
+    }
+
+    /// The member units of `unit`'s instance of a symbolic `group`, in ring order, and a key that
+    /// tells that instance apart from the other instances of the same kind. `None` for
+    /// [`Group::Pg`] (explicit groups are listed in [`Explicit::groups`]).
+    pub fn group_units(&self, unit: u32, group: Group) -> Option<(u32, Vec<u32>)> {
+        let l = self;
+        let (c, d, p) = l.coords(unit);
+        let k = c + l.cp * d; // index in the (cp, dp) dimension
+        Some(match group {
+            Group::Tp => (unit, vec![unit]),
+            Group::Cp => (d + l.dp * p, (0..l.cp).map(|j| l.unit(j, d, p)).collect()),
+            Group::Dp => (p, (0..l.cp * l.dp).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect()),
+            Group::Ep => {
+                let blk = k / l.ep;
+                (
+                    p * l.cp * l.dp + blk,
+                    (blk * l.ep..(blk + 1) * l.ep).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect(),
+                )
+            }
+            Group::ExpertDp => {
+                let e = k % l.ep;
+                (
+                    p * l.ep + e,
+                    (0..l.cp * l.dp)
+                        .filter(|j| j % l.ep == e)
+                        .map(|j| l.unit(j % l.cp, j / l.cp, p))
+                        .collect(),
+                )
+            }
+            Group::Embedding => (c + l.cp * d, vec![l.unit(c, d, 0), l.unit(c, d, l.pp - 1)]),
+            Group::Pg(_) => return None,
+        })
     }
 }

@@ -354,6 +354,7 @@ impl Builder {
             name: name.to_string(),
             pass: ops.first().map_or(Pass::Forward, |o| o.pass),
             ops,
+            duration: None,
         });
         let microbatch = if phase == Phase::Optimizer { NONE } else { 0 };
         self.prog.push(
@@ -550,5 +551,6 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
         segments: w.segments,
         microbatches: 1,
         vpp: 1,
+        explicit: None,
     })
 }

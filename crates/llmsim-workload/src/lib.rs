@@ -6,18 +6,23 @@
 //! - [`memory`]: per-GPU memory footprint and the OOM check.
 //! - [`dag`]: the op DAG, with Chakra semantics (COMP / COMM_COLL / SEND / RECV nodes).
 //! - [`megatron`]: the Megatron generator (1F1B, interleaved, DP buckets, EP, CP).
+//! - [`chakra`]: Chakra execution traces in and out; [`simai`]: SimAI/AICB workload files in.
 
+pub mod chakra;
 pub mod config;
 pub mod dag;
 pub mod dlrm;
 pub mod error;
+pub mod import;
 pub mod megatron;
 pub mod memory;
 pub mod model;
 pub mod ops;
+pub mod simai;
 
 pub use config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
 pub use error::WorkloadError;
+pub use import::ImportError;
 pub use memory::MemoryFootprint;
 pub use model::{ModelConfig, ModelSpec};
 pub use ops::{CommGroup, LayerOps, OpSpec, OpSpecKind, Pass};

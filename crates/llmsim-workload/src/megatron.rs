@@ -117,6 +117,7 @@ impl Builder<'_> {
                     name,
                     pass: cur[0].pass,
                     ops: std::mem::take(cur),
+                    duration: None,
                 });
             } else {
                 cur.clear();
@@ -244,6 +245,7 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
         segments: b.segments,
         microbatches: mb as u32,
         vpp: vpp as u32,
+        explicit: None,
     })
 }
 
@@ -356,6 +358,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                     dir: Direction::Forward,
                     microbatch: mb as u32,
                     chunk: c as u32,
+                    seq: 0,
                 };
                 prog.push(
                     Node {
@@ -398,6 +401,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                     dir: Direction::Forward,
                     microbatch: mb as u32,
                     chunk: recv_chunk as u32,
+                    seq: 0,
                 };
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 prog.push(
@@ -420,6 +424,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                     dir: Direction::Backward,
                     microbatch: mb as u32,
                     chunk: c as u32,
+                    seq: 0,
                 };
                 prog.push(
                     Node {
@@ -469,6 +474,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                     dir: Direction::Backward,
                     microbatch: mb as u32,
                     chunk: recv_chunk as u32,
+                    seq: 0,
                 };
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 prog.push(

@@ -1,0 +1,153 @@
+//! `llmsim workload`: export a scenario's generated workload for other tools, and read the
+//! workloads other tools write (`llmsim run --workload chakra:PREFIX | simai:FILE`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use llmsim_sim::{ImportedRun, Scenario};
+use llmsim_workload::chakra::{self, ImportOptions};
+use llmsim_workload::simai;
+
+#[derive(Subcommand, Debug)]
+pub enum WorkloadCmd {
+    /// Write a scenario's workload in another tool's format.
+    Export(ExportArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Chakra execution traces: <out>/<prefix>.<rank>.et and <out>/groups.json.
+    Chakra,
+    /// A SimAI/AICB workload file: <out>/<prefix>.txt (pp 1, cp 1).
+    Simai,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Scenario file (YAML) with a transformer model.
+    pub scenario: PathBuf,
+    #[arg(long, value_enum, default_value = "chakra")]
+    pub format: Format,
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// File prefix. Default: the scenario's file name without extension.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Override a scenario value, as for `llmsim run`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+}
+
+pub fn run(cmd: &WorkloadCmd) -> Result<()> {
+    match cmd {
+        WorkloadCmd::Export(a) => export(a),
+    }
+}
+
+fn export(a: &ExportArgs) -> Result<()> {
+    let sc = Scenario::load(&a.scenario, &a.sets)?;
+    let prefix = a.prefix.clone().unwrap_or_else(|| sc.name.clone());
+    match a.format {
+        Format::Simai => {
+            let r = llmsim_sim::resolve(&sc)?;
+            let cm = llmsim_sim::compute_model(&sc, r.gpu)?;
+            let text = simai::export(&r.model, &r.training, &r.parallel, &cm)?;
+            std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+            let path = a.out.join(format!("{prefix}.txt"));
+            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {} ({} layer lines)", path.display(), text.lines().count() - 2);
+            println!("run it: llmsim run --workload simai:{} CLUSTER.yaml", path.display());
+        }
+        Format::Chakra => {
+            let g = llmsim_sim::generate(&sc)?;
+            let e = chakra::export(&g.workload, g.layout, &g.seg_time, &g.info)?;
+            chakra::write_export(&e, &a.out, &prefix)?;
+            let bytes: usize = e.ranks.iter().map(Vec::len).sum();
+            println!(
+                "wrote {n} Chakra traces ({:.1} MB) {out}/{prefix}.{{0..{last}}}.et and {out}/groups.json ({} process groups)",
+                bytes as f64 / 1e6,
+                e.groups.len(),
+                n = e.ranks.len(),
+                last = e.ranks.len() - 1,
+                out = a.out.display()
+            );
+            println!(
+                "run it: llmsim run --workload chakra:{}/{prefix} --comm-groups {}/groups.json CLUSTER.yaml",
+                a.out.display(),
+                a.out.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads `chakra:PREFIX` or `simai:FILE` into a workload for the scenario's cluster.
+pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<ImportedRun> {
+    if let Some(prefix) = spec.strip_prefix("chakra:") {
+        let (groups, file) = match comm_groups {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                let f = p.display().to_string();
+                (chakra::parse_comm_groups(&text, &f)?, Some(f))
+            }
+            None => (Default::default(), None),
+        };
+        let imp = chakra::import_prefix(
+            Path::new(prefix),
+            &groups,
+            &ImportOptions {
+                groups_file: file,
+                gpus_per_node: sc.cluster.gpus_per_node,
+            },
+        )?;
+        return Ok(ImportedRun::from_chakra(imp, spec));
+    }
+    if let Some(file) = spec.strip_prefix("simai:") {
+        if comm_groups.is_some() {
+            bail!("--comm-groups is for Chakra traces; a SimAI workload derives its groups from its header");
+        }
+        let p = Path::new(file);
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let w = simai::parse(&text, file)?;
+        let imp = simai::to_workload(&w)?;
+        let h = &w.header;
+        return Ok(ImportedRun {
+            parallel: format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga),
+            workload: imp.workload,
+            layout: imp.layout,
+            label: spec.to_string(),
+            global_batch: 0,
+            seq_length: 0,
+            params: 0,
+            memory: Default::default(),
+            layers_per_stage: 0,
+        });
+    }
+    bail!("--workload {spec:?}: expected chakra:PREFIX (files PREFIX.<rank>.et) or simai:FILE")
+}
+
+/// The report's mean breakdown in the columns of SimAI's `EndToEnd.csv` summary row (µs and %
+/// of the iteration). DP_EP traffic is inside the DP column here.
+pub fn simai_columns(r: &llmsim_sim::Report) -> String {
+    let b = &r.mean;
+    let it = r.iteration_time_s;
+    let exposed = b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s + b.exposed_pp_s + b.exposed_dp_s;
+    let cols = [
+        ("Expose DP comm (incl. DP_EP)", b.exposed_dp_s),
+        ("Expose TP comm", b.exposed_tp_s + b.exposed_cp_s),
+        ("Expose_EP_comm", b.exposed_ep_s),
+        ("Expose_PP_comm", b.exposed_pp_s),
+        ("bubble time", b.bubble_s),
+        ("total comp", b.compute_s),
+        ("total exposed comm", exposed),
+        ("Total time", it),
+    ];
+    let mut s = String::from("\n  SimAI-style summary (mean over ranks; µs, % of the iteration)\n");
+    for (k, v) in cols {
+        let pct = if it > 0.0 { 100.0 * v / it } else { 0.0 };
+        s.push_str(&format!("  {k:<30} {:>14.0} ({pct:.2}%)\n", v * 1e6));
+    }
+    s
+}
