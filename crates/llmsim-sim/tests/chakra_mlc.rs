@@ -4,7 +4,8 @@
 //! protobuf classes and `protolib.encodeMessage` (send/recv with comm_src/comm_dst/comm_tag, a
 //! collective with pg_name and a communicator-group JSON).
 //!
-//! Skips, printing why, when python3 or the package is not importable. CI installs it with
+//! Skips, printing why, when Python or the package is not importable. The interpreter is
+//! `$LLMSIM_PYTHON` (default `python3`); `scripts/test.sh` points it at its venv, where it installs
 //! `pip install --no-deps mlc-chakra protobuf` (the generator needs only protobuf).
 
 use std::path::{Path, PathBuf};
@@ -14,8 +15,12 @@ use llmsim_core::SimTime;
 use llmsim_sim::{ImportedRun, RunOptions, Scenario, simulate_imported};
 use llmsim_workload::chakra::{self, ImportOptions};
 
+fn python() -> Command {
+    Command::new(std::env::var_os("LLMSIM_PYTHON").unwrap_or_else(|| "python3".into()))
+}
+
 fn python_with_chakra() -> Result<(), String> {
-    let out = Command::new("python3")
+    let out = python()
         .args(["-c", "import chakra.schema.protobuf.et_def_pb2, chakra.src.generator.generator"])
         .output()
         .map_err(|e| format!("python3 not runnable: {e}"))?;
@@ -69,7 +74,7 @@ fn generator_traces_run() {
     }
     let dir = scratch("gen");
     let runtime_us = 7u64;
-    let st = Command::new("python3")
+    let st = python()
         .args(["-m", "chakra.src.generator.generator", "--num_npus", "4", "--default_runtime"])
         .arg(runtime_us.to_string())
         .args(["--default_comm_size", "1048576"])
@@ -157,7 +162,7 @@ fn protobuf_classes_pipeline_runs() {
         return;
     }
     let dir = scratch("pipe");
-    let st = Command::new("python3").args(["-c", PIPELINE_PY]).arg(&dir).status().unwrap();
+    let st = python().args(["-c", PIPELINE_PY]).arg(&dir).status().unwrap();
     assert!(st.success(), "writing the trace with mlc-chakra failed");
     let o = run(&dir.join("pipe"), Some(&dir.join("groups.json")), 2).unwrap();
     // Rank 1 waits for rank 0's 20 us kernel and the 4 MiB transfer, then runs its own kernel;
