@@ -12,16 +12,15 @@ if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     # A local venv (.venv) for the Python package and for the Rust tests that run Python
     # (mlc-chakra-generated traces: crates/llmsim-sim/tests/chakra_mlc.rs).
     [ -x .venv/bin/python ] || python3 -m venv .venv
-    extra=""
-    [ "${LLMSIM_TEST_RAY:-0}" = 1 ] && extra="ray"
+    extra="ray"   # the Ray sweep test (a single-node Ray); LLMSIM_SKIP_RAY=1 leaves it out (the test then skips)
+    [ "${LLMSIM_SKIP_RAY:-0}" = 1 ] && extra=""
     .venv/bin/pip install -q --disable-pip-version-check maturin pandas matplotlib pytest ruff optuna protobuf $extra
     .venv/bin/pip install -q --disable-pip-version-check --no-deps mlc-chakra
     export LLMSIM_PYTHON="$PWD/.venv/bin/python"
 fi
 cargo test --workspace --quiet 2>&1 | tee "$log"
 # The Python package: maturin builds crates/llmsim-python into a local venv (.venv), then ruff and
-# pytest run tests/python. Ray is not installed here (a large download): its test skips unless
-# LLMSIM_TEST_RAY=1.
+# pytest run tests/python (the Ray test included, unless LLMSIM_SKIP_RAY=1).
 if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     cargo build --quiet -p llmsim-cli   # target/debug/llmsim: the Python-vs-CLI equality test runs it
     VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q > "$log.maturin" 2>&1 || { cat "$log.maturin"; exit 1; }
