@@ -97,14 +97,7 @@ impl AnalyticalNetwork {
         self.links_pool.extend_from_slice(&self.route);
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
-        let done = Completion {
-            id: t.id,
-            src: t.src,
-            dst: t.dst,
-            bytes: t.bytes,
-            start: t.start,
-            finish,
-        };
+        let done = t.completed_at(finish);
         self.queue.push(
             finish,
             Pending {

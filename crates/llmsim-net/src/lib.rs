@@ -49,6 +49,18 @@ pub struct Transfer {
 }
 
 impl Transfer {
+    /// Its completion record, the last byte having arrived at `finish`.
+    pub fn completed_at(&self, finish: SimTime) -> Completion {
+        Completion {
+            id: self.id,
+            src: self.src,
+            dst: self.dst,
+            bytes: self.bytes,
+            start: self.start,
+            finish,
+        }
+    }
+
     pub fn new(id: TransferId, src: NodeId, dst: NodeId, bytes: Bytes, start: SimTime) -> Self {
         Transfer {
             id,

@@ -175,14 +175,7 @@ impl PacketNetwork {
                 }
             }
         }
-        self.done_buf.push(Completion {
-            id: t.id,
-            src: t.src,
-            dst: t.dst,
-            bytes: t.bytes,
-            start: t.start,
-            finish,
-        });
+        self.done_buf.push(t.completed_at(finish));
     }
 
     fn collect(&mut self) {
