@@ -259,6 +259,44 @@ impl EvQueue {
         }
     }
 
+    /// Removes every pending event for which `take(ev)` holds and appends it to `out` as
+    /// `(time, seq, ev)`; the others keep their order. O(pending events): for rare operations
+    /// (Wormhole's freeze of a partition).
+    pub fn extract(&mut self, mut take: impl FnMut(u64) -> bool, out: &mut Vec<(u64, u64, u64)>) {
+        let cur = (self.base % SLOTS as u64) as usize;
+        let before = out.len();
+        for i in 0..SLOTS {
+            let start = if i == cur { self.pos } else { 0 };
+            let slot = &mut self.slots[i];
+            if slot.len() <= start {
+                continue;
+            }
+            let mut w = start;
+            for r in start..slot.len() {
+                let e = slot[r];
+                if take(e.ev) {
+                    out.push((e.time, e.seq, e.ev));
+                } else {
+                    slot[w] = e;
+                    w += 1;
+                }
+            }
+            slot.truncate(w);
+            if i != cur && w == 0 {
+                self.bits[i / 64] &= !(1 << (i % 64));
+            }
+        }
+        let far = std::mem::take(&mut self.far.heap);
+        for e in far {
+            if take(e.ev) {
+                out.push((e.time, e.seq, e.ev));
+            } else {
+                self.far.push(e);
+            }
+        }
+        self.len -= out.len() - before;
+    }
+
     /// Pops the earliest event if it is at or before `t`.
     #[inline]
     pub fn pop_until(&mut self, t: u64) -> Option<(u64, u64)> {
@@ -293,6 +331,33 @@ impl EvQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extract_removes_only_matching_events_and_keeps_order() {
+        let mut q = EvQueue::default();
+        let mut rng = llmsim_core::SimRng::seed(3);
+        let mut all = Vec::new();
+        for i in 0..2000u64 {
+            let t = rng.below(20_000_000);
+            q.push(t, i);
+            all.push((t, i));
+        }
+        // Pop a few so the current slot is part-consumed.
+        all.sort();
+        for k in 0..100 {
+            assert_eq!(q.pop(), Some(all[k]));
+        }
+        let mut out = Vec::new();
+        q.extract(|e| e % 3 == 0, &mut out);
+        let rest: Vec<_> = all[100..].iter().copied().filter(|&(_, e)| e % 3 != 0).collect();
+        assert_eq!(out.len(), all[100..].len() - rest.len());
+        assert!(out.iter().all(|&(_, _, e)| e % 3 == 0));
+        let mut got = Vec::new();
+        while let Some(x) = q.pop() {
+            got.push(x);
+        }
+        assert_eq!(got, rest);
+    }
 
     #[test]
     fn pops_in_time_then_insertion_order() {
