@@ -60,8 +60,8 @@ struct RunArgs {
     /// Wormhole l: rate samples per steadiness test.
     #[arg(long, default_value_t = 8)]
     ff_window: usize,
-    /// Wormhole: time between two rate samples (e.g. 20us).
-    #[arg(long, default_value = "20us")]
+    /// Wormhole: time between two rate samples (e.g. 50us).
+    #[arg(long, default_value = "50us")]
     ff_sample: String,
 }
 

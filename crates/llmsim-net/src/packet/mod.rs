@@ -20,7 +20,7 @@ mod wormhole;
 
 pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
-pub use wormhole::WormholeStats;
+pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -19,6 +19,8 @@
 //!
 //! Not done: memoization of unsteady episodes (§4), link failures and rerouting (routes are static).
 
+use llmsim_core::SimTime;
+
 use super::PacketError;
 use super::config::{CcMode, WormholeConfig};
 use super::engine::{
@@ -40,6 +42,16 @@ pub struct WormholeStats {
     pub skipped_bytes: u64,
     /// Rate-sample ticks run.
     pub ticks: u64,
+}
+
+/// One flow's fast-forward: from `start` to `end` at `rate_bps` (payload), `bytes` moved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SkipRecord {
+    pub flow: u32,
+    pub start: SimTime,
+    pub end: SimTime,
+    pub rate_bps: f64,
+    pub bytes: u64,
 }
 
 struct Frozen {
@@ -75,6 +87,7 @@ pub(crate) struct Wormhole {
     root: Vec<u32>,
     slots: Vec<Frozen>,
     scratch: Vec<(u32, u32)>,
+    pub(crate) log: Vec<SkipRecord>,
 }
 
 impl Wormhole {
@@ -96,6 +109,7 @@ impl Wormhole {
             root: Vec::new(),
             slots: Vec::new(),
             scratch: Vec::new(),
+            log: Vec::new(),
         }
     }
 
@@ -160,6 +174,16 @@ impl Engine {
             None
         };
         Ok(())
+    }
+
+    /// Every flow's fast-forwards so far, in the order they ended.
+    pub fn wormhole_log(&self) -> &[SkipRecord] {
+        self.ww.as_ref().map_or(&[], |w| &w.log)
+    }
+
+    /// Payload bytes of flow `f` acknowledged so far.
+    pub fn flow_bytes_acked(&self, f: u32) -> u64 {
+        self.flows[f as usize].snd_una
     }
 
     /// Fast-forward statistics (`None` when fast-forwarding is off).
@@ -469,6 +493,13 @@ impl Engine {
             self.stats.payload_delivered += b;
             w.stats.skipped_bytes += b;
             w.flow_slot[f as usize] = NONE;
+            w.log.push(SkipRecord {
+                flow: f,
+                start: SimTime::from_ps(t0),
+                end: SimTime::from_ps(t0 + d),
+                rate_bps: slot.rates[k],
+                bytes: b,
+            });
             moved.push((f, b));
         }
         moved.sort_unstable();
