@@ -344,8 +344,8 @@ mod tests {
         }
         // Pop a few so the current slot is part-consumed.
         all.sort();
-        for k in 0..100 {
-            assert_eq!(q.pop(), Some(all[k]));
+        for &x in &all[..100] {
+            assert_eq!(q.pop(), Some(x));
         }
         let mut out = Vec::new();
         q.extract(|e| e % 3 == 0, &mut out);
