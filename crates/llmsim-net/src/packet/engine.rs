@@ -323,8 +323,12 @@ impl Engine {
     /// (identity when `None`): it sets IPs, ECMP seeds and the order of next hops.
     ///
     /// # Errors
-    /// `PacketError::Config` when a port's rate has no ECN thresholds, or a host has no NIC.
+    /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, or a
+    /// Wormhole knob is out of range.
     pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, cfg: PacketConfig) -> Result<Engine, PacketError> {
+        if cfg.wormhole.fast_forward {
+            cfg.wormhole.validate().map_err(PacketError::Config)?;
+        }
         let nl = topo.num_links();
         let nn = topo.num_nodes();
         let ns3_ids = ns3_ids.unwrap_or_else(|| (0..nn as u32).collect());
