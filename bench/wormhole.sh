@@ -68,6 +68,33 @@ for cc in dcqcn hp; do
   one "fat320_websearch_$cc" "$(cfg ws_$cc $cc fat.txt websearch.txt)"
 done
 
+# (c) LLM workloads (GPT-3 13B; Mixtral 8x7B with EP all-to-all) through `llmsim run --backend packet` (shrunk as in the README so the exact
+# run takes seconds): per-transfer duration error, iteration-time error, speedup.
+llm() { # label yaml [--set ...]
+  local label=$1 y=$2; shift 2
+  /usr/bin/time -f "%e" -o "$tmp/t_exact" "$bin" run "$y" --backend packet "$@" --out "$tmp/llm_exact_$label" > /dev/null
+  /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set 'network.fast_forward={}' --out "$tmp/llm_ff_$label" > /dev/null
+  python3 - "$label" "$tmp/llm_exact_$label" "$tmp/llm_ff_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" <<'PY'
+import csv, json, sys
+label, ed, fd, te, tf = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+a = [float(r["duration_us"]) for r in csv.DictReader(open(f"{ed}/flows.csv"))]
+b = [float(r["duration_us"]) for r in csv.DictReader(open(f"{fd}/flows.csv"))]
+errs = sorted(abs(y - x) / x for x, y in zip(a, b) if x > 0)
+n = len(errs)
+it = lambda d: json.load(open(f"{d}/summary.json"))["report"]["iteration_time_s"]
+ie = 100 * abs(it(fd) - it(ed)) / it(ed)
+print(f"{label:<30} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f}")
+PY
+}
+echo
+printf "%-30s %5s %10s %10s %10s %9s %8s %8s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s"
+llm "gpt3-13b_16gpu_1layer_hpcc" examples/gpt3-13b-128gpu.yaml --set network.cc=hpcc --set cluster.gpus=16 \
+  --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
+llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc=dcqcn --set cluster.gpus=16 \
+  --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
+llm "moe-8x7b_64gpu_2layer_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc \
+  --set 'model={preset: mixtral-8x7b, num_hidden_layers: 2}'
+
 if [ "${2:-}" != "--no-sensitivity" ]; then
   echo
   echo "sensitivity on perm16_100MB (sample every 50us)"

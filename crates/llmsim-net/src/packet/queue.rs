@@ -156,6 +156,9 @@ impl EvQueue {
 
     #[inline]
     fn place(&mut self, e: Entry) {
+        if e.time / SLOT_PS < self.base {
+            self.rebase(e.time / SLOT_PS);
+        }
         let abs = (e.time / SLOT_PS).max(self.base);
         if abs >= self.base + SLOTS as u64 {
             self.far.push(e);
@@ -171,6 +174,43 @@ impl EvQueue {
             self.bits[i / 64] |= 1 << (i % 64);
         }
         slot.push(e);
+    }
+
+    /// Moves the wheel's window back to start at slot `abs` (an event before the current slot:
+    /// the wheel had run ahead to the next pending event, and an event is now pushed before it).
+    /// Entries beyond the new window go to the heap; the order of events is unchanged.
+    #[cold]
+    fn rebase(&mut self, abs: u64) {
+        let cur = (self.base % SLOTS as u64) as usize;
+        self.slots[cur].drain(..self.pos);
+        self.pos = 0;
+        let limit = abs + SLOTS as u64;
+        for i in 0..SLOTS {
+            if i != cur && self.bits[i / 64] & (1 << (i % 64)) == 0 {
+                continue;
+            }
+            let slot = &mut self.slots[i];
+            let mut w = 0;
+            for r in 0..slot.len() {
+                let e = slot[r];
+                if e.time / SLOT_PS >= limit {
+                    self.far.push(e);
+                } else {
+                    slot[w] = e;
+                    w += 1;
+                }
+            }
+            slot.truncate(w);
+            if w == 0 {
+                self.bits[i / 64] &= !(1 << (i % 64));
+            } else {
+                self.bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+        self.base = abs;
+        let new = (abs % SLOTS as u64) as usize;
+        self.bits[new / 64] &= !(1 << (new % 64));
+        self.sorted = false;
     }
 
     /// Absolute number of the first non-empty wheel slot after the current one (`cur` is its index).
@@ -357,6 +397,35 @@ mod tests {
             got.push(x);
         }
         assert_eq!(got, rest);
+    }
+
+    #[test]
+    fn events_pushed_before_a_wheel_that_ran_ahead_keep_their_order() {
+        // pop_until stops at `t` but leaves the wheel on the next pending event's slot; pushes
+        // between `t` and that slot (and beyond the window) must still come out in order.
+        let mut rng = llmsim_core::SimRng::seed(5);
+        for round in 0..20 {
+            let mut q = EvQueue::default();
+            let mut reference: std::collections::BTreeSet<(u64, u64)> = Default::default();
+            let mut seq = 0u64;
+            let far = 1_000_000 + rng.below(10_000_000);
+            q.push(far, seq);
+            reference.insert((far, seq));
+            seq += 1;
+            assert_eq!(q.pop_until(500_000), None);
+            for _ in 0..500 {
+                let t = 500_000 + rng.below(if round % 2 == 0 { 20_000_000 } else { far - 500_000 });
+                q.push(t, seq);
+                reference.insert((t, seq));
+                seq += 1;
+            }
+            let mut got = Vec::new();
+            while let Some(x) = q.pop() {
+                got.push(x);
+            }
+            let want: Vec<(u64, u64)> = reference.into_iter().collect();
+            assert_eq!(got, want, "round {round}");
+        }
     }
 
     #[test]
