@@ -242,3 +242,53 @@ fn steady_long_flows_are_fast_forwarded_and_stay_close_to_exact() {
         assert!(mean < theta, "{cc:?}: mean FCT error {mean:.4} >= θ");
     }
 }
+
+/// §5.3 skip-back: a flow added while its partition is frozen (as `llmsim run` adds transfers
+/// on the fly) ends the skip at its start time: its start is honoured, every flow finishes,
+/// every byte is delivered once, none beats its line-rate bound. The FCT errors against the exact
+/// run are printed, not asserted: here HPCC's incast shares are still drifting towards fairness
+/// when the 400 us window looks steady (37.8/24.6/25.0 Gbit/s), and each freeze keeps them,
+/// so flow 0 ends about 12% early (bench/README.md discusses this limit).
+#[test]
+fn a_flow_arriving_on_a_frozen_partition_skips_back() {
+    let flows = scenario(3, 20_000_000, 0);
+    let late = flow(9, 0, 5_000_000, 0, 200);
+    let knobs = WormholeConfig {
+        fast_forward: true,
+        ..WormholeConfig::default()
+    };
+    let cc = CcMode::Hpcc;
+    let t_add = SimTime::from_us(1500).as_ps();
+    let mut runs = Vec::new();
+    for ww in [None, Some(knobs)] {
+        let mut e = engine(cc, ww, &flows);
+        e.run_until(t_add);
+        let id = e
+            .add_flow(FlowSpec {
+                start: SimTime::from_ps(t_add),
+                ..late
+            })
+            .expect("flow");
+        e.run();
+        assert!(e.flow_done(id));
+        runs.push(e);
+    }
+    let (exact, fast) = (&runs[0], &runs[1]);
+    let w = fast.wormhole_stats().expect("on");
+    assert!(w.skip_backs >= 1, "the late flow found its partition frozen: {w:?}");
+    let mut worst = 0.0f64;
+    for (f, ((s0, e0), (s1, e1))) in fcts(exact).into_iter().zip(fcts(fast)).enumerate() {
+        assert_eq!(s0, s1, "flow {f} starts when asked, not after the planned skip");
+        let err = ((e1 - s1) as f64 - (e0 - s0) as f64).abs() / (e0 - s0) as f64;
+        println!("flow {f}: exact {} ps, fast-forward {} ps, error {err:.4}", e0 - s0, e1 - s1);
+        worst = worst.max(err);
+    }
+    println!("worst FCT error {worst:.4}");
+    let total: u64 = flows.iter().map(|f| f.size).sum::<u64>() + late.size;
+    assert_eq!(fast.stats().payload_delivered, total);
+    for f in 0..fast.num_flows() as u32 {
+        let r = fast.flow_result(f);
+        assert!(fast.flow_done(f));
+        assert!(r.finish.as_ps() - r.start.as_ps() >= r.size * 8 * 10, "flow {f} beats 100 Gbit/s");
+    }
+}
