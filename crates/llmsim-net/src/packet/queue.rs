@@ -156,10 +156,11 @@ impl EvQueue {
 
     #[inline]
     fn place(&mut self, e: Entry) {
-        if e.time / SLOT_PS < self.base {
-            self.rebase(e.time / SLOT_PS);
+        let mut abs = e.time / SLOT_PS;
+        if abs < self.base {
+            self.rebase(abs);
         }
-        let abs = (e.time / SLOT_PS).max(self.base);
+        abs = abs.max(self.base);
         if abs >= self.base + SLOTS as u64 {
             self.far.push(e);
             return;

@@ -193,6 +193,7 @@ impl Engine {
 
     /// Handles Wormhole's own events and parks events of frozen partitions; true when `e` is
     /// consumed.
+    #[inline(never)]
     pub(crate) fn ww_intercept(&mut self, e: u64, kind: u64, a: u32, b: u32) -> bool {
         let mut w = self.ww.take().expect("wormhole on");
         let consumed = match kind {
@@ -238,6 +239,7 @@ impl Engine {
         consumed
     }
 
+    #[cold]
     pub(crate) fn ww_on_start(&mut self, f: u32) {
         let mut w = self.ww.take().expect("wormhole on");
         w.grow(self.flows.len());
@@ -256,6 +258,7 @@ impl Engine {
         self.ww = Some(w);
     }
 
+    #[cold]
     pub(crate) fn ww_on_finish(&mut self, f: u32) {
         let mut w = self.ww.take().expect("wormhole on");
         w.dirty = true;
