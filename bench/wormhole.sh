@@ -6,7 +6,7 @@
 # the per-flow relative FCT error, the speedup in wall time (single core), the fraction of
 # events skipped (1 - events_ff / events_exact) and Wormhole's freezes. Then a sensitivity table
 # over θ and l on the permutation.
-# Usage: bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
+# Usage: [WORMHOLE_FULL=1] bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
@@ -94,6 +94,12 @@ llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc
   --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
 llm "moe-8x7b_64gpu_2layer_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc \
   --set 'model={preset: mixtral-8x7b, num_hidden_layers: 2}'
+# The issue's own workload, full size: GPT-3 13B on 128 GPUs (examples/wormhole-gpt-13b-128gpu.yaml),
+# one iteration; the exact runs take about 2 minutes each. WORMHOLE_FULL=1 to include them.
+if [ "${WORMHOLE_FULL:-0}" = 1 ]; then
+  llm "gpt3-13b_128gpu_hpcc" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=hpcc
+  llm "gpt3-13b_128gpu_dcqcn" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=dcqcn
+fi
 
 if [ "${2:-}" != "--no-sensitivity" ]; then
   echo
