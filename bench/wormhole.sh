@@ -95,10 +95,11 @@ llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc
 llm "moe-8x7b_64gpu_2layer_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc \
   --set 'model={preset: mixtral-8x7b, num_hidden_layers: 2}'
 # The issue's own workload, full size: GPT-3 13B on 128 GPUs (examples/wormhole-gpt-13b-128gpu.yaml),
-# one iteration; the exact runs take about 2 minutes each. WORMHOLE_FULL=1 to include them.
+# and the MoE 8x7B / 64-GPU one (EP all-to-all), one iteration; the exact GPT runs take about 2 minutes each. WORMHOLE_FULL=1 to include them.
 if [ "${WORMHOLE_FULL:-0}" = 1 ]; then
   llm "gpt3-13b_128gpu_hpcc" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=hpcc
   llm "gpt3-13b_128gpu_dcqcn" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=dcqcn
+  llm "moe-8x7b_64gpu_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc
 fi
 
 if [ "${2:-}" != "--no-sensitivity" ]; then
