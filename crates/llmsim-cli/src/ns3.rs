@@ -51,6 +51,18 @@ struct RunArgs {
     /// Also write util.csv: each link's utilization in bins of this width (e.g. 10us).
     #[arg(long)]
     util_bin: Option<String>,
+    /// Wormhole: fast-forward partitions whose flows' rates are steady (off: the exact engine).
+    #[arg(long)]
+    fast_forward: bool,
+    /// Wormhole θ: steady when (max - min) / mean of the last --ff-window rate samples is below it.
+    #[arg(long, default_value_t = 0.05)]
+    ff_theta: f64,
+    /// Wormhole l: rate samples per steadiness test.
+    #[arg(long, default_value_t = 8)]
+    ff_window: usize,
+    /// Wormhole: time between two rate samples (e.g. 50us).
+    #[arg(long, default_value = "50us")]
+    ff_sample: String,
 }
 
 #[derive(Args)]
@@ -123,6 +135,18 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             bail!("--util-bin must be positive, e.g. 10us");
         }
         x.engine.set_util_bin(t);
+    }
+    if a.fast_forward {
+        let sample_interval: llmsim_core::SimTime = a
+            .ff_sample
+            .parse()
+            .with_context(|| format!("--ff-sample {:?}: a time such as 20us", a.ff_sample))?;
+        x.engine.set_wormhole(llmsim_net::packet::WormholeConfig {
+            fast_forward: true,
+            theta: a.ff_theta,
+            window: a.ff_window,
+            sample_interval,
+        })?;
     }
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
@@ -220,6 +244,9 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         let mut j = serde_json::json!({
             "llmsim": js(&s), "flows_total": total, "events": st.events, "wall_s": sim_s, "load_s": load_s, "stats": st,
         });
+        if let Some(w) = e.wormhole_stats() {
+            j["wormhole"] = serde_json::json!(w);
+        }
         if let Some((r, identical)) = &reference {
             j["ns3"] = js(r);
             j["fct_identical"] = serde_json::json!(identical);
@@ -255,6 +282,15 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         st.events as f64 / sim_s.max(1e-9) / 1e6,
         load_s
     );
+    if let Some(w) = e.wormhole_stats() {
+        println!(
+            "wormhole: {} freezes ({} skip-backs), {:.3} ms skipped (sum over partitions), {} B fast-forwarded",
+            w.freezes,
+            w.skip_backs,
+            w.skipped_ps as f64 / 1e9,
+            w.skipped_bytes
+        );
+    }
     if let Some((r, identical)) = &reference {
         let err = |a: f64, b: f64| if b == 0.0 { 0.0 } else { 100.0 * (a - b) / b };
         println!("                 llmsim        ns-3     error");

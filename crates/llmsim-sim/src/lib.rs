@@ -375,10 +375,22 @@ fn run_workload(
                 scenario::CcSpec::Timely => CcMode::Timely,
                 scenario::CcSpec::Dctcp => CcMode::Dctcp,
             };
-            let cfg = PacketConfig {
+            let mut cfg = PacketConfig {
                 seed: s.seed,
                 ..PacketConfig::ns3_defaults(cc)
             };
+            if let Some(ff) = s.network.fast_forward {
+                cfg.wormhole = llmsim_net::packet::WormholeConfig {
+                    fast_forward: true,
+                    theta: ff.theta,
+                    window: ff.window,
+                    sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
+                };
+                cfg.wormhole.validate().map_err(|message| SimError::Scenario {
+                    field: "network.fast_forward".into(),
+                    message,
+                })?;
+            }
             Box::new(PacketNetwork::new(topo.clone(), cfg).map_err(|e| SimError::Scenario {
                 field: "network.backend".into(),
                 message: e.to_string(),

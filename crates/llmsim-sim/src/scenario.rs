@@ -141,6 +141,33 @@ pub struct NetworkSpec {
     /// backends.
     #[serde(default)]
     pub cc: CcSpec,
+    /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
+    /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_forward: Option<FastForwardSpec>,
+}
+
+/// `network.fast_forward:` (Wormhole, NSDI'26): a flow is steady when its last `window` rate
+/// samples, one every `sample_us`, fluctuate by less than `theta` of their mean.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FastForwardSpec {
+    /// θ, relative (default 0.05).
+    pub theta: f64,
+    /// l, samples per test (default 8).
+    pub window: usize,
+    /// Microseconds between two rate samples (default 50).
+    pub sample_us: u64,
+}
+
+impl Default for FastForwardSpec {
+    fn default() -> Self {
+        FastForwardSpec {
+            theta: 0.05,
+            window: 8,
+            sample_us: 50,
+        }
+    }
 }
 
 /// Algorithm choice for collectives that cross servers.

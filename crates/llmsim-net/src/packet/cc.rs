@@ -68,6 +68,14 @@ fn mask(bits: u32) -> u64 {
     (1u64 << bits) - 1
 }
 
+/// An INT hop word with its time field moved `d_ns` later (modulo its 24 bits, as it wraps).
+#[inline]
+pub(crate) fn shift_int_time(word: u64, d_ns: u64) -> u64 {
+    let m = mask(TIME_BITS) << 37;
+    let t = (((word >> 37) & mask(TIME_BITS)) + d_ns) & mask(TIME_BITS);
+    (word & !m) | t << 37
+}
+
 /// `IntHop::Set`.
 #[inline]
 pub(crate) fn int_hop(now_ns: u64, tx_bytes: u64, qlen: u64, rate: u64, multi: u32) -> u64 {

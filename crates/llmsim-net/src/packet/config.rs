@@ -153,6 +153,54 @@ pub struct PacketConfig {
     pub timely_min_rtt_ns: u64,
     // DCTCP
     pub dctcp_rate_ai_bps: u64,
+    /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
+    pub wormhole: WormholeConfig,
+}
+
+/// Knobs of Wormhole's steady-state fast-forwarding (NSDI'26 §5).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WormholeConfig {
+    /// Skip steady partitions (default off).
+    pub fast_forward: bool,
+    /// θ: a flow is steady when (max - min) / mean of its last `window` rate samples is below
+    /// this (default 0.05).
+    pub theta: f64,
+    /// l: rate samples per steadiness test (default 8).
+    pub window: usize,
+    /// Time between two rate samples of a flow (default 50 us: with `window` 8, a 400 us
+    /// window, longer than DCQCN's fairness transients on 100G).
+    pub sample_interval: SimTime,
+}
+
+impl Default for WormholeConfig {
+    fn default() -> Self {
+        WormholeConfig {
+            fast_forward: false,
+            theta: 0.05,
+            window: 8,
+            sample_interval: SimTime::from_us(50),
+        }
+    }
+}
+
+impl WormholeConfig {
+    /// # Errors
+    /// A message naming the field out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.theta > 0.0 && self.theta < 1.0) {
+            return Err(format!("wormhole.theta={} must be in (0, 1)", self.theta));
+        }
+        if self.window < 2 {
+            return Err(format!("wormhole.window={} must be at least 2", self.window));
+        }
+        if self.sample_interval.as_ps() < 1_000_000 {
+            return Err(format!(
+                "wormhole.sample_interval={} must be at least 1us",
+                self.sample_interval.as_ps()
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for PacketConfig {
@@ -214,6 +262,7 @@ impl Default for PacketConfig {
             timely_t_high_ns: 500_000,
             timely_min_rtt_ns: 20_000,
             dctcp_rate_ai_bps: 1_000_000_000,
+            wormhole: WormholeConfig::default(),
         }
     }
 }

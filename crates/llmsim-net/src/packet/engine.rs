@@ -242,17 +242,19 @@ pub struct EngineStats {
     pub max_pending: u64,
 }
 
-const EV_ARRIVE: u64 = 0;
-const EV_TXDONE: u64 = 1;
-const EV_WAKE: u64 = 2;
-const EV_START: u64 = 3;
-const EV_ALPHA: u64 = 4;
-const EV_DECREASE: u64 = 5;
-const EV_RPTIMER: u64 = 6;
-const MASK30: u64 = (1 << 30) - 1;
+pub(crate) const EV_ARRIVE: u64 = 0;
+pub(crate) const EV_TXDONE: u64 = 1;
+pub(crate) const EV_WAKE: u64 = 2;
+pub(crate) const EV_START: u64 = 3;
+pub(crate) const EV_ALPHA: u64 = 4;
+pub(crate) const EV_DECREASE: u64 = 5;
+pub(crate) const EV_RPTIMER: u64 = 6;
+pub(crate) const EV_SAMPLE: u64 = 7;
+pub(crate) const EV_RESUME: u64 = 8;
+pub(crate) const MASK30: u64 = (1 << 30) - 1;
 
 #[inline]
-fn ev(kind: u64, a: u32, b: u32) -> u64 {
+pub(crate) fn ev(kind: u64, a: u32, b: u32) -> u64 {
     kind | (u64::from(a) << 4) | ((u64::from(b) & MASK30) << 34)
 }
 
@@ -261,7 +263,7 @@ pub struct Engine {
     pub(crate) cfg: PacketConfig,
     pub(crate) topo: Arc<Topology>,
     pub(crate) now: u64,
-    events: EvQueue,
+    pub(crate) events: EvQueue,
     pub(crate) link_src: Vec<u32>,
     pub(crate) link_dst: Vec<u32>,
     pub(crate) link_rate: Vec<u64>,
@@ -273,14 +275,14 @@ pub struct Engine {
     pub(crate) bufs: Vec<SwitchBuf>,
     pub(crate) nics: Vec<Nic>,
     pub(crate) flows: Vec<Flow>,
-    pkts: Vec<Pkt>,
+    pub(crate) pkts: Vec<Pkt>,
     /// INT hop words of each packet slot (HPCC only; empty otherwise), kept apart so the
     /// other algorithms' packets stay small.
     pub(crate) ints: Vec<[u64; MAX_HOPS]>,
     free: Vec<u32>,
     routes: Option<Ns3Routes>,
     /// Per-flow data and ACK paths (links), concatenated.
-    paths: Vec<u32>,
+    pub(crate) paths: Vec<u32>,
     /// ns-3 id of each node (its id in the topology file), for IPs and ECMP seeds.
     pub(crate) ns3_ids: Vec<u32>,
     port_count: Vec<u16>,
@@ -295,9 +297,11 @@ pub struct Engine {
     /// sport counter per (src, dst) pair, from 10000 as in ns-3.
     sports: std::collections::HashMap<(u32, u32), u16>,
     ack_bytes: u32,
-    hdr_bytes: u32,
+    pub(crate) hdr_bytes: u32,
     /// Width of link-utilization bins in ps (0: off).
     util_bin: u64,
+    /// Wormhole fast-forward state (`None` when off: the plain engine, event for event).
+    pub(crate) ww: Option<Box<super::wormhole::Wormhole>>,
 }
 
 /// ns-3's `Seconds(bytes*8/bps)` at nanosecond resolution: the double is converted to 64.64
@@ -319,8 +323,12 @@ impl Engine {
     /// (identity when `None`): it sets IPs, ECMP seeds and the order of next hops.
     ///
     /// # Errors
-    /// `PacketError::Config` when a port's rate has no ECN thresholds, or a host has no NIC.
+    /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, or a
+    /// Wormhole knob is out of range.
     pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, cfg: PacketConfig) -> Result<Engine, PacketError> {
+        if cfg.wormhole.fast_forward {
+            cfg.wormhole.validate().map_err(PacketError::Config)?;
+        }
         let nl = topo.num_links();
         let nn = topo.num_nodes();
         let ns3_ids = ns3_ids.unwrap_or_else(|| (0..nn as u32).collect());
@@ -490,8 +498,12 @@ impl Engine {
             ack_bytes,
             hdr_bytes,
             util_bin: 0,
+            ww: None,
         };
         e.compute_max_rtt();
+        if e.cfg.wormhole.fast_forward {
+            e.ww = Some(Box::new(super::wormhole::Wormhole::new(&e)));
+        }
         Ok(e)
     }
 
@@ -599,7 +611,7 @@ impl Engine {
     }
 
     #[inline]
-    fn schedule(&mut self, at: u64, e: u64) {
+    pub(crate) fn schedule(&mut self, at: u64, e: u64) {
         self.events.push(at, e);
         self.stats.max_pending = self.stats.max_pending.max(self.events.len() as u64);
     }
@@ -735,6 +747,9 @@ impl Engine {
         fl.base_rtt_ns = base_rtt;
         fl.next_avail = now;
         cc::init(&self.cfg, fl, line);
+        if self.ww.is_some() {
+            self.ww_on_start(f);
+        }
         self.nics[src as usize].qps.push(f);
         self.host_send(src);
     }
@@ -768,6 +783,9 @@ impl Engine {
         let kind = e & 0xF;
         let a = ((e >> 4) & MASK30) as u32;
         let b = ((e >> 34) & MASK30) as u32;
+        if self.ww.is_some() && self.ww_intercept(e, kind, a, b) {
+            return;
+        }
         match kind {
             EV_ARRIVE => self.arrive(a, b),
             EV_TXDONE => {
@@ -1045,8 +1063,13 @@ impl Engine {
     }
 
     /// `QbbNetDevice::DequeueAndTransmit` (switch) + `SwitchNode::SwitchNotifyDequeue`.
-    fn switch_send(&mut self, port: u32) {
+    pub(crate) fn switch_send(&mut self, port: u32) {
         let pi = port as usize;
+        if let Some(w) = &self.ww
+            && w.link_frozen(port)
+        {
+            return;
+        }
         if self.ports[pi].busy {
             let pt = &self.ports[pi];
             if pt.txdone_pending {
@@ -1141,9 +1164,14 @@ impl Engine {
     // ---------------------------------------------------------------- host
 
     /// `QbbNetDevice::DequeueAndTransmit` (host) + `RdmaEgressQueue::GetNextQindex`.
-    fn host_send(&mut self, h: u32) {
+    pub(crate) fn host_send(&mut self, h: u32) {
         let hi = h as usize;
         let link = self.nics[hi].link as usize;
+        if let Some(w) = &self.ww
+            && w.link_frozen(link as u32)
+        {
+            return;
+        }
         if self.ports[link].busy {
             return;
         }
@@ -1389,6 +1417,9 @@ impl Engine {
         }
         self.stats.flows_done += 1;
         self.completed.push(f);
+        if self.ww.is_some() {
+            self.ww_on_finish(f);
+        }
     }
 
     // ---------------------------------------------------------------- DCQCN timers

@@ -16,9 +16,11 @@ pub mod ns3;
 mod ns3rng;
 mod queue;
 mod route;
+mod wormhole;
 
-pub use config::{CcMode, EcnThresholds, PacketConfig, Routing};
+pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
+pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
 use std::sync::Arc;

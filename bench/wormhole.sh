@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Wormhole fast-forwarding vs the exact packet engine (`llmsim ns3 run` with and without
+# --fast-forward). Workloads: a 16-flow permutation of long flows and a 15-to-1 incast on the
+# k=4 fat-tree (100G), and a generated web-search workload on the HPCC repo's 320-host fat.txt
+# (30% load, 5 ms, seed 1), each with DCQCN and HPCC. Prints, per run: flows, mean and p99 of
+# the per-flow relative FCT error, the speedup in wall time (single core), the fraction of
+# events skipped (1 - events_ff / events_exact) and Wormhole's freezes. Then a sensitivity table
+# over θ and l on the permutation.
+# Usage: [WORMHOLE_FULL=1] bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
+cargo build --release -q -p llmsim-cli
+bin=$PWD/target/release/llmsim
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/inputs"
+cp "$ref/inputs/fat.txt" "$ref/inputs/fattree_k4_16h.txt" "$tmp/inputs/"
+# Long-flow permutation (the reference run's pairs, 100 MB each) and a 15-to-1 incast (4 MB each).
+awk 'NR==1 {print; next} {$5=100000000; print}' "$ref/inputs/flow_perm16_10MB.txt" > "$tmp/inputs/perm.txt"
+{ echo 15; for s in $(seq 1 15); do echo "$s 0 3 100 4000000 2.000000000"; done; } > "$tmp/inputs/incast.txt"
+"$bin" ns3 gen --topology "$tmp/inputs/fat.txt" --load 0.3 --duration 0.005 --seed 1 > "$tmp/inputs/websearch.txt"
+
+cfg() { # name cc topology flows
+  sed -e "s#^TOPOLOGY_FILE .*#TOPOLOGY_FILE inputs/$3#" -e "s#^FLOW_FILE .*#FLOW_FILE inputs/$4#" \
+    "$ref/runs/ft16_perm_$2/config.txt" > "$tmp/$1.txt"
+  echo "$tmp/$1.txt"
+}
+
+compare() { # label exact_dir ff_dir exact_json ff_json
+  python3 - "$@" <<'PY'
+import json, sys
+label, ed, fd, ej, fj = sys.argv[1:6]
+def fcts(d):
+    out = {}
+    for line in open(f"{d}/fct.txt"):
+        s = line.split()
+        out[tuple(s[:4])] = int(s[6])
+    return out
+e, f = fcts(ed), fcts(fd)
+errs = sorted(abs(f[k] - e[k]) / e[k] for k in e if k in f)
+je, jf = json.load(open(ej)), json.load(open(fj))
+n = len(errs)
+mean = 100 * sum(errs) / max(n, 1)
+p99 = 100 * errs[min(int(0.99 * n), n - 1)] if n else 0.0
+ev_e, ev_f = je["events"], jf["events"]
+w = jf.get("wormhole", {})
+print(f"{label:<30} {len(f):>5}/{len(e):<5} {mean:>9.3f}% {p99:>9.3f}% {je['wall_s']/jf['wall_s']:>8.2f}x {100*(1-ev_f/ev_e):>8.1f}% {w.get('freezes',0):>8} {je['wall_s']:>8.2f} {jf['wall_s']:>8.2f}")
+PY
+}
+
+header() {
+  printf "%-30s %11s %10s %10s %9s %9s %8s %8s %8s\n" "$1" "flows ff/ex" "mean err" "p99 err" "speedup" "skipped" "freezes" "exact s" "ff s"
+}
+
+one() { # label config [ff flags...]
+  local label=$1 c=$2; shift 2
+  [ -d "$tmp/exact_$label" ] || "$bin" ns3 run "$c" --json --out "$tmp/exact_$label" > "$tmp/exact_$label.json"
+  "$bin" ns3 run "$c" --json --fast-forward "$@" --out "$tmp/ff_$label" > "$tmp/ff_$label.json"
+  compare "$label $*" "$tmp/exact_$label" "$tmp/ff_$label" "$tmp/exact_$label.json" "$tmp/ff_$label.json"
+}
+
+echo "fast-forward defaults: θ=5%, l=8, sample every 50us"
+header "workload"
+for cc in dcqcn hp; do
+  one "perm16_100MB_$cc" "$(cfg perm_$cc $cc fattree_k4_16h.txt perm.txt)"
+  one "incast15_4MB_$cc" "$(cfg incast_$cc $cc fattree_k4_16h.txt incast.txt)"
+  one "fat320_websearch_$cc" "$(cfg ws_$cc $cc fat.txt websearch.txt)"
+done
+
+# (c) LLM workloads (GPT-3 13B; Mixtral 8x7B with EP all-to-all) through `llmsim run --backend packet` (shrunk as in the README so the exact
+# run takes seconds): per-transfer duration error, iteration-time error, speedup.
+llm() { # label yaml [--set ...]
+  local label=$1 y=$2; shift 2
+  /usr/bin/time -f "%e" -o "$tmp/t_exact" "$bin" run "$y" --backend packet "$@" --out "$tmp/llm_exact_$label" > /dev/null
+  /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set 'network.fast_forward={}' --out "$tmp/llm_ff_$label" > /dev/null
+  python3 - "$label" "$tmp/llm_exact_$label" "$tmp/llm_ff_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" <<'PY'
+import csv, json, sys
+label, ed, fd, te, tf = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+a = [float(r["duration_us"]) for r in csv.DictReader(open(f"{ed}/flows.csv"))]
+b = [float(r["duration_us"]) for r in csv.DictReader(open(f"{fd}/flows.csv"))]
+errs = sorted(abs(y - x) / x for x, y in zip(a, b) if x > 0)
+n = len(errs)
+it = lambda d: json.load(open(f"{d}/summary.json"))["report"]["iteration_time_s"]
+ie = 100 * abs(it(fd) - it(ed)) / it(ed)
+print(f"{label:<30} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f}")
+PY
+}
+echo
+printf "%-30s %5s %10s %10s %10s %9s %8s %8s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s"
+llm "gpt3-13b_16gpu_1layer_hpcc" examples/gpt3-13b-128gpu.yaml --set network.cc=hpcc --set cluster.gpus=16 \
+  --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
+llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc=dcqcn --set cluster.gpus=16 \
+  --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
+llm "moe-8x7b_64gpu_2layer_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc \
+  --set 'model={preset: mixtral-8x7b, num_hidden_layers: 2}'
+# The issue's own workload, full size: GPT-3 13B on 128 GPUs (examples/wormhole-gpt-13b-128gpu.yaml),
+# and the MoE 8x7B / 64-GPU one (EP all-to-all), one iteration; the exact GPT runs take about 2 minutes each. WORMHOLE_FULL=1 to include them.
+if [ "${WORMHOLE_FULL:-0}" = 1 ]; then
+  llm "gpt3-13b_128gpu_hpcc" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=hpcc
+  llm "gpt3-13b_128gpu_dcqcn" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=dcqcn
+  llm "moe-8x7b_64gpu_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc
+fi
+
+if [ "${2:-}" != "--no-sensitivity" ]; then
+  echo
+  echo "sensitivity on perm16_100MB (sample every 50us)"
+  for cc in dcqcn hp; do
+    header "θ, l ($cc)"
+    for l in 4 8 16; do
+      for th in 0.01 0.02 0.05 0.10; do
+        one "perm16_100MB_$cc" "$tmp/perm_$cc.txt" --ff-theta $th --ff-window $l
+      done
+    done
+  done
+fi

@@ -1,0 +1,294 @@
+//! Wormhole fast-forwarding: off is the exact engine byte for byte (on an ns-3 reference run),
+//! the fast-forwarded rate stays within Theorem 2's bound of the exact run's rate over the same
+//! interval, no flow beats the physical bound, every flow finishes.
+
+use std::sync::Arc;
+
+use llmsim_core::{NodeId, SimTime};
+use llmsim_net::packet::ns3::{Ns3Experiment, fct_text};
+use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, Routing, WormholeConfig, steady_estimate};
+use llmsim_topo::Topology;
+use llmsim_topo::ns3::parse_ns3;
+
+const REF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/ns3/runs/");
+
+/// A k=4 fat-tree as ns-3 text (hosts 0-15, edge 16-23, agg 24-31, core 32-35), 100G/1us.
+fn fat_tree_k4() -> String {
+    let mut s = String::from("36 20 48\n16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35\n");
+    for h in 0..16 {
+        s += &format!("{h} {} 100Gbps 1000ns 0\n", 16 + h / 2);
+    }
+    for e in 0..8 {
+        let pod = e / 2;
+        for a in 0..2 {
+            s += &format!("{} {} 100Gbps 1000ns 0\n", 16 + e, 24 + pod * 2 + a);
+        }
+    }
+    for pod in 0..4 {
+        for a in 0..2 {
+            for c in 0..2 {
+                s += &format!("{} {} 100Gbps 1000ns 0\n", 24 + pod * 2 + a, 32 + a * 2 + c);
+            }
+        }
+    }
+    s
+}
+
+fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine {
+    let imp = parse_ns3(&fat_tree_k4(), "test.txt", 1).expect("topology parses");
+    let t: Arc<Topology> = Arc::new(imp.topology);
+    let cfg = PacketConfig {
+        routing: Routing::Ns3,
+        ..PacketConfig::ns3_defaults(cc)
+    };
+    let mut e = Engine::new(t, Some(imp.file_ids), cfg).expect("engine");
+    if let Some(w) = ww {
+        e.set_wormhole(w).expect("knobs");
+    }
+    for f in flows {
+        e.add_flow(*f).expect("flow");
+    }
+    e
+}
+
+fn flow(src: u32, dst: u32, size: u64, start_us: u64, tag: u64) -> FlowSpec {
+    FlowSpec {
+        src: NodeId(src),
+        dst: NodeId(dst),
+        size,
+        start: SimTime::from_us(start_us),
+        pg: 3,
+        dport: 100,
+        tag,
+        flow_hash: tag,
+    }
+}
+
+fn ff(theta: f64, window: usize) -> WormholeConfig {
+    WormholeConfig {
+        fast_forward: true,
+        theta,
+        window,
+        sample_interval: SimTime::from_us(20),
+    }
+}
+
+#[test]
+fn off_is_byte_identical_to_the_plain_engine_on_a_reference_run() {
+    let dir = std::path::PathBuf::from(REF).join("ft16_incast_hp");
+    if !dir.join("config.txt").exists() {
+        println!("skipping: reference run {} not found", dir.display());
+        return;
+    }
+    let fct = |knobs: Option<WormholeConfig>| {
+        let mut x = Ns3Experiment::load_with(&dir.join("config.txt"), 1, Some(218)).expect("loads");
+        if let Some(k) = knobs {
+            x.engine.set_wormhole(k).expect("knobs");
+        }
+        x.run();
+        let mut order = Vec::new();
+        x.engine.drain_completed(&mut order);
+        (fct_text(&x.engine, &order), x.engine.stats())
+    };
+    let (plain, st_plain) = fct(None);
+    let off = WormholeConfig {
+        fast_forward: false,
+        theta: 0.2,
+        window: 3,
+        sample_interval: SimTime::from_us(5),
+    };
+    let (knobs_off, st_off) = fct(Some(off));
+    assert_eq!(plain, knobs_off, "fast-forward off changes nothing");
+    assert_eq!(st_plain, st_off, "not even an event count");
+    let reference = std::fs::read_to_string(dir.join("fct.txt")).expect("reference fct.txt");
+    assert_eq!(knobs_off, reference, "and stays byte-identical to ns-3");
+}
+
+#[test]
+fn steady_estimate_is_eq6_and_eq7() {
+    let (ok, mean) = steady_estimate(&[100.0, 102.0, 98.0, 100.0], 0.05);
+    assert!(ok);
+    assert_eq!(mean, 100.0);
+    // (102 - 98) / 100 = 4%: not steady under θ = 4%.
+    assert!(!steady_estimate(&[100.0, 102.0, 98.0, 100.0], 0.04).0);
+    assert!(!steady_estimate(&[0.0, 0.0], 0.5).0, "a stalled flow is not steady");
+}
+
+/// Long flows sharing bottlenecks: an incast of `n` senders into host 0 plus a disjoint pair
+/// of flows in another pod (a second partition).
+fn scenario(n: u32, size: u64, stagger_us: u64) -> Vec<FlowSpec> {
+    let mut v: Vec<FlowSpec> = (1..=n)
+        .map(|s| flow(4 + s, 0, size, u64::from(s - 1) * stagger_us, u64::from(s)))
+        .collect();
+    v.push(flow(12, 14, size, 0, 100));
+    v.push(flow(13, 15, size / 2, 0, 101));
+    v
+}
+
+/// Per-flow (start, finish) in ps.
+fn fcts(e: &Engine) -> Vec<(u64, u64)> {
+    (0..e.num_flows() as u32)
+        .map(|f| {
+            let r = e.flow_result(f);
+            (r.start.as_ps(), r.finish.as_ps())
+        })
+        .collect()
+}
+
+/// Theorem 2 on the engine, over random steady scenarios (incast + a disjoint pair, DCQCN or
+/// HPCC, random θ, sizes, stagger): for every fast-forwarded interval whose exact-run rate
+/// samples satisfy the theorem's premise (each within θ·R̂ of R̂), the exact run's average rate
+/// R̄ over that interval is within θ / (1 - θ) of the R̂ used. Also: the fast-forwarded run stays
+/// safe (no flow faster than its payload at line rate) and complete (every flow finishes, every
+/// byte is delivered once). Intervals where the premise fails (the CC drifted after the
+/// window looked steady) are counted and printed, not hidden.
+#[test]
+fn fast_forward_rate_error_is_within_theorem_2() {
+    let mut rng = llmsim_core::SimRng::seed(2026);
+    let (mut checked, mut premise_failed) = (0, 0);
+    for case in 0..6 {
+        let n = 2 + rng.below(2) as u32;
+        let size = 2_000_000 + rng.below(2_000_000);
+        let stagger = rng.below(40);
+        let theta = (2 + rng.below(8)) as f64 / 100.0;
+        let cc = if case % 2 == 0 { CcMode::Hpcc } else { CcMode::Dcqcn };
+        let knobs = ff(theta, 6);
+        let flows = scenario(n, size, stagger);
+        let mut fast = engine(cc, Some(knobs), &flows);
+        fast.run();
+        for f in 0..fast.num_flows() as u32 {
+            assert!(fast.flow_done(f), "case {case}: flow {f} unfinished");
+        }
+        let total: u64 = flows.iter().map(|f| f.size).sum();
+        assert_eq!(fast.stats().payload_delivered, total, "case {case}: bytes delivered once");
+        for (f, (s, e)) in fcts(&fast).into_iter().enumerate() {
+            let bound = flows[f].size * 8 * 10; // ps at 100 Gbit/s (10 ps per bit)
+            assert!(e - s >= bound, "case {case} flow {f}: fct {} ps < physical bound {bound} ps", e - s);
+        }
+        let iv = knobs.sample_interval.as_ps();
+        // Only the first freeze: the exact run is the fast one up to it, not after.
+        let first = fast.wormhole_log().iter().map(|r| r.start).min();
+        for r in fast
+            .wormhole_log()
+            .iter()
+            .filter(|r| Some(r.start) == first && r.end.as_ps() - r.start.as_ps() >= iv)
+        {
+            let mut exact = engine(cc, None, &flows);
+            let (t0, t1) = (r.start.as_ps(), r.end.as_ps());
+            exact.run_until(t0);
+            let a0 = exact.flow_bytes_acked(r.flow);
+            let mut premise = true;
+            let (mut t, mut prev) = (t0, a0);
+            while t + iv <= t1 {
+                exact.run_until(t + iv);
+                let a = exact.flow_bytes_acked(r.flow);
+                let rate = (a - prev) as f64 * 8.0 / (iv as f64 * 1e-12);
+                premise &= (rate - r.rate_bps).abs() < theta * r.rate_bps;
+                (t, prev) = (t + iv, a);
+            }
+            exact.run_until(t1);
+            let exact_rate = (exact.flow_bytes_acked(r.flow) - a0) as f64 * 8.0 / ((t1 - t0) as f64 * 1e-12);
+            let err = (r.rate_bps - exact_rate).abs() / exact_rate;
+            if !premise {
+                premise_failed += 1;
+                println!(
+                    "case {case} {cc:?} θ={theta}: flow {} premise failed (R̂ {:.3e}, exact {exact_rate:.3e})",
+                    r.flow, r.rate_bps
+                );
+                continue;
+            }
+            checked += 1;
+            assert!(
+                err < theta / (1.0 - theta),
+                "case {case} {cc:?}: flow {}: R̂ {:.4e} vs exact {exact_rate:.4e}: error {err:.4} >= θ/(1-θ) = {:.4}",
+                r.flow,
+                r.rate_bps,
+                theta / (1.0 - theta)
+            );
+        }
+    }
+    println!("Theorem 2 checked on {checked} intervals; premise failed on {premise_failed}");
+    assert!(checked > 0, "no interval met the premise: the test would check nothing");
+}
+
+#[test]
+fn steady_long_flows_are_fast_forwarded_and_stay_close_to_exact() {
+    let flows = scenario(3, 20_000_000, 0);
+    for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
+        let mut exact = engine(cc, None, &flows);
+        exact.run();
+        let theta = 0.05;
+        let knobs = WormholeConfig {
+            fast_forward: true,
+            ..WormholeConfig::default()
+        };
+        assert_eq!(knobs.theta, theta);
+        let mut fast = engine(cc, Some(knobs), &flows);
+        fast.run();
+        let w = fast.wormhole_stats().expect("on");
+        assert!(w.freezes > 0, "{cc:?}: something was skipped");
+        assert!(fast.stats().events < exact.stats().events, "{cc:?}: fewer events");
+        let mut sum = 0.0;
+        for (f, ((s0, e0), (s1, e1))) in fcts(&exact).into_iter().zip(fcts(&fast)).enumerate() {
+            assert_eq!(s0, s1);
+            let err = ((e1 - s1) as f64 - (e0 - s0) as f64).abs() / (e0 - s0) as f64;
+            println!("{cc:?} flow {f}: exact {} ps, fast-forward {} ps, error {err:.4}", e0 - s0, e1 - s1);
+            // Theorem 3 bounds a steady stretch's duration error by θ; the CC's drift between
+            // windows (DCQCN's slow fairness convergence) can add about as much again.
+            assert!(err < 2.0 * theta, "{cc:?} flow {f}: FCT error {err:.4}");
+            sum += err;
+        }
+        let mean = sum / flows.len() as f64;
+        assert!(mean < theta, "{cc:?}: mean FCT error {mean:.4} >= θ");
+    }
+}
+
+/// §5.3 skip-back: a flow added while its partition is frozen (as `llmsim run` adds transfers
+/// on the fly) ends the skip at its start time: its start is honoured, every flow finishes,
+/// every byte is delivered once, none beats its line-rate bound. The FCT errors against the exact
+/// run are printed, not asserted: here HPCC's incast shares are still drifting towards fairness
+/// when the 400 us window looks steady (37.8/24.6/25.0 Gbit/s), and each freeze keeps them,
+/// so flow 0 ends about 12% early (bench/README.md discusses this limit).
+#[test]
+fn a_flow_arriving_on_a_frozen_partition_skips_back() {
+    let flows = scenario(3, 20_000_000, 0);
+    let late = flow(9, 0, 5_000_000, 0, 200);
+    let knobs = WormholeConfig {
+        fast_forward: true,
+        ..WormholeConfig::default()
+    };
+    let cc = CcMode::Hpcc;
+    let t_add = SimTime::from_us(1500).as_ps();
+    let mut runs = Vec::new();
+    for ww in [None, Some(knobs)] {
+        let mut e = engine(cc, ww, &flows);
+        e.run_until(t_add);
+        let id = e
+            .add_flow(FlowSpec {
+                start: SimTime::from_ps(t_add),
+                ..late
+            })
+            .expect("flow");
+        e.run();
+        assert!(e.flow_done(id));
+        runs.push(e);
+    }
+    let (exact, fast) = (&runs[0], &runs[1]);
+    let w = fast.wormhole_stats().expect("on");
+    assert!(w.skip_backs >= 1, "the late flow found its partition frozen: {w:?}");
+    let mut worst = 0.0f64;
+    for (f, ((s0, e0), (s1, e1))) in fcts(exact).into_iter().zip(fcts(fast)).enumerate() {
+        assert_eq!(s0, s1, "flow {f} starts when asked, not after the planned skip");
+        let err = ((e1 - s1) as f64 - (e0 - s0) as f64).abs() / (e0 - s0) as f64;
+        println!("flow {f}: exact {} ps, fast-forward {} ps, error {err:.4}", e0 - s0, e1 - s1);
+        worst = worst.max(err);
+    }
+    println!("worst FCT error {worst:.4}");
+    let total: u64 = flows.iter().map(|f| f.size).sum::<u64>() + late.size;
+    assert_eq!(fast.stats().payload_delivered, total);
+    for f in 0..fast.num_flows() as u32 {
+        let r = fast.flow_result(f);
+        assert!(fast.flow_done(f));
+        assert!(r.finish.as_ps() - r.start.as_ps() >= r.size * 8 * 10, "flow {f} beats 100 Gbit/s");
+    }
+}
