@@ -1,65 +1,24 @@
 //! Packet engine: standalone FCT, conservation, losslessness under PFC, go-back-N recovery,
 //! determinism, distinct congestion controls, Network-trait plumbing, and ns-3 file errors.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 use llmsim_core::{Bytes, LinkId, NodeId, SimTime, TransferId};
 use llmsim_net::packet::ns3::{fct_text, parse_config, parse_flows};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, PacketError, PacketNetwork, Routing};
+use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, PacketError, PacketNetwork};
 use llmsim_net::{Network, Transfer, run_all};
-use llmsim_topo::Topology;
 use llmsim_topo::ns3::parse_ns3;
 
-/// A k=4 fat-tree as ns-3 text (hosts 0-15, edge 16-23, agg 24-31, core 32-35), 100G/1us.
-fn fat_tree_k4() -> String {
-    let mut s = String::from("36 20 48\n16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35\n");
-    for h in 0..16 {
-        s += &format!("{h} {} 100Gbps 1000ns 0\n", 16 + h / 2);
-    }
-    for e in 0..8 {
-        let pod = e / 2;
-        for a in 0..2 {
-            s += &format!("{} {} 100Gbps 1000ns 0\n", 16 + e, 24 + pod * 2 + a);
-        }
-    }
-    for pod in 0..4 {
-        for a in 0..2 {
-            for c in 0..2 {
-                s += &format!("{} {} 100Gbps 1000ns 0\n", 24 + pod * 2 + a, 32 + a * 2 + c);
-            }
-        }
-    }
-    s
-}
-
-fn topo(text: &str) -> (Arc<Topology>, Vec<u32>) {
-    let imp = parse_ns3(text, "test.txt", 1).expect("topology parses");
-    (Arc::new(imp.topology), imp.file_ids)
-}
-
-fn ns3_cfg(cc: CcMode) -> PacketConfig {
-    PacketConfig {
-        routing: Routing::Ns3,
-        ..PacketConfig::ns3_defaults(cc)
-    }
-}
-
 fn flow(src: u32, dst: u32, size: u64, tag: u64) -> FlowSpec {
-    FlowSpec {
-        src: NodeId(src),
-        dst: NodeId(dst),
-        size,
-        start: SimTime::ZERO,
-        pg: 3,
-        dport: 100,
-        tag,
-        flow_hash: tag,
-    }
+    packet_flow(src, dst, size, SimTime::ZERO, tag)
 }
 
 /// Runs `flows` and returns the engine and the completion order.
 fn run(cfg: PacketConfig, text: &str, flows: &[FlowSpec]) -> (Engine, Vec<u32>) {
-    let (t, ids) = topo(text);
+    let (t, ids) = ns3_topo(text);
     let mut e = Engine::new(t, Some(ids), cfg).expect("engine");
     for f in flows {
         e.add_flow(*f).expect("flow");
@@ -287,7 +246,7 @@ fn malformed_ns3_files_give_line_numbers() {
 
 #[test]
 fn link_utilization_bins_add_up_and_the_incast_bottleneck_runs_full() {
-    let (t, ids) = topo(&fat_tree_k4());
+    let (t, ids) = ns3_topo(&fat_tree_k4());
     let mut e = Engine::new(t, Some(ids), ns3_cfg(CcMode::Hpcc)).expect("engine");
     let bin = SimTime::from_us(10);
     e.set_util_bin(bin);

@@ -2,46 +2,19 @@
 //! the fast-forwarded rate stays within Theorem 2's bound of the exact run's rate over the same
 //! interval, no flow beats the physical bound, every flow finishes.
 
-use std::sync::Arc;
+mod common;
 
-use llmsim_core::{NodeId, SimTime};
+use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, fct_text};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, Routing, WormholeConfig, steady_estimate};
-use llmsim_topo::Topology;
-use llmsim_topo::ns3::parse_ns3;
+use llmsim_net::packet::{CcMode, Engine, FlowSpec, WormholeConfig, steady_estimate};
+
+use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 
 const REF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/ns3/runs/");
 
-/// A k=4 fat-tree as ns-3 text (hosts 0-15, edge 16-23, agg 24-31, core 32-35), 100G/1us.
-fn fat_tree_k4() -> String {
-    let mut s = String::from("36 20 48\n16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35\n");
-    for h in 0..16 {
-        s += &format!("{h} {} 100Gbps 1000ns 0\n", 16 + h / 2);
-    }
-    for e in 0..8 {
-        let pod = e / 2;
-        for a in 0..2 {
-            s += &format!("{} {} 100Gbps 1000ns 0\n", 16 + e, 24 + pod * 2 + a);
-        }
-    }
-    for pod in 0..4 {
-        for a in 0..2 {
-            for c in 0..2 {
-                s += &format!("{} {} 100Gbps 1000ns 0\n", 24 + pod * 2 + a, 32 + a * 2 + c);
-            }
-        }
-    }
-    s
-}
-
 fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine {
-    let imp = parse_ns3(&fat_tree_k4(), "test.txt", 1).expect("topology parses");
-    let t: Arc<Topology> = Arc::new(imp.topology);
-    let cfg = PacketConfig {
-        routing: Routing::Ns3,
-        ..PacketConfig::ns3_defaults(cc)
-    };
-    let mut e = Engine::new(t, Some(imp.file_ids), cfg).expect("engine");
+    let (t, ids) = ns3_topo(&fat_tree_k4());
+    let mut e = Engine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
     if let Some(w) = ww {
         e.set_wormhole(w).expect("knobs");
     }
@@ -52,16 +25,7 @@ fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine 
 }
 
 fn flow(src: u32, dst: u32, size: u64, start_us: u64, tag: u64) -> FlowSpec {
-    FlowSpec {
-        src: NodeId(src),
-        dst: NodeId(dst),
-        size,
-        start: SimTime::from_us(start_us),
-        pg: 3,
-        dport: 100,
-        tag,
-        flow_hash: tag,
-    }
+    packet_flow(src, dst, size, SimTime::from_us(start_us), tag)
 }
 
 fn ff(theta: f64, window: usize) -> WormholeConfig {

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use llmsim_core::{Bandwidth, LinkId, NodeId, SimTime};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, Routing as PacketRouting};
 use llmsim_net::{Completion, Network, Transfer};
 use llmsim_topo::generators::flat;
+use llmsim_topo::ns3::parse_ns3;
 use llmsim_topo::{LinkKind, LinkParams, NodeKind, Routing, ScaleUp, Topology, TopologyBuilder};
 
 pub fn gbps(g: u64) -> Bandwidth {
@@ -132,5 +134,55 @@ pub fn finish_of(done: &[Completion], id: u64) -> SimTime {
 pub fn submit_all(net: &mut dyn Network, ts: &[Transfer]) {
     for t in ts {
         net.submit(t.clone()).unwrap();
+    }
+}
+
+/// A k=4 fat-tree as ns-3 text (hosts 0-15, edge 16-23, agg 24-31, core 32-35), 100G/1us.
+pub fn fat_tree_k4() -> String {
+    let mut s = String::from("36 20 48\n16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35\n");
+    for h in 0..16 {
+        s += &format!("{h} {} 100Gbps 1000ns 0\n", 16 + h / 2);
+    }
+    for e in 0..8 {
+        let pod = e / 2;
+        for a in 0..2 {
+            s += &format!("{} {} 100Gbps 1000ns 0\n", 16 + e, 24 + pod * 2 + a);
+        }
+    }
+    for pod in 0..4 {
+        for a in 0..2 {
+            for c in 0..2 {
+                s += &format!("{} {} 100Gbps 1000ns 0\n", 24 + pod * 2 + a, 32 + a * 2 + c);
+            }
+        }
+    }
+    s
+}
+
+/// An ns-3 topology text, parsed, with the file's node ids.
+pub fn ns3_topo(text: &str) -> (Arc<Topology>, Vec<u32>) {
+    let imp = parse_ns3(text, "test.txt", 1).expect("topology parses");
+    (Arc::new(imp.topology), imp.file_ids)
+}
+
+/// ns-3's defaults for `cc`, with ns-3's next-hop order.
+pub fn ns3_cfg(cc: CcMode) -> PacketConfig {
+    PacketConfig {
+        routing: PacketRouting::Ns3,
+        ..PacketConfig::ns3_defaults(cc)
+    }
+}
+
+/// A data flow (priority group 3, dport 100) whose tag is also its ECMP hash.
+pub fn packet_flow(src: u32, dst: u32, size: u64, start: SimTime, tag: u64) -> FlowSpec {
+    FlowSpec {
+        src: NodeId(src),
+        dst: NodeId(dst),
+        size,
+        start,
+        pg: 3,
+        dport: 100,
+        tag,
+        flow_hash: tag,
     }
 }
