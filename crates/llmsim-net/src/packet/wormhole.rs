@@ -54,6 +54,7 @@ pub struct SkipRecord {
     pub bytes: u64,
 }
 
+#[derive(Default)]
 struct Frozen {
     live: bool,
     generation: u32,
@@ -391,16 +392,7 @@ impl Engine {
         let s = match w.slots.iter().position(|x| !x.live) {
             Some(s) => s,
             None => {
-                w.slots.push(Frozen {
-                    live: false,
-                    generation: 0,
-                    t0: 0,
-                    resume_at: 0,
-                    links: Vec::new(),
-                    flows: Vec::new(),
-                    rates: Vec::new(),
-                    parked: Vec::new(),
-                });
+                w.slots.push(Frozen::default());
                 w.slots.len() - 1
             }
         };
@@ -457,14 +449,8 @@ impl Engine {
         let slot = std::mem::replace(
             &mut w.slots[si],
             Frozen {
-                live: false,
                 generation,
-                t0: 0,
-                resume_at: 0,
-                links: Vec::new(),
-                flows: Vec::new(),
-                rates: Vec::new(),
-                parked: Vec::new(),
+                ..Frozen::default()
             },
         );
         // Bytes each flow moved during the skip.
