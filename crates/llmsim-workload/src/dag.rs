@@ -159,6 +159,20 @@ pub struct Node {
 
 pub const NONE: u32 = u32::MAX;
 
+impl Node {
+    /// A node of an imported workload, which names no micro-batch or pipeline chunk.
+    pub fn imported(kind: NodeKind, stream: Stream, phase: Phase, layer: u32) -> Node {
+        Node {
+            kind,
+            stream,
+            phase,
+            microbatch: NONE,
+            chunk: 0,
+            layer,
+        }
+    }
+}
+
 /// The program of every unit of one pipeline stage.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Program {

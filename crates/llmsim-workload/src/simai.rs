@@ -31,7 +31,7 @@ use llmsim_compute::{ComputeModel, OpClass};
 use llmsim_core::SimTime;
 
 use crate::config::{ParallelConfig, TrainingConfig};
-use crate::dag::{Group, Layout, NONE, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
+use crate::dag::{Group, Layout, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
 use crate::import::ImportError;
 use crate::model::ModelConfig;
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
@@ -347,14 +347,7 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
         (CommScope::DpEp, _) => Group::ExpertDp,
     };
     let mut prog = Program::new();
-    let node = |kind: NodeKind, stream: Stream, phase: Phase, layer: u32| Node {
-        kind,
-        stream,
-        phase,
-        microbatch: NONE,
-        chunk: 0,
-        layer,
-    };
+    let node = Node::imported;
     for (i, l) in w.lines.iter().enumerate() {
         let s = seg(&format!("{}.fwd", l.name), Pass::Forward, l.fwd_ns);
         prog.push(node(NodeKind::Comp { segment: s }, Stream::Compute, Phase::Forward, i as u32), &[]);

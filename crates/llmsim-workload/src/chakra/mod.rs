@@ -967,21 +967,12 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                     let g = &pgs[pg as usize];
                     let spans = t > 1 && spans_units(&g.ranks, t) && g.ranks.contains(&(u * t + 1));
                     if let Some(id) = by_rank_pg.get(&(pg, spans)) {
-                        prog.push(
-                            Node {
-                                kind: NodeKind::CommColl {
-                                    op,
-                                    group: Group::Pg(*id),
-                                    bytes,
-                                },
-                                stream: nd.stream,
-                                phase: Phase::Forward,
-                                microbatch: NONE,
-                                chunk: 0,
-                                layer: NONE,
-                            },
-                            &nd.deps,
-                        );
+                        let kind = NodeKind::CommColl {
+                            op,
+                            group: Group::Pg(*id),
+                            bytes,
+                        };
+                        prog.push(Node::imported(kind, nd.stream, Phase::Forward, NONE), &nd.deps);
                         continue;
                     }
                     let member_units: Vec<u32> = if spans {
@@ -1031,17 +1022,7 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                     }
                 }
             };
-            prog.push(
-                Node {
-                    kind,
-                    stream: nd.stream,
-                    phase: Phase::Forward,
-                    microbatch: NONE,
-                    chunk: 0,
-                    layer: NONE,
-                },
-                &nd.deps,
-            );
+            prog.push(Node::imported(kind, nd.stream, Phase::Forward, NONE), &nd.deps);
         }
         stages.push(prog);
     }
