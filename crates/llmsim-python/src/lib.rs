@@ -183,6 +183,15 @@ fn run(py: Python<'_>, scenario: &Scenario, ideal_comm: bool, no_fold: bool) -> 
     r.map_err(sim_err)
 }
 
+/// A sweep spec from its text, named `name` where it names itself nothing.
+fn named_spec(spec: &str, name: String) -> Result<SweepSpec, SwError> {
+    let mut sp = SweepSpec::from_yaml(spec)?;
+    if sp.name.is_empty() {
+        sp.name = name;
+    }
+    Ok(sp)
+}
+
 /// Expands a sweep spec (YAML/JSON text; relative paths against `dir`). Returns JSON:
 /// `{name, axes, filtered, duplicates, points: [wire point]}`.
 /// `name` is used where the spec has none.
@@ -191,11 +200,7 @@ fn run(py: Python<'_>, scenario: &Scenario, ideal_comm: bool, no_fold: bool) -> 
 fn plan_sweep(py: Python<'_>, spec: &str, dir: PathBuf, name: &str) -> PyResult<String> {
     let (spec, name) = (spec.to_string(), name.to_string());
     py.detach(move || {
-        let mut sp = SweepSpec::from_yaml(&spec)?;
-        if sp.name.is_empty() {
-            sp.name = name;
-        }
-        let plan = sp.expand(&dir)?;
+        let plan = named_spec(&spec, name)?.expand(&dir)?;
         let points: Vec<WirePoint> = plan.points.iter().map(WirePoint::of).collect();
         Ok(serde_json::json!({
             "name": plan.name, "axes": plan.axes, "filtered": plan.filtered,
@@ -227,11 +232,7 @@ fn run_points(py: Python<'_>, points: &str, jobs: usize) -> PyResult<String> {
 fn run_sweep(py: Python<'_>, spec: &str, dir: PathBuf, out: PathBuf, jobs: usize, progress: bool, name: &str) -> PyResult<String> {
     let (spec, name) = (spec.to_string(), name.to_string());
     py.detach(move || {
-        let mut sp = SweepSpec::from_yaml(&spec)?;
-        if sp.name.is_empty() {
-            sp.name = name;
-        }
-        let plan = sp.expand(&dir)?;
+        let plan = named_spec(&spec, name)?.expand(&dir)?;
         let store = Store::open(&out)?;
         let bar = if progress {
             indicatif::ProgressBar::new(0)
