@@ -95,6 +95,9 @@ pub(crate) struct Port {
     pub kmax: u64,
     pub pmax: f64,
     pub qbytes: [u64; NQ],
+    /// Serialization times (ps) of the two common packet sizes on this port (a full data
+    /// packet, an ACK), so `transmit` skips ns-3's floating-point formula for them.
+    pub tx_cache: [(u32, u64); 2],
     pub queues: [VecDeque<u32>; NQ],
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
@@ -413,6 +416,7 @@ impl Engine {
                 txdone_seq: 0,
                 txdone_pending: false,
                 max_qlen: 0,
+                tx_cache: [(u32::MAX, 0); 2],
             });
         }
         // MMU: headroom 3 * rate * delay per port, shift from the NIC rate (third.cc).
@@ -500,6 +504,11 @@ impl Engine {
             util_bin: 0,
             ww: None,
         };
+        let common = [e.hdr_bytes + e.cfg.mtu, e.ack_bytes];
+        for l in 0..nl {
+            let rate = e.link_rate[l];
+            e.ports[l].tx_cache = common.map(|b| (b, e.tx_ps(b, rate)));
+        }
         e.compute_max_rtt();
         if e.cfg.wormhole.fast_forward {
             e.ww = Some(Box::new(super::wormhole::Wormhole::new(&e)));
@@ -830,7 +839,14 @@ impl Engine {
     fn transmit(&mut self, link: u32, p: u32) {
         let li = link as usize;
         let size = self.pkts[p as usize].size;
-        let tx = self.tx_ps(size, self.link_rate[li]);
+        let c = &self.ports[li].tx_cache;
+        let tx = if size == c[0].0 {
+            c[0].1
+        } else if size == c[1].0 {
+            c[1].1
+        } else {
+            self.tx_ps(size, self.link_rate[li])
+        };
         self.ports[li].busy = true;
         // After the INT hop (which reads the bytes sent before this packet).
         self.ports[li].tx_bytes += u64::from(size);
