@@ -53,6 +53,9 @@ pub(crate) struct Pkt {
     pub ts_ns: u64,
     /// Links crossed so far.
     pub hop: u8,
+    /// Offset of the packet's path in `Engine::paths` (the flow's data or ACK path), so a
+    /// switch routes it without touching the flow.
+    pub path: u32,
 }
 
 impl Pkt {
@@ -71,6 +74,7 @@ impl Pkt {
             in_link: u32::MAX,
             ts_ns: 0,
             hop: 0,
+            path: 0,
         }
     }
 }
@@ -959,10 +963,7 @@ impl Engine {
     fn switch_receive(&mut self, s: u32, in_link: u32, p: u32) {
         let pk = &self.pkts[p as usize];
         let (kind, pg, size, hop) = (pk.kind, pk.pg, pk.size, pk.hop);
-        let fl = &self.flows[pk.flow as usize];
-        // Data goes src -> dst; ACK/NACK the other way.
-        let base = if kind == Kind::Data { fl.path_data } else { fl.path_ack };
-        let out = self.paths[base as usize + usize::from(hop)];
+        let out = self.paths[pk.path as usize + usize::from(hop)];
         let _ = s;
         let q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
             0
@@ -1292,6 +1293,7 @@ impl Engine {
         pk.kind = Kind::Data;
         pk.pg = fl.pg;
         pk.flow = f;
+        pk.path = fl.path_data;
         pk.seq = fl.snd_nxt;
         pk.payload = payload;
         pk.size = payload + hdr;
@@ -1366,6 +1368,7 @@ impl Engine {
         a.kind = if x == 1 { Kind::Ack } else { Kind::Nack };
         a.pg = pk.pg;
         a.flow = pk.flow;
+        a.path = self.flows[f].path_ack;
         a.seq = self.flows[f].rx_expected;
         a.cnp = pk.ecn;
         a.nhop = pk.nhop;
