@@ -6,10 +6,10 @@
 //! `rdma-hw.cc`, `switch-node.cc`, `switch-mmu.cc`); the comments name the function each piece
 //! mirrors. Layout: every directed link is an egress port (`ports`, indexed by `LinkId`), every
 //! link into a switch an ingress account (`ingress`), packets live in a slab with a free list,
-//! events are `u64` words in a 4-ary heap. Nothing is allocated per packet event once queues
-//! have grown to their working size.
+//! port and ACK queues are lists linked through that slab, events are `u64` words in the timing
+//! wheel of `queue.rs`. Nothing is allocated per packet event once the slab and the wheel have
+//! grown to their working size.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use llmsim_core::{NodeId, SimRng, SimTime};
@@ -56,6 +56,60 @@ pub(crate) struct Pkt {
     /// Offset of the packet's path in `Engine::paths` (the flow's data or ACK path), so a
     /// switch routes it without touching the flow.
     pub path: u32,
+    /// The next packet in the same queue (`NIL`: none).
+    pub next: u32,
+}
+
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// A FIFO of packets linked through `Pkt::next`: a queue costs two words and pushing or popping
+/// touches only the packets themselves (which the engine reads anyway), not a separate buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct PktList {
+    head: u32,
+    tail: u32,
+}
+
+impl Default for PktList {
+    fn default() -> Self {
+        PktList { head: NIL, tail: NIL }
+    }
+}
+
+impl PktList {
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    #[inline]
+    pub fn push_back(&mut self, pkts: &mut [Pkt], p: u32) {
+        pkts[p as usize].next = NIL;
+        if self.head == NIL {
+            self.head = p;
+        } else {
+            pkts[self.tail as usize].next = p;
+        }
+        self.tail = p;
+    }
+
+    #[inline]
+    pub fn pop_front(&mut self, pkts: &[Pkt]) -> Option<u32> {
+        if self.head == NIL {
+            return None;
+        }
+        let p = self.head;
+        self.head = pkts[p as usize].next;
+        Some(p)
+    }
+
+    /// The queued packets, front to back.
+    pub fn iter<'a>(&self, pkts: &'a [Pkt]) -> impl Iterator<Item = u32> + 'a {
+        std::iter::successors((self.head != NIL).then_some(self.head), move |&p| {
+            let n = pkts[p as usize].next;
+            (n != NIL).then_some(n)
+        })
+    }
 }
 
 impl Pkt {
@@ -75,6 +129,7 @@ impl Pkt {
             ts_ns: 0,
             hop: 0,
             path: 0,
+            next: NIL,
         }
     }
 }
@@ -102,7 +157,7 @@ pub(crate) struct Port {
     /// Serialization times (ps) of the two common packet sizes on this port (a full data
     /// packet, an ACK), so `transmit` skips ns-3's floating-point formula for them.
     pub tx_cache: [(u32, u64); 2],
-    pub queues: [VecDeque<u32>; NQ],
+    pub queues: [PktList; NQ],
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
     /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on).
@@ -130,7 +185,7 @@ pub(crate) struct SwitchBuf {
 /// A host's NIC (`RdmaEgressQueue` + the host side of `QbbNetDevice`).
 pub(crate) struct Nic {
     pub link: u32,
-    pub ackq: VecDeque<u32>,
+    pub ackq: PktList,
     pub qps: Vec<u32>,
     pub rrlast: usize,
     /// The pending wake-up (`m_nextSend`), if any, and its generation.
@@ -456,7 +511,7 @@ impl Engine {
             let id = ns3_ids[h as usize];
             nics.push(Nic {
                 link: link.0,
-                ackq: VecDeque::new(),
+                ackq: PktList::default(),
                 qps: Vec::new(),
                 rrlast: 0,
                 next_send: None,
@@ -982,7 +1037,7 @@ impl Engine {
         }
         self.pkts[p as usize].in_link = in_link;
         let port = &mut self.ports[out as usize];
-        port.queues[q].push_back(p);
+        port.queues[q].push_back(&mut self.pkts, p);
         port.qbytes[q] += size;
         port.total += size;
         self.switch_send(out);
@@ -1073,7 +1128,7 @@ impl Engine {
         }
         let p = self.alloc(pk);
         let pt = &mut self.ports[port as usize];
-        pt.queues[0].push_back(p);
+        pt.queues[0].push_back(&mut self.pkts, p);
         pt.qbytes[0] += u64::from(PFC_FRAME_BYTES);
         pt.total += u64::from(PFC_FRAME_BYTES);
         self.switch_send(port);
@@ -1120,7 +1175,7 @@ impl Engine {
                 None => return,
             }
         };
-        let Some(p) = pt.queues[q].pop_front() else { return };
+        let Some(p) = pt.queues[q].pop_front(&self.pkts) else { return };
         let size = u64::from(self.pkts[p as usize].size);
         pt.qbytes[q] -= size;
         pt.total -= size;
@@ -1194,7 +1249,7 @@ impl Engine {
         }
         let ack_class = if self.cfg.ack_high_prio { 0 } else { 3 };
         if !self.ports[link].paused[ack_class]
-            && let Some(p) = self.nics[hi].ackq.pop_front()
+            && let Some(p) = self.nics[hi].ackq.pop_front(&self.pkts)
         {
             self.transmit(link as u32, p);
             return;
@@ -1383,7 +1438,7 @@ impl Engine {
         if self.cfg.cc == CcMode::Hpcc {
             self.ints[ap as usize] = self.ints[p as usize];
         }
-        self.nics[h as usize].ackq.push_back(ap);
+        self.nics[h as usize].ackq.push_back(&mut self.pkts, ap);
         self.host_send(h);
     }
 

@@ -511,11 +511,9 @@ impl Engine {
         for &k in &slot.links {
             w.link_slot[k as usize] = NONE;
             let ki = k as usize;
-            for q in 0..self.ports[ki].queues.len() {
-                for i in 0..self.ports[ki].queues[q].len() {
-                    let p = self.ports[ki].queues[q][i];
-                    shift_pkt(self, p);
-                }
+            let queued: Vec<u32> = self.ports[ki].queues.iter().flat_map(|q| q.iter(&self.pkts)).collect();
+            for p in queued {
+                shift_pkt(self, p);
             }
             if self.ports[ki].busy_until > t0 {
                 self.ports[ki].busy_until += d;
@@ -523,8 +521,8 @@ impl Engine {
             let src = self.link_src[ki];
             if src < self.topo.num_hosts() {
                 let h = src as usize;
-                for i in 0..self.nics[h].ackq.len() {
-                    let p = self.nics[h].ackq[i];
+                let acks: Vec<u32> = self.nics[h].ackq.iter(&self.pkts).collect();
+                for p in acks {
                     shift_pkt(self, p);
                 }
                 if let Some(t) = self.nics[h].next_send.as_mut() {
