@@ -338,6 +338,15 @@ impl EvQueue {
         self.len -= out.len() - before;
     }
 
+    /// The event that will pop next, when it is already known without reordering (it is in the
+    /// current slot, in order): a hint for prefetching its data, nothing more.
+    #[inline]
+    pub fn peek_next_ev(&self) -> Option<u64> {
+        let cur = (self.base % SLOTS as u64) as usize;
+        let slot = &self.slots[cur];
+        (self.sorted && self.pos < slot.len()).then(|| slot[self.pos].ev)
+    }
+
     /// Pops the earliest event if it is at or before `t`.
     #[inline]
     pub fn pop_until(&mut self, t: u64) -> Option<(u64, u64)> {
