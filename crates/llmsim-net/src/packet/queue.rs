@@ -87,9 +87,46 @@ impl Heap {
 const SLOT_PS: u64 = 1000;
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
+/// A wheel entry keeps its time's offset within the slot (below `SLOT_PS`, 10 bits) above a
+/// 54-bit sequence number in one key, whose order is the `(time, seq)` order: 16 bytes an entry
+/// instead of 24, so more of the wheel's working set stays in cache.
+const SEQ_BITS: u32 = 54;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+const _: () = assert!(SLOT_PS <= 1 << (64 - SEQ_BITS));
+
+#[derive(Clone, Copy)]
+struct Slotted {
+    key: u64,
+    ev: u64,
+}
+
+impl Slotted {
+    #[inline]
+    fn pack(e: &Entry, abs: u64) -> Slotted {
+        debug_assert!(e.seq <= SEQ_MASK && e.time / SLOT_PS == abs);
+        Slotted {
+            key: ((e.time - abs * SLOT_PS) << SEQ_BITS) | e.seq,
+            ev: e.ev,
+        }
+    }
+
+    #[inline]
+    fn time(&self, abs: u64) -> u64 {
+        abs * SLOT_PS + (self.key >> SEQ_BITS)
+    }
+
+    #[inline]
+    fn unpack(&self, abs: u64) -> Entry {
+        Entry {
+            time: self.time(abs),
+            seq: self.key & SEQ_MASK,
+            ev: self.ev,
+        }
+    }
+}
 
 pub(crate) struct EvQueue {
-    slots: Vec<Vec<Entry>>,
+    slots: Vec<Vec<Slotted>>,
     bits: Vec<u64>,
     /// Absolute slot number (`time / SLOT_PS`) of the current slot.
     base: u64,
@@ -167,14 +204,15 @@ impl EvQueue {
         }
         let i = (abs % SLOTS as u64) as usize;
         let slot = &mut self.slots[i];
+        let w = Slotted::pack(&e, abs);
         if abs == self.base {
-            if self.sorted && slot.len() > self.pos && e.before(&slot[slot.len() - 1]) {
+            if self.sorted && slot.len() > self.pos && w.key < slot[slot.len() - 1].key {
                 self.sorted = false;
             }
         } else if slot.is_empty() {
             self.bits[i / 64] |= 1 << (i % 64);
         }
-        slot.push(e);
+        slot.push(w);
     }
 
     /// Moves the wheel's window back to start at slot `abs` (an event before the current slot:
@@ -190,12 +228,13 @@ impl EvQueue {
             if i != cur && self.bits[i / 64] & (1 << (i % 64)) == 0 {
                 continue;
             }
+            let slot_abs = self.base + ((i + SLOTS - cur) % SLOTS) as u64;
             let slot = &mut self.slots[i];
             let mut w = 0;
             for r in 0..slot.len() {
                 let e = slot[r];
-                if e.time / SLOT_PS >= limit {
-                    self.far.push(e);
+                if slot_abs >= limit {
+                    self.far.push(e.unpack(slot_abs));
                 } else {
                     slot[w] = e;
                     w += 1;
@@ -267,8 +306,8 @@ impl EvQueue {
                 if !self.sorted {
                     let pos = self.pos;
                     let rest = &mut self.slots[cur][pos..];
-                    if !rest.is_sorted_by_key(|e| (e.time, e.seq)) {
-                        rest.sort_unstable_by_key(|e| (e.time, e.seq));
+                    if !rest.is_sorted_by_key(|e| e.key) {
+                        rest.sort_unstable_by_key(|e| e.key);
                     }
                     self.sorted = true;
                 }
@@ -285,15 +324,16 @@ impl EvQueue {
         let cur = (self.base % SLOTS as u64) as usize;
         let slot = &self.slots[cur];
         if self.pos < slot.len() {
+            let base = self.base;
             return if self.sorted {
-                Some(slot[self.pos].time)
+                Some(slot[self.pos].time(base))
             } else {
-                slot[self.pos..].iter().map(|e| e.time).min()
+                slot[self.pos..].iter().map(|e| e.time(base)).min()
             };
         }
         let wheel = self
             .next_slot(cur)
-            .and_then(|abs| self.slots[(abs % SLOTS as u64) as usize].iter().map(|e| e.time).min());
+            .and_then(|abs| self.slots[(abs % SLOTS as u64) as usize].iter().map(|e| e.time(abs)).min());
         match (wheel, self.far.peek().map(|e| e.time)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -308,6 +348,7 @@ impl EvQueue {
         let before = out.len();
         for i in 0..SLOTS {
             let start = if i == cur { self.pos } else { 0 };
+            let slot_abs = self.base + ((i + SLOTS - cur) % SLOTS) as u64;
             let slot = &mut self.slots[i];
             if slot.len() <= start {
                 continue;
@@ -316,6 +357,7 @@ impl EvQueue {
             for r in start..slot.len() {
                 let e = slot[r];
                 if take(e.ev) {
+                    let e = e.unpack(slot_abs);
                     out.push((e.time, e.seq, e.ev));
                 } else {
                     slot[w] = e;
@@ -354,7 +396,7 @@ impl EvQueue {
             return None;
         }
         let cur = (self.base % SLOTS as u64) as usize;
-        let e = self.slots[cur][self.pos];
+        let e = self.slots[cur][self.pos].unpack(self.base);
         if e.time > t {
             return None;
         }
@@ -371,7 +413,7 @@ impl EvQueue {
             return None;
         }
         let cur = (self.base % SLOTS as u64) as usize;
-        let e = self.slots[cur][self.pos];
+        let e = self.slots[cur][self.pos].unpack(self.base);
         self.pos += 1;
         self.len -= 1;
         Some((e.time, e.ev))
@@ -435,6 +477,46 @@ mod tests {
             }
             let want: Vec<(u64, u64)> = reference.into_iter().collect();
             assert_eq!(got, want, "round {round}");
+        }
+    }
+
+    #[test]
+    fn an_event_pushed_late_with_a_reserved_sequence_runs_where_it_was_reserved() {
+        // The deferred TxDone: its sequence number is taken when the transmission starts and the
+        // event is pushed only later, possibly after events at the same time were pushed.
+        let mut rng = llmsim_core::SimRng::seed(13);
+        let mut q = EvQueue::default();
+        let mut reference: std::collections::BTreeSet<(u64, u64, u64)> = Default::default();
+        let mut pending: Vec<(u64, u64, u64)> = Vec::new();
+        let mut now = 0u64;
+        for i in 0..20_000u64 {
+            match rng.below(4) {
+                0 => {
+                    let t = now + 1000 * rng.below(3);
+                    let seq = q.reserve_seq();
+                    pending.push((t, seq, i));
+                }
+                1 if !pending.is_empty() => {
+                    let (t, seq, e) = pending.swap_remove(rng.below(pending.len() as u64) as usize);
+                    let t = t.max(now);
+                    q.push_seq(t, seq, e);
+                    reference.insert((t, seq, e));
+                }
+                2 if !reference.is_empty() => {
+                    let (t, _, e) = reference.pop_first().expect("non-empty");
+                    assert_eq!(q.pop(), Some((t, e)));
+                    now = t;
+                }
+                _ => {
+                    let t = now + 1000 * rng.below(3) + rng.below(2);
+                    let seq = q.seq;
+                    q.push(t, i);
+                    reference.insert((t, seq, i));
+                }
+            }
+        }
+        for (t, _, e) in reference {
+            assert_eq!(q.pop(), Some((t, e)));
         }
     }
 
