@@ -78,17 +78,7 @@ impl AnalyticalNetwork {
     }
 
     fn check(&self, t: &Transfer) -> Result<(), NetError> {
-        if t.start < self.now {
-            return Err(NetError::StartInPast {
-                id: t.id,
-                start: t.start,
-                now: self.now,
-            });
-        }
-        if self.in_flight.contains(&t.id.0) {
-            return Err(NetError::Duplicate(t.id));
-        }
-        Ok(())
+        NetError::check_new(t, self.now, self.in_flight.contains(&t.id.0))
     }
 
     fn enqueue(&mut self, t: Transfer, sum: route::RouteSummary) {

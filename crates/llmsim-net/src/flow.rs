@@ -336,17 +336,7 @@ impl FlowNetwork {
     }
 
     fn check_submit(&self, t: &Transfer) -> Result<(), NetError> {
-        if t.start < self.now {
-            return Err(NetError::StartInPast {
-                id: t.id,
-                start: t.start,
-                now: self.now,
-            });
-        }
-        if self.in_flight.contains(&t.id.0) {
-            return Err(NetError::Duplicate(t.id));
-        }
-        Ok(())
+        NetError::check_new(t, self.now, self.in_flight.contains(&t.id.0))
     }
 
     fn alloc_slot(&mut self) -> u32 {

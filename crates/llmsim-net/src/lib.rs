@@ -107,6 +107,24 @@ pub enum NetError {
     Duplicate(TransferId),
 }
 
+impl NetError {
+    /// The checks every backend makes on a new transfer: it does not start before `now`, and
+    /// its id is not in flight already (`in_flight`).
+    pub(crate) fn check_new(t: &Transfer, now: SimTime, in_flight: bool) -> Result<(), NetError> {
+        if t.start < now {
+            return Err(NetError::StartInPast {
+                id: t.id,
+                start: t.start,
+                now,
+            });
+        }
+        if in_flight {
+            return Err(NetError::Duplicate(t.id));
+        }
+        Ok(())
+    }
+}
+
 /// The network seam. The caller owns time: it submits transfers, then advances.
 pub trait Network {
     fn topology(&self) -> &Topology;

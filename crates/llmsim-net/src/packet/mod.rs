@@ -231,16 +231,7 @@ impl Network for PacketNetwork {
     }
 
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
-        if t.start < self.engine.now() {
-            return Err(NetError::StartInPast {
-                id: t.id,
-                start: t.start,
-                now: self.engine.now(),
-            });
-        }
-        if self.pending.contains_key(&t.id) {
-            return Err(NetError::Duplicate(t.id));
-        }
+        NetError::check_new(&t, self.engine.now(), self.pending.contains_key(&t.id))?;
         let all: Vec<_> = legs(&t).into_iter().filter(|(a, b, _)| a != b).collect();
         // NVLink legs: alpha-beta time over the topology's route.
         let mut nv = t.start;
