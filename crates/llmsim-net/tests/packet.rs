@@ -183,7 +183,7 @@ fn the_packet_backend_serves_the_network_trait() {
         )
         .expect("fat tree"),
     );
-    let mut net = PacketNetwork::new(t, PacketConfig::ns3_defaults(CcMode::Hpcc)).expect("network");
+    let mut net = PacketNetwork::new(t.clone(), PacketConfig::ns3_defaults(CcMode::Hpcc)).expect("network");
     let transfers: Vec<Transfer> = (0..16u32)
         .map(|i| {
             Transfer::new(
@@ -195,8 +195,14 @@ fn the_packet_backend_serves_the_network_trait() {
             )
         })
         .collect();
-    let done = run_all(&mut net, transfers).expect("submits");
+    let done = run_all(&mut net, transfers.clone()).expect("submits");
     assert_eq!(done.len(), 16);
+    // Per-link bytes: each transfer's bytes on every link of its route, as the analytical
+    // backend counts them over the same routes.
+    let mut ana = llmsim_net::AnalyticalNetwork::new(t);
+    run_all(&mut ana, transfers).expect("submits");
+    assert_eq!(net.link_bytes(), ana.link_bytes());
+    assert!(net.link_bytes().iter().any(|b| b.0 > 0));
     assert!(
         done.windows(2).all(|w| (w[0].finish, w[0].id) <= (w[1].finish, w[1].id)),
         "completion order"

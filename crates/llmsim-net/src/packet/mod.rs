@@ -25,7 +25,7 @@ pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use llmsim_core::{Bytes, NodeId, SimTime, TransferId};
+use llmsim_core::{Bytes, LinkId, NodeId, SimTime, TransferId};
 use llmsim_topo::Topology;
 use thiserror::Error;
 
@@ -125,11 +125,21 @@ impl Engine {
 /// `Chain` routes become one QP per leg, started together (the legs are pipelined, as the
 /// flow backend models them); the transfer completes when its last leg does. A leg between two
 /// GPUs of one server (NVLink) is not simulated packet by packet: it takes its alpha-beta time.
+/// A transfer in flight.
+struct Pending {
+    t: Transfer,
+    /// Network legs not finished yet.
+    legs_left: u32,
+    /// When the last NVLink leg finishes.
+    nv_done: SimTime,
+    /// The links of all its legs, routed once at submission (for `link_bytes`).
+    links: Vec<LinkId>,
+}
+
 pub struct PacketNetwork {
     engine: Engine,
     topo: Arc<Topology>,
-    /// Per transfer: the transfer, network legs left, the latest NVLink leg finish.
-    pending: HashMap<TransferId, (Transfer, u32, SimTime)>,
+    pending: HashMap<TransferId, Pending>,
     flow_transfer: Vec<TransferId>,
     stats: NetStats,
     scratch: Vec<u32>,
@@ -165,17 +175,11 @@ impl PacketNetwork {
         &self.engine
     }
 
-    fn finish(&mut self, t: Transfer, finish: SimTime) {
+    fn finish(&mut self, t: &Transfer, links: &[LinkId], finish: SimTime) {
         self.stats.completed += 1;
         self.stats.bytes_delivered += t.bytes.0;
-        let mut path = Vec::new();
-        for (a, b, h) in legs(&t) {
-            path.clear();
-            if a != b && self.topo.route(a, b, h, &mut path).is_ok() {
-                for l in &path {
-                    self.link_bytes[l.idx()].0 += t.bytes.0;
-                }
-            }
+        for l in links {
+            self.link_bytes[l.idx()].0 += t.bytes.0;
         }
         self.done_buf.push(t.completed_at(finish));
     }
@@ -188,10 +192,10 @@ impl PacketNetwork {
             let tid = self.flow_transfer[f as usize];
             let finish = SimTime::from_ps(self.engine.flows[f as usize].finish);
             let Some(entry) = self.pending.get_mut(&tid) else { continue };
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                let (t, _, nv) = self.pending.remove(&tid).expect("present");
-                self.finish(t, finish.max(nv));
+            entry.legs_left -= 1;
+            if entry.legs_left == 0 {
+                let p = self.pending.remove(&tid).expect("present");
+                self.finish(&p.t, &p.links, finish.max(p.nv_done));
             }
         }
     }
@@ -237,11 +241,13 @@ impl Network for PacketNetwork {
         let mut nv = t.start;
         let mut net_legs = Vec::new();
         let mut path = Vec::new();
+        let mut links = Vec::new();
         for &(a, b, h) in &all {
             path.clear();
             self.topo
                 .route(a, b, h, &mut path)
                 .map_err(|e| NetError::Route { id: t.id, source: e })?;
+            links.extend_from_slice(&path);
             if self.same_server(a, b) {
                 let (lat, bw) = self.topo.path_latency_and_bottleneck(&path);
                 nv = nv.max(t.start + lat + bw.time_to_send(t.bytes));
@@ -251,7 +257,7 @@ impl Network for PacketNetwork {
         }
         self.stats.submitted += 1;
         if net_legs.is_empty() || t.bytes.0 == 0 {
-            self.finish(t, nv);
+            self.finish(&t, &links, nv);
             return Ok(());
         }
         for &(a, b, h) in &net_legs {
@@ -277,7 +283,15 @@ impl Network for PacketNetwork {
             self.flow_transfer.push(t.id);
         }
         let n = net_legs.len() as u32;
-        self.pending.insert(t.id, (t, n, nv));
+        self.pending.insert(
+            t.id,
+            Pending {
+                t,
+                legs_left: n,
+                nv_done: nv,
+                links,
+            },
+        );
         Ok(())
     }
 
