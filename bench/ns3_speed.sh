@@ -4,11 +4,14 @@
 # load for 5 ms, web-search flow sizes (DCTCP paper CDF), seed 1. Prints wall time, events/s
 # and peak RSS per CC, and the small ft16 permutation for reference (ns-3: 3.5-4 s there and
 # about 4 minutes / 340 MB on the 320-host run, single-threaded, same machine class).
-# Usage: bench/ns3_speed.sh [reference_dir] [ccs]   (default ../shared/reference/ns3 "dcqcn hp")
+# Usage: bench/ns3_speed.sh [reference_dir] [ccs] [runs]   (default ../shared/reference/ns3 "dcqcn hp" 1)
+# With runs > 1 every run is repeated and the row gives the median wall time (min..max after it)
+# and the largest peak RSS: the machines are shared, one run is noisy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
 ccs=${2:-"dcqcn hp"}
+runs=${3:-1}
 cargo build --release -q -p llmsim-cli
 bin=$PWD/target/release/llmsim
 tmp=$(mktemp -d)
@@ -20,12 +23,24 @@ echo "workload: $(head -1 "$tmp/inputs/websearch.txt") flows, $(awk 'NR>1 {s+=$5
 printf "%-28s %12s %10s %14s %10s %12s\n" run "events" "wall s" "M events/s" "RSS MB" "flows done"
 one() {
   local name=$1 cfg=$2
-  out=$( { /usr/bin/time -f "TIME %e %M" "$bin" ns3 run "$cfg" --json > "$tmp/r.json"; } 2>&1 )
-  rss=$(echo "$out" | awk '/^TIME/ {printf "%.1f", $3/1024}')
-  python3 - "$tmp/r.json" "$name" "$rss" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]:<28} {j['events']:>12} {j['wall_s']:>10.2f} {j['events']/j['wall_s']/1e6:>14.1f} {sys.argv[3]:>10} {j['llmsim']['flows']:>6}/{j['flows_total']}")
+  rm -f "$tmp"/r*.json "$tmp"/rss
+  for i in $(seq "$runs"); do
+    out=$( { /usr/bin/time -f "TIME %e %M" "$bin" ns3 run "$cfg" --json > "$tmp/r$i.json"; } 2>&1 )
+    echo "$out" | awk '/^TIME/ {print $3}' >> "$tmp/rss"
+  done
+  python3 - "$tmp" "$name" "$runs" <<'PY'
+import json, statistics, sys
+tmp, name, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+js = [json.load(open(f"{tmp}/r{i}.json")) for i in range(1, runs + 1)]
+events = {j["events"] for j in js}
+assert len(events) == 1, f"runs differ in events: {events}"
+ev = events.pop()
+walls = sorted(j["wall_s"] for j in js)
+wall = statistics.median(walls)
+rss = max(int(x) for x in open(f"{tmp}/rss").read().split()) / 1024
+spread = f" ({walls[0]:.2f}..{walls[-1]:.2f})" if runs > 1 else ""
+j = js[0]
+print(f"{name:<28} {ev:>12} {wall:>10.2f} {ev/wall/1e6:>14.1f} {rss:>10.1f} {j['llmsim']['flows']:>6}/{j['flows_total']}{spread}")
 PY
 }
 for cc in $ccs; do
