@@ -34,6 +34,7 @@ fn ff(theta: f64, window: usize) -> WormholeConfig {
         theta,
         window,
         sample_interval: SimTime::from_us(20),
+        memo: false,
     }
 }
 
@@ -60,6 +61,7 @@ fn off_is_byte_identical_to_the_plain_engine_on_a_reference_run() {
         theta: 0.2,
         window: 3,
         sample_interval: SimTime::from_us(5),
+        memo: false,
     };
     let (knobs_off, st_off) = fct(Some(off));
     assert_eq!(plain, knobs_off, "fast-forward off changes nothing");

@@ -385,6 +385,7 @@ fn run_workload(
                     theta: ff.theta,
                     window: ff.window,
                     sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
+                    memo: ff.memo,
                 };
                 cfg.wormhole.validate().map_err(|message| SimError::Scenario {
                     field: "network.fast_forward".into(),

@@ -158,6 +158,8 @@ pub struct FastForwardSpec {
     pub window: usize,
     /// Microseconds between two rate samples (default 50).
     pub sample_us: u64,
+    /// Memoize unsteady episodes by their flow-conflict graph (default false).
+    pub memo: bool,
 }
 
 impl Default for FastForwardSpec {
@@ -166,6 +168,7 @@ impl Default for FastForwardSpec {
             theta: 0.05,
             window: 8,
             sample_us: 50,
+            memo: false,
         }
     }
 }

@@ -12,6 +12,7 @@
 mod cc;
 pub mod config;
 mod engine;
+mod memo;
 pub mod ns3;
 mod ns3rng;
 mod queue;
@@ -20,6 +21,7 @@ mod wormhole;
 
 pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
+pub use memo::MemoDb;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
@@ -40,6 +42,9 @@ pub enum PacketError {
     Config(String),
     #[error("flow: {0}")]
     Flow(String),
+    /// The Wormhole memo database file could not be read or written.
+    #[error("wormhole memo database {path}: {message}")]
+    MemoDb { path: String, message: String },
 }
 
 /// Per-flow result.
