@@ -95,6 +95,12 @@ pub struct NetStats {
     pub rate_recomputations: u64,
     /// Flows whose rate was recomputed, summed over recomputations.
     pub flows_rerated: u64,
+    /// Packet backend with Wormhole: partitions fast-forwarded, memo hits and misses, and the
+    /// memo database's entries at the end.
+    pub ff_freezes: u64,
+    pub memo_hits: u64,
+    pub memo_misses: u64,
+    pub memo_entries: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]

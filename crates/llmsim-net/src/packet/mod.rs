@@ -328,7 +328,14 @@ impl Network for PacketNetwork {
     }
 
     fn stats(&self) -> NetStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(w) = self.engine.wormhole_stats() {
+            s.ff_freezes = w.freezes;
+            s.memo_hits = w.memo_hits;
+            s.memo_misses = w.memo_misses;
+            s.memo_entries = self.engine.memo_db().map_or(0, |d| d.len() as u64);
+        }
+        s
     }
 
     fn link_bytes(&self) -> &[Bytes] {

@@ -95,6 +95,9 @@ struct MemoPlan {
     cc: Vec<CcSnap>,
 }
 
+/// Base RTTs of data left to packets at the end of a skip.
+const GUARD_RTTS: u64 = 4;
+
 /// Partitions above this many flows are not memoized (graph search cost).
 const MEMO_MAX_FLOWS: usize = 256;
 
@@ -625,9 +628,12 @@ impl Engine {
     fn steady_room_ps(&self, w: &Wormhole, f: u32, r: f64, ahead: u64) -> Option<u64> {
         let fl = &self.flows[f as usize];
         let unit = chunk_unit(self.cfg.chunk, u64::from(self.cfg.mtu));
-        let iv = w.cfg.sample_interval.as_ps();
-        // Leave the last stretch (two sample intervals' worth and a few chunks) to packets.
-        let guard = (r * 2.0 * iv as f64 * 1e-12 / 8.0) as u64 + 8 * unit;
+        let _ = w;
+        // Leave the last stretch to packets: a few chunks and GUARD_RTTS base RTTs at `r` (the
+        // in-flight data is already below `max_sent`), so the flow finishes through the packet
+        // path with its ACK clock running.
+        let guard_ps = GUARD_RTTS * fl.base_rtt_ns * 1000;
+        let guard = (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit;
         let room = fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + ahead + guard)?;
         let t = room as f64 * 8.0 / r * 1e12;
         Some(if t.is_finite() { t as u64 } else { 0 })
