@@ -111,6 +111,9 @@ pub enum NetError {
     Route { id: TransferId, source: TopoError },
     #[error("transfer {0} was submitted twice")]
     Duplicate(TransferId),
+    /// A backend could not save what it learned (e.g. the Wormhole memo database file).
+    #[error("{0}")]
+    Backend(String),
 }
 
 /// The network seam. The caller owns time: it submits transfers, then advances.
@@ -133,6 +136,14 @@ pub trait Network {
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>);
     /// Number of transfers submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Called once when the run is over: a backend may persist what it learned (the packet
+    /// backend saves its Wormhole memo database). Default: nothing.
+    ///
+    /// # Errors
+    /// `NetError::Backend` when that fails.
+    fn finish(&mut self) -> Result<(), NetError> {
+        Ok(())
+    }
     fn stats(&self) -> NetStats;
     /// Bytes each directed link has carried for completed transfers, indexed by `LinkId`. A link
     /// crossed by k legs of a `Chain` (or both legs of a `Via`) counts the bytes k times. After

@@ -140,6 +140,8 @@ pub struct PacketNetwork {
     scratch: Vec<u32>,
     done_buf: Vec<Completion>,
     link_bytes: Vec<Bytes>,
+    /// Wormhole memo database file: loaded at construction, saved by `finish`.
+    memo_file: Option<std::path::PathBuf>,
 }
 
 impl PacketNetwork {
@@ -163,7 +165,20 @@ impl PacketNetwork {
             scratch: Vec::new(),
             done_buf: Vec::new(),
             link_bytes: vec![Bytes(0); nl],
+            memo_file: None,
         })
+    }
+
+    /// Loads the Wormhole memo database at `path` (if the file exists) and saves it there when
+    /// the run finishes.
+    ///
+    /// # Errors
+    /// `PacketError::MemoDb` when the file is not a memo database, `PacketError::Config` when
+    /// memoization is off.
+    pub fn with_memo_file(mut self, path: std::path::PathBuf) -> Result<Self, PacketError> {
+        self.engine.set_memo_db(MemoDb::load(&path)?)?;
+        self.memo_file = Some(path);
+        Ok(self)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -340,5 +355,12 @@ impl Network for PacketNetwork {
 
     fn link_bytes(&self) -> &[Bytes] {
         &self.link_bytes
+    }
+
+    fn finish(&mut self) -> Result<(), NetError> {
+        if let (Some(path), Some(db)) = (&self.memo_file, self.engine.memo_db()) {
+            db.save(path).map_err(|e| NetError::Backend(e.to_string()))?;
+        }
+        Ok(())
     }
 }

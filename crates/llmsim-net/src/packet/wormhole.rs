@@ -99,7 +99,7 @@ struct MemoPlan {
 const GUARD_RTTS: u64 = 4;
 
 /// Partitions above this many flows are not memoized (graph search cost).
-const MEMO_MAX_FLOWS: usize = 256;
+const MEMO_MAX_FLOWS: usize = 64;
 
 /// An episode opened by a miss, waiting for its partition to be steady.
 struct Episode {
