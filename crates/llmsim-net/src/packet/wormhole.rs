@@ -788,11 +788,26 @@ impl Engine {
         );
         // Bytes each flow moved during the skip.
         let mut moved = Vec::with_capacity(slot.flows.len());
+        let var_win = self.cfg.var_win;
         for (k, &f) in slot.flows.iter().enumerate() {
             let fl = &mut self.flows[f as usize];
             let want = match &slot.plan {
-                Some(p) if d >= p.t_conv => p.bytes[k] as f64 + slot.rates[k] * (d - p.t_conv) as f64 * 1e-12 / 8.0,
-                Some(p) => p.bytes[k] as f64 * d as f64 / p.t_conv as f64,
+                Some(p) => {
+                    let (moved, r) = if d >= p.t_conv {
+                        (p.bytes[k] as f64 + slot.rates[k] * (d - p.t_conv) as f64 * 1e-12 / 8.0, slot.rates[k])
+                    } else {
+                        (p.bytes[k] as f64 * d as f64 / p.t_conv as f64, p.bytes[k] as f64 * 8e12 / p.t_conv as f64)
+                    };
+                    // The stored bytes are acknowledged ones, but the partition froze with its
+                    // own window in flight (none for flows that just started): count what the
+                    // flow would have in flight by now (a base RTT at its rate, at most its
+                    // window) as delivered, or it pays its start-up round trip twice.
+                    let window = match fl.window(var_win) {
+                        0 => r * fl.base_rtt_ns as f64 * 1e-9 / 8.0,
+                        w => (w as f64).min(r * fl.base_rtt_ns as f64 * 1e-9 / 8.0),
+                    };
+                    moved + (window - (fl.snd_nxt - fl.snd_una) as f64).max(0.0)
+                }
                 None => slot.rates[k] * d_s / 8.0,
             };
             let want = want as u64 / unit * unit;
