@@ -112,6 +112,16 @@ impl Fcg {
         self.nf as usize
     }
 
+    /// This graph with each flow vertex's weight combined with `extra[v]` (e.g. its bytes left,
+    /// for episodes that end in a completion).
+    pub(crate) fn with_flow_weights(&self, extra: &[u64]) -> Fcg {
+        let mut g = self.clone();
+        for (v, &x) in extra.iter().enumerate() {
+            g.labels[v] = mix(mix(3, g.labels[v]), x);
+        }
+        g
+    }
+
     fn adjacency(&self) -> Vec<Vec<(u32, u8)>> {
         let mut adj = vec![Vec::new(); self.labels.len()];
         for &(f, l, r) in &self.edges {
@@ -331,7 +341,7 @@ pub(crate) struct CcSnap {
 }
 
 /// What the transient of one flow produced.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct MemoFlow {
     /// Payload bytes acknowledged from the episode's start to steady state.
     pub bytes: u64,
@@ -604,7 +614,7 @@ mod tests {
             let m = m.unwrap();
             prop_assert!(cg.check(&ch, &m));
             // A flow vertex maps to a flow vertex with the same label.
-            for v in 0..nf { prop_assert!((m[v] as usize) < nf); }
+            for &w in &m[..nf] { prop_assert!((w as usize) < nf); }
         }
 
         /// Changing one flow's weight, or one link's rate, is never matched.
