@@ -390,8 +390,8 @@ fn a_memo_database_round_trips_through_a_file() {
 
 /// A short flow ends before any window can call it steady: its episode ends in a completion,
 /// and a lone flow with the same bytes left replays it from a checkpoint two RTTs in to a
-/// round trip before the stored completion. Its FCT stays within 1% of the exact run (HPCC:
-/// 0.05%, DCQCN: 0.7%); every flow stays safe.
+/// round trip before the stored completion. Its FCT stays within 1% of the exact run (HPCC and
+/// DCQCN: 0.05%); every flow stays safe.
 #[test]
 fn a_repeated_lone_short_flow_replays_its_completion() {
     let flows = two_waves(1_000_000, 1000);
