@@ -83,17 +83,19 @@ for cc in dcqcn hp; do
 done
 
 # (c) LLM workloads (GPT-3 13B; Mixtral 8x7B with EP all-to-all) through `llmsim run --backend packet` (shrunk as in the README so the exact
-# run takes seconds): per-transfer duration error, iteration-time error, speedup.
+# run takes seconds): per-transfer duration error, iteration-time error, speedup; fast-forward alone, then with memo
+# (network.fast_forward.memo_db) cold (new database file) and warm (the file the cold run saved).
 llm() { # label yaml [--set ...]
   local label=$1 y=$2; shift 2
   /usr/bin/time -f "%e" -o "$tmp/t_exact" "$bin" run "$y" --backend packet "$@" --out "$tmp/llm_exact_$label" > /dev/null
-  for mode in ff memo; do
+  rm -f "$tmp/$label.db"
+  for mode in ff "memo cold" "memo warm"; do
     local knobs='{}'
-    [ $mode = memo ] && knobs='{memo: true}'
-    /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set "network.fast_forward=$knobs" --out "$tmp/llm_${mode}_$label" > /dev/null
-    python3 - "$label $mode" "$tmp/llm_exact_$label" "$tmp/llm_${mode}_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" <<'PY'
-import csv, json, sys
-label, ed, fd, te, tf = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+    [ "$mode" != ff ] && knobs="{memo_db: $tmp/$label.db}"
+    /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set "network.fast_forward=$knobs" --out "$tmp/llm_${mode/ /_}_$label" > /dev/null
+    python3 - "$label $mode" "$tmp/llm_exact_$label" "$tmp/llm_${mode/ /_}_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" "$tmp/$label.db" <<'PY'
+import csv, json, os, sys
+label, ed, fd, te, tf, db = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 a = [float(r["duration_us"]) for r in csv.DictReader(open(f"{ed}/flows.csv"))]
 b = [float(r["duration_us"]) for r in csv.DictReader(open(f"{fd}/flows.csv"))]
 errs = sorted(abs(y - x) / x for x, y in zip(a, b) if x > 0)
@@ -102,13 +104,13 @@ rep = lambda d: json.load(open(f"{d}/summary.json"))["report"]
 it = lambda d: rep(d)["iteration_time_s"]
 ie = 100 * abs(it(fd) - it(ed)) / it(ed)
 net = rep(fd)["net"]
-memo = f"{net['memo_hits']:>6} {net['memo_misses']:>6} {net['memo_entries']:>7}" if "memo" in label else f"{'-':>6} {'-':>6} {'-':>7}"
-print(f"{label:<34} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f} {memo}")
+memo = f"{net['memo_hits']:>6} {net['memo_misses']:>6} {net['memo_entries']:>7} {os.path.getsize(db)/1024:>7.0f}" if "memo" in label else f"{'-':>6} {'-':>6} {'-':>7} {'-':>7}"
+print(f"{label:<38} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f} {memo}")
 PY
   done
 }
 echo
-printf "%-34s %5s %10s %10s %10s %9s %8s %8s %6s %6s %7s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s" hits misses entries
+printf "%-38s %5s %10s %10s %10s %9s %8s %8s %6s %6s %7s %7s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s" hits misses entries "db KiB"
 llm "gpt3-13b_16gpu_1layer_hpcc" examples/gpt3-13b-128gpu.yaml --set network.cc=hpcc --set cluster.gpus=16 \
   --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
 llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc=dcqcn --set cluster.gpus=16 \
