@@ -425,3 +425,25 @@ fn a_repeated_lone_short_flow_replays_its_completion() {
         }
     }
 }
+
+/// §5.3 skip-back inside a replayed transient: a flow that joins the incast while the second
+/// wave is frozen on a memo hit ends the skip at its start (the stored transient's bytes move
+/// pro rata); every flow still finishes, once, never faster than its line rate.
+#[test]
+fn a_flow_arriving_inside_a_replayed_transient_skips_back() {
+    let mut flows = two_waves(5_000_000, 3000);
+    flows.push(FlowSpec {
+        flow_hash: 7,
+        ..flow(9, 0, 2_000_000, 3030, 99)
+    });
+    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+        let mut memo = wave_engine(cc, Some(memo_knobs()), &flows);
+        memo.run();
+        assert_safe(&memo, &flows, "memo");
+        let w = memo.wormhole_stats().expect("on");
+        println!("{cc:?}: {w:?}");
+        assert!(w.memo_hits >= 1 && w.skip_backs >= 1, "{cc:?}: a hit, then a skip-back: {w:?}");
+        let late = memo.flow_result(flows.len() as u32 - 1);
+        assert_eq!(late.start, SimTime::from_us(3030), "{cc:?}: the late flow starts when asked");
+    }
+}
