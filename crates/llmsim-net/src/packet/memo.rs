@@ -480,7 +480,7 @@ impl MemoDb {
             return Ok(db);
         }
         let err = |e: rusqlite::Error| memo_err(path, &e.to_string());
-        let conn = rusqlite::Connection::open(path).map_err(err)?;
+        let conn = open(path).map_err(err)?;
         create(&conn).map_err(err)?;
         let mut st = conn
             .prepare("SELECT context, hash, graph, value FROM wormhole_memo ORDER BY rowid")
@@ -514,7 +514,7 @@ impl MemoDb {
     /// `PacketError::MemoDb` when the file cannot be written.
     pub fn save(&self, path: &Path) -> Result<u64, PacketError> {
         let err = |e: rusqlite::Error| memo_err(path, &e.to_string());
-        let mut conn = rusqlite::Connection::open(path).map_err(err)?;
+        let mut conn = open(path).map_err(err)?;
         create(&conn).map_err(err)?;
         let tx = conn.transaction().map_err(err)?;
         {
@@ -536,6 +536,14 @@ impl MemoDb {
         drop(conn);
         std::fs::metadata(path).map(|m| m.len()).map_err(|e| memo_err(path, &e.to_string()))
     }
+}
+
+/// Opens the file, waiting up to a minute for a lock: the runs of a sweep (threads or
+/// processes) save to one database as they finish.
+fn open(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(60))?;
+    Ok(conn)
 }
 
 fn create(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
