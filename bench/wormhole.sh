@@ -4,12 +4,14 @@
 # k=4 fat-tree (100G), and a generated web-search workload on the HPCC repo's 320-host fat.txt
 # (30% load, 5 ms, seed 1), each with DCQCN and HPCC. Prints, per run: flows, mean and p99 of
 # the per-flow relative FCT error, the speedup in wall time (single core), the fraction of
-# events skipped (1 - events_ff / events_exact) and Wormhole's freezes. Then a sensitivity table
-# over θ and l on the permutation.
+# events skipped (1 - events_ff / events_exact) and Wormhole's freezes; with --ff-memo, a cold run
+# (empty memo database file) and a warm one (the database the cold run saved), with memo hits,
+# misses and the database's size. Then a sensitivity table over θ and l on the permutation.
 # Usage: [WORMHOLE_FULL=1] bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
+sensitivity=${2:-}
 cargo build --release -q -p llmsim-cli
 bin=$PWD/target/release/llmsim
 tmp=$(mktemp -d)
@@ -45,12 +47,13 @@ mean = 100 * sum(errs) / max(n, 1)
 p99 = 100 * errs[min(int(0.99 * n), n - 1)] if n else 0.0
 ev_e, ev_f = je["events"], jf["events"]
 w = jf.get("wormhole", {})
-print(f"{label:<30} {len(f):>5}/{len(e):<5} {mean:>9.3f}% {p99:>9.3f}% {je['wall_s']/jf['wall_s']:>8.2f}x {100*(1-ev_f/ev_e):>8.1f}% {w.get('freezes',0):>8} {je['wall_s']:>8.2f} {jf['wall_s']:>8.2f}")
+memo = f"{w['memo_hits']:>6} {w['memo_misses']:>6} {w['memo_db_bytes']/1024:>7.0f}" if "memo_entries" in w else f"{'-':>6} {'-':>6} {'-':>7}"
+print(f"{label:<30} {len(f):>5}/{len(e):<5} {mean:>9.3f}% {p99:>9.3f}% {je['wall_s']/jf['wall_s']:>8.2f}x {100*(1-ev_f/ev_e):>8.1f}% {w.get('freezes',0):>8} {je['wall_s']:>8.2f} {jf['wall_s']:>8.2f} {memo}")
 PY
 }
 
 header() {
-  printf "%-30s %11s %10s %10s %9s %9s %8s %8s %8s\n" "$1" "flows ff/ex" "mean err" "p99 err" "speedup" "skipped" "freezes" "exact s" "ff s"
+  printf "%-30s %11s %10s %10s %9s %9s %8s %8s %8s %6s %6s %7s\n" "$1" "flows ff/ex" "mean err" "p99 err" "speedup" "skipped" "freezes" "exact s" "ff s" "hits" "misses" "db KiB"
 }
 
 one() { # label config [ff flags...]
@@ -60,34 +63,54 @@ one() { # label config [ff flags...]
   compare "$label $*" "$tmp/exact_$label" "$tmp/ff_$label" "$tmp/exact_$label.json" "$tmp/ff_$label.json"
 }
 
+# Memo: cold (a new database file), then warm (the file the cold run saved).
+memo() { # label config
+  rm -f "$tmp/$1.db"
+  one "$1" "$2" --ff-memo-db "$tmp/$1.db" | sed "s/--ff-memo-db [^ ]*/memo cold/"
+  one "$1" "$2" --ff-memo-db "$tmp/$1.db" | sed "s/--ff-memo-db [^ ]*/memo warm/"
+}
+
 echo "fast-forward defaults: θ=5%, l=8, sample every 50us"
 header "workload"
 for cc in dcqcn hp; do
-  one "perm16_100MB_$cc" "$(cfg perm_$cc $cc fattree_k4_16h.txt perm.txt)"
-  one "incast15_4MB_$cc" "$(cfg incast_$cc $cc fattree_k4_16h.txt incast.txt)"
-  one "fat320_websearch_$cc" "$(cfg ws_$cc $cc fat.txt websearch.txt)"
+  for w in "perm16_100MB_$cc perm_$cc fattree_k4_16h.txt perm.txt" "incast15_4MB_$cc incast_$cc fattree_k4_16h.txt incast.txt" \
+    "fat320_websearch_$cc ws_$cc fat.txt websearch.txt"; do
+    set -- $w
+    c=$(cfg "$2" $cc "$3" "$4")
+    one "$1" "$c"
+    memo "$1" "$c"
+  done
 done
 
 # (c) LLM workloads (GPT-3 13B; Mixtral 8x7B with EP all-to-all) through `llmsim run --backend packet` (shrunk as in the README so the exact
-# run takes seconds): per-transfer duration error, iteration-time error, speedup.
+# run takes seconds): per-transfer duration error, iteration-time error, speedup; fast-forward alone, then with memo
+# (network.fast_forward.memo_db) cold (new database file) and warm (the file the cold run saved).
 llm() { # label yaml [--set ...]
   local label=$1 y=$2; shift 2
   /usr/bin/time -f "%e" -o "$tmp/t_exact" "$bin" run "$y" --backend packet "$@" --out "$tmp/llm_exact_$label" > /dev/null
-  /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set 'network.fast_forward={}' --out "$tmp/llm_ff_$label" > /dev/null
-  python3 - "$label" "$tmp/llm_exact_$label" "$tmp/llm_ff_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" <<'PY'
-import csv, json, sys
-label, ed, fd, te, tf = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+  rm -f "$tmp/$label.db"
+  for mode in ff "memo cold" "memo warm"; do
+    local knobs='{}'
+    [ "$mode" != ff ] && knobs="{memo_db: $tmp/$label.db}"
+    /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set "network.fast_forward=$knobs" --out "$tmp/llm_${mode/ /_}_$label" > /dev/null
+    python3 - "$label $mode" "$tmp/llm_exact_$label" "$tmp/llm_${mode/ /_}_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" "$tmp/$label.db" <<'PY'
+import csv, json, os, sys
+label, ed, fd, te, tf, db = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 a = [float(r["duration_us"]) for r in csv.DictReader(open(f"{ed}/flows.csv"))]
 b = [float(r["duration_us"]) for r in csv.DictReader(open(f"{fd}/flows.csv"))]
 errs = sorted(abs(y - x) / x for x, y in zip(a, b) if x > 0)
 n = len(errs)
-it = lambda d: json.load(open(f"{d}/summary.json"))["report"]["iteration_time_s"]
+rep = lambda d: json.load(open(f"{d}/summary.json"))["report"]
+it = lambda d: rep(d)["iteration_time_s"]
 ie = 100 * abs(it(fd) - it(ed)) / it(ed)
-print(f"{label:<30} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f}")
+net = rep(fd)["net"]
+memo = f"{net['memo_hits']:>6} {net['memo_misses']:>6} {net['memo_entries']:>7} {os.path.getsize(db)/1024:>7.0f}" if "memo" in label else f"{'-':>6} {'-':>6} {'-':>7} {'-':>7}"
+print(f"{label:<38} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f} {memo}")
 PY
+  done
 }
 echo
-printf "%-30s %5s %10s %10s %10s %9s %8s %8s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s"
+printf "%-38s %5s %10s %10s %10s %9s %8s %8s %6s %6s %7s %7s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s" hits misses entries "db KiB"
 llm "gpt3-13b_16gpu_1layer_hpcc" examples/gpt3-13b-128gpu.yaml --set network.cc=hpcc --set cluster.gpus=16 \
   --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
 llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc=dcqcn --set cluster.gpus=16 \
@@ -102,7 +125,7 @@ if [ "${WORMHOLE_FULL:-0}" = 1 ]; then
   llm "moe-8x7b_64gpu_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc
 fi
 
-if [ "${2:-}" != "--no-sensitivity" ]; then
+if [ "$sensitivity" != "--no-sensitivity" ]; then
   echo
   echo "sensitivity on perm16_100MB (sample every 50us)"
   for cc in dcqcn hp; do

@@ -63,6 +63,13 @@ struct RunArgs {
     /// Wormhole: time between two rate samples (e.g. 50us).
     #[arg(long, default_value = "50us")]
     ff_sample: String,
+    /// Wormhole memoization: a partition whose flow-conflict graph was seen before skips its
+    /// transient (needs --fast-forward).
+    #[arg(long)]
+    ff_memo: bool,
+    /// Memo database (SQLite): loaded before the run if it exists, saved after it (implies --ff-memo).
+    #[arg(long)]
+    ff_memo_db: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -136,6 +143,10 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
         x.engine.set_util_bin(t);
     }
+    let memo = a.ff_memo || a.ff_memo_db.is_some();
+    if memo && !a.fast_forward {
+        bail!("--ff-memo and --ff-memo-db need --fast-forward");
+    }
     if a.fast_forward {
         let sample_interval: llmsim_core::SimTime = a
             .ff_sample
@@ -146,12 +157,21 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             theta: a.ff_theta,
             window: a.ff_window,
             sample_interval,
+            memo,
         })?;
+        if let Some(p) = &a.ff_memo_db {
+            x.engine.set_memo_db(llmsim_net::packet::MemoDb::load(p)?)?;
+        }
     }
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     x.run();
     let sim_s = t1.elapsed().as_secs_f64();
+    let memo_db_bytes = match (&a.ff_memo_db, x.engine.memo_db()) {
+        (Some(p), Some(db)) => Some(db.save(p)?),
+        _ => None,
+    };
+    let memo_entries = x.engine.memo_db().map(|db| db.len());
     let mut order = Vec::new();
     x.engine.drain_completed(&mut order);
     let e = &x.engine;
@@ -246,6 +266,10 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         });
         if let Some(w) = e.wormhole_stats() {
             j["wormhole"] = serde_json::json!(w);
+            if let Some(n) = memo_entries {
+                j["wormhole"]["memo_entries"] = serde_json::json!(n);
+                j["wormhole"]["memo_db_bytes"] = serde_json::json!(memo_db_bytes.unwrap_or(0));
+            }
         }
         if let Some((r, identical)) = &reference {
             j["ns3"] = js(r);
@@ -290,6 +314,15 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             w.skipped_ps as f64 / 1e9,
             w.skipped_bytes
         );
+        if let Some(n) = memo_entries {
+            println!(
+                "memo: {} hits, {} misses, {} episodes stored, {n} entries{}",
+                w.memo_hits,
+                w.memo_misses,
+                w.memo_inserts,
+                memo_db_bytes.map_or(String::new(), |b| format!(", database {b} B"))
+            );
+        }
     }
     if let Some((r, identical)) = &reference {
         let err = |a: f64, b: f64| if b == 0.0 { 0.0 } else { 100.0 * (a - b) / b };

@@ -95,6 +95,12 @@ pub struct NetStats {
     pub rate_recomputations: u64,
     /// Flows whose rate was recomputed, summed over recomputations.
     pub flows_rerated: u64,
+    /// Packet backend with Wormhole: partitions fast-forwarded, memo hits and misses, and the
+    /// memo database's entries at the end.
+    pub ff_freezes: u64,
+    pub memo_hits: u64,
+    pub memo_misses: u64,
+    pub memo_entries: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -105,6 +111,9 @@ pub enum NetError {
     Route { id: TransferId, source: TopoError },
     #[error("transfer {0} was submitted twice")]
     Duplicate(TransferId),
+    /// A backend could not save what it learned (e.g. the Wormhole memo database file).
+    #[error("{0}")]
+    Backend(String),
 }
 
 impl NetError {
@@ -145,6 +154,14 @@ pub trait Network {
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>);
     /// Number of transfers submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Called once when the run is over: a backend may persist what it learned (the packet
+    /// backend saves its Wormhole memo database). Default: nothing.
+    ///
+    /// # Errors
+    /// `NetError::Backend` when that fails.
+    fn finish(&mut self) -> Result<(), NetError> {
+        Ok(())
+    }
     fn stats(&self) -> NetStats;
     /// Bytes each directed link has carried for completed transfers, indexed by `LinkId`. A link
     /// crossed by k legs of a `Chain` (or both legs of a `Via`) counts the bytes k times. After

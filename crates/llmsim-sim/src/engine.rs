@@ -510,6 +510,7 @@ impl<'a> Engine<'a> {
             .filter(|(u, _)| self.active(*u as u32))
             .map(|(u, a)| (u as u32, a))
             .collect();
+        self.net.finish()?;
         self.run.net = self.net.stats();
         self.run.plans_built = self.plan_cache.len();
         Ok(self.run)

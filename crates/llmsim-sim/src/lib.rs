@@ -379,22 +379,31 @@ fn run_workload(
                 seed: s.seed,
                 ..PacketConfig::ns3_defaults(cc)
             };
-            if let Some(ff) = s.network.fast_forward {
+            let ff = s.network.fast_forward.as_ref();
+            if let Some(ff) = ff {
                 cfg.wormhole = llmsim_net::packet::WormholeConfig {
                     fast_forward: true,
                     theta: ff.theta,
                     window: ff.window,
                     sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
+                    memo: ff.memo || ff.memo_db.is_some(),
                 };
                 cfg.wormhole.validate().map_err(|message| SimError::Scenario {
                     field: "network.fast_forward".into(),
                     message,
                 })?;
             }
-            Box::new(PacketNetwork::new(topo.clone(), cfg).map_err(|e| SimError::Scenario {
+            let mut net = PacketNetwork::new(topo.clone(), cfg).map_err(|e| SimError::Scenario {
                 field: "network.backend".into(),
                 message: e.to_string(),
-            })?)
+            })?;
+            if let Some(path) = ff.and_then(|f| f.memo_db.as_ref()) {
+                net = net.with_memo_file(path.into()).map_err(|e| SimError::Scenario {
+                    field: "network.fast_forward.memo_db".into(),
+                    message: format!("{e}; give a path to an SQLite file this run may create or a memo database an earlier run saved"),
+                })?;
+            }
+            Box::new(net)
         }
     };
     let eopts = engine::EngineOptions {

@@ -149,7 +149,7 @@ pub struct NetworkSpec {
 
 /// `network.fast_forward:` (Wormhole, NSDI'26): a flow is steady when its last `window` rate
 /// samples, one every `sample_us`, fluctuate by less than `theta` of their mean.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FastForwardSpec {
     /// θ, relative (default 0.05).
@@ -158,6 +158,12 @@ pub struct FastForwardSpec {
     pub window: usize,
     /// Microseconds between two rate samples (default 50).
     pub sample_us: u64,
+    /// Memoize unsteady episodes by their flow-conflict graph (default false).
+    pub memo: bool,
+    /// Memo database (SQLite) loaded before the run if it exists and saved after it, so the runs
+    /// of a sweep share what they learned; implies `memo` (default none: in memory only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memo_db: Option<String>,
 }
 
 impl Default for FastForwardSpec {
@@ -166,6 +172,8 @@ impl Default for FastForwardSpec {
             theta: 0.05,
             window: 8,
             sample_us: 50,
+            memo: false,
+            memo_db: None,
         }
     }
 }

@@ -170,6 +170,9 @@ pub struct WormholeConfig {
     /// Time between two rate samples of a flow (default 50 us: with `window` 8, a 400 us
     /// window, longer than DCQCN's fairness transients on 100G).
     pub sample_interval: SimTime,
+    /// Memoize unsteady episodes (NSDI'26 §4): a partition whose flow-conflict graph was seen
+    /// before skips its transient (default off; needs `fast_forward`).
+    pub memo: bool,
 }
 
 impl Default for WormholeConfig {
@@ -179,6 +182,7 @@ impl Default for WormholeConfig {
             theta: 0.05,
             window: 8,
             sample_interval: SimTime::from_us(50),
+            memo: false,
         }
     }
 }
@@ -192,6 +196,9 @@ impl WormholeConfig {
         }
         if self.window < 2 {
             return Err(format!("wormhole.window={} must be at least 2", self.window));
+        }
+        if self.memo && !self.fast_forward {
+            return Err("wormhole.memo needs fast_forward on".into());
         }
         if self.sample_interval.as_ps() < 1_000_000 {
             return Err(format!(

@@ -665,7 +665,7 @@ impl Engine {
     // ---------------------------------------------------------------- time helpers
 
     #[inline]
-    fn tx_ps(&self, bytes: u32, bps: u64) -> u64 {
+    pub(crate) fn tx_ps(&self, bytes: u32, bps: u64) -> u64 {
         if self.cfg.ns_resolution {
             ns3_tx_ns(u64::from(bytes), bps) * 1000
         } else {

@@ -12,6 +12,7 @@
 mod cc;
 pub mod config;
 mod engine;
+mod memo;
 pub mod ns3;
 mod ns3rng;
 mod queue;
@@ -20,6 +21,7 @@ mod wormhole;
 
 pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
+pub use memo::MemoDb;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
@@ -40,6 +42,9 @@ pub enum PacketError {
     Config(String),
     #[error("flow: {0}")]
     Flow(String),
+    /// The Wormhole memo database file could not be read or written.
+    #[error("wormhole memo database {path}: {message}")]
+    MemoDb { path: String, message: String },
 }
 
 /// Per-flow result.
@@ -145,6 +150,8 @@ pub struct PacketNetwork {
     scratch: Vec<u32>,
     done_buf: Vec<Completion>,
     link_bytes: Vec<Bytes>,
+    /// Wormhole memo database file: loaded at construction, saved by `finish`.
+    memo_file: Option<std::path::PathBuf>,
 }
 
 impl PacketNetwork {
@@ -168,7 +175,20 @@ impl PacketNetwork {
             scratch: Vec::new(),
             done_buf: Vec::new(),
             link_bytes: vec![Bytes(0); nl],
+            memo_file: None,
         })
+    }
+
+    /// Loads the Wormhole memo database at `path` (if the file exists) and saves it there when
+    /// the run finishes.
+    ///
+    /// # Errors
+    /// `PacketError::MemoDb` when the file is not a memo database, `PacketError::Config` when
+    /// memoization is off.
+    pub fn with_memo_file(mut self, path: std::path::PathBuf) -> Result<Self, PacketError> {
+        self.engine.set_memo_db(MemoDb::load(&path)?)?;
+        self.memo_file = Some(path);
+        Ok(self)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -328,10 +348,24 @@ impl Network for PacketNetwork {
     }
 
     fn stats(&self) -> NetStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(w) = self.engine.wormhole_stats() {
+            s.ff_freezes = w.freezes;
+            s.memo_hits = w.memo_hits;
+            s.memo_misses = w.memo_misses;
+            s.memo_entries = self.engine.memo_db().map_or(0, |d| d.len() as u64);
+        }
+        s
     }
 
     fn link_bytes(&self) -> &[Bytes] {
         &self.link_bytes
+    }
+
+    fn finish(&mut self) -> Result<(), NetError> {
+        if let (Some(path), Some(db)) = (&self.memo_file, self.engine.memo_db()) {
+            db.save(path).map_err(|e| NetError::Backend(e.to_string()))?;
+        }
+        Ok(())
     }
 }
