@@ -164,9 +164,19 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
     }
     let load_s = t0.elapsed().as_secs_f64();
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} simulating [{bar:40}] {pos}/{len} flows done ({eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
     let t1 = Instant::now();
-    x.run();
+    x.run_with_progress(llmsim_core::SimTime::from_us(10), |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
     let sim_s = t1.elapsed().as_secs_f64();
+    bar.finish_and_clear();
     let memo_db_bytes = match (&a.ff_memo_db, x.engine.memo_db()) {
         (Some(p), Some(db)) => Some(db.save(p)?),
         _ => None,
