@@ -87,24 +87,17 @@ impl Fcg {
         let nf = flows.len() as u32;
         let mut labels: Vec<u64> = flows.iter().map(|d| mix(1, d.label)).collect();
         let mut edges = Vec::new();
-        let mut i = 0;
-        while i < uses.len() {
-            let l = uses[i].0;
-            let mut j = i;
-            while j < uses.len() && uses[j].0 == l {
-                j += 1;
-            }
+        for run in uses.chunk_by(|a, b| a.0 == b.0) {
             let distinct = {
-                let mut fs: Vec<u32> = uses[i..j].iter().map(|u| u.1).collect();
+                let mut fs: Vec<u32> = run.iter().map(|u| u.1).collect();
                 fs.dedup();
                 fs.len()
             };
             if distinct >= 2 {
                 let v = labels.len() as u32;
-                labels.push(mix(2, link_label(l)));
-                edges.extend(uses[i..j].iter().map(|&(_, f, r)| (f, v, r)));
+                labels.push(mix(2, link_label(run[0].0)));
+                edges.extend(run.iter().map(|&(_, f, r)| (f, v, r)));
             }
-            i = j;
         }
         edges.sort_unstable();
         Fcg { labels, nf, edges }

@@ -560,15 +560,8 @@ impl Engine {
         }
         m.touched_list.clear();
         groups.sort_unstable();
-        let mut i = 0;
-        while i < groups.len() {
-            let r = groups[i].0;
-            let mut j = i;
-            while j < groups.len() && groups[j].0 == r {
-                j += 1;
-            }
-            let members: Vec<u32> = groups[i..j].iter().map(|&(_, f)| f).collect();
-            i = j;
+        for run in groups.chunk_by(|a, b| a.0 == b.0) {
+            let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
             for &f in &members {
                 end_episode(&mut m, f);
             }
@@ -703,14 +696,7 @@ impl Engine {
         groups.clear();
         groups.extend(w.active.iter().map(|&f| (w.root[f as usize], f)));
         groups.sort_unstable();
-        let mut i = 0;
-        while i < groups.len() {
-            let r = groups[i].0;
-            let mut j = i;
-            while j < groups.len() && groups[j].0 == r {
-                j += 1;
-            }
-            let members = &groups[i..j];
+        for members in groups.chunk_by(|a, b| a.0 == b.0) {
             let touched = members
                 .iter()
                 .any(|&(_, f)| flow_links(self, f as usize).any(|k| w.link_touched[self.paths[k] as usize]));
@@ -728,7 +714,6 @@ impl Engine {
                 }
                 self.ww_freeze(w, fl);
             }
-            i = j;
         }
         w.scratch = groups;
         w.link_touched.iter_mut().for_each(|t| *t = false);
