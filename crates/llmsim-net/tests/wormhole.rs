@@ -38,13 +38,21 @@ fn ff(theta: f64, window: usize) -> WormholeConfig {
     }
 }
 
+/// The folder of reference run `name`, or `None` (and a note) where the reference files are
+/// not beside the checkout.
+fn reference_run(name: &str) -> Option<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(REF).join(name);
+    if dir.join("config.txt").exists() {
+        Some(dir)
+    } else {
+        println!("skipping: reference run {} not found", dir.display());
+        None
+    }
+}
+
 #[test]
 fn off_is_byte_identical_to_the_plain_engine_on_a_reference_run() {
-    let dir = std::path::PathBuf::from(REF).join("ft16_incast_hp");
-    if !dir.join("config.txt").exists() {
-        println!("skipping: reference run {} not found", dir.display());
-        return;
-    }
+    let Some(dir) = reference_run("ft16_incast_hp") else { return };
     let fct = |knobs: Option<WormholeConfig>| {
         let mut x = Ns3Experiment::load_with(&dir.join("config.txt"), 1, Some(218)).expect("loads");
         if let Some(k) = knobs {
@@ -452,11 +460,7 @@ fn a_flow_arriving_inside_a_replayed_transient_skips_back() {
 fn running_with_progress_reports_gives_the_same_results() {
     // `llmsim ns3 run` advances in slices of simulated time to update its progress bar; the
     // slices must not change a single event, with or without fast-forwarding.
-    let dir = std::path::PathBuf::from(REF).join("ft16_incast_dcqcn");
-    if !dir.join("config.txt").exists() {
-        println!("skipping: reference run {} not found", dir.display());
-        return;
-    }
+    let Some(dir) = reference_run("ft16_incast_dcqcn") else { return };
     for knobs in [None, Some(ff(0.05, 8))] {
         let load = || {
             let mut x = Ns3Experiment::load_with(&dir.join("config.txt"), 1, Some(218)).expect("loads");
