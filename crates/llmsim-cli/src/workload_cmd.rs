@@ -113,17 +113,8 @@ pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<Imp
         let w = simai::parse(&text, file)?;
         let imp = simai::to_workload(&w)?;
         let h = &w.header;
-        return Ok(ImportedRun {
-            parallel: format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga),
-            workload: imp.workload,
-            layout: imp.layout,
-            label: spec.to_string(),
-            global_batch: 0,
-            seq_length: 0,
-            params: 0,
-            memory: Default::default(),
-            layers_per_stage: 0,
-        });
+        let parallel = format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga);
+        return Ok(ImportedRun::bare(imp.workload, imp.layout, spec.to_string(), parallel));
     }
     bail!("--workload {spec:?}: expected chakra:PREFIX (files PREFIX.<rank>.et) or simai:FILE")
 }

@@ -514,6 +514,22 @@ pub struct ImportedRun {
 }
 
 impl ImportedRun {
+    /// A workload whose source records nothing beyond its ranks: no batch, sequence, model size,
+    /// memory footprint or layer count (the report shows them as unknown).
+    pub fn bare(workload: Workload, layout: Layout, label: String, parallel: String) -> Self {
+        ImportedRun {
+            workload,
+            layout,
+            label,
+            parallel,
+            global_batch: 0,
+            seq_length: 0,
+            params: 0,
+            memory: MemoryFootprint::default(),
+            layers_per_stage: 0,
+        }
+    }
+
     /// An imported Chakra workload, with what llmsim's own export recorded when present.
     pub fn from_chakra(imp: llmsim_workload::chakra::Imported, label: &str) -> Self {
         let l = imp.layout;
@@ -529,17 +545,10 @@ impl ImportedRun {
                 memory: i.memory,
                 layers_per_stage: i.layers_per_stage,
             },
-            None => ImportedRun {
-                workload: imp.workload,
-                layout: l,
-                label: label.to_string(),
-                parallel: format!("{} ranks: {} units of {} lockstep ranks", imp.ranks, l.units(), l.tp),
-                global_batch: 0,
-                seq_length: 0,
-                params: 0,
-                memory: MemoryFootprint::default(),
-                layers_per_stage: 0,
-            },
+            None => {
+                let parallel = format!("{} ranks: {} units of {} lockstep ranks", imp.ranks, l.units(), l.tp);
+                ImportedRun::bare(imp.workload, l, label.to_string(), parallel)
+            }
         }
     }
 }

@@ -52,17 +52,7 @@ fn run(prefix: &Path, groups_json: Option<&Path>, gpus: u32) -> Result<llmsim_si
         None => Default::default(),
     };
     let imp = chakra::import(&traces, &groups, &ImportOptions::default()).map_err(|e| e.to_string())?;
-    let run = ImportedRun {
-        workload: imp.workload,
-        layout: imp.layout,
-        label: prefix.display().to_string(),
-        parallel: String::new(),
-        global_batch: 0,
-        seq_length: 0,
-        params: 0,
-        memory: Default::default(),
-        layers_per_stage: 0,
-    };
+    let run = ImportedRun::bare(imp.workload, imp.layout, prefix.display().to_string(), String::new());
     simulate_imported(&cluster(gpus), run, &RunOptions::default(), &mut |_, _| {}).map_err(|e| e.to_string())
 }
 

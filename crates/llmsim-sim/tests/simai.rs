@@ -42,17 +42,7 @@ fn fixture_runs_with_the_files_compute_time() {
         &["network.backend=analytical".into()],
     )
     .unwrap();
-    let run = ImportedRun {
-        workload: imp.workload,
-        layout: imp.layout,
-        label: "simai".into(),
-        parallel: String::new(),
-        global_batch: 0,
-        seq_length: 0,
-        params: 0,
-        memory: Default::default(),
-        layers_per_stage: 0,
-    };
+    let run = ImportedRun::bare(imp.workload, imp.layout, "simai".into(), String::new());
     let o = simulate_imported(&sc, run, &RunOptions::default(), &mut |_, _| {}).unwrap();
     let r = &o.report;
     // Every rank runs every line's compute once.
