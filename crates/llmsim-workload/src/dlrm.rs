@@ -69,7 +69,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::WorkloadError;
 use crate::dag::{Group, NONE, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
-use crate::ops::{OpSpec, OpSpecKind, Pass};
+use crate::ops::{OpSpec, Pass};
 
 /// Bytes of one embedding index (int64, as PyTorch's `EmbeddingBag` takes them).
 pub const INDEX_BYTES: u64 = 8;
@@ -269,16 +269,7 @@ fn layers(input: u64, widths: &[u64]) -> Vec<(u64, u64)> {
 }
 
 fn compute(name: &'static str, pass: Pass, class: OpClass, flops: u64, bytes: u64, shape: String) -> OpSpec {
-    OpSpec {
-        name,
-        pass,
-        kind: OpSpecKind::Compute {
-            class,
-            flops: flops as f64,
-            bytes: bytes as f64,
-        },
-        shape,
-    }
+    crate::ops::compute(name, pass, class, flops as f64, bytes as f64, &shape)
 }
 
 /// Forward ops of one MLP: per layer a GEMM and its activation (ReLU, or sigmoid for the top

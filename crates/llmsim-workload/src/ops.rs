@@ -217,7 +217,8 @@ impl Dims {
     }
 }
 
-fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64, bytes: f64, shape: &str) -> OpSpec {
+/// A compute op (every generator and importer builds them here).
+pub(crate) fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64, bytes: f64, shape: &str) -> OpSpec {
     OpSpec {
         name,
         pass,

@@ -325,16 +325,7 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
         segments.push(Segment {
             name: name.to_string(),
             pass,
-            ops: vec![OpSpec {
-                name: "simai.compute",
-                pass,
-                kind: OpSpecKind::Compute {
-                    class: OpClass::Gemm,
-                    flops: 0.0,
-                    bytes: 0.0,
-                },
-                shape: String::new(),
-            }],
+            ops: vec![crate::ops::compute("simai.compute", pass, OpClass::Gemm, 0.0, 0.0, "")],
             duration: Some(SimTime::from_ns(ns)),
         });
         seg_index.insert(key, id);

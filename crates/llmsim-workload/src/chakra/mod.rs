@@ -54,7 +54,7 @@ use crate::dag::{
     Direction, Explicit, Group, Layout, NONE, Node, NodeKind, P2pTag, Peer, Phase, ProcessGroup, Program, Segment, Stream, Workload,
 };
 use crate::import::{ImportError, io};
-use crate::ops::{OpSpec, OpSpecKind, Pass};
+use crate::ops::{OpSpecKind, Pass};
 use pb::{AttrValue, AttributeProto, GlobalMetadata, comm_type, node_type};
 
 /// Longest node duration accepted: a day, so that sums of times stay far inside `u64` ps.
@@ -792,16 +792,8 @@ fn intern_segment(it: &mut Interner, g: SegSpec) -> u32 {
     } else {
         OpClass::Gemm
     };
-    let op = |name: &'static str, pass: Pass, flops: u64, bytes: u64| OpSpec {
-        name,
-        pass,
-        kind: OpSpecKind::Compute {
-            class,
-            flops: flops as f64,
-            bytes: bytes as f64,
-        },
-        shape: String::new(),
-    };
+    let op =
+        |name: &'static str, pass: Pass, flops: u64, bytes: u64| crate::ops::compute(name, pass, class, flops as f64, bytes as f64, "");
     // llmsim's own traces say which FLOPs are model FLOPs; the rest (recomputation, optimizer)
     // is kept apart as a recompute-pass op so that MFU and HFU come out as in the original run.
     let mut ops = vec![op(
