@@ -42,6 +42,18 @@ enum Cmd {
     Workload(workload_cmd::WorkloadCmd),
 }
 
+/// A progress bar on stderr in llmsim's style (hidden when stderr is not a terminal); `template`
+/// is an indicatif template with a `{bar:40}`.
+pub(crate) fn progress_bar(template: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
 /// Runs the tool with these arguments (the first is the program name); returns the exit code:
 /// 0 success, 2 an error (printed to stderr), clap's code for usage errors and `--help`.
 pub fn main_with<I, T>(args: I) -> u8

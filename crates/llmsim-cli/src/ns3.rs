@@ -164,12 +164,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
     }
     let load_s = t0.elapsed().as_secs_f64();
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} simulating [{bar:40}] {pos}/{len} flows done ({eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = crate::progress_bar("{spinner} simulating [{bar:40}] {pos}/{len} flows done ({eta})");
     let t1 = Instant::now();
     x.run_with_progress(llmsim_core::SimTime::from_us(10), |done, total| {
         bar.set_length(total);

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use llmsim_sim::engine::Span;
 use llmsim_sim::{Outcome, RunOptions, Scenario};
 use llmsim_workload::dag::{NodeKind, Stream};
@@ -67,12 +66,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
     } else {
         Scenario::load(&a.scenario, &sets)?
     };
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = crate::progress_bar("{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})");
     let mut progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use llmsim_sweep::{METRICS, Store};
 
 #[derive(Args, Debug)]
@@ -72,12 +71,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     }
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&plan.name));
     let store = Store::open(&out)?;
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = crate::progress_bar("{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})");
     let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| {
         bar.set_length(todo as u64);
         bar.set_position(done as u64);
