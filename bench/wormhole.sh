@@ -96,9 +96,18 @@ llm() { # label yaml [--set ...]
     python3 - "$label $mode" "$tmp/llm_exact_$label" "$tmp/llm_${mode/ /_}_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" "$tmp/$label.db" <<'PY'
 import csv, json, os, sys
 label, ed, fd, te, tf, db = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
-a = [float(r["duration_us"]) for r in csv.DictReader(open(f"{ed}/flows.csv"))]
-b = [float(r["duration_us"]) for r in csv.DictReader(open(f"{fd}/flows.csv"))]
-errs = sorted(abs(y - x) / x for x, y in zip(a, b) if x > 0)
+# Transfer ids are reused once a collective ends, and rows are in start order, which the fast
+# modes may shift: pair each transfer with the same occurrence of its (kind, src, dst, bytes).
+def durations(d):
+    seen, out = {}, {}
+    for r in sorted(csv.DictReader(open(f"{d}/flows.csv")), key=lambda r: float(r["start_us"])):
+        k = (r["kind"], r["src"], r["dst"], r["bytes"])
+        seen[k] = seen.get(k, -1) + 1
+        out[k + (seen[k],)] = float(r["duration_us"])
+    return out
+a, b = durations(ed), durations(fd)
+assert a.keys() == b.keys(), f"{label}: the runs moved different transfers"
+errs = sorted(abs(b[k] - x) / x for k, x in a.items() if x > 0)
 n = len(errs)
 rep = lambda d: json.load(open(f"{d}/summary.json"))["report"]
 it = lambda d: rep(d)["iteration_time_s"]
