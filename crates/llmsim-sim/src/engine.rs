@@ -64,6 +64,7 @@ pub struct Span {
 /// One network transfer, for flows.csv.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowRecord {
+    /// Submission order: unique in the run.
     pub id: u64,
     pub kind: &'static str,
     pub src: u32,
@@ -249,7 +250,10 @@ pub struct Engine<'a> {
     mail: HashMap<(u32, u32, P2pTag), Mail>,
     queue: EventQueue<Ev>,
     done: Vec<Completion>,
-    flow_start: HashMap<u64, (SimTime, &'static str)>,
+    /// Per live transfer id (ids are reused once a collective ends): its start, kind and
+    /// serial number (submission order, unique in the run: flows.csv's id).
+    flow_start: HashMap<u64, (SimTime, &'static str, u64)>,
+    flow_serial: u64,
     run: EngineRun,
 }
 
@@ -365,6 +369,7 @@ impl<'a> Engine<'a> {
             queue: EventQueue::new(),
             done: Vec::new(),
             flow_start: HashMap::new(),
+            flow_serial: 0,
             run: EngineRun {
                 iteration_time: SimTime::ZERO,
                 units: Vec::new(),
@@ -527,10 +532,10 @@ impl<'a> Engine<'a> {
     fn on_transfer(&mut self, c: &Completion) -> Result<(), SimError> {
         let id = c.id.0;
         if self.opts.record_flows
-            && let Some((start, kind)) = self.flow_start.remove(&id)
+            && let Some((start, kind, serial)) = self.flow_start.remove(&id)
         {
             self.run.flows.push(FlowRecord {
-                id,
+                id: serial,
                 kind,
                 src: c.src.0,
                 dst: c.dst.0,
@@ -656,7 +661,9 @@ impl<'a> Engine<'a> {
 
     fn submit(&mut self, tr: Transfer, kind: &'static str) -> Result<(), SimError> {
         if self.opts.record_flows {
-            self.flow_start.insert(tr.id.0, (tr.start, kind));
+            let serial = self.flow_serial;
+            self.flow_serial += 1;
+            self.flow_start.insert(tr.id.0, (tr.start, kind, serial));
         }
         self.net.submit(tr)?;
         Ok(())

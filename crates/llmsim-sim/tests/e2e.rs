@@ -125,6 +125,11 @@ fn contention_makes_flow_no_faster_than_analytical_and_runs_are_deterministic() 
     assert_eq!(f1.report.net.submitted, f1.report.net.completed);
     let flow_bytes: u64 = f1.engine.flows.iter().map(|f| f.bytes).sum();
     assert_eq!(flow_bytes, f1.report.net.bytes_delivered);
+    // flows.csv ids: one per transfer, in submission order (the network's transfer ids are
+    // reused once a collective ends).
+    let mut ids: Vec<u64> = f1.engine.flows.iter().map(|f| f.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..f1.engine.flows.len() as u64).collect::<Vec<_>>());
 }
 
 #[test]
