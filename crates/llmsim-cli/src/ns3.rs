@@ -321,9 +321,10 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         );
         if let Some(n) = memo_entries {
             println!(
-                "memo: {} hits, {} misses, {} episodes stored, {n} entries{}",
+                "memo: {} hits, {} misses ({} waited for an identical partition), {} episodes stored, {n} entries{}",
                 w.memo_hits,
                 w.memo_misses,
+                w.memo_deferred,
                 w.memo_inserts,
                 memo_db_bytes.map_or(String::new(), |b| format!(", database {b} B"))
             );

@@ -100,6 +100,9 @@ pub struct NetStats {
     pub ff_freezes: u64,
     pub memo_hits: u64,
     pub memo_misses: u64,
+    /// Of those lookups, partitions that waited for an identical one started at the same
+    /// instant (counted as hits or misses by that one's outcome).
+    pub memo_deferred: u64,
     pub memo_entries: u64,
 }
 

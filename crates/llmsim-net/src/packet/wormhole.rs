@@ -69,6 +69,10 @@ pub struct WormholeStats {
     pub memo_misses: u64,
     /// Episodes stored in the memo database.
     pub memo_inserts: u64,
+    /// Partitions that started together with an identical one and waited for its outcome
+    /// instead of simulating the same transient (each then counts as a hit, or as a miss when
+    /// that episode ended unsteady).
+    pub memo_deferred: u64,
 }
 
 /// One flow's fast-forward: from `start` to `end` at `rate_bps` (payload), `bytes` moved.
@@ -95,7 +99,21 @@ struct Frozen {
     parked: Vec<(u64, u64, u64)>,
     /// A memo hit: the stored transient comes first.
     plan: Option<MemoPlan>,
+    /// A deferred twin: frozen the instant it started, while an identical partition that
+    /// started with it records the transient they share.
+    twin: Option<Twin>,
 }
+
+/// The recording partition a deferred twin follows: its flows in the twin's flow order and
+/// their acknowledged bytes when both started.
+struct Twin {
+    leader: Vec<u32>,
+    una0: Vec<u64>,
+}
+
+/// How long a deferred twin stays frozen at most (its leader's episode ends far sooner, and
+/// always resolves it).
+const TWIN_MAX_PS: u64 = 10_000_000_000_000;
 
 /// The stored transient of a memo hit, per flow of the frozen slot.
 struct MemoPlan {
@@ -131,6 +149,9 @@ struct Episode {
     /// A replay waiting for its checkpoint: the stored completion time after it, per-flow bytes
     /// and rates (canonical order).
     replay: Option<(u64, Vec<MemoFlow>)>,
+    /// Deferred twins (frozen slot, its generation): identical partitions that started at
+    /// `t_s` and wait for this episode's outcome.
+    followers: Vec<(u32, u32)>,
 }
 
 /// Entries of episodes that ended in a completion live under their graph's hash mixed with
@@ -409,7 +430,8 @@ impl Engine {
             self.memo_record_completion(&mut w, f);
         }
         if let Some(m) = w.memo.as_mut() {
-            end_episode(m, f);
+            let twins = end_episode(m, f);
+            self.ww_resolve_twins(&mut w, &twins, None);
         }
         self.memo_touch(&mut w, f);
         self.ww = Some(w);
@@ -560,10 +582,11 @@ impl Engine {
         }
         m.touched_list.clear();
         groups.sort_unstable();
+        let mut orphans = Vec::new();
         for run in groups.chunk_by(|a, b| a.0 == b.0) {
             let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
             for &f in &members {
-                end_episode(&mut m, f);
+                orphans.extend(end_episode(&mut m, f));
             }
             if members.len() > MEMO_MAX_FLOWS || members.iter().any(|&f| w.flow_slot[f as usize] != NONE) {
                 continue;
@@ -595,6 +618,33 @@ impl Engine {
                     }
                     (val.t_conv_ps, per)
                 });
+            // A twin of a partition that started at this very instant and records its
+            // transient: wait for that outcome instead of simulating the same transient again.
+            // Only partitions that can reach steady state: each flow, even at its line rate,
+            // outlasts a sampling window (a short flow's episode ends in its completion, and a
+            // twin resumed from there would pay its last round trip again).
+            let window_ps = w.cfg.sample_interval.as_ps() * w.cfg.window as u64;
+            let long = flows.iter().all(|&f| {
+                let fl = &self.flows[f as usize];
+                (fl.size - fl.snd_una.min(fl.size)) as f64 * 8.0 / self.payload_cap(f) * 1e12 > window_ps as f64
+            });
+            if replay.is_none()
+                && long
+                && let Some(k) = m
+                    .episodes
+                    .iter()
+                    .position(|x| x.live && x.t_s == self.now && x.replay.is_none() && x.hash == hash && x.graph == graph)
+            {
+                let s = self.ww_freeze_slot(w, flows.clone(), vec![0.0; flows.len()], TWIN_MAX_PS, None);
+                let ep = &mut m.episodes[k];
+                w.slots[s as usize].twin = Some(Twin {
+                    leader: ep.flows.clone(),
+                    una0: ep.una.clone(),
+                });
+                ep.followers.push((s, w.slots[s as usize].generation));
+                w.stats.memo_deferred += 1;
+                continue;
+            }
             if replay.is_none() {
                 w.stats.memo_misses += 1;
             }
@@ -610,6 +660,7 @@ impl Engine {
                 t_check: 0,
                 una_check: Vec::new(),
                 replay,
+                followers: Vec::new(),
             };
             let k = match m.episodes.iter().position(|x| !x.live) {
                 Some(k) => {
@@ -630,6 +681,7 @@ impl Engine {
         }
         w.scratch = groups;
         w.memo = Some(m);
+        self.ww_resolve_twins(w, &orphans, None);
     }
 
     /// The canonical flow-conflict graph of `members` (one partition), its hash, and for each
@@ -868,6 +920,8 @@ impl Engine {
                     .collect(),
             };
             let (hash, graph) = (ep.hash, ep.graph.clone());
+            let twins = std::mem::take(&mut m.episodes[k as usize].followers);
+            let outcome = (value.t_conv_ps, value.flows.clone());
             if m.db.insert(m.context, hash, graph, value) {
                 w.stats.memo_inserts += 1;
             }
@@ -876,12 +930,83 @@ impl Engine {
                 m.episode_of[f as usize] = NONE;
             }
             m.episodes[k as usize].live = false;
+            w.memo = Some(m);
+            self.ww_resolve_twins(w, &twins, Some(&outcome));
+            return;
         }
         w.memo = Some(m);
     }
 
+    /// Ends the wait of deferred twins (frozen slot, generation; stale ones are skipped). With
+    /// their leader's stored outcome (transient time, per-flow bytes, steady rate and CC state in
+    /// the twins' flow order) each becomes the memo hit it would have been at its start: frozen
+    /// through the transient and the steady stretch after it. Without one (the leader's episode
+    /// ended unsteady) each resumes now where its leader stands.
+    fn ww_resolve_twins(&mut self, w: &mut Wormhole, twins: &[(u32, u32)], outcome: Option<&(u64, Vec<MemoFlow>)>) {
+        for &(s, g) in twins {
+            let si = s as usize;
+            if !w.slots[si].live || w.slots[si].generation != g || w.slots[si].twin.is_none() {
+                continue;
+            }
+            let planned = outcome.and_then(|(t_conv, per)| {
+                let flows = &w.slots[si].flows;
+                let mut skip = u64::MAX;
+                let mut rates = Vec::with_capacity(flows.len());
+                for (k, &f) in flows.iter().enumerate() {
+                    let r = per[k].rate_bps.min(self.payload_cap(f));
+                    skip = skip.min(self.steady_room_ps(f, r, per[k].bytes).filter(|_| r > 0.0)?);
+                    rates.push(r);
+                }
+                let plan = MemoPlan {
+                    t_conv: *t_conv,
+                    bytes: per.iter().map(|p| p.bytes).collect(),
+                    cc: per.iter().map(|p| p.cc).collect(),
+                    completion: false,
+                };
+                Some((plan, rates, t_conv.saturating_add(skip) / 1000 * 1000))
+            });
+            match planned {
+                Some((plan, rates, total)) => {
+                    let slot = &mut w.slots[si];
+                    slot.twin = None;
+                    slot.plan = Some(plan);
+                    slot.rates = rates;
+                    slot.generation = slot.generation.wrapping_add(1);
+                    slot.resume_at = (slot.t0 + total).max(self.now);
+                    let (at, g) = (slot.resume_at, slot.generation);
+                    w.stats.memo_hits += 1;
+                    self.schedule(at, ev(EV_RESUME, s, g));
+                }
+                None => {
+                    w.stats.memo_misses += 1;
+                    self.ww_resume(w, s);
+                }
+            }
+        }
+    }
+
+    /// The plan of a deferred twin resumed before its leader's outcome: where the leader
+    /// stands now (bytes since they both started, CC state), as a transient that took until now.
+    fn twin_plan(&self, t: &Twin, t0: u64) -> (MemoPlan, Vec<f64>) {
+        let t_conv = self.now.saturating_sub(t0).max(1);
+        let bytes: Vec<u64> = t
+            .leader
+            .iter()
+            .zip(&t.una0)
+            .map(|(&f, &u0)| self.flows[f as usize].snd_una.saturating_sub(u0))
+            .collect();
+        let rates = bytes.iter().map(|&b| b as f64 * 8e12 / t_conv as f64).collect();
+        let plan = MemoPlan {
+            t_conv,
+            cc: t.leader.iter().map(|&f| cc_snap(&self.flows[f as usize])).collect(),
+            bytes,
+            completion: false,
+        };
+        (plan, rates)
+    }
+
     /// Parks the events of `flows`' links and schedules their resume `skip_ps` from now.
-    fn ww_freeze_slot(&mut self, w: &mut Wormhole, flows: Vec<u32>, rates: Vec<f64>, skip_ps: u64, plan: Option<MemoPlan>) {
+    fn ww_freeze_slot(&mut self, w: &mut Wormhole, flows: Vec<u32>, rates: Vec<f64>, skip_ps: u64, plan: Option<MemoPlan>) -> u32 {
         let mut links = Vec::new();
         for &f in &flows {
             for i in flow_links(self, f as usize) {
@@ -933,15 +1058,22 @@ impl Engine {
         slot.rates = rates;
         slot.parked = parked;
         slot.plan = plan;
+        slot.twin = None;
         let g = slot.generation;
         w.stats.freezes += 1;
         self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
+        s as u32
     }
 
     /// Ends the skip of slot `s` now: advances its flows, shifts its times, re-queues its events.
     fn ww_resume(&mut self, w: &mut Wormhole, s: u32) {
         let si = s as usize;
         let t0 = w.slots[si].t0;
+        if let Some(t) = w.slots[si].twin.take() {
+            let (plan, rates) = self.twin_plan(&t, t0);
+            w.slots[si].plan = Some(plan);
+            w.slots[si].rates = rates;
+        }
         let d = (self.now - t0).div_ceil(1000) * 1000;
         let d_ns = d / 1000;
         let d_s = d as f64 * 1e-12;
@@ -1158,16 +1290,20 @@ fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) 
 }
 
 /// Closes the open episode `f` is part of, if any (its flow set changed before steady state).
-fn end_episode(m: &mut Memo, f: u32) {
-    let Some(&k) = m.episode_of.get(f as usize) else { return };
+/// Returns the deferred twins it leaves to resolve.
+fn end_episode(m: &mut Memo, f: u32) -> Vec<(u32, u32)> {
+    let Some(&k) = m.episode_of.get(f as usize) else {
+        return Vec::new();
+    };
     if k == NONE {
-        return;
+        return Vec::new();
     }
     let fl = std::mem::take(&mut m.episodes[k as usize].flows);
     for g in fl {
         m.episode_of[g as usize] = NONE;
     }
     m.episodes[k as usize].live = false;
+    std::mem::take(&mut m.episodes[k as usize].followers)
 }
 
 /// What memo entries depend on besides their graph: every knob of the dynamics (CC and its
