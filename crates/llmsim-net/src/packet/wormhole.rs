@@ -127,7 +127,7 @@ struct MemoPlan {
 }
 
 /// Base RTTs of data left to packets at the end of a skip.
-const GUARD_RTTS: u64 = 4;
+const GUARD_RTTS: u64 = 2;
 
 /// Partitions above this many flows are not memoized (graph search cost).
 const MEMO_MAX_FLOWS: usize = 64;
