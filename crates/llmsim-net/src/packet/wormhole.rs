@@ -30,8 +30,8 @@
 //!   Flows that just started have no window in flight at the freeze: on resume what they would
 //!   have in flight by then counts as delivered.
 //! - **Episodes that end in a completion** (a short flow never looks steady): a lone flow's
-//!   episode notes where it stands at a checkpoint two base RTTs in (its window in flight by
-//!   then) and, at its completion, stores the stretch from there, keyed by the graph with the
+//!   episode notes where it stands at a checkpoint one base RTT in (its first window in
+//!   flight by then) and, at its completion, stores the stretch from there, keyed by the graph with the
 //!   bytes left at the episode's start. A lone flow starting with the same key runs on packets
 //!   to its checkpoint, then freezes and moves at the stored average rate until a round trip
 //!   and a few chunks before the stored completion; it takes the stored CC state on resume.
@@ -141,8 +141,8 @@ struct Episode {
     /// Flows in the graph's (canonical) vertex order, and their acknowledged bytes at `t_s`.
     flows: Vec<u32>,
     una: Vec<u64>,
-    /// Checkpoint `delta` after `t_s` (two base RTTs: the flows' windows are in flight by
-    /// then): the time it was taken (0: not yet) and the acknowledged bytes then.
+    /// Checkpoint `delta` after `t_s` (one base RTT: the flows' first windows are in flight
+    /// by then): the time it was taken (0: not yet) and the acknowledged bytes then.
     delta: u64,
     t_check: u64,
     una_check: Vec<u64>,
@@ -605,7 +605,7 @@ impl Engine {
             }
             // An episode that ended in a completion, with the same flows and bytes left: replay
             // it from its checkpoint on (the flows run on packets until then).
-            let delta = 2 * flows.iter().map(|&f| self.flows[f as usize].base_rtt_ns).max().unwrap_or(0) * 1000;
+            let delta = flows.iter().map(|&f| self.flows[f as usize].base_rtt_ns).max().unwrap_or(0) * 1000;
             let (cg, ch, corder) = completion_key(&graph, &self.remaining(&flows), delta);
             let replay = (flows.len() <= COMPLETION_MAX_FLOWS)
                 .then(|| m.db.lookup(m.context, ch, &cg))
