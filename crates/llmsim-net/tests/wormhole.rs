@@ -492,31 +492,40 @@ fn a_partition_starting_with_an_identical_one_waits_for_its_transient() {
     let flows = twin_incasts(5_000_000, None);
     let theta = memo_knobs().theta;
     for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
-        let mut exact = wave_engine(cc, None, &flows);
-        exact.run();
-        let mut plain = wave_engine(cc, Some(ff(0.05, 6)), &flows);
-        plain.run();
-        let mut memo = wave_engine(cc, Some(memo_knobs()), &flows);
-        memo.run();
-        assert_safe(&memo, &flows, "memo");
-        let w = memo.wormhole_stats().expect("on");
-        println!("{cc:?}: {w:?}");
-        assert_eq!(w.memo_deferred, 1, "{cc:?}: one twin waited");
+        let (memo, plain_events, errs) = twin_runs(cc, &flows);
         if cc == CcMode::Dcqcn {
+            let w = memo.wormhole_stats().expect("on");
             assert_eq!(w.memo_hits, 1, "{cc:?}: the twin skipped the stored transient");
         }
-        assert!(
-            memo.stats().events < plain.stats().events,
-            "{cc:?}: the twin's transient ran on no packets"
-        );
-        let (ex, me, pl) = (fcts(&exact), fcts(&memo), fcts(&plain));
-        for f in 0..flows.len() {
-            let err = |x: (u64, u64)| ((x.1 - x.0) as f64 - (ex[f].1 - ex[f].0) as f64).abs() / (ex[f].1 - ex[f].0) as f64;
-            let (e_memo, e_ff) = (err(me[f]), err(pl[f]));
-            println!("{cc:?} flow {f}: memo error {e_memo:.4}, fast-forward alone {e_ff:.4}");
+        assert!(memo.stats().events < plain_events, "{cc:?}: the twin's transient ran on no packets");
+        for (f, &(e_memo, e_ff)) in errs.iter().enumerate() {
             assert!(e_memo < 2.0 * theta + e_ff, "{cc:?} flow {f}: FCT error {e_memo:.4}");
         }
     }
+}
+
+/// Runs `flows` exactly, fast-forwarded alone and with memo from an empty database; checks that
+/// the memo run is safe and complete and that one partition waited for its twin. Returns the
+/// memo run, the fast-forward-alone run's packet events, and per flow the FCT error against
+/// the exact run with memo and with fast-forwarding alone.
+fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, u64, Vec<(f64, f64)>) {
+    let mut exact = wave_engine(cc, None, flows);
+    exact.run();
+    let mut plain = wave_engine(cc, Some(ff(0.05, 6)), flows);
+    plain.run();
+    let mut memo = wave_engine(cc, Some(memo_knobs()), flows);
+    memo.run();
+    assert_safe(&memo, flows, "memo");
+    let w = memo.wormhole_stats().expect("on");
+    println!("{cc:?}: {w:?}");
+    assert_eq!(w.memo_deferred, 1, "{cc:?}: one twin waited");
+    let (ex, me, pl) = (fcts(&exact), fcts(&memo), fcts(&plain));
+    let err = |x: (u64, u64), f: usize| ((x.1 - x.0) as f64 - (ex[f].1 - ex[f].0) as f64).abs() / (ex[f].1 - ex[f].0) as f64;
+    let errs: Vec<(f64, f64)> = (0..flows.len()).map(|f| (err(me[f], f), err(pl[f], f))).collect();
+    for (f, (e_memo, e_ff)) in errs.iter().enumerate() {
+        println!("{cc:?} flow {f}: memo error {e_memo:.4}, fast-forward alone {e_ff:.4}");
+    }
+    (memo, plain.stats().events, errs)
 }
 
 /// A flow arriving on either twin before the recording one is steady: on the waiting twin it
@@ -531,25 +540,12 @@ fn a_flow_arriving_on_a_waiting_twin_or_its_leader_releases_the_twin() {
     for dst in [0u32, 8] {
         let flows = twin_incasts(5_000_000, Some((dst, 60)));
         for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
-            let mut exact = wave_engine(cc, None, &flows);
-            exact.run();
-            let mut plain = wave_engine(cc, Some(ff(0.05, 6)), &flows);
-            plain.run();
-            let mut memo = wave_engine(cc, Some(memo_knobs()), &flows);
-            memo.run();
-            assert_safe(&memo, &flows, "memo");
-            let w = memo.wormhole_stats().expect("on");
-            println!("{cc:?} late flow into {dst}: {w:?}");
-            assert_eq!(w.memo_deferred, 1, "{cc:?}: one twin waited");
+            let (memo, _, errs) = twin_runs(cc, &flows);
             let late = memo.flow_result(flows.len() as u32 - 1);
             assert_eq!(late.start, SimTime::from_us(60), "{cc:?}: the late flow starts when asked");
-            let (ex, me, pl) = (fcts(&exact), fcts(&memo), fcts(&plain));
-            for f in 0..4 {
-                let err = |x: (u64, u64)| ((x.1 - x.0) as f64 - (ex[f].1 - ex[f].0) as f64).abs() / (ex[f].1 - ex[f].0) as f64;
-                let (e_memo, e_ff) = (err(me[f]), err(pl[f]));
-                println!("{cc:?} dst {dst} flow {f}: memo error {e_memo:.4}, fast-forward alone {e_ff:.4}");
-                if cc == CcMode::Hpcc {
-                    assert!(e_memo < 0.1, "{cc:?} dst {dst} flow {f}: FCT error {e_memo:.4}");
+            if cc == CcMode::Hpcc {
+                for (f, &(e_memo, _)) in errs.iter().enumerate().take(4) {
+                    assert!(e_memo < 0.1, "{cc:?} late flow into {dst}, flow {f}: FCT error {e_memo:.4}");
                 }
             }
         }
