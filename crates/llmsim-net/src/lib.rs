@@ -104,6 +104,10 @@ pub struct NetStats {
     /// instant (counted as hits or misses by that one's outcome).
     pub memo_deferred: u64,
     pub memo_entries: u64,
+    /// Packet backend: events the engine ran (Wormhole's own included), and payload bytes that
+    /// fast-forwarding or mirrored twins moved instead of packets.
+    pub packet_events: u64,
+    pub ff_skipped_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]

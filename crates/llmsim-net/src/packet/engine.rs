@@ -1515,6 +1515,14 @@ impl Engine {
     }
 
     fn complete(&mut self, f: u32) {
+        self.mark_done(f);
+        if self.ww.is_some() {
+            self.ww_on_finish(f);
+        }
+    }
+
+    /// Flow `f` is done now: its timers stop and its completion is reported.
+    pub(crate) fn mark_done(&mut self, f: u32) {
         let now = self.now;
         let fl = &mut self.flows[f as usize];
         fl.done = true;
@@ -1524,9 +1532,6 @@ impl Engine {
         }
         self.stats.flows_done += 1;
         self.completed.push(f);
-        if self.ww.is_some() {
-            self.ww_on_finish(f);
-        }
     }
 
     // ---------------------------------------------------------------- DCQCN timers

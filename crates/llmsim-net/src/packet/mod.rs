@@ -349,7 +349,9 @@ impl Network for PacketNetwork {
 
     fn stats(&self) -> NetStats {
         let mut s = self.stats;
+        s.packet_events = self.engine.stats().events;
         if let Some(w) = self.engine.wormhole_stats() {
+            s.ff_skipped_bytes = w.skipped_bytes;
             s.ff_freezes = w.freezes;
             s.memo_hits = w.memo_hits;
             s.memo_misses = w.memo_misses;

@@ -36,6 +36,13 @@
 //!   to its checkpoint, then freezes and moves at the stored average rate until a round trip
 //!   and a few chunks before the stored completion; it takes the stored CC state on resume.
 //!   Contended partitions are not replayed this way (see `COMPLETION_MAX_FLOWS`).
+//! - **Mirrored twins** (a short partition, e.g. one rail's share of an all-to-all): when
+//!   partitions with the same canonical graph and the same flow sizes all start at one instant
+//!   with fresh flows, the first runs on packets (the leader) and the others freeze at once. Each
+//!   flow of a twin finishes at the instant its leader counterpart does, with no packets of its
+//!   own; the twin's links thaw when its last flow is done. A flow that joins the leader's
+//!   partition, or arrives on a twin's links, ends the mirror: the twin resumes on packets where
+//!   its leader stands (as a deferred twin does, below).
 //!
 //! Not done: link failures and rerouting (routes are static).
 
@@ -163,8 +170,20 @@ const COMPLETION_TAG: u64 = 0xC0;
 /// replayed at their stored average rates ended 14-19% early in tests.
 const COMPLETION_MAX_FLOWS: usize = 1;
 
+/// A leader partition whose flows mirrored twins copy (`Engine::ww_episodes`).
+struct Mirror {
+    live: bool,
+    /// The leader's flows, in the twins' flow order.
+    leaders: Vec<u32>,
+    /// The twins: (frozen slot, its generation).
+    followers: Vec<(u32, u32)>,
+}
+
 struct Memo {
     db: MemoDb,
+    mirrors: Vec<Mirror>,
+    /// The mirror each running leader flow belongs to (`NONE`: none).
+    mirror_of: Vec<u32>,
     context: u64,
     /// Links a flow started or finished on since the last episode check.
     touched: Vec<bool>,
@@ -222,6 +241,8 @@ impl Wormhole {
             memo: e.cfg.wormhole.memo.then(|| {
                 Box::new(Memo {
                     db: MemoDb::default(),
+                    mirrors: Vec::new(),
+                    mirror_of: Vec::new(),
                     context: memo_context(&e.cfg),
                     touched: vec![false; nl],
                     touched_list: Vec::new(),
@@ -261,6 +282,7 @@ impl Wormhole {
             && m.episode_of.len() < nflows
         {
             m.episode_of.resize(nflows, NONE);
+            m.mirror_of.resize(nflows, NONE);
         }
     }
 
@@ -434,7 +456,76 @@ impl Engine {
             self.ww_resolve_twins(&mut w, &twins, None);
         }
         self.memo_touch(&mut w, f);
+        self.ww_mirror_finish(&mut w, f);
         self.ww = Some(w);
+    }
+
+    /// Leader flow `f` finished: the matching flow of each of its mirrored twins finishes now
+    /// too, and a twin whose flows are all done thaws.
+    fn ww_mirror_finish(&mut self, w: &mut Wormhole, f: u32) {
+        let Some(m) = w.memo.as_mut() else { return };
+        let g = m.mirror_of.get(f as usize).copied().unwrap_or(NONE);
+        if g == NONE {
+            return;
+        }
+        m.mirror_of[f as usize] = NONE;
+        let mi = &mut m.mirrors[g as usize];
+        let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
+        let followers = mi.followers.clone();
+        if mi.leaders.iter().all(|&x| self.flows[x as usize].done) {
+            mi.live = false;
+            mi.followers.clear();
+        }
+        for (s, g) in followers {
+            let si = s as usize;
+            if !w.slots[si].live || w.slots[si].generation != g || w.slots[si].twin.is_none() {
+                continue;
+            }
+            let t = w.slots[si].flows[k];
+            if self.flows[t as usize].done {
+                continue;
+            }
+            self.ww_mirror_complete(w, t, w.slots[si].t0);
+            if w.slots[si].flows.iter().all(|&x| self.flows[x as usize].done) {
+                w.stats.memo_hits += 1;
+                self.ww_resume(w, s);
+            }
+        }
+    }
+
+    /// Twin flow `t`, frozen since `t0`, finishes now without packets: all its bytes count as
+    /// delivered and acknowledged.
+    fn ww_mirror_complete(&mut self, w: &mut Wormhole, t: u32, t0: u64) {
+        let fl = &mut self.flows[t as usize];
+        let (size, una, rx) = (fl.size, fl.snd_una, fl.rx_expected);
+        fl.snd_una = size;
+        fl.snd_nxt = size;
+        fl.max_sent = size;
+        fl.rx_expected = size;
+        self.stats.payload_delivered += size - rx.min(size);
+        w.stats.skipped_bytes += size - una.min(size);
+        let d = self.now.saturating_sub(t0);
+        w.log.push(SkipRecord {
+            flow: t,
+            start: SimTime::from_ps(t0),
+            end: SimTime::from_ps(self.now),
+            rate_bps: if d > 0 {
+                (size - una.min(size)) as f64 * 8e12 / d as f64
+            } else {
+                0.0
+            },
+            bytes: size - una.min(size),
+        });
+        self.mark_done(t);
+        w.dirty = true;
+        for i in flow_links(self, t as usize) {
+            w.link_touched[self.paths[i] as usize] = true;
+        }
+        if let Some(m) = w.memo.as_mut() {
+            let twins = end_episode(m, t);
+            debug_assert!(twins.is_empty(), "a twin leads no episode");
+        }
+        self.memo_touch(w, t);
     }
 
     /// Bytes each flow has left to acknowledge.
@@ -586,6 +677,11 @@ impl Engine {
         for run in groups.chunk_by(|a, b| a.0 == b.0) {
             let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
             for &f in &members {
+                // A flow joined a mirrored leader's partition: its twins can no longer copy it.
+                let g = m.mirror_of[f as usize];
+                if g != NONE && !members.iter().all(|x| m.mirrors[g as usize].leaders.contains(x)) {
+                    orphans.extend(end_mirror(&mut m, g));
+                }
                 orphans.extend(end_episode(&mut m, f));
             }
             if members.len() > MEMO_MAX_FLOWS || members.iter().any(|&f| w.flow_slot[f as usize] != NONE) {
@@ -642,6 +738,62 @@ impl Engine {
                     una0: ep.una.clone(),
                 });
                 ep.followers.push((s, w.slots[s as usize].generation));
+                w.stats.memo_deferred += 1;
+                continue;
+            }
+            // A short partition with fresh flows that started at this instant with an identical
+            // one (same graph, same sizes flow by flow): mirror that leader instead of
+            // simulating the same run to the same completions.
+            let fresh = |f: u32| {
+                let fl = &self.flows[f as usize];
+                fl.start == self.now && fl.snd_una == 0
+            };
+            if replay.is_none()
+                && !long
+                && flows.iter().all(|&f| fresh(f))
+                && let Some(k) = m.episodes.iter().position(|x| {
+                    x.live
+                        && x.t_s == self.now
+                        && x.replay.is_none()
+                        && x.hash == hash
+                        && x.graph == graph
+                        && x.flows
+                            .iter()
+                            .zip(&flows)
+                            .all(|(&a, &b)| fresh(a) && self.flows[a as usize].size == self.flows[b as usize].size)
+                })
+            {
+                let leaders = m.episodes[k].flows.clone();
+                let g = match m.mirror_of[leaders[0] as usize] {
+                    NONE => {
+                        let mi = Mirror {
+                            live: true,
+                            leaders: leaders.clone(),
+                            followers: Vec::new(),
+                        };
+                        let g = match m.mirrors.iter().position(|x| !x.live) {
+                            Some(g) => {
+                                m.mirrors[g] = mi;
+                                g
+                            }
+                            None => {
+                                m.mirrors.push(mi);
+                                m.mirrors.len() - 1
+                            }
+                        };
+                        for &f in &leaders {
+                            m.mirror_of[f as usize] = g as u32;
+                        }
+                        g
+                    }
+                    g => g as usize,
+                };
+                let s = self.ww_freeze_slot(w, flows.clone(), vec![0.0; flows.len()], TWIN_MAX_PS, None);
+                w.slots[s as usize].twin = Some(Twin {
+                    una0: vec![0; leaders.len()],
+                    leader: leaders,
+                });
+                m.mirrors[g].followers.push((s, w.slots[s as usize].generation));
                 w.stats.memo_deferred += 1;
                 continue;
             }
@@ -1291,6 +1443,16 @@ fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) 
 
 /// Closes the open episode `f` is part of, if any (its flow set changed before steady state).
 /// Returns the deferred twins it leaves to resolve.
+/// Ends mirror `g` (a flow joined its leader's partition): its twins, to resume now.
+fn end_mirror(m: &mut Memo, g: u32) -> Vec<(u32, u32)> {
+    let mi = &mut m.mirrors[g as usize];
+    mi.live = false;
+    for &f in &mi.leaders {
+        m.mirror_of[f as usize] = NONE;
+    }
+    std::mem::take(&mut mi.followers)
+}
+
 fn end_episode(m: &mut Memo, f: u32) -> Vec<(u32, u32)> {
     let Some(&k) = m.episode_of.get(f as usize) else {
         return Vec::new();
