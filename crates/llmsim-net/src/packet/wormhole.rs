@@ -109,6 +109,9 @@ struct Frozen {
     /// A deferred twin: frozen the instant it started, while an identical partition that
     /// started with it records the transient they share.
     twin: Option<Twin>,
+    /// The twin mirrors its leader to each completion (`Mirror`): a flow starting on its links
+    /// is checked against the leader's partition at the episode check, not a skip-back at once.
+    mirror: bool,
 }
 
 /// The recording partition a deferred twin follows: its flows in the twin's flow order and
@@ -396,7 +399,9 @@ impl Engine {
                 w.grow(self.flows.len());
                 for i in flow_links(self, a as usize) {
                     let s = w.link_slot[self.paths[i] as usize];
-                    if s != NONE {
+                    // A mirrored twin waits for this instant's episode check, which keeps it if
+                    // its leader gained a corresponding flow.
+                    if s != NONE && !(w.slots[s as usize].live && w.slots[s as usize].mirror) {
                         if self.now < w.slots[s as usize].resume_at {
                             w.stats.skip_backs += 1;
                         }
@@ -489,6 +494,65 @@ impl Engine {
             if w.slots[si].flows.iter().all(|&x| self.flows[x as usize].done) {
                 w.stats.memo_hits += 1;
                 self.ww_resume(w, s);
+            } else {
+                self.ww_slot_shrink(w, s);
+            }
+        }
+    }
+
+    /// A flow of twin slot `s` finished: the links none of its running flows uses thaw, so other
+    /// flows can use them. Their parked events go back to the queue and their ports' clocks move
+    /// on, both by the time the slot has been frozen, as a resume would.
+    fn ww_slot_shrink(&mut self, w: &mut Wormhole, s: u32) {
+        let si = s as usize;
+        let mut used = Vec::new();
+        for &f in &w.slots[si].flows {
+            if !self.flows[f as usize].done {
+                used.extend(flow_links(self, f as usize).map(|i| self.paths[i]));
+            }
+        }
+        used.sort_unstable();
+        used.dedup();
+        let (gone, kept): (Vec<u32>, Vec<u32>) = w.slots[si].links.iter().partition(|l| used.binary_search(l).is_err());
+        if gone.is_empty() {
+            return;
+        }
+        let d = (self.now - w.slots[si].t0).div_ceil(1000) * 1000;
+        for &l in &gone {
+            w.link_slot[l as usize] = NONE;
+            let li = l as usize;
+            if self.ports[li].busy_until > w.slots[si].t0 {
+                self.ports[li].busy_until += d;
+            }
+            let src = self.link_src[li];
+            if src < self.topo.num_hosts()
+                && let Some(t) = self.nics[src as usize].next_send.as_mut()
+            {
+                *t += d;
+            }
+        }
+        let parked = std::mem::take(&mut w.slots[si].parked);
+        let mut keep = Vec::with_capacity(parked.len());
+        for (t, seq, e) in parked {
+            let a = ((e >> 4) & MASK30) as usize;
+            let link = match e & 0xF {
+                EV_ARRIVE | EV_TXDONE => a as u32,
+                EV_WAKE => self.nics[a].link,
+                _ => NONE,
+            };
+            if link != NONE && w.link_slot[link as usize] == NONE {
+                self.events.push_seq(t + d, seq, e);
+            } else {
+                keep.push((t, seq, e));
+            }
+        }
+        w.slots[si].parked = keep;
+        w.slots[si].links = kept;
+        for &l in &gone {
+            let li = l as usize;
+            let pt = &self.ports[li];
+            if !pt.busy && pt.total > 0 && self.link_src[li] >= self.topo.num_hosts() {
+                self.switch_send(l);
             }
         }
     }
@@ -674,14 +738,10 @@ impl Engine {
         m.touched_list.clear();
         groups.sort_unstable();
         let mut orphans = Vec::new();
+        self.ww_mirror_changes(w, &mut m, &groups, &mut orphans);
         for run in groups.chunk_by(|a, b| a.0 == b.0) {
             let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
             for &f in &members {
-                // A flow joined a mirrored leader's partition: its twins can no longer copy it.
-                let g = m.mirror_of[f as usize];
-                if g != NONE && !members.iter().all(|x| m.mirrors[g as usize].leaders.contains(x)) {
-                    orphans.extend(end_mirror(&mut m, g));
-                }
                 orphans.extend(end_episode(&mut m, f));
             }
             if members.len() > MEMO_MAX_FLOWS || members.iter().any(|&f| w.flow_slot[f as usize] != NONE) {
@@ -793,6 +853,7 @@ impl Engine {
                     una0: vec![0; leaders.len()],
                     leader: leaders,
                 });
+                w.slots[s as usize].mirror = true;
                 m.mirrors[g].followers.push((s, w.slots[s as usize].generation));
                 w.stats.memo_deferred += 1;
                 continue;
@@ -1182,24 +1243,7 @@ impl Engine {
         }
         let mut parked = std::mem::take(&mut w.slots[s].parked);
         parked.clear();
-        {
-            let w_ref: &Wormhole = w;
-            let nics = &self.nics;
-            self.events.extract(
-                |e| {
-                    let kind = e & 0xF;
-                    let a = ((e >> 4) & MASK30) as u32;
-                    let owner = match kind {
-                        EV_ARRIVE | EV_TXDONE => w_ref.link_slot[a as usize],
-                        EV_WAKE => w_ref.link_slot[nics[a as usize].link as usize],
-                        EV_ALPHA | EV_DECREASE | EV_RPTIMER => w_ref.flow_slot.get(a as usize).copied().unwrap_or(NONE),
-                        _ => NONE,
-                    };
-                    owner == s as u32
-                },
-                &mut parked,
-            );
-        }
+        self.ww_extract(w, s as u32, &mut parked);
         let slot = &mut w.slots[s];
         slot.live = true;
         slot.generation = slot.generation.wrapping_add(1);
@@ -1211,10 +1255,215 @@ impl Engine {
         slot.parked = parked;
         slot.plan = plan;
         slot.twin = None;
+        slot.mirror = false;
         let g = slot.generation;
         w.stats.freezes += 1;
         self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
         s as u32
+    }
+
+    /// Moves the queued events that belong to slot `s` (its links' packets and transmissions,
+    /// its NICs' wake-ups, its flows' CC timers) into `out`.
+    fn ww_extract(&mut self, w: &Wormhole, s: u32, out: &mut Vec<(u64, u64, u64)>) {
+        let nics = &self.nics;
+        self.events.extract(
+            |e| {
+                let kind = e & 0xF;
+                let a = ((e >> 4) & MASK30) as u32;
+                let owner = match kind {
+                    EV_ARRIVE | EV_TXDONE => w.link_slot[a as usize],
+                    EV_WAKE => w.link_slot[nics[a as usize].link as usize],
+                    EV_ALPHA | EV_DECREASE | EV_RPTIMER => w.flow_slot.get(a as usize).copied().unwrap_or(NONE),
+                    _ => NONE,
+                };
+                owner == s
+            },
+            out,
+        );
+    }
+
+    /// Freezes `flows` (just started) into mirrored twin slot `s`, frozen since `t0`: their
+    /// links join the slot and their queued events are parked. A resume shifts every time of
+    /// the slot by how long it was frozen, so what these flows scheduled after `t0` is parked
+    /// that much earlier (and their pacing clocks set back), to land at the right time then.
+    fn ww_slot_add(&mut self, w: &mut Wormhole, s: u32, flows: &[u32]) {
+        let si = s as usize;
+        let back = self.now - w.slots[si].t0;
+        let mut links = Vec::new();
+        for &f in flows {
+            w.flow_slot[f as usize] = s;
+            for i in flow_links(self, f as usize) {
+                let l = self.paths[i];
+                if w.link_slot[l as usize] != s {
+                    links.push(l);
+                }
+            }
+        }
+        links.sort_unstable();
+        links.dedup();
+        for &l in &links {
+            w.link_slot[l as usize] = s;
+            let pt = &mut self.ports[l as usize];
+            if pt.busy_until > self.now {
+                pt.busy_until -= back;
+            }
+        }
+        let mut fresh = Vec::new();
+        self.ww_extract(w, s, &mut fresh);
+        for &f in flows {
+            let fl = &mut self.flows[f as usize];
+            fl.next_avail = fl.next_avail.saturating_sub(back);
+        }
+        let slot = &mut w.slots[si];
+        slot.parked.extend(fresh.into_iter().map(|(t, q, e)| (t - back, q, e)));
+        slot.links.extend_from_slice(&links);
+        slot.flows.extend_from_slice(flows);
+        slot.rates.resize(slot.flows.len(), 0.0);
+    }
+
+    /// Before the lookups of an episode check: a mirrored leader's partition that gained flows
+    /// keeps each twin whose own partition gained corresponding ones ([`Engine::ww_mirror_match`]),
+    /// with them frozen in the twin; the other twins are released (`orphans`). A twin's
+    /// partition that gained flows its leader did not is released too.
+    fn ww_mirror_changes(&mut self, w: &mut Wormhole, m: &mut Memo, groups: &[(u32, u32)], orphans: &mut Vec<(u32, u32)>) {
+        for run in groups.chunk_by(|a, b| a.0 == b.0) {
+            let mut gs: Vec<u32> = run.iter().map(|&(_, f)| m.mirror_of[f as usize]).filter(|&g| g != NONE).collect();
+            gs.sort_unstable();
+            gs.dedup();
+            let Some(&g) = gs.first() else { continue };
+            if run.iter().all(|&(_, f)| m.mirror_of[f as usize] == g) {
+                continue;
+            }
+            if gs.len() > 1 {
+                // Two mirrored leaders' partitions merged: neither is copied any more.
+                for g in gs {
+                    orphans.extend(end_mirror(m, g));
+                }
+                continue;
+            }
+            let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
+            self.ww_mirror_extend(w, m, g, &members, groups, orphans);
+        }
+        for run in groups.chunk_by(|a, b| a.0 == b.0) {
+            let twin = run.iter().map(|&(_, f)| w.flow_slot[f as usize]).find(|&s| s != NONE && w.slots[s as usize].mirror);
+            if let Some(s) = twin
+                && run.iter().any(|&(_, f)| w.flow_slot[f as usize] == NONE)
+            {
+                orphans.push((s, w.slots[s as usize].generation));
+            }
+        }
+    }
+
+    /// Leader partition `members` of mirror `g` gained flows: extends the mirror to them in each
+    /// twin that gained corresponding ones; releases the others.
+    fn ww_mirror_extend(
+        &mut self,
+        w: &mut Wormhole,
+        m: &mut Memo,
+        g: u32,
+        members: &[u32],
+        groups: &[(u32, u32)],
+        orphans: &mut Vec<(u32, u32)>,
+    ) {
+        let gi = g as usize;
+        let mut old = Vec::new();
+        let mut new_l = Vec::new();
+        for &f in members {
+            if m.mirror_of[f as usize] == g {
+                old.push(m.mirrors[gi].leaders.iter().position(|&x| x == f).expect("a leader of its mirror"));
+            } else {
+                new_l.push(f);
+            }
+        }
+        let followers = std::mem::take(&mut m.mirrors[gi].followers);
+        let mut kept = Vec::new();
+        for (s, gen_) in followers {
+            let si = s as usize;
+            if !w.slots[si].live || w.slots[si].generation != gen_ || !w.slots[si].mirror {
+                continue;
+            }
+            match self.ww_mirror_match(w, &m.mirrors[gi].leaders, &w.slots[si].flows, &old, &new_l, members.len(), groups) {
+                Some(new_t) => kept.push((s, gen_, new_t)),
+                None => orphans.push((s, gen_)),
+            }
+        }
+        if kept.is_empty() {
+            orphans.extend(end_mirror(m, g));
+            return;
+        }
+        for &f in &new_l {
+            m.mirror_of[f as usize] = g;
+        }
+        m.mirrors[gi].leaders.extend_from_slice(&new_l);
+        let leaders = m.mirrors[gi].leaders.clone();
+        for (s, gen_, new_t) in kept {
+            self.ww_slot_add(w, s, &new_t);
+            if let Some(t) = w.slots[s as usize].twin.as_mut() {
+                t.leader.clone_from(&leaders);
+                t.una0.resize(leaders.len(), 0);
+            }
+            m.mirrors[gi].followers.push((s, gen_));
+        }
+    }
+
+    /// The twin's new flows that correspond to the leader's `new_l`, or `None`. The twin's
+    /// partition must be its flows at positions `old` of the mirror (those whose leader flows
+    /// are in the leader's partition now) plus as many new flows as the leader gained, all fresh,
+    /// and paired in submission order they must match flow by flow: size, class, line rate, and
+    /// links that correspond one to one with the same rates along the data and ACK paths.
+    #[allow(clippy::too_many_arguments)]
+    fn ww_mirror_match(
+        &self,
+        w: &Wormhole,
+        leaders: &[u32],
+        twins: &[u32],
+        old: &[usize],
+        new_l: &[u32],
+        n: usize,
+        groups: &[(u32, u32)],
+    ) -> Option<Vec<u32>> {
+        let fresh = |f: u32| {
+            let fl = &self.flows[f as usize];
+            fl.start == self.now && fl.snd_una == 0
+        };
+        if !new_l.iter().all(|&f| fresh(f)) {
+            return None;
+        }
+        let r = w.root[twins[*old.first()?] as usize];
+        let lo = groups.partition_point(|&(x, _)| x < r);
+        let hi = groups.partition_point(|&(x, _)| x <= r);
+        let t_members = &groups[lo..hi];
+        if t_members.len() != n {
+            return None;
+        }
+        let s = w.flow_slot[twins[old[0]] as usize];
+        let new_t: Vec<u32> = t_members.iter().map(|&(_, f)| f).filter(|&f| w.flow_slot[f as usize] != s).collect();
+        if new_t.len() != new_l.len() || new_t.iter().any(|&f| w.flow_slot[f as usize] != NONE || !fresh(f)) {
+            return None;
+        }
+        let mut map: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut inv: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let pairs = old.iter().map(|&k| (leaders[k], twins[k])).chain(new_l.iter().copied().zip(new_t.iter().copied()));
+        for (a, b) in pairs {
+            let (fa, fb) = (&self.flows[a as usize], &self.flows[b as usize]);
+            if fa.size != fb.size || fa.pg != fb.pg || fa.max_rate != fb.max_rate {
+                return None;
+            }
+            let (la, lb) = (flow_links(self, a as usize), flow_links(self, b as usize));
+            if la.len() != lb.len() || fa.path_ack - fa.path_data != fb.path_ack - fb.path_data {
+                return None;
+            }
+            for (i, j) in la.zip(lb) {
+                let (x, y) = (self.paths[i], self.paths[j]);
+                if self.link_rate[x as usize] != self.link_rate[y as usize]
+                    || *map.entry(x).or_insert(y) != y
+                    || *inv.entry(y).or_insert(x) != x
+                {
+                    return None;
+                }
+            }
+        }
+        Some(new_t)
     }
 
     /// Ends the skip of slot `s` now: advances its flows, shifts its times, re-queues its events.
