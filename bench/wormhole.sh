@@ -113,13 +113,14 @@ rep = lambda d: json.load(open(f"{d}/summary.json"))["report"]
 it = lambda d: rep(d)["iteration_time_s"]
 ie = 100 * abs(it(fd) - it(ed)) / it(ed)
 net = rep(fd)["net"]
+skipped = 100 * (1 - net["packet_events"] / rep(ed)["net"]["packet_events"])
 memo = f"{net['memo_hits']:>6} {net['memo_misses']:>6} {net['memo_entries']:>7} {os.path.getsize(db)/1024:>7.0f}" if "memo" in label else f"{'-':>6} {'-':>6} {'-':>7} {'-':>7}"
-print(f"{label:<38} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {ie:>9.4f}% {te/tf:>8.2f}x {te:>8.2f} {tf:>8.2f} {memo}")
+print(f"{label:<38} {n:>5} {100*sum(errs)/n:>9.3f}% {100*errs[min(int(0.99*n), n-1)]:>9.3f}% {100*errs[-1]:>8.2f}% {ie:>9.4f}% {te/tf:>8.2f}x {skipped:>7.1f}% {te:>8.2f} {tf:>8.2f} {memo}")
 PY
   done
 }
 echo
-printf "%-38s %5s %10s %10s %10s %9s %8s %8s %6s %6s %7s %7s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "iter err" speedup "exact s" "ff s" hits misses entries "db KiB"
+printf "%-38s %5s %10s %10s %9s %10s %9s %8s %8s %8s %6s %6s %7s %7s\n" "llmsim run --backend packet" flows "mean err" "p99 err" "max err" "iter err" speedup skipped "exact s" "ff s" hits misses entries "db KiB"
 llm "gpt3-13b_16gpu_1layer_hpcc" examples/gpt3-13b-128gpu.yaml --set network.cc=hpcc --set cluster.gpus=16 \
   --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'
 llm "gpt3-13b_16gpu_1layer_dcqcn" examples/gpt3-13b-128gpu.yaml --set network.cc=dcqcn --set cluster.gpus=16 \
@@ -132,6 +133,7 @@ if [ "${WORMHOLE_FULL:-0}" = 1 ]; then
   llm "gpt3-13b_128gpu_hpcc" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=hpcc
   llm "gpt3-13b_128gpu_dcqcn" examples/wormhole-gpt-13b-128gpu.yaml --set network.cc=dcqcn
   llm "moe-8x7b_64gpu_hpcc" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=hpcc
+  llm "moe-8x7b_64gpu_dcqcn" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=dcqcn
 fi
 
 if [ "$sensitivity" != "--no-sensitivity" ]; then
