@@ -42,7 +42,14 @@
 //!   flow of a twin finishes at the instant its leader counterpart does, with no packets of its
 //!   own; the twin's links thaw when its last flow is done. A flow that joins the leader's
 //!   partition, or arrives on a twin's links, ends the mirror: the twin resumes on packets where
-//!   its leader stands (as a deferred twin does, below).
+//!   its leader stands (as a deferred twin does, below). Flows that start on a leader's and on
+//!   each twin's partition at the same instant, matching flow by flow on corresponding links,
+//!   join the mirror instead (a DP ring meeting a rail's all-to-all on every rail).
+//! - **Run entries**: a leader's run that nothing joined, from its fresh start to its last
+//!   completion, is stored (each flow's completion offset) under its graph weighted by the flow
+//!   sizes. A later fresh short partition with that key freezes at once and finishes each flow
+//!   at its stored offset; a flow arriving on its links resumes it on packets, each flow having
+//!   moved its bytes at its stored average rate.
 //!
 //! Not done: link failures and rerouting (routes are static).
 
@@ -112,6 +119,8 @@ struct Frozen {
     /// The twin mirrors its leader to each completion (`Mirror`): a flow starting on its links
     /// is checked against the leader's partition at the episode check, not a skip-back at once.
     mirror: bool,
+    /// A run entry's replay: each flow's completion time (empty otherwise).
+    finish: Vec<u64>,
 }
 
 /// The recording partition a deferred twin follows: its flows in the twin's flow order and
@@ -180,6 +189,49 @@ struct Mirror {
     leaders: Vec<u32>,
     /// The twins: (frozen slot, its generation).
     followers: Vec<(u32, u32)>,
+    /// The leader's run while it is a clean record (fresh start, nothing joined).
+    record: Option<RunRecord>,
+    /// When the leader started, and its flow-conflict graph then: twins start at that instant
+    /// with the same graph and the same sizes.
+    t_s: u64,
+    hash: u64,
+    graph: Fcg,
+}
+
+/// A run being recorded: its key, and each leader flow's completion offset (0: not yet).
+struct RunRecord {
+    t_s: u64,
+    hash: u64,
+    graph: Fcg,
+    /// The leader (index into `Mirror::leaders`) of each flow vertex of `graph`.
+    order: Vec<u32>,
+    finish: Vec<u64>,
+}
+
+fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg) -> usize {
+    let mi = Mirror {
+        live: true,
+        leaders,
+        followers: Vec::new(),
+        record: None,
+        t_s,
+        hash,
+        graph,
+    };
+    let g = match m.mirrors.iter().position(|x| !x.live) {
+        Some(g) => {
+            m.mirrors[g] = mi;
+            g
+        }
+        None => {
+            m.mirrors.push(mi);
+            m.mirrors.len() - 1
+        }
+    };
+    for &f in &m.mirrors[g].leaders {
+        m.mirror_of[f as usize] = g as u32;
+    }
+    g
 }
 
 struct Memo {
@@ -382,6 +434,10 @@ impl Engine {
                 self.ww_checkpoint(&mut w, a);
                 true
             }
+            EV_SAMPLE if b == 3 => {
+                self.ww_replay_finish(&mut w, a);
+                true
+            }
             EV_SAMPLE => {
                 w.tick_pending = false;
                 self.ww_tick(&mut w);
@@ -476,10 +532,31 @@ impl Engine {
         m.mirror_of[f as usize] = NONE;
         let mi = &mut m.mirrors[g as usize];
         let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
+        if let Some(r) = mi.record.as_mut() {
+            r.finish[k] = (self.now - r.t_s).max(1);
+        }
         let followers = mi.followers.clone();
         if mi.leaders.iter().all(|&x| self.flows[x as usize].done) {
             mi.live = false;
             mi.followers.clear();
+            // A clean run to its last completion: store each flow's completion offset (in
+            // `bytes`: the sizes are in the key).
+            if let Some(r) = mi.record.take() {
+                let value = MemoValue {
+                    t_conv_ps: r.finish.iter().copied().max().unwrap_or(0),
+                    flows: r
+                        .order
+                        .iter()
+                        .map(|&j| MemoFlow {
+                            bytes: r.finish[j as usize],
+                            ..MemoFlow::default()
+                        })
+                        .collect(),
+                };
+                if m.db.insert(m.context, r.hash, r.graph, value) {
+                    w.stats.memo_inserts += 1;
+                }
+            }
         }
         for (s, g) in followers {
             let si = s as usize;
@@ -554,6 +631,48 @@ impl Engine {
             if !pt.busy && pt.total > 0 && self.link_src[li] >= self.topo.num_hosts() {
                 self.switch_send(l);
             }
+        }
+    }
+
+    /// A run entry's hit: freezes `flows` (fresh, just started) and finishes each `fin[k]` from
+    /// now. Until then a flow arriving on their links resumes them on packets (a skip-back),
+    /// each having moved its bytes at its stored average rate.
+    fn ww_replay_freeze(&mut self, w: &mut Wormhole, flows: &[u32], fin: &[u64]) {
+        let rates = flows
+            .iter()
+            .zip(fin)
+            .map(|(&f, &t)| self.flows[f as usize].size as f64 * 8e12 / t.max(1) as f64)
+            .collect();
+        let s = self.ww_freeze_slot(w, flows.to_vec(), rates, TWIN_MAX_PS, None);
+        let at: Vec<u64> = fin.iter().map(|&t| self.now + t).collect();
+        let mut times = at.clone();
+        times.sort_unstable();
+        times.dedup();
+        for t in times {
+            self.schedule(t, ev(EV_SAMPLE, s, 3));
+        }
+        w.slots[s as usize].finish = at;
+    }
+
+    /// A completion time of replay slot `s`: the flows due by now finish; the slot thaws when
+    /// all have, else the links only finished flows used do.
+    fn ww_replay_finish(&mut self, w: &mut Wormhole, s: u32) {
+        let si = s as usize;
+        if !w.slots[si].live || w.slots[si].finish.is_empty() {
+            return;
+        }
+        let t0 = w.slots[si].t0;
+        for k in 0..w.slots[si].flows.len() {
+            let f = w.slots[si].flows[k];
+            if !self.flows[f as usize].done && w.slots[si].finish[k] <= self.now {
+                self.ww_mirror_complete(w, f, t0);
+                self.ww_mirror_finish(w, f);
+            }
+        }
+        if w.slots[si].flows.iter().all(|&x| self.flows[x as usize].done) {
+            self.ww_resume(w, s);
+        } else {
+            self.ww_slot_shrink(w, s);
         }
     }
 
@@ -784,6 +903,16 @@ impl Engine {
                 let fl = &self.flows[f as usize];
                 (fl.size - fl.snd_una.min(fl.size)) as f64 * 8.0 / self.payload_cap(f) * 1e12 > window_ps as f64
             });
+            let fresh = |f: u32| {
+                let fl = &self.flows[f as usize];
+                fl.start == self.now && fl.snd_una == 0
+            };
+            // A short partition of fresh flows: the key of its run to its last completion.
+            let run = (replay.is_none() && !long && flows.iter().all(|&f| fresh(f))).then(|| {
+                let sizes: Vec<u64> = flows.iter().map(|&f| self.flows[f as usize].size).collect();
+                run_key(&graph, &sizes)
+            });
+
             if replay.is_none()
                 && long
                 && let Some(k) = m
@@ -804,50 +933,19 @@ impl Engine {
             // A short partition with fresh flows that started at this instant with an identical
             // one (same graph, same sizes flow by flow): mirror that leader instead of
             // simulating the same run to the same completions.
-            let fresh = |f: u32| {
-                let fl = &self.flows[f as usize];
-                fl.start == self.now && fl.snd_una == 0
-            };
-            if replay.is_none()
-                && !long
-                && flows.iter().all(|&f| fresh(f))
-                && let Some(k) = m.episodes.iter().position(|x| {
+            if run.is_some()
+                && let Some(g) = m.mirrors.iter().position(|x| {
                     x.live
                         && x.t_s == self.now
-                        && x.replay.is_none()
                         && x.hash == hash
                         && x.graph == graph
-                        && x.flows
+                        && x.leaders
                             .iter()
                             .zip(&flows)
                             .all(|(&a, &b)| fresh(a) && self.flows[a as usize].size == self.flows[b as usize].size)
                 })
             {
-                let leaders = m.episodes[k].flows.clone();
-                let g = match m.mirror_of[leaders[0] as usize] {
-                    NONE => {
-                        let mi = Mirror {
-                            live: true,
-                            leaders: leaders.clone(),
-                            followers: Vec::new(),
-                        };
-                        let g = match m.mirrors.iter().position(|x| !x.live) {
-                            Some(g) => {
-                                m.mirrors[g] = mi;
-                                g
-                            }
-                            None => {
-                                m.mirrors.push(mi);
-                                m.mirrors.len() - 1
-                            }
-                        };
-                        for &f in &leaders {
-                            m.mirror_of[f as usize] = g as u32;
-                        }
-                        g
-                    }
-                    g => g as usize,
-                };
+                let leaders = m.mirrors[g].leaders.clone();
                 let s = self.ww_freeze_slot(w, flows.clone(), vec![0.0; flows.len()], TWIN_MAX_PS, None);
                 w.slots[s as usize].twin = Some(Twin {
                     una0: vec![0; leaders.len()],
@@ -856,6 +954,20 @@ impl Engine {
                 w.slots[s as usize].mirror = true;
                 m.mirrors[g].followers.push((s, w.slots[s as usize].generation));
                 w.stats.memo_deferred += 1;
+                continue;
+            }
+            // A stored run with the same key: replay it (this partition still leads any twins
+            // that start with it; if a flow joins, it resumes on packets and they follow it).
+            if let Some((rg, rh, rorder)) = &run
+                && let Some((val, map)) = m.db.lookup(m.context, *rh, rg)
+            {
+                let mut fin = vec![0u64; flows.len()];
+                for (i, &v) in rorder.iter().enumerate() {
+                    fin[v as usize] = val.flows[map[i] as usize].bytes;
+                }
+                self.ww_replay_freeze(w, &flows, &fin);
+                new_mirror(&mut m, flows, self.now, hash, graph);
+                w.stats.memo_hits += 1;
                 continue;
             }
             if replay.is_none() {
@@ -887,6 +999,20 @@ impl Engine {
             };
             for &f in &m.episodes[k].flows {
                 m.episode_of[f as usize] = k as u32;
+            }
+            // The leader of any twins that start with it: its run is recorded.
+            if let Some((rgraph, rhash, order)) = run {
+                let ep = &m.episodes[k];
+                let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
+                let n = leaders.len();
+                let g = new_mirror(&mut m, leaders, self.now, hash, graph);
+                m.mirrors[g].record = Some(RunRecord {
+                    t_s: self.now,
+                    hash: rhash,
+                    graph: rgraph,
+                    order,
+                    finish: vec![0; n],
+                });
             }
             if delta > 0 {
                 self.schedule(self.now + delta, ev(EV_SAMPLE, k as u32, 2));
@@ -1256,6 +1382,7 @@ impl Engine {
         slot.plan = plan;
         slot.twin = None;
         slot.mirror = false;
+        slot.finish.clear();
         let g = slot.generation;
         w.stats.freezes += 1;
         self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
@@ -1345,7 +1472,10 @@ impl Engine {
             self.ww_mirror_extend(w, m, g, &members, groups, orphans);
         }
         for run in groups.chunk_by(|a, b| a.0 == b.0) {
-            let twin = run.iter().map(|&(_, f)| w.flow_slot[f as usize]).find(|&s| s != NONE && w.slots[s as usize].mirror);
+            let twin = run
+                .iter()
+                .map(|&(_, f)| w.flow_slot[f as usize])
+                .find(|&s| s != NONE && w.slots[s as usize].mirror);
             if let Some(s) = twin
                 && run.iter().any(|&(_, f)| w.flow_slot[f as usize] == NONE)
             {
@@ -1366,6 +1496,7 @@ impl Engine {
         orphans: &mut Vec<(u32, u32)>,
     ) {
         let gi = g as usize;
+        m.mirrors[gi].record = None;
         let mut old = Vec::new();
         let mut new_l = Vec::new();
         for &f in members {
@@ -1437,13 +1568,20 @@ impl Engine {
             return None;
         }
         let s = w.flow_slot[twins[old[0]] as usize];
-        let new_t: Vec<u32> = t_members.iter().map(|&(_, f)| f).filter(|&f| w.flow_slot[f as usize] != s).collect();
+        let new_t: Vec<u32> = t_members
+            .iter()
+            .map(|&(_, f)| f)
+            .filter(|&f| w.flow_slot[f as usize] != s)
+            .collect();
         if new_t.len() != new_l.len() || new_t.iter().any(|&f| w.flow_slot[f as usize] != NONE || !fresh(f)) {
             return None;
         }
         let mut map: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         let mut inv: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-        let pairs = old.iter().map(|&k| (leaders[k], twins[k])).chain(new_l.iter().copied().zip(new_t.iter().copied()));
+        let pairs = old
+            .iter()
+            .map(|&k| (leaders[k], twins[k]))
+            .chain(new_l.iter().copied().zip(new_t.iter().copied()));
         for (a, b) in pairs {
             let (fa, fb) = (&self.flows[a as usize], &self.flows[b as usize]);
             if fa.size != fb.size || fa.pg != fb.pg || fa.max_rate != fb.max_rate {
@@ -1683,6 +1821,17 @@ fn cc_snap(fl: &super::engine::Flow) -> CcSnap {
 /// The key of an episode that ends in a completion: `graph` (canonical) with each flow weighed
 /// by `rem` (its bytes left), re-canonicalized, under a hash tagged with the checkpoint delay.
 /// Returns the graph, the hash, and for each of its flow vertices the index into `graph`'s.
+/// Run entries (a fresh partition's run to its last completion) live under their graph, each
+/// flow weighted by its size, with this mixed into the hash.
+const RUN_TAG: u64 = 0x52;
+
+fn run_key(graph: &Fcg, sizes: &[u64]) -> (Fcg, u64, Vec<u32>) {
+    let g = graph.with_flow_weights(sizes);
+    let (h, order) = g.canonical();
+    let nf = g.num_flows();
+    (g.relabel(&order), mix(h, RUN_TAG), order[..nf].to_vec())
+}
+
 fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) {
     let g = graph.with_flow_weights(rem);
     let (h, order) = g.canonical();
@@ -1696,6 +1845,7 @@ fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) 
 fn end_mirror(m: &mut Memo, g: u32) -> Vec<(u32, u32)> {
     let mi = &mut m.mirrors[g as usize];
     mi.live = false;
+    mi.record = None;
     for &f in &mi.leaders {
         m.mirror_of[f as usize] = NONE;
     }
