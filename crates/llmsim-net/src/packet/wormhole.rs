@@ -206,6 +206,8 @@ struct RunRecord {
     /// The leader (index into `Mirror::leaders`) of each flow vertex of `graph`.
     order: Vec<u32>,
     finish: Vec<u64>,
+    /// Each leader flow's CC state when it finished.
+    cc: Vec<CcSnap>,
 }
 
 fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg) -> usize {
@@ -534,6 +536,7 @@ impl Engine {
         let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
         if let Some(r) = mi.record.as_mut() {
             r.finish[k] = (self.now - r.t_s).max(1);
+            r.cc[k] = cc_snap(&self.flows[f as usize]);
         }
         let followers = mi.followers.clone();
         if mi.leaders.iter().all(|&x| self.flows[x as usize].done) {
@@ -549,7 +552,8 @@ impl Engine {
                         .iter()
                         .map(|&j| MemoFlow {
                             bytes: r.finish[j as usize],
-                            ..MemoFlow::default()
+                            rate_bps: 0.0,
+                            cc: r.cc[j as usize],
                         })
                         .collect(),
                 };
@@ -636,14 +640,21 @@ impl Engine {
 
     /// A run entry's hit: freezes `flows` (fresh, just started) and finishes each `fin[k]` from
     /// now. Until then a flow arriving on their links resumes them on packets (a skip-back),
-    /// each having moved its bytes at its stored average rate.
-    fn ww_replay_freeze(&mut self, w: &mut Wormhole, flows: &[u32], fin: &[u64]) {
+    /// each having moved its bytes at its stored average rate, with the CC state it had when it
+    /// finished in the stored run (not a fresh flow's line rate).
+    fn ww_replay_freeze(&mut self, w: &mut Wormhole, flows: &[u32], fin: &[u64], cc: Vec<CcSnap>) {
         let rates = flows
             .iter()
             .zip(fin)
             .map(|(&f, &t)| self.flows[f as usize].size as f64 * 8e12 / t.max(1) as f64)
             .collect();
-        let s = self.ww_freeze_slot(w, flows.to_vec(), rates, TWIN_MAX_PS, None);
+        let plan = MemoPlan {
+            t_conv: fin.iter().copied().max().unwrap_or(0),
+            bytes: flows.iter().map(|&f| self.flows[f as usize].size).collect(),
+            cc,
+            completion: true,
+        };
+        let s = self.ww_freeze_slot(w, flows.to_vec(), rates, TWIN_MAX_PS, Some(plan));
         let at: Vec<u64> = fin.iter().map(|&t| self.now + t).collect();
         let mut times = at.clone();
         times.sort_unstable();
@@ -962,10 +973,12 @@ impl Engine {
                 && let Some((val, map)) = m.db.lookup(m.context, *rh, rg)
             {
                 let mut fin = vec![0u64; flows.len()];
+                let mut cc = vec![CcSnap::default(); flows.len()];
                 for (i, &v) in rorder.iter().enumerate() {
                     fin[v as usize] = val.flows[map[i] as usize].bytes;
+                    cc[v as usize] = val.flows[map[i] as usize].cc;
                 }
-                self.ww_replay_freeze(w, &flows, &fin);
+                self.ww_replay_freeze(w, &flows, &fin, cc);
                 new_mirror(&mut m, flows, self.now, hash, graph);
                 w.stats.memo_hits += 1;
                 continue;
@@ -1012,6 +1025,7 @@ impl Engine {
                     graph: rgraph,
                     order,
                     finish: vec![0; n],
+                    cc: vec![CcSnap::default(); n],
                 });
             }
             if delta > 0 {
