@@ -6,7 +6,9 @@
 # the per-flow relative FCT error, the speedup in wall time (single core), the fraction of
 # events skipped (1 - events_ff / events_exact) and Wormhole's freezes; with --ff-memo, a cold run
 # (empty memo database file) and a warm one (the database the cold run saved), with memo hits,
-# misses and the database's size. Then a sensitivity table over θ and l on the permutation.
+# misses and the database's size. Then the same for `llmsim run --backend packet` scenarios, with
+# the worst transfer's error, the iteration-time error and the packet events skipped (from the
+# runs' summary.json). Then a sensitivity table over θ and l on the permutation.
 # Usage: [WORMHOLE_FULL=1] bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
 set -euo pipefail
 cd "$(dirname "$0")/.."

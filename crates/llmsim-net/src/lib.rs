@@ -100,8 +100,8 @@ pub struct NetStats {
     pub ff_freezes: u64,
     pub memo_hits: u64,
     pub memo_misses: u64,
-    /// Of those lookups, partitions that waited for an identical one started at the same
-    /// instant (counted as hits or misses by that one's outcome).
+    /// Of those lookups, partitions that waited for (or mirrored) an identical one started at
+    /// the same instant (counted as hits or misses by that one's outcome).
     pub memo_deferred: u64,
     pub memo_entries: u64,
     /// Packet backend: events the engine ran (Wormhole's own included), and payload bytes that

@@ -85,7 +85,8 @@ pub struct WormholeStats {
     pub memo_inserts: u64,
     /// Partitions that started together with an identical one and waited for its outcome
     /// instead of simulating the same transient (each then counts as a hit, or as a miss when
-    /// that episode ended unsteady).
+    /// that episode ended unsteady), or mirrored it to its completions (a hit when every flow
+    /// finished with its leader counterpart, a miss when an arrival ended the mirror first).
     pub memo_deferred: u64,
 }
 
