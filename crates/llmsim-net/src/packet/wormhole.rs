@@ -58,7 +58,7 @@ use llmsim_core::SimTime;
 use super::PacketError;
 use super::config::{CcMode, WormholeConfig};
 use super::engine::{
-    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, Kind, MASK30, ev,
+    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, Kind, MASK30, Nic, ev,
 };
 use super::memo::{CcSnap, Fcg, FlowDesc, MemoDb, MemoFlow, MemoValue, fnv, mix};
 
@@ -199,9 +199,9 @@ struct Mirror {
     graph: Fcg,
 }
 
-/// A run being recorded: its key, and each leader flow's completion offset (0: not yet).
+/// A run being recorded (its start is its mirror's `t_s`): its key, and each leader flow's
+/// completion offset (0: not yet).
 struct RunRecord {
-    t_s: u64,
     hash: u64,
     graph: Fcg,
     /// The leader (index into `Mirror::leaders`) of each flow vertex of `graph`.
@@ -344,12 +344,13 @@ impl Wormhole {
         }
     }
 
-    /// The slot (frozen partition) an event belongs to, if any.
+    /// The slot (frozen partition) event `e` belongs to, if any (`nics`: the engine's).
     #[inline]
-    fn owner(&self, e: &Engine, kind: u64, a: u32) -> u32 {
-        match kind {
+    fn owner(&self, nics: &[Nic], e: u64) -> u32 {
+        let a = ((e >> 4) & MASK30) as u32;
+        match e & 0xF {
             EV_ARRIVE | EV_TXDONE => self.link_slot[a as usize],
-            EV_WAKE => self.link_slot[e.nics[a as usize].link as usize],
+            EV_WAKE => self.link_slot[nics[a as usize].link as usize],
             EV_ALPHA | EV_DECREASE | EV_RPTIMER => self.flow_slot.get(a as usize).copied().unwrap_or(NONE),
             _ => NONE,
         }
@@ -470,7 +471,7 @@ impl Engine {
                 false
             }
             _ => {
-                let s = w.owner(self, kind, a);
+                let s = w.owner(&self.nics, e);
                 if s != NONE {
                     let seq = self.events.cur_seq();
                     w.slots[s as usize].parked.push((self.now, seq, e));
@@ -536,7 +537,7 @@ impl Engine {
         let mi = &mut m.mirrors[g as usize];
         let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
         if let Some(r) = mi.record.as_mut() {
-            r.finish[k] = (self.now - r.t_s).max(1);
+            r.finish[k] = (self.now - mi.t_s).max(1);
             r.cc[k] = cc_snap(&self.flows[f as usize]);
         }
         let followers = mi.followers.clone();
@@ -599,42 +600,50 @@ impl Engine {
         if gone.is_empty() {
             return;
         }
-        let d = (self.now - w.slots[si].t0).div_ceil(1000) * 1000;
+        let t0 = w.slots[si].t0;
+        let d = (self.now - t0).div_ceil(1000) * 1000;
         for &l in &gone {
             w.link_slot[l as usize] = NONE;
-            let li = l as usize;
-            if self.ports[li].busy_until > w.slots[si].t0 {
-                self.ports[li].busy_until += d;
-            }
-            let src = self.link_src[li];
-            if src < self.topo.num_hosts()
-                && let Some(t) = self.nics[src as usize].next_send.as_mut()
-            {
-                *t += d;
-            }
+            self.ww_shift_port_clocks(l, t0, d);
         }
+        // The parked events of the thawed links (they belong to no slot now) go back.
         let parked = std::mem::take(&mut w.slots[si].parked);
         let mut keep = Vec::with_capacity(parked.len());
         for (t, seq, e) in parked {
-            let a = ((e >> 4) & MASK30) as usize;
-            let link = match e & 0xF {
-                EV_ARRIVE | EV_TXDONE => a as u32,
-                EV_WAKE => self.nics[a].link,
-                _ => NONE,
-            };
-            if link != NONE && w.link_slot[link as usize] == NONE {
-                self.events.push_seq(t + d, seq, e);
-            } else {
+            if w.owner(&self.nics, e) == s {
                 keep.push((t, seq, e));
+            } else {
+                self.events.push_seq(t + d, seq, e);
             }
         }
         w.slots[si].parked = keep;
         w.slots[si].links = kept;
-        for &l in &gone {
-            let li = l as usize;
-            let pt = &self.ports[li];
-            if !pt.busy && pt.total > 0 && self.link_src[li] >= self.topo.num_hosts() {
-                self.switch_send(l);
+        self.ww_kick_stray_ports(&gone);
+    }
+
+    /// Thawing link `l` of a slot frozen at `t0` for `d`: its port's busy time and, on a host's
+    /// link, the NIC's pending wake-up move on by `d`.
+    fn ww_shift_port_clocks(&mut self, l: u32, t0: u64, d: u64) {
+        let li = l as usize;
+        if self.ports[li].busy_until > t0 {
+            self.ports[li].busy_until += d;
+        }
+        let src = self.link_src[li];
+        if src < self.topo.num_hosts()
+            && let Some(t) = self.nics[src as usize].next_send.as_mut()
+        {
+            *t += d;
+        }
+    }
+
+    /// Thawed switch ports left with packets and nothing scheduled (a stray packet queued while
+    /// frozen) start sending.
+    fn ww_kick_stray_ports(&mut self, links: &[u32]) {
+        for &k in links {
+            let ki = k as usize;
+            let pt = &self.ports[ki];
+            if !pt.busy && pt.total > 0 && self.link_src[ki] >= self.topo.num_hosts() {
+                self.switch_send(k);
             }
         }
     }
@@ -686,6 +695,13 @@ impl Engine {
         } else {
             self.ww_slot_shrink(w, s);
         }
+    }
+
+    /// Flow `f` started at this instant and has had nothing acknowledged: a fresh flow, as a
+    /// mirror's or a run entry's flows must be.
+    fn ww_fresh(&self, f: u32) -> bool {
+        let fl = &self.flows[f as usize];
+        fl.start == self.now && fl.snd_una == 0
     }
 
     /// Twin flow `t`, frozen since `t0`, finishes now without packets: all its bytes count as
@@ -915,10 +931,7 @@ impl Engine {
                 let fl = &self.flows[f as usize];
                 (fl.size - fl.snd_una.min(fl.size)) as f64 * 8.0 / self.payload_cap(f) * 1e12 > window_ps as f64
             });
-            let fresh = |f: u32| {
-                let fl = &self.flows[f as usize];
-                fl.start == self.now && fl.snd_una == 0
-            };
+            let fresh = |f: u32| self.ww_fresh(f);
             // A short partition of fresh flows: the key of its run to its last completion.
             let run = (replay.is_none() && !long && flows.iter().all(|&f| fresh(f))).then(|| {
                 let sizes: Vec<u64> = flows.iter().map(|&f| self.flows[f as usize].size).collect();
@@ -1021,7 +1034,6 @@ impl Engine {
                 let n = leaders.len();
                 let g = new_mirror(&mut m, leaders, self.now, hash, graph);
                 m.mirrors[g].record = Some(RunRecord {
-                    t_s: self.now,
                     hash: rhash,
                     graph: rgraph,
                     order,
@@ -1408,20 +1420,7 @@ impl Engine {
     /// its NICs' wake-ups, its flows' CC timers) into `out`.
     fn ww_extract(&mut self, w: &Wormhole, s: u32, out: &mut Vec<(u64, u64, u64)>) {
         let nics = &self.nics;
-        self.events.extract(
-            |e| {
-                let kind = e & 0xF;
-                let a = ((e >> 4) & MASK30) as u32;
-                let owner = match kind {
-                    EV_ARRIVE | EV_TXDONE => w.link_slot[a as usize],
-                    EV_WAKE => w.link_slot[nics[a as usize].link as usize],
-                    EV_ALPHA | EV_DECREASE | EV_RPTIMER => w.flow_slot.get(a as usize).copied().unwrap_or(NONE),
-                    _ => NONE,
-                };
-                owner == s
-            },
-            out,
-        );
+        self.events.extract(|e| w.owner(nics, e) == s, out);
     }
 
     /// Freezes `flows` (just started) into mirrored twin slot `s`, frozen since `t0`: their
@@ -1568,10 +1567,7 @@ impl Engine {
         n: usize,
         groups: &[(u32, u32)],
     ) -> Option<Vec<u32>> {
-        let fresh = |f: u32| {
-            let fl = &self.flows[f as usize];
-            fl.start == self.now && fl.snd_una == 0
-        };
+        let fresh = |f: u32| self.ww_fresh(f);
         if !new_l.iter().all(|&f| fresh(f)) {
             return None;
         }
@@ -1731,20 +1727,14 @@ impl Engine {
             for p in queued {
                 shift_pkt(self, p);
             }
-            if self.ports[ki].busy_until > t0 {
-                self.ports[ki].busy_until += d;
-            }
             let src = self.link_src[ki];
             if src < self.topo.num_hosts() {
-                let h = src as usize;
-                let acks: Vec<u32> = self.nics[h].ackq.iter(&self.pkts).collect();
+                let acks: Vec<u32> = self.nics[src as usize].ackq.iter(&self.pkts).collect();
                 for p in acks {
                     shift_pkt(self, p);
                 }
-                if let Some(t) = self.nics[h].next_send.as_mut() {
-                    *t += d;
-                }
             }
+            self.ww_shift_port_clocks(k, t0, d);
         }
         // Packets on the wire, then the parked events themselves.
         for &(_, _, e) in &slot.parked {
@@ -1760,14 +1750,7 @@ impl Engine {
             w.nsamp[f as usize] = 0;
             w.last_una[f as usize] = self.flows[f as usize].snd_una;
         }
-        // A port left with packets and nothing scheduled (a stray packet queued while frozen).
-        for &k in &slot.links {
-            let ki = k as usize;
-            let pt = &self.ports[ki];
-            if !pt.busy && pt.total > 0 && self.link_src[ki] >= self.topo.num_hosts() {
-                self.switch_send(k);
-            }
-        }
+        self.ww_kick_stray_ports(&slot.links);
         if let Some(p) = &slot.plan
             && (p.completion || d >= p.t_conv)
         {
@@ -1833,13 +1816,13 @@ fn cc_snap(fl: &super::engine::Flow) -> CcSnap {
     }
 }
 
-/// The key of an episode that ends in a completion: `graph` (canonical) with each flow weighed
-/// by `rem` (its bytes left), re-canonicalized, under a hash tagged with the checkpoint delay.
-/// Returns the graph, the hash, and for each of its flow vertices the index into `graph`'s.
 /// Run entries (a fresh partition's run to its last completion) live under their graph, each
 /// flow weighted by its size, with this mixed into the hash.
 const RUN_TAG: u64 = 0x52;
 
+/// The key of a run entry: `graph` (canonical) with each flow weighed by its size,
+/// re-canonicalized. Returns the graph, the hash, and for each of its flow vertices the index
+/// into `graph`'s.
 fn run_key(graph: &Fcg, sizes: &[u64]) -> (Fcg, u64, Vec<u32>) {
     let g = graph.with_flow_weights(sizes);
     let (h, order) = g.canonical();
@@ -1847,6 +1830,9 @@ fn run_key(graph: &Fcg, sizes: &[u64]) -> (Fcg, u64, Vec<u32>) {
     (g.relabel(&order), mix(h, RUN_TAG), order[..nf].to_vec())
 }
 
+/// The key of an episode that ends in a completion: `graph` (canonical) with each flow weighed
+/// by `rem` (its bytes left), re-canonicalized, under a hash tagged with the checkpoint delay.
+/// Returns the graph, the hash, and for each of its flow vertices the index into `graph`'s.
 fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) {
     let g = graph.with_flow_weights(rem);
     let (h, order) = g.canonical();
@@ -1854,8 +1840,6 @@ fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) 
     (g.relabel(&order), mix(mix(h, COMPLETION_TAG), delta), order[..nf].to_vec())
 }
 
-/// Closes the open episode `f` is part of, if any (its flow set changed before steady state).
-/// Returns the deferred twins it leaves to resolve.
 /// Ends mirror `g` (a flow joined its leader's partition): its twins, to resume now.
 fn end_mirror(m: &mut Memo, g: u32) -> Vec<(u32, u32)> {
     let mi = &mut m.mirrors[g as usize];
@@ -1867,6 +1851,8 @@ fn end_mirror(m: &mut Memo, g: u32) -> Vec<(u32, u32)> {
     std::mem::take(&mut mi.followers)
 }
 
+/// Closes the open episode `f` is part of, if any (its flow set changed before steady state).
+/// Returns the deferred twins it leaves to resolve.
 fn end_episode(m: &mut Memo, f: u32) -> Vec<(u32, u32)> {
     let Some(&k) = m.episode_of.get(f as usize) else {
         return Vec::new();
