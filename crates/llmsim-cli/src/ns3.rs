@@ -147,6 +147,11 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
     if memo && !a.fast_forward {
         bail!("--ff-memo and --ff-memo-db need --fast-forward");
     }
+    if a.util_bin.is_some() && a.fast_forward {
+        bail!(
+            "--util-bin counts the packets on the wire, and --fast-forward skips them: the skipped stretches would read as idle links; run without --fast-forward for util.csv"
+        );
+    }
     if a.fast_forward {
         let sample_interval: llmsim_core::SimTime = a
             .ff_sample
@@ -221,8 +226,8 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
         write(dir, "queues.csv", &q)?;
         if let Some(bin) = &a.util_bin {
-            // A packet counts in the bin where its transmission starts, so a bin can read a
-            // little over 1.
+            // A transmission counts in each bin by the time it spends there; a bin can read up
+            // to ~1% over 1 (serialization times truncated to whole ns, as in ns-3).
             let mut u = String::from("node,ifindex,link,bin_start_ns,bin_ns,utilization\n");
             let w = bin.parse::<llmsim_core::SimTime>().map(|t| t.as_ps() / 1000).unwrap_or(0);
             for (l, b, util) in e.link_utilization() {
@@ -349,7 +354,12 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
     }
     if let Some(dir) = &a.out {
-        println!("wrote {}/{{fct.txt,pfc.txt,flows.csv,queues.csv,summary.json}}", dir.display());
+        let util = if a.util_bin.is_some() { ",util.csv" } else { "" };
+        println!(
+            "wrote {}/{{fct.txt,pfc.txt,flows.csv,queues.csv,summary.json{util}}}",
+            dir.display()
+        );
+        println!("plot them: llmsim plot {} (pip install .; writes report.html)", dir.display());
     }
     Ok(())
 }

@@ -160,8 +160,10 @@ pub(crate) struct Port {
     pub queues: [PktList; NQ],
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
-    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on).
+    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on), from bin
+    /// `util_first` (the port's first transmission) on.
     pub util: Vec<u64>,
+    pub util_first: u64,
 }
 
 /// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority).
@@ -471,6 +473,7 @@ impl Engine {
                 qlen_hist: Vec::new(),
                 dequeues: 0,
                 util: Vec::new(),
+                util_first: 0,
                 busy_until: 0,
                 txdone_seq: 0,
                 txdone_pending: false,
@@ -943,13 +946,8 @@ impl Engine {
         // After the INT hop (which reads the bytes sent before this packet).
         self.ports[li].tx_bytes += u64::from(size);
         let now = self.now;
-        if let Some(b) = now.checked_div(self.util_bin) {
-            let b = b as usize;
-            let u = &mut self.ports[li].util;
-            if u.len() <= b {
-                u.resize(b + 1, 0);
-            }
-            u[b] += u64::from(size);
+        if self.util_bin != 0 {
+            self.util_add(li, now, tx, u64::from(size));
         }
         if self.link_src[li] < self.topo.num_hosts() || self.ports[li].total > 0 {
             self.schedule(now + tx, ev(EV_TXDONE, link, 0));
@@ -964,6 +962,43 @@ impl Engine {
             pt.txdone_pending = false;
         }
         self.schedule(now + tx + self.link_delay[li], ev(EV_ARRIVE, link, p));
+    }
+
+    /// Counts a transmission of `size` bytes over [`start`, `start + tx`) in port `li`'s
+    /// utilization bins, split across bins in proportion to the time it spends in each.
+    #[cold]
+    fn util_add(&mut self, li: usize, start: u64, tx: u64, size: u64) {
+        let w = self.util_bin;
+        let pt = &mut self.ports[li];
+        if pt.util.is_empty() {
+            pt.util_first = start / w;
+        }
+        let end = start + tx;
+        // Bytes sent by time t (all of them at once when tx is 0).
+        let sent = |t: u64| {
+            if t <= start {
+                0
+            } else if t >= end {
+                size
+            } else {
+                size * (t - start) / tx
+            }
+        };
+        let mut t = start;
+        loop {
+            let b = t / w;
+            let bin_end = (b + 1) * w;
+            let part = sent(bin_end) - sent(t);
+            let i = (b - pt.util_first) as usize;
+            if pt.util.len() <= i {
+                pt.util.resize(i + 1, 0);
+            }
+            pt.util[i] += part;
+            if bin_end >= end {
+                break;
+            }
+            t = bin_end;
+        }
     }
 
     fn arrive(&mut self, link: u32, p: u32) {
@@ -1552,8 +1587,11 @@ impl Engine {
         self.util_bin = bin.as_ps();
     }
 
-    /// Per port with traffic: (link, bin index, utilization in [0, 1]) for every non-empty bin
-    /// (bins of the width given to [`Engine::set_util_bin`], counted from time zero).
+    /// Per port with traffic: (link, bin index, utilization) for every non-empty bin (bins of the
+    /// width given to [`Engine::set_util_bin`], counted from time zero). A transmission counts in
+    /// each bin in proportion to the time it spends there. Utilization can read a few %
+    /// over 1: serialization times are truncated to whole ns, as in ns-3 (a 1,048-byte packet takes
+    /// 83 ns instead of 83.84 at 100 Gbit/s, 20 ns instead of 20.96 at 400 Gbit/s).
     pub fn link_utilization(&self) -> Vec<(u32, usize, f64)> {
         let mut out = Vec::new();
         if self.util_bin == 0 {
@@ -1563,7 +1601,7 @@ impl Engine {
             let cap = self.link_rate[l] as f64 * self.util_bin as f64 / 8e12;
             for (b, &bytes) in p.util.iter().enumerate() {
                 if bytes > 0 {
-                    out.push((l as u32, b, bytes as f64 / cap));
+                    out.push((l as u32, p.util_first as usize + b, bytes as f64 / cap));
                 }
             }
         }
