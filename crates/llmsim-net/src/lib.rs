@@ -108,6 +108,13 @@ pub struct NetStats {
     /// fast-forwarding or mirrored twins moved instead of packets.
     pub packet_events: u64,
     pub ff_skipped_bytes: u64,
+    /// Packet backend: ECN marks, PFC pause frames sent, packets dropped (buffer overflow or
+    /// link errors), NACKs and retransmitted payload bytes (go-back-N).
+    pub ecn_marks: u64,
+    pub pfc_pauses: u64,
+    pub drops: u64,
+    pub nacks: u64,
+    pub retransmitted_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]

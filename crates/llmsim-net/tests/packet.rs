@@ -218,6 +218,29 @@ fn the_packet_backend_serves_the_network_trait() {
 }
 
 #[test]
+fn the_network_trait_reports_the_packet_counters() {
+    // A 7-to-1 incast of 400 KB through the Network trait: DCQCN marks ECN, and the stats the
+    // simulator's report prints are the engine's own counters.
+    let (t, _) = ns3_topo(&fat_tree_k4());
+    for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
+        let mut net = PacketNetwork::new(t.clone(), PacketConfig::ns3_defaults(cc)).expect("network");
+        let transfers: Vec<Transfer> = (1..8u32)
+            .map(|i| Transfer::new(TransferId(u64::from(i)), NodeId(i), NodeId(0), Bytes(400_000), SimTime::ZERO))
+            .collect();
+        assert_eq!(run_all(&mut net, transfers).expect("submits").len(), 7);
+        let (s, e) = (net.stats(), net.engine().stats());
+        assert_eq!(s.packet_events, e.events);
+        assert_eq!((s.ecn_marks, s.pfc_pauses, s.nacks), (e.ecn_marks, e.pfc_pauses, e.nacks));
+        assert_eq!(s.drops, e.drops_buffer + e.drops_error);
+        assert_eq!(s.retransmitted_bytes, e.retransmitted_bytes);
+        if cc == CcMode::Dcqcn {
+            assert!(s.ecn_marks > 0, "{s:?}");
+        }
+        assert_eq!(s.drops, 0, "lossless: {s:?}");
+    }
+}
+
+#[test]
 fn malformed_ns3_files_give_line_numbers() {
     let ok = "CC_MODE 1\nTOPOLOGY_FILE t.txt\nFLOW_FILE f.txt\n";
     assert!(parse_config(ok, "config.txt").is_ok());

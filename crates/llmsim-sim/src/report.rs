@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use llmsim_core::SimTime;
+use llmsim_core::{Bytes, SimTime};
 use llmsim_net::NetStats;
 use llmsim_topo::Topology;
 use llmsim_workload::MemoryFootprint;
@@ -320,6 +320,30 @@ impl Report {
             "  {} collectives ({} on the network, {} distinct plans), {} transfers, {} program nodes; simulated in {:.2} s",
             self.collectives, self.collectives_on_network, self.plans_built, self.net.completed, self.nodes_executed, self.sim_wall_s
         );
+        if self.backend == "packet" {
+            let n = &self.net;
+            let _ = writeln!(
+                o,
+                "  packet network: {} events, {} ECN marks, {} PFC pauses, {} drops, {} NACKs, {} retransmitted",
+                n.packet_events,
+                n.ecn_marks,
+                n.pfc_pauses,
+                n.drops,
+                n.nacks,
+                Bytes(n.retransmitted_bytes)
+            );
+            if n.ff_freezes + n.memo_hits + n.memo_misses > 0 {
+                let _ = writeln!(
+                    o,
+                    "  wormhole: {} moved without packets, {} freezes, memo {} hits / {} misses ({} entries)",
+                    Bytes(n.ff_skipped_bytes),
+                    n.ff_freezes,
+                    n.memo_hits,
+                    n.memo_misses,
+                    n.memo_entries
+                );
+            }
+        }
         if !self.symmetry.is_empty() {
             let _ = writeln!(o, "  symmetry: {}", self.symmetry);
         }

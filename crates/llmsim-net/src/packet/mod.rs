@@ -349,7 +349,13 @@ impl Network for PacketNetwork {
 
     fn stats(&self) -> NetStats {
         let mut s = self.stats;
-        s.packet_events = self.engine.stats().events;
+        let e = self.engine.stats();
+        s.packet_events = e.events;
+        s.ecn_marks = e.ecn_marks;
+        s.pfc_pauses = e.pfc_pauses;
+        s.drops = e.drops_buffer + e.drops_error;
+        s.nacks = e.nacks;
+        s.retransmitted_bytes = e.retransmitted_bytes;
         if let Some(w) = self.engine.wormhole_stats() {
             s.ff_skipped_bytes = w.skipped_bytes;
             s.ff_freezes = w.freezes;
