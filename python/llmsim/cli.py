@@ -20,7 +20,7 @@ from . import _native
 PYTHON_COMMANDS = """
 Python package commands:
   sweep ... --ray ADDR   Run a sweep on a Ray cluster (auto, an address, or local)
-  plot                   Plot a sweep's results; write its static HTML report
+  plot                   Plot a sweep's results or a packet run (ns3 run --out); write an HTML report
   search                 Best TP/PP/DP/EP/CP/VPP/micro-batch for a model and GPU count
 """
 

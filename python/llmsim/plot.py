@@ -167,8 +167,11 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="llmsim plot", description="Plot a sweep's results (a results directory).")
-    p.add_argument("results", help="the sweep's --out directory")
+    p = argparse.ArgumentParser(
+        prog="llmsim plot",
+        description="Plot a sweep's results (a results directory), or a packet run (an `llmsim ns3 run --out` folder).",
+    )
+    p.add_argument("results", help="the sweep's --out directory, or a packet run's --out folder")
     p.add_argument("--x", help="axis for the x axis (a dotted key); omitted: write the HTML report only")
     p.add_argument("--y", default="iteration_time_s", help="metric (iteration_time, tokens_per_s, mfu, ...)")
     p.add_argument("--hue", help="axis drawn as one line per value")
@@ -176,6 +179,13 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--out", help="PNG path (default: <results>/<y>-vs-<x>.png)")
     p.add_argument("--html", action="store_true", help="also write <results>/report.html")
     a = p.parse_args(argv)
+    from . import netplot
+
+    if netplot.is_packet_run(a.results):
+        if a.x or a.breakdown:
+            p.error(f"{a.results} is a packet run: --x and --breakdown are for sweeps (it gets report.html)")
+        print(f"wrote {netplot.report_html(a.results)}")
+        return 0
     if a.x:
         y = metric(a.y)
         path = a.out or os.path.join(a.results, f"{y}-vs-{a.x}.png")

@@ -1,0 +1,244 @@
+"""Plots of one packet-level run (the folder `llmsim ns3 run --out DIR` writes) and a static HTML
+report: FCT slowdown by flow size (p50/p95/p99 per size bucket, as the HPCC and DCQCN papers draw
+it), the FCT distribution, per-port queue lengths, link utilization over time (with
+``--util-bin``) and PFC pause intervals."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from typing import Any
+
+from .plot import _plt, _png_b64
+
+FILES = ("fct.txt", "flows.csv", "queues.csv")
+
+
+def is_packet_run(d: str) -> bool:
+    """Whether ``d`` holds the output of ``llmsim ns3 run --out``."""
+    return all(os.path.isfile(os.path.join(d, f)) for f in FILES)
+
+
+def _need(d: str) -> None:
+    missing = [f for f in FILES if not os.path.isfile(os.path.join(d, f))]
+    if missing:
+        raise FileNotFoundError(
+            f"{d}: not a packet-run folder (missing {', '.join(missing)}; write one with `llmsim ns3 run CONFIG --out {d}`)"
+        )
+
+
+def flows(d: str) -> Any:
+    """flows.csv: one row per finished flow (size_bytes, fct_ns, standalone_fct_ns, slowdown, ...)."""
+    import pandas as pd
+
+    _need(d)
+    return pd.read_csv(os.path.join(d, "flows.csv"))
+
+
+def pfc_intervals(d: str) -> Any:
+    """pfc.txt (ns-3 format: time_ns node node_type ifindex pause) as pause intervals per port:
+    node, ifindex, start_ns, end_ns (a pause never resumed ends at the last event)."""
+    import pandas as pd
+
+    path = os.path.join(d, "pfc.txt")
+    cols = ["time_ns", "node", "node_type", "ifindex", "pause"]
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return pd.DataFrame(columns=["node", "ifindex", "start_ns", "end_ns"])
+    ev = pd.read_csv(path, sep=r"\s+", header=None, names=cols)
+    end = int(ev["time_ns"].max())
+    rows = []
+    for (node, ifx), g in ev.sort_values("time_ns", kind="stable").groupby(["node", "ifindex"], sort=True):
+        start = None
+        for t, p in zip(g["time_ns"], g["pause"]):
+            if p and start is None:
+                start = int(t)
+            elif not p and start is not None:
+                rows.append((node, ifx, start, int(t)))
+                start = None
+        if start is not None:
+            rows.append((node, ifx, start, end))
+    return pd.DataFrame(rows, columns=["node", "ifindex", "start_ns", "end_ns"])
+
+
+def slowdown_by_size(d: str, buckets: int = 20) -> Any:
+    """Flows sorted by size and cut into ``buckets`` groups of equal count: each group's largest
+    size and its p50/p95/p99 slowdown."""
+    import numpy as np
+    import pandas as pd
+
+    f = flows(d).sort_values("size_bytes", kind="stable")
+    rows = []
+    for idx in np.array_split(np.arange(len(f)), min(buckets, max(len(f), 1))):
+        g = f.iloc[idx]
+        if len(g):
+            s = g["slowdown"]
+            rows.append((int(g["size_bytes"].max()), len(g), s.quantile(0.5), s.quantile(0.95), s.quantile(0.99)))
+    return pd.DataFrame(rows, columns=["size_bytes", "flows", "p50", "p95", "p99"])
+
+
+def plot_slowdown(d: str, buckets: int = 20, ax: Any = None):
+    """FCT slowdown (FCT / the flow's standalone FCT) against flow size, p50/p95/p99 per bucket."""
+    t = slowdown_by_size(d, buckets)
+    ax = ax or _plt().subplots(figsize=(7, 4))[1]
+    for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+        ax.plot(t["size_bytes"], t[q], style, label=q)
+    ax.set_xscale("log")
+    if len(t) and t["p99"].max() > 20:
+        ax.set_yscale("log")
+    ax.set_xlabel("flow size (bytes, largest of each bucket of equal flow count)")
+    ax.set_ylabel("FCT slowdown")
+    ax.set_title(f"FCT slowdown by flow size ({int(t['flows'].sum()) if len(t) else 0} flows)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_fct_cdf(d: str, ax: Any = None):
+    """Cumulative distribution of the flows' FCT and of their standalone (idle-network) FCT."""
+    import numpy as np
+
+    f = flows(d)
+    ax = ax or _plt().subplots(figsize=(7, 4))[1]
+    y = np.arange(1, len(f) + 1) / max(len(f), 1)
+    ax.plot(np.sort(f["fct_ns"]) / 1e3, y, label="FCT")
+    ax.plot(np.sort(f["standalone_fct_ns"]) / 1e3, y, "--", label="standalone FCT")
+    ax.set_xscale("log")
+    ax.set_xlabel("us")
+    ax.set_ylabel("fraction of flows")
+    ax.set_title("FCT distribution")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_queues(d: str, top: int = 20, ax: Any = None):
+    """The ``top`` ports by largest queue: p50, p99 and max queued bytes (KB)."""
+    import pandas as pd
+
+    _need(d)
+    q = pd.read_csv(os.path.join(d, "queues.csv"))
+    q = q[q["max_bytes"] > 0].sort_values(["max_bytes", "p99_bytes"], ascending=False).head(top)
+    q = q.iloc[::-1]
+    ax = ax or _plt().subplots(figsize=(7, max(2.5, 0.28 * len(q) + 1)))[1]
+    labels = [f"node {n} if {i}" for n, i in zip(q["node"], q["ifindex"])]
+    ax.barh(labels, q["max_bytes"] / 1e3, color="#dddddd", label="max")
+    ax.barh(labels, q["p99_bytes"] / 1e3, color="#dd8452", label="p99")
+    ax.barh(labels, q["p50_bytes"] / 1e3, color="#4c72b0", label="p50")
+    ax.set_xlabel("queued KB (egress port)")
+    ax.set_title(f"Largest queues (top {len(q)} ports)")
+    ax.legend(loc="lower right")
+    return ax
+
+
+def plot_util(d: str, top: int = 32, ax: Any = None):
+    """Link utilization over time for the ``top`` busiest links (needs util.csv: `--util-bin`).
+    Returns None when the run wrote no util.csv."""
+    import pandas as pd
+
+    path = os.path.join(d, "util.csv")
+    if not os.path.isfile(path):
+        return None
+    u = pd.read_csv(path)
+    if u.empty:
+        return None
+    u["port"] = "node " + u["node"].astype(str) + " if " + u["ifindex"].astype(str)
+    grid = u.pivot_table(index="port", columns="bin_start_ns", values="utilization", aggfunc="sum", fill_value=0.0)
+    busiest = grid.mean(axis=1).sort_values(ascending=False).head(top).index
+    grid = grid.loc[busiest]
+    t0 = grid.columns.min()
+    span_us = (grid.columns.max() - t0 + int(u["bin_ns"].iloc[0])) / 1e3
+    ax = ax or _plt().subplots(figsize=(9, max(2.5, 0.22 * len(grid) + 1.5)))[1]
+    im = ax.imshow(
+        grid.to_numpy(),
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        vmin=0,
+        vmax=1,
+        extent=(0, span_us, len(grid) - 0.5, -0.5),
+    )
+    ax.set_yticks(range(len(grid)))
+    ax.set_yticklabels(grid.index, fontsize=7)
+    ax.set_xlabel(f"us after the first bin ({t0 / 1e9:.6f} s)")
+    ax.set_title(f"Link utilization, {len(grid)} busiest links (bins of {int(u['bin_ns'].iloc[0]) / 1e3:g} us)")
+    ax.figure.colorbar(im, ax=ax, label="utilization")
+    return ax
+
+
+def plot_pfc(d: str, top: int = 40, ax: Any = None):
+    """PFC pause intervals per port (the ``top`` ports by paused time). None when nothing paused."""
+    iv = pfc_intervals(d)
+    if iv.empty:
+        return None
+    iv["dur"] = iv["end_ns"] - iv["start_ns"]
+    order = iv.groupby(["node", "ifindex"])["dur"].sum().sort_values(ascending=False).head(top).index
+    t0 = iv["start_ns"].min()
+    ax = ax or _plt().subplots(figsize=(9, max(2.5, 0.22 * len(order) + 1.5)))[1]
+    for row, (node, ifx) in enumerate(order):
+        g = iv[(iv["node"] == node) & (iv["ifindex"] == ifx)]
+        ax.broken_barh(
+            list(zip((g["start_ns"] - t0) / 1e3, (g["dur"] / 1e3).clip(lower=0.05))), (row - 0.4, 0.8), color="#c44e52"
+        )
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels([f"node {n} if {i}" for n, i in order], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"us after the first pause ({t0 / 1e9:.6f} s)")
+    ax.set_title(f"PFC pauses received ({len(iv)} intervals, {len(order)} port{'s' if len(order) > 1 else ''} shown)")
+    return ax
+
+
+def report_html(d: str, out: str | None = None) -> str:
+    """A self-contained HTML page for a packet run: the summary, then every plot that applies."""
+    _need(d)
+    out = out or os.path.join(d, "report.html")
+    s: dict[str, Any] = {}
+    if os.path.isfile(os.path.join(d, "summary.json")):
+        with open(os.path.join(d, "summary.json"), encoding="utf-8") as f:
+            s = json.load(f)
+    st = s.get("stats", {})
+    facts = [
+        ("congestion control", s.get("cc", "")),
+        ("flows done", f"{s.get('flows_done', '')} of {s.get('flows_total', '')}"),
+        (
+            "FCT mean / p50 / p99 (us)",
+            "/".join(f"{s.get(k, 0) / 1e3:.1f}" for k in ("fct_mean_ns", "fct_p50_ns", "fct_p99_ns")),
+        ),
+        (
+            "slowdown mean / p50 / p99",
+            "/".join(f"{s.get(k, 0):.2f}" for k in ("slowdown_mean", "slowdown_p50", "slowdown_p99")),
+        ),
+        ("PFC pauses / resumes", f"{st.get('pfc_pauses', '')} / {st.get('pfc_resumes', '')}"),
+        ("drops (buffer / link errors)", f"{st.get('drops_buffer', '')} / {st.get('drops_error', '')}"),
+        ("NACKs, retransmitted bytes", f"{st.get('nacks', '')}, {st.get('retransmitted_bytes', '')}"),
+        ("ECN marks", st.get("ecn_marks", "")),
+        ("events, wall time", f"{st.get('events', '')} in {s.get('wall_s', 0):.3f} s"),
+    ]
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts)
+    parts = [
+        f"<h1>Packet run {html.escape(str(s.get('config', d)))}</h1>",
+        f"<table>{rows}</table>",
+    ]
+    plots = [
+        ("FCT slowdown by flow size", plot_slowdown(d)),
+        ("FCT distribution", plot_fct_cdf(d)),
+        ("Queues", plot_queues(d)),
+        ("Link utilization", plot_util(d)),
+        ("PFC pauses", plot_pfc(d)),
+    ]
+    for title, ax in plots:
+        if ax is None:
+            why = (
+                "no util.csv (run with --util-bin 10us)" if title == "Link utilization" else "no PFC pause in this run"
+            )
+            parts.append(f"<h2>{title}</h2><p>{why}</p>")
+        else:
+            parts.append(f'<h2>{title}</h2><img src="data:image/png;base64,{_png_b64(ax)}">')
+    page = (
+        "<!doctype html><meta charset=utf-8><title>llmsim packet run</title><style>body{font-family:sans-serif;margin:2em}"
+        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style>"
+        + "\n".join(parts)
+    )
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(page)
+    return out
