@@ -166,6 +166,23 @@ pub trait Network {
     /// completion-time order (ties by transfer id). Afterwards `now() == max(now(), t)`: time
     /// never goes back, and a `t` in the past only delivers nothing.
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>);
+    /// Advances event by event, never past `limit`, and stops at the first instant that delivers
+    /// a completion (appended to `done` as `advance_to` does): what a caller gets from calling
+    /// `advance_to(next_event_time())` until something completes, which is the default. A
+    /// backend with many events between completions (the packet engine) overrides it so the
+    /// caller does not step it one instant at a time.
+    fn advance_until_completion(&mut self, limit: SimTime, done: &mut Vec<Completion>) {
+        let before = done.len();
+        while let Some(n) = self.next_event_time() {
+            if n > limit {
+                break;
+            }
+            self.advance_to(n, done);
+            if done.len() > before {
+                break;
+            }
+        }
+    }
     /// Number of transfers submitted and not yet completed.
     fn in_flight(&self) -> usize;
     /// Called once when the run is over: a backend may persist what it learned (the packet

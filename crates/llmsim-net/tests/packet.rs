@@ -241,6 +241,83 @@ fn the_network_trait_reports_the_packet_counters() {
 }
 
 #[test]
+fn advancing_to_each_completion_matches_stepping_event_by_event() {
+    // 16 GPUs, 4 per server on a slow NVLink, so a transfer relayed through a server peer
+    // (`Via`) can end on its NVLink leg after its network leg: the completion is due later.
+    let nic = llmsim_topo::LinkParams::new(llmsim_core::Bandwidth::from_gbps(100), SimTime::from_ns(1000));
+    let nvlink = llmsim_topo::ScaleUp {
+        gpus_per_server: 4,
+        bandwidth: llmsim_core::Bandwidth::from_gbps(20),
+        latency: SimTime::from_ns(500),
+    };
+    let t = Arc::new(llmsim_topo::generators::flat(16, nic, nvlink, 3).expect("topology"));
+    let transfers: Vec<Transfer> = (0..16u32)
+        .map(|i| {
+            let mut tr = Transfer::new(
+                TransferId(u64::from(i)),
+                NodeId(i),
+                NodeId((i + 5) % 16),
+                Bytes(200_000 + 10_000 * u64::from(i)),
+                SimTime::from_us(u64::from(i % 3)),
+            );
+            if i % 2 == 0 {
+                tr.route = llmsim_net::RouteSpec::Via(NodeId(i ^ 1));
+            }
+            tr
+        })
+        .collect();
+    let new = || {
+        let mut n = PacketNetwork::new(t.clone(), PacketConfig::ns3_defaults(CcMode::Dcqcn)).expect("network");
+        for tr in &transfers {
+            n.submit(tr.clone()).expect("submit");
+        }
+        n
+    };
+    // Reference: one event time at a time.
+    let mut a = new();
+    let mut stepped = Vec::new();
+    while let Some(n) = a.next_event_time() {
+        a.advance_to(n, &mut stepped);
+    }
+    assert_eq!(stepped.len(), 16);
+    // First up to a limit: nothing past it is run or delivered; then to the end. Every call
+    // that delivers stops at its first completion instant.
+    let limit = SimTime::from_us(30);
+    let mut b = new();
+    let mut fast = Vec::new();
+    let mut calls = 0;
+    for lim in [limit, SimTime::MAX] {
+        loop {
+            let before = fast.len();
+            b.advance_until_completion(lim, &mut fast);
+            calls += 1;
+            assert!(b.now() <= lim, "ran past {lim}");
+            if fast.len() == before {
+                break;
+            }
+            let at = fast[before].finish;
+            assert!(fast[before..].iter().all(|c| c.finish == at), "one instant per call");
+            assert_eq!(b.now(), at);
+        }
+        if lim == limit {
+            assert!(fast.iter().all(|c| c.finish <= limit) && fast.len() < 16, "{fast:?}");
+        }
+    }
+    assert_eq!(b.next_event_time(), None);
+    assert_eq!(fast, stepped);
+    assert!(calls <= 16 + 2);
+    // Some relayed transfer did end on its NVLink leg (alpha-beta over the server's route).
+    let nvlink_bound = stepped.iter().filter(|c| c.id.0 % 2 == 0).any(|c| {
+        let mut path = Vec::new();
+        t.route(c.src, NodeId(c.src.0 ^ 1), transfers[c.id.0 as usize].flow_hash, &mut path)
+            .expect("route");
+        let (lat, bw) = t.path_latency_and_bottleneck(&path);
+        c.finish == c.start + lat + bw.time_to_send(c.bytes)
+    });
+    assert!(nvlink_bound, "{stepped:?}");
+}
+
+#[test]
 fn malformed_ns3_files_give_line_numbers() {
     let ok = "CC_MODE 1\nTOPOLOGY_FILE t.txt\nFLOW_FILE f.txt\n";
     assert!(parse_config(ok, "config.txt").is_ok());

@@ -434,10 +434,13 @@ impl<'a> Engine<'a> {
                         self.on_event(t, e)?;
                     }
                 }
-                (_, Some(n)) => {
+                (_, Some(_)) => {
                     let mut done = std::mem::take(&mut self.done);
                     done.clear();
-                    self.net.advance_to(n, &mut done);
+                    // Up to the first completion, strictly before the next local event (local
+                    // events go first at equal times).
+                    let limit = tl.map_or(SimTime::MAX, |l| SimTime::from_ps(l.as_ps() - 1));
+                    self.net.advance_until_completion(limit, &mut done);
                     for c in &done {
                         self.on_transfer(c)?;
                     }

@@ -834,16 +834,32 @@ impl Engine {
 
     /// Runs every event at or before `t` (ps).
     pub fn run_until(&mut self, t: u64) {
+        self.run_loop(t, false);
+    }
+
+    /// Runs the events at or before `t` until one of them completes a flow, then the rest of
+    /// that instant's events, and stops there. Returns whether it stopped for a completion (then
+    /// `now()` is that instant; otherwise it is `t`, as after `run_until(t)`).
+    pub fn run_until_completion(&mut self, t: u64) -> bool {
+        self.run_loop(t, true)
+    }
+
+    /// The event loop (one copy, so the dispatch is inlined into it).
+    fn run_loop(&mut self, t: u64, stop_on_completion: bool) -> bool {
         while let Some((et, e)) = self.events.pop_until(t) {
             if let Some(n) = self.events.peek_next_ev() {
                 self.prefetch_for(n);
             }
             self.now = et;
             self.dispatch(e);
+            if stop_on_completion && !self.completed.is_empty() && self.events.peek_time().is_none_or(|n| n > et) {
+                return true;
+            }
         }
         if t != u64::MAX && t > self.now {
             self.now = t;
         }
+        false
     }
 
     /// Starts loading what event `e` will touch first (its packet, or its port), so the load

@@ -204,6 +204,15 @@ impl PacketNetwork {
         self.done_buf.push(t.completed_at(finish));
     }
 
+    /// Moves the collected completions that finish by `t` to `done`, in (finish, id) order;
+    /// returns whether there was any.
+    fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) -> bool {
+        self.done_buf.sort_by_key(|c| (c.finish, c.id));
+        let k = self.done_buf.partition_point(|c| c.finish <= t);
+        done.extend(self.done_buf.drain(..k));
+        k > 0
+    }
+
     fn collect(&mut self) {
         self.scratch.clear();
         self.engine.drain_completed(&mut self.scratch);
@@ -325,22 +334,27 @@ impl Network for PacketNetwork {
     }
 
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
-        // Run in slices so completions come out in time order.
-        loop {
-            match self.engine.next_event_ps() {
-                Some(et) if et <= t.as_ps() => {
-                    self.engine.run_until(et);
-                    self.collect();
-                }
-                _ => break,
-            }
-        }
         self.engine.run_until(t.as_ps());
         self.collect();
-        self.done_buf.sort_by_key(|c| (c.finish, c.id));
-        let keep: Vec<Completion> = self.done_buf.iter().copied().filter(|c| c.finish > t).collect();
-        done.extend(self.done_buf.iter().copied().filter(|c| c.finish <= t));
-        self.done_buf = keep;
+        self.deliver(t, done);
+    }
+
+    fn advance_until_completion(&mut self, limit: SimTime, done: &mut Vec<Completion>) {
+        loop {
+            // A collected transfer whose NVLink leg ends later is due at its finish time.
+            let due = self.done_buf.iter().map(|c| c.finish).min();
+            let lim = due.map_or(limit, |d| d.min(limit));
+            match self.next_event_time() {
+                Some(n) if n <= limit => {}
+                _ => return,
+            }
+            let stopped = self.engine.run_until_completion(lim.as_ps());
+            self.collect();
+            let reached = if stopped { self.engine.now() } else { lim };
+            if self.deliver(reached, done) || (!stopped && lim == limit) {
+                return;
+            }
+        }
     }
 
     fn in_flight(&self) -> usize {
