@@ -505,34 +505,53 @@ fn twin_incasts(size: u64, late: Option<(u32, u64)>) -> Vec<FlowSpec> {
     v
 }
 
-/// §4 memoization, first wave: of two identical partitions that start at the same instant,
-/// one records the transient and the other waits for its outcome instead of simulating the
-/// same transient (a deferred twin). Under DCQCN the leader turns steady and the twin skips the
-/// stored transient as a memo hit; under HPCC the leader's incast is still unsteady when its
-/// first flow ends, and the twin resumes there with the leader's bytes and CC state. Either
-/// way, with an empty database, the run has fewer packet events than fast-forwarding alone
-/// (without the wait both transients would run on packets), stays safe and complete, and
-/// every flow lands within the same band of the exact run as the memo hits of the
-/// repeated-wave test.
+/// Two identical incasts of long flows (5 MB, long enough to turn steady) start at the same
+/// instant: the second mirrors the first from the start (the leader runs on packets and
+/// fast-forwards as usual; the twin stays frozen and each of its flows finishes when its
+/// counterpart does). With an empty database the run has fewer packet events than
+/// fast-forwarding alone (there both incasts run their transients on packets), it is safe and
+/// complete, the twin's FCTs are the leader's, and every flow lands within the same band of the
+/// exact run as the memo hits of the repeated-wave test.
 #[test]
-fn a_partition_starting_with_an_identical_one_waits_for_its_transient() {
+fn a_long_partition_starting_with_an_identical_one_mirrors_it() {
     let flows = twin_incasts(5_000_000, None);
     let theta = memo_knobs().theta;
     for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
-        let (memo, plain_events, errs, _) = twin_runs(cc, &flows);
-        if cc == CcMode::Dcqcn {
-            let w = memo.wormhole_stats().expect("on");
-            assert_eq!(w.memo_hits, 1, "{cc:?}: the twin skipped the stored transient");
-        }
+        let (memo, plain_events, errs, exact) = twin_runs(cc, &flows);
         assert!(memo.stats().events < plain_events, "{cc:?}: the twin's transient ran on no packets");
         for (f, &(e_memo, e_ff)) in errs.iter().enumerate() {
             assert!(e_memo < 2.0 * theta + e_ff, "{cc:?} flow {f}: FCT error {e_memo:.4}");
         }
+        assert_copies(cc, &exact, &memo, &[(0, 2), (1, 3)]);
+    }
+}
+
+/// Two mirrored incasts of long flows; 200 us in, one more flow joins each incast at the same
+/// instant, on corresponding links: the mirror takes it in (a DP ring meeting an all-to-all on
+/// every rail), and the twin's three flows still finish as the leader's do, with fewer packet
+/// events than fast-forwarding alone.
+#[test]
+fn flows_joining_both_mirrored_long_partitions_at_once_extend_the_mirror() {
+    let mut flows = twin_incasts(5_000_000, None);
+    for (k, (src, dst)) in [(3u32, 0u32), (11, 8)].into_iter().enumerate() {
+        flows.push(FlowSpec {
+            flow_hash: 7,
+            ..flow(src, dst, 2_000_000, 200, 90 + k as u64)
+        });
+    }
+    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+        let (memo, plain_events, _, exact) = twin_runs(cc, &flows);
+        assert!(
+            memo.stats().events < plain_events,
+            "{cc:?}: {} events, {plain_events} alone",
+            memo.stats().events
+        );
+        assert_copies(cc, &exact, &memo, &[(0, 2), (1, 3), (4, 5)]);
     }
 }
 
 /// Runs `flows` exactly, fast-forwarded alone and with memo from an empty database; checks that
-/// the memo run is safe and complete and that one partition waited for its twin. Returns the
+/// the memo run is safe and complete and that one partition waited for (or mirrored) its twin. Returns the
 /// memo run, the fast-forward-alone run's packet events, per flow the FCT error against the
 /// exact run with memo and with fast-forwarding alone, and the exact run.
 fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, u64, Vec<(f64, f64)>, Engine) {

@@ -36,15 +36,19 @@
 //!   to its checkpoint, then freezes and moves at the stored average rate until a round trip
 //!   and a few chunks before the stored completion; it takes the stored CC state on resume.
 //!   Contended partitions are not replayed this way (see `COMPLETION_MAX_FLOWS`).
-//! - **Mirrored twins** (a short partition, e.g. one rail's share of an all-to-all): when
-//!   partitions with the same canonical graph and the same flow sizes all start at one instant
-//!   with fresh flows, the first runs on packets (the leader) and the others freeze at once. Each
+//! - **Mirrored twins** (one rail's share of an all-to-all or of a DP ring): when partitions
+//!   with the same canonical graph and the same flow sizes all start at one instant with fresh
+//!   flows, the first is simulated (the leader: on packets, fast-forwarded when steady, frozen on
+//!   a stored transient on a memo hit) and the others freeze at once. Each
 //!   flow of a twin finishes at the instant its leader counterpart does, with no packets of its
 //!   own; the twin's links thaw when its last flow is done. A flow that joins the leader's
 //!   partition, or arrives on a twin's links, ends the mirror: the twin resumes on packets where
 //!   its leader stands (as a deferred twin does, below). Flows that start on a leader's and on
 //!   each twin's partition at the same instant, matching flow by flow on corresponding links,
 //!   join the mirror instead (a DP ring meeting a rail's all-to-all on every rail).
+//! - **Deferred twins**: identical partitions whose flow sets change at one instant without
+//!   being fresh (a flow of each ended together) look up once: the first simulates its
+//!   transient, the others freeze and take its outcome (or resume where it stands).
 //! - **Run entries**: a leader's run that nothing joined, from its fresh start to its last
 //!   completion, is stored (each flow's completion offset) under its graph weighted by the flow
 //!   sizes. A later fresh short partition with that key freezes at once and finishes each flow
@@ -896,6 +900,33 @@ impl Engine {
             }
             let (graph, hash, order) = self.fcg(&members);
             let flows: Vec<u32> = order.iter().map(|&v| members[v as usize]).collect();
+            let fresh_all = flows.iter().all(|&f| self.ww_fresh(f));
+            // A partition of fresh flows that started at this instant with an identical one
+            // (same graph, same sizes flow by flow): mirror that leader instead of simulating
+            // the same dynamics again (one rail's share of an all-to-all or of a DP ring).
+            if fresh_all
+                && let Some(g) = m.mirrors.iter().position(|x| {
+                    x.live
+                        && x.t_s == self.now
+                        && x.hash == hash
+                        && x.graph == graph
+                        && x.leaders
+                            .iter()
+                            .zip(&flows)
+                            .all(|(&a, &b)| self.ww_fresh(a) && self.flows[a as usize].size == self.flows[b as usize].size)
+                })
+            {
+                let leaders = m.mirrors[g].leaders.clone();
+                let s = self.ww_freeze_slot(w, flows.clone(), vec![0.0; flows.len()], TWIN_MAX_PS, None);
+                w.slots[s as usize].twin = Some(Twin {
+                    una0: vec![0; leaders.len()],
+                    leader: leaders,
+                });
+                w.slots[s as usize].mirror = true;
+                m.mirrors[g].followers.push((s, w.slots[s as usize].generation));
+                w.stats.memo_deferred += 1;
+                continue;
+            }
             let plan = m.db.lookup(m.context, hash, &graph).map(|(val, map)| {
                 let per: Vec<MemoFlow> = (0..flows.len()).map(|v| val.flows[map[v] as usize]).collect();
                 (val.t_conv_ps, per)
@@ -904,6 +935,10 @@ impl Engine {
                 && self.ww_memo_freeze(w, &flows, t_conv, &per)
             {
                 w.stats.memo_hits += 1;
+                if fresh_all {
+                    // Frozen on its stored transient, it still leads the same-instant twins.
+                    new_mirror(&mut m, flows, self.now, hash, graph);
+                }
                 continue;
             }
             // An episode that ended in a completion, with the same flows and bytes left: replay
@@ -955,32 +990,6 @@ impl Engine {
                 w.stats.memo_deferred += 1;
                 continue;
             }
-            // A short partition with fresh flows that started at this instant with an identical
-            // one (same graph, same sizes flow by flow): mirror that leader instead of
-            // simulating the same run to the same completions.
-            if run.is_some()
-                && let Some(g) = m.mirrors.iter().position(|x| {
-                    x.live
-                        && x.t_s == self.now
-                        && x.hash == hash
-                        && x.graph == graph
-                        && x.leaders
-                            .iter()
-                            .zip(&flows)
-                            .all(|(&a, &b)| fresh(a) && self.flows[a as usize].size == self.flows[b as usize].size)
-                })
-            {
-                let leaders = m.mirrors[g].leaders.clone();
-                let s = self.ww_freeze_slot(w, flows.clone(), vec![0.0; flows.len()], TWIN_MAX_PS, None);
-                w.slots[s as usize].twin = Some(Twin {
-                    una0: vec![0; leaders.len()],
-                    leader: leaders,
-                });
-                w.slots[s as usize].mirror = true;
-                m.mirrors[g].followers.push((s, w.slots[s as usize].generation));
-                w.stats.memo_deferred += 1;
-                continue;
-            }
             // A stored run with the same key: replay it (this partition still leads any twins
             // that start with it; if a flow joins, it resumes on packets and they follow it).
             if let Some((rg, rh, rorder)) = &run
@@ -1027,7 +1036,12 @@ impl Engine {
             for &f in &m.episodes[k].flows {
                 m.episode_of[f as usize] = k as u32;
             }
-            // The leader of any twins that start with it: its run is recorded.
+            // The leader of any twins that start with it (a short one's run is recorded).
+            if fresh_all && run.is_none() {
+                let ep = &m.episodes[k];
+                let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
+                new_mirror(&mut m, leaders, self.now, hash, graph);
+            }
             if let Some((rgraph, rhash, order)) = run {
                 let ep = &m.episodes[k];
                 let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
