@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use llmsim_core::NodeId;
 use llmsim_sim::engine::Span;
 use llmsim_sim::{Outcome, RunOptions, Scenario};
+use llmsim_topo::{NodeKind as TopoNode, Topology};
 use llmsim_workload::dag::{NodeKind, Stream};
 use serde_json::json;
 
@@ -35,7 +37,8 @@ pub struct RunArgs {
     /// Override a scenario value, e.g. `--set parallel.tp=4 --set cluster.gpu=H200`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-    /// Write summary.json, ops.csv, trace.json and flows.csv here.
+    /// Write summary.json, ops.csv, trace.json and flows.csv here (with --backend packet also
+    /// queues.csv: each port's queue and bytes sent; pfc.csv: the PFC frames).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the summary as JSON instead of text.
@@ -104,6 +107,9 @@ pub fn run(a: &RunArgs) -> Result<()> {
         if sc.output.flows {
             files.push("flows.csv");
         }
+        if o.engine.packet.is_some() {
+            files.extend(["queues.csv", "pfc.csv"]);
+        }
         println!("wrote {}/{{{}}}", dir.display(), files.join(","));
     }
     Ok(())
@@ -142,12 +148,67 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
         }
         w.flush()?;
     }
+    if let Some(p) = &o.engine.packet {
+        write_packet_details(p, &o.topo, dir)?;
+    }
     if sc.output.trace {
         let f = std::fs::File::create(dir.join("trace.json"))?;
         let mut w = std::io::BufWriter::new(f);
         write_trace(o, &mut w)?;
         w.flush()?;
     }
+    Ok(())
+}
+
+/// Packet backend: queues.csv (each egress port that sent anything: its link, the two ends and
+/// their kinds, queued bytes p50/p99/max, bytes sent) and pfc.csv (every PFC frame received).
+fn write_packet_details(p: &llmsim_net::PacketDetails, topo: &Topology, dir: &Path) -> Result<()> {
+    let kind = |n: NodeId| match topo.node(n) {
+        TopoNode::Host => "host".to_string(),
+        TopoNode::Switch { tier } => format!("switch{tier}"),
+        TopoNode::NvSwitch => "nvswitch".to_string(),
+    };
+    let mut w = csv::Writer::from_path(dir.join("queues.csv"))?;
+    w.write_record([
+        "link",
+        "src",
+        "src_kind",
+        "dst",
+        "dst_kind",
+        "gbps",
+        "p50_bytes",
+        "p99_bytes",
+        "max_bytes",
+        "tx_bytes",
+    ])?;
+    for q in &p.ports {
+        let l = topo.link(q.link);
+        w.write_record([
+            q.link.0.to_string(),
+            l.src.0.to_string(),
+            kind(l.src),
+            l.dst.0.to_string(),
+            kind(l.dst),
+            format!("{}", l.bandwidth.bps_f64() / 1e9),
+            q.p50_bytes.to_string(),
+            q.p99_bytes.to_string(),
+            q.max_bytes.to_string(),
+            q.tx_bytes.to_string(),
+        ])?;
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("pfc.csv"))?;
+    w.write_record(["time_us", "node", "node_kind", "link", "pause"])?;
+    for e in &p.pfc {
+        w.write_record([
+            format!("{:.3}", e.time.as_us_f64()),
+            e.node.0.to_string(),
+            kind(e.node),
+            e.link.0.to_string(),
+            u8::from(e.pause).to_string(),
+        ])?;
+    }
+    w.flush()?;
     Ok(())
 }
 

@@ -117,6 +117,34 @@ pub struct NetStats {
     pub retransmitted_bytes: u64,
 }
 
+/// One egress port of a packet-level run: its queue (p50/p99 from samples at every 8th dequeue,
+/// in 1 KB buckets; the maximum exact) and the bytes it put on the wire (every packet kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortDetail {
+    pub link: LinkId,
+    pub p50_bytes: u64,
+    pub p99_bytes: u64,
+    pub max_bytes: u64,
+    pub tx_bytes: u64,
+}
+
+/// A PFC frame received: `node` pauses (or resumes) its egress port `link`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PfcRecord {
+    pub time: SimTime,
+    pub node: NodeId,
+    pub link: LinkId,
+    pub pause: bool,
+}
+
+/// What a packet-level backend saw beyond the transfers: per-port queues and PFC frames.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PacketDetails {
+    /// Ports that sent anything, by link.
+    pub ports: Vec<PortDetail>,
+    pub pfc: Vec<PfcRecord>,
+}
+
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum NetError {
     #[error("transfer {id} starts at {start} but the network is already at {now}")]
@@ -194,6 +222,10 @@ pub trait Network {
         Ok(())
     }
     fn stats(&self) -> NetStats;
+    /// Per-port queues and PFC frames, from a backend that simulates packets. Default `None`.
+    fn packet_details(&self) -> Option<PacketDetails> {
+        None
+    }
     /// Bytes each directed link has carried for completed transfers, indexed by `LinkId`. A link
     /// crossed by k legs of a `Chain` (or both legs of a `Via`) counts the bytes k times. After
     /// every transfer has completed, all backends agree. A backend that keeps no counters

@@ -121,6 +121,8 @@ pub struct EngineRun {
     pub spans: Vec<Span>,
     pub flows: Vec<FlowRecord>,
     pub net: NetStats,
+    /// Per-port queues and PFC frames (packet backend only).
+    pub packet: Option<llmsim_net::PacketDetails>,
     pub collectives: u64,
     pub collectives_on_network: u64,
     pub plans_built: usize,
@@ -376,6 +378,7 @@ impl<'a> Engine<'a> {
                 spans: Vec::new(),
                 flows: Vec::new(),
                 net: NetStats::default(),
+                packet: None,
                 collectives: 0,
                 collectives_on_network: 0,
                 plans_built: 0,
@@ -520,6 +523,7 @@ impl<'a> Engine<'a> {
             .collect();
         self.net.finish()?;
         self.run.net = self.net.stats();
+        self.run.packet = self.net.packet_details();
         self.run.plans_built = self.plan_cache.len();
         Ok(self.run)
     }

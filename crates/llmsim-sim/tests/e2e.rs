@@ -232,9 +232,9 @@ parallel: { tp: 1, pp: 1 }
 cluster: { gpu: H100, gpus: 4, gpus_per_node: 2, topology: { kind: rail-fat-tree, nic: { bandwidth: 100Gbps } } }
 output: { flows: false }
 ";
-    let base = run(&scenario(yaml, &["network.backend=analytical"]), RunOptions::default())
-        .report
-        .iteration_time_s;
+    let ana = run(&scenario(yaml, &["network.backend=analytical"]), RunOptions::default());
+    assert!(ana.engine.packet.is_none(), "no packet details without packets");
+    let base = ana.report.iteration_time_s;
     for cc in ["dcqcn", "hpcc", "timely", "dctcp"] {
         let o = run(
             &scenario(yaml, &["network.backend=packet", &format!("network.cc={cc}")]),
@@ -245,6 +245,20 @@ output: { flows: false }
         // Packets, headers and ACKs only add time to the contention-free alpha-beta model.
         assert!(it >= base, "{cc}: packet {it} s < analytical {base} s");
         assert!(it < base * 2.0, "{cc}: packet {it} s is far off analytical {base} s");
+        // Per-port details: every port that sent something, host NICs included; NVLink stays
+        // analytical, so no NVLink port ever appears; the PFC log holds the pauses counted.
+        let p = o.engine.packet.as_ref().expect("packet details");
+        assert!(
+            p.ports
+                .iter()
+                .all(|q| q.tx_bytes > 0 && q.max_bytes >= q.p99_bytes && q.p99_bytes >= q.p50_bytes)
+        );
+        assert!(p.ports.iter().all(|q| o.topo.link(q.link).kind != llmsim_topo::LinkKind::NvLink));
+        assert!(
+            p.ports.iter().any(|q| o.topo.link(q.link).src.0 < o.topo.num_hosts()),
+            "{cc}: a host NIC sent"
+        );
+        assert_eq!(p.pfc.iter().filter(|e| e.pause).count() as u64, o.report.net.pfc_pauses);
     }
     let bad = Scenario::from_yaml("model: gpt3-13b\nnetwork: { backend: packet, cc: reno }\n", &[], Path::new("."));
     let m = bad.err().map(|e| e.to_string()).unwrap_or_default();

@@ -385,6 +385,42 @@ impl Network for PacketNetwork {
         &self.link_bytes
     }
 
+    fn packet_details(&self) -> Option<crate::PacketDetails> {
+        let e = &self.engine;
+        let tx = e.port_tx_bytes();
+        let mut q = e.queue_stats().into_iter().peekable();
+        let mut ports = Vec::new();
+        for (l, &bytes) in tx.iter().enumerate() {
+            let (p50, p99) = match q.peek() {
+                Some(&(ql, p50, p99, _)) if ql as usize == l => {
+                    q.next();
+                    (p50, p99)
+                }
+                _ => (0, 0),
+            };
+            if bytes > 0 {
+                ports.push(crate::PortDetail {
+                    link: LinkId::from_idx(l),
+                    p50_bytes: p50,
+                    p99_bytes: p99,
+                    max_bytes: e.ports[l].max_qlen,
+                    tx_bytes: bytes,
+                });
+            }
+        }
+        let pfc = e
+            .pfc_events()
+            .iter()
+            .map(|p| crate::PfcRecord {
+                time: p.time,
+                node: p.node,
+                link: LinkId(p.link),
+                pause: p.pause,
+            })
+            .collect();
+        Some(crate::PacketDetails { ports, pfc })
+    }
+
     fn finish(&mut self) -> Result<(), NetError> {
         if let (Some(path), Some(db)) = (&self.memo_file, self.engine.memo_db()) {
             db.save(path).map_err(|e| NetError::Backend(e.to_string()))?;
