@@ -1,7 +1,8 @@
-"""Plots of one packet-level run (the folder `llmsim ns3 run --out DIR` writes) and a static HTML
-report: FCT slowdown by flow size (p50/p95/p99 per size bucket, as the HPCC and DCQCN papers draw
-it), the FCT distribution, per-port queue lengths, link utilization over time (with
-``--util-bin``) and PFC pause intervals."""
+"""Plots of one packet-level run and a static HTML report. An ns-3 experiment's folder (`llmsim
+ns3 run --out DIR`): FCT slowdown by flow size (p50/p95/p99 per size bucket, as the HPCC and
+DCQCN papers draw it), the FCT distribution, per-port queue lengths, link utilization over time
+(with ``--util-bin``) and PFC pause intervals. A training iteration's folder (`llmsim run
+--backend packet --out DIR`): transfer durations by kind, queues and PFC pauses."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ from typing import Any
 from .plot import _plt, _png_b64
 
 FILES = ("fct.txt", "flows.csv", "queues.csv")
+RUN_FILES = ("summary.json", "queues.csv", "pfc.csv")
 
 
 def is_packet_run(d: str) -> bool:
     """Whether ``d`` holds the output of ``llmsim ns3 run --out``."""
     return all(os.path.isfile(os.path.join(d, f)) for f in FILES)
+
+
+def is_llm_packet_run(d: str) -> bool:
+    """Whether ``d`` holds the output of ``llmsim run --backend packet --out``."""
+    return all(os.path.isfile(os.path.join(d, f)) for f in RUN_FILES)
 
 
 def _need(d: str) -> None:
@@ -36,16 +43,13 @@ def flows(d: str) -> Any:
     return pd.read_csv(os.path.join(d, "flows.csv"))
 
 
-def pfc_intervals(d: str) -> Any:
-    """pfc.txt (ns-3 format: time_ns node node_type ifindex pause) as pause intervals per port:
-    node, ifindex, start_ns, end_ns (a pause never resumed ends at the last event)."""
+def _intervals(ev: Any) -> Any:
+    """Pause intervals per (node, ifindex) from events (time_ns, node, ifindex, pause); a pause
+    never resumed ends at the last event."""
     import pandas as pd
 
-    path = os.path.join(d, "pfc.txt")
-    cols = ["time_ns", "node", "node_type", "ifindex", "pause"]
-    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+    if ev.empty:
         return pd.DataFrame(columns=["node", "ifindex", "start_ns", "end_ns"])
-    ev = pd.read_csv(path, sep=r"\s+", header=None, names=cols)
     end = int(ev["time_ns"].max())
     rows = []
     for (node, ifx), g in ev.sort_values("time_ns", kind="stable").groupby(["node", "ifindex"], sort=True):
@@ -59,6 +63,35 @@ def pfc_intervals(d: str) -> Any:
         if start is not None:
             rows.append((node, ifx, start, end))
     return pd.DataFrame(rows, columns=["node", "ifindex", "start_ns", "end_ns"])
+
+
+def pfc_intervals(d: str) -> Any:
+    """pfc.txt (ns-3 format: time_ns node node_type ifindex pause) as pause intervals per port:
+    node, ifindex, start_ns, end_ns (a pause never resumed ends at the last event)."""
+    import pandas as pd
+
+    path = os.path.join(d, "pfc.txt")
+    cols = ["time_ns", "node", "node_type", "ifindex", "pause"]
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return _intervals(pd.DataFrame(columns=cols))
+    return _intervals(pd.read_csv(path, sep=r"\s+", header=None, names=cols))
+
+
+def llm_pfc_intervals(d: str) -> Any:
+    """pfc.csv of ``llmsim run`` (time_us, node, node_kind, link, pause) as the pause intervals
+    of :func:`pfc_intervals` (the paused port's link in the ifindex column)."""
+    import pandas as pd
+
+    ev = pd.read_csv(os.path.join(d, "pfc.csv"))
+    ev = pd.DataFrame(
+        {
+            "time_ns": (ev["time_us"] * 1000).round().astype("int64"),
+            "node": ev["node"],
+            "ifindex": ev["link"],
+            "pause": ev["pause"],
+        }
+    )
+    return _intervals(ev)
 
 
 def slowdown_by_size(d: str, buckets: int = 20) -> Any:
@@ -116,12 +149,14 @@ def plot_queues(d: str, top: int = 20, ax: Any = None):
     """The ``top`` ports by largest queue: p50, p99 and max queued bytes (KB)."""
     import pandas as pd
 
-    _need(d)
     q = pd.read_csv(os.path.join(d, "queues.csv"))
     q = q[q["max_bytes"] > 0].sort_values(["max_bytes", "p99_bytes"], ascending=False).head(top)
     q = q.iloc[::-1]
     ax = ax or _plt().subplots(figsize=(7, max(2.5, 0.28 * len(q) + 1)))[1]
-    labels = [f"node {n} if {i}" for n, i in zip(q["node"], q["ifindex"])]
+    if "ifindex" in q:  # ns-3 experiment: node and interface
+        labels = [f"node {n} if {i}" for n, i in zip(q["node"], q["ifindex"])]
+    else:  # llmsim run: the link's two ends
+        labels = [f"{a}{x} > {b}{y}" for a, x, b, y in zip(q["src_kind"], q["src"], q["dst_kind"], q["dst"])]
     ax.barh(labels, q["max_bytes"] / 1e3, color="#dddddd", label="max")
     ax.barh(labels, q["p99_bytes"] / 1e3, color="#dd8452", label="p99")
     ax.barh(labels, q["p50_bytes"] / 1e3, color="#4c72b0", label="p50")
@@ -168,7 +203,7 @@ def plot_util(d: str, top: int = 32, ax: Any = None):
 
 def plot_pfc(d: str, top: int = 40, ax: Any = None):
     """PFC pause intervals per port (the ``top`` ports by paused time). None when nothing paused."""
-    iv = pfc_intervals(d)
+    iv = llm_pfc_intervals(d) if is_llm_packet_run(d) and not is_packet_run(d) else pfc_intervals(d)
     if iv.empty:
         return None
     iv["dur"] = iv["end_ns"] - iv["start_ns"]
@@ -186,6 +221,67 @@ def plot_pfc(d: str, top: int = 40, ax: Any = None):
     ax.set_xlabel(f"us after the first pause ({t0 / 1e9:.6f} s)")
     ax.set_title(f"PFC pauses received ({len(iv)} intervals, {len(order)} port{'s' if len(order) > 1 else ''} shown)")
     return ax
+
+
+def plot_transfers(d: str, ax: Any = None):
+    """``llmsim run``'s flows.csv: each transfer's duration against its size, by kind (tp, dp,
+    ep, pp, ...), with the line-rate time of the fastest NIC for reference."""
+    import pandas as pd
+
+    f = pd.read_csv(os.path.join(d, "flows.csv"))
+    ax = ax or _plt().subplots(figsize=(7, 4.5))[1]
+    for kind, g in f.groupby("kind", sort=True):
+        ax.scatter(g["bytes"], g["duration_us"], s=8, alpha=0.6, label=f"{kind} ({len(g)})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("transfer bytes")
+    ax.set_ylabel("duration (us)")
+    ax.set_title(f"Transfers on the network ({len(f)})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def report_run_html(d: str, out: str | None = None) -> str:
+    """A self-contained HTML page for `llmsim run --backend packet --out DIR`: the iteration,
+    the packet counters, transfer durations by kind, the largest queues and PFC pauses."""
+    out = out or os.path.join(d, "report.html")
+    with open(os.path.join(d, "summary.json"), encoding="utf-8") as fh:
+        r = json.load(fh)["report"]
+    n = r.get("net", {})
+    facts = [
+        ("scenario", r.get("scenario", "")),
+        ("iteration time (s)", f"{r.get('iteration_time_s', 0):.6g}"),
+        ("parallel, backend", f"{r.get('parallel', '')}, {r.get('backend', '')}"),
+        ("transfers", n.get("completed", "")),
+        ("packet events", n.get("packet_events", "")),
+        (
+            "ECN marks, PFC pauses, drops, NACKs",
+            f"{n.get('ecn_marks', '')}, {n.get('pfc_pauses', '')}, {n.get('drops', '')}, {n.get('nacks', '')}",
+        ),
+        (
+            "Wormhole: bytes skipped, memo hits / misses",
+            f"{n.get('ff_skipped_bytes', 0)}, {n.get('memo_hits', 0)} / {n.get('memo_misses', 0)}",
+        ),
+    ]
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts)
+    parts = [f"<h1>Packet-level iteration {html.escape(str(r.get('scenario', d)))}</h1>", f"<table>{rows}</table>"]
+    plots = [("Transfers", plot_transfers(d) if os.path.isfile(os.path.join(d, "flows.csv")) else None)]
+    plots += [("Queues", plot_queues(d)), ("PFC pauses", plot_pfc(d))]
+    for title, ax in plots:
+        if ax is None:
+            why = "no flows.csv (output.flows is off)" if title == "Transfers" else "no PFC pause in this run"
+            parts.append(f"<h2>{title}</h2><p>{why}</p>")
+        else:
+            parts.append(f'<h2>{title}</h2><img src="data:image/png;base64,{_png_b64(ax)}">')
+    page = (
+        "<!doctype html><meta charset=utf-8><title>llmsim packet iteration</title><style>body{font-family:sans-serif;margin:2em}"
+        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style>"
+        + "\n".join(parts)
+    )
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    return out
 
 
 def report_html(d: str, out: str | None = None) -> str:

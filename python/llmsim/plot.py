@@ -169,7 +169,7 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="llmsim plot",
-        description="Plot a sweep's results (a results directory), or a packet run (an `llmsim ns3 run --out` folder).",
+        description="Plot a sweep's results (a results directory), or a packet run (an `llmsim ns3 run --out` or `llmsim run --backend packet --out` folder).",
     )
     p.add_argument("results", help="the sweep's --out directory, or a packet run's --out folder")
     p.add_argument("--x", help="axis for the x axis (a dotted key); omitted: write the HTML report only")
@@ -181,10 +181,11 @@ def main(argv: Sequence[str]) -> int:
     a = p.parse_args(argv)
     from . import netplot
 
-    if netplot.is_packet_run(a.results):
+    if netplot.is_packet_run(a.results) or netplot.is_llm_packet_run(a.results):
         if a.x or a.breakdown:
             p.error(f"{a.results} is a packet run: --x and --breakdown are for sweeps (it gets report.html)")
-        print(f"wrote {netplot.report_html(a.results)}")
+        report = netplot.report_html if netplot.is_packet_run(a.results) else netplot.report_run_html
+        print(f"wrote {report(a.results)}")
         return 0
     if a.x:
         y = metric(a.y)

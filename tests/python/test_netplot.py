@@ -56,3 +56,32 @@ def test_pfc_intervals_pair_pauses_with_resumes(tmp_path: Path):
 def test_not_a_packet_run_is_a_clear_error(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="llmsim ns3 run"):
         netplot.flows(str(tmp_path))
+
+
+# Four GPUs, two per server on a 100G rail fat-tree: the data-parallel all-reduce crosses the network.
+TINY = """\
+model: { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 1024, vocab_size: 128, gated_mlp: false }
+training: { seq_length: 512, micro_batch_size: 1, global_batch_size: 4 }
+parallel: { tp: 1, pp: 1 }
+cluster: { gpu: H100, gpus: 4, gpus_per_node: 2, topology: { kind: rail-fat-tree, nic: { bandwidth: 100Gbps } } }
+network: { backend: packet, cc: hpcc }
+"""
+
+
+def test_llm_packet_run_report(tmp_path: Path, capfd):
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    out = tmp_path / "run"
+    assert cli.main(["run", str(tmp_path / "tiny.yaml"), "--out", str(out)]) == 0
+    assert "queues.csv,pfc.csv" in capfd.readouterr().out
+    assert netplot.is_llm_packet_run(str(out)) and not netplot.is_packet_run(str(out))
+    assert cli.main(["plot", str(out)]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    # Transfers and queues drawn; nothing paused.
+    assert page.count("data:image/png;base64,") == 2
+    assert "no PFC pause in this run" in page and "packet events" in page
+
+
+def test_llm_pfc_log_becomes_intervals(tmp_path: Path):
+    (tmp_path / "pfc.csv").write_text("time_us,node,node_kind,link,pause\n1.000,5,switch1,40,1\n1.500,5,switch1,40,0\n")
+    iv = netplot.llm_pfc_intervals(str(tmp_path))
+    assert iv[["node", "ifindex", "start_ns", "end_ns"]].to_numpy().tolist() == [[5, 40, 1000, 1500]]
