@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from .plot import _plt, _png_b64
+from .plot import _plt, figure_section, write_page
 
 FILES = ("fct.txt", "flows.csv", "queues.csv")
 RUN_FILES = ("summary.json", "queues.csv", "pfc.csv")
@@ -266,22 +266,13 @@ def report_run_html(d: str, out: str | None = None) -> str:
     ]
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts)
     parts = [f"<h1>Packet-level iteration {html.escape(str(r.get('scenario', d)))}</h1>", f"<table>{rows}</table>"]
-    plots = [("Transfers", plot_transfers(d) if os.path.isfile(os.path.join(d, "flows.csv")) else None)]
-    plots += [("Queues", plot_queues(d)), ("PFC pauses", plot_pfc(d))]
-    for title, ax in plots:
-        if ax is None:
-            why = "no flows.csv (output.flows is off)" if title == "Transfers" else "no PFC pause in this run"
-            parts.append(f"<h2>{title}</h2><p>{why}</p>")
-        else:
-            parts.append(f'<h2>{title}</h2><img src="data:image/png;base64,{_png_b64(ax)}">')
-    page = (
-        "<!doctype html><meta charset=utf-8><title>llmsim packet iteration</title><style>body{font-family:sans-serif;margin:2em}"
-        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style>"
-        + "\n".join(parts)
-    )
-    with open(out, "w", encoding="utf-8") as fh:
-        fh.write(page)
-    return out
+    transfers = plot_transfers(d) if os.path.isfile(os.path.join(d, "flows.csv")) else None
+    parts += [
+        figure_section("Transfers", transfers, "no flows.csv (output.flows is off)"),
+        figure_section("Queues", plot_queues(d), "no port queued anything"),
+        figure_section("PFC pauses", plot_pfc(d), "no PFC pause in this run"),
+    ]
+    return write_page(out, "llmsim packet iteration", parts)
 
 
 def report_html(d: str, out: str | None = None) -> str:
@@ -315,26 +306,11 @@ def report_html(d: str, out: str | None = None) -> str:
         f"<h1>Packet run {html.escape(str(s.get('config', d)))}</h1>",
         f"<table>{rows}</table>",
     ]
-    plots = [
-        ("FCT slowdown by flow size", plot_slowdown(d)),
-        ("FCT distribution", plot_fct_cdf(d)),
-        ("Queues", plot_queues(d)),
-        ("Link utilization", plot_util(d)),
-        ("PFC pauses", plot_pfc(d)),
+    parts += [
+        figure_section("FCT slowdown by flow size", plot_slowdown(d), "no flow finished"),
+        figure_section("FCT distribution", plot_fct_cdf(d), "no flow finished"),
+        figure_section("Queues", plot_queues(d), "no port queued anything"),
+        figure_section("Link utilization", plot_util(d), "no util.csv (run with --util-bin 10us)"),
+        figure_section("PFC pauses", plot_pfc(d), "no PFC pause in this run"),
     ]
-    for title, ax in plots:
-        if ax is None:
-            why = (
-                "no util.csv (run with --util-bin 10us)" if title == "Link utilization" else "no PFC pause in this run"
-            )
-            parts.append(f"<h2>{title}</h2><p>{why}</p>")
-        else:
-            parts.append(f'<h2>{title}</h2><img src="data:image/png;base64,{_png_b64(ax)}">')
-    page = (
-        "<!doctype html><meta charset=utf-8><title>llmsim packet run</title><style>body{font-family:sans-serif;margin:2em}"
-        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style>"
-        + "\n".join(parts)
-    )
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
-    return out
+    return write_page(out, "llmsim packet run", parts)

@@ -156,14 +156,26 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
     bad = df[df["status"] != "ok"]
     if len(bad):
         parts.append("<h2>Failed and invalid points</h2>" + bad[axes + ["status", "error"]].to_html(index=False))
+    return write_page(out, "llmsim sweep", parts)
+
+
+def write_page(out: str, title: str, parts: list[str]) -> str:
+    """Writes a self-contained HTML page of ``parts`` (HTML snippets) to ``out``; returns ``out``."""
     page = (
-        "<!doctype html><meta charset=utf-8><title>llmsim sweep</title><style>body{font-family:sans-serif;margin:2em}"
-        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}</style>"
+        f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style>"
         + "\n".join(parts)
     )
     with open(out, "w", encoding="utf-8") as f:
         f.write(page)
     return out
+
+
+def figure_section(title: str, ax: Any, missing: str) -> str:
+    """An HTML section: ``title`` and the figure of ``ax`` inline, or ``missing`` when ``ax`` is None."""
+    if ax is None:
+        return f"<h2>{html.escape(title)}</h2><p>{html.escape(missing)}</p>"
+    return f'<h2>{html.escape(title)}</h2><img src="data:image/png;base64,{_png_b64(ax)}">'
 
 
 def main(argv: Sequence[str]) -> int:
