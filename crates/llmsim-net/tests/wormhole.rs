@@ -702,3 +702,37 @@ fn a_repeated_short_partition_replays_its_stored_run() {
         assert_copies(cc, &exact, &memo, &[(0, 3), (1, 4)]);
     }
 }
+
+/// A 16-host all-to-all with two QPs per pair (480 flows of 100 KB, one partition far too large
+/// to memoize): as flows finish, the memo episode check does not recompute the partitions at
+/// every completion instant (each recomputation walks every running flow's links); a sample
+/// tick does. Every flow finishes, safely, with the FCTs of fast-forwarding alone (nothing here
+/// is small enough to look up until the last few flows, which finish on packets either way).
+#[test]
+fn flows_leaving_a_huge_partition_do_not_repartition_at_every_completion() {
+    let mut flows = Vec::new();
+    for s in 0..16u32 {
+        for d in (0..16u32).filter(|&d| d != s) {
+            for q in 0..2u64 {
+                flows.push(FlowSpec {
+                    flow_hash: q,
+                    ..flow(s, d, 100_000, 0, u64::from(s * 100 + d) * 2 + q)
+                });
+            }
+        }
+    }
+    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+        let (_, plain, memo) = three_runs(cc, &flows);
+        let w = memo.wormhole_stats().expect("on");
+        let mut instants: Vec<u64> = (0..flows.len() as u32).map(|f| memo.flow_result(f).finish.as_ps()).collect();
+        instants.sort_unstable();
+        instants.dedup();
+        assert!(
+            (w.repartitions as usize) * 2 < instants.len(),
+            "{cc:?}: {} repartitions for {} completion instants",
+            w.repartitions,
+            instants.len()
+        );
+        assert_eq!(fcts(&memo), fcts(&plain), "{cc:?}: the memo run is the fast-forward run");
+    }
+}
