@@ -1353,8 +1353,11 @@ impl Engine {
         {
             let nic = &self.nics[hi];
             let paused = &self.ports[link].paused;
-            for i in 1..=n {
-                let idx = (i + nic.rrlast) % n;
+            // From the QP after the last one served, wrapping: (rrlast + i) % n for i in 1..=n,
+            // with one division instead of one per QP.
+            let mut idx = if n == 0 { 0 } else { nic.rrlast % n };
+            for _ in 0..n {
+                idx = if idx + 1 == n { 0 } else { idx + 1 };
                 let fl = &self.flows[nic.qps[idx] as usize];
                 if !paused[usize::from(fl.pg)] && fl.bytes_left() > 0 && !fl.win_bound(var_win) {
                     if fl.next_avail > now {
