@@ -226,8 +226,8 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
         write(dir, "queues.csv", &q)?;
         if let Some(bin) = &a.util_bin {
-            // A transmission counts in each bin by the time it spends there; a bin can read up
-            // to ~1% over 1 (serialization times truncated to whole ns, as in ns-3).
+            // A transmission counts in each bin by the time it spends there; a bin can read a
+            // few % over 1 (serialization times truncated to whole ns, as in ns-3).
             let mut u = String::from("node,ifindex,link,bin_start_ns,bin_ns,utilization\n");
             let w = bin.parse::<llmsim_core::SimTime>().map(|t| t.as_ps() / 1000).unwrap_or(0);
             for (l, b, util) in e.link_utilization() {

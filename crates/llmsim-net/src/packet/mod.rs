@@ -98,26 +98,34 @@ impl Engine {
     /// Per egress port with traffic: (link, p50, p99, max queued bytes), from the queue length
     /// seen at every 8th dequeue (1 KB buckets; max exact).
     pub fn queue_stats(&self) -> Vec<(u32, u64, u64, u64)> {
-        let mut out = Vec::new();
-        for (l, p) in self.ports.iter().enumerate() {
-            let n: u64 = p.qlen_hist.iter().map(|&c| u64::from(c)).sum();
-            if n == 0 {
-                continue;
-            }
-            let pct = |q: f64| {
-                let want = ((n as f64) * q).ceil().max(1.0) as u64;
-                let mut acc = 0u64;
-                for (kb, &c) in p.qlen_hist.iter().enumerate() {
-                    acc += u64::from(c);
-                    if acc >= want {
-                        return kb as u64 * 1000;
-                    }
-                }
-                0
-            };
-            out.push((l as u32, pct(0.5), pct(0.99), p.max_qlen));
+        (0..self.ports.len())
+            .filter_map(|l| {
+                self.queue_percentiles(l)
+                    .map(|(p50, p99)| (l as u32, p50, p99, self.ports[l].max_qlen))
+            })
+            .collect()
+    }
+
+    /// Port `l`'s p50 and p99 queued bytes from the queue length seen at every 8th dequeue (1 KB
+    /// buckets); `None` before its 8th dequeue.
+    pub(crate) fn queue_percentiles(&self, l: usize) -> Option<(u64, u64)> {
+        let hist = &self.ports[l].qlen_hist;
+        let n: u64 = hist.iter().map(|&c| u64::from(c)).sum();
+        if n == 0 {
+            return None;
         }
-        out
+        let pct = |q: f64| {
+            let want = ((n as f64) * q).ceil().max(1.0) as u64;
+            let mut acc = 0u64;
+            for (kb, &c) in hist.iter().enumerate() {
+                acc += u64::from(c);
+                if acc >= want {
+                    return kb as u64 * 1000;
+                }
+            }
+            0
+        };
+        Some((pct(0.5), pct(0.99)))
     }
 
     /// Bytes each egress port has put on the wire (all packet kinds), indexed by link.
@@ -387,27 +395,19 @@ impl Network for PacketNetwork {
 
     fn packet_details(&self) -> Option<crate::PacketDetails> {
         let e = &self.engine;
-        let tx = e.port_tx_bytes();
-        let mut q = e.queue_stats().into_iter().peekable();
-        let mut ports = Vec::new();
-        for (l, &bytes) in tx.iter().enumerate() {
-            let (p50, p99) = match q.peek() {
-                Some(&(ql, p50, p99, _)) if ql as usize == l => {
-                    q.next();
-                    (p50, p99)
-                }
-                _ => (0, 0),
-            };
-            if bytes > 0 {
-                ports.push(crate::PortDetail {
+        let ports = (0..e.ports.len())
+            .filter(|&l| e.ports[l].tx_bytes > 0)
+            .map(|l| {
+                let (p50, p99) = e.queue_percentiles(l).unwrap_or((0, 0));
+                crate::PortDetail {
                     link: LinkId::from_idx(l),
                     p50_bytes: p50,
                     p99_bytes: p99,
                     max_bytes: e.ports[l].max_qlen,
-                    tx_bytes: bytes,
-                });
-            }
-        }
+                    tx_bytes: e.ports[l].tx_bytes,
+                }
+            })
+            .collect();
         let pfc = e
             .pfc_events()
             .iter()

@@ -230,20 +230,25 @@ fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg) 
         hash,
         graph,
     };
-    let g = match m.mirrors.iter().position(|x| !x.live) {
-        Some(g) => {
-            m.mirrors[g] = mi;
-            g
-        }
-        None => {
-            m.mirrors.push(mi);
-            m.mirrors.len() - 1
-        }
-    };
+    let g = reuse_or_push(&mut m.mirrors, |x| !x.live, mi);
     for &f in &m.mirrors[g].leaders {
         m.mirror_of[f as usize] = g as u32;
     }
     g
+}
+
+/// Puts `x` in the first entry of `v` that `free` accepts, else at the end; returns its index.
+fn reuse_or_push<T>(v: &mut Vec<T>, free: impl Fn(&T) -> bool, x: T) -> usize {
+    match v.iter().position(free) {
+        Some(i) => {
+            v[i] = x;
+            i
+        }
+        None => {
+            v.push(x);
+            v.len() - 1
+        }
+    }
 }
 
 struct Memo {
@@ -288,6 +293,15 @@ pub(crate) struct Wormhole {
     scratch: Vec<(u32, u32)>,
     pub(crate) log: Vec<SkipRecord>,
     memo: Option<Box<Memo>>,
+}
+
+impl Memo {
+    /// Stores an entry under this run's config context, counting it when it is new.
+    fn store(&mut self, stats: &mut WormholeStats, hash: u64, graph: Fcg, value: MemoValue) {
+        if self.db.insert(self.context, hash, graph, value) {
+            stats.memo_inserts += 1;
+        }
+    }
 }
 
 impl Wormhole {
@@ -576,9 +590,7 @@ impl Engine {
                         })
                         .collect(),
                 };
-                if m.db.insert(m.context, r.hash, r.graph, value) {
-                    w.stats.memo_inserts += 1;
-                }
+                m.store(&mut w.stats, r.hash, r.graph, value);
             }
         }
         for (s, g) in followers {
@@ -801,9 +813,7 @@ impl Engine {
             })
             .collect();
         let value = MemoValue { t_conv_ps: t_c, flows };
-        if m.db.insert(m.context, ch, cg, value) {
-            w.stats.memo_inserts += 1;
-        }
+        m.store(&mut w.stats, ch, cg, value);
     }
 
     /// An episode's checkpoint: a recording one notes where its flows stand; a replay freezes
@@ -1001,9 +1011,8 @@ impl Engine {
                 let fl = &self.flows[f as usize];
                 (fl.size - fl.snd_una.min(fl.size)) as f64 * 8.0 / self.payload_cap(f) * 1e12 > window_ps as f64
             });
-            let fresh = |f: u32| self.ww_fresh(f);
             // A short partition of fresh flows: the key of its run to its last completion.
-            let run = (replay.is_none() && !long && flows.iter().all(|&f| fresh(f))).then(|| {
+            let run = (replay.is_none() && !long && fresh_all).then(|| {
                 let sizes: Vec<u64> = flows.iter().map(|&f| self.flows[f as usize].size).collect();
                 run_key(&graph, &sizes)
             });
@@ -1058,37 +1067,25 @@ impl Engine {
                 replay,
                 followers: Vec::new(),
             };
-            let k = match m.episodes.iter().position(|x| !x.live) {
-                Some(k) => {
-                    m.episodes[k] = e;
-                    k
-                }
-                None => {
-                    m.episodes.push(e);
-                    m.episodes.len() - 1
-                }
-            };
+            let k = reuse_or_push(&mut m.episodes, |x| !x.live, e);
             for &f in &m.episodes[k].flows {
                 m.episode_of[f as usize] = k as u32;
             }
             // The leader of any twins that start with it (a short one's run is recorded).
-            if fresh_all && run.is_none() {
-                let ep = &m.episodes[k];
-                let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
-                new_mirror(&mut m, leaders, self.now, hash, graph);
-            }
-            if let Some((rgraph, rhash, order)) = run {
+            if fresh_all {
                 let ep = &m.episodes[k];
                 let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
                 let n = leaders.len();
                 let g = new_mirror(&mut m, leaders, self.now, hash, graph);
-                m.mirrors[g].record = Some(RunRecord {
-                    hash: rhash,
-                    graph: rgraph,
-                    order,
-                    finish: vec![0; n],
-                    cc: vec![CcSnap::default(); n],
-                });
+                if let Some((rgraph, rhash, order)) = run {
+                    m.mirrors[g].record = Some(RunRecord {
+                        hash: rhash,
+                        graph: rgraph,
+                        order,
+                        finish: vec![0; n],
+                        cc: vec![CcSnap::default(); n],
+                    });
+                }
             }
             if delta > 0 {
                 self.schedule(self.now + delta, ev(EV_SAMPLE, k as u32, 2));
@@ -1337,9 +1334,7 @@ impl Engine {
             let (hash, graph) = (ep.hash, ep.graph.clone());
             let twins = std::mem::take(&mut m.episodes[k as usize].followers);
             let outcome = (value.t_conv_ps, value.flows.clone());
-            if m.db.insert(m.context, hash, graph, value) {
-                w.stats.memo_inserts += 1;
-            }
+            m.store(&mut w.stats, hash, graph, value);
             let fl = std::mem::take(&mut m.episodes[k as usize].flows);
             for f in fl {
                 m.episode_of[f as usize] = NONE;
@@ -1873,20 +1868,25 @@ const RUN_TAG: u64 = 0x52;
 /// re-canonicalized. Returns the graph, the hash, and for each of its flow vertices the index
 /// into `graph`'s.
 fn run_key(graph: &Fcg, sizes: &[u64]) -> (Fcg, u64, Vec<u32>) {
-    let g = graph.with_flow_weights(sizes);
+    let (g, h, order) = weighted_key(graph, sizes);
+    (g, mix(h, RUN_TAG), order)
+}
+
+/// `graph` (canonical) with each flow weighed by `weights`, re-canonicalized: the graph, its
+/// hash, and for each of its flow vertices the index into `graph`'s.
+fn weighted_key(graph: &Fcg, weights: &[u64]) -> (Fcg, u64, Vec<u32>) {
+    let g = graph.with_flow_weights(weights);
     let (h, order) = g.canonical();
     let nf = g.num_flows();
-    (g.relabel(&order), mix(h, RUN_TAG), order[..nf].to_vec())
+    (g.relabel(&order), h, order[..nf].to_vec())
 }
 
 /// The key of an episode that ends in a completion: `graph` (canonical) with each flow weighed
 /// by `rem` (its bytes left), re-canonicalized, under a hash tagged with the checkpoint delay.
 /// Returns the graph, the hash, and for each of its flow vertices the index into `graph`'s.
 fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) {
-    let g = graph.with_flow_weights(rem);
-    let (h, order) = g.canonical();
-    let nf = g.num_flows();
-    (g.relabel(&order), mix(mix(h, COMPLETION_TAG), delta), order[..nf].to_vec())
+    let (g, h, order) = weighted_key(graph, rem);
+    (g, mix(mix(h, COMPLETION_TAG), delta), order)
 }
 
 /// Ends mirror `g` (a flow joined its leader's partition): its twins, to resume now.
