@@ -17,18 +17,22 @@ FILES = ("fct.txt", "flows.csv", "queues.csv")
 RUN_FILES = ("summary.json", "queues.csv", "pfc.csv")
 
 
+def _missing(d: str, files: tuple[str, ...]) -> list[str]:
+    return [f for f in files if not os.path.isfile(os.path.join(d, f))]
+
+
 def is_packet_run(d: str) -> bool:
     """Whether ``d`` holds the output of ``llmsim ns3 run --out``."""
-    return all(os.path.isfile(os.path.join(d, f)) for f in FILES)
+    return not _missing(d, FILES)
 
 
 def is_llm_packet_run(d: str) -> bool:
     """Whether ``d`` holds the output of ``llmsim run --backend packet --out``."""
-    return all(os.path.isfile(os.path.join(d, f)) for f in RUN_FILES)
+    return not _missing(d, RUN_FILES)
 
 
 def _need(d: str) -> None:
-    missing = [f for f in FILES if not os.path.isfile(os.path.join(d, f))]
+    missing = _missing(d, FILES)
     if missing:
         raise FileNotFoundError(
             f"{d}: not a packet-run folder (missing {', '.join(missing)}; write one with `llmsim ns3 run CONFIG --out {d}`)"

@@ -567,11 +567,12 @@ fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, u64, Vec<(f64, f64)>, E
     (memo, plain.stats().events, errs, exact)
 }
 
-/// A flow arriving on either twin before the recording one is steady: on the waiting twin it
-/// ends the wait there (the twin resumes where its leader stands: skip-back); on the leader it
-/// ends the episode, which releases the twin the same way. Every flow finishes, once, never
-/// faster than its line rate. A wait cut short is an approximation: the twin resumes with its
-/// leader's bytes and CC state but none of its queue or packets in flight. Under HPCC its flows
+/// A flow arriving 60 us in on either of two mirrored long incasts: on the twin it ends the
+/// mirror there (the twin resumes where its leader stands: skip-back); on the leader it changes
+/// the leader's partition with no counterpart on the twin, which releases the twin the same way.
+/// Every flow finishes, once, never faster than its line rate. A mirror cut short is an
+/// approximation: the twin resumes with its leader's bytes and CC state but none of its queue
+/// or packets in flight. Under HPCC its flows
 /// land 4-7% off here (60 us into a 0.9 ms incast); that is the bound checked. (DCQCN's incast is
 /// 10-45% off with fast-forwarding alone, its fairness drift: only safety is checked there.)
 #[test]
