@@ -134,36 +134,87 @@ impl Pkt {
     }
 }
 
-/// An egress port: one per directed link.
-#[repr(C)] // hot fields first, together: a dequeue touches few cache lines
+/// One of a port's 8 priority queues: its packets and their bytes, side by side, so an enqueue
+/// or dequeue touches one cache line of the port for both.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PortQueue {
+    pub list: PktList,
+    pub bytes: u64,
+}
+
+/// An egress port: one per directed link. Laid out in 64-byte lines by use: the first holds what
+/// every transmission and every event on the port reads (state, the link's ends and delay), the
+/// next two the queues (0-3, the control queue and the usual data classes, then 4-7), the fourth
+/// ECN and the serialization cache.
+#[repr(C, align(64))]
 pub(crate) struct Port {
     pub total: u64,
     pub busy: bool,
     pub txdone_pending: bool,
-    /// Paused by the peer's PFC.
-    pub paused: [bool; NQ],
-    pub rrlast: usize,
+    /// Bit `q` set while the peer's PFC pauses queue `q`.
+    pub paused: u8,
+    pub rrlast: u8,
+    /// Bit `q` set when queue `q` holds a packet (the round robin reads it, not the queues).
+    pub nonempty: u8,
     pub dequeues: u32,
     /// Switch ports: when the current transmission ends, and the sequence number reserved for
     /// its TxDone event, which is only pushed once something waits for the port.
     pub busy_until: u64,
     pub txdone_seq: u64,
     pub tx_bytes: u64,
+    /// The link's sending and receiving nodes and its propagation delay (ps): copies of
+    /// `Engine::link_src/link_dst/link_delay`, here to spare a cache line per event.
+    pub src: u32,
+    pub dst: u32,
+    pub delay: u64,
+    pub queues: [PortQueue; NQ],
     pub max_qlen: u64,
     pub kmin: u64,
     pub kmax: u64,
     pub pmax: f64,
-    pub qbytes: [u64; NQ],
     /// Serialization times (ps) of the two common packet sizes on this port (a full data
     /// packet, an ACK), so `transmit` skips ns-3's floating-point formula for them.
     pub tx_cache: [(u32, u64); 2],
-    pub queues: [PktList; NQ],
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
     /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on), from bin
     /// `util_first` (the port's first transmission) on.
     pub util: Vec<u64>,
     pub util_first: u64,
+}
+
+const _: () = assert!(std::mem::offset_of!(Port, queues) == 64);
+const _: () = assert!(std::mem::offset_of!(Port, max_qlen) == 192);
+
+impl Port {
+    /// Appends packet `p` (`size` bytes) to queue `q`.
+    #[inline]
+    pub fn enqueue(&mut self, pkts: &mut [Pkt], q: usize, p: u32, size: u64) {
+        let qu = &mut self.queues[q];
+        qu.list.push_back(pkts, p);
+        qu.bytes += size;
+        self.total += size;
+        self.nonempty |= 1 << q;
+    }
+
+    /// Takes the head of queue `q`, if any, with its size.
+    #[inline]
+    pub fn dequeue(&mut self, pkts: &[Pkt], q: usize) -> Option<(u32, u64)> {
+        let qu = &mut self.queues[q];
+        let p = qu.list.pop_front(pkts)?;
+        let size = u64::from(pkts[p as usize].size);
+        qu.bytes -= size;
+        self.total -= size;
+        if qu.list.is_empty() {
+            self.nonempty &= !(1 << q);
+        }
+        Some((p, size))
+    }
+
+    #[inline]
+    pub fn has(&self, q: usize) -> bool {
+        self.nonempty & (1 << q) != 0
+    }
 }
 
 /// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority).
@@ -471,9 +522,12 @@ impl Engine {
             ports.push(Port {
                 busy: false,
                 queues: Default::default(),
-                qbytes: [0; NQ],
+                nonempty: 0,
+                src: link_src[l],
+                dst: link_dst[l],
+                delay: link_delay[l],
                 total: 0,
-                paused: [false; NQ],
+                paused: 0,
                 rrlast: 0,
                 tx_bytes: 0,
                 kmin,
@@ -551,7 +605,8 @@ impl Engine {
             link_rate,
             link_delay,
             link_rev,
-            link_err,
+            // Empty when no link drops packets: `arrive` then skips the per-link load.
+            link_err: if link_err.iter().any(|&e| e > 0.0) { link_err } else { Vec::new() },
             ports,
             ingress,
             bufs,
@@ -918,9 +973,10 @@ impl Engine {
         match kind {
             EV_ARRIVE => self.arrive(a, b),
             EV_TXDONE => {
-                self.ports[a as usize].busy = false;
-                self.ports[a as usize].txdone_pending = false;
-                let src = self.link_src[a as usize];
+                let pt = &mut self.ports[a as usize];
+                pt.busy = false;
+                pt.txdone_pending = false;
+                let src = pt.src;
                 if src < self.topo.num_hosts() {
                     self.host_send(src);
                 } else {
@@ -974,7 +1030,7 @@ impl Engine {
         if self.util_bin != 0 {
             self.util_add(li, now, tx, u64::from(size));
         }
-        if self.link_src[li] < self.topo.num_hosts() || self.ports[li].total > 0 {
+        if self.ports[li].src < self.topo.num_hosts() || self.ports[li].total > 0 {
             self.schedule(now + tx, ev(EV_TXDONE, link, 0));
             self.ports[li].txdone_pending = true;
         } else {
@@ -986,7 +1042,8 @@ impl Engine {
             pt.txdone_seq = seq;
             pt.txdone_pending = false;
         }
-        self.schedule(now + tx + self.link_delay[li], ev(EV_ARRIVE, link, p));
+        let delay = self.ports[li].delay;
+        self.schedule(now + tx + delay, ev(EV_ARRIVE, link, p));
     }
 
     /// Counts a transmission of `size` bytes over [`start`, `start + tx`) in port `li`'s
@@ -1028,13 +1085,12 @@ impl Engine {
 
     fn arrive(&mut self, link: u32, p: u32) {
         let li = link as usize;
-        let err = self.link_err[li];
-        if err > 0.0 && self.rng_err.unit_f64() < err {
+        if !self.link_err.is_empty() && self.link_err[li] > 0.0 && self.rng_err.unit_f64() < self.link_err[li] {
             self.stats.drops_error += 1;
             self.release(p);
             return;
         }
-        let node = self.link_dst[li];
+        let node = self.ports[li].dst;
         self.pkts[p as usize].hop += 1;
         if self.pkts[p as usize].kind == Kind::Pfc {
             self.receive_pfc(node, link, p);
@@ -1059,10 +1115,10 @@ impl Engine {
         });
         if pk.pause {
             self.stats.pfc_pauses += 1;
-            self.ports[port as usize].paused[q] = true;
+            self.ports[port as usize].paused |= 1 << q;
         } else {
             self.stats.pfc_resumes += 1;
-            self.ports[port as usize].paused[q] = false;
+            self.ports[port as usize].paused &= !(1 << q);
             if node < self.topo.num_hosts() {
                 self.host_send(node);
             } else {
@@ -1129,10 +1185,7 @@ impl Engine {
             self.check_and_send_pfc(s, in_link, q);
         }
         self.pkts[p as usize].in_link = in_link;
-        let port = &mut self.ports[out as usize];
-        port.queues[q].push_back(&mut self.pkts, p);
-        port.qbytes[q] += size;
-        port.total += size;
+        self.ports[out as usize].enqueue(&mut self.pkts, q, p, size);
         self.switch_send(out);
     }
 
@@ -1220,10 +1273,7 @@ impl Engine {
             s.skip();
         }
         let p = self.alloc(pk);
-        let pt = &mut self.ports[port as usize];
-        pt.queues[0].push_back(&mut self.pkts, p);
-        pt.qbytes[0] += u64::from(PFC_FRAME_BYTES);
-        pt.total += u64::from(PFC_FRAME_BYTES);
+        self.ports[port as usize].enqueue(&mut self.pkts, 0, p, u64::from(PFC_FRAME_BYTES));
         self.switch_send(port);
     }
 
@@ -1252,30 +1302,23 @@ impl Engine {
         }
         // BEgressQueue::DequeueRR: queue 0 strictly first, then round robin over the others.
         let pt = &mut self.ports[pi];
-        let q = if !pt.queues[0].is_empty() {
+        let q = if pt.has(0) {
             0
         } else {
-            let mut found = None;
-            for i in 1..=NQ {
-                let qi = (i + pt.rrlast) % NQ;
-                if !pt.paused[qi] && !pt.queues[qi].is_empty() {
-                    found = Some(qi);
-                    break;
-                }
+            // The first queue after `rrlast` (wrapping) that holds a packet and is not paused:
+            // rotate the candidates so that queue `rrlast + 1` is bit 0, take the lowest bit.
+            let ready = pt.nonempty & !pt.paused;
+            if ready == 0 {
+                return;
             }
-            match found {
-                Some(q) => q,
-                None => return,
-            }
+            let from = (u32::from(pt.rrlast) + 1) % NQ as u32;
+            (ready.rotate_right(from).trailing_zeros() + from) as usize % NQ
         };
-        let Some(p) = pt.queues[q].pop_front(&self.pkts) else { return };
-        let size = u64::from(self.pkts[p as usize].size);
-        pt.qbytes[q] -= size;
-        pt.total -= size;
+        let Some((p, size)) = pt.dequeue(&self.pkts, q) else { return };
         if q != 0 {
-            pt.rrlast = q;
+            pt.rrlast = q as u8;
         }
-        let s = self.link_src[pi];
+        let s = pt.src;
         if q != 0 {
             let in_link = self.pkts[p as usize].in_link;
             self.remove_ingress(s, in_link, q, size);
@@ -1311,7 +1354,7 @@ impl Engine {
     /// `SwitchMmu::ShouldSendCN` on the egress bytes of `q` (after this packet left).
     fn should_mark(&mut self, pi: usize, q: usize) -> bool {
         let pt = &self.ports[pi];
-        let b = pt.qbytes[q];
+        let b = pt.queues[q].bytes;
         if b > pt.kmax {
             return true;
         }
@@ -1341,7 +1384,7 @@ impl Engine {
             return;
         }
         let ack_class = if self.cfg.ack_high_prio { 0 } else { 3 };
-        if !self.ports[link].paused[ack_class]
+        if self.ports[link].paused & (1 << ack_class) == 0
             && let Some(p) = self.nics[hi].ackq.pop_front(&self.pkts)
         {
             self.transmit(link as u32, p);
@@ -1354,14 +1397,14 @@ impl Engine {
         let mut min_finish = usize::MAX;
         {
             let nic = &self.nics[hi];
-            let paused = &self.ports[link].paused;
+            let paused = self.ports[link].paused;
             // From the QP after the last one served, wrapping: (rrlast + i) % n for i in 1..=n,
             // with one division instead of one per QP.
             let mut idx = if n == 0 { 0 } else { nic.rrlast % n };
             for _ in 0..n {
                 idx = if idx + 1 == n { 0 } else { idx + 1 };
                 let fl = &self.flows[nic.qps[idx] as usize];
-                if !paused[usize::from(fl.pg)] && fl.bytes_left() > 0 && !fl.win_bound(var_win) {
+                if paused & (1 << fl.pg) == 0 && fl.bytes_left() > 0 && !fl.win_bound(var_win) {
                     if fl.next_avail > now {
                         continue;
                     }

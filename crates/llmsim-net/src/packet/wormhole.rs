@@ -1767,7 +1767,7 @@ impl Engine {
         for &k in &slot.links {
             w.link_slot[k as usize] = NONE;
             let ki = k as usize;
-            let queued: Vec<u32> = self.ports[ki].queues.iter().flat_map(|q| q.iter(&self.pkts)).collect();
+            let queued: Vec<u32> = self.ports[ki].queues.iter().flat_map(|q| q.list.iter(&self.pkts)).collect();
             for p in queued {
                 shift_pkt(self, p);
             }
