@@ -246,6 +246,11 @@ def plot_transfers(d: str, ax: Any = None):
     return ax
 
 
+def _share(part, whole):
+    """` (x.y%)` of `part` in `whole`, or nothing when the total is unknown or zero."""
+    return f" ({100 * part / whole:.1f}%)" if whole else ""
+
+
 def report_run_html(d: str, out: str | None = None) -> str:
     """A self-contained HTML page for `llmsim run --backend packet --out DIR`: the iteration,
     the packet counters, transfer durations by kind, the largest queues and PFC pauses."""
@@ -253,6 +258,10 @@ def report_run_html(d: str, out: str | None = None) -> str:
     with open(os.path.join(d, "summary.json"), encoding="utf-8") as fh:
         r = json.load(fh)["report"]
     n = r.get("net", {})
+    sk, total = n.get("ff_skipped_bytes", 0), n.get("net_payload_bytes")
+    skipped = (
+        f"{sk} of {total if total else '?'}{_share(sk, total)}, {n.get('memo_hits', 0)} / {n.get('memo_misses', 0)}"
+    )
     facts = [
         ("scenario", r.get("scenario", "")),
         ("iteration time (s)", f"{r.get('iteration_time_s', 0):.6g}"),
@@ -264,8 +273,8 @@ def report_run_html(d: str, out: str | None = None) -> str:
             f"{n.get('ecn_marks', '')}, {n.get('pfc_pauses', '')}, {n.get('drops', '')}, {n.get('nacks', '')}",
         ),
         (
-            "Wormhole: bytes skipped, memo hits / misses",
-            f"{n.get('ff_skipped_bytes', 0)}, {n.get('memo_hits', 0)} / {n.get('memo_misses', 0)}",
+            "Wormhole: bytes skipped of the flows' payload, memo hits / misses",
+            skipped,
         ),
     ]
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts)

@@ -108,6 +108,10 @@ pub struct NetStats {
     /// fast-forwarding or mirrored twins moved instead of packets.
     pub packet_events: u64,
     pub ff_skipped_bytes: u64,
+    /// Packet backend: payload bytes its flows delivered, packets and fast-forwarding together.
+    /// A transfer with several network legs (a ring step's hops) counts once per leg, so this
+    /// can exceed `bytes_delivered`; `ff_skipped_bytes` is a share of it.
+    pub net_payload_bytes: u64,
     /// Packet backend: ECN marks, PFC pause frames sent, packets dropped (buffer overflow or
     /// link errors), NACKs and retransmitted payload bytes (go-back-N).
     pub ecn_marks: u64,

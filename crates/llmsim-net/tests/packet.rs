@@ -233,6 +233,9 @@ fn the_network_trait_reports_the_packet_counters() {
         assert_eq!((s.ecn_marks, s.pfc_pauses, s.nacks), (e.ecn_marks, e.pfc_pauses, e.nacks));
         assert_eq!(s.drops, e.drops_buffer + e.drops_error);
         assert_eq!(s.retransmitted_bytes, e.retransmitted_bytes);
+        // One network leg per transfer here: the flows' payload is the transfers' bytes.
+        assert_eq!(s.net_payload_bytes, e.payload_delivered);
+        assert_eq!(s.net_payload_bytes, 7 * 400_000);
         if cc == CcMode::Dcqcn {
             assert!(s.ecn_marks > 0, "{s:?}");
         }

@@ -378,6 +378,7 @@ impl Network for PacketNetwork {
         s.drops = e.drops_buffer + e.drops_error;
         s.nacks = e.nacks;
         s.retransmitted_bytes = e.retransmitted_bytes;
+        s.net_payload_bytes = e.payload_delivered;
         if let Some(w) = self.engine.wormhole_stats() {
             s.ff_skipped_bytes = w.skipped_bytes;
             s.ff_freezes = w.freezes;
