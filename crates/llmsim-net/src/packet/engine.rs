@@ -162,8 +162,8 @@ pub(crate) struct Port {
     pub busy_until: u64,
     pub txdone_seq: u64,
     pub tx_bytes: u64,
-    /// The link's sending and receiving nodes and its propagation delay (ps): copies of
-    /// `Engine::link_src/link_dst/link_delay`, here to spare a cache line per event.
+    /// The link's sending and receiving nodes and its propagation delay (ps), kept here (the
+    /// engine has no other copy) so an event on the port loads one cache line for them.
     pub src: u32,
     pub dst: u32,
     pub delay: u64,
@@ -388,10 +388,7 @@ pub struct Engine {
     pub(crate) topo: Arc<Topology>,
     pub(crate) now: u64,
     pub(crate) events: EvQueue,
-    pub(crate) link_src: Vec<u32>,
-    pub(crate) link_dst: Vec<u32>,
     pub(crate) link_rate: Vec<u64>,
-    pub(crate) link_delay: Vec<u64>,
     pub(crate) link_rev: Vec<u32>,
     link_err: Vec<f64>,
     pub(crate) ports: Vec<Port>,
@@ -600,10 +597,7 @@ impl Engine {
             topo,
             now: 0,
             events: EvQueue::default(),
-            link_src,
-            link_dst,
             link_rate,
-            link_delay,
             link_rev,
             // Empty when no link drops packets: `arrive` then skips the per-link load.
             link_err: if link_err.iter().any(|&e| e > 0.0) { link_err } else { Vec::new() },
@@ -673,7 +667,7 @@ impl Engine {
         let mut bw = u64::MAX;
         for &l in path {
             let l = l as usize;
-            delay += self.link_delay[l] / 1000;
+            delay += self.ports[l].delay / 1000;
             tx += u64::from(self.cfg.mtu) * 1_000_000_000 * 8 / self.link_rate[l];
             bw = bw.min(self.link_rate[l]);
         }
@@ -708,7 +702,7 @@ impl Engine {
                 self.next_hop_for(at, s, d, ports, kind)?
             };
             out.push(l);
-            at = self.link_dst[l as usize];
+            at = self.ports[l as usize].dst;
             guard += 1;
             if guard > 64 {
                 return Err(PacketError::Config(format!("routing loop from {s} to {d}")));
@@ -1716,7 +1710,7 @@ impl Engine {
 
     /// ns-3 interface index (1-based) of a link at its source node.
     pub fn ns3_ifindex(&self, link: u32) -> u32 {
-        let s = self.link_src[link as usize];
+        let s = self.ports[link as usize].src;
         let ports = self.topo.ports(NodeId(s));
         ports.iter().position(|l| l.0 == link).map_or(0, |i| i as u32 + 1)
     }

@@ -628,7 +628,7 @@ pub fn flow_paths(e: &Engine) -> Vec<Vec<u32>> {
             let mut p = Vec::new();
             let _ = e.route_path(fl.src, fl.dst, f as u32, &mut p);
             let mut nodes = vec![e.ns3_id(fl.src)];
-            nodes.extend(p.iter().map(|&l| e.ns3_id(e.link_dst[l as usize])));
+            nodes.extend(p.iter().map(|&l| e.ns3_id(e.ports[l as usize].dst)));
             nodes
         })
         .collect()

@@ -657,7 +657,7 @@ impl Engine {
         if self.ports[li].busy_until > t0 {
             self.ports[li].busy_until += d;
         }
-        let src = self.link_src[li];
+        let src = self.ports[li].src;
         if src < self.topo.num_hosts()
             && let Some(t) = self.nics[src as usize].next_send.as_mut()
         {
@@ -671,7 +671,7 @@ impl Engine {
         for &k in links {
             let ki = k as usize;
             let pt = &self.ports[ki];
-            if !pt.busy && pt.total > 0 && self.link_src[ki] >= self.topo.num_hosts() {
+            if !pt.busy && pt.total > 0 && self.ports[ki].src >= self.topo.num_hosts() {
                 self.switch_send(k);
             }
         }
@@ -1105,7 +1105,7 @@ impl Engine {
                 let fl = &self.flows[f as usize];
                 let data = &self.paths[fl.path_data as usize..fl.path_ack as usize];
                 let ack = &self.paths[fl.path_ack as usize..flow_links(self, f as usize).end];
-                let delay = |p: &[u32]| p.iter().map(|&l| self.link_delay[l as usize] / 1000).sum::<u64>();
+                let delay = |p: &[u32]| p.iter().map(|&l| self.ports[l as usize].delay / 1000).sum::<u64>();
                 let bottleneck = data.iter().map(|&l| self.link_rate[l as usize]).min().unwrap_or(0);
                 // The flow's weight: its rate over its line rate in 5% steps (§4.2), its line
                 // rate, path delays and bottleneck (the paper leaves path length out; RTT shapes
@@ -1771,7 +1771,7 @@ impl Engine {
             for p in queued {
                 shift_pkt(self, p);
             }
-            let src = self.link_src[ki];
+            let src = self.ports[ki].src;
             if src < self.topo.num_hosts() {
                 let acks: Vec<u32> = self.nics[src as usize].ackq.iter(&self.pkts).collect();
                 for p in acks {
