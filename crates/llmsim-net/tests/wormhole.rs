@@ -33,6 +33,7 @@ fn ff(theta: f64, window: usize) -> WormholeConfig {
         fast_forward: true,
         theta,
         window,
+        uncontended_window: window,
         sample_interval: SimTime::from_us(20),
         memo: false,
     }
@@ -68,6 +69,7 @@ fn off_is_byte_identical_to_the_plain_engine_on_a_reference_run() {
         fast_forward: false,
         theta: 0.2,
         window: 3,
+        uncontended_window: 2,
         sample_interval: SimTime::from_us(5),
         memo: false,
     };
@@ -735,5 +737,62 @@ fn flows_leaving_a_huge_partition_do_not_repartition_at_every_completion() {
             instants.len()
         );
         assert_eq!(fcts(&memo), fcts(&plain), "{cc:?}: the memo run is the fast-forward run");
+    }
+}
+
+/// The shorter steadiness test for uncontended partitions (`uncontended_window`). Flow C runs
+/// alone in pod 2 from the start, at line rate. Flow A in pod 3 shares its receiver's link with
+/// a 1 MB flow for its first ~100 us and runs alone after it. Two long flows into host 0 share
+/// that link to the end (contended). With `uncontended_window` 3 instead of `window` 8 (50 us
+/// samples), C turns steady and is skipped sooner under both CCs, and so is A under HPCC, each
+/// within the 2θ FCT band of the exact run, with fewer packet events. Under DCQCN, A leaves the
+/// contention below line rate and recovers only at DCQCN's 300 us rate-increase timer, so it keeps
+/// eq. 6's full window, as does the incast: both run exactly as with window 8 everywhere (same
+/// FCTs, same skips). Safe and complete in every run.
+#[test]
+fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
+    let flows = vec![
+        flow(12, 14, 20_000_000, 0, 1),
+        flow(13, 14, 1_000_000, 0, 2),
+        flow(8, 10, 20_000_000, 0, 3),
+        flow(5, 0, 20_000_000, 0, 4),
+        flow(6, 0, 20_000_000, 0, 5),
+    ];
+    let (a, c, incast) = (0usize, 2usize, [3usize, 4]);
+    for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
+        let mut exact = engine(cc, None, &flows);
+        exact.run();
+        let mut runs = Vec::new();
+        for u in [8, 3] {
+            let knobs = WormholeConfig {
+                fast_forward: true,
+                uncontended_window: u,
+                ..WormholeConfig::default()
+            };
+            let mut e = engine(cc, Some(knobs), &flows);
+            e.run();
+            assert_safe(&e, &flows, &format!("{cc:?} uncontended_window {u}"));
+            runs.push(e);
+        }
+        let (eq6, short) = (&runs[0], &runs[1]);
+        println!("{cc:?}: packet events {} (window 8) / {} (uncontended 3) / {} exact", eq6.stats().events, short.stats().events, exact.stats().events);
+        assert!(short.stats().events < eq6.stats().events, "{cc:?}: fewer packet events");
+        let skips = |e: &Engine, f: usize| e.wormhole_log().iter().filter(|r| r.flow as usize == f).copied().collect::<Vec<_>>();
+        let first_skip = |e: &Engine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
+        let (e_fct, s_fct, q_fct) = (fcts(&exact), fcts(short), fcts(eq6));
+        let err = |x: (u64, u64), y: (u64, u64)| ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64;
+        let sooner = if cc == CcMode::Hpcc { vec![a, c] } else { vec![c] };
+        for &f in &sooner {
+            let (t8, t3) = (first_skip(eq6, f), first_skip(short, f));
+            let e3 = err(e_fct[f], s_fct[f]);
+            println!("{cc:?} flow {f}: first skipped at {t8} (window 8), {t3} (uncontended 3); FCT error {e3:.4} (window 8: {:.4})", err(e_fct[f], q_fct[f]));
+            assert!(t3 < t8, "{cc:?} flow {f}: turns steady sooner ({t3} vs {t8})");
+            assert!(e3 < 2.0 * 0.05, "{cc:?} flow {f}: FCT error {e3:.4}");
+        }
+        let unchanged = if cc == CcMode::Hpcc { incast.to_vec() } else { vec![a, incast[0], incast[1]] };
+        for f in unchanged {
+            assert_eq!(s_fct[f], q_fct[f], "{cc:?}: flow {f} keeps the full window");
+            assert_eq!(skips(short, f), skips(eq6, f), "{cc:?}: flow {f} skips the same stretches");
+        }
     }
 }

@@ -29,6 +29,13 @@ pub mod engine;
 pub mod report;
 pub mod scenario;
 
+/// Rate samples per steadiness test of an uncontended partition in `llmsim run` when
+/// `network.fast_forward.uncontended_window` is not given. On the Wormhole benchmark's LLM
+/// workloads (bench/README.md, 2026-11-24) 3 cut the MoE 8x7B cold-memo packet events from 22.0 M
+/// to 9.7 M (HPCC) and 21.2 M to 7.9 M (DCQCN) at 0.26% / 0.022% mean transfer error; 2 put
+/// the worst transfer 15-29% off.
+const UNCONTENDED_WINDOW: usize = 3;
+
 pub use batch::Shared;
 
 pub use engine::{EngineRun, Layout};
@@ -387,6 +394,7 @@ fn run_workload(
                     window: ff.window,
                     sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
                     memo: ff.memo || ff.memo_db.is_some(),
+                    uncontended_window: ff.uncontended_window.unwrap_or(UNCONTENDED_WINDOW.min(ff.window)),
                 };
                 cfg.wormhole.validate().map_err(|message| SimError::Scenario {
                     field: "network.fast_forward".into(),

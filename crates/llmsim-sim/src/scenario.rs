@@ -156,6 +156,11 @@ pub struct FastForwardSpec {
     pub theta: f64,
     /// l, samples per test (default 8).
     pub window: usize,
+    /// Samples per test of an uncontended partition, one where no two flows send data over the
+    /// same link (a DP ring's flows, a PP step): each flow's rate is then only its own CC settling
+    /// (default 3, or `window` if smaller; set it to `window` for eq. 6 everywhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncontended_window: Option<usize>,
     /// Microseconds between two rate samples (default 50).
     pub sample_us: u64,
     /// Memoize unsteady episodes by their flow-conflict graph (default false).
@@ -171,6 +176,7 @@ impl Default for FastForwardSpec {
         FastForwardSpec {
             theta: 0.05,
             window: 8,
+            uncontended_window: None,
             sample_us: 50,
             memo: false,
             memo_db: None,

@@ -167,6 +167,11 @@ pub struct WormholeConfig {
     pub theta: f64,
     /// l: rate samples per steadiness test (default 8).
     pub window: usize,
+    /// Rate samples per steadiness test of an uncontended partition, one where no two flows send
+    /// data over the same link (each flow's rate is then only its own CC settling; under DCQCN
+    /// each flow must also be at line rate). Default `window`, i.e. eq. 6 unchanged;
+    /// `llmsim run` uses 3.
+    pub uncontended_window: usize,
     /// Time between two rate samples of a flow (default 50 us: with `window` 8, a 400 us
     /// window, longer than DCQCN's fairness transients on 100G).
     pub sample_interval: SimTime,
@@ -181,6 +186,7 @@ impl Default for WormholeConfig {
             fast_forward: false,
             theta: 0.05,
             window: 8,
+            uncontended_window: 8,
             sample_interval: SimTime::from_us(50),
             memo: false,
         }
@@ -196,6 +202,12 @@ impl WormholeConfig {
         }
         if self.window < 2 {
             return Err(format!("wormhole.window={} must be at least 2", self.window));
+        }
+        if !(2..=self.window).contains(&self.uncontended_window) {
+            return Err(format!(
+                "wormhole.uncontended_window={} must be between 2 and window={}",
+                self.uncontended_window, self.window
+            ));
         }
         if self.memo && !self.fast_forward {
             return Err("wormhole.memo needs fast_forward on".into());

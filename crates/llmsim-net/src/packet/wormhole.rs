@@ -291,6 +291,7 @@ pub(crate) struct Wormhole {
     root: Vec<u32>,
     slots: Vec<Frozen>,
     scratch: Vec<(u32, u32)>,
+    scratch_links: Vec<u32>,
     pub(crate) log: Vec<SkipRecord>,
     memo: Option<Box<Memo>>,
 }
@@ -325,6 +326,7 @@ impl Wormhole {
             root: Vec::new(),
             slots: Vec::new(),
             scratch: Vec::new(),
+            scratch_links: Vec::new(),
             log: Vec::new(),
             memo: e.cfg.wormhole.memo.then(|| {
                 Box::new(Memo {
@@ -1171,12 +1173,21 @@ impl Engine {
                         w.nsamp[f as usize] = 0;
                     }
                 }
-            } else if !frozen && members.iter().all(|&(_, f)| steady(w, f as usize)) {
-                let fl: Vec<u32> = members.iter().map(|&(_, f)| f).collect();
-                if w.memo.is_some() {
-                    self.memo_record(w, &fl);
+            } else if !frozen {
+                // Eq. 6 over `window` samples; over the last `uncontended_window` when the
+                // partition is uncontended (see `uncontended`).
+                let k = if w.cfg.uncontended_window < l && uncontended(self, members, &mut w.scratch_links) {
+                    w.cfg.uncontended_window
+                } else {
+                    l
+                };
+                if members.iter().all(|&(_, f)| steady(w, f as usize, k)) {
+                    let fl: Vec<u32> = members.iter().map(|&(_, f)| f).collect();
+                    if w.memo.is_some() {
+                        self.memo_record(w, &fl, k);
+                    }
+                    self.ww_freeze(w, fl, k);
                 }
-                self.ww_freeze(w, fl);
             }
         }
         w.scratch = groups;
@@ -1205,10 +1216,8 @@ impl Engine {
     }
 
     /// R̂ (eq. 7) of flow `f`, capped at its payload rate.
-    fn steady_rate(&self, w: &Wormhole, f: u32) -> f64 {
-        let l = w.cfg.window;
-        let fi = f as usize;
-        let mean = w.samples[fi * l..fi * l + l].iter().sum::<f64>() / l as f64;
+    fn steady_rate(&self, w: &Wormhole, f: u32, k: usize) -> f64 {
+        let mean = last_samples(w, f as usize, k).sum::<f64>() / k as f64;
         mean.min(self.payload_cap(f))
     }
 
@@ -1228,9 +1237,9 @@ impl Engine {
     }
 
     /// Freezes a steady partition made of `flows`, if its planned skip is worth it.
-    fn ww_freeze(&mut self, w: &mut Wormhole, flows: Vec<u32>) {
+    fn ww_freeze(&mut self, w: &mut Wormhole, flows: Vec<u32>, k: usize) {
         let iv = w.cfg.sample_interval.as_ps();
-        let rates: Vec<f64> = flows.iter().map(|&f| self.steady_rate(w, f)).collect();
+        let rates: Vec<f64> = flows.iter().map(|&f| self.steady_rate(w, f, k)).collect();
         let mut skip_ps = u64::MAX;
         for (k, &f) in flows.iter().enumerate() {
             skip_ps = skip_ps.min(self.steady_room_ps(f, rates[k], 0).unwrap_or(0));
@@ -1309,7 +1318,7 @@ impl Engine {
     }
 
     /// Stores the episode that `flows`, steady now, close (if one is open on exactly them).
-    fn memo_record(&mut self, w: &mut Wormhole, flows: &[u32]) {
+    fn memo_record(&mut self, w: &mut Wormhole, flows: &[u32], nk: usize) {
         let mut m = w.memo.take().expect("memo on");
         let k = m.episode_of[flows[0] as usize];
         if k != NONE
@@ -1326,7 +1335,7 @@ impl Engine {
                     .zip(&ep.una)
                     .map(|(&f, &u0)| MemoFlow {
                         bytes: self.flows[f as usize].snd_una - u0,
-                        rate_bps: self.steady_rate(w, f),
+                        rate_bps: self.steady_rate(w, f, nk),
                         cc: cc_snap(&self.flows[f as usize]),
                     })
                     .collect(),
@@ -1932,10 +1941,47 @@ fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
     if chunk > 0 && chunk.is_multiple_of(mtu) { chunk } else { mtu }
 }
 
-/// Eq. 6: the last `l` samples fluctuate by less than θ of their mean.
-fn steady(w: &Wormhole, f: usize) -> bool {
+/// Whether `members`' partition (partition root, flow) is uncontended: no two of its flows send
+/// data over the same link (each has its data path to itself; only ACKs share links with the
+/// others' data), so each flow's rate is only its own CC settling. Under DCQCN each flow must also
+/// be at line rate: below it, DCQCN raises the rate only at its rate-increase timer (`RP_TIMER`,
+/// 300 us in the HPCC runs), and a window shorter than that sees a recovering flow as flat.
+/// `links` is scratch.
+fn uncontended(e: &Engine, members: &[(u32, u32)], links: &mut Vec<u32>) -> bool {
+    links.clear();
+    for &(_, f) in members {
+        let fl = &e.flows[f as usize];
+        if e.cfg.cc == CcMode::Dcqcn && fl.rate < fl.max_rate {
+            return false;
+        }
+        links.extend_from_slice(&e.paths[fl.path_data as usize..fl.path_ack as usize]);
+    }
+    links.sort_unstable();
+    links.windows(2).all(|p| p[0] != p[1])
+}
+
+/// Eq. 6 on flow `f`'s last `k` samples: they fluctuate by less than θ of their mean (the same
+/// test as [`steady_estimate`]).
+fn steady(w: &Wormhole, f: usize, k: usize) -> bool {
+    if (w.nsamp[f] as usize) < k {
+        return false;
+    }
+    let (mut sum, mut lo, mut hi) = (0.0, f64::MAX, 0.0f64);
+    for s in last_samples(w, f, k) {
+        sum += s;
+        lo = lo.min(s);
+        hi = hi.max(s);
+    }
+    let mean = sum / k as f64;
+    mean > 0.0 && (hi - lo) / mean < w.cfg.theta
+}
+
+/// The last `k` (at most `window`) rate samples of flow `f`, newest first; all `window` of them
+/// in storage order (the order eq. 7's mean has always summed them in).
+fn last_samples(w: &Wormhole, f: usize, k: usize) -> impl Iterator<Item = f64> + '_ {
     let l = w.cfg.window;
-    (w.nsamp[f] as usize) >= l && steady_estimate(&w.samples[f * l..f * l + l], w.cfg.theta).0
+    let n = w.nsamp[f] as usize;
+    (1..=k.min(l)).map(move |j| if k >= l { w.samples[f * l + j - 1] } else { w.samples[f * l + (n + l - j) % l] })
 }
 
 /// Eq. 6 and eq. 7 on one window of samples: `(steady, R̂)`.
