@@ -9,7 +9,8 @@
 # misses and the database's size. Then the same for `llmsim run --backend packet` scenarios, with
 # the worst transfer's error, the iteration-time error and the packet events skipped (from the
 # runs' summary.json). Then a sensitivity table over θ and l on the permutation.
-# Usage: [WORMHOLE_FULL=1] bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
+# WORMHOLE_SKIP_NS3=1 leaves out the ns-3 workloads (the `llmsim ns3 run` rows and the sensitivity table).
+# Usage: [WORMHOLE_FULL=1] [WORMHOLE_SKIP_NS3=1] bench/wormhole.sh [reference_dir] [--no-sensitivity]   (default ../shared/reference/ns3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
@@ -74,7 +75,7 @@ memo() { # label config
 
 echo "fast-forward defaults: θ=5%, l=8, sample every 50us"
 header "workload"
-for cc in dcqcn hp; do
+[ "${WORMHOLE_SKIP_NS3:-0}" = 1 ] || for cc in dcqcn hp; do
   for w in "perm16_100MB_$cc perm_$cc fattree_k4_16h.txt perm.txt" "incast15_4MB_$cc incast_$cc fattree_k4_16h.txt incast.txt" \
     "fat320_websearch_$cc ws_$cc fat.txt websearch.txt"; do
     set -- $w
@@ -87,14 +88,19 @@ done
 # (c) LLM workloads (GPT-3 13B; Mixtral 8x7B with EP all-to-all) through `llmsim run --backend packet` (shrunk as in the README so the exact
 # run takes seconds): per-transfer duration error, iteration-time error, speedup; fast-forward alone, then with memo
 # (network.fast_forward.memo_db) cold (new database file) and warm (the file the cold run saved).
+timed() { # file command...: runs the command, writes its wall seconds (microsecond clock) to file
+  local out=$1 t0=$EPOCHREALTIME; shift
+  "$@"
+  python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$EPOCHREALTIME" > "$out"
+}
 llm() { # label yaml [--set ...]
   local label=$1 y=$2; shift 2
-  /usr/bin/time -f "%e" -o "$tmp/t_exact" "$bin" run "$y" --backend packet "$@" --out "$tmp/llm_exact_$label" > /dev/null
+  timed "$tmp/t_exact" "$bin" run "$y" --backend packet "$@" --out "$tmp/llm_exact_$label" > /dev/null
   rm -f "$tmp/$label.db"
   for mode in ff "memo cold" "memo warm"; do
     local knobs='{}'
     [ "$mode" != ff ] && knobs="{memo_db: $tmp/$label.db}"
-    /usr/bin/time -f "%e" -o "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set "network.fast_forward=$knobs" --out "$tmp/llm_${mode/ /_}_$label" > /dev/null
+    timed "$tmp/t_ff" "$bin" run "$y" --backend packet "$@" --set "network.fast_forward=$knobs" --out "$tmp/llm_${mode/ /_}_$label" > /dev/null
     python3 - "$label $mode" "$tmp/llm_exact_$label" "$tmp/llm_${mode/ /_}_$label" "$(cat "$tmp/t_exact")" "$(cat "$tmp/t_ff")" "$tmp/$label.db" <<'PY'
 import csv, json, os, sys
 label, ed, fd, te, tf, db = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
@@ -138,7 +144,7 @@ if [ "${WORMHOLE_FULL:-0}" = 1 ]; then
   llm "moe-8x7b_64gpu_dcqcn" examples/wormhole-moe-8x7b-64gpu.yaml --set network.cc=dcqcn
 fi
 
-if [ "$sensitivity" != "--no-sensitivity" ]; then
+if [ "$sensitivity" != "--no-sensitivity" ] && [ "${WORMHOLE_SKIP_NS3:-0}" != 1 ]; then
   echo
   echo "sensitivity on perm16_100MB (sample every 50us)"
   for cc in dcqcn hp; do
