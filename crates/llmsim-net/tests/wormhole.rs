@@ -780,9 +780,20 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
             runs.push(e);
         }
         let (eq6, short) = (&runs[0], &runs[1]);
-        println!("{cc:?}: packet events {} (window 8) / {} (uncontended 3) / {} exact", eq6.stats().events, short.stats().events, exact.stats().events);
+        println!(
+            "{cc:?}: packet events {} (window 8) / {} (uncontended 3) / {} exact",
+            eq6.stats().events,
+            short.stats().events,
+            exact.stats().events
+        );
         assert!(short.stats().events < eq6.stats().events, "{cc:?}: fewer packet events");
-        let skips = |e: &Engine, f: usize| e.wormhole_log().iter().filter(|r| r.flow as usize == f).copied().collect::<Vec<_>>();
+        let skips = |e: &Engine, f: usize| {
+            e.wormhole_log()
+                .iter()
+                .filter(|r| r.flow as usize == f)
+                .copied()
+                .collect::<Vec<_>>()
+        };
         let first_skip = |e: &Engine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
         let (e_fct, s_fct, q_fct) = (fcts(&exact), fcts(short), fcts(eq6));
         let err = |x: (u64, u64), y: (u64, u64)| ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64;
@@ -790,11 +801,18 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
         for &f in &sooner {
             let (t8, t3) = (first_skip(eq6, f), first_skip(short, f));
             let e3 = err(e_fct[f], s_fct[f]);
-            println!("{cc:?} flow {f}: first skipped at {t8} (window 8), {t3} (uncontended 3); FCT error {e3:.4} (window 8: {:.4})", err(e_fct[f], q_fct[f]));
+            println!(
+                "{cc:?} flow {f}: first skipped at {t8} (window 8), {t3} (uncontended 3); FCT error {e3:.4} (window 8: {:.4})",
+                err(e_fct[f], q_fct[f])
+            );
             assert!(t3 < t8, "{cc:?} flow {f}: turns steady sooner ({t3} vs {t8})");
             assert!(e3 < 2.0 * 0.05, "{cc:?} flow {f}: FCT error {e3:.4}");
         }
-        let unchanged = if cc == CcMode::Hpcc { incast.to_vec() } else { vec![a, incast[0], incast[1]] };
+        let unchanged = if cc == CcMode::Hpcc {
+            incast.to_vec()
+        } else {
+            vec![a, incast[0], incast[1]]
+        };
         for f in unchanged {
             assert_eq!(s_fct[f], q_fct[f], "{cc:?}: flow {f} keeps the full window");
             assert_eq!(skips(short, f), skips(eq6, f), "{cc:?}: flow {f} skips the same stretches");

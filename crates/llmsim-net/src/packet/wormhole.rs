@@ -1981,7 +1981,13 @@ fn steady(w: &Wormhole, f: usize, k: usize) -> bool {
 fn last_samples(w: &Wormhole, f: usize, k: usize) -> impl Iterator<Item = f64> + '_ {
     let l = w.cfg.window;
     let n = w.nsamp[f] as usize;
-    (1..=k.min(l)).map(move |j| if k >= l { w.samples[f * l + j - 1] } else { w.samples[f * l + (n + l - j) % l] })
+    (1..=k.min(l)).map(move |j| {
+        if k >= l {
+            w.samples[f * l + j - 1]
+        } else {
+            w.samples[f * l + (n + l - j) % l]
+        }
+    })
 }
 
 /// Eq. 6 and eq. 7 on one window of samples: `(steady, R̂)`.
