@@ -1215,9 +1215,9 @@ impl Engine {
         f64::from(self.cfg.mtu) * 8.0 / (tx as f64 * 1e-12)
     }
 
-    /// R̂ (eq. 7) of flow `f`, capped at its payload rate.
-    fn steady_rate(&self, w: &Wormhole, f: u32, k: usize) -> f64 {
-        let mean = last_samples(w, f as usize, k).sum::<f64>() / k as f64;
+    /// R̂ (eq. 7) of flow `f` over its last `nsamples` samples, capped at its payload rate.
+    fn steady_rate(&self, w: &Wormhole, f: u32, nsamples: usize) -> f64 {
+        let mean = window_estimate(last_samples(w, f as usize, nsamples), w.cfg.theta).1;
         mean.min(self.payload_cap(f))
     }
 
@@ -1236,10 +1236,11 @@ impl Engine {
         Some(if t.is_finite() { t as u64 } else { 0 })
     }
 
-    /// Freezes a steady partition made of `flows`, if its planned skip is worth it.
-    fn ww_freeze(&mut self, w: &mut Wormhole, flows: Vec<u32>, k: usize) {
+    /// Freezes a steady partition made of `flows` (steady over their last `nsamples` samples),
+    /// if its planned skip is worth it.
+    fn ww_freeze(&mut self, w: &mut Wormhole, flows: Vec<u32>, nsamples: usize) {
         let iv = w.cfg.sample_interval.as_ps();
-        let rates: Vec<f64> = flows.iter().map(|&f| self.steady_rate(w, f, k)).collect();
+        let rates: Vec<f64> = flows.iter().map(|&f| self.steady_rate(w, f, nsamples)).collect();
         let mut skip_ps = u64::MAX;
         for (k, &f) in flows.iter().enumerate() {
             skip_ps = skip_ps.min(self.steady_room_ps(f, rates[k], 0).unwrap_or(0));
@@ -1317,8 +1318,9 @@ impl Engine {
         true
     }
 
-    /// Stores the episode that `flows`, steady now, close (if one is open on exactly them).
-    fn memo_record(&mut self, w: &mut Wormhole, flows: &[u32], nk: usize) {
+    /// Stores the episode that `flows`, steady now over their last `nsamples` samples, close (if
+    /// one is open on exactly them).
+    fn memo_record(&mut self, w: &mut Wormhole, flows: &[u32], nsamples: usize) {
         let mut m = w.memo.take().expect("memo on");
         let k = m.episode_of[flows[0] as usize];
         if k != NONE
@@ -1335,7 +1337,7 @@ impl Engine {
                     .zip(&ep.una)
                     .map(|(&f, &u0)| MemoFlow {
                         bytes: self.flows[f as usize].snd_una - u0,
-                        rate_bps: self.steady_rate(w, f, nk),
+                        rate_bps: self.steady_rate(w, f, nsamples),
                         cc: cc_snap(&self.flows[f as usize]),
                     })
                     .collect(),
@@ -1960,20 +1962,9 @@ fn uncontended(e: &Engine, members: &[(u32, u32)], links: &mut Vec<u32>) -> bool
     links.windows(2).all(|p| p[0] != p[1])
 }
 
-/// Eq. 6 on flow `f`'s last `k` samples: they fluctuate by less than θ of their mean (the same
-/// test as [`steady_estimate`]).
+/// Eq. 6 on flow `f`'s last `k` samples (see [`last_samples`]).
 fn steady(w: &Wormhole, f: usize, k: usize) -> bool {
-    if (w.nsamp[f] as usize) < k {
-        return false;
-    }
-    let (mut sum, mut lo, mut hi) = (0.0, f64::MAX, 0.0f64);
-    for s in last_samples(w, f, k) {
-        sum += s;
-        lo = lo.min(s);
-        hi = hi.max(s);
-    }
-    let mean = sum / k as f64;
-    mean > 0.0 && (hi - lo) / mean < w.cfg.theta
+    (w.nsamp[f] as usize) >= k && window_estimate(last_samples(w, f, k), w.cfg.theta).0
 }
 
 /// The last `k` (at most `window`) rate samples of flow `f`, newest first; all `window` of them
@@ -1992,9 +1983,18 @@ fn last_samples(w: &Wormhole, f: usize, k: usize) -> impl Iterator<Item = f64> +
 
 /// Eq. 6 and eq. 7 on one window of samples: `(steady, R̂)`.
 pub fn steady_estimate(samples: &[f64], theta: f64) -> (bool, f64) {
-    let l = samples.len() as f64;
-    let mean = samples.iter().sum::<f64>() / l;
-    let lo = samples.iter().copied().fold(f64::MAX, f64::min);
-    let hi = samples.iter().copied().fold(0.0, f64::max);
+    window_estimate(samples.iter().copied(), theta)
+}
+
+/// [`steady_estimate`] over any sequence of samples, in one pass.
+fn window_estimate(samples: impl Iterator<Item = f64>, theta: f64) -> (bool, f64) {
+    let (mut n, mut sum, mut lo, mut hi) = (0usize, 0.0, f64::MAX, 0.0f64);
+    for x in samples {
+        n += 1;
+        sum += x;
+        lo = lo.min(x);
+        hi = hi.max(x);
+    }
+    let mean = sum / n as f64;
     (mean > 0.0 && (hi - lo) / mean < theta, mean)
 }
