@@ -711,6 +711,54 @@ fn a_repeated_short_partition_replays_its_stored_run() {
     }
 }
 
+/// Waves 3 ms apart of a 2-to-1 incast of 1 MB flows into host 0, each joined `join_us[w]`
+/// later by a fresh 500 KB flow into host 0 from the other pod (same roles, same paths).
+fn joined_waves(join_us: &[u64]) -> Vec<FlowSpec> {
+    let mut v = Vec::new();
+    for (wave, &j) in join_us.iter().enumerate() {
+        let t = wave as u64 * 3000;
+        for (role, (src, size, at)) in [(5u32, 1_000_000u64, t), (6, 1_000_000, t), (12, 500_000, t + j)]
+            .into_iter()
+            .enumerate()
+        {
+            v.push(FlowSpec {
+                flow_hash: role as u64,
+                ..flow(src, 0, size, at, wave as u64 * 10 + role as u64)
+            });
+        }
+    }
+    v
+}
+
+/// Joined runs: in the first wave a fresh flow joins the incast 10 us in; its run from the
+/// join to the last completion is stored under the incast's history (its start key, then the
+/// join: the joining flow's size and start offset). The second wave starts the same way (on
+/// packets: the first wave's start was never stored as a clean run), so at its join it meets
+/// the same key and freezes, finishing each flow at its stored offset from the join: its
+/// three flows last exactly as long as the first wave's, with fewer packet events than
+/// fast-forwarding alone. The third wave's flow joins 20 us in, another history: it runs on
+/// packets (its joining flow does not copy the first's). Safe and complete throughout; under
+/// HPCC the copies are as far from the exact run as the recorded flows, plus the exact run's
+/// own difference between the waves.
+#[test]
+fn a_repeated_join_replays_its_stored_run_from_the_join() {
+    let flows = joined_waves(&[10, 10, 20]);
+    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+        let (exact, plain, memo) = three_runs(cc, &flows);
+        assert!(
+            memo.stats().events * 10 < plain.stats().events * 9,
+            "{cc:?}: the second wave ran no packets after its join ({} events, {} alone)",
+            memo.stats().events,
+            plain.stats().events
+        );
+        // Flows 0-2 are the first wave, 3-5 the second, 6-8 the third, in the same roles.
+        assert_copies(cc, &exact, &memo, &[(0, 3), (1, 4), (2, 5)]);
+        let me = fcts(&memo);
+        let dur = |i: usize| me[i].1 - me[i].0;
+        assert_ne!(dur(8), dur(2), "{cc:?}: a join 20 us in is not the one 10 us in");
+    }
+}
+
 /// A 16-host all-to-all with two QPs per pair (480 flows of 100 KB, one partition far too large
 /// to memoize): as flows finish, the memo episode check does not recompute the partitions at
 /// every completion instant (each recomputation walks every running flow's links); a sample

@@ -54,6 +54,12 @@
 //!   sizes. A later fresh short partition with that key freezes at once and finishes each flow
 //!   at its stored offset; a flow arriving on its links resumes it on packets, each flow having
 //!   moved its bytes at its stored average rate.
+//! - **Joined runs**: a leader's history stays reproducible while only fresh flows join its
+//!   partition (an all-to-all starting on a rail while that rail's DP step runs): its state at
+//!   a join is then a function of its start key and of each join (the joining flows' sizes and
+//!   start offsets), whether it ran on packets or was replayed. Its run from the join to its
+//!   last completion is stored under that history (`join_key`); a leader meeting the same
+//!   history later freezes at the join and finishes each flow at its stored offset from it.
 //!
 //! Not done: link failures and rerouting (routes are static).
 
@@ -199,8 +205,14 @@ struct Mirror {
     leaders: Vec<u32>,
     /// The twins: (frozen slot, its generation).
     followers: Vec<(u32, u32)>,
-    /// The leader's run while it is a clean record (fresh start, nothing joined).
+    /// The leader's run being recorded: from its fresh start, or from the last join.
     record: Option<RunRecord>,
+    /// The key of the leader's history while it is reproducible: the run key of its fresh
+    /// start, then each join by fresh flows folded in (`join_key`). `None` once anything else
+    /// touched it (or for long partitions, which have no run key).
+    hist: Option<u64>,
+    /// Fresh flows joined the leader's partition at this episode check.
+    joined: bool,
     /// When the leader started, and its flow-conflict graph then: twins start at that instant
     /// with the same graph and the same sizes.
     t_s: u64,
@@ -208,9 +220,10 @@ struct Mirror {
     graph: Fcg,
 }
 
-/// A run being recorded (its start is its mirror's `t_s`): its key, and each leader flow's
-/// completion offset (0: not yet).
+/// A run being recorded from `t_base` (its mirror's fresh start, or a join): its key, and each
+/// leader flow's completion offset from `t_base` (0: not yet).
 struct RunRecord {
+    t_base: u64,
     hash: u64,
     graph: Fcg,
     /// The leader (index into `Mirror::leaders`) of each flow vertex of `graph`.
@@ -220,12 +233,14 @@ struct RunRecord {
     cc: Vec<CcSnap>,
 }
 
-fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg) -> usize {
+fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg, hist: Option<u64>) -> usize {
     let mi = Mirror {
         live: true,
         leaders,
         followers: Vec::new(),
         record: None,
+        hist,
+        joined: false,
         t_s,
         hash,
         graph,
@@ -264,6 +279,8 @@ struct Memo {
     episodes: Vec<Episode>,
     episode_of: Vec<u32>,
     root_mark: Vec<bool>,
+    /// Mirrors that fresh flows joined at this episode check.
+    joined: Vec<u32>,
 }
 
 pub(crate) struct Wormhole {
@@ -340,6 +357,7 @@ impl Wormhole {
                     episodes: Vec::new(),
                     episode_of: Vec::new(),
                     root_mark: vec![false; nl],
+                    joined: Vec::new(),
                 })
             }),
         }
@@ -570,7 +588,7 @@ impl Engine {
         let mi = &mut m.mirrors[g as usize];
         let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
         if let Some(r) = mi.record.as_mut() {
-            r.finish[k] = (self.now - mi.t_s).max(1);
+            r.finish[k] = (self.now - r.t_base).max(1);
             r.cc[k] = cc_snap(&self.flows[f as usize]);
         }
         let followers = mi.followers.clone();
@@ -679,19 +697,16 @@ impl Engine {
         }
     }
 
-    /// A run entry's hit: freezes `flows` (fresh, just started) and finishes each `fin[k]` from
-    /// now. Until then a flow arriving on their links resumes them on packets (a skip-back),
+    /// A run entry's hit: freezes `flows` (fresh, just started, or a joined run's partition) and
+    /// finishes each `fin[k]` from now. Until then a flow arriving on their links resumes them on packets (a skip-back),
     /// each having moved its bytes at its stored average rate, with the CC state it had when it
     /// finished in the stored run (not a fresh flow's line rate).
     fn ww_replay_freeze(&mut self, w: &mut Wormhole, flows: &[u32], fin: &[u64], cc: Vec<CcSnap>) {
-        let rates = flows
-            .iter()
-            .zip(fin)
-            .map(|(&f, &t)| self.flows[f as usize].size as f64 * 8e12 / t.max(1) as f64)
-            .collect();
+        let left = self.remaining(flows);
+        let rates = left.iter().zip(fin).map(|(&b, &t)| b as f64 * 8e12 / t.max(1) as f64).collect();
         let plan = MemoPlan {
             t_conv: fin.iter().copied().max().unwrap_or(0),
-            bytes: flows.iter().map(|&f| self.flows[f as usize].size).collect(),
+            bytes: left,
             cc,
             completion: true,
         };
@@ -942,11 +957,63 @@ impl Engine {
             for &f in &members {
                 orphans.extend(end_episode(&mut m, f));
             }
+            // A mirrored leader's partition that fresh flows joined, holding all its running
+            // flows: its history continues (replayed or recorded below).
+            let jm = m.mirror_of[members[0] as usize];
+            let jm = (jm != NONE
+                && m.mirrors[jm as usize].joined
+                && members.iter().all(|&f| m.mirror_of[f as usize] == jm)
+                && m.mirrors[jm as usize]
+                    .leaders
+                    .iter()
+                    .filter(|&&f| !self.flows[f as usize].done)
+                    .count()
+                    == members.len())
+            .then_some(jm);
             if members.len() > MEMO_MAX_FLOWS || members.iter().any(|&f| w.flow_slot[f as usize] != NONE) {
                 continue;
             }
             let (graph, hash, order) = self.fcg(&members);
             let flows: Vec<u32> = order.iter().map(|&v| members[v as usize]).collect();
+            if let Some(g) = jm {
+                m.mirrors[g as usize].joined = false;
+            }
+            if let Some(g) = jm
+                && let Some(hist) = m.mirrors[g as usize].hist
+            {
+                let gi = g as usize;
+                let (jg, jh, jorder) = self.join_key(&flows, m.mirrors[gi].t_s, hist);
+                m.mirrors[gi].hist = Some(jh);
+                if let Some((val, map)) = m.db.lookup(m.context, jh, &jg) {
+                    // Stored: each flow's completion offset from the join, and its CC state then.
+                    let mut fin = vec![0u64; flows.len()];
+                    let mut cc = vec![CcSnap::default(); flows.len()];
+                    for (i, &v) in jorder.iter().enumerate() {
+                        fin[v as usize] = val.flows[map[i] as usize].bytes;
+                        cc[v as usize] = val.flows[map[i] as usize].cc;
+                    }
+                    self.ww_replay_freeze(w, &flows, &fin, cc);
+                    w.stats.memo_hits += 1;
+                    continue;
+                }
+                let mi = &mut m.mirrors[gi];
+                let n = mi.leaders.len();
+                let order = jorder
+                    .iter()
+                    .map(|&v| {
+                        let f = flows[v as usize];
+                        mi.leaders.iter().position(|&x| x == f).expect("a leader of its mirror") as u32
+                    })
+                    .collect();
+                mi.record = Some(RunRecord {
+                    t_base: self.now,
+                    hash: jh,
+                    graph: jg,
+                    order,
+                    finish: vec![0; n],
+                    cc: vec![CcSnap::default(); n],
+                });
+            }
             let fresh_all = flows.iter().all(|&f| self.ww_fresh(f));
             // A partition of fresh flows that started at this instant with an identical one
             // (same graph, same sizes flow by flow): mirror that leader instead of simulating
@@ -974,6 +1041,12 @@ impl Engine {
                 w.stats.memo_deferred += 1;
                 continue;
             }
+            // A partition of fresh flows: the key of its run (its graph weighed by the sizes),
+            // which starts the history of the mirror it leads.
+            let start = fresh_all.then(|| {
+                let sizes: Vec<u64> = flows.iter().map(|&f| self.flows[f as usize].size).collect();
+                run_key(&graph, &sizes)
+            });
             let plan = m.db.lookup(m.context, hash, &graph).map(|(val, map)| {
                 let per: Vec<MemoFlow> = (0..flows.len()).map(|v| val.flows[map[v] as usize]).collect();
                 (val.t_conv_ps, per)
@@ -982,9 +1055,9 @@ impl Engine {
                 && self.ww_memo_freeze(w, &flows, t_conv, &per)
             {
                 w.stats.memo_hits += 1;
-                if fresh_all {
+                if let Some((_, sh, _)) = start {
                     // Frozen on its stored transient, it still leads the same-instant twins.
-                    new_mirror(&mut m, flows, self.now, hash, graph);
+                    new_mirror(&mut m, flows, self.now, hash, graph, Some(sh));
                 }
                 continue;
             }
@@ -1014,10 +1087,8 @@ impl Engine {
                 (fl.size - fl.snd_una.min(fl.size)) as f64 * 8.0 / self.payload_cap(f) * 1e12 > window_ps as f64
             });
             // A short partition of fresh flows: the key of its run to its last completion.
-            let run = (replay.is_none() && !long && fresh_all).then(|| {
-                let sizes: Vec<u64> = flows.iter().map(|&f| self.flows[f as usize].size).collect();
-                run_key(&graph, &sizes)
-            });
+            let start_hist = start.as_ref().map(|r| r.1);
+            let run = start.filter(|_| replay.is_none() && !long);
 
             if replay.is_none()
                 && long
@@ -1048,7 +1119,7 @@ impl Engine {
                     cc[v as usize] = val.flows[map[i] as usize].cc;
                 }
                 self.ww_replay_freeze(w, &flows, &fin, cc);
-                new_mirror(&mut m, flows, self.now, hash, graph);
+                new_mirror(&mut m, flows, self.now, hash, graph, Some(*rh));
                 w.stats.memo_hits += 1;
                 continue;
             }
@@ -1078,9 +1149,10 @@ impl Engine {
                 let ep = &m.episodes[k];
                 let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
                 let n = leaders.len();
-                let g = new_mirror(&mut m, leaders, self.now, hash, graph);
+                let g = new_mirror(&mut m, leaders, self.now, hash, graph, start_hist);
                 if let Some((rgraph, rhash, order)) = run {
                     m.mirrors[g].record = Some(RunRecord {
+                        t_base: self.now,
                         hash: rhash,
                         graph: rgraph,
                         order,
@@ -1091,6 +1163,15 @@ impl Engine {
             }
             if delta > 0 {
                 self.schedule(self.now + delta, ev(EV_SAMPLE, k as u32, 2));
+            }
+        }
+        // A join not looked up (the leader's flows in several partitions, or one too large or
+        // partly frozen) ends the leader's reproducible history.
+        for g in std::mem::take(&mut m.joined) {
+            let mi = &mut m.mirrors[g as usize];
+            if mi.joined {
+                mi.joined = false;
+                mi.hist = None;
             }
         }
         w.scratch = groups;
@@ -1105,20 +1186,15 @@ impl Engine {
             .iter()
             .map(|&f| {
                 let fl = &self.flows[f as usize];
-                let data = &self.paths[fl.path_data as usize..fl.path_ack as usize];
-                let ack = &self.paths[fl.path_ack as usize..flow_links(self, f as usize).end];
-                let delay = |p: &[u32]| p.iter().map(|&l| self.ports[l as usize].delay / 1000).sum::<u64>();
-                let bottleneck = data.iter().map(|&l| self.link_rate[l as usize]).min().unwrap_or(0);
                 // The flow's weight: its rate over its line rate in 5% steps (§4.2), its line
                 // rate, path delays and bottleneck (the paper leaves path length out; RTT shapes
                 // the transient, so it is kept), and whether it has had an ACK yet.
                 let step = (fl.rate as f64 / fl.max_rate.max(1) as f64 * 20.0).round() as u64;
-                let mut label = mix(step, fl.max_rate);
-                label = mix(label, delay(data));
-                label = mix(label, delay(ack));
-                label = mix(label, bottleneck);
-                label = mix(label, u64::from(fl.snd_una == 0));
-                FlowDesc { label, data, ack }
+                let d = self.flow_desc(f, step);
+                FlowDesc {
+                    label: mix(d.label, u64::from(fl.snd_una == 0)),
+                    ..d
+                }
             })
             .collect();
         let mtu = u64::from(self.cfg.mtu + self.hdr_bytes);
@@ -1132,6 +1208,46 @@ impl Engine {
         let canon = g.relabel(&order);
         let nf = members.len();
         (canon, hash, order[..nf].to_vec())
+    }
+
+    /// Flow `f`'s data and ACK paths, and a label of `seed` with its line rate, path delays and
+    /// bottleneck rate.
+    fn flow_desc(&self, f: u32, seed: u64) -> FlowDesc<'_> {
+        let fl = &self.flows[f as usize];
+        let data = &self.paths[fl.path_data as usize..fl.path_ack as usize];
+        let ack = &self.paths[fl.path_ack as usize..flow_links(self, f as usize).end];
+        let delay = |p: &[u32]| p.iter().map(|&l| self.ports[l as usize].delay / 1000).sum::<u64>();
+        let bottleneck = data.iter().map(|&l| self.link_rate[l as usize]).min().unwrap_or(0);
+        let mut label = mix(seed, fl.max_rate);
+        label = mix(label, delay(data));
+        label = mix(label, delay(ack));
+        label = mix(label, bottleneck);
+        FlowDesc { label, data, ack }
+    }
+
+    /// The key of a mirrored leader's partition that fresh flows joined: its graph with each
+    /// flow weighed by its size and its start offset since the leader's fresh start `t_s`, and
+    /// each shared link by its rate alone (no live state: a leader replayed from the store and
+    /// one simulated on packets, with the same history, must meet the same key), under a hash
+    /// that folds in that history `hist` (the run key of the start, then each join's key).
+    /// Returns the graph, the hash, and for each of its flow vertices the index into `flows`.
+    fn join_key(&self, flows: &[u32], t_s: u64, hist: u64) -> (Fcg, u64, Vec<u32>) {
+        let descs: Vec<FlowDesc> = flows
+            .iter()
+            .map(|&f| {
+                let fl = &self.flows[f as usize];
+                let offset = (fl.start - t_s + JOIN_QUANTUM_PS / 2) / JOIN_QUANTUM_PS;
+                let d = self.flow_desc(f, JOIN_TAG);
+                FlowDesc {
+                    label: mix(mix(d.label, fl.size), offset),
+                    ..d
+                }
+            })
+            .collect();
+        let g = Fcg::build(&descs, |l| self.link_rate[l as usize]);
+        let (h, order) = g.canonical();
+        let nf = flows.len();
+        (g.relabel(&order), mix(mix(h, JOIN_TAG), hist), order[..nf].to_vec())
     }
 
     fn ww_tick(&mut self, w: &mut Wormhole) {
@@ -1554,7 +1670,8 @@ impl Engine {
     }
 
     /// Leader partition `members` of mirror `g` gained flows: extends the mirror to them in each
-    /// twin that gained corresponding ones; releases the others.
+    /// twin that gained corresponding ones; releases the others. The mirror ends unless a twin
+    /// is kept or, with its history reproducible, only fresh flows joined.
     fn ww_mirror_extend(
         &mut self,
         w: &mut Wormhole,
@@ -1587,13 +1704,17 @@ impl Engine {
                 None => orphans.push((s, gen_)),
             }
         }
-        if kept.is_empty() {
+        // With no twin left, the mirror still tracks the leader's history while only fresh
+        // flows join it (its joined runs are recorded and replayed under `join_key`).
+        if kept.is_empty() && !(m.mirrors[gi].hist.is_some() && new_l.iter().all(|&f| self.ww_fresh(f))) {
             orphans.extend(end_mirror(m, g));
             return;
         }
         for &f in &new_l {
             m.mirror_of[f as usize] = g;
         }
+        m.mirrors[gi].joined = true;
+        m.joined.push(g);
         m.mirrors[gi].leaders.extend_from_slice(&new_l);
         let leaders = m.mirrors[gi].leaders.clone();
         for (s, gen_, new_t) in kept {
@@ -1874,6 +1995,12 @@ fn cc_snap(fl: &super::engine::Flow) -> CcSnap {
 /// Run entries (a fresh partition's run to its last completion) live under their graph, each
 /// flow weighted by its size, with this mixed into the hash.
 const RUN_TAG: u64 = 0x52;
+/// Tags the keys of joined runs (`join_key`).
+const JOIN_TAG: u64 = 0x4A;
+/// A joining flow's start offset counts in steps of this much in its key: 10 ns, far below
+/// anything that moves a run, and above the picosecond jitter of start times that the
+/// workload computes in floating point.
+const JOIN_QUANTUM_PS: u64 = 10_000;
 
 /// The key of a run entry: `graph` (canonical) with each flow weighed by its size,
 /// re-canonicalized. Returns the graph, the hash, and for each of its flow vertices the index
