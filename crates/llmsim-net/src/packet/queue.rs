@@ -53,31 +53,48 @@ impl Heap {
         let top = self.heap[0];
         let last = self.heap[n - 1];
         self.heap.truncate(n - 1);
-        let n = n - 1;
-        if n > 0 {
-            let mut i = 0;
-            loop {
-                let c0 = 4 * i + 1;
-                if c0 >= n {
-                    break;
-                }
-                let mut best = c0;
-                let end = (c0 + 4).min(n);
-                for c in c0 + 1..end {
-                    if self.heap[c].before(&self.heap[best]) {
-                        best = c;
-                    }
-                }
-                if self.heap[best].before(&last) {
-                    self.heap[i] = self.heap[best];
-                    i = best;
-                } else {
-                    break;
-                }
-            }
-            self.heap[i] = last;
+        if n > 1 {
+            self.sift_down(0, last);
         }
         Some(top)
+    }
+
+    /// Puts `e` at position `i` (a hole), moving it down below any smaller child.
+    #[inline]
+    fn sift_down(&mut self, mut i: usize, e: Entry) {
+        let n = self.heap.len();
+        loop {
+            let c0 = 4 * i + 1;
+            if c0 >= n {
+                break;
+            }
+            let mut best = c0;
+            let end = (c0 + 4).min(n);
+            for c in c0 + 1..end {
+                if self.heap[c].before(&self.heap[best]) {
+                    best = c;
+                }
+            }
+            if self.heap[best].before(&e) {
+                self.heap[i] = self.heap[best];
+                i = best;
+            } else {
+                break;
+            }
+        }
+        self.heap[i] = e;
+    }
+
+    /// Restores the heap order of arbitrary contents, bottom-up (O(n)).
+    fn heapify(&mut self) {
+        let n = self.heap.len();
+        if n < 2 {
+            return;
+        }
+        for i in (0..=(n - 2) / 4).rev() {
+            let e = self.heap[i];
+            self.sift_down(i, e);
+        }
     }
 }
 
@@ -341,41 +358,58 @@ impl EvQueue {
     }
 
     /// Removes every pending event for which `take(ev)` holds and appends it to `out` as
-    /// `(time, seq, ev)`; the others keep their order. O(pending events): for rare operations
-    /// (Wormhole's freeze of a partition).
+    /// `(time, seq, ev)`; the others keep their order. O(pending events, plus the wheel's
+    /// occupancy bitmap): for rare operations (Wormhole's freeze of a partition).
     pub fn extract(&mut self, mut take: impl FnMut(u64) -> bool, out: &mut Vec<(u64, u64, u64)>) {
         let cur = (self.base % SLOTS as u64) as usize;
         let before = out.len();
-        for i in 0..SLOTS {
-            let start = if i == cur { self.pos } else { 0 };
-            let slot_abs = self.base + ((i + SLOTS - cur) % SLOTS) as u64;
-            let slot = &mut self.slots[i];
-            if slot.len() <= start {
-                continue;
+        // Only the current slot and the non-empty ones (their bits are set), in slot order.
+        for wi in 0..WORDS {
+            let mut word = self.bits[wi];
+            if wi == cur / 64 {
+                word |= 1 << (cur % 64);
             }
-            let mut w = start;
-            for r in start..slot.len() {
-                let e = slot[r];
-                if take(e.ev) {
-                    let e = e.unpack(slot_abs);
-                    out.push((e.time, e.seq, e.ev));
-                } else {
-                    slot[w] = e;
-                    w += 1;
+            while word != 0 {
+                let i = wi * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let start = if i == cur { self.pos } else { 0 };
+                let slot_abs = self.base + ((i + SLOTS - cur) % SLOTS) as u64;
+                let slot = &mut self.slots[i];
+                if slot.len() <= start {
+                    continue;
+                }
+                let mut w = start;
+                for r in start..slot.len() {
+                    let e = slot[r];
+                    if take(e.ev) {
+                        let e = e.unpack(slot_abs);
+                        out.push((e.time, e.seq, e.ev));
+                    } else {
+                        slot[w] = e;
+                        w += 1;
+                    }
+                }
+                slot.truncate(w);
+                if i != cur && w == 0 {
+                    self.bits[wi] &= !(1 << (i % 64));
                 }
             }
-            slot.truncate(w);
-            if i != cur && w == 0 {
-                self.bits[i / 64] &= !(1 << (i % 64));
-            }
         }
-        let far = std::mem::take(&mut self.far.heap);
-        for e in far {
+        let in_wheel = out.len();
+        let far = &mut self.far.heap;
+        let mut w = 0;
+        for r in 0..far.len() {
+            let e = far[r];
             if take(e.ev) {
                 out.push((e.time, e.seq, e.ev));
             } else {
-                self.far.push(e);
+                far[w] = e;
+                w += 1;
             }
+        }
+        far.truncate(w);
+        if out.len() > in_wheel {
+            self.far.heapify();
         }
         self.len -= out.len() - before;
     }
