@@ -366,6 +366,9 @@ pub struct EngineStats {
     pub max_pending: u64,
 }
 
+/// Flows the flow table has room for before it first grows (see `Engine::new`): 24 MiB of
+/// address space.
+const FLOW_RESERVE: usize = 1 << 16;
 pub(crate) const EV_ARRIVE: u64 = 0;
 pub(crate) const EV_TXDONE: u64 = 1;
 pub(crate) const EV_WAKE: u64 = 2;
@@ -605,7 +608,11 @@ impl Engine {
             ingress,
             bufs,
             nics,
-            flows: Vec::new(),
+            // Room for `FLOW_RESERVE` flows up front: address space only (a page is touched when
+            // a flow first lands on it), where growing by doubling would copy the table and
+            // fault in twice its pages (flows are 64-byte aligned, which rules out an in-place
+            // reallocation).
+            flows: Vec::with_capacity(FLOW_RESERVE),
             pkts: Vec::new(),
             ints: Vec::new(),
             free: Vec::new(),
