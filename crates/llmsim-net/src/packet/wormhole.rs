@@ -309,6 +309,8 @@ pub(crate) struct Wormhole {
     slots: Vec<Frozen>,
     scratch: Vec<(u32, u32)>,
     scratch_links: Vec<u32>,
+    /// Scratch marks, one per link, all false between uses.
+    link_mark: Vec<bool>,
     pub(crate) log: Vec<SkipRecord>,
     memo: Option<Box<Memo>>,
 }
@@ -344,6 +346,7 @@ impl Wormhole {
             slots: Vec::new(),
             scratch: Vec::new(),
             scratch_links: Vec::new(),
+            link_mark: vec![false; nl],
             log: Vec::new(),
             memo: e.cfg.wormhole.memo.then(|| {
                 Box::new(Memo {
@@ -637,16 +640,25 @@ impl Engine {
     /// on, both by the time the slot has been frozen, as a resume would.
     fn ww_slot_shrink(&mut self, w: &mut Wormhole, s: u32) {
         let si = s as usize;
-        let mut used = Vec::new();
+        // Mark the links the slot's running flows use (no allocation: this runs at every
+        // completion of a mirrored leader flow, for each twin).
         for &f in &w.slots[si].flows {
             if !self.flows[f as usize].done {
-                used.extend(flow_links(self, f as usize).map(|i| self.paths[i]));
+                for i in flow_links(self, f as usize) {
+                    w.link_mark[self.paths[i] as usize] = true;
+                }
             }
         }
-        used.sort_unstable();
-        used.dedup();
-        let (gone, kept): (Vec<u32>, Vec<u32>) = w.slots[si].links.iter().partition(|l| used.binary_search(l).is_err());
-        if gone.is_empty() {
+        let all_used = w.slots[si].links.iter().all(|&l| w.link_mark[l as usize]);
+        let (gone, kept): (Vec<u32>, Vec<u32>) = if all_used {
+            (Vec::new(), Vec::new())
+        } else {
+            w.slots[si].links.iter().partition(|&&l| !w.link_mark[l as usize])
+        };
+        for &l in &w.slots[si].links {
+            w.link_mark[l as usize] = false;
+        }
+        if all_used {
             return;
         }
         let t0 = w.slots[si].t0;
