@@ -134,6 +134,9 @@ struct Frozen {
     mirror: bool,
     /// A run entry's replay: each flow's completion time (empty otherwise).
     finish: Vec<u64>,
+    /// Frozen with no resume event of its own (a twin, a replay, until `TWIN_MAX_PS`): the
+    /// watchdog event stands in for it.
+    watched: bool,
 }
 
 /// The recording partition a deferred twin follows: its flows in the twin's flow order and
@@ -146,6 +149,10 @@ struct Twin {
 /// How long a deferred twin stays frozen at most (its leader's episode ends far sooner, and
 /// always resolves it).
 const TWIN_MAX_PS: u64 = 10_000_000_000_000;
+/// The slot number of the watchdog's `EV_RESUME`: one event for the `TWIN_MAX_PS` deadlines of
+/// all watched slots, instead of one per freeze (each stayed in the queue, stale, until its
+/// time: thousands on an MoE run, scanned at every freeze).
+const WATCHDOG: u32 = MASK30 as u32;
 
 /// The stored transient of a memo hit, per flow of the frozen slot.
 struct MemoPlan {
@@ -309,6 +316,8 @@ pub(crate) struct Wormhole {
     slots: Vec<Frozen>,
     scratch: Vec<(u32, u32)>,
     scratch_links: Vec<u32>,
+    /// When the watchdog event is due (`u64::MAX`: none queued).
+    watchdog: u64,
     /// Scratch marks, one per link, all false between uses.
     link_mark: Vec<bool>,
     pub(crate) log: Vec<SkipRecord>,
@@ -347,6 +356,7 @@ impl Wormhole {
             scratch: Vec::new(),
             scratch_links: Vec::new(),
             link_mark: vec![false; nl],
+            watchdog: u64::MAX,
             log: Vec::new(),
             memo: e.cfg.wormhole.memo.then(|| {
                 Box::new(Memo {
@@ -498,6 +508,10 @@ impl Engine {
             EV_SAMPLE => {
                 w.tick_pending = false;
                 self.ww_tick(&mut w);
+                true
+            }
+            EV_RESUME if a == WATCHDOG => {
+                self.ww_watchdog(&mut w);
                 true
             }
             EV_RESUME => {
@@ -1522,6 +1536,7 @@ impl Engine {
                     slot.rates = rates;
                     slot.generation = slot.generation.wrapping_add(1);
                     slot.resume_at = (slot.t0 + total).max(self.now);
+                    slot.watched = false;
                     let (at, g) = (slot.resume_at, slot.generation);
                     w.stats.memo_hits += 1;
                     self.schedule(at, ev(EV_RESUME, s, g));
@@ -1593,10 +1608,39 @@ impl Engine {
         slot.twin = None;
         slot.mirror = false;
         slot.finish.clear();
+        slot.watched = skip_ps >= TWIN_MAX_PS;
         let g = slot.generation;
         w.stats.freezes += 1;
-        self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
+        if skip_ps < TWIN_MAX_PS {
+            self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
+        } else if w.watchdog == u64::MAX {
+            w.watchdog = self.now + skip_ps;
+            self.schedule(w.watchdog, ev(EV_RESUME, WATCHDOG, 0));
+        }
         s as u32
+    }
+
+    /// The watchdog: resumes the watched slots whose deadline has come (a twin no leader
+    /// resolved), and queues itself again for the next deadline.
+    #[cold]
+    fn ww_watchdog(&mut self, w: &mut Wormhole) {
+        w.watchdog = u64::MAX;
+        let mut next = u64::MAX;
+        for s in 0..w.slots.len() {
+            let sl = &w.slots[s];
+            if !(sl.live && sl.watched) {
+                continue;
+            }
+            if sl.resume_at <= self.now {
+                self.ww_resume(w, s as u32);
+            } else {
+                next = next.min(sl.resume_at);
+            }
+        }
+        if next != u64::MAX {
+            w.watchdog = next;
+            self.schedule(next, ev(EV_RESUME, WATCHDOG, 0));
+        }
     }
 
     /// Moves the queued events that belong to slot `s` (its links' packets and transmissions,
