@@ -135,16 +135,9 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
         let mut flows: Vec<_> = o.engine.flows.iter().collect();
         flows.sort_by_key(|f| (f.start, f.id));
         for f in flows {
-            w.write_record([
-                f.id.to_string(),
-                f.kind.to_string(),
-                f.src.to_string(),
-                f.dst.to_string(),
-                f.bytes.to_string(),
-                us3(f.start),
-                us3(f.finish),
-                us3(f.finish - f.start),
-            ])?;
+            // A tuple: the writer's own integer formatting, no string per field.
+            let (start, finish, dur) = (Us3::new(f.start), Us3::new(f.finish), Us3::new(f.finish - f.start));
+            w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, start.as_str(), finish.as_str(), dur.as_str()))?;
         }
         w.flush()?;
     }
@@ -201,7 +194,7 @@ fn write_packet_details(p: &llmsim_net::PacketDetails, topo: &Topology, dir: &Pa
     w.write_record(["time_us", "node", "node_kind", "link", "pause"])?;
     for e in &p.pfc {
         w.write_record([
-            us3(e.time),
+            Us3::new(e.time).as_str().to_owned(),
             e.node.0.to_string(),
             kind(e.node),
             e.link.0.to_string(),
@@ -212,17 +205,51 @@ fn write_packet_details(p: &llmsim_net::PacketDetails, topo: &Topology, dir: &Pa
     Ok(())
 }
 
-/// `t` in microseconds with three decimals, exactly as `format!("{:.3}", t.as_us_f64())` writes
-/// it, from the integer picoseconds (float formatting took a tenth of a memoized MoE run's
-/// wall time for its 25k transfers). A half-nanosecond tie, or a time past 1000 s, goes through
-/// the float, whose rounding there depends on its binary value.
-fn us3(t: SimTime) -> String {
-    let ps = t.as_ps();
-    if ps % 1000 == 500 || ps >= 1_000_000_000_000_000 {
-        return format!("{:.3}", t.as_us_f64());
+/// A time in microseconds with three decimals, exactly as `format!("{:.3}", t.as_us_f64())`
+/// writes it, from the integer picoseconds into a buffer on the stack (the float formatting and
+/// a string per field took a tenth of a memoized MoE run's wall time for its 25k transfers).
+/// A half-nanosecond tie, or a time past 1000 s, goes through the float, whose rounding there
+/// depends on its binary value.
+struct Us3 {
+    buf: [u8; 32],
+    start: usize,
+}
+
+impl Us3 {
+    fn new(t: SimTime) -> Us3 {
+        let mut buf = [0u8; 32];
+        let ps = t.as_ps();
+        if ps % 1000 == 500 || ps >= 1_000_000_000_000_000 {
+            let s = format!("{:.3}", t.as_us_f64());
+            let start = buf.len() - s.len();
+            buf[start..].copy_from_slice(s.as_bytes());
+            return Us3 { buf, start };
+        }
+        let ns = (ps + 500) / 1000;
+        let mut i = buf.len();
+        let mut frac = ns % 1000;
+        for _ in 0..3 {
+            i -= 1;
+            buf[i] = b'0' + (frac % 10) as u8;
+            frac /= 10;
+        }
+        i -= 1;
+        buf[i] = b'.';
+        let mut int = ns / 1000;
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (int % 10) as u8;
+            int /= 10;
+            if int == 0 {
+                break;
+            }
+        }
+        Us3 { buf, start: i }
     }
-    let ns = (ps + 500) / 1000;
-    format!("{}.{:03}", ns / 1000, ns % 1000)
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[self.start..]).expect("ASCII digits")
+    }
 }
 
 fn span_name(o: &Outcome, s: &Span) -> (String, &'static str) {
@@ -319,7 +346,7 @@ mod tests {
         }
         for ps in cases {
             let t = SimTime::from_ps(ps);
-            assert_eq!(us3(t), format!("{:.3}", t.as_us_f64()), "{ps} ps");
+            assert_eq!(Us3::new(t).as_str(), format!("{:.3}", t.as_us_f64()), "{ps} ps");
         }
     }
 }
