@@ -1012,12 +1012,7 @@ impl Engine {
                 m.mirrors[gi].hist = Some(jh);
                 if let Some((val, map)) = m.db.lookup(m.context, jh, &jg) {
                     // Stored: each flow's completion offset from the join, and its CC state then.
-                    let mut fin = vec![0u64; flows.len()];
-                    let mut cc = vec![CcSnap::default(); flows.len()];
-                    for (i, &v) in jorder.iter().enumerate() {
-                        fin[v as usize] = val.flows[map[i] as usize].bytes;
-                        cc[v as usize] = val.flows[map[i] as usize].cc;
-                    }
+                    let (fin, cc) = stored_run(val, &map, &jorder, flows.len());
                     self.ww_replay_freeze(w, &flows, &fin, cc);
                     w.stats.memo_hits += 1;
                     continue;
@@ -1138,12 +1133,7 @@ impl Engine {
             if let Some((rg, rh, rorder)) = &run
                 && let Some((val, map)) = m.db.lookup(m.context, *rh, rg)
             {
-                let mut fin = vec![0u64; flows.len()];
-                let mut cc = vec![CcSnap::default(); flows.len()];
-                for (i, &v) in rorder.iter().enumerate() {
-                    fin[v as usize] = val.flows[map[i] as usize].bytes;
-                    cc[v as usize] = val.flows[map[i] as usize].cc;
-                }
+                let (fin, cc) = stored_run(val, &map, rorder, flows.len());
                 self.ww_replay_freeze(w, &flows, &fin, cc);
                 new_mirror(&mut m, flows, self.now, hash, graph, Some(*rh));
                 w.stats.memo_hits += 1;
@@ -2064,6 +2054,19 @@ const JOIN_QUANTUM_PS: u64 = 10_000;
 fn run_key(graph: &Fcg, sizes: &[u64]) -> (Fcg, u64, Vec<u32>) {
     let (g, h, order) = weighted_key(graph, sizes);
     (g, mix(h, RUN_TAG), order)
+}
+
+/// A stored run's value (each flow's completion offset, in `bytes`, and its CC state then) for
+/// the `n` flows of a partition: stored flow `map[i]` is key vertex `i`, which is flow
+/// `order[i]` of the partition.
+fn stored_run(val: &MemoValue, map: &[u32], order: &[u32], n: usize) -> (Vec<u64>, Vec<CcSnap>) {
+    let mut fin = vec![0u64; n];
+    let mut cc = vec![CcSnap::default(); n];
+    for (i, &v) in order.iter().enumerate() {
+        fin[v as usize] = val.flows[map[i] as usize].bytes;
+        cc[v as usize] = val.flows[map[i] as usize].cc;
+    }
+    (fin, cc)
 }
 
 /// `graph` (canonical) with each flow weighed by `weights`, re-canonicalized: the graph, its
