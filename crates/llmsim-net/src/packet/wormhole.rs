@@ -240,6 +240,20 @@ struct RunRecord {
     cc: Vec<CcSnap>,
 }
 
+impl RunRecord {
+    /// A record from `t_base` of a mirror with `n` leaders, under key `(hash, graph)`.
+    fn new(t_base: u64, hash: u64, graph: Fcg, order: Vec<u32>, n: usize) -> RunRecord {
+        RunRecord {
+            t_base,
+            hash,
+            graph,
+            order,
+            finish: vec![0; n],
+            cc: vec![CcSnap::default(); n],
+        }
+    }
+}
+
 fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg, hist: Option<u64>) -> usize {
     let mi = Mirror {
         live: true,
@@ -1026,14 +1040,7 @@ impl Engine {
                         mi.leaders.iter().position(|&x| x == f).expect("a leader of its mirror") as u32
                     })
                     .collect();
-                mi.record = Some(RunRecord {
-                    t_base: self.now,
-                    hash: jh,
-                    graph: jg,
-                    order,
-                    finish: vec![0; n],
-                    cc: vec![CcSnap::default(); n],
-                });
+                mi.record = Some(RunRecord::new(self.now, jh, jg, order, n));
             }
             let fresh_all = flows.iter().all(|&f| self.ww_fresh(f));
             // A partition of fresh flows that started at this instant with an identical one
@@ -1167,14 +1174,7 @@ impl Engine {
                 let n = leaders.len();
                 let g = new_mirror(&mut m, leaders, self.now, hash, graph, start_hist);
                 if let Some((rgraph, rhash, order)) = run {
-                    m.mirrors[g].record = Some(RunRecord {
-                        t_base: self.now,
-                        hash: rhash,
-                        graph: rgraph,
-                        order,
-                        finish: vec![0; n],
-                        cc: vec![CcSnap::default(); n],
-                    });
+                    m.mirrors[g].record = Some(RunRecord::new(self.now, rhash, rgraph, order, n));
                 }
             }
             if delta > 0 {
