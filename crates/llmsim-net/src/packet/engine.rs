@@ -968,7 +968,12 @@ impl Engine {
         let kind = e & 0xF;
         let a = ((e >> 4) & MASK30) as u32;
         let b = ((e >> 34) & MASK30) as u32;
-        if self.ww.is_some() && self.ww_intercept(e, kind, a, b) {
+        // Wormhole: a packet or timer event of no frozen partition (the common case) goes
+        // straight on; the rest (its own events, flow starts, a frozen partition's) go through it.
+        if let Some(w) = self.ww.as_deref()
+            && !(kind != EV_START && kind < EV_SAMPLE && w.owner(&self.nics, e) == u32::MAX)
+            && self.ww_intercept(e, kind, a, b)
+        {
             return;
         }
         match kind {

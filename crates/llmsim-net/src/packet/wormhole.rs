@@ -423,7 +423,7 @@ impl Wormhole {
 
     /// The slot (frozen partition) event `e` belongs to, if any (`nics`: the engine's).
     #[inline]
-    fn owner(&self, nics: &[Nic], e: u64) -> u32 {
+    pub(crate) fn owner(&self, nics: &[Nic], e: u64) -> u32 {
         let a = ((e >> 4) & MASK30) as u32;
         match e & 0xF {
             EV_ARRIVE | EV_TXDONE => self.link_slot[a as usize],
