@@ -971,7 +971,7 @@ impl Engine {
         // Wormhole: a packet or timer event of no frozen partition (the common case) goes
         // straight on; the rest (its own events, flow starts, a frozen partition's) go through it.
         if let Some(w) = self.ww.as_deref()
-            && !(kind != EV_START && kind < EV_SAMPLE && w.owner(&self.nics, e) == u32::MAX)
+            && !(kind != EV_START && kind < EV_SAMPLE && w.owner(&self.nics, e) == super::wormhole::NONE)
             && self.ww_intercept(e, kind, a, b)
         {
             return;

@@ -72,7 +72,8 @@ use super::engine::{
 };
 use super::memo::{CcSnap, Fcg, FlowDesc, MemoDb, MemoFlow, MemoValue, fnv, mix};
 
-const NONE: u32 = u32::MAX;
+/// No slot, mirror or episode.
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// Counters of the fast-forwarding of one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -329,7 +330,6 @@ pub(crate) struct Wormhole {
     root: Vec<u32>,
     slots: Vec<Frozen>,
     scratch: Vec<(u32, u32)>,
-    scratch_links: Vec<u32>,
     /// When the watchdog event is due (`u64::MAX`: none queued).
     watchdog: u64,
     /// Scratch marks, one per link, all false between uses.
@@ -368,7 +368,6 @@ impl Wormhole {
             root: Vec::new(),
             slots: Vec::new(),
             scratch: Vec::new(),
-            scratch_links: Vec::new(),
             link_mark: vec![false; nl],
             watchdog: u64::MAX,
             log: Vec::new(),
@@ -677,18 +676,14 @@ impl Engine {
                 }
             }
         }
-        let all_used = w.slots[si].links.iter().all(|&l| w.link_mark[l as usize]);
-        let (gone, kept): (Vec<u32>, Vec<u32>) = if all_used {
-            (Vec::new(), Vec::new())
-        } else {
-            w.slots[si].links.iter().partition(|&&l| !w.link_mark[l as usize])
-        };
+        let split = (!w.slots[si].links.iter().all(|&l| w.link_mark[l as usize])).then(|| {
+            let (gone, kept): (Vec<u32>, Vec<u32>) = w.slots[si].links.iter().partition(|&&l| !w.link_mark[l as usize]);
+            (gone, kept)
+        });
         for &l in &w.slots[si].links {
             w.link_mark[l as usize] = false;
         }
-        if all_used {
-            return;
-        }
+        let Some((gone, kept)) = split else { return };
         let t0 = w.slots[si].t0;
         let d = (self.now - t0).div_ceil(1000) * 1000;
         for &l in &gone {
@@ -738,9 +733,9 @@ impl Engine {
     }
 
     /// A run entry's hit: freezes `flows` (fresh, just started, or a joined run's partition) and
-    /// finishes each `fin[k]` from now. Until then a flow arriving on their links resumes them on packets (a skip-back),
-    /// each having moved its bytes at its stored average rate, with the CC state it had when it
-    /// finished in the stored run (not a fresh flow's line rate).
+    /// finishes each `fin[k]` from now. Until then a flow arriving on their links resumes them on
+    /// packets (a skip-back), each having moved its bytes at its stored average rate, with the CC
+    /// state it had when it finished in the stored run (not a fresh flow's line rate).
     fn ww_replay_freeze(&mut self, w: &mut Wormhole, flows: &[u32], fin: &[u64], cc: Vec<CcSnap>) {
         let left = self.remaining(flows);
         let rates = left.iter().zip(fin).map(|(&b, &t)| b as f64 * 8e12 / t.max(1) as f64).collect();
@@ -1308,7 +1303,7 @@ impl Engine {
             } else if !frozen {
                 // Eq. 6 over `window` samples; over the last `uncontended_window` when the
                 // partition is uncontended (see `uncontended`).
-                let k = if w.cfg.uncontended_window < l && uncontended(self, members, &mut w.scratch_links) {
+                let k = if w.cfg.uncontended_window < l && uncontended(self, members, &mut w.link_mark) {
                     w.cfg.uncontended_window
                 } else {
                     l
@@ -2134,18 +2129,35 @@ fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
 /// others' data), so each flow's rate is only its own CC settling. Under DCQCN each flow must also
 /// be at line rate: below it, DCQCN raises the rate only at its rate-increase timer (`RP_TIMER`,
 /// 300 us in the HPCC runs), and a window shorter than that sees a recovering flow as flat.
-/// `links` is scratch.
-fn uncontended(e: &Engine, members: &[(u32, u32)], links: &mut Vec<u32>) -> bool {
-    links.clear();
-    for &(_, f) in members {
+/// `mark` is the per-link scratch bitmap (all false between uses).
+fn uncontended(e: &Engine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
+    let data = |f: u32| {
         let fl = &e.flows[f as usize];
-        if e.cfg.cc == CcMode::Dcqcn && fl.rate < fl.max_rate {
-            return false;
-        }
-        links.extend_from_slice(&e.paths[fl.path_data as usize..fl.path_ack as usize]);
+        &e.paths[fl.path_data as usize..fl.path_ack as usize]
+    };
+    if e.cfg.cc == CcMode::Dcqcn
+        && members
+            .iter()
+            .any(|&(_, f)| e.flows[f as usize].rate < e.flows[f as usize].max_rate)
+    {
+        return false;
     }
-    links.sort_unstable();
-    links.windows(2).all(|p| p[0] != p[1])
+    let mut shared = false;
+    'flows: for &(_, f) in members {
+        for &l in data(f) {
+            if mark[l as usize] {
+                shared = true;
+                break 'flows;
+            }
+            mark[l as usize] = true;
+        }
+    }
+    for &(_, f) in members {
+        for &l in data(f) {
+            mark[l as usize] = false;
+        }
+    }
+    !shared
 }
 
 /// Eq. 6 on flow `f`'s last `k` samples (see [`last_samples`]).
