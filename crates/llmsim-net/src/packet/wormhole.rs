@@ -1325,6 +1325,13 @@ impl Engine {
         }
     }
 
+    /// The base round trip of flow `f`'s own path (its `base_rtt_ns` is the network's largest
+    /// under ns-3's `GLOBAL_T`, which is what the CC uses, not what its window in flight spans).
+    fn own_rtt_ns(&self, f: u32) -> u64 {
+        let fl = &self.flows[f as usize];
+        self.path_rtt(&self.paths[fl.path_data as usize..fl.path_ack as usize]).0
+    }
+
     /// A flow's payload rate cap: full packets back to back on its bottleneck link, at the
     /// engine's own serialization time (whole nanoseconds under `ns_resolution`, as ns-3: 1048
     /// bytes take 20 ns at 400 Gbit/s, not 20.96), so never faster than the packets could go.
@@ -1856,6 +1863,7 @@ impl Engine {
         );
         // Bytes each flow moved during the skip.
         let mut moved = Vec::with_capacity(slot.flows.len());
+        let rtt_ns: Vec<u64> = slot.flows.iter().map(|&f| self.own_rtt_ns(f)).collect();
         let var_win = self.cfg.var_win;
         for (k, &f) in slot.flows.iter().enumerate() {
             let fl = &mut self.flows[f as usize];
@@ -1878,9 +1886,10 @@ impl Engine {
                     // own window in flight (none for flows that just started): count the
                     // window the flow would have in flight by now as delivered, or it pays its
                     // start-up round trip twice.
+                    let bdp = r * rtt_ns[k] as f64 * 1e-9 / 8.0;
                     let window = match fl.window(var_win) {
-                        0 => r * fl.base_rtt_ns as f64 * 1e-9 / 8.0,
-                        w => (w as f64).min(r * fl.base_rtt_ns as f64 * 1e-9 / 8.0),
+                        0 => bdp,
+                        w => (w as f64).min(bdp),
                     };
                     moved + (window - (fl.snd_nxt - fl.snd_una) as f64).max(0.0)
                 }
