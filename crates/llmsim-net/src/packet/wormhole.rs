@@ -1086,7 +1086,7 @@ impl Engine {
             }
             // An episode that ended in a completion, with the same flows and bytes left: replay
             // it from its checkpoint on (the flows run on packets until then).
-            let delta = flows.iter().map(|&f| self.flows[f as usize].base_rtt_ns).max().unwrap_or(0) * 1000;
+            let delta = flows.iter().map(|&f| self.own_rtt_ns(f)).max().unwrap_or(0) * 1000;
             let (cg, ch, corder) = completion_key(&graph, &self.remaining(&flows), delta);
             let replay = (flows.len() <= COMPLETION_MAX_FLOWS)
                 .then(|| m.db.lookup(m.context, ch, &cg))
@@ -1363,7 +1363,7 @@ impl Engine {
         // Leave the last stretch to packets: a few chunks and GUARD_RTTS base RTTs at `r` (the
         // in-flight data is already below `max_sent`), so the flow finishes through the packet
         // path with its ACK clock running.
-        let guard_ps = GUARD_RTTS * fl.base_rtt_ns * 1000;
+        let guard_ps = GUARD_RTTS * self.own_rtt_ns(f) * 1000;
         let guard = (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit;
         let room = fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + ahead + guard)?;
         let t = room as f64 * 8.0 / r * 1e12;
@@ -1433,11 +1433,11 @@ impl Engine {
             if r <= 0.0 {
                 continue;
             }
-            let guard = r * (fl.base_rtt_ns * 1000) as f64 * 1e-12 / 8.0 + (8 * unit) as f64;
+            let guard = r * (self.own_rtt_ns(f) * 1000) as f64 * 1e-12 / 8.0 + (8 * unit) as f64;
             let room = fl.size as f64 - fl.max_sent.max(fl.snd_nxt) as f64 - guard;
             skip_ps = skip_ps.min(room * 8.0 / r * 1e12);
         }
-        let min_ps = flows.iter().map(|&f| self.flows[f as usize].base_rtt_ns * 1000).max().unwrap_or(0) * 2;
+        let min_ps = flows.iter().map(|&f| self.own_rtt_ns(f) * 1000).max().unwrap_or(0) * 2;
         // NaN (no flow moved) or too short: not worth a freeze.
         if skip_ps.is_nan() || skip_ps < min_ps.max(1_000_000) as f64 {
             return false;
