@@ -319,6 +319,9 @@ pub(crate) struct Wormhole {
     /// Running flows (started, maybe done: pruned at each tick).
     active: Vec<u32>,
     last_una: Vec<u64>,
+    /// Each flow's latest measured rate (its last sample, or the rate a skip moved it at; 0
+    /// before its first): the rate an FCG vertex is weighed by.
+    last_rate: Vec<f64>,
     /// Rate samples, `window` per flow (ring), and how many were taken since the last reset.
     samples: Vec<f64>,
     nsamp: Vec<u32>,
@@ -359,6 +362,7 @@ impl Wormhole {
             part_size: vec![0; nl],
             active: Vec::new(),
             last_una: Vec::new(),
+            last_rate: Vec::new(),
             samples: Vec::new(),
             nsamp: Vec::new(),
             flow_slot: Vec::new(),
@@ -408,6 +412,7 @@ impl Wormhole {
         if self.flow_slot.len() < nflows {
             self.flow_slot.resize(nflows, NONE);
             self.last_una.resize(nflows, 0);
+            self.last_rate.resize(nflows, 0.0);
             self.nsamp.resize(nflows, 0);
             self.root.resize(nflows, NONE);
             self.samples.resize(nflows * l, 0.0);
@@ -573,6 +578,7 @@ impl Engine {
         w.active.push(f);
         w.nsamp[f as usize] = 0;
         w.last_una[f as usize] = 0;
+        w.last_rate[f as usize] = 0.0;
         w.dirty = true;
         w.merged = true;
         for i in flow_links(self, f as usize) {
@@ -1008,7 +1014,7 @@ impl Engine {
             if members.len() > MEMO_MAX_FLOWS || members.iter().any(|&f| w.flow_slot[f as usize] != NONE) {
                 continue;
             }
-            let (graph, hash, order) = self.fcg(&members);
+            let (graph, hash, order) = self.fcg(w, &members);
             let flows: Vec<u32> = order.iter().map(|&v| members[v as usize]).collect();
             if let Some(g) = jm {
                 m.mirrors[g as usize].joined = false;
@@ -1192,15 +1198,20 @@ impl Engine {
 
     /// The canonical flow-conflict graph of `members` (one partition), its hash, and for each
     /// canonical flow vertex the index into `members`.
-    fn fcg(&self, members: &[u32]) -> (Fcg, u64, Vec<u32>) {
+    fn fcg(&self, w: &Wormhole, members: &[u32]) -> (Fcg, u64, Vec<u32>) {
         let descs: Vec<FlowDesc> = members
             .iter()
             .map(|&f| {
                 let fl = &self.flows[f as usize];
                 // The flow's weight: its rate over its line rate in 5% steps (§4.2), its line
                 // rate, path delays and bottleneck (the paper leaves path length out; RTT shapes
-                // the transient, so it is kept), and whether it has had an ACK yet.
-                let step = (fl.rate as f64 / fl.max_rate.max(1) as f64 * 20.0).round() as u64;
+                // the transient, so it is kept), and whether it has had an ACK yet. The rate is
+                // the measured one (its last sample): the CC's own rate variable moves with every
+                // ACK under HPCC and TIMELY, so the same situation met it on either side of a
+                // step; before its first sample, a flow is weighed by that variable.
+                let measured = w.last_rate[f as usize];
+                let rate = if measured > 0.0 { measured } else { fl.rate as f64 };
+                let step = (rate / fl.max_rate.max(1) as f64 * 20.0).round() as u64;
                 let d = self.flow_desc(f, step);
                 FlowDesc {
                     label: mix(d.label, u64::from(fl.snd_una == 0)),
@@ -1277,6 +1288,7 @@ impl Engine {
             let una = self.flows[f].snd_una;
             let r = (una.saturating_sub(w.last_una[f])) as f64 * 8.0 / iv_s;
             w.last_una[f] = una;
+            w.last_rate[f] = r;
             let n = w.nsamp[f] as usize;
             w.samples[f * l + n % l] = r;
             w.nsamp[f] = w.nsamp[f].saturating_add(1);
@@ -1920,6 +1932,9 @@ impl Engine {
             self.stats.payload_delivered += b;
             w.stats.skipped_bytes += b;
             w.flow_slot[f as usize] = NONE;
+            if slot.rates[k] > 0.0 {
+                w.last_rate[f as usize] = slot.rates[k];
+            }
             w.log.push(SkipRecord {
                 flow: f,
                 start: SimTime::from_ps(t0),
