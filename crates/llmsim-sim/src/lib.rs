@@ -36,6 +36,21 @@ pub mod scenario;
 /// the worst transfer 15-29% off.
 const UNCONTENDED_WINDOW: usize = 3;
 
+/// `network.fast_forward.window` (l) when not given: 4 samples under HPCC, 8 under the other
+/// CCs, one every `sample_us` (default 10 us). Measured from empty memo databases on the MoE
+/// 8x7B / 64-GPU workload on H100 and on A100 (bench/README.md, 2026-11-24): HPCC with 4 skips
+/// a DP-step-and-all-to-all transient that 8 samples outlast (1.7 M against 2.6 M packet events
+/// on H100, 1.0 M against 1.6 M on A100, the same error); DCQCN with 4 takes its timer-driven
+/// transients for steady state (0.22% against 0.006-0.008% mean transfer error, and more events).
+/// TIMELY and DCTCP were not measured on these workloads and keep 8.
+#[must_use]
+pub fn default_window(cc: llmsim_net::packet::CcMode) -> usize {
+    match cc {
+        llmsim_net::packet::CcMode::Hpcc => 4,
+        _ => 8,
+    }
+}
+
 pub use batch::Shared;
 
 pub use engine::{EngineRun, Layout};
@@ -388,13 +403,14 @@ fn run_workload(
             };
             let ff = s.network.fast_forward.as_ref();
             if let Some(ff) = ff {
+                let window = ff.window.unwrap_or(default_window(cc));
                 cfg.wormhole = llmsim_net::packet::WormholeConfig {
                     fast_forward: true,
                     theta: ff.theta,
-                    window: ff.window,
+                    window,
                     sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
                     memo: ff.memo || ff.memo_db.is_some(),
-                    uncontended_window: ff.uncontended_window.unwrap_or(UNCONTENDED_WINDOW.min(ff.window)),
+                    uncontended_window: ff.uncontended_window.unwrap_or(UNCONTENDED_WINDOW.min(window)),
                 };
                 cfg.wormhole.validate().map_err(|message| SimError::Scenario {
                     field: "network.fast_forward".into(),

@@ -154,14 +154,18 @@ pub struct NetworkSpec {
 pub struct FastForwardSpec {
     /// θ, relative (default 0.05).
     pub theta: f64,
-    /// l, samples per test (default 8).
-    pub window: usize,
+    /// l, samples per test (default: 4 under HPCC, whose rate settles within a few round trips
+    /// of INT feedback; 8 under the others: DCQCN's rate moves on its timers, and a 40 us window
+    /// took its transients for steady state). See `llmsim_sim::default_window`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
     /// Samples per test of an uncontended partition, one where no two flows send data over the
     /// same link (a DP ring's flows, a PP step): each flow's rate is then only its own CC settling
     /// (default 3, or `window` if smaller; set it to `window` for eq. 6 everywhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uncontended_window: Option<usize>,
-    /// Microseconds between two rate samples (default 50).
+    /// Microseconds between two rate samples (default 10: with l = 4, a 40 us window, several
+    /// periods of HPCC's steady-state oscillation on a 400G rail, as NSDI'26 eq. 23-24 ask).
     pub sample_us: u64,
     /// Memoize unsteady episodes by their flow-conflict graph (default false).
     pub memo: bool,
@@ -175,9 +179,9 @@ impl Default for FastForwardSpec {
     fn default() -> Self {
         FastForwardSpec {
             theta: 0.05,
-            window: 8,
+            window: None,
             uncontended_window: None,
-            sample_us: 50,
+            sample_us: 10,
             memo: false,
             memo_db: None,
         }
