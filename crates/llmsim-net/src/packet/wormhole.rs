@@ -1367,17 +1367,20 @@ impl Engine {
         mean.min(self.payload_cap(f))
     }
 
+    /// The last stretch of flow `f` left to packets at rate `r`: a few chunks and GUARD_RTTS
+    /// base RTTs at `r` (the in-flight data is already below `max_sent`), so the flow finishes
+    /// through the packet path with its ACK clock running.
+    fn guard_bytes(&self, f: u32, r: f64) -> u64 {
+        let unit = chunk_unit(self.cfg.chunk, u64::from(self.cfg.mtu));
+        let guard_ps = GUARD_RTTS * self.own_rtt_ns(f) * 1000;
+        (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit
+    }
+
     /// How long flow `f` can run at `r` after moving `ahead` more bytes before it reaches the
     /// stretch left to packets (`None`: it reaches it first).
     fn steady_room_ps(&self, f: u32, r: f64, ahead: u64) -> Option<u64> {
         let fl = &self.flows[f as usize];
-        let unit = chunk_unit(self.cfg.chunk, u64::from(self.cfg.mtu));
-        // Leave the last stretch to packets: a few chunks and GUARD_RTTS base RTTs at `r` (the
-        // in-flight data is already below `max_sent`), so the flow finishes through the packet
-        // path with its ACK clock running.
-        let guard_ps = GUARD_RTTS * self.own_rtt_ns(f) * 1000;
-        let guard = (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit;
-        let room = fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + ahead + guard)?;
+        let room = fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + ahead + self.guard_bytes(f, r))?;
         let t = room as f64 * 8.0 / r * 1e12;
         Some(if t.is_finite() { t as u64 } else { 0 })
     }
@@ -1398,16 +1401,29 @@ impl Engine {
     }
 
     /// A memo hit: freezes `flows` (canonical order) with the stored transient `per`, then their
-    /// stored steady rates. False (nothing done) when a flow is too short for the transient.
+    /// stored steady rates. A flow that ends inside the stored transient (an all-to-all that
+    /// meets a DP step converges only near its own end) ends the skip pro rata, where its last
+    /// stretch is left to packets. False (nothing done) when that point is too close to matter.
     fn ww_memo_freeze(&mut self, w: &mut Wormhole, flows: &[u32], t_conv: u64, per: &[MemoFlow]) -> bool {
         let mut skip_ps = u64::MAX;
         let mut rates = Vec::with_capacity(flows.len());
         for (k, &f) in flows.iter().enumerate() {
             let r = per[k].rate_bps.min(self.payload_cap(f));
-            match self.steady_room_ps(f, r, per[k].bytes) {
-                Some(t) if r > 0.0 => skip_ps = skip_ps.min(t),
-                _ => return false,
+            if r <= 0.0 {
+                return false;
             }
+            let t = match self.steady_room_ps(f, r, per[k].bytes) {
+                Some(t) => t_conv.saturating_add(t),
+                None => {
+                    let fl = &self.flows[f as usize];
+                    let room = fl.size.saturating_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r));
+                    if per[k].bytes == 0 {
+                        return false;
+                    }
+                    (t_conv as f64 * room as f64 / per[k].bytes as f64) as u64
+                }
+            };
+            skip_ps = skip_ps.min(t);
             rates.push(r);
         }
         let plan = MemoPlan {
@@ -1416,8 +1432,8 @@ impl Engine {
             cc: per.iter().map(|p| p.cc).collect(),
             completion: false,
         };
-        let skip_ps = t_conv.saturating_add(skip_ps) / 1000 * 1000;
-        if skip_ps == 0 {
+        let skip_ps = skip_ps / 1000 * 1000;
+        if skip_ps == 0 || (skip_ps < t_conv && skip_ps < 2 * w.cfg.sample_interval.as_ps()) {
             return false;
         }
         self.ww_freeze_slot(w, flows.to_vec(), rates, skip_ps, Some(plan));
@@ -1861,6 +1877,8 @@ impl Engine {
             w.slots[si].rates = rates;
         }
         let d = (self.now - t0).div_ceil(1000) * 1000;
+        // The skip ran to its planned end (not cut short by an arrival: a skip-back).
+        let planned = self.now >= w.slots[si].resume_at;
         let d_ns = d / 1000;
         let d_s = d as f64 * 1e-12;
         let mtu = u64::from(self.cfg.mtu);
@@ -1993,7 +2011,7 @@ impl Engine {
         }
         self.ww_kick_stray_ports(&slot.links);
         if let Some(p) = &slot.plan
-            && (p.completion || d >= p.t_conv)
+            && (p.completion || d >= p.t_conv || planned)
         {
             for (k, &f) in slot.flows.iter().enumerate() {
                 self.apply_cc(f, &p.cc[k]);
