@@ -867,3 +867,90 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
         }
     }
 }
+
+/// A memo hit whose stored transient outlasts a flow. A 20 MB and a 10 MB flow start together
+/// into host 0 and share its link; their episode is stored when they turn steady (6 samples 50
+/// us apart), with the bytes each moved by then. A probe finds those bytes, X, for the second
+/// flow. A second wave has the same graph (fresh flows, same paths) but a second flow of X
+/// bytes: too short for the stored transient with its last stretch left to packets, so the
+/// hit used to be refused and the wave ran on packets. Now it freezes and resumes pro rata
+/// where that flow's last stretch is left to packets (over 90% of the transient). The second
+/// wave's flows stay within 2θ of the exact run, the run is safe and complete, and it runs
+/// fewer packet events than fast-forwarding alone. A second flow of X / 2 is refused.
+#[test]
+fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
+    let knobs = WormholeConfig {
+        sample_interval: SimTime::from_us(50),
+        ..memo_knobs()
+    };
+    let wave = |t: u64, short: u64, tag: u64| -> Vec<FlowSpec> {
+        [(5u32, 20_000_000u64), (6, short)]
+            .into_iter()
+            .enumerate()
+            .map(|(role, (src, size))| FlowSpec {
+                flow_hash: role as u64,
+                ..flow(src, 0, size, t, tag + role as u64)
+            })
+            .collect()
+    };
+    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+        // The probe: when the first wave froze, and what its second flow had moved by then.
+        let first = wave(0, 10_000_000, 0);
+        let mut probe = wave_engine(cc, Some(knobs), &first);
+        probe.run();
+        let t0 = probe
+            .wormhole_log()
+            .iter()
+            .find(|r| r.flow == 1)
+            .map(|r| r.start.as_ps())
+            .expect("the first wave turns steady and freezes");
+        let mut probe = wave_engine(cc, Some(knobs), &first);
+        probe.run_until(t0);
+        let x = probe.flow_bytes_acked(1);
+        let mut flows = first.clone();
+        flows.extend(wave(5_000, x, 10));
+        let mut exact = wave_engine(cc, None, &flows);
+        exact.run();
+        let mut plain = wave_engine(cc, Some(WormholeConfig { memo: false, ..knobs }), &flows);
+        plain.run();
+        let mut memo = wave_engine(cc, Some(knobs), &flows);
+        memo.run();
+        assert_safe(&memo, &flows, "memo");
+        let w = memo.wormhole_stats().expect("on");
+        println!("{cc:?}: t0 {t0} ps, x {x} B, {w:?}");
+        assert!(
+            memo.wormhole_log()
+                .iter()
+                .any(|r| r.flow == 3 && r.start == SimTime::from_us(5_000)),
+            "{cc:?}: the second wave froze at its start on the first wave's episode"
+        );
+        let (ex, me) = (fcts(&exact), fcts(&memo));
+        let err = |i: usize| {
+            let d = |v: &[(u64, u64)]| (v[i].1 - v[i].0) as f64;
+            (d(&me) - d(&ex)).abs() / d(&ex)
+        };
+        for i in [2, 3] {
+            assert!(err(i) < 0.10, "{cc:?} flow {i}: {:.4} off the exact run", err(i));
+        }
+        assert!(
+            memo.stats().events * 10 < plain.stats().events * 9,
+            "{cc:?}: the hit skipped the second wave's transient ({} events, {} alone)",
+            memo.stats().events,
+            plain.stats().events
+        );
+        // A second flow of X / 2 would cut the transient halfway, where pro rata bytes stand
+        // in poorly for its course (a DCQCN start backs off from line rate): refused.
+        let mut flows = first.clone();
+        flows.extend(wave(5_000, x / 2, 10));
+        let mut memo = wave_engine(cc, Some(knobs), &flows);
+        memo.run();
+        assert_safe(&memo, &flows, "memo, half");
+        assert!(
+            !memo
+                .wormhole_log()
+                .iter()
+                .any(|r| r.flow == 3 && r.start == SimTime::from_us(5_000)),
+            "{cc:?}: a hit that would stop halfway through the transient is refused"
+        );
+    }
+}

@@ -169,6 +169,10 @@ struct MemoPlan {
 /// Base RTTs of data left to packets at the end of a skip.
 const GUARD_RTTS: u64 = 2;
 
+/// A memo hit whose stored transient outlasts a flow is taken only if the skip still covers
+/// this share of the transient (the rest is pro rata, see `ww_memo_freeze`).
+const PRO_RATA_MIN: f64 = 0.9;
+
 /// Partitions above this many flows are not memoized (graph search cost).
 const MEMO_MAX_FLOWS: usize = 64;
 /// A partition this much larger than `MEMO_MAX_FLOWS` is not repartitioned at an episode
@@ -1433,7 +1437,10 @@ impl Engine {
             completion: false,
         };
         let skip_ps = skip_ps / 1000 * 1000;
-        if skip_ps == 0 || (skip_ps < t_conv && skip_ps < 2 * w.cfg.sample_interval.as_ps()) {
+        // Cut only the transient's tail: bytes moved pro rata stand in for its real course, which
+        // is not linear (a DCQCN start moves at line rate, then backs off); near its end the
+        // two meet.
+        if skip_ps == 0 || (skip_ps < t_conv && (skip_ps as f64) < PRO_RATA_MIN * t_conv as f64) {
             return false;
         }
         self.ww_freeze_slot(w, flows.to_vec(), rates, skip_ps, Some(plan));
