@@ -1017,7 +1017,7 @@ impl Engine {
     // ---------------------------------------------------------------- links
 
     /// `QbbNetDevice::TransmitStart` + `QbbChannel::TransmitStart`.
-    #[inline]
+    #[inline(always)]
     fn transmit(&mut self, link: u32, p: u32) {
         let li = link as usize;
         let size = self.pkts[p as usize].size;

@@ -208,7 +208,7 @@ impl EvQueue {
         self.place(e);
     }
 
-    #[inline]
+    #[inline(always)]
     fn place(&mut self, e: Entry) {
         let mut abs = e.time / SLOT_PS;
         if abs < self.base {
