@@ -26,9 +26,12 @@
 //!   time), then the steady rates. On resume past the transient each flow takes the stored CC
 //!   state (rate, DCQCN α/target/stage and timers, HPCC U/stage, TIMELY/DCTCP estimators); a
 //!   skip-back inside the transient moves the stored bytes pro rata and keeps the flow's own CC
-//!   state. A hit is refused (counted a miss) when a flow is too short for the stored transient.
-//!   Flows that just started have no window in flight at the freeze: on resume what they would
-//!   have in flight by then counts as delivered.
+//!   state. A flow too short for the stored transient ends the skip inside it, pro rata, where
+//!   its last stretch is left to packets, and the flows take the stored CC state at that
+//!   planned resume; the hit is refused (counted a miss) if that cut would come before 90% of
+//!   the transient (`PRO_RATA_MIN`). Flows that just started have no window in flight at the
+//!   freeze: on resume what they would have in flight by then (their own path's RTT at the
+//!   rate) counts as delivered.
 //! - **Episodes that end in a completion** (a short flow never looks steady): a lone flow's
 //!   episode notes where it stands at a checkpoint one base RTT in (its first window in
 //!   flight by then) and, at its completion, stores the stretch from there, keyed by the graph with the
