@@ -1422,11 +1422,11 @@ impl Engine {
             let t = match self.steady_room_ps(f, r, per[k].bytes) {
                 Some(t) => t_conv.saturating_add(t),
                 None => {
-                    let fl = &self.flows[f as usize];
-                    let room = fl.size.saturating_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r));
                     if per[k].bytes == 0 {
                         return false;
                     }
+                    let fl = &self.flows[f as usize];
+                    let room = fl.size.saturating_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r));
                     (t_conv as f64 * room as f64 / per[k].bytes as f64) as u64
                 }
             };
@@ -1443,7 +1443,7 @@ impl Engine {
         // Cut only the transient's tail: bytes moved pro rata stand in for its real course, which
         // is not linear (a DCQCN start moves at line rate, then backs off); near its end the
         // two meet.
-        if skip_ps == 0 || (skip_ps < t_conv && (skip_ps as f64) < PRO_RATA_MIN * t_conv as f64) {
+        if skip_ps == 0 || (skip_ps as f64) < PRO_RATA_MIN * t_conv as f64 {
             return false;
         }
         self.ww_freeze_slot(w, flows.to_vec(), rates, skip_ps, Some(plan));
