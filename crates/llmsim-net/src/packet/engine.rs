@@ -369,15 +369,24 @@ pub struct EngineStats {
 /// Flows the flow table has room for before it first grows (see `Engine::new`): 24 MiB of
 /// address space.
 const FLOW_RESERVE: usize = 1 << 16;
+// Event kinds. An event is one `u64`: the kind in the low 4 bits, then two 30-bit operands
+// (`ev`). The packet and timer kinds come first (below `EV_START`): Wormhole lets those of no
+// frozen partition through without a look.
+/// A packet reaches the end of link `a` (a host, or a switch for a PFC frame); `b`: the packet.
 pub(crate) const EV_ARRIVE: u64 = 0;
-pub(crate) const EV_TXDONE: u64 = 1;
-pub(crate) const EV_WAKE: u64 = 2;
-pub(crate) const EV_START: u64 = 3;
+/// A packet reaches a switch, which will send it on its egress link `a`; `b`: the packet (its
+/// `in_link` holds the link it came in on). Carrying the egress link in the event, chosen when
+/// the packet left the previous node, lets the main loop prefetch the port before the event
+/// runs and spares the path lookup on the arrival's chain of loads.
+pub(crate) const EV_HOP: u64 = 1;
+pub(crate) const EV_TXDONE: u64 = 2;
+pub(crate) const EV_WAKE: u64 = 3;
 pub(crate) const EV_ALPHA: u64 = 4;
 pub(crate) const EV_DECREASE: u64 = 5;
 pub(crate) const EV_RPTIMER: u64 = 6;
-pub(crate) const EV_SAMPLE: u64 = 7;
-pub(crate) const EV_RESUME: u64 = 8;
+pub(crate) const EV_START: u64 = 7;
+pub(crate) const EV_SAMPLE: u64 = 8;
+pub(crate) const EV_RESUME: u64 = 9;
 pub(crate) const MASK30: u64 = (1 << 30) - 1;
 
 #[inline]
@@ -936,6 +945,20 @@ impl Engine {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
             let a = ((e >> 4) & MASK30) as usize;
             let ptr: *const i8 = match e & 0xF {
+                EV_HOP => {
+                    let b = ((e >> 34) & MASK30) as usize;
+                    let (Some(pk), Some(pt)) = (self.pkts.get(b), self.ports.get(a)) else {
+                        return;
+                    };
+                    let pt: *const i8 = (pt as *const Port).cast();
+                    // SAFETY: as below; the port's second line (its queues 0-3, where data and
+                    // ACKs are enqueued) is inside the same `Port`.
+                    unsafe {
+                        _mm_prefetch::<_MM_HINT_T0>(pt);
+                        _mm_prefetch::<_MM_HINT_T0>(pt.add(64));
+                    }
+                    (pk as *const Pkt).cast()
+                }
                 EV_ARRIVE => {
                     let b = ((e >> 34) & MASK30) as usize;
                     match self.pkts.get(b) {
@@ -971,12 +994,13 @@ impl Engine {
         // Wormhole: a packet or timer event of no frozen partition (the common case) goes
         // straight on; the rest (its own events, flow starts, a frozen partition's) go through it.
         if let Some(w) = self.ww.as_deref()
-            && !(kind != EV_START && kind < EV_SAMPLE && w.owner(&self.nics, e) == super::wormhole::NONE)
+            && !(kind < EV_START && w.owner(&self.nics, &self.pkts, e) == super::wormhole::NONE)
             && self.ww_intercept(e, kind, a, b)
         {
             return;
         }
         match kind {
+            EV_HOP => self.hop(a, b),
             EV_ARRIVE => self.arrive(a, b),
             EV_TXDONE => {
                 let pt = &mut self.ports[a as usize];
@@ -1049,7 +1073,16 @@ impl Engine {
             pt.txdone_pending = false;
         }
         let delay = self.ports[li].delay;
-        self.schedule(now + tx + delay, ev(EV_ARRIVE, link, p));
+        let e = if self.ports[li].dst >= self.topo.num_hosts() && self.pkts[p as usize].kind != Kind::Pfc {
+            // Into a switch: its egress is the path's next link.
+            let pk = &mut self.pkts[p as usize];
+            pk.in_link = link;
+            let out = self.paths[pk.path as usize + usize::from(pk.hop) + 1];
+            ev(EV_HOP, out, p)
+        } else {
+            ev(EV_ARRIVE, link, p)
+        };
+        self.schedule(now + tx + delay, e);
     }
 
     /// Counts a transmission of `size` bytes over [`start`, `start + tx`) in port `li`'s
@@ -1100,11 +1133,23 @@ impl Engine {
         self.pkts[p as usize].hop += 1;
         if self.pkts[p as usize].kind == Kind::Pfc {
             self.receive_pfc(node, link, p);
-        } else if node < self.topo.num_hosts() {
-            self.host_receive(node, p);
         } else {
-            self.switch_receive(node, link, p);
+            debug_assert!(node < self.topo.num_hosts(), "a packet into a switch is an EV_HOP");
+            self.host_receive(node, p);
         }
+    }
+
+    /// A data packet or ACK reaches a switch, which sends it on `out` (the next link of its path).
+    fn hop(&mut self, out: u32, p: u32) {
+        let in_link = self.pkts[p as usize].in_link;
+        let li = in_link as usize;
+        if !self.link_err.is_empty() && self.link_err[li] > 0.0 && self.rng_err.unit_f64() < self.link_err[li] {
+            self.stats.drops_error += 1;
+            self.release(p);
+            return;
+        }
+        self.pkts[p as usize].hop += 1;
+        self.switch_receive(self.ports[out as usize].src, in_link, out, p);
     }
 
     /// `QbbNetDevice::Receive` of a PFC frame: pause or resume our egress on that cable.
@@ -1170,11 +1215,9 @@ impl Engine {
     }
 
     /// `SwitchNode::SendToDev`: route, classify, admit, enqueue.
-    fn switch_receive(&mut self, s: u32, in_link: u32, p: u32) {
+    fn switch_receive(&mut self, s: u32, in_link: u32, out: u32, p: u32) {
         let pk = &self.pkts[p as usize];
-        let (kind, pg, size, hop) = (pk.kind, pk.pg, pk.size, pk.hop);
-        let out = self.paths[pk.path as usize + usize::from(hop)];
-        let _ = s;
+        let (kind, pg, size) = (pk.kind, pk.pg, pk.size);
         let q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
             0
         } else {
@@ -1190,7 +1233,6 @@ impl Engine {
             self.update_ingress(s, in_link, q, size);
             self.check_and_send_pfc(s, in_link, q);
         }
-        self.pkts[p as usize].in_link = in_link;
         self.ports[out as usize].enqueue(&mut self.pkts, q, p, size);
         self.switch_send(out);
     }

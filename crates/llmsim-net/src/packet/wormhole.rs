@@ -71,7 +71,8 @@ use llmsim_core::SimTime;
 use super::PacketError;
 use super::config::{CcMode, WormholeConfig};
 use super::engine::{
-    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, Kind, MASK30, Nic, ev,
+    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_HOP, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, Kind, MASK30, Nic,
+    Pkt, ev,
 };
 use super::memo::{CcSnap, Fcg, FlowDesc, MemoDb, MemoFlow, MemoValue, fnv, mix};
 
@@ -432,12 +433,14 @@ impl Wormhole {
         }
     }
 
-    /// The slot (frozen partition) event `e` belongs to, if any (`nics`: the engine's).
+    /// The slot (frozen partition) event `e` belongs to, if any (`nics`, `pkts`: the engine's).
     #[inline]
-    pub(crate) fn owner(&self, nics: &[Nic], e: u64) -> u32 {
+    pub(crate) fn owner(&self, nics: &[Nic], pkts: &[Pkt], e: u64) -> u32 {
         let a = ((e >> 4) & MASK30) as u32;
         match e & 0xF {
             EV_ARRIVE | EV_TXDONE => self.link_slot[a as usize],
+            // A packet into a switch: the link it is on (the event carries its next one).
+            EV_HOP => self.link_slot[pkts[((e >> 34) & MASK30) as usize].in_link as usize],
             EV_WAKE => self.link_slot[nics[a as usize].link as usize],
             EV_ALPHA | EV_DECREASE | EV_RPTIMER => self.flow_slot.get(a as usize).copied().unwrap_or(NONE),
             _ => NONE,
@@ -563,7 +566,7 @@ impl Engine {
                 false
             }
             _ => {
-                let s = w.owner(&self.nics, e);
+                let s = w.owner(&self.nics, &self.pkts, e);
                 if s != NONE {
                     let seq = self.events.cur_seq();
                     w.slots[s as usize].parked.push((self.now, seq, e));
@@ -707,7 +710,7 @@ impl Engine {
         let parked = std::mem::take(&mut w.slots[si].parked);
         let mut keep = Vec::with_capacity(parked.len());
         for (t, seq, e) in parked {
-            if w.owner(&self.nics, e) == s {
+            if w.owner(&self.nics, &self.pkts, e) == s {
                 keep.push((t, seq, e));
             } else {
                 self.events.push_seq(t + d, seq, e);
@@ -1676,8 +1679,8 @@ impl Engine {
     /// Moves the queued events that belong to slot `s` (its links' packets and transmissions,
     /// its NICs' wake-ups, its flows' CC timers) into `out`.
     fn ww_extract(&mut self, w: &Wormhole, s: u32, out: &mut Vec<(u64, u64, u64)>) {
-        let nics = &self.nics;
-        self.events.extract(|e| w.owner(nics, e) == s, out);
+        let (nics, pkts) = (&self.nics, &self.pkts);
+        self.events.extract(|e| w.owner(nics, pkts, e) == s, out);
     }
 
     /// Freezes `flows` (just started) into mirrored twin slot `s`, frozen since `t0`: their
@@ -2007,7 +2010,7 @@ impl Engine {
         }
         // Packets on the wire, then the parked events themselves.
         for &(_, _, e) in &slot.parked {
-            if e & 0xF == EV_ARRIVE {
+            if matches!(e & 0xF, EV_ARRIVE | EV_HOP) {
                 shift_pkt(self, ((e >> 34) & MASK30) as u32);
             }
         }
