@@ -16,6 +16,7 @@ use llmsim_core::{NodeId, SimRng, SimTime};
 use llmsim_topo::{NodeKind, Topology};
 
 use super::PacketError;
+use super::at::Table;
 use super::cc::{self, CcState};
 use super::config::{CcMode, PFC_FRAME_BYTES, PacketConfig, Routing};
 use super::queue::EvQueue;
@@ -400,18 +401,18 @@ pub struct Engine {
     pub(crate) topo: Arc<Topology>,
     pub(crate) now: u64,
     pub(crate) events: EvQueue,
-    pub(crate) link_rate: Vec<u64>,
+    pub(crate) link_rate: Table<u64>,
     pub(crate) link_rev: Vec<u32>,
     link_err: Vec<f64>,
-    pub(crate) ports: Vec<Port>,
-    pub(crate) ingress: Vec<Ingress>,
-    pub(crate) bufs: Vec<SwitchBuf>,
-    pub(crate) nics: Vec<Nic>,
-    pub(crate) flows: Vec<Flow>,
-    pub(crate) pkts: Vec<Pkt>,
+    pub(crate) ports: Table<Port>,
+    pub(crate) ingress: Table<Ingress>,
+    pub(crate) bufs: Table<SwitchBuf>,
+    pub(crate) nics: Table<Nic>,
+    pub(crate) flows: Table<Flow>,
+    pub(crate) pkts: Table<Pkt>,
     /// INT hop words of each packet slot (HPCC only; empty otherwise), kept apart so the
     /// other algorithms' packets stay small.
-    pub(crate) ints: Vec<[u64; MAX_HOPS]>,
+    pub(crate) ints: Table<[u64; MAX_HOPS]>,
     free: Vec<u32>,
     routes: Option<Ns3Routes>,
     /// Per-flow data and ACK paths (links), concatenated.
@@ -601,6 +602,25 @@ impl Engine {
         let port_count = (0..nn).map(|n| topo.ports(NodeId(n as u32)).len() as u16).collect();
         let hdr_bytes = cfg.data_packet_bytes(0);
         let ack_bytes = cfg.ack_packet_bytes();
+        // SAFETY: the engine indexes these tables only with ids it made: links of `topo` (its
+        // validated routes, `link_rev`, NIC links), its nodes and hosts, flows from `add_flow`
+        // (packets carry those), packets from `alloc`; and `Table`s only grow.
+        let (link_rate, ports, ingress, bufs, nics, flows, pkts, ints) = unsafe {
+            (
+                Table::new(link_rate),
+                Table::new(ports),
+                Table::new(ingress),
+                Table::new(bufs),
+                Table::new(nics),
+                // Room for `FLOW_RESERVE` flows up front: address space only (a page is touched
+                // when a flow first lands on it), where growing by doubling would copy the table
+                // and fault in twice its pages (flows are 64-byte aligned, which rules out an
+                // in-place reallocation).
+                Table::new(Vec::with_capacity(FLOW_RESERVE)),
+                Table::new(Vec::new()),
+                Table::new(Vec::new()),
+            )
+        };
         let mut e = Engine {
             rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
             ns3_streams: cfg.ns3_stream_base.map(|b| super::ns3rng::Ns3Streams::new(1, 1, b)),
@@ -617,13 +637,9 @@ impl Engine {
             ingress,
             bufs,
             nics,
-            // Room for `FLOW_RESERVE` flows up front: address space only (a page is touched when
-            // a flow first lands on it), where growing by doubling would copy the table and
-            // fault in twice its pages (flows are 64-byte aligned, which rules out an in-place
-            // reallocation).
-            flows: Vec::with_capacity(FLOW_RESERVE),
-            pkts: Vec::new(),
-            ints: Vec::new(),
+            flows,
+            pkts,
+            ints,
             free: Vec::new(),
             routes,
             paths: Vec::new(),

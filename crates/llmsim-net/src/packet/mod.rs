@@ -9,6 +9,7 @@
 //! - [`ns3`]: readers for ns-3's `config.txt`, topology and flow files, and its output formats.
 //! - [`PacketNetwork`]: the engine behind the [`crate::Network`] trait.
 
+mod at;
 mod cc;
 pub mod config;
 mod engine;
