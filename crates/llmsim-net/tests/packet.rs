@@ -413,3 +413,22 @@ fn utilization_bins_shorter_than_a_burst_split_each_packet_by_time() {
         .sum();
     assert!((binned - tx as f64).abs() < 1e-9 * tx as f64 + 1.0, "{binned} vs {tx}");
 }
+
+#[test]
+fn a_packet_size_the_engine_cannot_carry_is_refused_and_a_jumbo_frame_runs() {
+    let text = "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n";
+    let (t, ids) = ns3_topo(text);
+    let mut cfg = ns3_cfg(CcMode::Dcqcn);
+    cfg.mtu = 70_000;
+    match Engine::new(t.clone(), Some(ids.clone()), cfg) {
+        Err(PacketError::Config(m)) => assert!(m.contains("70000 payload bytes"), "{m}"),
+        other => panic!("expected a config error, got {:?}", other.err()),
+    }
+    // A 9000-byte payload fits, and every byte arrives.
+    let mut cfg = ns3_cfg(CcMode::Dcqcn);
+    cfg.mtu = 9000;
+    let (e, order) = run(cfg, text, &[flow(0, 1, 100_000, 7)]);
+    assert_eq!(order.len(), 1);
+    assert_eq!(e.stats().payload_delivered, 100_000);
+    assert_eq!(e.stats().data_packets, 12);
+}

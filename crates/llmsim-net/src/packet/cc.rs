@@ -298,7 +298,8 @@ impl Engine {
     // ------------------------------------------------------------------ TIMELY
 
     /// `RdmaHw::HandleAckTimely` + `UpdateRateTimely` (its fast reaction is empty).
-    pub(crate) fn timely_ack(&mut self, f: u32, pk: &Pkt) {
+    /// `ts_ns`: the send time the ACK echoes.
+    pub(crate) fn timely_ack(&mut self, f: u32, pk: &Pkt, ts_ns: u64) {
         let now_ns = self.now_ns();
         let c = &self.cfg;
         let (alpha, beta, t_low, t_high, min_rtt) = (
@@ -314,7 +315,7 @@ impl Engine {
             return;
         }
         let next_seq = fl.snd_nxt;
-        let rtt = now_ns.saturating_sub(pk.ts_ns);
+        let rtt = now_ns.saturating_sub(ts_ns);
         if fl.cc.last_update_seq != 0 {
             let new_diff = rtt as i64 - fl.cc.last_rtt as i64;
             let rtt_diff = (1.0 - alpha) * fl.cc.rtt_diff + alpha * new_diff as f64;

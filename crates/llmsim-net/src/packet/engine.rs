@@ -30,36 +30,48 @@ pub(crate) enum Kind {
     Data,
     Ack,
     Nack,
-    Pfc,
+    /// A PFC PAUSE frame for class `pg`.
+    Pause,
+    /// A PFC RESUME frame for class `pg`.
+    Resume,
 }
 
-/// One packet in flight or queued.
+impl Kind {
+    #[inline]
+    pub fn is_pfc(self) -> bool {
+        matches!(self, Kind::Pause | Kind::Resume)
+    }
+}
+
+/// One packet in flight or queued: 32 bytes, aligned, so a packet never straddles two cache
+/// lines and two share one. A data packet's payload is its size less the engine's header bytes;
+/// TIMELY's send timestamp lives apart (`Engine::ts`), as HPCC's INT words do.
 #[derive(Clone, Copy)]
+#[repr(C, align(32))]
 pub(crate) struct Pkt {
-    pub kind: Kind,
-    /// Priority group (data, ACK) or the paused class (PFC).
-    pub pg: u8,
-    pub ecn: bool,
-    pub cnp: bool,
-    pub pause: bool,
-    pub nhop: u8,
-    pub size: u32,
-    pub flow: u32,
     /// Data: first byte. ACK/NACK: next expected byte.
     pub seq: u64,
-    pub payload: u32,
-    /// The link the packet entered the current switch on.
-    pub in_link: u32,
-    /// Send time in ns (TIMELY's timestamp).
-    pub ts_ns: u64,
-    /// Links crossed so far.
-    pub hop: u8,
+    pub flow: u32,
     /// Offset of the packet's path in `Engine::paths` (the flow's data or ACK path), so a
     /// switch routes it without touching the flow.
     pub path: u32,
     /// The next packet in the same queue (`NIL`: none).
     pub next: u32,
+    /// The link the packet entered the current switch on.
+    pub in_link: u32,
+    /// Wire bytes (`Engine::new` checks that a full packet fits).
+    pub size: u16,
+    pub kind: Kind,
+    /// Priority group (data, ACK) or the paused class (PFC).
+    pub pg: u8,
+    pub ecn: bool,
+    pub cnp: bool,
+    pub nhop: u8,
+    /// Links crossed so far.
+    pub hop: u8,
 }
+
+const _: () = assert!(std::mem::size_of::<Pkt>() == 32);
 
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -120,14 +132,11 @@ impl Pkt {
             pg: 0,
             ecn: false,
             cnp: false,
-            pause: false,
             nhop: 0,
             size: 0,
             flow: 0,
             seq: 0,
-            payload: 0,
             in_link: u32::MAX,
-            ts_ns: 0,
             hop: 0,
             path: 0,
             next: NIL,
@@ -413,6 +422,8 @@ pub struct Engine {
     /// INT hop words of each packet slot (HPCC only; empty otherwise), kept apart so the
     /// other algorithms' packets stay small.
     pub(crate) ints: Table<[u64; MAX_HOPS]>,
+    /// Send time in ns of each packet slot (TIMELY's timestamp; empty otherwise).
+    pub(crate) ts: Table<u64>,
     free: Vec<u32>,
     routes: Option<Ns3Routes>,
     /// Per-flow data and ACK paths (links), concatenated.
@@ -601,11 +612,19 @@ impl Engine {
         };
         let port_count = (0..nn).map(|n| topo.ports(NodeId(n as u32)).len() as u16).collect();
         let hdr_bytes = cfg.data_packet_bytes(0);
+        if cfg.data_packet_bytes(cfg.mtu) > u32::from(u16::MAX) {
+            return Err(PacketError::Config(format!(
+                "packets of {} payload bytes ({} on the wire) are over the {} bytes the engine carries",
+                cfg.mtu,
+                cfg.data_packet_bytes(cfg.mtu),
+                u16::MAX
+            )));
+        }
         let ack_bytes = cfg.ack_packet_bytes();
         // SAFETY: the engine indexes these tables only with ids it made: links of `topo` (its
         // validated routes, `link_rev`, NIC links), its nodes and hosts, flows from `add_flow`
         // (packets carry those), packets from `alloc`; and `Table`s only grow.
-        let (link_rate, ports, ingress, bufs, nics, flows, pkts, ints) = unsafe {
+        let (link_rate, ports, ingress, bufs, nics, flows, pkts, ints, ts) = unsafe {
             (
                 Table::new(link_rate),
                 Table::new(ports),
@@ -617,6 +636,7 @@ impl Engine {
                 // and fault in twice its pages (flows are 64-byte aligned, which rules out an
                 // in-place reallocation).
                 Table::new(Vec::with_capacity(FLOW_RESERVE)),
+                Table::new(Vec::new()),
                 Table::new(Vec::new()),
                 Table::new(Vec::new()),
             )
@@ -640,6 +660,7 @@ impl Engine {
             flows,
             pkts,
             ints,
+            ts,
             free: Vec::new(),
             routes,
             paths: Vec::new(),
@@ -788,6 +809,9 @@ impl Engine {
             self.pkts.push(p);
             if self.cfg.cc == CcMode::Hpcc {
                 self.ints.push([0; MAX_HOPS]);
+            }
+            if self.cfg.cc == CcMode::Timely {
+                self.ts.push(0);
             }
             (self.pkts.len() - 1) as u32
         }
@@ -1060,7 +1084,7 @@ impl Engine {
     #[inline(always)]
     fn transmit(&mut self, link: u32, p: u32) {
         let li = link as usize;
-        let size = self.pkts[p as usize].size;
+        let size = u32::from(self.pkts[p as usize].size);
         let c = &self.ports[li].tx_cache;
         let tx = if size == c[0].0 {
             c[0].1
@@ -1089,7 +1113,7 @@ impl Engine {
             pt.txdone_pending = false;
         }
         let delay = self.ports[li].delay;
-        let e = if self.ports[li].dst >= self.topo.num_hosts() && self.pkts[p as usize].kind != Kind::Pfc {
+        let e = if self.ports[li].dst >= self.topo.num_hosts() && !self.pkts[p as usize].kind.is_pfc() {
             // Into a switch: its egress is the path's next link.
             let pk = &mut self.pkts[p as usize];
             pk.in_link = link;
@@ -1147,7 +1171,7 @@ impl Engine {
         }
         let node = self.ports[li].dst;
         self.pkts[p as usize].hop += 1;
-        if self.pkts[p as usize].kind == Kind::Pfc {
+        if self.pkts[p as usize].kind.is_pfc() {
             self.receive_pfc(node, link, p);
         } else {
             debug_assert!(node < self.topo.num_hosts(), "a packet into a switch is an EV_HOP");
@@ -1178,9 +1202,9 @@ impl Engine {
             time: SimTime::from_ps(self.now),
             node: NodeId(node),
             link: port,
-            pause: pk.pause,
+            pause: pk.kind == Kind::Pause,
         });
-        if pk.pause {
+        if pk.kind == Kind::Pause {
             self.stats.pfc_pauses += 1;
             self.ports[port as usize].paused |= 1 << q;
         } else {
@@ -1328,10 +1352,9 @@ impl Engine {
     fn send_pfc(&mut self, in_link: u32, q: usize, pause: bool) {
         let port = self.link_rev[in_link as usize];
         let mut pk = Pkt::empty();
-        pk.kind = Kind::Pfc;
+        pk.kind = if pause { Kind::Pause } else { Kind::Resume };
         pk.pg = q as u8;
-        pk.pause = pause;
-        pk.size = PFC_FRAME_BYTES;
+        pk.size = PFC_FRAME_BYTES as u16;
         // ns-3 draws the frame's IP id from a fresh random variable.
         if let Some(s) = &mut self.ns3_streams {
             s.skip();
@@ -1500,7 +1523,7 @@ impl Engine {
             let p = self.make_data(f);
             self.transmit(link as u32, p);
             // RdmaHw::PktSent -> UpdateNextAvail
-            let size = self.pkts[p as usize].size;
+            let size = u32::from(self.pkts[p as usize].size);
             let fl = &self.flows[f as usize];
             let rate = if self.cfg.rate_bound { fl.rate } else { fl.max_rate };
             let gap = self.tx_ps(size, rate);
@@ -1553,16 +1576,19 @@ impl Engine {
         pk.flow = f;
         pk.path = fl.path_data;
         pk.seq = fl.snd_nxt;
-        pk.payload = payload;
-        pk.size = payload + hdr;
-        pk.ts_ns = now_ns;
+        // At most `mtu` payload bytes: `new` checked that a full packet fits.
+        pk.size = (payload + hdr) as u16;
         if fl.snd_nxt < fl.max_sent {
             self.stats.retransmitted_bytes += u64::from(payload);
         }
         fl.snd_nxt += u64::from(payload);
         fl.max_sent = fl.max_sent.max(fl.snd_nxt);
         self.stats.data_packets += 1;
-        self.alloc(pk)
+        let p = self.alloc(pk);
+        if self.cfg.cc == CcMode::Timely {
+            self.ts[p as usize] = now_ns;
+        }
+        p
     }
 
     fn host_receive(&mut self, h: u32, p: u32) {
@@ -1576,7 +1602,7 @@ impl Engine {
                 self.receive_ack(h, p, &pk);
                 self.release(p);
             }
-            Kind::Pfc => unreachable!("PFC handled on arrival"),
+            Kind::Pause | Kind::Resume => unreachable!("PFC handled on arrival"),
         }
     }
 
@@ -1591,12 +1617,14 @@ impl Engine {
         let chunk = self.cfg.chunk;
         let nack_iv = self.cfg.nack_interval.as_ps();
         let back0 = self.cfg.back_to_zero;
+        let hdr = self.hdr_bytes;
         let fl = &mut self.flows[f];
         fl.rx_milestone = cfg_ack;
         let expected = fl.rx_expected;
         let x = if pk.seq == expected {
-            fl.rx_expected = expected + u64::from(pk.payload);
-            self.stats.payload_delivered += u64::from(pk.payload);
+            let payload = u64::from(pk.size) - u64::from(hdr);
+            fl.rx_expected = expected + payload;
+            self.stats.payload_delivered += payload;
             if fl.rx_expected >= fl.rx_milestone {
                 fl.rx_milestone += cfg_ack;
                 1
@@ -1630,8 +1658,7 @@ impl Engine {
         a.seq = self.flows[f].rx_expected;
         a.cnp = pk.ecn;
         a.nhop = pk.nhop;
-        a.ts_ns = pk.ts_ns;
-        a.size = self.ack_bytes;
+        a.size = self.ack_bytes as u16;
         if x == 1 {
             self.stats.acks += 1;
         } else {
@@ -1640,6 +1667,9 @@ impl Engine {
         let ap = self.alloc(a);
         if self.cfg.cc == CcMode::Hpcc {
             self.ints[ap as usize] = self.ints[p as usize];
+        }
+        if self.cfg.cc == CcMode::Timely {
+            self.ts[ap as usize] = self.ts[p as usize];
         }
         self.nics[h as usize].ackq.push_back(&mut self.pkts, ap);
         self.host_send(h);
@@ -1677,7 +1707,7 @@ impl Engine {
                 let hops = self.ints[p as usize];
                 self.hpcc_ack(f, pk, &hops);
             }
-            CcMode::Timely => self.timely_ack(f, pk),
+            CcMode::Timely => self.timely_ack(f, pk, self.ts[p as usize]),
             CcMode::Dctcp => self.dctcp_ack(f, pk),
             _ => {}
         }

@@ -71,8 +71,7 @@ use llmsim_core::SimTime;
 use super::PacketError;
 use super::config::{CcMode, WormholeConfig};
 use super::engine::{
-    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_HOP, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, Kind, MASK30, Nic,
-    Pkt, ev,
+    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_HOP, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, MASK30, Nic, Pkt, ev,
 };
 use super::memo::{CcSnap, Fcg, FlowDesc, MemoDb, MemoFlow, MemoValue, fnv, mix};
 
@@ -1978,12 +1977,14 @@ impl Engine {
         moved.sort_unstable();
         let shift_pkt = |e: &mut Engine, p: u32| {
             let pk = &mut e.pkts[p as usize];
-            if pk.kind == Kind::Pfc {
+            if pk.kind.is_pfc() {
                 return;
             }
             if let Ok(k) = moved.binary_search_by_key(&pk.flow, |&(f, _)| f) {
                 pk.seq += moved[k].1;
-                pk.ts_ns += d_ns;
+                if e.cfg.cc == CcMode::Timely {
+                    e.ts[p as usize] += d_ns;
+                }
                 if e.cfg.cc == CcMode::Hpcc {
                     for h in &mut e.ints[p as usize] {
                         *h = super::cc::shift_int_time(*h, d_ns);
