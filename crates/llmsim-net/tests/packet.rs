@@ -415,13 +415,20 @@ fn utilization_bins_shorter_than_a_burst_split_each_packet_by_time() {
 }
 
 #[test]
-fn a_packet_size_the_engine_cannot_carry_is_refused_and_a_jumbo_frame_runs() {
+fn a_packet_size_or_buffer_the_engine_cannot_count_is_refused_and_a_jumbo_frame_runs() {
     let text = "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n";
     let (t, ids) = ns3_topo(text);
     let mut cfg = ns3_cfg(CcMode::Dcqcn);
     cfg.mtu = 70_000;
     match Engine::new(t.clone(), Some(ids.clone()), cfg) {
         Err(PacketError::Config(m)) => assert!(m.contains("70000 payload bytes"), "{m}"),
+        other => panic!("expected a config error, got {:?}", other.err()),
+    }
+    // The MMU counts in 32 bits, as ns-3's does.
+    let mut cfg = ns3_cfg(CcMode::Dcqcn);
+    cfg.buffer_bytes = 8 << 30;
+    match Engine::new(t.clone(), Some(ids.clone()), cfg) {
+        Err(PacketError::Config(m)) => assert!(m.contains("switch buffer"), "{m}"),
         other => panic!("expected a config error, got {:?}", other.err()),
     }
     // A 9000-byte payload fits, and every byte arrives.

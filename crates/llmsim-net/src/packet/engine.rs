@@ -227,15 +227,65 @@ impl Port {
     }
 }
 
-/// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority).
-#[derive(Clone, Default)]
+/// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority),
+/// in one 64-byte line: every admission, dequeue and PFC check of a packet reads one line. The
+/// counters are `u32`, as ns-3's are (`Engine::new` checks that the buffer and the headroom
+/// fit). Class 0, the control class, is never accounted: its pair holds the link's headroom and
+/// its threshold shift and pause bits instead.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
 pub(crate) struct Ingress {
-    pub bytes: [u64; NQ],
-    pub hdrm: [u64; NQ],
-    /// We have paused the upstream sender of this class.
-    pub paused: [bool; NQ],
-    pub headroom: u64,
-    pub shift: u32,
+    /// `w[q]`, q in 1..=7: bytes and headroom bytes held of class `q`. `w[0]`: the headroom, and
+    /// the PFC threshold shift with (from bit 8) bit `q` set while we pause the upstream
+    /// sender of class `q`.
+    w: [[u32; 2]; NQ],
+}
+
+const _: () = assert!(std::mem::size_of::<Ingress>() == 64);
+
+impl Ingress {
+    fn new(headroom: u32, shift: u8) -> Self {
+        let mut w = [[0; 2]; NQ];
+        w[0] = [headroom, u32::from(shift)];
+        Ingress { w }
+    }
+    #[inline]
+    fn headroom(&self) -> u64 {
+        u64::from(self.w[0][0])
+    }
+    #[inline]
+    fn shift(&self) -> u32 {
+        self.w[0][1] & 0xFF
+    }
+    #[inline]
+    fn bytes(&self, q: usize) -> u64 {
+        debug_assert!(q != 0 && q < NQ);
+        u64::from(self.w[q & (NQ - 1)][0])
+    }
+    #[inline]
+    fn hdrm(&self, q: usize) -> u64 {
+        debug_assert!(q != 0 && q < NQ);
+        u64::from(self.w[q & (NQ - 1)][1])
+    }
+    /// Adds `d` (two's complement for a decrease) to the bytes (`k` 0) or headroom bytes (1).
+    #[inline]
+    fn add(&mut self, q: usize, k: usize, d: u64) {
+        debug_assert!(q != 0 && q < NQ);
+        let c = &mut self.w[q & (NQ - 1)][k & 1];
+        *c = c.wrapping_add(d as u32);
+    }
+    #[inline]
+    fn paused(&self, q: usize) -> bool {
+        self.w[0][1] & (1 << (8 + q)) != 0
+    }
+    #[inline]
+    fn set_paused(&mut self, q: usize, on: bool) {
+        if on {
+            self.w[0][1] |= 1 << (8 + q);
+        } else {
+            self.w[0][1] &= !(1 << (8 + q));
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -566,6 +616,12 @@ impl Engine {
             });
         }
         // MMU: headroom 3 * rate * delay per port, shift from the NIC rate (third.cc).
+        if cfg.buffer_bytes > u64::from(u32::MAX) {
+            return Err(PacketError::Config(format!(
+                "a switch buffer of {} bytes is over the 4 GiB the MMU counts (in 32 bits, as ns-3)",
+                cfg.buffer_bytes
+            )));
+        }
         let mut ingress = vec![Ingress::default(); nl];
         let mut bufs = vec![SwitchBuf::default(); nn];
         for l in 0..nl {
@@ -582,8 +638,12 @@ impl Engine {
                 shift -= 1;
                 r /= 2;
             }
-            ingress[l].headroom = headroom;
-            ingress[l].shift = shift;
+            let hr = u32::try_from(headroom).map_err(|_| {
+                PacketError::Config(format!(
+                    "link {l}: a PFC headroom of {headroom} bytes (3 x rate x delay) is over the 4 GiB an ingress counter holds"
+                ))
+            })?;
+            ingress[l] = Ingress::new(hr, shift.min(63) as u8);
             bufs[s as usize].total_hdrm += headroom;
             bufs[s as usize].total_rsrv += cfg.reserve_bytes;
         }
@@ -1286,32 +1346,32 @@ impl Engine {
             .saturating_sub(b.total_rsrv)
             .saturating_sub(b.shared_used);
         // ns-3 computes this in uint32; the configured buffers fit.
-        free >> self.ingress[in_link as usize].shift
+        free >> self.ingress[in_link as usize].shift()
     }
 
     #[inline]
     fn shared_used(&self, in_link: u32, q: usize) -> u64 {
-        self.ingress[in_link as usize].bytes[q].saturating_sub(self.cfg.reserve_bytes)
+        self.ingress[in_link as usize].bytes(q).saturating_sub(self.cfg.reserve_bytes)
     }
 
     /// `SwitchMmu::CheckIngressAdmission`.
     fn check_ingress(&self, s: u32, in_link: u32, q: usize, size: u64) -> bool {
         let ig = &self.ingress[in_link as usize];
-        !(size + ig.hdrm[q] > ig.headroom && size + self.shared_used(in_link, q) > self.pfc_threshold(s, in_link))
+        !(size + ig.hdrm(q) > ig.headroom() && size + self.shared_used(in_link, q) > self.pfc_threshold(s, in_link))
     }
 
     /// `SwitchMmu::UpdateIngressAdmission`.
     fn update_ingress(&mut self, s: u32, in_link: u32, q: usize, size: u64) {
         let reserve = self.cfg.reserve_bytes;
-        let new_bytes = self.ingress[in_link as usize].bytes[q] + size;
+        let new_bytes = self.ingress[in_link as usize].bytes(q) + size;
         if new_bytes <= reserve {
-            self.ingress[in_link as usize].bytes[q] += size;
+            self.ingress[in_link as usize].add(q, 0, size);
         } else {
             let thresh = self.pfc_threshold(s, in_link);
             if new_bytes - reserve > thresh {
-                self.ingress[in_link as usize].hdrm[q] += size;
+                self.ingress[in_link as usize].add(q, 1, size);
             } else {
-                self.ingress[in_link as usize].bytes[q] += size;
+                self.ingress[in_link as usize].add(q, 0, size);
                 self.bufs[s as usize].shared_used += size.min(new_bytes - reserve);
             }
         }
@@ -1321,30 +1381,30 @@ impl Engine {
     fn remove_ingress(&mut self, s: u32, in_link: u32, q: usize, size: u64) {
         let reserve = self.cfg.reserve_bytes;
         let ig = &mut self.ingress[in_link as usize];
-        let from_hdrm = ig.hdrm[q].min(size);
-        let from_shared = (size - from_hdrm).min(ig.bytes[q].saturating_sub(reserve));
-        ig.hdrm[q] -= from_hdrm;
-        ig.bytes[q] -= size - from_hdrm;
+        let from_hdrm = ig.hdrm(q).min(size);
+        let from_shared = (size - from_hdrm).min(ig.bytes(q).saturating_sub(reserve));
+        ig.add(q, 1, from_hdrm.wrapping_neg());
+        ig.add(q, 0, (size - from_hdrm).wrapping_neg());
         self.bufs[s as usize].shared_used -= from_shared;
     }
 
     fn check_and_send_pfc(&mut self, s: u32, in_link: u32, q: usize) {
         let ig = &self.ingress[in_link as usize];
-        if !ig.paused[q] && (ig.hdrm[q] > 0 || self.shared_used(in_link, q) >= self.pfc_threshold(s, in_link)) {
+        if !ig.paused(q) && (ig.hdrm(q) > 0 || self.shared_used(in_link, q) >= self.pfc_threshold(s, in_link)) {
             self.send_pfc(in_link, q, true);
-            self.ingress[in_link as usize].paused[q] = true;
+            self.ingress[in_link as usize].set_paused(q, true);
         }
     }
 
     fn check_and_send_resume(&mut self, s: u32, in_link: u32, q: usize) {
         let ig = &self.ingress[in_link as usize];
-        if !ig.paused[q] {
+        if !ig.paused(q) {
             return;
         }
         let used = self.shared_used(in_link, q);
-        if ig.hdrm[q] == 0 && (used == 0 || used + self.cfg.resume_offset_bytes <= self.pfc_threshold(s, in_link)) {
+        if ig.hdrm(q) == 0 && (used == 0 || used + self.cfg.resume_offset_bytes <= self.pfc_threshold(s, in_link)) {
             self.send_pfc(in_link, q, false);
-            self.ingress[in_link as usize].paused[q] = false;
+            self.ingress[in_link as usize].set_paused(q, false);
         }
     }
 
