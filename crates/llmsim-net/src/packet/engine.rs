@@ -672,11 +672,11 @@ impl Engine {
         };
         let port_count = (0..nn).map(|n| topo.ports(NodeId(n as u32)).len() as u16).collect();
         let hdr_bytes = cfg.data_packet_bytes(0);
-        if cfg.data_packet_bytes(cfg.mtu) > u32::from(u16::MAX) {
+        let full = cfg.data_packet_bytes(cfg.mtu);
+        if full > u32::from(u16::MAX) {
             return Err(PacketError::Config(format!(
-                "packets of {} payload bytes ({} on the wire) are over the {} bytes the engine carries",
+                "packets of {} payload bytes ({full} on the wire) are over the {} bytes the engine carries",
                 cfg.mtu,
-                cfg.data_packet_bytes(cfg.mtu),
                 u16::MAX
             )));
         }
@@ -1222,14 +1222,24 @@ impl Engine {
         }
     }
 
-    fn arrive(&mut self, link: u32, p: u32) {
+    /// Whether packet `p`, at the end of `link`, was lost to the link's error rate (then it is
+    /// counted and released).
+    #[inline]
+    fn lost_on_wire(&mut self, link: u32, p: u32) -> bool {
         let li = link as usize;
         if !self.link_err.is_empty() && self.link_err[li] > 0.0 && self.rng_err.unit_f64() < self.link_err[li] {
             self.stats.drops_error += 1;
             self.release(p);
+            return true;
+        }
+        false
+    }
+
+    fn arrive(&mut self, link: u32, p: u32) {
+        if self.lost_on_wire(link, p) {
             return;
         }
-        let node = self.ports[li].dst;
+        let node = self.ports[link as usize].dst;
         self.pkts[p as usize].hop += 1;
         if self.pkts[p as usize].kind.is_pfc() {
             self.receive_pfc(node, link, p);
@@ -1242,10 +1252,7 @@ impl Engine {
     /// A data packet or ACK reaches a switch, which sends it on `out` (the next link of its path).
     fn hop(&mut self, out: u32, p: u32) {
         let in_link = self.pkts[p as usize].in_link;
-        let li = in_link as usize;
-        if !self.link_err.is_empty() && self.link_err[li] > 0.0 && self.rng_err.unit_f64() < self.link_err[li] {
-            self.stats.drops_error += 1;
-            self.release(p);
+        if self.lost_on_wire(in_link, p) {
             return;
         }
         self.pkts[p as usize].hop += 1;

@@ -1385,11 +1385,17 @@ impl Engine {
         (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit
     }
 
+    /// Bytes flow `f` has left to move before the stretch left to packets at rate `r` (`None`:
+    /// it is already inside that stretch).
+    fn room_bytes(&self, f: u32, r: f64) -> Option<u64> {
+        let fl = &self.flows[f as usize];
+        fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r))
+    }
+
     /// How long flow `f` can run at `r` after moving `ahead` more bytes before it reaches the
     /// stretch left to packets (`None`: it reaches it first).
     fn steady_room_ps(&self, f: u32, r: f64, ahead: u64) -> Option<u64> {
-        let fl = &self.flows[f as usize];
-        let room = fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + ahead + self.guard_bytes(f, r))?;
+        let room = self.room_bytes(f, r)?.checked_sub(ahead)?;
         let t = room as f64 * 8.0 / r * 1e12;
         Some(if t.is_finite() { t as u64 } else { 0 })
     }
@@ -1427,8 +1433,7 @@ impl Engine {
                     if per[k].bytes == 0 {
                         return false;
                     }
-                    let fl = &self.flows[f as usize];
-                    let room = fl.size.saturating_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r));
+                    let room = self.room_bytes(f, r).unwrap_or(0);
                     (t_conv as f64 * room as f64 / per[k].bytes as f64) as u64
                 }
             };
