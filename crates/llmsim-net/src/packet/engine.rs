@@ -1036,45 +1036,28 @@ impl Engine {
         false
     }
 
-    /// Starts loading what event `e` will touch first (its packet, or its port), so the load
-    /// overlaps the event before it. A hint only: no effect on results.
+    /// Starts loading what event `e` will touch first, so the load overlaps the event before it:
+    /// the port of word `a` (both lines a dequeue reads: a `TxDone`'s port, a hop's egress, an
+    /// arrival's link) and the packet of word `b`. Branch-free, as the kind of the next event is
+    /// not predictable: for the other kinds the lines are clamped ids' and merely not needed. A
+    /// hint only: no effect on results.
     #[inline]
     fn prefetch_for(&self, e: u64) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let a = ((e >> 4) & MASK30) as usize;
-            let ptr: *const i8 = match e & 0xF {
-                EV_HOP => {
-                    let b = ((e >> 34) & MASK30) as usize;
-                    let (Some(pk), Some(pt)) = (self.pkts.get(b), self.ports.get(a)) else {
-                        return;
-                    };
-                    let pt: *const i8 = (pt as *const Port).cast();
-                    // SAFETY: as below; the port's second line (its queues 0-3, where data and
-                    // ACKs are enqueued) is inside the same `Port`.
-                    unsafe {
-                        _mm_prefetch::<_MM_HINT_T0>(pt);
-                        _mm_prefetch::<_MM_HINT_T0>(pt.add(64));
-                    }
-                    (pk as *const Pkt).cast()
-                }
-                EV_ARRIVE => {
-                    let b = ((e >> 34) & MASK30) as usize;
-                    match self.pkts.get(b) {
-                        Some(p) => (p as *const Pkt).cast(),
-                        None => return,
-                    }
-                }
-                EV_TXDONE => match self.ports.get(a) {
-                    Some(p) => (p as *const Port).cast(),
-                    None => return,
-                },
-                _ => return,
-            };
-            // SAFETY: `prefetcht0` is a hint that never faults or changes memory, and SSE is part
-            // of the x86_64 baseline; `ptr` points into a live slice.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) };
+            let a = (((e >> 4) & MASK30) as usize).min(self.ports.len().saturating_sub(1));
+            let b = (((e >> 34) & MASK30) as usize).min(self.pkts.len().saturating_sub(1));
+            let pt: *const i8 = self.ports.as_ptr().wrapping_add(a).cast();
+            let pk: *const i8 = self.pkts.as_ptr().wrapping_add(b).cast();
+            // SAFETY: `prefetcht0` is a hint that never faults or changes memory (not even for an
+            // address outside any allocation, as for an empty table), and SSE is part of the
+            // x86_64 baseline.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(pt);
+                _mm_prefetch::<_MM_HINT_T0>(pt.wrapping_add(64));
+                _mm_prefetch::<_MM_HINT_T0>(pk);
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = e;
@@ -1483,7 +1466,7 @@ impl Engine {
             self.check_and_send_resume(s, in_link, q);
         }
         let pt = &mut self.ports[pi];
-        if self.pkts[p as usize].kind == Kind::Data && self.cfg.cc == CcMode::Hpcc {
+        if self.cfg.cc == CcMode::Hpcc && self.pkts[p as usize].kind == Kind::Data {
             let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, self.link_rate[pi], self.cfg.int_multi);
             let pk = &mut self.pkts[p as usize];
             if usize::from(pk.nhop) < MAX_HOPS {

@@ -142,20 +142,24 @@ impl Slotted {
     }
 }
 
+/// `repr(C)` keeps `len` and `seq` apart: adjacent, the compiler fused the two increments of a
+/// push into one 16-byte load and store, and that load, after a pop's 8-byte store to `len`,
+/// cannot be forwarded from the store buffer (a stall of every push on x86).
+#[repr(C)]
 pub(crate) struct EvQueue {
+    len: usize,
     slots: Vec<Vec<Slotted>>,
     bits: Vec<u64>,
     /// Absolute slot number (`time / SLOT_PS`) of the current slot.
     base: u64,
     /// Entries of the current slot before this index have been popped.
     pos: usize,
-    /// The current slot's remaining entries are in order.
-    sorted: bool,
     far: Heap,
-    len: usize,
     seq: u64,
     /// Sequence number of the event popped last.
     cur_seq: u64,
+    /// The current slot's remaining entries are in order.
+    sorted: bool,
 }
 
 impl Default for EvQueue {
