@@ -16,7 +16,7 @@ use llmsim_core::{NodeId, SimRng, SimTime};
 use llmsim_topo::{NodeKind, Topology};
 
 use super::PacketError;
-use super::at::Table;
+use super::at::{Table, prefetch};
 use super::cc::{self, CcState};
 use super::config::{CcMode, PFC_FRAME_BYTES, PacketConfig, Routing};
 use super::queue::EvQueue;
@@ -1043,24 +1043,12 @@ impl Engine {
     /// hint only: no effect on results.
     #[inline]
     fn prefetch_for(&self, e: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let a = (((e >> 4) & MASK30) as usize).min(self.ports.len().saturating_sub(1));
-            let b = (((e >> 34) & MASK30) as usize).min(self.pkts.len().saturating_sub(1));
-            let pt: *const i8 = self.ports.as_ptr().wrapping_add(a).cast();
-            let pk: *const i8 = self.pkts.as_ptr().wrapping_add(b).cast();
-            // SAFETY: `prefetcht0` is a hint that never faults or changes memory (not even for an
-            // address outside any allocation, as for an empty table), and SSE is part of the
-            // x86_64 baseline.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(pt);
-                _mm_prefetch::<_MM_HINT_T0>(pt.wrapping_add(64));
-                _mm_prefetch::<_MM_HINT_T0>(pk);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = e;
+        let a = (((e >> 4) & MASK30) as usize).min(self.ports.len().saturating_sub(1));
+        let b = (((e >> 34) & MASK30) as usize).min(self.pkts.len().saturating_sub(1));
+        let pt: *const u8 = self.ports.as_ptr().wrapping_add(a).cast();
+        prefetch(pt);
+        prefetch(pt.wrapping_add(64));
+        prefetch(self.pkts.as_ptr().wrapping_add(b));
     }
 
     /// Runs until no event is left.

@@ -3,6 +3,8 @@
 //! (where almost every packet event lands) over a 4-ary heap for the rest. Events are plain
 //! `u64` words; nothing is allocated per event once the buckets have grown.
 
+use super::at::prefetch;
+
 #[derive(Clone, Copy)]
 struct Entry {
     time: u64,
@@ -309,6 +311,15 @@ impl EvQueue {
             (None, None) => return false,
         };
         self.base = target;
+        // The slots run in order and each was last written ~1 us of simulated time ago (long
+        // out of cache): start loading the next slot's entries and the one after's header, so
+        // neither is a miss when the wheel gets there. A hint only.
+        let next = &self.slots[((target + 1) % SLOTS as u64) as usize];
+        let lines = (next.len() * std::mem::size_of::<Slotted>()).div_ceil(64).min(4);
+        for l in 0..lines {
+            prefetch(next.as_ptr().cast::<u8>().wrapping_add(64 * l));
+        }
+        prefetch(&self.slots[((target + 2) % SLOTS as u64) as usize]);
         while let Some(f) = self.far.peek() {
             if f.time / SLOT_PS >= self.base + SLOTS as u64 {
                 break;
