@@ -431,6 +431,13 @@ fn a_packet_size_or_buffer_the_engine_cannot_count_is_refused_and_a_jumbo_frame_
         Err(PacketError::Config(m)) => assert!(m.contains("switch buffer"), "{m}"),
         other => panic!("expected a config error, got {:?}", other.err()),
     }
+    // So is a link whose PFC headroom (3 x rate x delay) overflows an ingress counter: 100 Gbit/s
+    // over a 1 s cable needs 37.5 GB.
+    let (slow, slow_ids) = ns3_topo("3 1 2\n2\n0 2 100Gbps 1000000000ns 0\n1 2 100Gbps 1000ns 0\n");
+    match Engine::new(slow, Some(slow_ids), ns3_cfg(CcMode::Dcqcn)) {
+        Err(PacketError::Config(m)) => assert!(m.contains("PFC headroom"), "{m}"),
+        other => panic!("expected a config error, got {:?}", other.err()),
+    }
     // A 9000-byte payload fits, and every byte arrives.
     let mut cfg = ns3_cfg(CcMode::Dcqcn);
     cfg.mtu = 9000;
