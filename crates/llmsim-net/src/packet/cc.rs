@@ -76,11 +76,17 @@ pub(crate) fn shift_int_time(word: u64, d_ns: u64) -> u64 {
     (word & !m) | t << 37
 }
 
-/// `IntHop::Set`.
+/// The index of line rate `rate` (bit/s) in the INT rate table; 0 (25G) for a rate not in it,
+/// as ns-3's `IntHop::Set` leaves the field.
+pub(crate) fn int_rate_index(rate: u64) -> u8 {
+    LINE_RATES.iter().position(|&r| r == rate).unwrap_or(0) as u8
+}
+
+/// `IntHop::Set`, for a port whose rate has table index `rate_idx` (`int_rate_index`).
 #[inline]
-pub(crate) fn int_hop(now_ns: u64, tx_bytes: u64, qlen: u64, rate: u64, multi: u32) -> u64 {
+pub(crate) fn int_hop(now_ns: u64, tx_bytes: u64, qlen: u64, rate_idx: u8, multi: u32) -> u64 {
     let m = u64::from(multi.max(1));
-    let idx = LINE_RATES.iter().position(|&r| r == rate).unwrap_or(0) as u64;
+    let idx = u64::from(rate_idx & 7);
     let time = now_ns & mask(TIME_BITS);
     let bytes = (tx_bytes / (BYTE_UNIT * m)) & mask(BYTES_BITS);
     let q = (qlen / (QLEN_UNIT * m)) & mask(QLEN_BITS);
@@ -394,15 +400,15 @@ mod tests {
 
     #[test]
     fn int_hop_round_trips_and_wraps() {
-        let a = int_hop(1_000, 128 * 4 * 10, 80 * 4 * 3, 100_000_000_000, 4);
-        let b = int_hop(1_000 + 500, 128 * 4 * 25, 80 * 4 * 7, 100_000_000_000, 4);
+        let a = int_hop(1_000, 128 * 4 * 10, 80 * 4 * 3, int_rate_index(100_000_000_000), 4);
+        let b = int_hop(1_000 + 500, 128 * 4 * 25, 80 * 4 * 7, int_rate_index(100_000_000_000), 4);
         assert_eq!(time_delta(b, a), 500);
         assert_eq!(bytes_delta(b, a, 4), 15 * 128 * 4);
         assert_eq!(hop_qlen(b, 4), 7 * 80 * 4);
         assert_eq!(hop_rate(b), 100_000_000_000);
         // 24-bit time wraps.
-        let c = int_hop((1 << 24) + 10, 0, 0, 400_000_000_000, 1);
-        let d = int_hop((1 << 24) - 10, 0, 0, 400_000_000_000, 1);
+        let c = int_hop((1 << 24) + 10, 0, 0, int_rate_index(400_000_000_000), 1);
+        let d = int_hop((1 << 24) - 10, 0, 0, int_rate_index(400_000_000_000), 1);
         assert_eq!(time_delta(c, d), 20);
     }
 }

@@ -166,6 +166,8 @@ pub(crate) struct Port {
     pub rrlast: u8,
     /// Bit `q` set when queue `q` holds a packet (the round robin reads it, not the queues).
     pub nonempty: u8,
+    /// The link rate's index in HPCC's INT rate table (`cc::int_rate_index`).
+    pub int_rate: u8,
     pub dequeues: u32,
     /// Switch ports: when the current transmission ends, and the sequence number reserved for
     /// its TxDone event, which is only pushed once something waits for the port.
@@ -594,6 +596,7 @@ impl Engine {
                 busy: false,
                 queues: Default::default(),
                 nonempty: 0,
+                int_rate: cc::int_rate_index(rate),
                 src: link_src[l],
                 dst: link_dst[l],
                 delay: link_delay[l],
@@ -1455,7 +1458,7 @@ impl Engine {
         }
         let pt = &mut self.ports[pi];
         if self.cfg.cc == CcMode::Hpcc && self.pkts[p as usize].kind == Kind::Data {
-            let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, self.link_rate[pi], self.cfg.int_multi);
+            let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, pt.int_rate, self.cfg.int_multi);
             let pk = &mut self.pkts[p as usize];
             if usize::from(pk.nhop) < MAX_HOPS {
                 self.ints[p as usize][usize::from(pk.nhop)] = hop;
@@ -1633,8 +1636,9 @@ impl Engine {
         let pk = self.pkts[p as usize];
         match pk.kind {
             Kind::Data => {
-                self.receive_data(h, p, &pk);
-                self.release(p);
+                if !self.receive_data(h, p, &pk) {
+                    self.release(p);
+                }
             }
             Kind::Ack | Kind::Nack => {
                 self.receive_ack(h, p, &pk);
@@ -1644,11 +1648,14 @@ impl Engine {
         }
     }
 
-    /// `RdmaHw::ReceiveUdp` + `ReceiverCheckSeq`.
-    fn receive_data(&mut self, h: u32, p: u32, pk: &Pkt) {
+    /// `RdmaHw::ReceiveUdp` + `ReceiverCheckSeq`. Returns whether data packet `p`'s slot now
+    /// holds the ACK or NACK it triggered (else the caller releases it): the ACK takes over the
+    /// slot whose line was just read, and with it the INT words (HPCC) and send timestamp
+    /// (TIMELY) it echoes, which are then not copied.
+    fn receive_data(&mut self, h: u32, p: u32, pk: &Pkt) -> bool {
         let f = pk.flow as usize;
         if self.flows[f].done {
-            return;
+            return false;
         }
         let now = self.now;
         let cfg_ack = self.cfg.ack_interval;
@@ -1686,7 +1693,7 @@ impl Engine {
             3
         };
         if x != 1 && x != 2 {
-            return;
+            return false;
         }
         let mut a = Pkt::empty();
         a.kind = if x == 1 { Kind::Ack } else { Kind::Nack };
@@ -1702,15 +1709,11 @@ impl Engine {
         } else {
             self.stats.nacks += 1;
         }
-        let ap = self.alloc(a);
-        if self.cfg.cc == CcMode::Hpcc {
-            self.ints[ap as usize] = self.ints[p as usize];
-        }
-        if self.cfg.cc == CcMode::Timely {
-            self.ts[ap as usize] = self.ts[p as usize];
-        }
-        self.nics[h as usize].ackq.push_back(&mut self.pkts, ap);
+        // The data packet's slot: its `ints` and `ts` entries are the ones the ACK echoes.
+        self.pkts[p as usize] = a;
+        self.nics[h as usize].ackq.push_back(&mut self.pkts, p);
         self.host_send(h);
+        true
     }
 
     /// `RdmaHw::ReceiveAck`.
