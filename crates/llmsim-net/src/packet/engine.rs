@@ -1430,6 +1430,12 @@ impl Engine {
         }
         // BEgressQueue::DequeueRR: queue 0 strictly first, then round robin over the others.
         let pt = &mut self.ports[pi];
+        if pt.dequeues % 8 == 7 && !pt.qlen_hist.is_empty() {
+            // This dequeue samples the queue-length histogram (below): start loading its bucket
+            // now (a hint; the bucket is the same or the one before once the packet is out).
+            let kb = ((pt.total / 1000) as usize).min(pt.qlen_hist.len() - 1);
+            prefetch(pt.qlen_hist.as_ptr().wrapping_add(kb));
+        }
         let q = if pt.has(0) {
             0
         } else {
