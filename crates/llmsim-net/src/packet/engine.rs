@@ -219,6 +219,10 @@ impl Port {
         self.total -= size;
         if qu.list.is_empty() {
             self.nonempty &= !(1 << q);
+        } else {
+            // The next packet out of this queue (at the port's next TxDone, most likely): its
+            // line was last touched when it was queued. A hint only.
+            prefetch(pkts.as_ptr().wrapping_add(qu.list.head as usize));
         }
         Some((p, size))
     }
