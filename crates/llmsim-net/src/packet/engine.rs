@@ -75,6 +75,9 @@ const _: () = assert!(std::mem::size_of::<Pkt>() == 32);
 
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// A port samples its queue length into `Port::qlen_hist` at every `QLEN_SAMPLE`th dequeue.
+const QLEN_SAMPLE: u32 = 8;
+
 /// A FIFO of packets linked through `Pkt::next`: a queue costs two words and pushing or popping
 /// touches only the packets themselves (which the engine reads anyway), not a separate buffer.
 #[derive(Clone, Copy)]
@@ -1434,7 +1437,7 @@ impl Engine {
         }
         // BEgressQueue::DequeueRR: queue 0 strictly first, then round robin over the others.
         let pt = &mut self.ports[pi];
-        if pt.dequeues % 8 == 7 && !pt.qlen_hist.is_empty() {
+        if pt.dequeues.wrapping_add(1).is_multiple_of(QLEN_SAMPLE) && !pt.qlen_hist.is_empty() {
             // This dequeue samples the queue-length histogram (below): start loading its bucket
             // now (a hint; the bucket is the same or the one before once the packet is out).
             let kb = ((pt.total / 1000) as usize).min(pt.qlen_hist.len() - 1);
@@ -1478,7 +1481,7 @@ impl Engine {
         // Queue-length distribution: every 8th dequeue (the histogram is a cache miss on busy
         // fabrics); the maximum is exact.
         pt.dequeues = pt.dequeues.wrapping_add(1);
-        if pt.dequeues.is_multiple_of(8) {
+        if pt.dequeues.is_multiple_of(QLEN_SAMPLE) {
             let kb = (pt.total / 1000) as usize;
             if pt.qlen_hist.len() <= kb {
                 pt.qlen_hist.resize(kb + 1, 0);

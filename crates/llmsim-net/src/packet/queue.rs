@@ -296,14 +296,14 @@ impl EvQueue {
     #[cold]
     fn rebase(&mut self, abs: u64) {
         let cur = (self.base % SLOTS as u64) as usize;
-        // The current slot's remaining entries go back to its slot.
-        let rest: Vec<Slotted> = self.cur.drain(self.pos..).collect();
-        self.cur.clear();
+        // The current slot's remaining entries go back to its slot (empty while it is current).
+        let mut rest = std::mem::take(&mut self.cur);
+        rest.drain(..self.pos);
+        self.slot_put(cur, &rest);
+        rest.clear();
+        self.cur = rest;
         self.pos = 0;
         let mut tmp = Vec::new();
-        self.slot_take(cur, &mut tmp);
-        debug_assert!(tmp.is_empty());
-        self.slot_put(cur, &rest);
         let limit = abs + SLOTS as u64;
         for i in 0..SLOTS {
             if self.bits[i / 64] & (1 << (i % 64)) == 0 {
@@ -442,35 +442,13 @@ impl EvQueue {
                 word &= word - 1;
                 let slot_abs = self.base + ((i + SLOTS - cur) % SLOTS) as u64;
                 if i == cur {
-                    let start = self.pos;
-                    let mut w = start;
-                    for r in start..self.cur.len() {
-                        let e = self.cur[r];
-                        if take(e.ev) {
-                            let e = e.unpack(slot_abs);
-                            out.push((e.time, e.seq, e.ev));
-                        } else {
-                            self.cur[w] = e;
-                            w += 1;
-                        }
-                    }
-                    self.cur.truncate(w);
+                    Self::extract_from(&mut self.cur, self.pos, slot_abs, &mut take, out);
                     continue;
                 }
                 tmp.clear();
                 self.slot_take(i, &mut tmp);
-                let mut w = 0;
-                for r in 0..tmp.len() {
-                    let e = tmp[r];
-                    if take(e.ev) {
-                        let e = e.unpack(slot_abs);
-                        out.push((e.time, e.seq, e.ev));
-                    } else {
-                        tmp[w] = e;
-                        w += 1;
-                    }
-                }
-                self.slot_put(i, &tmp[..w]);
+                Self::extract_from(&mut tmp, 0, slot_abs, &mut take, out);
+                self.slot_put(i, &tmp);
             }
         }
         let in_wheel = out.len();
@@ -490,6 +468,29 @@ impl EvQueue {
             self.far.heapify();
         }
         self.len -= out.len() - before;
+    }
+
+    /// Moves the entries of `slot` (absolute slot `slot_abs`) from index `start` on for which
+    /// `take(ev)` holds to `out`; the others keep their order.
+    fn extract_from(
+        slot: &mut Vec<Slotted>,
+        start: usize,
+        slot_abs: u64,
+        take: &mut impl FnMut(u64) -> bool,
+        out: &mut Vec<(u64, u64, u64)>,
+    ) {
+        let mut w = start;
+        for r in start..slot.len() {
+            let e = slot[r];
+            if take(e.ev) {
+                let e = e.unpack(slot_abs);
+                out.push((e.time, e.seq, e.ev));
+            } else {
+                slot[w] = e;
+                w += 1;
+            }
+        }
+        slot.truncate(w);
     }
 
     /// The event that will pop next, when it is already known without reordering (it is in the
