@@ -3,7 +3,7 @@
 //! (where almost every packet event lands) over a 4-ary heap for the rest. Events are plain
 //! `u64` words; nothing is allocated per event once the buckets have grown.
 
-use super::at::prefetch;
+use super::at::{Table, prefetch};
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -144,27 +144,43 @@ impl Slotted {
     }
 }
 
-/// Entries a wheel slot holds in the arena; more go to the slot's overflow list (rare: a 1 ns
-/// slot of a busy 320-host fabric holds about a dozen).
-const CAP: usize = 32;
+/// Entries in one chunk of slot storage: 4 of 16 bytes, one cache line.
+const K: usize = 4;
+/// `EvQueue::tail` of a slot with no chunk; the end of the free list.
+const EMPTY: u32 = u32::MAX;
+
+/// A chunk of a slot's entries: one cache line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Chunk([Slotted; K]);
+const _: () = assert!(K < 8 && std::mem::size_of::<Chunk>() == 64);
 
 /// `repr(C)` keeps `len` and `seq` apart: adjacent, the compiler fused the two increments of a
 /// push into one 16-byte load and store, and that load, after a pop's 8-byte store to `len`,
 /// cannot be forwarded from the store buffer (a stall of every push on x86).
 ///
-/// Storage: slot `i`'s entries are `arena[i * CAP..][..lens[i]]`, then `over[i]` (only once the
-/// arena part is full). A push reads only its slot's count, in a 4 KB array that stays in cache
-/// (a `Vec` per slot made it read the slot's 24-byte header, 96 KB of them, before it could
-/// store). The current slot's entries are moved to `cur` when the wheel reaches it.
+/// Storage: a slot's entries are a list of chunks (`head[i]`, then `next[c]` of each chunk),
+/// filled in push order; `tail[i]` is the last chunk's number times 8 plus its fill (1..=K),
+/// or `EMPTY`. Chunks come from a free list, to whose front the wheel returns a slot's chunks
+/// as it reaches the slot, so a push writes to a line the wheel read moments before. A fixed
+/// place per slot (the arena of `0de13ba`, 2 MB for 4,096 slots) was a line last touched one
+/// turn of the wheel (4 us) ago: a write miss on most pushes. The current slot's entries are
+/// moved to `cur` when the wheel reaches it.
 #[repr(C)]
 pub(crate) struct EvQueue {
     len: usize,
-    arena: Vec<Slotted>,
-    lens: Vec<u8>,
-    over: Vec<Vec<Slotted>>,
+    /// Indexed by chunk numbers from `grow` only (unchecked in release builds: a push's bounds
+    /// checks were ~7 instructions).
+    chunks: Table<Chunk>,
+    /// The next chunk of a slot's list, or of the free list.
+    next: Table<u32>,
+    /// The first free chunk (`EMPTY`: none).
+    free: u32,
+    head: Box<[u32; SLOTS]>,
+    tail: Box<[u32; SLOTS]>,
     /// The current slot's entries (those pushed for the current slot go here too).
     cur: Vec<Slotted>,
-    bits: Vec<u64>,
+    bits: Box<[u64; WORDS]>,
     /// Absolute slot number (`time / SLOT_PS`) of the current slot.
     base: u64,
     /// Entries of `cur` before this index have been popped.
@@ -180,11 +196,15 @@ pub(crate) struct EvQueue {
 impl Default for EvQueue {
     fn default() -> Self {
         EvQueue {
-            arena: vec![Slotted { key: 0, ev: 0 }; SLOTS * CAP],
-            lens: vec![0; SLOTS],
-            over: (0..SLOTS).map(|_| Vec::new()).collect(),
+            // SAFETY: both are indexed only with chunk numbers `grow` returned (it pushes to
+            // both), kept in `head`, `tail`, `next` and `free`; neither table shrinks.
+            chunks: unsafe { Table::new(Vec::new()) },
+            next: unsafe { Table::new(Vec::new()) },
+            free: EMPTY,
+            head: Box::new([0; SLOTS]),
+            tail: Box::new([EMPTY; SLOTS]),
             cur: Vec::new(),
-            bits: vec![0; WORDS],
+            bits: Box::new([0; WORDS]),
             base: 0,
             pos: 0,
             sorted: true,
@@ -250,43 +270,94 @@ impl EvQueue {
             return;
         }
         let i = (abs % SLOTS as u64) as usize;
-        let n = usize::from(self.lens[i]);
-        if n == 0 {
+        self.slot_push(i, w);
+    }
+
+    /// A free chunk (the one freed last: its line was read moments ago).
+    #[inline(always)]
+    fn chunk(&mut self) -> u32 {
+        let c = self.free;
+        if c == EMPTY {
+            return self.grow();
+        }
+        self.free = self.next[c as usize];
+        c
+    }
+
+    #[cold]
+    fn grow(&mut self) -> u32 {
+        let c = self.chunks.len();
+        assert!(c < (EMPTY >> 3) as usize, "event queue: {c} chunks");
+        self.chunks.push(Chunk([Slotted { key: 0, ev: 0 }; K]));
+        self.next.push(EMPTY);
+        c as u32
+    }
+
+    /// Appends `w` to (non-current) slot `i`.
+    #[inline(always)]
+    fn slot_push(&mut self, i: usize, w: Slotted) {
+        let t = self.tail[i];
+        let (c, n) = if t == EMPTY {
+            let c = self.chunk();
+            self.head[i] = c;
             self.bits[i / 64] |= 1 << (i % 64);
-        }
-        if n < CAP {
-            self.arena[i * CAP + n] = w;
-            self.lens[i] = (n + 1) as u8;
+            (c, 0)
+        } else if (t & 7) as usize == K {
+            let c = self.chunk();
+            self.next[(t >> 3) as usize] = c;
+            (c, 0)
         } else {
-            self.over[i].push(w);
-        }
+            (t >> 3, (t & 7) as usize)
+        };
+        self.chunks[c as usize].0[n] = w;
+        self.tail[i] = (c << 3) | (n as u32 + 1);
+    }
+
+    /// The chunks of (non-current) slot `i`, each as the slice of its entries, in push order.
+    fn slot_chunks(&self, i: usize) -> impl Iterator<Item = &[Slotted]> + '_ {
+        let t = self.tail[i];
+        let mut c = (t != EMPTY).then(|| self.head[i]);
+        std::iter::from_fn(move || {
+            let cc = c?;
+            let last = cc == t >> 3;
+            let n = if last { (t & 7) as usize } else { K };
+            c = (!last).then(|| self.next[cc as usize]);
+            Some(&self.chunks[cc as usize].0[..n])
+        })
     }
 
     /// The entries of (non-current) slot `i`, in the order they were pushed.
     fn slot_iter(&self, i: usize) -> impl Iterator<Item = &Slotted> + '_ {
-        self.arena[i * CAP..i * CAP + usize::from(self.lens[i])]
-            .iter()
-            .chain(self.over[i].iter())
+        self.slot_chunks(i).flatten()
     }
 
-    /// Empties slot `i` into `out` (in push order) and clears its bit.
+    /// Empties slot `i` into `out` (in push order), frees its chunks and clears its bit.
     fn slot_take(&mut self, i: usize, out: &mut Vec<Slotted>) {
-        let n = usize::from(self.lens[i]);
-        out.extend_from_slice(&self.arena[i * CAP..i * CAP + n]);
-        out.append(&mut self.over[i]);
-        self.lens[i] = 0;
+        let t = self.tail[i];
+        if t == EMPTY {
+            return;
+        }
+        let first = self.head[i];
+        let mut c = first;
+        // Whole chunks (a fixed-size copy), then the last one's unfilled entries cut off.
+        while c != t >> 3 {
+            out.extend_from_slice(&self.chunks[c as usize].0);
+            c = self.next[c as usize];
+        }
+        out.extend_from_slice(&self.chunks[c as usize].0);
+        out.truncate(out.len() - (K - (t & 7) as usize));
+        // The slot's chunks go to the front of the free list, its first chunk first.
+        self.next[c as usize] = self.free;
+        self.free = first;
+        self.tail[i] = EMPTY;
         self.bits[i / 64] &= !(1 << (i % 64));
     }
 
     /// Refills empty slot `i` with `entries` (in order), setting its bit if any.
     fn slot_put(&mut self, i: usize, entries: &[Slotted]) {
-        debug_assert!(self.lens[i] == 0 && self.over[i].is_empty());
-        let n = entries.len().min(CAP);
-        self.arena[i * CAP..i * CAP + n].copy_from_slice(&entries[..n]);
-        self.lens[i] = n as u8;
-        self.over[i].extend_from_slice(&entries[n..]);
-        if !entries.is_empty() {
-            self.bits[i / 64] |= 1 << (i % 64);
+        debug_assert!(self.tail[i] == EMPTY);
+        for &w in entries {
+            self.slot_push(i, w);
         }
     }
 
@@ -323,7 +394,7 @@ impl EvQueue {
         // The new current slot: its index held only entries past the new window (now in the
         // heap), so it starts empty.
         let new = (abs % SLOTS as u64) as usize;
-        debug_assert!(self.lens[new] == 0 && self.over[new].is_empty());
+        debug_assert!(self.tail[new] == EMPTY);
         self.bits[new / 64] &= !(1 << (new % 64));
         self.sorted = false;
     }
@@ -370,10 +441,15 @@ impl EvQueue {
         // out of cache): start loading the next slot's entries, so they are not a miss when the
         // wheel gets there. A hint only.
         let n = ((target + 1) % SLOTS as u64) as usize;
-        let lines = (usize::from(self.lens[n]) * std::mem::size_of::<Slotted>()).div_ceil(64);
-        let at: *const u8 = self.arena.as_ptr().wrapping_add(n * CAP).cast();
-        for l in 0..lines {
-            prefetch(at.wrapping_add(64 * l));
+        let t = self.tail[n];
+        if t != EMPTY {
+            // Its first, second and last chunks (one list step; most slots have three or fewer).
+            let h = self.head[n];
+            prefetch(self.chunks.as_ptr().wrapping_add(h as usize));
+            prefetch(self.chunks.as_ptr().wrapping_add((t >> 3) as usize));
+            if h != t >> 3 {
+                prefetch(self.chunks.as_ptr().wrapping_add(self.next[h as usize] as usize));
+            }
         }
         while let Some(f) = self.far.peek() {
             if f.time / SLOT_PS >= self.base + SLOTS as u64 {
@@ -630,10 +706,10 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_past_its_arena_capacity_keeps_every_event_in_order() {
-        // Many events in a few future slots (more than `CAP` each, so they spill to the slot's
-        // overflow list), through an extract, a rebase (a push before the current slot) and
-        // pops: all come out, in (time, sequence) order.
+    fn slots_of_many_chunks_keep_every_event_in_order() {
+        // Many events in a few future slots (lists of many chunks, some of them partly
+        // filled), through an extract (which refills slots from recycled chunks), a rebase (a
+        // push before the current slot) and pops: all come out, in (time, sequence) order.
         let mut rng = llmsim_core::SimRng::seed(17);
         let mut q = EvQueue::default();
         let mut reference: std::collections::BTreeSet<(u64, u64, u64)> = Default::default();
@@ -646,7 +722,7 @@ mod tests {
         push(&mut q, &mut reference, 5_000_000);
         // The wheel runs ahead to 5 us; everything below is pushed before its current slot.
         assert_eq!(q.pop_until(1_000), None);
-        for _ in 0..3 * CAP {
+        for _ in 0..(8 * K + 1) {
             for slot in [2_000u64, 2_001, 3_000, 5_000 + SLOTS as u64] {
                 let t = slot * SLOT_PS + rng.below(SLOT_PS);
                 push(&mut q, &mut reference, t);
