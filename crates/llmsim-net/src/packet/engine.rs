@@ -1456,6 +1456,14 @@ impl Engine {
             (ready.rotate_right(from).trailing_zeros() + from) as usize % NQ
         };
         let Some((p, size)) = pt.dequeue(&self.pkts, q) else { return };
+        if self.cfg.cc == CcMode::Hpcc {
+            // HPCC: the next packet out of this queue gets an INT word at its dequeue, a store
+            // to a line last touched when the packet was sent. A hint only.
+            let h = pt.queues[q].list.head;
+            if h != NIL {
+                prefetch(self.ints.as_ptr().wrapping_add(h as usize));
+            }
+        }
         if q != 0 {
             pt.rrlast = q as u8;
         }
