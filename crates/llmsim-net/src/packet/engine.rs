@@ -1321,8 +1321,40 @@ impl Engine {
             self.update_ingress(s, in_link, q, size);
             self.check_and_send_pfc(s, in_link, q);
         }
-        self.ports[out as usize].enqueue(&mut self.pkts, q, p, size);
-        self.switch_send(out);
+        if self.port_free_for(out, q) {
+            // Straight through: what `enqueue` and then `switch_send` would do, without the
+            // round trip through the queue (it is empty, the port idle and class `q` not
+            // paused, so `switch_send` would dequeue this very packet).
+            self.send_dequeued(out, q, p, size);
+        } else {
+            self.ports[out as usize].enqueue(&mut self.pkts, q, p, size);
+            self.switch_send(out);
+        }
+    }
+
+    /// Whether a packet of class `q` arriving for switch port `port` now would leave at once:
+    /// nothing queued, the port idle (a deferred TxDone already past counts as idle, as in
+    /// `switch_send`, which this settles the same way), class `q` not paused (queue 0 never
+    /// is), the link not frozen by Wormhole.
+    #[inline]
+    fn port_free_for(&mut self, port: u32, q: usize) -> bool {
+        let pi = port as usize;
+        let pt = &self.ports[pi];
+        if pt.total != 0 || (q != 0 && pt.paused & (1 << q) != 0) || matches!(&self.ww, Some(w) if w.link_frozen(port)) {
+            return false;
+        }
+        if pt.busy {
+            if pt.txdone_pending {
+                return false;
+            }
+            let (until, seq) = (pt.busy_until, pt.txdone_seq);
+            if self.now > until || (self.now == until && self.events.cur_seq() > seq) {
+                self.ports[pi].busy = false;
+            } else {
+                return false;
+            }
+        }
+        true
     }
 
     fn pfc_threshold(&self, s: u32, in_link: u32) -> u64 {
@@ -1464,6 +1496,14 @@ impl Engine {
                 prefetch(self.ints.as_ptr().wrapping_add(h as usize));
             }
         }
+        self.send_dequeued(port, q, p, size);
+    }
+
+    /// The rest of `switch_send` once packet `p` (`size` bytes) is out of queue `q`: ingress
+    /// accounting, ECN, PFC resume, INT, queue statistics, transmission.
+    fn send_dequeued(&mut self, port: u32, q: usize, p: u32, size: u64) {
+        let pi = port as usize;
+        let pt = &mut self.ports[pi];
         if q != 0 {
             pt.rrlast = q as u8;
         }
