@@ -1,5 +1,5 @@
 //! The packet engine's event queue, keyed by `(time, sequence)` so events at one time run in the
-//! order they were scheduled, as in ns-3: a timing wheel of 1 ns buckets for the near future
+//! order they were scheduled, as in ns-3: a timing wheel of 1.024 ns buckets for the near future
 //! (where almost every packet event lands) over a 4-ary heap for the rest. Events are plain
 //! `u64` words; nothing is allocated per event once the buckets have grown.
 
@@ -100,10 +100,11 @@ impl Heap {
     }
 }
 
-/// Slot width of the timing wheel (ps) and number of slots: events within `SLOTS` ns of the
-/// current slot live in per-nanosecond buckets (O(1) push and pop), later ones in a heap that
-/// feeds the wheel as time advances. Order is exactly `(time, sequence)`.
-const SLOT_PS: u64 = 1000;
+/// Slot width of the timing wheel (ps) and number of slots: events within `SLOTS` slots (4.2 us)
+/// of the current slot live in 1.024 ns buckets (O(1) push and pop), later ones in a heap that
+/// feeds the wheel as time advances. Order is exactly `(time, sequence)`, whatever the width; a
+/// power of two makes a time's slot a shift and its offset a mask.
+const SLOT_PS: u64 = 1024;
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
 /// A wheel entry keeps its time's offset within the slot (below `SLOT_PS`, 10 bits) above a
