@@ -467,6 +467,9 @@ pub(crate) fn ev(kind: u64, a: u32, b: u32) -> u64 {
 pub struct Engine {
     pub(crate) cfg: PacketConfig,
     pub(crate) topo: Arc<Topology>,
+    /// `topo.num_hosts()`, kept here: node ids below it are hosts (one load on the per-event
+    /// paths instead of two through the `Arc`).
+    hosts: u32,
     pub(crate) now: u64,
     pub(crate) events: EvQueue,
     pub(crate) link_rate: Table<u64>,
@@ -716,6 +719,7 @@ impl Engine {
             ns3_streams: cfg.ns3_stream_base.map(|b| super::ns3rng::Ns3Streams::new(1, 1, b)),
             rng_err: SimRng::derive(cfg.seed, 0xE22),
             cfg,
+            hosts: topo.num_hosts(),
             topo,
             now: 0,
             events: EvQueue::default(),
@@ -1088,7 +1092,7 @@ impl Engine {
                 pt.busy = false;
                 pt.txdone_pending = false;
                 let src = pt.src;
-                if src < self.topo.num_hosts() {
+                if src < self.hosts {
                     self.host_send(src);
                 } else {
                     self.switch_send(a);
@@ -1141,7 +1145,7 @@ impl Engine {
         if self.util_bin != 0 {
             self.util_add(li, now, tx, u64::from(size));
         }
-        if self.ports[li].src < self.topo.num_hosts() || self.ports[li].total > 0 {
+        if self.ports[li].src < self.hosts || self.ports[li].total > 0 {
             self.schedule(now + tx, ev(EV_TXDONE, link, 0));
             self.ports[li].txdone_pending = true;
         } else {
@@ -1154,7 +1158,7 @@ impl Engine {
             pt.txdone_pending = false;
         }
         let delay = self.ports[li].delay;
-        let e = if self.ports[li].dst >= self.topo.num_hosts() && !self.pkts[p as usize].kind.is_pfc() {
+        let e = if self.ports[li].dst >= self.hosts && !self.pkts[p as usize].kind.is_pfc() {
             // Into a switch: its egress is the path's next link.
             let pk = &mut self.pkts[p as usize];
             pk.in_link = link;
