@@ -1351,14 +1351,21 @@ impl Engine {
             if pt.txdone_pending {
                 return false;
             }
-            let (until, seq) = (pt.busy_until, pt.txdone_seq);
-            if self.now > until || (self.now == until && self.events.cur_seq() > seq) {
+            if self.deferred_txdone_past(pi) {
                 self.ports[pi].busy = false;
             } else {
                 return false;
             }
         }
         true
+    }
+
+    /// Whether the deferred TxDone of switch port `pi` (see `transmit`) would already have run:
+    /// its time is past, or now with a sequence number below the running event's.
+    #[inline]
+    fn deferred_txdone_past(&self, pi: usize) -> bool {
+        let pt = &self.ports[pi];
+        self.now > pt.busy_until || (self.now == pt.busy_until && self.events.cur_seq() > pt.txdone_seq)
     }
 
     fn pfc_threshold(&self, s: u32, in_link: u32) -> u64 {
@@ -1463,7 +1470,7 @@ impl Engine {
             }
             // The deferred TxDone: already past (the port is free), or still ahead (push it).
             let (until, seq) = (pt.busy_until, pt.txdone_seq);
-            if self.now > until || (self.now == until && self.events.cur_seq() > seq) {
+            if self.deferred_txdone_past(pi) {
                 self.ports[pi].busy = false;
             } else {
                 self.events.push_seq(until, seq, ev(EV_TXDONE, port, 0));
