@@ -76,7 +76,9 @@ const _: () = assert!(std::mem::size_of::<Pkt>() == 32);
 pub(crate) const NIL: u32 = u32::MAX;
 
 /// A port samples its queue length into `Port::qlen_hist` at every `QLEN_SAMPLE`th dequeue.
-const QLEN_SAMPLE: u32 = 8;
+const QLEN_SAMPLE: u8 = 8;
+// `Port::dequeues` counts modulo 256: the sampling period must divide it.
+const _: () = assert!(256 % QLEN_SAMPLE as u32 == 0);
 
 /// A FIFO of packets linked through `Pkt::next`: a queue costs two words and pushing or popping
 /// touches only the packets themselves (which the engine reads anyway), not a separate buffer.
@@ -157,8 +159,10 @@ pub(crate) struct PortQueue {
 
 /// An egress port: one per directed link. Laid out in 64-byte lines by use: the first holds what
 /// every transmission and every event on the port reads (state, the link's ends and delay), the
-/// next two the queues (0-3, the control queue and the usual data classes, then 4-7), the fourth
-/// ECN and the serialization cache.
+/// next two the queues (0-3, the control queue and the usual data classes, then 4-7), the last
+/// the statistics' buffers. What follows from the link's rate alone (serialization times, ECN
+/// thresholds, the INT rate index) is in the engine's small per-rate table (`Engine::rates`),
+/// so a dequeue reads the port's first two lines and no third.
 #[repr(C, align(64))]
 pub(crate) struct Port {
     pub total: u64,
@@ -169,9 +173,11 @@ pub(crate) struct Port {
     pub rrlast: u8,
     /// Bit `q` set when queue `q` holds a packet (the round robin reads it, not the queues).
     pub nonempty: u8,
-    /// The link rate's index in HPCC's INT rate table (`cc::int_rate_index`).
-    pub int_rate: u8,
-    pub dequeues: u32,
+    /// Dequeues, modulo 256 (the queue-length histogram samples every `QLEN_SAMPLE`th).
+    pub dequeues: u8,
+    /// The link rate's entry in `Engine::rates`.
+    pub rate: u16,
+    pub max_qlen: u64,
     /// Switch ports: when the current transmission ends, and the sequence number reserved for
     /// its TxDone event, which is only pushed once something waits for the port.
     pub busy_until: u64,
@@ -183,13 +189,6 @@ pub(crate) struct Port {
     pub dst: u32,
     pub delay: u64,
     pub queues: [PortQueue; NQ],
-    pub max_qlen: u64,
-    pub kmin: u64,
-    pub kmax: u64,
-    pub pmax: f64,
-    /// Serialization times (ps) of the two common packet sizes on this port (a full data
-    /// packet, an ACK), so `transmit` skips ns-3's floating-point formula for them.
-    pub tx_cache: [(u32, u64); 2],
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
     /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on), from bin
@@ -199,7 +198,23 @@ pub(crate) struct Port {
 }
 
 const _: () = assert!(std::mem::offset_of!(Port, queues) == 64);
-const _: () = assert!(std::mem::offset_of!(Port, max_qlen) == 192);
+const _: () = assert!(std::mem::size_of::<Port>() == 256);
+
+/// What a port's transmissions and ECN marking need of its link rate, one entry per distinct
+/// rate (a fabric has a handful, so the table stays in the first-level cache).
+#[derive(Clone, Copy)]
+pub(crate) struct RateInfo {
+    pub bps: u64,
+    /// Serialization times (ps) of the two common packet sizes at this rate (a full data
+    /// packet, an ACK), so `transmit` skips ns-3's floating-point formula for them.
+    pub tx_cache: [(u32, u64); 2],
+    /// ECN marking thresholds of switch ports of this rate (`u64::MAX`: none).
+    pub kmin: u64,
+    pub kmax: u64,
+    pub pmax: f64,
+    /// The rate's index in HPCC's INT rate table (`cc::int_rate_index`).
+    pub int_rate: u8,
+}
 
 impl Port {
     /// Appends packet `p` (`size` bytes) to queue `q`.
@@ -476,6 +491,8 @@ pub struct Engine {
     pub(crate) link_rev: Vec<u32>,
     link_err: Vec<f64>,
     pub(crate) ports: Table<Port>,
+    /// Per distinct link rate (`Port::rate`).
+    pub(crate) rates: Table<RateInfo>,
     pub(crate) ingress: Table<Ingress>,
     pub(crate) bufs: Table<SwitchBuf>,
     pub(crate) nics: Table<Nic>,
@@ -586,9 +603,10 @@ impl Engine {
             })
             .ok_or_else(|| PacketError::Config("no host has a NIC".into()))?;
         let mut ports = Vec::with_capacity(nl);
+        let mut rates: Vec<RateInfo> = Vec::new();
         for l in 0..nl {
             let rate = link_rate[l];
-            let (kmin, kmax, pmax) = if is_switch(link_src[l]) && cfg.ecn {
+            let ecn = if is_switch(link_src[l]) && cfg.ecn {
                 let e = cfg
                     .ecn_for(rate)
                     .or_else(|| (cfg.routing == Routing::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
@@ -598,15 +616,37 @@ impl Engine {
                             rate
                         ))
                     })?;
-                (e.kmin_bytes, e.kmax_bytes, e.pmax)
+                Some((e.kmin_bytes, e.kmax_bytes, e.pmax))
             } else {
-                (u64::MAX, u64::MAX, 0.0)
+                None
             };
+            let r = match rates.iter().position(|r| r.bps == rate) {
+                Some(r) => r,
+                None => {
+                    rates.push(RateInfo {
+                        bps: rate,
+                        tx_cache: [(u32::MAX, 0); 2],
+                        kmin: u64::MAX,
+                        kmax: u64::MAX,
+                        pmax: 0.0,
+                        int_rate: cc::int_rate_index(rate),
+                    });
+                    rates.len() - 1
+                }
+            };
+            // Only switch ports mark, and the thresholds are the configuration's for the rate.
+            if let Some((kmin, kmax, pmax)) = ecn {
+                let ri = &mut rates[r];
+                ri.kmin = kmin;
+                ri.kmax = kmax;
+                ri.pmax = pmax;
+            }
+            let rate_idx = u16::try_from(r).map_err(|_| PacketError::Config(format!("over {} distinct link rates", u16::MAX)))?;
             ports.push(Port {
                 busy: false,
                 queues: Default::default(),
                 nonempty: 0,
-                int_rate: cc::int_rate_index(rate),
+                rate: rate_idx,
                 src: link_src[l],
                 dst: link_dst[l],
                 delay: link_delay[l],
@@ -614,9 +654,6 @@ impl Engine {
                 paused: 0,
                 rrlast: 0,
                 tx_bytes: 0,
-                kmin,
-                kmax,
-                pmax,
                 qlen_hist: Vec::new(),
                 dequeues: 0,
                 util: Vec::new(),
@@ -625,7 +662,6 @@ impl Engine {
                 txdone_seq: 0,
                 txdone_pending: false,
                 max_qlen: 0,
-                tx_cache: [(u32::MAX, 0); 2],
             });
         }
         // MMU: headroom 3 * rate * delay per port, shift from the NIC rate (third.cc).
@@ -697,10 +733,11 @@ impl Engine {
         // SAFETY: the engine indexes these tables only with ids it made: links of `topo` (its
         // validated routes, `link_rev`, NIC links), its nodes and hosts, flows from `add_flow`
         // (packets carry those), packets from `alloc`; and `Table`s only grow.
-        let (link_rate, ports, ingress, bufs, nics, flows, pkts, ints, ts) = unsafe {
+        let (link_rate, ports, rates, ingress, bufs, nics, flows, pkts, ints, ts) = unsafe {
             (
                 Table::new(link_rate),
                 Table::new(ports),
+                Table::new(rates),
                 Table::new(ingress),
                 Table::new(bufs),
                 Table::new(nics),
@@ -728,6 +765,7 @@ impl Engine {
             // Empty when no link drops packets: `arrive` then skips the per-link load.
             link_err: if link_err.iter().any(|&e| e > 0.0) { link_err } else { Vec::new() },
             ports,
+            rates,
             ingress,
             bufs,
             nics,
@@ -752,9 +790,9 @@ impl Engine {
             ww: None,
         };
         let common = [e.hdr_bytes + e.cfg.mtu, e.ack_bytes];
-        for l in 0..nl {
-            let rate = e.link_rate[l];
-            e.ports[l].tx_cache = common.map(|b| (b, e.tx_ps(b, rate)));
+        for r in 0..e.rates.len() {
+            let rate = e.rates[r].bps;
+            e.rates[r].tx_cache = common.map(|b| (b, e.tx_ps(b, rate)));
         }
         e.compute_max_rtt();
         if e.cfg.wormhole.fast_forward {
@@ -1130,13 +1168,14 @@ impl Engine {
     fn transmit(&mut self, link: u32, p: u32) {
         let li = link as usize;
         let size = u32::from(self.pkts[p as usize].size);
-        let c = &self.ports[li].tx_cache;
+        let ri = &self.rates[usize::from(self.ports[li].rate)];
+        let c = &ri.tx_cache;
         let tx = if size == c[0].0 {
             c[0].1
         } else if size == c[1].0 {
             c[1].1
         } else {
-            self.tx_ps(size, self.link_rate[li])
+            self.tx_ps(size, ri.bps)
         };
         self.ports[li].busy = true;
         // After the INT hop (which reads the bytes sent before this packet).
@@ -1530,7 +1569,8 @@ impl Engine {
         }
         let pt = &mut self.ports[pi];
         if self.cfg.cc == CcMode::Hpcc && self.pkts[p as usize].kind == Kind::Data {
-            let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, pt.int_rate, self.cfg.int_multi);
+            let int_rate = self.rates[usize::from(pt.rate)].int_rate;
+            let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, int_rate, self.cfg.int_multi);
             let pk = &mut self.pkts[p as usize];
             if usize::from(pk.nhop) < MAX_HOPS {
                 self.ints[p as usize][usize::from(pk.nhop)] = hop;
@@ -1555,11 +1595,12 @@ impl Engine {
     fn should_mark(&mut self, pi: usize, q: usize) -> bool {
         let pt = &self.ports[pi];
         let b = pt.queues[q].bytes;
-        if b > pt.kmax {
+        let ri = &self.rates[usize::from(pt.rate)];
+        if b > ri.kmax {
             return true;
         }
-        if b > pt.kmin {
-            let p = pt.pmax * (b - pt.kmin) as f64 / (pt.kmax - pt.kmin) as f64;
+        if b > ri.kmin {
+            let p = ri.pmax * (b - ri.kmin) as f64 / (ri.kmax - ri.kmin) as f64;
             let u = match &mut self.ns3_streams {
                 Some(s) => s.next_u01(),
                 None => self.rng_ecn.unit_f64(),
