@@ -266,6 +266,7 @@ pub(crate) struct Ingress {
 }
 
 const _: () = assert!(std::mem::size_of::<Ingress>() == 64);
+const _: () = assert!(std::mem::size_of::<Nic>() == 64);
 
 impl Ingress {
     fn new(headroom: u32, shift: u8) -> Self {
@@ -319,12 +320,14 @@ pub(crate) struct SwitchBuf {
     pub total_rsrv: u64,
 }
 
-/// A host's NIC (`RdmaEgressQueue` + the host side of `QbbNetDevice`).
+/// A host's NIC (`RdmaEgressQueue` + the host side of `QbbNetDevice`), in one 64-byte line:
+/// every host event reads it.
+#[repr(align(64))]
 pub(crate) struct Nic {
     pub link: u32,
     pub ackq: PktList,
     pub qps: Vec<u32>,
-    pub rrlast: usize,
+    pub rrlast: u32,
     /// The pending wake-up (`m_nextSend`), if any, and its generation.
     pub next_send: Option<u64>,
     pub wake_gen: u32,
@@ -1641,7 +1644,7 @@ impl Engine {
             let paused = self.ports[link].paused;
             // From the QP after the last one served, wrapping: (rrlast + i) % n for i in 1..=n,
             // with one division instead of one per QP.
-            let mut idx = if n == 0 { 0 } else { nic.rrlast % n };
+            let mut idx = if n == 0 { 0 } else { nic.rrlast as usize % n };
             for _ in 0..n {
                 idx = if idx + 1 == n { 0 } else { idx + 1 };
                 let fl = &self.flows[nic.qps[idx] as usize];
@@ -1673,7 +1676,8 @@ impl Engine {
         }
         if let Some(idx) = res {
             let f = self.nics[hi].qps[idx];
-            self.nics[hi].rrlast = idx;
+            // A NIC's QPs are indexed in u32 (`Flow` ids are).
+            self.nics[hi].rrlast = idx as u32;
             let p = self.make_data(f);
             self.transmit(link as u32, p);
             // RdmaHw::PktSent -> UpdateNextAvail
