@@ -334,8 +334,10 @@ pub(crate) struct Nic {
     pub ns3_ip: u32,
 }
 
-/// A QP: sender and receiver state of one flow. The fields the NIC's round robin reads for
-/// every QP it scans come first, in one cache line.
+/// A QP: sender and receiver state of one flow, in 64-byte lines by use: the first holds what the
+/// NIC's round robin reads for every QP it scans and what sending a packet updates, the second
+/// the rest of a packet's sending and its receipt (an ACK's path included), so a data packet's
+/// departure and arrival each read two lines; then congestion control and the cold fields.
 #[repr(C, align(64))]
 pub(crate) struct Flow {
     pub size: u64,
@@ -346,31 +348,35 @@ pub(crate) struct Flow {
     pub win: u64,
     pub next_avail: u64,
     pub pg: u8,
-    pub src: u32,
-    pub dst: u32,
-    pub start: u64,
-    pub sport: u16,
-    pub dport: u16,
-    pub tag: u64,
-    pub hash: u64,
+    pub done: bool,
+    /// Offsets of the data path (src -> dst) and the ACK path (dst -> src) in `Engine::paths`.
+    pub path_data: u32,
     /// Highest `snd_nxt` reached (bytes below it sent again are retransmissions).
     pub max_sent: u64,
-    pub base_rtt_ns: u64,
     pub last_pkt_size: u32,
-    pub started: bool,
-    pub done: bool,
-    pub finish: u64,
+    pub path_ack: u32,
     // receiver
     pub rx_expected: u64,
     pub rx_milestone: u64,
     pub nack_timer: u64,
     pub last_nack: u64,
+    pub src: u32,
+    pub dst: u32,
+    pub base_rtt_ns: u64,
     pub cc: CcState,
     pub timer_gen: [u32; 3],
-    /// Offsets of the data path (src -> dst) and the ACK path (dst -> src) in `Engine::paths`.
-    pub path_data: u32,
-    pub path_ack: u32,
+    pub start: u64,
+    pub sport: u16,
+    pub dport: u16,
+    pub tag: u64,
+    pub hash: u64,
+    pub started: bool,
+    pub finish: u64,
 }
+
+const _: () = assert!(std::mem::offset_of!(Flow, path_data) == 60);
+const _: () = assert!(std::mem::offset_of!(Flow, max_sent) == 64);
+const _: () = assert!(std::mem::offset_of!(Flow, cc) == 128);
 
 impl Flow {
     #[inline]
