@@ -204,6 +204,8 @@ const _: () = assert!(std::mem::size_of::<Port>() == 256);
 /// rate (a fabric has a handful, so the table stays in the first-level cache).
 #[derive(Clone, Copy)]
 pub(crate) struct RateInfo {
+    /// The rate itself (`Engine::link_rate` of every link with this entry: the per-link table
+    /// serves the set-up and Wormhole, this copy the per-packet paths beside the times below).
     pub bps: u64,
     /// Serialization times (ps) of the two common packet sizes at this rate (a full data
     /// packet, an ACK), so `transmit` skips ns-3's floating-point formula for them.
@@ -266,7 +268,6 @@ pub(crate) struct Ingress {
 }
 
 const _: () = assert!(std::mem::size_of::<Ingress>() == 64);
-const _: () = assert!(std::mem::size_of::<Nic>() == 64);
 
 impl Ingress {
     fn new(headroom: u32, shift: u8) -> Self {
@@ -333,6 +334,8 @@ pub(crate) struct Nic {
     pub wake_gen: u32,
     pub ns3_ip: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Nic>() == 64);
 
 /// A QP: sender and receiver state of one flow, in 64-byte lines by use: the first holds what the
 /// NIC's round robin reads for every QP it scans and what sending a packet updates, the second
