@@ -258,7 +258,7 @@ impl Port {
 /// counters are `u32`, as ns-3's are (`Engine::new` checks that the buffer and the headroom
 /// fit). Class 0, the control class, is never accounted: its pair holds the link's headroom and
 /// its threshold shift and pause bits instead.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Ingress {
     /// `w[q]`, q in 1..=7: bytes and headroom bytes held of class `q`. `w[0]`: the headroom, and
@@ -317,8 +317,9 @@ impl Ingress {
 #[derive(Clone, Default)]
 pub(crate) struct SwitchBuf {
     pub shared_used: u64,
-    pub total_hdrm: u64,
-    pub total_rsrv: u64,
+    /// The buffer less every port's headroom and reserve (`SwitchMmu::GetPfcThreshold`'s
+    /// constant part; saturating at 0).
+    pub free_base: u64,
 }
 
 /// A host's NIC (`RdmaEgressQueue` + the host side of `QbbNetDevice`), in one 64-byte line:
@@ -685,6 +686,8 @@ impl Engine {
         }
         let mut ingress = vec![Ingress::default(); nl];
         let mut bufs = vec![SwitchBuf::default(); nn];
+        // Per switch: every port's headroom and reserve.
+        let mut held = vec![(0u64, 0u64); nn];
         for l in 0..nl {
             let s = link_dst[l];
             if !is_switch(s) {
@@ -705,8 +708,11 @@ impl Engine {
                 ))
             })?;
             ingress[l] = Ingress::new(hr, shift.min(63) as u8);
-            bufs[s as usize].total_hdrm += headroom;
-            bufs[s as usize].total_rsrv += cfg.reserve_bytes;
+            held[s as usize].0 += headroom;
+            held[s as usize].1 += cfg.reserve_bytes;
+        }
+        for (b, &(hdrm, rsrv)) in bufs.iter_mut().zip(&held) {
+            b.free_base = cfg.buffer_bytes.saturating_sub(hdrm).saturating_sub(rsrv);
         }
         let mut nics = Vec::with_capacity(topo.num_hosts() as usize);
         for h in 0..topo.num_hosts() {
@@ -1373,6 +1379,14 @@ impl Engine {
                 self.release(p);
                 return;
             }
+            if self.ingress_transparent(s, in_link, q, size) && self.port_free_for(out, q) {
+                // Straight through without a trace in the ingress account: admitting the packet
+                // and taking it out again at once would leave every counter as it was, and
+                // neither the PFC check between the two nor the resume check after them would
+                // send a frame (see `ingress_transparent`).
+                self.send_dequeued::<false>(out, q, p, size);
+                return;
+            }
             self.update_ingress(s, in_link, q, size);
             self.check_and_send_pfc(s, in_link, q);
         }
@@ -1380,7 +1394,7 @@ impl Engine {
             // Straight through: what `enqueue` and then `switch_send` would do, without the
             // round trip through the queue (it is empty, the port idle and class `q` not
             // paused, so `switch_send` would dequeue this very packet).
-            self.send_dequeued(out, q, p, size);
+            self.send_dequeued::<true>(out, q, p, size);
         } else {
             self.ports[out as usize].enqueue(&mut self.pkts, q, p, size);
             self.switch_send(out);
@@ -1420,15 +1434,43 @@ impl Engine {
     }
 
     fn pfc_threshold(&self, s: u32, in_link: u32) -> u64 {
-        let b = &self.bufs[s as usize];
-        let free = self
-            .cfg
-            .buffer_bytes
-            .saturating_sub(b.total_hdrm)
-            .saturating_sub(b.total_rsrv)
-            .saturating_sub(b.shared_used);
+        self.pfc_threshold_at(s, in_link, self.bufs[s as usize].shared_used)
+    }
+
+    /// The dynamic PFC threshold of `in_link` at switch `s` were the switch's shared bytes
+    /// `shared_used`.
+    #[inline]
+    fn pfc_threshold_at(&self, s: u32, in_link: u32, shared_used: u64) -> u64 {
+        let free = self.bufs[s as usize].free_base.saturating_sub(shared_used);
         // ns-3 computes this in uint32; the configured buffers fit.
         free >> self.ingress[in_link as usize].shift()
+    }
+
+    /// Whether a `size`-byte packet of class `q` admitted from `in_link` and dequeued at once
+    /// leaves no trace in the ingress account and sends no PFC frame. It holds when the class
+    /// holds no headroom bytes and is not paused, and the admission would not pause it
+    /// (`check_and_send_pfc` after `update_ingress`): then the packet's bytes go to the class's
+    /// reserve or shared bytes, `remove_ingress` takes exactly those back (headroom first, of
+    /// which there is none), and `check_and_send_resume` finds the class not paused.
+    #[inline]
+    fn ingress_transparent(&self, s: u32, in_link: u32, q: usize, size: u64) -> bool {
+        let ig = &self.ingress[in_link as usize];
+        if ig.hdrm(q) != 0 || ig.paused(q) {
+            return false;
+        }
+        let new_bytes = ig.bytes(q) + size;
+        let shared = self.bufs[s as usize].shared_used;
+        let reserve = self.cfg.reserve_bytes;
+        if new_bytes <= reserve {
+            // All in the reserve: the shared bytes stay, and the check compares 0 with the
+            // threshold.
+            return self.pfc_threshold_at(s, in_link, shared) > 0;
+        }
+        let used = new_bytes - reserve;
+        // The PFC check after the admission compares `used` with the threshold of the shared
+        // bytes after it; that threshold is at most the one before, so this also rules out
+        // `update_ingress`'s headroom case (`used` over the threshold before), which pauses.
+        used < self.pfc_threshold_at(s, in_link, shared + size.min(used))
     }
 
     #[inline]
@@ -1558,19 +1600,27 @@ impl Engine {
                 prefetch(self.ints.as_ptr().wrapping_add(h as usize));
             }
         }
-        self.send_dequeued(port, q, p, size);
+        self.send_dequeued::<true>(port, q, p, size);
     }
 
     /// The rest of `switch_send` once packet `p` (`size` bytes) is out of queue `q`: ingress
     /// accounting, ECN, PFC resume, INT, queue statistics, transmission.
-    fn send_dequeued(&mut self, port: u32, q: usize, p: u32, size: u64) {
+    /// `ACCOUNTED`: the packet is in the ingress account (false: `ingress_transparent` held and
+    /// the account was left as it was).
+    fn send_dequeued<const ACCOUNTED: bool>(&mut self, port: u32, q: usize, p: u32, size: u64) {
         let pi = port as usize;
         let pt = &mut self.ports[pi];
         if q != 0 {
             pt.rrlast = q as u8;
         }
         let s = pt.src;
-        if q != 0 {
+        if !ACCOUNTED {
+            debug_assert!(q != 0);
+            if self.cfg.ecn && self.should_mark(pi, q) {
+                self.pkts[p as usize].ecn = true;
+                self.stats.ecn_marks += 1;
+            }
+        } else if q != 0 {
             let in_link = self.pkts[p as usize].in_link;
             self.remove_ingress(s, in_link, q, size);
             if self.cfg.ecn && self.should_mark(pi, q) {
@@ -1604,6 +1654,7 @@ impl Engine {
     }
 
     /// `SwitchMmu::ShouldSendCN` on the egress bytes of `q` (after this packet left).
+    #[inline(always)]
     fn should_mark(&mut self, pi: usize, q: usize) -> bool {
         let pt = &self.ports[pi];
         let b = pt.queues[q].bytes;
@@ -1613,13 +1664,18 @@ impl Engine {
         }
         if b > ri.kmin {
             let p = ri.pmax * (b - ri.kmin) as f64 / (ri.kmax - ri.kmin) as f64;
-            let u = match &mut self.ns3_streams {
-                Some(s) => s.next_u01(),
-                None => self.rng_ecn.unit_f64(),
-            };
-            return u < p;
+            return self.ecn_draw() < p;
         }
         false
+    }
+
+    /// The uniform draw of an ECN marking decision between kmin and kmax.
+    #[cold]
+    fn ecn_draw(&mut self) -> f64 {
+        match &mut self.ns3_streams {
+            Some(s) => s.next_u01(),
+            None => self.rng_ecn.unit_f64(),
+        }
     }
 
     // ---------------------------------------------------------------- host
@@ -1991,4 +2047,74 @@ impl Engine {
 /// ns-3's host address: `0x0b000001 + (id/256)<<16 + (id%256)<<8`.
 pub fn ns3_ip(id: u32) -> u32 {
     0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Two hosts under one switch (node 2), 100G, a 1 MB buffer: the PFC threshold is in reach
+    /// of the counters the test draws.
+    fn one_switch() -> Engine {
+        let text = "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n";
+        let imp = llmsim_topo::ns3::parse_ns3(text, "test.txt", 1).expect("topology parses");
+        let cfg = PacketConfig {
+            buffer_bytes: 1 << 20,
+            ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
+        };
+        Engine::new(Arc::new(imp.topology), Some(imp.file_ids), cfg).expect("engine")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// `ingress_transparent` holds exactly when admitting a packet and removing it at once
+        /// (`update_ingress`, the PFC check, `remove_ingress`) would pause nothing, and then it
+        /// leaves the ingress account and the shared bytes as they were.
+        #[test]
+        fn ingress_transparent_is_exact(
+            anywhere in 0u32..600_000,
+            near in any::<bool>(),
+            off in -3000i64..3000,
+            hdrm in prop_oneof![Just(0u32), 1u32..20_000],
+            paused in any::<bool>(),
+            shared in 0u64..1_100_000,
+            size in 64u64..1100,
+            q in 1usize..NQ,
+            in_link in 0usize..2,
+        ) {
+            let mut e = one_switch();
+            // The `in_link`-th of the links into the switch.
+            let into: Vec<usize> = (0..e.ports.len()).filter(|&l| e.ports[l].dst == 2).collect();
+            prop_assert_eq!(into.len(), 2);
+            let in_link = into[in_link];
+            let s = 2;
+            let il = in_link as u32;
+            e.bufs[s as usize].shared_used = shared;
+            // Half the cases within a few packets of the PFC threshold.
+            let bytes = if near {
+                let at = (e.cfg.reserve_bytes + e.pfc_threshold(s, il)) as i64 + off;
+                at.max(0) as u32
+            } else {
+                anywhere
+            };
+            {
+                let ig = &mut e.ingress[in_link];
+                ig.w[q] = [bytes, hdrm];
+                ig.set_paused(q, paused);
+            }
+            let (ig0, sh0) = (e.ingress[in_link], shared);
+            let transparent = e.ingress_transparent(s, il, q, size);
+            e.update_ingress(s, il, q, size);
+            let ig = &e.ingress[in_link];
+            let pauses = !ig.paused(q) && (ig.hdrm(q) > 0 || e.shared_used(il, q) >= e.pfc_threshold(s, il));
+            e.remove_ingress(s, il, q, size);
+            let restored = e.ingress[in_link] == ig0 && e.bufs[s as usize].shared_used == sh0;
+            prop_assert_eq!(transparent, hdrm == 0 && !paused && !pauses, "pauses {}", pauses);
+            if transparent {
+                prop_assert!(restored);
+            }
+        }
+    }
 }
