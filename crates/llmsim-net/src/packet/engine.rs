@@ -1184,6 +1184,12 @@ impl Engine {
     /// `QbbNetDevice::TransmitStart` + `QbbChannel::TransmitStart`.
     #[inline(always)]
     fn transmit(&mut self, link: u32, p: u32) {
+        self.transmit_from::<true>(link, p);
+    }
+
+    /// [`Engine::transmit`]; `ANY` false: the port is a switch's and holds no queued packet.
+    #[inline(always)]
+    fn transmit_from<const ANY: bool>(&mut self, link: u32, p: u32) {
         let li = link as usize;
         let size = u32::from(self.pkts[p as usize].size);
         let ri = &self.rates[usize::from(self.ports[li].rate)];
@@ -1202,7 +1208,8 @@ impl Engine {
         if self.util_bin != 0 {
             self.util_add(li, now, tx, u64::from(size));
         }
-        if self.ports[li].src < self.hosts || self.ports[li].total > 0 {
+        debug_assert!(ANY || (self.ports[li].src >= self.hosts && self.ports[li].total == 0));
+        if ANY && (self.ports[li].src < self.hosts || self.ports[li].total > 0) {
             self.schedule(now + tx, ev(EV_TXDONE, link, 0));
             self.ports[li].txdone_pending = true;
         } else {
@@ -1605,8 +1612,10 @@ impl Engine {
 
     /// The rest of `switch_send` once packet `p` (`size` bytes) is out of queue `q`: ingress
     /// accounting, ECN, PFC resume, INT, queue statistics, transmission.
-    /// `ACCOUNTED`: the packet is in the ingress account (false: `ingress_transparent` held and
-    /// the account was left as it was).
+    /// `ACCOUNTED` false: the packet came straight through an empty, idle port and
+    /// `ingress_transparent` held, so the ingress account was left as it was; and with every
+    /// queue of the port empty, ECN marks nothing (no draw: the egress bytes, 0, are not over
+    /// kmin) and the queue length is 0.
     fn send_dequeued<const ACCOUNTED: bool>(&mut self, port: u32, q: usize, p: u32, size: u64) {
         let pi = port as usize;
         let pt = &mut self.ports[pi];
@@ -1615,11 +1624,7 @@ impl Engine {
         }
         let s = pt.src;
         if !ACCOUNTED {
-            debug_assert!(q != 0);
-            if self.cfg.ecn && self.should_mark(pi, q) {
-                self.pkts[p as usize].ecn = true;
-                self.stats.ecn_marks += 1;
-            }
+            debug_assert!(q != 0 && pt.total == 0);
         } else if q != 0 {
             let in_link = self.pkts[p as usize].in_link;
             self.remove_ingress(s, in_link, q, size);
@@ -1641,16 +1646,17 @@ impl Engine {
         }
         // Queue-length distribution: every 8th dequeue (the histogram is a cache miss on busy
         // fabrics); the maximum is exact.
+        let total = if ACCOUNTED { pt.total } else { 0 };
         pt.dequeues = pt.dequeues.wrapping_add(1);
         if pt.dequeues.is_multiple_of(QLEN_SAMPLE) {
-            let kb = (pt.total / 1000) as usize;
+            let kb = (total / 1000) as usize;
             if pt.qlen_hist.len() <= kb {
                 pt.qlen_hist.resize(kb + 1, 0);
             }
             pt.qlen_hist[kb] += 1;
         }
-        pt.max_qlen = pt.max_qlen.max(pt.total + size);
-        self.transmit(port, p);
+        pt.max_qlen = pt.max_qlen.max(total + size);
+        self.transmit_from::<ACCOUNTED>(port, p);
     }
 
     /// `SwitchMmu::ShouldSendCN` on the egress bytes of `q` (after this packet left).
