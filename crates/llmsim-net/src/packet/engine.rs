@@ -1519,9 +1519,15 @@ impl Engine {
         self.bufs[s as usize].shared_used -= from_shared;
     }
 
-    fn check_and_send_pfc(&mut self, s: u32, in_link: u32, q: usize) {
+    /// Whether class `q` from `in_link` should pause its sender now (`CheckAndSendPfc`'s test).
+    #[inline]
+    fn pause_due(&self, s: u32, in_link: u32, q: usize) -> bool {
         let ig = &self.ingress[in_link as usize];
-        if !ig.paused(q) && (ig.hdrm(q) > 0 || self.shared_used(in_link, q) >= self.pfc_threshold(s, in_link)) {
+        !ig.paused(q) && (ig.hdrm(q) > 0 || self.shared_used(in_link, q) >= self.pfc_threshold(s, in_link))
+    }
+
+    fn check_and_send_pfc(&mut self, s: u32, in_link: u32, q: usize) {
+        if self.pause_due(s, in_link, q) {
             self.send_pfc(in_link, q, true);
             self.ingress[in_link as usize].set_paused(q, true);
         }
@@ -2113,8 +2119,7 @@ mod tests {
             let (ig0, sh0) = (e.ingress[in_link], shared);
             let transparent = e.ingress_transparent(s, il, q, size);
             e.update_ingress(s, il, q, size);
-            let ig = &e.ingress[in_link];
-            let pauses = !ig.paused(q) && (ig.hdrm(q) > 0 || e.shared_used(il, q) >= e.pfc_threshold(s, il));
+            let pauses = e.pause_due(s, il, q);
             e.remove_ingress(s, il, q, size);
             let restored = e.ingress[in_link] == ig0 && e.bufs[s as usize].shared_used == sh0;
             prop_assert_eq!(transparent, hdrm == 0 && !paused && !pauses, "pauses {}", pauses);
