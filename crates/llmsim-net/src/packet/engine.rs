@@ -1386,11 +1386,14 @@ impl Engine {
                 self.release(p);
                 return;
             }
-            if self.ingress_transparent(s, in_link, q, size) && self.port_free_for(out, q) {
+            if self.port_free_for(out, q) && self.ingress_transparent(s, in_link, q, size) {
                 // Straight through without a trace in the ingress account: admitting the packet
                 // and taking it out again at once would leave every counter as it was, and
                 // neither the PFC check between the two nor the resume check after them would
-                // send a frame (see `ingress_transparent`).
+                // send a frame (see `ingress_transparent`). The port is tested first: on a busy
+                // one the ingress test would be wasted. (`port_free_for` only settles a deferred
+                // TxDone already past, as any later call would; it is asked again below, after
+                // a PFC frame that may have gone out on this very port.)
                 self.send_dequeued::<false>(out, q, p, size);
                 return;
             }
