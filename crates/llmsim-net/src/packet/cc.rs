@@ -83,9 +83,24 @@ pub(crate) fn int_rate_index(rate: u64) -> u8 {
 }
 
 /// `IntHop::Set`, for a port whose rate has table index `rate_idx` (`int_rate_index`).
+/// `INT_MULTI` 1 and 4 (the HPCC runs' value) take copies whose divisors are constants, which
+/// the compiler turns into a shift and a multiply; the same quotients as two 64-bit divisions.
 #[inline]
 pub(crate) fn int_hop(now_ns: u64, tx_bytes: u64, qlen: u64, rate_idx: u8, multi: u32) -> u64 {
-    let m = u64::from(multi.max(1));
+    match multi {
+        4 => int_hop_m::<4>(now_ns, tx_bytes, qlen, rate_idx),
+        0 | 1 => int_hop_m::<1>(now_ns, tx_bytes, qlen, rate_idx),
+        m => int_hop_any(now_ns, tx_bytes, qlen, rate_idx, u64::from(m)),
+    }
+}
+
+#[inline(always)]
+fn int_hop_m<const M: u64>(now_ns: u64, tx_bytes: u64, qlen: u64, rate_idx: u8) -> u64 {
+    int_hop_any(now_ns, tx_bytes, qlen, rate_idx, M)
+}
+
+#[inline(always)]
+fn int_hop_any(now_ns: u64, tx_bytes: u64, qlen: u64, rate_idx: u8, m: u64) -> u64 {
     let idx = u64::from(rate_idx & 7);
     let time = now_ns & mask(TIME_BITS);
     let bytes = (tx_bytes / (BYTE_UNIT * m)) & mask(BYTES_BITS);
@@ -242,8 +257,14 @@ impl Engine {
                 if tau > 0 {
                     let tx_rate = bytes_delta(h, last, multi) as f64 * 8.0 / (tau as f64 * 1e-9);
                     let line = hop_rate(h) as f64;
-                    let q = hop_qlen(h, multi).min(hop_qlen(last, multi)) as f64;
-                    let u = tx_rate / line + q * fl.max_rate as f64 / line / win as f64;
+                    let q = hop_qlen(h, multi).min(hop_qlen(last, multi));
+                    // An empty queue adds exactly +0.0 (0 times finite rates, over a line rate
+                    // above 0): its two divisions are skipped, the sum is the same double.
+                    let u = if q == 0 && line > 0.0 {
+                        tx_rate / line
+                    } else {
+                        tx_rate / line + q as f64 * fl.max_rate as f64 / line / win as f64
+                    };
                     if u > big_u {
                         big_u = u;
                         dt = tau;
@@ -410,5 +431,19 @@ mod tests {
         let c = int_hop((1 << 24) + 10, 0, 0, int_rate_index(400_000_000_000), 1);
         let d = int_hop((1 << 24) - 10, 0, 0, int_rate_index(400_000_000_000), 1);
         assert_eq!(time_delta(c, d), 20);
+    }
+
+    proptest::proptest! {
+        /// The copies of `int_hop` with constant divisors give the fields the plain divisions
+        /// give, for every `INT_MULTI`.
+        #[test]
+        fn int_hop_fields_are_the_quotients(now in 0u64..1 << 40, tx in 0u64..1 << 44, qlen in 0u64..1 << 30, multi in 0u32..9) {
+            let h = int_hop(now, tx, qlen, int_rate_index(100_000_000_000), multi);
+            let m = u64::from(multi.max(1));
+            proptest::prop_assert_eq!(hop_time(h), now & mask(TIME_BITS));
+            proptest::prop_assert_eq!(hop_bytes(h), (tx / (128 * m)) & mask(BYTES_BITS));
+            proptest::prop_assert_eq!(h & mask(QLEN_BITS), (qlen / (80 * m)) & mask(QLEN_BITS));
+            proptest::prop_assert_eq!(hop_rate(h), 100_000_000_000);
+        }
     }
 }
