@@ -83,20 +83,16 @@ pub(crate) fn int_rate_index(rate: u64) -> u8 {
 }
 
 /// `IntHop::Set`, for a port whose rate has table index `rate_idx` (`int_rate_index`).
-/// `INT_MULTI` 1 and 4 (the HPCC runs' value) take copies whose divisors are constants, which
-/// the compiler turns into a shift and a multiply; the same quotients as two 64-bit divisions.
+/// `INT_MULTI` 1 and 4 (the HPCC runs' value) pass `int_hop_any` a literal multiplier: inlined,
+/// its divisors are constants, which the compiler turns into a shift and a multiply; the same
+/// quotients as two 64-bit divisions.
 #[inline]
 pub(crate) fn int_hop(now_ns: u64, tx_bytes: u64, qlen: u64, rate_idx: u8, multi: u32) -> u64 {
     match multi {
-        4 => int_hop_m::<4>(now_ns, tx_bytes, qlen, rate_idx),
-        0 | 1 => int_hop_m::<1>(now_ns, tx_bytes, qlen, rate_idx),
+        4 => int_hop_any(now_ns, tx_bytes, qlen, rate_idx, 4),
+        0 | 1 => int_hop_any(now_ns, tx_bytes, qlen, rate_idx, 1),
         m => int_hop_any(now_ns, tx_bytes, qlen, rate_idx, u64::from(m)),
     }
-}
-
-#[inline(always)]
-fn int_hop_m<const M: u64>(now_ns: u64, tx_bytes: u64, qlen: u64, rate_idx: u8) -> u64 {
-    int_hop_any(now_ns, tx_bytes, qlen, rate_idx, M)
 }
 
 #[inline(always)]
