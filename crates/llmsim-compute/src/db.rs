@@ -156,6 +156,7 @@ mod tests {
             flops: 1.0,
             bytes: 1.0,
             shape: shape.into(),
+            kernel: None,
         }
     }
 

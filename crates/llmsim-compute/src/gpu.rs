@@ -49,6 +49,9 @@ pub struct GpuSpec {
     pub nvlink_bandwidth: Bandwidth,
     /// The architecture NCCL's tuning model keys its latencies and bandwidths on.
     pub arch: GpuArch,
+    /// Streaming multiprocessors: GEMM tiles run in waves of this many
+    /// ([`crate::gemm`], wave quantization).
+    pub sm_count: u32,
     /// Extra capacity tokens accepted in names ("80gb"); other sizes are other products.
     pub memory_tokens: &'static [&'static str],
     /// The public documents the figures come from.
@@ -102,6 +105,7 @@ static CATALOG: [GpuSpec; 6] = [
         memory_bytes: 80 * GB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(300),
         arch: GpuArch::Ampere,
+        sm_count: 108,
         memory_tokens: &["80gb"],
         source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column; TF32/BF16/FP16 dense = sparse/2), \
                  https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf; \
@@ -121,6 +125,7 @@ static CATALOG: [GpuSpec; 6] = [
         memory_bytes: 80 * GB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
         arch: GpuArch::Hopper,
+        sm_count: 132,
         memory_tokens: &["80gb"],
         source: "NVIDIA H100 Tensor Core GPU Architecture whitepaper (H100 SXM5: FP16/BF16 989.4, FP8 1978.9, TF32 494.7, \
                  FP32 66.9 dense TFLOPS) and NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s \
@@ -140,6 +145,7 @@ static CATALOG: [GpuSpec; 6] = [
         memory_bytes: 80 * GB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(200),
         arch: GpuArch::Hopper,
+        sm_count: 132,
         memory_tokens: &["80gb"],
         source: "H100 SXM5 silicon with NVLink cut to 400 GB/s bidirectional (export variant; no public NVIDIA SXM datasheet): \
                  compute and HBM as the H100 SXM whitepaper/datasheet; NVLink figure as stated in DeepSeek, \
@@ -159,6 +165,7 @@ static CATALOG: [GpuSpec; 6] = [
         memory_bytes: 96 * GB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
         arch: GpuArch::Hopper,
+        sm_count: 78,
         memory_tokens: &["96gb"],
         source: "NVIDIA HGX H20 specification as distributed to OEMs and reported by the press (no public NVIDIA datasheet): \
                  BF16/FP16 148, FP8 296, TF32 74, FP32 44 dense TFLOPS; 96 GB HBM3 at 4.0 TB/s; NVLink 900 GB/s bidirectional",
@@ -177,6 +184,7 @@ static CATALOG: [GpuSpec; 6] = [
         memory_bytes: 141 * GB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
         arch: GpuArch::Hopper,
+        sm_count: 132,
         memory_tokens: &["141gb"],
         source: "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column: compute as H100 SXM, 141 GB HBM3e, 4.8 TB/s, \
                  NVLink 900 GB/s bidirectional), https://www.nvidia.com/en-us/data-center/h200/",
@@ -195,6 +203,7 @@ static CATALOG: [GpuSpec; 6] = [
         memory_bytes: 180 * GB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
         arch: GpuArch::Blackwell,
+        sm_count: 148,
         memory_tokens: &["180gb", "192gb"],
         source: "NVIDIA HGX B200 datasheet, per GPU, dense = sparse/2 (FP8 4.5 PF, FP16/BF16 2.25 PF, TF32 1.1 PF; \
                  the DGX/GB200 sheets quote 2.5 PF BF16 at higher power); DGX B200 datasheet: 1,440 GB and 64 TB/s HBM3e \

@@ -8,17 +8,20 @@
 //!
 //! See `README.md` in this crate for the catalog table and how to calibrate.
 
+pub mod attention;
 mod csvtext;
 pub mod db;
 pub mod error;
+pub mod gemm;
 pub mod gpu;
 pub mod model;
 pub mod op;
 pub mod roofline;
 
+pub use attention::{AttentionKernel, AttentionShape};
 pub use db::OpDatabase;
 pub use error::ComputeError;
 pub use gpu::{GpuSpec, PeakTflops, catalog, gpu};
 pub use model::{ComputeModel, OpTime, OverlapModel, TimeSource};
-pub use op::{DType, OpClass, OpQuery};
+pub use op::{DType, GemmShape, KernelShape, OpClass, OpQuery};
 pub use roofline::{Bound, ClassEfficiency, Efficiencies};

@@ -114,8 +114,8 @@ pub struct ComputeModel {
     eff: Efficiencies,
     db: Option<OpDatabase>,
     overlap: OverlapModel,
-    /// `eff` resolved for `gpu`, per class.
-    resolved: [ClassEfficiency; OpClass::ALL.len()],
+    /// `eff` resolved for `gpu`, per dtype and class.
+    resolved: [[ClassEfficiency; OpClass::ALL.len()]; roofline::N_DTYPES],
     /// Index of `gpu`'s table in `db`, if it has one.
     db_table: Option<usize>,
 }
@@ -124,7 +124,7 @@ impl ComputeModel {
     /// The shipped efficiency table, no database, no overlap slowdown.
     pub fn new(gpu: &'static GpuSpec) -> ComputeModel {
         let eff = Efficiencies::default_table();
-        let resolved = eff.resolve(gpu);
+        let resolved = eff.resolve_all(gpu);
         ComputeModel {
             gpu,
             eff,
@@ -136,7 +136,7 @@ impl ComputeModel {
     }
 
     pub fn with_efficiencies(mut self, eff: Efficiencies) -> ComputeModel {
-        self.resolved = eff.resolve(self.gpu);
+        self.resolved = eff.resolve_all(self.gpu);
         self.eff = eff;
         self
     }
@@ -169,15 +169,20 @@ impl ComputeModel {
         &self.overlap
     }
 
-    /// The efficiencies this model applies to `class`.
+    /// The efficiencies this model applies to `class` in BF16.
     pub fn efficiency(&self, class: OpClass) -> ClassEfficiency {
-        self.resolved[class.index()]
+        self.efficiency_for(class, crate::op::DType::Bf16)
+    }
+
+    /// The efficiencies this model applies to `class` in `dtype`.
+    pub fn efficiency_for(&self, class: OpClass, dtype: crate::op::DType) -> ClassEfficiency {
+        self.resolved[dtype.index()][class.index()]
     }
 
     /// Duration of `q` run alone: its database entry for this GPU if there is one, else the
     /// roofline. Deterministic (rounded to the nearest picosecond) and allocation-free.
     pub fn time(&self, q: &OpQuery) -> OpTime {
-        let (roof, bound) = roofline::roofline_time(self.gpu, &self.resolved[q.class.index()], q);
+        let (roof, bound) = roofline::roofline_time(self.gpu, &self.resolved[q.dtype.index()][q.class.index()], q);
         let measured = match (&self.db, self.db_table) {
             (Some(db), Some(i)) => db.table_at(i).and_then(|t| db::lookup_in(t, q)),
             _ => None,

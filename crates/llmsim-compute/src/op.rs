@@ -18,6 +18,11 @@ pub enum DType {
 impl DType {
     pub const ALL: [DType; 5] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8];
 
+    /// Position in [`DType::ALL`], for per-dtype arrays.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// Bytes per element.
     pub fn bytes(self) -> u64 {
         match self {
@@ -128,4 +133,58 @@ pub struct OpQuery {
     /// Bytes read plus written from HBM.
     pub bytes: f64,
     pub shape: String,
+    /// The kernel's dimensions where the op is a GEMM (tile and wave quantization,
+    /// [`crate::gemm`]) or a fused attention (the kernel tables of [`crate::attention`]).
+    /// `None`: FLOPs and bytes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelShape>,
+}
+
+/// The dimensions the compute model needs beyond FLOPs and bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelShape {
+    Gemm(GemmShape),
+    Attention(crate::attention::AttentionShape),
+}
+
+/// `batch` independent GEMMs `[m,k]·[k,n]` (a grouped expert GEMM has one per local expert).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GemmShape {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub batch: u64,
+}
+
+impl GemmShape {
+    /// One GEMM `[m,k]·[k,n]`.
+    pub const fn new(m: u64, n: u64, k: u64) -> GemmShape {
+        GemmShape { m, n, k, batch: 1 }
+    }
+
+    /// FLOPs, multiply-add counted as 2.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// The input-gradient GEMM of this forward GEMM: `dX[m,k] = dY[m,n]·Wᵀ[n,k]`.
+    pub const fn dgrad(&self) -> GemmShape {
+        GemmShape {
+            m: self.m,
+            n: self.k,
+            k: self.n,
+            batch: self.batch,
+        }
+    }
+
+    /// The weight-gradient GEMM of this forward GEMM: `dW[k,n] = Xᵀ[k,m]·dY[m,n]`.
+    pub const fn wgrad(&self) -> GemmShape {
+        GemmShape {
+            m: self.k,
+            n: self.n,
+            k: self.m,
+            batch: self.batch,
+        }
+    }
 }

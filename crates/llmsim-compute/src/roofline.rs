@@ -10,10 +10,12 @@ use std::sync::OnceLock;
 use llmsim_core::SimTime;
 use serde::{Deserialize, Serialize};
 
+use crate::attention::{self, AttentionKernel};
 use crate::csvtext::CsvText;
 use crate::error::ComputeError;
+use crate::gemm;
 use crate::gpu::{self, GpuSpec};
-use crate::op::{OpClass, OpQuery};
+use crate::op::{DType, KernelShape, OpClass, OpQuery};
 
 /// The shipped efficiency table.
 pub const DEFAULT_EFFICIENCY_CSV: &str = include_str!("../data/efficiency.csv");
@@ -55,11 +57,12 @@ const FALLBACK: ClassEfficiency = ClassEfficiency {
 
 type ClassRow = [Option<ClassEfficiency>; N_CLASSES];
 
-/// A table of efficiencies: rows for every GPU (`*`) and per-GPU rows that override them.
+/// A table of efficiencies: rows for every GPU (`*`) and per-GPU rows that override them, each
+/// for every dtype (`*`) or for one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Efficiencies {
-    any: ClassRow,
-    per_gpu: Vec<(&'static str, ClassRow)>,
+    /// (GPU or `*`, dtype or `*`) -> the classes that row set names.
+    rows: Vec<(Option<&'static str>, Option<DType>, ClassRow)>,
     /// Classes missing from this table come from the shipped table.
     layered_on_default: bool,
 }
@@ -82,26 +85,26 @@ impl Efficiencies {
             .clone()
     }
 
-    /// A user table, columns `gpu,class,compute_eff,memory_eff[,launch_us]`, `#` comment lines.
-    /// Precedence for a (GPU, class): this table's GPU row, this table's `*` row, then the
-    /// shipped table (its GPU row, then its `*` row). So a partial table overrides only what it
-    /// names.
+    /// A user table, columns `gpu,class,compute_eff,memory_eff[,launch_us][,dtype]`, `#` comment
+    /// lines. Precedence for a (GPU, class, dtype): this table's (GPU, dtype) row, its (GPU, `*`)
+    /// row, its (`*`, dtype) row, its (`*`, `*`) row, then the shipped table in the same order. So
+    /// a partial table overrides only what it names.
     ///
     /// # Errors
-    /// [`ComputeError::Csv`] naming the line and column: unknown column, unknown GPU or class,
-    /// an efficiency outside (0, 1], a negative `launch_us`, a duplicate (gpu, class) row.
+    /// [`ComputeError::Csv`] naming the line and column: unknown column, unknown GPU, class or
+    /// dtype, an efficiency outside (0, 1], a negative `launch_us`, a duplicate row.
     pub fn from_csv_str(text: &str) -> Result<Efficiencies, ComputeError> {
         Efficiencies::parse(text, "efficiency CSV", true)
     }
 
     fn parse(text: &str, what: &str, layered_on_default: bool) -> Result<Efficiencies, ComputeError> {
-        let csv = CsvText::parse(what, text, &["gpu", "class", "compute_eff", "memory_eff"], &["launch_us"])?;
+        let csv = CsvText::parse(what, text, &["gpu", "class", "compute_eff", "memory_eff"], &["launch_us", "dtype"])?;
         let mut table = Efficiencies {
-            any: [None; N_CLASSES],
-            per_gpu: Vec::new(),
+            rows: Vec::new(),
             layered_on_default,
         };
-        let mut first_line: Vec<(Option<&'static str>, OpClass, u64)> = Vec::new();
+        type Key = (Option<&'static str>, Option<DType>, OpClass);
+        let mut first_line: Vec<(Key, u64)> = Vec::new();
         for row in csv.records() {
             let g = row.field("gpu");
             let gpu_name = if g == "*" {
@@ -113,62 +116,96 @@ impl Efficiencies {
             let c = row.field("class");
             let class =
                 OpClass::from_name(c).ok_or_else(|| row.error("class", format!("unknown op class `{c}`; valid: {}", class_names())))?;
+            let dtype = match row.get("dtype") {
+                None | Some("") | Some("*") => None,
+                Some(d) => Some(
+                    DType::ALL
+                        .into_iter()
+                        .find(|x| x.to_string().eq_ignore_ascii_case(d))
+                        .ok_or_else(|| row.error("dtype", format!("unknown dtype `{d}`; valid: *, fp32, tf32, bf16, fp16, fp8")))?,
+                ),
+            };
             let compute_eff = row.number("compute_eff", 0.0, true, 1.0)?;
             let memory_eff = row.number("memory_eff", 0.0, true, 1.0)?;
             let launch_us = match row.get("launch_us") {
                 None | Some("") => DEFAULT_LAUNCH_US,
                 Some(_) => row.number("launch_us", 0.0, false, f64::INFINITY)?,
             };
-            if let Some((_, _, l)) = first_line.iter().find(|(g0, c0, _)| *g0 == gpu_name && *c0 == class) {
+            let key = (gpu_name, dtype, class);
+            if let Some((_, l)) = first_line.iter().find(|(k, _)| *k == key) {
                 return Err(row.error("class", format!("duplicate row for ({g}, {c}); first at line {l}")));
             }
-            first_line.push((gpu_name, class, row.line));
+            first_line.push((key, row.line));
             let e = ClassEfficiency {
                 compute_eff,
                 memory_eff,
                 launch: SimTime::from_us_f64(launch_us),
             };
-            let slot = match gpu_name {
-                None => &mut table.any,
-                Some(name) => match table.per_gpu.iter().position(|(n, _)| *n == name) {
-                    Some(i) => &mut table.per_gpu[i].1,
-                    None => {
-                        table.per_gpu.push((name, [None; N_CLASSES]));
-                        let last = table.per_gpu.len() - 1;
-                        &mut table.per_gpu[last].1
-                    }
-                },
+            let i = match table.rows.iter().position(|(n, d, _)| *n == gpu_name && *d == dtype) {
+                Some(i) => i,
+                None => {
+                    table.rows.push((gpu_name, dtype, [None; N_CLASSES]));
+                    table.rows.len() - 1
+                }
             };
-            slot[class.index()] = Some(e);
+            table.rows[i].2[class.index()] = Some(e);
         }
         Ok(table)
     }
 
-    /// This table's own entry for (GPU, class), without the shipped fallback.
-    fn own(&self, gpu: &GpuSpec, class: OpClass) -> Option<ClassEfficiency> {
-        let per_gpu = self
-            .per_gpu
+    fn row(&self, gpu: Option<&str>, dtype: Option<DType>, class: OpClass) -> Option<ClassEfficiency> {
+        self.rows
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(gpu.name))
-            .and_then(|(_, row)| row[class.index()]);
-        per_gpu.or(self.any[class.index()])
+            .find(|(n, d, _)| {
+                *d == dtype
+                    && match (n, gpu) {
+                        (None, None) => true,
+                        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                        _ => false,
+                    }
+            })
+            .and_then(|(_, _, r)| r[class.index()])
     }
 
-    /// The efficiencies of `class` on `gpu`, after the precedence described at
-    /// [`Efficiencies::from_csv_str`].
+    /// This table's own entry for (GPU, class, dtype), without the shipped fallback.
+    fn own(&self, gpu: &GpuSpec, class: OpClass, dtype: Option<DType>) -> Option<ClassEfficiency> {
+        let g = Some(gpu.name);
+        dtype
+            .and_then(|d| self.row(g, Some(d), class))
+            .or_else(|| self.row(g, None, class))
+            .or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
+            .or_else(|| self.row(None, None, class))
+    }
+
+    /// The efficiencies of `class` on `gpu` for any dtype (the `*` dtype rows), after the
+    /// precedence described at [`Efficiencies::from_csv_str`].
     pub fn get(&self, gpu: &GpuSpec, class: OpClass) -> ClassEfficiency {
-        match self.own(gpu, class) {
+        self.get_for(gpu, class, None)
+    }
+
+    /// The efficiencies of `class` on `gpu` in `dtype` (`None`: the `*` rows).
+    pub fn get_for(&self, gpu: &GpuSpec, class: OpClass, dtype: Option<DType>) -> ClassEfficiency {
+        match self.own(gpu, class, dtype) {
             Some(e) => e,
-            None if self.layered_on_default => Efficiencies::default_table().own(gpu, class).unwrap_or(FALLBACK),
+            None if self.layered_on_default => Efficiencies::default_table().own(gpu, class, dtype).unwrap_or(FALLBACK),
             None => FALLBACK,
         }
     }
 
-    /// All classes for one GPU, indexed by [`OpClass::index`]: what a model caches.
+    /// All classes for one GPU, indexed by [`OpClass::index`], for the `*` dtype rows.
     pub fn resolve(&self, gpu: &GpuSpec) -> [ClassEfficiency; N_CLASSES] {
         OpClass::ALL.map(|c| self.get(gpu, c))
     }
+
+    /// All (dtype, class) pairs for one GPU, indexed by `DType::ALL` position then class: what a
+    /// model caches.
+    pub fn resolve_all(&self, gpu: &GpuSpec) -> [[ClassEfficiency; N_CLASSES]; N_DTYPES] {
+        DType::ALL.map(|d| OpClass::ALL.map(|c| self.get_for(gpu, c, Some(d))))
+    }
 }
+
+/// Number of dtypes, for per-dtype arrays.
+pub const N_DTYPES: usize = DType::ALL.len();
 
 /// Roofline time of `q` on `gpu` with efficiencies `e`: rounded to the nearest picosecond, plus
 /// `e.launch`. Negative or NaN FLOPs/bytes count as zero; infinite ones saturate at `SimTime::MAX`.
@@ -179,7 +216,14 @@ pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTim
     } else {
         gpu.peak_flops(crate::op::DType::Fp32)
     };
-    let compute_s = q.flops.max(0.0) / (peak * e.compute_eff);
+    let compute_s = match (q.class, q.kernel) {
+        (OpClass::Gemm, Some(KernelShape::Gemm(shape))) => gemm::plan(gpu, q.dtype, e.compute_eff, &shape).secs,
+        (OpClass::FlashAttention, Some(KernelShape::Attention(shape))) => {
+            attention::seconds(gpu, AttentionKernel::default_for(gpu.arch), &shape, q.flops)
+                .unwrap_or_else(|| q.flops.max(0.0) / (peak * e.compute_eff))
+        }
+        _ => q.flops.max(0.0) / (peak * e.compute_eff),
+    };
     let memory_s = q.bytes.max(0.0) / (gpu.hbm_bandwidth_bytes_per_s * e.memory_eff);
     let (secs, bound) = if compute_s >= memory_s {
         (compute_s, Bound::Compute)
@@ -207,7 +251,7 @@ mod tests {
         let t = Efficiencies::default_table();
         for g in gpu::catalog() {
             for c in OpClass::ALL {
-                assert!(t.own(g, c).is_some(), "{} {c}", g.name);
+                assert!(t.own(g, c, None).is_some(), "{} {c}", g.name);
             }
         }
     }
@@ -228,10 +272,28 @@ mod tests {
     #[test]
     fn shipped_per_gpu_rows_override_shipped_star_rows() {
         let t = Efficiencies::default_table();
-        let star = t.any[OpClass::Gemm.index()].unwrap();
+        let star = t.row(None, None, OpClass::Gemm).unwrap();
         let h100 = t.get(gpu("H100").unwrap(), OpClass::Gemm);
         assert_ne!(star, h100);
-        assert_eq!(t.get(gpu("B200").unwrap(), OpClass::Gemm), star);
+        // A class with no per-GPU rows falls back to the `*` row.
+        assert_eq!(
+            t.get(gpu("B200").unwrap(), OpClass::Norm),
+            t.row(None, None, OpClass::Norm).unwrap()
+        );
+    }
+
+    #[test]
+    fn dtype_rows_override_rows_without_one() {
+        let t = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,\nH100,gemm,0.9,0.8,2,\nH100,gemm,0.7,0.8,2,fp8\n*,norm,0.5,0.5,2,fp8\n").unwrap();
+        let h100 = gpu("H100").unwrap();
+        let a100 = gpu("A100").unwrap();
+        assert_eq!(t.get_for(h100, OpClass::Gemm, Some(DType::Fp8)).compute_eff, 0.7);
+        assert_eq!(t.get_for(h100, OpClass::Gemm, Some(DType::Bf16)).compute_eff, 0.9);
+        assert_eq!(t.get_for(a100, OpClass::Gemm, Some(DType::Fp8)).compute_eff, 0.5);
+        // (*, fp8) applies where the GPU has no row of its own for the class.
+        assert_eq!(t.get_for(h100, OpClass::Norm, Some(DType::Fp8)).compute_eff, 0.5);
+        let (line, col, msg) = csv_err("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,fp4\n");
+        assert_eq!((line, col.as_deref()), (2, Some("dtype")), "{msg}");
     }
 
     fn csv_err(text: &str) -> (u64, Option<String>, String) {

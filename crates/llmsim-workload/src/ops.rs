@@ -40,7 +40,7 @@
 use std::ops::Range;
 
 use llmsim_ccl::CollectiveOp;
-use llmsim_compute::{DType, OpClass, OpQuery};
+use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery};
 use serde::Serialize;
 
 use crate::config::{ParallelConfig, Recompute, TrainingConfig};
@@ -88,6 +88,9 @@ pub struct OpSpec {
     pub kind: OpSpecKind,
     /// Op-database key, e.g. `b=1,s=2048,h=5120,tp=2,ffn=20480`.
     pub shape: String,
+    /// A GEMM's or fused attention's dimensions, for the compute model's kernel models.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelShape>,
 }
 
 impl OpSpec {
@@ -101,6 +104,7 @@ impl OpSpec {
                 flops: *flops,
                 bytes: *bytes,
                 shape: self.shape.clone(),
+                kernel: self.kernel,
             }),
             OpSpecKind::Comm { .. } => None,
         }
@@ -224,6 +228,7 @@ pub(crate) fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64
         pass,
         kind: OpSpecKind::Compute { class, flops, bytes },
         shape: shape.to_string(),
+        kernel: None,
     }
 }
 
@@ -233,6 +238,7 @@ fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, byte
         pass,
         kind: OpSpecKind::Comm { op, group, bytes },
         shape: shape.to_string(),
+        kernel: None,
     }
 }
 
@@ -312,9 +318,21 @@ impl<'a> Builder<'a> {
         let flops = 2.0 * mf * kf * nf;
         let fwd_bytes = (mf * kf + wf + mf * nf) * dt;
         let wgrad_bytes = (mf * kf + mf * nf) * dt + wf * 4.0 * 2.0;
-        let g = compute(names.fwd, Pass::Forward, OpClass::Gemm, flops, fwd_bytes, shape);
-        let dg = compute(names.dgrad, Pass::BackwardInput, OpClass::Gemm, flops, fwd_bytes, shape);
-        let wg = compute(names.wgrad, Pass::BackwardWeight, OpClass::Gemm, flops, wgrad_bytes, shape);
+        // `weights` over `k·n` equal matrices: a grouped GEMM of one GEMM per local expert, the
+        // tokens split evenly among them (balanced routing).
+        let batch = (weights / (k * n).max(1)).max(1);
+        let fwd_shape = GemmShape {
+            m: m.div_ceil(batch),
+            n,
+            k,
+            batch,
+        };
+        let mut g = compute(names.fwd, Pass::Forward, OpClass::Gemm, flops, fwd_bytes, shape);
+        g.kernel = Some(KernelShape::Gemm(fwd_shape));
+        let mut dg = compute(names.dgrad, Pass::BackwardInput, OpClass::Gemm, flops, fwd_bytes, shape);
+        dg.kernel = Some(KernelShape::Gemm(fwd_shape.dgrad()));
+        let mut wg = compute(names.wgrad, Pass::BackwardWeight, OpClass::Gemm, flops, wgrad_bytes, shape);
+        wg.kernel = Some(KernelShape::Gemm(fwd_shape.wgrad()));
         let ab = d.act_bytes();
         let tp = d.tp > 1;
         let (fwd, bwd) = match split {
@@ -530,15 +548,28 @@ impl<'a> Builder<'a> {
             let scores = (d.b * d.a_l * d.sl * d.s) as f64;
             (OpClass::Attention, 2.0, qkvo + scores * (4.0 * dt + 1.0))
         };
-        fwd.push(compute("core_attention", Pass::Forward, class, flops, bytes, &shape));
-        bwd.push(compute(
+        // Decoder LMs use a causal mask; the kernel tables (and nothing else) read this.
+        let attn = AttentionShape {
+            batch_heads: d.b * d.a_l,
+            s_q: d.sl,
+            s_kv: d.s,
+            head_dim: d.d,
+            causal: true,
+            backward: false,
+        };
+        let mut f = compute("core_attention", Pass::Forward, class, flops, bytes, &shape);
+        f.kernel = Some(KernelShape::Attention(attn));
+        fwd.push(f);
+        let mut b = compute(
             "core_attention_bwd",
             Pass::BackwardInput,
             class,
             bwd_ratio * flops,
             2.0 * bytes,
             &shape,
-        ));
+        );
+        b.kernel = Some(KernelShape::Attention(AttentionShape { backward: true, ..attn }));
+        bwd.push(b);
         if d.cp > 1 {
             let b = kv_full * d.dt;
             bwd.push(comm(

@@ -1,0 +1,281 @@
+//! Fused attention time from published kernel benchmarks, by kernel generation, head dim,
+//! causal mask and sequence length (`data/attention.csv`, with its sources).
+//!
+//! The benchmarks count causal attention at half the FLOPs; llmsim's ops count the full `QKᵀ`
+//! and `AV` (the Megatron/Narayanan convention, see `llmsim-workload` ops). So a causal op's
+//! kernel does half the op's FLOPs, at the causal rate. Rates are for the benchmarked GPU
+//! (H100 SXM for Hopper, A100 SXM for Ampere); another GPU of the architecture, or a Blackwell
+//! GPU with no table of its own, runs at the same fraction of its own BF16 peak.
+
+use std::sync::OnceLock;
+
+use llmsim_ccl::tuning::GpuArch;
+use serde::{Deserialize, Serialize};
+
+use crate::csvtext::CsvText;
+use crate::gpu::GpuSpec;
+
+/// The shipped table.
+pub const ATTENTION_CSV: &str = include_str!("../data/attention.csv");
+
+/// One fused attention call: `batch_heads` independent heads of `s_q` queries over `s_kv` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AttentionShape {
+    /// Batch times local query heads.
+    pub batch_heads: u64,
+    pub s_q: u64,
+    pub s_kv: u64,
+    pub head_dim: u64,
+    pub causal: bool,
+    /// The backward kernel (dQ, dK, dV) rather than the forward.
+    pub backward: bool,
+}
+
+/// Fused attention kernels with published tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKernel {
+    /// FlashAttention-2 (Dao 2023).
+    Fa2,
+    /// FlashAttention-3 (Shah et al. 2024), Hopper only.
+    Fa3,
+    /// cuDNN 9 fused attention (Transformer Engine's `FusedAttention`).
+    Cudnn,
+}
+
+impl AttentionKernel {
+    fn name(self) -> &'static str {
+        match self {
+            AttentionKernel::Fa2 => "fa2",
+            AttentionKernel::Fa3 => "fa3",
+            AttentionKernel::Cudnn => "cudnn",
+        }
+    }
+
+    /// Transformer Engine's default on the architecture: cuDNN fused attention on Hopper and
+    /// later, FlashAttention-2 on Ampere.
+    pub fn default_for(arch: GpuArch) -> AttentionKernel {
+        match arch {
+            GpuArch::Ampere => AttentionKernel::Fa2,
+            GpuArch::Hopper | GpuArch::Blackwell => AttentionKernel::Cudnn,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    Fwd,
+    Bwd,
+    FwdBwd,
+}
+
+const SEQS: [f64; 6] = [512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
+
+struct Row {
+    arch: &'static str,
+    kernel: String,
+    head_dim: u64,
+    causal: bool,
+    pass: Pass,
+    tflops: [f64; 6],
+}
+
+fn table() -> &'static [Row] {
+    static T: OnceLock<Vec<Row>> = OnceLock::new();
+    T.get_or_init(|| {
+        let csv = CsvText::parse(
+            "built-in attention CSV",
+            ATTENTION_CSV,
+            &[
+                "arch", "kernel", "head_dim", "causal", "pass", "s512", "s1k", "s2k", "s4k", "s8k", "s16k",
+            ],
+            &[],
+        )
+        .expect("data/attention.csv is valid: the tests parse it");
+        csv.records()
+            .map(|r| {
+                let num = |c: &str| r.number(c, 0.0, true, f64::INFINITY).expect("attention.csv numbers");
+                Row {
+                    arch: match r.field("arch") {
+                        "hopper" => "hopper",
+                        "ampere" => "ampere",
+                        a => panic!("attention.csv: unknown arch {a}"),
+                    },
+                    kernel: r.field("kernel").to_string(),
+                    head_dim: num("head_dim") as u64,
+                    causal: r.field("causal") == "1",
+                    pass: match r.field("pass") {
+                        "fwd" => Pass::Fwd,
+                        "bwd" => Pass::Bwd,
+                        _ => Pass::FwdBwd,
+                    },
+                    tflops: ["s512", "s1k", "s2k", "s4k", "s8k", "s16k"].map(num),
+                }
+            })
+            .collect()
+    })
+}
+
+/// Linear in log2(seq), clamped to the table's range.
+fn at_seq(v: &[f64; 6], seq: u64) -> f64 {
+    let x = (seq.max(1) as f64).log2().clamp(SEQS[0].log2(), SEQS[5].log2());
+    let i = ((x - 9.0).floor() as usize).min(4);
+    let f = x - (9.0 + i as f64);
+    v[i] + (v[i + 1] - v[i]) * f
+}
+
+fn find(arch: &str, kernel: &str, head_dim: u64, causal: bool, pass: Pass) -> Option<&'static Row> {
+    table()
+        .iter()
+        .find(|r| r.arch == arch && r.kernel == kernel && r.head_dim == head_dim && r.causal == causal && r.pass == pass)
+}
+
+/// Rate at one tabulated head dim, TFLOP/s (sources' convention), or `None`.
+fn rate_at_dim(arch: &str, kernel: &str, head_dim: u64, causal: bool, backward: bool, seq: u64) -> Option<f64> {
+    let direct = |c: bool, p: Pass| find(arch, kernel, head_dim, c, p).map(|r| at_seq(&r.tflops, seq));
+    if !backward {
+        return direct(causal, Pass::Fwd).or_else(|| direct(causal, Pass::FwdBwd));
+    }
+    if let Some(r) = direct(causal, Pass::Bwd) {
+        return Some(r);
+    }
+    if causal {
+        // Causal backward: the non-causal backward scaled like the forward.
+        if let (Some(b), Some(fc), Some(fn_)) = (direct(false, Pass::Bwd), direct(true, Pass::Fwd), direct(false, Pass::Fwd)) {
+            return Some(b * fc / fn_);
+        }
+    }
+    direct(causal, Pass::FwdBwd)
+}
+
+/// Kernel throughput in TFLOP/s of the sources' convention (causal halved) for `shape`, on the
+/// architecture's benchmarked GPU, or `None` where the table has nothing for the kernel.
+/// Head dims between tabulated ones are interpolated linearly; outside, clamped.
+pub fn table_rate(arch: GpuArch, kernel: AttentionKernel, shape: &AttentionShape) -> Option<f64> {
+    let (a, k) = (table_arch(arch), kernel.name());
+    let seq = shape.s_kv;
+    let mut dims: Vec<u64> = table()
+        .iter()
+        .filter(|r| r.arch == a && r.kernel == k)
+        .map(|r| r.head_dim)
+        .collect();
+    dims.sort_unstable();
+    dims.dedup();
+    let rate = |d: u64| rate_at_dim(a, k, d, shape.causal, shape.backward, seq);
+    let usable: Vec<(u64, f64)> = dims.iter().filter_map(|&d| rate(d).map(|r| (d, r))).collect();
+    let (lo, hi) = (usable.first()?, usable.last()?);
+    let d = shape.head_dim;
+    if d <= lo.0 {
+        return Some(lo.1);
+    }
+    if d >= hi.0 {
+        return Some(hi.1);
+    }
+    let w = usable.windows(2).find(|w| w[0].0 <= d && d <= w[1].0)?;
+    let f = (d - w[0].0) as f64 / (w[1].0 - w[0].0) as f64;
+    Some(w[0].1 + (w[1].1 - w[0].1) * f)
+}
+
+/// The architecture whose table stands for `arch` (Blackwell: Hopper's, scaled by peak).
+fn table_arch(arch: GpuArch) -> &'static str {
+    match arch {
+        GpuArch::Ampere => "ampere",
+        GpuArch::Hopper | GpuArch::Blackwell => "hopper",
+    }
+}
+
+/// BF16 dense peak of the GPU each architecture's table was measured on (A100 SXM, H100 SXM).
+fn table_peak_tflops(arch: GpuArch) -> f64 {
+    match arch {
+        GpuArch::Ampere => 312.0,
+        GpuArch::Hopper | GpuArch::Blackwell => 989.4,
+    }
+}
+
+/// Seconds for a fused attention op of `op_flops` (llmsim's convention: causal not halved) on
+/// `gpu` with `kernel`, or `None` when the kernel has no table for the GPU's architecture.
+pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
+    let rate = table_rate(gpu.arch, kernel, shape)?;
+    let scale = gpu.peak_tflops.bf16 / table_peak_tflops(gpu.arch);
+    let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
+    Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::gpu;
+
+    fn shape(d: u64, s: u64, causal: bool, backward: bool) -> AttentionShape {
+        AttentionShape {
+            batch_heads: 16,
+            s_q: s,
+            s_kv: s,
+            head_dim: d,
+            causal,
+            backward,
+        }
+    }
+
+    #[test]
+    fn table_points_come_back_exactly() {
+        let r = table_rate(GpuArch::Hopper, AttentionKernel::Cudnn, &shape(128, 4096, true, false)).unwrap();
+        assert_eq!(r, 518.0);
+        let r = table_rate(GpuArch::Ampere, AttentionKernel::Fa2, &shape(64, 16384, false, true)).unwrap();
+        assert_eq!(r, 176.0);
+    }
+
+    #[test]
+    fn rates_grow_with_sequence_and_interpolate_head_dims() {
+        let h = GpuArch::Hopper;
+        for k in [AttentionKernel::Cudnn, AttentionKernel::Fa3, AttentionKernel::Fa2] {
+            for bwd in [false, true] {
+                let mut last = 0.0;
+                for s in [256, 512, 700, 1024, 3000, 4096, 16384, 65536] {
+                    let r = table_rate(h, k, &shape(128, s, true, bwd)).unwrap();
+                    assert!(r >= last * 0.97, "{k:?} {s} {r} {last}");
+                    last = r;
+                }
+            }
+        }
+        let (a, b, c) = (
+            table_rate(h, AttentionKernel::Fa3, &shape(128, 4096, false, false)).unwrap(),
+            table_rate(h, AttentionKernel::Fa3, &shape(192, 4096, false, false)).unwrap(),
+            table_rate(h, AttentionKernel::Fa3, &shape(256, 4096, false, false)).unwrap(),
+        );
+        assert!(a < b && b < c, "{a} {b} {c}");
+        // FA3 is Hopper-only: no Ampere table.
+        assert!(table_rate(GpuArch::Ampere, AttentionKernel::Fa3, &shape(128, 4096, false, false)).is_none());
+    }
+
+    #[test]
+    fn causal_backward_is_derived_and_below_non_causal() {
+        let h = GpuArch::Hopper;
+        let nc = table_rate(h, AttentionKernel::Cudnn, &shape(128, 4096, false, true)).unwrap();
+        let c = table_rate(h, AttentionKernel::Cudnn, &shape(128, 4096, true, true)).unwrap();
+        assert!((c - 499.0 * 518.0 / 609.0).abs() < 1e-9 && c < nc);
+    }
+
+    #[test]
+    fn causal_halves_the_work_and_other_gpus_scale_by_peak() {
+        let h100 = gpu("H100").unwrap();
+        let s = shape(128, 4096, true, false);
+        let t = seconds(h100, AttentionKernel::Cudnn, &s, 1e12).unwrap();
+        assert!((t - 0.5 / 518.0).abs() < 1e-12);
+        let h20 = gpu("H20").unwrap();
+        let t20 = seconds(h20, AttentionKernel::Cudnn, &s, 1e12).unwrap();
+        assert!((t20 / t - 989.4 / 148.0).abs() < 1e-9);
+        // Never faster than the dense peak.
+        for g in crate::gpu::catalog() {
+            let k = AttentionKernel::default_for(g.arch);
+            for bwd in [false, true] {
+                for causal in [false, true] {
+                    let s = shape(256, 1 << 20, causal, bwd);
+                    let t = seconds(g, k, &s, 1e12).unwrap();
+                    let work = if causal { 0.5e12 } else { 1e12 };
+                    assert!(t >= work / g.peak_flops(crate::op::DType::Bf16), "{}", g.name);
+                }
+            }
+        }
+    }
+}

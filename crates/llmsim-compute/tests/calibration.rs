@@ -1,0 +1,87 @@
+//! The shipped GEMM calibration against the kernel benchmarks it was derived from.
+//!
+//! `data/efficiency.csv` holds, per GPU and dtype, the efficiency `eff` of the GEMM model
+//! ([`llmsim_compute::gemm`]). It was derived from the best-shape cuBLAS (torch.matmul)
+//! throughput of the "Maximum Achievable Matmul FLOPS" table (stas00/ml-engineering,
+//! `compute/accelerator/README.md`, revision 744d01e, 2026-08-22; mamf-finder.py, mean of 100
+//! iterations): `eff = measured fraction of peak / model fraction at eff = 1` for that shape. These
+//! tests recompute the model's throughput at each cited shape with the shipped table and require
+//! it within 2% of the measurement, so the CSV cannot drift from its source.
+//!
+//! The DeepGEMM rows (FP8 on H800, deepseek-ai/DeepGEMM README, 2025-03-25 table) are a second
+//! library the CSV was *not* derived from; they are reported by `bench/kernels.sh`, not asserted.
+
+use llmsim_compute::{ComputeModel, DType, GemmShape, KernelShape, OpClass, OpQuery, gpu};
+
+/// (GPU, dtype, m, n, k, measured TFLOP/s): the MAMF table's best shapes.
+const MAMF: &[(&str, DType, u64, u64, u64, f64)] = &[
+    ("A100", DType::Bf16, 1024, 10240, 5120, 271.2),
+    ("H100", DType::Bf16, 2048, 2048, 13312, 794.5),
+    ("H100", DType::Fp8, 1024, 9216, 14336, 1402.6),
+    ("H200", DType::Fp8, 1280, 4096, 12032, 1453.4),
+    ("B200", DType::Bf16, 1792, 16128, 3072, 1745.0),
+    ("B200", DType::Fp8, 15360, 4096, 3072, 3432.5),
+];
+
+fn query(dtype: DType, s: GemmShape) -> OpQuery {
+    OpQuery {
+        name: "gemm".into(),
+        class: OpClass::Gemm,
+        dtype,
+        flops: s.flops(),
+        // Operands once, in the dtype: far below the compute roof for these shapes.
+        bytes: ((s.m * s.k + s.k * s.n + s.m * s.n) * dtype.bytes()) as f64,
+        shape: String::new(),
+        kernel: Some(KernelShape::Gemm(s)),
+    }
+}
+
+/// The model's TFLOP/s for a shape with the shipped table, launch cost excluded.
+fn model_tflops(g: &str, dtype: DType, m: u64, n: u64, k: u64) -> f64 {
+    let spec = gpu(g).unwrap();
+    let cm = ComputeModel::new(spec);
+    let s = GemmShape::new(m, n, k);
+    let t = cm.time(&query(dtype, s)).time;
+    let launch = cm.efficiency_for(OpClass::Gemm, dtype).launch;
+    s.flops() / (t - launch).as_secs_f64() / 1e12
+}
+
+#[test]
+fn shipped_gemm_efficiency_reproduces_the_cited_best_shapes() {
+    let mut bad = Vec::new();
+    for &(g, d, m, n, k, measured) in MAMF {
+        let got = model_tflops(g, d, m, n, k);
+        let spec = gpu(g).unwrap();
+        let cm = ComputeModel::new(spec);
+        let eff = cm.efficiency_for(OpClass::Gemm, d).compute_eff;
+        let implied = eff * measured / got;
+        if (got / measured - 1.0).abs() >= 0.02 {
+            bad.push(format!(
+                "{g} {d} {m}x{n}x{k}: model {got:.1} TFLOP/s, measured {measured}; the CSV's {eff} should be {implied:.3}"
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn fp8_gemms_are_faster_than_bf16_but_not_beyond_the_peak_ratio() {
+    for g in ["H100", "H200", "B200"] {
+        let spec = gpu(g).unwrap();
+        let ratio = spec.peak_flops(DType::Fp8) / spec.peak_flops(DType::Bf16);
+        for (m, n, k) in [
+            (4096, 4096, 4096),
+            (8192, 28672, 8192),
+            (2048, 1024, 8192),
+            (512, 512, 512),
+            (16384, 6144, 1536),
+        ] {
+            let cm = ComputeModel::new(spec);
+            let s = GemmShape::new(m, n, k);
+            let t16 = cm.time(&query(DType::Bf16, s)).time;
+            let t8 = cm.time(&query(DType::Fp8, s)).time;
+            assert!(t8 < t16, "{g} {m}x{n}x{k}: fp8 {t8:?} >= bf16 {t16:?}");
+            assert!(t16.as_secs_f64() / t8.as_secs_f64() <= ratio + 1e-9, "{g} {m}x{n}x{k}");
+        }
+    }
+}
