@@ -37,7 +37,25 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # GEMMs by the role of the hidden size h (crates/llmsim-workload/src/ops.rs): `[m,k]·[k,n]`.
 GEMM_K_IS_H = ("attn_qkv", "mlp_fc1", "shared_fc1", "expert_fc1", "logits", "moe_router")
 GEMM_N_IS_H = ("attn_proj", "mlp_fc2", "shared_fc2", "expert_fc2")
+NORMS = ("input_norm", "post_attn_norm", "final_norm")
+RESIDUALS = ("attn_residual", "mlp_residual")
+ACTIVATIONS = ("mlp_act", "shared_act", "expert_act")
 DROPOUT_P = 0.1
+
+# Every compute op name the transformer generator emits: a database row with another name never
+# matches (check_database says so).
+KNOWN_OPS = tuple(
+    sorted(
+        {g + x for g in GEMM_K_IS_H + GEMM_N_IS_H for x in ("", "_dgrad", "_wgrad")}
+        | {
+            b + x
+            for b in ("core_attention", *NORMS, *RESIDUALS, *ACTIVATIONS)
+            + ("embedding_dropout", "cross_entropy", "moe_permute", "moe_unpermute")
+            for x in ("", "_bwd")
+        }
+        | {"embedding", "embedding_wgrad", "optimizer_step"}
+    )
+)
 
 
 class ProfileError(_native.LlmsimError):
@@ -101,6 +119,9 @@ def run_ops(scenario: PathLike, sets: Sequence[str] = ()) -> list[dict[str, str]
         with _captured_fds() as text:
             code = _native.cli_main(argv)
         if code != 0:
+            # The same run through the API raises the typed error (ComputeError, WorkloadError...).
+            sc = Scenario.from_yaml(scenario, list(sets))
+            _native.run(sc.native, True, False)
             msg = text[0].strip().removeprefix("error: ") if text else ""
             raise _native.LlmsimError(msg or f"llmsim run {scenario} failed (exit {code})")
         with open(os.path.join(d, "ops.csv"), newline="", encoding="utf-8") as f:
@@ -169,11 +190,11 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
         d = _exact(flops / ratio, 4 * b * sl * heads * skv, "the head size", row)
         k.kind, k.dims = "attention", {"b": b, "heads": heads, "kv_heads": kv, "sq": sl, "skv": skv, "head_dim": d}
         k.flags = {"flash": cls == "FlashAttention", "causal": skv == sl}
-    elif base in ("input_norm", "post_attn_norm", "final_norm"):
+    elif base in NORMS:
         k.kind, k.dims = "norm", {"tokens": tok_sp, "h": h}
-    elif base in ("attn_residual", "mlp_residual"):
+    elif base in RESIDUALS:
         k.kind, k.dims = "residual", {"elements": tok_sp * h}
-    elif base in ("mlp_act", "shared_act", "expert_act"):
+    elif base in ACTIVATIONS:
         e = _exact(flops, 16 if variant == "bwd" else 8, "the element count", row)
         reads = nbytes / (e * act_bytes)
         gated = reads > (4.0 if variant == "bwd" else 2.5)  # 5 vs 3 (bwd), 3 vs 2 (fwd): ops.rs
@@ -693,6 +714,34 @@ def database_coverage(scenario: PathLike, database: PathLike, sets: Sequence[str
     return count
 
 
+def check_database(database: PathLike, known: Sequence[str] = KNOWN_OPS) -> int:
+    """Raises ``ProfileError`` naming the line and the ``op`` column of the first row whose op
+    no llmsim workload produces (the Rust reader keeps such a row: it never matches). Returns
+    the number of rows. The reader itself checks the rest (GPU names, times, duplicates)."""
+    import difflib
+
+    path = os.fspath(database)
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = [(i, line) for i, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        return 0
+    records = list(csv.reader(line for _, line in lines))
+    header = [h.strip().lower() for h in records[0]]
+    if "op" not in header:
+        raise ProfileError(f"{path}, line {lines[0][0]}: no `op` column; expected: gpu,op,shape,time_us")
+    col = header.index("op")
+    for (n, _), rec in zip(lines[1:], records[1:]):
+        op = rec[col].strip() if col < len(rec) else ""
+        if op not in known:
+            near = difflib.get_close_matches(op, known, n=3)
+            hint = f"did you mean {', '.join(near)}? " if near else ""
+            raise ProfileError(
+                f"{path}, line {n}, column `op`: unknown op `{op}`; {hint}"
+                "valid: the op names of a scenario's ops.csv (`llmsim profile SCENARIO --list`)"
+            )
+    return len(records) - 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Collectives inside the node (NCCL)
 
@@ -824,8 +873,16 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--list", action="store_true", help="list the ops and their kernels; time nothing")
     p.add_argument("--collectives", metavar="CSV", help="also time NCCL collectives over this node's GPUs into CSV")
     p.add_argument("--no-check", action="store_true", help="skip re-running the scenario with the new database")
+    p.add_argument("--check", metavar="CSV", help="check an existing database against the scenario; time nothing")
     a = p.parse_args(argv)
     try:
+        if a.check:
+            n = check_database(a.check)
+            cov = database_coverage(a.scenario, a.check, a.sets)
+            print(
+                f"{a.check}: {n} rows; {cov.get('database', 0)} of {sum(cov.values())} distinct compute ops of the scenario come from it"
+            )
+            return 0
         if a.list:
             res = Scenario.from_yaml(a.scenario, a.sets).resolved()
             act_bytes = 4 if res["training"]["dtype"] in ("fp32", "tf32") else 2
