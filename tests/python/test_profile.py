@@ -161,3 +161,16 @@ def test_torch_backend_on_the_device_at_hand(dense, tmp_path):
     assert not p.skipped and all(t > 0 for _, t in p.rows)
     assert f"backend: torch on {device}" in out.read_text()
     assert prof.database_coverage(dense, out, [f"cluster.gpu={p.gpu}"]) == {"database": len(p.rows)}
+
+
+def test_collectives_hint_is_a_valid_scenario_setting(dense):
+    rows = [
+        {"op": "all_reduce", "bytes": 1 << 20, "busbw_gbps": 100.0},
+        {"op": "all_reduce", "bytes": 1 << 30, "busbw_gbps": 360.0},
+        {"op": "all_gather", "bytes": 1 << 30, "busbw_gbps": 370.0},
+    ]
+    hint = prof.collectives_hint(rows)
+    assert hint.startswith("cluster.nvlink_bandwidth: 450GBps"), hint
+    key, value = hint.split(" (")[0].split(": ")
+    sc = llmsim.Scenario.from_yaml(dense, set=[f"{key}={value}"])
+    assert sc.resolved()["cluster"]["nvlink_bandwidth"]
