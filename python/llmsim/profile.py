@@ -911,7 +911,13 @@ def main(argv: Sequence[str]) -> int:
             res = Scenario.from_yaml(a.scenario, sets).resolved()
             if prof.gpu != res["cluster"]["gpu"]:
                 sets.append(f"cluster.gpu={prof.gpu}")
-            cov = database_coverage(a.scenario, a.out, sets)
+            try:
+                cov = database_coverage(a.scenario, a.out, sets)
+            except _native.LlmsimError as e:
+                raise ProfileError(
+                    f"{a.out} was written but the simulator cannot use it: {e}\n"
+                    "(a GPU the catalog lacks: label the rows with --gpu NAME)"
+                ) from e
             print(
                 f"check: {cov.get('database', 0)} of {sum(cov.values())} distinct compute ops now come from the database"
             )
