@@ -12,9 +12,11 @@ if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     # A local venv (.venv) for the Python package and for the Rust tests that run Python
     # (mlc-chakra-generated traces: crates/llmsim-sim/tests/chakra_mlc.rs).
     [ -x .venv/bin/python ] || python3 -m venv .venv
+    # numpy: llmsim profile's CPU backend (tests/python/test_profile.py); PyTorch is not installed
+    # here (a GPU-sized wheel), so the torch test skips.
     extra="ray"   # the Ray sweep test (a single-node Ray); LLMSIM_SKIP_RAY=1 leaves it out (the test then skips)
     [ "${LLMSIM_SKIP_RAY:-0}" = 1 ] && extra=""
-    .venv/bin/pip install -q --disable-pip-version-check maturin pandas matplotlib pytest ruff optuna protobuf $extra
+    .venv/bin/pip install -q --disable-pip-version-check maturin pandas numpy matplotlib pytest ruff optuna protobuf $extra
     .venv/bin/pip install -q --disable-pip-version-check --no-deps mlc-chakra
     export LLMSIM_PYTHON="$PWD/.venv/bin/python"
 fi

@@ -42,8 +42,10 @@ impl OpDatabase {
     /// Parses the CSV text described in the module doc.
     ///
     /// # Errors
-    /// [`ComputeError::Csv`] with the line and column: unknown column, unknown GPU, a time that
-    /// is not a finite number >= 0, a duplicate (gpu, op, shape) entry.
+    /// [`ComputeError::Csv`] with the line and column: unknown column, unknown GPU, an op name
+    /// that is not an identifier (letters, digits, `_.-`), a negative or non-finite time, a
+    /// duplicate (gpu, op, shape) entry. An op name no workload produces is not an error here
+    /// (one database may serve many models); it never matches.
     pub fn from_csv_str(text: &str) -> Result<OpDatabase, ComputeError> {
         OpDatabase::parse("op database CSV", text)
     }
@@ -75,6 +77,16 @@ impl OpDatabase {
             let op = row.field("op");
             if op.is_empty() {
                 return Err(row.error("op", "empty op name"));
+            }
+            // Workload op names are identifiers (ops.csv's `op` column); anything else cannot match.
+            if let Some(c) = op.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
+                return Err(row.error(
+                    "op",
+                    format!(
+                        "`{op}` is not an op name (`{c}`): op names are letters, digits and `_.-`, as in ops.csv's `op` column \
+                         (e.g. attn_qkv); are the op and shape columns swapped?"
+                    ),
+                ));
             }
             let shape = row.field("shape");
             let us = row.number("time_us", 0.0, false, f64::INFINITY)?;
@@ -201,6 +213,10 @@ mod tests {
         // Unquoted commas in a shape: too many fields.
         let (line, _, msg) = err(&format!("{head}H100,a,b=1,s=2,1\n"));
         assert_eq!(line, 3, "{msg}");
+        // A shape in the op column (columns swapped).
+        let (line, col, msg) = err(&format!("{head}H100,\"b=1,s=2\",attn_qkv,1\n"));
+        assert_eq!((line, col.as_deref()), (3, Some("op")), "{msg}");
+        assert!(msg.contains("not an op name"), "{msg}");
         let (line, col, _) = err("gpu,op,shape,time_ms\n");
         assert_eq!((line, col.as_deref()), (1, Some("time_ms")));
     }

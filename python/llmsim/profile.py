@@ -1,0 +1,930 @@
+"""``llmsim profile``: measure an op-time database on the device at hand and write the CSV that a
+scenario's ``compute.database`` reads (``gpu,op,shape,time_us``; crates/llmsim-compute/src/db.rs).
+
+The scenario's distinct compute ops come from the simulator itself (the ``ops.csv`` of an
+in-process ``llmsim run``), so the op names and shape keys are exactly the ones the database is
+matched on. Each op's kernel dimensions (GEMM M/K/N, attention batch/heads/sequence/head size,
+element counts) are recovered from its shape key and FLOPs, then the kernel is timed on a
+backend: PyTorch (``pip install llmsim[profile]``; CUDA events, or wall time on a CPU) or NumPy
+(CPU, fp32; tests the whole path without a GPU, its times are not a GPU's).
+
+Optionally (``--collectives``, PyTorch + CUDA, 2+ GPUs) NCCL all-reduce/all-gather/reduce-scatter
+over the node's GPUs are timed too and written as a separate table; nothing in llmsim reads that
+table yet (the scale-up model takes ``cluster.nvlink_bandwidth``; see ``collectives_hint``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import datetime
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _native
+from .core import PathLike, Scenario
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+# GEMMs by the role of the hidden size h (crates/llmsim-workload/src/ops.rs): `[m,k]·[k,n]`.
+GEMM_K_IS_H = ("attn_qkv", "mlp_fc1", "shared_fc1", "expert_fc1", "logits", "moe_router")
+GEMM_N_IS_H = ("attn_proj", "mlp_fc2", "shared_fc2", "expert_fc2")
+NORMS = ("input_norm", "post_attn_norm", "final_norm")
+RESIDUALS = ("attn_residual", "mlp_residual")
+ACTIVATIONS = ("mlp_act", "shared_act", "expert_act")
+DROPOUT_P = 0.1
+
+# Every compute op name the transformer generator emits: a database row with another name never
+# matches (check_database says so).
+KNOWN_OPS = tuple(
+    sorted(
+        {g + x for g in GEMM_K_IS_H + GEMM_N_IS_H for x in ("", "_dgrad", "_wgrad")}
+        | {
+            b + x
+            for b in ("core_attention", *NORMS, *RESIDUALS, *ACTIVATIONS)
+            + ("embedding_dropout", "cross_entropy", "moe_permute", "moe_unpermute")
+            for x in ("", "_bwd")
+        }
+        | {"embedding", "embedding_wgrad", "optimizer_step"}
+    )
+)
+
+
+class ProfileError(_native.LlmsimError):
+    """An op the profiler cannot turn into a kernel, or a backend that cannot run."""
+
+
+@dataclass
+class Kernel:
+    """One distinct compute op of the scenario and the kernel that times it."""
+
+    op: str
+    shape: str
+    op_class: str
+    kind: str
+    """gemm, attention, norm, residual, activation, dropout, cross_entropy, embedding,
+    embedding_wgrad, gather, scatter, optimizer"""
+    variant: str = "fwd"
+    """fwd or bwd; for a GEMM fwd, dgrad or wgrad"""
+    dims: dict[str, int] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        d = ",".join(f"{k}={v}" for k, v in self.dims.items())
+        f = "".join(f",{k}" for k, v in self.flags.items() if v)
+        return f"{self.kind}/{self.variant}[{d}{f}]"
+
+
+# ---------------------------------------------------------------------------------------------
+# The scenario's ops
+
+
+@contextlib.contextmanager
+def _captured_fds() -> Iterator[list[str]]:
+    """Redirects file descriptors 1 and 2 (the Rust side prints there) into a temporary file;
+    yields a list that holds its text afterwards."""
+    out: list[str] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        try:
+            os.dup2(tmp.fileno(), 1)
+            os.dup2(tmp.fileno(), 2)
+            yield out
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            tmp.seek(0)
+            out.append(tmp.read().decode("utf-8", "replace"))
+
+
+def run_ops(scenario: PathLike, sets: Sequence[str] = ()) -> list[dict[str, str]]:
+    """The rows of ``ops.csv`` of one ``llmsim run`` of the scenario (analytical backend, free
+    communication: only the compute ops matter here)."""
+    with tempfile.TemporaryDirectory(prefix="llmsim-profile-") as d:
+        argv = ["llmsim", "run", os.fspath(scenario), "--out", d, "--backend", "analytical", "--ideal-comm"]
+        for s in [*sets, "output.ops=true", "output.trace=false", "output.flows=false"]:
+            argv += ["--set", s]
+        with _captured_fds() as text:
+            code = _native.cli_main(argv)
+        if code != 0:
+            # The same run through the API raises the typed error (ComputeError, WorkloadError...).
+            sc = Scenario.from_yaml(scenario, list(sets))
+            _native.run(sc.native, True, False)
+            msg = text[0].strip().removeprefix("error: ") if text else ""
+            raise _native.LlmsimError(msg or f"llmsim run {scenario} failed (exit {code})")
+        with open(os.path.join(d, "ops.csv"), newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+
+
+def distinct_ops(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """One row per (op, shape), in first-seen order."""
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for r in rows:
+        seen.setdefault((r["op"], r["shape"]), r)
+    return list(seen.values())
+
+
+def _shape(key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in key.split(","):
+        k, _, v = part.partition("=")
+        if v.isdigit():
+            out[k] = int(v)
+    return out
+
+
+def _exact(num: float, den: int, what: str, row: dict[str, str]) -> int:
+    v = round(num / den) if den else 0
+    if v <= 0 or abs(v * den - num) > 1e-6 * max(num, 1.0):
+        raise ProfileError(
+            f"op `{row['op']}` shape `{row['shape']}`: cannot derive {what} from flops={row['flops']}; "
+            "the profiler's op table (python/llmsim/profile.py) does not match the workload generator"
+        )
+    return v
+
+
+def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
+    """The kernel of one ops.csv row. ``act_bytes``: bytes per activation element (2 for bf16).
+
+    Raises ``ProfileError`` for an op the profiler does not know."""
+    op, cls = row["op"], row["class"]
+    s = _shape(row["shape"])
+    flops, nbytes = float(row["flops"]), float(row["bytes"])
+    b, sl, h, tp = s.get("b", 0), s.get("s", 0), s.get("h", 0), max(s.get("tp", 1), 1)
+    tok = b * sl
+    tok_sp = tok // tp if s.get("sp") else tok
+    k = Kernel(op, row["shape"], cls, "")
+    base, variant = op, "fwd"
+    for suffix in ("_dgrad", "_wgrad", "_bwd"):
+        if op.endswith(suffix):
+            base, variant = op[: -len(suffix)], suffix[1:]
+    k.variant = variant
+    if base in GEMM_K_IS_H + GEMM_N_IS_H:
+        m = tok_sp if base == "moe_router" else tok
+        groups = 1
+        if base.startswith("expert_"):
+            m, groups = tok * s["topk"], s["experts"]
+        other = _exact(flops, 2 * m * h, "the GEMM's other dimension", row)
+        kk, n = (h, other) if base in GEMM_K_IS_H else (other, h)
+        k.kind, k.dims = "gemm", {"m": m, "k": kk, "n": n, "groups": groups}
+        if base == "moe_router" and variant == "fwd":
+            k.flags["topk"] = s.get("topk", 1)
+    elif base == "core_attention":
+        heads, kv = s["heads"], s["kv"]
+        skv = s.get("kv_s", sl)
+        ratio = 1.0
+        if variant == "bwd":
+            ratio = 2.5 if cls == "FlashAttention" else 2.0
+        d = _exact(flops / ratio, 4 * b * sl * heads * skv, "the head size", row)
+        k.kind, k.dims = "attention", {"b": b, "heads": heads, "kv_heads": kv, "sq": sl, "skv": skv, "head_dim": d}
+        k.flags = {"flash": cls == "FlashAttention", "causal": skv == sl}
+    elif base in NORMS:
+        k.kind, k.dims = "norm", {"tokens": tok_sp, "h": h}
+    elif base in RESIDUALS:
+        k.kind, k.dims = "residual", {"elements": tok_sp * h}
+    elif base in ACTIVATIONS:
+        e = _exact(flops, 16 if variant == "bwd" else 8, "the element count", row)
+        reads = nbytes / (e * act_bytes)
+        gated = reads > (4.0 if variant == "bwd" else 2.5)  # 5 vs 3 (bwd), 3 vs 2 (fwd): ops.rs
+        k.kind, k.dims, k.flags = "activation", {"elements": e}, {"gated": gated}
+    elif base == "embedding_dropout":
+        k.kind, k.dims = "dropout", {"elements": tok_sp * h}
+    elif base == "cross_entropy":
+        vl = s["vocab"] // tp
+        k.kind, k.dims = "cross_entropy", {"tokens": tok, "vocab": vl}
+    elif base == "embedding":
+        rows = s["vocab"] // tp
+        k.kind = "embedding_wgrad" if variant == "wgrad" else "embedding"
+        k.dims = {"tokens": tok, "h": h, "rows": rows}
+    elif base in ("moe_permute", "moe_unpermute"):
+        # permute gathers tokens into expert order, unpermute scatters them back; backwards swap.
+        gather = (base == "moe_permute") == (variant == "fwd")
+        k.kind, k.dims = ("gather" if gather else "scatter"), {"tokens": tok_sp, "routed": tok_sp * s["topk"], "h": h}
+    elif base == "optimizer_step":
+        k.kind, k.dims = "optimizer", {"params": s["params"]}
+    else:
+        raise ProfileError(f"op `{op}` (class {cls}, shape `{row['shape']}`) has no kernel in the profiler")
+    return k
+
+
+def kernels(rows: Sequence[dict[str, str]], act_bytes: int) -> tuple[list[Kernel], list[tuple[dict[str, str], str]]]:
+    """Kernels of the distinct ops, and the ops left out with why (they keep the roofline)."""
+    out, skipped = [], []
+    for r in distinct_ops(rows):
+        try:
+            out.append(kernel_of(r, act_bytes))
+        except (ProfileError, KeyError) as e:
+            skipped.append((r, str(e) if isinstance(e, ProfileError) else f"shape key lacks {e}"))
+    return out, skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends
+
+
+class Backend:
+    name = "?"
+    device = "cpu"
+
+    def device_name(self) -> str:
+        return platform.processor() or platform.machine()
+
+    def provenance(self) -> list[str]:
+        return []
+
+    def build(self, k: Kernel) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    def time_us(self, fn: Callable[[], Any], warmup: int, iters: int) -> float:
+        for _ in range(warmup):
+            fn()
+        ts = []
+        for _ in range(max(iters, 1)):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1e6
+
+    def release(self) -> None:
+        pass
+
+
+class NumpyBackend(Backend):
+    """CPU, fp32 (NumPy has no bf16 math): exercises the whole path without a GPU."""
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.np = np
+        self.rng = np.random.default_rng(0)
+
+    def provenance(self) -> list[str]:
+        return [f"numpy {self.np.__version__}, fp32 on CPU ({self.device_name()}); NOT GPU times"]
+
+    def _r(self, *shape: int) -> Any:
+        return self.rng.standard_normal(shape, dtype=self.np.float32)
+
+    def build(self, k: Kernel) -> Callable[[], Any]:
+        np, d, v = self.np, k.dims, k.variant
+        if k.kind == "gemm":
+            g, n, kk = d["groups"], d["n"], d["k"]
+            m = -(-d["m"] // g)
+            x, w, dy = self._r(g, m, kk), self._r(g, kk, n), self._r(g, m, n)
+            if v == "dgrad":
+                return lambda: np.matmul(dy, w.transpose(0, 2, 1))
+            if v == "wgrad":
+                return lambda: np.matmul(x.transpose(0, 2, 1), dy)
+            topk = k.flags.get("topk")
+            if topk:
+                return lambda: np.argpartition(np.matmul(x, w), -topk, axis=-1)
+            return lambda: np.matmul(x, w)
+        if k.kind == "attention":
+            b, a, sq, skv, hd = d["b"], d["heads"], d["sq"], d["skv"], d["head_dim"]
+            q, kt, vv, do = self._r(b, a, sq, hd), self._r(b, a, skv, hd), self._r(b, a, skv, hd), self._r(b, a, sq, hd)
+            mask = np.triu(np.ones((sq, skv), dtype=bool), 1) if k.flags["causal"] else None
+            scale = 1.0 / np.sqrt(hd)
+
+            def probs() -> Any:
+                sc = np.matmul(q, kt.transpose(0, 1, 3, 2)) * scale
+                if mask is not None:
+                    sc[..., mask] = -np.inf
+                sc -= sc.max(-1, keepdims=True)
+                np.exp(sc, out=sc)
+                sc /= sc.sum(-1, keepdims=True)
+                return sc
+
+            if v == "fwd":
+                return lambda: np.matmul(probs(), vv)
+
+            def bwd() -> Any:
+                p = probs()
+                dv = np.matmul(p.transpose(0, 1, 3, 2), do)
+                dp = np.matmul(do, vv.transpose(0, 1, 3, 2))
+                ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+                return np.matmul(ds, kt), np.matmul(ds.transpose(0, 1, 3, 2), q), dv
+
+            return bwd
+        if k.kind == "norm":
+            x, dy, w = self._r(d["tokens"], d["h"]), self._r(d["tokens"], d["h"]), self._r(d["h"])
+
+            def norm() -> Any:
+                mu = x.mean(-1, keepdims=True)
+                xc = x - mu
+                rstd = 1.0 / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5)
+                if v == "fwd":
+                    return xc * rstd * w
+                xh = xc * rstd
+                g = dy * w
+                dx = rstd * (g - g.mean(-1, keepdims=True) - xh * (g * xh).mean(-1, keepdims=True))
+                return dx, (dy * xh).sum(0)
+
+            return norm
+        if k.kind in ("residual", "dropout"):
+            e = d["elements"]
+            x, r = self._r(e), self._r(e)
+            mask = self.rng.random(e) >= DROPOUT_P
+            s = np.float32(1.0 / (1.0 - DROPOUT_P))
+            if v != "fwd":
+                return lambda: x * mask * s
+            if k.kind == "residual":
+                return lambda: x * (self.rng.random(e) >= DROPOUT_P) * s + r
+            return lambda: x * (self.rng.random(e) >= DROPOUT_P) * s
+        if k.kind == "activation":
+            e = d["elements"]
+            a, g, dy = self._r(e), self._r(e), self._r(e)
+            sig = lambda t: 1.0 / (1.0 + np.exp(-t))
+            if k.flags["gated"]:
+                if v == "fwd":
+                    return lambda: a * sig(a) * g
+                return lambda: (dy * g * (sig(a) * (1 + a * (1 - sig(a)))), dy * a * sig(a))
+            c = np.float32(np.sqrt(2 / np.pi))
+            if v == "fwd":
+                return lambda: 0.5 * a * (1 + np.tanh(c * (a + 0.044715 * a**3)))
+
+            def gelu_bwd() -> Any:
+                t = np.tanh(c * (a + 0.044715 * a**3))
+                return dy * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * c * (1 + 3 * 0.044715 * a * a))
+
+            return gelu_bwd
+        if k.kind == "cross_entropy":
+            n, vl = d["tokens"], d["vocab"]
+            logits = self._r(n, vl)
+            tgt = self.rng.integers(0, vl, n)
+
+            def ce() -> Any:
+                z = logits - logits.max(-1, keepdims=True)
+                p = np.exp(z)
+                ssum = p.sum(-1, keepdims=True)
+                if v == "fwd":
+                    return (np.log(ssum[:, 0]) - z[np.arange(n), tgt]).mean()
+                p /= ssum
+                p[np.arange(n), tgt] -= 1.0
+                return p
+
+            return ce
+        if k.kind == "embedding":
+            table = self._r(d["rows"], d["h"])
+            ids = self.rng.integers(0, d["rows"], d["tokens"])
+            return lambda: table[ids]
+        if k.kind == "embedding_wgrad":
+            grad = np.zeros((d["rows"], d["h"]), dtype=np.float32)
+            dy = self._r(d["tokens"], d["h"])
+            ids = self.rng.integers(0, d["rows"], d["tokens"])
+            return lambda: np.add.at(grad, ids, dy)
+        if k.kind in ("gather", "scatter"):
+            idx = self.rng.integers(0, d["tokens"], d["routed"])
+            if k.kind == "gather":
+                x = self._r(d["tokens"], d["h"])
+                return lambda: x[idx]
+            y, out = self._r(d["routed"], d["h"]), np.zeros((d["tokens"], d["h"]), dtype=np.float32)
+            return lambda: np.add.at(out, idx, y)
+        if k.kind == "optimizer":
+            n = d["params"]
+            p, gr, m1, m2 = self._r(n), self._r(n), np.zeros(n, np.float32), np.zeros(n, np.float32)
+
+            def adam() -> None:
+                m1[:] = 0.9 * m1 + 0.1 * gr
+                m2[:] = 0.999 * m2 + 0.001 * gr * gr
+                p[:] -= 1e-4 * m1 / (np.sqrt(m2) + 1e-8)
+
+            return adam
+        raise ProfileError(f"numpy backend: no kernel for {k.kind}")
+
+
+class TorchBackend(Backend):
+    """PyTorch on CUDA (CUDA events) or on the CPU (wall time)."""
+
+    name = "torch"
+
+    def __init__(self, device: str, dtype: str) -> None:
+        import torch
+
+        self.torch = torch
+        if device == "cuda" and not torch.cuda.is_available():
+            raise ProfileError("--device cuda: torch.cuda.is_available() is False; valid here: cpu")
+        if dtype == "fp8":
+            raise ProfileError(
+                "--dtype fp8: the torch backend does not time FP8 GEMMs yet; valid: fp32, tf32, bf16, fp16"
+            )
+        self.device = device
+        self.dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
+            dtype
+        ]
+        if device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+        self.gen = torch.Generator(device=device).manual_seed(0)
+
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return self.torch.cuda.get_device_name()
+        return super().device_name()
+
+    def provenance(self) -> list[str]:
+        t = self.torch
+        line = f"torch {t.__version__}"
+        if self.device == "cuda":
+            line += f", CUDA {t.version.cuda}, cuDNN {t.backends.cudnn.version()}, device {t.cuda.get_device_name()}"
+            line += f" (cuda:{t.cuda.current_device()} of {t.cuda.device_count()}); times: CUDA events"
+        else:
+            line += f", CPU ({self.device_name()}, {t.get_num_threads()} threads); times: wall clock"
+        return [line]
+
+    def _r(self, *shape: int, dtype: Any = None, grad: bool = False) -> Any:
+        x = self.torch.randn(*shape, device=self.device, dtype=dtype or self.dtype, generator=self.gen)
+        return x.requires_grad_(grad)
+
+    def _ids(self, hi: int, n: int) -> Any:
+        return self.torch.randint(0, hi, (n,), device=self.device, generator=self.gen)
+
+    def build(self, k: Kernel) -> Callable[[], Any]:
+        torch, d, v = self.torch, k.dims, k.variant
+        F = torch.nn.functional
+        grad = torch.autograd.grad
+        if k.kind == "gemm":
+            # Megatron's layouts: weight [n, k]; y = x·wᵀ, dx = dy·w, dw = dyᵀ·x.
+            g, n, kk = d["groups"], d["n"], d["k"]
+            m = -(-d["m"] // g)
+            x, w, dy = self._r(g, m, kk), self._r(g, n, kk), self._r(g, m, n)
+            if v == "dgrad":
+                return lambda: torch.bmm(dy, w)
+            if v == "wgrad":
+                return lambda: torch.bmm(dy.transpose(1, 2), x)
+            topk = k.flags.get("topk")
+            if topk:
+                return lambda: torch.topk(torch.bmm(x, w.transpose(1, 2)), topk, dim=-1)
+            return lambda: torch.bmm(x, w.transpose(1, 2))
+        if k.kind == "attention":
+            b, a, sq, skv, hd = d["b"], d["heads"], d["sq"], d["skv"], d["head_dim"]
+            rep = a // max(d["kv_heads"], 1)
+            q = self._r(b, a, sq, hd, grad=v != "fwd")
+            # GQA: K/V heads repeated outside the timed region.
+            kt = self._r(b, d["kv_heads"], skv, hd).repeat_interleave(rep, 1).requires_grad_(v != "fwd")
+            vv = self._r(b, d["kv_heads"], skv, hd).repeat_interleave(rep, 1).requires_grad_(v != "fwd")
+            causal = bool(k.flags["causal"])
+            if k.flags["flash"]:
+
+                def attn() -> Any:
+                    return F.scaled_dot_product_attention(q, kt, vv, is_causal=causal)
+            else:
+                mask = torch.ones(sq, skv, dtype=torch.bool, device=self.device).triu(1) if causal else None
+
+                def attn() -> Any:
+                    s = torch.matmul(q, kt.transpose(-1, -2)) * hd**-0.5
+                    if mask is not None:
+                        s = s.masked_fill(mask, float("-inf"))
+                    return torch.matmul(F.dropout(torch.softmax(s, -1), DROPOUT_P), vv)
+
+            if v == "fwd":
+                return attn
+            out = attn()
+            do = torch.randn_like(out)
+            return lambda: grad(out, (q, kt, vv), do, retain_graph=True)
+        if k.kind == "norm":
+            h = d["h"]
+            x = self._r(d["tokens"], h, grad=v != "fwd")
+            w, bias = self._r(h, grad=v != "fwd"), self._r(h, grad=v != "fwd")
+            if v == "fwd":
+                return lambda: F.layer_norm(x, (h,), w, bias)
+            y = F.layer_norm(x, (h,), w, bias)
+            dy = torch.randn_like(y)
+            return lambda: grad(y, (x, w, bias), dy, retain_graph=True)
+        if k.kind in ("residual", "dropout"):
+            e = d["elements"]
+            x, r = self._r(e), self._r(e)
+            if v != "fwd":
+                mask = torch.rand(e, device=self.device, generator=self.gen) >= DROPOUT_P
+                return lambda: x * mask * (1.0 / (1.0 - DROPOUT_P))
+            if k.kind == "residual":
+                return lambda: F.dropout(x, DROPOUT_P, True) + r
+            return lambda: F.dropout(x, DROPOUT_P, True)
+        if k.kind == "activation":
+            e = d["elements"]
+            gated = k.flags["gated"]
+            x = self._r(2 * e if gated else e, grad=v != "fwd")
+
+            def act() -> Any:
+                if gated:
+                    a, b = x.chunk(2)
+                    return F.silu(a) * b
+                return F.gelu(x, approximate="tanh")
+
+            if v == "fwd":
+                return act
+            y = act()
+            dy = torch.randn_like(y)
+            return lambda: grad(y, x, dy, retain_graph=True)
+        if k.kind == "cross_entropy":
+            n, vl = d["tokens"], d["vocab"]
+            logits = self._r(n, vl, grad=v != "fwd")
+            tgt = self._ids(vl, n)
+            # Megatron's vocab-parallel cross-entropy computes in fp32.
+            if v == "fwd":
+                return lambda: F.cross_entropy(logits.float(), tgt)
+            loss = F.cross_entropy(logits.float(), tgt)
+            return lambda: grad(loss, logits, retain_graph=True)
+        if k.kind == "embedding":
+            table, ids = self._r(d["rows"], d["h"]), self._ids(d["rows"], d["tokens"])
+            return lambda: F.embedding(ids, table)
+        if k.kind == "embedding_wgrad":
+            main_grad = torch.zeros(d["rows"], d["h"], device=self.device, dtype=torch.float32)
+            dy, ids = self._r(d["tokens"], d["h"]), self._ids(d["rows"], d["tokens"])
+            return lambda: main_grad.index_add_(0, ids, dy.float())
+        if k.kind in ("gather", "scatter"):
+            idx = self._ids(d["tokens"], d["routed"])
+            if k.kind == "gather":
+                x = self._r(d["tokens"], d["h"])
+                return lambda: x.index_select(0, idx)
+            y, out = (
+                self._r(d["routed"], d["h"]),
+                torch.zeros(d["tokens"], d["h"], device=self.device, dtype=self.dtype),
+            )
+            return lambda: out.index_add_(0, idx, y)
+        if k.kind == "optimizer":
+            n = d["params"]
+            p = self._r(n, dtype=torch.float32, grad=True)
+            p.grad = self._r(n, dtype=torch.float32)
+            model_param = torch.empty(n, device=self.device, dtype=self.dtype)
+            opt = torch.optim.Adam([p], lr=1e-4, fused=self.device == "cuda")
+
+            def step() -> None:
+                opt.step()
+                with torch.no_grad():
+                    model_param.copy_(p)
+
+            return step
+        raise ProfileError(f"torch backend: no kernel for {k.kind}")
+
+    def time_us(self, fn: Callable[[], Any], warmup: int, iters: int) -> float:
+        torch = self.torch
+        if self.device != "cuda":
+            return super().time_us(fn, warmup, iters)
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        n = max(iters, 1)
+        start = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        end = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            start[i].record()
+            fn()
+            end[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(start, end)) * 1e3
+
+    def release(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_backend(backend: str = "auto", device: str = "auto", dtype: str = "bf16") -> Backend:
+    """``backend``: auto (torch if importable, else numpy), torch or numpy; ``device``: auto
+    (cuda if available), cuda or cpu."""
+    if backend not in ("auto", "torch", "numpy"):
+        raise ProfileError(f"--backend {backend}: valid: auto, torch, numpy")
+    if device not in ("auto", "cuda", "cpu"):
+        raise ProfileError(f"--device {device}: valid: auto, cuda, cpu")
+    if backend == "numpy" or (backend == "auto" and not torch_available()):
+        if device == "cuda":
+            raise ProfileError(
+                "--device cuda needs PyTorch (pip install llmsim[profile]); the numpy backend runs on cpu"
+            )
+        return NumpyBackend()
+    if not torch_available():
+        raise ProfileError("--backend torch: PyTorch is not installed; pip install llmsim[profile], or --backend numpy")
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return TorchBackend(device, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The database
+
+
+@dataclass
+class Profile:
+    path: str
+    gpu: str
+    rows: list[tuple[Kernel, float]]
+    skipped: list[tuple[dict[str, str], str]]
+    """ops without a row (they keep the roofline), with why"""
+
+
+def profile(
+    scenario: PathLike,
+    out: PathLike,
+    *,
+    dtype: str | None = None,
+    warmup: int = 3,
+    iters: int = 10,
+    device: str = "auto",
+    backend: str | Backend = "auto",
+    gpu: str | None = None,
+    sets: Sequence[str] = (),
+    log: Callable[[str], None] | None = None,
+) -> Profile:
+    """Times every distinct compute op of ``scenario`` and writes the op database CSV to ``out``.
+
+    ``gpu`` labels the rows (the ``gpu`` column the scenario's ``cluster.gpu`` is matched on);
+    default: the CUDA device's name, or the scenario's GPU when timing on a CPU."""
+    sc = Scenario.from_yaml(scenario, list(sets))
+    res = sc.resolved()
+    if res.get("model") is None:
+        raise ProfileError(f"{scenario}: no transformer `model:`; the profiler times transformer ops only")
+    dtype = dtype or res["training"]["dtype"]
+    if dtype not in DTYPES:
+        raise ProfileError(f"--dtype {dtype}: valid: {', '.join(DTYPES)}")
+    act_bytes = 4 if res["training"]["dtype"] in ("fp32", "tf32") else 2
+    ks, skipped = kernels(run_ops(scenario, sets), act_bytes)
+    be = backend if isinstance(backend, Backend) else make_backend(backend, device, dtype)
+    label = gpu or (be.device_name() if be.device == "cuda" else res["cluster"]["gpu"])
+    rows: list[tuple[Kernel, float]] = []
+    for i, k in enumerate(ks):
+        try:
+            t = be.time_us(be.build(k), warmup, iters)
+        except (MemoryError, RuntimeError) as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
+            skipped.append(({"op": k.op, "shape": k.shape}, f"{type(e).__name__}: {str(e).splitlines()[0]}"))
+            be.release()
+            continue
+        rows.append((k, t))
+        if log:
+            log(f"[{i + 1}/{len(ks)}] {k.op:<24} {t:12.2f} us  {k.describe()}")
+    write_database(out, label, rows, _header(sc, scenario, be, dtype, warmup, iters, skipped))
+    return Profile(os.fspath(out), label, rows, skipped)
+
+
+def _header(sc: Scenario, path: PathLike, be: Backend, dtype: str, warmup: int, iters: int, skipped: list) -> list[str]:
+    lines = [
+        "llmsim op-time database, written by `llmsim profile` (python/llmsim/profile.py)",
+        f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        f"scenario: {sc.name} ({os.fspath(path)}), key {sc.key}",
+        f"backend: {be.name} on {be.device}",
+        *be.provenance(),
+        f"python {platform.python_version()}, {platform.platform()}",
+        f"dtype {dtype}; {warmup} warm-up runs, median of {iters} timed runs",
+        "time_us is one kernel's (or one fused op's) duration; op and shape are the workload's keys",
+    ]
+    for r, why in skipped:
+        lines.append(f"not measured (the roofline stays): {r['op']} {r['shape']}: {why}")
+    return lines
+
+
+def write_database(out: PathLike, gpu: str, rows: Sequence[tuple[Kernel, float]], header: Sequence[str]) -> None:
+    """``gpu,op,shape,time_us`` with ``#`` comment lines first."""
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        f.writelines(f"# {line}\n" for line in header)
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["gpu", "op", "shape", "time_us"])
+        for k, t in rows:
+            w.writerow([gpu, k.op, k.shape, f"{t:.3f}"])
+
+
+def database_coverage(scenario: PathLike, database: PathLike, sets: Sequence[str] = ()) -> dict[str, int]:
+    """Runs the scenario with ``compute.database`` set to ``database``; counts its distinct
+    compute ops by time source (``database`` / ``roofline``). Raises ``ComputeError`` on a
+    database the Rust reader rejects."""
+    rows = run_ops(scenario, [*sets, f"compute.database={os.path.abspath(database)}"])
+    count: dict[str, int] = {}
+    for r in distinct_ops(rows):
+        count[r["source"]] = count.get(r["source"], 0) + 1
+    return count
+
+
+def check_database(database: PathLike, known: Sequence[str] = KNOWN_OPS) -> int:
+    """Raises ``ProfileError`` naming the line and the ``op`` column of the first row whose op
+    no llmsim workload produces (the Rust reader keeps such a row: it never matches). Returns
+    the number of rows. The reader itself checks the rest (GPU names, times, duplicates)."""
+    import difflib
+
+    path = os.fspath(database)
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = [(i, line) for i, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        return 0
+    records = list(csv.reader(line for _, line in lines))
+    header = [h.strip().lower() for h in records[0]]
+    if "op" not in header:
+        raise ProfileError(f"{path}, line {lines[0][0]}: no `op` column; expected: gpu,op,shape,time_us")
+    col = header.index("op")
+    for (n, _), rec in zip(lines[1:], records[1:]):
+        op = rec[col].strip() if col < len(rec) else ""
+        if op not in known:
+            near = difflib.get_close_matches(op, known, n=3)
+            hint = f"did you mean {', '.join(near)}? " if near else ""
+            raise ProfileError(
+                f"{path}, line {n}, column `op`: unknown op `{op}`; {hint}"
+                "valid: the op names of a scenario's ops.csv (`llmsim profile SCENARIO --list`)"
+            )
+    return len(records) - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectives inside the node (NCCL)
+
+COLLECTIVE_COLUMNS = ["gpu", "op", "nranks", "bytes", "time_us", "algbw_gbps", "busbw_gbps"]
+# nccl-tests' bus-bandwidth factors (PERFORMANCE.md); sizes in its convention, as llmsim's.
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+}
+
+
+def _collective_worker(rank: int, world: int, port: int, sizes: list[int], warmup: int, iters: int, out: str) -> None:
+    import json
+
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    results = []
+    try:
+        for op in BUSBW_FACTOR:
+            for size in sizes:
+                n = max(size // 2 // world * world, world)  # bf16 elements, divisible by world
+                full = torch.ones(n, device="cuda", dtype=torch.bfloat16)
+                part = torch.ones(n // world, device="cuda", dtype=torch.bfloat16)
+
+                def call(op: str = op, full: Any = full, part: Any = part) -> None:
+                    if op == "all_reduce":
+                        dist.all_reduce(full)
+                    elif op == "all_gather":
+                        dist.all_gather_into_tensor(full, part)
+                    else:
+                        dist.reduce_scatter_tensor(part, full)
+
+                for _ in range(warmup):
+                    call()
+                torch.cuda.synchronize()
+                dist.barrier()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(iters):
+                    call()
+                end.record()
+                torch.cuda.synchronize()
+                results.append((op, n * 2, start.elapsed_time(end) * 1e3 / iters))
+        if rank == 0:
+            with open(out, "w", encoding="utf-8") as f:
+                json.dump(results, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def profile_collectives(
+    out: PathLike, *, gpu: str | None = None, sizes: Sequence[int] | None = None, warmup: int = 5, iters: int = 20
+) -> list[dict[str, Any]]:
+    """NCCL all-reduce / all-gather / reduce-scatter over every visible GPU (the node's scale-up
+    domain), bf16, nccl-tests size convention (the all-reduce buffer, the all-gather output, the
+    reduce-scatter input); the mean over ``iters`` back-to-back calls, as nccl-tests reports.
+    Writes ``COLLECTIVE_COLUMNS`` to ``out``. Needs PyTorch with CUDA and 2+ GPUs."""
+    import json
+    import socket
+
+    import torch
+    import torch.multiprocessing as mp
+
+    world = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if world < 2:
+        raise ProfileError(f"--collectives needs 2+ CUDA GPUs; this node has {world}")
+    sizes = list(sizes or [1 << p for p in range(10, 31, 2)])  # 1 KiB .. 1 GiB
+    label = gpu or torch.cuda.get_device_name(0)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as d:
+        res = os.path.join(d, "coll.json")
+        mp.spawn(_collective_worker, args=(world, port, sizes, warmup, iters, res), nprocs=world, join=True)
+        with open(res, encoding="utf-8") as f:
+            results = json.load(f)
+    rows = []
+    for op, nbytes, us in results:
+        algbw = nbytes / (us * 1e-6) / 1e9
+        rows.append(
+            {
+                "gpu": label,
+                "op": op,
+                "nranks": world,
+                "bytes": nbytes,
+                "time_us": round(us, 3),
+                "algbw_gbps": round(algbw, 3),
+                "busbw_gbps": round(algbw * BUSBW_FACTOR[op](world), 3),
+            }
+        )
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        f.write("# llmsim profile --collectives: NCCL collectives inside one node (GB/s = 1e9 bytes/s)\n")
+        f.write(f"# torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {torch.cuda.nccl.version()}\n")
+        f.write("# not read by the simulator; collectives_hint() turns it into cluster.nvlink_bandwidth\n")
+        w = csv.DictWriter(f, COLLECTIVE_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return rows
+
+
+def collectives_hint(rows: Sequence[dict[str, Any]]) -> str:
+    """The scale-up model (crates/llmsim-ccl/src/scaleup.rs) assumes busbw = 0.8 x
+    nvlink_bandwidth: the setting that reproduces the largest measured all-reduce."""
+    ar = [r for r in rows if r["op"] == "all_reduce"]
+    if not ar:
+        return ""
+    big = max(ar, key=lambda r: r["bytes"])
+    return f"cluster.nvlink_bandwidth: {big['busbw_gbps'] / 0.8:.0f}GBps (all-reduce busbw {big['busbw_gbps']:.1f} GB/s at {big['bytes']} B / 0.8)"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="llmsim profile", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("scenario", help="scenario file (YAML) with a transformer model")
+    p.add_argument("--out", default="ops_db.csv", help="database CSV to write (default ops_db.csv)")
+    p.add_argument("--dtype", choices=DTYPES, help="default: the scenario's training.dtype")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10, help="timed runs per op; the median is kept")
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--backend", choices=["auto", "torch", "numpy"], default="auto", help="auto: torch if installed")
+    p.add_argument("--gpu", help="the rows' gpu column (default: the CUDA device's name; on a CPU the scenario's GPU)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--list", action="store_true", help="list the ops and their kernels; time nothing")
+    p.add_argument("--collectives", metavar="CSV", help="also time NCCL collectives over this node's GPUs into CSV")
+    p.add_argument("--no-check", action="store_true", help="skip re-running the scenario with the new database")
+    p.add_argument("--check", metavar="CSV", help="check an existing database against the scenario; time nothing")
+    a = p.parse_args(argv)
+    try:
+        if a.check:
+            n = check_database(a.check)
+            cov = database_coverage(a.scenario, a.check, a.sets)
+            print(
+                f"{a.check}: {n} rows; {cov.get('database', 0)} of {sum(cov.values())} distinct compute ops of the scenario come from it"
+            )
+            return 0
+        if a.list:
+            res = Scenario.from_yaml(a.scenario, a.sets).resolved()
+            act_bytes = 4 if res["training"]["dtype"] in ("fp32", "tf32") else 2
+            ks, skipped = kernels(run_ops(a.scenario, a.sets), act_bytes)
+            for k in ks:
+                print(f"{k.op:<24} {k.shape:<56} {k.describe()}")
+            for r, why in skipped:
+                print(f"{r['op']:<24} {r['shape']:<56} (not measured: {why})")
+            return 0
+        prof = profile(
+            a.scenario,
+            a.out,
+            dtype=a.dtype,
+            warmup=a.warmup,
+            iters=a.iters,
+            device=a.device,
+            backend=a.backend,
+            gpu=a.gpu,
+            sets=a.sets,
+            log=lambda s: print(s, flush=True),
+        )
+        print(f"wrote {prof.path}: {len(prof.rows)} ops on {prof.gpu}", end="")
+        print(f", {len(prof.skipped)} left to the roofline" if prof.skipped else "")
+        if not a.no_check:
+            sets = list(a.sets)
+            res = Scenario.from_yaml(a.scenario, sets).resolved()
+            if prof.gpu != res["cluster"]["gpu"]:
+                sets.append(f"cluster.gpu={prof.gpu}")
+            try:
+                cov = database_coverage(a.scenario, a.out, sets)
+            except _native.LlmsimError as e:
+                raise ProfileError(
+                    f"{a.out} was written but the simulator cannot use it: {e}\n"
+                    "(a GPU the catalog lacks: label the rows with --gpu NAME)"
+                ) from e
+            print(
+                f"check: {cov.get('database', 0)} of {sum(cov.values())} distinct compute ops now come from the database"
+            )
+        if a.collectives:
+            rows = profile_collectives(a.collectives, gpu=a.gpu, warmup=a.warmup, iters=a.iters)
+            print(f"wrote {a.collectives}: {len(rows)} collective timings; {collectives_hint(rows)}")
+    except ProfileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
