@@ -134,6 +134,25 @@ pub struct ParallelConfig {
     /// Parameters per DP gradient bucket. Default 0 = Megatron's `max(40_000_000, 1_000_000 · dp)`,
     /// filled in by [`ParallelConfig::resolve`].
     pub grad_bucket_size: u64,
+    /// Layers of each virtual pipeline stage, in Megatron's order `chunk·pp + stage` (`pp·vpp`
+    /// entries summing to `num_hidden_layers`; a stage may hold 0, e.g. a chunk with the
+    /// embedding only). Default empty: an even split, or the one the options below ask for;
+    /// [`ParallelConfig::resolve`] fills it in whenever the split is uneven.
+    pub pipeline_layers: Vec<u64>,
+    /// Layers on the first pipeline stage (over its `vpp` chunks); the others split the rest
+    /// evenly. Megatron-Core `--decoder-first-pipeline-num-layers`. Default 0: even.
+    #[serde(alias = "decoder_first_pipeline_num_layers")]
+    pub first_stage_layers: u64,
+    /// Layers on the last pipeline stage. Megatron-Core `--decoder-last-pipeline-num-layers`.
+    /// Default 0: even.
+    #[serde(alias = "decoder_last_pipeline_num_layers")]
+    pub last_stage_layers: u64,
+    /// Count the embedding as one layer in the split, so the first virtual stage holds one layer
+    /// fewer. Megatron-Core `--account-for-embedding-in-pipeline-split`. Default false.
+    pub account_for_embedding_in_pipeline_split: bool,
+    /// Count the output layer and loss as one layer, so the last virtual stage holds one fewer.
+    /// Megatron-Core `--account-for-loss-in-pipeline-split`. Default false.
+    pub account_for_loss_in_pipeline_split: bool,
 }
 
 impl Default for ParallelConfig {
@@ -152,8 +171,123 @@ impl Default for ParallelConfig {
             overlap_grad_reduce: false,
             overlap_param_gather: false,
             grad_bucket_size: 0,
+            pipeline_layers: Vec::new(),
+            first_stage_layers: 0,
+            last_stage_layers: 0,
+            account_for_embedding_in_pipeline_split: false,
+            account_for_loss_in_pipeline_split: false,
         }
     }
+}
+
+/// Layers per virtual stage for `layers` over `pp · vpp` virtual stages, from the plan's uneven
+/// options (see [`ParallelConfig::pipeline_layers`]); `Ok(None)` for the even split.
+fn pipeline_layout(p: &ParallelConfig, layers: u64) -> Result<Option<Vec<u64>>, WorkloadError> {
+    let (pp, vpp) = (p.pp.max(1), p.vpp.max(1));
+    let n = pp * vpp;
+    let uneven_opts = p.first_stage_layers > 0 || p.last_stage_layers > 0;
+    let account = p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
+    if !p.pipeline_layers.is_empty() {
+        if uneven_opts || account {
+            return Err(WorkloadError::invalid(
+                "parallel.pipeline_layers",
+                "give either pipeline_layers or first/last_stage_layers / account_for_*_in_pipeline_split, not both",
+            ));
+        }
+        let sum: u64 = p.pipeline_layers.iter().sum();
+        if p.pipeline_layers.len() as u64 != n || sum != layers {
+            return Err(WorkloadError::invalid(
+                "parallel.pipeline_layers",
+                format!(
+                    "needs pp*vpp = {n} entries (virtual stage chunk*pp + stage) summing to num_hidden_layers={layers}; got {} entries summing to {sum}",
+                    p.pipeline_layers.len()
+                ),
+            ));
+        }
+        return Ok(Some(p.pipeline_layers.clone()));
+    }
+    if uneven_opts && account {
+        return Err(WorkloadError::invalid(
+            "parallel.first_stage_layers",
+            "first/last_stage_layers and account_for_*_in_pipeline_split cannot be combined (as in Megatron-Core)",
+        ));
+    }
+    if account {
+        let (e, l) = (
+            u64::from(p.account_for_embedding_in_pipeline_split),
+            u64::from(p.account_for_loss_in_pipeline_split),
+        );
+        let total = layers + e + l;
+        if !total.is_multiple_of(n) || total / n < e.max(l) {
+            return Err(WorkloadError::divisibility(
+                "parallel.account_for_embedding_in_pipeline_split",
+                format!(
+                    "num_hidden_layers={layers} plus the embedding/loss slots ({}) must divide into pp*vpp = {n} virtual stages",
+                    e + l
+                ),
+            ));
+        }
+        let per = total / n;
+        let mut v = vec![per; n as usize];
+        v[0] -= e;
+        v[n as usize - 1] -= l;
+        return Ok(Some(v));
+    }
+    if !uneven_opts {
+        return Ok(None);
+    }
+    if pp < 2 {
+        return Err(WorkloadError::invalid(
+            "parallel.first_stage_layers",
+            "uneven first/last stages need pp >= 2",
+        ));
+    }
+    let mut middle_stages = pp;
+    let mut rest = layers;
+    for (field, k) in [
+        ("parallel.first_stage_layers", p.first_stage_layers),
+        ("parallel.last_stage_layers", p.last_stage_layers),
+    ] {
+        if k > 0 {
+            if !k.is_multiple_of(vpp) || k > rest {
+                return Err(WorkloadError::divisibility(
+                    field,
+                    format!("{k} layers must be a multiple of vpp={vpp} and at most num_hidden_layers={layers}"),
+                ));
+            }
+            middle_stages -= 1;
+            rest -= k;
+        }
+    }
+    if middle_stages > 0 && !rest.is_multiple_of(middle_stages * vpp) {
+        return Err(WorkloadError::divisibility(
+            "parallel.first_stage_layers",
+            format!(
+                "the other {middle_stages} stages' {rest} layers do not split evenly over {middle_stages}*vpp = {} chunks",
+                middle_stages * vpp
+            ),
+        ));
+    }
+    if middle_stages == 0 && rest > 0 {
+        return Err(WorkloadError::invalid(
+            "parallel.last_stage_layers",
+            format!("first + last stage layers must equal num_hidden_layers={layers} when pp = 2"),
+        ));
+    }
+    let per_mid = if middle_stages > 0 { rest / (middle_stages * vpp) } else { 0 };
+    let mut v = Vec::with_capacity(n as usize);
+    for _chunk in 0..vpp {
+        for stage in 0..pp {
+            v.push(if stage == 0 && p.first_stage_layers > 0 {
+                p.first_stage_layers / vpp
+            } else if stage == pp - 1 && p.last_stage_layers > 0 {
+                p.last_stage_layers / vpp
+            } else {
+                per_mid
+            });
+        }
+    }
+    Ok(Some(v))
 }
 
 /// Divisors of `n`, ascending.
@@ -321,7 +455,9 @@ impl ParallelConfig {
             p.schedule = PipelineSchedule::Interleaved;
         }
         let layers = model.num_hidden_layers;
-        if !layers.is_multiple_of(p.pp * p.vpp) {
+        if let Some(v) = pipeline_layout(&p, layers)? {
+            p.pipeline_layers = v;
+        } else if !layers.is_multiple_of(p.pp * p.vpp) {
             let (field, msg) = if p.vpp > 1 {
                 (
                     "parallel.vpp",

@@ -249,11 +249,9 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     })
 }
 
-/// Layers of virtual stage (stage, chunk).
-fn chunk_layers(m: &ModelConfig, pp: u64, vpp: u64, stage: u64, chunk: u64) -> std::ops::Range<u64> {
-    let per = m.num_hidden_layers / (pp * vpp);
-    let v = chunk * pp + stage;
-    v * per..(v + 1) * per
+/// Layers of virtual stage (stage, chunk) under the plan's (possibly uneven) split.
+fn chunk_layers(m: &ModelConfig, p: &ParallelConfig, stage: u64, chunk: u64) -> std::ops::Range<u64> {
+    ops::layers_of_chunk(m, p, stage, chunk)
 }
 
 fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: u64, vpp: u64, interleaved: bool) -> Program {
@@ -294,7 +292,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
         if last_virtual(c) {
             order.push((c, -1));
         }
-        for l in chunk_layers(mc, pp, vpp, s, c).rev() {
+        for l in chunk_layers(mc, p, s, c).rev() {
             order.push((c, l as i64));
         }
         if first_virtual(c) {
@@ -382,7 +380,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 last_compute = emit(&mut prog, &tpl.emb_fwd, base(Phase::Forward, mb, c, NONE as u64), &deps).or(last_compute);
                 deps.clear();
             }
-            for l in chunk_layers(mc, pp, vpp, s, c) {
+            for l in chunk_layers(mc, p, s, c) {
                 if prefetch
                     && let Some(&bi) = item_bucket.get(&(c, l as i64))
                     && gathered.insert(bi)
@@ -460,7 +458,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 last_compute = emit(&mut prog, &tpl.head_bwd, base(Phase::Backward, mb, c, NONE as u64), &[]).or(last_compute);
                 close(&mut prog, -1, last_compute, &mut pending_buckets, &mut reduce_nodes);
             }
-            for l in chunk_layers(mc, pp, vpp, s, c).rev() {
+            for l in chunk_layers(mc, p, s, c).rev() {
                 let items = if mc.is_moe(l) { &tpl.moe_bwd } else { &tpl.dense_bwd };
                 last_compute = emit(&mut prog, items, base(Phase::Backward, mb, c, l), &[]).or(last_compute);
                 close(&mut prog, l as i64, last_compute, &mut pending_buckets, &mut reduce_nodes);

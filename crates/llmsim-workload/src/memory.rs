@@ -113,16 +113,17 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
 }
 
 /// Micro-batches (1F1B) or model-chunk micro-batches (interleaved) stage `stage` holds at peak, and
-/// the layers each holds.
-fn in_flight(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> (u64, u64) {
+/// the model chunks the stage has (each unit holds one chunk's layers; with an uneven split the
+/// mean chunk is used).
+fn in_flight(t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> (u64, u64) {
     let pp = p.pp.max(1);
     let vpp = p.vpp.max(1);
     let mb = p.micro_batches(t);
     if p.schedule == PipelineSchedule::Interleaved && vpp > 1 {
         let warmup = 2 * (pp - stage - 1) + (vpp - 1) * pp;
-        ((warmup + 1).min(mb * vpp), m.num_hidden_layers / (pp * vpp))
+        ((warmup + 1).min(mb * vpp), vpp)
     } else {
-        ((pp - stage).min(mb), m.num_hidden_layers / pp)
+        ((pp - stage).min(mb), 1)
     }
 }
 
@@ -156,20 +157,19 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
 
     // Activations.
     let layers = stage_layers(m, p, stage);
-    let (held, layers_per_unit) = in_flight(m, t, p, stage);
+    let (held, chunks) = in_flight(t, p, stage);
     let tok = t.micro_batch_size * t.seq_length / cp;
     let sbh = tok * m.hidden_size;
     let mut activations = match t.recompute {
         Recompute::Full => {
             let input = if sp { dt * sbh / tp } else { dt * sbh };
             let live = layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).max().unwrap_or(0);
-            held * layers_per_unit * input + live
+            held * layers.len() as u64 * input / chunks + live
         }
         _ => {
-            // Layers of a stage have equal activations except at dense/MoE boundaries; use the mean.
+            // Each unit holds one chunk's layers: the stage's layers over its chunks, on average.
             let sum: u64 = layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).sum();
-            let per_layer = sum / (layers.len() as u64).max(1);
-            held * layers_per_unit * per_layer
+            held * sum / chunks
         }
     };
     if stage == 0 {

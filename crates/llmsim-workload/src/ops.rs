@@ -963,24 +963,26 @@ pub fn stage_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
 }
 
 /// Layers of model chunk `chunk` (0..vpp) on pipeline stage `stage`: Megatron's interleaved
-/// assignment, chunk `c` of stage `s` is the `(c·pp + s)`-th run of `L/(pp·vpp)` layers.
+/// assignment, chunk `c` of stage `s` is virtual stage `c·pp + s`, which holds
+/// [`ParallelConfig::pipeline_layers`]`[c·pp + s]` layers (an even `L/(pp·vpp)` when that is empty).
 pub fn layers_of_chunk(m: &ModelConfig, p: &ParallelConfig, stage: u64, chunk: u64) -> Range<u64> {
     let pp = p.pp.max(1);
     let vpp = p.vpp.max(1);
-    let per = m.num_hidden_layers / (pp * vpp);
-    let start = (chunk * pp + stage) * per;
-    start..start + per
+    let v = chunk * pp + stage;
+    if p.pipeline_layers.is_empty() {
+        let per = m.num_hidden_layers / (pp * vpp);
+        let start = v * per;
+        return start..start + per;
+    }
+    let v = (v as usize).min(p.pipeline_layers.len());
+    let start: u64 = p.pipeline_layers[..v].iter().sum();
+    start..start + p.pipeline_layers.get(v).copied().unwrap_or(0)
 }
 
-/// Layers of pipeline stage `stage` under 1F1B (vpp = 1): an even contiguous split. With vpp > 1
+/// Layers of pipeline stage `stage` under 1F1B (vpp = 1): a contiguous split. With vpp > 1
 /// this is chunk 0's range only; use [`layers_of_chunk`] or [`stage_layers`].
 pub fn layers_of_stage(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Range<u64> {
-    if p.vpp.max(1) == 1 {
-        let per = m.num_hidden_layers / p.pp.max(1);
-        stage * per..(stage + 1) * per
-    } else {
-        layers_of_chunk(m, p, stage, 0)
-    }
+    layers_of_chunk(m, p, stage, 0)
 }
 
 /// All layers of pipeline stage `stage`, over its model chunks, in chunk order.
