@@ -15,7 +15,7 @@ use llmsim_topo::Topology;
 use serde::Serialize;
 
 use crate::plan::{CollectivePlan, Expansion, PlanNode, Step, split_bytes};
-use crate::scaleup::ScaleUpModel;
+use crate::scaleup::{AlphaBeta, ScaleUpModel};
 use crate::{CclError, CollectiveOp};
 
 /// Step-level ring DAGs larger than this switch to pipelined flows under `Granularity::Auto`.
@@ -56,6 +56,14 @@ pub struct ExpandParams {
     /// Hierarchical all-reduce crosses servers on a double binary tree (NCCL NVLSTree) rather
     /// than a ring.
     pub hierarchical_tree: bool,
+    /// NVLink SHARP inside a server (NCCL chose NVLS or NVLSTree for an all-reduce): the
+    /// NVSwitch reduction's latency and busbw cap, used instead of the NVLink scale-up model.
+    /// The switch is one resource per server, so in a hierarchical all-reduce its
+    /// reduce-scatter and all-gather steps run one after another. Default: none.
+    pub nvls: Option<AlphaBeta>,
+    /// Piece size of a pipelined tree across servers (NCCL's NVLSTree chunk); sets the
+    /// pipeline fill. Default 128 KiB (nvls.cc NCCL_NVLS_CHUNKSIZE).
+    pub tree_chunk: Bytes,
 }
 
 impl Default for ExpandParams {
@@ -70,6 +78,8 @@ impl Default for ExpandParams {
             pxn: true,
             granularity: Granularity::Auto,
             hierarchical_tree: false,
+            nvls: None,
+            tree_chunk: Bytes::kib(128),
         }
     }
 }
@@ -639,14 +649,108 @@ pub fn scale_up(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId
     Ok(plan)
 }
 
+/// A double binary tree across one rank per server, run as pipelined flows (steady-state
+/// fluid model, like [`Granularity::Pipelined`] for rings): every tree edge carries its tree's
+/// half of `bytes` up (reduce) and down (broadcast) at once, then a local step adds the pipeline
+/// fill: one `p.tree_chunk` piece climbing to the root and coming back down, each hop costing
+/// its link latency, NCCL's network step overhead and the piece's transmission time.
+///
+/// # Errors
+/// A bad group.
+pub fn tree_pipelined(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
+    let g = sorted_group(topo, group)?;
+    let n = g.len();
+    let (t0, t1) = dtree_parents(n);
+    let mut plan = CollectivePlan::new(Expansion::DoubleBinaryTree);
+    let mut path = Vec::new();
+    let mut flows = Vec::new();
+    let mut fill = SimTime::ZERO;
+    for (ti, parent) in [t0, t1].iter().enumerate() {
+        let tree_bytes = split_bytes(bytes.0, 2, ti as u64);
+        let mut hop_cost = SimTime::ZERO;
+        let mut max_leg_lat = SimTime::ZERO;
+        for (v, u) in parent.iter().enumerate().filter_map(|(v, u)| u.map(|u| (v, u))) {
+            for (c, (src, dst)) in [(g[v], g[u]), (g[u], g[v])].into_iter().enumerate() {
+                let hash = hash_of(ti as u32, src, dst, c as u64);
+                let route = route_for(topo, src, dst, p.pxn);
+                let mut legs = vec![src];
+                if let RouteSpec::Via(x) = route {
+                    legs.push(x);
+                }
+                legs.push(dst);
+                let (mut lat, mut cost) = (SimTime::ZERO, overhead(topo, p, src, dst));
+                for w in legs.windows(2) {
+                    path.clear();
+                    if topo.route(w[0], w[1], hash, &mut path).is_ok() {
+                        let (l, bw) = topo.path_latency_and_bottleneck(&path);
+                        lat += l;
+                        cost += l + bw.time_to_send(Bytes(p.tree_chunk.0.min(tree_bytes.0)));
+                    }
+                }
+                hop_cost = hop_cost.max(cost);
+                max_leg_lat = max_leg_lat.max(lat);
+                flows.push(plan.push(
+                    PlanNode {
+                        step: Step::Transfer {
+                            src,
+                            dst,
+                            bytes: tree_bytes,
+                            route,
+                            flow_hash: hash,
+                        },
+                        channel: ti as u32,
+                        phase: c as u32,
+                        overhead: SimTime::ZERO,
+                    },
+                    &[],
+                ));
+            }
+        }
+        let depth = (0..n)
+            .map(|mut v| {
+                let mut d = 0u64;
+                while let Some(u) = parent[v] {
+                    v = u;
+                    d += 1;
+                }
+                d
+            })
+            .max()
+            .unwrap_or(0);
+        // Up and down the deepest path; the flows themselves paid one leg's latency.
+        fill = fill.max(SimTime((2 * depth * hop_cost.0).saturating_sub(max_leg_lat.0)));
+    }
+    plan.push(
+        PlanNode {
+            step: Step::Local {
+                rank: g[0],
+                duration: fill,
+                bytes: Bytes::ZERO,
+            },
+            channel: 0,
+            phase: 2,
+            overhead: SimTime::ZERO,
+        },
+        &flows,
+    );
+    Ok(plan)
+}
+
 /// Hierarchical all-reduce: intra-server reduce-scatter (scale-up model), an all-reduce of
 /// `bytes / m` across servers per local index (one rail each, ring), then an intra-server
 /// all-gather (scale-up model); with `p.hierarchical_tree` the cross-server step is a double
-/// binary tree, as in NCCL's NVLSTree. The three phases are pipelined over `p.max_loops` chunks, as
-/// NCCL's NVLSTree pipelines them: chunk c's inter-server ring starts when chunk c's
-/// reduce-scatter is done, while chunk c+1 is being reduced. The scale-up model runs the
-/// reduce-scatter and all-gather of different chunks concurrently, so NVLink contention between
-/// them is not modelled (optimistic when NVLink is the bottleneck).
+/// binary tree, as in NCCL's NVLSTree, run as pipelined flows ([`tree_pipelined`]). The three
+/// phases are pipelined over `p.max_loops` chunks, as NCCL's NVLSTree pipelines them: chunk c's
+/// inter-server step starts when chunk c's reduce-scatter is done, while chunk c+1 is being
+/// reduced.
+///
+/// With `p.nvls` (NVLink SHARP) the intra-server steps run on the NVSwitch's reduction
+/// bandwidth, and the switch is one resource per server: it runs every chunk's reduce-scatter,
+/// then every chunk's all-gather as its cross-server result arrives. That order never idles
+/// the switch while it has work it could do, so it ends when a processor-shared switch would.
+/// The switch's latency is paid once (first reduce-scatter, last all-gather). Without it, the scale-up model runs the reduce-scatter and all-gather of
+/// different chunks concurrently, so NVLink contention between them is not modelled
+/// (optimistic when NVLink is the bottleneck).
 ///
 /// # Errors
 /// A bad group, an operation other than all-reduce, or servers holding different rank counts.
@@ -673,13 +777,41 @@ pub fn hierarchical(
             message: "hierarchical all-reduce needs the same number of ranks on every server".into(),
         });
     }
+    let su_nvls;
+    let su = match p.nvls {
+        Some(ab) => {
+            // NCCL rates NVLS per bus byte of the whole collective (tuning.cc scales the NVLS
+            // and NVLSTree bandwidth by nRanks/nSteps, as for rings), and nccl-tests agree:
+            // NVLSTree on 2 nodes reaches a lower busbw than NVLS on one. So the switch moves
+            // a server's 2(m-1)/m share at the rate that gives the group's 2(n-1)/n busbw.
+            let (mf, nf) = (m as f64, g.len() as f64);
+            let scale = ((mf - 1.0) / mf) / ((nf - 1.0) / nf);
+            su_nvls = su.with_nvls(AlphaBeta {
+                alpha: ab.alpha,
+                busbw: ab.busbw.scale(scale),
+            });
+            &su_nvls
+        }
+        None => su,
+    };
     if servers.len() == 1 {
         return scale_up(topo, op, bytes, &g, su);
     }
+    let serial = p.nvls.is_some();
     let chunks = (bytes.0 / (m as u64 * p.chunk.0.max(1))).clamp(1, p.max_loops.max(1) as u64);
     let mut plan = CollectivePlan::new(Expansion::Hierarchical);
-    let local = |plan: &mut CollectivePlan, op: CollectiveOp, chunk: Bytes, r: NodeId, phase: u32, order: &[u32], data: &[u32]| {
-        let t = su.time(op, chunk, m as u32);
+    let local = |plan: &mut CollectivePlan,
+                 op: CollectiveOp,
+                 chunk: Bytes,
+                 r: NodeId,
+                 phase: u32,
+                 with_alpha: bool,
+                 order: &[u32],
+                 data: &[u32]| {
+        let mut t = su.time(op, chunk, m as u32);
+        if !with_alpha {
+            t = t.saturating_sub(su.params(op).alpha);
+        }
         let b = Bytes((chunk.0 as f64 * op.busbw_factor(m as u32)) as u64);
         plan.push_ordered(
             PlanNode {
@@ -704,6 +836,31 @@ pub fn hierarchical(
     let server_index = |h: NodeId| servers.iter().position(|s| s.contains(&h)).expect("rank of the group");
     let mut prev_rs: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
     let mut prev_ag: Vec<Vec<u32>> = vec![Vec::new(); servers.len()];
+    // With NVLS: the all-gathers, which the switch runs after the last reduce-scatter.
+    let mut pending: Vec<(u64, Bytes, Vec<Vec<u32>>)> = Vec::new();
+    let all_gather =
+        |plan: &mut CollectivePlan, prev_ag: &mut Vec<Vec<u32>>, order_before: &[Vec<u32>], c: u64, cb: Bytes, sinks: &[Vec<u32>]| {
+            for (si, s) in servers.iter().enumerate() {
+                let order: Vec<u32> = prev_ag[si].iter().chain(&order_before[si]).copied().collect();
+                let ag: Vec<u32> = s
+                    .iter()
+                    .map(|r| {
+                        let with_alpha = !serial || c + 1 == chunks;
+                        local(
+                            plan,
+                            CollectiveOp::AllGather,
+                            cb,
+                            *r,
+                            3 * c as u32 + 2,
+                            with_alpha,
+                            &order,
+                            &sinks[si],
+                        )
+                    })
+                    .collect();
+                prev_ag[si] = ag;
+            }
+        };
     for c in 0..chunks {
         let cb = split_bytes(bytes.0, chunks, c);
         // Intra-server reduce-scatter of this chunk, after the previous chunk's.
@@ -712,7 +869,18 @@ pub fn hierarchical(
             .enumerate()
             .map(|(si, s)| {
                 s.iter()
-                    .map(|r| local(&mut plan, CollectiveOp::ReduceScatter, cb, *r, 3 * c as u32, &prev_rs[si], &[]))
+                    .map(|r| {
+                        local(
+                            &mut plan,
+                            CollectiveOp::ReduceScatter,
+                            cb,
+                            *r,
+                            3 * c as u32,
+                            !serial || c == 0,
+                            &prev_rs[si],
+                            &[],
+                        )
+                    })
                     .collect()
             })
             .collect();
@@ -722,7 +890,7 @@ pub fn hierarchical(
             let rail_bytes = Bytes(split_bytes(cb.0, m as u64, j as u64).0);
             // NVLSTree crosses servers on a tree; plain hierarchical on a ring.
             let sub = if p.hierarchical_tree {
-                double_binary_tree(topo, op, rail_bytes, &rail, &inter)?
+                tree_pipelined(topo, rail_bytes, &rail, &inter)?
             } else {
                 ring(topo, op, rail_bytes, &rail, &inter)?
             };
@@ -732,30 +900,23 @@ pub fn hierarchical(
             });
             for k in sub.sinks() {
                 match &sub.node(k).step {
-                    // A pipelined ring's fill step stands for the whole ring: every server waits on it.
+                    // A pipelined ring's or tree's fill step stands for all of it: every server
+                    // waits on it.
                     Step::Local { .. } => sinks_into.iter_mut().for_each(|v| v.push(k + off)),
                     Step::Transfer { dst, .. } => sinks_into[server_index(*dst)].push(k + off),
                 }
             }
         }
-        for (si, s) in servers.iter().enumerate() {
-            let ag: Vec<u32> = s
-                .iter()
-                .map(|r| {
-                    local(
-                        &mut plan,
-                        CollectiveOp::AllGather,
-                        cb,
-                        *r,
-                        3 * c as u32 + 2,
-                        &prev_ag[si],
-                        &sinks_into[si],
-                    )
-                })
-                .collect();
-            prev_ag[si] = ag;
+        if serial {
+            pending.push((c, cb, sinks_into));
+        } else {
+            let none = vec![Vec::new(); servers.len()];
+            all_gather(&mut plan, &mut prev_ag, &none, c, cb, &sinks_into);
         }
         prev_rs = rs;
+    }
+    for (pc, pcb, sinks) in pending {
+        all_gather(&mut plan, &mut prev_ag, &prev_rs, pc, pcb, &sinks);
     }
     Ok(plan)
 }
@@ -777,7 +938,10 @@ pub fn expand(
     let g = sorted_group(topo, group)?;
     let one_server = g.iter().all(|h| topo.server_of(*h) == topo.server_of(g[0]));
     if one_server && topo.gpus_per_server() > 1 {
-        return scale_up(topo, op, bytes, &g, su);
+        return match p.nvls {
+            Some(ab) => scale_up(topo, op, bytes, &g, &su.with_nvls(ab)),
+            None => scale_up(topo, op, bytes, &g, su),
+        };
     }
     match (algo, op) {
         (_, CollectiveOp::AllToAll) | (Expansion::DirectAllToAll, _) => {

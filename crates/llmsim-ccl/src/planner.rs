@@ -9,6 +9,7 @@ use llmsim_topo::Topology;
 
 use crate::expand::{self, ExpandParams, Granularity};
 use crate::plan::{CollectivePlan, Expansion};
+use crate::scaleup::AlphaBeta;
 use crate::tuning::{self, Algo, CollKind, GpuArch, Proto, TuningDecision};
 use crate::{CclError, CollectiveOp, ScaleUpModel};
 
@@ -80,7 +81,10 @@ pub fn expansion_for(algo: Algo, multi_node: bool) -> (Expansion, Option<&'stati
         ),
         Algo::Nvls | Algo::NvlsTree if multi_node => (
             Expansion::Hierarchical,
-            Some("NVLS/NVLSTree is simulated as hierarchical: NVLink scale-up model inside servers, ring across them"),
+            Some(
+                "NVLS/NVLSTree is simulated as hierarchical: NVSwitch-capped reduce-scatter and all-gather \
+                 inside servers, a pipelined double binary tree across them",
+            ),
         ),
         Algo::Nvls | Algo::NvlsTree => (Expansion::ScaleUp, None),
         Algo::CollNetDirect | Algo::CollNetChain => (
@@ -174,6 +178,19 @@ pub fn plan_collective(
             }
             let (e, n) = expansion_for(d.algo, nnodes > 1);
             params.hierarchical_tree = d.algo == Algo::NvlsTree;
+            if d.algo == Algo::NvlsTree {
+                params.tree_chunk = d.chunk_bytes;
+            }
+            // NVLS all-reduce: the NVSwitch reduction bandwidth caps the intra-server steps.
+            if matches!(d.algo, Algo::Nvls | Algo::NvlsTree)
+                && op == CollectiveOp::AllReduce
+                && let Some(bw) = tuning::nvls_reduction_busbw_gbps(opts.arch, &d.graph)
+            {
+                params.nvls = Some(AlphaBeta {
+                    alpha: tuning::nvls_intra_latency(),
+                    busbw: Bandwidth::from_bps_f64(bw * 8e9),
+                });
+            }
             note = n;
             decision = Some(d);
             match opts.algo {

@@ -62,6 +62,23 @@ impl ScaleUpModel {
         }
     }
 
+    /// The model for collectives that NCCL runs on NVLink SHARP (NVLS): the NVSwitch reduces and
+    /// multicasts, so an all-reduce is bounded by `nvls.busbw`, the switch's reduction bandwidth
+    /// cap, rather than by NVLink. Its reduce-scatter and all-gather halves each take half of
+    /// the all-reduce (the same busbw on half the bus bytes, half the latency).
+    pub fn with_nvls(&self, nvls: AlphaBeta) -> Self {
+        let half = AlphaBeta {
+            alpha: SimTime(nvls.alpha.0 / 2),
+            busbw: nvls.busbw,
+        };
+        ScaleUpModel {
+            all_reduce: nvls,
+            reduce_scatter: half,
+            all_gather: half,
+            ..self.clone()
+        }
+    }
+
     pub fn params(&self, op: CollectiveOp) -> AlphaBeta {
         match op {
             CollectiveOp::AllReduce => self.all_reduce,

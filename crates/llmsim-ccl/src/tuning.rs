@@ -778,7 +778,7 @@ impl Model<'_> {
         // --- bandwidth ---
         let mut bw = if nnodes <= 2 { g.bw_intra_gbps } else { g.bw_inter_gbps };
         if matches!(a, Algo::Nvls | Algo::NvlsTree) {
-            let mut intra = g.bw_intra_gbps * NVLS_EFFICIENCY[cc] * (nch - 1.0) / nch;
+            let mut intra = nvls_head_gbps(inp.arch, &g);
             if kind == CollKind::AllReduce {
                 intra *= 2.0; // AllReduce pipelines two operations.
             } else {
@@ -971,6 +971,36 @@ impl Model<'_> {
         }
         (nc, nt)
     }
+}
+
+/// One NVLS head's share of the NVSwitch reduction (multimem) bandwidth, GB/s: the graph's
+/// intra-node speed x nvlsEfficiency x (heads - 1) / heads (NCCL tuning.cc, NVLS bandwidth).
+fn nvls_head_gbps(arch: GpuArch, g: &GraphSearch) -> f64 {
+    let nch = f64::from(g.nchannels);
+    g.bw_intra_gbps * NVLS_EFFICIENCY[arch.cc_idx()] * (nch - 1.0) / nch
+}
+
+/// The NVSwitch reduction bandwidth cap of an NVLS all-reduce inside one node, as nccl-tests
+/// busbw (GB/s): heads x [`nvls_head_gbps`] x 2 (NCCL pipelines the reduce-scatter and the
+/// all-gather halves). On one node NCCL also bounds each head by the NVLS graph's second speed
+/// (its NVLink to the switch; across nodes that speed is the network's, which llmsim simulates).
+/// This is the intra-node term of NCCL's NVLS and NVLSTree model; it bounds an NVLS
+/// all-reduce's busbw whatever the message size. None without an NVLS graph.
+pub fn nvls_reduction_busbw_gbps(arch: GpuArch, graph: &GraphInfo) -> Option<f64> {
+    let g = graph.nvls.filter(|g| g.nchannels >= 2)?;
+    let mut head = nvls_head_gbps(arch, &g) * 2.0;
+    if graph.nnodes == 1 {
+        head = head.min(g.bw_inter_gbps);
+    }
+    let bw = f64::from(g.nchannels) * head;
+    (bw > 0.0).then_some(bw)
+}
+
+/// NCCL's latency of an NVLS collective inside one node (tuning.cc: NVLS base latency plus the
+/// NVLink hardware latency of NVLS, Simple).
+pub fn nvls_intra_latency() -> SimTime {
+    let (a, p) = (Algo::Nvls.idx(), Proto::Simple.idx());
+    SimTime::from_secs_f64((BASE_LAT[a][p] + HW_LAT[HW_NVLINK][a][p]) * 1e-6)
 }
 
 /// Chunk size NCCL's `calcCollChunking` uses for one collective: the step size of the
