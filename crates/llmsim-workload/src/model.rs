@@ -798,7 +798,6 @@ fn gpt_oss(name: &str, layers: u64, experts: u64) -> ModelConfig {
 
 fn nemotron_h(name: &str, h: u64, heads: u64, ffn: u64, pattern: &str, mamba_heads: u64, state: u64) -> ModelConfig {
     ModelConfig {
-        explicit_head_dim: Some(128),
         hybrid_override_pattern: Some(pattern.to_string()),
         mamba: Some(MambaConfig {
             num_heads: mamba_heads,
@@ -1051,6 +1050,11 @@ fn hf_layer_types(obj: &serde_json::Map<String, Value>) -> Result<(u64, Vec<Atte
     if window == 0 || !types.contains(&AttentionType::SlidingAttention) {
         return Ok((0, Vec::new()));
     }
+    // Keep the shortest repeating period (GPT-OSS: [sliding, full]).
+    let period = (1..=types.len())
+        .find(|&n| types.iter().enumerate().all(|(i, t)| *t == types[i % n]))
+        .unwrap_or(types.len());
+    types.truncate(period);
     Ok((window, types))
 }
 
