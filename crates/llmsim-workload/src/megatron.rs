@@ -26,6 +26,7 @@ use llmsim_ccl::CollectiveOp;
 use llmsim_compute::DType;
 
 use crate::dag::{Direction, Group, NONE, Node, NodeKind, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
+use crate::model::{AttentionType, LayerKind};
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
 use crate::{ModelConfig, ParallelConfig, PipelineSchedule, TrainingConfig, WorkloadError};
 
@@ -157,10 +158,10 @@ impl Builder<'_> {
 }
 
 struct Templates {
-    dense_fwd: Vec<Item>,
-    dense_bwd: Vec<Item>,
-    moe_fwd: Vec<Item>,
-    moe_bwd: Vec<Item>,
+    /// Forward and backward items of each layer class, and each layer's class.
+    layer_fwd: Vec<Vec<Item>>,
+    layer_bwd: Vec<Vec<Item>>,
+    layer_class: Vec<usize>,
     emb_fwd: Vec<Item>,
     emb_bwd: Vec<Item>,
     head_fwd: Vec<Item>,
@@ -199,32 +200,45 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
         segments: Vec::new(),
         seg_index: HashMap::new(),
     };
-    let first_dense = (0..m.num_hidden_layers).find(|l| !m.is_moe(*l));
-    let first_moe = (0..m.num_hidden_layers).find(|l| m.is_moe(*l));
-    let (dense_fwd, dense_bwd) = match first_dense {
-        Some(l) => {
-            let lo = ops::transformer_layer(b.m, b.t, b.p, l);
-            (b.template("layer.fwd", &lo.forward)?, b.template("layer.bwd", &lo.backward)?)
-        }
-        None => (Vec::new(), Vec::new()),
-    };
-    let (moe_fwd, moe_bwd) = match first_moe {
-        Some(l) => {
-            let lo = ops::transformer_layer(b.m, b.t, b.p, l);
-            (
-                b.template("moe_layer.fwd", &lo.forward)?,
-                b.template("moe_layer.bwd", &lo.backward)?,
-            )
-        }
-        None => (Vec::new(), Vec::new()),
-    };
+    // One template per layer class (kind and attention type), built from the class's first
+    // layer, in order of first appearance: a dense layer ("layer") and an MoE layer ("moe_layer")
+    // for standard models; hybrid and sliding-window models have more.
+    let mut classes: Vec<(LayerKind, AttentionType)> = Vec::new();
+    let mut layer_class = Vec::with_capacity(m.num_hidden_layers as usize);
+    let mut layer_fwd = Vec::new();
+    let mut layer_bwd = Vec::new();
+    for l in 0..m.num_hidden_layers {
+        let key = (m.layer_kind(l), m.attention_type(l));
+        let i = match classes.iter().position(|c| *c == key) {
+            Some(i) => i,
+            None => {
+                let base = match key.0 {
+                    LayerKind::Dense => "layer",
+                    LayerKind::Moe => "moe_layer",
+                    LayerKind::Mamba => "mamba_layer",
+                    LayerKind::Attention => "attn_layer",
+                    LayerKind::Mlp => "mlp_layer",
+                    LayerKind::MoeMlp => "moe_mlp_layer",
+                };
+                let name = match key.1 {
+                    AttentionType::SlidingAttention if key.0.has_attention() => format!("swa_{base}"),
+                    _ => base.to_string(),
+                };
+                let lo = ops::transformer_layer(b.m, b.t, b.p, l);
+                layer_fwd.push(b.template(&format!("{name}.fwd"), &lo.forward)?);
+                layer_bwd.push(b.template(&format!("{name}.bwd"), &lo.backward)?);
+                classes.push(key);
+                classes.len() - 1
+            }
+        };
+        layer_class.push(i);
+    }
     let emb = ops::embedding(m, t, p);
     let head = ops::head(m, t, p);
     let tpl = Templates {
-        dense_fwd,
-        dense_bwd,
-        moe_fwd,
-        moe_bwd,
+        layer_fwd,
+        layer_bwd,
+        layer_class,
         emb_fwd: b.template("embedding.fwd", &emb.forward)?,
         emb_bwd: b.template("embedding.bwd", &emb.backward)?,
         head_fwd: b.template("head.fwd", &head.forward)?,
@@ -387,7 +401,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 {
                     deps.extend(gather_node[bi]);
                 }
-                let items = if mc.is_moe(l) { &tpl.moe_fwd } else { &tpl.dense_fwd };
+                let items = &tpl.layer_fwd[tpl.layer_class[l as usize]];
                 last_compute = emit(&mut prog, items, base(Phase::Forward, mb, c, l), &deps).or(last_compute);
                 deps.clear();
             }
@@ -459,7 +473,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 close(&mut prog, -1, last_compute, &mut pending_buckets, &mut reduce_nodes);
             }
             for l in chunk_layers(mc, p, s, c).rev() {
-                let items = if mc.is_moe(l) { &tpl.moe_bwd } else { &tpl.dense_bwd };
+                let items = &tpl.layer_bwd[tpl.layer_class[l as usize]];
                 last_compute = emit(&mut prog, items, base(Phase::Backward, mb, c, l), &[]).or(last_compute);
                 close(&mut prog, l as i64, last_compute, &mut pending_buckets, &mut reduce_nodes);
             }

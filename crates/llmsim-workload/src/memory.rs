@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
 use crate::error::WorkloadError;
-use crate::model::ModelConfig;
+use crate::model::{LayerKind, ModelConfig};
 use crate::ops::{padded_vocab, stage_layers, stage_param_split};
 
 /// Fixed per-GPU overhead outside PyTorch's tensors: CUDA context and kernels (~0.5 GiB), cuBLAS
@@ -71,7 +71,16 @@ impl MemoryFootprint {
 }
 
 /// Activation bytes one transformer layer stores for one micro-batch on one rank, before any
-/// recomputation (`recompute: none`), per the module doc.
+/// recomputation (`recompute: none`), per the module doc. Each block (attention, MLP, MoE, Mamba)
+/// stores its norm input, its first GEMM's input and a 1-byte dropout mask (replicated over TP
+/// unless SP), plus its TP-sharded intermediates:
+/// - attention: Q, K, V and the projection input (MLA: Q and K of `qk_head_dim`, V and the
+///   projection input of `v_head_dim`, plus the replicated latents: the q and kv down-projection
+///   outputs and their normed copies); the scores (or FlashAttention's log-sum-exp) over the
+///   layer's window;
+/// - Mamba-2 (Megatron-Core `MambaMixer` with the `mamba_chunk_scan_combined` kernel, which keeps
+///   its inputs and recomputes the chunk states): the in_proj output, the conv output, dt in fp32,
+///   the scan output and the gated-norm output.
 pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> u64 {
     let tp = p.tp.max(1);
     let cp = p.cp.max(1);
@@ -82,32 +91,57 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
     let d = m.head_dim();
     let (a, kv) = (m.num_attention_heads, m.num_key_value_heads);
     let sbh = tok * h;
-    // Norm inputs (2), QKV input, attention and MLP dropout masks (1 byte each).
-    let mut replicated = 2 * dt * sbh + dt * sbh + 2 * sbh;
-    // Q, K, V and the projection input.
-    let mut sharded = dt * tok * (a * d + 2 * kv * d + a * d) / tp;
+    let kind = m.layer_kind(layer);
+    let mut replicated = 0;
+    let mut sharded = 0;
+    let mut scores = 0;
+    if kind.has_attention() {
+        // Norm input, QKV input, dropout mask.
+        replicated += 2 * dt * sbh + sbh;
+        match &m.mla {
+            None => sharded += dt * tok * (a * d + 2 * kv * d + a * d) / tp,
+            Some(mla) => {
+                let (qk, v) = (mla.qk_head_dim(), mla.v_head_dim);
+                sharded += dt * tok * (2 * a * qk + 2 * a * v) / tp;
+                replicated += dt * tok * (2 * mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim + mla.kv_lora_rank);
+            }
+        }
+        let keys = m.attended_keys(layer, t.seq_length);
+        scores = if t.flash_attention || t.recompute == Recompute::Selective {
+            if t.flash_attention { 4 * a * tok / tp } else { 0 }
+        } else {
+            (2 * dt + 1) * a * tok * keys / tp
+        };
+    }
     let mlp = |ffn: u64, tokens: u64| -> u64 {
         let per_tok = if m.gated_mlp { 3 * ffn } else { 2 * ffn };
         dt * tokens * per_tok / tp
     };
-    if m.is_moe(layer) {
-        let k = m.num_experts_per_tok;
-        // Router input; expert inputs (gathered over TP) and intermediates; router logits.
-        replicated += dt * sbh;
-        sharded += dt * tok * k * h + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
-        if m.num_shared_experts > 0 {
-            sharded += mlp(m.shared_ffn(), tok);
+    match kind {
+        LayerKind::Moe | LayerKind::MoeMlp => {
+            let k = m.num_experts_per_tok;
+            // Norm input, router input, dropout mask; expert inputs (gathered over TP) and
+            // intermediates; router logits.
+            replicated += 2 * dt * sbh + sbh;
+            sharded += dt * tok * k * h + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
+            if m.num_shared_experts > 0 {
+                sharded += mlp(m.shared_ffn(), tok);
+            }
         }
-    } else {
-        // fc1 input.
-        replicated += dt * sbh;
-        sharded += mlp(m.intermediate_size, tok);
+        LayerKind::Dense | LayerKind::Mlp => {
+            // Norm input, fc1 input, dropout mask.
+            replicated += 2 * dt * sbh + sbh;
+            sharded += mlp(m.intermediate_size, tok);
+        }
+        LayerKind::Mamba => {
+            if let Some(mb) = &m.mamba {
+                // Norm input, in_proj input, dropout mask.
+                replicated += 2 * dt * sbh + sbh;
+                sharded += dt * tok * (mb.in_proj_dim() + mb.conv_dim() + 2 * mb.d_inner()) / tp + 4 * tok * mb.num_heads / tp;
+            }
+        }
+        LayerKind::Attention => {}
     }
-    let scores = if t.flash_attention || t.recompute == Recompute::Selective {
-        if t.flash_attention { 4 * a * tok / tp } else { 0 }
-    } else {
-        (2 * dt + 1) * a * tok * t.seq_length / tp
-    };
     let replicated = if sp { replicated / tp } else { replicated };
     replicated + sharded + scores
 }

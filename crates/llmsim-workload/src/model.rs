@@ -3,8 +3,13 @@
 //! A model is a decoder-only transformer described with Hugging Face field names. Conventions
 //! that the FLOPs, parameter and memory accounting rely on:
 //! - attention is standard multi-head (or grouped-query) attention with `head_dim = hidden_size /
-//!   num_attention_heads`;
-//! - linear layers have no biases and norms have one weight vector of `hidden_size` (RMSNorm);
+//!   num_attention_heads` unless `head_dim` is set (Qwen3, GPT-OSS), or multi-head latent
+//!   attention (`mla`, DeepSeek-V2/V3); sliding-window layers (`sliding_window`, `layer_types`)
+//!   attend to the window only;
+//! - hybrid models (`hybrid_override_pattern`, Nemotron-H) hold one block per layer: a Mamba-2
+//!   mixer (`mamba`), attention, an MLP or an MoE block, each with its own pre-norm;
+//! - linear layers have no biases (unless `attention_bias` / `mlp_bias`, GPT-OSS) and norms have
+//!   one weight vector of `hidden_size` (RMSNorm);
 //!   GPT-3's biases and LayerNorm biases (~13·h per layer, < 0.01 % of the parameters) are left
 //!   out, as are its learned position embeddings (2048·h);
 //! - a gated MLP (SwiGLU) has three `h × ffn` matrices, a plain one (GeLU) two;
@@ -20,7 +25,120 @@ use serde_json::Value;
 
 use crate::error::WorkloadError;
 
+/// Multi-head latent attention (DeepSeek-V2/V3; DeepSeek-AI 2024, "DeepSeek-V2", §2.1): queries
+/// through a low-rank `q_lora_rank` bottleneck (0 = a plain `h × heads·qk_head_dim` projection),
+/// keys and values through a shared `kv_lora_rank` latent plus one `qk_rope_head_dim` RoPE key
+/// shared by all heads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaConfig {
+    /// Query latent rank; 0 = no query compression (DeepSeek-V2-Lite).
+    #[serde(default)]
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    pub qk_nope_head_dim: u64,
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
+}
+
+impl MlaConfig {
+    /// Per-head query/key dimension, `qk_nope_head_dim + qk_rope_head_dim`.
+    pub fn qk_head_dim(&self) -> u64 {
+        self.qk_nope_head_dim + self.qk_rope_head_dim
+    }
+}
+
+/// A Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs", §7; HF `NemotronHMamba2Mixer`):
+/// `num_heads × head_dim` inner channels, `n_groups` groups of B/C of `state_size`, a depthwise
+/// causal conv of `conv_kernel` taps over x, B and C, and the SSD scan in chunks of `chunk_size`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MambaConfig {
+    pub num_heads: u64,
+    pub head_dim: u64,
+    pub state_size: u64,
+    /// Default: 8 (Nemotron-H).
+    #[serde(default = "default_mamba_groups")]
+    pub n_groups: u64,
+    /// Default: 4.
+    #[serde(default = "default_conv_kernel")]
+    pub conv_kernel: u64,
+    /// SSD chunk length. Default: 128 (Nemotron-H `chunk_size`).
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: u64,
+}
+
+fn default_mamba_groups() -> u64 {
+    8
+}
+fn default_conv_kernel() -> u64 {
+    4
+}
+fn default_chunk_size() -> u64 {
+    128
+}
+
+impl MambaConfig {
+    /// Inner width `d_inner = num_heads · head_dim` (= `expand · hidden_size`).
+    pub fn d_inner(&self) -> u64 {
+        self.num_heads * self.head_dim
+    }
+
+    /// Channels of the causal conv: x, B and C, `d_inner + 2·n_groups·state_size`.
+    pub fn conv_dim(&self) -> u64 {
+        self.d_inner() + 2 * self.n_groups * self.state_size
+    }
+
+    /// Output columns of `in_proj`: z, x, B, C and dt, `2·d_inner + 2·n_groups·state_size + num_heads`.
+    pub fn in_proj_dim(&self) -> u64 {
+        2 * self.d_inner() + 2 * self.n_groups * self.state_size + self.num_heads
+    }
+}
+
+/// Attention type of a layer (HF `layer_types`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionType {
+    FullAttention,
+    /// Each query attends to the last `sliding_window` keys.
+    SlidingAttention,
+}
+
+/// What one layer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayerKind {
+    /// Attention then a dense MLP, each pre-normed (a standard decoder layer).
+    Dense,
+    /// Attention then an MoE block.
+    Moe,
+    /// Hybrid models: a Mamba-2 mixer alone (pattern `M`).
+    Mamba,
+    /// Hybrid models: attention alone (pattern `*`).
+    Attention,
+    /// Hybrid models: a dense MLP alone (pattern `-`).
+    Mlp,
+    /// Hybrid models: an MoE block alone (pattern `E`).
+    MoeMlp,
+}
+
+impl LayerKind {
+    /// Whether the layer has an attention block.
+    pub fn has_attention(self) -> bool {
+        matches!(self, LayerKind::Dense | LayerKind::Moe | LayerKind::Attention)
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// A decoder-only transformer, in Hugging Face terms.
+///
+/// The fields after `first_k_dense_layers` describe newer architectures; at their defaults (absent
+/// from serialized output) the model is the plain one above.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
     pub name: String,
@@ -46,23 +164,97 @@ pub struct ModelConfig {
     pub num_shared_experts: u64,
     /// The first k layers are dense (DeepSeek `first_k_dense_replace`).
     pub first_k_dense_layers: u64,
+    /// Per-head dimension when the config sets it (Qwen3 128, GPT-OSS 64); `None` = `hidden_size /
+    /// num_attention_heads`.
+    #[serde(default, rename = "head_dim", skip_serializing_if = "Option::is_none")]
+    pub explicit_head_dim: Option<u64>,
+    /// Biases on the Q, K, V and output projections (GPT-OSS).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_bias: bool,
+    /// Biases on the MLP / expert projections and the router (GPT-OSS).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub mlp_bias: bool,
+    /// A learned sink logit per head and layer (GPT-OSS).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_sinks: bool,
+    /// RMSNorm over each query and key head (Qwen3): `2·head_dim` weights per layer.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_norm: bool,
+    /// Window of sliding-attention layers, in tokens (0 = none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sliding_window: u64,
+    /// Attention type per layer; a shorter list repeats (GPT-OSS: `[sliding_attention,
+    /// full_attention]`). Empty = all full.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_types: Vec<AttentionType>,
+    /// Multi-head latent attention in place of GQA (DeepSeek-V2/V3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaConfig>,
+    /// Hybrid models: one character per layer, `M` Mamba-2, `*` attention, `-` MLP, `E` MoE
+    /// (Nemotron-H `hybrid_override_pattern`). `None` = every layer is attention + MLP/MoE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hybrid_override_pattern: Option<String>,
+    /// The Mamba-2 mixer of the `M` layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba: Option<MambaConfig>,
+    /// Multi-token-prediction modules (DeepSeek-V3 `num_nextn_predict_layers`). Counted by
+    /// [`ModelConfig::mtp_param_count`]; not part of [`ModelConfig::param_count`] nor simulated.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub num_nextn_predict_layers: u64,
 }
 
 impl ModelConfig {
-    /// Per-head dimension, `hidden_size / num_attention_heads`.
+    /// Per-head dimension: `head_dim` when set, else `hidden_size / num_attention_heads`.
     pub fn head_dim(&self) -> u64 {
-        self.hidden_size / self.num_attention_heads.max(1)
+        self.explicit_head_dim
+            .unwrap_or_else(|| self.hidden_size / self.num_attention_heads.max(1))
     }
 
-    /// Whether `layer` (0-based) is an MoE layer.
+    /// What layer `layer` (0-based) holds.
+    pub fn layer_kind(&self, layer: u64) -> LayerKind {
+        if let Some(p) = &self.hybrid_override_pattern {
+            return match p.as_bytes().get(layer as usize) {
+                Some(b'M') => LayerKind::Mamba,
+                Some(b'*') => LayerKind::Attention,
+                Some(b'E') => LayerKind::MoeMlp,
+                _ => LayerKind::Mlp,
+            };
+        }
+        if self.num_experts > 0 && layer >= self.first_k_dense_layers {
+            LayerKind::Moe
+        } else {
+            LayerKind::Dense
+        }
+    }
+
+    /// Attention type of `layer`.
+    pub fn attention_type(&self, layer: u64) -> AttentionType {
+        if self.sliding_window == 0 || self.layer_types.is_empty() {
+            return AttentionType::FullAttention;
+        }
+        self.layer_types[(layer % self.layer_types.len() as u64) as usize]
+    }
+
+    /// Keys each query of `layer` attends to out of a sequence of `seq`: the window for sliding
+    /// layers, else `seq`.
+    pub fn attended_keys(&self, layer: u64, seq: u64) -> u64 {
+        match self.attention_type(layer) {
+            AttentionType::SlidingAttention => self.sliding_window.min(seq),
+            AttentionType::FullAttention => seq,
+        }
+    }
+
+    /// Whether `layer` (0-based) has an MoE block.
     pub fn is_moe(&self, layer: u64) -> bool {
-        self.num_experts > 0 && layer >= self.first_k_dense_layers
+        matches!(self.layer_kind(layer), LayerKind::Moe | LayerKind::MoeMlp)
     }
 
     /// Number of MoE layers.
     pub fn moe_layers(&self) -> u64 {
         if self.num_experts == 0 {
             0
+        } else if self.hybrid_override_pattern.is_some() {
+            (0..self.num_hidden_layers).filter(|&l| self.is_moe(l)).count() as u64
         } else {
             self.num_hidden_layers.saturating_sub(self.first_k_dense_layers)
         }
@@ -73,16 +265,80 @@ impl ModelConfig {
         if self.gated_mlp { 3 } else { 2 }
     }
 
-    /// Attention parameters of one layer: QKV (`h × (a + 2·kv)·d`) and output projection (`a·d × h`).
-    pub fn attention_params(&self) -> u64 {
-        let d = self.head_dim();
-        let h = self.hidden_size;
-        h * (self.num_attention_heads + 2 * self.num_key_value_heads) * d + self.num_attention_heads * d * h
+    /// Query/key and value head dimensions used by core attention: `(qk, v)`.
+    pub fn attention_head_dims(&self) -> (u64, u64) {
+        match &self.mla {
+            Some(mla) => (mla.qk_head_dim(), mla.v_head_dim),
+            None => (self.head_dim(), self.head_dim()),
+        }
     }
 
-    /// Parameters of one dense MLP with FFN size `ffn`.
+    /// Attention parameters of one layer, split into those Megatron shards over TP (by heads) and
+    /// those every TP rank holds. GQA: QKV `h × (a + 2·kv)·d` and output `a·d × h` sharded; the
+    /// output bias and the q/k norms replicated. MLA: the down-projections `h × q_lora` and
+    /// `h × (kv_lora + rope)` with their norms replicated (Megatron-Core `MLASelfAttention` builds
+    /// them duplicated), the up-projections `q_lora × a·qk_d`, `kv_lora × a·(nope + v)` and the
+    /// output `a·v × h` sharded.
+    pub fn attention_params_split(&self) -> (u64, u64) {
+        let h = self.hidden_size;
+        let a = self.num_attention_heads;
+        let sinks = if self.attention_sinks { a } else { 0 };
+        if let Some(mla) = &self.mla {
+            let q = if mla.q_lora_rank > 0 {
+                (h * mla.q_lora_rank + mla.q_lora_rank, mla.q_lora_rank * a * mla.qk_head_dim())
+            } else {
+                (0, h * a * mla.qk_head_dim())
+            };
+            let kv_down = h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank;
+            let kv_up = mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim);
+            let out = a * mla.v_head_dim * h;
+            return (q.1 + kv_up + out + sinks, q.0 + kv_down);
+        }
+        let d = self.head_dim();
+        let qkv_n = (a + 2 * self.num_key_value_heads) * d;
+        let mut sharded = h * qkv_n + a * d * h + sinks;
+        let mut replicated = 0;
+        if self.attention_bias {
+            sharded += qkv_n;
+            replicated += h;
+        }
+        if self.qk_norm {
+            replicated += 2 * d;
+        }
+        (sharded, replicated)
+    }
+
+    /// Attention parameters of one layer (see [`ModelConfig::attention_params_split`]).
+    pub fn attention_params(&self) -> u64 {
+        let (s, r) = self.attention_params_split();
+        s + r
+    }
+
+    /// Parameters of one dense MLP with FFN size `ffn` (with `mlp_bias`, the fc1 and fc2 biases).
     pub fn mlp_params(&self, ffn: u64) -> u64 {
-        self.mlp_matrices() * self.hidden_size * ffn
+        if ffn == 0 {
+            return 0;
+        }
+        let bias = if self.mlp_bias {
+            ffn * (self.mlp_matrices() - 1) + self.hidden_size
+        } else {
+            0
+        };
+        self.mlp_matrices() * self.hidden_size * ffn + bias
+    }
+
+    /// Router parameters of one MoE layer: `h × E` (+ `E` biases).
+    pub fn router_params(&self) -> u64 {
+        self.hidden_size * self.num_experts + if self.mlp_bias { self.num_experts } else { 0 }
+    }
+
+    /// Parameters of one Mamba-2 mixer: in_proj, conv weights and biases, `A_log`, `D`,
+    /// `dt_bias` (one per head each), the gated RMSNorm over `d_inner`, and out_proj. All are
+    /// sharded over TP by heads (Megatron-Core `MambaMixer`). 0 without a Mamba config.
+    pub fn mamba_params(&self) -> u64 {
+        let Some(mb) = &self.mamba else { return 0 };
+        let h = self.hidden_size;
+        h * mb.in_proj_dim() + mb.conv_dim() * (mb.conv_kernel + 1) + 3 * mb.num_heads + mb.d_inner() + mb.d_inner() * h
     }
 
     /// FFN size of the shared-expert MLP (0 when there are none).
@@ -90,16 +346,23 @@ impl ModelConfig {
         self.num_shared_experts * self.moe_intermediate_size
     }
 
+    /// Parameters of an MoE block with `experts` routed experts counted.
+    fn moe_block_params(&self, experts: u64) -> u64 {
+        self.router_params() + experts * self.mlp_params(self.moe_intermediate_size) + self.mlp_params(self.shared_ffn())
+    }
+
     /// Parameters of one layer with `experts` routed experts counted (all of them for the total,
-    /// top-k for the active count). Includes the two norm weight vectors.
+    /// top-k for the active count). Includes the norm weight vectors (one per block).
     fn layer_params(&self, layer: u64, experts: u64) -> u64 {
         let h = self.hidden_size;
-        let mlp = if self.is_moe(layer) {
-            h * self.num_experts + experts * self.mlp_params(self.moe_intermediate_size) + self.mlp_params(self.shared_ffn())
-        } else {
-            self.mlp_params(self.intermediate_size)
-        };
-        self.attention_params() + mlp + 2 * h
+        match self.layer_kind(layer) {
+            LayerKind::Dense => self.attention_params() + self.mlp_params(self.intermediate_size) + 2 * h,
+            LayerKind::Moe => self.attention_params() + self.moe_block_params(experts) + 2 * h,
+            LayerKind::Mamba => self.mamba_params() + h,
+            LayerKind::Attention => self.attention_params() + h,
+            LayerKind::Mlp => self.mlp_params(self.intermediate_size) + h,
+            LayerKind::MoeMlp => self.moe_block_params(experts) + h,
+        }
     }
 
     fn params(&self, experts: u64) -> u64 {
@@ -120,11 +383,22 @@ impl ModelConfig {
         self.params(self.num_experts_per_tok)
     }
 
+    /// Parameters of the multi-token-prediction modules (DeepSeek-V3 §2.2): each holds two norms
+    /// (`2·h`), the `2h × h` projection of the concatenated embedding and hidden state, one layer
+    /// like the last, and its output norm; the embedding and output head are shared with the model.
+    pub fn mtp_param_count(&self) -> u64 {
+        let h = self.hidden_size;
+        let last = self.num_hidden_layers.saturating_sub(1);
+        self.num_nextn_predict_layers * (2 * h + 2 * h * h + self.layer_params(last, self.num_experts) + h)
+    }
+
     /// Checks the architecture is self-consistent.
     ///
     /// # Errors
     /// [`WorkloadError::Invalid`] naming the `model.*` field: a zero size, heads not dividing the
-    /// hidden size, kv heads not dividing heads, top-k above the expert count.
+    /// hidden size (without an explicit `head_dim`), kv heads not dividing heads, top-k above the
+    /// expert count, a hybrid pattern of the wrong length or with unknown characters, Mamba layers
+    /// without a `mamba` section.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         for (field, v) in [
             ("hidden_size", self.hidden_size),
@@ -138,11 +412,14 @@ impl ModelConfig {
                 return Err(WorkloadError::invalid(format!("model.{field}"), "must be at least 1"));
             }
         }
-        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
+        if self.explicit_head_dim == Some(0) {
+            return Err(WorkloadError::invalid("model.head_dim", "must be at least 1"));
+        }
+        if self.explicit_head_dim.is_none() && self.mla.is_none() && !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(WorkloadError::invalid(
                 "model.num_attention_heads",
                 format!(
-                    "num_attention_heads={} does not divide hidden_size={}",
+                    "num_attention_heads={} does not divide hidden_size={}; set model.head_dim if the model's heads are not hidden_size/heads wide",
                     self.num_attention_heads, self.hidden_size
                 ),
             ));
@@ -179,6 +456,71 @@ impl ModelConfig {
                 ));
             }
         }
+        if let Some(mla) = &self.mla {
+            for (field, v) in [
+                ("kv_lora_rank", mla.kv_lora_rank),
+                ("qk_nope_head_dim", mla.qk_nope_head_dim),
+                ("v_head_dim", mla.v_head_dim),
+            ] {
+                if v == 0 {
+                    return Err(WorkloadError::invalid(format!("model.mla.{field}"), "must be at least 1"));
+                }
+            }
+        }
+        if self.sliding_window > 0 && self.layer_types.is_empty() {
+            return Err(WorkloadError::invalid(
+                "model.layer_types",
+                "sliding_window is set but no layer is sliding; give e.g. [sliding_attention, full_attention]",
+            ));
+        }
+        if let Some(p) = &self.hybrid_override_pattern {
+            if p.len() as u64 != self.num_hidden_layers {
+                return Err(WorkloadError::invalid(
+                    "model.hybrid_override_pattern",
+                    format!("has {} characters, num_hidden_layers={}", p.len(), self.num_hidden_layers),
+                ));
+            }
+            if let Some(c) = p.chars().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
+                return Err(WorkloadError::invalid(
+                    "model.hybrid_override_pattern",
+                    format!("unknown layer {c:?}; valid: M (Mamba-2), * (attention), - (MLP), E (MoE)"),
+                ));
+            }
+            if p.contains('E') && self.num_experts == 0 {
+                return Err(WorkloadError::invalid(
+                    "model.num_experts",
+                    "the pattern has MoE layers (E); set num_experts",
+                ));
+            }
+            match &self.mamba {
+                None if p.contains('M') => {
+                    return Err(WorkloadError::invalid(
+                        "model.mamba",
+                        "the pattern has Mamba layers (M); give mamba: { num_heads, head_dim, state_size }",
+                    ));
+                }
+                Some(mb) => {
+                    for (field, v) in [
+                        ("num_heads", mb.num_heads),
+                        ("head_dim", mb.head_dim),
+                        ("state_size", mb.state_size),
+                        ("n_groups", mb.n_groups),
+                        ("chunk_size", mb.chunk_size),
+                    ] {
+                        if v == 0 {
+                            return Err(WorkloadError::invalid(format!("model.mamba.{field}"), "must be at least 1"));
+                        }
+                    }
+                    if !mb.num_heads.is_multiple_of(mb.n_groups) {
+                        return Err(WorkloadError::invalid(
+                            "model.mamba.n_groups",
+                            format!("n_groups={} does not divide num_heads={}", mb.n_groups, mb.num_heads),
+                        ));
+                    }
+                }
+                None => {}
+            }
+        }
         Ok(())
     }
 
@@ -199,6 +541,17 @@ impl ModelConfig {
             moe_intermediate_size: 0,
             num_shared_experts: 0,
             first_k_dense_layers: 0,
+            explicit_head_dim: None,
+            attention_bias: false,
+            mlp_bias: false,
+            attention_sinks: false,
+            qk_norm: false,
+            sliding_window: 0,
+            layer_types: Vec::new(),
+            mla: None,
+            hybrid_override_pattern: None,
+            mamba: None,
+            num_nextn_predict_layers: 0,
         }
     }
 }
@@ -317,7 +670,146 @@ const PRESETS: &[Preset] = &[
             ..ModelConfig::dense("deepseek-v2-lite", 2048, 27, 16, 16, 10944, 102400, true)
         },
     },
+    // Qwen3-MoE (Qwen Team 2025, "Qwen3 Technical Report", Table 2; Qwen/Qwen3-30B-A3B and
+    // Qwen/Qwen3-235B-A22B config.json): GQA with 4 kv heads and head_dim 128 set explicitly (not
+    // h/heads), q/k RMSNorm, 128 routed experts top-8 (norm_topk_prob, which costs nothing here),
+    // no shared experts, every layer MoE, untied embeddings, vocab 151936.
+    Preset {
+        name: "qwen3-30b-a3b",
+        aliases: &["qwen3 30b a3b", "qwen3-30b", "qwen3-moe-30b"],
+        published_params: 30.5e9,
+        build: || qwen3_moe("qwen3-30b-a3b", 2048, 48, 32, 6144, 768),
+    },
+    Preset {
+        name: "qwen3-235b-a22b",
+        aliases: &["qwen3 235b a22b", "qwen3-235b", "qwen3-moe-235b"],
+        published_params: 235.0e9,
+        build: || qwen3_moe("qwen3-235b-a22b", 4096, 94, 64, 12288, 1536),
+    },
+    // GPT-OSS (OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", Table 1; openai/gpt-oss-120b
+    // and openai/gpt-oss-20b config.json): h 2880, 64 heads of 64 with 8 kv heads, biases on
+    // attention and experts, attention sinks, layers alternating sliding (window 128, even layers)
+    // and full attention, 128 (20B: 32) experts top-4 of SwiGLU FFN 2880, vocab 201088, untied.
+    Preset {
+        name: "gpt-oss-120b",
+        aliases: &["gpt oss 120b", "gptoss-120b"],
+        published_params: 116.83e9,
+        build: || gpt_oss("gpt-oss-120b", 36, 128),
+    },
+    Preset {
+        name: "gpt-oss-20b",
+        aliases: &["gpt oss 20b", "gptoss-20b"],
+        published_params: 20.91e9,
+        build: || gpt_oss("gpt-oss-20b", 24, 32),
+    },
+    // DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", §4.2; deepseek-ai/DeepSeek-V3
+    // config.json): 61 layers, h 7168, MLA with 128 heads (q_lora 1536, kv_lora 512, nope 128,
+    // rope 64, v 128), first 3 layers dense (FFN 18432), then 1 shared + 256 routed experts top-8
+    // of FFN 2048, vocab 129280, untied. 671B without and 685B with its one MTP module.
+    Preset {
+        name: "deepseek-v3",
+        aliases: &["deepseek v3", "deepseek-v3-671b", "deepseek-r1"],
+        published_params: 671.0e9,
+        build: || ModelConfig {
+            num_experts: 256,
+            num_experts_per_tok: 8,
+            moe_intermediate_size: 2048,
+            num_shared_experts: 1,
+            first_k_dense_layers: 3,
+            mla: Some(MlaConfig {
+                q_lora_rank: 1536,
+                kv_lora_rank: 512,
+                qk_nope_head_dim: 128,
+                qk_rope_head_dim: 64,
+                v_head_dim: 128,
+            }),
+            num_nextn_predict_layers: 1,
+            ..ModelConfig::dense("deepseek-v3", 7168, 61, 128, 128, 18432, 129280, true)
+        },
+    },
+    // Nemotron-H (NVIDIA 2025, "Nemotron-H: A Family of Accurate and Efficient Hybrid
+    // Mamba-Transformer Models", arXiv:2504.03624, Table 1; nvidia/Nemotron-H-8B-Base-8K and
+    // nvidia/Nemotron-H-56B-Base-8K config.json): Mamba-2 (M), self-attention (*) and squared-ReLU
+    // MLP (-) layers per hybrid_override_pattern; GQA with 8 kv heads of 128; Mamba-2 with 8
+    // groups, head dim 64, conv kernel 4; vocab 131072, untied. 8B: 24 M + 24 - + 4 *; 56B: 54 M
+    // + 54 - + 10 *.
+    Preset {
+        name: "nemotron-h-8b",
+        aliases: &["nemotron h 8b", "nemotron-h-8b-base"],
+        published_params: 8.1e9,
+        build: || {
+            nemotron_h(
+                "nemotron-h-8b",
+                4096,
+                32,
+                21504,
+                "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+                128,
+                128,
+            )
+        },
+    },
+    Preset {
+        name: "nemotron-h-56b",
+        aliases: &["nemotron h 56b", "nemotron-h-56b-base"],
+        published_params: 56.0e9,
+        build: || {
+            nemotron_h(
+                "nemotron-h-56b",
+                8192,
+                64,
+                32768,
+                concat!(
+                    "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-",
+                    "M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+                ),
+                256,
+                256,
+            )
+        },
+    },
 ];
+
+fn qwen3_moe(name: &str, h: u64, layers: u64, heads: u64, ffn: u64, moe_ffn: u64) -> ModelConfig {
+    ModelConfig {
+        num_experts: 128,
+        num_experts_per_tok: 8,
+        moe_intermediate_size: moe_ffn,
+        explicit_head_dim: Some(128),
+        qk_norm: true,
+        ..ModelConfig::dense(name, h, layers, heads, 4, ffn, 151936, true)
+    }
+}
+
+fn gpt_oss(name: &str, layers: u64, experts: u64) -> ModelConfig {
+    ModelConfig {
+        num_experts: experts,
+        num_experts_per_tok: 4,
+        moe_intermediate_size: 2880,
+        explicit_head_dim: Some(64),
+        attention_bias: true,
+        mlp_bias: true,
+        attention_sinks: true,
+        sliding_window: 128,
+        layer_types: vec![AttentionType::SlidingAttention, AttentionType::FullAttention],
+        ..ModelConfig::dense(name, 2880, layers, 64, 8, 2880, 201088, true)
+    }
+}
+
+fn nemotron_h(name: &str, h: u64, heads: u64, ffn: u64, pattern: &str, mamba_heads: u64, state: u64) -> ModelConfig {
+    ModelConfig {
+        hybrid_override_pattern: Some(pattern.to_string()),
+        mamba: Some(MambaConfig {
+            num_heads: mamba_heads,
+            head_dim: 64,
+            state_size: state,
+            n_groups: 8,
+            conv_kernel: 4,
+            chunk_size: 128,
+        }),
+        ..ModelConfig::dense(name, h, pattern.len() as u64, heads, 8, ffn, 131072, false)
+    }
+}
 
 const PRESET_NAMES: &[&str] = &[
     "gpt3-6.7b",
@@ -331,6 +823,13 @@ const PRESET_NAMES: &[&str] = &[
     "mixtral-8x7b",
     "deepseek-moe-16b",
     "deepseek-v2-lite",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
+    "deepseek-v3",
+    "nemotron-h-8b",
+    "nemotron-h-56b",
 ];
 
 /// Canonical names of the presets.
@@ -408,6 +907,16 @@ fn hf_required(obj: &serde_json::Map<String, Value>, aliases: &[&str]) -> Result
 /// - `hidden_act` | `activation_function`: `silu`/`swiglu` ⇒ gated MLP; anything else (gelu) ⇒ plain.
 ///   Default: gated.
 /// - `tie_word_embeddings`: default false (Llama/Mixtral/DeepSeek configs; GPT-2 configs set it).
+/// - `head_dim` | `attention_head_dim`, kept only when it differs from `h / heads`.
+/// - `layer_types` (`full_attention` / `sliding_attention`) with `sliding_window`, kept only when
+///   some layer is sliding.
+/// - MLA when `kv_lora_rank` is present: `q_lora_rank` (null = 0), `kv_lora_rank`,
+///   `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`; `num_nextn_predict_layers` (MTP).
+/// - hybrid: `hybrid_override_pattern`; Mamba-2 `mamba_num_heads` (default `expand·h /
+///   mamba_head_dim`), `mamba_head_dim` (64), `ssm_state_size` | `mamba_d_state`, `n_groups` (8),
+///   `conv_kernel` | `mamba_d_conv` (4), `chunk_size` (128); `mlp_hidden_act` (`relu2` ⇒ plain).
+/// - `attention_bias`, `mlp_bias`; `model_type: gpt_oss` implies both and attention sinks,
+///   `qwen3`/`qwen3_moe` q/k norms.
 ///
 /// # Errors
 /// [`WorkloadError::HfConfig`] for invalid JSON or a missing required field, and the errors of
@@ -425,7 +934,7 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
     let kv = hf_u64(obj, &["num_key_value_heads", "num_query_groups"])?.unwrap_or(heads);
     let ffn = hf_u64(obj, &["intermediate_size", "n_inner", "ffn_hidden_size"])?.unwrap_or(4 * h);
     let vocab = hf_required(obj, &["vocab_size"])?;
-    let act = ["hidden_act", "activation_function"]
+    let act = ["mlp_hidden_act", "hidden_act", "activation_function"]
         .iter()
         .find_map(|k| obj.get(*k).and_then(Value::as_str))
         .unwrap_or("silu")
@@ -435,7 +944,7 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
 
     let experts = hf_u64(obj, &["num_local_experts", "num_experts", "n_routed_experts"])?.unwrap_or(0);
     let (topk, moe_ffn, shared, first_k) = if experts > 0 {
-        let topk = hf_u64(obj, &["num_experts_per_tok", "moe_topk"])?.ok_or_else(|| WorkloadError::HfConfig {
+        let topk = hf_u64(obj, &["num_experts_per_tok", "moe_topk", "experts_per_token"])?.ok_or_else(|| WorkloadError::HfConfig {
             message: format!("MoE config ({experts} experts) lacks \"num_experts_per_tok\""),
         })?;
         let moe_ffn = hf_u64(obj, &["moe_intermediate_size"])?.unwrap_or(ffn);
@@ -449,6 +958,42 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         (topk, moe_ffn, shared, first_k)
     } else {
         (0, 0, 0, 0)
+    };
+    let model_type = obj.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let gpt_oss = model_type == "gpt_oss";
+    let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
+    // Set only when it differs from h/heads, so configs that spell out the default (Llama 3)
+    // give the same model as before.
+    let explicit_head_dim =
+        hf_u64(obj, &["head_dim", "attention_head_dim"])?.filter(|&d| !h.is_multiple_of(heads.max(1)) || d != h / heads.max(1));
+    let (sliding_window, layer_types) = hf_layer_types(obj)?;
+    let mla = match hf_u64(obj, &["kv_lora_rank"])? {
+        Some(kv_lora_rank) => Some(MlaConfig {
+            q_lora_rank: hf_u64(obj, &["q_lora_rank"])?.unwrap_or(0),
+            kv_lora_rank,
+            qk_nope_head_dim: hf_required(obj, &["qk_nope_head_dim"])?,
+            qk_rope_head_dim: hf_required(obj, &["qk_rope_head_dim"])?,
+            v_head_dim: hf_required(obj, &["v_head_dim"])?,
+        }),
+        None => None,
+    };
+    let hybrid_override_pattern = obj.get("hybrid_override_pattern").and_then(Value::as_str).map(str::to_string);
+    let mamba = if hybrid_override_pattern.as_deref().is_some_and(|p| p.contains('M')) {
+        let head_dim = hf_u64(obj, &["mamba_head_dim"])?.unwrap_or(64);
+        let num_heads = match hf_u64(obj, &["mamba_num_heads"])? {
+            Some(n) => n,
+            None => hf_u64(obj, &["expand", "mamba_expand"])?.unwrap_or(2) * h / head_dim.max(1),
+        };
+        Some(MambaConfig {
+            num_heads,
+            head_dim,
+            state_size: hf_required(obj, &["ssm_state_size", "mamba_d_state", "state_size"])?,
+            n_groups: hf_u64(obj, &["n_groups", "mamba_n_groups"])?.unwrap_or(default_mamba_groups()),
+            conv_kernel: hf_u64(obj, &["conv_kernel", "mamba_d_conv"])?.unwrap_or(default_conv_kernel()),
+            chunk_size: hf_u64(obj, &["chunk_size", "mamba_chunk_size"])?.unwrap_or(default_chunk_size()),
+        })
+    } else {
+        None
     };
     let m = ModelConfig {
         name: name.to_string(),
@@ -465,9 +1010,52 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         moe_intermediate_size: moe_ffn,
         num_shared_experts: shared,
         first_k_dense_layers: first_k,
+        explicit_head_dim,
+        // GPT-OSS's config does not spell out its biases and sinks; its architecture has them.
+        attention_bias: flag("attention_bias") || gpt_oss,
+        mlp_bias: flag("mlp_bias") || gpt_oss,
+        attention_sinks: gpt_oss,
+        qk_norm: matches!(model_type, "qwen3" | "qwen3_moe"),
+        sliding_window,
+        layer_types,
+        mla,
+        hybrid_override_pattern,
+        mamba,
+        num_nextn_predict_layers: hf_u64(obj, &["num_nextn_predict_layers"])?.unwrap_or(0),
     };
     m.validate()?;
     Ok(m)
+}
+
+/// `sliding_window` and `layer_types` of a config, kept only when some layer is sliding (Mistral
+/// and Qwen2 configs carry a `sliding_window` that no layer uses, or that `use_sliding_window`
+/// turns off).
+fn hf_layer_types(obj: &serde_json::Map<String, Value>) -> Result<(u64, Vec<AttentionType>), WorkloadError> {
+    let Some(list) = obj.get("layer_types").and_then(Value::as_array) else {
+        return Ok((0, Vec::new()));
+    };
+    let mut types = Vec::with_capacity(list.len());
+    for v in list {
+        types.push(match v.as_str() {
+            Some("full_attention") => AttentionType::FullAttention,
+            Some("sliding_attention") => AttentionType::SlidingAttention,
+            _ => {
+                return Err(WorkloadError::HfConfig {
+                    message: format!("layer_types: unsupported {v}; supported: \"full_attention\", \"sliding_attention\""),
+                });
+            }
+        });
+    }
+    let window = hf_u64(obj, &["sliding_window"])?.unwrap_or(0);
+    if window == 0 || !types.contains(&AttentionType::SlidingAttention) {
+        return Ok((0, Vec::new()));
+    }
+    // Keep the shortest repeating period (GPT-OSS: [sliding, full]).
+    let period = (1..=types.len())
+        .find(|&n| types.iter().enumerate().all(|(i, t)| *t == types[i % n]))
+        .unwrap_or(types.len());
+    types.truncate(period);
+    Ok((window, types))
 }
 
 fn read_hf_config(path: &str, base_dir: &Path) -> Result<ModelConfig, WorkloadError> {
@@ -535,6 +1123,33 @@ pub struct ModelOverrides {
     pub num_shared_experts: Option<u64>,
     #[serde(default, alias = "first_k_dense_replace", skip_serializing_if = "Option::is_none")]
     pub first_k_dense_layers: Option<u64>,
+    /// Default (no base): `hidden_size / num_attention_heads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bias: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_bias: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_sinks: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_norm: Option<bool>,
+    /// Default (no base): 0 (no sliding window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_types: Option<Vec<AttentionType>>,
+    /// Multi-head latent attention: `{ q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+    /// qk_rope_head_dim, v_head_dim }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hybrid_override_pattern: Option<String>,
+    /// Mamba-2 mixer: `{ num_heads, head_dim, state_size, n_groups, conv_kernel, chunk_size }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba: Option<MambaConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_nextn_predict_layers: Option<u64>,
 }
 
 /// The `model:` section of a scenario: a string (a preset name, or a path ending in `.json` to a
@@ -622,8 +1237,27 @@ impl ModelOverrides {
                     num_experts_per_tok,
                     moe_intermediate_size,
                     num_shared_experts,
-                    first_k_dense_layers
+                    first_k_dense_layers,
+                    attention_bias,
+                    mlp_bias,
+                    attention_sinks,
+                    qk_norm,
+                    sliding_window,
+                    layer_types,
+                    num_nextn_predict_layers
                 );
+                if let Some(d) = self.head_dim {
+                    m.explicit_head_dim = Some(d);
+                }
+                if let Some(x) = &self.mla {
+                    m.mla = Some(x.clone());
+                }
+                if let Some(x) = &self.hybrid_override_pattern {
+                    m.hybrid_override_pattern = Some(x.clone());
+                }
+                if let Some(x) = &self.mamba {
+                    m.mamba = Some(x.clone());
+                }
                 m
             }
             None => {
@@ -649,6 +1283,17 @@ impl ModelOverrides {
                     moe_intermediate_size: self.moe_intermediate_size.unwrap_or(ffn),
                     num_shared_experts: self.num_shared_experts.unwrap_or(0),
                     first_k_dense_layers: self.first_k_dense_layers.unwrap_or(0),
+                    explicit_head_dim: self.head_dim,
+                    attention_bias: self.attention_bias.unwrap_or(false),
+                    mlp_bias: self.mlp_bias.unwrap_or(false),
+                    attention_sinks: self.attention_sinks.unwrap_or(false),
+                    qk_norm: self.qk_norm.unwrap_or(false),
+                    sliding_window: self.sliding_window.unwrap_or(0),
+                    layer_types: self.layer_types.clone().unwrap_or_default(),
+                    mla: self.mla.clone(),
+                    hybrid_override_pattern: self.hybrid_override_pattern.clone(),
+                    mamba: self.mamba.clone(),
+                    num_nextn_predict_layers: self.num_nextn_predict_layers.unwrap_or(0),
                 }
             }
         };

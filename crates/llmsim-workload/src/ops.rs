@@ -44,7 +44,7 @@ use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQ
 use serde::Serialize;
 
 use crate::config::{ParallelConfig, Recompute, TrainingConfig};
-use crate::model::ModelConfig;
+use crate::model::{LayerKind, MlaConfig, ModelConfig};
 
 /// Which part of a training step an op belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -175,6 +175,9 @@ struct Dims {
     a_l: u64,
     kv_l: u64,
     d: u64,
+    /// Query/key and value head dimensions of core attention (both `d` unless MLA).
+    dqk: u64,
+    dv: u64,
     /// Tokens in the GEMMs of this rank, `b · s/cp`.
     tok: u64,
     /// Tokens of norm / element-wise ops on this rank: `tok / tp` with SP.
@@ -205,6 +208,8 @@ impl Dims {
             a_l: m.num_attention_heads / tp,
             kv_l: m.num_key_value_heads / tp,
             d: m.head_dim(),
+            dqk: m.attention_head_dims().0,
+            dv: m.attention_head_dims().1,
             tok,
             tok_sp: if sp { tok / tp } else { tok },
             shape,
@@ -312,6 +317,14 @@ impl<'a> Builder<'a> {
     /// GEMM `[m,k]·[k,n]` with `weights` weight elements (k·n, or more for grouped expert GEMMs).
     #[allow(clippy::too_many_arguments)]
     fn gemm(&mut self, names: GemmNames, split: Split, m: u64, k: u64, n: u64, weights: u64, shape: &str) {
+        let ab = self.d.act_bytes();
+        self.gemm_comm(names, split, m, k, n, weights, shape, ab);
+    }
+
+    /// [`Builder::gemm`] whose TP collectives carry `ab` bytes instead of a `[tokens, h]`
+    /// activation (MLA's up-projections gather the low-rank latent, not the hidden state).
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_comm(&mut self, names: GemmNames, split: Split, m: u64, k: u64, n: u64, weights: u64, shape: &str, ab: u64) {
         let d = self.d;
         let dt = d.dt as f64;
         let (mf, kf, nf, wf) = (m as f64, k as f64, n as f64, weights as f64);
@@ -333,7 +346,6 @@ impl<'a> Builder<'a> {
         dg.kernel = Some(KernelShape::Gemm(fwd_shape.dgrad()));
         let mut wg = compute(names.wgrad, Pass::BackwardWeight, OpClass::Gemm, flops, wgrad_bytes, shape);
         wg.kernel = Some(KernelShape::Gemm(fwd_shape.wgrad()));
-        let ab = d.act_bytes();
         let tp = d.tp > 1;
         let (fwd, bwd) = match split {
             Split::Column if tp && d.sp => (
@@ -417,17 +429,22 @@ impl<'a> Builder<'a> {
     /// RMSNorm/LayerNorm over `tokens · h`: reads x, writes y (+ the weight); backward reads x and
     /// dy, writes dx.
     fn norm(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64) {
+        let (h, shape) = (self.d.h, self.d.shape.clone());
+        self.norm_width(fwd, bwd, tokens, h, &shape);
+    }
+
+    /// [`Builder::norm`] over rows of `width` elements (MLA's latent norms, Mamba's gated norm).
+    fn norm_width(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64, width: u64, shape: &str) {
         let d = self.d;
-        let e = (tokens * d.h) as f64;
+        let e = (tokens * width) as f64;
         let dt = d.dt as f64;
-        let shape = &d.shape;
         self.push(
             vec![compute(
                 fwd,
                 Pass::Forward,
                 OpClass::Norm,
                 4.0 * e,
-                2.0 * e * dt + d.h as f64 * dt,
+                2.0 * e * dt + width as f64 * dt,
                 shape,
             )],
             vec![compute(
@@ -435,7 +452,7 @@ impl<'a> Builder<'a> {
                 Pass::BackwardInput,
                 OpClass::Norm,
                 8.0 * e,
-                3.0 * e * dt + d.h as f64 * 4.0,
+                3.0 * e * dt + width as f64 * 4.0,
                 shape,
             )],
         );
@@ -508,18 +525,28 @@ impl<'a> Builder<'a> {
         self.gemm(names.3, Split::Row, d.tok, ffn_l, d.h, ffn_l * d.h, &shape);
     }
 
-    fn core_attention(&mut self, flash: bool) {
+    /// Core attention over `keys` keys per query (`s`, or the window of a sliding layer):
+    /// `QKᵀ` over `dqk` and `AV` over `dv`, `2·tok·a·keys·(dqk + dv)` FLOPs.
+    fn core_attention(&mut self, flash: bool, keys: u64) {
         let d = self.d;
         let dt = d.dt as f64;
-        let shape = if d.cp > 1 {
+        let mut shape = if d.cp > 1 {
             d.shape_with(&format!("heads={},kv={},kv_s={}", d.a_l, d.kv_l, d.s))
         } else {
             d.shape_with(&format!("heads={},kv={}", d.a_l, d.kv_l))
         };
-        let q = (d.tok * d.a_l * d.d) as f64;
-        let kv_full = 2 * d.b * d.s * d.kv_l * d.d;
-        let flops = 4.0 * q * d.s as f64;
-        let qkvo = (2.0 * q + kv_full as f64) * dt;
+        if d.dqk != d.d || d.dv != d.d {
+            shape.push_str(&format!(",dqk={},dv={}", d.dqk, d.dv));
+        }
+        if keys != d.s {
+            shape.push_str(&format!(",window={keys}"));
+        }
+        // q and o elements; equal, and `2·(q + o)` = `4q`, without MLA.
+        let q = (d.tok * d.a_l * d.dqk) as f64;
+        let o = (d.tok * d.a_l * d.dv) as f64;
+        let kv_full = d.b * d.s * d.kv_l * (d.dqk + d.dv);
+        let flops = 2.0 * (q + o) * keys as f64;
+        let qkvo = (q + o + kv_full as f64) * dt;
         let mut fwd = Vec::new();
         let mut bwd = Vec::new();
         if d.cp > 1 {
@@ -545,16 +572,17 @@ impl<'a> Builder<'a> {
             (OpClass::FlashAttention, 2.5, qkvo)
         } else {
             // Scores written by QKᵀ, read+written by softmax, read by AV, plus a 1-byte dropout mask.
-            let scores = (d.b * d.a_l * d.sl * d.s) as f64;
+            let scores = (d.b * d.a_l * d.sl * keys) as f64;
             (OpClass::Attention, 2.0, qkvo + scores * (4.0 * dt + 1.0))
         };
-        // Decoder LMs use a causal mask; the kernel tables (and nothing else) read this.
+        // Decoder LMs use a causal mask; the kernel tables (and nothing else) read this. A
+        // sliding window is modelled as a non-causal pass over the window's keys.
         let attn = AttentionShape {
             batch_heads: d.b * d.a_l,
             s_q: d.sl,
-            s_kv: d.s,
-            head_dim: d.d,
-            causal: true,
+            s_kv: keys,
+            head_dim: d.dqk,
+            causal: keys == d.s,
             backward: false,
         };
         let mut f = compute("core_attention", Pass::Forward, class, flops, bytes, &shape);
@@ -601,32 +629,195 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// One transformer layer (Megatron GPT layer, pre-norm): input norm, QKV, core attention, output
+/// One layer (Megatron GPT layer, pre-norm): input norm, QKV, core attention, output
 /// projection, residual, post-attention norm, MLP (or router + experts + shared experts),
-/// residual; and its backward, with recomputation per `t.recompute`.
+/// residual; and its backward, with recomputation per `t.recompute`. Hybrid models' layers hold
+/// one block each (Megatron-Core `MambaStack`): a Mamba-2 mixer, attention, an MLP or an MoE
+/// block, each pre-normed with its residual.
 pub fn transformer_layer(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> LayerOps {
     let d = Dims::new(m, t, p);
     let mut bld = Builder::new(&d);
-    bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
-    let qkv_n = (d.a_l + 2 * d.kv_l) * d.d;
-    let attn_shape = d.shape_with(&format!("heads={},kv={}", d.a_l, d.kv_l));
-    bld.gemm(gemm_names!("attn_qkv"), Split::Column, d.tok, d.h, qkv_n, d.h * qkv_n, &attn_shape);
-    bld.core_attention(t.flash_attention);
-    let proj_k = d.a_l * d.d;
-    bld.gemm(gemm_names!("attn_proj"), Split::Row, d.tok, proj_k, d.h, proj_k * d.h, &attn_shape);
-    bld.residual("attn_residual", "attn_residual_bwd");
-    bld.norm("post_attn_norm", "post_attn_norm_bwd", d.tok_sp);
-    if m.is_moe(layer) {
-        moe_mlp(&mut bld, m, p);
-    } else {
-        bld.mlp(
-            (gemm_names!("mlp_fc1"), "mlp_act", "mlp_act_bwd", gemm_names!("mlp_fc2")),
-            m,
-            m.intermediate_size,
-        );
+    match m.layer_kind(layer) {
+        LayerKind::Dense | LayerKind::Moe => {
+            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            attention(&mut bld, m, t, layer);
+            bld.residual("attn_residual", "attn_residual_bwd");
+            bld.norm("post_attn_norm", "post_attn_norm_bwd", d.tok_sp);
+            if m.is_moe(layer) {
+                moe_mlp(&mut bld, m, p);
+            } else {
+                dense_mlp(&mut bld, m);
+            }
+            bld.residual("mlp_residual", "mlp_residual_bwd");
+        }
+        LayerKind::Attention => {
+            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            attention(&mut bld, m, t, layer);
+            bld.residual("attn_residual", "attn_residual_bwd");
+        }
+        LayerKind::Mlp => {
+            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            dense_mlp(&mut bld, m);
+            bld.residual("mlp_residual", "mlp_residual_bwd");
+        }
+        LayerKind::MoeMlp => {
+            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            moe_mlp(&mut bld, m, p);
+            bld.residual("mlp_residual", "mlp_residual_bwd");
+        }
+        LayerKind::Mamba => {
+            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            mamba_mixer(&mut bld, m);
+            bld.residual("mixer_residual", "mixer_residual_bwd");
+        }
     }
-    bld.residual("mlp_residual", "mlp_residual_bwd");
     bld.finish(t.recompute)
+}
+
+fn dense_mlp(bld: &mut Builder, m: &ModelConfig) {
+    bld.mlp(
+        (gemm_names!("mlp_fc1"), "mlp_act", "mlp_act_bwd", gemm_names!("mlp_fc2")),
+        m,
+        m.intermediate_size,
+    );
+}
+
+/// QKV (or MLA's projections), core attention over the layer's window, output projection.
+fn attention(bld: &mut Builder, m: &ModelConfig, t: &TrainingConfig, layer: u64) {
+    let d = bld.d;
+    let attn_shape = d.shape_with(&format!("heads={},kv={}", d.a_l, d.kv_l));
+    let keys = m.attended_keys(layer, d.s);
+    match &m.mla {
+        None => {
+            let qkv_n = (d.a_l + 2 * d.kv_l) * d.d;
+            bld.gemm(gemm_names!("attn_qkv"), Split::Column, d.tok, d.h, qkv_n, d.h * qkv_n, &attn_shape);
+        }
+        Some(mla) => mla_projections(bld, mla, &attn_shape),
+    }
+    bld.core_attention(t.flash_attention, keys);
+    let proj_k = d.a_l * d.dv;
+    bld.gemm(gemm_names!("attn_proj"), Split::Row, d.tok, proj_k, d.h, proj_k * d.h, &attn_shape);
+}
+
+/// MLA's projections as Megatron-Core's `MLASelfAttention` runs them: the down-projections
+/// (`linear_q_down_proj`, `linear_kv_down_proj`) are replicated over TP and run on this rank's
+/// tokens (`tok/tp` with sequence parallelism, the all-gathered `tok` without); the up-projections
+/// are column-parallel over heads, their TP collectives carrying the latent (`q_lora_rank`,
+/// `kv_lora_rank + qk_rope_head_dim` per token) instead of the hidden state.
+fn mla_projections(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
+    let d = bld.d;
+    let tok_in = d.tok_sp;
+    let latent_bytes = |w: u64| d.tok * w * d.dt;
+    let q_n = d.a_l * mla.qk_head_dim();
+    if mla.q_lora_rank > 0 {
+        let r = mla.q_lora_rank;
+        bld.gemm_comm(gemm_names!("attn_q_down"), Split::Local, tok_in, d.h, r, d.h * r, shape, 0);
+        bld.norm_width("attn_q_norm", "attn_q_norm_bwd", tok_in, r, shape);
+        bld.gemm_comm(
+            gemm_names!("attn_q_up"),
+            Split::Column,
+            d.tok,
+            r,
+            q_n,
+            r * q_n,
+            shape,
+            latent_bytes(r),
+        );
+    } else {
+        bld.gemm(gemm_names!("attn_q"), Split::Column, d.tok, d.h, q_n, d.h * q_n, shape);
+    }
+    let kv_in = mla.kv_lora_rank + mla.qk_rope_head_dim;
+    bld.gemm_comm(gemm_names!("attn_kv_down"), Split::Local, tok_in, d.h, kv_in, d.h * kv_in, shape, 0);
+    bld.norm_width("attn_kv_norm", "attn_kv_norm_bwd", tok_in, mla.kv_lora_rank, shape);
+    let r = mla.kv_lora_rank;
+    let kv_n = d.a_l * (mla.qk_nope_head_dim + mla.v_head_dim);
+    bld.gemm_comm(
+        gemm_names!("attn_kv_up"),
+        Split::Column,
+        d.tok,
+        r,
+        kv_n,
+        r * kv_n,
+        shape,
+        latent_bytes(kv_in),
+    );
+}
+
+/// A Mamba-2 mixer (Megatron-Core `MambaMixer`, heads and groups sharded over TP): in_proj
+/// (column-parallel), the depthwise causal conv1d over x, B, C, the SSD chunked scan, the gated
+/// RMSNorm, out_proj (row-parallel).
+///
+/// SSD FLOPs follow the four steps of the chunked algorithm (Dao & Gu 2024, "Transformers are
+/// SSMs", §6, chunk length Q, state N, head dim P), per token: the intra-chunk `C·Bᵀ` per group
+/// `2·Q·N` and its product with x per head `2·Q·P`; the chunk states `Bᵀ·x` per head `2·N·P`;
+/// the state-to-output `C·state` per head `2·N·P`; the inter-chunk state recurrence (`2·N·P/Q` per
+/// head) is negligible and left out. The scan is counted in full within a chunk, as attention is
+/// counted without causal halving. Backward is 2× (each product has two gradient products);
+/// its HBM traffic reads x, B, C, dt and writes y, plus the fp32 chunk states.
+fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
+    let Some(mb) = &m.mamba else { return };
+    let d = bld.d;
+    let dt = d.dt as f64;
+    let nh_l = mb.num_heads / d.tp;
+    let g_l = (mb.n_groups / d.tp).max(1);
+    let di_l = nh_l * mb.head_dim;
+    let n = mb.state_size;
+    let conv_l = di_l + 2 * g_l * n;
+    let in_n = 2 * di_l + 2 * g_l * n + nh_l;
+    let shape = d.shape_with(&format!(
+        "mamba_heads={nh_l},head_dim={},state={n},groups={g_l},chunk={}",
+        mb.head_dim, mb.chunk_size
+    ));
+    bld.gemm(gemm_names!("mamba_in_proj"), Split::Column, d.tok, d.h, in_n, d.h * in_n, &shape);
+    // Depthwise causal conv + SiLU: 2·K FLOPs per channel and token; reads and writes each once.
+    let ce = (d.tok * conv_l) as f64;
+    let k = mb.conv_kernel as f64;
+    let conv_w = (conv_l * (mb.conv_kernel + 1)) as f64;
+    bld.push(
+        vec![compute(
+            "mamba_conv1d",
+            Pass::Forward,
+            OpClass::Elementwise,
+            2.0 * k * ce,
+            2.0 * ce * dt + conv_w * dt,
+            &shape,
+        )],
+        vec![compute(
+            "mamba_conv1d_bwd",
+            Pass::BackwardInput,
+            OpClass::Elementwise,
+            4.0 * k * ce,
+            3.0 * ce * dt + conv_w * 8.0,
+            &shape,
+        )],
+    );
+    let (q, nf, pf) = (mb.chunk_size.min(d.sl) as f64, n as f64, mb.head_dim as f64);
+    let tokf = d.tok as f64;
+    let per_tok = g_l as f64 * 2.0 * q * nf + nh_l as f64 * (2.0 * q * pf + 4.0 * nf * pf);
+    let flops = tokf * per_tok;
+    let io = tokf * (2 * di_l + 2 * g_l * n + nh_l) as f64 * dt;
+    let states = (d.tok.div_ceil(mb.chunk_size.max(1)) * nh_l * mb.head_dim * n) as f64 * 4.0;
+    bld.push(
+        vec![compute(
+            "mamba_ssd_scan",
+            Pass::Forward,
+            OpClass::Attention,
+            flops,
+            io + 2.0 * states,
+            &shape,
+        )],
+        vec![compute(
+            "mamba_ssd_scan_bwd",
+            Pass::BackwardInput,
+            OpClass::Attention,
+            2.0 * flops,
+            2.0 * io + 2.0 * states,
+            &shape,
+        )],
+    );
+    // Gated RMSNorm: y·silu(z), normalised per group over d_inner/tp.
+    bld.norm_width("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape);
+    bld.gemm(gemm_names!("mamba_out_proj"), Split::Row, d.tok, di_l, d.h, di_l * d.h, &shape);
 }
 
 fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
@@ -910,21 +1101,40 @@ impl StageParams {
     }
 }
 
-/// Parameters of `layer` on one TP rank. Norm weights and the router are replicated over TP.
+/// Parameters of `layer` on one TP rank. Norm weights, the router and MLA's down-projections are
+/// replicated over TP (see [`ModelConfig::attention_params_split`]); Mamba-2 mixers are sharded by
+/// heads. MLP and expert biases are counted as sharded (the fc2 bias, `h` per MLP, is in fact
+/// replicated; < 0.01 % of a layer).
 pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StageParams {
     let tp = p.tp.max(1);
     let h = m.hidden_size;
-    let attn = m.attention_params() / tp + 2 * h;
-    if m.is_moe(layer) {
-        StageParams {
-            dense: attn + h * m.num_experts + m.mlp_params(m.shared_ffn()) / tp,
-            expert: m.num_experts / p.ep.max(1) * m.mlp_params(m.moe_intermediate_size) / tp,
+    let (attn_sharded, attn_replicated) = m.attention_params_split();
+    let attn = attn_sharded / tp + attn_replicated;
+    let moe = || StageParams {
+        dense: m.router_params() + m.mlp_params(m.shared_ffn()) / tp,
+        expert: m.num_experts / p.ep.max(1) * m.mlp_params(m.moe_intermediate_size) / tp,
+    };
+    let dense = |dense: u64| StageParams { dense, expert: 0 };
+    let (block, norms) = match m.layer_kind(layer) {
+        LayerKind::Dense => (dense(attn + m.mlp_params(m.intermediate_size) / tp), 2),
+        LayerKind::Moe => {
+            let e = moe();
+            (
+                StageParams {
+                    dense: attn + e.dense,
+                    expert: e.expert,
+                },
+                2,
+            )
         }
-    } else {
-        StageParams {
-            dense: attn + m.mlp_params(m.intermediate_size) / tp,
-            expert: 0,
-        }
+        LayerKind::Attention => (dense(attn), 1),
+        LayerKind::Mlp => (dense(m.mlp_params(m.intermediate_size) / tp), 1),
+        LayerKind::MoeMlp => (moe(), 1),
+        LayerKind::Mamba => (dense(m.mamba_params() / tp), 1),
+    };
+    StageParams {
+        dense: block.dense + norms * h,
+        expert: block.expert,
     }
 }
 
