@@ -6,8 +6,10 @@
 //!   with a footnote; the dense one is half of it.
 //! - `fp32` is the non-tensor (CUDA-core FMA) peak; `tf32`, `bf16`, `fp16`, `fp8` are tensor-core
 //!   peaks.
-//! - `memory_bytes` is the datasheet "GB" figure times 10^9. It is slightly below the capacity
-//!   `nvidia-smi` reports (e.g. 81,559 MiB on an H100 80GB), so an OOM check on it is conservative.
+//! - `memory_bytes` is the capacity `nvidia-smi` reports as `memory.total` on the board (H100 80GB:
+//!   81,559 MiB, not 80·10^9 bytes): what PyTorch can allocate into, minus the CUDA context, which
+//!   the memory model counts in its workspace. An OOM check on the datasheet figure (74.5 GiB for
+//!   an H100) rejected configurations that really ran (issue 28).
 //! - `nvlink_bandwidth` is **per GPU, per direction**: half the bidirectional figure NVIDIA quotes
 //!   (H100: 900 GB/s bidirectional -> 450 GB/s each way).
 
@@ -43,7 +45,7 @@ pub struct GpuSpec {
     pub peak_tflops: PeakTflops,
     /// Peak HBM bandwidth in bytes/s (10^12 bytes/s = 1 TB/s).
     pub hbm_bandwidth_bytes_per_s: f64,
-    /// HBM capacity in bytes (datasheet GB x 10^9).
+    /// HBM capacity in bytes, as `nvidia-smi` reports it (`memory.total`).
     pub memory_bytes: u64,
     /// NVLink bandwidth per GPU and per direction (half the bidirectional datasheet figure).
     pub nvlink_bandwidth: Bandwidth,
@@ -88,7 +90,7 @@ impl GpuSpec {
 }
 
 const TB: f64 = 1e12;
-const GB: u64 = 1_000_000_000;
+const MIB: u64 = 1 << 20;
 
 static CATALOG: [GpuSpec; 6] = [
     GpuSpec {
@@ -102,7 +104,7 @@ static CATALOG: [GpuSpec; 6] = [
             fp8: None,
         },
         hbm_bandwidth_bytes_per_s: 2.039 * TB,
-        memory_bytes: 80 * GB,
+        memory_bytes: 81920 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(300),
         arch: GpuArch::Ampere,
         sm_count: 108,
@@ -122,7 +124,7 @@ static CATALOG: [GpuSpec; 6] = [
             fp8: Some(1978.9),
         },
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
-        memory_bytes: 80 * GB,
+        memory_bytes: 81559 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
         arch: GpuArch::Hopper,
         sm_count: 132,
@@ -142,7 +144,7 @@ static CATALOG: [GpuSpec; 6] = [
             fp8: Some(1978.9),
         },
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
-        memory_bytes: 80 * GB,
+        memory_bytes: 81559 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(200),
         arch: GpuArch::Hopper,
         sm_count: 132,
@@ -162,7 +164,7 @@ static CATALOG: [GpuSpec; 6] = [
             fp8: Some(296.0),
         },
         hbm_bandwidth_bytes_per_s: 4.0 * TB,
-        memory_bytes: 96 * GB,
+        memory_bytes: 97871 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
         arch: GpuArch::Hopper,
         sm_count: 78,
@@ -181,7 +183,7 @@ static CATALOG: [GpuSpec; 6] = [
             fp8: Some(1978.9),
         },
         hbm_bandwidth_bytes_per_s: 4.8 * TB,
-        memory_bytes: 141 * GB,
+        memory_bytes: 143771 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
         arch: GpuArch::Hopper,
         sm_count: 132,
@@ -200,7 +202,7 @@ static CATALOG: [GpuSpec; 6] = [
             fp8: Some(4500.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
-        memory_bytes: 180 * GB,
+        memory_bytes: 183359 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
         arch: GpuArch::Blackwell,
         sm_count: 148,
@@ -315,7 +317,11 @@ mod tests {
             if let Some(fp8) = p.fp8 {
                 assert!((fp8 / p.bf16 - 2.0).abs() < 1e-3, "{}", g.name);
             }
-            assert!(g.hbm_bandwidth_bytes_per_s > 1e12 && g.memory_bytes >= 80 * GB, "{}", g.name);
+            assert!(
+                g.hbm_bandwidth_bytes_per_s > 1e12 && g.memory_bytes >= 80 * 1_000_000_000,
+                "{}",
+                g.name
+            );
             assert!(!g.nvlink_bandwidth.is_zero() && !g.source.is_empty(), "{}", g.name);
             assert_eq!(find(g.name).map(|s| s.name), Some(g.name));
         }

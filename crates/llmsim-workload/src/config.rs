@@ -43,6 +43,15 @@ pub struct TrainingConfig {
     pub flash_attention: bool,
     /// Iterations to simulate. Default 1.
     pub iterations: u64,
+    /// Hidden and attention dropout probability (Megatron `--hidden-dropout` /
+    /// `--attention-dropout`): with dropout on, each dropout stores a 1-byte mask for backward.
+    /// Default: 0.1 (Megatron's default, GPT-style) for models with a plain GeLU MLP, 0 for
+    /// gated-MLP (Llama-style) models, which train without dropout.
+    pub dropout: Option<f64>,
+    /// Accumulate and reduce gradients in fp32 (Megatron-Core `grad_reduce_in_fp32`). Default:
+    /// true for bf16/fp8/fp32 (Megatron-LM forces it for bf16), false for fp16. NeMo's and
+    /// MLPerf's benchmark recipes set it false (bf16 gradient buffers and reduction).
+    pub grad_reduce_in_fp32: Option<bool>,
 }
 
 impl Default for TrainingConfig {
@@ -55,6 +64,8 @@ impl Default for TrainingConfig {
             recompute: Recompute::None,
             flash_attention: true,
             iterations: 1,
+            dropout: None,
+            grad_reduce_in_fp32: None,
         }
     }
 }
@@ -74,9 +85,29 @@ impl TrainingConfig {
     /// accumulation and all-reduce to be done in fp32"), so bf16/fp8/fp32/tf32 reduce in fp32 (4
     /// bytes); fp16 reduces in fp16 (2 bytes), Megatron's fp16 default.
     pub fn grad_dtype(&self) -> DType {
-        match self.dtype {
-            DType::Fp16 => DType::Fp16,
+        match (self.dtype, self.grad_reduce_in_fp32) {
+            (_, Some(true)) => DType::Fp32,
+            (DType::Fp16, _) => DType::Fp16,
+            (DType::Fp32 | DType::Tf32, _) => DType::Fp32,
+            (_, Some(false)) => DType::Bf16,
             _ => DType::Fp32,
+        }
+    }
+
+    /// Whether dropout masks are stored, for `m` (see [`TrainingConfig::dropout`]).
+    pub fn dropout_on(&self, m: &ModelConfig) -> bool {
+        match self.dropout {
+            Some(p) => p > 0.0,
+            None => !m.gated_mlp,
+        }
+    }
+
+    /// Bytes per element of the inputs a linear layer saves for its weight gradient: 1 in FP8
+    /// training (Transformer Engine keeps the FP8 cast), else the activation dtype.
+    pub fn saved_linear_input_bytes(&self) -> u64 {
+        match self.dtype {
+            DType::Fp8 => 1,
+            d => d.bytes(),
         }
     }
 }

@@ -25,12 +25,13 @@
 //! stages' worth, Korthikanti et al.'s figure. The footprint is the worst stage's (stage 0 as a
 //! rule; the last stage adds the logits).
 
+use llmsim_compute::DType;
 use serde::Serialize;
 
 use crate::config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
 use crate::error::WorkloadError;
 use crate::model::{LayerKind, ModelConfig};
-use crate::ops::{padded_vocab, stage_layers, stage_param_split};
+use crate::ops::{layers_of_chunk, padded_vocab, stage_layers, stage_param_split};
 
 /// Fixed per-GPU overhead outside PyTorch's tensors: CUDA context and kernels (~0.5 GiB), cuBLAS
 /// workspaces, NCCL communicator buffers (a few hundred MiB across the TP/DP/PP/EP communicators).
@@ -92,14 +93,20 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
     let (a, kv) = (m.num_attention_heads, m.num_key_value_heads);
     let sbh = tok * h;
     let kind = m.layer_kind(layer);
+    // Dropout masks (1 byte) only with dropout on; a linear layer's saved input in its own dtype
+    // (FP8 under Transformer Engine FP8 training).
+    let drop = u64::from(t.dropout_on(m));
+    let lin = t.saved_linear_input_bytes();
     let mut replicated = 0;
     let mut sharded = 0;
     let mut scores = 0;
     if kind.has_attention() {
         // Norm input, QKV input, dropout mask.
-        replicated += 2 * dt * sbh + sbh;
+        replicated += dt * sbh + lin * sbh + drop * sbh;
+        // FP8: the projection also keeps an FP8 copy of its input (the attention output).
+        let proj_fp8 = if lin < dt { lin * tok * a * d / tp } else { 0 };
         match &m.mla {
-            None => sharded += dt * tok * (a * d + 2 * kv * d + a * d) / tp,
+            None => sharded += dt * tok * (a * d + 2 * kv * d + a * d) / tp + proj_fp8,
             Some(mla) => {
                 let (qk, v) = (mla.qk_head_dim(), mla.v_head_dim);
                 sharded += dt * tok * (2 * a * qk + 2 * a * v) / tp;
@@ -110,33 +117,34 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
         scores = if t.flash_attention || t.recompute == Recompute::Selective {
             if t.flash_attention { 4 * a * tok / tp } else { 0 }
         } else {
-            (2 * dt + 1) * a * tok * keys / tp
+            (2 * dt + drop) * a * tok * keys / tp
         };
     }
+    // fc1's output (two halves if gated) for the activation's backward, and fc2's input.
     let mlp = |ffn: u64, tokens: u64| -> u64 {
-        let per_tok = if m.gated_mlp { 3 * ffn } else { 2 * ffn };
-        dt * tokens * per_tok / tp
+        let fc1_out = if m.gated_mlp { 2 * ffn } else { ffn };
+        tokens * (dt * fc1_out + lin * ffn) / tp
     };
     match kind {
         LayerKind::Moe | LayerKind::MoeMlp => {
             let k = m.num_experts_per_tok;
             // Norm input, router input, dropout mask; expert inputs (gathered over TP) and
             // intermediates; router logits.
-            replicated += 2 * dt * sbh + sbh;
-            sharded += dt * tok * k * h + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
+            replicated += dt * sbh + lin * sbh + drop * sbh;
+            sharded += lin * tok * k * h + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
             if m.num_shared_experts > 0 {
                 sharded += mlp(m.shared_ffn(), tok);
             }
         }
         LayerKind::Dense | LayerKind::Mlp => {
             // Norm input, fc1 input, dropout mask.
-            replicated += 2 * dt * sbh + sbh;
+            replicated += dt * sbh + lin * sbh + drop * sbh;
             sharded += mlp(m.intermediate_size, tok);
         }
         LayerKind::Mamba => {
             if let Some(mb) = &m.mamba {
                 // Norm input, in_proj input, dropout mask.
-                replicated += 2 * dt * sbh + sbh;
+                replicated += dt * sbh + lin * sbh + drop * sbh;
                 sharded += dt * tok * (mb.in_proj_dim() + mb.conv_dim() + 2 * mb.d_inner()) / tp + 4 * tok * mb.num_heads / tp;
             }
         }
@@ -146,19 +154,37 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
     replicated + sharded + scores
 }
 
-/// Micro-batches (1F1B) or model-chunk micro-batches (interleaved) stage `stage` holds at peak, and
-/// the model chunks the stage has (each unit holds one chunk's layers; with an uneven split the
-/// mean chunk is used).
-fn in_flight(t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> (u64, u64) {
+/// Peak of the activations a stage holds, walking its schedule (Megatron's 1F1B or interleaved
+/// order, [`crate::megatron::schedule`]): a forward of (micro-batch, chunk) adds `per_chunk[chunk]`,
+/// its backward frees it. Exact for uneven chunks (an embedding-only chunk holds nothing) and for
+/// Megatron's all-forward-first case (exactly `pp` micro-batches, interleaved).
+fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_chunk: &[u64]) -> u64 {
     let pp = p.pp.max(1);
     let vpp = p.vpp.max(1);
-    let mb = p.micro_batches(t);
-    if p.schedule == PipelineSchedule::Interleaved && vpp > 1 {
-        let warmup = 2 * (pp - stage - 1) + (vpp - 1) * pp;
-        ((warmup + 1).min(mb * vpp), vpp)
-    } else {
-        ((pp - stage).min(mb), 1)
+    let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
+    let mb = p.micro_batches(t).max(1);
+    let (mut cur, mut peak) = (0u64, 0u64);
+    for (fwd, _, c) in crate::megatron::schedule(stage, pp, mb, if interleaved { vpp } else { 1 }, interleaved) {
+        let b = per_chunk.get(c as usize).copied().unwrap_or(0);
+        if fwd {
+            cur += b;
+            peak = peak.max(cur);
+        } else {
+            cur = cur.saturating_sub(b);
+        }
     }
+    peak
+}
+
+/// Micro-batches (1F1B) or model-chunk micro-batches (interleaved) in flight at the peak,
+/// counting every unit alike (for the embedding's per-micro-batch tensors).
+fn in_flight_units(t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> u64 {
+    let chunks = if p.schedule == PipelineSchedule::Interleaved {
+        p.vpp.max(1)
+    } else {
+        1
+    };
+    schedule_peak(t, p, stage, &vec![1; chunks as usize])
 }
 
 fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> MemoryFootprint {
@@ -185,28 +211,47 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         }
     };
     let main_copy = if dt == 4 { 0 } else { 4 };
-    let parameters = sharded(dt, zero >= 3);
+    // FP8 training: Transformer Engine caches each linear weight's FP8 cast for the micro-batches
+    // after the first, row-wise for forward and column-wise (transposed) for the input gradient on
+    // Hopper: 2 more bytes per weight (the embedding and norms are not TE linear layers).
+    let fp8_cache = if t.dtype == DType::Fp8 {
+        let emb = padded_vocab(m, tp) * m.hidden_size / tp;
+        let emb_here = u64::from(stage == 0) + u64::from(stage == pp - 1 && (!m.tie_word_embeddings || pp > 1));
+        2 * params.total().saturating_sub(emb_here * emb)
+    } else {
+        0
+    };
+    let parameters = sharded(dt, zero >= 3) + fp8_cache;
     let gradients = sharded(t.grad_dtype().bytes(), zero >= 2);
     let optimizer_states = sharded(8 + main_copy, zero >= 1);
 
     // Activations.
     let layers = stage_layers(m, p, stage);
-    let (held, chunks) = in_flight(t, p, stage);
     let tok = t.micro_batch_size * t.seq_length / cp;
     let sbh = tok * m.hidden_size;
-    let mut activations = match t.recompute {
-        Recompute::Full => {
-            let input = if sp { dt * sbh / tp } else { dt * sbh };
-            let live = layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).max().unwrap_or(0);
-            held * layers.len() as u64 * input / chunks + live
-        }
-        _ => {
-            // Each unit holds one chunk's layers: the stage's layers over its chunks, on average.
-            let sum: u64 = layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).sum();
-            held * sum / chunks
-        }
+    let chunks = if p.schedule == PipelineSchedule::Interleaved {
+        p.vpp.max(1)
+    } else {
+        1
     };
-    if stage == 0 {
+    let input = if sp { dt * sbh / tp } else { dt * sbh };
+    // What one micro-batch of each chunk keeps until its backward.
+    let per_chunk: Vec<u64> = (0..chunks)
+        .map(|c| {
+            let r = layers_of_chunk(m, p, stage, c);
+            match t.recompute {
+                Recompute::Full => (r.end - r.start) * input,
+                _ => r.map(|l| layer_activation_bytes(m, t, p, l)).sum(),
+            }
+        })
+        .collect();
+    let mut activations = schedule_peak(t, p, stage, &per_chunk);
+    if t.recompute == Recompute::Full {
+        // One layer's full activations, live while it is recomputed.
+        activations += layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).max().unwrap_or(0);
+    }
+    let held = in_flight_units(t, p, stage);
+    if stage == 0 && t.dropout_on(m) {
         // Embedding dropout mask per in-flight micro-batch.
         activations += held.min(p.micro_batches(t)) * if sp { sbh / tp } else { sbh };
     }
