@@ -153,15 +153,26 @@ pub fn tiles(arch: GpuArch) -> &'static [Tile] {
     }
 }
 
-/// Per-tile fixed cost in elements of `k`: about two 64-element `k` steps of the main loop
-/// (pipeline fill plus the epilogue writing the output tile). The same count for FP8: the cited
-/// best-shape measurements reach the same fraction of peak in FP8 and BF16 at `k = 3072` on B200
-/// (76.3% and 77.6%, `tests/calibration.rs`), which a larger FP8 overhead would not give.
-pub fn k_overhead(dtype: DType) -> u64 {
-    match dtype {
-        DType::Fp32 | DType::Tf32 => 64,
-        DType::Bf16 | DType::Fp16 | DType::Fp8 => 128,
-    }
+/// Per-tile fixed cost in elements of `k`: three main-loop `k` steps (pipeline fill plus the
+/// epilogue writing the output tile), a step being 64 elements of a 16-bit input or 128 of FP8
+/// (the same 128-byte shared-memory rows, the same time). Three steps is what DeepGEMM's FP8 table
+/// on H800 shows for short `k` (README 2025-03-25: m = 4096 at k = 512, 1536, 2048 and the
+/// grouped k = 2048 rows imply 350-460 elements of fixed cost against the model's long-`k` rate;
+/// `examples/gemm_table.rs`, `bench/kernels.md`). Blackwell keeps accumulators in tensor memory,
+/// double-buffered, so a tile's epilogue overlaps the next tile's main loop: one step. (The cited
+/// B200 best shapes reach the same fraction of peak in FP8 and BF16 at `k = 3072`, which three
+/// FP8 steps would not give.)
+pub fn k_overhead(arch: GpuArch, dtype: DType) -> u64 {
+    let steps = match arch {
+        GpuArch::Blackwell => 1,
+        GpuArch::Ampere | GpuArch::Hopper => 3,
+    };
+    steps
+        * match dtype {
+            DType::Fp32 | DType::Tf32 => 32,
+            DType::Bf16 | DType::Fp16 => 64,
+            DType::Fp8 => 128,
+        }
 }
 
 /// Split-K factors tried when the tiles of the shape fill less than one wave.
@@ -200,7 +211,7 @@ impl GemmPlan {
 pub fn plan(gpu: &GpuSpec, dtype: DType, eff: f64, shape: &GemmShape) -> GemmPlan {
     let peak = gpu.peak_flops(dtype);
     let sms = u64::from(gpu.sm_count.max(1));
-    let k0 = k_overhead(dtype);
+    let k0 = k_overhead(gpu.arch, dtype);
     let mut best: Option<GemmPlan> = None;
     if shape.m == 0 || shape.n == 0 || shape.k == 0 || shape.batch == 0 {
         let t = tiles(gpu.arch)[0];

@@ -196,7 +196,8 @@ pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut
     })?;
     let layout = layout_of(&r.parallel);
     let info = transformer_info(&r, &wl);
-    run_workload(s, wl, layout, &r.training, info, opts, progress, wall, shared)
+    let ub = tp_overlap_timer(s, &r.parallel, r.gpu, opts.ideal_comm)?;
+    run_workload(s, wl, layout, &r.training, info, opts, progress, wall, shared, ub)
 }
 
 /// How a Megatron plan's ranks are laid out.
@@ -298,7 +299,7 @@ fn simulate_dlrm(
         memory: mem,
         layers_per_stage: 0,
     };
-    run_workload(s, wl, layout, &training, info, opts, progress, wall, shared)
+    run_workload(s, wl, layout, &training, info, opts, progress, wall, shared, None)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -312,6 +313,7 @@ fn run_workload(
     progress: &mut dyn FnMut(u64, u64),
     wall: Instant,
     shared: &Shared,
+    ub: Option<TpOverlapTimer>,
 ) -> Result<Outcome, SimError> {
     let gpu = info.gpu;
     let cm = compute_model(s, gpu)?;
@@ -362,7 +364,7 @@ fn run_workload(
         },
         pxn: s.collectives.pxn,
     };
-    let (seg_time, ops) = time_segments(&wl, &cm, training);
+    let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref());
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {
             scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),
@@ -500,7 +502,8 @@ pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
     let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
     let layout = layout_of(&r.parallel);
     let cm = compute_model(s, r.gpu)?;
-    let (seg_time, _) = time_segments(&wl, &cm, &r.training);
+    let ub = tp_overlap_timer(s, &r.parallel, r.gpu, false)?;
+    let (seg_time, _) = time_segments(&wl, &cm, &r.training, ub.as_ref());
     let ri = transformer_info(&r, &wl);
     let info = llmsim_workload::chakra::TraceInfo {
         model: ri.model,
@@ -632,18 +635,43 @@ pub fn simulate_imported(
         progress,
         wall,
         &Shared::default(),
+        None,
     )
 }
 
+/// What timing a GEMM beside its overlapped TP collective needs: the scale-up (NVLink) model the
+/// collective runs on, the TP degree and the GPU's SMs.
+struct TpOverlapTimer {
+    scale_up: ScaleUpModel,
+    tp: u32,
+    sms: u32,
+    /// `--ideal-comm`: the collective takes no time.
+    ideal: bool,
+}
+
 /// Times every segment: the sum of its ops, or its measured duration. Returns the segment times and each op's timing.
-fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<SimTime>, Vec<Vec<Option<OpTime>>>) {
+/// A GEMM with an overlapped TP collective takes the pair's time ([`llmsim_workload::ops::OverlapMethod::overlapped`]).
+fn time_segments(
+    wl: &Workload,
+    cm: &ComputeModel,
+    t: &TrainingConfig,
+    ub: Option<&TpOverlapTimer>,
+) -> (Vec<SimTime>, Vec<Vec<Option<OpTime>>>) {
     let mut times = Vec::with_capacity(wl.segments.len());
     let mut per_op = Vec::with_capacity(wl.segments.len());
     for seg in &wl.segments {
         let mut total = SimTime::ZERO;
         let mut row = Vec::with_capacity(seg.ops.len());
         for op in &seg.ops {
-            let ot = op.query(t.dtype).map(|q| cm.time(&q));
+            let mut ot = op.query(t.dtype).map(|q| cm.time(&q));
+            if let (Some(o), Some(ov), Some(ub)) = (ot.as_mut(), op.overlap, ub) {
+                let comm = if ub.ideal {
+                    SimTime::ZERO
+                } else {
+                    ub.scale_up.time(ov.op, llmsim_core::Bytes(ov.bytes), ub.tp)
+                };
+                o.time = ov.method.overlapped(o.time, comm, ub.sms, u64::from(ub.tp));
+            }
             if let Some(o) = &ot {
                 total += o.time;
             }
@@ -653,6 +681,32 @@ fn time_segments(wl: &Workload, cm: &ComputeModel, t: &TrainingConfig) -> (Vec<S
         per_op.push(row);
     }
     (times, per_op)
+}
+
+/// The TP-overlap timer of a transformer scenario, when `parallel.tp_comm_overlap` is on.
+///
+/// # Errors
+/// A TP group larger than a server: userbuffers overlap works over NVLink only.
+fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, ideal: bool) -> Result<Option<TpOverlapTimer>, SimError> {
+    if !(p.tp_comm_overlap && p.tp > 1) {
+        return Ok(None);
+    }
+    if p.tp > u64::from(s.cluster.gpus_per_node) {
+        return Err(SimError::Scenario {
+            field: "parallel.tp_comm_overlap".into(),
+            message: format!(
+                "TP communication overlap (userbuffers) runs over NVLink inside one server, but tp={} spans more than gpus_per_node={}; turn it off or keep tp <= gpus_per_node",
+                p.tp, s.cluster.gpus_per_node
+            ),
+        });
+    }
+    let nvlink = s.cluster.nvlink_bandwidth.unwrap_or(gpu.nvlink_bandwidth);
+    Ok(Some(TpOverlapTimer {
+        scale_up: ScaleUpModel::from_nvlink(gpu.name, nvlink, s.cluster.gpus_per_node),
+        tp: p.tp as u32,
+        sms: gpu.sm_count,
+        ideal,
+    }))
 }
 
 fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow> {

@@ -52,6 +52,22 @@ pub struct TrainingConfig {
     /// true for bf16/fp8/fp32 (Megatron-LM forces it for bf16), false for fp16. NeMo's and
     /// MLPerf's benchmark recipes set it false (bf16 gradient buffers and reduction).
     pub grad_reduce_in_fp32: Option<bool>,
+    /// How FP8 training scales tensors (Transformer Engine recipes), when `dtype: fp8`. Default
+    /// delayed.
+    pub fp8_recipe: Fp8Recipe,
+}
+
+/// Transformer Engine FP8 scaling recipe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fp8Recipe {
+    /// `DelayedScaling`: scales from an amax history, so a norm or activation kernel can write
+    /// its output in FP8 directly (MLPerf GPT-3 submissions).
+    #[default]
+    Delayed,
+    /// `Float8CurrentScaling` ("FP8-CS" in NeMo's tables): each tensor's amax is computed before
+    /// it is cast, an extra pass over it, and no producer kernel can fuse the cast.
+    Current,
 }
 
 impl Default for TrainingConfig {
@@ -66,6 +82,7 @@ impl Default for TrainingConfig {
             iterations: 1,
             dropout: None,
             grad_reduce_in_fp32: None,
+            fp8_recipe: Fp8Recipe::Delayed,
         }
     }
 }
@@ -184,6 +201,10 @@ pub struct ParallelConfig {
     /// Count the output layer and loss as one layer, so the last virtual stage holds one fewer.
     /// Megatron-Core `--account-for-loss-in-pipeline-split`. Default false.
     pub account_for_loss_in_pipeline_split: bool,
+    /// Overlap the sequence-parallel TP collectives with the GEMMs beside them (Megatron
+    /// `--tp-comm-overlap`, Transformer Engine userbuffers): needs sequence parallelism and a TP
+    /// group inside one server. Default false.
+    pub tp_comm_overlap: bool,
 }
 
 impl Default for ParallelConfig {
@@ -207,6 +228,7 @@ impl Default for ParallelConfig {
             last_stage_layers: 0,
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
+            tp_comm_overlap: false,
         }
     }
 }
@@ -548,6 +570,13 @@ impl ParallelConfig {
         }
         if p.tp == 1 {
             p.sequence_parallel = false;
+            p.tp_comm_overlap = false;
+        }
+        if p.tp_comm_overlap && !p.sequence_parallel {
+            return Err(WorkloadError::invalid(
+                "parallel.tp_comm_overlap",
+                "TP communication overlap needs sequence parallelism (as Megatron asserts); set sequence_parallel: true",
+            ));
         }
         if model.num_experts > 0 && p.tp > 1 && !p.sequence_parallel {
             return Err(WorkloadError::invalid(

@@ -41,9 +41,10 @@ use std::ops::Range;
 
 use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery};
+use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{ParallelConfig, Recompute, TrainingConfig};
+use crate::config::{Fp8Recipe, ParallelConfig, Recompute, TrainingConfig};
 use crate::model::{LayerKind, MlaConfig, ModelConfig};
 
 /// Which part of a training step an op belongs to.
@@ -91,6 +92,72 @@ pub struct OpSpec {
     /// A GEMM's or fused attention's dimensions, for the compute model's kernel models.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelShape>,
+    /// A TP collective this GEMM runs concurrently with (`parallel.tp_comm_overlap`); the system
+    /// simulator times the pair ([`TpOverlap`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<TpOverlap>,
+}
+
+/// How Transformer Engine's userbuffers overlap a TP collective with a GEMM. The methods and the
+/// SMs they take are those of NVIDIA's H100 TP-overlap configurations (NeMo / Megatron-Bridge
+/// `userbuffers_*_h100_*` configs, e.g. `..._h16384_tp8_cp2_mbs1_seqlen8192`): all-gathers by
+/// ring exchange (`qkv_fprop`, `fc1_fprop`, `proj_dgrad`, `fc2_dgrad`; copy engines, 1 SM),
+/// forward reduce-scatters chunked in a pipeline (`proj_fprop`, `fc2_fprop`; 24 SMs taken from
+/// the GEMM, 4 splits), the backward's re-gather and dgrad reduce-scatter as bulk transfers
+/// beside an independent GEMM (`*_dgrad`, `*_wgrad`; 2 SMs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverlapMethod {
+    RingExchange,
+    Pipeline,
+    Bulk,
+}
+
+impl OverlapMethod {
+    /// SMs the communication takes from the GEMM.
+    pub fn comm_sms(self) -> u32 {
+        match self {
+            OverlapMethod::RingExchange => 1,
+            OverlapMethod::Pipeline => 24,
+            OverlapMethod::Bulk => 2,
+        }
+    }
+
+    /// Chunks the pair is pipelined in: the first (or last) chunk of the shorter of the two is
+    /// exposed. A bulk transfer runs beside an independent GEMM: nothing to fill.
+    pub fn chunks(self, tp: u64) -> u64 {
+        match self {
+            OverlapMethod::RingExchange => tp.max(1),
+            OverlapMethod::Pipeline => 4,
+            OverlapMethod::Bulk => 0,
+        }
+    }
+
+    /// Duration of a GEMM of `gemm` alone overlapped with a collective of `comm` alone on a GPU
+    /// of `sms` SMs: the GEMM runs on the SMs left, the longer of the two sets the pace, and the
+    /// pipeline's first chunk of the shorter one is exposed.
+    pub fn overlapped(self, gemm: SimTime, comm: SimTime, sms: u32, tp: u64) -> SimTime {
+        let left = sms.saturating_sub(self.comm_sms()).max(1);
+        let g = if comm == SimTime::ZERO {
+            gemm
+        } else {
+            SimTime::from_ps_f64(gemm.as_ps() as f64 * f64::from(sms.max(1)) / f64::from(left))
+        };
+        let (long, short) = if g >= comm { (g, comm) } else { (comm, g) };
+        match self.chunks(tp) {
+            0 => long,
+            c => long + SimTime::from_ps(short.as_ps() / c),
+        }
+    }
+}
+
+/// A TP collective hidden behind a GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct TpOverlap {
+    pub op: CollectiveOp,
+    /// nccl-tests size convention, as for a standalone collective.
+    pub bytes: u64,
+    pub method: OverlapMethod,
 }
 
 impl OpSpec {
@@ -182,6 +249,12 @@ struct Dims {
     tok: u64,
     /// Tokens of norm / element-wise ops on this rank: `tok / tp` with SP.
     tok_sp: u64,
+    /// `parallel.tp_comm_overlap` in effect (tp > 1 with sequence parallelism).
+    ub: bool,
+    /// FP8 training: GEMM inputs and output gradients are cast to FP8 by separate kernels.
+    fp8: bool,
+    /// FP8 with current scaling: every GEMM input needs its own amax pass and cast.
+    fp8_current: bool,
     shape: String,
 }
 
@@ -212,6 +285,9 @@ impl Dims {
             dv: m.attention_head_dims().1,
             tok,
             tok_sp: if sp { tok / tp } else { tok },
+            ub: p.tp_comm_overlap && sp,
+            fp8: t.dtype == DType::Fp8,
+            fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             shape,
         }
     }
@@ -234,6 +310,7 @@ pub(crate) fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64
         kind: OpSpecKind::Compute { class, flops, bytes },
         shape: shape.to_string(),
         kernel: None,
+        overlap: None,
     }
 }
 
@@ -244,6 +321,7 @@ fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, byte
         kind: OpSpecKind::Comm { op, group, bytes },
         shape: shape.to_string(),
         kernel: None,
+        overlap: None,
     }
 }
 
@@ -347,7 +425,19 @@ impl<'a> Builder<'a> {
         let mut wg = compute(names.wgrad, Pass::BackwardWeight, OpClass::Gemm, flops, wgrad_bytes, shape);
         wg.kernel = Some(KernelShape::Gemm(fwd_shape.wgrad()));
         let tp = d.tp > 1;
-        let (fwd, bwd) = match split {
+        let ov = |op: CollectiveOp, method: OverlapMethod| Some(TpOverlap { op, bytes: ab, method });
+        let (mut fwd, mut bwd) = match split {
+            Split::Column if tp && d.ub => {
+                g.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
+                dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::Bulk);
+                wg.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Bulk);
+                (vec![g], vec![dg, wg])
+            }
+            Split::Row if tp && d.ub => {
+                g.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Pipeline);
+                dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
+                (vec![g], vec![dg, wg])
+            }
             Split::Column if tp && d.sp => (
                 vec![
                     comm(names.allgather, Pass::Forward, CollectiveOp::AllGather, CommGroup::Tp, ab, shape),
@@ -423,6 +513,23 @@ impl<'a> Builder<'a> {
             ),
             _ => (vec![g], vec![dg, wg]),
         };
+        if d.fp8 {
+            // Transformer Engine FP8: the input of a linear layer that no norm or activation
+            // kernel casts on its way out (with delayed scaling, the row-parallel ones: attention
+            // output, fc2 input) is cast, with its transpose for the weight gradient; in backward
+            // each output gradient is cast and transposed. Read 2 bytes, write 1 + 1; current
+            // scaling reads the tensor once more for its amax, and casts every GEMM input.
+            let gshape = format!("{shape},gemm={}", names.fwd);
+            let per_elem = if d.fp8_current { 6.0 } else { 4.0 };
+            let cast = |name: &'static str, pass: Pass, elems: u64| {
+                let e = elems as f64;
+                compute(name, pass, OpClass::Elementwise, e, per_elem * e, &gshape)
+            };
+            if split == Split::Row || d.fp8_current {
+                fwd.insert(0, cast("fp8_cast", Pass::Forward, m * k));
+            }
+            bwd.insert(0, cast("fp8_cast_transpose_bwd", Pass::BackwardInput, m * n));
+        }
         self.push(fwd, bwd);
     }
 

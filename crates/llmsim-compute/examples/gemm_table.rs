@@ -1,0 +1,71 @@
+//! Prints the GEMM model's throughput for a list of shapes next to published kernel benchmarks.
+//!
+//! `cargo run --release -p llmsim-compute --example gemm_table`
+//!
+//! Rows: DeepGEMM's FP8 table on H800 (deepseek-ai/DeepGEMM README, 2025-03-25 "v2" columns;
+//! normal dense GEMMs and grouped contiguous-layout GEMMs). DeepGEMM is not cuBLAS (the
+//! library the calibration comes from), so this is a check of the shape dependence, not of the
+//! level; the table is reported in bench/kernels.md, nothing is fitted to it.
+
+use llmsim_compute::{ComputeModel, DType, GemmShape, KernelShape, OpClass, OpQuery, gpu};
+
+fn main() {
+    // (groups, m per group, n, k, published TFLOP/s)
+    let rows: &[(u64, u64, u64, u64, f64)] = &[
+        (1, 64, 2112, 7168, 206.0),
+        (1, 64, 24576, 1536, 289.0),
+        (1, 64, 32768, 512, 219.0),
+        (1, 64, 7168, 16384, 336.0),
+        (1, 64, 4096, 7168, 287.0),
+        (1, 64, 7168, 2048, 295.0),
+        (1, 128, 2112, 7168, 352.0),
+        (1, 128, 24576, 1536, 535.0),
+        (1, 128, 32768, 512, 358.0),
+        (1, 128, 7168, 16384, 645.0),
+        (1, 128, 4096, 7168, 533.0),
+        (1, 128, 7168, 2048, 510.0),
+        (1, 4096, 2112, 7168, 1009.0),
+        (1, 4096, 24576, 1536, 1125.0),
+        (1, 4096, 32768, 512, 751.0),
+        (1, 4096, 7168, 16384, 1426.0),
+        (1, 4096, 4096, 7168, 1265.0),
+        (1, 4096, 7168, 2048, 1168.0),
+        (4, 8192, 4096, 7168, 1346.0),
+        (4, 8192, 7168, 2048, 1214.0),
+        (8, 4096, 4096, 7168, 1346.0),
+        (8, 4096, 7168, 2048, 1214.0),
+    ];
+    let spec = gpu("H800").expect("catalog GPU");
+    let cm = ComputeModel::new(spec);
+    let launch = cm.efficiency_for(OpClass::Gemm, DType::Fp8).launch;
+    println!("| groups | m | n | k | DeepGEMM TFLOP/s | llmsim TFLOP/s | llmsim / DeepGEMM |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut ratios = Vec::new();
+    for &(g, m, n, k, published) in rows {
+        let s = GemmShape { m, n, k, batch: g };
+        let q = OpQuery {
+            name: "gemm".into(),
+            class: OpClass::Gemm,
+            dtype: DType::Fp8,
+            flops: s.flops(),
+            // FP8 operands, bf16 output.
+            bytes: (g * (m * k + k * n) + 2 * g * m * n) as f64,
+            shape: String::new(),
+            kernel: Some(KernelShape::Gemm(s)),
+        };
+        let t = cm.time(&q).time - launch;
+        let tflops = s.flops() / t.as_secs_f64() / 1e12;
+        ratios.push(tflops / published);
+        println!(
+            "| {g} | {m} | {n} | {k} | {published:.0} | {tflops:.0} | {:.2} |",
+            tflops / published
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "\nmedian ratio {:.2}, min {:.2}, max {:.2}",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+}
