@@ -14,7 +14,14 @@
 #                 "paper-formula" column is the paper's own F divided by llmsim's iteration time.
 #   korthikanti-* published MFU (eq. 7 model FLOPs, no recompute) vs llmsim's MFU.
 #   megatron-h100-* published MFU (Megatron num_floating_point_operations, = eq. 7 for GPT) vs MFU.
+#   real-llama3-*  Llama 3 paper's BF16 MFU vs llmsim's MFU.
+#   real-mlperf-*, real-nemo-*  tokens/s per GPU (no FLOP convention involved).
 # Only published numbers are constants here; every llmsim number comes from the run.
+#
+# No row is used to calibrate anything: llmsim's compute model is calibrated on kernel benchmarks
+# only (crates/llmsim-compute/data/*.csv, tests/calibration.rs), so every row below is a
+# validation row. The summary after the table gives the error statistics over all rows (a row
+# llmsim rejects, e.g. as out of memory, counts as rejected and is left out of the statistics).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${LLMSIM:-}" ]]; then
@@ -35,6 +42,10 @@ N1 = "Narayanan et al. SC'21 Table 1"
 N2 = "Narayanan et al. SC'21 Table 2"
 K = "Korthikanti et al. 2022 Tables 3/5 + Megatron-LM README"
 M = "Megatron-LM README H100 table (Mcore r0.8.0)"
+L3 = "Dubey et al. 2024 (Llama 3) Table 4"
+ML = "MLPerf Training v3.1 NVIDIA result logs (tokens/s/GPU derived from the logs)"
+NB = "Megatron-Bridge performance summary 25.11 (DGX-H100, FP8-CS)"
+NE = "NeMo 24.07 performance summary (DGX-H100, FP8)"
 REF = [
     # Narayanan: TFLOP/s/GPU, recompute-inclusive (HFU-like). (h, l, B, V, s) for the paper formula.
     ("narayanan-1.7b",   "hfu_tflops", 137, 3.53, N1, (2304, 24, 512)),
@@ -59,6 +70,15 @@ REF = [
     ("megatron-h100-32b",  "mfu", 0.46, 0.89, M, None),
     ("megatron-h100-70b",  "mfu", 0.42, 2.18, M, None),
     ("megatron-h100-177b", "mfu", 0.44, 5.26, M, None),
+    # Real production / benchmark runs (bench/scenarios/real-*.yaml name their sources).
+    ("real-llama3-405b-8k", "mfu", 0.43, None, L3, None),
+    ("real-llama3-405b-16k", "mfu", 0.41, None, L3, None),
+    ("real-mlperf-gpt3-175b-512", "tokens_per_gpu", 740, None, ML, None),
+    ("real-nemo-llama3-70b-64", "tokens_per_gpu", 1602, None, NB, None),
+    ("real-nemo-llama31-405b-1024", "tokens_per_gpu", 292, None, NB, None),
+    ("real-nemo-gpt3-175b-128", "tokens_per_gpu", 726, None, NE, None),
+    ("real-nemo-llama2-70b-64", "tokens_per_gpu", 1707, None, NE, None),
+    ("real-nemo-llama3-8b-8", "tokens_per_gpu", 12036, None, NE, None),
 ]
 
 def run(name):
@@ -70,10 +90,12 @@ def run(name):
 
 print("| row | GPUs | parallel | published | convention | llmsim | ratio | paper-formula TFLOP/s | iter published (s) | iter llmsim (s) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
+ratios, rejected = [], []
 for name, conv, pub, pub_iter, cite, dims in REF:
     r, err = run(name)
     if r is None:
-        print(f"| {name} | | | {pub} | {conv} | ERROR: {err} | | | {pub_iter} | |")
+        rejected.append(name)
+        print(f"| {name} | | | {pub} | {conv} | REJECTED: {err} | | | {pub_iter or ''} | |")
         continue
     peak = r["model_tflops_per_gpu"] / r["mfu"]  # TFLOP/s, the GPU's dense peak for the dtype
     it = r["iteration_time_s"]
@@ -86,12 +108,28 @@ for name, conv, pub, pub_iter, cite, dims in REF:
         formula = "%.0f" % (F / (it * r["gpus"]) / 1e12)
         pub_s, val_s = "%d TFLOP/s" % pub, "%.0f TFLOP/s" % val
         convs = "HFU TFLOP/s (full recompute counted)"
+    elif conv == "tokens_per_gpu":
+        val = r["tokens_per_s_per_gpu"]
+        pub_s, val_s = "%d tok/s/GPU" % pub, "%.0f tok/s/GPU" % val
+        convs = "tokens/s per GPU"
     else:
         val = r["mfu"]
         pub_s, val_s = "%.1f%% MFU" % (100 * pub), "%.1f%% MFU" % (100 * val)
         convs = "MFU (no recompute)"
+    ratios.append((name, val / pub))
     print(f"| {name} | {r['gpus']} | {r['parallel']} | {pub_s} | {convs} | {val_s} | {val / pub:.2f} | "
-          f"{formula} | {pub_iter} | {it:.3f} |")
+          f"{formula} | {pub_iter or ''} | {it:.3f} |")
+print()
+errs = sorted(abs(q - 1.0) for _, q in ratios)
+if errs:
+    n = len(errs)
+    med = errs[n // 2] if n % 2 else (errs[n // 2 - 1] + errs[n // 2]) / 2
+    within = lambda x: sum(e <= x for e in errs)
+    opt = sum(q > 1.0 for _, q in ratios)
+    print(f"Rows: {len(REF)}; simulated {n}; rejected {len(rejected)}" + (f" ({', '.join(rejected)})" if rejected else "") + ".")
+    print(f"Throughput error |llmsim/published - 1|: MAPE {100 * sum(errs) / n:.1f}%, median {100 * med:.1f}%, "
+          f"max {100 * errs[-1]:.1f}%; within 5%: {within(0.05)}/{n}, within 10%: {within(0.10)}/{n}, "
+          f"within 20%: {within(0.20)}/{n}; optimistic (llmsim faster): {opt}/{n}.")
 print()
 print("Sources: " + "; ".join(sorted({c for *_, c, _ in REF})) + ". See bench/megatron-reference.md.")
 PY
