@@ -167,12 +167,17 @@ impl Efficiencies {
             .and_then(|(_, _, r)| r[class.index()])
     }
 
-    /// This table's own entry for (GPU, class, dtype), without the shipped fallback.
+    /// This table's own entry for (GPU, class, dtype), without the shipped fallback. The GPU's
+    /// own rows first, then its [`GpuSpec::base`]'s (same silicon, or the catalog GPU a custom
+    /// one starts from), then the `*` rows.
     fn own(&self, gpu: &GpuSpec, class: OpClass, dtype: Option<DType>) -> Option<ClassEfficiency> {
-        let g = Some(gpu.name);
-        dtype
-            .and_then(|d| self.row(g, Some(d), class))
-            .or_else(|| self.row(g, None, class))
+        let named = |g: &str| {
+            dtype
+                .and_then(|d| self.row(Some(g), Some(d), class))
+                .or_else(|| self.row(Some(g), None, class))
+        };
+        named(gpu.name)
+            .or_else(|| gpu.base.and_then(named))
             .or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
             .or_else(|| self.row(None, None, class))
     }
@@ -283,6 +288,18 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_without_rows_of_its_own_takes_its_bases_rows() {
+        let t = Efficiencies::default_table();
+        let (a40, a80) = (gpu("A100-40GB").unwrap(), gpu("A100").unwrap());
+        assert_eq!(t.resolve_all(a40), t.resolve_all(a80));
+        assert_ne!(t.get(a80, OpClass::Gemm), t.row(None, None, OpClass::Gemm).unwrap());
+        // A user row for the GPU itself still wins over its base's.
+        let u = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff\nA100-40GB,gemm,0.5,0.6\n").unwrap();
+        assert_eq!(u.get(a40, OpClass::Gemm).compute_eff, 0.5);
+        assert_eq!(u.get(a80, OpClass::Gemm), t.get(a80, OpClass::Gemm));
+    }
+
+    #[test]
     fn dtype_rows_override_rows_without_one() {
         let t = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,\nH100,gemm,0.9,0.8,2,\nH100,gemm,0.7,0.8,2,fp8\n*,norm,0.5,0.5,2,fp8\n").unwrap();
         let h100 = gpu("H100").unwrap();
@@ -311,7 +328,7 @@ mod tests {
         let (line, col, msg) = csv_err(&format!("{head}*,gemm,0.7,0.8\n# c\n*,gemmm,0.7,0.8\n"));
         assert_eq!((line, col.as_deref()), (5, Some("class")), "{msg}");
         assert!(msg.contains("flash_attention"), "{msg}");
-        let (line, col, _) = csv_err(&format!("{head}V100,gemm,0.7,0.8\n"));
+        let (line, col, _) = csv_err(&format!("{head}P100,gemm,0.7,0.8\n"));
         assert_eq!((line, col.as_deref()), (3, Some("gpu")));
         let (line, _, msg) = csv_err(&format!("{head}*,gemm,0.7\n"));
         assert_eq!(line, 3, "{msg}");
