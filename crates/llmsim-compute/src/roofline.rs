@@ -176,9 +176,15 @@ impl Efficiencies {
                 .and_then(|d| self.row(Some(g), Some(d), class))
                 .or_else(|| self.row(Some(g), None, class))
         };
-        named(gpu.name)
-            .or_else(|| gpu.base.and_then(named))
-            .or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
+        // A custom GPU's base may have a base of its own (A100-40GB -> A100): follow the chain.
+        let mut hit = named(gpu.name);
+        let mut next = gpu.base;
+        for _ in 0..4 {
+            let Some(b) = next.filter(|_| hit.is_none()) else { break };
+            hit = named(b);
+            next = gpu::find(b).and_then(|s| s.base);
+        }
+        hit.or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
             .or_else(|| self.row(None, None, class))
     }
 
@@ -297,6 +303,30 @@ mod tests {
         let u = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff\nA100-40GB,gemm,0.5,0.6\n").unwrap();
         assert_eq!(u.get(a40, OpClass::Gemm).compute_eff, 0.5);
         assert_eq!(u.get(a80, OpClass::Gemm), t.get(a80, OpClass::Gemm));
+        // A custom GPU from A100-40GB reaches A100's rows; one without a base gets the * rows.
+        let c = crate::CustomGpu {
+            name: Some("A100-40GB-OC".into()),
+            base: Some("A100-40GB".into()),
+            sm_count: Some(100),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(t.resolve_all(c), t.resolve_all(a80));
+        let bare = crate::CustomGpu {
+            name: Some("Bare".into()),
+            fp32_tflops: Some(10.0),
+            bf16_tflops: Some(100.0),
+            hbm_bandwidth: Some("1TB/s".parse().unwrap()),
+            memory: Some("16GiB".parse().unwrap()),
+            nvlink_bandwidth: Some("100GB/s".parse().unwrap()),
+            sm_count: Some(10),
+            arch: Some("ampere".into()),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(t.get(bare, OpClass::Gemm), t.row(None, None, OpClass::Gemm).unwrap());
     }
 
     #[test]
