@@ -196,7 +196,7 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 /// `gpu` with `kernel`, or `None` when the kernel has no table for the GPU's architecture.
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
     let rate = table_rate(gpu.arch, kernel, shape)?;
-    let scale = gpu.peak_tflops.bf16 / table_peak_tflops(gpu.arch);
+    let scale = gpu.peak_flops(crate::op::DType::Bf16) / 1e12 / table_peak_tflops(gpu.arch);
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
 }

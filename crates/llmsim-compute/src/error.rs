@@ -24,6 +24,10 @@ pub enum ComputeError {
     #[error("cannot read {path}: {message}")]
     Io { path: String, message: String },
 
+    /// A custom GPU declaration with a missing or invalid field (`field` is the key inside it).
+    #[error("{field}: {message}")]
+    CustomGpu { field: &'static str, message: String },
+
     /// A model parameter out of its valid range, e.g. `overlap.compute_slowdown=0.5`.
     #[error("{field}={value}: {message}")]
     InvalidParameter {

@@ -2,6 +2,7 @@
 //!
 //! - [`op`]: what is asked (class, dtype, FLOPs, bytes, shape).
 //! - [`gpu`](mod@gpu): the GPU catalog (peak dense FLOP/s per dtype, HBM bandwidth and capacity, sources).
+//! - [`custom`]: a GPU declared in a scenario, from a catalog `base` or from scratch.
 //! - [`roofline`]: roofline time with per-op-class efficiencies shipped as data.
 //! - [`db`]: the op-time database (CSV, like SimAI-CP Table 4) that takes precedence.
 //! - [`model`]: [`ComputeModel`], database first then roofline, plus the overlap slowdown.
@@ -10,6 +11,7 @@
 
 pub mod attention;
 mod csvtext;
+pub mod custom;
 pub mod db;
 pub mod error;
 pub mod gemm;
@@ -19,6 +21,7 @@ pub mod op;
 pub mod roofline;
 
 pub use attention::{AttentionKernel, AttentionShape};
+pub use custom::CustomGpu;
 pub use db::OpDatabase;
 pub use error::ComputeError;
 pub use gpu::{GpuSpec, PeakTflops, catalog, gpu};

@@ -167,13 +167,24 @@ impl Efficiencies {
             .and_then(|(_, _, r)| r[class.index()])
     }
 
-    /// This table's own entry for (GPU, class, dtype), without the shipped fallback.
+    /// This table's own entry for (GPU, class, dtype), without the shipped fallback. The GPU's
+    /// own rows first, then its [`GpuSpec::base`]'s (same silicon, or the catalog GPU a custom
+    /// one starts from), then the `*` rows.
     fn own(&self, gpu: &GpuSpec, class: OpClass, dtype: Option<DType>) -> Option<ClassEfficiency> {
-        let g = Some(gpu.name);
-        dtype
-            .and_then(|d| self.row(g, Some(d), class))
-            .or_else(|| self.row(g, None, class))
-            .or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
+        let named = |g: &str| {
+            dtype
+                .and_then(|d| self.row(Some(g), Some(d), class))
+                .or_else(|| self.row(Some(g), None, class))
+        };
+        // A custom GPU's base may have a base of its own (A100-40GB -> A100): follow the chain.
+        let mut hit = named(gpu.name);
+        let mut next = gpu.base;
+        for _ in 0..4 {
+            let Some(b) = next.filter(|_| hit.is_none()) else { break };
+            hit = named(b);
+            next = gpu::find(b).and_then(|s| s.base);
+        }
+        hit.or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
             .or_else(|| self.row(None, None, class))
     }
 
@@ -283,6 +294,42 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_without_rows_of_its_own_takes_its_bases_rows() {
+        let t = Efficiencies::default_table();
+        let (a40, a80) = (gpu("A100-40GB").unwrap(), gpu("A100").unwrap());
+        assert_eq!(t.resolve_all(a40), t.resolve_all(a80));
+        assert_ne!(t.get(a80, OpClass::Gemm), t.row(None, None, OpClass::Gemm).unwrap());
+        // A user row for the GPU itself still wins over its base's.
+        let u = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff\nA100-40GB,gemm,0.5,0.6\n").unwrap();
+        assert_eq!(u.get(a40, OpClass::Gemm).compute_eff, 0.5);
+        assert_eq!(u.get(a80, OpClass::Gemm), t.get(a80, OpClass::Gemm));
+        // A custom GPU from A100-40GB reaches A100's rows; one without a base gets the * rows.
+        let c = crate::CustomGpu {
+            name: Some("A100-40GB-OC".into()),
+            base: Some("A100-40GB".into()),
+            sm_count: Some(100),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(t.resolve_all(c), t.resolve_all(a80));
+        let bare = crate::CustomGpu {
+            name: Some("Bare".into()),
+            fp32_tflops: Some(10.0),
+            bf16_tflops: Some(100.0),
+            hbm_bandwidth: Some("1TB/s".parse().unwrap()),
+            memory: Some("16GiB".parse().unwrap()),
+            nvlink_bandwidth: Some("100GB/s".parse().unwrap()),
+            sm_count: Some(10),
+            arch: Some("ampere".into()),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(t.get(bare, OpClass::Gemm), t.row(None, None, OpClass::Gemm).unwrap());
+    }
+
+    #[test]
     fn dtype_rows_override_rows_without_one() {
         let t = Efficiencies::from_csv_str("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,\nH100,gemm,0.9,0.8,2,\nH100,gemm,0.7,0.8,2,fp8\n*,norm,0.5,0.5,2,fp8\n").unwrap();
         let h100 = gpu("H100").unwrap();
@@ -311,7 +358,7 @@ mod tests {
         let (line, col, msg) = csv_err(&format!("{head}*,gemm,0.7,0.8\n# c\n*,gemmm,0.7,0.8\n"));
         assert_eq!((line, col.as_deref()), (5, Some("class")), "{msg}");
         assert!(msg.contains("flash_attention"), "{msg}");
-        let (line, col, _) = csv_err(&format!("{head}V100,gemm,0.7,0.8\n"));
+        let (line, col, _) = csv_err(&format!("{head}P100,gemm,0.7,0.8\n"));
         assert_eq!((line, col.as_deref()), (3, Some("gpu")));
         let (line, _, msg) = csv_err(&format!("{head}*,gemm,0.7\n"));
         assert_eq!(line, 3, "{msg}");

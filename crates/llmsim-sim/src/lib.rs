@@ -55,7 +55,7 @@ pub use batch::Shared;
 
 pub use engine::{EngineRun, Layout};
 pub use report::Report;
-pub use scenario::{Backend, Scenario};
+pub use scenario::{Backend, GpuChoice, Scenario};
 
 /// Everything that can go wrong, each naming the field or the cause.
 #[derive(Debug, Error)]
@@ -145,7 +145,7 @@ pub struct Resolved {
 /// Any invalid setting, or [`WorkloadError::OutOfMemory`].
 pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     let gpus = s.gpus()?;
-    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let gpu = s.cluster.gpu.resolve()?;
     let Some(spec) = &s.model else {
         return Err(SimError::Scenario {
             field: "model".into(),
@@ -271,7 +271,7 @@ fn simulate_dlrm(
     shared: &Shared,
 ) -> Result<Outcome, SimError> {
     let gpus = s.gpus()?;
-    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let gpu = s.cluster.gpu.resolve()?;
     let wl = shared.workload(&(d, gpus), || dlrm::generate(d, gpus as u64).map_err(SimError::from))?;
     let mem = dlrm_memory(d, gpus as u64);
     memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
@@ -610,7 +610,7 @@ pub fn simulate_imported(
             message: format!("the cluster has {gpus} GPUs but the workload has {ranks} ranks; set cluster.gpus: {ranks} (or drop it)"),
         });
     }
-    let gpu = llmsim_compute::gpu(&s.cluster.gpu)?;
+    let gpu = s.cluster.gpu.resolve()?;
     let info = report::RunInfo {
         model: imp.label,
         params: imp.params,

@@ -7,7 +7,7 @@
 //! training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 512 }
 //! parallel: { tp: 2, pp: 1 }           # dp derived from the GPU count
 //! cluster:
-//!   gpu: H100
+//!   gpu: H100                          # or { name: MyGPU, base: H100, memory: 96GiB, ... }
 //!   gpus: 128
 //!   gpus_per_node: 8
 //!   topology: { kind: rail-fat-tree, nic: { bandwidth: 400Gbps } }
@@ -16,6 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
+use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
 use llmsim_core::{Bandwidth, SimTime};
 use llmsim_topo::TopologySpec;
 use llmsim_workload::dlrm::DlrmConfig;
@@ -68,9 +69,11 @@ fn one() -> u64 {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
-    /// GPU type from the catalog (A100, H100, H800, H20, H200, B200). Default H100.
+    /// GPU: a catalog name (V100, A100, A100-40GB, H100, H800, H20, H200, B200, GB200, MI300X),
+    /// or a custom GPU as a map, e.g. `{ name: H100-96, base: H100, memory: 96GiB }`
+    /// (fields: [`llmsim_compute::CustomGpu`]). Default H100.
     #[serde(default = "default_gpu")]
-    pub gpu: String,
+    pub gpu: GpuChoice,
     /// Total GPUs. Give this or `nodes` (gpus = nodes x gpus_per_node).
     #[serde(default)]
     pub gpus: Option<u32>,
@@ -90,8 +93,58 @@ pub struct ClusterSpec {
     pub topology: TopologySpec,
 }
 
-fn default_gpu() -> String {
-    "H100".into()
+fn default_gpu() -> GpuChoice {
+    GpuChoice::Catalog("H100".into())
+}
+
+/// `cluster.gpu`: a catalog name or a custom GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum GpuChoice {
+    /// A catalog name, with the decorations `llmsim_compute::gpu` accepts.
+    Catalog(String),
+    /// A GPU declared in the scenario.
+    Custom(CustomGpu),
+}
+
+impl GpuChoice {
+    /// The spec: looked up in the catalog, or built (and interned) from the declaration.
+    ///
+    /// # Errors
+    /// An unknown catalog name (listing the valid ones); a custom GPU with a missing or invalid
+    /// field, named as `cluster.gpu.<field>`.
+    pub fn resolve(&self) -> Result<&'static GpuSpec, SimError> {
+        match self {
+            GpuChoice::Catalog(name) => Ok(llmsim_compute::gpu(name)?),
+            GpuChoice::Custom(c) => c.build().map_err(|e| match e {
+                ComputeError::CustomGpu { field, message } => SimError::Scenario {
+                    field: format!("cluster.gpu.{field}"),
+                    message,
+                },
+                other => other.into(),
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = GpuChoice;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a catalog GPU name (e.g. H100) or a custom GPU map (e.g. { name: X, base: H100, memory: 96GiB })")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GpuChoice, E> {
+                Ok(GpuChoice::Catalog(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GpuChoice, A::Error> {
+                // Through CustomGpu's own derive, so an unknown key is named in the error.
+                CustomGpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(GpuChoice::Custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 fn default_gpn() -> u32 {
     8
@@ -548,7 +601,7 @@ mod tests {
     fn defaults_and_sets() {
         let s = Scenario::from_yaml(MIN, &["parallel.tp=4".into(), "cluster.gpu=H200".into()], Path::new(".")).unwrap();
         assert_eq!(s.parallel.tp, 4);
-        assert_eq!(s.cluster.gpu, "H200");
+        assert_eq!(s.cluster.gpu, GpuChoice::Catalog("H200".into()));
         assert_eq!(s.network.backend, Backend::Flow);
         assert_eq!(s.gpus().unwrap(), 16);
     }

@@ -264,3 +264,63 @@ output: { flows: false }
     let m = bad.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(m.contains("network") && m.contains("dcqcn"), "{m}");
 }
+
+/// A small tensor-parallel scenario on 8 GPUs of one node, for the custom GPU tests.
+const CUSTOM_BASE: &str = "
+model: { hidden_size: 4096, num_hidden_layers: 4, num_attention_heads: 32, intermediate_size: 16384, vocab_size: 32000 }
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 16 }
+parallel: { tp: 4 }
+cluster: { gpus: 8, gpus_per_node: 8, topology: { kind: flat } }
+network: { backend: analytical }
+output: { flows: false }
+";
+
+#[test]
+fn a_custom_gpu_equal_to_h100_gives_h100_times() {
+    let h100 = run(&scenario(CUSTOM_BASE, &["cluster.gpu=H100"]), RunOptions::default());
+    // Only a base, then every field spelled out with H100's figures. `base` stays in the second
+    // so that the shipped H100 efficiency rows apply (without one a custom GPU takes the `*` rows).
+    let full = "{ name: MyH100, base: H100, fp32_tflops: 66.9, tf32_tflops: 494.7, bf16_tflops: 989.4, \
+                fp16_tflops: 989.4, fp8_tflops: 1978.9, hbm_bandwidth: 3.35TB/s, memory: 81559MiB, \
+                nvlink_bandwidth: 450GB/s, sm_count: 132, arch: hopper }";
+    for decl in ["{ name: MyH100, base: H100 }", full] {
+        let s = scenario(CUSTOM_BASE, &[&format!("cluster.gpu={decl}")]);
+        let o = run(&s, RunOptions::default());
+        assert_eq!(o.report.iteration_time_s, h100.report.iteration_time_s, "{decl}");
+        assert_eq!(o.report.gpu, "MyH100");
+    }
+    // A faster custom GPU is faster.
+    let fast = scenario(
+        CUSTOM_BASE,
+        &["cluster.gpu={ name: H100x2, base: H100, bf16_tflops: 1978.8, fp16_tflops: 1978.8 }"],
+    );
+    assert!(run(&fast, RunOptions::default()).report.iteration_time_s < h100.report.iteration_time_s);
+}
+
+#[test]
+fn a_custom_gpu_with_a_missing_field_names_it() {
+    let no_sm = "{ name: X, fp32_tflops: 60, bf16_tflops: 1000, hbm_bandwidth: 4TB/s, memory: 96GiB, \
+                 nvlink_bandwidth: 450GB/s, arch: hopper }";
+    for (decl, needle) in [
+        (no_sm, "cluster.gpu.sm_count: required for a custom GPU without `base`"),
+        ("{ base: H100 }", "cluster.gpu.name: required"),
+        ("{ name: H100, base: H100 }", "cluster.gpu.name:"),
+        ("{ name: X, base: Z100 }", "cluster.gpu.base: unknown GPU `Z100`"),
+        ("{ name: X, base: H100, arch: volta }", "cluster.gpu.arch:"),
+    ] {
+        let s = scenario(CUSTOM_BASE, &[&format!("cluster.gpu={decl}")]);
+        let m = match simulate(&s, &RunOptions::default(), &mut |_, _| {}) {
+            Ok(_) => panic!("expected an error for {decl}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(m.contains(needle), "{needle:?} not in {m:?}");
+    }
+    // A typo in a key is a parse error that names the key.
+    let e = Scenario::from_yaml(
+        CUSTOM_BASE,
+        &["cluster.gpu={ name: X, base: H100, sm_cout: 10 }".into()],
+        Path::new("."),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("sm_cout"), "{e}");
+}
