@@ -94,6 +94,30 @@ pub struct UnitAccount {
 }
 
 impl UnitAccount {
+    fn add(&mut self, o: &UnitAccount) {
+        self.compute += o.compute;
+        self.exposed_tp += o.exposed_tp;
+        self.exposed_cp += o.exposed_cp;
+        self.exposed_ep += o.exposed_ep;
+        self.exposed_dp += o.exposed_dp;
+        self.exposed_pp += o.exposed_pp;
+        self.bubble += o.bubble;
+    }
+
+    fn div(&mut self, n: u64) {
+        for x in [
+            &mut self.compute,
+            &mut self.exposed_tp,
+            &mut self.exposed_cp,
+            &mut self.exposed_ep,
+            &mut self.exposed_dp,
+            &mut self.exposed_pp,
+            &mut self.bubble,
+        ] {
+            *x = SimTime::from_ps(x.as_ps() / n);
+        }
+    }
+
     /// The exposed-time counter of a collective's group kind.
     fn exposed_mut(&mut self, kind: Group) -> &mut SimTime {
         match kind {
@@ -115,8 +139,13 @@ enum WaitOn {
 /// The engine's result.
 #[derive(Clone, Debug)]
 pub struct EngineRun {
+    /// The iteration time: with several iterations simulated, the steady-state figure, the mean
+    /// of iterations 2..N (`(ends[N-1] - ends[0]) / (N - 1)`).
     pub iteration_time: SimTime,
-    /// (unit, account) of every simulated unit.
+    /// With several iterations: when each one ended (its last node on any unit). Empty for one.
+    pub iteration_ends: Vec<SimTime>,
+    /// (unit, account) of every simulated unit; with several iterations, the mean account of
+    /// iterations 2..N.
     pub units: Vec<(u32, UnitAccount)>,
     pub spans: Vec<Span>,
     pub flows: Vec<FlowRecord>,
@@ -236,7 +265,10 @@ pub struct Engine<'a> {
     stream_busy: Vec<[bool; Stream::COUNT]>,
     node_start: Vec<Vec<SimTime>>,
     dp_in_flight: Vec<u32>,
+    /// Accounts per (iteration, unit): index `iteration * units + unit`.
     acct: Vec<UnitAccount>,
+    /// Iterations the programs hold.
+    iterations: usize,
     last_compute_end: Vec<SimTime>,
     // Groups and collectives.
     groups: Vec<GroupInst>,
@@ -316,6 +348,7 @@ impl<'a> Engine<'a> {
         } else {
             Vec::new()
         };
+        let iterations = wl.stages.iter().map(Program::iterations).max().unwrap_or(1);
         let active = |u: u32| layout.coords(u).1 < opts.active_dp;
         let deps_left: Vec<Vec<u32>> = (0..units as u32)
             .map(|u| {
@@ -355,7 +388,8 @@ impl<'a> Engine<'a> {
             stream_busy: vec![[false; Stream::COUNT]; units],
             node_start,
             dp_in_flight: vec![0; units],
-            acct: vec![UnitAccount::default(); units],
+            acct: vec![UnitAccount::default(); units * iterations],
+            iterations,
             last_compute_end: vec![SimTime::ZERO; units],
             groups: Vec::new(),
             group_index: HashMap::new(),
@@ -374,6 +408,7 @@ impl<'a> Engine<'a> {
             flow_serial: 0,
             run: EngineRun {
                 iteration_time: SimTime::ZERO,
+                iteration_ends: Vec::new(),
                 units: Vec::new(),
                 spans: Vec::new(),
                 flows: Vec::new(),
@@ -394,6 +429,15 @@ impl<'a> Engine<'a> {
 
     fn prog(&self, u: u32) -> &'a Program {
         &self.wl.stages[self.prog_of[u as usize] as usize]
+    }
+
+    /// The account of `unit`'s iteration that `node` belongs to.
+    fn acct_index(&self, unit: u32, node: u32) -> usize {
+        if self.iterations == 1 {
+            unit as usize
+        } else {
+            self.prog(unit).iteration_of(node) * self.layout.units() as usize + unit as usize
+        }
     }
 
     /// Runs to the end. `progress(done_nodes, total_nodes)` is called now and then.
@@ -507,14 +551,43 @@ impl<'a> Engine<'a> {
                 stuck,
             });
         }
-        for (a, end) in self.acct.iter_mut().zip(&self.last_compute_end) {
-            // Data-parallel work after the last kernel (parameter all-gathers after the
-            // optimizer when they are not prefetched) is exposed DP time too.
-            if a.finish > *end {
-                a.exposed_dp += a.finish - *end;
+        let units = self.layout.units() as usize;
+        if self.iterations == 1 {
+            for (a, end) in self.acct.iter_mut().zip(&self.last_compute_end) {
+                // Data-parallel work after the last kernel (parameter all-gathers after the
+                // optimizer when they are not prefetched) is exposed DP time too.
+                if a.finish > *end {
+                    a.exposed_dp += a.finish - *end;
+                }
             }
+            self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
+        } else {
+            // Steady state: iterations 2..N. Each iteration's wait for the previous one's
+            // parameter all-gathers is charged to its first kernel, so the last iteration's
+            // trailing gathers are not charged again.
+            let n = self.iterations;
+            let ends: Vec<SimTime> = (0..n)
+                .map(|k| {
+                    self.acct[k * units..(k + 1) * units]
+                        .iter()
+                        .map(|a| a.finish)
+                        .max()
+                        .unwrap_or(SimTime::ZERO)
+                })
+                .collect();
+            self.run.iteration_time = SimTime::from_ps((ends[n - 1] - ends[0]).as_ps() / (n as u64 - 1));
+            self.run.iteration_ends = ends;
+            for u in 0..units {
+                let mut mean = UnitAccount::default();
+                for k in 1..n {
+                    mean.add(&self.acct[k * units + u]);
+                }
+                mean.div(n as u64 - 1);
+                mean.finish = self.acct[(n - 1) * units + u].finish;
+                self.acct[u] = mean;
+            }
+            self.acct.truncate(units);
         }
-        self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
         self.run.units = std::mem::take(&mut self.acct)
             .into_iter()
             .enumerate()
@@ -682,7 +755,8 @@ impl<'a> Engine<'a> {
             self.last_comm[unit as usize] = Some(WaitOn::Recv { sent });
             return;
         }
-        let a = &mut self.acct[unit as usize];
+        let ai = self.acct_index(unit, node);
+        let a = &mut self.acct[ai];
         if at > posted {
             let on_wire_from = sent.max(posted);
             a.exposed_pp += at - on_wire_from;
@@ -983,9 +1057,10 @@ impl<'a> Engine<'a> {
             f[node as usize] = true;
         }
         let start = self.node_start[u][node as usize];
+        let ai = self.acct_index(unit, node);
         match n.kind {
             NodeKind::Comp { .. } if n.stream != Stream::Free => {
-                let a = &mut self.acct[u];
+                let a = &mut self.acct[ai];
                 a.compute += t - start;
                 let e = self.last_compute_end[u];
                 let waited_on = self.waited_on[u].take();
@@ -1008,7 +1083,7 @@ impl<'a> Engine<'a> {
             }
             NodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
                 let kind = self.group_kind(group);
-                *self.acct[u].exposed_mut(kind) += t - start;
+                *self.acct[ai].exposed_mut(kind) += t - start;
                 self.last_compute_end[u] = t;
             }
             NodeKind::CommColl { group, .. } if n.stream == Stream::Free => {
@@ -1019,8 +1094,8 @@ impl<'a> Engine<'a> {
             }
             _ => {}
         }
-        if self.acct[u].finish < t {
-            self.acct[u].finish = t;
+        if self.acct[ai].finish < t {
+            self.acct[ai].finish = t;
         }
         if self.opts.trace_units.contains(&unit) {
             self.run.spans.push(Span {

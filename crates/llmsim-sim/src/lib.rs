@@ -154,12 +154,6 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     };
     let model = spec.resolve(&s.base_dir)?;
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
-    if s.training.iterations != 1 {
-        return Err(SimError::Scenario {
-            field: "training.iterations".into(),
-            message: "only 1 is simulated for now (every iteration of a steady run is the same)".into(),
-        });
-    }
     let mem = memory::footprint(&model, &s.training, &parallel);
     memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
     Ok(Resolved {
@@ -223,7 +217,7 @@ fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
         gpus: r.gpus,
         dtype: r.training.dtype,
         parallel: format!(
-            "tp{} pp{}{} dp{} cp{} ep{}{}{}",
+            "tp{} pp{}{} dp{} cp{} ep{}{}{}{}",
             p.tp,
             p.pp,
             vpp,
@@ -231,7 +225,12 @@ fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
             p.cp,
             p.ep,
             if p.sp() { " +sp" } else { "" },
-            if p.use_distributed_optimizer { " +distopt" } else { "" }
+            if p.use_distributed_optimizer { " +distopt" } else { "" },
+            match (p.fsdp(), p.reshard_after_forward) {
+                (true, true) => " +zero3",
+                (true, false) => " +zero3 (no reshard)",
+                _ => "",
+            }
         ),
         global_batch: gbs,
         seq_length: r.training.seq_length,

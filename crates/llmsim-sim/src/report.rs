@@ -95,7 +95,19 @@ pub struct Report {
     pub microbatches: u32,
     pub global_batch_size: u64,
     pub seq_length: u64,
+    /// The iteration time; with `training.iterations > 1` the steady-state figure, the mean of
+    /// iterations 2..N (throughput, MFU and the breakdowns use the same).
     pub iteration_time_s: f64,
+    /// Iterations simulated back to back (`training.iterations`); the three fields below are
+    /// omitted for 1.
+    #[serde(skip_serializing_if = "one")]
+    pub iterations: u64,
+    /// The first iteration's time (no previous optimizer step to overlap with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_iteration_time_s: Option<f64>,
+    /// Every iteration's time, from the end of the one before.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub iteration_times_s: Vec<f64>,
     pub tokens_per_s: f64,
     pub tokens_per_s_per_gpu: f64,
     /// Model FLOPs (no recomputation, no optimizer) per GPU per second.
@@ -210,6 +222,17 @@ pub fn build(
         global_batch_size: gbs,
         seq_length: r.seq_length,
         iteration_time_s: iter.as_secs_f64(),
+        iterations: run.iteration_ends.len().max(1) as u64,
+        first_iteration_time_s: run.iteration_ends.first().map(|t| t.as_secs_f64()),
+        iteration_times_s: run
+            .iteration_ends
+            .iter()
+            .scan(SimTime::ZERO, |prev, &e| {
+                let d = e - *prev;
+                *prev = e;
+                Some(d.as_secs_f64())
+            })
+            .collect(),
         tokens_per_s: tokens / it_s,
         tokens_per_s_per_gpu: tokens / it_s / r.gpus as f64,
         model_tflops_per_gpu: model_flops / it_s / r.gpus as f64 / 1e12,
@@ -231,6 +254,10 @@ pub fn build(
         symmetry: symmetry.to_string(),
         sim_wall_s: wall_s,
     }
+}
+
+fn one(n: &u64) -> bool {
+    *n == 1
 }
 
 fn gib(b: u64) -> f64 {
@@ -258,7 +285,18 @@ impl Report {
         let _ = writeln!(o, "  cluster    {} x {}, {}", self.gpus, self.gpu, self.topology);
         let _ = writeln!(o, "  parallel   {}   backend {}", self.parallel, self.backend);
         let _ = writeln!(o);
-        let _ = writeln!(o, "  iteration time   {:.4} s", self.iteration_time_s);
+        match self.first_iteration_time_s {
+            Some(first) => {
+                let _ = writeln!(
+                    o,
+                    "  iteration time   {:.4} s steady state (mean of iterations 2..{}); first iteration {:.4} s",
+                    self.iteration_time_s, self.iterations, first
+                );
+            }
+            None => {
+                let _ = writeln!(o, "  iteration time   {:.4} s", self.iteration_time_s);
+            }
+        }
         let _ = writeln!(
             o,
             "  throughput       {:.0} {u}/s ({:.1} {u}/s/GPU)",

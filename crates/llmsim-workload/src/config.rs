@@ -174,6 +174,13 @@ pub struct ParallelConfig {
     /// ZeRO stage 0–3. Default 0. 1 ≡ distributed optimizer; 2 also shards gradients; 3 also
     /// parameters. After [`ParallelConfig::resolve`], `zero_stage >= 1` ⇔ `use_distributed_optimizer`.
     pub zero_stage: u8,
+    /// ZeRO-3 / FSDP only: free the gathered parameters of an FSDP unit after its forward and
+    /// gather them again before its backward (PyTorch FSDP `FULL_SHARD`, FSDP2
+    /// `reshard_after_forward=True`, Megatron-FSDP `optim_grads_params`). Default true. `false`
+    /// keeps each unit's parameters gathered from its first forward to the end of the step and
+    /// reduce-scatters its gradients once, in the last micro-batch: Llama 3's FSDP (Dubey et al.
+    /// 2024, §3.3.2, "we do not reshard after forward") and TorchTitan with pipeline parallelism.
+    pub reshard_after_forward: bool,
     /// Overlap the DP gradient reduction with backward. Default false (Megatron's default).
     pub overlap_grad_reduce: bool,
     /// Overlap the distributed optimizer's parameter all-gather with the next forward.
@@ -220,6 +227,7 @@ impl Default for ParallelConfig {
             sequence_parallel: false,
             use_distributed_optimizer: false,
             zero_stage: 0,
+            reshard_after_forward: true,
             overlap_grad_reduce: false,
             overlap_param_gather: false,
             grad_bucket_size: 0,
@@ -380,6 +388,12 @@ impl ParallelConfig {
     /// shards over): `dp · cp` (Megatron's data-parallel group with context parallelism).
     pub fn dense_dp_group(&self) -> u64 {
         self.dp * self.cp
+    }
+
+    /// Whether parameters are sharded and gathered per FSDP unit during forward and backward
+    /// (ZeRO-3 / FSDP with more than one data-parallel rank). Call on a resolved config.
+    pub fn fsdp(&self) -> bool {
+        self.zero_stage >= 3 && self.dp > 1
     }
 
     /// Ranks the expert parameters' gradients are reduced over: `dp · cp / ep`.

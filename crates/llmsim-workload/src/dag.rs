@@ -180,6 +180,10 @@ pub struct Program {
     /// CSR: explicit dependencies of node i are `deps[dep_start[i]..dep_start[i+1]]`, all < i.
     dep_start: Vec<u32>,
     deps: Vec<u32>,
+    /// With `training.iterations > 1`: the first node of each iteration (the program holds the
+    /// iterations back to back, each one's nodes contiguous). Empty for one iteration.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub iteration_starts: Vec<u32>,
 }
 
 impl Program {
@@ -188,6 +192,7 @@ impl Program {
             nodes: Vec::new(),
             dep_start: vec![0],
             deps: Vec::new(),
+            iteration_starts: Vec::new(),
         }
     }
 
@@ -212,6 +217,16 @@ impl Program {
     /// Every node's dependents (reverse of the explicit dependencies).
     pub fn dependents(&self) -> llmsim_core::csr::Reversed {
         llmsim_core::csr::Reversed::of(&self.dep_start, &self.deps)
+    }
+
+    /// Iterations the program holds (1 unless [`Program::iteration_starts`] says more).
+    pub fn iterations(&self) -> usize {
+        self.iteration_starts.len().max(1)
+    }
+
+    /// The iteration node `i` belongs to (0-based).
+    pub fn iteration_of(&self, i: u32) -> usize {
+        self.iteration_starts.partition_point(|&s| s <= i).saturating_sub(1)
     }
 
     pub fn deps(&self, i: u32) -> &[u32] {

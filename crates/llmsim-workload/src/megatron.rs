@@ -15,7 +15,21 @@
 //!   gathers at the start of the iteration, the steady-state behaviour);
 //! - expert parameters reduce over the expert-data-parallel group; a tied embedding's gradient
 //!   is all-reduced between the first and the last stage;
-//! - the optimizer step after every reduction finished.
+//! - ZeRO-3 / FSDP (`zero_stage: 3`, dp > 1): the buckets, closed at each model chunk's end,
+//!   are the FSDP units. Each unit's parameters are all-gathered before its forward and again
+//!   before its backward, and its gradients reduce-scattered after its backward, every
+//!   micro-batch (Megatron-FSDP `optim_grads_params`, whose `no_sync` still reduce-scatters;
+//!   PyTorch FSDP `FULL_SHARD`). With `reshard_after_forward: false` (Llama 3, TorchTitan with
+//!   PP) a unit is gathered once, at its first forward of the step, and reduce-scattered once,
+//!   after its last backward. Gathers are prefetched one unit ahead on the DP stream; the
+//!   distributed optimizer's own reduce-scatter / all-gather are replaced, and
+//!   `overlap_grad_reduce` / `overlap_param_gather` do not apply;
+//! - the optimizer step after every reduction finished;
+//! - `training.iterations: N` appends N iterations to each program back to back
+//!   ([`Program::iteration_starts`]): iteration k+1's prefetched parameter all-gathers (and FSDP's
+//!   first gathers) wait for iteration k's optimizer step, and without `overlap_param_gather` its
+//!   first node waits for iteration k's parameter all-gathers (Megatron's synchronous gather).
+//!   Iteration 1 is the one-iteration program unchanged.
 //!
 //! Pipeline sends are asynchronous (their own stream); a receive blocks the compute stream until
 //! the data arrived. Gradients are reduced in [`TrainingConfig::grad_dtype`] (fp32 for bf16).
@@ -268,40 +282,34 @@ fn chunk_layers(m: &ModelConfig, p: &ParallelConfig, stage: u64, chunk: u64) -> 
     ops::layers_of_chunk(m, p, stage, chunk)
 }
 
-fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: u64, vpp: u64, interleaved: bool) -> Program {
-    let (mc, t, p) = (b.m, b.t, b.p);
+/// The data-parallel buckets of one stage, filled in backward order over its chunks (last chunk
+/// first, last layer first). Items are layers, or -1 for the head and -2 for the embedding.
+struct Buckets {
+    buckets: Vec<Bucket>,
+    /// Bucket closed by an item: the bucket's last item in backward order, its first in forward.
+    closes: HashMap<(u64, i64), usize>,
+    /// Bucket opened by an item: its first item in backward order, its last in forward.
+    opens: HashMap<(u64, i64), usize>,
+    item_bucket: HashMap<(u64, i64), usize>,
+    /// Each chunk's buckets in backward order (FSDP only: its buckets never span chunks).
+    chunk_buckets: Vec<Vec<usize>>,
+}
+
+/// Builds stage `s`'s buckets. With `per_chunk` a bucket closes at every chunk's end, as the
+/// FSDP units of one model chunk do (Megatron wraps each chunk separately); without it, buckets
+/// run across chunks (the generator's DDP model, unchanged).
+fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chunk: bool) -> Buckets {
     let pp = p.pp;
-    let mut prog = Program::new();
-    let act_bytes = {
-        // Megatron sends b x s x h activations per micro-batch; with sequence parallelism each
-        // tp rank sends its 1/tp slice (scatter-gather optimization), and CP splits the sequence.
-        let full = t.micro_batch_size * t.seq_length / p.cp.max(1) * mc.hidden_size * t.dtype.bytes();
-        if p.sequence_parallel && p.tp > 1 { full / p.tp } else { full }
-    };
-    let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
-    let grad_b = t.grad_dtype().bytes();
-    let param_b = param_bytes_per_param(t.dtype);
+    let first_virtual = |c: u64| s == 0 && c == 0;
+    let last_virtual = |c: u64| s == pp - 1 && c == vpp - 1;
+    let tied_copy = mc.tie_word_embeddings && pp > 1;
+    let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
     let bucket_cap = if p.grad_bucket_size > 0 {
         p.grad_bucket_size
     } else {
         default_bucket_params(p.dp)
     };
-    let base = |phase: Phase, mb: u64, chunk: u64, layer: u64| Node {
-        kind: NodeKind::Comp { segment: 0 },
-        stream: Stream::Compute,
-        phase,
-        microbatch: mb as u32,
-        chunk: chunk as u32,
-        layer: layer as u32,
-    };
-    let first_virtual = |c: u64| s == 0 && c == 0;
-    let last_virtual = |c: u64| s == pp - 1 && c == vpp - 1;
-    let tied_copy = mc.tie_word_embeddings && pp > 1;
-    let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
-
-    // Buckets in backward order over the stage's chunks (last chunk first, last layer first).
-    // Each entry: the layers (or -1 for head, -2 for embedding) it closes on.
-    let mut order: Vec<(u64, i64)> = Vec::new(); // (chunk, layer or -1 head / -2 embedding)
+    let mut order: Vec<(u64, i64)> = Vec::new();
     for c in (0..vpp).rev() {
         if last_virtual(c) {
             order.push((c, -1));
@@ -326,45 +334,236 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
             }
         }
     };
-    // closes[(chunk, item)] = bucket index closed when that item's last backward finishes.
-    let mut closes: HashMap<(u64, i64), usize> = HashMap::new();
-    let mut buckets: Vec<Bucket> = Vec::new();
-    let mut item_bucket: HashMap<(u64, i64), usize> = HashMap::new();
-    {
-        let mut cur = Bucket { dense: 0, expert: 0 };
-        for (i, &(c, it)) in order.iter().enumerate() {
-            let (d, e) = params_of(it);
-            cur.dense += d;
-            cur.expert += e;
-            item_bucket.insert((c, it), buckets.len());
-            if cur.dense + cur.expert >= bucket_cap || i + 1 == order.len() {
-                closes.insert((c, it), buckets.len());
-                buckets.push(std::mem::replace(&mut cur, Bucket { dense: 0, expert: 0 }));
-            }
+    let mut out = Buckets {
+        buckets: Vec::new(),
+        closes: HashMap::new(),
+        opens: HashMap::new(),
+        item_bucket: HashMap::new(),
+        chunk_buckets: vec![Vec::new(); vpp as usize],
+    };
+    let mut cur = Bucket { dense: 0, expert: 0 };
+    let mut open = false;
+    for (i, &(c, it)) in order.iter().enumerate() {
+        if !open {
+            out.opens.insert((c, it), out.buckets.len());
+            open = true;
+        }
+        let (d, e) = params_of(it);
+        cur.dense += d;
+        cur.expert += e;
+        out.item_bucket.insert((c, it), out.buckets.len());
+        let chunk_end = per_chunk && order.get(i + 1).is_none_or(|n| n.0 != c);
+        if cur.dense + cur.expert >= bucket_cap || i + 1 == order.len() || chunk_end {
+            out.closes.insert((c, it), out.buckets.len());
+            out.chunk_buckets[c as usize].push(out.buckets.len());
+            out.buckets.push(std::mem::replace(&mut cur, Bucket { dense: 0, expert: 0 }));
+            open = false;
         }
     }
+    out
+}
+
+/// Parameters of the largest FSDP unit (bucket) of stage `stage` on one rank, dense plus
+/// expert: what one gathered unit holds. `p` must be resolved.
+pub fn fsdp_unit_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
+    let vpp = if p.schedule == PipelineSchedule::Interleaved && p.vpp > 1 {
+        p.vpp
+    } else {
+        1
+    };
+    stage_buckets(m, p, stage, vpp, true)
+        .buckets
+        .iter()
+        .map(|b| b.dense + b.expert)
+        .max()
+        .unwrap_or(0)
+}
+
+/// What one iteration hands the next: the optimizer step's last node and, without
+/// `overlap_param_gather`, the distributed optimizer's parameter all-gathers after it.
+#[derive(Default)]
+struct Carry {
+    opt_end: Option<u32>,
+    gathers: Vec<u32>,
+}
+
+/// One computation of an FSDP unit (a bucket) in program order.
+struct UnitPass {
+    bucket: usize,
+    /// All-gather its parameters first.
+    gather: bool,
+    /// Reduce-scatter its gradients after (backward only).
+    scatter: bool,
+}
+
+/// ZeRO-3 / FSDP parameter gathers, issued on the DP stream one unit ahead of compute: the
+/// gather of unit computation `j + 1` is issued when computation `j` starts (i.e. when `j - 1`
+/// ended), so at most two units are gathered at once, as PyTorch FSDP's forward/backward
+/// prefetch with `limit_all_gathers` keeps it.
+struct Fsdp {
+    passes: Vec<UnitPass>,
+    gather_node: Vec<Option<u32>>,
+    /// Last compute node of each finished unit computation.
+    ends: Vec<u32>,
+    next: usize,
+    gathered_to: usize,
+}
+
+impl Fsdp {
+    /// Starts the next unit computation: issues the gathers through the one after it; returns
+    /// the gather this one waits for.
+    fn begin(&mut self, prog: &mut Program, buckets: &[Bucket], dp_base: Node, param_b: u64, opt_end: Option<u32>) -> Option<u32> {
+        let j = self.next;
+        self.next += 1;
+        let upto = (j + 2).min(self.passes.len());
+        for i in self.gathered_to..upto {
+            if self.passes[i].gather {
+                let dep: Vec<u32> = if i >= 2 {
+                    vec![self.ends[i - 2]]
+                } else {
+                    opt_end.into_iter().collect()
+                };
+                let bk = &buckets[self.passes[i].bucket];
+                self.gather_node[i] = Some(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep));
+            }
+        }
+        self.gathered_to = self.gathered_to.max(upto);
+        self.gather_node[j]
+    }
+
+    /// Ends the current unit computation at `last`; returns its pass.
+    fn end(&mut self, last: u32) -> &UnitPass {
+        self.ends.push(last);
+        &self.passes[self.ends.len() - 1]
+    }
+}
+
+fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: u64, vpp: u64, interleaved: bool) -> Program {
+    let mut prog = Program::new();
+    let iterations = b.t.iterations.max(1);
+    let mut carry = Carry::default();
+    for _ in 0..iterations {
+        if iterations > 1 {
+            prog.iteration_starts.push(prog.len() as u32);
+        }
+        carry = stage_iteration(b, tpl, opt, s, m, vpp, interleaved, &mut prog, &carry);
+    }
+    prog
+}
+
+/// Appends one iteration of stage `s` to `prog`. Iteration 2+ waits for the previous one's
+/// parameters: its prefetched gathers (`overlap_param_gather`), FSDP gathers or first node
+/// depend on the previous optimizer step and its parameter all-gathers.
+#[allow(clippy::too_many_arguments)]
+fn stage_iteration(
+    b: &mut Builder<'_>,
+    tpl: &Templates,
+    opt: &[Item],
+    s: u64,
+    m: u64,
+    vpp: u64,
+    interleaved: bool,
+    prog: &mut Program,
+    carry: &Carry,
+) -> Carry {
+    let (mc, t, p) = (b.m, b.t, b.p);
+    let pp = p.pp;
+    let act_bytes = {
+        // Megatron sends b x s x h activations per micro-batch; with sequence parallelism each
+        // tp rank sends its 1/tp slice (scatter-gather optimization), and CP splits the sequence.
+        let full = t.micro_batch_size * t.seq_length / p.cp.max(1) * mc.hidden_size * t.dtype.bytes();
+        if p.sequence_parallel && p.tp > 1 { full / p.tp } else { full }
+    };
+    let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
+    let fsdp = p.fsdp();
+    let grad_b = t.grad_dtype().bytes();
+    let param_b = param_bytes_per_param(t.dtype);
+    let base = |phase: Phase, mb: u64, chunk: u64, layer: u64| Node {
+        kind: NodeKind::Comp { segment: 0 },
+        stream: Stream::Compute,
+        phase,
+        microbatch: mb as u32,
+        chunk: chunk as u32,
+        layer: layer as u32,
+    };
+    let first_virtual = |c: u64| s == 0 && c == 0;
+    let last_virtual = |c: u64| s == pp - 1 && c == vpp - 1;
+    let tied_copy = mc.tie_word_embeddings && pp > 1;
+    let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
+
+    let Buckets {
+        buckets,
+        closes,
+        opens,
+        item_bucket,
+        chunk_buckets,
+    } = stage_buckets(mc, p, s, vpp, fsdp);
     let dp_base = Node {
         stream: Stream::Dp,
         ..base(Phase::GradSync, NONE as u64, 0, NONE as u64)
     };
+    let sched = schedule(s, pp, m, vpp, interleaved);
+    // FSDP: every unit computation of the iteration, in program order. With reshard after
+    // forward, each micro-batch gathers a unit before its forward and its backward and
+    // reduce-scatters its gradients after the backward (Megatron-FSDP reduce-scatters every
+    // micro-batch in its gradient-sharding modes, `no_sync` or not; PyTorch FSDP `FULL_SHARD`
+    // without `no_sync`). Without, the first forward of the step gathers and the last backward
+    // reduce-scatters (TorchTitan's pipeline schedules skip gradient sync and resharding for the
+    // other micro-batches).
+    let mut fs = Fsdp {
+        passes: Vec::new(),
+        gather_node: Vec::new(),
+        ends: Vec::new(),
+        next: 0,
+        gathered_to: 0,
+    };
+    if fsdp {
+        let reshard = p.reshard_after_forward;
+        let mut seen = vec![false; vpp as usize];
+        for &(fwd, mb, c) in &sched {
+            let bks = &chunk_buckets[c as usize];
+            if fwd {
+                let first = !std::mem::replace(&mut seen[c as usize], true);
+                for &bi in bks.iter().rev() {
+                    fs.passes.push(UnitPass {
+                        bucket: bi,
+                        gather: reshard || first,
+                        scatter: false,
+                    });
+                }
+            } else {
+                for &bi in bks {
+                    fs.passes.push(UnitPass {
+                        bucket: bi,
+                        gather: reshard,
+                        scatter: reshard || mb == m - 1,
+                    });
+                }
+            }
+        }
+        fs.gather_node = vec![None; fs.passes.len()];
+    }
     // Parameter all-gathers prefetched at the start (distributed optimizer + overlap_param_gather),
     // in forward order.
     let mut gather_node: Vec<Option<u32>> = vec![None; buckets.len()];
-    let prefetch = dist_opt && p.overlap_param_gather && p.dp > 1;
+    let prefetch = dist_opt && !fsdp && p.overlap_param_gather && p.dp > 1;
     if prefetch {
+        let dep: Vec<u32> = carry.opt_end.into_iter().collect();
         for bi in (0..buckets.len()).rev() {
             let bk = &buckets[bi];
-            gather_node[bi] = Some(push_bucket_colls(&mut prog, dp_base, bk, CollectiveOp::AllGather, param_b, &[]));
+            gather_node[bi] = Some(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep));
         }
     }
+    // Without the prefetch, the previous step's parameter all-gathers finish before this one.
+    let mut entry_deps: Vec<u32> = carry.gathers.clone();
     let mut gathered: std::collections::HashSet<usize> = std::collections::HashSet::new();
     let mut reduce_nodes: Vec<u32> = Vec::new();
     let mut pending_buckets: Vec<usize> = Vec::new();
     let mut last_compute: Option<u32> = None;
 
-    for (fwd, mb, c) in schedule(s, pp, m, vpp, interleaved) {
+    for (fwd, mb, c) in sched {
         if fwd {
-            let mut deps: Vec<u32> = Vec::new();
+            let mut deps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(c) {
                 let tag = P2pTag {
                     dir: Direction::Forward,
@@ -381,9 +580,21 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                         },
                         ..base(Phase::Forward, mb, c, NONE as u64)
                     },
-                    &[],
+                    &deps,
                 );
+                deps.clear();
             }
+            // Forward of one item; FSDP gathers at a unit's first item (in forward order).
+            let mut fwd_item = |prog: &mut Program, deps: &mut Vec<u32>, item: i64, items: &[Item], layer: u64| {
+                if fsdp && closes.contains_key(&(c, item)) {
+                    deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
+                }
+                last_compute = emit(prog, items, base(Phase::Forward, mb, c, layer), deps).or(last_compute);
+                deps.clear();
+                if fsdp && opens.contains_key(&(c, item)) {
+                    fs.end(last_compute.expect("a unit computes"));
+                }
+            };
             if first_virtual(c) {
                 if prefetch
                     && let Some(&bi) = item_bucket.get(&(c, -2))
@@ -391,8 +602,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                 {
                     deps.extend(gather_node[bi]);
                 }
-                last_compute = emit(&mut prog, &tpl.emb_fwd, base(Phase::Forward, mb, c, NONE as u64), &deps).or(last_compute);
-                deps.clear();
+                fwd_item(prog, &mut deps, -2, &tpl.emb_fwd, NONE as u64);
             }
             for l in chunk_layers(mc, p, s, c) {
                 if prefetch
@@ -402,11 +612,10 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                     deps.extend(gather_node[bi]);
                 }
                 let items = &tpl.layer_fwd[tpl.layer_class[l as usize]];
-                last_compute = emit(&mut prog, items, base(Phase::Forward, mb, c, l), &deps).or(last_compute);
-                deps.clear();
+                fwd_item(prog, &mut deps, l as i64, items, l);
             }
             if last_virtual(c) {
-                last_compute = emit(&mut prog, &tpl.head_fwd, base(Phase::Forward, mb, c, NONE as u64), &[]).or(last_compute);
+                fwd_item(prog, &mut deps, -1, &tpl.head_fwd, NONE as u64);
             } else {
                 let recv_chunk = if s == pp - 1 { c + 1 } else { c };
                 let tag = P2pTag {
@@ -450,36 +659,43 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
                     &[],
                 );
             }
-            let close = |prog: &mut Program, item: i64, after: Option<u32>, pending: &mut Vec<usize>, reduce: &mut Vec<u32>| {
-                if !last_mb {
-                    return;
+            // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
+            // after the unit's last item, or the DDP bucket's in the last micro-batch.
+            let mut bwd_item = |prog: &mut Program, item: i64, items: &[Item], layer: u64| {
+                let mut deps: Vec<u32> = Vec::new();
+                if fsdp && opens.contains_key(&(c, item)) {
+                    deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
                 }
-                if let Some(&bi) = closes.get(&(c, item)) {
+                last_compute = emit(prog, items, base(Phase::Backward, mb, c, layer), &deps).or(last_compute);
+                let Some(&bi) = closes.get(&(c, item)) else { return };
+                let after: Vec<u32> = last_compute.into_iter().collect();
+                if fsdp {
+                    if fs.end(last_compute.expect("a unit computes")).scatter {
+                        let rs = push_bucket_colls(prog, dp_base, &buckets[bi], CollectiveOp::ReduceScatter, grad_b, &after);
+                        reduce_nodes.push(rs);
+                    }
+                } else if last_mb {
                     if p.overlap_grad_reduce {
-                        let dep: Vec<u32> = after.into_iter().collect();
                         let op = if dist_opt {
                             CollectiveOp::ReduceScatter
                         } else {
                             CollectiveOp::AllReduce
                         };
-                        reduce.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, &dep));
+                        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, &after));
                     } else {
-                        pending.push(bi);
+                        pending_buckets.push(bi);
                     }
                 }
             };
             if last_virtual(c) {
-                last_compute = emit(&mut prog, &tpl.head_bwd, base(Phase::Backward, mb, c, NONE as u64), &[]).or(last_compute);
-                close(&mut prog, -1, last_compute, &mut pending_buckets, &mut reduce_nodes);
+                bwd_item(prog, -1, &tpl.head_bwd, NONE as u64);
             }
             for l in chunk_layers(mc, p, s, c).rev() {
                 let items = &tpl.layer_bwd[tpl.layer_class[l as usize]];
-                last_compute = emit(&mut prog, items, base(Phase::Backward, mb, c, l), &[]).or(last_compute);
-                close(&mut prog, l as i64, last_compute, &mut pending_buckets, &mut reduce_nodes);
+                bwd_item(prog, l as i64, items, l);
             }
             if first_virtual(c) {
-                last_compute = emit(&mut prog, &tpl.emb_bwd, base(Phase::Backward, mb, c, NONE as u64), &[]).or(last_compute);
-                close(&mut prog, -2, last_compute, &mut pending_buckets, &mut reduce_nodes);
+                bwd_item(prog, -2, &tpl.emb_bwd, NONE as u64);
             } else {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
                 let tag = P2pTag {
@@ -512,7 +728,7 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     };
     for bi in pending_buckets {
         let dep: Vec<u32> = last_compute.into_iter().collect();
-        reduce_nodes.push(push_bucket_colls(&mut prog, dp_base, &buckets[bi], op, grad_b, &dep));
+        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, &dep));
     }
     // Tied embedding: first and last stage all-reduce the embedding gradient.
     if tied_copy && (s == 0 || s == pp - 1) {
@@ -533,14 +749,18 @@ fn stage_program(b: &mut Builder<'_>, tpl: &Templates, opt: &[Item], s: u64, m: 
     let mut deps = reduce_nodes.clone();
     deps.extend(last_compute);
     let opt_base = base(Phase::Optimizer, NONE as u64, 0, NONE as u64);
-    let last_opt = emit(&mut prog, opt, opt_base, &deps);
-    if dist_opt && !prefetch && p.dp > 1 {
+    let last_opt = emit(prog, opt, opt_base, &deps);
+    let mut gathers = Vec::new();
+    if dist_opt && !fsdp && !prefetch && p.dp > 1 {
         let dep: Vec<u32> = last_opt.into_iter().collect();
         for bk in buckets.iter().rev() {
-            push_bucket_colls(&mut prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep);
+            gathers.push(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep));
         }
     }
-    prog
+    Carry {
+        opt_end: last_opt.or(last_compute),
+        gathers,
+    }
 }
 
 /// Pushes the collectives of one bucket (dense part over Dp, expert part over ExpertDp);

@@ -221,8 +221,24 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     } else {
         0
     };
-    let parameters = sharded(dt, zero >= 3) + fp8_cache;
-    let gradients = sharded(t.grad_dtype().bytes(), zero >= 2);
+    // ZeRO-3 / FSDP: the gathered units on top of the shards. With reshard after forward, two
+    // units' parameters (the one computing and the one prefetched, megatron.rs) and one unit's
+    // unsharded gradient before its reduce-scatter; without, the whole stage stays gathered
+    // for the step and its gradients accumulate unsharded until the last micro-batch.
+    let grad_b = t.grad_dtype().bytes();
+    let (gathered_params, unsharded_grads) = match (p.fsdp(), p.reshard_after_forward) {
+        (false, _) => (0, 0),
+        (true, true) => {
+            let unit = crate::megatron::fsdp_unit_params(m, p, stage);
+            (2 * unit * dt, unit * grad_b)
+        }
+        (true, false) => (
+            sharded(dt, false) - sharded(dt, true),
+            sharded(grad_b, false) - sharded(grad_b, true),
+        ),
+    };
+    let parameters = sharded(dt, zero >= 3) + gathered_params + fp8_cache;
+    let gradients = sharded(grad_b, zero >= 2) + unsharded_grads;
     let optimizer_states = sharded(8 + main_copy, zero >= 1);
 
     // Activations.

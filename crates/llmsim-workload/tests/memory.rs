@@ -94,7 +94,13 @@ fn zero_stages_shard_more() {
     assert_eq!(totals[0], 18 * n);
     assert_eq!(totals[1], 6 * n + (12 * n).div_ceil(8));
     assert_eq!(totals[2], 2 * n + (4 * n).div_ceil(8) + (12 * n).div_ceil(8));
-    assert_eq!(totals[3], (2 * n).div_ceil(8) + (4 * n).div_ceil(8) + (12 * n).div_ceil(8));
+    // ZeRO-3 also holds two gathered FSDP units' weights and one unit's unsharded gradient.
+    let unit = llmsim_workload::megatron::fsdp_unit_params(&m, &plan(&m, &t, 8, "{ zero_stage: 3 }"), 0);
+    assert_eq!(
+        totals[3],
+        (2 * n).div_ceil(8) + (4 * n).div_ceil(8) + (12 * n).div_ceil(8) + 2 * 2 * unit + 4 * unit
+    );
+    assert!(totals[3] < totals[2]);
 }
 
 #[test]
