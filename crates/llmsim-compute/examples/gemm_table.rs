@@ -68,4 +68,47 @@ fn main() {
         ratios[0],
         ratios[ratios.len() - 1]
     );
+
+    // Transformer Engine's GEMM profiling table (NVIDIA/TransformerEngine
+    // docs/features/low_precision_training/gemm_profiling/gemm_profiling.rst, commit 33294178):
+    // BF16 GEMM times of a hidden-4096 / FFN-16384 layer at m = 31 x 512 tokens on B300 SXM6 AC,
+    // autocast; TFLOP/s = 2mnk / time. B300 is not in the catalog: B200 (same BF16 peak, 2250
+    // dense; its best-shape cuBLAS figure, 1745 TFLOP/s, is within 1.4% of B300's 1769) stands in.
+    let te: &[(&str, u64, u64, u64, f64)] = &[
+        ("qkv", 15872, 12288, 4096, 1.018),
+        ("attn_out", 15872, 4096, 4096, 0.296),
+        ("mlp_up", 15872, 16384, 4096, 1.364),
+        ("mlp_down", 15872, 4096, 16384, 1.378),
+    ];
+    let b200 = gpu("B200").expect("catalog GPU");
+    let cm = ComputeModel::new(b200);
+    let launch = cm.efficiency_for(OpClass::Gemm, DType::Bf16).launch;
+    println!("\n| TE layer GEMM (B300 BF16) | m | n | k | measured TFLOP/s | llmsim (B200, sustained) TFLOP/s | llmsim / measured |");
+    println!("|---|---|---|---|---|---|---|");
+    for &(name, m, n, k, ms) in te {
+        let s = GemmShape::new(m, n, k);
+        let q = OpQuery {
+            name: "gemm".into(),
+            class: OpClass::Gemm,
+            dtype: DType::Bf16,
+            flops: s.flops(),
+            bytes: (2 * (m * k + k * n + m * n)) as f64,
+            shape: String::new(),
+            kernel: Some(KernelShape::Gemm(s)),
+        };
+        let t = cm.time(&q).time - launch;
+        let model = s.flops() / t.as_secs_f64() / 1e12;
+        let measured = s.flops() / (ms * 1e-3) / 1e12;
+        println!(
+            "| {name} | {m} | {n} | {k} | {measured:.0} | {model:.0} | {:.2} |",
+            model / measured
+        );
+    }
+    return;
+    println!(
+        "\nmedian ratio {:.2}, min {:.2}, max {:.2}",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
 }

@@ -11,7 +11,7 @@ use llmsim_ccl::expand::Granularity;
 use llmsim_ccl::plan::Expansion;
 use llmsim_ccl::tuning::Proto;
 use llmsim_ccl::{AlgoChoice, PlanOptions, ScaleUpModel};
-use llmsim_compute::{ComputeModel, Efficiencies, GpuSpec, OpDatabase, OpTime, TimeSource};
+use llmsim_compute::{ComputeModel, Efficiencies, GemmShape, GpuSpec, KernelShape, OpDatabase, OpQuery, OpTime, TimeSource};
 use llmsim_core::{Bandwidth, SimTime};
 use llmsim_net::Network;
 use llmsim_topo::{LinkKind, ScaleUp, Topology};
@@ -671,13 +671,32 @@ fn time_segments(
         let mut row = Vec::with_capacity(seg.ops.len());
         for op in &seg.ops {
             let mut ot = op.query(t.dtype).map(|q| cm.time(&q));
-            if let (Some(o), Some(ov), Some(ub)) = (ot.as_mut(), op.overlap, ub) {
+            if let (Some(o), Some(ov), Some(ub), Some(q)) = (ot.as_mut(), op.overlap, ub, op.query(t.dtype)) {
                 let comm = if ub.ideal {
                     SimTime::ZERO
                 } else {
                     ub.scale_up.time(ov.op, llmsim_core::Bytes(ov.bytes), ub.tp)
                 };
-                o.time = ov.method.overlapped(o.time, comm, ub.sms, u64::from(ub.tp));
+                // A pipelined overlap runs the GEMM as `chunks` GEMMs over slices of its rows.
+                let chunks = ov.method.chunks(u64::from(ub.tp));
+                let gemm = match q.kernel {
+                    Some(KernelShape::Gemm(g)) if chunks > 1 && !ub.ideal => {
+                        let part = GemmShape {
+                            m: g.m.div_ceil(chunks),
+                            ..g
+                        };
+                        let f = 1.0 / chunks as f64;
+                        let qp = OpQuery {
+                            flops: q.flops * f,
+                            bytes: q.bytes * f,
+                            kernel: Some(KernelShape::Gemm(part)),
+                            ..q
+                        };
+                        SimTime::from_ps(cm.time(&qp).time.as_ps().saturating_mul(chunks))
+                    }
+                    _ => o.time,
+                };
+                o.time = ov.method.overlapped(gemm, comm, ub.sms, u64::from(ub.tp));
             }
             if let Some(o) = &ot {
                 total += o.time;
