@@ -104,11 +104,4 @@ fn main() {
             model / measured
         );
     }
-    return;
-    println!(
-        "\nmedian ratio {:.2}, min {:.2}, max {:.2}",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
-    );
 }
