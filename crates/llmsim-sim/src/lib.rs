@@ -654,6 +654,8 @@ struct TpOverlapTimer {
     sms: u32,
     /// `--ideal-comm`: the collective takes no time.
     ideal: bool,
+    /// `compute.overlap_slowdown`: the overlapped part of the GEMM runs this much slower.
+    slowdown: f64,
 }
 
 /// Times every segment: the sum of its ops, or its measured duration. Returns the segment times and each op's timing.
@@ -696,7 +698,7 @@ fn time_segments(
                     }
                     _ => o.time,
                 };
-                o.time = ov.method.overlapped(gemm, comm, ub.sms, u64::from(ub.tp));
+                o.time = ov.method.overlapped(gemm, comm, ub.sms, u64::from(ub.tp), ub.slowdown);
             }
             if let Some(o) = &ot {
                 total += o.time;
@@ -732,6 +734,7 @@ fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, ideal: bool
         tp: p.tp as u32,
         sms: gpu.sm_count,
         ideal,
+        slowdown: s.compute.overlap_slowdown,
     }))
 }
 

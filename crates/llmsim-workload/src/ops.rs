@@ -134,19 +134,24 @@ impl OverlapMethod {
     }
 
     /// Duration of a GEMM of `gemm` alone overlapped with a collective of `comm` alone on a GPU
-    /// of `sms` SMs: the GEMM runs on the SMs left, the longer of the two sets the pace, and the
-    /// pipeline's first chunk of the shorter one is exposed.
-    pub fn overlapped(self, gemm: SimTime, comm: SimTime, sms: u32, tp: u64) -> SimTime {
+    /// of `sms` SMs: the GEMM runs on the SMs left, the part of it that runs beside the
+    /// collective is `slowdown` times slower (memory and SM contention; the system simulator's
+    /// `compute.overlap_slowdown`), the longer of the two sets the pace, and the pipeline's first
+    /// chunk of the shorter one is exposed.
+    pub fn overlapped(self, gemm: SimTime, comm: SimTime, sms: u32, tp: u64, slowdown: f64) -> SimTime {
+        if comm == SimTime::ZERO {
+            return gemm;
+        }
         let left = sms.saturating_sub(self.comm_sms()).max(1);
-        let g = if comm == SimTime::ZERO {
-            gemm
-        } else {
-            SimTime::from_ps_f64(gemm.as_ps() as f64 * f64::from(sms.max(1)) / f64::from(left))
-        };
+        let g = gemm.as_ps() as f64 * f64::from(sms.max(1)) / f64::from(left);
+        let c = comm.as_ps() as f64;
+        let s = if slowdown.is_finite() { slowdown.max(1.0) } else { 1.0 };
+        let g = g * (1.0 + (s - 1.0) * (c / g).min(1.0));
+        let g = SimTime::from_ps_f64(g);
         let (long, short) = if g >= comm { (g, comm) } else { (comm, g) };
         match self.chunks(tp) {
             0 => long,
-            c => long + SimTime::from_ps(short.as_ps() / c),
+            n => long + SimTime::from_ps(short.as_ps() / n),
         }
     }
 }
