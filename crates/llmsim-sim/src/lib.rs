@@ -475,10 +475,19 @@ pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel
             field: "compute.efficiency".into(),
             message: format!("{}: {e}", p.display()),
         })?;
-        cm = cm.with_efficiencies(Efficiencies::from_csv_str(&text)?);
+        // Named by the scenario key and the file, not as a `cluster.gpu` error.
+        let eff = Efficiencies::from_csv_str(&text).map_err(|e| SimError::Scenario {
+            field: "compute.efficiency".into(),
+            message: format!("{}: {e}", p.display()),
+        })?;
+        cm = cm.with_efficiencies(eff);
     }
     if let Some(p) = &s.compute.database {
-        cm = cm.with_database(OpDatabase::load(s.base_dir.join(p))?);
+        let db = OpDatabase::load(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
+            field: "compute.database".into(),
+            message: e.to_string(),
+        })?;
+        cm = cm.with_database(db);
     }
     Ok(cm)
 }
