@@ -1,5 +1,29 @@
 //! `llmsim`: simulate LLM training clusters. The command-line tool as a library, so the Python
 //! package's `llmsim` console script runs exactly this code in-process ([`main_with`]).
+//!
+//! Standard output: every command prints through `out!`/`outln!`, which return a write error
+//! (a closed pipe, `> /dev/full`) from the command instead of panicking as `print!` does.
+//! `main_with` then ends quietly with exit 0 on a closed pipe (`llmsim run X | head -1`) and
+//! reports any other write error. This is done at the boundary rather than by restoring the
+//! default SIGPIPE action in `main`, because the Python package runs the tool in-process, where
+//! a SIGPIPE would kill the interpreter.
+
+/// `print!` to stdout that returns a write error from the enclosing function (`?` inside) rather
+/// than panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*).map_err($crate::stdout_error)?
+    }};
+}
+
+/// `println!` to stdout that returns a write error from the enclosing function; see `out!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::stdout_error)?
+    }};
+}
 
 mod collective;
 mod ns3;
@@ -11,6 +35,7 @@ mod trace;
 mod workload_cmd;
 
 use std::ffi::OsString;
+use std::io::Write as _;
 
 use clap::{Parser, Subcommand};
 
@@ -54,6 +79,19 @@ pub(crate) fn progress_bar(template: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// A failed write to stdout, as the commands' error.
+pub(crate) fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    anyhow::Error::new(e).context("writing to stdout")
+}
+
+/// Whether `e` is, at bottom, a write to a closed pipe (the reader, e.g. `head`, has gone).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// Runs the tool with these arguments (the first is the program name); returns the exit code:
 /// 0 success, 2 an error (printed to stderr), clap's code for usage errors and `--help`.
 pub fn main_with<I, T>(args: I) -> u8
@@ -70,10 +108,10 @@ where
     };
     let r = match cli.cmd {
         Cmd::Collective(a) => collective::run(&a).and_then(|o| {
-            print!("{}", collective::render(&o));
+            out!("{}", collective::render(&o));
             if let Some(dir) = &a.out {
                 collective::write_outputs(&o, dir)?;
-                println!("wrote {}/{{transfers.csv,steps.csv,trace.json,summary.json}}", dir.display());
+                outln!("wrote {}/{{transfers.csv,steps.csv,trace.json,summary.json}}", dir.display());
             }
             Ok(())
         }),
@@ -83,8 +121,11 @@ where
         Cmd::Ns3(a) => ns3::run(&a),
         Cmd::Workload(c) => workload_cmd::run(&c),
     };
+    // Stdout may buffer the last partial line: its write error surfaces here.
+    let r = r.and_then(|()| std::io::stdout().lock().flush().map_err(stdout_error));
     match r {
         Ok(()) => 0,
+        Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
             2

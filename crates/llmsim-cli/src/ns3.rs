@@ -291,10 +291,10 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             j["ns3"] = js(r);
             j["fct_identical"] = serde_json::json!(identical);
         }
-        println!("{j}");
+        outln!("{j}");
         return Ok(());
     }
-    println!(
+    outln!(
         "{}: {} ({}), {} of {} flows done",
         a.config.display(),
         e.config().cc.name(),
@@ -302,7 +302,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         s.flows,
         total
     );
-    println!(
+    outln!(
         "FCT ns: mean {:.0}  p50 {}  p99 {}   slowdown: mean {:.2}  p50 {:.2}  p99 {:.2}",
         s.mean,
         s.p50,
@@ -311,11 +311,17 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         quantile(&sds, 0.5) as f64 / 1000.0,
         quantile(&sds, 0.99) as f64 / 1000.0
     );
-    println!(
+    outln!(
         "PFC pauses {}  resumes {}  drops (buffer) {}  drops (link errors) {}  NACKs {}  retransmitted {} B  ECN marks {}",
-        st.pfc_pauses, st.pfc_resumes, st.drops_buffer, st.drops_error, st.nacks, st.retransmitted_bytes, st.ecn_marks
+        st.pfc_pauses,
+        st.pfc_resumes,
+        st.drops_buffer,
+        st.drops_error,
+        st.nacks,
+        st.retransmitted_bytes,
+        st.ecn_marks
     );
-    println!(
+    outln!(
         "{} events in {:.3} s ({:.1} M events/s); load {:.3} s",
         st.events,
         sim_s,
@@ -323,7 +329,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         load_s
     );
     if let Some(w) = e.wormhole_stats() {
-        println!(
+        outln!(
             "wormhole: {} freezes ({} skip-backs), {:.3} ms skipped (sum over partitions), {} B fast-forwarded",
             w.freezes,
             w.skip_backs,
@@ -331,7 +337,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             w.skipped_bytes
         );
         if let Some(n) = memo_entries {
-            println!(
+            outln!(
                 "memo: {} hits, {} misses ({} waited for an identical partition), {} episodes stored, {n} entries{}",
                 w.memo_hits,
                 w.memo_misses,
@@ -343,29 +349,29 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
     }
     if let Some((r, identical)) = &reference {
         let err = |a: f64, b: f64| if b == 0.0 { 0.0 } else { 100.0 * (a - b) / b };
-        println!("                 llmsim        ns-3     error");
-        println!("flows      {:>12} {:>11}", s.flows, r.flows);
-        println!("mean FCT   {:>12.0} {:>11.0} {:>+8.2}%", s.mean, r.mean, err(s.mean, r.mean));
-        println!("p50 FCT    {:>12} {:>11} {:>+8.2}%", s.p50, r.p50, err(s.p50 as f64, r.p50 as f64));
-        println!("p99 FCT    {:>12} {:>11} {:>+8.2}%", s.p99, r.p99, err(s.p99 as f64, r.p99 as f64));
-        println!(
+        outln!("                 llmsim        ns-3     error");
+        outln!("flows      {:>12} {:>11}", s.flows, r.flows);
+        outln!("mean FCT   {:>12.0} {:>11.0} {:>+8.2}%", s.mean, r.mean, err(s.mean, r.mean));
+        outln!("p50 FCT    {:>12} {:>11} {:>+8.2}%", s.p50, r.p50, err(s.p50 as f64, r.p50 as f64));
+        outln!("p99 FCT    {:>12} {:>11} {:>+8.2}%", s.p99, r.p99, err(s.p99 as f64, r.p99 as f64));
+        outln!(
             "mean SD    {:>12.2} {:>11.2} {:>+8.2}%",
             s.mean_sd,
             r.mean_sd,
             err(s.mean_sd, r.mean_sd)
         );
-        println!("PFC pauses {:>12} {:>11}", s.pauses, r.pauses);
+        outln!("PFC pauses {:>12} {:>11}", s.pauses, r.pauses);
         if let Some(same) = identical {
-            println!("fct.txt byte-identical to ns-3's: {}", if *same { "yes" } else { "no" });
+            outln!("fct.txt byte-identical to ns-3's: {}", if *same { "yes" } else { "no" });
         }
     }
     if let Some(dir) = &a.out {
         let util = if a.util_bin.is_some() { ",util.csv" } else { "" };
-        println!(
+        outln!(
             "wrote {}/{{fct.txt,pfc.txt,flows.csv,queues.csv,summary.json{util}}}",
             dir.display()
         );
-        println!("plot them: llmsim plot {} (pip install .; writes report.html)", dir.display());
+        outln!("plot them: llmsim plot {} (pip install .; writes report.html)", dir.display());
     }
     Ok(())
 }
@@ -438,9 +444,9 @@ fn generate(g: &GenArgs) -> Result<()> {
             imp.file_ids[s as usize], imp.file_ids[d as usize], g.pg, g.dport
         ));
     }
-    println!("{}", lines.len());
+    outln!("{}", lines.len());
     for l in lines {
-        println!("{l}");
+        outln!("{l}");
     }
     Ok(())
 }

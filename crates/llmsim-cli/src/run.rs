@@ -88,11 +88,11 @@ pub fn run(a: &RunArgs) -> Result<()> {
     bar.finish_and_clear();
     let o = o?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&o.report)?);
+        outln!("{}", serde_json::to_string_pretty(&o.report)?);
     } else {
-        print!("{}", o.report.render());
+        out!("{}", o.report.render());
         if a.workload.is_some() {
-            print!("{}", crate::workload_cmd::simai_columns(&o.report));
+            out!("{}", crate::workload_cmd::simai_columns(&o.report));
         }
     }
     if let Some(dir) = &a.out {
@@ -110,7 +110,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         if o.engine.packet.is_some() {
             files.extend(["queues.csv", "pfc.csv"]);
         }
-        println!("wrote {}/{{{}}}", dir.display(), files.join(","));
+        outln!("wrote {}/{{{}}}", dir.display(), files.join(","));
     }
     Ok(())
 }

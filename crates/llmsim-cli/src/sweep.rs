@@ -39,7 +39,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     }
     let plan = llmsim_sweep::plan_file(&a.spec)?;
     let invalid = plan.points.iter().filter(|p| p.scenario.is_err()).count();
-    println!(
+    outln!(
         "sweep {}: {} points over {} axes ({} filtered out, {} duplicates dropped, {} invalid)",
         plan.name,
         plan.points.len(),
@@ -79,7 +79,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     let s = llmsim_sweep::run_plan(&plan, &store, a.jobs.unwrap_or(0), &mut on_row);
     bar.finish_and_clear();
     let s = s?;
-    println!(
+    outln!(
         "ran {} ({} ok, {} failed), {} already done; {:.2} s wall, {:.1} experiments/s",
         s.ran,
         s.ok,
@@ -88,7 +88,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         s.wall_s,
         s.ran as f64 / s.wall_s.max(1e-9)
     );
-    println!(
+    outln!(
         "shared: {} topologies built for {} experiments, {} workloads built",
         s.topology_builds,
         s.topology_builds + s.topology_hits,
@@ -99,9 +99,9 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     let mut ok: Vec<_> = rows.iter().filter(|r| r.status == "ok").collect();
     ok.sort_by(|x, y| x.metrics[it].partial_cmp(&y.metrics[it]).unwrap_or(std::cmp::Ordering::Equal));
     if !ok.is_empty() {
-        println!("best points (iteration time):");
+        outln!("best points (iteration time):");
         for r in ok.iter().take(5) {
-            println!(
+            outln!(
                 "  {:.4} s  {}  {}",
                 r.metrics[it].unwrap_or(f64::NAN),
                 r.parallel.as_deref().unwrap_or(""),
@@ -109,6 +109,6 @@ pub fn run(a: &SweepArgs) -> Result<()> {
             );
         }
     }
-    println!("results: {}", store.path().display());
+    outln!("results: {}", store.path().display());
     Ok(())
 }

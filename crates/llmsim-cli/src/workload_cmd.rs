@@ -57,15 +57,15 @@ fn export(a: &ExportArgs) -> Result<()> {
             std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
             let path = a.out.join(format!("{prefix}.txt"));
             std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-            println!("wrote {} ({} layer lines)", path.display(), text.lines().count() - 2);
-            println!("run it: llmsim run --workload simai:{} CLUSTER.yaml", path.display());
+            outln!("wrote {} ({} layer lines)", path.display(), text.lines().count() - 2);
+            outln!("run it: llmsim run --workload simai:{} CLUSTER.yaml", path.display());
         }
         Format::Chakra => {
             let g = llmsim_sim::generate(&sc)?;
             let e = chakra::export(&g.workload, g.layout, &g.seg_time, &g.info)?;
             chakra::write_export(&e, &a.out, &prefix)?;
             let bytes: usize = e.ranks.iter().map(Vec::len).sum();
-            println!(
+            outln!(
                 "wrote {n} Chakra traces ({:.1} MB) {out}/{prefix}.{{0..{last}}}.et and {out}/groups.json ({} process groups)",
                 bytes as f64 / 1e6,
                 e.groups.len(),
@@ -73,7 +73,7 @@ fn export(a: &ExportArgs) -> Result<()> {
                 last = e.ranks.len() - 1,
                 out = a.out.display()
             );
-            println!(
+            outln!(
                 "run it: llmsim run --workload chakra:{}/{prefix} --comm-groups {}/groups.json CLUSTER.yaml",
                 a.out.display(),
                 a.out.display()

@@ -55,6 +55,30 @@ impl SimTime {
             SimTime(ps.round() as u64)
         }
     }
+    /// The longest time a `SimTime` holds, in seconds (`u64::MAX` picoseconds, about 213 days).
+    pub const MAX_SECS: f64 = u64::MAX as f64 / Self::PS_PER_S as f64;
+    /// `ns` nanoseconds, or `None` beyond [`SimTime::MAX`].
+    pub const fn checked_from_ns(ns: u64) -> Option<Self> {
+        match ns.checked_mul(Self::PS_PER_NS) {
+            Some(ps) => Some(SimTime(ps)),
+            None => None,
+        }
+    }
+    /// `s` seconds rounded to the nearest picosecond, or `None` for a negative, NaN or infinite
+    /// input or one beyond [`SimTime::MAX_SECS`]: for user input, where saturating would hide a
+    /// typo.
+    pub fn checked_from_secs_f64(s: f64) -> Option<Self> {
+        SimTime::checked_from_ps_f64(s * Self::PS_PER_S as f64)
+    }
+    /// As [`SimTime::checked_from_secs_f64`], in microseconds.
+    pub fn checked_from_us_f64(us: f64) -> Option<Self> {
+        SimTime::checked_from_ps_f64(us * Self::PS_PER_US as f64)
+    }
+    /// As [`SimTime::checked_from_secs_f64`], in picoseconds.
+    pub fn checked_from_ps_f64(ps: f64) -> Option<Self> {
+        // `u64::MAX as f64` is 2^64, so `<` keeps the rounded value in range.
+        (ps >= 0.0 && ps < u64::MAX as f64).then(|| SimTime(ps.round() as u64))
+    }
     pub const fn as_ps(self) -> u64 {
         self.0
     }
@@ -392,6 +416,19 @@ mod tests {
         assert!("1 sec".parse::<SimTime>().is_err());
         assert!("us".parse::<SimTime>().is_err());
         assert!("-1us".parse::<SimTime>().is_err());
+    }
+
+    #[test]
+    fn checked_time_constructors_refuse_what_u64_picoseconds_cannot_hold() {
+        assert_eq!(SimTime::checked_from_secs_f64(1.5), Some(SimTime(1_500_000_000_000)));
+        assert_eq!(SimTime::checked_from_us_f64(0.0), Some(SimTime::ZERO));
+        assert_eq!(SimTime::checked_from_secs_f64(18_446_744.074_5), None);
+        assert_eq!(SimTime::checked_from_secs_f64(-1.0), None);
+        assert_eq!(SimTime::checked_from_secs_f64(f64::NAN), None);
+        assert_eq!(SimTime::checked_from_us_f64(f64::INFINITY), None);
+        assert!(SimTime::checked_from_secs_f64(SimTime::MAX_SECS * 0.999).is_some());
+        assert_eq!(SimTime::checked_from_ns(u64::MAX / 1000 + 1), None);
+        assert_eq!(SimTime::checked_from_ns(7), Some(SimTime(7000)));
     }
 
     #[test]

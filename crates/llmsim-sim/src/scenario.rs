@@ -518,15 +518,35 @@ impl Scenario {
     /// Neither given, both given and inconsistent, or a count not a multiple of the server size.
     pub fn gpus(&self) -> Result<u32, SimError> {
         let c = &self.cluster;
-        let gpn = c.gpus_per_node.max(1);
+        if c.gpus_per_node == 0 {
+            return Err(SimError::Scenario {
+                field: "cluster.gpus_per_node".into(),
+                message: "must be at least 1 (GPUs per server, e.g. 8)".into(),
+            });
+        }
+        let gpn = c.gpus_per_node;
+        // Checked: release builds would wrap 536870913 x 8 to 8 GPUs.
+        let product = |n: u32| {
+            n.checked_mul(gpn).ok_or_else(|| SimError::Scenario {
+                field: "cluster.nodes".into(),
+                message: format!(
+                    "nodes x gpus_per_node = {n} x {gpn} overflows; valid: at most {} nodes of {gpn} GPUs ({} GPUs in all)",
+                    (llmsim_topo::generators::MAX_HOSTS / gpn).max(1),
+                    llmsim_topo::generators::MAX_HOSTS
+                ),
+            })
+        };
         let g = match (c.gpus, c.nodes) {
             (Some(g), None) => g,
-            (None, Some(n)) => n * gpn,
-            (Some(g), Some(n)) if g == n * gpn => g,
+            (None, Some(n)) => product(n)?,
+            (Some(g), Some(n)) if Some(g) == n.checked_mul(gpn) => g,
             (Some(g), Some(n)) => {
                 return Err(SimError::Scenario {
                     field: "cluster.gpus".into(),
-                    message: format!("gpus={g} but nodes x gpus_per_node = {n} x {gpn} = {}", n * gpn),
+                    message: format!(
+                        "gpus={g} but nodes x gpus_per_node = {n} x {gpn} = {}",
+                        u64::from(n) * u64::from(gpn)
+                    ),
                 });
             }
             (None, None) => {
@@ -536,6 +556,15 @@ impl Scenario {
                 });
             }
         };
+        if g > llmsim_topo::generators::MAX_HOSTS {
+            return Err(SimError::Scenario {
+                field: "cluster.gpus".into(),
+                message: format!(
+                    "{g} GPUs is more than llmsim builds; valid: at most {}",
+                    llmsim_topo::generators::MAX_HOSTS
+                ),
+            });
+        }
         if g == 0 || g % gpn != 0 {
             return Err(SimError::Scenario {
                 field: "cluster.gpus".into(),

@@ -154,7 +154,9 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
         err: f64,
         kind: LinkKind,
     }
-    let mut cables = Vec::with_capacity(links as usize);
+    // The header's count is untrusted: reserve no more than the file can hold (a link line is
+    // at least 8 bytes, `0 1 1 1` and a newline).
+    let mut cables = Vec::with_capacity((links as usize).min(text.len() / 8 + 1));
     let link_lines = first_link.into_iter().chain(lines);
     for (ln, l) in link_lines {
         let t: Vec<&str> = l.split_whitespace().collect();

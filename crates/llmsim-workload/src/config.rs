@@ -448,14 +448,34 @@ impl ParallelConfig {
         model.validate()?;
 
         // GPU count.
-        let mp = p.tp * p.cp * p.pp;
         if gpus == 0 {
             return Err(WorkloadError::GpuCount {
                 gpus,
-                product: mp * p.dp.max(1),
+                product: 0,
                 message: "the cluster has no GPUs".into(),
             });
         }
+        // Each degree is at most the GPU count, so the products below fit in u128 and cannot wrap.
+        for (f, v) in [("tp", p.tp), ("pp", p.pp), ("cp", p.cp), ("dp", p.dp), ("ep", p.ep)] {
+            if v > gpus {
+                return Err(WorkloadError::invalid(
+                    format!("parallel.{f}"),
+                    format!("{f}={v} is more than the cluster's {gpus} GPUs"),
+                ));
+            }
+        }
+        let mp_wide = u128::from(p.tp) * u128::from(p.cp) * u128::from(p.pp);
+        if mp_wide > u128::from(gpus) {
+            return Err(WorkloadError::GpuCount {
+                gpus,
+                product: u64::try_from(mp_wide).unwrap_or(u64::MAX),
+                message: format!(
+                    "tp*cp*pp = {}*{}*{} = {mp_wide} is more than the GPU count; lower parallel.tp, parallel.cp or parallel.pp",
+                    p.tp, p.cp, p.pp
+                ),
+            });
+        }
+        let mp = mp_wide as u64;
         if p.dp == 0 {
             if !gpus.is_multiple_of(mp) {
                 return Err(WorkloadError::GpuCount {
@@ -468,10 +488,10 @@ impl ParallelConfig {
                 });
             }
             p.dp = gpus / mp;
-        } else if mp * p.dp != gpus {
+        } else if u128::from(mp) * u128::from(p.dp) != u128::from(gpus) {
             return Err(WorkloadError::GpuCount {
                 gpus,
-                product: mp * p.dp,
+                product: mp.saturating_mul(p.dp),
                 message: format!(
                     "tp*cp*dp*pp = {}*{}*{}*{} must equal the GPU count; set parallel.dp: {} or leave dp out to derive it",
                     p.tp,

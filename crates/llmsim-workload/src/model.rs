@@ -135,6 +135,26 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+/// Largest `hidden_size` accepted (see [`ModelConfig::validate`]).
+pub const MAX_HIDDEN_SIZE: u64 = 1 << 20;
+/// Largest `num_hidden_layers` accepted: 16384, a hundred times today's deepest models, and
+/// small enough that a model's per-layer tables stay small.
+pub const MAX_LAYERS: u64 = 1 << 14;
+/// Largest `num_attention_heads` / `num_key_value_heads` accepted.
+pub const MAX_HEADS: u64 = 1 << 16;
+/// Largest `intermediate_size` / `moe_intermediate_size` accepted.
+pub const MAX_FFN_SIZE: u64 = 1 << 22;
+/// Largest `vocab_size` accepted.
+pub const MAX_VOCAB_SIZE: u64 = 1 << 26;
+/// Largest `num_experts` / `num_shared_experts` accepted.
+pub const MAX_EXPERTS: u64 = 1 << 16;
+/// Largest `num_nextn_predict_layers` accepted.
+pub const MAX_MTP_LAYERS: u64 = 1 << 10;
+/// Largest head dimension (and MLA rank, Mamba size) accepted.
+pub const MAX_HEAD_DIM: u64 = 1 << 16;
+/// Largest total parameter count accepted: 10^14 (100 trillion).
+pub const MAX_PARAMS: u64 = 100_000_000_000_000;
+
 /// A decoder-only transformer, in Hugging Face terms.
 ///
 /// The fields after `first_k_dense_layers` describe newer architectures; at their defaults (absent
@@ -415,6 +435,7 @@ impl ModelConfig {
         if self.explicit_head_dim == Some(0) {
             return Err(WorkloadError::invalid("model.head_dim", "must be at least 1"));
         }
+        self.check_bounds()?;
         if self.explicit_head_dim.is_none() && self.mla.is_none() && !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(WorkloadError::invalid(
                 "model.num_attention_heads",
@@ -521,7 +542,76 @@ impl ModelConfig {
                 None => {}
             }
         }
+        let total = self.checked_param_count().filter(|&p| p <= MAX_PARAMS);
+        if total.is_none() {
+            return Err(WorkloadError::invalid(
+                "model",
+                format!(
+                    "the model has more than {MAX_PARAMS} parameters (100 trillion); check hidden_size, num_hidden_layers, intermediate_size, vocab_size and num_experts"
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// Upper bounds on every size, so that the parameter, FLOP and memory arithmetic on them
+    /// cannot overflow `u64` (release builds would wrap silently) and a huge layer count is
+    /// refused before anything is built for it. Each bound is far above any published model.
+    fn check_bounds(&self) -> Result<(), WorkloadError> {
+        let mut fields = vec![
+            ("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE),
+            ("num_hidden_layers", self.num_hidden_layers, MAX_LAYERS),
+            ("num_attention_heads", self.num_attention_heads, MAX_HEADS),
+            ("num_key_value_heads", self.num_key_value_heads, MAX_HEADS),
+            ("intermediate_size", self.intermediate_size, MAX_FFN_SIZE),
+            ("moe_intermediate_size", self.moe_intermediate_size, MAX_FFN_SIZE),
+            ("vocab_size", self.vocab_size, MAX_VOCAB_SIZE),
+            ("num_experts", self.num_experts, MAX_EXPERTS),
+            ("num_shared_experts", self.num_shared_experts, MAX_EXPERTS),
+            ("num_nextn_predict_layers", self.num_nextn_predict_layers, MAX_MTP_LAYERS),
+            ("head_dim", self.explicit_head_dim.unwrap_or(1), MAX_HEAD_DIM),
+        ];
+        if let Some(m) = &self.mla {
+            fields.extend([
+                ("mla.q_lora_rank", m.q_lora_rank, MAX_HEAD_DIM),
+                ("mla.kv_lora_rank", m.kv_lora_rank, MAX_HEAD_DIM),
+                ("mla.qk_nope_head_dim", m.qk_nope_head_dim, MAX_HEAD_DIM),
+                ("mla.qk_rope_head_dim", m.qk_rope_head_dim, MAX_HEAD_DIM),
+                ("mla.v_head_dim", m.v_head_dim, MAX_HEAD_DIM),
+            ]);
+        }
+        if let Some(m) = &self.mamba {
+            fields.extend([
+                ("mamba.num_heads", m.num_heads, MAX_HEAD_DIM),
+                ("mamba.head_dim", m.head_dim, MAX_HEAD_DIM),
+                ("mamba.state_size", m.state_size, MAX_HEAD_DIM),
+                ("mamba.n_groups", m.n_groups, MAX_HEAD_DIM),
+                ("mamba.conv_kernel", m.conv_kernel, MAX_HEAD_DIM),
+                ("mamba.chunk_size", m.chunk_size, MAX_HEAD_DIM),
+            ]);
+        }
+        for (field, v, max) in fields {
+            if v > max {
+                return Err(WorkloadError::invalid(
+                    format!("model.{field}"),
+                    format!("{v} is beyond what llmsim models; valid: at most {max}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`ModelConfig::param_count`] with checked sums; `None` on overflow. Within the bounds of
+    /// `check_bounds` no single layer's count overflows, so only the sums need checking.
+    fn checked_param_count(&self) -> Option<u64> {
+        let h = self.hidden_size;
+        let embedding = self.vocab_size.checked_mul(h)?;
+        let head = if self.tie_word_embeddings { 0 } else { embedding };
+        let mut total = embedding.checked_add(head)?.checked_add(h)?;
+        for l in 0..self.num_hidden_layers {
+            total = total.checked_add(self.layer_params(l, self.num_experts))?;
+        }
+        Some(total)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -889,7 +979,10 @@ fn hf_u64(obj: &serde_json::Map<String, Value>, aliases: &[&str]) -> Result<Opti
 
 fn hf_required(obj: &serde_json::Map<String, Value>, aliases: &[&str]) -> Result<u64, WorkloadError> {
     hf_u64(obj, aliases)?.ok_or_else(|| WorkloadError::HfConfig {
-        message: format!("missing field {:?} (also accepted: {})", aliases[0], aliases[1..].join(", ")),
+        message: match aliases {
+            [one] => format!("missing field {one:?}"),
+            _ => format!("missing field {:?} (also accepted: {})", aliases[0], aliases[1..].join(", ")),
+        },
     })
 }
 
@@ -982,7 +1075,7 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         let head_dim = hf_u64(obj, &["mamba_head_dim"])?.unwrap_or(64);
         let num_heads = match hf_u64(obj, &["mamba_num_heads"])? {
             Some(n) => n,
-            None => hf_u64(obj, &["expand", "mamba_expand"])?.unwrap_or(2) * h / head_dim.max(1),
+            None => hf_u64(obj, &["expand", "mamba_expand"])?.unwrap_or(2).saturating_mul(h) / head_dim.max(1),
         };
         Some(MambaConfig {
             num_heads,
@@ -1034,6 +1127,15 @@ fn hf_layer_types(obj: &serde_json::Map<String, Value>) -> Result<(u64, Vec<Atte
     let Some(list) = obj.get("layer_types").and_then(Value::as_array) else {
         return Ok((0, Vec::new()));
     };
+    // The period search below is quadratic in the list's length.
+    if list.len() as u64 > MAX_LAYERS {
+        return Err(WorkloadError::HfConfig {
+            message: format!(
+                "layer_types has {} entries; valid: at most {MAX_LAYERS} (one per layer)",
+                list.len()
+            ),
+        });
+    }
     let mut types = Vec::with_capacity(list.len());
     for v in list {
         types.push(match v.as_str() {

@@ -15,6 +15,9 @@ use super::config::{CcMode, EcnThresholds, PacketConfig, Routing};
 use super::engine::{Engine, FlowSpec, ns3_ip};
 use super::{FlowResult, PacketError};
 
+/// Largest `BUFFER_SIZE` accepted, in MB (1 TiB of switch buffer).
+pub const MAX_BUFFER_MB: u64 = 1 << 20;
+
 /// Keys `third.cc` reads, in its order.
 pub const KNOWN_KEYS: &[&str] = &[
     "ENABLE_QCN",
@@ -81,13 +84,25 @@ pub struct Ns3Config {
     pub stop_time: SimTime,
 }
 
-/// `Seconds(double)` at ns resolution, as ns-3 converts it (64.64 fixed point, floored), in ps.
-pub fn ns3_seconds(s: f64) -> SimTime {
+/// `Seconds(double)` at ns resolution, as ns-3 converts it (64.64 fixed point, floored), in ps;
+/// `None` past [`SimTime::MAX_SECS`] (u64 picoseconds). NaN and negatives give zero.
+pub fn ns3_seconds(s: f64) -> Option<SimTime> {
     if s.is_nan() || s <= 0.0 {
-        return SimTime::ZERO;
+        return Some(SimTime::ZERO);
     }
+    // `as` saturates an out-of-range float; the checked steps then refuse it.
     let fixed = (s * 18_446_744_073_709_551_616.0) as u128;
-    SimTime::from_ns(((fixed * 1_000_000_000u128) >> 64) as u64)
+    let ns = fixed.checked_mul(1_000_000_000u128)? >> 64;
+    SimTime::checked_from_ns(u64::try_from(ns).ok()?)
+}
+
+/// The error for a time past what u64 picoseconds hold.
+fn too_long(what: &str, v: f64) -> String {
+    let v = if v < 1e12 { v.to_string() } else { format!("{v:e}") };
+    format!(
+        "{what} {v} is beyond the longest simulated time, {:.3} s (u64 picoseconds); give a smaller value",
+        SimTime::MAX_SECS
+    )
 }
 
 fn perr(file: &str, line: usize, message: String) -> PacketError {
@@ -118,7 +133,7 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
         pfc_output_file: "pfc.txt".into(),
         stop_time: SimTime::from_ms(10_000),
     };
-    let mut cc_mode: Option<(usize, u32)> = None;
+    let mut cc_mode: Option<(usize, u64)> = None;
     let mut kmin: Vec<(u64, u64)> = vec![];
     let mut kmax: Vec<(u64, u64)> = vec![];
     let mut pmax: Vec<(u64, f64)> = vec![];
@@ -171,7 +186,15 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                 .map(|b| b.bps())
                 .map_err(|e| perr(file, ln, format!("{key} {v:?}: {e} (ns-3 style, e.g. 100Mb/s)")))
         };
-        let us = || -> Result<SimTime, PacketError> { Ok(SimTime::from_us_f64(num_f("microseconds")?)) };
+        let us = || -> Result<SimTime, PacketError> {
+            let v = num_f("microseconds")?;
+            SimTime::checked_from_us_f64(v).ok_or_else(|| perr(file, ln, too_long(&format!("{key} (us)"), v)))
+        };
+        // A count that a u32 field holds; `as u32` would wrap 4294967297 to 1.
+        let num_u32 = || -> Result<u32, PacketError> {
+            let v = num_u()?;
+            u32::try_from(v).map_err(|_| perr(file, ln, format!("{key} {v} is too large; valid: 0..={}", u32::MAX)))
+        };
         match key {
             "ENABLE_QCN" => p.ecn = flag()?,
             "USE_DYNAMIC_PFC_THRESHOLD" | "ENABLE_TRACE" => {
@@ -204,12 +227,15 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
             "FLOW_FILE" => cfg.flow_file = one()?.to_string(),
             "FCT_OUTPUT_FILE" => cfg.fct_output_file = one()?.to_string(),
             "PFC_OUTPUT_FILE" => cfg.pfc_output_file = one()?.to_string(),
-            "SIMULATOR_STOP_TIME" => cfg.stop_time = ns3_seconds(num_f("seconds")?),
+            "SIMULATOR_STOP_TIME" => {
+                let v = num_f("seconds")?;
+                cfg.stop_time = ns3_seconds(v).ok_or_else(|| perr(file, ln, too_long("SIMULATOR_STOP_TIME (s)", v)))?;
+            }
             "ALPHA_RESUME_INTERVAL" => p.alpha_resume_interval = us()?,
             "RATE_DECREASE_INTERVAL" => p.rate_decrease_interval = us()?,
             "RP_TIMER" => p.rp_timer = us()?,
             "EWMA_GAIN" => p.ewma_gain = num_f("gain")?,
-            "FAST_RECOVERY_TIMES" => p.fast_recovery_times = num_u()? as u32,
+            "FAST_RECOVERY_TIMES" => p.fast_recovery_times = num_u32()?,
             "RATE_AI" => p.rate_ai_bps = rate()?,
             "RATE_HAI" => p.rate_hai_bps = rate()?,
             "MIN_RATE" => p.min_rate_bps = rate()?,
@@ -221,14 +247,14 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                 }
                 p.error_rate_per_link = v;
             }
-            "CC_MODE" => cc_mode = Some((ln, num_u()? as u32)),
+            "CC_MODE" => cc_mode = Some((ln, num_u()?)),
             "HAS_WIN" => p.has_win = flag()?,
             "GLOBAL_T" => p.global_t = flag()?,
             "VAR_WIN" => p.var_win = flag()?,
             "FAST_REACT" => p.fast_react = flag()?,
             "U_TARGET" => p.u_target = num_f("utilization")?,
-            "MI_THRESH" => p.mi_thresh = num_u()? as u32,
-            "INT_MULTI" => p.int_multi = num_u()?.max(1) as u32,
+            "MI_THRESH" => p.mi_thresh = num_u32()?,
+            "INT_MULTI" => p.int_multi = num_u32()?.max(1),
             "RATE_BOUND" => p.rate_bound = flag()?,
             "ACK_HIGH_PRIO" => p.ack_high_prio = flag()?,
             "MULTI_RATE" | "SAMPLE_FEEDBACK" => {
@@ -247,7 +273,17 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                     return Err(perr(file, ln, "LINK_DOWN with a time is not supported; use LINK_DOWN 0 0 0".into()));
                 }
             }
-            "BUFFER_SIZE" => p.buffer_bytes = num_u()? << 20,
+            "BUFFER_SIZE" => {
+                let mb = num_u()?;
+                if mb == 0 || mb > MAX_BUFFER_MB {
+                    return Err(perr(
+                        file,
+                        ln,
+                        format!("BUFFER_SIZE {mb} (MB of switch buffer) must be in 1..={MAX_BUFFER_MB}, e.g. 32"),
+                    ));
+                }
+                p.buffer_bytes = mb << 20;
+            }
             "QLEN_MON_START" | "QLEN_MON_END" => {
                 num_u()?;
             }
@@ -257,7 +293,7 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                     .first()
                     .and_then(|v| v.parse().ok())
                     .ok_or_else(|| perr(file, ln, format!("{key} starts with the number of (rate value) pairs")))?;
-                if vals.len() != 1 + 2 * n {
+                if n.checked_mul(2).and_then(|x| x.checked_add(1)) != Some(vals.len()) {
                     return Err(perr(
                         file,
                         ln,
@@ -278,13 +314,13 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                                 .ok_or_else(|| perr(file, ln, format!("PMAX_MAP: {v:?} is not a probability")))?,
                         )),
                         _ => {
-                            let kb: u64 = v
-                                .parse()
-                                .map_err(|_| perr(file, ln, format!("{key}: {v:?} is not an integer KB")))?;
+                            let bytes = v.parse::<u64>().ok().and_then(|kb| kb.checked_mul(1000)).ok_or_else(|| {
+                                perr(file, ln, format!("{key}: {v:?} is not an integer KB (at most {})", u64::MAX / 1000))
+                            })?;
                             if key == "KMAX_MAP" {
-                                kmax.push((r, kb * 1000));
+                                kmax.push((r, bytes));
                             } else {
-                                kmin.push((r, kb * 1000));
+                                kmin.push((r, bytes));
                             }
                         }
                     }
@@ -363,7 +399,9 @@ pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Ns3Flow>, PacketError> 
     let n: usize = h
         .parse()
         .map_err(|_| perr(file, hl, format!("{h:?}: expected the number of flows on the first line")))?;
-    let mut out = Vec::with_capacity(n);
+    // The count is untrusted: reserve no more than the file can hold (a flow line is at least
+    // 11 bytes and a newline).
+    let mut out = Vec::with_capacity(n.min(text.len() / 12 + 1));
     for (ln, l) in lines {
         let t: Vec<&str> = l.split_whitespace().collect();
         if t.len() != 6 {
@@ -394,13 +432,18 @@ pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Ns3Flow>, PacketError> 
             .ok()
             .filter(|x: &f64| x.is_finite() && *x >= 0.0)
             .ok_or_else(|| perr(file, ln, format!("start {:?} is not a time in seconds", t[5])))?;
+        let node = |i: usize, what: &str| -> Result<u32, PacketError> {
+            let v = int(i, what)?;
+            u32::try_from(v).map_err(|_| perr(file, ln, format!("{what} {v} is not a node id; valid: 0..={}", u32::MAX)))
+        };
+        let start = ns3_seconds(start_s).ok_or_else(|| perr(file, ln, too_long("start (s)", start_s)))?;
         let f = Ns3Flow {
-            src: int(0, "src")? as u32,
-            dst: int(1, "dst")? as u32,
+            src: node(0, "src")?,
+            dst: node(1, "dst")?,
             pg: pg as u8,
             dport: dport as u16,
             size,
-            start: ns3_seconds(start_s),
+            start,
             line: ln,
         };
         if let Some(prev) = out.last().map(|p: &Ns3Flow| p.start)
