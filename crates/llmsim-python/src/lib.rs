@@ -52,7 +52,7 @@ fn sim_err(e: SimError) -> PyErr {
         SimError::Scenario { .. } => ScenarioError::new_err(m),
         SimError::Workload(WlError::OutOfMemory { .. }) => OutOfMemoryError::new_err(m),
         SimError::Workload(_) | SimError::Import(_) => WorkloadError::new_err(m),
-        SimError::Compute(_) => ComputeError::new_err(m),
+        SimError::Compute(_) | SimError::ComputeFile { .. } => ComputeError::new_err(m),
         SimError::Topo(_) => TopologyError::new_err(m),
         SimError::Net(_) => NetworkError::new_err(m),
         SimError::Ccl(_) => CollectiveError::new_err(m),

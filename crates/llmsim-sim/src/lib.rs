@@ -66,6 +66,13 @@ pub enum SimError {
     Workload(#[from] WorkloadError),
     #[error("cluster.gpu: {0}")]
     Compute(#[from] llmsim_compute::ComputeError),
+    /// A calibration file the scenario names (`compute.efficiency`, `compute.database`).
+    /// (The error is printed in the message, not chained as a source, so it appears once.)
+    #[error("{field}: {error}")]
+    ComputeFile {
+        field: &'static str,
+        error: llmsim_compute::ComputeError,
+    },
     #[error("cluster.topology: {0}")]
     Topo(#[from] llmsim_topo::TopoError),
     #[error("network: {0}")]
@@ -475,16 +482,16 @@ pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel
             field: "compute.efficiency".into(),
             message: format!("{}: {e}", p.display()),
         })?;
-        let eff = Efficiencies::from_csv_str(&text).map_err(|e| SimError::Scenario {
-            field: "compute.efficiency".into(),
-            message: format!("{}: {e}", p.display()),
+        let eff = Efficiencies::from_csv_str(&text).map_err(|error| SimError::ComputeFile {
+            field: "compute.efficiency",
+            error,
         })?;
         cm = cm.with_efficiencies(eff);
     }
     if let Some(p) = &s.compute.database {
-        let db = OpDatabase::load(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
-            field: "compute.database".into(),
-            message: e.to_string(),
+        let db = OpDatabase::load(s.base_dir.join(p)).map_err(|error| SimError::ComputeFile {
+            field: "compute.database",
+            error,
         })?;
         cm = cm.with_database(db);
     }
