@@ -56,6 +56,7 @@ def sweep(
     ray: str | None = None,
     batch_size: int = 16,
     progress: bool = True,
+    merge: bool = False,
 ):  # -> pandas.DataFrame
     """Runs a sweep over ``base`` and returns its results as a DataFrame (one row per point,
     one column per axis, then status/error and the metrics).
@@ -63,11 +64,12 @@ def sweep(
     ``grid``: every combination; ``zip``: lists taken together; ``random``:
     ``{"samples": n, "seed": s, "axes": {key: {"choice": [...]} | {"uniform": [lo, hi]} | ...}}``;
     ``filter``: expressions over dotted keys that must hold (``"parallel.tp * parallel.pp <= 16"``).
-    ``out``: results directory (resumed if it exists; a temporary one if None). ``jobs``: threads
-    (0: one per core). ``ray``: ``"auto"``, an address, or ``"local"`` (Ray's local mode).
+    ``out``: results directory (resumed if it exists; a temporary one if None; one that holds
+    another spec's results is refused unless ``merge``). ``jobs``: threads (0: one per core).
+    ``ray``: ``"auto"``, an address, or ``"local"`` (Ray's local mode).
     """
     spec = _spec(base, grid, zip, random, filter, set, name)
-    return _run(json.dumps(spec), ".", out, jobs, ray, batch_size, progress, spec["name"])
+    return _run(json.dumps(spec), ".", out, jobs, ray, batch_size, progress, spec["name"], merge)
 
 
 def sweep_file(
@@ -78,23 +80,32 @@ def sweep_file(
     ray: str | None = None,
     batch_size: int = 16,
     progress: bool = True,
+    merge: bool = False,
 ):  # -> pandas.DataFrame
     """Runs a sweep file (see ``examples/sweep-tp-pp.yaml``)."""
     path = os.fspath(path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
     name = os.path.splitext(os.path.basename(path))[0]
-    return _run(text, os.path.dirname(path) or ".", out, jobs, ray, batch_size, progress, name)
+    return _run(text, os.path.dirname(path) or ".", out, jobs, ray, batch_size, progress, name, merge)
 
 
 def _run(
-    spec: str, dir: str, out: PathLike | None, jobs: int, ray: str | None, batch_size: int, progress: bool, name: str
+    spec: str,
+    dir: str,
+    out: PathLike | None,
+    jobs: int,
+    ray: str | None,
+    batch_size: int,
+    progress: bool,
+    name: str,
+    merge: bool = False,
 ):
     out = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="llmsim-sweep-")
     if ray:
         run_on_ray(spec, dir, out, address=ray, batch_size=batch_size, progress=progress, name=name)
     else:
-        _native.run_sweep(spec, dir, out, jobs, progress, name)
+        _native.run_sweep(spec, dir, out, jobs, progress, name, merge)
     return load(out)
 
 

@@ -191,7 +191,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
     let mut order = Vec::new();
     x.engine.drain_completed(&mut order);
     let e = &x.engine;
-    let results: Vec<FlowResult> = finished(e, &order);
+    let results: Vec<FlowResult> = finished(e, &order)?;
     let st = e.stats();
     let pairs: Vec<(u64, u64)> = results.iter().map(|r| (r.fct_ns(), r.standalone_fct_ns)).collect();
     let s = summarize(&pairs, st.pfc_pauses as usize);
@@ -200,16 +200,19 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
     let total = e.num_flows();
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write(dir, "fct.txt", &fct_text(e, &order))?;
+        write(dir, "fct.txt", &fct_text(e, &order)?)?;
         write(dir, "pfc.txt", &pfc_text(e))?;
+        // Node and link ids below come from the engine itself: the lookups always answer.
+        let ns3_id = |n: u32| e.ns3_id(n).unwrap_or_default();
+        let ifindex = |l: u32| e.ns3_ifindex(l).unwrap_or_default();
         let mut csv = String::from("flow,src,dst,size_bytes,start_ns,fct_ns,standalone_fct_ns,slowdown\n");
         for r in &results {
             let _ = writeln!(
                 csv,
                 "{},{},{},{},{},{},{},{:.4}",
                 r.tag,
-                e.ns3_id(r.src.0),
-                e.ns3_id(r.dst.0),
+                ns3_id(r.src.0),
+                ns3_id(r.dst.0),
                 r.size,
                 r.start.as_ps() / 1000,
                 r.fct_ns(),
@@ -222,13 +225,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         let tx = e.port_tx_bytes();
         for (l, p50, p99, max) in e.queue_stats() {
             let src = e.topology().link(llmsim_core::LinkId(l)).src;
-            let _ = writeln!(
-                q,
-                "{},{},{l},{p50},{p99},{max},{}",
-                e.ns3_id(src.0),
-                e.ns3_ifindex(l),
-                tx[l as usize]
-            );
+            let _ = writeln!(q, "{},{},{l},{p50},{p99},{max},{}", ns3_id(src.0), ifindex(l), tx[l as usize]);
         }
         write(dir, "queues.csv", &q)?;
         if let Some(bin) = &a.util_bin {
@@ -238,7 +235,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             let w = bin.parse::<llmsim_core::SimTime>().map(|t| t.as_ps() / 1000).unwrap_or(0);
             for (l, b, util) in e.link_utilization() {
                 let src = e.topology().link(llmsim_core::LinkId(l)).src;
-                let _ = writeln!(u, "{},{},{l},{},{w},{util:.4}", e.ns3_id(src.0), e.ns3_ifindex(l), b as u64 * w);
+                let _ = writeln!(u, "{},{},{l},{},{w},{util:.4}", ns3_id(src.0), ifindex(l), b as u64 * w);
             }
             write(dir, "util.csv", &u)?;
         }

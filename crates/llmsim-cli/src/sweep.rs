@@ -28,6 +28,10 @@ pub struct SweepArgs {
     /// Experiments per Ray task (Python package only).
     #[arg(long, default_value_t = 16)]
     pub batch_size: usize,
+    /// Add this spec's points to a results directory that holds another spec's results (by
+    /// default that is refused, so two specs are not mixed by mistake).
+    #[arg(long)]
+    pub merge: bool,
 }
 
 pub fn run(a: &SweepArgs) -> Result<()> {
@@ -71,6 +75,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     }
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&plan.name));
     let store = Store::open(&out)?;
+    store.claim(&plan.fingerprint, a.merge)?;
     let bar = crate::progress_bar("{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})");
     let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| {
         bar.set_length(todo as u64);

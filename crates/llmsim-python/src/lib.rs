@@ -226,14 +226,26 @@ fn run_points(py: Python<'_>, points: &str, jobs: usize) -> PyResult<String> {
 }
 
 /// Runs a sweep into the results directory `out` (resuming: finished points are skipped), with
-/// a progress bar on stderr if `progress`. Returns the summary as JSON.
+/// a progress bar on stderr if `progress`. Returns the summary as JSON. A directory that holds
+/// another spec's results is refused unless `merge`.
 #[pyfunction]
-#[pyo3(signature = (spec, dir, out, jobs = 0, progress = true, name = "sweep"))]
-fn run_sweep(py: Python<'_>, spec: &str, dir: PathBuf, out: PathBuf, jobs: usize, progress: bool, name: &str) -> PyResult<String> {
+#[pyo3(signature = (spec, dir, out, jobs = 0, progress = true, name = "sweep", merge = false))]
+#[allow(clippy::too_many_arguments)]
+fn run_sweep(
+    py: Python<'_>,
+    spec: &str,
+    dir: PathBuf,
+    out: PathBuf,
+    jobs: usize,
+    progress: bool,
+    name: &str,
+    merge: bool,
+) -> PyResult<String> {
     let (spec, name) = (spec.to_string(), name.to_string());
     py.detach(move || {
         let plan = named_spec(&spec, name)?.expand(&dir)?;
         let store = Store::open(&out)?;
+        store.claim(&plan.fingerprint, merge)?;
         let bar = if progress {
             indicatif::ProgressBar::new(0)
         } else {

@@ -4,6 +4,11 @@
 //! Grammar (usual precedence, lowest first): `or`, `and`, `not`, comparisons
 //! (`< <= > >= == !=`), `+ -`, `* / %`, unary `-`, atoms: numbers, `"strings"` or `'strings'`,
 //! `true`/`false`, dotted keys (looked up in the point's resolved scenario), parentheses.
+//!
+//! Limits keep a hostile filter from exhausting the stack: at most [`MAX_DEPTH`] levels of
+//! parentheses and unary operators, at most [`MAX_TOKENS`] tokens (so the parsed tree, which
+//! is evaluated and dropped recursively, stays shallow). Parsing is linear in the text.
+//! Division or remainder by zero is an error, not an infinity or a NaN.
 
 use serde_yaml_ng::Value;
 
@@ -54,11 +59,29 @@ enum Tok {
     RParen,
 }
 
+/// Most levels of parentheses and unary operators (`-`, `not`) a filter may nest.
+pub const MAX_DEPTH: usize = 64;
+
+/// Most tokens in one filter expression.
+pub const MAX_TOKENS: usize = 1024;
+
+fn too_deep(at: &str) -> String {
+    format!(
+        "too deeply nested at {at}: more than {MAX_DEPTH} levels of parentheses or unary operators; \
+         flatten the expression or split it into several filters (a list under `filter:`)"
+    )
+}
+
 fn lex(s: &str) -> Result<Vec<Tok>, String> {
     let b = s.as_bytes();
     let mut i = 0;
     let mut out = Vec::new();
+    let mut depth = 0usize;
+    let too_long = || format!("too long: more than {MAX_TOKENS} tokens; split it into several filters (a list under `filter:`)");
     while i < b.len() {
+        if out.len() > MAX_TOKENS {
+            return Err(too_long());
+        }
         let c = b[i] as char;
         if c.is_ascii_whitespace() {
             i += 1;
@@ -87,9 +110,14 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
             }
             out.push(Tok::Ident(s[st..i].to_string()));
         } else if c == '(' {
+            depth += 1;
+            if depth > MAX_DEPTH {
+                return Err(too_deep(&format!("column {i}")));
+            }
             out.push(Tok::LParen);
             i += 1;
         } else if c == ')' {
+            depth = depth.saturating_sub(1);
             out.push(Tok::RParen);
             i += 1;
         } else {
@@ -125,12 +153,17 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
             }
         }
     }
+    if out.len() > MAX_TOKENS {
+        return Err(too_long());
+    }
     Ok(out)
 }
 
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// Open parentheses and unary operators around the current position.
+    depth: usize,
 }
 
 impl Parser {
@@ -161,10 +194,22 @@ impl Parser {
     fn and(&mut self) -> Result<Expr, String> {
         self.binary(&[("and", Op::And)], Self::not)
     }
+    /// Enters one level of nesting (a parenthesis or a unary operator).
+    fn nest(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(too_deep(&format!("token {}", self.pos + 1)));
+        }
+        Ok(())
+    }
+
     fn not(&mut self) -> Result<Expr, String> {
         if self.peek_op() == Some("not") {
             self.pos += 1;
-            return Ok(Expr::Not(Box::new(self.not()?)));
+            self.nest()?;
+            let e = Expr::Not(Box::new(self.not()?));
+            self.depth -= 1;
+            return Ok(e);
         }
         self.cmp()
     }
@@ -196,7 +241,10 @@ impl Parser {
     fn unary(&mut self) -> Result<Expr, String> {
         if self.peek_op() == Some("-") {
             self.pos += 1;
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+            self.nest()?;
+            let e = Expr::Neg(Box::new(self.unary()?));
+            self.depth -= 1;
+            return Ok(e);
         }
         self.atom()
     }
@@ -210,7 +258,9 @@ impl Parser {
             Tok::Ident(w) if w == "false" => Expr::Bool(false),
             Tok::Ident(w) => Expr::Key(w),
             Tok::LParen => {
+                self.nest()?;
                 let e = self.or()?;
+                self.depth -= 1;
                 if self.toks.get(self.pos) != Some(&Tok::RParen) {
                     return Err("missing `)`".into());
                 }
@@ -225,9 +275,13 @@ impl Parser {
 /// Parses a filter expression.
 ///
 /// # Errors
-/// A message naming what was unexpected.
+/// A message naming what was unexpected, or a filter past [`MAX_DEPTH`] or [`MAX_TOKENS`].
 pub fn parse(s: &str) -> Result<Expr, String> {
-    let mut p = Parser { toks: lex(s)?, pos: 0 };
+    let mut p = Parser {
+        toks: lex(s)?,
+        pos: 0,
+        depth: 0,
+    };
     let e = p.or()?;
     if p.pos != p.toks.len() {
         return Err(format!("unexpected {:?} after a complete expression", p.toks[p.pos]));
@@ -298,8 +352,14 @@ impl Expr {
                     Op::Add => Val::Num(num(&a)? + num(&b)?),
                     Op::Sub => Val::Num(num(&a)? - num(&b)?),
                     Op::Mul => Val::Num(num(&a)? * num(&b)?),
-                    Op::Div => Val::Num(num(&a)? / num(&b)?),
-                    Op::Rem => Val::Num(num(&a)? % num(&b)?),
+                    Op::Div | Op::Rem => {
+                        let (x, y) = (num(&a)?, num(&b)?);
+                        if y == 0.0 {
+                            let what = if *op == Op::Div { "division" } else { "remainder" };
+                            return Err(format!("{what} by zero; guard the divisor, e.g. `d != 0 and x / d < 1`"));
+                        }
+                        Val::Num(if *op == Op::Div { x / y } else { x % y })
+                    }
                 }
             }
         })
@@ -363,5 +423,37 @@ mod tests {
         assert!(parse("(1 + 2").unwrap_err().contains(")"));
         assert!(parse("1 2").unwrap_err().contains("after"));
         assert!(parse("1 # 2").unwrap_err().contains("'#'"));
+    }
+
+    #[test]
+    fn division_by_zero_is_an_error() {
+        assert!(ev("parallel.tp / 0 < 1").unwrap_err().contains("division by zero"));
+        assert!(
+            ev("parallel.tp % (parallel.pp - 2) == 0")
+                .unwrap_err()
+                .contains("remainder by zero")
+        );
+        assert_eq!(ev("parallel.tp / parallel.pp == 2"), Ok(Val::Bool(true)));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        let n = 10_000;
+        let deep = format!("{}1{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse(&deep).unwrap_err().contains("too deeply nested"));
+        // Unary chains (under the token limit, over the depth limit).
+        let negs = format!("{}1", "-".repeat(1000));
+        assert!(parse(&negs).unwrap_err().contains("too deeply nested"));
+        let nots = format!("{}true", "not ".repeat(1000));
+        assert!(parse(&nots).unwrap_err().contains("too deeply nested"));
+        assert!(parse(&format!("{}1", "-".repeat(n))).unwrap_err().contains("too long"));
+        // A long flat chain is refused by length (its tree would be as deep as it is long).
+        let chain = vec!["1"; n].join(" + ");
+        assert!(parse(&chain).unwrap_err().contains("too long"));
+        // At the limits, it parses and evaluates.
+        let ok = format!("{}1{} == 1", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert_eq!(ev(&ok), Ok(Val::Bool(true)));
+        let ok = vec!["1"; MAX_TOKENS / 2 - 2].join(" + ");
+        assert!(ev(&ok).is_ok());
     }
 }

@@ -27,6 +27,18 @@ pub enum SweepError {
     Spec { field: String, message: String },
     #[error("results {}: {message}", path.display())]
     Store { path: PathBuf, message: String },
+    /// Another sweep holds the results directory.
+    #[error(
+        "results {}: another sweep is writing to this directory (it holds {}); wait for it to finish, or give this one another output directory",
+        dir.display(), lock.display()
+    )]
+    Locked { dir: PathBuf, lock: PathBuf },
+    /// The results directory holds the results of another spec.
+    #[error(
+        "results {}: they come from a different sweep spec (fingerprint {stored}; this spec's is {this}); give this sweep another output directory, or pass --merge (Python: merge=True) to add its points to them",
+        dir.display()
+    )]
+    OtherSpec { dir: PathBuf, stored: String, this: String },
     #[error("point data: {0}")]
     Wire(String),
 }
@@ -218,12 +230,15 @@ pub struct Summary {
 }
 
 /// Runs the points of `plan` that `store` does not hold yet, committing each row as it
-/// finishes; `on_row(row, done, todo)` follows progress.
+/// finishes; `on_row(row, done, todo)` follows progress. To add a different spec's points to
+/// a store, [`Store::claim`] it with `merge` first.
 ///
 /// # Errors
-/// A results-store error (the rows committed before it stay).
+/// [`SweepError::OtherSpec`] when the store holds another spec's results; a results-store
+/// error (the rows committed before it stay).
 pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(&Row, usize, usize)) -> Result<Summary, SweepError> {
     let t0 = Instant::now();
+    store.claim(&plan.fingerprint, false)?;
     let done = store.done_keys()?;
     let todo: Vec<Point> = plan.points.iter().filter(|p| !done.contains(&p.key)).cloned().collect();
     store.set_meta("name", &plan.name)?;

@@ -21,7 +21,8 @@
 //!   - parallel.tp * parallel.pp <= 32
 //! ```
 //!
-//! Points are the product grid x zip x random (blocks left out count as one empty row).
+//! Points are the product grid x zip x random (blocks left out count as one empty row), at most
+//! [`MAX_POINTS`] of them: the count is checked before anything is built.
 
 use std::path::{Path, PathBuf};
 
@@ -109,10 +110,16 @@ pub struct Point {
     pub scenario: Result<Scenario, String>,
 }
 
+/// Most points one sweep expands to (before filtering): each point holds its scenario in memory.
+pub const MAX_POINTS: u64 = 100_000;
+
 /// An expanded sweep.
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub name: String,
+    /// Hash of the spec as resolved (name, base after `set`, axes, random draws, filters): the
+    /// results directory records it, so a different spec is not mixed into it by mistake.
+    pub fingerprint: String,
     pub axes: Vec<String>,
     pub points: Vec<Point>,
     /// Points the filter dropped.
@@ -165,6 +172,62 @@ fn axis_lists(m: &Mapping, block: &str) -> Result<Vec<(String, Vec<Value>)>, Swe
             Ok((key.to_string(), vals.clone()))
         })
         .collect()
+}
+
+/// Checks that the sweep's point count (grid x zip x random) is at most [`MAX_POINTS`], before
+/// any point is built.
+fn check_size(grid: &[(String, Vec<Value>)], zip: &[(String, Vec<Value>)], samples: Option<u32>) -> Result<(), SweepError> {
+    let fix = "split the sweep into several (e.g. one per value of an axis) or give the axes fewer values";
+    if let Some(n) = samples
+        && u64::from(n) > MAX_POINTS
+    {
+        return Err(err(
+            "random.samples",
+            format!("{n} samples are over the limit of {MAX_POINTS} points per sweep; {fix}"),
+        ));
+    }
+    let sizes: Vec<String> = grid.iter().map(|(k, v)| format!("{k}: {}", v.len())).collect();
+    let g = grid.iter().try_fold(1u64, |acc, (_, v)| acc.checked_mul(v.len() as u64));
+    if g.is_none_or(|g| g > MAX_POINTS) {
+        return Err(err(
+            "grid",
+            format!(
+                "{} points ({}) are over the limit of {MAX_POINTS} points per sweep; {fix}",
+                g.map_or_else(|| "more than 2^64".to_string(), |g| g.to_string()),
+                sizes.join(" x ")
+            ),
+        ));
+    }
+    let z = zip.first().map_or(1, |(_, v)| v.len() as u64);
+    let total = g
+        .unwrap_or(u64::MAX)
+        .saturating_mul(z)
+        .saturating_mul(u64::from(samples.unwrap_or(1)));
+    if total > MAX_POINTS {
+        return Err(err(
+            "grid x zip x random",
+            format!("{total} points are over the limit of {MAX_POINTS} points per sweep; {fix}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that a sweep's name is one plain path component: it names the results directory
+/// (`runs/<name>/`), which must stay under the output root.
+fn check_name(name: &str) -> Result<(), SweepError> {
+    use std::path::Component;
+    let mut parts = Path::new(name).components();
+    let plain = matches!((parts.next(), parts.next()), (Some(Component::Normal(_)), None));
+    if !plain || name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(err(
+            "name",
+            format!(
+                "{name:?} is not a plain directory name (the results go to runs/<name>/); \
+                 use letters, digits, '-' and '_', without '/', '\\' or a leading '.'"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn number_value(x: f64, suffix: &Option<String>, integer: bool) -> Value {
@@ -259,6 +322,10 @@ impl SweepSpec {
             let v: Value = serde_yaml_ng::from_str(v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
             set_path(&mut base, k, v);
         }
+        let name = if self.name.is_empty() { base_name } else { self.name.clone() };
+        if !name.is_empty() {
+            check_name(&name)?;
+        }
         let grid = axis_lists(&self.grid, "grid")?;
         let zip = axis_lists(&self.zip, "zip")?;
         if let Some((_, first)) = zip.first()
@@ -285,6 +352,13 @@ impl SweepSpec {
                 .map_err(|m| err("filter", format!("{s:?}: {m}")))
         })
         .collect::<Result<_, _>>()?;
+        check_size(&grid, &zip, self.random.as_ref().map(|r| r.samples))?;
+        let fingerprint = {
+            let random = self.random.as_ref().map(|r| (r.samples, r.seed, &r.axes));
+            let texts: Vec<&String> = filters.iter().map(|(t, _)| t).collect();
+            let text = serde_json::to_string(&(&name, &base, &self.grid, &self.zip, random, texts)).unwrap_or_default();
+            format!("{:016x}", fnv1a(text.as_bytes()))
+        };
 
         // Rows of each block.
         let mut grid_rows: Vec<Vec<(String, Value)>> = vec![Vec::new()];
@@ -333,9 +407,9 @@ impl SweepSpec {
             }
         }
 
-        let name = if self.name.is_empty() { base_name } else { self.name.clone() };
         let mut plan = Plan {
             name: name.clone(),
+            fingerprint,
             axes,
             points: Vec::new(),
             filtered: 0,
@@ -411,8 +485,29 @@ impl SweepSpec {
                 }
             }
         }
+        same_failure(&plan)?;
         Ok(plan)
     }
+}
+
+/// A spec-level error: every point is invalid, for one and the same reason (an axis or a filter
+/// over an unknown key, a base that is not a scenario). Nothing could run, so the spec is wrong.
+fn same_failure(plan: &Plan) -> Result<(), SweepError> {
+    let mut errors = plan.points.iter().map(|p| p.scenario.as_ref().err());
+    let Some(Some(first)) = errors.next() else { return Ok(()) };
+    if errors.all(|e| e == Some(first)) {
+        let n = plan.points.len();
+        let what = if n == 1 {
+            "the one point".to_string()
+        } else {
+            format!("all {n} points")
+        };
+        return Err(err(
+            "points",
+            format!("{what} fail for the same reason, so nothing can run: {first}; fix the base, the axis or the filter it names"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -480,5 +575,75 @@ mod tests {
         let spec = SweepSpec::from_yaml(&format!("{BASE}grid: {{ parallel.tp: [2, 2, 4] }}\n")).unwrap();
         let p = spec.expand(Path::new(".")).unwrap();
         assert_eq!((p.points.len(), p.duplicates), (2, 1));
+    }
+
+    fn expand_err(extra: &str) -> String {
+        SweepSpec::from_yaml(&format!("{BASE}{extra}"))
+            .unwrap()
+            .expand(Path::new("."))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn spec_level_failures_are_errors() {
+        // A filter that divides by zero fails on every point: an error, not an empty sweep.
+        let e = expand_err("grid: { parallel.tp: [1, 2] }\nfilter: 'parallel.tp / 0 < 1'\n");
+        assert!(e.contains("division by zero") && e.contains("all 2 points"), "{e}");
+        // A filter or an axis over an unknown key.
+        let e = expand_err("grid: { parallel.tp: [1, 2] }\nfilter: 'parallel.tpp > 1'\n");
+        assert!(e.contains("parallel.tpp"), "{e}");
+        let e = expand_err("grid: { parallel.tpp: [1, 2] }\n");
+        assert!(e.contains("tpp") && e.contains("same reason"), "{e}");
+        // 10,000 nested parentheses: a clear error, no stack overflow.
+        let deep = format!("{}1{}", "(".repeat(10_000), ")".repeat(10_000));
+        let e = expand_err(&format!("filter: '{deep} == 1'\n"));
+        assert!(e.contains("filter") && e.contains("too deeply nested"), "{e}");
+    }
+
+    #[test]
+    fn huge_sweeps_are_refused_before_they_are_built() {
+        let e = expand_err("random: { samples: 4294967295, axes: { seed: { int: [1, 9] } } }\n");
+        assert!(e.contains("random.samples") && e.contains(&MAX_POINTS.to_string()), "{e}");
+        // 10^10 points: ten axes of ten values.
+        let axes: Vec<String> = (0..10).map(|i| format!("k{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]")).collect();
+        let e = expand_err(&format!("grid: {{ {} }}\n", axes.join(", ")));
+        assert!(e.contains("grid") && e.contains("10000000000 points"), "{e}");
+        // Past u64: named too.
+        let axes: Vec<String> = (0..25).map(|i| format!("k{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]")).collect();
+        assert!(expand_err(&format!("grid: {{ {} }}\n", axes.join(", "))).contains("more than 2^64"));
+        // Each block small, the product large.
+        let e = expand_err(
+            "grid: { parallel.tp: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }\nrandom: { samples: 20000, axes: { seed: { int: [1, 9] } } }\n",
+        );
+        assert!(e.contains("grid x zip x random"), "{e}");
+    }
+
+    #[test]
+    fn names_stay_one_directory() {
+        for bad in ["../escape", "a/b", "..", "/abs", ".hidden", "a\\\\b"] {
+            let e = expand_err(&format!("name: '{bad}'\n"));
+            assert!(e.contains("name") && e.contains("plain directory name"), "{bad}: {e}");
+        }
+        let p = SweepSpec::from_yaml(&format!("{BASE}name: tp-sweep_1\n"))
+            .unwrap()
+            .expand(Path::new("."));
+        assert_eq!(p.unwrap().name, "tp-sweep_1");
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_spec() {
+        let fp = |extra: &str| {
+            SweepSpec::from_yaml(&format!("{BASE}{extra}"))
+                .unwrap()
+                .expand(Path::new("."))
+                .unwrap()
+                .fingerprint
+        };
+        let a = fp("grid: { parallel.tp: [1, 2] }\n");
+        assert_eq!(a, fp("grid: { parallel.tp: [1, 2] }  # a comment\n"));
+        assert_ne!(a, fp("grid: { parallel.tp: [1, 4] }\n"));
+        assert_ne!(a, fp("grid: { parallel.tp: [1, 2] }\nset: [seed=3]\n"));
+        assert_ne!(a, fp("grid: { parallel.tp: [1, 2] }\nfilter: 'parallel.tp > 0'\n"));
     }
 }

@@ -2,6 +2,11 @@
 //! its resolved scenario, committed as each experiment finishes. A sweep killed at any moment
 //! keeps every committed row (WAL journal); re-running it skips their keys, and `INSERT OR
 //! IGNORE` on the key makes a second copy of a row impossible.
+//!
+//! One writer at a time: an open [`Store`] holds an exclusive SQLite lock on `<out>/sweep.lock`
+//! (an OS file lock, so a killed sweep leaves no stale lock behind), and a second sweep on the
+//! same directory is refused. The spec's fingerprint is kept in the `meta` table: a different
+//! spec is refused unless it is claimed with `merge`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -12,9 +17,14 @@ use crate::{METRICS, Row, SweepError};
 
 pub const FILE: &str = "results.sqlite";
 
+/// The lock file of a results directory.
+pub const LOCK: &str = "sweep.lock";
+
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Holds an exclusive transaction on `<dir>/sweep.lock` while the store is open.
+    _lock: Connection,
 }
 
 fn db(e: rusqlite::Error, path: &Path) -> SweepError {
@@ -25,15 +35,31 @@ fn db(e: rusqlite::Error, path: &Path) -> SweepError {
 }
 
 impl Store {
-    /// Opens (creating it and its directory if needed) the results of the sweep in `dir`.
+    /// Opens (creating it and its directory if needed) the results of the sweep in `dir`, and
+    /// locks them for this store's life.
     ///
     /// # Errors
-    /// The directory cannot be created or the database cannot be opened.
+    /// [`SweepError::Locked`] while another store holds `dir`; the directory cannot be created
+    /// or the database cannot be opened.
     pub fn open(dir: &Path) -> Result<Store, SweepError> {
         std::fs::create_dir_all(dir).map_err(|e| SweepError::Store {
             path: dir.to_path_buf(),
             message: e.to_string(),
         })?;
+        let lock_path = dir.join(LOCK);
+        let lock = Connection::open(&lock_path).map_err(|e| db(e, &lock_path))?;
+        match lock.execute_batch("PRAGMA busy_timeout=0; BEGIN EXCLUSIVE;") {
+            Ok(()) => {}
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
+            {
+                return Err(SweepError::Locked {
+                    dir: dir.to_path_buf(),
+                    lock: lock_path,
+                });
+            }
+            Err(e) => return Err(db(e, &lock_path)),
+        }
         let path = dir.join(FILE);
         let conn = Connection::open(&path).map_err(|e| db(e, &path))?;
         let metrics: String = METRICS.iter().map(|m| format!(", {m} REAL")).collect();
@@ -44,7 +70,46 @@ impl Store {
              CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);"
         );
         conn.execute_batch(&sql).map_err(|e| db(e, &path))?;
-        Ok(Store { conn, path })
+        Ok(Store { conn, path, _lock: lock })
+    }
+
+    /// Records that this store holds the results of the spec with `fingerprint`
+    /// ([`crate::Plan::fingerprint`]). A store that holds another spec's results is refused,
+    /// unless `merge`: then the new fingerprint is recorded and the old one kept under `merged`.
+    /// A store from before fingerprints (rows, no fingerprint) takes the first one it is given.
+    ///
+    /// # Errors
+    /// [`SweepError::OtherSpec`], or a database error.
+    pub fn claim(&self, fingerprint: &str, merge: bool) -> Result<(), SweepError> {
+        let stored = self.meta("fingerprint")?;
+        match stored {
+            Some(old) if old == fingerprint => return Ok(()),
+            Some(old) if !merge => {
+                return Err(SweepError::OtherSpec {
+                    dir: self.path.parent().map(Path::to_path_buf).unwrap_or_default(),
+                    stored: old,
+                    this: fingerprint.to_string(),
+                });
+            }
+            Some(old) => {
+                let merged = self.meta("merged")?.map_or(old.clone(), |m| format!("{m},{old}"));
+                self.set_meta("merged", &merged)?;
+            }
+            None => {}
+        }
+        self.set_meta("fingerprint", fingerprint)
+    }
+
+    /// A `meta` value.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn meta(&self, k: &str) -> Result<Option<String>, SweepError> {
+        use rusqlite::OptionalExtension as _;
+        self.conn
+            .query_row("SELECT v FROM meta WHERE k = ?", params![k], |r| r.get(0))
+            .optional()
+            .map_err(|e| db(e, &self.path))
     }
 
     pub fn path(&self) -> &Path {
@@ -94,6 +159,10 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Sets a `meta` value.
+    ///
+    /// # Errors
+    /// A database error.
     pub fn set_meta(&self, k: &str, v: &str) -> Result<(), SweepError> {
         self.conn
             .execute("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)", params![k, v])

@@ -81,3 +81,43 @@ fn bundled_sweep_files_expand_to_valid_points() {
         }
     }
 }
+
+#[test]
+fn a_second_sweep_on_one_directory_is_refused_while_the_first_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Store::open(dir.path()).unwrap();
+    let e = Store::open(dir.path()).err().expect("a second store is refused");
+    assert!(matches!(e, llmsim_sweep::SweepError::Locked { .. }), "{e}");
+    assert!(e.to_string().contains("another sweep is writing"), "{e}");
+    drop(first);
+    // The lock goes with the store (and with its process, killed or not).
+    Store::open(dir.path()).unwrap();
+}
+
+#[test]
+fn a_different_spec_is_refused_unless_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = |extra: &str| {
+        let mut p = SweepSpec::from_yaml(&format!("{SPEC}{extra}"))
+            .unwrap()
+            .expand(Path::new("."))
+            .unwrap();
+        p.points.truncate(1);
+        p
+    };
+    let a = small("");
+    let b = small("filter: 'parallel.tp <= 2'\n");
+    assert_ne!(a.fingerprint, b.fingerprint);
+    let store = Store::open(dir.path()).unwrap();
+    run_plan(&a, &store, 1, &mut |_, _, _| {}).unwrap();
+    // The same spec again: resumed.
+    assert_eq!(run_plan(&a, &store, 1, &mut |_, _, _| {}).unwrap().skipped, 1);
+    let e = run_plan(&b, &store, 1, &mut |_, _, _| {}).unwrap_err();
+    assert!(matches!(e, llmsim_sweep::SweepError::OtherSpec { .. }), "{e}");
+    assert!(e.to_string().contains("--merge"), "{e}");
+    // Claimed with merge, it runs; the old fingerprint is kept.
+    store.claim(&b.fingerprint, true).unwrap();
+    run_plan(&b, &store, 1, &mut |_, _, _| {}).unwrap();
+    assert_eq!(store.meta("fingerprint").unwrap(), Some(b.fingerprint.clone()));
+    assert_eq!(store.meta("merged").unwrap(), Some(a.fingerprint.clone()));
+}

@@ -139,8 +139,23 @@ impl TopologyBuilder {
     /// routing rules rely on that order.
     ///
     /// # Errors
-    /// `TopoError::Invalid` if a host index is not below `num_hosts`, or a link has zero bandwidth.
+    /// `TopoError::Invalid` if a host index is not below `num_hosts`, `num_hosts` is over the
+    /// node count, a link's end is not a node, or a link has zero bandwidth.
     pub fn build(self, name: String, num_hosts: u32, scale_up: ScaleUp, routing: Routing, ecmp_seed: u64) -> Result<Topology, TopoError> {
+        let n = self.nodes.len();
+        if num_hosts as usize > n {
+            return Err(TopoError::invalid(
+                "hosts",
+                format!("num_hosts {num_hosts} is over the {n} nodes of the topology"),
+            ));
+        }
+        // Engines index per-node tables by link ends: every end must be a node.
+        if let Some(l) = self.links.iter().find(|l| l.src.idx() >= n || l.dst.idx() >= n) {
+            return Err(TopoError::invalid(
+                "links",
+                format!("link {} -> {} names a node outside 0..{n}; add the node first", l.src, l.dst),
+            ));
+        }
         if self.nodes.iter().take(num_hosts as usize).any(|k| *k != NodeKind::Host)
             || self.nodes.iter().skip(num_hosts as usize).any(|k| *k == NodeKind::Host)
         {
@@ -155,7 +170,6 @@ impl TopologyBuilder {
                 ),
             ));
         }
-        let n = self.nodes.len();
         let mut out_start = vec![0u32; n + 1];
         for l in &self.links {
             out_start[l.src.idx() + 1] += 1;

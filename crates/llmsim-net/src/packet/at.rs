@@ -3,7 +3,12 @@
 //!
 //! The engine indexes these tables only with ids it made itself: links of its topology, nodes,
 //! hosts, flows it added, packets of its slab. A table only grows, so an id that was in range
-//! stays in range for the engine's life. On the per-event paths the bounds checks, and the
+//! stays in range for the engine's life. No id from outside the crate reaches a table
+//! unchecked: every public entry point that takes an id (`Engine::flow_result`, `flow_done`,
+//! `flow_bytes_acked`, `ns3_id`, `ns3_ifindex`, ...) checks it against the table's length first
+//! and answers `None` (or an error) when it is out of range; a topology is checked when it is
+//! built (every link's ends are nodes of it). `Table` is crate-private, so that invariant is the
+//! crate's to keep, and this is the one module of the workspace allowed `unsafe` code. On the per-event paths the bounds checks, and the
 //! reloads of each table's length they force after every store, cost ~10% of an event's
 //! instructions and ~8% of its time (fat320 DCQCN, paired runs); so `table[id]` skips them in
 //! release builds. Debug builds, the test suite's, still check every access.
@@ -15,12 +20,10 @@ use std::ops::{Deref, DerefMut, Index, IndexMut};
 pub(crate) struct Table<T>(Vec<T>);
 
 impl<T> Table<T> {
-    /// A table of `v`'s elements.
-    ///
-    /// # Safety
-    /// Every later `table[i]` must have `i < table.len()`. The engine's tables are indexed only
-    /// with the ids it made (see the module doc), and only grow.
-    pub(crate) unsafe fn new(v: Vec<T>) -> Self {
+    /// A table of `v`'s elements. Every later `table[i]` in the crate must have
+    /// `i < table.len()` (see the module doc): ids the engine made, or ids checked against the
+    /// table's length at a public entry point.
+    pub(crate) fn new(v: Vec<T>) -> Self {
         Table(v)
     }
 
@@ -50,7 +53,8 @@ impl<T> Index<usize> for Table<T> {
     #[inline(always)]
     fn index(&self, i: usize) -> &T {
         debug_assert!(i < self.0.len(), "id {i} out of a table of {}", self.0.len());
-        // SAFETY: `Table::new`'s contract: every index is in range.
+        // SAFETY: the crate invariant of the module doc: `i` is an id the engine made, or one a
+        // public entry point checked, and tables never shrink, so `i < self.0.len()`.
         unsafe { self.0.get_unchecked(i) }
     }
 }
@@ -59,7 +63,7 @@ impl<T> IndexMut<usize> for Table<T> {
     #[inline(always)]
     fn index_mut(&mut self, i: usize) -> &mut T {
         debug_assert!(i < self.0.len(), "id {i} out of a table of {}", self.0.len());
-        // SAFETY: `Table::new`'s contract: every index is in range.
+        // SAFETY: as in `index`: `i < self.0.len()` by the crate invariant of the module doc.
         unsafe { self.0.get_unchecked_mut(i) }
     }
 }

@@ -560,8 +560,8 @@ impl Engine {
     /// (identity when `None`): it sets IPs, ECMP seeds and the order of next hops.
     ///
     /// # Errors
-    /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, or a
-    /// Wormhole knob is out of range.
+    /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, a
+    /// Wormhole knob is out of range, or `ns3_ids` does not give one id per node.
     pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, cfg: PacketConfig) -> Result<Engine, PacketError> {
         if cfg.wormhole.fast_forward {
             cfg.wormhole.validate().map_err(PacketError::Config)?;
@@ -569,6 +569,12 @@ impl Engine {
         let nl = topo.num_links();
         let nn = topo.num_nodes();
         let ns3_ids = ns3_ids.unwrap_or_else(|| (0..nn as u32).collect());
+        if ns3_ids.len() != nn {
+            return Err(PacketError::Config(format!(
+                "ns3_ids has {} ids for a topology of {nn} nodes; give one id per node",
+                ns3_ids.len()
+            )));
+        }
         let mut link_src = Vec::with_capacity(nl);
         let mut link_dst = Vec::with_capacity(nl);
         let mut link_rate = Vec::with_capacity(nl);
@@ -748,27 +754,25 @@ impl Engine {
             )));
         }
         let ack_bytes = cfg.ack_packet_bytes();
-        // SAFETY: the engine indexes these tables only with ids it made: links of `topo` (its
-        // validated routes, `link_rev`, NIC links), its nodes and hosts, flows from `add_flow`
-        // (packets carry those), packets from `alloc`; and `Table`s only grow.
-        let (link_rate, ports, rates, ingress, bufs, nics, flows, pkts, ints, ts) = unsafe {
-            (
-                Table::new(link_rate),
-                Table::new(ports),
-                Table::new(rates),
-                Table::new(ingress),
-                Table::new(bufs),
-                Table::new(nics),
-                // Room for `FLOW_RESERVE` flows up front: address space only (a page is touched
-                // when a flow first lands on it), where growing by doubling would copy the table
-                // and fault in twice its pages (flows are 64-byte aligned, which rules out an
-                // in-place reallocation).
-                Table::new(Vec::with_capacity(FLOW_RESERVE)),
-                Table::new(Vec::new()),
-                Table::new(Vec::new()),
-                Table::new(Vec::new()),
-            )
-        };
+        // Unchecked tables (`at.rs`): the engine indexes them only with ids it made: links of
+        // `topo` (its validated routes, `link_rev`, NIC links), its nodes and hosts, flows from
+        // `add_flow` (packets carry those), packets from `alloc`; and `Table`s only grow.
+        let (link_rate, ports, rates, ingress, bufs, nics, flows, pkts, ints, ts) = (
+            Table::new(link_rate),
+            Table::new(ports),
+            Table::new(rates),
+            Table::new(ingress),
+            Table::new(bufs),
+            Table::new(nics),
+            // Room for `FLOW_RESERVE` flows up front: address space only (a page is touched
+            // when a flow first lands on it), where growing by doubling would copy the table
+            // and fault in twice its pages (flows are 64-byte aligned, which rules out an
+            // in-place reallocation).
+            Table::new(Vec::with_capacity(FLOW_RESERVE)),
+            Table::new(Vec::new()),
+            Table::new(Vec::new()),
+            Table::new(Vec::new()),
+        );
         let mut e = Engine {
             rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
             ns3_streams: cfg.ns3_stream_base.map(|b| super::ns3rng::Ns3Streams::new(1, 1, b)),
@@ -894,9 +898,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Standalone FCT of a flow in ns (`third.cc` `qp_finish`): base RTT + wire bytes without INT
-    /// over the bottleneck.
-    pub fn standalone_fct_ns(&self, f: usize) -> u64 {
+    /// Standalone FCT of flow `f` in ns (`third.cc` `qp_finish`): base RTT + wire bytes without
+    /// INT over the bottleneck; `None` when the engine has no flow `f`.
+    pub fn standalone_fct_ns(&self, f: usize) -> Option<u64> {
+        (f < self.flows.len()).then(|| self.standalone_fct_of(f))
+    }
+
+    /// [`Self::standalone_fct_ns`] of a flow the engine made (`f < self.flows.len()`).
+    pub(crate) fn standalone_fct_of(&self, f: usize) -> u64 {
         let fl = &self.flows[f];
         let mut path = Vec::new();
         let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);
@@ -2041,21 +2050,22 @@ impl Engine {
         &self.pfc_log
     }
 
-    /// ns-3 id of a node.
-    pub fn ns3_id(&self, n: u32) -> u32 {
-        self.ns3_ids[n as usize]
+    /// ns-3 id of node `n`; `None` when the topology has no node `n`.
+    pub fn ns3_id(&self, n: u32) -> Option<u32> {
+        self.ns3_ids.get(n as usize).copied()
     }
 
-    /// ns-3 interface index (1-based) of a link at its source node.
-    pub fn ns3_ifindex(&self, link: u32) -> u32 {
-        let s = self.ports[link as usize].src;
+    /// ns-3 interface index (1-based) of a link at its source node; `None` when the topology
+    /// has no such link.
+    pub fn ns3_ifindex(&self, link: u32) -> Option<u32> {
+        let s = self.ports.get(link as usize)?.src;
         let ports = self.topo.ports(NodeId(s));
-        ports.iter().position(|l| l.0 == link).map_or(0, |i| i as u32 + 1)
+        Some(ports.iter().position(|l| l.0 == link).map_or(0, |i| i as u32 + 1))
     }
 
-    /// Number of ports of a node.
-    pub fn port_count(&self, n: u32) -> u16 {
-        self.port_count[n as usize]
+    /// Number of ports of node `n`; `None` when the topology has no node `n`.
+    pub fn port_count(&self, n: u32) -> Option<u16> {
+        self.port_count.get(n as usize).copied()
     }
 }
 

@@ -9,6 +9,8 @@
 //! - [`ns3`]: readers for ns-3's `config.txt`, topology and flow files, and its output formats.
 //! - [`PacketNetwork`]: the engine behind the [`crate::Network`] trait.
 
+// The one module allowed `unsafe` (the workspace denies it): unchecked per-id tables.
+#[allow(unsafe_code)]
 mod at;
 mod cc;
 pub mod config;
@@ -72,10 +74,12 @@ impl FlowResult {
 }
 
 impl Engine {
-    /// The result of flow `f` (finished or not: `finish` is zero while it runs).
-    pub fn flow_result(&self, f: u32) -> FlowResult {
-        let fl = &self.flows[f as usize];
-        FlowResult {
+    /// The result of flow `f` (finished or not: `finish` is zero while it runs); `None` when
+    /// the engine has no flow `f`.
+    pub fn flow_result(&self, f: u32) -> Option<FlowResult> {
+        let f = f as usize;
+        let fl = self.flows.get(f)?;
+        Some(FlowResult {
             tag: fl.tag,
             src: NodeId(fl.src),
             dst: NodeId(fl.dst),
@@ -84,16 +88,17 @@ impl Engine {
             finish: SimTime::from_ps(fl.finish),
             sport: fl.sport,
             dport: fl.dport,
-            standalone_fct_ns: self.standalone_fct_ns(f as usize),
-        }
+            standalone_fct_ns: self.standalone_fct_of(f),
+        })
     }
 
     pub fn num_flows(&self) -> usize {
         self.flows.len()
     }
 
-    pub fn flow_done(&self, f: u32) -> bool {
-        self.flows[f as usize].done
+    /// Whether flow `f` has finished; `None` when the engine has no flow `f`.
+    pub fn flow_done(&self, f: u32) -> Option<bool> {
+        self.flows.get(f as usize).map(|fl| fl.done)
     }
 
     /// Per egress port with traffic: (link, p50, p99, max queued bytes), from the queue length

@@ -596,15 +596,18 @@ impl Ns3Experiment {
 
 /// `fct.txt` as ns-3 writes it: one line per finished flow, in completion order:
 /// `sip dip sport dport size start_ns fct_ns standalone_fct_ns`.
-pub fn fct_text(e: &Engine, order: &[u32]) -> String {
+///
+/// # Errors
+/// `PacketError::Flow` when `order` names a flow the engine does not have.
+pub fn fct_text(e: &Engine, order: &[u32]) -> Result<String, PacketError> {
     let mut s = String::with_capacity(order.len() * 72);
     for &f in order {
-        let r = e.flow_result(f);
+        let r = result_of(e, f)?;
         let _ = writeln!(
             s,
             "{:08x} {:08x} {} {} {} {} {} {}",
-            ns3_ip(e.ns3_id(r.src.0)),
-            ns3_ip(e.ns3_id(r.dst.0)),
+            ns3_ip(e.ns3_ids[r.src.idx()]),
+            ns3_ip(e.ns3_ids[r.dst.idx()]),
             r.sport,
             r.dport,
             r.size,
@@ -613,7 +616,18 @@ pub fn fct_text(e: &Engine, order: &[u32]) -> String {
             r.standalone_fct_ns
         );
     }
-    s
+    Ok(s)
+}
+
+/// The result of flow `f`, or an error naming it.
+fn result_of(e: &Engine, f: u32) -> Result<FlowResult, PacketError> {
+    e.flow_result(f).ok_or_else(|| {
+        PacketError::Flow(format!(
+            "flow id {f} is out of range: the engine has {} flows (ids 0..{})",
+            e.num_flows(),
+            e.num_flows()
+        ))
+    })
 }
 
 /// `pfc.txt` as ns-3 writes it: `time_ns node nodetype ifindex type` (1 pause, 0 resume),
@@ -626,9 +640,9 @@ pub fn pfc_text(e: &Engine) -> String {
             s,
             "{} {} {} {} {}",
             p.time.as_ps() / 1000,
-            e.ns3_id(p.node.0),
+            e.ns3_ids[p.node.idx()],
             kind,
-            e.ns3_ifindex(p.link),
+            e.ns3_ifindex(p.link).unwrap_or(0),
             u32::from(p.pause)
         );
     }
@@ -659,8 +673,11 @@ pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, Pa
 }
 
 /// Results of finished flows, in completion order.
-pub fn finished(e: &Engine, order: &[u32]) -> Vec<FlowResult> {
-    order.iter().map(|&f| e.flow_result(f)).collect()
+///
+/// # Errors
+/// `PacketError::Flow` when `order` names a flow the engine does not have.
+pub fn finished(e: &Engine, order: &[u32]) -> Result<Vec<FlowResult>, PacketError> {
+    order.iter().map(|&f| result_of(e, f)).collect()
 }
 
 /// Each flow's data path as ns-3 node ids (for debugging ECMP).
@@ -670,8 +687,8 @@ pub fn flow_paths(e: &Engine) -> Vec<Vec<u32>> {
             let fl = &e.flows[f];
             let mut p = Vec::new();
             let _ = e.route_path(fl.src, fl.dst, f as u32, &mut p);
-            let mut nodes = vec![e.ns3_id(fl.src)];
-            nodes.extend(p.iter().map(|&l| e.ns3_id(e.ports[l as usize].dst)));
+            let mut nodes = vec![e.ns3_ids[fl.src as usize]];
+            nodes.extend(p.iter().map(|&l| e.ns3_ids[e.ports[l as usize].dst as usize]));
             nodes
         })
         .collect()

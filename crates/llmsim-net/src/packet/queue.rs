@@ -197,10 +197,11 @@ pub(crate) struct EvQueue {
 impl Default for EvQueue {
     fn default() -> Self {
         EvQueue {
-            // SAFETY: both are indexed only with chunk numbers `grow` returned (it pushes to
-            // both), kept in `head`, `tail`, `next` and `free`; neither table shrinks.
-            chunks: unsafe { Table::new(Vec::new()) },
-            next: unsafe { Table::new(Vec::new()) },
+            // Unchecked tables (`at.rs`): both are indexed only with chunk numbers `grow`
+            // returned (it pushes to both), kept in `head`, `tail`, `next` and `free`; neither
+            // table shrinks.
+            chunks: Table::new(Vec::new()),
+            next: Table::new(Vec::new()),
             free: EMPTY,
             head: Box::new([0; SLOTS]),
             tail: Box::new([EMPTY; SLOTS]),

@@ -478,9 +478,9 @@ impl Engine {
         self.ww.as_ref().map_or(&[], |w| &w.log)
     }
 
-    /// Payload bytes of flow `f` acknowledged so far.
-    pub fn flow_bytes_acked(&self, f: u32) -> u64 {
-        self.flows[f as usize].snd_una
+    /// Payload bytes of flow `f` acknowledged so far; `None` when the engine has no flow `f`.
+    pub fn flow_bytes_acked(&self, f: u32) -> Option<u64> {
+        self.flows.get(f as usize).map(|fl| fl.snd_una)
     }
 
     /// Fast-forward statistics (`None` when fast-forwarding is off).
