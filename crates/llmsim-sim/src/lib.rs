@@ -68,9 +68,11 @@ pub enum SimError {
     Compute(#[from] llmsim_compute::ComputeError),
     /// A calibration file the scenario names (`compute.efficiency`, `compute.database`).
     /// (The error is printed in the message, not chained as a source, so it appears once.)
-    #[error("{field}: {error}")]
+    #[error("{field}: {file}{error}")]
     ComputeFile {
         field: &'static str,
+        /// `path: ` where the error does not name its file itself, else empty.
+        file: String,
         error: llmsim_compute::ComputeError,
     },
     #[error("cluster.topology: {0}")]
@@ -484,6 +486,7 @@ pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel
         })?;
         let eff = Efficiencies::from_csv_str(&text).map_err(|error| SimError::ComputeFile {
             field: "compute.efficiency",
+            file: format!("{}: ", p.display()),
             error,
         })?;
         cm = cm.with_efficiencies(eff);
@@ -491,6 +494,7 @@ pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel
     if let Some(p) = &s.compute.database {
         let db = OpDatabase::load(s.base_dir.join(p)).map_err(|error| SimError::ComputeFile {
             field: "compute.database",
+            file: String::new(),
             error,
         })?;
         cm = cm.with_database(db);

@@ -35,3 +35,57 @@ fn every_listed_real_configuration_fits_in_memory() {
         }
     }
 }
+
+/// TP communication overlap (userbuffers) sits between fully exposed TP communication and free
+/// communication, and errors name the field when it cannot apply.
+#[test]
+fn tp_comm_overlap_is_between_exposed_and_free_communication() {
+    use llmsim_sim::{RunOptions, simulate};
+    let yaml = "
+model: { preset: gpt3-13b, num_hidden_layers: 4 }
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 8 }
+parallel: { tp: 8, pp: 1, sequence_parallel: true }
+cluster: { gpu: H100, gpus: 8, gpus_per_node: 8, topology: { kind: flat } }
+network: { backend: analytical }
+output: { flows: false }
+";
+    let run = |sets: &[&str], ideal: bool| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let s = Scenario::from_yaml(yaml, &sets, Path::new(".")).unwrap();
+        let opts = RunOptions {
+            ideal_comm: ideal,
+            ..RunOptions::default()
+        };
+        simulate(&s, &opts, &mut |_, _| {}).unwrap().report.iteration_time_s
+    };
+    let exposed = run(&[], false);
+    let overlapped = run(&["parallel.tp_comm_overlap=true"], false);
+    let free = run(&[], true);
+    assert!(
+        free < overlapped && overlapped < exposed,
+        "free {free} overlapped {overlapped} exposed {exposed}"
+    );
+    // Without sequence parallelism, or over more than one server, it is an error naming the key.
+    let s = Scenario::from_yaml(
+        yaml,
+        &["parallel.tp_comm_overlap=true".into(), "parallel.sequence_parallel=false".into()],
+        Path::new("."),
+    )
+    .unwrap();
+    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+        .err()
+        .expect("rejected")
+        .to_string();
+    assert!(e.contains("parallel.tp_comm_overlap"), "{e}");
+    let s = Scenario::from_yaml(
+        yaml,
+        &["parallel.tp_comm_overlap=true".into(), "cluster.gpus_per_node=4".into()],
+        Path::new("."),
+    )
+    .unwrap();
+    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+        .err()
+        .expect("rejected")
+        .to_string();
+    assert!(e.contains("parallel.tp_comm_overlap"), "{e}");
+}
