@@ -29,6 +29,16 @@ pub enum Backend {
     Flow,
 }
 
+impl std::fmt::Display for Backend {
+    /// The spelling the `--backend` flag takes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Analytical => "analytical",
+            Backend::Flow => "flow",
+        })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AlgoArg {
     /// NCCL's own choice from its tuning model.
@@ -256,7 +266,7 @@ pub fn render(o: &CollectiveOutcome) -> String {
     let t = &o.topo;
     let _ = writeln!(
         s,
-        "llmsim collective: {} of {} on {} GPUs ({} servers x {} GPUs), topology {}, backend {:?}",
+        "llmsim collective: {} of {} on {} GPUs ({} servers x {} GPUs), topology {}, backend {}",
         o.op,
         o.bytes,
         o.ranks,

@@ -164,7 +164,10 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     let model = spec.resolve(&s.base_dir)?;
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
     let mem = memory::footprint(&model, &s.training, &parallel);
-    memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
+    if mem.total > gpu.memory_bytes {
+        // The suggestion names the first single change to this plan that fits.
+        memory::check_config_fits(&model, &s.training, &parallel, gpu.memory_bytes, gpu.name)?;
+    }
     Ok(Resolved {
         model,
         training: s.training.clone(),

@@ -293,8 +293,19 @@ fn gib(b: u64) -> f64 {
 }
 
 fn generic_suggestion(f: &MemoryFootprint) -> &'static str {
+    generic_suggestion_for(f, None)
+}
+
+/// The generic suggestion, leaving out what the plan `p` already does.
+fn generic_suggestion_for(f: &MemoryFootprint, p: Option<&ParallelConfig>) -> &'static str {
     if f.parameters + f.gradients + f.optimizer_states >= f.activations {
-        "model states dominate: set parallel.use_distributed_optimizer: true (or zero_stage: 2/3), or raise parallel.tp / parallel.pp"
+        match p.map(|p| (p.use_distributed_optimizer || p.zero_stage >= 1, p.zero_stage)) {
+            Some((true, z)) if z >= 3 => "model states dominate: raise parallel.tp / parallel.pp",
+            Some((true, _)) => "model states dominate: set parallel.zero_stage: 2 or 3, or raise parallel.tp / parallel.pp",
+            _ => {
+                "model states dominate: set parallel.use_distributed_optimizer: true (or zero_stage: 2/3), or raise parallel.tp / parallel.pp"
+            }
+        }
     } else {
         "activations dominate: set training.recompute: selective or full, lower training.micro_batch_size, or raise parallel.tp (with sequence_parallel: true) / parallel.pp"
     }
@@ -413,7 +424,10 @@ pub fn check_config_fits(
     }
     let suggestion = match found {
         Some(s) => s,
-        None => format!("suggestion: no single change fits; {}, combined", generic_suggestion(&f)),
+        None => format!(
+            "suggestion: no single change fits; {}, combined",
+            generic_suggestion_for(&f, Some(p))
+        ),
     };
     Err(WorkloadError::OutOfMemory {
         gpu,

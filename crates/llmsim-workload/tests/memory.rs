@@ -182,3 +182,18 @@ fn pipeline_in_flight_micro_batches() {
     let p = plan(&m, &t1, 4, "{ pp: 4 }");
     assert!(footprint(&m, &t1, &p).activations < a1 / 3);
 }
+
+/// The suggestion never asks for what the plan already does (issue 35: "set
+/// use_distributed_optimizer: true" when it was set).
+#[test]
+fn suggestion_leaves_out_what_the_plan_already_does() {
+    let m = preset("gpt3-175b").unwrap();
+    let t = TrainingConfig {
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let p = plan(&m, &t, 16, "tp: 8\nuse_distributed_optimizer: true\n");
+    let e = check_config_fits(&m, &t, &p, GB80, "H100").unwrap_err().to_string();
+    assert!(e.contains("suggestion"), "{e}");
+    assert!(!e.contains("use_distributed_optimizer: true"), "{e}");
+}
