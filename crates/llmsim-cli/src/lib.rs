@@ -79,6 +79,69 @@ pub(crate) fn progress_bar(template: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// Progress of a long command: an indicatif bar when stderr is a terminal; otherwise (piped,
+/// logged, under a scheduler) a plain line on stderr every few seconds, so a long run is never
+/// silent. Short runs print nothing. `LLMSIM_PROGRESS_INTERVAL_S` sets the interval of the plain
+/// lines (default 5 s).
+pub(crate) struct Progress {
+    bar: indicatif::ProgressBar,
+    plain: Option<PlainProgress>,
+}
+
+struct PlainProgress {
+    what: &'static str,
+    unit: &'static str,
+    start: std::time::Instant,
+    last: std::cell::Cell<std::time::Instant>,
+    interval: std::time::Duration,
+}
+
+impl Progress {
+    /// `what` names the work ("simulating"), `unit` what is counted ("nodes").
+    pub(crate) fn new(template: &str, what: &'static str, unit: &'static str) -> Progress {
+        use std::io::IsTerminal;
+        let bar = progress_bar(template);
+        let plain = (!std::io::stderr().is_terminal()).then(|| {
+            let secs = std::env::var("LLMSIM_PROGRESS_INTERVAL_S")
+                .ok()
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .unwrap_or(5.0);
+            let now = std::time::Instant::now();
+            PlainProgress {
+                what,
+                unit,
+                start: now,
+                last: std::cell::Cell::new(now),
+                interval: std::time::Duration::from_secs_f64(secs),
+            }
+        });
+        Progress { bar, plain }
+    }
+
+    pub(crate) fn update(&self, done: u64, total: u64) {
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+        if let Some(p) = &self.plain {
+            let now = std::time::Instant::now();
+            if now.duration_since(p.last.get()) >= p.interval {
+                p.last.set(now);
+                let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 0.0 };
+                eprintln!(
+                    "llmsim: {} {done}/{total} {} ({pct:.0}%), {:.0} s elapsed",
+                    p.what,
+                    p.unit,
+                    now.duration_since(p.start).as_secs_f64()
+                );
+            }
+        }
+    }
+
+    pub(crate) fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 /// A failed write to stdout, as the commands' error.
 pub(crate) fn stdout_error(e: std::io::Error) -> anyhow::Error {
     anyhow::Error::new(e).context("writing to stdout")

@@ -175,14 +175,15 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
         }
     }
     let load_s = t0.elapsed().as_secs_f64();
-    let bar = crate::progress_bar("{spinner} simulating [{bar:40}] {pos}/{len} flows done ({eta})");
+    let bar = crate::Progress::new(
+        "{spinner} simulating [{bar:40}] {pos}/{len} flows done ({eta})",
+        "simulating",
+        "flows done",
+    );
     let t1 = Instant::now();
-    x.run_with_progress(llmsim_core::SimTime::from_us(10), |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    });
+    x.run_with_progress(llmsim_core::SimTime::from_us(10), |done, total| bar.update(done, total));
     let sim_s = t1.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    bar.finish();
     let memo_db_bytes = match (&a.ff_memo_db, x.engine.memo_db()) {
         (Some(p), Some(db)) => Some(db.save(p)?),
         _ => None,

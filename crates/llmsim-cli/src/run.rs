@@ -69,11 +69,12 @@ pub fn run(a: &RunArgs) -> Result<()> {
     } else {
         Scenario::load(&a.scenario, &sets)?
     };
-    let bar = crate::progress_bar("{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})");
-    let mut progress = |done: u64, total: u64| {
-        bar.set_length(total);
-        bar.set_position(done);
-    };
+    let bar = crate::Progress::new(
+        "{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})",
+        "simulating",
+        "program nodes",
+    );
+    let mut progress = |done: u64, total: u64| bar.update(done, total);
     let ro = RunOptions {
         ideal_comm: a.ideal_comm,
         no_fold: a.no_fold,
@@ -85,7 +86,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         }
         None => llmsim_sim::simulate(&sc, &ro, &mut progress),
     };
-    bar.finish_and_clear();
+    bar.finish();
     let o = o?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&o.report)?);

@@ -76,13 +76,14 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&plan.name));
     let store = Store::open(&out)?;
     store.claim(&plan.fingerprint, a.merge)?;
-    let bar = crate::progress_bar("{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})");
-    let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| {
-        bar.set_length(todo as u64);
-        bar.set_position(done as u64);
-    };
+    let bar = crate::Progress::new(
+        "{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})",
+        "sweep",
+        "experiments",
+    );
+    let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| bar.update(done as u64, todo as u64);
     let s = llmsim_sweep::run_plan(&plan, &store, a.jobs.unwrap_or(0), &mut on_row);
-    bar.finish_and_clear();
+    bar.finish();
     let s = s?;
     outln!(
         "ran {} ({} ok, {} failed), {} already done; {:.2} s wall, {:.1} experiments/s",
