@@ -50,101 +50,46 @@ pub struct Tile {
 /// to the largest tile, with `I0` = 16 elements: a 128×128 tile then runs at 0.94 of a 128×256 one
 /// and a 64×64 tile at 0.75 (see `bench/kernels.md` for the check against published GEMM tables).
 pub fn tiles(arch: GpuArch) -> &'static [Tile] {
-    const fn rel(m: u64, n: u64, best: f64) -> f64 {
-        let i = (m * n) as f64 / (m + n) as f64;
-        (i / (i + I0)) / (best / (best + I0))
-    }
     const I0: f64 = 16.0;
-    // Intensity of the largest tile of each set.
-    const B85: f64 = 128.0 * 256.0 / 384.0;
-    const B128: f64 = 256.0 * 256.0 / 512.0;
+    /// `I/(I+I0)` of an `m × n` tile.
+    const fn rate(m: u64, n: u64) -> f64 {
+        let i = (m * n) as f64 / (m + n) as f64;
+        i / (i + I0)
+    }
+    /// A tile, its rate relative to the set's largest tile `best`.
+    const fn tile(m: u64, n: u64, best: (u64, u64)) -> Tile {
+        Tile {
+            m,
+            n,
+            rel: rate(m, n) / rate(best.0, best.1),
+        }
+    }
+    const A: (u64, u64) = (256, 128);
     static AMPERE: [Tile; 5] = [
-        Tile {
-            m: 256,
-            n: 128,
-            rel: rel(256, 128, B85),
-        },
-        Tile {
-            m: 128,
-            n: 256,
-            rel: rel(128, 256, B85),
-        },
-        Tile {
-            m: 128,
-            n: 128,
-            rel: rel(128, 128, B85),
-        },
-        Tile {
-            m: 128,
-            n: 64,
-            rel: rel(128, 64, B85),
-        },
-        Tile {
-            m: 64,
-            n: 64,
-            rel: rel(64, 64, B85),
-        },
+        tile(256, 128, A),
+        tile(128, 256, A),
+        tile(128, 128, A),
+        tile(128, 64, A),
+        tile(64, 64, A),
     ];
+    const H: (u64, u64) = (128, 256);
     static HOPPER: [Tile; 6] = [
-        Tile {
-            m: 128,
-            n: 256,
-            rel: rel(128, 256, B85),
-        },
-        Tile {
-            m: 256,
-            n: 128,
-            rel: rel(256, 128, B85),
-        },
-        Tile {
-            m: 128,
-            n: 128,
-            rel: rel(128, 128, B85),
-        },
-        Tile {
-            m: 64,
-            n: 256,
-            rel: rel(64, 256, B85),
-        },
-        Tile {
-            m: 128,
-            n: 64,
-            rel: rel(128, 64, B85),
-        },
-        Tile {
-            m: 64,
-            n: 128,
-            rel: rel(64, 128, B85),
-        },
+        tile(128, 256, H),
+        tile(256, 128, H),
+        tile(128, 128, H),
+        tile(64, 256, H),
+        tile(128, 64, H),
+        tile(64, 128, H),
     ];
     // Blackwell's 2-SM MMA works on 256-row tiles across an SM pair: a 256×256 pair tile is a
     // 128×256 tile per SM.
+    const B: (u64, u64) = (256, 256);
     static BLACKWELL: [Tile; 5] = [
-        Tile {
-            m: 256,
-            n: 256,
-            rel: rel(256, 256, B128),
-        },
-        Tile {
-            m: 128,
-            n: 256,
-            rel: rel(128, 256, B128),
-        },
-        Tile {
-            m: 256,
-            n: 128,
-            rel: rel(256, 128, B128),
-        },
-        Tile {
-            m: 128,
-            n: 128,
-            rel: rel(128, 128, B128),
-        },
-        Tile {
-            m: 128,
-            n: 64,
-            rel: rel(128, 64, B128),
-        },
+        tile(256, 256, B),
+        tile(128, 256, B),
+        tile(256, 128, B),
+        tile(128, 128, B),
+        tile(128, 64, B),
     ];
     match arch {
         GpuArch::Ampere => &AMPERE,

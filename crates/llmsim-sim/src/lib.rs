@@ -335,10 +335,7 @@ fn run_workload(
         });
     }
     // Topology.
-    let nvlink = match s.cluster.nvlink_bandwidth {
-        Some(b) => b,
-        None => gpu.nvlink_bandwidth,
-    };
+    let nvlink = nvlink_of(s, gpu);
     let scale_up = ScaleUp {
         gpus_per_server: s.cluster.gpus_per_node,
         bandwidth: nvlink,
@@ -347,7 +344,7 @@ fn run_workload(
     let topo = shared.topology(&(&s.cluster.topology, info.gpus, scale_up, s.seed), || {
         s.cluster.topology.build(info.gpus, scale_up, s.seed).map_err(SimError::from)
     })?;
-    let su = ScaleUpModel::from_nvlink(gpu.name, nvlink, s.cluster.gpus_per_node);
+    let su = scale_up_model(s, gpu);
     let proto: Option<Proto> = match &s.collectives.proto {
         Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
             field: "collectives.proto".into(),
@@ -686,8 +683,9 @@ fn time_segments(
         let mut total = SimTime::ZERO;
         let mut row = Vec::with_capacity(seg.ops.len());
         for op in &seg.ops {
-            let mut ot = op.query(t.dtype).map(|q| cm.time(&q));
-            if let (Some(o), Some(ov), Some(ub), Some(q)) = (ot.as_mut(), op.overlap, ub, op.query(t.dtype)) {
+            let q = op.query(t.dtype);
+            let mut ot = q.as_ref().map(|q| cm.time(q));
+            if let (Some(o), Some(ov), Some(ub), Some(q)) = (ot.as_mut(), op.overlap, ub, q) {
                 let comm = if ub.ideal {
                     SimTime::ZERO
                 } else {
@@ -725,6 +723,17 @@ fn time_segments(
     (times, per_op)
 }
 
+/// The scenario's NVLink bandwidth per GPU and direction: `cluster.nvlink_bandwidth`, else the
+/// GPU's.
+fn nvlink_of(s: &Scenario, gpu: &GpuSpec) -> Bandwidth {
+    s.cluster.nvlink_bandwidth.unwrap_or(gpu.nvlink_bandwidth)
+}
+
+/// The alpha-beta model of collectives inside a server, for the scenario's GPU and NVLink.
+fn scale_up_model(s: &Scenario, gpu: &GpuSpec) -> ScaleUpModel {
+    ScaleUpModel::from_nvlink(gpu.name, nvlink_of(s, gpu), s.cluster.gpus_per_node)
+}
+
 /// The TP-overlap timer of a transformer scenario, when `parallel.tp_comm_overlap` is on.
 ///
 /// # Errors
@@ -742,9 +751,8 @@ fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, ideal: bool
             ),
         });
     }
-    let nvlink = s.cluster.nvlink_bandwidth.unwrap_or(gpu.nvlink_bandwidth);
     Ok(Some(TpOverlapTimer {
-        scale_up: ScaleUpModel::from_nvlink(gpu.name, nvlink, s.cluster.gpus_per_node),
+        scale_up: scale_up_model(s, gpu),
         tp: p.tp as u32,
         sms: gpu.sm_count,
         ideal,

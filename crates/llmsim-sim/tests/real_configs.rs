@@ -66,26 +66,13 @@ output: { flows: false }
         "free {free} overlapped {overlapped} exposed {exposed}"
     );
     // Without sequence parallelism, or over more than one server, it is an error naming the key.
-    let s = Scenario::from_yaml(
-        yaml,
-        &["parallel.tp_comm_overlap=true".into(), "parallel.sequence_parallel=false".into()],
-        Path::new("."),
-    )
-    .unwrap();
-    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
-        .err()
-        .expect("rejected")
-        .to_string();
-    assert!(e.contains("parallel.tp_comm_overlap"), "{e}");
-    let s = Scenario::from_yaml(
-        yaml,
-        &["parallel.tp_comm_overlap=true".into(), "cluster.gpus_per_node=4".into()],
-        Path::new("."),
-    )
-    .unwrap();
-    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
-        .err()
-        .expect("rejected")
-        .to_string();
-    assert!(e.contains("parallel.tp_comm_overlap"), "{e}");
+    for bad in ["parallel.sequence_parallel=false", "cluster.gpus_per_node=4"] {
+        let sets = ["parallel.tp_comm_overlap=true".to_string(), bad.to_string()];
+        let s = Scenario::from_yaml(yaml, &sets, Path::new(".")).unwrap();
+        let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+            .err()
+            .expect("rejected")
+            .to_string();
+        assert!(e.contains("parallel.tp_comm_overlap"), "{bad}: {e}");
+    }
 }

@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
 use crate::error::WorkloadError;
 use crate::model::{LayerKind, ModelConfig};
-use crate::ops::{layers_of_chunk, padded_vocab, stage_layers, stage_param_split};
+use crate::ops::{layers_of_chunk, padded_vocab, stage_layers, stage_param_split, stage_vocab_params};
 
 /// Fixed per-GPU overhead outside PyTorch's tensors: CUDA context and kernels (~0.5 GiB), cuBLAS
 /// workspaces, NCCL communicator buffers (a few hundred MiB across the TP/DP/PP/EP communicators).
@@ -215,9 +215,7 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     // after the first, row-wise for forward and column-wise (transposed) for the input gradient on
     // Hopper: 2 more bytes per weight (the embedding and norms are not TE linear layers).
     let fp8_cache = if t.dtype == DType::Fp8 {
-        let emb = padded_vocab(m, tp) * m.hidden_size / tp;
-        let emb_here = u64::from(stage == 0) + u64::from(stage == pp - 1 && (!m.tie_word_embeddings || pp > 1));
-        2 * params.total().saturating_sub(emb_here * emb)
+        2 * params.total().saturating_sub(stage_vocab_params(m, p, stage))
     } else {
         0
     };
@@ -266,9 +264,9 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         // One layer's full activations, live while it is recomputed.
         activations += layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).max().unwrap_or(0);
     }
-    let held = in_flight_units(t, p, stage);
     if stage == 0 && t.dropout_on(m) {
         // Embedding dropout mask per in-flight micro-batch.
+        let held = in_flight_units(t, p, stage);
         activations += held.min(p.micro_batches(t)) * if sp { sbh / tp } else { sbh };
     }
     if stage == pp - 1 {

@@ -1252,7 +1252,6 @@ pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StagePar
 
 /// [`stage_params`], split into dense and expert parameters.
 pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> StageParams {
-    let tp = p.tp.max(1);
     let pp = p.pp.max(1);
     let mut s = StageParams::default();
     for l in stage_layers(m, p, stage) {
@@ -1260,19 +1259,24 @@ pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Sta
         s.dense += lp.dense;
         s.expert += lp.expert;
     }
-    let emb = padded_vocab(m, tp) * m.hidden_size / tp;
-    if stage == 0 {
-        s.dense += emb;
-    }
+    s.dense += stage_vocab_params(m, p, stage);
     if stage == pp - 1 {
+        // The final norm.
         s.dense += m.hidden_size;
-        // Untied: the output layer. Tied with pp > 1: Megatron keeps a copy of the embedding on the
-        // last stage (kept in sync by an embedding-group all-reduce of its gradient).
-        if !m.tie_word_embeddings || pp > 1 {
-            s.dense += emb;
-        }
     }
     s
+}
+
+/// Vocabulary-sized parameters one TP rank of `stage` holds: the (vocab-padded) embedding on
+/// stage 0, and on the last stage the output layer when untied, or when tied with pp > 1 the copy
+/// of the embedding Megatron keeps there (kept in sync by an embedding-group all-reduce of its
+/// gradient).
+pub fn stage_vocab_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
+    let tp = p.tp.max(1);
+    let pp = p.pp.max(1);
+    let emb = padded_vocab(m, tp) * m.hidden_size / tp;
+    let copies = u64::from(stage == 0) + u64::from(stage == pp - 1 && (!m.tie_word_embeddings || pp > 1));
+    copies * emb
 }
 
 /// Parameters held by one TP rank of pipeline stage `stage`: its layers (routed experts divided by
