@@ -76,3 +76,14 @@ output: { flows: false }
         assert!(e.contains("parallel.tp_comm_overlap"), "{bad}: {e}");
     }
 }
+
+/// The known gap, real-llama3-405b-8k, is rejected with a single change that fits (its uneven
+/// layout comes from options, so the suggestions can re-resolve it).
+#[test]
+fn the_rejected_llama3_row_gets_a_change_that_fits() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
+    let s = Scenario::load(&root.join("real-llama3-405b-8k.yaml"), &[]).expect("scenario loads");
+    let e = resolve(&s).err().expect("out of memory").to_string();
+    assert!(e.contains("suggestion: training.recompute"), "{e}");
+    assert!(!e.contains("no single change fits"), "{e}");
+}

@@ -212,6 +212,11 @@ pub struct ParallelConfig {
     /// `--tp-comm-overlap`, Transformer Engine userbuffers): needs sequence parallelism and a TP
     /// group inside one server. Default false.
     pub tp_comm_overlap: bool,
+    /// Set by [`ParallelConfig::resolve`] when it derived `pipeline_layers` from the options above
+    /// (not read from a scenario): resolving again (another GPU count, another pp) derives them
+    /// anew instead of taking them for a layout the user gave.
+    #[serde(skip)]
+    pub pipeline_layers_derived: bool,
 }
 
 impl Default for ParallelConfig {
@@ -237,6 +242,7 @@ impl Default for ParallelConfig {
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
             tp_comm_overlap: false,
+            pipeline_layers_derived: false,
         }
     }
 }
@@ -248,7 +254,7 @@ fn pipeline_layout(p: &ParallelConfig, layers: u64) -> Result<Option<Vec<u64>>, 
     let n = pp * vpp;
     let uneven_opts = p.first_stage_layers > 0 || p.last_stage_layers > 0;
     let account = p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
-    if !p.pipeline_layers.is_empty() {
+    if !p.pipeline_layers.is_empty() && !p.pipeline_layers_derived {
         if uneven_opts || account {
             return Err(WorkloadError::invalid(
                 "parallel.pipeline_layers",
@@ -543,6 +549,11 @@ impl ParallelConfig {
         }
         let layers = model.num_hidden_layers;
         if let Some(v) = pipeline_layout(&p, layers)? {
+            // Derived exactly when an uneven option asked for it (a given layout is kept as is).
+            p.pipeline_layers_derived = p.first_stage_layers > 0
+                || p.last_stage_layers > 0
+                || p.account_for_embedding_in_pipeline_split
+                || p.account_for_loss_in_pipeline_split;
             p.pipeline_layers = v;
         } else if !layers.is_multiple_of(p.pp * p.vpp) {
             let (field, msg) = if p.vpp > 1 {

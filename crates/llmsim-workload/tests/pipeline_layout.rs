@@ -132,3 +132,37 @@ fn bad_layouts_name_the_field() {
     .unwrap_err();
     assert!(e.contains("cannot be combined"), "{e}");
 }
+
+/// A plan resolved from uneven-stage options resolves again (to another pp, as the out-of-memory
+/// suggestions do) from the options, not as if its derived layout had been given by the user.
+#[test]
+fn layouts_from_options_resolve_again() {
+    let p = resolve(
+        ParallelConfig {
+            pp: 16,
+            vpp: 8,
+            account_for_embedding_in_pipeline_split: true,
+            account_for_loss_in_pipeline_split: true,
+            ..ParallelConfig::default()
+        },
+        126,
+    )
+    .unwrap();
+    let again = resolve(p.clone(), 126).unwrap();
+    assert_eq!(again.pipeline_layers, p.pipeline_layers);
+    let half = resolve(ParallelConfig { pp: 8, dp: 0, ..p }, 126).unwrap();
+    assert_eq!(half.pipeline_layers.len(), 64);
+    assert_conserved(&half, 126);
+    // A layout the user gave stays an error next to an option.
+    let e = resolve(
+        ParallelConfig {
+            pp: 2,
+            pipeline_layers: vec![15, 15],
+            account_for_loss_in_pipeline_split: true,
+            ..ParallelConfig::default()
+        },
+        30,
+    )
+    .unwrap_err();
+    assert!(e.contains("not both"), "{e}");
+}
