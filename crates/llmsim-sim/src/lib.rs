@@ -164,7 +164,7 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     let model = spec.resolve(&s.base_dir)?;
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
     let mem = memory::footprint(&model, &s.training, &parallel);
-    if mem.total > gpu.memory_bytes {
+    if mem.firm() > gpu.memory_bytes {
         // The suggestion names the first single change to this plan that fits.
         memory::check_config_fits(&model, &s.training, &parallel, gpu.memory_bytes, gpu.name)?;
     }
@@ -261,16 +261,7 @@ fn dlrm_memory(d: &DlrmConfig, gpus: u64) -> MemoryFootprint {
     let gradients = mlp * d.grad_bytes();
     let widths: u64 = d.bottom_layers().iter().chain(d.top_layers().iter()).map(|(i, o)| i + o).sum();
     let activations = 2 * d.batch_size_per_gpu * (widths + d.num_tables * d.embedding_dim) * e;
-    let rest = parameters + gradients + activations;
-    let workspace = memory::WORKSPACE_FIXED_BYTES + (rest as f64 * memory::FRAGMENTATION) as u64;
-    MemoryFootprint {
-        parameters,
-        gradients,
-        optimizer_states: 0,
-        activations,
-        workspace,
-        total: rest + workspace,
-    }
+    MemoryFootprint::new(parameters, gradients, 0, activations)
 }
 
 fn simulate_dlrm(

@@ -324,6 +324,14 @@ impl Report {
             gib(f.activations),
             gib(f.workspace)
         );
+        if f.is_tight(self.memory.capacity) {
+            let _ = writeln!(
+                o,
+                "  memory warning   tight: {:.1} GiB over capacity; fits only if the allocator fragments less than the {:.1} GiB allowed (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
+                gib(f.total - self.memory.capacity),
+                gib(f.fragmentation)
+            );
+        }
         let _ = writeln!(o);
         let it = self.iteration_time_s;
         let _ = writeln!(

@@ -1,15 +1,16 @@
 //! Configurations published as really run must fit in memory (issue 28): a memory model that
 //! rejects what ran is wrong. The scenarios (with their sources) are in `bench/scenarios/real-*`.
 //!
-//! Known gap, not listed here: `real-llama3-405b-8k` (Dubey et al. 2024, Table 4 row 1, 32
-//! micro-batches per DP group) needs 82.0 GiB under Megatron's interleaved warm-up; Meta ran its
-//! own pipeline schedule, whose peak is not published (bench/validation.md).
+//! `real-llama3-405b-8k` (Dubey et al. 2024, Table 4 row 1, 32 micro-batches per DP group) is
+//! tight: its tensors and fixed workspace fit, the caching allocator's fragmentation allowance
+//! (an estimate) does not; it is accepted with a warning (bench/validation.md).
 
 use std::path::Path;
 
 use llmsim_sim::{Scenario, resolve};
 
 const FIT: &[&str] = &[
+    "real-llama3-405b-8k",
     "real-llama3-405b-16k",
     "real-mlperf-gpt3-175b-512",
     "real-nemo-llama3-70b-64",
@@ -24,7 +25,9 @@ fn every_listed_real_configuration_fits_in_memory() {
         match resolve(&s) {
             Ok(r) => {
                 let cap = r.gpu.memory_bytes;
-                assert!(r.memory.total <= cap, "{name}: {} > {cap}", r.memory.total);
+                assert!(r.memory.firm() <= cap, "{name}: {} > {cap}", r.memory.firm());
+                // Only the 8k-GPU Llama 3 row is tight; the others fit with the allowance too.
+                assert_eq!(r.memory.is_tight(cap), *name == "real-llama3-405b-8k", "{name}");
                 // Every category is accounted for.
                 assert!(
                     r.memory.parameters > 0 && r.memory.activations > 0 && r.memory.workspace > 0,
@@ -77,12 +80,13 @@ output: { flows: false }
     }
 }
 
-/// The known gap, real-llama3-405b-8k, is rejected with a single change that fits (its uneven
-/// layout comes from options, so the suggestions can re-resolve it).
+/// Llama 3 405B at micro-batch 2 does not fit; it is rejected with a single change that fits (its
+/// uneven layout comes from options, so the suggestions can re-resolve it).
 #[test]
-fn the_rejected_llama3_row_gets_a_change_that_fits() {
+fn a_rejected_llama3_plan_gets_a_change_that_fits() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
-    let s = Scenario::load(&root.join("real-llama3-405b-8k.yaml"), &[]).expect("scenario loads");
+    let sets = ["training.micro_batch_size=2".to_string()];
+    let s = Scenario::load(&root.join("real-llama3-405b-8k.yaml"), &sets).expect("scenario loads");
     let e = resolve(&s).err().expect("out of memory").to_string();
     assert!(e.contains("suggestion: training.recompute"), "{e}");
     assert!(!e.contains("no single change fits"), "{e}");

@@ -53,21 +53,39 @@ pub struct MemoryFootprint {
     pub activations: u64,
     /// [`WORKSPACE_FIXED_BYTES`] plus [`FRAGMENTATION`] of the rest.
     pub workspace: u64,
+    /// The part of `workspace` that is the caching allocator's fragmentation allowance: an
+    /// estimate, not a requirement (with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` it is
+    /// close to zero). A plan that fits without it is accepted as tight, not rejected.
+    #[serde(default)]
+    pub fragmentation: u64,
     pub total: u64,
 }
 
 impl MemoryFootprint {
-    fn new(parameters: u64, gradients: u64, optimizer_states: u64, activations: u64) -> Self {
+    /// A footprint from its tensors, with the fixed workspace and the fragmentation allowance.
+    pub fn new(parameters: u64, gradients: u64, optimizer_states: u64, activations: u64) -> Self {
         let tensors = parameters + gradients + optimizer_states + activations;
-        let workspace = WORKSPACE_FIXED_BYTES + (tensors as f64 * FRAGMENTATION) as u64;
+        let fragmentation = (tensors as f64 * FRAGMENTATION) as u64;
+        let workspace = WORKSPACE_FIXED_BYTES + fragmentation;
         MemoryFootprint {
             parameters,
             gradients,
             optimizer_states,
             activations,
             workspace,
+            fragmentation,
             total: tensors + workspace,
         }
+    }
+
+    /// What the plan needs for certain: the total less the fragmentation allowance.
+    pub fn firm(&self) -> u64 {
+        self.total.saturating_sub(self.fragmentation)
+    }
+
+    /// True when the plan fits only if the allocator fragments less than the allowance.
+    pub fn is_tight(&self, capacity_bytes: u64) -> bool {
+        self.total > capacity_bytes && self.firm() <= capacity_bytes
     }
 }
 
@@ -313,9 +331,11 @@ fn generic_suggestion_for(f: &MemoryFootprint, p: Option<&ParallelConfig>) -> &'
 /// categories; [`check_config_fits`] gives one tested against the plan.
 ///
 /// # Errors
-/// [`WorkloadError::OutOfMemory`] when `f.total > capacity_bytes`.
+/// [`WorkloadError::OutOfMemory`] when even the firm part of the footprint
+/// ([`MemoryFootprint::firm`], without the fragmentation allowance) exceeds `capacity_bytes`. A
+/// plan that fits only without the allowance passes; [`MemoryFootprint::is_tight`] tells.
 pub fn check_fits(f: &MemoryFootprint, capacity_bytes: u64, gpu_name: &str) -> Result<(), WorkloadError> {
-    if f.total <= capacity_bytes {
+    if f.firm() <= capacity_bytes {
         return Ok(());
     }
     Err(WorkloadError::OutOfMemory {

@@ -197,3 +197,29 @@ fn suggestion_leaves_out_what_the_plan_already_does() {
     assert!(e.contains("suggestion"), "{e}");
     assert!(!e.contains("use_distributed_optimizer: true"), "{e}");
 }
+
+/// The fragmentation allowance is an estimate: a plan whose tensors and fixed workspace fit but
+/// whose allowance does not is accepted as tight; one byte less of capacity than the firm part is
+/// rejected.
+#[test]
+fn fragmentation_allowance_makes_a_plan_tight_not_rejected() {
+    use llmsim_workload::memory::{FRAGMENTATION, MemoryFootprint, WORKSPACE_FIXED_BYTES};
+    let f = MemoryFootprint::new(10 << 30, 20 << 30, 5 << 30, 40 << 30);
+    let tensors = 75u64 << 30;
+    assert_eq!(f.fragmentation, (tensors as f64 * FRAGMENTATION) as u64);
+    assert_eq!(f.workspace, WORKSPACE_FIXED_BYTES + f.fragmentation);
+    assert_eq!(f.firm(), tensors + WORKSPACE_FIXED_BYTES);
+    // Roomy: fits, not tight.
+    check_fits(&f, f.total, "H100").unwrap();
+    assert!(!f.is_tight(f.total));
+    // Between the firm part and the total: tight, accepted.
+    let cap = f.firm() + f.fragmentation / 2;
+    check_fits(&f, cap, "H100").unwrap();
+    assert!(f.is_tight(cap));
+    // Below the firm part: rejected.
+    assert!(matches!(
+        check_fits(&f, f.firm() - 1, "H100"),
+        Err(WorkloadError::OutOfMemory { .. })
+    ));
+    assert!(!f.is_tight(f.firm() - 1));
+}

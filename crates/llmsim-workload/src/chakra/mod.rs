@@ -231,6 +231,7 @@ impl TraceInfo {
                 optimizer_states: mem[2],
                 activations: mem[3],
                 workspace: mem[4],
+                fragmentation: 0,
                 total: mem[5],
             },
         })
