@@ -796,7 +796,7 @@ impl<'a> Engine<'a> {
             }
             _ => {
                 let (key, units) = l.group_units(unit, group).expect("symbolic group");
-                (key, units, group == Group::Tp)
+                (key, units, l.spans_lanes(group))
             }
         };
         let gid = match self.group_index.get(&(group, key)) {

@@ -214,6 +214,7 @@ fn layout_of(p: &ParallelConfig) -> Layout {
         dp: p.dp as u32,
         pp: p.pp as u32,
         ep: p.ep as u32,
+        ep_spans_tp: p.ep_spans_tp(),
     }
 }
 
@@ -287,6 +288,7 @@ fn simulate_dlrm(
         dp: gpus,
         pp: 1,
         ep: 1,
+        ep_spans_tp: false,
     };
     let info = report::RunInfo {
         model: "dlrm".into(),

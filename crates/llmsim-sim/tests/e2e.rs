@@ -185,6 +185,49 @@ cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
     assert!(a2a > 0);
 }
 
+/// `parallel.etp: 1`: the expert-parallel all-to-all runs across the TP ranks (32 ranks over
+/// 8 servers here), every transfer finishes with its bytes, the analytical fold stays exact, and
+/// the expert gradients are reduced over the expert-DP group's bytes.
+#[test]
+fn moe_with_whole_experts_runs_across_tp_ranks() {
+    let yaml = "
+model: { preset: mixtral-8x7b, num_hidden_layers: 2 }
+training: { seq_length: 2048, global_batch_size: 16 }
+parallel: { tp: 2, pp: 2, ep: 8, etp: 1, sequence_parallel: true, use_distributed_optimizer: true }
+cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
+";
+    let f = run(&scenario(yaml, &[]), RunOptions::default());
+    assert!(f.report.mean.exposed_ep_s > 0.0);
+    assert_eq!(f.report.net.submitted, f.report.net.completed);
+    let flow_bytes: u64 = f.engine.flows.iter().map(|x| x.bytes).sum();
+    assert_eq!(flow_bytes, f.report.net.bytes_delivered);
+    // No TP gather around the experts.
+    let tp_moe = f.workload.stages[0]
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Tp, .. }))
+        .count();
+    let s = scenario(yaml, &["parallel.etp=2", "parallel.ep=4"]);
+    let g = run(&s, RunOptions::default());
+    let tp_sharded = g.workload.stages[0]
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Tp, .. }))
+        .count();
+    assert!(tp_moe < tp_sharded, "{tp_moe} vs {tp_sharded}");
+    // The analytical backend folds replicas exactly with spanning EP groups too.
+    let s = scenario(yaml, &["network.backend=analytical"]);
+    let folded = run(&s, RunOptions::default());
+    let full = run(
+        &s,
+        RunOptions {
+            no_fold: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(folded.report.iteration_time_s, full.report.iteration_time_s);
+}
+
 #[test]
 fn errors_name_the_field() {
     let cases = [

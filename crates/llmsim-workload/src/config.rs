@@ -2,7 +2,9 @@
 //! and their validation against a model and a GPU count.
 //!
 //! Rank order is Megatron's tp-cp-ep-dp-pp: `gpus = tp · cp · dp · pp`, and expert parallelism is
-//! carved out of the `dp · cp` ranks (expert tensor parallelism = tp, Megatron-Core's default).
+//! carved out of the `dp · cp` ranks (expert tensor parallelism = tp, Megatron-Core's default), or
+//! with `etp: 1` out of the `tp · dp · cp` ranks of a stage (Megatron-Core's expert order
+//! etp-ep-edp-pp).
 
 use llmsim_compute::DType;
 use serde::{Deserialize, Serialize};
@@ -154,9 +156,18 @@ pub struct ParallelConfig {
     /// Data parallel degree. Default 0: derived as `gpus / (tp · cp · pp)`.
     #[serde(alias = "data_parallel_size")]
     pub dp: u64,
-    /// Expert parallel degree, carved out of `dp · cp`. Default 1.
+    /// Expert parallel degree, carved out of `dp · cp` (with `etp: 1`, out of `tp · dp · cp`).
+    /// Default 1.
     #[serde(alias = "expert_model_parallel_size")]
     pub ep: u64,
+    /// Expert tensor parallel degree (Megatron-Core `--expert-tensor-parallel-size`): how many
+    /// ranks shard each expert's weights. Default 0 = `tp` (Megatron-Core's default). `1`, as
+    /// the MoE recipes of Megatron-Bridge set it, keeps experts whole: the expert-parallel group
+    /// then runs across the tensor-parallel ranks (Megatron-Core's expert rank order
+    /// etp-ep-edp-pp), the tokens go to the experts straight from their sequence-parallel shard
+    /// and the expert layer needs no TP all-gather / reduce-scatter.
+    #[serde(alias = "expert_tensor_parallel_size")]
+    pub etp: u64,
     /// Context parallel degree. Default 1.
     #[serde(alias = "context_parallel_size")]
     pub cp: u64,
@@ -226,6 +237,7 @@ impl Default for ParallelConfig {
             pp: 1,
             dp: 0,
             ep: 1,
+            etp: 0,
             cp: 1,
             vpp: 1,
             schedule: PipelineSchedule::OneFOneB,
@@ -402,9 +414,21 @@ impl ParallelConfig {
         self.zero_stage >= 3 && self.dp > 1
     }
 
-    /// Ranks the expert parameters' gradients are reduced over: `dp · cp / ep`.
+    /// Ranks the expert parameters' gradients are reduced over: `tp · dp · cp / (etp · ep)`
+    /// (`dp · cp / ep` when `etp = tp`).
     pub fn expert_dp_group(&self) -> u64 {
-        (self.dp * self.cp / self.ep.max(1)).max(1)
+        (self.tp.max(1) * self.dp * self.cp / (self.expert_tp() * self.ep.max(1))).max(1)
+    }
+
+    /// The expert tensor parallel degree in effect: `etp`, or `tp` when unset.
+    pub fn expert_tp(&self) -> u64 {
+        if self.etp == 0 { self.tp.max(1) } else { self.etp }
+    }
+
+    /// Whether experts are kept whole across a TP group (`etp = 1`, `tp > 1`): the
+    /// expert-parallel group spans the tensor-parallel ranks.
+    pub fn ep_spans_tp(&self) -> bool {
+        self.expert_tp() == 1 && self.tp > 1
     }
 
     /// Whether sequence parallelism is in effect (requested and tp > 1).
@@ -597,7 +621,36 @@ impl ParallelConfig {
                 ),
             ));
         }
-        if !(p.dp * p.cp).is_multiple_of(p.ep) {
+        if p.etp != 0 && p.etp != p.tp && p.etp != 1 {
+            return Err(WorkloadError::invalid(
+                "parallel.etp",
+                format!(
+                    "etp={} with tp={}: llmsim models expert tensor parallelism equal to tp (the default) or 1; valid etp: 1, {}",
+                    p.etp, p.tp, p.tp
+                ),
+            ));
+        }
+        if p.ep_spans_tp() {
+            // Megatron-Core's expert order etp-ep-edp: an EP group of `ep` consecutive ranks of a
+            // stage. llmsim takes whole TP groups into it.
+            let ranks = p.tp * p.dp * p.cp;
+            if !p.ep.is_multiple_of(p.tp) || !ranks.is_multiple_of(p.ep) {
+                let valid: Vec<u64> = divisors(ranks)
+                    .into_iter()
+                    .filter(|d| d.is_multiple_of(p.tp) && model.num_experts.is_multiple_of(*d))
+                    .collect();
+                return Err(WorkloadError::divisibility(
+                    "parallel.ep",
+                    format!(
+                        "ep={} with etp: 1 must be a multiple of tp={} dividing tp*dp*cp = {}; valid ep: {}",
+                        p.ep,
+                        p.tp,
+                        ranks,
+                        list(&valid)
+                    ),
+                ));
+            }
+        } else if !(p.dp * p.cp).is_multiple_of(p.ep) {
             let valid: Vec<u64> = divisors(p.dp * p.cp)
                 .into_iter()
                 .filter(|d| model.num_experts.is_multiple_of(*d))

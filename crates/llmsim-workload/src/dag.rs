@@ -304,6 +304,10 @@ pub struct Layout {
     pub dp: u32,
     pub pp: u32,
     pub ep: u32,
+    /// Experts kept whole over a TP group (`parallel.etp: 1`, tp > 1): an EP group is `ep / tp`
+    /// whole units, all their lanes ([`Layout::spans_lanes`]); an expert-DP group is one lane of
+    /// every `ep / tp`-th unit.
+    pub ep_spans_tp: bool,
 }
 
 impl Layout {
@@ -336,6 +340,12 @@ impl Layout {
         self.unit(c, d, q)
     }
 
+    /// Whether a collective over a symbolic `group` runs over all lanes of its units at once
+    /// (TP; EP with experts kept whole) rather than one sub-group per lane.
+    pub fn spans_lanes(&self, group: Group) -> bool {
+        group == Group::Tp || (group == Group::Ep && self.ep_spans_tp)
+    }
+
     /// The member units of `unit`'s instance of a symbolic `group`, in ring order, and a key that
     /// tells that instance apart from the other instances of the same kind. `None` for
     /// [`Group::Pg`] (explicit groups are listed in [`Explicit::groups`]).
@@ -347,6 +357,25 @@ impl Layout {
             Group::Tp => (unit, vec![unit]),
             Group::Cp => (d + l.dp * p, (0..l.cp).map(|j| l.unit(j, d, p)).collect()),
             Group::Dp => (p, (0..l.cp * l.dp).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect()),
+            Group::Ep if l.ep_spans_tp => {
+                let g = (l.ep / l.tp).max(1);
+                let blk = k / g;
+                (
+                    p * l.cp * l.dp + blk,
+                    (blk * g..(blk + 1) * g).map(|j| l.unit(j % l.cp, j / l.cp, p)).collect(),
+                )
+            }
+            Group::ExpertDp if l.ep_spans_tp => {
+                let g = (l.ep / l.tp).max(1);
+                let e = k % g;
+                (
+                    p * g + e,
+                    (0..l.cp * l.dp)
+                        .filter(|j| j % g == e)
+                        .map(|j| l.unit(j % l.cp, j / l.cp, p))
+                        .collect(),
+                )
+            }
             Group::Ep => {
                 let blk = k / l.ep;
                 (

@@ -149,7 +149,14 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
             // Norm input, router input, dropout mask; expert inputs (gathered over TP) and
             // intermediates; router logits.
             replicated += dt * sbh + lin * sbh + drop * sbh;
-            sharded += lin * tok * k * h + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
+            // With etp: 1 the experts see the SP shard's tokens only (no TP gather), whole
+            // experts over a tp-th of the tokens: the same intermediates.
+            let expert_in = if p.ep_spans_tp() {
+                lin * tok * k * h / tp
+            } else {
+                lin * tok * k * h
+            };
+            sharded += expert_in + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
             if m.num_shared_experts > 0 {
                 sharded += mlp(m.shared_ffn(), tok);
             }

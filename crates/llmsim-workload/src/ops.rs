@@ -939,7 +939,14 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     let k = m.num_experts_per_tok;
     let ep = p.ep.max(1);
     let local = e / ep;
-    let shape = d.shape_with(&format!("experts={local},topk={k},ffn={}", m.moe_intermediate_size));
+    // etp: 1 keeps experts whole: tokens go from their SP shard straight to the experts (no TP
+    // gather), and each expert GEMM has the full FFN width.
+    let whole = p.ep_spans_tp();
+    let etp = p.expert_tp();
+    let mut shape = d.shape_with(&format!("experts={local},topk={k},ffn={}", m.moe_intermediate_size));
+    if whole {
+        shape.push_str(",etp=1");
+    }
     // Router: [tok_sp, h]·[h, E] (replicated over TP), then top-k.
     let (ts, hf, ef) = (d.tok_sp as f64, d.h as f64, e as f64);
     bld.push(
@@ -992,7 +999,7 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             a2a,
         );
     }
-    if d.tp > 1 {
+    if d.tp > 1 && !whole {
         bld.collective(
             ("moe_tp_allgather", CollectiveOp::AllGather),
             Some(("moe_tp_reducescatter_bwd", CollectiveOp::ReduceScatter)),
@@ -1000,14 +1007,15 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             a2a * d.tp,
         );
     }
-    // Expert GEMMs over all tokens routed to this rank's experts: b·(s/cp)·topk with balanced routing.
-    let et = d.tok * k;
-    let mf_l = m.moe_intermediate_size / d.tp;
+    // Expert GEMMs over all tokens routed to this rank's experts with balanced routing:
+    // b·(s/cp)·topk after the TP gather, or the SP shard's b·(s/cp)/tp·topk with etp: 1.
+    let et = if whole { d.tok_sp * k } else { d.tok * k };
+    let mf_l = m.moe_intermediate_size / etp;
     let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
     bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, d.h, fc1_n, local * d.h * fc1_n, &shape);
     bld.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape);
     bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, d.h, local * mf_l * d.h, &shape);
-    if d.tp > 1 {
+    if d.tp > 1 && !whole {
         bld.collective(
             ("moe_tp_reducescatter", CollectiveOp::ReduceScatter),
             Some(("moe_tp_allgather_bwd", CollectiveOp::AllGather)),
@@ -1224,7 +1232,7 @@ pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StagePar
     let attn = attn_sharded / tp + attn_replicated;
     let moe = || StageParams {
         dense: m.router_params() + m.mlp_params(m.shared_ffn()) / tp,
-        expert: m.num_experts / p.ep.max(1) * m.mlp_params(m.moe_intermediate_size) / tp,
+        expert: m.num_experts / p.ep.max(1) * m.mlp_params(m.moe_intermediate_size) / p.expert_tp(),
     };
     let dense = |dense: u64| StageParams { dense, expert: 0 };
     let (block, norms) = match m.layer_kind(layer) {

@@ -313,6 +313,7 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
         dp: h.dp(),
         pp: 1,
         ep: h.ep,
+        ep_spans_tp: false,
     };
     let mut segments: Vec<Segment> = Vec::new();
     let mut seg_index: std::collections::HashMap<(String, u64), u32> = std::collections::HashMap::new();
@@ -684,7 +685,8 @@ mod tests {
                 cp: 1,
                 dp: 64,
                 pp: 1,
-                ep: 1
+                ep: 1,
+                ep_spans_tp: false,
             }
         );
     }

@@ -498,6 +498,7 @@ impl Importer {
                 dp: units,
                 pp: 1,
                 ep: 1,
+                ep_spans_tp: false,
             },
         };
         let mut workload = build_units(progs, pgs, lanes, self.it.segments, &self.opts);
@@ -523,6 +524,7 @@ fn layout_hint(m: &GlobalMetadata) -> Option<Layout> {
                 dp: v[2],
                 pp: v[3],
                 ep: v[4],
+                ep_spans_tp: false,
             })
         }
         _ => None,
