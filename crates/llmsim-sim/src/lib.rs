@@ -163,10 +163,10 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     };
     let model = spec.resolve(&s.base_dir)?;
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
-    let mem = memory::footprint(&model, &s.training, &parallel);
+    let mem = memory::footprint_on(&model, &s.training, &parallel, gpu.arch);
     if mem.firm() > gpu.memory_bytes {
         // The suggestion names the first single change to this plan that fits.
-        memory::check_config_fits(&model, &s.training, &parallel, gpu.memory_bytes, gpu.name)?;
+        memory::check_config_fits_on(&model, &s.training, &parallel, gpu.memory_bytes, gpu.name, gpu.arch)?;
     }
     Ok(Resolved {
         model,

@@ -25,6 +25,7 @@
 //! stages' worth, Korthikanti et al.'s figure. The footprint is the worst stage's (stage 0 as a
 //! rule; the last stage adds the logits).
 
+use llmsim_ccl::tuning::GpuArch;
 use llmsim_compute::DType;
 use serde::Serialize;
 
@@ -212,7 +213,7 @@ fn in_flight_units(t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> u64 {
     schedule_peak(t, p, stage, &vec![1; chunks as usize])
 }
 
-fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> MemoryFootprint {
+fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64, arch: GpuArch) -> MemoryFootprint {
     let pp = p.pp.max(1);
     let tp = p.tp.max(1);
     let cp = p.cp.max(1);
@@ -237,10 +238,18 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     };
     let main_copy = if dt == 4 { 0 } else { 4 };
     // FP8 training: Transformer Engine caches each linear weight's FP8 cast for the micro-batches
-    // after the first, row-wise for forward and column-wise (transposed) for the input gradient on
-    // Hopper: 2 more bytes per weight (the embedding and norms are not TE linear layers).
-    let fp8_cache = if t.dtype == DType::Fp8 {
-        2 * params.total().saturating_sub(stage_vocab_params(m, p, stage))
+    // after the first (the embedding and norms are not TE linear layers): row-wise for forward,
+    // and on Hopper, whose FP8 tensor cores take only the TN layout, also a column-wise
+    // (transposed) copy for the input gradient, 2 bytes per weight. Blackwell runs FP8 GEMMs in
+    // any layout (TE's `is_non_tn_fp8_gemm_supported`), so one copy, 1 byte. Under ZeRO-3 / FSDP
+    // that resharded its weights after forward, only the gathered units have a cast (below).
+    let fp8_copies: u64 = match arch {
+        GpuArch::Blackwell => 1,
+        GpuArch::Ampere | GpuArch::Hopper => 2,
+    };
+    let fp8 = t.dtype == DType::Fp8;
+    let fp8_cache = if fp8 && !(p.fsdp() && p.reshard_after_forward) {
+        fp8_copies * params.total().saturating_sub(stage_vocab_params(m, p, stage))
     } else {
         0
     };
@@ -253,7 +262,8 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         (false, _) => (0, 0),
         (true, true) => {
             let unit = crate::megatron::fsdp_unit_params(m, p, stage);
-            (2 * unit * dt, unit * grad_b)
+            let cast = if fp8 { fp8_copies } else { 0 };
+            (2 * unit * (dt + cast), unit * grad_b)
         }
         (true, false) => (
             sharded(dt, false) - sharded(dt, true),
@@ -303,10 +313,16 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
 }
 
 /// The per-GPU footprint of the worst pipeline stage of a resolved plan (see
-/// [`ParallelConfig::resolve`]).
+/// [`ParallelConfig::resolve`]) on a Hopper GPU; [`footprint_on`] for another architecture.
 pub fn footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> MemoryFootprint {
+    footprint_on(m, t, p, GpuArch::Hopper)
+}
+
+/// [`footprint`] on a GPU of architecture `arch` (it sets how many FP8 weight copies Transformer
+/// Engine keeps).
+pub fn footprint_on(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, arch: GpuArch) -> MemoryFootprint {
     (0..p.pp.max(1))
-        .map(|s| stage_footprint(m, t, p, s))
+        .map(|s| stage_footprint(m, t, p, s, arch))
         .max_by_key(|f| f.total)
         .unwrap_or_default()
 }
@@ -366,7 +382,22 @@ pub fn check_config_fits(
     capacity_bytes: u64,
     gpu_name: &str,
 ) -> Result<(), WorkloadError> {
-    let f = footprint(m, t, p);
+    check_config_fits_on(m, t, p, capacity_bytes, gpu_name, GpuArch::Hopper)
+}
+
+/// [`check_config_fits`] on a GPU of architecture `arch`.
+///
+/// # Errors
+/// [`WorkloadError::OutOfMemory`] when the plan does not fit.
+pub fn check_config_fits_on(
+    m: &ModelConfig,
+    t: &TrainingConfig,
+    p: &ParallelConfig,
+    capacity_bytes: u64,
+    gpu_name: &str,
+    arch: GpuArch,
+) -> Result<(), WorkloadError> {
+    let f = footprint_on(m, t, p, arch);
     let Err(WorkloadError::OutOfMemory {
         gpu,
         capacity,
@@ -441,7 +472,7 @@ pub fn check_config_fits(
     let mut found = None;
     for (what, t2, p2) in tries {
         let Ok(p2) = p2.resolve(gpus, m, &t2) else { continue };
-        let f2 = footprint(m, &t2, &p2);
+        let f2 = footprint_on(m, &t2, &p2, arch);
         if f2.total <= capacity_bytes {
             found = Some(format!("suggestion: {what} (needs {:.1} GiB)", gib(f2.total)));
             break;

@@ -223,3 +223,36 @@ fn fragmentation_allowance_makes_a_plan_tight_not_rejected() {
     ));
     assert!(!f.is_tight(f.firm() - 1));
 }
+
+/// FP8 weight casts: Hopper keeps a row-wise and a transposed copy (2 B per linear weight),
+/// Blackwell one (1 B); FSDP that reshards after forward keeps casts of its gathered units only.
+#[test]
+fn fp8_weight_cache_follows_the_architecture_and_fsdp() {
+    use llmsim_ccl::tuning::GpuArch;
+    use llmsim_compute::DType;
+    use llmsim_workload::memory::footprint_on;
+    let m = preset("llama3-8b").unwrap();
+    let bf16 = TrainingConfig {
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let fp8 = TrainingConfig {
+        dtype: DType::Fp8,
+        ..bf16.clone()
+    };
+    let p = plan(&m, &bf16, 8, "{ tp: 1, use_distributed_optimizer: true }");
+    let params = |t: &TrainingConfig, p: &ParallelConfig, a: GpuArch| footprint_on(&m, t, p, a).parameters;
+    let base = params(&bf16, &p, GpuArch::Hopper);
+    assert_eq!(base, params(&bf16, &p, GpuArch::Blackwell));
+    let hopper = params(&fp8, &p, GpuArch::Hopper) - base;
+    let blackwell = params(&fp8, &p, GpuArch::Blackwell) - base;
+    assert!(blackwell > 0);
+    assert_eq!(hopper, 2 * blackwell);
+    // Linear weights only: less than one byte per parameter on Blackwell.
+    assert!(blackwell < stage_params(&m, &p, 0));
+    // FSDP with reshard after forward: casts of the gathered units only, far below the stage's.
+    let fsdp = plan(&m, &fp8, 8, "{ tp: 1, zero_stage: 3 }");
+    let fsdp16 = plan(&m, &bf16, 8, "{ tp: 1, zero_stage: 3 }");
+    let extra = params(&fp8, &fsdp, GpuArch::Hopper) - params(&bf16, &fsdp16, GpuArch::Hopper);
+    assert!(extra > 0 && extra < hopper / 4, "{extra} vs {hopper}");
+}
