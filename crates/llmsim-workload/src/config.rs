@@ -25,6 +25,34 @@ pub enum Recompute {
     Full,
 }
 
+/// A submodule Megatron-Core's selective recomputation can re-run in backward instead of
+/// keeping its activations (`--recompute-modules`, with `--recompute-granularity selective`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecomputeModule {
+    /// Core attention (Korthikanti et al.'s selective recomputation; Megatron-Core's default).
+    CoreAttn,
+    /// The input and pre-MLP norms: their outputs, the next linear layer's saved input.
+    Layernorm,
+    /// MLA's up-projections (and RoPE): the per-head Q, K, V; the latents stay.
+    MlaUpProj,
+    /// The dense MLP: only its input stays.
+    Mlp,
+    /// The experts' activation function: the expert fc2 input.
+    MoeAct,
+    /// The whole MoE block (router, dispatch, experts, combine): only its input stays.
+    Moe,
+    /// The shared experts' MLP.
+    SharedExperts,
+}
+
+impl RecomputeModule {
+    /// This module's bit in a recomputation mask.
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
 /// `training:` — what one iteration computes.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -57,6 +85,11 @@ pub struct TrainingConfig {
     /// How FP8 training scales tensors (Transformer Engine recipes), when `dtype: fp8`. Default
     /// delayed.
     pub fp8_recipe: Fp8Recipe,
+    /// Submodules selective recomputation re-runs (Megatron-Core `--recompute-modules`):
+    /// `core_attn`, `layernorm`, `mla_up_proj`, `mlp`, `moe_act`, `moe`, `shared_experts`.
+    /// Default empty: `[core_attn]` under `recompute: selective`. Setting it implies selective
+    /// recomputation.
+    pub recompute_modules: Vec<RecomputeModule>,
 }
 
 /// Transformer Engine FP8 scaling recipe.
@@ -85,11 +118,29 @@ impl Default for TrainingConfig {
             dropout: None,
             grad_reduce_in_fp32: None,
             fp8_recipe: Fp8Recipe::Delayed,
+            recompute_modules: Vec::new(),
         }
     }
 }
 
 impl TrainingConfig {
+    /// The submodules recomputed in backward, as [`RecomputeModule::bit`]s: `recompute_modules`,
+    /// or core attention alone for `recompute: selective`; 0 for none (and for full, which
+    /// re-runs whole layers).
+    pub fn recompute_mask(&self) -> u8 {
+        match self.recompute {
+            Recompute::Full => 0,
+            _ if !self.recompute_modules.is_empty() => self.recompute_modules.iter().fold(0, |m, r| m | r.bit()),
+            Recompute::Selective => RecomputeModule::CoreAttn.bit(),
+            Recompute::None => 0,
+        }
+    }
+
+    /// Whether `module` is re-run in backward by selective recomputation.
+    pub fn recomputes(&self, module: RecomputeModule) -> bool {
+        self.recompute_mask() & module.bit() != 0
+    }
+
     /// Bytes per element of the weights and activations. FP8 training keeps bf16 weights and
     /// activations between layers (Transformer Engine), so fp8 counts 2.
     pub fn activation_bytes(&self) -> u64 {
@@ -476,6 +527,12 @@ impl ParallelConfig {
             }
         }
         model.validate()?;
+        if training.recompute == Recompute::Full && !training.recompute_modules.is_empty() {
+            return Err(WorkloadError::invalid(
+                "training.recompute_modules",
+                "applies to selective recomputation; with recompute: full every module is recomputed: remove one of the two",
+            ));
+        }
 
         // GPU count.
         if gpus == 0 {

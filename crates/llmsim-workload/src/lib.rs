@@ -20,7 +20,7 @@ pub mod model;
 pub mod ops;
 pub mod simai;
 
-pub use config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
+pub use config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
 pub use error::WorkloadError;
 pub use import::ImportError;
 pub use memory::MemoryFootprint;

@@ -29,7 +29,7 @@ use llmsim_ccl::tuning::GpuArch;
 use llmsim_compute::DType;
 use serde::Serialize;
 
-use crate::config::{ParallelConfig, PipelineSchedule, Recompute, TrainingConfig};
+use crate::config::{ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
 use crate::error::WorkloadError;
 use crate::model::{LayerKind, ModelConfig};
 use crate::ops::{layers_of_chunk, padded_vocab, stage_layers, stage_param_split, stage_vocab_params};
@@ -119,21 +119,29 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
     let mut replicated = 0;
     let mut sharded = 0;
     let mut scores = 0;
+    // Selective recomputation of submodules (`training.recompute_modules`): a recomputed
+    // module's outputs are freed after use and rebuilt before its backward.
+    let rc = |x: RecomputeModule| t.recomputes(x);
+    // A pre-norm's output, the next linear layer's saved input, unless the norm is recomputed.
+    let norm_out = if rc(RecomputeModule::Layernorm) { 0 } else { lin * sbh };
     if kind.has_attention() {
         // Norm input, QKV input, dropout mask.
-        replicated += dt * sbh + lin * sbh + drop * sbh;
+        replicated += dt * sbh + norm_out + drop * sbh;
         // FP8: the projection also keeps an FP8 copy of its input (the attention output).
         let proj_fp8 = if lin < dt { lin * tok * a * d / tp } else { 0 };
         match &m.mla {
             None => sharded += dt * tok * (a * d + 2 * kv * d + a * d) / tp + proj_fp8,
             Some(mla) => {
                 let (qk, v) = (mla.qk_head_dim(), mla.v_head_dim);
-                sharded += dt * tok * (2 * a * qk + 2 * a * v) / tp;
+                // Q, K, V from the up-projections (rebuilt under `mla_up_proj`), and the output
+                // projection's input.
+                let qkv = if rc(RecomputeModule::MlaUpProj) { 0 } else { 2 * a * qk + a * v };
+                sharded += dt * tok * (qkv + a * v) / tp;
                 replicated += dt * tok * (2 * mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim + mla.kv_lora_rank);
             }
         }
         let keys = m.attended_keys(layer, t.seq_length);
-        scores = if t.flash_attention || t.recompute == Recompute::Selective {
+        scores = if t.flash_attention || rc(RecomputeModule::CoreAttn) {
             if t.flash_attention { 4 * a * tok / tp } else { 0 }
         } else {
             (2 * dt + drop) * a * tok * keys / tp
@@ -148,24 +156,34 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
         LayerKind::Moe | LayerKind::MoeMlp => {
             let k = m.num_experts_per_tok;
             // Norm input, router input, dropout mask; expert inputs (gathered over TP) and
-            // intermediates; router logits.
-            replicated += dt * sbh + lin * sbh + drop * sbh;
-            // With etp: 1 the experts see the SP shard's tokens only (no TP gather), whole
-            // experts over a tp-th of the tokens: the same intermediates.
-            let expert_in = if p.ep_spans_tp() {
-                lin * tok * k * h / tp
-            } else {
-                lin * tok * k * h
-            };
-            sharded += expert_in + mlp(m.moe_intermediate_size, tok * k) + 4 * tok * m.num_experts / tp;
-            if m.num_shared_experts > 0 {
+            // intermediates; router logits. A recomputed MoE block keeps only its input.
+            replicated += dt * sbh + norm_out + drop * sbh;
+            if !rc(RecomputeModule::Moe) {
+                // With etp: 1 the experts see the SP shard's tokens only (no TP gather), whole
+                // experts over a tp-th of the tokens: the same intermediates.
+                let expert_in = if p.ep_spans_tp() {
+                    lin * tok * k * h / tp
+                } else {
+                    lin * tok * k * h
+                };
+                // `moe_act` rebuilds the experts' fc2 input.
+                let act_out = if rc(RecomputeModule::MoeAct) {
+                    tok * k * lin * m.moe_intermediate_size / tp
+                } else {
+                    0
+                };
+                sharded += expert_in + mlp(m.moe_intermediate_size, tok * k) - act_out + 4 * tok * m.num_experts / tp;
+            }
+            if m.num_shared_experts > 0 && !rc(RecomputeModule::SharedExperts) && !rc(RecomputeModule::Moe) {
                 sharded += mlp(m.shared_ffn(), tok);
             }
         }
         LayerKind::Dense | LayerKind::Mlp => {
-            // Norm input, fc1 input, dropout mask.
-            replicated += dt * sbh + lin * sbh + drop * sbh;
-            sharded += mlp(m.intermediate_size, tok);
+            // Norm input, fc1 input, dropout mask; a recomputed MLP keeps only its input.
+            replicated += dt * sbh + norm_out + drop * sbh;
+            if !rc(RecomputeModule::Mlp) {
+                sharded += mlp(m.intermediate_size, tok);
+            }
         }
         LayerKind::Mamba => {
             if let Some(mb) = &m.mamba {

@@ -44,7 +44,7 @@ use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQ
 use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{Fp8Recipe, ParallelConfig, Recompute, TrainingConfig};
+use crate::config::{Fp8Recipe, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
 use crate::model::{LayerKind, MlaConfig, ModelConfig};
 
 /// Which part of a training step an op belongs to.
@@ -375,26 +375,41 @@ enum Split {
 struct Step {
     fwd: Vec<OpSpec>,
     bwd: Vec<OpSpec>,
-    /// Re-run under selective recomputation (core attention).
-    selective: bool,
+    /// The recomputable submodules ([`RecomputeModule::bit`]s) this step belongs to: re-run
+    /// before the backward when selective recomputation names one of them.
+    modules: u8,
 }
 
 struct Builder<'a> {
     d: &'a Dims,
     steps: Vec<Step>,
+    /// The submodules the steps pushed now belong to.
+    cur: u8,
 }
 
 impl<'a> Builder<'a> {
     fn new(d: &'a Dims) -> Self {
-        Builder { d, steps: Vec::new() }
+        Builder {
+            d,
+            steps: Vec::new(),
+            cur: 0,
+        }
     }
 
     fn push(&mut self, fwd: Vec<OpSpec>, bwd: Vec<OpSpec>) {
         self.steps.push(Step {
             fwd,
             bwd,
-            selective: false,
+            modules: self.cur,
         });
+    }
+
+    /// Runs `f` with the steps it pushes tagged as part of `module` too.
+    fn within(&mut self, module: RecomputeModule, f: impl FnOnce(&mut Self)) {
+        let saved = self.cur;
+        self.cur |= module.bit();
+        f(self);
+        self.cur = saved;
     }
 
     /// GEMM `[m,k]·[k,n]` with `weights` weight elements (k·n, or more for grouped expert GEMMs).
@@ -721,18 +736,23 @@ impl<'a> Builder<'a> {
                 &shape,
             ));
         }
-        self.steps.push(Step { fwd, bwd, selective: true });
+        self.steps.push(Step {
+            fwd,
+            bwd,
+            modules: self.cur | RecomputeModule::CoreAttn.bit(),
+        });
     }
 
-    fn finish(self, recompute: Recompute) -> LayerOps {
+    /// The layer's ops: forward, then backward preceded by what `recompute` (and, selectively,
+    /// the submodules in `mask`) re-runs.
+    fn finish(self, recompute: Recompute, mask: u8) -> LayerOps {
         let forward: Vec<OpSpec> = self.steps.iter().flat_map(|s| s.fwd.iter().cloned()).collect();
         let mut backward: Vec<OpSpec> = match recompute {
-            Recompute::None => Vec::new(),
             Recompute::Full => forward.iter().map(|o| o.with_pass(Pass::Recompute)).collect(),
-            Recompute::Selective => self
+            Recompute::None | Recompute::Selective => self
                 .steps
                 .iter()
-                .filter(|s| s.selective)
+                .filter(|s| s.modules & mask != 0)
                 .flat_map(|s| s.fwd.iter().map(|o| o.with_pass(Pass::Recompute)))
                 .collect(),
         };
@@ -751,47 +771,55 @@ pub fn transformer_layer(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig
     let mut bld = Builder::new(&d);
     match m.layer_kind(layer) {
         LayerKind::Dense | LayerKind::Moe => {
-            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            input_norm(&mut bld, "input_norm", "input_norm_bwd");
             attention(&mut bld, m, t, layer);
             bld.residual("attn_residual", "attn_residual_bwd");
-            bld.norm("post_attn_norm", "post_attn_norm_bwd", d.tok_sp);
+            input_norm(&mut bld, "post_attn_norm", "post_attn_norm_bwd");
             if m.is_moe(layer) {
-                moe_mlp(&mut bld, m, p);
+                bld.within(RecomputeModule::Moe, |b| moe_mlp(b, m, p));
             } else {
                 dense_mlp(&mut bld, m);
             }
             bld.residual("mlp_residual", "mlp_residual_bwd");
         }
         LayerKind::Attention => {
-            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            input_norm(&mut bld, "input_norm", "input_norm_bwd");
             attention(&mut bld, m, t, layer);
             bld.residual("attn_residual", "attn_residual_bwd");
         }
         LayerKind::Mlp => {
-            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            input_norm(&mut bld, "input_norm", "input_norm_bwd");
             dense_mlp(&mut bld, m);
             bld.residual("mlp_residual", "mlp_residual_bwd");
         }
         LayerKind::MoeMlp => {
-            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
-            moe_mlp(&mut bld, m, p);
+            input_norm(&mut bld, "input_norm", "input_norm_bwd");
+            bld.within(RecomputeModule::Moe, |b| moe_mlp(b, m, p));
             bld.residual("mlp_residual", "mlp_residual_bwd");
         }
         LayerKind::Mamba => {
-            bld.norm("input_norm", "input_norm_bwd", d.tok_sp);
+            input_norm(&mut bld, "input_norm", "input_norm_bwd");
             mamba_mixer(&mut bld, m);
             bld.residual("mixer_residual", "mixer_residual_bwd");
         }
     }
-    bld.finish(t.recompute)
+    bld.finish(t.recompute, t.recompute_mask())
+}
+
+/// A block's pre-norm (the `layernorm` recompute module).
+fn input_norm(bld: &mut Builder, fwd: &'static str, bwd: &'static str) {
+    let tok = bld.d.tok_sp;
+    bld.within(RecomputeModule::Layernorm, |b| b.norm(fwd, bwd, tok));
 }
 
 fn dense_mlp(bld: &mut Builder, m: &ModelConfig) {
-    bld.mlp(
-        (gemm_names!("mlp_fc1"), "mlp_act", "mlp_act_bwd", gemm_names!("mlp_fc2")),
-        m,
-        m.intermediate_size,
-    );
+    bld.within(RecomputeModule::Mlp, |b| {
+        b.mlp(
+            (gemm_names!("mlp_fc1"), "mlp_act", "mlp_act_bwd", gemm_names!("mlp_fc2")),
+            m,
+            m.intermediate_size,
+        );
+    });
 }
 
 /// QKV (or MLA's projections), core attention over the layer's window, output projection.
@@ -825,16 +853,18 @@ fn mla_projections(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
         let r = mla.q_lora_rank;
         bld.gemm_comm(gemm_names!("attn_q_down"), Split::Local, tok_in, d.h, r, d.h * r, shape, 0);
         bld.norm_width("attn_q_norm", "attn_q_norm_bwd", tok_in, r, shape);
-        bld.gemm_comm(
-            gemm_names!("attn_q_up"),
-            Split::Column,
-            d.tok,
-            r,
-            q_n,
-            r * q_n,
-            shape,
-            latent_bytes(r),
-        );
+        bld.within(RecomputeModule::MlaUpProj, |b| {
+            b.gemm_comm(
+                gemm_names!("attn_q_up"),
+                Split::Column,
+                d.tok,
+                r,
+                q_n,
+                r * q_n,
+                shape,
+                latent_bytes(r),
+            );
+        });
     } else {
         bld.gemm(gemm_names!("attn_q"), Split::Column, d.tok, d.h, q_n, d.h * q_n, shape);
     }
@@ -843,16 +873,18 @@ fn mla_projections(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
     bld.norm_width("attn_kv_norm", "attn_kv_norm_bwd", tok_in, mla.kv_lora_rank, shape);
     let r = mla.kv_lora_rank;
     let kv_n = d.a_l * (mla.qk_nope_head_dim + mla.v_head_dim);
-    bld.gemm_comm(
-        gemm_names!("attn_kv_up"),
-        Split::Column,
-        d.tok,
-        r,
-        kv_n,
-        r * kv_n,
-        shape,
-        latent_bytes(kv_in),
-    );
+    bld.within(RecomputeModule::MlaUpProj, |b| {
+        b.gemm_comm(
+            gemm_names!("attn_kv_up"),
+            Split::Column,
+            d.tok,
+            r,
+            kv_n,
+            r * kv_n,
+            shape,
+            latent_bytes(kv_in),
+        );
+    });
 }
 
 /// A Mamba-2 mixer (Megatron-Core `MambaMixer`, heads and groups sharded over TP): in_proj
@@ -1013,7 +1045,9 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     let mf_l = m.moe_intermediate_size / etp;
     let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
     bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, d.h, fc1_n, local * d.h * fc1_n, &shape);
-    bld.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape);
+    bld.within(RecomputeModule::MoeAct, |b| {
+        b.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape)
+    });
     bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, d.h, local * mf_l * d.h, &shape);
     if d.tp > 1 && !whole {
         bld.collective(
@@ -1050,11 +1084,13 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
         )],
     );
     if m.num_shared_experts > 0 {
-        bld.mlp(
-            (gemm_names!("shared_fc1"), "shared_act", "shared_act_bwd", gemm_names!("shared_fc2")),
-            m,
-            m.shared_ffn(),
-        );
+        bld.within(RecomputeModule::SharedExperts, |b| {
+            b.mlp(
+                (gemm_names!("shared_fc1"), "shared_act", "shared_act_bwd", gemm_names!("shared_fc2")),
+                m,
+                m.shared_ffn(),
+            );
+        });
     }
 }
 
@@ -1133,7 +1169,7 @@ pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Lay
             &d.shape,
         )],
     );
-    bld.finish(Recompute::None)
+    bld.finish(Recompute::None, 0)
 }
 
 /// The head of the last pipeline stage: final norm, vocab-parallel logits GEMM (`V/tp` columns),
@@ -1176,7 +1212,7 @@ pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps
         &shape,
     )];
     bld.push(fwd, bwd);
-    bld.finish(Recompute::None)
+    bld.finish(Recompute::None, 0)
 }
 
 /// Adam step over this rank's parameters: over `params_on_rank / (dp·cp)` with the distributed

@@ -231,7 +231,8 @@ impl TraceInfo {
                 optimizer_states: mem[2],
                 activations: mem[3],
                 workspace: mem[4],
-                fragmentation: 0,
+                // The workspace above the fixed part is the allocator allowance (as exported).
+                fragmentation: mem[4].saturating_sub(crate::memory::WORKSPACE_FIXED_BYTES),
                 total: mem[5],
             },
         })

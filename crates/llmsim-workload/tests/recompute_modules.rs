@@ -1,0 +1,104 @@
+//! Selective recomputation of submodules (`training.recompute_modules`, Megatron-Core
+//! `--recompute-modules`): each module's forward ops re-run before the backward, and each frees
+//! its saved activations.
+
+use llmsim_workload::memory::layer_activation_bytes;
+use llmsim_workload::model::preset;
+use llmsim_workload::ops::transformer_layer;
+use llmsim_workload::{ModelConfig, ParallelConfig, Pass, Recompute, RecomputeModule, TrainingConfig};
+
+fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> Result<ParallelConfig, llmsim_workload::WorkloadError> {
+    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
+    p.resolve(gpus, m, t)
+}
+
+fn with(modules: &[RecomputeModule]) -> TrainingConfig {
+    TrainingConfig {
+        seq_length: 4096,
+        global_batch_size: 64,
+        recompute: Recompute::Selective,
+        recompute_modules: modules.to_vec(),
+        ..TrainingConfig::default()
+    }
+}
+
+/// Names of the ops re-run before the backward.
+fn recomputed(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> Vec<&'static str> {
+    transformer_layer(m, t, p, layer)
+        .backward
+        .iter()
+        .filter(|o| o.pass == Pass::Recompute)
+        .map(|o| o.name)
+        .collect()
+}
+
+#[test]
+fn each_module_reruns_its_own_ops() {
+    use RecomputeModule::*;
+    let dense = preset("llama3-8b").unwrap();
+    let moe = preset("deepseek-v3").unwrap();
+    let base = with(&[]);
+    let pd = plan(&dense, &base, 8, "{ tp: 1 }").unwrap();
+    let pm = plan(&moe, &base, 64, "{ tp: 1, ep: 64 }").unwrap();
+    let moe_layer = (0..moe.num_hidden_layers).find(|l| moe.is_moe(*l)).unwrap();
+    // `selective` alone is core attention; `[core_attn]` is the same.
+    assert_eq!(recomputed(&dense, &base, &pd, 0), vec!["core_attention"]);
+    assert_eq!(recomputed(&dense, &with(&[CoreAttn]), &pd, 0), vec!["core_attention"]);
+    assert_eq!(
+        recomputed(&dense, &with(&[Layernorm]), &pd, 0),
+        vec!["input_norm", "post_attn_norm"]
+    );
+    let mlp = recomputed(&dense, &with(&[Mlp]), &pd, 0);
+    assert!(
+        mlp.contains(&"mlp_fc1") && mlp.contains(&"mlp_act") && mlp.contains(&"mlp_fc2"),
+        "{mlp:?}"
+    );
+    assert!(!mlp.iter().any(|n| n.starts_with("attn") || n.starts_with("core")), "{mlp:?}");
+    assert_eq!(recomputed(&moe, &with(&[MoeAct]), &pm, moe_layer), vec!["expert_act"]);
+    let up = recomputed(&moe, &with(&[MlaUpProj]), &pm, moe_layer);
+    assert_eq!(up, vec!["attn_q_up", "attn_kv_up"]);
+    let shared = recomputed(&moe, &with(&[SharedExperts]), &pm, moe_layer);
+    assert!(shared.iter().all(|n| n.starts_with("shared_")) && shared.len() == 3, "{shared:?}");
+    // The whole MoE block: router, dispatch, experts, combine, shared experts.
+    let block = recomputed(&moe, &with(&[Moe]), &pm, moe_layer);
+    for op in ["moe_router", "ep_dispatch", "expert_fc1", "expert_act", "ep_combine", "shared_fc1"] {
+        assert!(block.contains(&op), "{op} not in {block:?}");
+    }
+    // Modules that a layer lacks re-run nothing.
+    assert!(recomputed(&dense, &with(&[MoeAct, MlaUpProj]), &pd, 0).is_empty());
+    // Recomputing adds FLOPs and never removes any.
+    let f = |t: &TrainingConfig| transformer_layer(&dense, t, &pd, 0).flops();
+    assert!(f(&with(&[Mlp])) > f(&with(&[CoreAttn])));
+}
+
+#[test]
+fn each_module_frees_activations() {
+    use RecomputeModule::*;
+    let moe = preset("deepseek-v3").unwrap();
+    let dense = preset("llama3-70b").unwrap();
+    let none = TrainingConfig {
+        recompute: Recompute::None,
+        ..with(&[])
+    };
+    let pm = plan(&moe, &none, 64, "{ tp: 1, ep: 64 }").unwrap();
+    let pd = plan(&dense, &none, 8, "{ tp: 8, sequence_parallel: true }").unwrap();
+    let moe_layer = (0..moe.num_hidden_layers).find(|l| moe.is_moe(*l)).unwrap();
+    let am = |t: &TrainingConfig| layer_activation_bytes(&moe, t, &pm, moe_layer);
+    let ad = |t: &TrainingConfig| layer_activation_bytes(&dense, t, &pd, 0);
+    for module in [Layernorm, MlaUpProj, MoeAct, SharedExperts, Moe] {
+        assert!(am(&with(&[module])) < am(&none), "{module:?}");
+    }
+    assert!(am(&with(&[Moe])) < am(&with(&[MoeAct, SharedExperts])));
+    for module in [Layernorm, Mlp] {
+        assert!(ad(&with(&[module])) < ad(&none), "{module:?}");
+    }
+    // More modules, less memory.
+    assert!(am(&with(&[MlaUpProj, MoeAct])) < am(&with(&[MlaUpProj])));
+    // Full recomputation with a module list is a contradiction, named.
+    let bad = TrainingConfig {
+        recompute: Recompute::Full,
+        ..with(&[Mlp])
+    };
+    let e = plan(&dense, &bad, 8, "{ tp: 8, sequence_parallel: true }").unwrap_err().to_string();
+    assert!(e.contains("training.recompute_modules"), "{e}");
+}
