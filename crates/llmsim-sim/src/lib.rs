@@ -162,6 +162,18 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
         });
     };
     let model = spec.resolve(&s.base_dir)?;
+    if s.training.dtype == llmsim_compute::DType::Fp8
+        && s.training.fp8_recipe == llmsim_workload::Fp8Recipe::Mxfp8
+        && gpu.arch != llmsim_ccl::tuning::GpuArch::Blackwell
+    {
+        return Err(SimError::Scenario {
+            field: "training.fp8_recipe".into(),
+            message: format!(
+                "mxfp8 needs Blackwell tensor cores (block-scaled MMA); {} has none: use delayed or current",
+                gpu.name
+            ),
+        });
+    }
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
     let mem = memory::footprint_on(&model, &s.training, &parallel, gpu.arch);
     if mem.firm() > gpu.memory_bytes {

@@ -228,6 +228,30 @@ cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
     assert_eq!(folded.report.iteration_time_s, full.report.iteration_time_s);
 }
 
+/// MXFP8 runs on Blackwell (casts a little larger than delayed scaling's), and is refused on
+/// Hopper with the field named.
+#[test]
+fn mxfp8_is_blackwell_only() {
+    let yaml = "
+model: { preset: llama3-8b, num_hidden_layers: 2 }
+training: { seq_length: 4096, global_batch_size: 8, dtype: fp8 }
+parallel: { tp: 1 }
+cluster: { gpu: B200, gpus: 8, gpus_per_node: 8 }
+network: { backend: analytical }
+output: { flows: false }
+";
+    let delayed = run(&scenario(yaml, &[]), RunOptions::default());
+    let mx = run(&scenario(yaml, &["training.fp8_recipe=mxfp8"]), RunOptions::default());
+    assert!(mx.report.iteration_time_s > delayed.report.iteration_time_s);
+    assert!(mx.report.iteration_time_s < delayed.report.iteration_time_s * 1.05);
+    let s = scenario(yaml, &["training.fp8_recipe=mxfp8", "cluster.gpu=H100"]);
+    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("training.fp8_recipe") && e.contains("H100"), "{e}");
+}
+
 #[test]
 fn errors_name_the_field() {
     let cases = [

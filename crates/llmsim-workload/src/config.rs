@@ -103,6 +103,22 @@ pub enum Fp8Recipe {
     /// `Float8CurrentScaling` ("FP8-CS" in NeMo's tables): each tensor's amax is computed before
     /// it is cast, an extra pass over it, and no producer kernel can fuse the cast.
     Current,
+    /// `MXFP8BlockScaling` ("FP8-MX" / MXFP8, Blackwell only): an E8M0 scale per 32 elements,
+    /// computed locally (no amax pass), so norms and activations can write it directly as with
+    /// delayed scaling. Each tensor is quantized row-wise and column-wise (the block runs along
+    /// the reduction dimension, which differs between a GEMM and its transpose): 1 + 1/32 bytes
+    /// per element per copy, and two weight copies on every architecture.
+    Mxfp8,
+}
+
+impl Fp8Recipe {
+    /// Bytes of one FP8 copy of an element, with its share of the scales.
+    pub fn bytes_per_element(self) -> f64 {
+        match self {
+            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+            Fp8Recipe::Delayed | Fp8Recipe::Current => 1.0,
+        }
+    }
 }
 
 impl Default for TrainingConfig {

@@ -29,7 +29,7 @@ use llmsim_ccl::tuning::GpuArch;
 use llmsim_compute::DType;
 use serde::Serialize;
 
-use crate::config::{ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
 use crate::error::WorkloadError;
 use crate::model::{LayerKind, ModelConfig};
 use crate::ops::{layers_of_chunk, padded_vocab, stage_layers, stage_param_split, stage_vocab_params};
@@ -261,13 +261,20 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     // (transposed) copy for the input gradient, 2 bytes per weight. Blackwell runs FP8 GEMMs in
     // any layout (TE's `is_non_tn_fp8_gemm_supported`), so one copy, 1 byte. Under ZeRO-3 / FSDP
     // that resharded its weights after forward, only the gathered units have a cast (below).
+    // MXFP8 keeps both copies everywhere (its block scales run along the reduction dimension),
+    // each with a scale byte per 32 elements.
+    let mx = t.fp8_recipe == Fp8Recipe::Mxfp8;
     let fp8_copies: u64 = match arch {
-        GpuArch::Blackwell => 1,
-        GpuArch::Ampere | GpuArch::Hopper => 2,
+        GpuArch::Blackwell if !mx => 1,
+        _ => 2,
+    };
+    let cast_bytes = |weights: u64| -> u64 {
+        let b = fp8_copies * weights;
+        if mx { b + b.div_ceil(32) } else { b }
     };
     let fp8 = t.dtype == DType::Fp8;
     let fp8_cache = if fp8 && !(p.fsdp() && p.reshard_after_forward) {
-        fp8_copies * params.total().saturating_sub(stage_vocab_params(m, p, stage))
+        cast_bytes(params.total().saturating_sub(stage_vocab_params(m, p, stage)))
     } else {
         0
     };
@@ -280,8 +287,8 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         (false, _) => (0, 0),
         (true, true) => {
             let unit = crate::megatron::fsdp_unit_params(m, p, stage);
-            let cast = if fp8 { fp8_copies } else { 0 };
-            (2 * unit * (dt + cast), unit * grad_b)
+            let cast = if fp8 { cast_bytes(unit) } else { 0 };
+            (2 * (unit * dt + cast), unit * grad_b)
         }
         (true, false) => (
             sharded(dt, false) - sharded(dt, true),

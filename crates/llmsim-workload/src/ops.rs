@@ -260,6 +260,8 @@ struct Dims {
     fp8: bool,
     /// FP8 with current scaling: every GEMM input needs its own amax pass and cast.
     fp8_current: bool,
+    /// Bytes of one FP8 copy of an element with its scales (MXFP8: 1 + 1/32).
+    fp8_elem: f64,
     shape: String,
 }
 
@@ -293,6 +295,7 @@ impl Dims {
             ub: p.tp_comm_overlap && sp,
             fp8: t.dtype == DType::Fp8,
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
+            fp8_elem: t.fp8_recipe.bytes_per_element(),
             shape,
         }
     }
@@ -540,7 +543,7 @@ impl<'a> Builder<'a> {
             // each output gradient is cast and transposed. Read 2 bytes, write 1 + 1; current
             // scaling reads the tensor once more for its amax, and casts every GEMM input.
             let gshape = format!("{shape},gemm={}", names.fwd);
-            let per_elem = if d.fp8_current { 6.0 } else { 4.0 };
+            let per_elem = if d.fp8_current { 6.0 } else { 2.0 + 2.0 * d.fp8_elem };
             let cast = |name: &'static str, pass: Pass, elems: u64| {
                 let e = elems as f64;
                 compute(name, pass, OpClass::Elementwise, e, per_elem * e, &gshape)

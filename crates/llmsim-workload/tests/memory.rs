@@ -256,3 +256,33 @@ fn fp8_weight_cache_follows_the_architecture_and_fsdp() {
     let extra = params(&fp8, &fsdp, GpuArch::Hopper) - params(&bf16, &fsdp16, GpuArch::Hopper);
     assert!(extra > 0 && extra < hopper / 4, "{extra} vs {hopper}");
 }
+
+/// MXFP8 keeps both weight copies even on Blackwell, each with a scale byte per 32 elements.
+#[test]
+fn mxfp8_weight_cache_has_two_scaled_copies() {
+    use llmsim_ccl::tuning::GpuArch;
+    use llmsim_compute::DType;
+    use llmsim_workload::Fp8Recipe;
+    use llmsim_workload::memory::footprint_on;
+    let m = preset("llama3-8b").unwrap();
+    let bf16 = TrainingConfig {
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let cs = TrainingConfig {
+        dtype: DType::Fp8,
+        fp8_recipe: Fp8Recipe::Current,
+        ..bf16.clone()
+    };
+    let mx = TrainingConfig {
+        fp8_recipe: Fp8Recipe::Mxfp8,
+        ..cs.clone()
+    };
+    let p = plan(&m, &bf16, 8, "{ tp: 1, use_distributed_optimizer: true }");
+    let cache = |t: &TrainingConfig| {
+        footprint_on(&m, t, &p, GpuArch::Blackwell).parameters - footprint_on(&m, &bf16, &p, GpuArch::Blackwell).parameters
+    };
+    let one = cache(&cs);
+    let two = cache(&mx);
+    assert_eq!(two, 2 * one + (2 * one).div_ceil(32));
+}
