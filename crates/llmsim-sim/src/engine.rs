@@ -603,7 +603,15 @@ impl<'a> Engine<'a> {
 
     fn on_event(&mut self, t: SimTime, e: Ev) -> Result<(), SimError> {
         match e {
-            Ev::NodeDone { unit, node } => self.complete(unit, node, t),
+            Ev::NodeDone { unit, node } => {
+                // A collective of one unit alone (closed form, `arrive`) ends here, not in
+                // `finish_coll`: it leaves the DP in-flight count here too.
+                let n = self.prog(unit).nodes[node as usize];
+                if n.stream == Stream::Dp && matches!(n.kind, NodeKind::CommColl { .. }) {
+                    self.dp_in_flight[unit as usize] -= 1;
+                }
+                self.complete(unit, node, t)
+            }
             Ev::CollDone { coll } => self.finish_coll(coll, t),
             Ev::PlanLocal { inst, node } => self.plan_node_done(inst, node, t),
         }
