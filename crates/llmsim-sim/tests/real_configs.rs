@@ -15,7 +15,26 @@ const FIT: &[&str] = &[
     "real-mlperf-gpt3-175b-512",
     "real-nemo-llama3-70b-64",
     "real-nemo-llama31-405b-1024",
+    // The held-out set (bench/validation.md) that fits; its four rejections are listed there.
+    "real-nemo-gpt3-5b-64",
+    "real-nemo-gpt3-20b-64",
+    "real-nemo-llama2-7b-8",
+    "real-nemo-llama2-13b-16",
+    "real-nemo-nemotron-8b-64",
+    "real-nemo-nemotron-22b-64",
+    "real-nemo-llama3-70b-cp2-64",
+    "real-bridge-h100-qwen3-30b-a3b-16",
+    "real-bridge-h100-qwen3-235b-a22b-256",
+    "real-bridge-gb200-deepseekv3-bf16-256",
+    "real-bridge-gb200-gpt-oss-120b-64",
+    "real-bridge-gb200-qwen3-235b-a22b-256",
+    "real-bridge-b200-llama3-8b-8",
+    "real-bridge-b200-llama31-405b-128",
+    "real-bridge-b200-qwen3-235b-a22b-64",
 ];
+
+/// Rows whose tensors fit but not with the fragmentation allowance (accepted as tight).
+const TIGHT: &[&str] = &["real-llama3-405b-8k", "real-nemo-gpt3-20b-64"];
 
 #[test]
 fn every_listed_real_configuration_fits_in_memory() {
@@ -26,8 +45,8 @@ fn every_listed_real_configuration_fits_in_memory() {
             Ok(r) => {
                 let cap = r.gpu.memory_bytes;
                 assert!(r.memory.firm() <= cap, "{name}: {} > {cap}", r.memory.firm());
-                // Only the 8k-GPU Llama 3 row is tight; the others fit with the allowance too.
-                assert_eq!(r.memory.is_tight(cap), *name == "real-llama3-405b-8k", "{name}");
+                // Only the listed rows are tight; the others fit with the allowance too.
+                assert_eq!(r.memory.is_tight(cap), TIGHT.contains(name), "{name}");
                 // Every category is accounted for.
                 assert!(
                     r.memory.parameters > 0 && r.memory.activations > 0 && r.memory.workspace > 0,
