@@ -90,6 +90,16 @@ pub struct TrainingConfig {
     /// Default empty: `[core_attn]` under `recompute: selective`. Setting it implies selective
     /// recomputation.
     pub recompute_modules: Vec<RecomputeModule>,
+    /// Adam's moments (Megatron-Core `--exp-avg-dtype` / `--exp-avg-sq-dtype` with
+    /// `--use-precision-aware-optimizer`): fp32 (default), bf16 or fp16.
+    pub exp_avg_dtype: DType,
+    pub exp_avg_sq_dtype: DType,
+    /// The optimizer's main (master) copy of the parameters, when training below fp32
+    /// (`--main-params-dtype`): fp32 (default), bf16 or fp16.
+    pub main_params_dtype: DType,
+    /// Keep only the low 16 bits of each fp32 main parameter beside its bf16 model copy (NeMo's
+    /// distributed fused Adam `store_param_remainders`): a 2-byte main copy. Default false.
+    pub store_param_remainders: bool,
 }
 
 /// Transformer Engine FP8 scaling recipe.
@@ -135,6 +145,10 @@ impl Default for TrainingConfig {
             grad_reduce_in_fp32: None,
             fp8_recipe: Fp8Recipe::Delayed,
             recompute_modules: Vec::new(),
+            exp_avg_dtype: DType::Fp32,
+            exp_avg_sq_dtype: DType::Fp32,
+            main_params_dtype: DType::Fp32,
+            store_param_remainders: false,
         }
     }
 }
@@ -178,6 +192,18 @@ impl TrainingConfig {
             (_, Some(false)) => DType::Bf16,
             _ => DType::Fp32,
         }
+    }
+
+    /// Optimizer-state bytes per parameter: the two moments and, when training below fp32, the
+    /// main copy (`main_params_dtype`, or a 2-byte remainder with `store_param_remainders`).
+    /// 12 by default (Megatron's 4 + 4 + 4).
+    pub fn optimizer_bytes_per_param(&self) -> u64 {
+        let main = match self.dtype {
+            DType::Fp32 | DType::Tf32 => 0,
+            _ if self.store_param_remainders => 2,
+            _ => self.main_params_dtype.bytes(),
+        };
+        self.exp_avg_dtype.bytes() + self.exp_avg_sq_dtype.bytes() + main
     }
 
     /// Whether dropout masks are stored, for `m` (see [`TrainingConfig::dropout`]).
@@ -543,6 +569,24 @@ impl ParallelConfig {
             }
         }
         model.validate()?;
+        for (f, d) in [
+            ("exp_avg_dtype", training.exp_avg_dtype),
+            ("exp_avg_sq_dtype", training.exp_avg_sq_dtype),
+            ("main_params_dtype", training.main_params_dtype),
+        ] {
+            if !matches!(d, DType::Fp32 | DType::Bf16 | DType::Fp16) {
+                return Err(WorkloadError::invalid(
+                    format!("training.{f}"),
+                    format!("{d} is not an optimizer-state dtype; use fp32, bf16 or fp16"),
+                ));
+            }
+        }
+        if training.store_param_remainders && training.dtype != DType::Bf16 && training.dtype != DType::Fp8 {
+            return Err(WorkloadError::invalid(
+                "training.store_param_remainders",
+                "keeps the low 16 bits of fp32 main parameters beside bf16 model weights; it needs dtype bf16 (or fp8, whose weights are bf16)",
+            ));
+        }
         if training.recompute == Recompute::Full && !training.recompute_modules.is_empty() {
             return Err(WorkloadError::invalid(
                 "training.recompute_modules",

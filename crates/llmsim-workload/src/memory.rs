@@ -254,7 +254,6 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
             params.total() * bytes_per_param
         }
     };
-    let main_copy = if dt == 4 { 0 } else { 4 };
     // FP8 training: Transformer Engine caches each linear weight's FP8 cast for the micro-batches
     // after the first (the embedding and norms are not TE linear layers): row-wise for forward,
     // and on Hopper, whose FP8 tensor cores take only the TN layout, also a column-wise
@@ -297,7 +296,7 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     };
     let parameters = sharded(dt, zero >= 3) + gathered_params + fp8_cache;
     let gradients = sharded(grad_b, zero >= 2) + unsharded_grads;
-    let optimizer_states = sharded(8 + main_copy, zero >= 1);
+    let optimizer_states = sharded(t.optimizer_bytes_per_param(), zero >= 1);
 
     // Activations.
     let layers = stage_layers(m, p, stage);

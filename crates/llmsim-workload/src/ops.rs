@@ -1219,20 +1219,24 @@ pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps
 }
 
 /// Adam step over this rank's parameters: over `params_on_rank / (dp·cp)` with the distributed
-/// optimizer (ZeRO ≥ 1), all of them otherwise. Memory-bound: per parameter it reads the fp32
-/// gradient, the fp32 main parameter and the two fp32 moments (16 bytes) and writes the main
-/// parameter, the moments and the low-precision model parameter (14 bytes with bf16; with fp32
-/// training there is no separate main copy: 28 bytes in all). ~12 FLOPs per parameter.
-/// The op's pass is `BackwardWeight`.
+/// optimizer (ZeRO ≥ 1), all of them otherwise. Memory-bound: per parameter it reads the
+/// gradient, the main parameter and the two moments and writes the main parameter, the moments
+/// and the low-precision model parameter (30 bytes by default with bf16: 4 + 12 read, 12 + 2
+/// written; with fp32 training there is no separate main copy: 28 bytes in all). The optimizer
+/// states' bytes follow `training.*_dtype` ([`TrainingConfig::optimizer_bytes_per_param`]).
+/// ~12 FLOPs per parameter. The op's pass is `BackwardWeight`.
 pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfig) -> Vec<OpSpec> {
     let n = if p.zero_stage >= 1 || p.use_distributed_optimizer {
         params_on_rank.div_ceil(p.dense_dp_group().max(1))
     } else {
         params_on_rank
     };
+    let states = t.optimizer_bytes_per_param() as f64;
     let per_param = match t.dtype {
-        DType::Fp32 | DType::Tf32 => 28.0,
-        _ => 28.0 + t.activation_bytes() as f64,
+        // Gradient and parameter read, parameter written, moments read and written.
+        DType::Fp32 | DType::Tf32 => 4.0 + 2.0 * states + 4.0 + 4.0,
+        // Gradient read; states read and written; the model copy written.
+        _ => t.grad_dtype().bytes() as f64 + 2.0 * states + t.activation_bytes() as f64,
     };
     vec![compute(
         "optimizer_step",

@@ -286,3 +286,54 @@ fn mxfp8_weight_cache_has_two_scaled_copies() {
     let two = cache(&mx);
     assert_eq!(two, 2 * one + (2 * one).div_ceil(32));
 }
+
+/// Optimizer-state precision: bf16 moments and NeMo's 2-byte main-parameter remainders shrink the
+/// optimizer states by their bytes; an FP8 moment or remainders without bf16 weights are errors.
+#[test]
+fn optimizer_state_dtypes_set_its_bytes() {
+    use llmsim_compute::DType;
+    let m = preset("llama3-8b").unwrap();
+    let base = TrainingConfig {
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    assert_eq!(base.optimizer_bytes_per_param(), 12);
+    let p = plan(&m, &base, 8, "{ tp: 1, use_distributed_optimizer: true }");
+    let states = |t: &TrainingConfig| footprint(&m, t, &p).optimizer_states;
+    let bf16_moments = TrainingConfig {
+        exp_avg_dtype: DType::Bf16,
+        exp_avg_sq_dtype: DType::Bf16,
+        ..base.clone()
+    };
+    let remainders = TrainingConfig {
+        store_param_remainders: true,
+        ..base.clone()
+    };
+    assert_eq!(bf16_moments.optimizer_bytes_per_param(), 8);
+    assert_eq!(remainders.optimizer_bytes_per_param(), 10);
+    let n = stage_params(&m, &p, 0);
+    assert_eq!(states(&base), (12 * n).div_ceil(8));
+    assert_eq!(states(&bf16_moments), (8 * n).div_ceil(8));
+    assert_eq!(states(&remainders), (10 * n).div_ceil(8));
+    for (bad, field) in [
+        (
+            TrainingConfig {
+                exp_avg_dtype: DType::Fp8,
+                ..base.clone()
+            },
+            "training.exp_avg_dtype",
+        ),
+        (
+            TrainingConfig {
+                dtype: DType::Fp32,
+                store_param_remainders: true,
+                ..base.clone()
+            },
+            "training.store_param_remainders",
+        ),
+    ] {
+        let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 1 }").unwrap();
+        let e = p.resolve(8, &m, &bad).unwrap_err().to_string();
+        assert!(e.contains(field), "{e}");
+    }
+}
