@@ -1,5 +1,5 @@
 //! `llmsim schema` (issue 35): the JSON Schema derived from the scenario and sweep types accepts
-//! every file llmsim ships and rejects what llmsim rejects; the committed reference page and
+//! every file llmsim ships (examples/, bench/, the golden scenarios) and rejects what llmsim rejects; the committed reference page and
 //! schemas under docs/reference/ are up to date with the code.
 //!
 //! Validation runs in Python's `jsonschema` (a pure-Python package; the Rust `jsonschema` crate
@@ -94,7 +94,7 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_shipped_yaml_validates_and_loads() {
     let root = root();
     let mut files = Vec::new();
-    for dir in ["examples", "bench", "tests"] {
+    for dir in ["examples", "bench", "tests", "crates/llmsim-sim/tests/golden"] {
         if root.join(dir).is_dir() {
             yaml_files(&root.join(dir), &mut files);
         }
