@@ -36,6 +36,10 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("./scripts/test.sh", "the whole suite, which runs this test"),
     (
+        "cargo build --release -p llmsim-cli",
+        "a release build (minutes); this test runs the debug binary of the same code",
+    ),
+    (
         "llmsim run examples/gpt3-13b-128gpu.yaml --backend packet --set network.cc=hpcc --set cluster.gpus=16 --set training.global_batch_size=16 --set 'model={preset: gpt3-13b, num_hidden_layers: 1}'",
         "exact packet-level run: 88 s in a debug build",
     ),
