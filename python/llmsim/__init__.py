@@ -24,7 +24,7 @@ from ._native import (
     WorkloadError,
 )
 from .core import Report, Scenario, run
-from .sweep import load, sweep, sweep_file
+from .sweep import export_parquet, load, sweep, sweep_file
 
 __all__ = [
     "METRICS",
@@ -40,6 +40,7 @@ __all__ = [
     "SweepError",
     "TopologyError",
     "WorkloadError",
+    "export_parquet",
     "load",
     "run",
     "sweep",

@@ -3,7 +3,7 @@
 ``run``, ``collective``, ``topo`` and ``sweep`` are the Rust command-line tool itself, run
 in-process through the extension module (``_native.cli_main``): one implementation, identical
 output and exit codes, no second binary to ship in the wheel. Python adds ``sweep --ray``,
-``plot``, ``search`` and ``profile``.
+``plot``, ``search``, ``profile`` and ``export`` (Parquet).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ Python package commands:
   plot                   Plot a sweep's results or a packet run (ns3 run --out); write an HTML report
   search                 Best TP/PP/DP/EP/CP/VPP/micro-batch for a model and GPU count
   profile                Time a scenario's compute ops on this GPU (PyTorch) or CPU; write an op database CSV
+  export DIR             Write a sweep's results as Parquet (DIR/results.parquet; needs pyarrow)
 """
 
 
@@ -74,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .profile import main as profile_main
 
             return profile_main(argv[1:])
+        if cmd == "export":
+            from .sweep import export_main
+
+            return export_main(argv[1:])
         if cmd == "sweep" and any(a == "--ray" or a.startswith("--ray=") for a in argv[1:]):
             return _sweep_ray(argv[1:])
     except _native.LlmsimError as e:

@@ -28,6 +28,7 @@ macro_rules! outln {
 mod collective;
 mod ns3;
 mod run;
+pub mod schema_cmd;
 mod sweep;
 mod topo_args;
 mod topo_cmd;
@@ -65,6 +66,9 @@ enum Cmd {
     /// Export a scenario's workload in another tool's format (Chakra execution traces, SimAI).
     #[command(subcommand)]
     Workload(workload_cmd::WorkloadCmd),
+    /// Print the JSON Schema of scenario files (--sweep: of sweep files), or their reference
+    /// page (--markdown).
+    Schema(schema_cmd::SchemaArgs),
 }
 
 /// A progress bar on stderr in llmsim's style (hidden when stderr is not a terminal); `template`
@@ -183,6 +187,7 @@ where
         Cmd::Sweep(a) => sweep::run(&a),
         Cmd::Ns3(a) => ns3::run(&a),
         Cmd::Workload(c) => workload_cmd::run(&c),
+        Cmd::Schema(a) => schema_cmd::run(&a),
     };
     // Stdout may buffer the last partial line: its write error surfaces here.
     let r = r.and_then(|()| std::io::stdout().lock().flush().map_err(stdout_error));

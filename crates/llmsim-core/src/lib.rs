@@ -5,6 +5,7 @@ pub mod error;
 pub mod ids;
 pub mod queue;
 pub mod rng;
+pub mod schema;
 pub mod units;
 
 pub use error::{FieldError, UnitError, parse_field};

@@ -403,6 +403,47 @@ serde_via_str!(SimTime);
 serde_via_str!(Bytes);
 serde_via_str!(Bandwidth);
 
+/// JSON Schema of a unit string, for `llmsim schema`: the patterns accept what `FromStr` does
+/// (checked against it in llmsim-cli's schema tests).
+macro_rules! schema_via_str {
+    ($t:ty, $name:literal, $pattern:literal, $description:literal, [$($example:literal),*]) => {
+        impl schemars::JsonSchema for $t {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "pattern": $pattern,
+                    "description": $description,
+                    "examples": [$($example),*],
+                })
+            }
+        }
+    };
+}
+schema_via_str!(
+    SimTime,
+    "Time",
+    r"^\s*([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)\s*(ps|ns|us|µs|ms|s)\s*$",
+    "A time: a number with a unit ps, ns, us (or µs), ms, s.",
+    ["500ns", "2.5us", "1ms"]
+);
+schema_via_str!(
+    Bytes,
+    "Size",
+    r"^\s*([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)\s*(|k|K|M|G|T|Ki|Mi|Gi|Ti)B?\s*$",
+    "A byte count: a number with an optional unit B, KB/MB/GB/TB (powers of 10) or KiB/MiB/GiB/TiB (powers of 2).",
+    ["32MiB", "96GiB", "1GB"]
+);
+schema_via_str!(
+    Bandwidth,
+    "Bandwidth",
+    r"^\s*([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)\s*(|k|K|M|G|T|Ki|Mi|Gi|Ti)(bps|b/s|Bps|B/s)\s*$",
+    "A rate: a number with a unit in bits (bps, Kbps, Mbps, Gbps, Tbps; b/s) or bytes (Bps, GBps, GB/s; powers of 10, or Ki/Mi/Gi/Ti for powers of 2).",
+    ["400Gbps", "900GBps", "4TB/s"]
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,13 +21,14 @@ use llmsim_core::{Bandwidth, SimTime};
 use llmsim_topo::TopologySpec;
 use llmsim_workload::dlrm::DlrmConfig;
 use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 
 use crate::SimError;
 
 /// A whole scenario.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Free-form name for the report. Default: the file name.
@@ -40,17 +41,24 @@ pub struct Scenario {
     /// tables model parallel with all-to-all). `dlrm: {}` is MLPerf's DLRM.
     #[serde(default)]
     pub dlrm: Option<DlrmConfig>,
+    /// What one iteration computes: sequence length, batch sizes, dtype, recomputation.
     #[serde(default)]
     pub training: TrainingConfig,
+    /// The parallelism plan: TP, PP (and virtual stages), DP, EP, CP, optimizer sharding, overlap.
     #[serde(default)]
     pub parallel: ParallelConfig,
+    /// The machines: GPU type and count, servers, NVLink, the scale-out topology.
     pub cluster: ClusterSpec,
+    /// The network model: backend (analytical, flow, packet), congestion control, fast-forwarding.
     #[serde(default)]
     pub network: NetworkSpec,
+    /// NCCL overrides: algorithm, protocol, channels, PXN.
     #[serde(default)]
     pub collectives: CollectivesSpec,
+    /// Compute calibration: efficiency table, op-time database, overlap slowdown.
     #[serde(default)]
     pub compute: ComputeSpec,
+    /// What `--out` writes.
     #[serde(default)]
     pub output: OutputSpec,
     /// Seed for ECMP hashing and anything random. Default 1.
@@ -66,7 +74,7 @@ fn one() -> u64 {
 }
 
 /// `cluster:`.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
     /// GPU: a catalog name (V100, A100, A100-40GB, H100, H800, H20, H200, B200, GB200, MI300X),
@@ -77,6 +85,7 @@ pub struct ClusterSpec {
     /// Total GPUs. Give this or `nodes` (gpus = nodes x gpus_per_node).
     #[serde(default)]
     pub gpus: Option<u32>,
+    /// Servers; `gpus = nodes x gpus_per_node`. Give this or `gpus`.
     #[serde(default)]
     pub nodes: Option<u32>,
     /// GPUs per server, sharing one NVLink/NVSwitch domain. Default 8.
@@ -98,13 +107,13 @@ fn default_gpu() -> GpuChoice {
 }
 
 /// `cluster.gpu`: a catalog name or a custom GPU.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum GpuChoice {
     /// A catalog name, with the decorations `llmsim_compute::gpu` accepts.
     Catalog(String),
     /// A GPU declared in the scenario.
-    Custom(CustomGpu),
+    Custom(#[schemars(with = "crate::schema::CustomGpuSchema")] CustomGpu),
 }
 
 impl GpuChoice {
@@ -154,7 +163,7 @@ fn default_topology() -> TopologySpec {
 }
 
 /// Network backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Alpha-beta per path, no contention.
@@ -168,7 +177,7 @@ pub enum Backend {
 }
 
 /// Congestion control of the packet backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CcSpec {
     /// DCQCN (Mellanox timer variant). Default.
@@ -183,7 +192,7 @@ pub enum CcSpec {
 }
 
 /// `network:`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
     /// analytical | flow | packet. Default flow.
@@ -202,7 +211,7 @@ pub struct NetworkSpec {
 
 /// `network.fast_forward:` (Wormhole, NSDI'26): a flow is steady when its last `window` rate
 /// samples, one every `sample_us`, fluctuate by less than `theta` of their mean.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FastForwardSpec {
     /// θ, relative (default 0.05).
@@ -242,7 +251,7 @@ impl Default for FastForwardSpec {
 }
 
 /// Algorithm choice for collectives that cross servers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AlgoSpec {
     /// NCCL's own choice (NCCL_ALGO unset). Default.
@@ -255,7 +264,7 @@ pub enum AlgoSpec {
 }
 
 /// How a ring is simulated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum GranularitySpec {
     /// Per-step transfer DAG up to 400k transfers per collective, pipelined flows above.
@@ -269,7 +278,7 @@ pub enum GranularitySpec {
 }
 
 /// `collectives:` — NCCL overrides.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectivesSpec {
     /// Like NCCL_ALGO. Default auto.
@@ -281,6 +290,7 @@ pub struct CollectivesSpec {
     /// Like NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS. Default: NCCL's choice.
     #[serde(default)]
     pub channels: Option<u32>,
+    /// How a ring is simulated: per step, or as pipelined flows. Default pipelined.
     #[serde(default)]
     pub granularity: GranularitySpec,
     /// PXN (NCCL_PXN_DISABLE=0). Default true.
@@ -307,7 +317,7 @@ impl Default for CollectivesSpec {
 }
 
 /// `compute:` — calibration data.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComputeSpec {
     /// Efficiency table CSV (gpu,class,compute_eff,memory_eff,...) replacing the shipped one.
@@ -344,7 +354,7 @@ impl Default for ComputeSpec {
 }
 
 /// Which ranks get trace tracks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TraceRanks {
     /// The first data-parallel replica: one unit per pipeline stage. Default.
@@ -355,12 +365,13 @@ pub enum TraceRanks {
 }
 
 /// `output:` — what `--out` writes.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutputSpec {
     /// trace.json (Perfetto). Default true.
     #[serde(default = "yes")]
     pub trace: bool,
+    /// Which ranks get trace tracks. Default first-replica.
     #[serde(default)]
     pub trace_ranks: TraceRanks,
     /// flows.csv, one row per network transfer. Default true.

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use llmsim_core::SimRng;
 use llmsim_sim::Scenario;
 use llmsim_sim::scenario::set_path;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
 
@@ -36,15 +37,20 @@ use crate::SweepError;
 use crate::filter::{self, Expr, Val};
 
 /// One random axis: exactly one of `choice`, `uniform`, `log_uniform`, `int`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dist {
+    /// Values drawn with equal probability, e.g. `[1, 2, 4]`.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<serde_json::Value>>")]
     pub choice: Option<Vec<Value>>,
+    /// `[low, high]`, drawn uniformly.
     #[serde(default)]
     pub uniform: Option<[f64; 2]>,
+    /// `[low, high]`, both positive, drawn uniformly in log space.
     #[serde(default)]
     pub log_uniform: Option<[f64; 2]>,
+    /// `[low, high]`, an integer drawn uniformly, both ends included.
     #[serde(default)]
     pub int: Option<[i64; 2]>,
     /// Appended to a drawn number to make a unit string, e.g. `Gbps`.
@@ -52,12 +58,17 @@ pub struct Dist {
     pub suffix: Option<String>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// `random:`: `samples` seeded draws of each axis.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RandomSpec {
+    /// Points drawn.
     pub samples: u32,
+    /// Seed of the draws. Default 1.
     #[serde(default = "one")]
     pub seed: u64,
+    /// Dotted scenario key (as in `--set`) -> its distribution.
+    #[schemars(with = "std::collections::BTreeMap<String, Dist>")]
     pub axes: Mapping,
 }
 
@@ -65,7 +76,8 @@ fn one() -> u64 {
     1
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// One filter expression, or a list that must all hold.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Filters {
     One(String),
@@ -73,25 +85,72 @@ pub enum Filters {
 }
 
 /// The sweep file.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
+    /// Name of the sweep (results go to `runs/<name>/` by default). Default: the file name.
     #[serde(default)]
     pub name: String,
+    /// The base scenario: a scenario file (relative to this file) or an inline scenario map.
+    #[schemars(with = "BaseSchema")]
     pub base: Value,
     /// Directory an inline base's relative paths resolve against. Default: the spec's directory.
     #[serde(default)]
     pub base_dir: Option<PathBuf>,
+    /// Fixed overrides of the base, as `--set`: `key.path=value`.
     #[serde(default)]
     pub set: Vec<String>,
+    /// Every combination of these axes (the last key varies fastest): dotted scenario key ->
+    /// list of values.
     #[serde(default)]
+    #[schemars(with = "AxisLists")]
     pub grid: Mapping,
+    /// Lists of one length, taken together: dotted scenario key -> list of values.
     #[serde(default)]
+    #[schemars(with = "AxisLists")]
     pub zip: Mapping,
     #[serde(default)]
     pub random: Option<RandomSpec>,
+    /// Keep a point only where every expression holds, e.g. `parallel.tp * parallel.pp <= 16`,
+    /// `cluster.gpu != "A100"`; keys are resolved scenario keys, and `gpus` the GPU count.
     #[serde(default)]
     pub filter: Option<Filters>,
+}
+
+/// Schema of `base`: a path or an inline scenario.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum BaseSchema {
+    /// Path to a scenario file, relative to the sweep file.
+    Path(String),
+    /// An inline scenario.
+    Inline(Box<Scenario>),
+}
+
+/// Schema of `grid` / `zip`: dotted scenario key -> a non-empty list of values.
+struct AxisLists;
+
+impl JsonSchema for AxisLists {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AxisLists".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "description": "Dotted scenario key (as in `--set`, e.g. `parallel.tp`) -> a non-empty list of its values.",
+            "additionalProperties": { "type": "array", "minItems": 1 },
+        })
+    }
+}
+
+/// The JSON Schema of a sweep file (`llmsim schema --sweep`); draft-07, as the scenario's.
+pub fn sweep_schema() -> schemars::Schema {
+    let mut s = schemars::generate::SchemaSettings::draft07()
+        .into_generator()
+        .into_root_schema_for::<SweepSpec>();
+    s.insert("title".into(), "llmsim sweep".into());
+    s
 }
 
 /// One experiment of a sweep.

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use llmsim_core::{Bandwidth, FieldError, SimTime};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
@@ -21,10 +22,13 @@ pub const DEFAULT_FABRIC: LinkParams = LinkParams::new(Bandwidth::from_gbps(400)
 
 /// A link class as a user writes it: `{ bandwidth: "400Gbps", latency: "500ns" }`; a field left
 /// out takes the class default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LinkSpec {
+    /// Line rate, e.g. `400Gbps`. Default: the class default.
     pub bandwidth: Option<Bandwidth>,
+    /// One-way latency of the link (propagation and switch pipeline), e.g. `500ns`. Default:
+    /// the class default.
     pub latency: Option<SimTime>,
 }
 
@@ -39,8 +43,9 @@ impl LinkSpec {
 /// ```yaml
 /// topology: { kind: rail-fat-tree, servers_per_segment: 16, dual_plane: true }
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[schemars(transform = kind_aliases)]
 pub enum TopologySpec {
     /// One switch holding every GPU's NIC.
     Flat {
@@ -94,6 +99,8 @@ pub enum TopologySpec {
         /// Spines per plane. Give this or `oversubscription`, not both; default non-blocking.
         #[serde(default)]
         spines: Option<u32>,
+        /// Leaf downlink / uplink capacity, e.g. 2.0 for 2:1; sets the spine count. Give this or
+        /// `spines`, not both; default 1.0 (non-blocking).
         #[serde(default)]
         oversubscription: Option<f64>,
         /// NIC bandwidth per GPU (both planes together). Default 400Gbps / 500ns.
@@ -114,6 +121,11 @@ pub enum TopologySpec {
         /// Path to the file, relative to the working directory.
         path: PathBuf,
     },
+}
+
+// serde's alias, which schemars does not see (see `llmsim_core::schema`).
+fn kind_aliases(s: &mut schemars::Schema) {
+    llmsim_core::schema::add_tag_aliases(s, "kind", &[("rail-optimized", "rail-fat-tree")]);
 }
 
 fn default_hosts_per_leaf() -> u32 {

@@ -7,13 +7,14 @@
 //! etp-ep-edp-pp).
 
 use llmsim_compute::DType;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::WorkloadError;
 use crate::model::ModelConfig;
 
 /// Activation recomputation (Megatron `--recompute-granularity`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Recompute {
     /// Store all activations (default).
@@ -54,8 +55,9 @@ impl RecomputeModule {
 }
 
 /// `training:` — what one iteration computes.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schemars(transform = training_aliases)]
 pub struct TrainingConfig {
     /// Tokens per sample. Default 2048. Megatron `--seq-length`.
     #[serde(alias = "seq_len")]
@@ -66,6 +68,7 @@ pub struct TrainingConfig {
     /// (one micro-batch per DP rank). Megatron `--global-batch-size`.
     pub global_batch_size: u64,
     /// Math and activation dtype. Default bf16.
+    #[schemars(with = "crate::schema::DTypeSchema")]
     pub dtype: DType,
     /// Activation recomputation. Default none.
     pub recompute: Recompute,
@@ -103,7 +106,7 @@ pub struct TrainingConfig {
 }
 
 /// Transformer Engine FP8 scaling recipe.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Fp8Recipe {
     /// `DelayedScaling`: scales from an amax history, so a norm or activation kernel can write
@@ -225,7 +228,8 @@ impl TrainingConfig {
 }
 
 /// Pipeline schedule.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[schemars(transform = schedule_aliases)]
 pub enum PipelineSchedule {
     /// PipeDream-flush 1F1B (Narayanan et al. 2021). Default.
     #[default]
@@ -236,9 +240,36 @@ pub enum PipelineSchedule {
     Interleaved,
 }
 
+// serde's aliases, which schemars does not see (`llmsim schema`; llmsim-cli's schema test checks
+// that every `alias = ` of the scenario types is in the schema).
+fn training_aliases(s: &mut schemars::Schema) {
+    llmsim_core::schema::add_property_aliases(s, &[("seq_len", "seq_length")]);
+}
+
+fn schedule_aliases(s: &mut schemars::Schema) {
+    llmsim_core::schema::add_variant_aliases(s, &[("1F1B", "1f1b"), ("one_f_one_b", "1f1b")]);
+}
+
+fn parallel_aliases(s: &mut schemars::Schema) {
+    llmsim_core::schema::add_property_aliases(
+        s,
+        &[
+            ("tensor_model_parallel_size", "tp"),
+            ("pipeline_model_parallel_size", "pp"),
+            ("data_parallel_size", "dp"),
+            ("expert_model_parallel_size", "ep"),
+            ("context_parallel_size", "cp"),
+            ("virtual_pipeline_model_parallel_size", "vpp"),
+            ("decoder_first_pipeline_num_layers", "first_stage_layers"),
+            ("decoder_last_pipeline_num_layers", "last_stage_layers"),
+        ],
+    );
+}
+
 /// `parallel:` — the parallelism plan. Megatron's long flag names are accepted as aliases.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schemars(transform = parallel_aliases)]
 pub struct ParallelConfig {
     /// Tensor parallel degree. Default 1.
     #[serde(alias = "tensor_model_parallel_size")]

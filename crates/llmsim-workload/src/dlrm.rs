@@ -65,6 +65,7 @@
 
 use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{DType, OpClass};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::WorkloadError;
@@ -81,7 +82,7 @@ pub const INDEX_BYTES: u64 = 8;
 /// `--arch-mlp-top=1024-1024-512-256-1`, `--arch-sparse-feature-size=128`, 26 tables capped at
 /// `--max-ind-range=40000000` rows, one lookup per table, fp32, mini-batch 2048 per GPU). The
 /// ASTRA-sim + ns-3 study's scaled model is [`DlrmConfig::astrasim_ns3`].
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DlrmConfig {
     /// Dense (continuous) input features: the bottom MLP's input width.
@@ -101,6 +102,7 @@ pub struct DlrmConfig {
     /// Samples per GPU per iteration (the global batch is `batch_size_per_gpu · gpus`).
     pub batch_size_per_gpu: u64,
     /// Math and storage dtype of MLPs, activations and embeddings.
+    #[schemars(with = "crate::schema::DTypeSchema")]
     pub dtype: DType,
 }
 

@@ -18,6 +18,7 @@ pub mod megatron;
 pub mod memory;
 pub mod model;
 pub mod ops;
+pub mod schema;
 pub mod simai;
 
 pub use config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};

@@ -19,6 +19,7 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -29,7 +30,7 @@ use crate::error::WorkloadError;
 /// through a low-rank `q_lora_rank` bottleneck (0 = a plain `h × heads·qk_head_dim` projection),
 /// keys and values through a shared `kv_lora_rank` latent plus one `qk_rope_head_dim` RoPE key
 /// shared by all heads.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MlaConfig {
     /// Query latent rank; 0 = no query compression (DeepSeek-V2-Lite).
@@ -51,7 +52,7 @@ impl MlaConfig {
 /// A Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs", §7; HF `NemotronHMamba2Mixer`):
 /// `num_heads × head_dim` inner channels, `n_groups` groups of B/C of `state_size`, a depthwise
 /// causal conv of `conv_kernel` taps over x, B and C, and the SSD scan in chunks of `chunk_size`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MambaConfig {
     pub num_heads: u64,
@@ -96,7 +97,7 @@ impl MambaConfig {
 }
 
 /// Attention type of a layer (HF `layer_types`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttentionType {
     FullAttention,
@@ -1176,10 +1177,24 @@ fn read_hf_config(path: &str, base_dir: &Path) -> Result<ModelConfig, WorkloadEr
     from_hf_config_json(&text, name)
 }
 
+// serde's aliases, which schemars does not see (see `llmsim_core::schema`).
+fn model_aliases(s: &mut schemars::Schema) {
+    llmsim_core::schema::add_property_aliases(
+        s,
+        &[
+            ("num_local_experts", "num_experts"),
+            ("n_routed_experts", "num_experts"),
+            ("n_shared_experts", "num_shared_experts"),
+            ("first_k_dense_replace", "first_k_dense_layers"),
+        ],
+    );
+}
+
 /// The map form of `model:`: a base (`preset` or `config`, at most one) and per-field overrides.
 /// With neither base, every architecture field must be given.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = model_aliases)]
 pub struct ModelOverrides {
     /// Preset name (see [`preset_names`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1262,7 +1277,7 @@ pub struct ModelOverrides {
 /// model: models/llama3-8b/config.json
 /// model: { preset: llama3-70b, num_hidden_layers: 40 }
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ModelSpec {
     Name(String),
