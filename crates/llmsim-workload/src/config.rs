@@ -28,7 +28,7 @@ pub enum Recompute {
 
 /// A submodule Megatron-Core's selective recomputation can re-run in backward instead of
 /// keeping its activations (`--recompute-modules`, with `--recompute-granularity selective`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecomputeModule {
     /// Core attention (Korthikanti et al.'s selective recomputation; Megatron-Core's default).
@@ -95,10 +95,14 @@ pub struct TrainingConfig {
     pub recompute_modules: Vec<RecomputeModule>,
     /// Adam's moments (Megatron-Core `--exp-avg-dtype` / `--exp-avg-sq-dtype` with
     /// `--use-precision-aware-optimizer`): fp32 (default), bf16 or fp16.
+    #[schemars(with = "crate::schema::DTypeSchema")]
     pub exp_avg_dtype: DType,
+    /// Adam's second moment: fp32 (default), bf16 or fp16.
+    #[schemars(with = "crate::schema::DTypeSchema")]
     pub exp_avg_sq_dtype: DType,
     /// The optimizer's main (master) copy of the parameters, when training below fp32
     /// (`--main-params-dtype`): fp32 (default), bf16 or fp16.
+    #[schemars(with = "crate::schema::DTypeSchema")]
     pub main_params_dtype: DType,
     /// Keep only the low 16 bits of each fp32 main parameter beside its bf16 model copy (NeMo's
     /// distributed fused Adam `store_param_remainders`): a 2-byte main copy. Default false.
@@ -258,6 +262,7 @@ fn parallel_aliases(s: &mut schemars::Schema) {
             ("pipeline_model_parallel_size", "pp"),
             ("data_parallel_size", "dp"),
             ("expert_model_parallel_size", "ep"),
+            ("expert_tensor_parallel_size", "etp"),
             ("context_parallel_size", "cp"),
             ("virtual_pipeline_model_parallel_size", "vpp"),
             ("decoder_first_pipeline_num_layers", "first_stage_layers"),
