@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod error;
+pub mod family;
 pub mod generators;
 pub mod graph;
 pub mod ns3;
@@ -9,6 +10,7 @@ pub mod spec;
 pub mod summary;
 
 pub use error::TopoError;
+pub use family::{FamilySpec, RoutingRule};
 pub use graph::{Link, LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
 pub use routing::Routing;
 pub use spec::{LinkSpec, TopologySpec};

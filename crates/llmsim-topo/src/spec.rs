@@ -138,7 +138,7 @@ impl Default for TopologySpec {
     }
 }
 
-fn spine_count(spines: Option<u32>, oversubscription: Option<f64>) -> Result<SpineCount, TopoError> {
+pub(crate) fn spine_count(spines: Option<u32>, oversubscription: Option<f64>) -> Result<SpineCount, TopoError> {
     match (spines, oversubscription) {
         (Some(_), Some(_)) => Err(FieldError::new("topology.spines", "give either spines or oversubscription, not both").into()),
         (Some(n), None) => Ok(SpineCount::Count(n)),
