@@ -63,7 +63,7 @@ pub(crate) fn divisors_hint(n: u32, limit: usize) -> String {
         .take(limit)
         .map(|i| i.to_string())
         .collect();
-    if d.len() == limit && !d.last().is_some_and(|s| s == &n.to_string()) {
+    if d.len() == limit && d.last().is_none_or(|s| s != &n.to_string()) {
         d.push(format!("..., {n}"));
     }
     d.join(", ")
