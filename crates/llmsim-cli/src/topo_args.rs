@@ -12,7 +12,8 @@ use serde_json::{Map, Value, json};
 
 #[derive(Args, Debug, Clone)]
 pub struct TopoArgs {
-    /// flat, fat-tree, spine-leaf, rail-fat-tree (alias rail-optimized), ns3.
+    /// flat, fat-tree, spine-leaf, rail-fat-tree (alias rail-optimized), torus, dragonfly,
+    /// rail-only, ns3.
     #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree")]
     pub kind: String,
     /// GPUs in the cluster. Default: all hosts of a fat-tree with --k, or of an --ns3-file.
@@ -57,6 +58,10 @@ pub struct TopoArgs {
     /// Two independent planes, each NIC port on one (rail-fat-tree).
     #[arg(long)]
     pub dual_plane: bool,
+    /// A family parameter as KEY=VALUE (JSON value), repeatable: `--topo-param dims=[8,8,16]`,
+    /// `--topo-param global_links_per_router=8`.
+    #[arg(long)]
+    pub topo_param: Vec<String>,
     /// ns-3 topology file (with --topology ns3).
     #[arg(long)]
     pub ns3_file: Option<PathBuf>,
@@ -157,7 +162,22 @@ impl TopoArgs {
                     .ok_or_else(|| anyhow!("--topology ns3 needs --ns3-file PATH"))?;
                 o.insert("path".into(), json!(p));
             }
-            other => bail!("--topology: unknown kind {other:?}; valid: flat, fat-tree, spine-leaf, rail-fat-tree, ns3"),
+            // One-file families (torus, dragonfly, rail-only, ...): the spec's serde names the kind
+            // and its fields; every such family takes `nic` and `fabric`.
+            _ => {
+                self.put_spines(o);
+                o.insert("nic".into(), nic);
+                o.insert("fabric".into(), fabric);
+                reject("--hosts-per-leaf", self.hosts_per_leaf.is_some())?;
+                reject("--servers-per-segment", self.servers_per_segment.is_some())?;
+            }
+        }
+        for kv in &self.topo_param {
+            let (k, val) = kv
+                .split_once('=')
+                .ok_or_else(|| anyhow!("--topo-param {kv:?}: expected KEY=VALUE, e.g. dims=[8,8,16]"))?;
+            let val = serde_json::from_str(val).unwrap_or_else(|_| json!(val));
+            o.insert(k.to_string(), val);
         }
         reject("--k", self.k.is_some() && kind != "fat-tree")?;
         reject("--dual-plane", self.dual_plane && !kind.starts_with("rail"))?;

@@ -82,7 +82,7 @@ pub(crate) fn check_rate(field: &str, p: LinkParams) -> Result<(), TopoError> {
 /// Largest host count a generator builds (keeps every id and link count well inside `u32`).
 pub const MAX_HOSTS: u32 = 1 << 24;
 
-fn check_hosts(num_hosts: u32) -> Result<(), TopoError> {
+pub(crate) fn check_hosts(num_hosts: u32) -> Result<(), TopoError> {
     if num_hosts > MAX_HOSTS {
         return Err(FieldError::new(
             "gpus",
@@ -206,7 +206,7 @@ pub enum SpineCount {
 
 impl SpineCount {
     /// Spines for leaves with `down` bandwidth below them and `uplink` per spine link.
-    fn resolve(self, field: &str, down: Bandwidth, uplink: Bandwidth) -> Result<u32, TopoError> {
+    pub(crate) fn resolve(self, field: &str, down: Bandwidth, uplink: Bandwidth) -> Result<u32, TopoError> {
         match self {
             SpineCount::Count(0) => Err(FieldError::new(format!("{field}.spines"), "must be at least 1").into()),
             SpineCount::Count(n) => Ok(n),

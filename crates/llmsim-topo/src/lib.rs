@@ -1,14 +1,19 @@
 #![doc = include_str!("../README.md")]
 
+pub mod dragonfly;
 pub mod error;
+pub mod family;
 pub mod generators;
 pub mod graph;
 pub mod ns3;
+pub mod rail_only;
 pub mod routing;
 pub mod spec;
 pub mod summary;
+pub mod torus;
 
 pub use error::TopoError;
+pub use family::{FamilySpec, RoutingRule};
 pub use graph::{Link, LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
 pub use routing::Routing;
 pub use spec::{LinkSpec, TopologySpec};

@@ -21,11 +21,12 @@
 //! shortest paths by hop count with ECMP over all shortest next hops, computed lazily per
 //! destination on first use.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use llmsim_core::{LinkId, NodeId};
 
 use crate::TopoError;
+use crate::family::RoutingRule;
 use crate::graph::{LinkKind, NodeKind, Topology};
 
 /// The rule a topology routes by. Every variant except `Bfs` holds O(1) parameters.
@@ -41,6 +42,8 @@ pub enum Routing {
     RailFatTree(RailRule),
     /// Shortest-path ECMP for imported graphs, computed per destination on first use.
     Bfs(Box<BfsRule>),
+    /// A family's own rule ([`RoutingRule`]: torus, dragonfly, rail-only, ...), one file each.
+    Rule(Arc<dyn RoutingRule>),
 }
 
 /// Fat-tree addresses. Node layout: hosts, NVSwitches, `pods * k/2` edges (pod-major),
@@ -249,8 +252,10 @@ impl Routing {
     /// `TopoError::Unreachable` when `dst` cannot be reached from `at` under this rule.
     #[inline]
     pub fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-        if let Routing::Bfs(rule) = self {
-            return rule.next_hop(t, at, dst, flow_hash);
+        match self {
+            Routing::Bfs(rule) => return rule.next_hop(t, at, dst, flow_hash),
+            Routing::Rule(rule) => return rule.next_hop(t, at, dst, flow_hash),
+            _ => {}
         }
         match t.node(at) {
             NodeKind::Host => host_hop(t, at, dst, flow_hash),
@@ -260,7 +265,7 @@ impl Routing {
                 Routing::FatTree(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
                 Routing::SpineLeaf(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
                 Routing::RailFatTree(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
-                Routing::Bfs(_) => unreachable!("handled above"),
+                Routing::Bfs(_) | Routing::Rule(_) => unreachable!("handled above"),
             },
         }
     }
@@ -273,12 +278,14 @@ impl Routing {
             Routing::SpineLeaf(_) => "spine-leaf up-down",
             Routing::RailFatTree(_) => "rail-optimized up-down",
             Routing::Bfs(_) => "BFS shortest-path ECMP",
+            Routing::Rule(r) => r.name(),
         }
     }
 
     pub fn heap_bytes(&self) -> usize {
         match self {
             Routing::Bfs(r) => size_of::<BfsRule>() + r.heap_bytes(),
+            Routing::Rule(r) => r.heap_bytes(),
             _ => 0,
         }
     }
@@ -286,7 +293,7 @@ impl Routing {
 
 /// Uplink choice: ECMP over `ports[first_up..]`.
 #[inline]
-fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> LinkId {
+pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> LinkId {
     let ups = &t.ports(at)[first_up as usize..];
     ups[t.ecmp_pick(at, flow_hash, ups.len())]
 }

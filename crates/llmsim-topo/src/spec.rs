@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
+use crate::family::FamilySpec;
 use crate::generators::{self, FatTreeParams, RailFatTreeParams, SpineCount, SpineLeafParams};
 use crate::graph::{LinkParams, ScaleUp, Topology};
 
@@ -116,6 +117,12 @@ pub enum TopologySpec {
         #[serde(default)]
         plane_bandwidth: Option<Bandwidth>,
     },
+    /// 2-D / 3-D torus with wrap-around, dimension-order routing ([`crate::torus`]).
+    Torus(crate::torus::TorusSpec),
+    /// Dragonfly: groups of fully meshed routers joined by global links; minimal routing.
+    Dragonfly(crate::dragonfly::DragonflySpec),
+    /// Rail-only: a network per rail, no spine across rails; cross-rail traffic via NVLink.
+    RailOnly(crate::rail_only::RailOnlySpec),
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
         /// Path to the file, relative to the working directory.
@@ -150,7 +157,7 @@ impl Default for TopologySpec {
     }
 }
 
-fn spine_count(spines: Option<u32>, oversubscription: Option<f64>) -> Result<SpineCount, TopoError> {
+pub(crate) fn spine_count(spines: Option<u32>, oversubscription: Option<f64>) -> Result<SpineCount, TopoError> {
     match (spines, oversubscription) {
         (Some(_), Some(_)) => Err(FieldError::new("topology.spines", "give either spines or oversubscription, not both").into()),
         (Some(n), None) => Ok(SpineCount::Count(n)),
@@ -221,6 +228,9 @@ impl TopologySpec {
                 };
                 generators::rail_fat_tree(gpus, &p, scale_up, seed)
             }
+            TopologySpec::Torus(s) => s.build(gpus, scale_up, seed),
+            TopologySpec::Dragonfly(s) => s.build(gpus, scale_up, seed),
+            TopologySpec::RailOnly(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {

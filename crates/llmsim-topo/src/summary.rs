@@ -94,7 +94,7 @@ impl Topology {
                 let seg_hosts = u64::from(r.servers_per_segment) * u64::from(r.rails);
                 vec![(seg_hosts, per_leaf * u64::from(r.rails) * u64::from(r.planes))]
             }
-            Routing::Bfs(_) => return None,
+            Routing::Bfs(_) | Routing::Rule(_) => return None,
         })
     }
 
@@ -139,6 +139,11 @@ impl Topology {
         let h = u64::from(self.num_hosts());
         if h < 2 {
             return Bandwidth::ZERO;
+        }
+        if let Routing::Rule(r) = self.routing()
+            && let Some(b) = r.bisection(self)
+        {
+            return b;
         }
         let Some(tiers) = self.tree_tiers() else {
             return self.bisection_by_max_flow();
@@ -185,6 +190,10 @@ impl Topology {
                 }
             }
             Routing::Bfs(_) => return self.diameter_by_bfs(),
+            Routing::Rule(r) => match r.diameter(self) {
+                Some(d) => d,
+                None => return self.diameter_by_bfs(),
+            },
         };
         (d, true)
     }

@@ -51,7 +51,7 @@ fn spine_leaf_by_ratio_or_count() {
 #[test]
 fn unknown_fields_and_kinds_are_errors() {
     assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"fat-tree","kk":4}"#).is_err());
-    assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"torus"}"#).is_err());
+    assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"hypercube"}"#).is_err());
     let e = serde_json::from_str::<TopologySpec>(r#"{"kind":"flat","nic":{"bandwidth":"400Gbs"}}"#).unwrap_err();
     assert!(e.to_string().contains("400Gbs"), "{e}");
     let e = serde_json::from_str::<TopologySpec>(r#"{"kind":"flat","nic":{"bw":"400Gbps"}}"#).unwrap_err();

@@ -1,0 +1,399 @@
+//! Dragonfly (Kim, Dally, Scott, Abts, ISCA 2008) with minimal routing.
+//!
+//! `groups` groups of `routers_per_group` (a) routers; each router has `hosts_per_router` (p)
+//! GPU NICs, a local cable to every other router of its group (full mesh), and
+//! `global_links_per_router` (h) global ports. Global port `j` of a group (`j = r*h + k` for port
+//! `k` of router `r`) leads to group `G + (j mod (g-1)) + 1` ("consecutive" arrangement); with
+//! fewer than `a*h + 1` groups, each pair of groups gets `floor(a*h / (g-1))` parallel global
+//! cables (copies) and the remaining ports stay unused. Port `j` of group `G` and port
+//! `c*(g-1) + g - o - 1` of group `G + o` (copy `c`, offset `o`) are the two ends of one cable.
+//!
+//! Node layout: hosts, NVSwitches, routers (`router0 + G*a + r`). Hosts fill routers in id order
+//! (the last routers may hold fewer or none). Ports of a router: its hosts, then local links to
+//! the other routers of its group in index order, then its global ports in `j` order.
+//!
+//! Minimal routing (at most one global hop): within a group, the direct local link; across
+//! groups, every copy `c` of the global cable to the destination group has a cost
+//! `[gateway != here] + 1 + [landing router != destination router]`; the flow hash picks among
+//! the next hops of the cheapest copies (ECMP: all candidates are equal-cost).
+
+use std::sync::Arc;
+
+use llmsim_core::{FieldError, LinkId, NodeId};
+use serde::{Deserialize, Serialize};
+
+use crate::TopoError;
+use crate::family::{FamilySpec, RoutingRule};
+use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
+use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
+
+/// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DragonflySpec {
+    /// Routers per group (a). Default `2h` (balanced).
+    pub routers_per_group: Option<u32>,
+    /// GPU NICs per router (p). Default `h` (balanced).
+    pub hosts_per_router: Option<u32>,
+    /// Global links per router (h). Default: the smallest h whose balanced dragonfly
+    /// (a = 2h, p = h, up to a*h + 1 groups) holds the GPUs; else from `a` or `p`.
+    pub global_links_per_router: Option<u32>,
+    /// Groups (g), at most `a*h + 1`. Default: as many as the GPUs need.
+    pub groups: Option<u32>,
+    /// Host NIC <-> router. Default 400Gbps / 500ns.
+    pub nic: LinkSpec,
+    /// Local (intra-group) router links. Default 400Gbps / 600ns.
+    pub fabric: LinkSpec,
+    /// Global (inter-group) links. Default: as `fabric`, latency 1us (longer optics).
+    pub global: LinkSpec,
+}
+
+/// A resolved dragonfly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DragonflyParams {
+    pub groups: u32,
+    pub routers_per_group: u32,
+    pub hosts_per_router: u32,
+    pub global_links_per_router: u32,
+    pub nic: LinkParams,
+    pub local: LinkParams,
+    pub global: LinkParams,
+}
+
+/// Largest radix (ports per router) the generator accepts.
+pub const MAX_RADIX: u32 = 4096;
+
+/// Smallest h whose balanced dragonfly (a = 2h, p = h, g = a*h + 1) holds `hosts`.
+pub fn balanced_h(hosts: u32) -> u32 {
+    let mut h = 1u64;
+    while (2 * h * h + 1) * 2 * h * h < u64::from(hosts) {
+        h += 1;
+    }
+    h as u32
+}
+
+impl FamilySpec for DragonflySpec {
+    fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
+        check_hosts(gpus)?;
+        let (a, p, h) = (self.routers_per_group, self.hosts_per_router, self.global_links_per_router);
+        let h = match (h, a, p) {
+            (Some(h), _, _) => h,
+            (None, None, None) => balanced_h(gpus),
+            (None, Some(a), _) => (a / 2).max(1),
+            (None, None, Some(p)) => p,
+        };
+        let a = a.unwrap_or(2 * h);
+        let p = p.unwrap_or(h.max(1));
+        for (field, v) in [
+            ("topology.routers_per_group", a),
+            ("topology.hosts_per_router", p),
+            ("topology.global_links_per_router", h),
+        ] {
+            if v == 0 || v > MAX_RADIX {
+                return Err(FieldError::new(field, format!("{v} is out of range; valid: 1..={MAX_RADIX}")).into());
+            }
+        }
+        let per_group = u64::from(a) * u64::from(p);
+        let need = u64::from(gpus).div_ceil(per_group).max(1);
+        let groups = match self.groups {
+            Some(g) if u64::from(g) < need || g == 0 => {
+                return Err(FieldError::new(
+                    "topology.groups",
+                    format!("{g} groups of {a} routers x {p} hosts hold fewer than {gpus} GPUs; use at least {need}"),
+                )
+                .into());
+            }
+            Some(g) => g,
+            None => need as u32,
+        };
+        let p = DragonflyParams {
+            groups,
+            routers_per_group: a,
+            hosts_per_router: p,
+            global_links_per_router: h,
+            nic: self.nic.resolve(DEFAULT_NIC),
+            local: self.fabric.resolve(DEFAULT_FABRIC),
+            global: self.global.resolve(LinkParams::new(
+                self.fabric.resolve(DEFAULT_FABRIC).bandwidth,
+                llmsim_core::SimTime::from_ns(1000),
+            )),
+        };
+        dragonfly(gpus, &p, scale_up, seed)
+    }
+}
+
+/// Builds a dragonfly holding `num_hosts` GPUs. Routing: [`DragonflyRule`].
+///
+/// # Errors
+/// `TopoError::Invalid` when the groups cannot all be joined by the global ports
+/// (`g - 1 > a*h`: names `topology.global_links_per_router` and the smallest valid h), too few
+/// groups, a zero bandwidth, or the scale-up errors of [`hosts_with_scale_up`].
+pub fn dragonfly(num_hosts: u32, p: &DragonflyParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.fabric", p.local)?;
+    check_rate("topology.global", p.global)?;
+    let (g, a, hp, h) = (p.groups, p.routers_per_group, p.hosts_per_router, p.global_links_per_router);
+    if a == 0 || hp == 0 || h == 0 || g == 0 {
+        return Err(FieldError::new(
+            "topology.routers_per_group",
+            "routers, hosts and global links per router must be at least 1",
+        )
+        .into());
+    }
+    let routers = u64::from(g) * u64::from(a);
+    if routers * u64::from(hp) < u64::from(num_hosts) || routers > u64::from(crate::generators::MAX_HOSTS) {
+        return Err(FieldError::new(
+            "topology.groups",
+            format!(
+                "{g} groups of {a} routers x {hp} hosts cannot hold {num_hosts} GPUs; use at least {} groups",
+                u64::from(num_hosts).div_ceil(u64::from(a) * u64::from(hp))
+            ),
+        )
+        .into());
+    }
+    let ports_per_group = u64::from(a) * u64::from(h);
+    if u64::from(g) - 1 > ports_per_group {
+        let need_h = (u64::from(g) - 1).div_ceil(u64::from(a));
+        return Err(FieldError::new(
+            "topology.global_links_per_router",
+            format!(
+                "{g} groups need {} global ports per group, but {a} routers x {h} global links give {ports_per_group} \
+                 (router radix {} too small); use global_links_per_router >= {need_h}, more routers_per_group, or at most {} groups",
+                g - 1,
+                hp + a - 1 + h,
+                ports_per_group + 1
+            ),
+        )
+        .into());
+    }
+    let copies = if g > 1 { (ports_per_group / u64::from(g - 1)) as u32 } else { 0 };
+    let used = copies * g.saturating_sub(1);
+    let routers = routers as u32;
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    // Routers left without hosts in the last group sit two hops from any host: tier 2, as an
+    // ns-3 import (tier = hops from the nearest host) reads them back.
+    let with_hosts = num_hosts.div_ceil(hp);
+    let router0 = b.add_nodes(NodeKind::Switch { tier: 1 }, with_hosts).0;
+    b.add_nodes(NodeKind::Switch { tier: 2 }, routers - with_hosts);
+    b.reserve_links(2 * num_hosts as usize + routers as usize * (a as usize - 1) + 2 * used as usize * g as usize);
+    for host in 0..num_hosts {
+        b.add_link(NodeId(host), NodeId(router0 + host / hp), p.nic, LinkKind::HostNic);
+    }
+    let rule = DragonflyRule {
+        groups: g,
+        routers_per_group: a,
+        hosts_per_router: hp,
+        global_links_per_router: h,
+        copies,
+        hosts: num_hosts,
+        router0,
+    };
+    for grp in 0..g {
+        for r in 0..a {
+            let me = grp * a + r;
+            let at = NodeId(router0 + me);
+            let first = me * hp;
+            for host in first.min(num_hosts)..(first + hp).min(num_hosts) {
+                b.add_link(at, NodeId(host), p.nic, LinkKind::HostNic);
+            }
+            for r2 in (0..a).filter(|&r2| r2 != r) {
+                b.add_link(at, NodeId(router0 + grp * a + r2), p.local, LinkKind::Fabric);
+            }
+            for j in r * h..((r + 1) * h).min(used) {
+                let (peer_group, peer_router) = rule.global_peer(grp, j);
+                b.add_link(at, NodeId(router0 + peer_group * a + peer_router), p.global, LinkKind::Fabric);
+            }
+        }
+    }
+    b.build(
+        format!("dragonfly-{g}g{a}a{hp}p{h}h-{num_hosts}"),
+        num_hosts,
+        scale_up,
+        Routing::Rule(Arc::new(rule)),
+        ecmp_seed,
+    )
+}
+
+/// Minimal dragonfly routing; see the module doc for addresses, ports and costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DragonflyRule {
+    pub groups: u32,
+    pub routers_per_group: u32,
+    pub hosts_per_router: u32,
+    pub global_links_per_router: u32,
+    /// Parallel global cables between each pair of groups.
+    pub copies: u32,
+    hosts: u32,
+    router0: u32,
+}
+
+impl DragonflyRule {
+    /// Group and router index at the far end of global port `j` of group `grp`.
+    #[inline]
+    fn global_peer(&self, grp: u32, j: u32) -> (u32, u32) {
+        let g = self.groups;
+        let (c, o) = (j / (g - 1), j % (g - 1) + 1);
+        let peer_j = c * (g - 1) + (g - o - 1);
+        ((grp + o) % g, peer_j / self.global_links_per_router)
+    }
+
+    /// For copy `c` of the cables toward group offset `o`: (gateway router, landing router).
+    #[inline]
+    fn copy_ends(&self, o: u32, c: u32) -> (u32, u32) {
+        let g = self.groups;
+        let j = c * (g - 1) + o - 1;
+        let peer_j = c * (g - 1) + (g - o - 1);
+        (j / self.global_links_per_router, peer_j / self.global_links_per_router)
+    }
+
+    /// Router hops from local router `r` to local router `rd` of the group `o` groups ahead.
+    #[inline]
+    fn cost(&self, o: u32, r: u32, rd: u32) -> u32 {
+        if o == 0 {
+            return u32::from(r != rd);
+        }
+        (0..self.copies)
+            .map(|c| {
+                let (gw, land) = self.copy_ends(o, c);
+                u32::from(gw != r) + 1 + u32::from(land != rd)
+            })
+            .min()
+            .unwrap_or(u32::MAX)
+    }
+
+    /// Port index of router `r`'s local link to router `r2` (after `down` host ports).
+    #[inline]
+    fn local_port(down: usize, r: u32, r2: u32) -> usize {
+        down + if r2 < r { r2 } else { r2 - 1 } as usize
+    }
+
+    fn has_hosts(&self, router: u32) -> bool {
+        router * self.hosts_per_router < self.hosts
+    }
+}
+
+impl RoutingRule for DragonflyRule {
+    fn name(&self) -> &'static str {
+        "dragonfly minimal"
+    }
+
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        match t.node(at) {
+            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+            NodeKind::Switch { .. } => {}
+        }
+        let (a, hp) = (self.routers_per_group, self.hosts_per_router);
+        let me = at.0 - self.router0;
+        let target = dst.0 / hp;
+        let ports = t.ports(at);
+        let first_host = me * hp;
+        let down = self.hosts.saturating_sub(first_host).min(hp) as usize;
+        if me == target {
+            return Ok(ports[(dst.0 - first_host) as usize]);
+        }
+        let (grp, r) = (me / a, me % a);
+        let (dgrp, rd) = (target / a, target % a);
+        if grp == dgrp {
+            return Ok(ports[Self::local_port(down, r, rd)]);
+        }
+        let o = (dgrp + self.groups - grp) % self.groups;
+        let best = self.cost(o, r, rd);
+        // Candidates in copy order: the global port when this router is the gateway, else the
+        // local link to the gateway (consecutive copies on one gateway counted once).
+        let global0 = down + a as usize - 1;
+        let h = self.global_links_per_router;
+        let candidate = |c: u32, prev_gw: Option<u32>| -> Option<usize> {
+            let (gw, land) = self.copy_ends(o, c);
+            if u32::from(gw != r) + 1 + u32::from(land != rd) != best {
+                return None;
+            }
+            if gw == r {
+                let j = c * (self.groups - 1) + o - 1;
+                Some(global0 + (j - r * h) as usize)
+            } else if prev_gw == Some(gw) {
+                None
+            } else {
+                Some(Self::local_port(down, r, gw))
+            }
+        };
+        let mut count = 0;
+        let mut prev = None;
+        for c in 0..self.copies {
+            if candidate(c, prev).is_some() {
+                count += 1;
+            }
+            prev = Some(self.copy_ends(o, c).0);
+        }
+        let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
+        let mut seen = 0;
+        let mut prev = None;
+        for c in 0..self.copies {
+            if let Some(port) = candidate(c, prev) {
+                if seen == pick {
+                    return Ok(ports[port]);
+                }
+                seen += 1;
+            }
+            prev = Some(self.copy_ends(o, c).0);
+        }
+        Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "dragonfly groups without a global link".into(),
+        })
+    }
+
+    fn diameter(&self, t: &Topology) -> Option<u32> {
+        let hosts = t.num_hosts();
+        if hosts < 2 {
+            return Some(0);
+        }
+        let a = self.routers_per_group;
+        let used_routers = hosts.div_ceil(self.hosts_per_router);
+        if used_routers == 1 {
+            return Some(2);
+        }
+        // Servers spanning routers would make some router pairs NVLink neighbours; search instead.
+        if !self.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
+            return None;
+        }
+        let mut worst = 0;
+        if used_routers > a {
+            // Cost depends only on the group offset and the local indices; every (r, rd, o) is
+            // realised by two routers holding hosts when every group but the last is full and
+            // there are >= 3 groups (or all are full). Otherwise enumerate pairs.
+            let g = self.groups;
+            let full = used_routers == g * a || (g >= 3 && used_routers >= (g - 1) * a);
+            if !full && used_routers > 4096 {
+                return None;
+            }
+            if full {
+                for o in 1..self.groups {
+                    for r in 0..a {
+                        for rd in 0..a {
+                            worst = worst.max(self.cost(o, r, rd));
+                        }
+                    }
+                }
+            } else {
+                for s in 0..used_routers {
+                    for d in 0..used_routers {
+                        let o = (d / a + self.groups - s / a) % self.groups;
+                        if o != 0 && self.has_hosts(s) && self.has_hosts(d) {
+                            worst = worst.max(self.cost(o, s % a, d % a));
+                        }
+                    }
+                }
+            }
+        }
+        if used_routers > 1 && a > 1 {
+            worst = worst.max(1);
+        }
+        Some(2 + worst)
+    }
+}

@@ -1,0 +1,327 @@
+//! Torus (2-D / 3-D, wrap-around) with dimension-order routing.
+//!
+//! One router per torus position (Blue Gene / TPU style, with a router standing for the
+//! position's switch ASIC); `hosts_per_router` GPU NICs hang off each router. Routers cable to
+//! their `+1` and `-1` neighbours in every dimension, wrapping around.
+//!
+//! Addresses: router `i` has coordinates `(i % n0, i / n0 % n1, i / (n0*n1))` (dimension 0
+//! varies fastest); host `h` sits on router `h / hosts_per_router`.
+//!
+//! Node layout: hosts, NVSwitches, routers (`router0 + i`). Ports of router `i`: its hosts in id
+//! order, then per dimension `+1` and `-1` (one port when the dimension has 2 routers, none when
+//! it has 1).
+//!
+//! Rule (dimension order): correct dimension 0 first, then 1, then 2, each the short way round;
+//! when both ways are equally short (`n` even, the antipode) the flow hash picks one (ECMP).
+
+use std::sync::Arc;
+
+use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
+use serde::{Deserialize, Serialize};
+
+use crate::TopoError;
+use crate::family::{FamilySpec, RoutingRule, divisors_hint};
+use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
+use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
+
+/// Largest number of torus dimensions.
+pub const MAX_DIMS: usize = 3;
+
+/// `topology: { kind: torus, dims: [8, 8, 16], hosts_per_router: 8 }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TorusSpec {
+    /// Routers per dimension, 1 to 3 entries, product = GPUs / `hosts_per_router`.
+    /// Default: the most cubic shape of `dimensions` dimensions (largest last).
+    pub dims: Option<Vec<u32>>,
+    /// Dimensions when `dims` is not given: 2 or 3. Default 3.
+    pub dimensions: Option<u32>,
+    /// GPU NICs per router. Default: `gpus_per_server` (one router per server).
+    pub hosts_per_router: Option<u32>,
+    /// Host NIC <-> router. Default 400Gbps / 500ns.
+    pub nic: LinkSpec,
+    /// Router <-> router, per direction. Default 400Gbps / 600ns.
+    pub fabric: LinkSpec,
+}
+
+/// The most cubic `d`-dimensional shape with product `n`, ascending (largest last).
+pub fn balanced_dims(n: u32, d: usize) -> Vec<u32> {
+    match d {
+        0 | 1 => vec![n],
+        2 => {
+            let a = (1..=n.isqrt()).rev().find(|a| n.is_multiple_of(*a)).unwrap_or(1);
+            vec![a, n / a]
+        }
+        _ => {
+            let mut best = [1, 1, n];
+            for a in 1..=n.isqrt() {
+                if u64::from(a).pow(3) > u64::from(n) {
+                    break;
+                }
+                if !n.is_multiple_of(a) {
+                    continue;
+                }
+                let m = n / a;
+                let b = (a..=m.isqrt()).rev().find(|b| m.is_multiple_of(*b));
+                if let Some(b) = b {
+                    let c = m / b;
+                    // Smallest largest side; ties go to the larger smallest side (later `a`).
+                    if c <= best[2] {
+                        best = [a, b, c];
+                    }
+                }
+            }
+            best.to_vec()
+        }
+    }
+}
+
+fn dims_text(d: &[u32]) -> String {
+    d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
+}
+
+impl FamilySpec for TorusSpec {
+    fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
+        check_hosts(gpus)?;
+        let hpr = self.hosts_per_router.unwrap_or(scale_up.gpus_per_server.max(1));
+        if hpr == 0 || gpus == 0 || !gpus.is_multiple_of(hpr) {
+            return Err(FieldError::new(
+                "topology.hosts_per_router",
+                format!(
+                    "{hpr} does not divide the {gpus} GPUs into whole routers; valid: {}",
+                    divisors_hint(gpus.max(1), 12)
+                ),
+            )
+            .into());
+        }
+        let routers = gpus / hpr;
+        let dims = match (&self.dims, self.dimensions) {
+            (Some(d), Some(n)) if d.len() != n as usize => {
+                return Err(FieldError::new(
+                    "topology.dimensions",
+                    format!("dimensions={n} but dims has {} entries; give one of them", d.len()),
+                )
+                .into());
+            }
+            (Some(d), _) => {
+                if d.is_empty() || d.len() > MAX_DIMS || d.contains(&0) {
+                    return Err(FieldError::new(
+                        "topology.dims",
+                        format!("{d:?} is not a torus shape; give 1 to {MAX_DIMS} sizes of at least 1, e.g. [8, 8, 16]"),
+                    )
+                    .into());
+                }
+                let product = d.iter().try_fold(1u32, |a, &x| a.checked_mul(x));
+                if product != Some(routers) {
+                    let hint = dims_text(&balanced_dims(routers, d.len()));
+                    return Err(FieldError::new(
+                        "topology.dims",
+                        format!(
+                            "{} routers x {hpr} hosts_per_router do not hold {gpus} GPUs; use dims whose product is {routers}, e.g. {hint}",
+                            dims_text(d)
+                        ),
+                    )
+                    .into());
+                }
+                d.clone()
+            }
+            (None, n) => {
+                let n = n.unwrap_or(3);
+                if !(2..=3).contains(&n) {
+                    return Err(FieldError::new("topology.dimensions", format!("{n} is not supported; valid: 2, 3")).into());
+                }
+                balanced_dims(routers, n as usize)
+            }
+        };
+        let p = TorusParams {
+            dims,
+            hosts_per_router: hpr,
+            nic: self.nic.resolve(DEFAULT_NIC),
+            fabric: self.fabric.resolve(DEFAULT_FABRIC),
+        };
+        torus(gpus, &p, scale_up, seed)
+    }
+}
+
+/// A resolved torus.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TorusParams {
+    /// Routers per dimension; product times `hosts_per_router` is the GPU count.
+    pub dims: Vec<u32>,
+    pub hosts_per_router: u32,
+    pub nic: LinkParams,
+    pub fabric: LinkParams,
+}
+
+fn ports_of(n: u32) -> u32 {
+    match n {
+        1 => 0,
+        2 => 1,
+        _ => 2,
+    }
+}
+
+/// Builds a torus holding exactly `num_hosts` GPUs. Routing: [`TorusRule`].
+///
+/// # Errors
+/// `TopoError::Invalid` when the dims times `hosts_per_router` differ from `num_hosts`, for a
+/// zero bandwidth, or the scale-up errors of [`hosts_with_scale_up`].
+pub fn torus(num_hosts: u32, p: &TorusParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.fabric", p.fabric)?;
+    let hpr = p.hosts_per_router;
+    let routers = p.dims.iter().try_fold(1u32, |a, &x| a.checked_mul(x));
+    if p.dims.is_empty() || p.dims.len() > MAX_DIMS || hpr == 0 || routers.and_then(|r| r.checked_mul(hpr)) != Some(num_hosts) {
+        return Err(FieldError::new(
+            "topology.dims",
+            format!(
+                "{} routers x {hpr} hosts_per_router do not hold {num_hosts} GPUs",
+                dims_text(&p.dims)
+            ),
+        )
+        .into());
+    }
+    let routers = routers.unwrap_or(0);
+    let mut dims = [1u32; MAX_DIMS];
+    dims[..p.dims.len()].copy_from_slice(&p.dims);
+    let mut first_port = [0u32; MAX_DIMS];
+    let mut next = hpr;
+    for i in 0..MAX_DIMS {
+        first_port[i] = next;
+        next += ports_of(dims[i]);
+    }
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    let router0 = b.add_nodes(NodeKind::Switch { tier: 1 }, routers).0;
+    b.reserve_links(2 * num_hosts as usize + (routers * (next - hpr)) as usize);
+    for h in 0..num_hosts {
+        b.add_link(NodeId(h), NodeId(router0 + h / hpr), p.nic, LinkKind::HostNic);
+    }
+    // Each router's outgoing links in port order: hosts, then +1/-1 per dimension.
+    let stride = [1, dims[0], dims[0] * dims[1]];
+    for r in 0..routers {
+        for h in r * hpr..(r + 1) * hpr {
+            b.add_link(NodeId(router0 + r), NodeId(h), p.nic, LinkKind::HostNic);
+        }
+        for i in 0..MAX_DIMS {
+            let n = dims[i];
+            let c = r / stride[i] % n;
+            let base = r - c * stride[i];
+            if n >= 2 {
+                let plus = base + (c + 1) % n * stride[i];
+                b.add_link(NodeId(router0 + r), NodeId(router0 + plus), p.fabric, LinkKind::Fabric);
+            }
+            if n >= 3 {
+                let minus = base + (c + n - 1) % n * stride[i];
+                b.add_link(NodeId(router0 + r), NodeId(router0 + minus), p.fabric, LinkKind::Fabric);
+            }
+        }
+    }
+    let rule = TorusRule {
+        dims,
+        stride,
+        first_port,
+        hosts_per_router: hpr,
+        router0,
+    };
+    b.build(
+        format!("torus-{}-{num_hosts}", dims_text(&p.dims)),
+        num_hosts,
+        scale_up,
+        Routing::Rule(Arc::new(rule)),
+        ecmp_seed,
+    )
+}
+
+/// Dimension-order routing on a torus; see the module doc for addresses and ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TorusRule {
+    pub dims: [u32; MAX_DIMS],
+    stride: [u32; MAX_DIMS],
+    first_port: [u32; MAX_DIMS],
+    pub hosts_per_router: u32,
+    pub router0: u32,
+}
+
+impl TorusRule {
+    fn routers(&self) -> u32 {
+        self.dims.iter().product()
+    }
+}
+
+impl RoutingRule for TorusRule {
+    fn name(&self) -> &'static str {
+        "torus dimension-order"
+    }
+
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        match t.node(at) {
+            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+            NodeKind::Switch { .. } => {}
+        }
+        let r = at.0 - self.router0;
+        let dr = dst.0 / self.hosts_per_router;
+        let ports = t.ports(at);
+        if r == dr {
+            return Ok(ports[(dst.0 - r * self.hosts_per_router) as usize]);
+        }
+        for i in 0..MAX_DIMS {
+            let n = self.dims[i];
+            let (c, d) = (r / self.stride[i] % n, dr / self.stride[i] % n);
+            if c == d {
+                continue;
+            }
+            let first = self.first_port[i] as usize;
+            if n == 2 {
+                return Ok(ports[first]);
+            }
+            let ahead = (d + n - c) % n;
+            let port = match (2 * ahead).cmp(&n) {
+                std::cmp::Ordering::Less => first,
+                std::cmp::Ordering::Greater => first + 1,
+                std::cmp::Ordering::Equal => first + t.ecmp_pick(at, flow_hash, 2),
+            };
+            return Ok(ports[port]);
+        }
+        Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "torus router outside the torus".into(),
+        })
+    }
+
+    fn diameter(&self, t: &Topology) -> Option<u32> {
+        if t.num_hosts() < 2 {
+            return Some(0);
+        }
+        if self.routers() == 1 {
+            return Some(2);
+        }
+        // The antipodal routers hold different servers only when servers do not span routers.
+        if !self.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
+            return None;
+        }
+        Some(2 + self.dims.iter().map(|n| n / 2).sum::<u32>())
+    }
+
+    /// The cut across the last (slowest) dimension at its middle: hosts `0..H/2` are exactly
+    /// the routers below it when that dimension is even.
+    fn bisection(&self, t: &Topology) -> Option<Bandwidth> {
+        let last = (0..MAX_DIMS).rev().find(|&i| self.dims[i] > 1)?;
+        let n = self.dims[last];
+        if !n.is_multiple_of(2) {
+            return None;
+        }
+        let plane = self.routers() / n;
+        let cuts = if n == 2 { 1 } else { 2 };
+        let r0 = NodeId(self.router0);
+        let fabric = t.link(t.ports(r0)[self.first_port[last] as usize]).bandwidth;
+        let cross = u128::from(fabric.bps()) * u128::from(plane * cuts);
+        let half = u128::from(t.num_hosts() / 2) * u128::from(t.nic_bandwidth(NodeId(0)).bps());
+        Some(Bandwidth::from_bps(u64::try_from(cross.min(half)).unwrap_or(u64::MAX)))
+    }
+}

@@ -1,0 +1,352 @@
+//! The one-file families (torus, dragonfly, rail-only): every host reaches every host, routes
+//! are loop-free and minimal, the longest equals the family's diameter, ECMP choices are
+//! equal-cost, the ns-3 export re-imports to the same graph, and bad parameters name the field.
+
+use std::collections::BTreeSet;
+
+use llmsim_core::{LinkId, NodeId};
+use llmsim_topo::ns3::{parse_ns3, to_ns3};
+use llmsim_topo::{LinkKind, ScaleUp, TopoError, Topology, TopologySpec};
+use proptest::prelude::*;
+
+fn spec(json: &str) -> TopologySpec {
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+}
+
+fn su(g: u32) -> ScaleUp {
+    if g == 1 {
+        ScaleUp::none()
+    } else {
+        ScaleUp {
+            gpus_per_server: g,
+            ..ScaleUp::dgx_h100()
+        }
+    }
+}
+
+fn build(json: &str, gpus: u32, g: u32) -> Topology {
+    spec(json)
+        .build(gpus, su(g), 7)
+        .unwrap_or_else(|e| panic!("{json} at {gpus} GPUs: {e}"))
+}
+
+/// Nodes visited following the rule from `from` to `dst` (both included).
+fn walk(t: &Topology, from: NodeId, dst: NodeId, hash: u64) -> Vec<NodeId> {
+    let mut at = from;
+    let mut nodes = vec![at];
+    while at != dst {
+        let l = t
+            .next_hop(at, dst, hash)
+            .unwrap_or_else(|e| panic!("{}: {from}->{dst}: {e}", t.name));
+        assert_eq!(t.link(l).src, at);
+        assert!(t.ports(at).contains(&l));
+        at = t.link(l).dst;
+        assert!(
+            !nodes.contains(&at),
+            "{}: loop at {at} on {from}->{dst} hash {hash}: {nodes:?}",
+            t.name
+        );
+        nodes.push(at);
+    }
+    nodes
+}
+
+/// Shortest host-to-host hop counts from `src`. Hosts forward only when `hosts_forward`.
+fn bfs(t: &Topology, src: NodeId, hosts_forward: bool) -> Vec<u32> {
+    let mut dist = vec![u32::MAX; t.num_nodes()];
+    let mut q = std::collections::VecDeque::from([src]);
+    dist[src.idx()] = 0;
+    while let Some(v) = q.pop_front() {
+        if v != src && t.is_host(v) && !hosts_forward {
+            continue;
+        }
+        for &l in t.ports(v) {
+            let u = t.link(l).dst;
+            if dist[u.idx()] == u32::MAX {
+                dist[u.idx()] = dist[v.idx()] + 1;
+                q.push_back(u);
+            }
+        }
+    }
+    dist
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Minimal {
+    /// Every route is a shortest path (hosts do not forward).
+    Shortest,
+    /// Shortest when GPUs may relay (rail-only's NVLink relay).
+    ShortestWithRelay,
+    /// At least as long as the shortest path (dragonfly: at most one global hop).
+    AtLeastShortest,
+}
+
+/// Every pair, several hashes: reach, loop-free, deterministic, minimal; returns the longest.
+fn check_routes(t: &Topology, minimal: Minimal) -> u32 {
+    let h = t.num_hosts();
+    let mut longest = 0;
+    let mut path: Vec<LinkId> = Vec::new();
+    for s in 0..h {
+        let dist = bfs(t, NodeId(s), minimal == Minimal::ShortestWithRelay);
+        for d in 0..h {
+            if s == d {
+                continue;
+            }
+            let mut lens = BTreeSet::new();
+            for hash in [0u64, 1, 0x9e37_79b9, u64::MAX, u64::from(s * 31 + d)] {
+                let nodes = walk(t, NodeId(s), NodeId(d), hash);
+                path.clear();
+                t.route(NodeId(s), NodeId(d), hash, &mut path).unwrap();
+                assert_eq!(path.len() + 1, nodes.len());
+                lens.insert(path.len() as u32);
+                let want = dist[d as usize];
+                match minimal {
+                    Minimal::AtLeastShortest => assert!(path.len() as u32 >= want),
+                    _ => assert_eq!(path.len() as u32, want, "{}: {s}->{d} hash {hash} not minimal", t.name),
+                }
+            }
+            assert_eq!(lens.len(), 1, "{}: {s}->{d}: ECMP choices of different length {lens:?}", t.name);
+            longest = longest.max(*lens.first().unwrap());
+        }
+    }
+    longest
+}
+
+/// At every node of sampled routes, every next hop some flow hash picks has the same remaining
+/// length (ECMP among equal-cost hops only), and each node offers at least one.
+fn check_ecmp_equal_cost(t: &Topology) -> usize {
+    let h = t.num_hosts();
+    let mut multi = 0;
+    for s in (0..h).step_by(3) {
+        for d in (0..h).step_by(5) {
+            if s == d {
+                continue;
+            }
+            for &at in &walk(t, NodeId(s), NodeId(d), 5) {
+                if at == NodeId(d) {
+                    break;
+                }
+                let mut rest = BTreeSet::new();
+                let mut hops = BTreeSet::new();
+                for hash in 0..32u64 {
+                    let l = t.next_hop(at, NodeId(d), hash.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap();
+                    hops.insert(l);
+                    rest.insert(walk(t, t.link(l).dst, NodeId(d), 11).len());
+                }
+                assert_eq!(
+                    rest.len(),
+                    1,
+                    "{}: at {at} toward {d}: next hops {hops:?} differ in cost {rest:?}",
+                    t.name
+                );
+                multi += usize::from(hops.len() > 1);
+            }
+        }
+    }
+    multi
+}
+
+fn link_set(t: &Topology) -> Vec<(u32, u32, u64, u64, u8)> {
+    let mut v: Vec<_> = t
+        .links()
+        .iter()
+        .map(|l| {
+            let k = match l.kind {
+                LinkKind::NvLink => 0,
+                LinkKind::HostNic => 1,
+                LinkKind::Fabric => 2,
+            };
+            (l.src.0, l.dst.0, l.bandwidth.bps(), l.latency.as_ps(), k)
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn check_ns3_round_trip(t: &Topology) {
+    let text = to_ns3(t);
+    let imp = parse_ns3(&text, "family.txt", 7).unwrap();
+    let back = &imp.topology;
+    assert_eq!(imp.file_ids, (0..t.num_nodes() as u32).collect::<Vec<_>>(), "no renumbering");
+    assert_eq!(back.num_hosts(), t.num_hosts());
+    assert_eq!(back.gpus_per_server(), t.gpus_per_server());
+    assert_eq!(back.nodes(), t.nodes(), "{}: same kinds and tiers", t.name);
+    assert_eq!(link_set(back), link_set(t), "{}: same cables", t.name);
+    assert_eq!(to_ns3(back), text);
+}
+
+fn check_family(t: &Topology, minimal: Minimal) {
+    let longest = check_routes(t, minimal);
+    let s = t.describe();
+    assert_eq!(s.diameter_hops, longest, "{}: describe's diameter vs longest route\n{s}", t.name);
+    check_ns3_round_trip(t);
+}
+
+#[test]
+fn torus_2d_and_3d_route_dimension_order_minimally() {
+    for (json, gpus, g) in [
+        (r#"{"kind":"torus","dims":[4,4],"hosts_per_router":2}"#, 32, 2),
+        (r#"{"kind":"torus","dims":[3,4,2]}"#, 192, 8),
+        (r#"{"kind":"torus","dims":[5,3]}"#, 15, 1),
+        (r#"{"kind":"torus"}"#, 64, 1),
+        (r#"{"kind":"torus","dimensions":2}"#, 96, 4),
+    ] {
+        let t = build(json, gpus, g);
+        check_family(&t, Minimal::Shortest);
+        let multi = check_ecmp_equal_cost(&t);
+        if json.contains("[4,4]") {
+            assert!(multi > 0, "even rings tie at the antipode: ECMP over both ways");
+        }
+        // The closed-form bisection agrees with a max flow.
+        assert_eq!(t.describe().bisection_bandwidth, t.bisection_by_max_flow(), "{}", t.name);
+    }
+    let t = build(r#"{"kind":"torus"}"#, 1024, 8);
+    assert_eq!(t.name, "torus-4x4x8-1024", "128 routers, most cubic shape");
+    assert_eq!(t.describe().diameter_hops, 2 + 2 + 2 + 4);
+}
+
+#[test]
+fn dragonfly_minimal_routes_use_one_global_hop() {
+    for (json, gpus, g) in [
+        // Maximum size: g = a*h + 1 = 9 groups, one global cable per group pair.
+        (
+            r#"{"kind":"dragonfly","routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2}"#,
+            72,
+            2,
+        ),
+        // 3 groups, 4 parallel global cables per pair: ECMP across gateways.
+        (
+            r#"{"kind":"dragonfly","routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2}"#,
+            24,
+            1,
+        ),
+        // Partly filled last group.
+        (
+            r#"{"kind":"dragonfly","routers_per_group":3,"hosts_per_router":2,"global_links_per_router":1}"#,
+            20,
+            2,
+        ),
+        // Sized from the GPU count: h = 2, a = 4, p = 2.
+        (r#"{"kind":"dragonfly"}"#, 64, 1),
+    ] {
+        let t = build(json, gpus, g);
+        check_family(&t, Minimal::AtLeastShortest);
+        let multi = check_ecmp_equal_cost(&t);
+        if gpus == 24 {
+            assert!(multi > 0, "parallel global cables give ECMP");
+        }
+    }
+    let t = build(
+        r#"{"kind":"dragonfly","routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2}"#,
+        72,
+        2,
+    );
+    assert_eq!(t.describe().diameter_hops, 5, "host, local, global, local, host");
+}
+
+#[test]
+fn rail_only_crosses_rails_over_nvlink() {
+    for (json, gpus, g) in [
+        (r#"{"kind":"rail-only","servers_per_leaf":2}"#, 40, 8),
+        (r#"{"kind":"rail-only","servers_per_leaf":3,"spines":2}"#, 28, 4),
+        (r#"{"kind":"rail-only"}"#, 64, 8),
+        (r#"{"kind":"rail-only","servers_per_leaf":2}"#, 6, 1),
+    ] {
+        let t = build(json, gpus, g);
+        check_family(&t, Minimal::ShortestWithRelay);
+        check_ecmp_equal_cost(&t);
+    }
+    let t = build(r#"{"kind":"rail-only","servers_per_leaf":2}"#, 40, 8);
+    // Cross-rail, other leaf: NVLink to the rail-5 GPU of server 0, then rail 5's leaf, spine, leaf.
+    let nodes = walk(&t, NodeId(2), NodeId(4 * 8 + 5), 0);
+    assert_eq!(nodes.len(), 7, "{nodes:?}");
+    assert_eq!(nodes[2], NodeId(5), "relay: server 0's GPU on rail 5");
+    // No switch connects two rails.
+    for l in t.links() {
+        if l.kind == LinkKind::Fabric {
+            let rail_of = |n: NodeId| {
+                t.ports(n)
+                    .iter()
+                    .find_map(|&p| t.is_host(t.link(p).dst).then(|| t.local_rank(t.link(p).dst)))
+            };
+            if let (Some(a), Some(b)) = (rail_of(l.src), rail_of(l.dst)) {
+                assert_eq!(a, b);
+            }
+        }
+    }
+}
+
+fn invalid(json: &str, gpus: u32, g: u32) -> (String, String) {
+    match spec(json).build(gpus, su(g), 0) {
+        Err(TopoError::Invalid(e)) => (e.field, e.message),
+        other => panic!("{json}: expected a field error, got {other:?}"),
+    }
+}
+
+#[test]
+fn impossible_parameters_name_the_field_and_valid_values() {
+    let (f, m) = invalid(r#"{"kind":"torus","dims":[4,4]}"#, 1024, 8);
+    assert_eq!(f, "topology.dims");
+    assert!(m.contains("product is 128") && m.contains("e.g. 8x16"), "{m}");
+    let (f, m) = invalid(r#"{"kind":"torus","hosts_per_router":3}"#, 64, 1);
+    assert_eq!(f, "topology.hosts_per_router");
+    assert!(m.contains("valid: 1, 2, 4, 8"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"torus","dims":[2,2,2,2]}"#, 16, 1);
+    assert_eq!(f, "topology.dims");
+    let (f, m) = invalid(r#"{"kind":"torus","dimensions":4}"#, 16, 1);
+    assert_eq!(f, "topology.dimensions");
+    assert!(m.contains("valid: 2, 3"), "{m}");
+    let (f, m) = invalid(
+        r#"{"kind":"dragonfly","routers_per_group":4,"hosts_per_router":2,"global_links_per_router":1}"#,
+        128,
+        1,
+    );
+    assert_eq!(f, "topology.global_links_per_router");
+    assert!(m.contains("global_links_per_router >= 4") && m.contains("radix"), "{m}");
+    let (f, m) = invalid(r#"{"kind":"dragonfly","routers_per_group":4,"groups":2}"#, 128, 1);
+    assert_eq!(f, "topology.groups");
+    assert!(m.contains("at least 16"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"rail-only","servers_per_leaf":0}"#, 64, 8);
+    assert_eq!(f, "topology.servers_per_leaf");
+    let (f, _) = invalid(r#"{"kind":"rail-only","spines":2,"oversubscription":2}"#, 64, 8);
+    assert_eq!(f, "topology.spines");
+    let (f, _) = invalid(r#"{"kind":"torus","fabric":{"bandwidth":"0bps"}}"#, 64, 8);
+    assert_eq!(f, "topology.fabric");
+    assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"torus","dim":[4]}"#).is_err());
+}
+
+#[test]
+fn every_family_sizes_itself_from_the_gpu_count() {
+    for kind in ["torus", "dragonfly", "rail-only"] {
+        for gpus in [8, 1024, 8192] {
+            let t = build(&format!(r#"{{"kind":"{kind}"}}"#), gpus, 8);
+            assert_eq!(t.num_hosts(), gpus, "{}", t.name);
+            let mut p = Vec::new();
+            t.route(NodeId(0), NodeId(gpus - 1), 3, &mut p).unwrap();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn random_family_instances_route_without_loops(
+        kind in 0u8..3, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
+        pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..32),
+    ) {
+        let (json, gpus) = match kind {
+            0 => (format!(r#"{{"kind":"torus","dims":[{x},{y},{z}],"hosts_per_router":{g}}}"#), x * y * z * g),
+            1 => (
+                format!(r#"{{"kind":"dragonfly","routers_per_group":{x},"hosts_per_router":{g},"global_links_per_router":{y}}}"#),
+                g * (x * y + 1).min(1 + z * 3) * x,
+            ),
+            _ => (format!(r#"{{"kind":"rail-only","servers_per_leaf":{x},"spines":{y}}}"#), g * (x * z + y)),
+        };
+        let t = spec(&json).build(gpus, su(g), seed).unwrap();
+        let h = t.num_hosts();
+        for (s, d, hash) in pairs {
+            let (s, d) = (NodeId(s % h), NodeId(d % h));
+            walk(&t, s, d, hash);
+        }
+    }
+}
