@@ -487,11 +487,12 @@ pub fn double_binary_tree(
 }
 
 /// Recursive halving (reduce-scatter) and recursive doubling (all-gather); all-reduce is both.
-/// Ranks beyond the largest power of two fold into a partner first and get the result after.
+/// For all-reduce, ranks beyond the largest power of two fold into a partner first and get the
+/// result after. Reduce-scatter and all-gather over a group that is not a power of two take
+/// Bruck's `ceil(log2 n)` steps instead ([`bruck`]), as NCCL's PAT does for any rank count.
 ///
 /// # Errors
-/// A bad group, an unsupported operation, or a non-power-of-two group for reduce-scatter or
-/// all-gather.
+/// A bad group or an unsupported operation.
 pub fn halving_doubling(
     topo: &Topology,
     op: CollectiveOp,
@@ -502,11 +503,8 @@ pub fn halving_doubling(
     let g = sorted_group(topo, group)?;
     let n = g.len();
     let pw = 1usize << (usize::BITS - 1 - n.leading_zeros());
-    if pw != n && op != CollectiveOp::AllReduce {
-        return Err(CclError::Invalid {
-            field: "group".into(),
-            message: format!("halving-doubling {op} needs a power-of-two group, got {n} ranks; use --algo ring"),
-        });
+    if pw != n && matches!(op, CollectiveOp::AllGather | CollectiveOp::ReduceScatter) {
+        return Ok(bruck(topo, op, bytes, &g, p));
     }
     let (rs, ag) = match op {
         CollectiveOp::AllReduce => (true, true),
@@ -586,6 +584,62 @@ pub fn halving_doubling(
         send(&mut plan, e - pw, e, bytes.0, phase, &deps);
     }
     Ok(plan)
+}
+
+/// Bruck's all-gather over any `n` (Bruck et al. 1997; NCCL's PAT is a variant of it): in step
+/// `k` (distance `d = 2^k`) rank `r` sends to `r - d` the `min(d, n - d)` blocks it holds, so
+/// `ceil(log2 n)` steps move `(n - 1)` blocks per rank. Reduce-scatter is its transpose: the
+/// same steps in reverse order, each rank sending partial sums to `r + d`. Each send waits for
+/// the rank's previous send and what it received in the previous step. `g` is sorted and
+/// checked.
+fn bruck(topo: &Topology, op: CollectiveOp, bytes: Bytes, g: &[NodeId], p: &ExpandParams) -> CollectivePlan {
+    let n = g.len();
+    let mut dists = Vec::new();
+    let mut d = 1usize;
+    while d < n {
+        dists.push(d);
+        d *= 2;
+    }
+    let gather = op == CollectiveOp::AllGather;
+    if !gather {
+        dists.reverse();
+    }
+    let mut plan = CollectivePlan::new(Expansion::HalvingDoubling);
+    // Per rank: its last send and the last transfer it received.
+    let mut sent: Vec<Option<u32>> = vec![None; n];
+    let mut got: Vec<Option<u32>> = vec![None; n];
+    let mut ids: Vec<(usize, u32)> = Vec::with_capacity(n);
+    for (phase, &d) in dists.iter().enumerate() {
+        let blocks = d.min(n - d) as u64;
+        ids.clear();
+        for r in 0..n {
+            let to = if gather { (r + n - d) % n } else { (r + d) % n };
+            let deps: Vec<u32> = sent[r].iter().chain(got[r].iter()).copied().collect();
+            // Block i of the buffer is `split_bytes(bytes, n, i)`; a step's blocks are whole.
+            let by = bytes.0 / n as u64 * blocks + (bytes.0 % n as u64).min(blocks);
+            let id = plan.push(
+                PlanNode {
+                    step: Step::Transfer {
+                        src: g[r],
+                        dst: g[to],
+                        bytes: Bytes(by),
+                        route: route_for(topo, g[r], g[to], p.pxn),
+                        flow_hash: hash_of(phase as u32, g[r], g[to], 4),
+                    },
+                    channel: 0,
+                    phase: phase as u32,
+                    overhead: overhead(topo, p, g[r], g[to]),
+                },
+                &deps,
+            );
+            ids.push((to, id));
+        }
+        for (r, &(to, id)) in ids.iter().enumerate() {
+            sent[r] = Some(id);
+            got[to] = Some(id);
+        }
+    }
+    plan
 }
 
 /// Direct all-to-all: every rank sends `bytes / n` to every other rank at once.

@@ -236,6 +236,52 @@ fn bad_groups_are_errors_not_panics() {
     assert!(expand::ring(&t, CollectiveOp::AllReduce, Bytes::mib(1), &[NodeId(0), NodeId(99)], &p).is_err());
     assert!(expand::ring(&t, CollectiveOp::AllToAll, Bytes::mib(1), &all(&t), &p).is_err());
     let twelve: Vec<NodeId> = (0..12).map(NodeId).collect();
-    assert!(expand::halving_doubling(&t, CollectiveOp::AllGather, Bytes::mib(1), &twelve, &p).is_err());
+    assert!(expand::halving_doubling(&t, CollectiveOp::Broadcast, Bytes::mib(1), &twelve, &p).is_err());
     assert!(expand::halving_doubling(&t, CollectiveOp::AllReduce, Bytes::mib(1), &twelve, &p).is_ok());
+}
+
+/// DP-style groups (one rank per server) of 3, 1,000 and 1,125 ranks: NCCL's choice (PAT for
+/// all-gather and reduce-scatter at one GPU per node, whatever the rank count) plans and
+/// completes, and a forced halving-doubling takes Bruck's `ceil(log2 n)` steps and moves
+/// `(n - 1) / n` of the buffer per rank.
+#[test]
+fn non_power_of_two_groups_complete_under_default_collectives() {
+    use llmsim_ccl::tuning::Algo;
+    use llmsim_ccl::{AlgoChoice, PlanOptions, plan_collective};
+    for n in [3u32, 1_000, 1_125] {
+        let t = cluster(8 * n);
+        let g: Vec<NodeId> = (0..n).map(|s| NodeId(8 * s + 3)).collect();
+        let mut pat = false;
+        for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
+            // Small enough that the flow runs stay fast in a debug build.
+            let bytes = Bytes::kib(u64::from(n) * 4);
+            let planned =
+                plan_collective(&t, op, bytes, &g, &PlanOptions::h100(), &su()).unwrap_or_else(|e| panic!("{n} ranks, {op}: {e}"));
+            pat |= planned.decision.as_ref().is_some_and(|d| d.algo == Algo::Pat);
+            let mut net = FlowNetwork::new(t.clone());
+            let run = execute(&planned.plan, &mut net, SimTime::ZERO, 0).unwrap();
+            assert!(run.finish > SimTime::ZERO);
+            let st = net.stats();
+            assert_eq!(st.completed, st.submitted, "{n} ranks, {op}: every transfer completes");
+            assert_eq!(st.bytes_delivered, planned.plan.network_bytes(), "{n} ranks, {op}: bytes conserved");
+        }
+        assert!(n < 1_000 || pat, "{n} ranks: NCCL picks PAT for some size at one GPU per node");
+        for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
+            let opts = PlanOptions {
+                algo: AlgoChoice::Force(Expansion::HalvingDoubling),
+                ..PlanOptions::h100()
+            };
+            let bytes = Bytes(u64::from(n) * 1_000);
+            let plan = plan_collective(&t, op, bytes, &g, &opts, &su()).unwrap().plan;
+            let steps: std::collections::BTreeSet<u32> = plan.nodes().iter().map(|x| x.phase).collect();
+            assert_eq!(steps.len() as u32, 32 - (n - 1).leading_zeros(), "{n} ranks: ceil(log2 n) steps");
+            assert_eq!(
+                plan.network_bytes(),
+                u64::from(n - 1) * bytes.0,
+                "{n} ranks, {op}: n - 1 blocks per rank"
+            );
+            let run = execute(&plan, &mut AnalyticalNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap();
+            assert!(run.node_finish.iter().all(|f| *f != SimTime::MAX));
+        }
+    }
 }

@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// Simulate every data-parallel replica even where folding them is exact (analytical backend).
     #[arg(long)]
     pub no_fold: bool,
+    /// Run even when the memory estimated before the run is above the available memory.
+    #[arg(long)]
+    pub ignore_memory_estimate: bool,
 }
 
 pub fn run(a: &RunArgs) -> Result<()> {
@@ -78,6 +81,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
     let ro = RunOptions {
         ideal_comm: a.ideal_comm,
         no_fold: a.no_fold,
+        ignore_memory_estimate: a.ignore_memory_estimate,
     };
     let o = match &a.workload {
         Some(w) => {
@@ -88,6 +92,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
     };
     bar.finish();
     let o = o?;
+    eprintln!("llmsim: estimated before the run: {}", o.estimate);
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&o.report)?);
     } else {

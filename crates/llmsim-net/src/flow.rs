@@ -107,6 +107,12 @@ struct RateScratch {
     weight: Vec<u64>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     new_rate: Vec<f64>,
+    /// Per flow slot: the share and id of its tightest link that no other flow holds
+    /// (`u32::MAX`: none), from the last `collect_component`.
+    private: Vec<(f64, u32)>,
+    /// Put every link into the filling heap, not just each flow's tightest private one (the
+    /// plain progressive filling, for tests of the fast path).
+    plain: bool,
 }
 
 impl RateScratch {
@@ -120,27 +126,41 @@ impl RateScratch {
         self.epoch
     }
 
-    /// Collects into `comp_links`/`comp_flows` the component reachable from link `start`.
-    fn collect_component(&mut self, start: u32, flows: &[Flow], link_flows: &[Vec<(u32, u32)>]) {
+    /// Collects into `comp_flows` the component reachable from link `start`, and into
+    /// `comp_links` its shared links (two or more flows). A link that only one flow holds
+    /// joins nothing; of those, each flow keeps only its tightest (`private` below).
+    fn collect_component(&mut self, start: u32, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
         self.link_mark[start as usize] = epoch;
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
-            self.comp_links.push(l);
-            for &(f, _) in &link_flows[l as usize] {
+            let on = &link_flows[l as usize];
+            if on.len() > 1 || self.plain {
+                self.comp_links.push(l);
+            }
+            for &(f, _) in on {
                 if self.flow_mark[f as usize] == epoch {
                     continue;
                 }
                 self.flow_mark[f as usize] = epoch;
                 self.comp_flows.push(f);
+                let mut private = (f64::INFINITY, u32::MAX);
                 for e in &flows[f as usize].path {
-                    if self.link_mark[e.link as usize] != epoch {
-                        self.link_mark[e.link as usize] = epoch;
+                    let el = e.link as usize;
+                    if link_flows[el].len() == 1 && !self.plain {
+                        // Keyed as the plain filling keys a link: (share, link id).
+                        let key = (cap[el] / e.mult as f64, e.link);
+                        if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
+                            private = key;
+                        }
+                    } else if self.link_mark[el] != epoch {
+                        self.link_mark[el] = epoch;
                         self.bfs.push(e.link);
                     }
                 }
+                self.private[f as usize] = private;
             }
         }
     }
@@ -151,6 +171,11 @@ impl RateScratch {
     /// rise as flows freeze, so a key is a lower bound: a popped link whose share has risen since
     /// is pushed back with its current share (lazy increase-key), and the heap never holds more
     /// entries than links.
+    ///
+    /// A link only one flow holds never changes share before that flow freezes, and only the
+    /// first of a flow's such links to pop can freeze it; so the heap holds, per flow, just its
+    /// tightest one, keyed as the others would be. The pops that freeze flows are the same, in
+    /// the same order, as with every link in the heap: the rates are bit-identical.
     fn water_fill(&mut self, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
         self.heap.clear();
         for &l in &self.comp_links {
@@ -165,11 +190,26 @@ impl RateScratch {
         }
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
+            let (share, l) = self.private[f as usize];
+            if l != u32::MAX {
+                self.heap.push(Reverse((share.to_bits(), l)));
+            }
         }
         // `level` absorbs float noise: the share of a later bottleneck is never below it.
         let mut level = 0.0f64;
         while let Some(Reverse((key, l))) = self.heap.pop() {
             let li = l as usize;
+            if let [(f, _)] = link_flows[li][..] {
+                // A flow's own link: its share is its key until the flow freezes.
+                let fi = f as usize;
+                if self.new_rate[fi] >= 0.0 {
+                    continue;
+                }
+                let share = f64::from_bits(key).max(level);
+                level = share;
+                self.freeze(fi, share, flows, link_flows);
+                continue;
+            }
             if self.weight[li] == 0 {
                 continue;
             }
@@ -185,12 +225,20 @@ impl RateScratch {
                 if self.new_rate[fi] >= 0.0 {
                     continue;
                 }
-                self.new_rate[fi] = share;
-                for e in &flows[fi].path {
-                    let el = e.link as usize;
-                    self.rem[el] -= e.mult as f64 * share;
-                    self.weight[el] -= e.mult as u64;
-                }
+                self.freeze(fi, share, flows, link_flows);
+            }
+        }
+    }
+
+    /// Fixes flow `fi` at `share` and takes it off its shared links.
+    #[inline]
+    fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow], link_flows: &[Vec<(u32, u32)>]) {
+        self.new_rate[fi] = share;
+        for e in &flows[fi].path {
+            let el = e.link as usize;
+            if link_flows[el].len() > 1 {
+                self.rem[el] -= e.mult as f64 * share;
+                self.weight[el] -= e.mult as u64;
             }
         }
     }
@@ -281,6 +329,13 @@ impl FlowNetwork {
         self.checks = on;
     }
 
+    /// Turns off the filling fast path that keeps only each flow's tightest private link in
+    /// the heap (the rates must not change: for tests).
+    #[doc(hidden)]
+    pub fn set_plain_filling(&mut self, on: bool) {
+        self.scratch.plain = on;
+    }
+
     /// What the rate checks found wrong (at most 16 messages).
     pub fn violations(&self) -> &[String] {
         &self.violations
@@ -346,6 +401,7 @@ impl FlowNetwork {
         self.flows.push(Flow::empty());
         self.scratch.flow_mark.push(0);
         self.scratch.new_rate.push(0.0);
+        self.scratch.private.push((f64::INFINITY, u32::MAX));
         self.versions.push(0);
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
@@ -459,6 +515,13 @@ impl FlowNetwork {
             if self.scratch.link_mark[di] == epoch || self.link_flows[di].is_empty() {
                 continue;
             }
+            // A link of one flow whose component was already rerated (links only one flow
+            // holds are not marked by the component search).
+            if let [(f, _)] = self.link_flows[di][..]
+                && self.scratch.flow_mark[f as usize] == epoch
+            {
+                continue;
+            }
             self.stats.rate_recomputations += 1;
             if let [(f, _)] = self.link_flows[di][..] {
                 let flow = &self.flows[f as usize];
@@ -473,7 +536,7 @@ impl FlowNetwork {
                     continue;
                 }
             }
-            self.scratch.collect_component(d, &self.flows, &self.link_flows);
+            self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
             self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
             self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;
             let comp = std::mem::take(&mut self.scratch.comp_flows);

@@ -154,4 +154,21 @@ proptest! {
         let f2 = run(&mut FlowNetwork::new(topo.clone()), &ts)?;
         prop_assert_eq!(f, f2);
     }
+
+    /// The filling fast path (only each flow's tightest private link in the heap) gives
+    /// bit-identical completions to plain progressive filling.
+    #[test]
+    fn private_link_filling_is_bit_identical_to_plain(
+        raw in raw_strategy(),
+        topo_kind in 0u8..2,
+        caps in prop::collection::vec(prop_oneof![Just(10u64), Just(25), Just(100), Just(400)], 12),
+    ) {
+        let topo = topo_for(topo_kind, &caps);
+        let ts = transfers(&raw, topo.num_hosts());
+        let fast = run(&mut FlowNetwork::new(topo.clone()), &ts)?;
+        let mut plain = FlowNetwork::new(topo.clone());
+        plain.set_plain_filling(true);
+        let slow = run(&mut plain, &ts)?;
+        prop_assert_eq!(fast, slow);
+    }
 }

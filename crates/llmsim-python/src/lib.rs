@@ -50,7 +50,7 @@ fn sim_err(e: SimError) -> PyErr {
     let m = e.to_string();
     match e {
         SimError::Scenario { .. } => ScenarioError::new_err(m),
-        SimError::Workload(WlError::OutOfMemory { .. }) => OutOfMemoryError::new_err(m),
+        SimError::Workload(WlError::OutOfMemory { .. }) | SimError::TooLarge { .. } => OutOfMemoryError::new_err(m),
         SimError::Workload(_) | SimError::Import(_) => WorkloadError::new_err(m),
         SimError::Compute(_) | SimError::ComputeFile { .. } => ComputeError::new_err(m),
         SimError::Topo(_) => TopologyError::new_err(m),
@@ -177,7 +177,11 @@ fn run(py: Python<'_>, scenario: &Scenario, ideal_comm: bool, no_fold: bool) -> 
     let mut s = scenario.inner.clone();
     s.output.trace = false;
     s.output.flows = false;
-    let opts = RunOptions { ideal_comm, no_fold };
+    let opts = RunOptions {
+        ideal_comm,
+        no_fold,
+        ..RunOptions::default()
+    };
     let r =
         py.detach(move || llmsim_sim::simulate(&s, &opts, &mut |_, _| {}).map(|o| serde_json::to_string(&o.report).unwrap_or_default()));
     r.map_err(sim_err)

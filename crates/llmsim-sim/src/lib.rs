@@ -26,6 +26,7 @@ use thiserror::Error;
 pub mod astra;
 pub mod batch;
 pub mod engine;
+pub mod estimate;
 pub mod report;
 pub mod scenario;
 pub mod schema;
@@ -86,6 +87,13 @@ pub enum SimError {
     Deadlock { executed: u64, total: u64, stuck: String },
     #[error("internal error: {0}")]
     Internal(String),
+    /// The run would not fit in memory: refused before it starts.
+    #[error(
+        "this run needs about {:.1} GiB but {:.1} GiB of memory is available ({estimate}); use network.backend: analytical (it folds data-parallel replicas), fewer micro-batches (training.global_batch_size), fewer layers or GPUs, or pass --ignore-memory-estimate to run anyway",
+        estimate.memory_bytes as f64 / (1u64 << 30) as f64,
+        *available as f64 / (1u64 << 30) as f64
+    )]
+    TooLarge { estimate: estimate::Estimate, available: u64 },
     #[error(transparent)]
     Import(#[from] llmsim_workload::ImportError),
 }
@@ -117,6 +125,8 @@ pub struct Outcome {
     pub ops: Vec<OpRow>,
     pub layout: Layout,
     pub topo: Arc<Topology>,
+    /// What the run was estimated to cost before it started.
+    pub estimate: estimate::Estimate,
 }
 
 /// Knobs that are not part of the scenario.
@@ -126,6 +136,8 @@ pub struct RunOptions {
     pub ideal_comm: bool,
     /// Simulate every data-parallel replica even where folding them is exact.
     pub no_fold: bool,
+    /// Run even when the estimated memory is above the machine's available memory.
+    pub ignore_memory_estimate: bool,
 }
 
 /// The fastest NIC of host 0: the scale-out bandwidth per GPU.
@@ -340,6 +352,20 @@ fn run_workload(
             message: format!("{} must be a finite factor >= 1.0", s.compute.overlap_slowdown),
         });
     }
+    // Data-parallel replicas run the same programs at the same times when the network has no
+    // contention (analytical backend): simulating replica 0 is then exact. With contention
+    // (flow) every replica is simulated, so their traffic really shares the links.
+    // Imported workloads have explicit groups: every unit runs.
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
+    let active_dp = if fold { 1 } else { layout.dp };
+    // Estimate before building anything large; refuse what would not fit.
+    let est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);
+    if !opts.ignore_memory_estimate
+        && let Some(available) = estimate::available_memory()
+        && est.memory_bytes > available
+    {
+        return Err(SimError::TooLarge { estimate: est, available });
+    }
     // Topology.
     let nvlink = nvlink_of(s, gpu);
     let scale_up = ScaleUp {
@@ -387,12 +413,6 @@ fn run_workload(
     } else {
         Vec::new()
     };
-    // Data-parallel replicas run the same programs at the same times when the network has no
-    // contention (analytical backend): simulating replica 0 is then exact. With contention
-    // (flow) every replica is simulated, so their traffic really shares the links.
-    // Imported workloads have explicit groups: every unit runs.
-    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
-    let active_dp = if fold { 1 } else { layout.dp };
     let symmetry = if fold {
         format!(
             "data-parallel replicas folded: replica 0 of {} simulated (exact: the analytical backend has no contention; collectives still span every replica's hosts)",
@@ -475,6 +495,7 @@ fn run_workload(
         ops: ops_rows,
         layout,
         topo,
+        estimate: est,
     })
 }
 
