@@ -48,6 +48,29 @@ const NS3_FLOW: &str = "1\n0 1 3 100 1000 0.000001\n";
 /// An ASTRA-sim network file.
 const ASTRA: &str = "topology: [ Switch, Switch ]\nnpus_count: [ 8, 2 ]\nbandwidth: [ 419.1, 46.57 ]\nlatency: [ 250.0, 500.0 ]\n";
 
+/// Nine levels of nine aliases after a padding list that raises serde_yaml_ng's own alias limit
+/// (100 jumps per event): unguarded, this built 22 GB of values.
+fn laughs(padding: usize) -> String {
+    let mut s = format!("pad: [{}]\n", vec!["1"; padding].join(","));
+    s += "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    let mut prev = 'a';
+    for c in "bcdefghi".chars() {
+        s += &format!("{c}: &{c} [{}]\n", vec![format!("*{prev}"); 9].join(", "));
+        prev = c;
+    }
+    s + "model: *i\n"
+}
+
+/// `llmsim sweep` on this spec (its `base: s.yaml` is [`SCENARIO`]).
+fn sweep(name: &str, spec: &str, expect: &[&str]) -> Case {
+    case(
+        name,
+        &[("s.yaml", SCENARIO), ("sweep.yaml", spec)],
+        &["sweep", "{dir}/sweep.yaml", "--out", "{dir}/out", "--dry-run"],
+        expect,
+    )
+}
+
 struct Case {
     name: String,
     files: Vec<(&'static str, String)>,
@@ -145,6 +168,22 @@ fn catalogue() -> Vec<Case> {
         yaml("yaml-no-model", &SCENARIO.replace("model: gpt3-13b\n", ""), &["model"]),
         yaml("yaml-unknown-preset", &SCENARIO.replace("gpt3-13b", "gpt5-13b"), &["gpt5-13b"]),
         yaml("yaml-tp-string", &SCENARIO.replace("tp: 8", "tp: two"), &["parallel", "two"]),
+        yaml(
+            "yaml-type-error-names-key-path",
+            &SCENARIO.replace("tp: 8", "tp: x"),
+            &["parallel.tp: invalid type: string \"x\""],
+        ),
+        yaml(
+            "yaml-nested-type-error-names-key-path",
+            &SCENARIO.replace("gpus_per_node: 8 }", "gpus_per_node: 8, topology: { kind: rail-fat-tree, nic: { bandwidth: [1] } } }"),
+            &["cluster.topology"],
+        ),
+        yaml(
+            "yaml-deep-flow-nesting",
+            &format!("model: {}{}\n", "[".repeat(200_000), "]".repeat(200_000)),
+            &["scenario", "nested more than 128 levels deep at line 1"],
+        ),
+        yaml("yaml-billion-laughs", &laughs(200_000), &["scenario", "expands to more than 1000000 values"]),
         yaml("yaml-tp-zero", &SCENARIO.replace("tp: 8", "tp: 0"), &["parallel.tp", "at least 1"]),
         yaml("yaml-tp-negative", &SCENARIO.replace("tp: 8", "tp: -8"), &["parallel", "-8"]),
         yaml(
@@ -300,12 +339,54 @@ fn catalogue() -> Vec<Case> {
         set("set-backend-unknown", &["network.backend=ns3"], &["network", "ns3"]),
         set("set-gpu-unknown", &["cluster.gpu=B300X"], &["B300X"]),
         set("set-seq-huge", &["training.seq_length=-1"], &["training", "-1"]),
+        set(
+            "set-through-a-preset-name",
+            &["model.num_hidden_layers=4"],
+            &["--set model.num_hidden_layers", "`model` is a scalar (gpt3-13b)", "not a map"],
+        ),
+        set("set-through-a-scalar", &["parallel.tp.x=1"], &["--set parallel.tp.x", "`parallel.tp` is a scalar"]),
+        set(
+            "set-section-to-scalar",
+            &["parallel=4"],
+            &["parallel", "is a section", "--set parallel.<key>=value"],
+        ),
+        set("set-empty-key", &["cluster..gpu=H100"], &["--set cluster..gpu", "empty key"]),
+        set("set-type-error-names-key-path", &["parallel={tp: 2, pp: two}"], &["parallel.pp", "two"]),
+        set(
+            "set-deep-flow-value",
+            &[&format!("parallel.tp={}", "[".repeat(100_000))],
+            &["--set parallel.tp", "nested more than 128 levels"],
+        ),
         case(
             "set-backend-flag-unknown",
             &[("s.yaml", SCENARIO)],
             &["run", "{dir}/s.yaml", "--backend", "ns3"],
             &["--backend", "ns3"],
         ),
+        // --- Sweep spec ---
+        sweep(
+            "sweep-samples-type",
+            "base: s.yaml\nrandom: { samples: many, axes: {} }\n",
+            &["random.samples", "many", "line 2"],
+        ),
+        sweep(
+            "sweep-random-axis-type",
+            "base: s.yaml\nrandom: { samples: 2, axes: { parallel.tp: { int: [1, x] } } }\n",
+            &["random.axes.parallel.tp.int", "x"],
+        ),
+        sweep("sweep-grid-not-a-list", "base: s.yaml\ngrid: { parallel.tp: 4 }\n", &["grid.parallel.tp", "list"]),
+        sweep(
+            "sweep-axis-through-a-scalar",
+            "base: s.yaml\ngrid: { model.num_hidden_layers: [4, 8] }\n",
+            &["model.num_hidden_layers", "`model` is a scalar"],
+        ),
+        sweep("sweep-unknown-key", "base: s.yaml\ngird: {}\n", &["gird", "unknown field"]),
+        sweep(
+            "sweep-deep-flow-nesting",
+            &format!("base: s.yaml\ngrid: {}\n", "{a: ".repeat(100_000)),
+            &["nested more than 128 levels deep at line 2"],
+        ),
+        sweep("sweep-billion-laughs", &format!("base: s.yaml\n{}", laughs(200_000)), &["expands to more than"]),
         // --- Hugging Face config.json ---
         hf("hf-not-json", "{ hidden_size: 1 ", &["config"]),
         hf("hf-not-object", "[1, 2]", &["object"]),

@@ -95,8 +95,8 @@ fn parse_sets(tree: &mut Value, sets: &[String]) -> PyResult<()> {
                 "{s:?}: expected key.path=value, e.g. parallel.tp=4"
             )));
         };
-        let v: Value = serde_yaml_ng::from_str(v).map_err(|e| ScenarioError::new_err(format!("{k}: {e}")))?;
-        llmsim_sim::scenario::set_path(tree, k, v);
+        let v: Value = llmsim_sim::yaml::parse(v).map_err(|e| ScenarioError::new_err(format!("{k}: {e}")))?;
+        llmsim_sim::scenario::set_path(tree, k, v).map_err(|e| ScenarioError::new_err(e.to_string()))?;
     }
     Ok(())
 }
@@ -108,7 +108,7 @@ impl Scenario {
     #[pyo3(signature = (path, sets = Vec::new()))]
     fn from_yaml(path: PathBuf, sets: Vec<String>) -> PyResult<Scenario> {
         let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError::new_err(format!("{}: {e}", path.display())))?;
-        let mut tree: Value = serde_yaml_ng::from_str(&text).map_err(|e| ScenarioError::new_err(format!("{}: {e}", path.display())))?;
+        let mut tree: Value = llmsim_sim::yaml::parse(&text).map_err(|e| ScenarioError::new_err(format!("{}: {e}", path.display())))?;
         parse_sets(&mut tree, &sets)?;
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
         Scenario::build(tree, path.parent().map(Path::to_path_buf).unwrap_or_default(), &name)
@@ -118,7 +118,7 @@ impl Scenario {
     #[staticmethod]
     #[pyo3(signature = (text, base_dir = PathBuf::from(".")))]
     fn from_str(text: &str, base_dir: PathBuf) -> PyResult<Scenario> {
-        let tree: Value = serde_yaml_ng::from_str(text).map_err(|e| ScenarioError::new_err(e.to_string()))?;
+        let tree: Value = llmsim_sim::yaml::parse(text).map_err(|e| ScenarioError::new_err(e.to_string()))?;
         Scenario::build(tree, base_dir, "scenario")
     }
 

@@ -47,7 +47,7 @@ fn err(field: &str, message: String) -> SimError {
 /// An ASTRA-sim file with unequal list lengths, an unknown topology, a zero NPU count or a
 /// non-positive bandwidth.
 pub fn to_scenario_yaml(text: &str) -> Result<Option<String>, SimError> {
-    let v: serde_yaml_ng::Value = match serde_yaml_ng::from_str(text) {
+    let v: serde_yaml_ng::Value = match crate::yaml::parse(text) {
         Ok(v) => v,
         Err(_) => return Ok(None),
     };

@@ -30,6 +30,7 @@ pub mod estimate;
 pub mod report;
 pub mod scenario;
 pub mod schema;
+pub mod yaml;
 
 /// Rate samples per steadiness test of an uncontended partition in `llmsim run` when
 /// `network.fast_forward.uncontended_window` is not given. On the Wormhole benchmark's LLM

@@ -25,6 +25,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 
+use crate::yaml::YamlError;
+
 use crate::SimError;
 
 /// A whole scenario.
@@ -468,7 +470,7 @@ impl Scenario {
     }
 
     fn from_yaml_any(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
-        let mut v: Value = serde_yaml_ng::from_str(text).map_err(|e| SimError::Scenario {
+        let mut v: Value = crate::yaml::parse(text).map_err(|e| SimError::Scenario {
             field: "scenario".into(),
             message: e.to_string(),
         })?;
@@ -489,19 +491,20 @@ impl Scenario {
                 message: format!("expected a map with keys {SECTIONS}"),
             });
         };
-        // Deserialize section by section so an error names its section.
+        // Deserialize section by section so an error names its section and the key path in it.
         for (k, val) in map {
             let key = k.as_str().unwrap_or("?");
-            let r: Result<(), serde_yaml_ng::Error> = match key {
-                "training" => serde_yaml_ng::from_value::<TrainingConfig>(val.clone()).map(drop),
-                "parallel" => serde_yaml_ng::from_value::<ParallelConfig>(val.clone()).map(drop),
-                "cluster" => serde_yaml_ng::from_value::<ClusterSpec>(val.clone()).map(drop),
-                "network" => serde_yaml_ng::from_value::<NetworkSpec>(val.clone()).map(drop),
-                "collectives" => serde_yaml_ng::from_value::<CollectivesSpec>(val.clone()).map(drop),
-                "compute" => serde_yaml_ng::from_value::<ComputeSpec>(val.clone()).map(drop),
-                "output" => serde_yaml_ng::from_value::<OutputSpec>(val.clone()).map(drop),
-                "model" => serde_yaml_ng::from_value::<ModelSpec>(val.clone()).map(drop),
-                "dlrm" => serde_yaml_ng::from_value::<DlrmConfig>(val.clone()).map(drop),
+            use crate::yaml::from_value as typed;
+            let r: Result<(), YamlError> = match key {
+                "training" => typed::<TrainingConfig>(val.clone()).map(drop),
+                "parallel" => typed::<ParallelConfig>(val.clone()).map(drop),
+                "cluster" => typed::<ClusterSpec>(val.clone()).map(drop),
+                "network" => typed::<NetworkSpec>(val.clone()).map(drop),
+                "collectives" => typed::<CollectivesSpec>(val.clone()).map(drop),
+                "compute" => typed::<ComputeSpec>(val.clone()).map(drop),
+                "output" => typed::<OutputSpec>(val.clone()).map(drop),
+                "model" => typed::<ModelSpec>(val.clone()).map(drop),
+                "dlrm" => typed::<DlrmConfig>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {
@@ -510,15 +513,9 @@ impl Scenario {
                     });
                 }
             };
-            r.map_err(|e| SimError::Scenario {
-                field: key.to_string(),
-                message: e.to_string(),
-            })?;
+            r.map_err(|e| typed_error(key, e))?;
         }
-        let mut s: Scenario = serde_yaml_ng::from_value(v).map_err(|e| SimError::Scenario {
-            field: "scenario".into(),
-            message: e.to_string(),
-        })?;
+        let mut s: Scenario = crate::yaml::from_value(v).map_err(|e| typed_error("", e))?;
         s.base_dir = base_dir.to_path_buf();
         Ok(s)
     }
@@ -586,6 +583,27 @@ impl Scenario {
     }
 }
 
+/// A typed section's error as a scenario error naming the full key path (`parallel.tp`), with a
+/// hint where a section got a scalar (`--set parallel=4`).
+fn typed_error(section: &str, e: YamlError) -> SimError {
+    let (path, message) = match e {
+        YamlError::Typed { path, message } => (path, message),
+        other => (String::new(), other.to_string()),
+    };
+    let field = match (section, path.as_str()) {
+        ("", "") => "scenario".to_string(),
+        ("", p) => p.to_string(),
+        (s, "") => s.to_string(),
+        (s, p) => format!("{s}.{p}"),
+    };
+    let message = if message.starts_with("invalid type: ") && message.contains(", expected struct ") {
+        format!("{message} (`{field}` is a section: give a map, or set one of its keys, e.g. --set {field}.<key>=value)")
+    } else {
+        message
+    };
+    SimError::Scenario { field, message }
+}
+
 /// Applies one `a.b.c=value` override; the value is read as YAML (numbers, booleans, strings).
 fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
     let Some((path, val)) = set.split_once('=') else {
@@ -594,33 +612,63 @@ fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
             message: format!("{set:?}: expected key.path=value, e.g. parallel.tp=4"),
         });
     };
-    let value: Value = serde_yaml_ng::from_str(val).map_err(|e| SimError::Scenario {
+    let value: Value = crate::yaml::parse(val).map_err(|e| SimError::Scenario {
         field: format!("--set {path}"),
         message: e.to_string(),
     })?;
-    set_path(root, path, value);
-    Ok(())
+    set_path(root, path, value).map_err(|e| match e {
+        SimError::Scenario { field, message } => SimError::Scenario {
+            field: format!("--set {field}"),
+            message,
+        },
+        other => other,
+    })
 }
 
-/// Sets the dotted key `path` (as in `--set`) of a YAML tree to `value`, creating maps on the way.
-pub fn set_path(root: &mut Value, path: &str, value: Value) {
-    let mut cur = root;
+/// Sets the dotted key `path` (as in `--set`) of a YAML tree to `value`, creating maps on the way
+/// through absent or null keys.
+///
+/// # Errors
+/// An empty key, or a key on the way that holds a scalar or a list: `model.layers.x` where
+/// `model` is a preset name is refused rather than turning the name into a map.
+pub fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), SimError> {
+    let err = |field: &str, message: String| SimError::Scenario {
+        field: field.to_string(),
+        message,
+    };
     let keys: Vec<&str> = path.split('.').collect();
+    if keys.iter().any(|k| k.trim().is_empty()) {
+        return Err(err(path, "an empty key; expected key.path=value, e.g. parallel.tp=4".into()));
+    }
+    let mut cur = root;
     for (i, k) in keys.iter().enumerate() {
-        if !cur.is_mapping() {
+        if cur.is_null() {
             *cur = Value::Mapping(Default::default());
         }
-        let map = cur.as_mapping_mut().expect("just made a mapping");
+        let Value::Mapping(map) = cur else {
+            let at = keys[..i].join(".");
+            let shown = serde_yaml_ng::to_string(&*cur).unwrap_or_default();
+            let shown = shown.trim_end();
+            let what = if cur.is_sequence() { "a list" } else { "a scalar" };
+            let shown = if shown.len() > 40 { "..." } else { shown };
+            let fix = if at == "model" {
+                format!("to change one field of a preset, give `model` as a map, e.g. {{preset: {shown}, {k}: ...}}")
+            } else {
+                format!("set `{at}` itself")
+            };
+            return Err(err(
+                path,
+                format!("`{at}` is {what} ({shown}), not a map, so it has no key `{k}`; {fix}"),
+            ));
+        };
         let key = Value::String((*k).to_string());
         if i + 1 == keys.len() {
             map.insert(key, value);
-            return;
+            return Ok(());
         }
-        if !map.contains_key(&key) {
-            map.insert(key.clone(), Value::Mapping(Default::default()));
-        }
-        cur = map.get_mut(&key).expect("just inserted");
+        cur = map.entry(key).or_insert(Value::Null);
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -643,6 +691,45 @@ mod tests {
         assert_eq!(s.output.trace, empty.output.trace);
         assert_eq!(s.output.flows, empty.output.flows);
         assert_eq!(s.compute.overlap_slowdown, empty.compute.overlap_slowdown);
+    }
+
+    #[test]
+    fn set_refuses_to_turn_a_scalar_into_a_map() {
+        let e = Scenario::from_yaml(MIN, &["model.num_hidden_layers=4".into()], Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--set model.num_hidden_layers: `model` is a scalar (gpt3-13b)"),
+            "{e}"
+        );
+        assert!(e.contains("{preset: gpt3-13b, num_hidden_layers: ...}"), "{e}");
+        let e = Scenario::from_yaml(MIN, &["cluster.gpus.x=1".into()], Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`cluster.gpus` is a scalar (16)"), "{e}");
+        let e = Scenario::from_yaml(MIN, &["parallel..tp=1".into()], Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("empty key"), "{e}");
+        // Absent and null keys on the way become maps.
+        let s = Scenario::from_yaml(&format!("{MIN}compute:\n"), &["parallel.tp=2".into()], Path::new(".")).unwrap();
+        assert_eq!(s.parallel.tp, 2);
+    }
+
+    #[test]
+    fn type_errors_name_the_key_path() {
+        let e = Scenario::from_yaml(&format!("{MIN}parallel: {{ tp: x }}\n"), &[], Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("parallel.tp: invalid type: string \"x\""), "{e}");
+        let e = Scenario::from_yaml(MIN, &["parallel=4".into()], Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`parallel` is a section"), "{e}");
+        let e = Scenario::from_yaml(&format!("{MIN}seed: x\n"), &[], Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("seed: invalid type"), "{e}");
     }
 
     #[test]

@@ -235,7 +235,8 @@ pub struct Summary {
 ///
 /// # Errors
 /// [`SweepError::OtherSpec`] when the store holds another spec's results; a results-store
-/// error (the rows committed before it stay).
+/// error (the rows committed before it stay); [`SweepError::Spec`] when every point ran and
+/// failed with one and the same error.
 pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(&Row, usize, usize)) -> Result<Summary, SweepError> {
     let t0 = Instant::now();
     store.claim(&plan.fingerprint, false)?;
@@ -252,6 +253,8 @@ pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(
     };
     let shared = Shared::default();
     let mut first_err = None;
+    // The failure every failed row shares, if they all share one.
+    let mut common_failure: Option<Option<String>> = None;
     let n = todo.len();
     run_points(&todo, jobs, &shared, |row| {
         if first_err.is_some() {
@@ -264,6 +267,12 @@ pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(
                     s.ok += 1;
                 } else {
                     s.failed += 1;
+                    let e = row.error.clone().unwrap_or_default();
+                    common_failure = match common_failure.take() {
+                        None => Some(Some(e)),
+                        Some(Some(c)) if c == e => Some(Some(c)),
+                        Some(_) => Some(None),
+                    };
                 }
                 on_row(&row, s.ran, n);
             }
@@ -272,6 +281,22 @@ pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(
     });
     if let Some(e) = first_err {
         return Err(e);
+    }
+    // Every point ran and failed alike (an unknown preset, a model that never fits): a spec
+    // error, so the command exits non-zero (the rows stay in the store).
+    if s.ran > 0
+        && s.ok == 0
+        && s.skipped == 0
+        && let Some(Some(e)) = &common_failure
+    {
+        return Err(SweepError::Spec {
+            field: "points".into(),
+            message: format!(
+                "all {} points failed for the same reason: {e}; fix the base, the axis or the filter it names (the failed rows are in {})",
+                s.ran,
+                store.path().display()
+            ),
+        });
     }
     let st: SharedStats = shared.stats();
     s.topology_builds = st.topology_builds;

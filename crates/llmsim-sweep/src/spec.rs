@@ -35,6 +35,7 @@ use serde_yaml_ng::{Mapping, Value};
 
 use crate::SweepError;
 use crate::filter::{self, Expr, Val};
+use llmsim_sim::yaml::YamlError;
 
 /// One random axis: exactly one of `choice`, `uniform`, `log_uniform`, `int`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
@@ -350,7 +351,10 @@ impl SweepSpec {
     /// # Errors
     /// YAML errors, unknown keys.
     pub fn from_yaml(text: &str) -> Result<SweepSpec, SweepError> {
-        serde_yaml_ng::from_str(text).map_err(|e| err("sweep", e.to_string()))
+        llmsim_sim::yaml::parse_typed(text).map_err(|e| match e {
+            YamlError::Typed { path, message } if !path.is_empty() => err(path, message),
+            other => err("sweep", other.to_string()),
+        })
     }
 
     /// Expands the spec into points; `dir` is the spec file's directory.
@@ -363,7 +367,7 @@ impl SweepSpec {
             Value::String(p) => {
                 let path = dir.join(p);
                 let text = std::fs::read_to_string(&path).map_err(|e| err("base", format!("{}: {e}", path.display())))?;
-                let v: Value = serde_yaml_ng::from_str(&text).map_err(|e| err("base", format!("{}: {e}", path.display())))?;
+                let v: Value = llmsim_sim::yaml::parse(&text).map_err(|e| err("base", format!("{}: {e}", path.display())))?;
                 let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
                 (v, path.parent().map(Path::to_path_buf).unwrap_or_default(), name)
             }
@@ -378,8 +382,8 @@ impl SweepSpec {
             let Some((k, v)) = s.split_once('=') else {
                 return Err(err("set", format!("{s:?}: expected key.path=value")));
             };
-            let v: Value = serde_yaml_ng::from_str(v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
-            set_path(&mut base, k, v);
+            let v: Value = llmsim_sim::yaml::parse(v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
+            set_path(&mut base, k, v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
         }
         let name = if self.name.is_empty() { base_name } else { self.name.clone() };
         if !name.is_empty() {
@@ -447,7 +451,10 @@ impl SweepSpec {
                     .iter()
                     .map(|(k, v)| {
                         let key = k.as_str().unwrap_or("?").to_string();
-                        let d: Dist = serde_yaml_ng::from_value(v.clone()).map_err(|e| err(format!("random.axes.{key}"), e.to_string()))?;
+                        let d: Dist = llmsim_sim::yaml::from_value(v.clone()).map_err(|e| match e {
+                            YamlError::Typed { path, message } if !path.is_empty() => err(format!("random.axes.{key}.{path}"), message),
+                            other => err(format!("random.axes.{key}"), other.to_string()),
+                        })?;
                         Ok((key, d))
                     })
                     .collect::<Result<_, SweepError>>()?;
@@ -462,6 +469,9 @@ impl SweepSpec {
                 if axes.contains(k) {
                     return Err(err(k.clone(), "appears in more than one axis block"));
                 }
+                // An axis through a scalar of the base (`model.layers` where `model` is a
+                // preset name) fails every point alike: a spec error.
+                set_path(&mut base.clone(), k, Value::Null).map_err(|e| err(k.clone(), e.to_string()))?;
                 axes.push(k.clone());
             }
         }
@@ -484,7 +494,8 @@ impl SweepSpec {
                     index += 1;
                     let mut tree = base.clone();
                     for (k, v) in &values {
-                        set_path(&mut tree, k, v.clone());
+                        // Checked on the base above: every axis key leads through maps.
+                        set_path(&mut tree, k, v.clone()).map_err(|e| err(k.clone(), e.to_string()))?;
                     }
                     let scenario = Scenario::from_value(tree.clone(), &base_dir).map(|mut s| {
                         if s.name.is_empty() {

@@ -30,7 +30,7 @@ use crate::routing::{Routing, host_hop, nvswitch_hop};
 use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 
 /// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DragonflySpec {
     /// Routers per group (a). Default `2h` (balanced).

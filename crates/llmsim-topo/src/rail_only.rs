@@ -27,7 +27,7 @@ use crate::routing::{Routing, up};
 use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
 
 /// `topology: { kind: rail-only, servers_per_leaf: 32 }`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RailOnlySpec {
     /// Servers under one rail leaf. Default 32 (a 64-port leaf, half down).
@@ -35,6 +35,7 @@ pub struct RailOnlySpec {
     /// Spines per rail (used when a rail has more than one leaf). Give this or
     /// `oversubscription`; default non-blocking.
     pub spines: Option<u32>,
+    /// Leaf downlink to uplink bandwidth ratio, e.g. 2.0 for 2:1 (instead of `spines`).
     pub oversubscription: Option<f64>,
     /// Host NIC <-> rail leaf. Default 400Gbps / 500ns.
     pub nic: LinkSpec,

@@ -30,7 +30,7 @@ use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 pub const MAX_DIMS: usize = 3;
 
 /// `topology: { kind: torus, dims: [8, 8, 16], hosts_per_router: 8 }`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TorusSpec {
     /// Routers per dimension, 1 to 3 entries, product = GPUs / `hosts_per_router`.
