@@ -15,7 +15,7 @@ cargo build --release -q -p llmsim-cli --bin llmsim
 T=${CARGO_TARGET_DIR:-target}/release
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| kind | instance | nodes | directed links | set-up ms | M lookups/s | hops/route | heap MiB | peak RSS MiB |"
+echo "| kind | instance | nodes | directed links | set-up ms (on CPU) | M lookups/s (per CPU-s) | hops/route | heap MiB | peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for k in "${KINDS[@]}"; do
   "$T/examples/families_scale" "$k" "$GPUS" 1000000 8

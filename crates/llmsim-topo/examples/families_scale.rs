@@ -1,7 +1,8 @@
 //! One topology family at scale: builds `{"kind": KIND}` (every parameter from its default,
 //! sized from the GPU count) for GPUS GPUs in 8-GPU servers, times generation + routing set-up,
 //! expands LOOKUPS random (src, dst, flow hash) routes into a reused `Vec`, and prints one
-//! table row: kind, name, nodes, links, set-up ms, M lookups/s, hops, heap MiB, peak RSS MiB.
+//! table row: kind, name, nodes, links, set-up ms (wall, and on CPU), M lookups/s (wall, and per
+//! CPU-second), hops, heap MiB, peak RSS MiB.
 //! Run one process per family so that peak RSS (VmHWM) is the family's own.
 //!
 //! Run: `CARGO_TARGET_DIR=/work/target-34 cargo run --release -p llmsim-topo --example families_scale -- torus 65536`
@@ -17,6 +18,13 @@ fn vm_hwm_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// On-CPU time of this thread in ns (`/proc/thread-self/schedstat`), so that figures taken on a
+/// shared, loaded machine count only the time this process actually ran.
+fn cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
 }
 
 fn main() {
@@ -43,6 +51,7 @@ fn main() {
         ScaleUp::none()
     };
 
+    let c0 = cpu_ns();
     let t0 = Instant::now();
     let topo = match spec.build(gpus, scale_up, 1) {
         Ok(t) => t,
@@ -52,6 +61,7 @@ fn main() {
         }
     };
     let setup = t0.elapsed();
+    let c1 = cpu_ns();
 
     let mut rng = SimRng::seed(7);
     let mut path: Vec<LinkId> = Vec::with_capacity(16);
@@ -65,13 +75,23 @@ fn main() {
         hops += path.len() as u64;
     }
     let routing = t1.elapsed();
+    let c2 = cpu_ns();
+    let cpu_ms = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.1}", (b - a) as f64 / 1e6),
+        _ => "n/a".into(),
+    };
+    let cpu_rate = match (c1, c2) {
+        (Some(a), Some(b)) => format!("{:.2}", lookups as f64 / ((b - a) as f64 / 1e9) / 1e6),
+        _ => "n/a".into(),
+    };
     let rss = vm_hwm_kib().map_or("n/a".to_string(), |k| format!("{:.1}", k as f64 / 1024.0));
     println!(
-        "| {kind} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {rss} |",
+        "| {kind} | {} | {} | {} | {:.1} ({} on CPU) | {:.2} ({cpu_rate} per CPU-s) | {:.2} | {:.1} | {rss} |",
         topo.name,
         topo.num_nodes(),
         topo.num_links(),
         setup.as_secs_f64() * 1e3,
+        cpu_ms(c0, c1),
         lookups as f64 / routing.as_secs_f64() / 1e6,
         hops as f64 / lookups as f64,
         topo.heap_bytes() as f64 / (1024.0 * 1024.0),
