@@ -419,6 +419,9 @@ fn run_workload(
             "data-parallel replicas folded: replica 0 of {} simulated (exact: the analytical backend has no contention; collectives still span every replica's hosts)",
             layout.dp
         )
+    } else if s.network.backend == Backend::Flow {
+        // The report says which fast paths a run used (issue 29).
+        "flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)".to_string()
     } else {
         String::new()
     };
