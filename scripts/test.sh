@@ -22,6 +22,9 @@ if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     export LLMSIM_PYTHON="$PWD/.venv/bin/python"
 fi
 cargo test --workspace --quiet 2>&1 | tee "$log"
+# The packet engine's per-id tables skip bounds checks in release builds: its out-of-range getter
+# test must pass there too (issue 30).
+cargo test --release --quiet -p llmsim-net --test out_of_range_ids 2>&1 | tee -a "$log"
 # The Python package: maturin builds crates/llmsim-python into a local venv (.venv), then ruff and
 # pytest run tests/python (the Ray test included, unless LLMSIM_SKIP_RAY=1).
 if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then

@@ -98,6 +98,19 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
     if gpus_per_server == 0 {
         return Err(err(hline, "gpus_per_server must be at least 1".into()));
     }
+    // The node count is untrusted and sizes three tables: every node is a switch id (2 bytes or
+    // more: `7 `) or an end of a link line (8 bytes or more), so the file bounds it. (Fuzzing
+    // found an 18-byte header of 23.6M nodes taking seconds and 200 MB.)
+    let can_name = text.len() / 2 + 2 * (text.len() / 8 + 1) + 1;
+    if nodes as usize > can_name {
+        return Err(err(
+            hline,
+            format!(
+                "the header's {nodes} nodes cannot all appear in a {}-byte file (at most {can_name}: each node is a switch id or the end of a link line); check the node count",
+                text.len()
+            ),
+        ));
+    }
     // Kind per file id: 0 host, 1 NVSwitch, 2 switch.
     let mut kind = vec![0u8; nodes as usize];
     let want_ids = nvswitches as usize + switches as usize;

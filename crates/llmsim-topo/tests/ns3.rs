@@ -210,3 +210,15 @@ fn topologies_are_send_and_sync_and_bfs_is_shared_across_threads() {
     });
     assert!(lens.windows(2).all(|w| w[0] == w[1]));
 }
+
+/// Fuzzing regression (ns3_topology target): an 18-byte header announcing 23.6M nodes sized
+/// three per-node tables (200 MB, seconds of scanning) before any line was checked. The file's
+/// length bounds the node count now.
+#[test]
+fn a_node_count_the_file_cannot_hold_is_refused_before_allocating() {
+    let e = parse_ns3("023631836  00  134", "topology.txt", 1).unwrap_err().to_string();
+    assert!(e.contains("line 1") || e.contains(":1"), "{e}");
+    assert!(e.contains("23631836 nodes cannot all appear"), "{e}");
+    // A file that names all its nodes still parses.
+    assert!(parse_ns3("3 1 2\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n", "t.txt", 1).is_ok());
+}
