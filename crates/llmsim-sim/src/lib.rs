@@ -226,22 +226,10 @@ pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut
     let wl = shared.workload(&(&r.model, &r.training, &r.parallel), || {
         megatron::generate(&r.model, &r.training, &r.parallel).map_err(SimError::from)
     })?;
-    let layout = layout_of(&r.parallel);
+    let layout = Layout::of(&r.parallel);
     let info = transformer_info(&r, &wl);
     let ub = tp_overlap_timer(s, &r.parallel, r.gpu, opts.ideal_comm)?;
     run_workload(s, wl, layout, &r.training, info, opts, progress, wall, shared, ub)
-}
-
-/// How a Megatron plan's ranks are laid out.
-fn layout_of(p: &ParallelConfig) -> Layout {
-    Layout {
-        tp: p.tp as u32,
-        cp: p.cp as u32,
-        dp: p.dp as u32,
-        pp: p.pp as u32,
-        ep: p.ep as u32,
-        ep_spans_tp: p.ep_spans_tp(),
-    }
 }
 
 /// The report's description of a transformer run.
@@ -549,7 +537,7 @@ pub struct Generated {
 pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
     let r = resolve(s)?;
     let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
-    let layout = layout_of(&r.parallel);
+    let layout = Layout::of(&r.parallel);
     let cm = compute_model(s, r.gpu)?;
     let ub = tp_overlap_timer(s, &r.parallel, r.gpu, false)?;
     let (seg_time, _) = time_segments(&wl, &cm, &r.training, ub.as_ref());

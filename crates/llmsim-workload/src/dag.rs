@@ -311,6 +311,18 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// How a resolved Megatron plan's ranks are laid out.
+    pub fn of(p: &crate::ParallelConfig) -> Layout {
+        Layout {
+            tp: p.tp as u32,
+            cp: p.cp as u32,
+            dp: p.dp as u32,
+            pp: p.pp as u32,
+            ep: p.ep as u32,
+            ep_spans_tp: p.ep_spans_tp(),
+        }
+    }
+
     pub fn units(&self) -> u32 {
         self.cp * self.dp * self.pp
     }

@@ -15,17 +15,6 @@ fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> Result<Pa
     p.resolve(gpus, m, t)
 }
 
-fn layout(p: &ParallelConfig) -> Layout {
-    Layout {
-        tp: p.tp as u32,
-        cp: p.cp as u32,
-        dp: p.dp as u32,
-        pp: p.pp as u32,
-        ep: p.ep as u32,
-        ep_spans_tp: p.ep_spans_tp(),
-    }
-}
-
 /// The ranks of `unit`'s instance of `group`: all lanes of its units when the group spans lanes,
 /// else one set per lane.
 fn rank_sets(l: &Layout, unit: u32, group: Group) -> Vec<BTreeSet<u32>> {
@@ -54,7 +43,7 @@ fn etp1_groups_follow_megatron_expert_rank_order() {
     ] {
         let p = plan(&m, &t, gpus, yaml).unwrap();
         assert!(p.ep_spans_tp(), "{yaml}");
-        let l = layout(&p);
+        let l = Layout::of(&p);
         let per_stage = l.tp * l.cp * l.dp;
         let ep = l.ep;
         for u in 0..l.units() {
