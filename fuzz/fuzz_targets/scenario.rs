@@ -12,11 +12,7 @@ use llmsim_sim::Scenario;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let sets: Vec<String> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("#set "))
-        .map(str::to_string)
-        .collect();
+    let sets: Vec<String> = text.lines().filter_map(|l| l.strip_prefix("#set ")).map(str::to_string).collect();
     // A folder with no files: relative paths (model config.json, CSVs) do not resolve.
     let base = Path::new("/nonexistent-llmsim-fuzz");
     match Scenario::from_yaml(&text, &sets, base) {

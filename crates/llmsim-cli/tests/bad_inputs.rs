@@ -374,6 +374,12 @@ fn catalogue() -> Vec<Case> {
             "base: s.yaml\nrandom: { samples: 2, axes: { parallel.tp: { int: [1, x] } } }\n",
             &["random.axes.parallel.tp.int", "x"],
         ),
+        // Fuzzing regression (sweep target): zero draws panicked with an index out of bounds.
+        sweep(
+            "sweep-random-zero-samples",
+            "base: s.yaml\nrandom: { samples: 0, axes: { parallel.tp: { choice: [1, 2] } } }\n",
+            &["random.samples", "at least 1"],
+        ),
         sweep("sweep-grid-not-a-list", "base: s.yaml\ngrid: { parallel.tp: 4 }\n", &["grid.parallel.tp", "list"]),
         sweep(
             "sweep-axis-through-a-scalar",

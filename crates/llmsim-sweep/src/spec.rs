@@ -238,6 +238,13 @@ fn axis_lists(m: &Mapping, block: &str) -> Result<Vec<(String, Vec<Value>)>, Swe
 /// any point is built.
 fn check_size(grid: &[(String, Vec<Value>)], zip: &[(String, Vec<Value>)], samples: Option<u32>) -> Result<(), SweepError> {
     let fix = "split the sweep into several (e.g. one per value of an axis) or give the axes fewer values";
+    // Zero draws would leave no row to take the axis names from (fuzzing found the panic).
+    if samples == Some(0) {
+        return Err(err(
+            "random.samples",
+            "must be at least 1 (the number of draws of the random axes); leave `random` out for none",
+        ));
+    }
     if let Some(n) = samples
         && u64::from(n) > MAX_POINTS
     {
@@ -585,6 +592,17 @@ mod tests {
     use super::*;
 
     const BASE: &str = "base: { model: gpt3-13b, cluster: { gpus: 64 }, parallel: { tp: 2 } }\n";
+
+    /// Fuzzing regression (sweep target): `samples: 0` panicked (index out of bounds).
+    #[test]
+    fn zero_random_samples_is_an_error_not_a_panic() {
+        let spec = SweepSpec::from_yaml(&format!(
+            "{BASE}grid: {{ parallel.tp: [1, 2] }}\nrandom: {{ samples: 0, axes: {{ training.micro_batch_size: {{ choice: [1, 2] }} }} }}\n"
+        ))
+        .unwrap();
+        let e = spec.expand(Path::new(".")).unwrap_err().to_string();
+        assert!(e.contains("random.samples") && e.contains("at least 1"), "{e}");
+    }
 
     #[test]
     fn grid_zip_random_and_filter() {
