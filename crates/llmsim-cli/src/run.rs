@@ -306,6 +306,8 @@ fn write_trace(o: &Outcome, w: &mut impl std::io::Write) -> Result<()> {
         write!(w, "{v}")?;
         Ok(())
     };
+    // The copy-engine row only where activations are offloaded.
+    let offload = o.engine.spans.iter().any(|s| s.stream == Stream::Offload);
     for &u in &units {
         let (c, d, p) = o.layout.coords(u);
         let r0 = o.layout.rank(u, 0);
@@ -316,7 +318,7 @@ fn write_trace(o: &Outcome, w: &mut impl std::io::Write) -> Result<()> {
         )?;
         emit(w, json!({"ph":"M","name":"process_sort_index","pid":u,"args":{"sort_index":u}}))?;
         let free = o.workload.explicit.is_some().then_some(Stream::Free);
-        for s in Stream::ALL.into_iter().chain(free) {
+        for s in Stream::ALL.into_iter().filter(|s| *s != Stream::Offload || offload).chain(free) {
             emit(
                 w,
                 json!({"ph":"M","name":"thread_name","pid":u,"tid":s as u32,"args":{"name":s.name()}}),

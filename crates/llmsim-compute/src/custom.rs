@@ -59,6 +59,10 @@ pub struct CustomGpu {
     /// NVLink (scale-up) bandwidth per GPU per direction, e.g. `450GB/s`. Required without `base`.
     #[serde(default)]
     pub nvlink_bandwidth: Option<Bandwidth>,
+    /// Host link (PCIe / NVLink-C2C) bandwidth per direction, e.g. `64GB/s`: the copies of
+    /// activation CPU offloading. Default: the base's; needed only when offloading.
+    #[serde(default)]
+    pub host_bandwidth: Option<Bandwidth>,
     /// Streaming multiprocessors (the GEMM wave model). Required without `base`.
     #[serde(default)]
     pub sm_count: Option<u32>,
@@ -156,6 +160,13 @@ impl CustomGpu {
             return Err(err("memory", "must be positive, e.g. `80GiB`"));
         }
         let nvlink = required("nvlink_bandwidth", self.nvlink_bandwidth, base.map(|b| b.nvlink_bandwidth))?;
+        let host = self.host_bandwidth.or(base.and_then(|b| b.host_bandwidth));
+        if host.is_some_and(|h| h.is_zero()) {
+            return Err(err(
+                "host_bandwidth",
+                "must be positive, e.g. `64GB/s` (PCIe Gen5 x16, per direction)",
+            ));
+        }
         let sm_count = required("sm_count", self.sm_count, base.map(|b| b.sm_count))?;
         if sm_count == 0 {
             return Err(err("sm_count", "must be at least 1"));
@@ -184,6 +195,7 @@ impl CustomGpu {
             hbm_bandwidth_bytes_per_s: hbm.bps_f64() / 8.0,
             memory_bytes: memory.get(),
             nvlink_bandwidth: nvlink,
+            host_bandwidth: host,
             arch,
             sm_count,
             memory_tokens: &[],

@@ -12,6 +12,12 @@
 //!   an H100) rejected configurations that really ran (issue 28).
 //! - `nvlink_bandwidth` is **per GPU, per direction**: half the bidirectional figure NVIDIA quotes
 //!   (H100: 900 GB/s bidirectional -> 450 GB/s each way).
+//! - `host_bandwidth` is the GPU's link to host memory, **per direction**, from the same
+//!   datasheets: PCIe Gen3 x16 32 GB/s bidirectional (V100), Gen4 64 GB/s (A100), Gen5 128 GB/s
+//!   (H100, H800, H20, H200, B200, MI300X): half each way. GB200's GPUs reach Grace's memory over
+//!   NVLink-C2C, 900 GB/s bidirectional per Grace CPU and shared by its two GPUs (GB200
+//!   datasheet): 225 GB/s per GPU and direction, assuming an even split. These are link peaks;
+//!   pinned-memory copies reach less (PCIe: protocol overhead), so offload times are a lower bound.
 //! - A dtype a GPU has no tensor cores for is `None` and falls back (see [`GpuSpec::peak_flops`]):
 //!   V100 has FP16 tensor cores only, so BF16 runs at the FP16 peak (Megatron trains in FP16 on
 //!   V100: same bytes, same FLOPs) and TF32 at the FP32 CUDA-core peak (what PyTorch does with
@@ -59,6 +65,10 @@ pub struct GpuSpec {
     pub memory_bytes: u64,
     /// NVLink bandwidth per GPU and per direction (half the bidirectional datasheet figure).
     pub nvlink_bandwidth: Bandwidth,
+    /// Host link (GPU <-> CPU memory) bandwidth per direction, the datasheet figure: PCIe or
+    /// NVLink-C2C. Activation CPU offloading (`training.cpu_offload_layers`) copies over it.
+    /// `None` for a custom GPU that declares none (offloading then asks for it).
+    pub host_bandwidth: Option<Bandwidth>,
     /// The architecture NCCL's tuning model keys its latencies and bandwidths on.
     pub arch: GpuArch,
     /// Streaming multiprocessors: GEMM tiles run in waves of this many
@@ -123,6 +133,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 0.9 * TB,
         memory_bytes: 32768 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(150),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(16)),
         arch: GpuArch::Ampere,
         sm_count: 80,
         memory_tokens: &["32gb"],
@@ -146,6 +157,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 2.039 * TB,
         memory_bytes: 81920 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(300),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(32)),
         arch: GpuArch::Ampere,
         sm_count: 108,
         memory_tokens: &["80gb"],
@@ -167,6 +179,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 1.555 * TB,
         memory_bytes: 40960 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(300),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(32)),
         arch: GpuArch::Ampere,
         sm_count: 108,
         memory_tokens: &["40gb"],
@@ -189,6 +202,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
         memory_bytes: 81559 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 132,
         memory_tokens: &["80gb"],
@@ -210,6 +224,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
         memory_bytes: 81559 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(200),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 132,
         memory_tokens: &["80gb"],
@@ -231,6 +246,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 4.0 * TB,
         memory_bytes: 97871 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 78,
         memory_tokens: &["96gb"],
@@ -251,6 +267,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 4.8 * TB,
         memory_bytes: 143771 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(450),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 132,
         memory_tokens: &["141gb"],
@@ -271,6 +288,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 183359 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Blackwell,
         sm_count: 148,
         memory_tokens: &["180gb", "192gb"],
@@ -292,6 +310,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 186_000_000_000,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
         arch: GpuArch::Blackwell,
         sm_count: 148,
         memory_tokens: &["186gb"],
@@ -314,6 +333,7 @@ static CATALOG: [GpuSpec; 10] = [
         hbm_bandwidth_bytes_per_s: 5.3 * TB,
         memory_bytes: 206_141_652_992,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(448),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Ampere,
         sm_count: 304,
         memory_tokens: &["192gb"],

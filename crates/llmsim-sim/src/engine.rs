@@ -90,6 +90,10 @@ pub struct UnitAccount {
     pub exposed_pp: SimTime,
     /// Receive waits before the peer stage even sent: the pipeline bubble.
     pub bubble: SimTime,
+    /// Compute-stream time waiting on activation copies to or from host memory (activation
+    /// CPU offloading): a layer's forward on its predecessor's copy out, a backward on its
+    /// reload.
+    pub exposed_offload: SimTime,
     pub finish: SimTime,
 }
 
@@ -102,6 +106,7 @@ impl UnitAccount {
         self.exposed_dp += o.exposed_dp;
         self.exposed_pp += o.exposed_pp;
         self.bubble += o.bubble;
+        self.exposed_offload += o.exposed_offload;
     }
 
     fn div(&mut self, n: u64) {
@@ -113,6 +118,7 @@ impl UnitAccount {
             &mut self.exposed_dp,
             &mut self.exposed_pp,
             &mut self.bubble,
+            &mut self.exposed_offload,
         ] {
             *x = SimTime::from_ps(x.as_ps() / n);
         }
@@ -133,7 +139,11 @@ impl UnitAccount {
 #[derive(Clone, Copy, Debug)]
 enum WaitOn {
     Coll(Group),
-    Recv { sent: SimTime },
+    Recv {
+        sent: SimTime,
+    },
+    /// A host copy of activation offloading, finished when the kernel started.
+    Offload,
 }
 
 /// The engine's result.
@@ -257,6 +267,8 @@ pub struct Engine<'a> {
     last_comm: Vec<Option<WaitOn>>,
     /// What the running kernel of a unit waited on before it started.
     waited_on: Vec<Option<WaitOn>>,
+    /// When a unit's last host copy (activation offloading) finished.
+    last_offload: Vec<Option<SimTime>>,
     /// Imported workloads: which nodes finished (for naming a stall); empty otherwise.
     finished: Vec<Vec<bool>>,
     deps_left: Vec<Vec<u32>>,
@@ -382,6 +394,7 @@ impl<'a> Engine<'a> {
             coll_seq,
             last_comm: vec![None; units],
             waited_on: vec![None; units],
+            last_offload: vec![None; units],
             finished,
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
@@ -668,11 +681,14 @@ impl<'a> Engine<'a> {
         match n.kind {
             NodeKind::Comp { segment } => {
                 if n.stream == Stream::Compute {
-                    // What this kernel waited on: the communication that finished last.
-                    self.waited_on[u] = self.last_comm[u].take();
+                    // What this kernel waited on: the communication that finished last, or a
+                    // host copy that finished just now.
+                    let copy = (self.last_offload[u] == Some(t)).then_some(WaitOn::Offload);
+                    self.waited_on[u] = self.last_comm[u].take().or(copy);
                 }
                 let mut d = self.seg_time[segment as usize];
-                if self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
+                // Host copies run on a copy engine: no SMs for NCCL to take.
+                if n.stream != Stream::Offload && self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
                 }
                 self.queue.push(t + d, Ev::NodeDone { unit, node });
@@ -1067,6 +1083,9 @@ impl<'a> Engine<'a> {
         let start = self.node_start[u][node as usize];
         let ai = self.acct_index(unit, node);
         match n.kind {
+            NodeKind::Comp { .. } if n.stream == Stream::Offload => {
+                self.last_offload[u] = Some(t);
+            }
             NodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[ai];
                 a.compute += t - start;
@@ -1076,6 +1095,7 @@ impl<'a> Engine<'a> {
                     match waited_on {
                         // Imported traces: the kernel waited on free communication.
                         Some(WaitOn::Coll(kind)) => *a.exposed_mut(kind) += start - e,
+                        Some(WaitOn::Offload) => a.exposed_offload += start - e,
                         Some(WaitOn::Recv { sent }) => {
                             let bubble = sent.clamp(e, start) - e;
                             a.bubble += bubble;

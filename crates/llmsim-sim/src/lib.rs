@@ -393,7 +393,7 @@ fn run_workload(
         },
         pxn: s.collectives.pxn,
     };
-    let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref());
+    let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {
             scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),
@@ -540,7 +540,7 @@ pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
     let layout = Layout::of(&r.parallel);
     let cm = compute_model(s, r.gpu)?;
     let ub = tp_overlap_timer(s, &r.parallel, r.gpu, false)?;
-    let (seg_time, _) = time_segments(&wl, &cm, &r.training, ub.as_ref());
+    let (seg_time, _) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
     let ri = transformer_info(&r, &wl);
     let info = llmsim_workload::chakra::TraceInfo {
         model: ri.model,
@@ -688,20 +688,45 @@ struct TpOverlapTimer {
     slowdown: f64,
 }
 
+/// Each segment's ops' times (`None` for a collective).
+type OpTimes = Vec<Vec<Option<OpTime>>>;
+
 /// Times every segment: the sum of its ops, or its measured duration. Returns the segment times and each op's timing.
 /// A GEMM with an overlapped TP collective takes the pair's time ([`llmsim_workload::ops::OverlapMethod::overlapped`]).
+///
+/// # Errors
+/// A host copy (activation CPU offloading) on a custom GPU that declares no `host_bandwidth`.
 fn time_segments(
     wl: &Workload,
     cm: &ComputeModel,
     t: &TrainingConfig,
     ub: Option<&TpOverlapTimer>,
-) -> (Vec<SimTime>, Vec<Vec<Option<OpTime>>>) {
+) -> Result<(Vec<SimTime>, OpTimes), SimError> {
     let mut times = Vec::with_capacity(wl.segments.len());
     let mut per_op = Vec::with_capacity(wl.segments.len());
     for seg in &wl.segments {
         let mut total = SimTime::ZERO;
         let mut row = Vec::with_capacity(seg.ops.len());
         for op in &seg.ops {
+            if let llmsim_workload::OpSpecKind::HostCopy { bytes } = op.kind {
+                // A copy engine at the host link's rate (PCIe / NVLink-C2C, per direction).
+                let gpu = cm.gpu();
+                let bw = gpu.host_bandwidth.filter(|b| !b.is_zero()).ok_or_else(|| SimError::Scenario {
+                    field: "cluster.gpu.host_bandwidth".into(),
+                    message: format!(
+                        "training.cpu_offload_layers copies activations over the GPU's host link, but GPU {} declares no host bandwidth; add host_bandwidth (per direction, e.g. 64GB/s for PCIe Gen5 x16) to the custom GPU",
+                        gpu.name
+                    ),
+                })?;
+                let time = bw.time_to_send(llmsim_core::Bytes::new(bytes));
+                total += time;
+                row.push(Some(OpTime {
+                    time,
+                    source: llmsim_compute::TimeSource::Roofline,
+                    bound: llmsim_compute::Bound::Memory,
+                }));
+                continue;
+            }
             let q = op.query(t.dtype);
             let mut ot = q.as_ref().map(|q| cm.time(q));
             if let (Some(o), Some(ov), Some(ub), Some(q)) = (ot.as_mut(), op.overlap, ub, q) {
@@ -739,7 +764,7 @@ fn time_segments(
         times.push(seg.duration.unwrap_or(total));
         per_op.push(row);
     }
-    (times, per_op)
+    Ok((times, per_op))
 }
 
 /// The scenario's NVLink bandwidth per GPU and direction: `cluster.nvlink_bandwidth`, else the
@@ -796,6 +821,7 @@ fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow> {
                 let Some(ot) = ot else { continue };
                 let (class, flops, bytes) = match &op.kind {
                     llmsim_workload::OpSpecKind::Compute { class, flops, bytes } => (format!("{class:?}"), *flops, *bytes),
+                    llmsim_workload::OpSpecKind::HostCopy { bytes } => ("HostCopy".to_string(), 0.0, *bytes as f64),
                     llmsim_workload::OpSpecKind::Comm { .. } => continue,
                 };
                 rows.push(OpRow {

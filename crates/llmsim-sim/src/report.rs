@@ -23,6 +23,8 @@ pub struct Breakdown {
     pub exposed_pp_s: f64,
     pub exposed_dp_s: f64,
     pub bubble_s: f64,
+    /// Waiting on activation copies to or from host memory (`training.cpu_offload_layers`).
+    pub exposed_offload_s: f64,
     /// The rest of the iteration: waiting for slower ranks, at the end for the last stage, ...
     pub idle_s: f64,
 }
@@ -30,7 +32,7 @@ pub struct Breakdown {
 impl Breakdown {
     fn of(a: &UnitAccount, iter: SimTime) -> Self {
         let s = |t: SimTime| t.as_secs_f64();
-        let busy = a.compute + a.exposed_tp + a.exposed_cp + a.exposed_ep + a.exposed_pp + a.exposed_dp + a.bubble;
+        let busy = a.compute + a.exposed_tp + a.exposed_cp + a.exposed_ep + a.exposed_pp + a.exposed_dp + a.bubble + a.exposed_offload;
         Breakdown {
             compute_s: s(a.compute),
             exposed_tp_s: s(a.exposed_tp),
@@ -39,6 +41,7 @@ impl Breakdown {
             exposed_pp_s: s(a.exposed_pp),
             exposed_dp_s: s(a.exposed_dp),
             bubble_s: s(a.bubble),
+            exposed_offload_s: s(a.exposed_offload),
             idle_s: s(iter.saturating_sub(busy)),
         }
     }
@@ -51,6 +54,7 @@ impl Breakdown {
         self.exposed_pp_s += o.exposed_pp_s * w;
         self.exposed_dp_s += o.exposed_dp_s * w;
         self.bubble_s += o.bubble_s * w;
+        self.exposed_offload_s += o.exposed_offload_s * w;
         self.idle_s += o.idle_s * w;
     }
 }
@@ -359,6 +363,13 @@ impl Report {
         }
         if self.stages.len() > 1 {
             row(&mut o, "all", &self.mean);
+        }
+        if self.mean.exposed_offload_s > 0.0 {
+            let _ = writeln!(
+                o,
+                "  activation offload: {:.1}% of the iteration waits on host copies (training.cpu_offload_layers; a column of its own, so the table sums to 100% less this)",
+                pct(self.mean.exposed_offload_s, it)
+            );
         }
         let _ = writeln!(o);
         let _ = writeln!(

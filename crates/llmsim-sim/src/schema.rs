@@ -47,6 +47,9 @@ pub struct CustomGpuSchema {
     memory: Option<Bytes>,
     /// NVLink (scale-up) bandwidth per GPU per direction, e.g. `450GB/s`. Required without `base`.
     nvlink_bandwidth: Option<Bandwidth>,
+    /// Host link (PCIe / NVLink-C2C) bandwidth per direction, e.g. `64GB/s`: the copies of
+    /// activation CPU offloading. Default: the base's; needed only when offloading.
+    host_bandwidth: Option<Bandwidth>,
     /// Streaming multiprocessors (the GEMM wave model). Required without `base`.
     sm_count: Option<u32>,
     /// NCCL tuning / GEMM tile architecture: ampere | hopper | blackwell. Required without `base`.

@@ -107,6 +107,14 @@ pub struct TrainingConfig {
     /// Keep only the low 16 bits of each fp32 main parameter beside its bf16 model copy (NeMo's
     /// distributed fused Adam `store_param_remainders`): a 2-byte main copy. Default false.
     pub store_param_remainders: bool,
+    /// Activation CPU offloading (Megatron-Core `--cpu-offloading` with
+    /// `--cpu-offloading-num-layers`, Transformer Engine's offload context): the activations of
+    /// the first N transformer layers are copied to host memory during forward and back before
+    /// their backward, so the GPU holds `num_layers - N` layers' activations at the peak.
+    /// Default 0 (off). Megatron-Core allows it with `pp: 1` only, without recomputation, and
+    /// below the layer count.
+    #[serde(alias = "cpu_offloading_num_layers")]
+    pub cpu_offload_layers: u64,
 }
 
 /// Transformer Engine FP8 scaling recipe.
@@ -156,6 +164,7 @@ impl Default for TrainingConfig {
             exp_avg_sq_dtype: DType::Fp32,
             main_params_dtype: DType::Fp32,
             store_param_remainders: false,
+            cpu_offload_layers: 0,
         }
     }
 }
@@ -247,7 +256,7 @@ pub enum PipelineSchedule {
 // serde's aliases, which schemars does not see (`llmsim schema`; llmsim-cli's schema test checks
 // that every `alias = ` of the scenario types is in the schema).
 fn training_aliases(s: &mut schemars::Schema) {
-    llmsim_core::schema::add_property_aliases(s, &[("seq_len", "seq_length")]);
+    llmsim_core::schema::add_property_aliases(s, &[("seq_len", "seq_length"), ("cpu_offloading_num_layers", "cpu_offload_layers")]);
 }
 
 fn schedule_aliases(s: &mut schemars::Schema) {
@@ -628,6 +637,36 @@ impl ParallelConfig {
                 "training.recompute_modules",
                 "applies to selective recomputation; with recompute: full every module is recomputed: remove one of the two",
             ));
+        }
+
+        if training.cpu_offload_layers > 0 {
+            let n = training.cpu_offload_layers;
+            let field = "training.cpu_offload_layers";
+            if n >= model.num_hidden_layers {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!(
+                        "{n} layers offloaded, but the model has {} (Megatron-Core offloads fewer than num_layers); use at most {}",
+                        model.num_hidden_layers,
+                        model.num_hidden_layers.saturating_sub(1)
+                    ),
+                ));
+            }
+            if p.pp > 1 {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!(
+                        "activation CPU offloading needs pp: 1 (Megatron-Core has no support for it with pipeline parallelism); pp is {}",
+                        p.pp
+                    ),
+                ));
+            }
+            if training.recompute != Recompute::None || !training.recompute_modules.is_empty() {
+                return Err(WorkloadError::invalid(
+                    field,
+                    "activation CPU offloading does not work with activation recomputation (Megatron-Core refuses it): set recompute: none and no recompute_modules, or offload 0 layers",
+                ));
+            }
         }
 
         // GPU count.

@@ -68,19 +68,23 @@ pub enum Stream {
     /// No stream order: the node starts as soon as its explicit dependencies finished (Chakra's
     /// own semantics, for communication nodes of imported traces).
     Free = 3,
+    /// A copy engine moving activations to host memory and back (activation CPU offloading),
+    /// beside the compute stream.
+    Offload = 4,
 }
 
 impl Stream {
     /// Stream slots, [`Stream::Free`] included.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
     /// The ordered streams.
-    pub const ALL: [Stream; 3] = [Stream::Compute, Stream::PpSend, Stream::Dp];
+    pub const ALL: [Stream; 4] = [Stream::Compute, Stream::PpSend, Stream::Dp, Stream::Offload];
     pub fn name(self) -> &'static str {
         match self {
             Stream::Compute => "compute",
             Stream::PpSend => "pp-send",
             Stream::Dp => "dp-comm",
             Stream::Free => "async",
+            Stream::Offload => "offload",
         }
     }
 }

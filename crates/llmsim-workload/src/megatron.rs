@@ -114,6 +114,35 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// The copy segments of offloaded layer `l`: its saved activations
+    /// ([`crate::memory::layer_activation_bytes`]) to host memory after its forward, and back
+    /// before its backward. Shared by layers of one size.
+    fn offload_copies(&mut self, l: u64) -> (u32, u32) {
+        let bytes = crate::memory::layer_activation_bytes(self.m, self.t, self.p, l);
+        let mut seg = |name: &'static str, pass: Pass| -> u32 {
+            let key = format!("{name}.{bytes}");
+            let next = self.segments.len() as u32;
+            let id = *self.seg_index.entry(key.clone()).or_insert(next);
+            if id == next {
+                self.segments.push(Segment {
+                    name: key,
+                    pass,
+                    ops: vec![OpSpec {
+                        name,
+                        pass,
+                        kind: OpSpecKind::HostCopy { bytes },
+                        shape: format!("bytes={bytes}"),
+                        kernel: None,
+                        overlap: None,
+                    }],
+                    duration: None,
+                });
+            }
+            id
+        };
+        (seg("cpu_offload_d2h", Pass::Forward), seg("cpu_offload_h2d", Pass::BackwardInput))
+    }
+
     /// Splits an op list at its collectives into segments (shared by name) and collectives.
     fn template(&mut self, prefix: &str, ops: &[OpSpec]) -> Result<Vec<Item>, WorkloadError> {
         let mut items = Vec::new();
@@ -141,7 +170,7 @@ impl Builder<'_> {
         };
         for op in ops {
             match &op.kind {
-                OpSpecKind::Compute { .. } => cur.push(op.clone()),
+                OpSpecKind::Compute { .. } | OpSpecKind::HostCopy { .. } => cur.push(op.clone()),
                 OpSpecKind::Comm { op: coll, group, bytes } => {
                     flush(self, &mut cur, &mut items, &mut part);
                     let group = match group {
@@ -180,6 +209,9 @@ struct Templates {
     emb_bwd: Vec<Item>,
     head_fwd: Vec<Item>,
     head_bwd: Vec<Item>,
+    /// Activation CPU offloading: the (device-to-host, host-to-device) copy segments of each
+    /// offloaded layer (`training.cpu_offload_layers`, pp = 1), by layer index.
+    offload: Vec<(u32, u32)>,
 }
 
 /// Emits a template's items into the program; returns the last node emitted (or `after`).
@@ -257,6 +289,9 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
         emb_bwd: b.template("embedding.bwd", &emb.backward)?,
         head_fwd: b.template("head.fwd", &head.forward)?,
         head_bwd: b.template("head.bwd", &head.backward)?,
+        offload: (0..t.cpu_offload_layers.min(m.num_hidden_layers))
+            .map(|l| b.offload_copies(l))
+            .collect(),
     };
     let mb = p.micro_batches(t);
     let vpp = p.vpp.max(1);
@@ -560,6 +595,11 @@ fn stage_iteration(
     let mut reduce_nodes: Vec<u32> = Vec::new();
     let mut pending_buckets: Vec<usize> = Vec::new();
     let mut last_compute: Option<u32> = None;
+    // Activation CPU offloading (pp = 1): the copy nodes of the micro-batch in flight.
+    let n_off = tpl.offload.len() as u64;
+    let n_layers = mc.num_hidden_layers;
+    let mut d2h: Vec<u32> = vec![NONE; n_off as usize];
+    let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
     for (fwd, mb, c) in sched {
         if fwd {
@@ -589,8 +629,25 @@ fn stage_iteration(
                 if fsdp && closes.contains_key(&(c, item)) {
                     deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
                 }
+                // Offloading: layer L - N + i starts after layer i's copy to the host finished.
+                if let Some(i) = (layer + n_off).checked_sub(n_layers)
+                    && let Some(&d) = d2h.get(i as usize)
+                    && d != NONE
+                {
+                    deps.push(d);
+                }
                 last_compute = emit(prog, items, base(Phase::Forward, mb, c, layer), deps).or(last_compute);
                 deps.clear();
+                // ... and an offloaded layer's activations leave once its forward is done.
+                if let Some(&(seg, _)) = tpl.offload.get(layer as usize) {
+                    let after: Vec<u32> = last_compute.into_iter().collect();
+                    let node = Node {
+                        kind: NodeKind::Comp { segment: seg },
+                        stream: Stream::Offload,
+                        ..base(Phase::Forward, mb, c, layer)
+                    };
+                    d2h[layer as usize] = prog.push(node, &after);
+                }
                 if fsdp && opens.contains_key(&(c, item)) {
                     fs.end(last_compute.expect("a unit computes"));
                 }
@@ -662,7 +719,20 @@ fn stage_iteration(
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
             // after the unit's last item, or the DDP bucket's in the last micro-batch.
             let mut bwd_item = |prog: &mut Program, item: i64, items: &[Item], layer: u64| {
-                let mut deps: Vec<u32> = Vec::new();
+                // Offloading: the backward step of layer L - 1 - N + i starts layer i's reload,
+                // and layer i's backward waits for it.
+                if let Some(i) = (layer + n_off + 1).checked_sub(n_layers)
+                    && let Some(&(_, seg)) = tpl.offload.get(i as usize)
+                {
+                    let after: Vec<u32> = last_compute.into_iter().collect();
+                    let node = Node {
+                        kind: NodeKind::Comp { segment: seg },
+                        stream: Stream::Offload,
+                        ..base(Phase::Backward, mb, c, i)
+                    };
+                    h2d[i as usize] = prog.push(node, &after);
+                }
+                let mut deps: Vec<u32> = h2d.get(layer as usize).copied().filter(|&h| h != NONE).into_iter().collect();
                 if fsdp && opens.contains_key(&(c, item)) {
                     deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
                 }

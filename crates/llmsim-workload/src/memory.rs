@@ -314,7 +314,13 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
             let r = layers_of_chunk(m, p, stage, c);
             match t.recompute {
                 Recompute::Full => (r.end - r.start) * input,
-                _ => r.map(|l| layer_activation_bytes(m, t, p, l)).sum(),
+                // Activation CPU offloading (pp = 1): Transformer Engine's default schedule
+                // offloads layers 0..N and finishes layer i's copy before layer L - N + i runs,
+                // so at the end of forward the GPU holds the last L - N layers' activations.
+                _ => r
+                    .filter(|&l| l >= t.cpu_offload_layers)
+                    .map(|l| layer_activation_bytes(m, t, p, l))
+                    .sum(),
             }
         })
         .collect();
@@ -446,8 +452,20 @@ pub fn check_config_fits_on(
     for r in [Recompute::Selective, Recompute::Full] {
         if t.recompute != r && !(r == Recompute::Selective && (t.flash_attention || t.recompute == Recompute::Full)) {
             tries.push((
-                format!("training.recompute: {}", if r == Recompute::Full { "full" } else { "selective" }),
-                TrainingConfig { recompute: r, ..t.clone() },
+                format!(
+                    "training.recompute: {}{}",
+                    if r == Recompute::Full { "full" } else { "selective" },
+                    if t.cpu_offload_layers > 0 {
+                        " with training.cpu_offload_layers: 0"
+                    } else {
+                        ""
+                    }
+                ),
+                TrainingConfig {
+                    recompute: r,
+                    cpu_offload_layers: 0,
+                    ..t.clone()
+                },
                 p.clone(),
             ));
         }

@@ -79,6 +79,9 @@ pub enum OpSpecKind {
     Compute { class: OpClass, flops: f64, bytes: f64 },
     /// A collective over `group`; `bytes` in the nccl-tests size convention (see the module doc).
     Comm { op: CollectiveOp, group: CommGroup, bytes: u64 },
+    /// A copy of `bytes` between GPU and host memory on a copy engine, over the GPU's host link
+    /// (activation CPU offloading: device-to-host in forward, host-to-device in backward).
+    HostCopy { bytes: u64 },
 }
 
 /// One op of a micro-batch on one rank.
@@ -178,15 +181,15 @@ impl OpSpec {
                 shape: self.shape.clone(),
                 kernel: self.kernel,
             }),
-            OpSpecKind::Comm { .. } => None,
+            OpSpecKind::Comm { .. } | OpSpecKind::HostCopy { .. } => None,
         }
     }
 
-    /// FLOPs of a compute op, 0 for a collective.
+    /// FLOPs of a compute op, 0 for a collective or a copy.
     pub fn flops(&self) -> f64 {
         match self.kind {
             OpSpecKind::Compute { flops, .. } => flops,
-            OpSpecKind::Comm { .. } => 0.0,
+            OpSpecKind::Comm { .. } | OpSpecKind::HostCopy { .. } => 0.0,
         }
     }
 
@@ -194,7 +197,7 @@ impl OpSpec {
     pub fn comm(&self) -> Option<(CollectiveOp, CommGroup, u64)> {
         match self.kind {
             OpSpecKind::Comm { op, group, bytes } => Some((op, group, bytes)),
-            OpSpecKind::Compute { .. } => None,
+            OpSpecKind::Compute { .. } | OpSpecKind::HostCopy { .. } => None,
         }
     }
 

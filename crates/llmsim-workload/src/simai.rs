@@ -430,6 +430,8 @@ fn layer_lines(name: &str, lo: &ops::LayerOps, time: &dyn Fn(&OpSpec) -> u64, ou
                     a = 0;
                     b = 0;
                 }
+                // SimAI's workload format has no host copies (layer op lists hold none).
+                OpSpecKind::HostCopy { .. } => {}
             }
         }
         if a + b > 0 || v.is_empty() {

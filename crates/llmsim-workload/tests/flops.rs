@@ -20,7 +20,7 @@ fn is_matmul(o: &OpSpec) -> bool {
             OpClass::Router => o.name.starts_with("moe_router"),
             _ => false,
         },
-        OpSpecKind::Comm { .. } => false,
+        OpSpecKind::Comm { .. } | OpSpecKind::HostCopy { .. } => false,
     }
 }
 

@@ -308,6 +308,7 @@ fn stream_from(v: i128) -> Option<Stream> {
         1 => Stream::PpSend,
         2 => Stream::Dp,
         3 => Stream::Free,
+        4 => Stream::Offload,
         _ => return None,
     })
 }
@@ -1136,6 +1137,7 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime], info: &TraceI
                 .iter()
                 .map(|o| match o.kind {
                     OpSpecKind::Compute { bytes, .. } => bytes,
+                    OpSpecKind::HostCopy { bytes } => bytes as f64,
                     OpSpecKind::Comm { .. } => 0.0,
                 })
                 .sum::<f64>() as u64
