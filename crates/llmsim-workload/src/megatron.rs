@@ -134,6 +134,7 @@ impl Builder<'_> {
                         shape: format!("bytes={bytes}"),
                         kernel: None,
                         overlap: None,
+                        dtype: None,
                     }],
                     duration: None,
                 });

@@ -99,6 +99,11 @@ pub struct OpSpec {
     /// simulator times the pair ([`TpOverlap`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap: Option<TpOverlap>,
+    /// The op's math dtype where it is not the training dtype: under FP8 training only
+    /// Transformer Engine's linear layers run in FP8, so Megatron's own output layer (the
+    /// logits GEMM, `tensor_parallel.ColumnParallelLinear`) stays BF16.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<DType>,
 }
 
 /// How Transformer Engine's userbuffers overlap a TP collective with a GEMM. The methods and the
@@ -169,13 +174,14 @@ pub struct TpOverlap {
 }
 
 impl OpSpec {
-    /// The compute-model query for this op; `None` for a collective.
+    /// The compute-model query for this op in a run training in `dtype` (the op's own
+    /// [`OpSpec::dtype`] where it has one); `None` for a collective or a host copy.
     pub fn query(&self, dtype: DType) -> Option<OpQuery> {
         match &self.kind {
             OpSpecKind::Compute { class, flops, bytes } => Some(OpQuery {
                 name: self.name.to_string(),
                 class: *class,
-                dtype,
+                dtype: self.dtype.unwrap_or(dtype),
                 flops: *flops,
                 bytes: *bytes,
                 shape: self.shape.clone(),
@@ -265,6 +271,8 @@ struct Dims {
     fp8_current: bool,
     /// Bytes of one FP8 copy of an element with its scales (MXFP8: 1 + 1/32).
     fp8_elem: f64,
+    /// The GEMMs' math dtype where it is not the training dtype (see [`OpSpec::dtype`]).
+    gemm_dtype: Option<DType>,
     shape: String,
 }
 
@@ -299,6 +307,7 @@ impl Dims {
             fp8: t.dtype == DType::Fp8,
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             fp8_elem: t.fp8_recipe.bytes_per_element(),
+            gemm_dtype: None,
             shape,
         }
     }
@@ -322,6 +331,7 @@ pub(crate) fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64
         shape: shape.to_string(),
         kernel: None,
         overlap: None,
+        dtype: None,
     }
 }
 
@@ -333,6 +343,7 @@ fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, byte
         shape: shape.to_string(),
         kernel: None,
         overlap: None,
+        dtype: None,
     }
 }
 
@@ -450,6 +461,9 @@ impl<'a> Builder<'a> {
         dg.kernel = Some(KernelShape::Gemm(fwd_shape.dgrad()));
         let mut wg = compute(names.wgrad, Pass::BackwardWeight, OpClass::Gemm, flops, wgrad_bytes, shape);
         wg.kernel = Some(KernelShape::Gemm(fwd_shape.wgrad()));
+        for op in [&mut g, &mut dg, &mut wg] {
+            op.dtype = d.gemm_dtype;
+        }
         let tp = d.tp > 1;
         let ov = |op: CollectiveOp, method: OverlapMethod| Some(TpOverlap { op, bytes: ab, method });
         let (mut fwd, mut bwd) = match split {
@@ -1182,7 +1196,15 @@ pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Lay
 /// vocab-parallel cross-entropy with its three TP all-reduces of `b·(s/cp)·4` bytes (max, target
 /// logit, sum of exponentials; Megatron's `_VocabParallelCrossEntropy`), and their backward.
 pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps {
-    let d = Dims::new(m, t, p);
+    // The output layer is Megatron's own `ColumnParallelLinear`, not a Transformer Engine
+    // module, so FP8 training leaves it in BF16: no FP8 casts, BF16 GEMMs.
+    let fp8 = t.dtype == DType::Fp8;
+    let d = Dims {
+        fp8: false,
+        fp8_current: false,
+        gemm_dtype: fp8.then_some(DType::Bf16),
+        ..Dims::new(m, t, p)
+    };
     let dt = d.dt as f64;
     let v = padded_vocab(m, d.tp);
     let vl = v / d.tp;
