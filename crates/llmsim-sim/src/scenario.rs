@@ -15,10 +15,12 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
 use llmsim_core::{Bandwidth, SimTime};
-use llmsim_topo::TopologySpec;
+use llmsim_net::Network;
+use llmsim_topo::{Topology, TopologySpec};
 use llmsim_workload::dlrm::DlrmConfig;
 use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
 use schemars::JsonSchema;
@@ -164,8 +166,10 @@ fn default_topology() -> TopologySpec {
     serde_yaml_ng::from_str("kind: rail-fat-tree").expect("valid default topology")
 }
 
-/// Network backend.
+/// Network backend: `network.backend` in a scenario, `--backend` of `llmsim run` and
+/// `llmsim collective`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Alpha-beta per path, no contention.
@@ -178,8 +182,20 @@ pub enum Backend {
     Packet,
 }
 
+impl std::fmt::Display for Backend {
+    /// The word a scenario and `--backend` take.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Analytical => "analytical",
+            Backend::Flow => "flow",
+            Backend::Packet => "packet",
+        })
+    }
+}
+
 /// Congestion control of the packet backend.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum CcSpec {
     /// DCQCN (Mellanox timer variant). Default.
@@ -209,6 +225,62 @@ pub struct NetworkSpec {
     /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_forward: Option<FastForwardSpec>,
+}
+
+impl NetworkSpec {
+    /// The network this spec describes on `topo`: the one factory of every command (`llmsim
+    /// run`, `llmsim collective`, sweeps, Python). `seed` drives the packet backend's ECMP hashing.
+    ///
+    /// # Errors
+    /// Fast-forward knobs out of range (`network.fast_forward`), a packet configuration the
+    /// topology cannot run (`network.backend`), or a memo database that cannot be read
+    /// (`network.fast_forward.memo_db`).
+    pub fn build(&self, topo: Arc<Topology>, seed: u64) -> Result<Box<dyn Network>, SimError> {
+        Ok(match self.backend {
+            Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
+            Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
+            Backend::Packet => {
+                use llmsim_net::packet::{CcMode, PacketConfig, PacketNetwork};
+                let cc = match self.cc {
+                    CcSpec::Dcqcn => CcMode::Dcqcn,
+                    CcSpec::Hpcc => CcMode::Hpcc,
+                    CcSpec::Timely => CcMode::Timely,
+                    CcSpec::Dctcp => CcMode::Dctcp,
+                };
+                let mut cfg = PacketConfig {
+                    seed,
+                    ..PacketConfig::ns3_defaults(cc)
+                };
+                let ff = self.fast_forward.as_ref();
+                if let Some(ff) = ff {
+                    let window = ff.window.unwrap_or(crate::default_window(cc));
+                    cfg.wormhole = llmsim_net::packet::WormholeConfig {
+                        fast_forward: true,
+                        theta: ff.theta,
+                        window,
+                        sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
+                        memo: ff.memo || ff.memo_db.is_some(),
+                        uncontended_window: ff.uncontended_window.unwrap_or(crate::UNCONTENDED_WINDOW.min(window)),
+                    };
+                    cfg.wormhole.validate().map_err(|message| SimError::Scenario {
+                        field: "network.fast_forward".into(),
+                        message,
+                    })?;
+                }
+                let mut net = PacketNetwork::new(topo, cfg).map_err(|e| SimError::Scenario {
+                    field: "network.backend".into(),
+                    message: e.to_string(),
+                })?;
+                if let Some(path) = ff.and_then(|f| f.memo_db.as_ref()) {
+                    net = net.with_memo_file(path.into()).map_err(|e| SimError::Scenario {
+                        field: "network.fast_forward.memo_db".into(),
+                        message: format!("{e}; give a path to an SQLite file this run may create or a memo database an earlier run saved"),
+                    })?;
+                }
+                Box::new(net)
+            }
+        })
+    }
 }
 
 /// `network.fast_forward:` (Wormhole, NSDI'26): a flow is steady when its last `window` rate
