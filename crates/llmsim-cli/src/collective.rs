@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use llmsim_ccl::expand::Granularity;
 use llmsim_ccl::plan::{CollectivePlan, Expansion, Step};
 use llmsim_ccl::tuning::{Proto, TuningDecision};
@@ -14,24 +14,14 @@ use llmsim_ccl::{AlgoChoice, CollectiveOp, PlanOptions, PlanRun, PlannedCollecti
 use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
 use llmsim_net::NetStats;
 use llmsim_sim::Backend;
-use llmsim_sim::scenario::{CcSpec, NetworkSpec};
+use llmsim_net::packet::CcMode;
+use llmsim_sim::scenario::NetworkSpec;
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
 
 use crate::topo_args::TopoArgs;
 use crate::trace::{self, Span};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum AlgoArg {
-    /// NCCL's own choice from its tuning model.
-    Auto,
-    Ring,
-    Tree,
-    HalvingDoubling,
-    Direct,
-    Hierarchical,
-}
 
 #[derive(Args, Debug)]
 pub struct CollectiveArgs {
@@ -48,11 +38,11 @@ pub struct CollectiveArgs {
     #[arg(long, value_enum, default_value_t = Backend::Flow)]
     pub backend: Backend,
     /// Congestion control of the packet backend (as `network.cc`).
-    #[arg(long, value_enum, default_value_t = CcSpec::Dcqcn)]
-    pub cc: CcSpec,
+    #[arg(long, value_enum, default_value_t = CcMode::Dcqcn)]
+    pub cc: CcMode,
     /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
-    #[arg(long, value_enum, default_value_t = AlgoArg::Auto)]
-    pub algo: AlgoArg,
+    #[arg(long, value_enum, default_value_t = AlgoChoice::Auto)]
+    pub algo: AlgoChoice,
     /// Protocol override, like NCCL_PROTO: LL, LL128, Simple.
     #[arg(long)]
     pub proto: Option<String>,
@@ -60,21 +50,14 @@ pub struct CollectiveArgs {
     #[arg(long)]
     pub channels: Option<u32>,
     /// Ring simulation granularity.
-    #[arg(long, value_enum, default_value_t = GranularityArg::Auto)]
-    pub granularity: GranularityArg,
+    #[arg(long, value_enum, default_value_t = Granularity::Auto)]
+    pub granularity: Granularity,
     /// Do not relay inter-node traffic through the GPU on the destination's rail (NCCL PXN).
     #[arg(long)]
     pub no_pxn: bool,
     /// Write transfers.csv, steps.csv, trace.json (Perfetto) and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum GranularityArg {
-    Auto,
-    Step,
-    Pipelined,
 }
 
 /// Everything one collective run produced.
@@ -125,21 +108,10 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         arch: args.topo.arch()?,
         nvlink_bw: args.topo.nvlink_bandwidth()?,
         nic_bw: args.topo.nic_bandwidth()?,
-        algo: match args.algo {
-            AlgoArg::Auto => AlgoChoice::Auto,
-            AlgoArg::Ring => AlgoChoice::Ring,
-            AlgoArg::Tree => AlgoChoice::Tree,
-            AlgoArg::HalvingDoubling => AlgoChoice::Force(Expansion::HalvingDoubling),
-            AlgoArg::Direct => AlgoChoice::Force(Expansion::DirectAllToAll),
-            AlgoArg::Hierarchical => AlgoChoice::Force(Expansion::Hierarchical),
-        },
+        algo: args.algo,
         proto,
         channels: args.channels,
-        granularity: match args.granularity {
-            GranularityArg::Auto => Granularity::Auto,
-            GranularityArg::Step => Granularity::Step,
-            GranularityArg::Pipelined => Granularity::Pipelined,
-        },
+        granularity: args.granularity,
         pxn: !args.no_pxn,
     };
     let PlannedCollective { plan, decision, note } =

@@ -7,10 +7,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use llmsim_ccl::expand::Granularity;
-use llmsim_ccl::plan::Expansion;
 use llmsim_ccl::tuning::Proto;
-use llmsim_ccl::{AlgoChoice, PlanOptions, ScaleUpModel};
+use llmsim_ccl::{PlanOptions, ScaleUpModel};
 use llmsim_compute::{ComputeModel, Efficiencies, GemmShape, GpuSpec, KernelShape, OpDatabase, OpQuery, OpTime, TimeSource};
 use llmsim_core::{Bandwidth, SimTime};
 use llmsim_topo::{LinkKind, ScaleUp, Topology};
@@ -376,20 +374,10 @@ fn run_workload(
         arch: gpu.arch,
         nvlink_bw: nvlink,
         nic_bw: nic_bandwidth(&topo),
-        algo: match s.collectives.algo {
-            scenario::AlgoSpec::Auto => AlgoChoice::Auto,
-            scenario::AlgoSpec::Ring => AlgoChoice::Ring,
-            scenario::AlgoSpec::Tree => AlgoChoice::Tree,
-            scenario::AlgoSpec::HalvingDoubling => AlgoChoice::Force(Expansion::HalvingDoubling),
-            scenario::AlgoSpec::Hierarchical => AlgoChoice::Force(Expansion::Hierarchical),
-        },
+        algo: s.collectives.algo,
         proto,
         channels: s.collectives.channels,
-        granularity: match s.collectives.granularity {
-            scenario::GranularitySpec::Auto => Granularity::Auto,
-            scenario::GranularitySpec::Step => Granularity::Step,
-            scenario::GranularitySpec::Pipelined => Granularity::Pipelined,
-        },
+        granularity: s.collectives.granularity,
         pxn: s.collectives.pxn,
     };
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref());

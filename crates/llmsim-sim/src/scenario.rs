@@ -19,7 +19,10 @@ use std::sync::Arc;
 
 use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
 use llmsim_core::{Bandwidth, SimTime};
+use llmsim_ccl::AlgoChoice;
+use llmsim_ccl::expand::Granularity;
 use llmsim_net::Network;
+use llmsim_net::packet::CcMode;
 use llmsim_topo::{Topology, TopologySpec};
 use llmsim_workload::dlrm::DlrmConfig;
 use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
@@ -193,22 +196,6 @@ impl std::fmt::Display for Backend {
     }
 }
 
-/// Congestion control of the packet backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum CcSpec {
-    /// DCQCN (Mellanox timer variant). Default.
-    #[default]
-    Dcqcn,
-    /// HPCC (INT).
-    Hpcc,
-    /// TIMELY (RTT gradient).
-    Timely,
-    /// Rate-based DCTCP.
-    Dctcp,
-}
-
 /// `network:`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -220,7 +207,7 @@ pub struct NetworkSpec {
     /// parameters of the HPCC ns-3 experiments (`run.py`). Default dcqcn. Ignored by the other
     /// backends.
     #[serde(default)]
-    pub cc: CcSpec,
+    pub cc: CcMode,
     /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
     /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,13 +227,8 @@ impl NetworkSpec {
             Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
             Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
             Backend::Packet => {
-                use llmsim_net::packet::{CcMode, PacketConfig, PacketNetwork};
-                let cc = match self.cc {
-                    CcSpec::Dcqcn => CcMode::Dcqcn,
-                    CcSpec::Hpcc => CcMode::Hpcc,
-                    CcSpec::Timely => CcMode::Timely,
-                    CcSpec::Dctcp => CcMode::Dctcp,
-                };
+                use llmsim_net::packet::{PacketConfig, PacketNetwork};
+                let cc = self.cc;
                 let mut cfg = PacketConfig {
                     seed,
                     ..PacketConfig::ns3_defaults(cc)
@@ -324,40 +306,13 @@ impl Default for FastForwardSpec {
     }
 }
 
-/// Algorithm choice for collectives that cross servers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum AlgoSpec {
-    /// NCCL's own choice (NCCL_ALGO unset). Default.
-    #[default]
-    Auto,
-    Ring,
-    Tree,
-    HalvingDoubling,
-    Hierarchical,
-}
-
-/// How a ring is simulated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum GranularitySpec {
-    /// Per-step transfer DAG up to 400k transfers per collective, pipelined flows above.
-    Auto,
-    /// Every ring step a transfer (slow on big groups; for studying one collective closely).
-    Step,
-    /// A ring as one pipelined flow per channel and hop (steady-state fluid model, within 5% of
-    /// the step DAG in llmsim-ccl's tests). Default: an iteration has thousands of collectives.
-    #[default]
-    Pipelined,
-}
-
 /// `collectives:` — NCCL overrides.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectivesSpec {
     /// Like NCCL_ALGO. Default auto.
     #[serde(default)]
-    pub algo: AlgoSpec,
+    pub algo: AlgoChoice,
     /// Like NCCL_PROTO: LL, LL128, Simple. Default: NCCL's choice.
     #[serde(default)]
     pub proto: Option<String>,
@@ -365,8 +320,8 @@ pub struct CollectivesSpec {
     #[serde(default)]
     pub channels: Option<u32>,
     /// How a ring is simulated: per step, or as pipelined flows. Default pipelined.
-    #[serde(default)]
-    pub granularity: GranularitySpec,
+    #[serde(default = "pipelined")]
+    pub granularity: Granularity,
     /// PXN (NCCL_PXN_DISABLE=0). Default true.
     #[serde(default = "yes")]
     pub pxn: bool,
@@ -376,15 +331,19 @@ fn yes() -> bool {
     true
 }
 
+fn pipelined() -> Granularity {
+    Granularity::Pipelined
+}
+
 // Written out (not derived) so an absent `collectives:` section gets the same defaults as an
 // empty one: PXN on.
 impl Default for CollectivesSpec {
     fn default() -> Self {
         CollectivesSpec {
-            algo: AlgoSpec::Auto,
+            algo: AlgoChoice::Auto,
             proto: None,
             channels: None,
-            granularity: GranularitySpec::Pipelined,
+            granularity: pipelined(),
             pxn: true,
         }
     }

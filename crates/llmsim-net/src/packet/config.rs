@@ -4,10 +4,14 @@
 
 use llmsim_core::SimTime;
 
-/// Congestion control run by every QP (`CC_MODE` in ns-3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// Congestion control run by every QP (`CC_MODE` in ns-3); `network.cc` of a scenario, with the
+/// parameters of the HPCC ns-3 experiments (`run.py`), and `--cc` of `llmsim collective`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
 pub enum CcMode {
-    /// DCQCN, Mellanox timer variant (`CC_MODE 1`).
+    /// DCQCN, Mellanox timer variant (`CC_MODE 1`). Default.
+    #[default]
     Dcqcn,
     /// HPCC with INT (`CC_MODE 3`).
     Hpcc,
@@ -15,7 +19,10 @@ pub enum CcMode {
     Timely,
     /// Rate-based DCTCP (`CC_MODE 8`).
     Dctcp,
-    /// Line rate, no reaction (any other mode; still paced, windowed, lossless).
+    /// Line rate, no reaction (any other mode; still paced, windowed, lossless). Only from an
+    /// ns-3 `config.txt`: not a scenario or command-line value.
+    #[serde(skip)]
+    #[cfg_attr(feature = "clap", value(skip))]
     None,
 }
 
