@@ -236,14 +236,13 @@ impl NetworkSpec {
                 let ff = self.fast_forward.as_ref();
                 if let Some(ff) = ff {
                     let window = ff.window.unwrap_or(crate::default_window(cc));
-                    cfg.wormhole = llmsim_net::packet::WormholeConfig {
-                        fast_forward: true,
-                        theta: ff.theta,
+                    cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
+                        ff.theta,
                         window,
-                        sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
-                        memo: ff.memo || ff.memo_db.is_some(),
-                        uncontended_window: ff.uncontended_window.unwrap_or(crate::UNCONTENDED_WINDOW.min(window)),
-                    };
+                        ff.uncontended_window.unwrap_or(crate::UNCONTENDED_WINDOW.min(window)),
+                        SimTime::from_us(ff.sample_us),
+                        ff.memo || ff.memo_db.is_some(),
+                    );
                     cfg.wormhole.validate().map_err(|message| SimError::Scenario {
                         field: "network.fast_forward".into(),
                         message,

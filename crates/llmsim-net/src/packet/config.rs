@@ -201,6 +201,21 @@ impl Default for WormholeConfig {
 }
 
 impl WormholeConfig {
+    /// Fast-forwarding on with these knobs: what `network.fast_forward` of a scenario and
+    /// `llmsim ns3 run --fast-forward` build (their defaults differ, this does not choose them).
+    /// Not checked: [`WormholeConfig::validate`] does that.
+    #[must_use]
+    pub fn fast_forwarding(theta: f64, window: usize, uncontended_window: usize, sample_interval: SimTime, memo: bool) -> Self {
+        WormholeConfig {
+            fast_forward: true,
+            theta,
+            window,
+            uncontended_window,
+            sample_interval,
+            memo,
+        }
+    }
+
     /// # Errors
     /// A message naming the field out of range.
     pub fn validate(&self) -> Result<(), String> {
