@@ -89,16 +89,7 @@ impl Scenario {
 }
 
 fn parse_sets(tree: &mut Value, sets: &[String]) -> PyResult<()> {
-    for s in sets {
-        let Some((k, v)) = s.split_once('=') else {
-            return Err(ScenarioError::new_err(format!(
-                "{s:?}: expected key.path=value, e.g. parallel.tp=4"
-            )));
-        };
-        let v: Value = llmsim_sim::yaml::parse(v).map_err(|e| ScenarioError::new_err(format!("{k}: {e}")))?;
-        llmsim_sim::scenario::set_path(tree, k, v).map_err(|e| ScenarioError::new_err(e.to_string()))?;
-    }
-    Ok(())
+    llmsim_sim::scenario::apply_sets(tree, sets).map_err(sim_err)
 }
 
 #[pymethods]

@@ -504,9 +504,7 @@ impl Scenario {
             field: "scenario".into(),
             message: e.to_string(),
         })?;
-        for s in sets {
-            apply_set(&mut v, s)?;
-        }
+        apply_sets(&mut v, sets)?;
         Self::from_value(v, base_dir)
     }
 
@@ -634,7 +632,16 @@ fn typed_error(section: &str, e: YamlError) -> SimError {
     SimError::Scenario { field, message }
 }
 
-/// Applies one `a.b.c=value` override; the value is read as YAML (numbers, booleans, strings).
+/// Applies `a.b.c=value` overrides in order, each value read as YAML (numbers, booleans,
+/// strings): the one `--set` parser of `llmsim run`, Python's `set=` and a sweep's `set:`.
+///
+/// # Errors
+/// A `SimError::Scenario` whose field is `--set` (no `=`) or `--set <key>` (a value that is
+/// not YAML, an empty key, a key through a scalar), its message saying what is expected.
+pub fn apply_sets(root: &mut Value, sets: &[String]) -> Result<(), SimError> {
+    sets.iter().try_for_each(|s| apply_set(root, s))
+}
+
 fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
     let Some((path, val)) = set.split_once('=') else {
         return Err(SimError::Scenario {
