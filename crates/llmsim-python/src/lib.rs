@@ -161,6 +161,14 @@ impl Scenario {
     }
 }
 
+/// The metrics of a report (its JSON), in `METRICS` order: what a sweep row holds, from the one
+/// definition in llmsim-sweep.
+#[pyfunction]
+fn report_metrics(report: &str) -> PyResult<Vec<Option<f64>>> {
+    let v: serde_json::Value = serde_json::from_str(report).map_err(json_err)?;
+    Ok(llmsim_sweep::metrics_of_json(&v))
+}
+
 /// Simulates one training iteration; returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (scenario, ideal_comm = false, no_fold = false))]
@@ -296,6 +304,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<Scenario>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(report_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(plan_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(run_points, m)?)?;
     m.add_function(wrap_pyfunction!(run_sweep, m)?)?;
