@@ -17,10 +17,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
-use llmsim_core::{Bandwidth, SimTime};
 use llmsim_ccl::AlgoChoice;
 use llmsim_ccl::expand::Granularity;
+use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
+use llmsim_core::{Bandwidth, SimTime};
 use llmsim_net::Network;
 use llmsim_net::packet::CcMode;
 use llmsim_topo::{Topology, TopologySpec};
