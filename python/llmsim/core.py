@@ -121,21 +121,10 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return self._d
 
-    def metrics(self) -> dict[str, float]:
-        """The flat numbers a sweep row holds (iteration time, throughput, MFU, mean breakdown)."""
-        d = self._d
-        m = d["mean"]
-        return {
-            "iteration_time_s": d["iteration_time_s"],
-            "tokens_per_s": d["tokens_per_s"],
-            "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"],
-            "mfu": d["mfu"],
-            "hfu": d["hfu"],
-            "model_tflops_per_gpu": d["model_tflops_per_gpu"],
-            "memory_gib": d["memory"]["footprint"]["total"] / 2**30,
-            "memory_fraction": d["memory"]["fraction"],
-            **{k: m[k] for k in m},
-        }
+    def metrics(self) -> dict[str, float | None]:
+        """The flat numbers a sweep row holds, named as ``llmsim.METRICS`` (computed by the same
+        Rust function as a sweep's; a field the report lacks gives None)."""
+        return dict(zip(_native.METRICS, _native.report_metrics(json.dumps(self._d))))
 
     def stages(self):  # -> pandas.DataFrame
         """Per-stage breakdown (seconds) as a DataFrame."""

@@ -44,6 +44,26 @@ def test_run_report(small):
     assert json.loads(json.dumps(d)) == d
 
 
+def test_report_metrics_equal_a_sweep_rows(small):
+    # One definition (issue 31): Report.metrics() and a sweep row hold the same metrics, every
+    # one of llmsim.METRICS, bit for bit; only the wall time differs between the two runs.
+    sc = llmsim.Scenario.from_yaml(small)
+    df = llmsim.sweep(sc, grid={"parallel.tp": [2, 4]}, progress=False)
+    assert list(df["status"]) == ["ok", "ok"]
+    for _, row in df.iterrows():
+        m = llmsim.run(sc.with_({"parallel.tp": int(row["parallel.tp"])})).metrics()
+        assert list(m) == list(llmsim.METRICS)
+        assert m["sim_wall_s"] > 0
+        for k in llmsim.METRICS:
+            if k != "sim_wall_s":
+                assert m[k] == row[k], k
+    # A report without a field (a stored row's report has no wall time) gives None for it alone.
+    d = llmsim.run(sc).to_dict()
+    del d["sim_wall_s"]
+    m = llmsim.Report(d).metrics()
+    assert m["sim_wall_s"] is None and all(v is not None for k, v in m.items() if k != "sim_wall_s")
+
+
 def test_python_api_equals_cli(rust_cli, llmsim_script):
     import subprocess
 

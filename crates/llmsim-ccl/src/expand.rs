@@ -21,17 +21,23 @@ use crate::{CclError, CollectiveOp};
 /// Step-level ring DAGs larger than this switch to pipelined flows under `Granularity::Auto`.
 pub const AUTO_MAX_STEP_TRANSFERS: usize = 400_000;
 
-/// How finely a ring is simulated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+/// How finely a ring is simulated: `collectives.granularity` of a scenario (default
+/// `pipelined`: an iteration has thousands of collectives) and `--granularity` of `llmsim
+/// collective` (default `auto`, this type's default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Granularity {
-    /// Step DAG when it has at most [`AUTO_MAX_STEP_TRANSFERS`] transfers, else pipelined.
+    /// Per-step transfer DAG up to 400k transfers per collective (`AUTO_MAX_STEP_TRANSFERS`),
+    /// pipelined flows above.
     #[default]
     Auto,
-    /// Every (loop, step, rank, channel group) is a transfer with its dependencies.
+    /// Every ring step a transfer: every (loop, step, rank, channel group) with its dependencies
+    /// (slow on big groups; for studying one collective closely).
     Step,
-    /// Every channel group is one flow over all ring edges (steady-state pipelined ring), plus
-    /// the pipeline-fill latency.
+    /// A ring as one pipelined flow per channel group over all ring edges, plus the
+    /// pipeline-fill latency (steady-state fluid model, within 5% of the step DAG in
+    /// llmsim-ccl's tests).
     Pipelined,
 }
 

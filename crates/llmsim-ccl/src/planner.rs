@@ -13,18 +13,40 @@ use crate::scaleup::AlphaBeta;
 use crate::tuning::{self, Algo, CollKind, GpuArch, Proto, TuningDecision};
 use crate::{CclError, CollectiveOp, ScaleUpModel};
 
-/// Which expansion to simulate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// Which expansion to simulate, like NCCL_ALGO: `collectives.algo` of a scenario (for the
+/// collectives that cross servers) and `--algo` of `llmsim collective`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
 pub enum AlgoChoice {
-    /// NCCL's own choice from its tuning model (NCCL_ALGO unset).
+    /// NCCL's own choice from its tuning model (NCCL_ALGO unset). Default.
     #[default]
     Auto,
     /// Restrict NCCL's choice to ring (NCCL_ALGO=Ring).
     Ring,
     /// Restrict NCCL's choice to tree (NCCL_ALGO=Tree).
     Tree,
-    /// Force an expansion; NCCL's model still picks protocol and channels.
-    Force(Expansion),
+    /// Force halving-doubling; NCCL's model still picks protocol and channels.
+    HalvingDoubling,
+    /// Force direct all-to-all (all-to-all only). Not a scenario value: it would apply to
+    /// every collective of an iteration, and the all-reduces cannot run it.
+    #[serde(skip)]
+    Direct,
+    /// Force the hierarchical expansion (intra-server, then inter-server, then intra-server).
+    Hierarchical,
+}
+
+impl AlgoChoice {
+    /// The expansion this choice forces, if it forces one.
+    #[must_use]
+    pub fn forced(self) -> Option<Expansion> {
+        match self {
+            AlgoChoice::Auto | AlgoChoice::Ring | AlgoChoice::Tree => None,
+            AlgoChoice::HalvingDoubling => Some(Expansion::HalvingDoubling),
+            AlgoChoice::Direct => Some(Expansion::DirectAllToAll),
+            AlgoChoice::Hierarchical => Some(Expansion::Hierarchical),
+        }
+    }
 }
 
 /// Everything besides the topology and group that decides a collective's plan.
@@ -193,10 +215,7 @@ pub fn plan_collective(
             }
             note = n;
             decision = Some(d);
-            match opts.algo {
-                AlgoChoice::Force(f) => f,
-                _ => e,
-            }
+            opts.algo.forced().unwrap_or(e)
         }
     };
     if let Some(c) = opts.channels {

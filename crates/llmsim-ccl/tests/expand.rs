@@ -268,7 +268,7 @@ fn non_power_of_two_groups_complete_under_default_collectives() {
         assert!(n < 1_000 || pat, "{n} ranks: NCCL picks PAT for some size at one GPU per node");
         for op in [CollectiveOp::AllGather, CollectiveOp::ReduceScatter] {
             let opts = PlanOptions {
-                algo: AlgoChoice::Force(Expansion::HalvingDoubling),
+                algo: AlgoChoice::HalvingDoubling,
                 ..PlanOptions::h100()
             };
             let bytes = Bytes(u64::from(n) * 1_000);

@@ -6,49 +6,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use llmsim_ccl::expand::Granularity;
 use llmsim_ccl::plan::{CollectivePlan, Expansion, Step};
 use llmsim_ccl::tuning::{Proto, TuningDecision};
 use llmsim_ccl::{AlgoChoice, CollectiveOp, PlanOptions, PlanRun, PlannedCollective, ScaleUpModel, execute, plan_collective};
 use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
-use llmsim_net::{NetStats, Network};
+use llmsim_net::NetStats;
+use llmsim_net::packet::CcMode;
+use llmsim_sim::Backend;
+use llmsim_sim::scenario::NetworkSpec;
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
 
 use crate::topo_args::TopoArgs;
 use crate::trace::{self, Span};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// Alpha-beta per path, no contention.
-    Analytical,
-    /// Max-min fair sharing of links, event driven.
-    Flow,
-}
-
-impl std::fmt::Display for Backend {
-    /// The spelling the `--backend` flag takes.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Backend::Analytical => "analytical",
-            Backend::Flow => "flow",
-        })
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum AlgoArg {
-    /// NCCL's own choice from its tuning model.
-    Auto,
-    Ring,
-    Tree,
-    HalvingDoubling,
-    Direct,
-    Hierarchical,
-}
 
 #[derive(Args, Debug)]
 pub struct CollectiveArgs {
@@ -61,11 +34,15 @@ pub struct CollectiveArgs {
     pub size: String,
     #[command(flatten)]
     pub topo: TopoArgs,
+    /// Network backend (as `network.backend` of a scenario).
     #[arg(long, value_enum, default_value_t = Backend::Flow)]
     pub backend: Backend,
+    /// Congestion control of the packet backend (as `network.cc`).
+    #[arg(long, value_enum, default_value_t = CcMode::Dcqcn)]
+    pub cc: CcMode,
     /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
-    #[arg(long, value_enum, default_value_t = AlgoArg::Auto)]
-    pub algo: AlgoArg,
+    #[arg(long, value_enum, default_value_t = AlgoChoice::Auto)]
+    pub algo: AlgoChoice,
     /// Protocol override, like NCCL_PROTO: LL, LL128, Simple.
     #[arg(long)]
     pub proto: Option<String>,
@@ -73,21 +50,14 @@ pub struct CollectiveArgs {
     #[arg(long)]
     pub channels: Option<u32>,
     /// Ring simulation granularity.
-    #[arg(long, value_enum, default_value_t = GranularityArg::Auto)]
-    pub granularity: GranularityArg,
+    #[arg(long, value_enum, default_value_t = Granularity::Auto)]
+    pub granularity: Granularity,
     /// Do not relay inter-node traffic through the GPU on the destination's rail (NCCL PXN).
     #[arg(long)]
     pub no_pxn: bool,
     /// Write transfers.csv, steps.csv, trace.json (Perfetto) and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum GranularityArg {
-    Auto,
-    Step,
-    Pipelined,
 }
 
 /// Everything one collective run produced.
@@ -119,13 +89,6 @@ impl CollectiveOutcome {
     }
 }
 
-pub fn make_network(backend: Backend, topo: Arc<Topology>) -> Box<dyn Network> {
-    match backend {
-        Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
-        Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
-    }
-}
-
 pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     let op: CollectiveOp = args.op.parse().map_err(|e| anyhow::anyhow!("--{e}"))?;
     let bytes: Bytes = parse_field("--size", &args.size)?;
@@ -145,26 +108,20 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         arch: args.topo.arch()?,
         nvlink_bw: args.topo.nvlink_bandwidth()?,
         nic_bw: args.topo.nic_bandwidth()?,
-        algo: match args.algo {
-            AlgoArg::Auto => AlgoChoice::Auto,
-            AlgoArg::Ring => AlgoChoice::Ring,
-            AlgoArg::Tree => AlgoChoice::Tree,
-            AlgoArg::HalvingDoubling => AlgoChoice::Force(Expansion::HalvingDoubling),
-            AlgoArg::Direct => AlgoChoice::Force(Expansion::DirectAllToAll),
-            AlgoArg::Hierarchical => AlgoChoice::Force(Expansion::Hierarchical),
-        },
+        algo: args.algo,
         proto,
         channels: args.channels,
-        granularity: match args.granularity {
-            GranularityArg::Auto => Granularity::Auto,
-            GranularityArg::Step => Granularity::Step,
-            GranularityArg::Pipelined => Granularity::Pipelined,
-        },
+        granularity: args.granularity,
         pxn: !args.no_pxn,
     };
     let PlannedCollective { plan, decision, note } =
         plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut net = make_network(args.backend, topo.clone());
+    let spec = NetworkSpec {
+        backend: args.backend,
+        cc: args.cc,
+        fast_forward: None,
+    };
+    let mut net = spec.build(topo.clone(), args.topo.seed)?;
     let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
     Ok(CollectiveOutcome {
@@ -465,4 +422,35 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
     std::fs::write(dir.join("trace.json"), serde_json::to_vec(&tr)?)?;
     std::fs::write(dir.join("summary.json"), serde_json::to_vec_pretty(&summary_json(o))?)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CollectiveArgs,
+    }
+
+    fn outcome(argv: &[&str]) -> CollectiveOutcome {
+        let cli = Cli::try_parse_from(["llmsim-collective"].iter().chain(argv)).expect("valid flags");
+        run(&cli.args).expect("collective runs")
+    }
+
+    #[test]
+    fn every_backend_runs_a_collective() {
+        let base = ["--gpus", "16", "--size", "8MiB", "--algo", "ring"];
+        let flow = outcome(&base);
+        for (b, cc) in [("analytical", "dcqcn"), ("packet", "dcqcn"), ("packet", "hpcc")] {
+            let o = outcome(&[&base[..], &["--backend", b, "--cc", cc]].concat());
+            assert_eq!(o.backend.to_string(), b);
+            assert_eq!(o.net.completed, flow.net.completed, "{b}/{cc}: every transfer completes");
+            let ratio = o.time().as_us_f64() / flow.time().as_us_f64();
+            assert!((0.5..2.0).contains(&ratio), "{b}/{cc}: {ratio} of the flow backend's time");
+        }
+    }
 }

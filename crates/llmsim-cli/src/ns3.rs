@@ -162,14 +162,13 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             .ff_sample
             .parse()
             .with_context(|| format!("--ff-sample {:?}: a time such as 20us", a.ff_sample))?;
-        x.engine.set_wormhole(llmsim_net::packet::WormholeConfig {
-            fast_forward: true,
-            theta: a.ff_theta,
-            window: a.ff_window,
+        x.engine.set_wormhole(llmsim_net::packet::WormholeConfig::fast_forwarding(
+            a.ff_theta,
+            a.ff_window,
+            a.ff_uncontended_window.unwrap_or(a.ff_window),
             sample_interval,
             memo,
-            uncontended_window: a.ff_uncontended_window.unwrap_or(a.ff_window),
-        })?;
+        ))?;
         if let Some(p) = &a.ff_memo_db {
             x.engine.set_memo_db(llmsim_net::packet::MemoDb::load(p)?)?;
         }

@@ -4,20 +4,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use llmsim_core::{NodeId, SimTime};
 use llmsim_sim::engine::Span;
-use llmsim_sim::{Outcome, RunOptions, Scenario};
+use llmsim_sim::{Backend, Outcome, RunOptions, Scenario};
 use llmsim_topo::{NodeKind as TopoNode, Topology};
 use llmsim_workload::dag::{NodeKind, Stream};
 use serde_json::json;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendArg {
-    Analytical,
-    Flow,
-    Packet,
-}
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -33,7 +26,7 @@ pub struct RunArgs {
     pub comm_groups: Option<PathBuf>,
     /// Network backend; overrides `network.backend`.
     #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<Backend>,
     /// Override a scenario value, e.g. `--set parallel.tp=4 --set cluster.gpu=H200`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
@@ -58,14 +51,7 @@ pub struct RunArgs {
 pub fn run(a: &RunArgs) -> Result<()> {
     let mut sets = a.sets.clone();
     if let Some(b) = a.backend {
-        sets.push(format!(
-            "network.backend={}",
-            match b {
-                BackendArg::Analytical => "analytical",
-                BackendArg::Flow => "flow",
-                BackendArg::Packet => "packet",
-            }
-        ));
+        sets.push(format!("network.backend={b}"));
     }
     let sc = if a.workload.is_some() {
         Scenario::load_cluster(&a.scenario, &sets)?

@@ -29,14 +29,7 @@ fn flow(src: u32, dst: u32, size: u64, start_us: u64, tag: u64) -> FlowSpec {
 }
 
 fn ff(theta: f64, window: usize) -> WormholeConfig {
-    WormholeConfig {
-        fast_forward: true,
-        theta,
-        window,
-        uncontended_window: window,
-        sample_interval: SimTime::from_us(20),
-        memo: false,
-    }
+    WormholeConfig::fast_forwarding(theta, window, window, SimTime::from_us(20), false)
 }
 
 /// The folder of reference run `name`, or `None` (and a note) where the reference files are

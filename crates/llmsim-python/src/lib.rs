@@ -89,16 +89,7 @@ impl Scenario {
 }
 
 fn parse_sets(tree: &mut Value, sets: &[String]) -> PyResult<()> {
-    for s in sets {
-        let Some((k, v)) = s.split_once('=') else {
-            return Err(ScenarioError::new_err(format!(
-                "{s:?}: expected key.path=value, e.g. parallel.tp=4"
-            )));
-        };
-        let v: Value = llmsim_sim::yaml::parse(v).map_err(|e| ScenarioError::new_err(format!("{k}: {e}")))?;
-        llmsim_sim::scenario::set_path(tree, k, v).map_err(|e| ScenarioError::new_err(e.to_string()))?;
-    }
-    Ok(())
+    llmsim_sim::scenario::apply_sets(tree, sets).map_err(sim_err)
 }
 
 #[pymethods]
@@ -168,6 +159,14 @@ impl Scenario {
     fn __repr__(&self) -> String {
         format!("Scenario({:?}, key={})", self.inner.name, self.key())
     }
+}
+
+/// The metrics of a report (its JSON), in `METRICS` order: what a sweep row holds, from the one
+/// definition in llmsim-sweep.
+#[pyfunction]
+fn report_metrics(report: &str) -> PyResult<Vec<Option<f64>>> {
+    let v: serde_json::Value = serde_json::from_str(report).map_err(json_err)?;
+    Ok(llmsim_sweep::metrics_of_json(&v))
 }
 
 /// Simulates one training iteration; returns the report as JSON.
@@ -305,6 +304,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<Scenario>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(report_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(plan_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(run_points, m)?)?;
     m.add_function(wrap_pyfunction!(run_sweep, m)?)?;

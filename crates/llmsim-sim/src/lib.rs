@@ -7,13 +7,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use llmsim_ccl::expand::Granularity;
-use llmsim_ccl::plan::Expansion;
 use llmsim_ccl::tuning::Proto;
-use llmsim_ccl::{AlgoChoice, PlanOptions, ScaleUpModel};
+use llmsim_ccl::{PlanOptions, ScaleUpModel};
 use llmsim_compute::{ComputeModel, Efficiencies, GemmShape, GpuSpec, KernelShape, OpDatabase, OpQuery, OpTime, TimeSource};
 use llmsim_core::{Bandwidth, SimTime};
-use llmsim_net::Network;
 use llmsim_topo::{LinkKind, ScaleUp, Topology};
 use llmsim_workload::dag::{NodeKind, Workload};
 use llmsim_workload::dlrm::{self, DlrmConfig};
@@ -377,20 +374,10 @@ fn run_workload(
         arch: gpu.arch,
         nvlink_bw: nvlink,
         nic_bw: nic_bandwidth(&topo),
-        algo: match s.collectives.algo {
-            scenario::AlgoSpec::Auto => AlgoChoice::Auto,
-            scenario::AlgoSpec::Ring => AlgoChoice::Ring,
-            scenario::AlgoSpec::Tree => AlgoChoice::Tree,
-            scenario::AlgoSpec::HalvingDoubling => AlgoChoice::Force(Expansion::HalvingDoubling),
-            scenario::AlgoSpec::Hierarchical => AlgoChoice::Force(Expansion::Hierarchical),
-        },
+        algo: s.collectives.algo,
         proto,
         channels: s.collectives.channels,
-        granularity: match s.collectives.granularity {
-            scenario::GranularitySpec::Auto => Granularity::Auto,
-            scenario::GranularitySpec::Step => Granularity::Step,
-            scenario::GranularitySpec::Pipelined => Granularity::Pipelined,
-        },
+        granularity: s.collectives.granularity,
         pxn: s.collectives.pxn,
     };
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
@@ -414,50 +401,7 @@ fn run_workload(
         String::new()
     };
     let trace_units: Vec<u32> = trace_units.into_iter().filter(|u| layout.coords(*u).1 < active_dp).collect();
-    let net: Box<dyn Network> = match s.network.backend {
-        Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo.clone())),
-        Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo.clone())),
-        Backend::Packet => {
-            use llmsim_net::packet::{CcMode, PacketConfig, PacketNetwork};
-            let cc = match s.network.cc {
-                scenario::CcSpec::Dcqcn => CcMode::Dcqcn,
-                scenario::CcSpec::Hpcc => CcMode::Hpcc,
-                scenario::CcSpec::Timely => CcMode::Timely,
-                scenario::CcSpec::Dctcp => CcMode::Dctcp,
-            };
-            let mut cfg = PacketConfig {
-                seed: s.seed,
-                ..PacketConfig::ns3_defaults(cc)
-            };
-            let ff = s.network.fast_forward.as_ref();
-            if let Some(ff) = ff {
-                let window = ff.window.unwrap_or(default_window(cc));
-                cfg.wormhole = llmsim_net::packet::WormholeConfig {
-                    fast_forward: true,
-                    theta: ff.theta,
-                    window,
-                    sample_interval: llmsim_core::SimTime::from_us(ff.sample_us),
-                    memo: ff.memo || ff.memo_db.is_some(),
-                    uncontended_window: ff.uncontended_window.unwrap_or(UNCONTENDED_WINDOW.min(window)),
-                };
-                cfg.wormhole.validate().map_err(|message| SimError::Scenario {
-                    field: "network.fast_forward".into(),
-                    message,
-                })?;
-            }
-            let mut net = PacketNetwork::new(topo.clone(), cfg).map_err(|e| SimError::Scenario {
-                field: "network.backend".into(),
-                message: e.to_string(),
-            })?;
-            if let Some(path) = ff.and_then(|f| f.memo_db.as_ref()) {
-                net = net.with_memo_file(path.into()).map_err(|e| SimError::Scenario {
-                    field: "network.fast_forward.memo_db".into(),
-                    message: format!("{e}; give a path to an SQLite file this run may create or a memo database an earlier run saved"),
-                })?;
-            }
-            Box::new(net)
-        }
-    };
+    let net = s.network.build(topo.clone(), s.seed)?;
     let eopts = engine::EngineOptions {
         plan,
         scale_up: su,

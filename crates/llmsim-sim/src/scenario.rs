@@ -15,10 +15,15 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use llmsim_ccl::AlgoChoice;
+use llmsim_ccl::expand::Granularity;
 use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
 use llmsim_core::{Bandwidth, SimTime};
-use llmsim_topo::TopologySpec;
+use llmsim_net::Network;
+use llmsim_net::packet::CcMode;
+use llmsim_topo::{Topology, TopologySpec};
 use llmsim_workload::dlrm::DlrmConfig;
 use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
 use schemars::JsonSchema;
@@ -164,8 +169,10 @@ fn default_topology() -> TopologySpec {
     serde_yaml_ng::from_str("kind: rail-fat-tree").expect("valid default topology")
 }
 
-/// Network backend.
+/// Network backend: `network.backend` in a scenario, `--backend` of `llmsim run` and
+/// `llmsim collective`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Alpha-beta per path, no contention.
@@ -178,19 +185,15 @@ pub enum Backend {
     Packet,
 }
 
-/// Congestion control of the packet backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CcSpec {
-    /// DCQCN (Mellanox timer variant). Default.
-    #[default]
-    Dcqcn,
-    /// HPCC (INT).
-    Hpcc,
-    /// TIMELY (RTT gradient).
-    Timely,
-    /// Rate-based DCTCP.
-    Dctcp,
+impl std::fmt::Display for Backend {
+    /// The word a scenario and `--backend` take.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Analytical => "analytical",
+            Backend::Flow => "flow",
+            Backend::Packet => "packet",
+        })
+    }
 }
 
 /// `network:`.
@@ -204,11 +207,61 @@ pub struct NetworkSpec {
     /// parameters of the HPCC ns-3 experiments (`run.py`). Default dcqcn. Ignored by the other
     /// backends.
     #[serde(default)]
-    pub cc: CcSpec,
+    pub cc: CcMode,
     /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
     /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_forward: Option<FastForwardSpec>,
+}
+
+impl NetworkSpec {
+    /// The network this spec describes on `topo`: the one factory of every command (`llmsim
+    /// run`, `llmsim collective`, sweeps, Python). `seed` drives the packet backend's ECMP hashing.
+    ///
+    /// # Errors
+    /// Fast-forward knobs out of range (`network.fast_forward`), a packet configuration the
+    /// topology cannot run (`network.backend`), or a memo database that cannot be read
+    /// (`network.fast_forward.memo_db`).
+    pub fn build(&self, topo: Arc<Topology>, seed: u64) -> Result<Box<dyn Network>, SimError> {
+        Ok(match self.backend {
+            Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
+            Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
+            Backend::Packet => {
+                use llmsim_net::packet::{PacketConfig, PacketNetwork};
+                let cc = self.cc;
+                let mut cfg = PacketConfig {
+                    seed,
+                    ..PacketConfig::ns3_defaults(cc)
+                };
+                let ff = self.fast_forward.as_ref();
+                if let Some(ff) = ff {
+                    let window = ff.window.unwrap_or(crate::default_window(cc));
+                    cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
+                        ff.theta,
+                        window,
+                        ff.uncontended_window.unwrap_or(crate::UNCONTENDED_WINDOW.min(window)),
+                        SimTime::from_us(ff.sample_us),
+                        ff.memo || ff.memo_db.is_some(),
+                    );
+                    cfg.wormhole.validate().map_err(|message| SimError::Scenario {
+                        field: "network.fast_forward".into(),
+                        message,
+                    })?;
+                }
+                let mut net = PacketNetwork::new(topo, cfg).map_err(|e| SimError::Scenario {
+                    field: "network.backend".into(),
+                    message: e.to_string(),
+                })?;
+                if let Some(path) = ff.and_then(|f| f.memo_db.as_ref()) {
+                    net = net.with_memo_file(path.into()).map_err(|e| SimError::Scenario {
+                        field: "network.fast_forward.memo_db".into(),
+                        message: format!("{e}; give a path to an SQLite file this run may create or a memo database an earlier run saved"),
+                    })?;
+                }
+                Box::new(net)
+            }
+        })
+    }
 }
 
 /// `network.fast_forward:` (Wormhole, NSDI'26): a flow is steady when its last `window` rate
@@ -252,40 +305,13 @@ impl Default for FastForwardSpec {
     }
 }
 
-/// Algorithm choice for collectives that cross servers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum AlgoSpec {
-    /// NCCL's own choice (NCCL_ALGO unset). Default.
-    #[default]
-    Auto,
-    Ring,
-    Tree,
-    HalvingDoubling,
-    Hierarchical,
-}
-
-/// How a ring is simulated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum GranularitySpec {
-    /// Per-step transfer DAG up to 400k transfers per collective, pipelined flows above.
-    Auto,
-    /// Every ring step a transfer (slow on big groups; for studying one collective closely).
-    Step,
-    /// A ring as one pipelined flow per channel and hop (steady-state fluid model, within 5% of
-    /// the step DAG in llmsim-ccl's tests). Default: an iteration has thousands of collectives.
-    #[default]
-    Pipelined,
-}
-
 /// `collectives:` — NCCL overrides.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectivesSpec {
     /// Like NCCL_ALGO. Default auto.
     #[serde(default)]
-    pub algo: AlgoSpec,
+    pub algo: AlgoChoice,
     /// Like NCCL_PROTO: LL, LL128, Simple. Default: NCCL's choice.
     #[serde(default)]
     pub proto: Option<String>,
@@ -293,8 +319,8 @@ pub struct CollectivesSpec {
     #[serde(default)]
     pub channels: Option<u32>,
     /// How a ring is simulated: per step, or as pipelined flows. Default pipelined.
-    #[serde(default)]
-    pub granularity: GranularitySpec,
+    #[serde(default = "pipelined")]
+    pub granularity: Granularity,
     /// PXN (NCCL_PXN_DISABLE=0). Default true.
     #[serde(default = "yes")]
     pub pxn: bool,
@@ -304,15 +330,19 @@ fn yes() -> bool {
     true
 }
 
+fn pipelined() -> Granularity {
+    Granularity::Pipelined
+}
+
 // Written out (not derived) so an absent `collectives:` section gets the same defaults as an
 // empty one: PXN on.
 impl Default for CollectivesSpec {
     fn default() -> Self {
         CollectivesSpec {
-            algo: AlgoSpec::Auto,
+            algo: AlgoChoice::Auto,
             proto: None,
             channels: None,
-            granularity: GranularitySpec::Pipelined,
+            granularity: pipelined(),
             pxn: true,
         }
     }
@@ -474,9 +504,7 @@ impl Scenario {
             field: "scenario".into(),
             message: e.to_string(),
         })?;
-        for s in sets {
-            apply_set(&mut v, s)?;
-        }
+        apply_sets(&mut v, sets)?;
         Self::from_value(v, base_dir)
     }
 
@@ -604,7 +632,16 @@ fn typed_error(section: &str, e: YamlError) -> SimError {
     SimError::Scenario { field, message }
 }
 
-/// Applies one `a.b.c=value` override; the value is read as YAML (numbers, booleans, strings).
+/// Applies `a.b.c=value` overrides in order, each value read as YAML (numbers, booleans,
+/// strings): the one `--set` parser of `llmsim run`, Python's `set=` and a sweep's `set:`.
+///
+/// # Errors
+/// A `SimError::Scenario` whose field is `--set` (no `=`) or `--set <key>` (a value that is
+/// not YAML, an empty key, a key through a scalar), its message saying what is expected.
+pub fn apply_sets(root: &mut Value, sets: &[String]) -> Result<(), SimError> {
+    sets.iter().try_for_each(|s| apply_set(root, s))
+}
+
 fn apply_set(root: &mut Value, set: &str) -> Result<(), SimError> {
     let Some((path, val)) = set.split_once('=') else {
         return Err(SimError::Scenario {

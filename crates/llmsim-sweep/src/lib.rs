@@ -43,28 +43,41 @@ pub enum SweepError {
     Wire(String),
 }
 
-/// The numeric columns of a result row, in order.
-pub const METRICS: [&str; 19] = [
-    "iteration_time_s",
-    "tokens_per_s",
-    "tokens_per_s_per_gpu",
-    "mfu",
-    "hfu",
-    "model_tflops_per_gpu",
-    "memory_gib",
-    "memory_fraction",
-    "compute_s",
-    "exposed_tp_s",
-    "exposed_cp_s",
-    "exposed_ep_s",
-    "exposed_pp_s",
-    "exposed_dp_s",
-    "bubble_s",
-    "idle_s",
-    "gpus",
-    "microbatches",
-    "sim_wall_s",
+/// Where each metric stands in a report's JSON (`llmsim run --json`, Python's `Report`), as a
+/// JSON pointer, and what its value is divided by: the one definition of the metrics, read by
+/// [`metrics_of`] for sweep rows and by Python's `Report.metrics`.
+const METRIC_SOURCES: [(&str, &str, f64); 19] = [
+    ("iteration_time_s", "/iteration_time_s", 1.0),
+    ("tokens_per_s", "/tokens_per_s", 1.0),
+    ("tokens_per_s_per_gpu", "/tokens_per_s_per_gpu", 1.0),
+    ("mfu", "/mfu", 1.0),
+    ("hfu", "/hfu", 1.0),
+    ("model_tflops_per_gpu", "/model_tflops_per_gpu", 1.0),
+    ("memory_gib", "/memory/footprint/total", 1_073_741_824.0),
+    ("memory_fraction", "/memory/fraction", 1.0),
+    ("compute_s", "/mean/compute_s", 1.0),
+    ("exposed_tp_s", "/mean/exposed_tp_s", 1.0),
+    ("exposed_cp_s", "/mean/exposed_cp_s", 1.0),
+    ("exposed_ep_s", "/mean/exposed_ep_s", 1.0),
+    ("exposed_pp_s", "/mean/exposed_pp_s", 1.0),
+    ("exposed_dp_s", "/mean/exposed_dp_s", 1.0),
+    ("bubble_s", "/mean/bubble_s", 1.0),
+    ("idle_s", "/mean/idle_s", 1.0),
+    ("gpus", "/gpus", 1.0),
+    ("microbatches", "/microbatches", 1.0),
+    ("sim_wall_s", "/sim_wall_s", 1.0),
 ];
+
+/// The numeric columns of a result row, in order.
+pub const METRICS: [&str; 19] = {
+    let mut names = [""; 19];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = METRIC_SOURCES[i].0;
+        i += 1;
+    }
+    names
+};
 
 /// One experiment's result. `status` is `ok`, `error` (the simulation refused it: out of memory,
 /// a parallel plan that does not divide, ...) or `invalid` (the point is not a valid scenario).
@@ -94,36 +107,25 @@ fn axes_json(p: &Point) -> String {
 
 /// The metric values of a report, in [`METRICS`] order.
 pub fn metrics_of(r: &Report) -> Vec<Option<f64>> {
-    let m = &r.mean;
-    [
-        r.iteration_time_s,
-        r.tokens_per_s,
-        r.tokens_per_s_per_gpu,
-        r.mfu,
-        r.hfu,
-        r.model_tflops_per_gpu,
-        r.memory.footprint.total as f64 / f64::from(1u32 << 30),
-        r.memory.fraction,
-        m.compute_s,
-        m.exposed_tp_s,
-        m.exposed_cp_s,
-        m.exposed_ep_s,
-        m.exposed_pp_s,
-        m.exposed_dp_s,
-        m.bubble_s,
-        m.idle_s,
-        f64::from(r.gpus),
-        f64::from(r.microbatches),
-        r.sim_wall_s,
-    ]
-    .into_iter()
-    .map(Some)
-    .collect()
+    metrics_of_json(&serde_json::to_value(r).unwrap_or(serde_json::Value::Null))
+}
+
+/// The metric values of a report given as its JSON, in [`METRICS`] order. A metric whose field
+/// the JSON lacks, or holds as null (a non-finite number), is `None`: a sweep row's stored report
+/// has no `sim_wall_s`.
+pub fn metrics_of_json(report: &serde_json::Value) -> Vec<Option<f64>> {
+    METRIC_SOURCES
+        .iter()
+        .map(|(_, at, divisor)| report.pointer(at).and_then(serde_json::Value::as_f64).map(|x| x / divisor))
+        .collect()
 }
 
 /// The report as JSON without its wall time.
 pub fn report_json(r: &Report) -> String {
-    let mut v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+    without_wall_time(serde_json::to_value(r).unwrap_or(serde_json::Value::Null))
+}
+
+fn without_wall_time(mut v: serde_json::Value) -> String {
     if let Some(o) = v.as_object_mut() {
         o.remove("sim_wall_s");
     }
@@ -145,8 +147,10 @@ pub fn row_of(p: &Point, r: Result<Outcome, SimError>) -> Row {
     match r {
         Ok(o) => {
             row.parallel = Some(o.report.parallel.clone());
-            row.metrics = metrics_of(&o.report);
-            row.report = Some(report_json(&o.report));
+            // One serialisation for both: the metrics are read from the report's JSON.
+            let v = serde_json::to_value(&o.report).unwrap_or(serde_json::Value::Null);
+            row.metrics = metrics_of_json(&v);
+            row.report = Some(without_wall_time(v));
         }
         Err(e) => {
             row.status = "error".into();

@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 
 use llmsim_core::SimRng;
 use llmsim_sim::Scenario;
-use llmsim_sim::scenario::set_path;
+use llmsim_sim::SimError;
+use llmsim_sim::scenario::{apply_sets, set_path};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
@@ -385,13 +386,11 @@ impl SweepSpec {
             ),
             _ => return Err(err("base", "a scenario file path or an inline scenario map")),
         };
-        for s in &self.set {
-            let Some((k, v)) = s.split_once('=') else {
-                return Err(err("set", format!("{s:?}: expected key.path=value")));
-            };
-            let v: Value = llmsim_sim::yaml::parse(v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
-            set_path(&mut base, k, v).map_err(|e| err(format!("set {k}"), e.to_string()))?;
-        }
+        apply_sets(&mut base, &self.set).map_err(|e| match e {
+            // `--set parallel.tp` -> `set parallel.tp`: the spec's key.
+            SimError::Scenario { field, message } => err(field.replacen("--set", "set", 1), message),
+            other => err("set", other.to_string()),
+        })?;
         let name = if self.name.is_empty() { base_name } else { self.name.clone() };
         if !name.is_empty() {
             check_name(&name)?;

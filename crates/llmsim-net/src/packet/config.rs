@@ -4,10 +4,14 @@
 
 use llmsim_core::SimTime;
 
-/// Congestion control run by every QP (`CC_MODE` in ns-3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// Congestion control run by every QP (`CC_MODE` in ns-3); `network.cc` of a scenario, with the
+/// parameters of the HPCC ns-3 experiments (`run.py`), and `--cc` of `llmsim collective`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
 pub enum CcMode {
-    /// DCQCN, Mellanox timer variant (`CC_MODE 1`).
+    /// DCQCN, Mellanox timer variant (`CC_MODE 1`). Default.
+    #[default]
     Dcqcn,
     /// HPCC with INT (`CC_MODE 3`).
     Hpcc,
@@ -15,7 +19,10 @@ pub enum CcMode {
     Timely,
     /// Rate-based DCTCP (`CC_MODE 8`).
     Dctcp,
-    /// Line rate, no reaction (any other mode; still paced, windowed, lossless).
+    /// Line rate, no reaction (any other mode; still paced, windowed, lossless). Only from an
+    /// ns-3 `config.txt`: not a scenario or command-line value.
+    #[serde(skip)]
+    #[cfg_attr(feature = "clap", value(skip))]
     None,
 }
 
@@ -194,6 +201,21 @@ impl Default for WormholeConfig {
 }
 
 impl WormholeConfig {
+    /// Fast-forwarding on with these knobs: what `network.fast_forward` of a scenario and
+    /// `llmsim ns3 run --fast-forward` build (their defaults differ, this does not choose them).
+    /// Not checked: [`WormholeConfig::validate`] does that.
+    #[must_use]
+    pub fn fast_forwarding(theta: f64, window: usize, uncontended_window: usize, sample_interval: SimTime, memo: bool) -> Self {
+        WormholeConfig {
+            fast_forward: true,
+            theta,
+            window,
+            uncontended_window,
+            sample_interval,
+            memo,
+        }
+    }
+
     /// # Errors
     /// A message naming the field out of range.
     pub fn validate(&self) -> Result<(), String> {
