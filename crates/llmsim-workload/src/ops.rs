@@ -177,11 +177,17 @@ impl OpSpec {
     /// The compute-model query for this op in a run training in `dtype` (the op's own
     /// [`OpSpec::dtype`] where it has one); `None` for a collective or a host copy.
     pub fn query(&self, dtype: DType) -> Option<OpQuery> {
+        // FP8 training runs only Transformer Engine's GEMMs in FP8; attention (FlashAttention,
+        // unfused, the Mamba scan) and the memory-bound kernels compute in BF16.
+        let own = match self.kind {
+            OpSpecKind::Compute { class, .. } if dtype == DType::Fp8 && class != OpClass::Gemm => DType::Bf16,
+            _ => dtype,
+        };
         match &self.kind {
             OpSpecKind::Compute { class, flops, bytes } => Some(OpQuery {
                 name: self.name.to_string(),
                 class: *class,
-                dtype: self.dtype.unwrap_or(dtype),
+                dtype: self.dtype.unwrap_or(own),
                 flops: *flops,
                 bytes: *bytes,
                 shape: self.shape.clone(),

@@ -36,7 +36,10 @@ fn fp8_training_keeps_the_output_layer_in_bf16() {
     assert!(!layer_gemms.is_empty() && layer_gemms.iter().all(|q| q.dtype == DType::Fp8));
     assert!(l.backward.iter().any(|o| o.name.starts_with("fp8_cast")));
     // BF16 training is unchanged: every op queries the training dtype.
-    let bf = TrainingConfig { dtype: DType::Bf16, ..t };
+    let bf = TrainingConfig {
+        dtype: DType::Bf16,
+        ..t.clone()
+    };
     assert!(
         head(&m, &bf, &p)
             .forward
@@ -44,4 +47,16 @@ fn fp8_training_keeps_the_output_layer_in_bf16() {
             .filter_map(|o| o.query(bf.dtype))
             .all(|q| q.dtype == DType::Bf16)
     );
+    // Attention is BF16 under FP8 training, fused or not.
+    let unfused = TrainingConfig {
+        flash_attention: false,
+        ..t.clone()
+    };
+    let attn: Vec<_> = transformer_layer(&m, &unfused, &p, 0)
+        .forward
+        .iter()
+        .filter_map(|o| o.query(unfused.dtype))
+        .filter(|q| matches!(q.class, OpClass::Attention | OpClass::FlashAttention))
+        .collect();
+    assert!(!attn.is_empty() && attn.iter().all(|q| q.dtype == DType::Bf16));
 }
