@@ -100,10 +100,69 @@ struct PlainProgress {
     interval: std::time::Duration,
 }
 
+/// Where the running command is, for Ctrl-C: what it does, what it counts, how far it got.
+struct Where {
+    what: &'static str,
+    unit: &'static str,
+    done: u64,
+    total: u64,
+    start: std::time::Instant,
+    note: &'static str,
+}
+
+static WHERE: std::sync::Mutex<Option<Where>> = std::sync::Mutex::new(None);
+
+/// On Ctrl-C (SIGINT), say where the command stopped and exit 130 (128 + SIGINT), instead of
+/// dying silently. Installed once per process.
+fn on_interrupt_say_where() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            let w = WHERE.lock().unwrap_or_else(|e| e.into_inner());
+            match &*w {
+                Some(w) if w.total == 0 => eprintln!(
+                    "\nllmsim: interrupted while {}, before its first progress report, after {:.1} s; {}",
+                    w.what,
+                    w.start.elapsed().as_secs_f64(),
+                    w.note
+                ),
+                Some(w) => {
+                    let pct = 100.0 * w.done as f64 / w.total as f64;
+                    eprintln!(
+                        "\nllmsim: interrupted while {}: {}/{} {} ({pct:.0}%) after {:.1} s; {}",
+                        w.what,
+                        w.done,
+                        w.total,
+                        w.unit,
+                        w.start.elapsed().as_secs_f64(),
+                        w.note
+                    );
+                }
+                None => eprintln!("\nllmsim: interrupted before any progress was reported"),
+            }
+            std::process::exit(130);
+        });
+    });
+}
+
 impl Progress {
     /// `what` names the work ("simulating"), `unit` what is counted ("nodes").
     pub(crate) fn new(template: &str, what: &'static str, unit: &'static str) -> Progress {
+        Progress::with_note(template, what, unit, "no report was written")
+    }
+
+    /// [`Progress::new`] whose Ctrl-C message ends with `note` (what is kept, how to resume).
+    pub(crate) fn with_note(template: &str, what: &'static str, unit: &'static str, note: &'static str) -> Progress {
         use std::io::IsTerminal;
+        on_interrupt_say_where();
+        *WHERE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Where {
+            what,
+            unit,
+            done: 0,
+            total: 0,
+            start: std::time::Instant::now(),
+            note,
+        });
         let bar = progress_bar(template);
         let plain = (!std::io::stderr().is_terminal()).then(|| {
             let secs = std::env::var("LLMSIM_PROGRESS_INTERVAL_S")
@@ -126,6 +185,9 @@ impl Progress {
     pub(crate) fn update(&self, done: u64, total: u64) {
         self.bar.set_length(total);
         self.bar.set_position(done);
+        if let Some(w) = WHERE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            (w.done, w.total) = (done, total);
+        }
         if let Some(p) = &self.plain {
             let now = std::time::Instant::now();
             if now.duration_since(p.last.get()) >= p.interval {

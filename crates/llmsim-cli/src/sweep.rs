@@ -76,10 +76,11 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&plan.name));
     let store = Store::open(&out)?;
     store.claim(&plan.fingerprint, a.merge)?;
-    let bar = crate::Progress::new(
+    let bar = crate::Progress::with_note(
         "{spinner} {pos}/{len} experiments [{bar:40}] {elapsed} elapsed, ETA {eta} ({per_sec})",
-        "sweep",
+        "sweeping",
         "experiments",
+        "finished experiments are stored; the same command resumes the sweep",
     );
     let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| bar.update(done as u64, todo as u64);
     let s = llmsim_sweep::run_plan(&plan, &store, a.jobs.unwrap_or(0), &mut on_row);
