@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use llmsim_ccl::tuning::GpuArch;
+use llmsim_core::GpuArch;
 use serde::{Deserialize, Serialize};
 
 use crate::csvtext::CsvText;

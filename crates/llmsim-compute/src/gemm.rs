@@ -27,7 +27,7 @@
 //! dtype (`data/efficiency.csv`, class `gemm`): the fraction of the peak that a big, well-shaped
 //! GEMM sustains.
 
-use llmsim_ccl::tuning::GpuArch;
+use llmsim_core::GpuArch;
 
 use crate::gpu::GpuSpec;
 use crate::op::{DType, GemmShape};

@@ -63,8 +63,8 @@
 //!
 //! With one GPU there is no communication: no all-to-all, no all-reduce.
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{DType, OpClass};
+use llmsim_core::CollectiveOp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

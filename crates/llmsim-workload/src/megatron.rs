@@ -36,8 +36,8 @@
 
 use std::collections::HashMap;
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::DType;
+use llmsim_core::CollectiveOp;
 
 use crate::dag::{Direction, Group, NONE, Node, NodeKind, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
 use crate::model::{AttentionType, LayerKind};

@@ -25,8 +25,8 @@
 //! stages' worth, Korthikanti et al.'s figure. The footprint is the worst stage's (stage 0 as a
 //! rule; the last stage adds the logits).
 
-use llmsim_ccl::tuning::GpuArch;
 use llmsim_compute::DType;
+use llmsim_core::GpuArch;
 use serde::Serialize;
 
 use crate::config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};

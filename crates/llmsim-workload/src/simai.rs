@@ -26,8 +26,8 @@
 
 use std::fmt::Write as _;
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{ComputeModel, OpClass};
+use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 
 use crate::config::{ParallelConfig, TrainingConfig};

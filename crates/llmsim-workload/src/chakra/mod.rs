@@ -45,8 +45,8 @@ pub mod pb;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::OpClass;
+use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use prost::Message as _;
 
