@@ -6,7 +6,7 @@ mod common;
 
 use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, fct_text};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, MemoDb, PacketConfig, Routing, WormholeConfig, steady_estimate};
+use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, Routing, WormholeConfig, steady_estimate};
 
 use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 
@@ -402,8 +402,10 @@ fn a_repeated_wave_hits_the_memo_and_stays_close_to_exact() {
 
 /// A memo database saved to a file and loaded back gives the same run as handing the
 /// in-memory database over.
+#[cfg(feature = "memo-db")]
 #[test]
 fn a_memo_database_round_trips_through_a_file() {
+    use llmsim_net::packet::MemoDb;
     let flows = two_waves(5_000_000, 3000);
     let cc = CcMode::Hpcc;
     let mut cold = wave_engine(cc, Some(memo_knobs()), &flows);
