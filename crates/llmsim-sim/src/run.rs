@@ -60,6 +60,10 @@ pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u
 /// # Errors
 /// See [`SimError`].
 pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64), shared: &Shared) -> Result<Outcome, SimError> {
+    if let Some(w) = &s.workload {
+        let imp = w.read(&s.base_dir, s.cluster.gpus_per_node)?;
+        return crate::simulate_imported(s, imp, opts, progress);
+    }
     let wall = Instant::now();
     if let Some(d) = &s.dlrm {
         return simulate_dlrm(s, d, opts, progress, wall, shared);

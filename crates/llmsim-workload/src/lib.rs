@@ -8,18 +8,20 @@
 //! - [`megatron`]: the Megatron generator (1F1B, interleaved, DP buckets, EP, CP).
 //! - [`chakra`]: Chakra execution traces in and out; [`simai`]: SimAI/AICB workload files in.
 
-pub mod chakra;
 pub mod config;
 pub mod dag;
 pub mod dlrm;
 pub mod error;
+pub mod formats;
 pub mod import;
 pub mod megatron;
 pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod schema;
-pub mod simai;
+
+/// The workload formats under their historical paths.
+pub use formats::{chakra, simai};
 
 pub use config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
 pub use error::WorkloadError;
