@@ -8,6 +8,9 @@ log=$(mktemp)
 trap 'rm -f "$log" "$log.maturin"' EXIT
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The fuzz targets (fuzz/, outside the workspace) must keep compiling as the parsers change. Running
+# them needs nightly and cargo-fuzz (fuzz/README.md); type-checking them does not: plain stable.
+cargo check --quiet --manifest-path fuzz/Cargo.toml
 if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     # A local venv (.venv) for the Python package and for the Rust tests that run Python
     # (mlc-chakra-generated traces: crates/llmsim-sim/tests/chakra_mlc.rs).
