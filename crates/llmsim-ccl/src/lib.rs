@@ -3,6 +3,10 @@
 //! ([`expand`]), the scale-up alpha-beta model ([`scaleup`]), and the runner that executes a plan
 //! on any [`llmsim_net::Network`] ([`runner`]).
 
+// Issue 31: `missing_docs` is on for the workspace; this crate had 104 undocumented public items
+// when it was turned on. Remove this allow once they have doc comments.
+#![allow(missing_docs)]
+
 use thiserror::Error;
 
 pub mod expand;

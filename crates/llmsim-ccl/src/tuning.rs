@@ -542,6 +542,9 @@ impl TuningInput {
     }
 
     /// Runs the topology search model for this input's system.
+    ///
+    /// # Errors
+    /// An input that does not validate (a field out of range, named in the error).
     pub fn graph(&self) -> Result<GraphInfo, TuningError> {
         self.validate()?;
         Ok(graph::search(&graph::SearchSystem {
