@@ -239,7 +239,7 @@ fn steady_long_flows_are_fast_forwarded_and_stay_close_to_exact() {
 /// every byte is delivered once, none beats its line-rate bound. The FCT errors against the exact
 /// run are printed, not asserted: here HPCC's incast shares are still drifting towards fairness
 /// when the 400 us window looks steady (37.8/24.6/25.0 Gbit/s), and each freeze keeps them,
-/// so flow 0 ends about 12% early (bench/README.md discusses this limit).
+/// so flow 0 ends about 12% early (bench/HISTORY.md discusses this limit).
 #[test]
 fn a_flow_arriving_on_a_frozen_partition_skips_back() {
     let flows = scenario(3, 20_000_000, 0);

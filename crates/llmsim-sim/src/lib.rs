@@ -28,14 +28,14 @@ pub mod yaml;
 
 /// Rate samples per steadiness test of an uncontended partition in `llmsim run` when
 /// `network.fast_forward.uncontended_window` is not given. On the Wormhole benchmark's LLM
-/// workloads (bench/README.md, 2026-11-24) 3 cut the MoE 8x7B cold-memo packet events from 22.0 M
+/// workloads (bench/HISTORY.md, 2026-11-24) 3 cut the MoE 8x7B cold-memo packet events from 22.0 M
 /// to 9.7 M (HPCC) and 21.2 M to 7.9 M (DCQCN) at 0.26% / 0.022% mean transfer error; 2 put
 /// the worst transfer 15-29% off.
 const UNCONTENDED_WINDOW: usize = 3;
 
 /// `network.fast_forward.window` (l) when not given: 4 samples under HPCC, 8 under the other
 /// CCs, one every `sample_us` (default 10 us). Measured from empty memo databases on the MoE
-/// 8x7B / 64-GPU workload on H100 and on A100 (bench/README.md, 2026-11-24): HPCC with 4 skips
+/// 8x7B / 64-GPU workload on H100 and on A100 (bench/HISTORY.md, 2026-11-24): HPCC with 4 skips
 /// a DP-step-and-all-to-all transient that 8 samples outlast (1.7 M against 2.6 M packet events
 /// on H100, 1.0 M against 1.6 M on A100, the same error); DCQCN with 4 takes its timer-driven
 /// transients for steady state (0.22% against 0.006-0.008% mean transfer error, and more events).
