@@ -208,9 +208,9 @@ fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_chunk: 
     let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
     let mb = p.micro_batches(t).max(1);
     let (mut cur, mut peak) = (0u64, 0u64);
-    for (fwd, _, c) in crate::megatron::schedule(stage, pp, mb, if interleaved { vpp } else { 1 }, interleaved) {
-        let b = per_chunk.get(c as usize).copied().unwrap_or(0);
-        if fwd {
+    for step in crate::megatron::schedule(stage, pp, mb, if interleaved { vpp } else { 1 }, interleaved) {
+        let b = per_chunk.get(step.chunk as usize).copied().unwrap_or(0);
+        if step.is_forward() {
             cur += b;
             peak = peak.max(cur);
         } else {
