@@ -9,10 +9,6 @@
 //!
 //! See `README.md` in this crate for the catalog table and how to calibrate.
 
-// Issue 31: `missing_docs` is on for the workspace; this crate had 45 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
-
 pub mod attention;
 mod csvtext;
 pub mod custom;
