@@ -16,15 +16,22 @@ use crate::units::Bandwidth;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CollectiveOp {
+    /// Every rank ends with the reduction of all ranks' buffers.
     AllReduce,
+    /// Every rank ends with the concatenation of all ranks' buffers.
     AllGather,
+    /// Every rank ends with its slice of the reduction.
     ReduceScatter,
+    /// Every rank sends a distinct slice to every other rank.
     AllToAll,
+    /// The root's buffer goes to every rank.
     Broadcast,
+    /// The reduction of all ranks' buffers lands on the root.
     Reduce,
 }
 
 impl CollectiveOp {
+    /// Every collective, in the order above.
     pub const ALL: [CollectiveOp; 6] = [
         CollectiveOp::AllReduce,
         CollectiveOp::AllGather,
