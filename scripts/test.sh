@@ -8,17 +8,21 @@ log=$(mktemp)
 trap 'rm -f "$log" "$log.maturin"' EXIT
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The fuzz targets (fuzz/, outside the workspace) must keep compiling as the parsers change. Running
+# them needs nightly and cargo-fuzz (fuzz/README.md); type-checking them does not: plain stable.
+cargo check --quiet --manifest-path fuzz/Cargo.toml
 if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     # A local venv (.venv) for the Python package and for the Rust tests that run Python
     # (mlc-chakra-generated traces: crates/llmsim-sim/tests/chakra_mlc.rs).
     [ -x .venv/bin/python ] || python3 -m venv .venv
+    # Versions: tests/python/constraints.txt.
     # numpy: llmsim profile's CPU backend (tests/python/test_profile.py); PyTorch is not installed
     # here (a GPU-sized wheel), so the torch test skips. jsonschema: the schema tests validate the
     # examples with it (crates/llmsim-cli/tests/schema.rs). pyarrow: Parquet results (test_parquet.py).
     extra="ray"   # the Ray sweep test (a single-node Ray); LLMSIM_SKIP_RAY=1 leaves it out (the test then skips)
     [ "${LLMSIM_SKIP_RAY:-0}" = 1 ] && extra=""
-    .venv/bin/pip install -q --disable-pip-version-check maturin pandas numpy matplotlib pytest ruff optuna protobuf jsonschema pyarrow $extra
-    .venv/bin/pip install -q --disable-pip-version-check --no-deps mlc-chakra
+    .venv/bin/pip install -q --disable-pip-version-check -c tests/python/constraints.txt maturin pandas numpy matplotlib pytest ruff optuna protobuf jsonschema pyarrow $extra
+    .venv/bin/pip install -q --disable-pip-version-check -c tests/python/constraints.txt --no-deps mlc-chakra
     export LLMSIM_PYTHON="$PWD/.venv/bin/python"
 fi
 cargo test --workspace --quiet 2>&1 | tee "$log"

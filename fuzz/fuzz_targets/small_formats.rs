@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = serde_json::from_str::<Bandwidth>(&text).map_err(|e| e.to_string());
         }
         _ => {
-            let _ = text.parse::<llmsim_ccl::CollectiveOp>().map_err(|e| e.to_string());
+            let _ = text.parse::<llmsim_core::CollectiveOp>().map_err(|e| e.to_string());
             let _ = text.parse::<Algo>().map_err(|e| e.to_string());
             let _ = text.parse::<Proto>().map_err(|e| e.to_string());
         }

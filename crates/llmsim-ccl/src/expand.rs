@@ -147,6 +147,10 @@ fn overhead(topo: &Topology, p: &ExpandParams, src: NodeId, dst: NodeId) -> SimT
 
 /// NCCL-style rings: one ring per rotation of the ranks inside each server, so successive channels
 /// enter each server on a different GPU (and rail). Returns `(ring, channels using it)`.
+///
+/// # Errors
+/// [`CclError::Invalid`] for a group of fewer than 2 ranks, a rank given twice or a rank that
+/// is not a GPU of `topo`.
 pub fn rings(topo: &Topology, group: &[NodeId], channels: u32) -> Result<Vec<(Vec<NodeId>, u32)>, CclError> {
     let g = sorted_group(topo, group)?;
     let servers = by_server(topo, &g);

@@ -283,19 +283,20 @@ impl FromStr for Proto {
     }
 }
 
-/// GPU generation; selects NCCL's per-compute-capability constants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum GpuArch {
-    /// sm80 (A100).
-    Ampere,
-    /// sm90 (H100, H200).
-    Hopper,
-    /// sm100 (B200, GB200).
-    Blackwell,
+/// Moved to `llmsim_core`; its NCCL constants stay here ([`NcclArch`]).
+pub use llmsim_core::GpuArch;
+
+/// NCCL's per-compute-capability constants of a [`GpuArch`].
+trait NcclArch {
+    /// NCCL tuning.cc compCapIndex (Volta 0 is not modelled).
+    fn cc_idx(self) -> usize;
+    /// NCCL topo.h SMxx_NVLINK_BW: what NCCL counts per NVLink, GB/s.
+    fn nccl_nvlink_per_link(self) -> f64;
+    /// Physical per-link, per-direction NVLink bandwidth (NVLink3/4: 25 GB/s, NVLink5: 50).
+    fn physical_nvlink_per_link(self) -> f64;
 }
 
-impl GpuArch {
-    /// NCCL tuning.cc compCapIndex (Volta 0 is not modelled).
+impl NcclArch for GpuArch {
     fn cc_idx(self) -> usize {
         match self {
             GpuArch::Ampere => 1,
@@ -304,7 +305,6 @@ impl GpuArch {
         }
     }
 
-    /// NCCL topo.h SMxx_NVLINK_BW: what NCCL counts per NVLink, GB/s.
     fn nccl_nvlink_per_link(self) -> f64 {
         match self {
             GpuArch::Ampere => 20.0,
@@ -313,36 +313,10 @@ impl GpuArch {
         }
     }
 
-    /// Physical per-link, per-direction NVLink bandwidth (NVLink3/4: 25 GB/s, NVLink5: 50).
     fn physical_nvlink_per_link(self) -> f64 {
         match self {
             GpuArch::Ampere | GpuArch::Hopper => 25.0,
             GpuArch::Blackwell => 50.0,
-        }
-    }
-
-    /// GPU PCIe link as NCCL rates it (topo.cc: width * GT/s-code / 80): Gen4 x16 24 GB/s,
-    /// Gen5 x16 48 GB/s.
-    pub fn default_pcie_bw(self) -> Bandwidth {
-        match self {
-            GpuArch::Ampere => Bandwidth::from_gbytes_per_sec(24),
-            GpuArch::Hopper | GpuArch::Blackwell => Bandwidth::from_gbytes_per_sec(48),
-        }
-    }
-}
-
-impl FromStr for GpuArch {
-    type Err = TuningError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match squash(s).as_str() {
-            "ampere" | "sm80" | "a100" => Ok(GpuArch::Ampere),
-            "hopper" | "sm90" | "h100" | "h200" => Ok(GpuArch::Hopper),
-            "blackwell" | "sm100" | "b200" | "gb200" => Ok(GpuArch::Blackwell),
-            _ => Err(TuningError::Parse {
-                field: "arch",
-                input: s.to_string(),
-                valid: "ampere (sm80), hopper (sm90), blackwell (sm100)".into(),
-            }),
         }
     }
 }
@@ -568,6 +542,9 @@ impl TuningInput {
     }
 
     /// Runs the topology search model for this input's system.
+    ///
+    /// # Errors
+    /// An input that does not validate (a field out of range, named in the error).
     pub fn graph(&self) -> Result<GraphInfo, TuningError> {
         self.validate()?;
         Ok(graph::search(&graph::SearchSystem {

@@ -62,7 +62,7 @@ struct RunArgs {
     ff_window: usize,
     /// Wormhole: rate samples per steadiness test of an uncontended partition (no two flows
     /// sending data over the same link). Default: --ff-window (eq. 6 everywhere). `llmsim run`
-    /// uses 3; here that perturbs chaotic workloads such as web-search (see bench/README.md).
+    /// uses 3; here that perturbs chaotic workloads such as web-search (see bench/HISTORY.md).
     #[arg(long)]
     ff_uncontended_window: Option<usize>,
     /// Wormhole: time between two rate samples (e.g. 50us).

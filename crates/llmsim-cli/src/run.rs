@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use llmsim_core::{NodeId, SimTime};
 use llmsim_sim::engine::Span;
@@ -69,6 +69,11 @@ pub fn run(a: &RunArgs) -> Result<()> {
         no_fold: a.no_fold,
         ignore_memory_estimate: a.ignore_memory_estimate,
     };
+    if a.workload.is_some() && sc.workload.is_some() {
+        bail!(
+            "--workload and the scenario's `workload:` both name a workload; drop one (a cluster file for --workload needs `cluster:` only)"
+        );
+    }
     let o = match &a.workload {
         Some(w) => {
             let imp = crate::workload_cmd::load(w, a.comm_groups.as_deref(), &sc)?;
@@ -83,7 +88,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&o.report)?);
     } else {
         out!("{}", o.report.render());
-        if a.workload.is_some() {
+        if a.workload.is_some() || sc.workload.is_some() {
             out!("{}", crate::workload_cmd::simai_columns(&o.report));
         }
     }

@@ -13,6 +13,7 @@ use clap::Args;
 use serde_json::{Map, Value};
 
 #[derive(Args, Debug)]
+/// `llmsim schema`: where the schemas go, or which one to print.
 pub struct SchemaArgs {
     /// The sweep file's schema instead of the scenario file's.
     #[arg(long)]
@@ -36,6 +37,11 @@ pub fn files() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// `llmsim schema`: writes the JSON Schemas and the Markdown reference to `--out`, or prints the
+/// scenario schema.
+///
+/// # Errors
+/// A file or directory that cannot be written (with `--out`).
 pub fn run(a: &SchemaArgs) -> Result<()> {
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

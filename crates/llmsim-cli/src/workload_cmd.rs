@@ -1,12 +1,14 @@
 //! `llmsim workload`: export a scenario's generated workload for other tools, and read the
-//! workloads other tools write (`llmsim run --workload chakra:PREFIX | simai:FILE`).
+//! workloads other tools write (`llmsim run --workload chakra:PREFIX | simai:FILE`, or a
+//! scenario's `workload:` key), through [`llmsim_workload::formats`].
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use llmsim_sim::{ImportedRun, Scenario};
-use llmsim_workload::chakra::{self, ImportOptions};
+use llmsim_workload::chakra;
+use llmsim_workload::formats;
 use llmsim_workload::simai;
 
 #[derive(Subcommand, Debug)]
@@ -83,40 +85,33 @@ fn export(a: &ExportArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads `chakra:PREFIX` or `simai:FILE` into a workload for the scenario's cluster.
+/// Reads `FORMAT:PATH` (`chakra:PREFIX`, `simai:FILE`: any of [`formats::FORMATS`]) into a
+/// workload for the scenario's cluster. Paths are relative to the working directory.
 pub fn load(spec: &str, comm_groups: Option<&Path>, sc: &Scenario) -> Result<ImportedRun> {
-    if let Some(prefix) = spec.strip_prefix("chakra:") {
-        let (groups, file) = match comm_groups {
-            Some(p) => {
-                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-                let f = p.display().to_string();
-                (chakra::parse_comm_groups(&text, &f)?, Some(f))
-            }
-            None => (Default::default(), None),
-        };
-        let imp = chakra::import_prefix(
-            Path::new(prefix),
-            &groups,
-            &ImportOptions {
-                groups_file: file,
-                gpus_per_node: sc.cluster.gpus_per_node,
-            },
-        )?;
-        return Ok(ImportedRun::from_chakra(imp, spec));
+    let format = spec
+        .split_once(':')
+        .and_then(|(name, _)| formats::FORMATS.iter().copied().find(|f| f.name() == name));
+    let Some(format) = format else {
+        let valid: Vec<String> = formats::FORMATS
+            .iter()
+            .map(|f| format!("{}:PATH ({})", f.name(), f.path_help()))
+            .collect();
+        bail!("--workload {spec:?}: expected {}", valid.join(" or "));
+    };
+    if comm_groups.is_some() && !format.reads_comm_groups() {
+        bail!(
+            "--comm-groups is for Chakra traces; a {} workload derives its groups from its own file",
+            format.name()
+        );
     }
-    if let Some(file) = spec.strip_prefix("simai:") {
-        if comm_groups.is_some() {
-            bail!("--comm-groups is for Chakra traces; a SimAI workload derives its groups from its header");
-        }
-        let p = Path::new(file);
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        let w = simai::parse(&text, file)?;
-        let imp = simai::to_workload(&w)?;
-        let h = &w.header;
-        let parallel = format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga);
-        return Ok(ImportedRun::bare(imp.workload, imp.layout, spec.to_string(), parallel));
-    }
-    bail!("--workload {spec:?}: expected chakra:PREFIX (files PREFIX.<rank>.et) or simai:FILE")
+    let path = &spec[format.name().len() + 1..];
+    let imp = format.read(&formats::ReadRequest {
+        path: Path::new(path),
+        comm_groups,
+        label: spec,
+        gpus_per_node: sc.cluster.gpus_per_node,
+    })?;
+    Ok(imp)
 }
 
 /// The report's mean breakdown in the columns of SimAI's `EndToEnd.csv` summary row (µs and %

@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use llmsim_ccl::tuning::GpuArch;
+use llmsim_core::GpuArch;
 use serde::{Deserialize, Serialize};
 
 use crate::csvtext::CsvText;
@@ -23,9 +23,13 @@ pub const ATTENTION_CSV: &str = include_str!("../data/attention.csv");
 pub struct AttentionShape {
     /// Batch times local query heads.
     pub batch_heads: u64,
+    /// Query tokens per head.
     pub s_q: u64,
+    /// Key/value tokens per head.
     pub s_kv: u64,
+    /// Dimension of one head.
     pub head_dim: u64,
+    /// Causal mask: each query attends to the keys up to its own position.
     pub causal: bool,
     /// The backward kernel (dQ, dK, dV) rather than the forward.
     pub backward: bool,

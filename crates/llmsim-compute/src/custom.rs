@@ -17,7 +17,7 @@
 
 use std::sync::Mutex;
 
-use llmsim_ccl::tuning::GpuArch;
+use llmsim_core::GpuArch;
 use llmsim_core::{Bandwidth, Bytes};
 use serde::{Deserialize, Serialize};
 

@@ -121,6 +121,7 @@ impl OpDatabase {
         self.len
     }
 
+    /// No entries.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -27,7 +27,7 @@
 //! dtype (`data/efficiency.csv`, class `gemm`): the fraction of the peak that a big, well-shaped
 //! GEMM sustains.
 
-use llmsim_ccl::tuning::GpuArch;
+use llmsim_core::GpuArch;
 
 use crate::gpu::GpuSpec;
 use crate::op::{DType, GemmShape};
@@ -36,7 +36,9 @@ use crate::op::{DType, GemmShape};
 /// tile on a large GEMM.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tile {
+    /// Rows of the output tile.
     pub m: u64,
+    /// Columns of the output tile.
     pub n: u64,
     /// Fraction of the best tile's sustained rate (operand traffic per FLOP grows as the tile
     /// shrinks: intensity `tm·tn/(tm+tn)`).
@@ -148,6 +150,7 @@ fn stream_k(arch: GpuArch) -> bool {
 /// The chosen kernel for a shape.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GemmPlan {
+    /// The CTA tile chosen.
     pub tile: Tile,
     /// Split-K factor; 0 for a stream-K schedule.
     pub split: u64,

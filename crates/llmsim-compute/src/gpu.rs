@@ -28,8 +28,8 @@
 //!   nearest modelled generation (25 GB/s NVLink lanes, as NVLink2); for MI300X, RCCL and its
 //!   Infinity Fabric mesh are not modelled at all: treat its collective times as rough.
 
-use llmsim_ccl::tuning::GpuArch;
 use llmsim_core::Bandwidth;
+use llmsim_core::GpuArch;
 
 use crate::error::ComputeError;
 use crate::op::DType;

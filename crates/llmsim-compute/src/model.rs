@@ -23,7 +23,9 @@ pub enum TimeSource {
 /// The duration of one op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OpTime {
+    /// How long the op takes.
     pub time: SimTime,
+    /// Where the time comes from: the op database or the roofline.
     pub source: TimeSource,
     /// The roof the roofline puts the op under; for a database time too (the database says
     /// how long, the roofline why).
@@ -135,6 +137,7 @@ impl ComputeModel {
         }
     }
 
+    /// The roofline with `eff` instead of the shipped efficiency table.
     pub fn with_efficiencies(mut self, eff: Efficiencies) -> ComputeModel {
         self.resolved = eff.resolve_all(self.gpu);
         self.eff = eff;
@@ -148,23 +151,28 @@ impl ComputeModel {
         self
     }
 
+    /// How much slower kernels run while communication overlaps them.
     pub fn with_overlap(mut self, overlap: OverlapModel) -> ComputeModel {
         self.overlap = overlap;
         self
     }
 
+    /// The GPU this model times ops on.
     pub fn gpu(&self) -> &'static GpuSpec {
         self.gpu
     }
 
+    /// The efficiency table in use.
     pub fn efficiencies(&self) -> &Efficiencies {
         &self.eff
     }
 
+    /// The op database, when one was given.
     pub fn database(&self) -> Option<&OpDatabase> {
         self.db.as_ref()
     }
 
+    /// The compute/communication overlap model.
     pub fn overlap(&self) -> &OverlapModel {
         &self.overlap
     }

@@ -8,14 +8,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// IEEE single precision.
     Fp32,
+    /// TensorFloat-32: fp32 storage, 10-bit mantissa tensor-core math.
     Tf32,
+    /// bfloat16.
     Bf16,
+    /// IEEE half precision.
     Fp16,
+    /// 8-bit floating point (E4M3/E5M2), tensor-core math.
     Fp8,
 }
 
 impl DType {
+    /// Every format.
     pub const ALL: [DType; 5] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8];
 
     /// Position in [`DType::ALL`], for per-dtype arrays.
@@ -125,13 +131,17 @@ impl fmt::Display for OpClass {
 /// (e.g. "b=1,s=2048,h=5120,tp=2"); `name` is the op's name in the workload (e.g. "attn_qkv").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpQuery {
+    /// The op's name in the workload, e.g. "attn_qkv".
     pub name: String,
+    /// What kind of kernel it is.
     pub class: OpClass,
+    /// Numeric format of its math.
     pub dtype: DType,
     /// Floating-point operations (multiply and add counted as 2).
     pub flops: f64,
     /// Bytes read plus written from HBM.
     pub bytes: f64,
+    /// The op database's key, e.g. "b=1,s=2048,h=5120,tp=2".
     pub shape: String,
     /// The kernel's dimensions where the op is a GEMM (tile and wave quantization,
     /// [`crate::gemm`]) or a fused attention (the kernel tables of [`crate::attention`]).
@@ -144,16 +154,22 @@ pub struct OpQuery {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelShape {
+    /// A (batched) GEMM.
     Gemm(GemmShape),
+    /// A fused attention kernel.
     Attention(crate::attention::AttentionShape),
 }
 
 /// `batch` independent GEMMs `[m,k]·[k,n]` (a grouped expert GEMM has one per local expert).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GemmShape {
+    /// Rows of the left operand and of the output.
     pub m: u64,
+    /// Columns of the right operand and of the output.
     pub n: u64,
+    /// The contracted dimension.
     pub k: u64,
+    /// Independent GEMMs of this shape.
     pub batch: u64,
 }
 

@@ -6,8 +6,11 @@ use std::ops::Range;
 /// index in the forward `deps` array of the edge that `node[k]` came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Reversed {
+    /// Offsets into `node`: node `i`'s dependents are `node[start[i]..start[i + 1]]`.
     pub start: Vec<u32>,
+    /// The dependents, grouped by the node they depend on.
     pub node: Vec<u32>,
+    /// For each entry of `node`, the index of its edge in the forward `deps` array.
     pub edge: Vec<u32>,
 }
 

@@ -6,12 +6,16 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("cannot read {input:?} as a {what}; expected {expected}")]
 pub struct UnitError {
+    /// The text given.
     pub input: String,
+    /// The quantity it should be: "time", "size", "bandwidth".
     pub what: &'static str,
+    /// The accepted forms, e.g. "a number with a unit: 400Gbps".
     pub expected: &'static str,
 }
 
 impl UnitError {
+    /// An error for `input`, which does not read as a `what`.
     pub fn new(input: &str, what: &'static str, expected: &'static str) -> Self {
         UnitError {
             input: input.to_string(),
@@ -32,6 +36,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
+    /// An error on `field` saying `message`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         FieldError {
             field: field.into(),

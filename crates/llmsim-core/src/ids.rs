@@ -7,10 +7,12 @@ macro_rules! id_type {
         #[serde(transparent)]
         pub struct $name(pub $inner);
         impl $name {
+            /// The index into the issuer's `Vec`.
             #[inline]
             pub const fn idx(self) -> usize {
                 self.0 as usize
             }
+            /// The id of index `i`; panics past the id type's range (an internal bound, not user input).
             #[inline]
             pub fn from_idx(i: usize) -> Self {
                 $name(<$inner>::try_from(i).expect(concat!(stringify!($name), " index overflow")))

@@ -7,9 +7,11 @@ pub mod queue;
 pub mod rng;
 pub mod schema;
 pub mod units;
+pub mod vocab;
 
 pub use error::{FieldError, UnitError, parse_field};
 pub use ids::{LinkId, NodeId, TransferId};
 pub use queue::EventQueue;
 pub use rng::{SimRng, mix64};
 pub use units::{Bandwidth, Bytes, SimTime};
+pub use vocab::{CollectiveOp, GpuArch};

@@ -42,18 +42,21 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
+    /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
             heap: BinaryHeap::new(),
             seq: 0,
         }
     }
+    /// An empty queue with room for `n` events.
     pub fn with_capacity(n: usize) -> Self {
         EventQueue {
             heap: BinaryHeap::with_capacity(n),
             seq: 0,
         }
     }
+    /// Schedules `event` at `time`; events at equal times pop in push order.
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) {
         self.heap.push(Reverse(Entry {
@@ -63,10 +66,12 @@ impl<E> EventQueue<E> {
         }));
         self.seq += 1;
     }
+    /// The time of the earliest event.
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
         self.heap.peek().map(|e| e.0.time)
     }
+    /// Removes and returns the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         self.heap.pop().map(|Reverse(e)| (e.time, e.event))
@@ -76,12 +81,15 @@ impl<E> EventQueue<E> {
     pub fn pop_until(&mut self, t: SimTime) -> Option<(SimTime, E)> {
         if self.peek_time()? <= t { self.pop() } else { None }
     }
+    /// Events queued.
     pub fn len(&self) -> usize {
         self.heap.len()
     }
+    /// No events queued.
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
+    /// Drops every event (the push-order counter keeps counting).
     pub fn clear(&mut self) {
         self.heap.clear();
     }

@@ -18,6 +18,7 @@ pub const fn mix64(mut x: u64) -> u64 {
 pub struct SimRng(Xoshiro256PlusPlus);
 
 impl SimRng {
+    /// The generator for `seed`.
     pub fn seed(seed: u64) -> Self {
         SimRng(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
@@ -26,6 +27,7 @@ impl SimRng {
     pub fn derive(seed: u64, stream: u64) -> Self {
         SimRng::seed(mix64(seed ^ mix64(stream)))
     }
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }

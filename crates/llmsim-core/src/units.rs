@@ -20,22 +20,32 @@ use crate::error::UnitError;
 pub struct SimTime(pub u64);
 
 impl SimTime {
+    /// Time zero.
     pub const ZERO: SimTime = SimTime(0);
+    /// The latest representable time (about 213 days).
     pub const MAX: SimTime = SimTime(u64::MAX);
+    /// Picoseconds per nanosecond.
     pub const PS_PER_NS: u64 = 1_000;
+    /// Picoseconds per microsecond.
     pub const PS_PER_US: u64 = 1_000_000;
+    /// Picoseconds per millisecond.
     pub const PS_PER_MS: u64 = 1_000_000_000;
+    /// Picoseconds per second.
     pub const PS_PER_S: u64 = 1_000_000_000_000;
 
+    /// A time of `ps` picoseconds.
     pub const fn from_ps(ps: u64) -> Self {
         SimTime(ps)
     }
+    /// A time of `ns` nanoseconds.
     pub const fn from_ns(ns: u64) -> Self {
         SimTime(ns * Self::PS_PER_NS)
     }
+    /// A time of `us` microseconds.
     pub const fn from_us(us: u64) -> Self {
         SimTime(us * Self::PS_PER_US)
     }
+    /// A time of `ms` milliseconds.
     pub const fn from_ms(ms: u64) -> Self {
         SimTime(ms * Self::PS_PER_MS)
     }
@@ -43,9 +53,11 @@ impl SimTime {
     pub fn from_secs_f64(s: f64) -> Self {
         SimTime::from_ps_f64(s * Self::PS_PER_S as f64)
     }
+    /// As [`SimTime::from_secs_f64`], from microseconds.
     pub fn from_us_f64(us: f64) -> Self {
         SimTime::from_ps_f64(us * Self::PS_PER_US as f64)
     }
+    /// As [`SimTime::from_secs_f64`], from picoseconds.
     pub fn from_ps_f64(ps: f64) -> Self {
         if ps.is_nan() || ps <= 0.0 {
             SimTime::ZERO
@@ -79,24 +91,31 @@ impl SimTime {
         // `u64::MAX as f64` is 2^64, so `<` keeps the rounded value in range.
         (ps >= 0.0 && ps < u64::MAX as f64).then(|| SimTime(ps.round() as u64))
     }
+    /// In picoseconds.
     pub const fn as_ps(self) -> u64 {
         self.0
     }
+    /// In seconds.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / Self::PS_PER_S as f64
     }
+    /// In microseconds.
     pub fn as_us_f64(self) -> f64 {
         self.0 as f64 / Self::PS_PER_US as f64
     }
+    /// In nanoseconds.
     pub fn as_ns_f64(self) -> f64 {
         self.0 as f64 / Self::PS_PER_NS as f64
     }
+    /// The sum, [`SimTime::MAX`] on overflow.
     pub const fn saturating_add(self, o: SimTime) -> SimTime {
         SimTime(self.0.saturating_add(o.0))
     }
+    /// The difference, zero when `o` is later.
     pub const fn saturating_sub(self, o: SimTime) -> SimTime {
         SimTime(self.0.saturating_sub(o.0))
     }
+    /// The sum, `None` on overflow.
     pub fn checked_add(self, o: SimTime) -> Option<SimTime> {
         self.0.checked_add(o.0).map(SimTime)
     }
@@ -172,28 +191,39 @@ impl FromStr for SimTime {
 pub struct Bytes(pub u64);
 
 impl Bytes {
+    /// No bytes.
     pub const ZERO: Bytes = Bytes(0);
+    /// Bytes per KiB.
     pub const KIB: u64 = 1 << 10;
+    /// Bytes per MiB.
     pub const MIB: u64 = 1 << 20;
+    /// Bytes per GiB.
     pub const GIB: u64 = 1 << 30;
+    /// `b` bytes.
     pub const fn new(b: u64) -> Self {
         Bytes(b)
     }
+    /// `n` KiB.
     pub const fn kib(n: u64) -> Self {
         Bytes(n << 10)
     }
+    /// `n` MiB.
     pub const fn mib(n: u64) -> Self {
         Bytes(n << 20)
     }
+    /// `n` GiB.
     pub const fn gib(n: u64) -> Self {
         Bytes(n << 30)
     }
+    /// The byte count.
     pub const fn get(self) -> u64 {
         self.0
     }
+    /// The bit count.
     pub const fn bits(self) -> u64 {
         self.0 * 8
     }
+    /// The byte count as a float (for rates and statistics).
     pub fn as_f64(self) -> f64 {
         self.0 as f64
     }
@@ -260,13 +290,17 @@ impl FromStr for Bytes {
 pub struct Bandwidth(u64);
 
 impl Bandwidth {
+    /// No bandwidth.
     pub const ZERO: Bandwidth = Bandwidth(0);
+    /// `bits_per_sec` bits per second.
     pub const fn from_bps(bits_per_sec: u64) -> Self {
         Bandwidth(bits_per_sec)
     }
+    /// `gbit_per_sec` x 10^9 bits per second.
     pub const fn from_gbps(gbit_per_sec: u64) -> Self {
         Bandwidth(gbit_per_sec * 1_000_000_000)
     }
+    /// `mbit_per_sec` x 10^6 bits per second.
     pub const fn from_mbps(mbit_per_sec: u64) -> Self {
         Bandwidth(mbit_per_sec * 1_000_000)
     }
@@ -274,15 +308,19 @@ impl Bandwidth {
     pub const fn from_gbytes_per_sec(gbyte_per_sec: u64) -> Self {
         Bandwidth(gbyte_per_sec * 8_000_000_000)
     }
+    /// Rounded to whole bits per second; negative, NaN or infinite rates give zero.
     pub fn from_bps_f64(bps: f64) -> Self {
         Bandwidth(if bps.is_finite() && bps > 0.0 { bps.round() as u64 } else { 0 })
     }
+    /// In bits per second.
     pub const fn bps(self) -> u64 {
         self.0
     }
+    /// In bits per second, as a float.
     pub fn bps_f64(self) -> f64 {
         self.0 as f64
     }
+    /// In 10^9 bits per second.
     pub fn gbps_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
@@ -290,6 +328,7 @@ impl Bandwidth {
     pub fn gbytes_per_sec_f64(self) -> f64 {
         self.0 as f64 / 8e9
     }
+    /// Zero bandwidth.
     pub fn is_zero(self) -> bool {
         self.0 == 0
     }

@@ -25,6 +25,7 @@ use llmsim_net::Network;
 use llmsim_net::packet::CcMode;
 use llmsim_topo::{Topology, TopologySpec};
 use llmsim_workload::dlrm::DlrmConfig;
+use llmsim_workload::formats::WorkloadSource;
 use llmsim_workload::{ModelSpec, ParallelConfig, TrainingConfig};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,11 @@ pub struct Scenario {
     /// tables model parallel with all-to-all). `dlrm: {}` is MLPerf's DLRM.
     #[serde(default)]
     pub dlrm: Option<DlrmConfig>,
+    /// A workload another tool wrote (Chakra traces, a SimAI file) instead of `model`/`dlrm`,
+    /// e.g. `{ format: simai, path: gpt3-13b.txt }`. Paths are relative to the scenario file.
+    // Left out when absent: sweeps key their stored runs by a hash of this serialization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSource>,
     /// What one iteration computes: sequence length, batch sizes, dtype, recomputation.
     #[serde(default)]
     pub training: TrainingConfig,
@@ -426,7 +432,7 @@ impl Default for OutputSpec {
 }
 
 /// Sections of the scenario and their keys, for error messages.
-const SECTIONS: &str = "name, model, dlrm, training, parallel, cluster, network, collectives, compute, output, seed";
+const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, seed";
 
 impl Scenario {
     /// Reads a scenario file and applies `--set key.path=value` overrides.
@@ -453,6 +459,15 @@ impl Scenario {
     /// As [`Scenario::load`].
     pub fn from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
         let s = Self::from_yaml_any(text, sets, base_dir)?;
+        if s.workload.is_some() {
+            if s.model.is_some() || s.dlrm.is_some() {
+                return Err(SimError::Scenario {
+                    field: "workload".into(),
+                    message: "a workload file brings its own model; remove `model`/`dlrm` (or `workload`)".into(),
+                });
+            }
+            return Ok(s);
+        }
         if s.model.is_some() == s.dlrm.is_some() {
             return Err(SimError::Scenario {
                 field: "model".into(),
@@ -533,6 +548,7 @@ impl Scenario {
                 "output" => typed::<OutputSpec>(val.clone()).map(drop),
                 "model" => typed::<ModelSpec>(val.clone()).map(drop),
                 "dlrm" => typed::<DlrmConfig>(val.clone()).map(drop),
+                "workload" => typed::<WorkloadSource>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {

@@ -382,6 +382,9 @@ fn num(v: &Val) -> Result<f64, String> {
 }
 
 /// Truth of a value: a filter's result must be a boolean (or a number, non-zero is true).
+///
+/// # Errors
+/// A string: it is neither true nor false (the message says so).
 pub fn truth(v: &Val) -> Result<bool, String> {
     match v {
         Val::Bool(b) => Ok(*b),

@@ -5,6 +5,10 @@
 //! sweep resumes where it stopped. Used by `llmsim sweep` and by the Python package (which adds
 //! Ray scale-out, plots and the parallelism search on top).
 
+// Issue 31: `missing_docs` is on for the workspace; this crate had 69 undocumented public items
+// when it was turned on. Remove this allow once they have doc comments.
+#![allow(missing_docs)]
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

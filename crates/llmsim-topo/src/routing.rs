@@ -364,6 +364,9 @@ impl RailRule {
 
 /// A host sends to a GPU of its own server over NVLink, and everything else out of its NIC
 /// (ECMP over the planes when it has more than one NIC port).
+///
+/// # Errors
+/// [`TopoError::Unreachable`] when the host has no NIC.
 #[inline]
 pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
     let ports = t.ports(at);
@@ -384,6 +387,9 @@ pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result
 }
 
 /// An NVSwitch forwards to the destination GPU of its own server.
+///
+/// # Errors
+/// [`TopoError::Unreachable`] when `dst` is a GPU of another server.
 #[inline]
 pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<LinkId, TopoError> {
     let ports = t.ports(at);

@@ -7,12 +7,22 @@ use llmsim_topo::{LinkKind, LinkParams, NodeKind, Routing, ScaleUp, TopoError, T
 
 const REF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/ns3/inputs/");
 
+/// Skipping is for checkouts without `../shared`; in CI (`CI=true`) a missing reference fails.
+fn missing_reference(what: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    assert!(
+        !ci,
+        "{what} not found and CI=true: the reference data (../shared/reference) must be beside the checkout in CI"
+    );
+    println!("skipping: {what} not found");
+}
+
 fn reference(name: &str) -> Option<std::path::PathBuf> {
     let p = std::path::PathBuf::from(REF).join(name);
     if p.exists() {
         Some(p)
     } else {
-        println!("skipping: reference file {} not found", p.display());
+        missing_reference(&format!("reference file {}", p.display()));
         None
     }
 }

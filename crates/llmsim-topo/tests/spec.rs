@@ -95,11 +95,21 @@ fn ns3_spec_reads_the_file_or_says_why_not() {
         "/../../../shared/reference/ns3/inputs/fattree_k4_16h.txt"
     );
     if !std::path::Path::new(path).exists() {
-        println!("skipping: {path} not found");
+        missing_reference(path);
         return;
     }
     let s = TopologySpec::Ns3 { path: path.into() };
     let t = s.build(16, ScaleUp::none(), 0).unwrap();
     assert_eq!(t.node(NodeId(16)), NodeKind::Switch { tier: 1 });
     assert_eq!(invalid(&s, 17, ScaleUp::none()).0, "gpus");
+}
+
+/// Skipping is for checkouts without `../shared`; in CI (`CI=true`) a missing reference fails.
+fn missing_reference(what: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    assert!(
+        !ci,
+        "{what} not found and CI=true: the reference data (../shared/reference) must be beside the checkout in CI"
+    );
+    println!("skipping: {what} not found");
 }

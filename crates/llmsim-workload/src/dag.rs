@@ -14,7 +14,7 @@
 //!   relative ([`Peer`]), groups are named by kind, and the system simulator resolves both from
 //!   the unit's coordinates.
 
-use llmsim_ccl::CollectiveOp;
+use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 

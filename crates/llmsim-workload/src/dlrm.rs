@@ -63,13 +63,14 @@
 //!
 //! With one GPU there is no communication: no all-to-all, no all-reduce.
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{DType, OpClass};
+use llmsim_core::CollectiveOp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::WorkloadError;
 use crate::dag::{Group, NONE, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
+use crate::memory::MemoryFootprint;
 use crate::ops::{OpSpec, Pass};
 
 /// Bytes of one embedding index (int64, as PyTorch's `EmbeddingBag` takes them).
@@ -203,6 +204,23 @@ impl DlrmConfig {
             DType::Fp16 => 2,
             _ => 4,
         }
+    }
+
+    /// Per-GPU memory on `gpus` GPUs: its tables, the MLPs with gradients and SGD, activations.
+    pub fn memory_footprint(&self, gpus: u64) -> MemoryFootprint {
+        let e = self.element_bytes();
+        let mlp = self.bottom_params() + self.top_params();
+        let tables = self.local_tables(gpus) * self.rows_per_table * self.embedding_dim * e;
+        let parameters = tables + mlp * e;
+        let gradients = mlp * self.grad_bytes();
+        let widths: u64 = self
+            .bottom_layers()
+            .iter()
+            .chain(self.top_layers().iter())
+            .map(|(i, o)| i + o)
+            .sum();
+        let activations = 2 * self.batch_size_per_gpu * (widths + self.num_tables * self.embedding_dim) * e;
+        MemoryFootprint::new(parameters, gradients, 0, activations)
     }
 
     /// Per-rank send buffer (nccl-tests size) of each embedding all-to-all on `gpus` GPUs:

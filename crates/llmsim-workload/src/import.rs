@@ -51,6 +51,10 @@ pub enum ImportError {
     #[error("{file}:{line}: {message}")]
     Line { file: String, line: usize, message: String },
 
+    /// A `workload:` field of a scenario that names no readable workload.
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+
     /// Anything else about the whole input (no traces found, rank count mismatch, ...).
     #[error("{0}")]
     Invalid(String),

@@ -8,18 +8,24 @@
 //! - [`megatron`]: the Megatron generator (1F1B, interleaved, DP buckets, EP, CP).
 //! - [`chakra`]: Chakra execution traces in and out; [`simai`]: SimAI/AICB workload files in.
 
-pub mod chakra;
+// Issue 31: `missing_docs` is on for the workspace; this crate had 230 undocumented public items
+// when it was turned on. Remove this allow once they have doc comments.
+#![allow(missing_docs)]
+
 pub mod config;
 pub mod dag;
 pub mod dlrm;
 pub mod error;
+pub mod formats;
 pub mod import;
 pub mod megatron;
 pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod schema;
-pub mod simai;
+
+/// The workload formats under their historical paths.
+pub use formats::{chakra, simai};
 
 pub use config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
 pub use error::WorkloadError;

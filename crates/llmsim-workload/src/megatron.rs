@@ -36,8 +36,8 @@
 
 use std::collections::HashMap;
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::DType;
+use llmsim_core::CollectiveOp;
 
 use crate::dag::{Direction, Group, NONE, Node, NodeKind, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
 use crate::model::{AttentionType, LayerKind};
@@ -64,21 +64,53 @@ pub fn default_bucket_params(dp: u64) -> u64 {
     40_000_000u64.max(1_000_000 * dp)
 }
 
-/// Megatron's schedule for one stage: the (forward?, micro-batch, chunk) sequence.
-pub fn schedule(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: bool) -> Vec<(bool, u64, u64)> {
+/// One step of a stage's pipeline schedule: a forward or backward pass of one micro-batch
+/// through one model chunk (virtual stage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleStep {
+    pub dir: Direction,
+    pub microbatch: u64,
+    pub chunk: u64,
+}
+
+impl ScheduleStep {
+    fn forward(microbatch: u64, chunk: u64) -> Self {
+        ScheduleStep {
+            dir: Direction::Forward,
+            microbatch,
+            chunk,
+        }
+    }
+
+    fn backward(microbatch: u64, chunk: u64) -> Self {
+        ScheduleStep {
+            dir: Direction::Backward,
+            microbatch,
+            chunk,
+        }
+    }
+
+    /// A forward pass.
+    pub fn is_forward(self) -> bool {
+        self.dir == Direction::Forward
+    }
+}
+
+/// Megatron's schedule for one stage: its passes in order.
+pub fn schedule(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: bool) -> Vec<ScheduleStep> {
     let m = microbatches;
     let mut out = Vec::with_capacity((2 * m * vpp) as usize);
     if !interleaved || vpp <= 1 {
         let warmup = (pp - stage - 1).min(m);
         for i in 0..warmup {
-            out.push((true, i, 0));
+            out.push(ScheduleStep::forward(i, 0));
         }
         for i in 0..m - warmup {
-            out.push((true, warmup + i, 0));
-            out.push((false, i, 0));
+            out.push(ScheduleStep::forward(warmup + i, 0));
+            out.push(ScheduleStep::backward(i, 0));
         }
         for i in m - warmup..m {
-            out.push((false, i, 0));
+            out.push(ScheduleStep::backward(i, 0));
         }
         return out;
     }
@@ -93,14 +125,14 @@ pub fn schedule(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: b
         ((pp - stage - 1) * 2 + (vpp - 1) * pp).min(total)
     };
     for k in 0..warmup {
-        out.push((true, mb_of(k), fwd_chunk(k)));
+        out.push(ScheduleStep::forward(mb_of(k), fwd_chunk(k)));
     }
     for k in 0..total - warmup {
-        out.push((true, mb_of(warmup + k), fwd_chunk(warmup + k)));
-        out.push((false, mb_of(k), bwd_chunk(k)));
+        out.push(ScheduleStep::forward(mb_of(warmup + k), fwd_chunk(warmup + k)));
+        out.push(ScheduleStep::backward(mb_of(k), bwd_chunk(k)));
     }
     for k in total - warmup..total {
-        out.push((false, mb_of(k), bwd_chunk(k)));
+        out.push(ScheduleStep::backward(mb_of(k), bwd_chunk(k)));
     }
     out
 }
@@ -319,16 +351,25 @@ fn chunk_layers(m: &ModelConfig, p: &ParallelConfig, stage: u64, chunk: u64) -> 
 }
 
 /// The data-parallel buckets of one stage, filled in backward order over its chunks (last chunk
-/// first, last layer first). Items are layers, or -1 for the head and -2 for the embedding.
+/// first, last layer first).
 struct Buckets {
     buckets: Vec<Bucket>,
     /// Bucket closed by an item: the bucket's last item in backward order, its first in forward.
-    closes: HashMap<(u64, i64), usize>,
+    closes: HashMap<(u64, BucketItem), usize>,
     /// Bucket opened by an item: its first item in backward order, its last in forward.
-    opens: HashMap<(u64, i64), usize>,
-    item_bucket: HashMap<(u64, i64), usize>,
+    opens: HashMap<(u64, BucketItem), usize>,
+    item_bucket: HashMap<(u64, BucketItem), usize>,
     /// Each chunk's buckets in backward order (FSDP only: its buckets never span chunks).
     chunk_buckets: Vec<Vec<usize>>,
+}
+
+/// What a data-parallel bucket holds the gradients of: a layer, the output head (with its
+/// final norm) or the embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum BucketItem {
+    Head,
+    Layer(u64),
+    Embedding,
 }
 
 /// Builds stage `s`'s buckets. With `per_chunk` a bucket closes at every chunk's end, as the
@@ -345,27 +386,27 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
     } else {
         default_bucket_params(p.dp)
     };
-    let mut order: Vec<(u64, i64)> = Vec::new();
+    let mut order: Vec<(u64, BucketItem)> = Vec::new();
     for c in (0..vpp).rev() {
         if last_virtual(c) {
-            order.push((c, -1));
+            order.push((c, BucketItem::Head));
         }
         for l in chunk_layers(mc, p, s, c).rev() {
-            order.push((c, l as i64));
+            order.push((c, BucketItem::Layer(l)));
         }
         if first_virtual(c) {
-            order.push((c, -2));
+            order.push((c, BucketItem::Embedding));
         }
     }
-    let params_of = |item: i64| -> (u64, u64) {
+    let params_of = |item: BucketItem| -> (u64, u64) {
         match item {
-            -1 => (
+            BucketItem::Head => (
                 if tied_copy || !mc.tie_word_embeddings { emb_params } else { 0 } + mc.hidden_size,
                 0,
             ),
-            -2 => (emb_params, 0),
-            l => {
-                let lp = ops::layer_params(mc, p, l as u64);
+            BucketItem::Embedding => (emb_params, 0),
+            BucketItem::Layer(l) => {
+                let lp = ops::layer_params(mc, p, l);
                 (lp.dense, lp.expert)
             }
         }
@@ -556,9 +597,14 @@ fn stage_iteration(
     if fsdp {
         let reshard = p.reshard_after_forward;
         let mut seen = vec![false; vpp as usize];
-        for &(fwd, mb, c) in &sched {
+        for &ScheduleStep {
+            dir,
+            microbatch: mb,
+            chunk: c,
+        } in &sched
+        {
             let bks = &chunk_buckets[c as usize];
-            if fwd {
+            if dir == Direction::Forward {
                 let first = !std::mem::replace(&mut seen[c as usize], true);
                 for &bi in bks.iter().rev() {
                     fs.passes.push(UnitPass {
@@ -602,8 +648,13 @@ fn stage_iteration(
     let mut d2h: Vec<u32> = vec![NONE; n_off as usize];
     let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
-    for (fwd, mb, c) in sched {
-        if fwd {
+    for ScheduleStep {
+        dir,
+        microbatch: mb,
+        chunk: c,
+    } in sched
+    {
+        if dir == Direction::Forward {
             let mut deps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(c) {
                 let tag = P2pTag {
@@ -626,7 +677,7 @@ fn stage_iteration(
                 deps.clear();
             }
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
-            let mut fwd_item = |prog: &mut Program, deps: &mut Vec<u32>, item: i64, items: &[Item], layer: u64| {
+            let mut fwd_item = |prog: &mut Program, deps: &mut Vec<u32>, item: BucketItem, items: &[Item], layer: u64| {
                 if fsdp && closes.contains_key(&(c, item)) {
                     deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
                 }
@@ -655,25 +706,25 @@ fn stage_iteration(
             };
             if first_virtual(c) {
                 if prefetch
-                    && let Some(&bi) = item_bucket.get(&(c, -2))
+                    && let Some(&bi) = item_bucket.get(&(c, BucketItem::Embedding))
                     && gathered.insert(bi)
                 {
                     deps.extend(gather_node[bi]);
                 }
-                fwd_item(prog, &mut deps, -2, &tpl.emb_fwd, NONE as u64);
+                fwd_item(prog, &mut deps, BucketItem::Embedding, &tpl.emb_fwd, NONE as u64);
             }
             for l in chunk_layers(mc, p, s, c) {
                 if prefetch
-                    && let Some(&bi) = item_bucket.get(&(c, l as i64))
+                    && let Some(&bi) = item_bucket.get(&(c, BucketItem::Layer(l)))
                     && gathered.insert(bi)
                 {
                     deps.extend(gather_node[bi]);
                 }
                 let items = &tpl.layer_fwd[tpl.layer_class[l as usize]];
-                fwd_item(prog, &mut deps, l as i64, items, l);
+                fwd_item(prog, &mut deps, BucketItem::Layer(l), items, l);
             }
             if last_virtual(c) {
-                fwd_item(prog, &mut deps, -1, &tpl.head_fwd, NONE as u64);
+                fwd_item(prog, &mut deps, BucketItem::Head, &tpl.head_fwd, NONE as u64);
             } else {
                 let recv_chunk = if s == pp - 1 { c + 1 } else { c };
                 let tag = P2pTag {
@@ -719,7 +770,7 @@ fn stage_iteration(
             }
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
             // after the unit's last item, or the DDP bucket's in the last micro-batch.
-            let mut bwd_item = |prog: &mut Program, item: i64, items: &[Item], layer: u64| {
+            let mut bwd_item = |prog: &mut Program, item: BucketItem, items: &[Item], layer: u64| {
                 // Offloading: the backward step of layer L - 1 - N + i starts layer i's reload,
                 // and layer i's backward waits for it.
                 if let Some(i) = (layer + n_off + 1).checked_sub(n_layers)
@@ -759,14 +810,14 @@ fn stage_iteration(
                 }
             };
             if last_virtual(c) {
-                bwd_item(prog, -1, &tpl.head_bwd, NONE as u64);
+                bwd_item(prog, BucketItem::Head, &tpl.head_bwd, NONE as u64);
             }
             for l in chunk_layers(mc, p, s, c).rev() {
                 let items = &tpl.layer_bwd[tpl.layer_class[l as usize]];
-                bwd_item(prog, l as i64, items, l);
+                bwd_item(prog, BucketItem::Layer(l), items, l);
             }
             if first_virtual(c) {
-                bwd_item(prog, -2, &tpl.emb_bwd, NONE as u64);
+                bwd_item(prog, BucketItem::Embedding, &tpl.emb_bwd, NONE as u64);
             } else {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
                 let tag = P2pTag {
@@ -887,14 +938,26 @@ mod tests {
         let s = schedule(0, 4, 6, 1, false);
         let f: Vec<_> = s
             .iter()
-            .map(|(f, m, _)| if *f { format!("F{m}") } else { format!("B{m}") })
+            .map(|x| {
+                if x.is_forward() {
+                    format!("F{}", x.microbatch)
+                } else {
+                    format!("B{}", x.microbatch)
+                }
+            })
             .collect();
         assert_eq!(f.join(" "), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
         // Last stage: no warm-up.
         let s = schedule(3, 4, 3, 1, false);
         let f: Vec<_> = s
             .iter()
-            .map(|(f, m, _)| if *f { format!("F{m}") } else { format!("B{m}") })
+            .map(|x| {
+                if x.is_forward() {
+                    format!("F{}", x.microbatch)
+                } else {
+                    format!("B{}", x.microbatch)
+                }
+            })
             .collect();
         assert_eq!(f.join(" "), "F0 B0 F1 B1 F2 B2");
     }
@@ -904,16 +967,19 @@ mod tests {
         for stage in 0..4 {
             let s = schedule(stage, 4, 8, 2, true);
             assert_eq!(s.len(), 2 * 8 * 2);
-            let mut fwd: Vec<_> = s.iter().filter(|x| x.0).map(|x| (x.1, x.2)).collect();
-            let mut bwd: Vec<_> = s.iter().filter(|x| !x.0).map(|x| (x.1, x.2)).collect();
+            let mut fwd: Vec<_> = s.iter().filter(|x| x.is_forward()).map(|x| (x.microbatch, x.chunk)).collect();
+            let mut bwd: Vec<_> = s.iter().filter(|x| !x.is_forward()).map(|x| (x.microbatch, x.chunk)).collect();
             fwd.sort_unstable();
             bwd.sort_unstable();
             let all: Vec<_> = (0..8).flat_map(|m| (0..2).map(move |c| (m, c))).collect();
             assert_eq!(fwd, all);
             assert_eq!(bwd, all);
             // A backward never precedes its forward.
-            for (i, x) in s.iter().enumerate().filter(|(_, x)| !x.0) {
-                let f = s.iter().position(|y| y.0 && y.1 == x.1 && y.2 == x.2).unwrap();
+            for (i, x) in s.iter().enumerate().filter(|(_, x)| !x.is_forward()) {
+                let f = s
+                    .iter()
+                    .position(|y| y.is_forward() && (y.microbatch, y.chunk) == (x.microbatch, x.chunk))
+                    .unwrap();
                 assert!(f < i);
             }
         }

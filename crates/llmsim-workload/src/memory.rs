@@ -25,8 +25,8 @@
 //! stages' worth, Korthikanti et al.'s figure. The footprint is the worst stage's (stage 0 as a
 //! rule; the last stage adds the logits).
 
-use llmsim_ccl::tuning::GpuArch;
 use llmsim_compute::DType;
+use llmsim_core::GpuArch;
 use serde::Serialize;
 
 use crate::config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
@@ -208,9 +208,9 @@ fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_chunk: 
     let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
     let mb = p.micro_batches(t).max(1);
     let (mut cur, mut peak) = (0u64, 0u64);
-    for (fwd, _, c) in crate::megatron::schedule(stage, pp, mb, if interleaved { vpp } else { 1 }, interleaved) {
-        let b = per_chunk.get(c as usize).copied().unwrap_or(0);
-        if fwd {
+    for step in crate::megatron::schedule(stage, pp, mb, if interleaved { vpp } else { 1 }, interleaved) {
+        let b = per_chunk.get(step.chunk as usize).copied().unwrap_or(0);
+        if step.is_forward() {
             cur += b;
             peak = peak.max(cur);
         } else {

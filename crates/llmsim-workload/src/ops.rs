@@ -39,8 +39,8 @@
 
 use std::ops::Range;
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery};
+use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 

@@ -1,8 +1,8 @@
 //! The DLRM generator: FLOPs, all-to-all and all-reduce sizes against formulas computed here from
 //! the config, the program's shape, and config validation.
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{DType, OpClass};
+use llmsim_core::CollectiveOp;
 use llmsim_workload::WorkloadError;
 use llmsim_workload::dag::{Group, NodeKind, Phase, Stream, Workload};
 use llmsim_workload::dlrm::{DlrmConfig, generate};

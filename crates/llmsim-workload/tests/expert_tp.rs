@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use llmsim_ccl::CollectiveOp;
+use llmsim_core::CollectiveOp;
 use llmsim_workload::dag::{Group, Layout};
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::{layer_params, transformer_layer};

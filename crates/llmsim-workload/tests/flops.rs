@@ -1,7 +1,7 @@
 //! Per-op FLOPs against the standard formulas, and collective sizes against Megatron's.
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::OpClass;
+use llmsim_core::CollectiveOp;
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::{embedding, head, padded_vocab, stage_params, transformer_layer};
 use llmsim_workload::{CommGroup, LayerOps, ModelConfig, OpSpec, OpSpecKind, ParallelConfig, Pass, Recompute, TrainingConfig};

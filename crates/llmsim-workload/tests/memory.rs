@@ -228,8 +228,8 @@ fn fragmentation_allowance_makes_a_plan_tight_not_rejected() {
 /// Blackwell one (1 B); FSDP that reshards after forward keeps casts of its gathered units only.
 #[test]
 fn fp8_weight_cache_follows_the_architecture_and_fsdp() {
-    use llmsim_ccl::tuning::GpuArch;
     use llmsim_compute::DType;
+    use llmsim_core::GpuArch;
     use llmsim_workload::memory::footprint_on;
     let m = preset("llama3-8b").unwrap();
     let bf16 = TrainingConfig {
@@ -260,8 +260,8 @@ fn fp8_weight_cache_follows_the_architecture_and_fsdp() {
 /// MXFP8 keeps both weight copies even on Blackwell, each with a scale byte per 32 elements.
 #[test]
 fn mxfp8_weight_cache_has_two_scaled_copies() {
-    use llmsim_ccl::tuning::GpuArch;
     use llmsim_compute::DType;
+    use llmsim_core::GpuArch;
     use llmsim_workload::Fp8Recipe;
     use llmsim_workload::memory::footprint_on;
     let m = preset("llama3-8b").unwrap();

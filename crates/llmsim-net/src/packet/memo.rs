@@ -207,6 +207,7 @@ impl Fcg {
         mapped == other.edges
     }
 
+    #[cfg_attr(not(feature = "memo-db"), allow(dead_code))] // the SQLite file's blob codec
     fn encode(&self, out: &mut Vec<u8>) {
         put(out, u64::from(self.nf));
         put(out, self.labels.len() as u64);
@@ -220,6 +221,7 @@ impl Fcg {
         }
     }
 
+    #[cfg_attr(not(feature = "memo-db"), allow(dead_code))] // the SQLite file's blob codec
     fn decode(b: &mut &[u8]) -> Option<Fcg> {
         let nf = u32::try_from(get(b)?).ok()?;
         let nv = usize::try_from(get(b)?).ok()?;
@@ -358,6 +360,7 @@ pub(crate) struct MemoValue {
 }
 
 impl MemoValue {
+    #[cfg_attr(not(feature = "memo-db"), allow(dead_code))] // the SQLite file's blob codec
     fn encode(&self, out: &mut Vec<u8>) {
         put(out, self.t_conv_ps);
         put(out, self.flows.len() as u64);
@@ -383,6 +386,7 @@ impl MemoValue {
         }
     }
 
+    #[cfg_attr(not(feature = "memo-db"), allow(dead_code))] // the SQLite file's blob codec
     fn decode(b: &mut &[u8]) -> Option<MemoValue> {
         let t_conv_ps = get(b)?;
         let n = usize::try_from(get(b)?).ok()?;
@@ -417,10 +421,12 @@ impl MemoValue {
     }
 }
 
+#[cfg_attr(not(feature = "memo-db"), allow(dead_code))] // the SQLite file's blob codec
 fn put(out: &mut Vec<u8>, x: u64) {
     out.extend_from_slice(&x.to_le_bytes());
 }
 
+#[cfg_attr(not(feature = "memo-db"), allow(dead_code))] // the SQLite file's blob codec
 fn get(b: &mut &[u8]) -> Option<u64> {
     let (head, rest) = b.split_first_chunk::<8>()?;
     *b = rest;
@@ -472,6 +478,7 @@ impl MemoDb {
     ///
     /// # Errors
     /// `PacketError::MemoDb` when the file is not a readable memo database.
+    #[cfg(feature = "memo-db")]
     pub fn load(path: &Path) -> Result<MemoDb, PacketError> {
         let mut db = MemoDb::default();
         if !path.exists() {
@@ -510,6 +517,7 @@ impl MemoDb {
     ///
     /// # Errors
     /// `PacketError::MemoDb` when the file cannot be written.
+    #[cfg(feature = "memo-db")]
     pub fn save(&self, path: &Path) -> Result<u64, PacketError> {
         let err = |e: rusqlite::Error| memo_err(path, &e.to_string());
         let mut conn = open(path).map_err(err)?;
@@ -534,16 +542,37 @@ impl MemoDb {
         drop(conn);
         std::fs::metadata(path).map(|m| m.len()).map_err(|e| memo_err(path, &e.to_string()))
     }
+
+    /// Without the `memo-db` feature there is no SQLite: a database file is an error that says
+    /// how to get one.
+    ///
+    /// # Errors
+    /// Always `PacketError::MemoDb`.
+    #[cfg(not(feature = "memo-db"))]
+    pub fn load(path: &Path) -> Result<MemoDb, PacketError> {
+        Err(memo_err(path, NO_SQLITE))
+    }
+
+    /// See [`MemoDb::load`]: without the `memo-db` feature a database file is an error.
+    ///
+    /// # Errors
+    /// Always `PacketError::MemoDb`.
+    #[cfg(not(feature = "memo-db"))]
+    pub fn save(&self, path: &Path) -> Result<u64, PacketError> {
+        Err(memo_err(path, NO_SQLITE))
+    }
 }
 
 /// Opens the file, waiting up to a minute for a lock: the runs of a sweep (threads or
 /// processes) save to one database as they finish.
+#[cfg(feature = "memo-db")]
 fn open(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(60))?;
     Ok(conn)
 }
 
+#[cfg(feature = "memo-db")]
 fn create(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS wormhole_memo (
@@ -551,6 +580,10 @@ fn create(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
              PRIMARY KEY (context, hash, graph));",
     )
 }
+
+#[cfg(not(feature = "memo-db"))]
+const NO_SQLITE: &str = "this build has no SQLite; build llmsim-net with its `memo-db` feature \
+     (the llmsim CLI and the Python package enable it), or drop fast_forward.memo_db";
 
 fn memo_err(path: &Path, message: &str) -> PacketError {
     PacketError::MemoDb {

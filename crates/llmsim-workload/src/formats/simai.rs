@@ -26,8 +26,8 @@
 
 use std::fmt::Write as _;
 
-use llmsim_ccl::CollectiveOp;
 use llmsim_compute::{ComputeModel, OpClass};
+use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 
 use crate::config::{ParallelConfig, TrainingConfig};
@@ -293,6 +293,33 @@ pub fn parse(text: &str, file: &str) -> Result<SimaiWorkload, ImportError> {
         ));
     }
     Ok(SimaiWorkload { header: h, lines: out })
+}
+
+/// The `simai` workload format: `path` is a SimAI/AICB workload file.
+pub struct Simai;
+
+impl crate::formats::WorkloadFormat for Simai {
+    fn name(&self) -> &'static str {
+        "simai"
+    }
+
+    fn path_help(&self) -> &'static str {
+        "a SimAI/AICB workload file"
+    }
+
+    fn read(&self, req: &crate::formats::ReadRequest<'_>) -> Result<crate::formats::ImportedWorkload, ImportError> {
+        let text = std::fs::read_to_string(req.path).map_err(|e| crate::import::io(req.path, e))?;
+        let w = parse(&text, &req.path.display().to_string())?;
+        let imp = to_workload(&w)?;
+        let h = &w.header;
+        let parallel = format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga);
+        Ok(crate::formats::ImportedWorkload::bare(
+            imp.workload,
+            imp.layout,
+            req.label.to_string(),
+            parallel,
+        ))
+    }
 }
 
 /// A SimAI workload as an llmsim workload.

@@ -1,0 +1,326 @@
+//! A scenario's run: generate (or take) the workload, time its segments, build the cluster and
+//! network, run the engine and build the report.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use llmsim_ccl::PlanOptions;
+use llmsim_ccl::tuning::Proto;
+use llmsim_core::SimTime;
+use llmsim_topo::{ScaleUp, Topology};
+use llmsim_workload::dag::Workload;
+use llmsim_workload::dlrm::{self, DlrmConfig};
+use llmsim_workload::megatron;
+use llmsim_workload::{TrainingConfig, memory};
+
+use crate::ops::{OpRow, op_rows, time_segments};
+use crate::setup::{TpOverlapTimer, compute_model, nic_bandwidth, nvlink_of, resolve, scale_up_model, tp_overlap_timer, transformer_info};
+use crate::{
+    Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario,
+};
+
+/// Everything a run produced.
+pub struct Outcome {
+    pub report: Report,
+    pub engine: EngineRun,
+    /// Shared with other experiments of a batch that generate the same workload.
+    pub workload: Arc<Workload>,
+    pub ops: Vec<OpRow>,
+    pub layout: Layout,
+    pub topo: Arc<Topology>,
+    /// What the run was estimated to cost before it started.
+    pub estimate: estimate::Estimate,
+}
+
+/// Knobs that are not part of the scenario.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Every communication takes zero time.
+    pub ideal_comm: bool,
+    /// Simulate every data-parallel replica even where folding them is exact.
+    pub no_fold: bool,
+    /// Run even when the estimated memory is above the machine's available memory.
+    pub ignore_memory_estimate: bool,
+}
+
+/// Runs a scenario.
+///
+/// # Errors
+/// See [`SimError`].
+pub fn simulate(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<Outcome, SimError> {
+    simulate_shared(s, opts, progress, &Shared::default())
+}
+
+/// Runs a scenario, reusing the topologies and workloads in `shared` (and adding its own), as
+/// the experiments of one batch do.
+///
+/// # Errors
+/// See [`SimError`].
+pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64), shared: &Shared) -> Result<Outcome, SimError> {
+    if let Some(w) = &s.workload {
+        let imp = w.read(&s.base_dir, s.cluster.gpus_per_node)?;
+        return crate::simulate_imported(s, imp, opts, progress);
+    }
+    let wall = Instant::now();
+    if let Some(d) = &s.dlrm {
+        return simulate_dlrm(s, d, opts, progress, wall, shared);
+    }
+    let r = resolve(s)?;
+    let wl = shared.workload(&(&r.model, &r.training, &r.parallel), || {
+        megatron::generate(&r.model, &r.training, &r.parallel).map_err(SimError::from)
+    })?;
+    let layout = Layout::of(&r.parallel);
+    let info = transformer_info(&r, &wl);
+    let ub = tp_overlap_timer(s, &r.parallel, r.gpu, opts.ideal_comm)?;
+    run_workload(
+        Prepared {
+            s,
+            wl,
+            layout,
+            training: &r.training,
+            info,
+            ub,
+        },
+        RunContext {
+            opts,
+            progress,
+            wall,
+            shared,
+        },
+    )
+}
+
+fn simulate_dlrm(
+    s: &Scenario,
+    d: &DlrmConfig,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    wall: Instant,
+    shared: &Shared,
+) -> Result<Outcome, SimError> {
+    let gpus = s.gpus()?;
+    let gpu = s.cluster.gpu.resolve()?;
+    let wl = shared.workload(&(d, gpus), || dlrm::generate(d, gpus as u64).map_err(SimError::from))?;
+    let mem = d.memory_footprint(gpus as u64);
+    memory::check_fits(&mem, gpu.memory_bytes, gpu.name)?;
+    let training = TrainingConfig {
+        dtype: d.dtype,
+        ..TrainingConfig::default()
+    };
+    let layout = Layout {
+        tp: 1,
+        cp: 1,
+        dp: gpus,
+        pp: 1,
+        ep: 1,
+        ep_spans_tp: false,
+    };
+    let info = report::RunInfo {
+        model: "dlrm".into(),
+        params: d.bottom_params() + d.top_params() + d.embedding_params(),
+        gpu,
+        gpus,
+        dtype: d.dtype,
+        parallel: format!("MLPs data parallel x{gpus}, {} tables model parallel", d.num_tables),
+        global_batch: d.batch_size_per_gpu * gpus as u64,
+        seq_length: 1,
+        sample_unit: "samples",
+        memory: mem,
+        layers_per_stage: 0,
+    };
+    run_workload(
+        Prepared {
+            s,
+            wl,
+            layout,
+            training: &training,
+            info,
+            ub: None,
+        },
+        RunContext {
+            opts,
+            progress,
+            wall,
+            shared,
+        },
+    )
+}
+
+/// A workload ready to run on a scenario's cluster: what [`run_workload`] runs.
+pub(crate) struct Prepared<'a> {
+    pub s: &'a Scenario,
+    pub wl: Arc<Workload>,
+    pub layout: Layout,
+    pub training: &'a TrainingConfig,
+    pub info: report::RunInfo,
+    /// The TP-overlap timer, when `parallel.tp_comm_overlap` is on.
+    pub ub: Option<TpOverlapTimer>,
+}
+
+/// How a run goes, beside its scenario: the caller's knobs, progress callback, start time and
+/// the batch's shared structures.
+pub(crate) struct RunContext<'a, 'p> {
+    pub opts: &'a RunOptions,
+    pub progress: &'p mut dyn FnMut(u64, u64),
+    pub wall: Instant,
+    pub shared: &'a Shared,
+}
+
+pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Outcome, SimError> {
+    let Prepared {
+        s,
+        wl,
+        layout,
+        training,
+        info,
+        ub,
+    } = p;
+    let RunContext {
+        opts,
+        progress,
+        wall,
+        shared,
+    } = cx;
+    let gpu = info.gpu;
+    let cm = compute_model(s, gpu)?;
+    if !(s.compute.overlap_slowdown >= 1.0 && s.compute.overlap_slowdown.is_finite()) {
+        return Err(SimError::Scenario {
+            field: "compute.overlap_slowdown".into(),
+            message: format!("{} must be a finite factor >= 1.0", s.compute.overlap_slowdown),
+        });
+    }
+    // Data-parallel replicas run the same programs at the same times when the network has no
+    // contention (analytical backend): simulating replica 0 is then exact. With contention
+    // (flow) every replica is simulated, so their traffic really shares the links.
+    // Imported workloads have explicit groups: every unit runs.
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
+    let active_dp = if fold { 1 } else { layout.dp };
+    // Estimate before building anything large; refuse what would not fit.
+    let est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);
+    if !opts.ignore_memory_estimate
+        && let Some(available) = estimate::available_memory()
+        && est.memory_bytes > available
+    {
+        return Err(SimError::TooLarge { estimate: est, available });
+    }
+    // Topology.
+    let nvlink = nvlink_of(s, gpu);
+    let scale_up = ScaleUp {
+        gpus_per_server: s.cluster.gpus_per_node,
+        bandwidth: nvlink,
+        latency: s.cluster.nvlink_latency.unwrap_or(SimTime::from_ns(250)),
+    };
+    let topo = shared.topology(&(&s.cluster.topology, info.gpus, scale_up, s.seed), || {
+        s.cluster.topology.build(info.gpus, scale_up, s.seed).map_err(SimError::from)
+    })?;
+    let su = scale_up_model(s, gpu);
+    let proto: Option<Proto> = match &s.collectives.proto {
+        Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
+            field: "collectives.proto".into(),
+            message: format!("{e}"),
+        })?),
+        None => None,
+    };
+    let plan = PlanOptions {
+        arch: gpu.arch,
+        nvlink_bw: nvlink,
+        nic_bw: nic_bandwidth(&topo),
+        algo: s.collectives.algo,
+        proto,
+        channels: s.collectives.channels,
+        granularity: s.collectives.granularity,
+        pxn: s.collectives.pxn,
+    };
+    let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
+    let trace_units: Vec<u32> = if s.output.trace {
+        match s.output.trace_ranks {
+            scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),
+            scenario::TraceRanks::All => (0..layout.units()).collect(),
+        }
+    } else {
+        Vec::new()
+    };
+    let symmetry = if fold {
+        format!(
+            "data-parallel replicas folded: replica 0 of {} simulated (exact: the analytical backend has no contention; collectives still span every replica's hosts)",
+            layout.dp
+        )
+    } else if s.network.backend == Backend::Flow {
+        // The report says which fast paths a run used (issue 29).
+        "flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)".to_string()
+    } else {
+        String::new()
+    };
+    let trace_units: Vec<u32> = trace_units.into_iter().filter(|u| layout.coords(*u).1 < active_dp).collect();
+    let net = s.network.build(topo.clone(), s.seed)?;
+    let eopts = engine::EngineOptions {
+        plan,
+        scale_up: su,
+        ideal_comm: opts.ideal_comm,
+        overlap_slowdown: s.compute.overlap_slowdown,
+        trace_units,
+        record_flows: s.output.flows,
+        active_dp,
+    };
+    let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
+    let ops_rows = op_rows(&wl, &ops);
+    let report = report::build(
+        s,
+        &info,
+        &wl,
+        &run,
+        &ops_rows,
+        layout,
+        &topo,
+        wall.elapsed().as_secs_f64(),
+        &symmetry,
+    );
+    Ok(Outcome {
+        report,
+        engine: run,
+        workload: wl,
+        ops: ops_rows,
+        layout,
+        topo,
+        estimate: est,
+    })
+}
+
+/// A generated workload with its layout and every segment's time, for exporters.
+pub struct Generated {
+    pub workload: Workload,
+    pub layout: Layout,
+    pub seg_time: Vec<SimTime>,
+    /// What the report says about the run, for exporters to carry along.
+    pub info: llmsim_workload::chakra::TraceInfo,
+}
+
+/// Generates a transformer scenario's workload and times its segments, without running it.
+///
+/// # Errors
+/// As [`simulate`]'s set-up.
+pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
+    let r = resolve(s)?;
+    let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
+    let layout = Layout::of(&r.parallel);
+    let cm = compute_model(s, r.gpu)?;
+    let ub = tp_overlap_timer(s, &r.parallel, r.gpu, false)?;
+    let (seg_time, _) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
+    let ri = transformer_info(&r, &wl);
+    let info = llmsim_workload::chakra::TraceInfo {
+        model: ri.model,
+        parallel: ri.parallel,
+        params: ri.params,
+        global_batch: ri.global_batch,
+        seq_length: ri.seq_length,
+        microbatches: wl.microbatches,
+        layers_per_stage: ri.layers_per_stage,
+        memory: ri.memory,
+    };
+    Ok(Generated {
+        workload: wl,
+        layout,
+        seg_time,
+        info,
+    })
+}

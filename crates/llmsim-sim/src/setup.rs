@@ -1,0 +1,188 @@
+//! Scenario to model: the resolved model and plan, the compute model, the NVLink and TP-overlap
+//! models, and what the report says about a transformer run.
+
+use llmsim_ccl::ScaleUpModel;
+use llmsim_compute::{ComputeModel, Efficiencies, GpuSpec, OpDatabase};
+use llmsim_core::Bandwidth;
+use llmsim_topo::{LinkKind, Topology};
+use llmsim_workload::dag::Workload;
+use llmsim_workload::{MemoryFootprint, ModelConfig, ParallelConfig, TrainingConfig, memory};
+
+use crate::{Scenario, SimError, report};
+
+/// The fastest NIC of host 0: the scale-out bandwidth per GPU.
+pub(crate) fn nic_bandwidth(topo: &Topology) -> Bandwidth {
+    topo.ports(llmsim_core::NodeId(0))
+        .iter()
+        .map(|l| topo.link(*l))
+        .filter(|l| l.kind == LinkKind::HostNic)
+        .map(|l| l.bandwidth)
+        .max_by_key(|b| b.bps())
+        .unwrap_or(Bandwidth::from_gbps(400))
+}
+
+/// Resolved model, training and parallel settings of a scenario.
+pub struct Resolved {
+    pub model: ModelConfig,
+    pub training: TrainingConfig,
+    pub parallel: ParallelConfig,
+    pub gpu: &'static GpuSpec,
+    pub gpus: u32,
+    pub memory: MemoryFootprint,
+}
+
+/// Resolves the scenario and checks that it fits in memory.
+///
+/// # Errors
+/// Any invalid setting, or [`WorkloadError::OutOfMemory`].
+pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
+    let gpus = s.gpus()?;
+    let gpu = s.cluster.gpu.resolve()?;
+    let Some(spec) = &s.model else {
+        return Err(SimError::Scenario {
+            field: "model".into(),
+            message: "this scenario has no transformer `model`".into(),
+        });
+    };
+    let model = spec.resolve(&s.base_dir)?;
+    if s.training.dtype == llmsim_compute::DType::Fp8
+        && s.training.fp8_recipe == llmsim_workload::Fp8Recipe::Mxfp8
+        && gpu.arch != llmsim_ccl::tuning::GpuArch::Blackwell
+    {
+        return Err(SimError::Scenario {
+            field: "training.fp8_recipe".into(),
+            message: format!(
+                "mxfp8 needs Blackwell tensor cores (block-scaled MMA); {} has none: use delayed or current",
+                gpu.name
+            ),
+        });
+    }
+    let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
+    let mem = memory::footprint_on(&model, &s.training, &parallel, gpu.arch);
+    if mem.firm() > gpu.memory_bytes {
+        // The suggestion names the first single change to this plan that fits.
+        memory::check_config_fits_on(&model, &s.training, &parallel, gpu.memory_bytes, gpu.name, gpu.arch)?;
+    }
+    Ok(Resolved {
+        model,
+        training: s.training.clone(),
+        parallel,
+        gpu,
+        gpus,
+        memory: mem,
+    })
+}
+
+/// The report's description of a transformer run.
+pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
+    let p = &r.parallel;
+    let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
+    let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
+    report::RunInfo {
+        model: r.model.name.clone(),
+        params: r.model.param_count(),
+        gpu: r.gpu,
+        gpus: r.gpus,
+        dtype: r.training.dtype,
+        parallel: format!(
+            "tp{} pp{}{} dp{} cp{} ep{}{}{}{}",
+            p.tp,
+            p.pp,
+            vpp,
+            p.dp,
+            p.cp,
+            p.ep,
+            if p.sp() { " +sp" } else { "" },
+            if p.use_distributed_optimizer { " +distopt" } else { "" },
+            match (p.fsdp(), p.reshard_after_forward) {
+                (true, true) => " +zero3",
+                (true, false) => " +zero3 (no reshard)",
+                _ => "",
+            }
+        ),
+        global_batch: gbs,
+        seq_length: r.training.seq_length,
+        sample_unit: "tokens",
+        memory: r.memory.clone(),
+        layers_per_stage: r.model.num_hidden_layers / p.pp,
+    }
+}
+
+/// The scenario's compute model: the GPU's roofline with the scenario's efficiency table and
+/// op-time database.
+///
+/// # Errors
+/// An unreadable efficiency table or op database.
+pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel, SimError> {
+    let mut cm = ComputeModel::new(gpu);
+    if let Some(p) = &s.compute.efficiency {
+        let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
+            field: "compute.efficiency".into(),
+            message: format!("{}: {e}", p.display()),
+        })?;
+        let eff = Efficiencies::from_csv_str(&text).map_err(|error| SimError::ComputeFile {
+            field: "compute.efficiency",
+            file: format!("{}: ", p.display()),
+            error,
+        })?;
+        cm = cm.with_efficiencies(eff);
+    }
+    if let Some(p) = &s.compute.database {
+        let db = OpDatabase::load(s.base_dir.join(p)).map_err(|error| SimError::ComputeFile {
+            field: "compute.database",
+            file: String::new(),
+            error,
+        })?;
+        cm = cm.with_database(db);
+    }
+    Ok(cm)
+}
+
+/// What timing a GEMM beside its overlapped TP collective needs: the scale-up (NVLink) model the
+/// collective runs on, the TP degree and the GPU's SMs.
+pub(crate) struct TpOverlapTimer {
+    pub scale_up: ScaleUpModel,
+    pub tp: u32,
+    pub sms: u32,
+    /// `--ideal-comm`: the collective takes no time.
+    pub ideal: bool,
+    /// `compute.overlap_slowdown`: the overlapped part of the GEMM runs this much slower.
+    pub slowdown: f64,
+}
+
+/// The scenario's NVLink bandwidth per GPU and direction: `cluster.nvlink_bandwidth`, else the
+/// GPU's.
+pub(crate) fn nvlink_of(s: &Scenario, gpu: &GpuSpec) -> Bandwidth {
+    s.cluster.nvlink_bandwidth.unwrap_or(gpu.nvlink_bandwidth)
+}
+
+/// The alpha-beta model of collectives inside a server, for the scenario's GPU and NVLink.
+pub(crate) fn scale_up_model(s: &Scenario, gpu: &GpuSpec) -> ScaleUpModel {
+    ScaleUpModel::from_nvlink(gpu.name, nvlink_of(s, gpu), s.cluster.gpus_per_node)
+}
+
+/// The TP-overlap timer of a transformer scenario, when `parallel.tp_comm_overlap` is on.
+///
+/// # Errors
+/// A TP group larger than a server: userbuffers overlap works over NVLink only.
+pub(crate) fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, ideal: bool) -> Result<Option<TpOverlapTimer>, SimError> {
+    if !(p.tp_comm_overlap && p.tp > 1) {
+        return Ok(None);
+    }
+    if p.tp > u64::from(s.cluster.gpus_per_node) {
+        return Err(SimError::Scenario {
+            field: "parallel.tp_comm_overlap".into(),
+            message: format!(
+                "TP communication overlap (userbuffers) runs over NVLink inside one server, but tp={} spans more than gpus_per_node={}; turn it off or keep tp <= gpus_per_node",
+                p.tp, s.cluster.gpus_per_node
+            ),
+        });
+    }
+    Ok(Some(TpOverlapTimer {
+        scale_up: scale_up_model(s, gpu),
+        tp: p.tp as u32,
+        sms: gpu.sm_count,
+        ideal,
+        slowdown: s.compute.overlap_slowdown,
+    }))
+}
