@@ -8,8 +8,8 @@ use llmsim_workload::megatron;
 use llmsim_workload::ops::Pass;
 use serde::Serialize;
 
-use crate::{Layout, SimError};
 use crate::setup::TpOverlapTimer;
+use crate::{Layout, SimError};
 
 /// A compute segment's timing, for the per-op table.
 #[derive(Clone, Debug, Serialize)]

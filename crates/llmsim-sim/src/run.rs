@@ -15,9 +15,7 @@ use llmsim_workload::{TrainingConfig, memory};
 
 use crate::ops::{OpRow, op_rows, time_segments};
 use crate::setup::{TpOverlapTimer, compute_model, nic_bandwidth, nvlink_of, resolve, scale_up_model, tp_overlap_timer, transformer_info};
-use crate::{
-    Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario,
-};
+use crate::{Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario};
 
 /// Everything a run produced.
 pub struct Outcome {

@@ -321,13 +321,20 @@ impl RoutingRule for DragonflyRule {
                 Some(Self::local_port(down, r, gw))
             }
         };
+        // `prev`: the gateway of the last *minimal* copy, so a non-minimal copy between two
+        // minimal ones through one gateway does not hide the second (which left a router with no
+        // candidate at all: a dragonfly found by the routing property test).
+        let minimal_gw = |c: u32| -> Option<u32> {
+            let (gw, land) = self.copy_ends(o, c);
+            (u32::from(gw != r) + 1 + u32::from(land != rd) == best).then_some(gw)
+        };
         let mut count = 0;
         let mut prev = None;
         for c in 0..self.copies {
             if candidate(c, prev).is_some() {
                 count += 1;
             }
-            prev = Some(self.copy_ends(o, c).0);
+            prev = minimal_gw(c).or(prev);
         }
         let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
         let mut seen = 0;
@@ -339,7 +346,7 @@ impl RoutingRule for DragonflyRule {
                 }
                 seen += 1;
             }
-            prev = Some(self.copy_ends(o, c).0);
+            prev = minimal_gw(c).or(prev);
         }
         Err(TopoError::Unreachable {
             src: at,
