@@ -15,25 +15,10 @@ use serde::{Deserialize, Serialize};
 use crate::csvtext::CsvText;
 use crate::gpu::GpuSpec;
 
+pub use crate::op::AttentionShape;
+
 /// The shipped table.
 pub const ATTENTION_CSV: &str = include_str!("../data/attention.csv");
-
-/// One fused attention call: `batch_heads` independent heads of `s_q` queries over `s_kv` keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct AttentionShape {
-    /// Batch times local query heads.
-    pub batch_heads: u64,
-    /// Query tokens per head.
-    pub s_q: u64,
-    /// Key/value tokens per head.
-    pub s_kv: u64,
-    /// Dimension of one head.
-    pub head_dim: u64,
-    /// Causal mask: each query attends to the keys up to its own position.
-    pub causal: bool,
-    /// The backward kernel (dQ, dK, dV) rather than the forward.
-    pub backward: bool,
-}
 
 /// Fused attention kernels with published tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
