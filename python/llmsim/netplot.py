@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from .plot import _plt, figure_section, write_page
+from ._page import _plt, figure_section, write_page
 
 FILES = ("fct.txt", "flows.csv", "queues.csv")
 RUN_FILES = ("summary.json", "queues.csv", "pfc.csv")

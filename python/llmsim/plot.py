@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import base64
 import html
-import io
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from ._page import _plt, _png_b64, write_page
 from .sweep import load
 
 BREAKDOWN = [
@@ -26,15 +25,6 @@ BREAKDOWN = [
 ALIASES = {"iteration_time": "iteration_time_s", "time": "iteration_time_s", "throughput": "tokens_per_s"}
 SHORT = {"micro_batch_size": "mbs", "bandwidth": "nic", "overlap_slowdown": "slowdown", "global_batch_size": "gbs"}
 MAXIMIZE = {"tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "model_tflops_per_gpu"}
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _frame(results: Any):
@@ -122,15 +112,6 @@ def save(ax: Any, path: str) -> str:
     return path
 
 
-def _png_b64(ax: Any) -> str:
-    buf = io.BytesIO()
-    fig = ax.figure
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=100)
-    _plt().close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
     """A self-contained HTML page for a sweep: iteration time vs each axis, the breakdown of the
     best points, the best points table, and the points that failed with their error."""
@@ -157,25 +138,6 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
     if len(bad):
         parts.append("<h2>Failed and invalid points</h2>" + bad[axes + ["status", "error"]].to_html(index=False))
     return write_page(out, "llmsim sweep", parts)
-
-
-def write_page(out: str, title: str, parts: list[str]) -> str:
-    """Writes a self-contained HTML page of ``parts`` (HTML snippets) to ``out``; returns ``out``."""
-    page = (
-        f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
-        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style>"
-        + "\n".join(parts)
-    )
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
-    return out
-
-
-def figure_section(title: str, ax: Any, missing: str) -> str:
-    """An HTML section: ``title`` and the figure of ``ax`` inline, or ``missing`` when ``ax`` is None."""
-    if ax is None:
-        return f"<h2>{html.escape(title)}</h2><p>{html.escape(missing)}</p>"
-    return f'<h2>{html.escape(title)}</h2><img src="data:image/png;base64,{_png_b64(ax)}">'
 
 
 def main(argv: Sequence[str]) -> int:
