@@ -26,8 +26,8 @@ use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, host_hop, nvswitch_hop};
-use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 
 /// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

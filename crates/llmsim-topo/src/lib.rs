@@ -8,6 +8,7 @@ pub mod error;
 pub mod family;
 pub mod generators;
 pub mod graph;
+pub mod link_spec;
 pub mod ns3;
 pub mod rail_only;
 pub mod routing;

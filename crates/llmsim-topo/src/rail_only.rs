@@ -23,8 +23,8 @@ use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{SpineCount, check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
 use crate::routing::{Routing, up};
-use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
 
 /// `topology: { kind: rail-only, servers_per_leaf: 32 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

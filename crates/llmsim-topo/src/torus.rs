@@ -23,8 +23,8 @@ use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule, divisors_hint};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, host_hop, nvswitch_hop};
-use crate::spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 
 /// Largest number of torus dimensions.
 pub const MAX_DIMS: usize = 3;
