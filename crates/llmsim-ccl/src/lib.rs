@@ -19,7 +19,7 @@ pub mod tuning;
 pub use expand::{ExpandParams, Granularity};
 pub use plan::{CollectivePlan, Expansion, PlanNode, Step};
 pub use planner::{AlgoChoice, PlanOptions, PlannedCollective, plan_collective};
-pub use runner::{PlanRun, execute};
+pub use runner::{PlanCursor, PlanEdges, PlanRun, execute};
 pub use scaleup::ScaleUpModel;
 
 /// Moved to `llmsim_core` (the layers that only name it need not depend on this crate).

@@ -1,6 +1,8 @@
 //! Executes a [`CollectivePlan`] on any [`Network`]: releases each step when its dependencies
-//! finish (plus the step's overhead), and records when every step started and finished.
+//! finish (plus the step's overhead), and records when every step started and finished. The
+//! dependency release is [`PlanCursor`], which the system simulator's engine uses too.
 
+use llmsim_core::csr::Reversed;
 use llmsim_core::{EventQueue, SimTime, TransferId};
 use llmsim_net::{Completion, Network, Transfer};
 
@@ -22,6 +24,83 @@ impl PlanRun {
     }
 }
 
+/// Who waits on each node of a plan (its reverse edges), and whether on its data: built once
+/// per plan and shared by every run of it.
+#[derive(Clone, Debug)]
+pub struct PlanEdges {
+    rev: Reversed,
+    dependent_is_data: Vec<bool>,
+}
+
+impl PlanEdges {
+    /// The reverse edges of `plan`.
+    pub fn of(plan: &CollectivePlan) -> PlanEdges {
+        let (rev, dependent_is_data) = plan.dependents();
+        PlanEdges { rev, dependent_is_data }
+    }
+}
+
+/// One run's dependency release over a plan: the dependencies each node still waits on and the
+/// earliest start the finished ones allow. The one cursor both plan executors use
+/// ([`execute`] here and the system simulator's engine).
+#[derive(Clone, Debug)]
+pub struct PlanCursor {
+    indeg: Vec<u32>,
+    ready: Vec<SimTime>,
+    remaining: u32,
+}
+
+impl PlanCursor {
+    /// A run of `plan` starting at `t`: a node without dependencies may start after its
+    /// overhead; the others wait for theirs ([`PlanCursor::finish`]).
+    pub fn start(plan: &CollectivePlan, t: SimTime) -> PlanCursor {
+        let n = plan.len() as u32;
+        let mut indeg = Vec::with_capacity(n as usize);
+        let mut ready = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let deps = plan.deps(i).len() as u32;
+            indeg.push(deps);
+            ready.push(if deps == 0 { t + plan.node(i).overhead } else { t });
+        }
+        PlanCursor {
+            indeg,
+            ready,
+            remaining: n,
+        }
+    }
+
+    /// The nodes that start at once: those without dependencies, in order.
+    pub fn roots(plan: &CollectivePlan) -> impl Iterator<Item = u32> + '_ {
+        (0..plan.len() as u32).filter(|&i| plan.deps(i).is_empty())
+    }
+
+    /// When node `i` may start, given the dependencies finished so far.
+    pub fn ready_at(&self, i: u32) -> SimTime {
+        self.ready[i as usize]
+    }
+
+    /// Nodes not finished yet.
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    /// Node `i` finished at `t`: releases its dependents (a data dependent also waits for its
+    /// own overhead) and appends those with nothing left to wait on to `released`, in edge order.
+    pub fn finish(&mut self, plan: &CollectivePlan, edges: &PlanEdges, i: u32, t: SimTime, released: &mut Vec<u32>) {
+        self.remaining -= 1;
+        let range = edges.rev.range(i);
+        for (&d, &is_data) in edges.rev.node[range.clone()].iter().zip(&edges.dependent_is_data[range]) {
+            let du = d as usize;
+            let at = if is_data { t + plan.node(d).overhead } else { t };
+            self.ready[du] = self.ready[du].max(at);
+            self.indeg[du] -= 1;
+            if self.indeg[du] == 0 {
+                released.push(d);
+            }
+        }
+    }
+}
+
 /// Runs `plan` on `net` from time `start` until every node has finished. Transfer ids are
 /// `id_base + node index`, so several plans can share one network with disjoint bases.
 ///
@@ -29,35 +108,22 @@ impl PlanRun {
 /// A network submission error (a transfer that cannot be routed).
 pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_base: u64) -> Result<PlanRun, CclError> {
     let n = plan.len();
-    let mut indeg: Vec<u32> = (0..n as u32).map(|i| plan.deps(i).len() as u32).collect();
-    let (rev, dependent_is_data) = plan.dependents();
+    let edges = PlanEdges::of(plan);
     let t_begin = start.max(net.now());
-    // ready[i]: earliest start allowed by the dependencies finished so far (order deps as they
-    // are, data deps plus the node's overhead). A node without dependencies starts after its
-    // overhead.
-    let mut ready: Vec<SimTime> = (0..n as u32)
-        .map(|i| {
-            if plan.deps(i).is_empty() {
-                t_begin + plan.node(i).overhead
-            } else {
-                t_begin
-            }
-        })
-        .collect();
+    let mut cursor = PlanCursor::start(plan, t_begin);
     let mut node_start = vec![SimTime::MAX; n];
     let mut node_finish = vec![SimTime::MAX; n];
     let mut local: EventQueue<u32> = EventQueue::new();
-    let mut remaining = n;
 
-    // Starts node i at ready[i] + overhead.
+    // Starts node i when the cursor allows.
     let launch = |i: u32,
-                  ready: &[SimTime],
+                  cursor: &PlanCursor,
                   node_start: &mut [SimTime],
                   local: &mut EventQueue<u32>,
                   net: &mut dyn Network|
      -> Result<(), CclError> {
         let node = plan.node(i);
-        let t0 = ready[i as usize];
+        let t0 = cursor.ready_at(i);
         node_start[i as usize] = t0;
         match &node.step {
             Step::Transfer {
@@ -83,14 +149,13 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
         Ok(())
     };
 
-    for i in 0..n as u32 {
-        if indeg[i as usize] == 0 {
-            launch(i, &ready, &mut node_start, &mut local, net)?;
-        }
+    for i in PlanCursor::roots(plan) {
+        launch(i, &cursor, &mut node_start, &mut local, net)?;
     }
     let mut done: Vec<Completion> = Vec::new();
     let mut finished: Vec<(u32, SimTime)> = Vec::new();
-    while remaining > 0 {
+    let mut released: Vec<u32> = Vec::new();
+    while cursor.remaining() > 0 {
         let tn = net.next_event_time();
         let tl = local.peek_time();
         finished.clear();
@@ -114,21 +179,15 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
         }
         for &(i, t) in &finished {
             node_finish[i as usize] = t;
-            remaining -= 1;
-            let range = rev.range(i);
-            for (&d, &is_data) in rev.node[range.clone()].iter().zip(&dependent_is_data[range]) {
-                let du = d as usize;
-                let at = if is_data { t + plan.node(d).overhead } else { t };
-                ready[du] = ready[du].max(at);
-                indeg[du] -= 1;
-                if indeg[du] == 0 {
-                    launch(d, &ready, &mut node_start, &mut local, net)?;
-                }
+            released.clear();
+            cursor.finish(plan, &edges, i, t, &mut released);
+            for &d in &released {
+                launch(d, &cursor, &mut node_start, &mut local, net)?;
             }
         }
     }
     let finish = node_finish.iter().copied().filter(|t| *t != SimTime::MAX).max().unwrap_or(start);
-    debug_assert_eq!(remaining, 0, "every plan node finishes");
+    debug_assert_eq!(cursor.remaining(), 0, "every plan node finishes");
     Ok(PlanRun {
         start,
         finish,

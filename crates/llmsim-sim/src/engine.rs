@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use llmsim_ccl::plan::Step;
-use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanOptions, ScaleUpModel, plan_collective};
+use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanCursor, PlanEdges, PlanOptions, ScaleUpModel, plan_collective};
 use llmsim_core::csr::Reversed;
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
@@ -181,27 +181,20 @@ enum Ev {
 /// A plan with its reverse edges, shared by every run of it.
 struct Prepared {
     plan: CollectivePlan,
-    rev: Reversed,
-    dependent_is_data: Vec<bool>,
+    edges: PlanEdges,
 }
 
 impl Prepared {
     fn new(plan: CollectivePlan) -> Self {
-        let (rev, dependent_is_data) = plan.dependents();
-        Prepared {
-            plan,
-            rev,
-            dependent_is_data,
-        }
+        let edges = PlanEdges::of(&plan);
+        Prepared { plan, edges }
     }
 }
 
 /// One running plan.
 struct PlanInst {
     prep: Arc<Prepared>,
-    indeg: Vec<u32>,
-    ready: Vec<SimTime>,
-    remaining: u32,
+    cursor: PlanCursor,
     coll: u32,
     kind: &'static str,
 }
@@ -290,6 +283,8 @@ pub struct Engine<'a> {
     free_colls: Vec<u32>,
     plans: Vec<Option<PlanInst>>,
     free_plans: Vec<u32>,
+    /// Scratch: the plan nodes a finished node released.
+    released: Vec<u32>,
     plan_cache: HashMap<(u32, u32, CollectiveOp, u64), Arc<Prepared>>,
     p2p: Vec<Option<P2pInst>>,
     free_p2p: Vec<u32>,
@@ -411,6 +406,7 @@ impl<'a> Engine<'a> {
             free_colls: Vec::new(),
             plans: Vec::new(),
             free_plans: Vec::new(),
+            released: Vec::new(),
             plan_cache: HashMap::new(),
             p2p: Vec::new(),
             free_p2p: Vec::new(),
@@ -960,16 +956,6 @@ impl<'a> Engine<'a> {
                 (self.plans.len() - 1) as u32
             }
         };
-        let mut indeg = Vec::with_capacity(n);
-        let mut ready = Vec::with_capacity(n);
-        for i in 0..n as u32 {
-            indeg.push(prep.plan.deps(i).len() as u32);
-            ready.push(if prep.plan.deps(i).is_empty() {
-                t + prep.plan.node(i).overhead
-            } else {
-                t
-            });
-        }
         if n == 0 {
             self.plans[inst as usize] = None;
             self.free_plans.push(inst);
@@ -977,23 +963,19 @@ impl<'a> Engine<'a> {
         }
         self.plans[inst as usize] = Some(PlanInst {
             prep: prep.clone(),
-            indeg,
-            ready,
-            remaining: n as u32,
+            cursor: PlanCursor::start(&prep.plan, t),
             coll,
             kind,
         });
-        for i in 0..n as u32 {
-            if prep.plan.deps(i).is_empty() {
-                self.launch_plan_node(inst, i)?;
-            }
+        for i in PlanCursor::roots(&prep.plan) {
+            self.launch_plan_node(inst, i)?;
         }
         Ok(())
     }
 
     fn launch_plan_node(&mut self, inst: u32, i: u32) -> Result<(), SimError> {
         let p = self.plans[inst as usize].as_ref().expect("live plan");
-        let t0 = p.ready[i as usize];
+        let t0 = p.cursor.ready_at(i);
         let node = p.prep.plan.node(i);
         match &node.step {
             Step::Transfer {
@@ -1023,28 +1005,21 @@ impl<'a> Engine<'a> {
 
     fn plan_node_done(&mut self, inst: u32, i: u32, t: SimTime) -> Result<(), SimError> {
         let p = self.plans[inst as usize].as_mut().expect("live plan");
-        p.remaining -= 1;
-        let prep = p.prep.clone();
-        let range = prep.rev.range(i);
-        let mut launch: Vec<u32> = Vec::new();
-        for (&d, &is_data) in prep.rev.node[range.clone()].iter().zip(&prep.dependent_is_data[range]) {
-            let du = d as usize;
-            let at = if is_data { t + prep.plan.node(d).overhead } else { t };
-            p.ready[du] = p.ready[du].max(at);
-            p.indeg[du] -= 1;
-            if p.indeg[du] == 0 {
-                launch.push(d);
-            }
-        }
-        if p.remaining == 0 {
+        // The released nodes, in a buffer kept across events (no allocation per event).
+        let mut launch = std::mem::take(&mut self.released);
+        launch.clear();
+        p.cursor.finish(&p.prep.plan, &p.prep.edges, i, t, &mut launch);
+        if p.cursor.remaining() == 0 {
             let coll = p.coll;
             self.plans[inst as usize] = None;
             self.free_plans.push(inst);
+            self.released = launch;
             return self.plan_finished(coll, t);
         }
-        for d in launch {
+        for &d in &launch {
             self.launch_plan_node(inst, d)?;
         }
+        self.released = launch;
         Ok(())
     }
 
