@@ -4,7 +4,8 @@
 //! does.
 
 use super::config::PacketConfig;
-use super::engine::{Engine, Flow, MAX_HOPS, Pkt};
+use super::engine::Engine;
+use super::tables::{Flow, MAX_HOPS, Pkt};
 
 /// Per-QP state of every algorithm (only the configured one is used).
 #[derive(Clone, Default)]

@@ -15,11 +15,13 @@ mod at;
 mod cc;
 pub mod config;
 mod engine;
+mod events;
 mod memo;
 pub mod ns3;
 mod ns3rng;
 mod queue;
 mod route;
+mod tables;
 mod wormhole;
 
 pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};

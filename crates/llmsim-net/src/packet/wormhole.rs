@@ -70,10 +70,12 @@ use llmsim_core::SimTime;
 
 use super::PacketError;
 use super::config::{CcMode, WormholeConfig};
-use super::engine::{
-    EV_ALPHA, EV_ARRIVE, EV_DECREASE, EV_HOP, EV_RESUME, EV_RPTIMER, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, Engine, MASK30, Nic, Pkt, ev,
+use super::engine::Engine;
+use super::events::{
+    self, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_RESUME, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
 };
 use super::memo::{CcSnap, Fcg, FlowDesc, MemoDb, MemoFlow, MemoValue, fnv, mix};
+use super::tables::{Nic, Pkt};
 
 /// No slot, mirror or episode.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -435,13 +437,13 @@ impl Wormhole {
     /// The slot (frozen partition) event `e` belongs to, if any (`nics`, `pkts`: the engine's).
     #[inline]
     pub(crate) fn owner(&self, nics: &[Nic], pkts: &[Pkt], e: u64) -> u32 {
-        let a = ((e >> 4) & MASK30) as u32;
-        match e & 0xF {
+        let a = events::op_a(e);
+        match events::kind(e) {
             EV_ARRIVE | EV_TXDONE => self.link_slot[a as usize],
             // A packet into a switch: the link it is on (the event carries its next one).
-            EV_HOP => self.link_slot[pkts[((e >> 34) & MASK30) as usize].in_link as usize],
+            EV_HOP => self.link_slot[pkts[events::op_b(e) as usize].in_link as usize],
             EV_WAKE => self.link_slot[nics[a as usize].link as usize],
-            EV_ALPHA | EV_DECREASE | EV_RPTIMER => self.flow_slot.get(a as usize).copied().unwrap_or(NONE),
+            EV_CC_TIMER..=EV_CC_TIMER_LAST => self.flow_slot.get(a as usize).copied().unwrap_or(NONE),
             _ => NONE,
         }
     }
@@ -2016,8 +2018,8 @@ impl Engine {
         }
         // Packets on the wire, then the parked events themselves.
         for &(_, _, e) in &slot.parked {
-            if matches!(e & 0xF, EV_ARRIVE | EV_HOP) {
-                shift_pkt(self, ((e >> 34) & MASK30) as u32);
+            if matches!(events::kind(e), EV_ARRIVE | EV_HOP) {
+                shift_pkt(self, events::op_b(e));
             }
         }
         for &(t, seq, e) in &slot.parked {
@@ -2077,7 +2079,7 @@ impl Engine {
     }
 }
 
-fn cc_snap(fl: &super::engine::Flow) -> CcSnap {
+fn cc_snap(fl: &super::tables::Flow) -> CcSnap {
     let c = &fl.cc;
     CcSnap {
         rate: fl.rate,
