@@ -17,8 +17,8 @@ use llmsim_topo::{NodeKind, Topology};
 
 use super::PacketError;
 use super::at::{Table, prefetch};
-use super::cc::{self, CcState};
-use super::config::{CcMode, PFC_FRAME_BYTES, PacketConfig, Routing};
+use super::cc::{self, CcHost, CcState};
+use super::config::{PFC_FRAME_BYTES, PacketConfig, Routing};
 use super::events::{self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev};
 use super::queue::EvQueue;
 use super::route::Ns3Routes;
@@ -229,7 +229,7 @@ impl Engine {
                         kmin: u64::MAX,
                         kmax: u64::MAX,
                         pmax: 0.0,
-                        int_rate: cc::int_rate_index(rate),
+                        int_rate: cc::int::int_rate_index(rate),
                     });
                     rates.len() - 1
                 }
@@ -527,10 +527,10 @@ impl Engine {
             i
         } else {
             self.pkts.push(p);
-            if self.cfg.cc == CcMode::Hpcc {
+            if self.cfg.cc.uses_int() {
                 self.ints.push([0; MAX_HOPS]);
             }
-            if self.cfg.cc == CcMode::Timely {
+            if self.cfg.cc.uses_send_ts() {
                 self.ts.push(0);
             }
             (self.pkts.len() - 1) as u32
@@ -651,7 +651,7 @@ impl Engine {
         fl.win = if self.cfg.has_win { win } else { 0 };
         fl.base_rtt_ns = base_rtt;
         fl.next_avail = now;
-        cc::init(&self.cfg, fl, line);
+        fl.cc = self.cfg.cc.new_state(&self.cfg, line);
         if self.ww.is_some() {
             self.ww_on_start(f);
         }
@@ -759,11 +759,7 @@ impl Engine {
                     self.stats.events -= 1;
                     return;
                 }
-                match slot {
-                    0 => self.dcqcn_alpha(a),
-                    1 => self.dcqcn_decrease(a),
-                    _ => self.dcqcn_rp_timer(a),
-                }
+                cc::on_timer(self, a, slot);
             }
             _ => unreachable!("event kind {kind}"),
         }
@@ -1198,7 +1194,7 @@ impl Engine {
             (ready.rotate_right(from).trailing_zeros() + from) as usize % NQ
         };
         let Some((p, size)) = pt.dequeue(&self.pkts, q) else { return };
-        if self.cfg.cc == CcMode::Hpcc {
+        if self.cfg.cc.uses_int() {
             // HPCC: the next packet out of this queue gets an INT word at its dequeue, a store
             // to a line last touched when the packet was sent. A hint only.
             let h = pt.queues[q].list.head;
@@ -1234,9 +1230,9 @@ impl Engine {
             self.check_and_send_resume(s, in_link, q);
         }
         let pt = &mut self.ports[pi];
-        if self.cfg.cc == CcMode::Hpcc && self.pkts[p as usize].kind == Kind::Data {
+        if self.cfg.cc.uses_int() && self.pkts[p as usize].kind == Kind::Data {
             let int_rate = self.rates[usize::from(pt.rate)].int_rate;
-            let hop = cc::int_hop(self.now / 1000, pt.tx_bytes, pt.total, int_rate, self.cfg.int_multi);
+            let hop = cc::int::int_hop(self.now / 1000, pt.tx_bytes, pt.total, int_rate, self.cfg.int_multi);
             let pk = &mut self.pkts[p as usize];
             if usize::from(pk.nhop) < MAX_HOPS {
                 self.ints[p as usize][usize::from(pk.nhop)] = hop;
@@ -1413,7 +1409,7 @@ impl Engine {
         fl.max_sent = fl.max_sent.max(fl.snd_nxt);
         self.stats.data_packets += 1;
         let p = self.alloc(pk);
-        if self.cfg.cc == CcMode::Timely {
+        if self.cfg.cc.uses_send_ts() {
             self.ts[p as usize] = now_ns;
         }
         p
@@ -1529,16 +1525,7 @@ impl Engine {
             let fl = &mut self.flows[fi];
             fl.snd_nxt = fl.snd_una;
         }
-        match self.cfg.cc {
-            CcMode::Dcqcn if pk.cnp => self.dcqcn_cnp(f),
-            CcMode::Hpcc => {
-                let hops = self.ints[p as usize];
-                self.hpcc_ack(f, pk, &hops);
-            }
-            CcMode::Timely => self.timely_ack(f, pk, self.ts[p as usize]),
-            CcMode::Dctcp => self.dctcp_ack(f, pk),
-            _ => {}
-        }
+        cc::on_ack(self, f, p, pk);
         self.host_send(h);
     }
 
@@ -1562,17 +1549,15 @@ impl Engine {
         self.completed.push(f);
     }
 
-    // ---------------------------------------------------------------- DCQCN timers
-
-    pub(crate) fn schedule_timer(&mut self, f: u32, slot: usize, delay: u64) {
-        let g = self.flows[f as usize].timer_gen[slot];
-        let at = self.now + delay;
-        self.schedule(at, ev(EV_CC_TIMER + slot as u64, f, g));
-    }
-
-    pub(crate) fn cancel_timer(&mut self, f: u32, slot: usize) {
-        let g = &mut self.flows[f as usize].timer_gen[slot];
-        *g = g.wrapping_add(1);
+    fn tx_gap(&self, bytes: u32, bps: u64) -> u64 {
+        if bytes == 0 || bps == 0 {
+            return 0;
+        }
+        if self.cfg.ns_resolution {
+            ns3_tx_ns(u64::from(bytes), bps) * 1000
+        } else {
+            (u128::from(bytes) * 8 * 1_000_000_000_000u128).div_ceil(u128::from(bps)) as u64
+        }
     }
 
     /// Records bytes sent per port in bins of `bin` (link utilization over time); off by default.
@@ -1650,6 +1635,54 @@ impl Engine {
     }
 }
 
+/// What congestion control sees of the engine (`cc/`).
+impl CcHost for Engine {
+    #[inline]
+    fn cfg(&self) -> &PacketConfig {
+        &self.cfg
+    }
+    #[inline]
+    fn flow(&mut self, f: u32) -> &mut Flow {
+        &mut self.flows[f as usize]
+    }
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.now / 1000
+    }
+    #[inline]
+    fn max_bdp(&self) -> u64 {
+        self.max_bdp
+    }
+    fn schedule_timer(&mut self, f: u32, slot: usize, delay_ps: u64) {
+        let g = self.flows[f as usize].timer_gen[slot];
+        let at = self.now + delay_ps;
+        self.schedule(at, ev(EV_CC_TIMER + slot as u64, f, g));
+    }
+    fn cancel_timer(&mut self, f: u32, slot: usize) {
+        let g = &mut self.flows[f as usize].timer_gen[slot];
+        *g = g.wrapping_add(1);
+    }
+    fn change_rate(&mut self, f: u32, new_rate: u64) {
+        let fl = &self.flows[f as usize];
+        let size = fl.last_pkt_size;
+        let old_gap = self.tx_gap(size, fl.rate);
+        let new_gap = self.tx_gap(size, new_rate);
+        let na = (i128::from(fl.next_avail) + i128::from(new_gap) - i128::from(old_gap)).max(0) as u64;
+        let src = fl.src;
+        self.flows[f as usize].next_avail = na;
+        self.nic_update_next_avail(src, na);
+        self.flows[f as usize].rate = new_rate;
+    }
+    #[inline]
+    fn int_words(&self, p: u32) -> [u64; MAX_HOPS] {
+        self.ints[p as usize]
+    }
+    #[inline]
+    fn send_ts(&self, p: u32) -> u64 {
+        self.ts[p as usize]
+    }
+}
+
 /// ns-3's host address: `0x0b000001 + (id/256)<<16 + (id%256)<<8`.
 pub fn ns3_ip(id: u32) -> u32 {
     0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
@@ -1658,6 +1691,7 @@ pub fn ns3_ip(id: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::config::CcMode;
     use proptest::prelude::*;
 
     /// Two hosts under one switch (node 2), 100G, a 1 MB buffer: the PFC threshold is in reach

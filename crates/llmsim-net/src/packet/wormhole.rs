@@ -69,7 +69,7 @@
 use llmsim_core::SimTime;
 
 use super::PacketError;
-use super::config::{CcMode, WormholeConfig};
+use super::config::WormholeConfig;
 use super::engine::Engine;
 use super::events::{
     self, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_RESUME, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
@@ -636,7 +636,7 @@ impl Engine {
         let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
         if let Some(r) = mi.record.as_mut() {
             r.finish[k] = (self.now - r.t_base).max(1);
-            r.cc[k] = cc_snap(&self.flows[f as usize]);
+            r.cc[k] = super::cc::snapshot(&self.flows[f as usize]);
         }
         let followers = mi.followers.clone();
         if mi.leaders.iter().all(|&x| self.flows[x as usize].done) {
@@ -877,7 +877,7 @@ impl Engine {
                 MemoFlow {
                     bytes: b,
                     rate_bps: b as f64 * 8.0 / (t_c as f64 * 1e-12),
-                    cc: cc_snap(fl),
+                    cc: super::cc::snapshot(fl),
                 }
             })
             .collect();
@@ -1519,7 +1519,7 @@ impl Engine {
                     .map(|(&f, &u0)| MemoFlow {
                         bytes: self.flows[f as usize].snd_una - u0,
                         rate_bps: self.steady_rate(w, f, nsamples),
-                        cc: cc_snap(&self.flows[f as usize]),
+                        cc: super::cc::snapshot(&self.flows[f as usize]),
                     })
                     .collect(),
             };
@@ -1601,7 +1601,7 @@ impl Engine {
         let rates = bytes.iter().map(|&b| b as f64 * 8e12 / t_conv as f64).collect();
         let plan = MemoPlan {
             t_conv,
-            cc: t.leader.iter().map(|&f| cc_snap(&self.flows[f as usize])).collect(),
+            cc: t.leader.iter().map(|&f| super::cc::snapshot(&self.flows[f as usize])).collect(),
             bytes,
             completion: false,
         };
@@ -1957,15 +1957,7 @@ impl Engine {
                 fl.nack_timer += d;
             }
             fl.next_avail += d;
-            if fl.cc.last_update_seq != 0 {
-                fl.cc.last_update_seq += b;
-            }
-            if fl.cc.high_seq != 0 {
-                fl.cc.high_seq += b;
-            }
-            for h in &mut fl.cc.hops {
-                *h = super::cc::shift_int_time(*h, d_ns);
-            }
+            fl.cc.fast_forward(b, d_ns);
             self.stats.payload_delivered += b;
             w.stats.skipped_bytes += b;
             w.flow_slot[f as usize] = NONE;
@@ -1989,12 +1981,12 @@ impl Engine {
             }
             if let Ok(k) = moved.binary_search_by_key(&pk.flow, |&(f, _)| f) {
                 pk.seq += moved[k].1;
-                if e.cfg.cc == CcMode::Timely {
+                if e.cfg.cc.uses_send_ts() {
                     e.ts[p as usize] += d_ns;
                 }
-                if e.cfg.cc == CcMode::Hpcc {
+                if e.cfg.cc.uses_int() {
                     for h in &mut e.ints[p as usize] {
-                        *h = super::cc::shift_int_time(*h, d_ns);
+                        *h = super::cc::int::shift_int_time(*h, d_ns);
                     }
                 }
             }
@@ -2035,64 +2027,13 @@ impl Engine {
             && (p.completion || d >= p.t_conv || planned)
         {
             for (k, &f) in slot.flows.iter().enumerate() {
-                self.apply_cc(f, &p.cc[k]);
+                super::cc::restore(self, f, &p.cc[k]);
             }
         }
         let mut slot = slot;
         slot.parked.clear();
         let keep = &mut w.slots[si];
         keep.parked = slot.parked;
-    }
-}
-
-impl Engine {
-    /// Gives flow `f` the CC state of a converged flow (its sequence marks and INT records stay
-    /// its own). DCQCN's timers start if the stored flow had them running and `f` has not.
-    fn apply_cc(&mut self, f: u32, s: &CcSnap) {
-        let cc = self.cfg.cc;
-        let fl = &mut self.flows[f as usize];
-        let line = fl.max_rate;
-        fl.rate = s.rate.min(line);
-        let c = &mut fl.cc;
-        c.alpha = s.alpha;
-        c.target = s.target.min(line);
-        c.rp_stage = s.rp_stage;
-        c.inc_stage = s.inc_stage;
-        c.cur_rate = s.cur_rate.min(line);
-        c.u = s.u;
-        c.last_rtt = s.last_rtt;
-        c.rtt_diff = s.rtt_diff;
-        c.d_alpha = s.d_alpha;
-        if cc == CcMode::Dcqcn && c.first_cnp && !s.first_cnp {
-            c.first_cnp = false;
-            c.alpha_cnp = false;
-            c.decrease_cnp = false;
-            let (a, dec, rp) = (
-                self.cfg.alpha_resume_interval.as_ps(),
-                self.cfg.rate_decrease_interval.as_ps() + 1000,
-                self.cfg.rp_timer.as_ps(),
-            );
-            self.schedule_timer(f, 0, a);
-            self.schedule_timer(f, 1, dec);
-            self.schedule_timer(f, 2, rp);
-        }
-    }
-}
-
-fn cc_snap(fl: &super::tables::Flow) -> CcSnap {
-    let c = &fl.cc;
-    CcSnap {
-        rate: fl.rate,
-        alpha: c.alpha,
-        target: c.target,
-        rp_stage: c.rp_stage,
-        first_cnp: c.first_cnp,
-        inc_stage: c.inc_stage,
-        cur_rate: c.cur_rate,
-        u: c.u,
-        last_rtt: c.last_rtt,
-        rtt_diff: c.rtt_diff,
-        d_alpha: c.d_alpha,
     }
 }
 
@@ -2189,19 +2130,17 @@ fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
 
 /// Whether `members`' partition (partition root, flow) is uncontended: no two of its flows send
 /// data over the same link (each has its data path to itself; only ACKs share links with the
-/// others' data), so each flow's rate is only its own CC settling. Under DCQCN each flow must also
-/// be at line rate: below it, DCQCN raises the rate only at its rate-increase timer (`RP_TIMER`,
-/// 300 us in the HPCC runs), and a window shorter than that sees a recovering flow as flat.
+/// others' data), so each flow's rate is only its own CC settling, and each flow's CC must settle alone within
+/// the window (`CongestionControl::settles_alone`: DCQCN only at line rate).
 /// `mark` is the per-link scratch bitmap (all false between uses).
 fn uncontended(e: &Engine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
     let data = |f: u32| {
         let fl = &e.flows[f as usize];
         &e.paths[fl.path_data as usize..fl.path_ack as usize]
     };
-    if e.cfg.cc == CcMode::Dcqcn
-        && members
-            .iter()
-            .any(|&(_, f)| e.flows[f as usize].rate < e.flows[f as usize].max_rate)
+    if members
+        .iter()
+        .any(|&(_, f)| !super::cc::settles_alone(e.cfg.cc, &e.flows[f as usize]))
     {
         return false;
     }
