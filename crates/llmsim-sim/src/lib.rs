@@ -45,13 +45,11 @@ const UNCONTENDED_WINDOW: usize = 3;
 /// a DP-step-and-all-to-all transient that 8 samples outlast (1.7 M against 2.6 M packet events
 /// on H100, 1.0 M against 1.6 M on A100, the same error); DCQCN with 4 takes its timer-driven
 /// transients for steady state (0.22% against 0.006-0.008% mean transfer error, and more events).
-/// TIMELY and DCTCP were not measured on these workloads and keep 8.
+/// TIMELY and DCTCP were not measured on these workloads and keep 8. Each algorithm's value is
+/// its `FF_WINDOW` in the packet engine's registry (`cc/<name>.rs`).
 #[must_use]
 pub fn default_window(cc: llmsim_net::packet::CcMode) -> usize {
-    match cc {
-        llmsim_net::packet::CcMode::Hpcc => 4,
-        _ => 8,
-    }
+    cc.fast_forward_window()
 }
 
 pub use batch::Shared;
@@ -418,13 +416,8 @@ fn run_workload(
         Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo.clone())),
         Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo.clone())),
         Backend::Packet => {
-            use llmsim_net::packet::{CcMode, PacketConfig, PacketNetwork};
-            let cc = match s.network.cc {
-                scenario::CcSpec::Dcqcn => CcMode::Dcqcn,
-                scenario::CcSpec::Hpcc => CcMode::Hpcc,
-                scenario::CcSpec::Timely => CcMode::Timely,
-                scenario::CcSpec::Dctcp => CcMode::Dctcp,
-            };
+            use llmsim_net::packet::{PacketConfig, PacketNetwork};
+            let cc = s.network.cc.0;
             let mut cfg = PacketConfig {
                 seed: s.seed,
                 ..PacketConfig::ns3_defaults(cc)

@@ -178,19 +178,47 @@ pub enum Backend {
     Packet,
 }
 
-/// Congestion control of the packet backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CcSpec {
-    /// DCQCN (Mellanox timer variant). Default.
-    #[default]
-    Dcqcn,
-    /// HPCC (INT).
-    Hpcc,
-    /// TIMELY (RTT gradient).
-    Timely,
-    /// Rate-based DCTCP.
-    Dctcp,
+/// Congestion control of the packet backend: one of the packet engine's registered algorithms
+/// (`llmsim_net::packet::CcMode::ALL`), by name; default dcqcn. Its names, descriptions and
+/// schema come from that registry, so a new algorithm needs no change here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CcSpec(pub llmsim_net::packet::CcMode);
+
+impl Default for CcSpec {
+    fn default() -> Self {
+        CcSpec(llmsim_net::packet::CcMode::Dcqcn)
+    }
+}
+
+impl Serialize for CcSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for CcSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use llmsim_net::packet::CcMode;
+        let name = String::deserialize(d)?;
+        CcMode::ALL
+            .iter()
+            .find(|c| c.name() == name)
+            .map(|&c| CcSpec(c))
+            .ok_or_else(|| serde::de::Error::unknown_variant(&name, CcMode::NAMES))
+    }
+}
+
+impl JsonSchema for CcSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CcSpec".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let one_of: Vec<serde_json::Value> = llmsim_net::packet::CcMode::ALL
+            .iter()
+            .map(|c| serde_json::json!({"const": c.name(), "description": c.doc(), "type": "string"}))
+            .collect();
+        schemars::json_schema!({"description": "Congestion control of the packet backend.", "oneOf": one_of})
+    }
 }
 
 /// `network:`.

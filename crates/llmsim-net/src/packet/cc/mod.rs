@@ -149,6 +149,8 @@ macro_rules! registry {
         impl CcMode {
             /// Every registered algorithm (not `None`), in registry order.
             pub const ALL: &'static [CcMode] = &[$(CcMode::$variant,)*];
+            /// Their names, in the same order.
+            pub const NAMES: &'static [&'static str] = &[$(<$ty>::NAME,)*];
 
             /// ns-3's `CC_MODE` number.
             pub fn ns3_mode(self) -> u32 {
