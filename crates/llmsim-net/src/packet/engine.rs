@@ -1662,6 +1662,7 @@ impl CcHost for Engine {
         let g = &mut self.flows[f as usize].timer_gen[slot];
         *g = g.wrapping_add(1);
     }
+    #[inline]
     fn change_rate(&mut self, f: u32, new_rate: u64) {
         let fl = &self.flows[f as usize];
         let size = fl.last_pkt_size;

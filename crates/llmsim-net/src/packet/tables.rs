@@ -327,7 +327,10 @@ const _: () = assert!(std::mem::size_of::<Nic>() == 64);
 /// NIC's round robin reads for every QP it scans and what sending a packet updates, the second
 /// the rest of a packet's sending and its receipt (an ACK's path included), so a data packet's
 /// departure and arrival each read two lines; then congestion control and the cold fields.
-#[repr(C, align(64))]
+/// Aligned to 128 bytes, so the first two lines are one pair of the L2 adjacent-line prefetcher
+/// (at 64-byte alignment a 320-byte row put every other flow's second line in the next pair:
+/// 25% slower on bench/ns3_speed.sh's 320-host run).
+#[repr(C, align(128))]
 pub(crate) struct Flow {
     pub size: u64,
     pub snd_nxt: u64,
@@ -366,6 +369,7 @@ pub(crate) struct Flow {
 const _: () = assert!(std::mem::offset_of!(Flow, path_data) == 60);
 const _: () = assert!(std::mem::offset_of!(Flow, max_sent) == 64);
 const _: () = assert!(std::mem::offset_of!(Flow, cc) == 128);
+const _: () = assert!(std::mem::size_of::<Flow>() == 384);
 
 impl Flow {
     #[inline]

@@ -82,7 +82,9 @@ impl CongestionControl for Hpcc {
     }
 }
 
-/// `RdmaHw::UpdateRateHp` (single rate; `MULTI_RATE 0`).
+/// `RdmaHw::UpdateRateHp` (single rate; `MULTI_RATE 0`). Inlined into the engine's ACK path,
+/// as it was before the algorithms had files of their own.
+#[inline]
 fn update<H: CcHost>(h: &mut H, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS], fast: bool) {
     let cfg = h.cfg();
     let multi = u64::from(cfg.int_multi.max(1));
