@@ -300,3 +300,37 @@ registry! {
     Timely => timely::Timely,
     Dctcp => dctcp::Dctcp,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry's names, aliases and ns-3 modes are unique and parse back to their
+    /// algorithm; header and packet-metadata flags agree (INT words need INT bytes).
+    #[test]
+    fn registry_is_consistent() {
+        let mut names: Vec<&str> = CcMode::ALL
+            .iter()
+            .flat_map(|c| std::iter::once(c.name()).chain(c.aliases().iter().copied()))
+            .collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "a name or alias is registered twice");
+        assert_eq!(CcMode::NAMES, CcMode::ALL.iter().map(|c| c.name()).collect::<Vec<_>>().as_slice());
+        for &c in CcMode::ALL {
+            assert_eq!(CcMode::parse(c.name()), Some(c));
+            assert_eq!(CcMode::parse(&c.name().to_uppercase()), Some(c));
+            for a in c.aliases() {
+                assert_eq!(CcMode::parse(a), Some(c));
+            }
+            assert_eq!(CcMode::from_ns3_mode(c.ns3_mode()), Some(c), "ns-3 CC_MODE {} twice", c.ns3_mode());
+            assert!(c.ns3_mode() != 0, "CC_MODE 0 is `none`");
+            assert!(!c.uses_int() || c.int_bytes() > 0);
+            assert!(!c.doc().is_empty());
+            assert!(c.fast_forward_window() > 0);
+        }
+        assert_eq!(CcMode::parse("none"), Some(CcMode::None));
+        assert_eq!(CcMode::parse("cubic"), None);
+    }
+}
