@@ -422,6 +422,14 @@ fn run_workload(
                 seed: s.seed,
                 ..PacketConfig::ns3_defaults(cc)
             };
+            cfg.load_balance = match s.network.load_balance.unwrap_or_default() {
+                scenario::LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
+                scenario::LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
+                scenario::LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
+                    gap: s.network.flowlet_gap.unwrap_or(SimTime::from_us(100)),
+                },
+                scenario::LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
+            };
             let ff = s.network.fast_forward.as_ref();
             if let Some(ff) = ff {
                 let window = ff.window.unwrap_or(default_window(cc));

@@ -221,6 +221,21 @@ impl JsonSchema for CcSpec {
     }
 }
 
+/// `network.load_balance`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadBalanceSpec {
+    /// One path per flow by its hash (ns-3's ECMP). Default.
+    #[default]
+    Ecmp,
+    /// Per packet, round robin over the flow's equal-cost paths.
+    Spray,
+    /// A new path after the flow has been idle for `flowlet_gap`.
+    Flowlet,
+    /// Per packet, the path whose first switch egress queue holds the fewest bytes.
+    Adaptive,
+}
+
 /// `network:`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -233,6 +248,16 @@ pub struct NetworkSpec {
     /// backends.
     #[serde(default)]
     pub cc: CcSpec,
+    /// How the packet backend spreads a flow's data packets over equal-cost paths: ecmp (one
+    /// path per flow by its hash, as ns-3) | spray (per packet, round robin) | flowlet (a new
+    /// path after an idle gap of `flowlet_gap`) | adaptive (per packet, the path whose first
+    /// switch egress queue is shortest). Default ecmp. Reordered packets are repaired by RoCE
+    /// go-back-N. Not with `fast_forward`. Ignored by the other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balance: Option<LoadBalanceSpec>,
+    /// Idle gap that starts a new flowlet under `load_balance: flowlet` (default 100us).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flowlet_gap: Option<SimTime>,
     /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
     /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]

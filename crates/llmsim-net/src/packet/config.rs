@@ -5,6 +5,7 @@
 use llmsim_core::SimTime;
 
 pub use super::cc::CcMode;
+pub use super::lb::LoadBalance;
 
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,6 +101,8 @@ pub struct PacketConfig {
     // DCTCP
     pub dctcp_rate_ai_bps: u64,
     /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
+    /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
+    pub load_balance: LoadBalance,
     pub wormhole: WormholeConfig,
 }
 
@@ -227,6 +230,7 @@ impl Default for PacketConfig {
             timely_t_high_ns: 500_000,
             timely_min_rtt_ns: 20_000,
             dctcp_rate_ai_bps: 1_000_000_000,
+            load_balance: LoadBalance::Ecmp,
             wormhole: WormholeConfig::default(),
         }
     }

@@ -17,6 +17,7 @@ mod cc;
 pub mod config;
 mod engine;
 mod events;
+mod lb;
 mod memo;
 pub mod ns3;
 mod ns3rng;
@@ -25,7 +26,7 @@ mod route;
 mod tables;
 mod wormhole;
 
-pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};
+pub use config::{CcMode, EcnThresholds, LoadBalance, PacketConfig, Routing, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};

@@ -363,7 +363,13 @@ pub(crate) struct Flow {
     pub tag: u64,
     pub hash: u64,
     pub started: bool,
+    /// Equal-cost data paths the flow has (`lb.rs`; 1 under ECMP), concatenated from
+    /// `path_data`, and the one the next packet takes (spray, flowlet).
+    pub npaths: u8,
+    pub path_idx: u8,
     pub finish: u64,
+    /// When the flow last made a data packet, plus one (ps; 0: none yet; flowlet balancing).
+    pub last_tx: u64,
 }
 
 const _: () = assert!(std::mem::offset_of!(Flow, path_data) == 60);

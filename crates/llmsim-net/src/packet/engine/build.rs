@@ -14,6 +14,7 @@ impl Engine {
         if cfg.wormhole.fast_forward {
             cfg.wormhole.validate().map_err(PacketError::Config)?;
         }
+        check_load_balance(&cfg)?;
         let nl = topo.num_links();
         let nn = topo.num_nodes();
         let ns3_ids = ns3_ids.unwrap_or_else(|| (0..nn as u32).collect());
@@ -362,4 +363,34 @@ impl Engine {
         let total = fl.size + pkts * 48;
         rtt + total * 8_000_000_000 / bw
     }
+}
+
+/// `load_balance` other than ECMP needs the topology's routing rule (ns-3's tables hash ports,
+/// not the flow hash the paths are found by), no Wormhole fast-forward (it takes a flow's data
+/// path to be one path), and a flowlet gap above zero.
+pub(crate) fn check_load_balance(cfg: &PacketConfig) -> Result<(), PacketError> {
+    let lb = cfg.load_balance;
+    if lb == LoadBalance::Ecmp {
+        return Ok(());
+    }
+    if cfg.routing != Routing::Topology {
+        return Err(PacketError::Config(format!(
+            "load_balance {} needs the topology's routing rule (routing = topology), not ns-3's tables; use ecmp with them",
+            lb.name()
+        )));
+    }
+    if cfg.wormhole.fast_forward {
+        return Err(PacketError::Config(format!(
+            "load_balance {} does not combine with Wormhole fast-forward yet; use ecmp or turn fast_forward off",
+            lb.name()
+        )));
+    }
+    if let LoadBalance::Flowlet { gap } = lb
+        && gap.as_ps() == 0
+    {
+        return Err(PacketError::Config(
+            "load_balance flowlet: the idle gap must be above 0, e.g. 50us".into(),
+        ));
+    }
+    Ok(())
 }

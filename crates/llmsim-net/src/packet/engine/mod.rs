@@ -19,13 +19,14 @@ use llmsim_topo::{NodeKind, Topology};
 use super::PacketError;
 use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
-use super::config::{PFC_FRAME_BYTES, PacketConfig, Routing};
+use super::config::{LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing};
 use super::events::{self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev};
 use super::queue::EvQueue;
 use super::route::Ns3Routes;
 use super::tables::{Flow, Ingress, Kind, MAX_HOPS, NIL, NQ, Nic, Pkt, PktList, Port, QLEN_SAMPLE, RateInfo, SwitchBuf};
 
 mod build;
+pub(crate) use build::check_load_balance;
 mod link;
 mod nic;
 mod switch;
@@ -328,6 +329,12 @@ impl Engine {
 
     pub fn now(&self) -> SimTime {
         SimTime::from_ps(self.now)
+    }
+
+    /// Bytes sent so far on link `link` (every packet: data, ACKs, PFC frames); `None` when
+    /// the engine has no such link.
+    pub fn link_tx_bytes(&self, link: u32) -> Option<u64> {
+        self.ports.get(link as usize).map(|p| p.tx_bytes)
     }
 
     pub fn stats(&self) -> EngineStats {

@@ -42,9 +42,19 @@ impl Engine {
         // Routes are static: each flow's data and ACK paths are computed once.
         let path_data = self.paths.len() as u32;
         let mut p = std::mem::take(&mut self.paths);
+        let mut npaths = 1u8;
         let r = self
             .route_path_kind(spec.src.0, spec.dst.0, (spec.dport, sport, spec.flow_hash), Kind::Data, &mut p)
             .and_then(|()| {
+                if self.cfg.load_balance != LoadBalance::Ecmp {
+                    npaths = self.equal_cost_paths(
+                        spec.src.0,
+                        spec.dst.0,
+                        (spec.dport, sport, spec.flow_hash),
+                        path_data as usize,
+                        &mut p,
+                    )?;
+                }
                 let at = p.len();
                 self.route_path_kind(spec.dst.0, spec.src.0, (spec.dport, sport, spec.flow_hash), Kind::Ack, &mut p)
                     .map(|()| at)
@@ -67,6 +77,9 @@ impl Engine {
             pg: spec.pg,
             tag: spec.tag,
             hash: spec.flow_hash,
+            npaths,
+            path_idx: 0,
+            last_tx: 0,
             snd_nxt: 0,
             snd_una: 0,
             max_sent: 0,
@@ -90,6 +103,28 @@ impl Engine {
         });
         self.schedule(start, ev(EV_START, id, 0));
         Ok(id)
+    }
+
+    /// Appends to `p` the distinct data paths from `s` to `d` of the same length as the one at
+    /// `p[first..]` (routed by derived hashes through the topology's rule), up to
+    /// `lb::MAX_PATHS` in all; returns how many `p` then holds from `first`.
+    fn equal_cost_paths(&self, s: u32, d: u32, ports: (u16, u16, u64), first: usize, p: &mut Vec<u32>) -> Result<u8, PacketError> {
+        let len = p.len() - first;
+        let mut n = 1usize;
+        let mut cand = Vec::with_capacity(len);
+        for k in 1..(crate::packet::lb::MAX_PATHS * 4) as u64 {
+            if n == crate::packet::lb::MAX_PATHS {
+                break;
+            }
+            cand.clear();
+            let h = llmsim_core::mix64(ports.2 ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            self.route_path_kind(s, d, (ports.0, ports.1, h), Kind::Data, &mut cand)?;
+            if cand.len() == len && !p[first..].chunks(len).any(|q| q == cand.as_slice()) {
+                p.extend_from_slice(&cand);
+                n += 1;
+            }
+        }
+        Ok(n as u8)
     }
 
     /// `RdmaHw::AddQueuePair` + `QbbNetDevice::NewQp`.
@@ -241,7 +276,12 @@ impl Engine {
         pk.kind = Kind::Data;
         pk.pg = fl.pg;
         pk.flow = f;
-        pk.path = fl.path_data;
+        // ECMP tests the config only: `npaths` is on a line of the flow this path never reads.
+        pk.path = if self.cfg.load_balance == LoadBalance::Ecmp {
+            fl.path_data
+        } else {
+            crate::packet::lb::pick(self.cfg.load_balance, fl, self.now, &self.paths, &self.ports)
+        };
         pk.seq = fl.snd_nxt;
         // At most `mtu` payload bytes: `new` checked that a full packet fits.
         pk.size = (payload + hdr) as u16;

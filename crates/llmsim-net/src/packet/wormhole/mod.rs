@@ -468,6 +468,11 @@ impl Engine {
     /// `PacketError::Config` naming a knob out of range, or when a flow has already started.
     pub fn set_wormhole(&mut self, cfg: WormholeConfig) -> Result<(), PacketError> {
         cfg.validate().map_err(PacketError::Config)?;
+        if cfg.fast_forward {
+            let mut c = self.cfg.clone();
+            c.wormhole = cfg;
+            crate::packet::engine::check_load_balance(&c)?;
+        }
         if self.flows.iter().any(|f| f.started) {
             return Err(PacketError::Config("wormhole knobs must be set before any flow starts".into()));
         }
