@@ -11,8 +11,10 @@
 //! per-QP [`CcState`] enum and the dispatch, all static (a `match`, no trait objects).
 //!
 //! Adding an algorithm: a new file here with a type implementing `CongestionControl`, its `mod`
-//! line and one entry in `registry!`. Parameters it shares with ns-3's `config.txt` go in
-//! `PacketConfig` (and `ns3.rs`'s key table).
+//! line and one entry in `registry!`; scenarios (`network.cc`), ns-3's `CC_MODE` and the schema
+//! pick it up from the registry (regenerate `docs/reference` with `cargo run -p llmsim-cli --
+//! schema --out docs/reference`). New tunables go in `PacketConfig` (and `ns3.rs`'s key table);
+//! state a memo hit must carry over goes in `memo::CcSnap`, whose record format is shared.
 
 mod dcqcn;
 mod dctcp;
@@ -137,6 +139,7 @@ macro_rules! registry {
             impl $ty {
                 /// Its state in `cc` (built by `new`: the variant matches).
                 #[inline]
+                #[allow(dead_code, reason = "a stateless algorithm never reads its state")]
                 fn state_of(cc: &mut CcState) -> &mut Self {
                     match cc {
                         CcState::$variant(s) => s,
