@@ -7,13 +7,19 @@
 # Usage: bench/ns3_speed.sh [reference_dir] [ccs] [runs]   (default ../shared/reference/ns3 "dcqcn hp" 1)
 # With runs > 1 every run is repeated and the row gives the median wall time (min..max after it)
 # and the largest peak RSS: the machines are shared, one run is noisy.
+# LLMSIM=path/to/llmsim times that binary (e.g. a build of the commit before a change, for paired
+# before/after runs) instead of building this checkout; the build honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
 ccs=${2:-"dcqcn hp"}
 runs=${3:-1}
-cargo build --release -q -p llmsim-cli
-bin=$PWD/target/release/llmsim
+if [[ -n ${LLMSIM:-} ]]; then
+  bin=$(realpath "$LLMSIM")
+else
+  cargo build --release -q -p llmsim-cli
+  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/inputs"

@@ -120,6 +120,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         backend: args.backend,
         cc: args.cc,
         fast_forward: None,
+        ..NetworkSpec::default()
     };
     let mut net = spec.build(topo.clone(), args.topo.seed)?;
     let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -39,13 +39,11 @@ const UNCONTENDED_WINDOW: usize = 3;
 /// a DP-step-and-all-to-all transient that 8 samples outlast (1.7 M against 2.6 M packet events
 /// on H100, 1.0 M against 1.6 M on A100, the same error); DCQCN with 4 takes its timer-driven
 /// transients for steady state (0.22% against 0.006-0.008% mean transfer error, and more events).
-/// TIMELY and DCTCP were not measured on these workloads and keep 8.
+/// TIMELY and DCTCP were not measured on these workloads and keep 8. Each algorithm's value is
+/// its `FF_WINDOW` in the packet engine's registry (`cc/<name>.rs`).
 #[must_use]
 pub fn default_window(cc: llmsim_net::packet::CcMode) -> usize {
-    match cc {
-        llmsim_net::packet::CcMode::Hpcc => 4,
-        _ => 8,
-    }
+    cc.fast_forward_window()
 }
 
 pub use batch::Shared;

@@ -202,6 +202,21 @@ impl std::fmt::Display for Backend {
     }
 }
 
+/// `network.load_balance`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadBalanceSpec {
+    /// One path per flow by its hash (ns-3's ECMP). Default.
+    #[default]
+    Ecmp,
+    /// Per packet, round robin over the flow's equal-cost paths.
+    Spray,
+    /// A new path after the flow has been idle for `flowlet_gap`.
+    Flowlet,
+    /// Per packet, the path whose first switch egress queue holds the fewest bytes.
+    Adaptive,
+}
+
 /// `network:`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -209,11 +224,21 @@ pub struct NetworkSpec {
     /// analytical | flow | packet. Default flow.
     #[serde(default)]
     pub backend: Backend,
-    /// Congestion control on the packet backend: dcqcn | hpcc | timely | dctcp, with the
-    /// parameters of the HPCC ns-3 experiments (`run.py`). Default dcqcn. Ignored by the other
-    /// backends.
+    /// Congestion control on the packet backend: one of the packet engine's registered
+    /// algorithms (dcqcn | hpcc | timely | dctcp), with the parameters of the HPCC ns-3
+    /// experiments (`run.py`). Default dcqcn. Ignored by the other backends.
     #[serde(default)]
     pub cc: CcMode,
+    /// How the packet backend spreads a flow's data packets over equal-cost paths: ecmp (one
+    /// path per flow by its hash, as ns-3) | spray (per packet, round robin) | flowlet (a new
+    /// path after an idle gap of `flowlet_gap`) | adaptive (per packet, the path whose first
+    /// switch egress queue is shortest). Default ecmp. Reordered packets are repaired by RoCE
+    /// go-back-N. Not with `fast_forward`. Ignored by the other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balance: Option<LoadBalanceSpec>,
+    /// Idle gap that starts a new flowlet under `load_balance: flowlet` (default 100us).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flowlet_gap: Option<SimTime>,
     /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
     /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,6 +263,14 @@ impl NetworkSpec {
                 let mut cfg = PacketConfig {
                     seed,
                     ..PacketConfig::ns3_defaults(cc)
+                };
+                cfg.load_balance = match self.load_balance.unwrap_or_default() {
+                    LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
+                    LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
+                    LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
+                        gap: self.flowlet_gap.unwrap_or(SimTime::from_us(100)),
+                    },
+                    LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
                 };
                 let ff = self.fast_forward.as_ref();
                 if let Some(ff) = ff {

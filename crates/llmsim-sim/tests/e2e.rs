@@ -361,6 +361,35 @@ output: { flows: false }
     assert!(m.contains("network") && m.contains("dcqcn"), "{m}");
 }
 
+#[test]
+fn the_packet_backend_runs_scenarios_with_each_load_balancing_policy() {
+    let yaml = "
+model: { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 1024, vocab_size: 128, gated_mlp: false }
+training: { seq_length: 512, micro_batch_size: 1, global_batch_size: 4 }
+parallel: { tp: 1, pp: 1 }
+cluster: { gpu: H100, gpus: 4, gpus_per_node: 2, topology: { kind: rail-fat-tree, nic: { bandwidth: 100Gbps } } }
+output: { flows: false }
+";
+    let base = run(&scenario(yaml, &["network.backend=analytical"]), RunOptions::default())
+        .report
+        .iteration_time_s;
+    for lb in ["ecmp", "spray", "flowlet", "adaptive"] {
+        let o = run(
+            &scenario(yaml, &["network.backend=packet", &format!("network.load_balance={lb}")]),
+            RunOptions::default(),
+        );
+        let it = o.report.iteration_time_s;
+        assert!(it >= base && it < base * 2.0, "{lb}: packet {it} s against analytical {base} s");
+    }
+    let bad = Scenario::from_yaml(
+        "model: gpt3-13b\nnetwork: { backend: packet, load_balance: random }\n",
+        &[],
+        Path::new("."),
+    );
+    let m = bad.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(m.contains("load_balance") && m.contains("spray"), "{m}");
+}
+
 /// A small tensor-parallel scenario on 8 GPUs of one node, for the custom GPU tests.
 const CUSTOM_BASE: &str = "
 model: { hidden_size: 4096, num_hidden_layers: 4, num_attention_heads: 32, intermediate_size: 16384, vocab_size: 32000 }

@@ -4,68 +4,8 @@
 
 use llmsim_core::SimTime;
 
-/// Congestion control run by every QP (`CC_MODE` in ns-3); `network.cc` of a scenario, with the
-/// parameters of the HPCC ns-3 experiments (`run.py`), and `--cc` of `llmsim collective`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum CcMode {
-    /// DCQCN, Mellanox timer variant (`CC_MODE 1`). Default.
-    #[default]
-    Dcqcn,
-    /// HPCC with INT (`CC_MODE 3`).
-    Hpcc,
-    /// TIMELY (`CC_MODE 7`).
-    Timely,
-    /// Rate-based DCTCP (`CC_MODE 8`).
-    Dctcp,
-    /// Line rate, no reaction (any other mode; still paced, windowed, lossless). Only from an
-    /// ns-3 `config.txt`: not a scenario or command-line value.
-    #[serde(skip)]
-    #[cfg_attr(feature = "clap", value(skip))]
-    None,
-}
-
-impl CcMode {
-    /// ns-3's `CC_MODE` number.
-    pub fn ns3_mode(self) -> u32 {
-        match self {
-            CcMode::Dcqcn => 1,
-            CcMode::Hpcc => 3,
-            CcMode::Timely => 7,
-            CcMode::Dctcp => 8,
-            CcMode::None => 0,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            CcMode::Dcqcn => "dcqcn",
-            CcMode::Hpcc => "hpcc",
-            CcMode::Timely => "timely",
-            CcMode::Dctcp => "dctcp",
-            CcMode::None => "none",
-        }
-    }
-    /// Parses `dcqcn|hpcc|timely|dctcp|none`.
-    pub fn parse(s: &str) -> Option<CcMode> {
-        Some(match s.to_ascii_lowercase().as_str() {
-            "dcqcn" => CcMode::Dcqcn,
-            "hpcc" | "hp" => CcMode::Hpcc,
-            "timely" => CcMode::Timely,
-            "dctcp" => CcMode::Dctcp,
-            "none" => CcMode::None,
-            _ => return None,
-        })
-    }
-    /// Bytes of the INT field carried by data packets and ACKs (`IntHeader::GetStaticSize`).
-    pub fn int_bytes(self) -> u32 {
-        match self {
-            CcMode::Hpcc => 42,
-            CcMode::Timely => 8,
-            _ => 0,
-        }
-    }
-}
+pub use super::cc::CcMode;
+pub use super::lb::LoadBalance;
 
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -161,6 +101,8 @@ pub struct PacketConfig {
     // DCTCP
     pub dctcp_rate_ai_bps: u64,
     /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
+    /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
+    pub load_balance: LoadBalance,
     pub wormhole: WormholeConfig,
 }
 
@@ -303,6 +245,7 @@ impl Default for PacketConfig {
             timely_t_high_ns: 500_000,
             timely_min_rtt_ns: 20_000,
             dctcp_rate_ai_bps: 1_000_000_000,
+            load_balance: LoadBalance::Ecmp,
             wormhole: WormholeConfig::default(),
         }
     }
@@ -315,37 +258,7 @@ impl PacketConfig {
             cc,
             ..PacketConfig::default()
         };
-        match cc {
-            CcMode::Dcqcn | CcMode::None => {}
-            CcMode::Hpcc => {
-                c.rate_ai_bps = 40_000_000;
-                c.rate_hai_bps = 40_000_000;
-                c.has_win = true;
-                c.var_win = true;
-                c.fast_react = true;
-                c.int_multi = 4;
-                c.ack_high_prio = false;
-            }
-            CcMode::Timely => {
-                c.rate_ai_bps = 100_000_000;
-                c.rate_hai_bps = 500_000_000;
-            }
-            CcMode::Dctcp => {
-                c.ewma_gain = 1.0 / 16.0;
-                c.rate_ai_bps = 10_000_000;
-                c.rate_hai_bps = 10_000_000;
-                c.dctcp_rate_ai_bps = 615_000_000;
-                c.has_win = true;
-                c.var_win = true;
-                c.ack_high_prio = false;
-                for e in &mut c.ecn_map {
-                    let k = e.rate_bps / 100_000_000_000 * 300_000;
-                    e.kmin_bytes = k;
-                    e.kmax_bytes = k;
-                    e.pmax = 1.0;
-                }
-            }
-        }
+        cc.apply_ns3_defaults(&mut c);
         c
     }
 

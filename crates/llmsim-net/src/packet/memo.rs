@@ -17,7 +17,7 @@
 //! - **Value:** the transient's duration up to steady state, and per flow the bytes it moved,
 //!   its steady rate and its congestion-control state at that point. Episodes that end in a
 //!   completion instead (short flows) are stored under a second key, the graph with every
-//!   flow's bytes left: the stretch from a checkpoint to the completion (`wormhole.rs`).
+//!   flow's bytes left: the stretch from a checkpoint to the completion (`wormhole/episodes.rs`).
 //! - **Database:** in memory, saved to and loaded from SQLite (`wormhole_memo` table) so runs of
 //!   a sweep share it. Entries carry a context hash (the packet config that shapes the dynamics:
 //!   CC parameters, MTU, buffers, θ, l, the sample interval; not the seed) and are only used

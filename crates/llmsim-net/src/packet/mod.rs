@@ -5,7 +5,8 @@
 //!   and go-back-N, ACK queue first then round robin over ready QPs, ECN echo), switches with a
 //!   shared-buffer MMU (per-ingress reserve, headroom, dynamic PFC threshold, PAUSE/RESUME), ECN
 //!   marking at dequeue, 8 priority queues, store-and-forward links, ECMP.
-//! - Congestion control (`cc.rs`): DCQCN, HPCC, TIMELY, DCTCP.
+//! - Congestion control (`cc/`, one file per algorithm behind a static registry): DCQCN, HPCC,
+//!   TIMELY, DCTCP.
 //! - [`ns3`]: readers for ns-3's `config.txt`, topology and flow files, and its output formats.
 //! - [`PacketNetwork`]: the engine behind the [`crate::Network`] trait.
 
@@ -15,14 +16,17 @@ mod at;
 mod cc;
 pub mod config;
 mod engine;
+mod events;
+mod lb;
 mod memo;
 pub mod ns3;
 mod ns3rng;
 mod queue;
 mod route;
+mod tables;
 mod wormhole;
 
-pub use config::{CcMode, EcnThresholds, PacketConfig, Routing, WormholeConfig};
+pub use config::{CcMode, EcnThresholds, LoadBalance, PacketConfig, Routing, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};

@@ -329,20 +329,18 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
             _ => unreachable!("key listed in KNOWN_KEYS: {key}"),
         }
     }
-    let (cc_line, mode) = cc_mode.ok_or_else(|| perr(file, 0, "CC_MODE is missing (1 DCQCN, 3 HPCC, 7 TIMELY, 8 DCTCP)".into()))?;
-    p.cc = match mode {
-        1 => CcMode::Dcqcn,
-        3 => CcMode::Hpcc,
-        7 => CcMode::Timely,
-        8 => CcMode::Dctcp,
-        m => {
-            return Err(perr(
-                file,
-                cc_line,
-                format!("CC_MODE {m} is not supported; use 1 (DCQCN), 3 (HPCC), 7 (TIMELY) or 8 (DCTCP)"),
-            ));
-        }
+    let modes = || {
+        let list: Vec<String> = CcMode::ALL
+            .iter()
+            .map(|c| format!("{} {}", c.ns3_mode(), c.name().to_uppercase()))
+            .collect();
+        list.join(", ")
     };
+    let (cc_line, mode) = cc_mode.ok_or_else(|| perr(file, 0, format!("CC_MODE is missing ({})", modes())))?;
+    p.cc = u32::try_from(mode)
+        .ok()
+        .and_then(CcMode::from_ns3_mode)
+        .ok_or_else(|| perr(file, cc_line, format!("CC_MODE {mode} is not supported; use one of: {}", modes())))?;
     if seen_ecn_map {
         let mut map = Vec::new();
         for &(r, kx) in &kmax {

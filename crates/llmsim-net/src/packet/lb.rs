@@ -1,0 +1,83 @@
+//! Load balancing of a flow's data packets across equal-cost paths (`PacketConfig::load_balance`).
+//!
+//! Under `Ecmp` (the default, and ns-3's behaviour) a flow has one path, picked by its hash. The
+//! other policies give the flow up to `MAX_PATHS` distinct equal-cost data paths, found at
+//! `add_flow` by routing with `MAX_PATHS * 4` derived hashes through the topology's rule, and pick
+//! one per data packet when it is made:
+//! - `Spray`: round robin over the paths, packet by packet;
+//! - `Flowlet`: the next path once the flow has been idle for `gap` (a flowlet boundary);
+//! - `Adaptive`: the path whose first switch egress (the source ToR's uplink) holds the fewest
+//!   queued bytes, the first such in path order on a tie.
+//!
+//! ACKs keep the flow's one ACK path. Packets of one flow may then arrive out of order; the
+//! receiver is RoCE's go-back-N: a NACK for the expected byte, and the sender resends from it.
+
+use llmsim_core::SimTime;
+
+use super::tables::{Flow, Port};
+
+/// Most data paths a flow keeps under a policy other than `Ecmp`.
+pub(crate) const MAX_PATHS: usize = 16;
+
+/// How a flow's data packets are spread over equal-cost paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LoadBalance {
+    /// One path per flow by its hash (ns-3's per-flow ECMP). Default.
+    #[default]
+    Ecmp,
+    /// Per packet, round robin over the flow's equal-cost paths.
+    Spray,
+    /// A new path after the flow has been idle for `gap`.
+    Flowlet { gap: SimTime },
+    /// Per packet, the path whose first switch egress queue holds the fewest bytes.
+    Adaptive,
+}
+
+impl LoadBalance {
+    /// Its name in scenarios (`ecmp | spray | flowlet | adaptive`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadBalance::Ecmp => "ecmp",
+            LoadBalance::Spray => "spray",
+            LoadBalance::Flowlet { .. } => "flowlet",
+            LoadBalance::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// The offset in `paths` of the data path flow `fl`'s next packet takes (`now`: ps). `paths`:
+/// the engine's path table; `ports`: its egress ports (for `Adaptive`).
+#[inline]
+pub(crate) fn pick(lb: LoadBalance, fl: &mut Flow, now: u64, paths: &[u32], ports: &[Port]) -> u32 {
+    let n = u32::from(fl.npaths);
+    if n <= 1 {
+        return fl.path_data;
+    }
+    let len = (fl.path_ack - fl.path_data) / n;
+    let k = match lb {
+        LoadBalance::Ecmp => 0,
+        LoadBalance::Spray => {
+            let k = u32::from(fl.path_idx);
+            fl.path_idx = ((k + 1) % n) as u8;
+            k
+        }
+        LoadBalance::Flowlet { gap } => {
+            // `last_tx` holds the time plus one (0: no packet yet).
+            if fl.last_tx != 0 && now + 1 - fl.last_tx > gap.as_ps() {
+                fl.path_idx = ((u32::from(fl.path_idx) + 1) % n) as u8;
+            }
+            fl.last_tx = now + 1;
+            u32::from(fl.path_idx)
+        }
+        LoadBalance::Adaptive => {
+            // Link 1 of a data path: the source ToR's egress (link 0 is the host's own).
+            let at = |k: u32| (fl.path_data + k * len + 1) as usize;
+            if len < 2 {
+                0
+            } else {
+                (0..n).min_by_key(|&k| ports[paths[at(k)] as usize].total).unwrap_or(0)
+            }
+        }
+    };
+    fl.path_data + k * len
+}

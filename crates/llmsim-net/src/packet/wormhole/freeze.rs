@@ -1,0 +1,423 @@
+//! Freeze and resume: a steady partition's events parked and its flows fast-forwarded at their
+//! measured rates, the watchdog, adding flows to a frozen slot, and the resume that moves every
+//! flow, queued packet and parked event past the skipped interval.
+
+use super::*;
+
+impl Engine {
+    /// A flow of twin slot `s` finished: the links none of its running flows uses thaw, so other
+    /// flows can use them. Their parked events go back to the queue and their ports' clocks move
+    /// on, both by the time the slot has been frozen, as a resume would.
+    pub(super) fn ww_slot_shrink(&mut self, w: &mut Wormhole, s: u32) {
+        let si = s as usize;
+        // Mark the links the slot's running flows use (no allocation: this runs at every
+        // completion of a mirrored leader flow, for each twin).
+        for &f in &w.slots[si].flows {
+            if !self.flows[f as usize].done {
+                for i in flow_links(self, f as usize) {
+                    w.link_mark[self.paths[i] as usize] = true;
+                }
+            }
+        }
+        let split = (!w.slots[si].links.iter().all(|&l| w.link_mark[l as usize])).then(|| {
+            let (gone, kept): (Vec<u32>, Vec<u32>) = w.slots[si].links.iter().partition(|&&l| !w.link_mark[l as usize]);
+            (gone, kept)
+        });
+        for &l in &w.slots[si].links {
+            w.link_mark[l as usize] = false;
+        }
+        let Some((gone, kept)) = split else { return };
+        let t0 = w.slots[si].t0;
+        let d = (self.now - t0).div_ceil(1000) * 1000;
+        for &l in &gone {
+            w.link_slot[l as usize] = NONE;
+            self.ww_shift_port_clocks(l, t0, d);
+        }
+        // The parked events of the thawed links (they belong to no slot now) go back.
+        let parked = std::mem::take(&mut w.slots[si].parked);
+        let mut keep = Vec::with_capacity(parked.len());
+        for (t, seq, e) in parked {
+            if w.owner(&self.nics, &self.pkts, e) == s {
+                keep.push((t, seq, e));
+            } else {
+                self.events.push_seq(t + d, seq, e);
+            }
+        }
+        w.slots[si].parked = keep;
+        w.slots[si].links = kept;
+        self.ww_kick_stray_ports(&gone);
+    }
+
+    /// Thawing link `l` of a slot frozen at `t0` for `d`: its port's busy time and, on a host's
+    /// link, the NIC's pending wake-up move on by `d`.
+    pub(super) fn ww_shift_port_clocks(&mut self, l: u32, t0: u64, d: u64) {
+        let li = l as usize;
+        if self.ports[li].busy_until > t0 {
+            self.ports[li].busy_until += d;
+        }
+        let src = self.ports[li].src;
+        if src < self.topo.num_hosts()
+            && let Some(t) = self.nics[src as usize].next_send.as_mut()
+        {
+            *t += d;
+        }
+    }
+
+    /// Thawed switch ports left with packets and nothing scheduled (a stray packet queued while
+    /// frozen) start sending.
+    pub(super) fn ww_kick_stray_ports(&mut self, links: &[u32]) {
+        for &k in links {
+            let ki = k as usize;
+            let pt = &self.ports[ki];
+            if !pt.busy && pt.total > 0 && self.ports[ki].src >= self.topo.num_hosts() {
+                self.switch_send(k);
+            }
+        }
+    }
+
+    /// The base round trip of flow `f`'s own path (its `base_rtt_ns` is the network's largest
+    /// under ns-3's `GLOBAL_T`, which is what the CC uses, not what its window in flight spans).
+    pub(super) fn own_rtt_ns(&self, f: u32) -> u64 {
+        let fl = &self.flows[f as usize];
+        self.path_rtt(&self.paths[fl.path_data as usize..fl.path_ack as usize]).0
+    }
+
+    /// A flow's payload rate cap: full packets back to back on its bottleneck link, at the
+    /// engine's own serialization time (whole nanoseconds under `ns_resolution`, as ns-3: 1048
+    /// bytes take 20 ns at 400 Gbit/s, not 20.96), so never faster than the packets could go.
+    pub(super) fn payload_cap(&self, f: u32) -> f64 {
+        let fl = &self.flows[f as usize];
+        let rate = self.paths[fl.path_data as usize..fl.path_ack as usize]
+            .iter()
+            .map(|&k| self.link_rate[k as usize])
+            .min()
+            .unwrap_or(0);
+        let tx = self.tx_ps(self.cfg.mtu + self.hdr_bytes, rate);
+        if tx == 0 {
+            return 0.0;
+        }
+        f64::from(self.cfg.mtu) * 8.0 / (tx as f64 * 1e-12)
+    }
+
+    /// R̂ (eq. 7) of flow `f` over its last `nsamples` samples, capped at its payload rate.
+    pub(super) fn steady_rate(&self, w: &Wormhole, f: u32, nsamples: usize) -> f64 {
+        let mean = window_estimate(last_samples(w, f as usize, nsamples), w.cfg.theta).1;
+        mean.min(self.payload_cap(f))
+    }
+
+    /// The last stretch of flow `f` left to packets at rate `r`: a few chunks and GUARD_RTTS
+    /// base RTTs at `r` (the in-flight data is already below `max_sent`), so the flow finishes
+    /// through the packet path with its ACK clock running.
+    pub(super) fn guard_bytes(&self, f: u32, r: f64) -> u64 {
+        let unit = chunk_unit(self.cfg.chunk, u64::from(self.cfg.mtu));
+        let guard_ps = GUARD_RTTS * self.own_rtt_ns(f) * 1000;
+        (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit
+    }
+
+    /// Bytes flow `f` has left to move before the stretch left to packets at rate `r` (`None`:
+    /// it is already inside that stretch).
+    pub(super) fn room_bytes(&self, f: u32, r: f64) -> Option<u64> {
+        let fl = &self.flows[f as usize];
+        fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r))
+    }
+
+    /// How long flow `f` can run at `r` after moving `ahead` more bytes before it reaches the
+    /// stretch left to packets (`None`: it reaches it first).
+    pub(super) fn steady_room_ps(&self, f: u32, r: f64, ahead: u64) -> Option<u64> {
+        let room = self.room_bytes(f, r)?.checked_sub(ahead)?;
+        let t = room as f64 * 8.0 / r * 1e12;
+        Some(if t.is_finite() { t as u64 } else { 0 })
+    }
+
+    /// Freezes a steady partition made of `flows` (steady over their last `nsamples` samples),
+    /// if its planned skip is worth it.
+    pub(super) fn ww_freeze(&mut self, w: &mut Wormhole, flows: Vec<u32>, nsamples: usize) {
+        let iv = w.cfg.sample_interval.as_ps();
+        let rates: Vec<f64> = flows.iter().map(|&f| self.steady_rate(w, f, nsamples)).collect();
+        let mut skip_ps = u64::MAX;
+        for (k, &f) in flows.iter().enumerate() {
+            skip_ps = skip_ps.min(self.steady_room_ps(f, rates[k], 0).unwrap_or(0));
+        }
+        if skip_ps < 2 * iv {
+            return;
+        }
+        self.ww_freeze_slot(w, flows, rates, skip_ps / 1000 * 1000, None);
+    }
+
+    /// Parks the events of `flows`' links and schedules their resume `skip_ps` from now.
+    pub(super) fn ww_freeze_slot(
+        &mut self,
+        w: &mut Wormhole,
+        flows: Vec<u32>,
+        rates: Vec<f64>,
+        skip_ps: u64,
+        plan: Option<MemoPlan>,
+    ) -> u32 {
+        let mut links = Vec::new();
+        for &f in &flows {
+            for i in flow_links(self, f as usize) {
+                links.push(self.paths[i]);
+            }
+        }
+        links.sort_unstable();
+        links.dedup();
+        let s = match w.slots.iter().position(|x| !x.live) {
+            Some(s) => s,
+            None => {
+                w.slots.push(Frozen::default());
+                w.slots.len() - 1
+            }
+        };
+        for &k in &links {
+            w.link_slot[k as usize] = s as u32;
+        }
+        for &f in &flows {
+            w.flow_slot[f as usize] = s as u32;
+        }
+        let mut parked = std::mem::take(&mut w.slots[s].parked);
+        parked.clear();
+        self.ww_extract(w, s as u32, &mut parked);
+        let slot = &mut w.slots[s];
+        slot.live = true;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.t0 = self.now;
+        slot.resume_at = self.now + skip_ps;
+        slot.links = links;
+        slot.flows = flows;
+        slot.rates = rates;
+        slot.parked = parked;
+        slot.plan = plan;
+        slot.twin = None;
+        slot.mirror = false;
+        slot.finish.clear();
+        slot.watched = skip_ps >= TWIN_MAX_PS;
+        let g = slot.generation;
+        w.stats.freezes += 1;
+        if skip_ps < TWIN_MAX_PS {
+            self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
+        } else if w.watchdog == u64::MAX {
+            w.watchdog = self.now + skip_ps;
+            self.schedule(w.watchdog, ev(EV_RESUME, WATCHDOG, 0));
+        }
+        s as u32
+    }
+
+    /// The watchdog: resumes the watched slots whose deadline has come (a twin no leader
+    /// resolved), and queues itself again for the next deadline.
+    #[cold]
+    pub(super) fn ww_watchdog(&mut self, w: &mut Wormhole) {
+        w.watchdog = u64::MAX;
+        let mut next = u64::MAX;
+        for s in 0..w.slots.len() {
+            let sl = &w.slots[s];
+            if !(sl.live && sl.watched) {
+                continue;
+            }
+            if sl.resume_at <= self.now {
+                self.ww_resume(w, s as u32);
+            } else {
+                next = next.min(sl.resume_at);
+            }
+        }
+        if next != u64::MAX {
+            w.watchdog = next;
+            self.schedule(next, ev(EV_RESUME, WATCHDOG, 0));
+        }
+    }
+
+    /// Moves the queued events that belong to slot `s` (its links' packets and transmissions,
+    /// its NICs' wake-ups, its flows' CC timers) into `out`.
+    pub(super) fn ww_extract(&mut self, w: &Wormhole, s: u32, out: &mut Vec<(u64, u64, u64)>) {
+        let (nics, pkts) = (&self.nics, &self.pkts);
+        self.events.extract(|e| w.owner(nics, pkts, e) == s, out);
+    }
+
+    /// Freezes `flows` (just started) into mirrored twin slot `s`, frozen since `t0`: their
+    /// links join the slot and their queued events are parked. A resume shifts every time of
+    /// the slot by how long it was frozen, so what these flows scheduled after `t0` is parked
+    /// that much earlier (and their pacing clocks set back), to land at the right time then.
+    pub(super) fn ww_slot_add(&mut self, w: &mut Wormhole, s: u32, flows: &[u32]) {
+        let si = s as usize;
+        let back = self.now - w.slots[si].t0;
+        let mut links = Vec::new();
+        for &f in flows {
+            w.flow_slot[f as usize] = s;
+            for i in flow_links(self, f as usize) {
+                let l = self.paths[i];
+                if w.link_slot[l as usize] != s {
+                    links.push(l);
+                }
+            }
+        }
+        links.sort_unstable();
+        links.dedup();
+        for &l in &links {
+            w.link_slot[l as usize] = s;
+            let pt = &mut self.ports[l as usize];
+            if pt.busy_until > self.now {
+                pt.busy_until -= back;
+            }
+        }
+        let mut fresh = Vec::new();
+        self.ww_extract(w, s, &mut fresh);
+        for &f in flows {
+            let fl = &mut self.flows[f as usize];
+            fl.next_avail = fl.next_avail.saturating_sub(back);
+        }
+        let slot = &mut w.slots[si];
+        slot.parked.extend(fresh.into_iter().map(|(t, q, e)| (t - back, q, e)));
+        slot.links.extend_from_slice(&links);
+        slot.flows.extend_from_slice(flows);
+        slot.rates.resize(slot.flows.len(), 0.0);
+    }
+
+    /// Ends the skip of slot `s` now: advances its flows, shifts its times, re-queues its events.
+    pub(super) fn ww_resume(&mut self, w: &mut Wormhole, s: u32) {
+        let si = s as usize;
+        let t0 = w.slots[si].t0;
+        if let Some(t) = w.slots[si].twin.take() {
+            let (plan, rates) = self.twin_plan(&t, t0);
+            w.slots[si].plan = Some(plan);
+            w.slots[si].rates = rates;
+        }
+        let d = (self.now - t0).div_ceil(1000) * 1000;
+        // The skip ran to its planned end (not cut short by an arrival: a skip-back).
+        let planned = self.now >= w.slots[si].resume_at;
+        let d_ns = d / 1000;
+        let d_s = d as f64 * 1e-12;
+        let mtu = u64::from(self.cfg.mtu);
+        let unit = chunk_unit(self.cfg.chunk, mtu);
+        let generation = w.slots[si].generation;
+        let slot = std::mem::replace(
+            &mut w.slots[si],
+            Frozen {
+                generation,
+                ..Frozen::default()
+            },
+        );
+        // Bytes each flow moved during the skip.
+        let mut moved = Vec::with_capacity(slot.flows.len());
+        let rtt_ns: Vec<u64> = slot.flows.iter().map(|&f| self.own_rtt_ns(f)).collect();
+        let var_win = self.cfg.var_win;
+        for (k, &f) in slot.flows.iter().enumerate() {
+            let fl = &mut self.flows[f as usize];
+            let want = match &slot.plan {
+                // A completion replay froze at its checkpoint, windows in flight: linear.
+                Some(p) if p.completion => slot.rates[k] * d_s / 8.0,
+                Some(p) => {
+                    let (moved, r) = if d >= p.t_conv {
+                        (
+                            p.bytes[k] as f64 + slot.rates[k] * (d - p.t_conv) as f64 * 1e-12 / 8.0,
+                            slot.rates[k],
+                        )
+                    } else {
+                        (
+                            p.bytes[k] as f64 * d as f64 / p.t_conv as f64,
+                            p.bytes[k] as f64 * 8e12 / p.t_conv as f64,
+                        )
+                    };
+                    // The stored bytes are acknowledged ones, but the partition froze with its
+                    // own window in flight (none for flows that just started): count the
+                    // window the flow would have in flight by now as delivered, or it pays its
+                    // start-up round trip twice.
+                    let bdp = r * rtt_ns[k] as f64 * 1e-9 / 8.0;
+                    let window = match fl.window(var_win) {
+                        0 => bdp,
+                        w => (w as f64).min(bdp),
+                    };
+                    moved + (window - (fl.snd_nxt - fl.snd_una) as f64).max(0.0)
+                }
+                None => slot.rates[k] * d_s / 8.0,
+            };
+            let want = want as u64 / unit * unit;
+            let top = fl.max_sent.max(fl.snd_nxt);
+            let cap = (fl.size.saturating_sub(top) / unit).saturating_sub(1) * unit;
+            let b = want.min(cap);
+            fl.snd_nxt += b;
+            fl.snd_una += b;
+            fl.max_sent += b;
+            fl.rx_expected += b;
+            fl.last_nack += b;
+            if fl.nack_timer > 0 {
+                fl.nack_timer += d;
+            }
+            fl.next_avail += d;
+            fl.cc.fast_forward(b, d_ns);
+            self.stats.payload_delivered += b;
+            w.stats.skipped_bytes += b;
+            w.flow_slot[f as usize] = NONE;
+            if slot.rates[k] > 0.0 {
+                w.last_rate[f as usize] = slot.rates[k];
+            }
+            w.log.push(SkipRecord {
+                flow: f,
+                start: SimTime::from_ps(t0),
+                end: SimTime::from_ps(t0 + d),
+                rate_bps: slot.rates[k],
+                bytes: b,
+            });
+            moved.push((f, b));
+        }
+        moved.sort_unstable();
+        let shift_pkt = |e: &mut Engine, p: u32| {
+            let pk = &mut e.pkts[p as usize];
+            if pk.kind.is_pfc() {
+                return;
+            }
+            if let Ok(k) = moved.binary_search_by_key(&pk.flow, |&(f, _)| f) {
+                pk.seq += moved[k].1;
+                if e.cfg.cc.uses_send_ts() {
+                    e.ts[p as usize] += d_ns;
+                }
+                if e.cfg.cc.uses_int() {
+                    for h in &mut e.ints[p as usize] {
+                        *h = crate::packet::cc::int::shift_int_time(*h, d_ns);
+                    }
+                }
+            }
+        };
+        // Queued packets on the partition's ports and NICs' ACK queues.
+        for &k in &slot.links {
+            w.link_slot[k as usize] = NONE;
+            let ki = k as usize;
+            let queued: Vec<u32> = self.ports[ki].queues.iter().flat_map(|q| q.list.iter(&self.pkts)).collect();
+            for p in queued {
+                shift_pkt(self, p);
+            }
+            let src = self.ports[ki].src;
+            if src < self.topo.num_hosts() {
+                let acks: Vec<u32> = self.nics[src as usize].ackq.iter(&self.pkts).collect();
+                for p in acks {
+                    shift_pkt(self, p);
+                }
+            }
+            self.ww_shift_port_clocks(k, t0, d);
+        }
+        // Packets on the wire, then the parked events themselves.
+        for &(_, _, e) in &slot.parked {
+            if matches!(events::kind(e), EV_ARRIVE | EV_HOP) {
+                shift_pkt(self, events::op_b(e));
+            }
+        }
+        for &(t, seq, e) in &slot.parked {
+            self.events.push_seq(t + d, seq, e);
+        }
+        w.stats.skipped_ps += d;
+        for &(f, _) in &moved {
+            w.nsamp[f as usize] = 0;
+            w.last_una[f as usize] = self.flows[f as usize].snd_una;
+        }
+        self.ww_kick_stray_ports(&slot.links);
+        if let Some(p) = &slot.plan
+            && (p.completion || d >= p.t_conv || planned)
+        {
+            for (k, &f) in slot.flows.iter().enumerate() {
+                crate::packet::cc::restore(self, f, &p.cc[k]);
+            }
+        }
+        let mut slot = slot;
+        slot.parked.clear();
+        let keep = &mut w.slots[si];
+        keep.parked = slot.parked;
+    }
+}

@@ -1,0 +1,756 @@
+//! Wormhole steady-state fast-forwarding (Long et al., NSDI'26, §3 and §5), native to the engine.
+//!
+//! - **Partitions** (§3.1.1, App. B): union-find over the links (data and ACK paths) of the running
+//!   flows, recomputed at a sample tick after any flow started or finished.
+//! - **Steady state** (§5.1.2, eq. 6): every `sample_interval` each running flow samples its rate
+//!   (bytes acknowledged over the interval). A flow is steady when the last `l` samples satisfy
+//!   `(max - min) / mean < θ`; a partition when all its flows are.
+//! - **Fast-forward** (§5.3, §6.2): a steady partition is frozen at `t0`. Its pending events
+//!   (packet arrivals and transmissions on its links, NIC wake-ups, CC timers) leave the event
+//!   queue and are parked; its queues and their shared-buffer occupancy stay as they are, so the
+//!   other partitions see the same buffer. It resumes at the earliest interrupting event: a flow
+//!   that starts on one of its links (skip-back: the resume time moves to that start) or the
+//!   planned end, chosen so that no flow can finish inside the skip. On resume at `t0 + D`, each
+//!   flow has moved `B = R̂ · D` bytes (whole chunks; `R̂` the mean of its samples, capped at its
+//!   bottleneck's payload rate): sender and receiver sequence numbers, in-flight packets, CC
+//!   sequence marks shift by `B`, and every absolute time of the partition (parked events,
+//!   pacing, port busy times, packet and INT timestamps) by `D`. The rest of the flow runs packet
+//!   by packet; it finishes only through the packet path.
+//!
+//! - **Memoization** (§4, `memo.rs`; knob `memo`): when a partition's flow set changes (at the
+//!   instant of the start or finish, after every event of that instant), its flow-conflict
+//!   graph is built and looked up. A miss opens an episode; when the partition is next found
+//!   steady with the same flows, the episode's outcome is stored: its duration, and per flow the
+//!   bytes it moved, its steady rate and CC state. A hit freezes the partition at once with a
+//!   plan of two legs: the stored transient (each flow moves its stored bytes in the stored
+//!   time), then the steady rates. On resume past the transient each flow takes the stored CC
+//!   state (rate, DCQCN α/target/stage and timers, HPCC U/stage, TIMELY/DCTCP estimators); a
+//!   skip-back inside the transient moves the stored bytes pro rata and keeps the flow's own CC
+//!   state. A flow too short for the stored transient ends the skip inside it, pro rata, where
+//!   its last stretch is left to packets, and the flows take the stored CC state at that
+//!   planned resume; the hit is refused (counted a miss) if that cut would come before 90% of
+//!   the transient (`PRO_RATA_MIN`). Flows that just started have no window in flight at the
+//!   freeze: on resume what they would have in flight by then (their own path's RTT at the
+//!   rate) counts as delivered.
+//! - **Episodes that end in a completion** (a short flow never looks steady): a lone flow's
+//!   episode notes where it stands at a checkpoint one base RTT in (its first window in
+//!   flight by then) and, at its completion, stores the stretch from there, keyed by the graph with the
+//!   bytes left at the episode's start. A lone flow starting with the same key runs on packets
+//!   to its checkpoint, then freezes and moves at the stored average rate until a round trip
+//!   and a few chunks before the stored completion; it takes the stored CC state on resume.
+//!   Contended partitions are not replayed this way (see `COMPLETION_MAX_FLOWS`).
+//! - **Mirrored twins** (one rail's share of an all-to-all or of a DP ring): when partitions
+//!   with the same canonical graph and the same flow sizes all start at one instant with fresh
+//!   flows, the first is simulated (the leader: on packets, fast-forwarded when steady, frozen on
+//!   a stored transient on a memo hit) and the others freeze at once. Each
+//!   flow of a twin finishes at the instant its leader counterpart does, with no packets of its
+//!   own; the twin's links thaw when its last flow is done. A flow that joins the leader's
+//!   partition, or arrives on a twin's links, ends the mirror: the twin resumes on packets where
+//!   its leader stands (as a deferred twin does, below). Flows that start on a leader's and on
+//!   each twin's partition at the same instant, matching flow by flow on corresponding links,
+//!   join the mirror instead (a DP ring meeting a rail's all-to-all on every rail).
+//! - **Deferred twins**: identical partitions whose flow sets change at one instant without
+//!   being fresh (a flow of each ended together) look up once: the first simulates its
+//!   transient, the others freeze and take its outcome (or resume where it stands).
+//! - **Run entries**: a leader's run that nothing joined, from its fresh start to its last
+//!   completion, is stored (each flow's completion offset) under its graph weighted by the flow
+//!   sizes. A later fresh short partition with that key freezes at once and finishes each flow
+//!   at its stored offset; a flow arriving on its links resumes it on packets, each flow having
+//!   moved its bytes at its stored average rate.
+//! - **Joined runs**: a leader's history stays reproducible while only fresh flows join its
+//!   partition (an all-to-all starting on a rail while that rail's DP step runs): its state at
+//!   a join is then a function of its start key and of each join (the joining flows' sizes and
+//!   start offsets), whether it ran on packets or was replayed. Its run from the join to its
+//!   last completion is stored under that history (`join_key`); a leader meeting the same
+//!   history later freezes at the join and finishes each flow at its stored offset from it.
+//!
+//! Not done: link failures and rerouting (routes are static).
+
+use llmsim_core::SimTime;
+
+use super::PacketError;
+use super::config::WormholeConfig;
+use super::engine::Engine;
+use super::events::{
+    self, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_RESUME, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
+};
+use super::memo::{CcSnap, Fcg, FlowDesc, MemoDb, MemoFlow, MemoValue, fnv, mix};
+use super::tables::{Nic, Pkt};
+
+mod episodes;
+mod freeze;
+mod partition;
+mod twins;
+
+/// No slot, mirror or episode.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// Counters of the fast-forwarding of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WormholeStats {
+    /// Partitions frozen (steady episodes skipped).
+    pub freezes: u64,
+    /// Resumes earlier than planned because a flow started on a frozen partition (skip-back).
+    pub skip_backs: u64,
+    /// Sum over freezes of the skipped time (ps).
+    pub skipped_ps: u64,
+    /// Payload bytes moved by fast-forwarding instead of packets.
+    pub skipped_bytes: u64,
+    /// Rate-sample ticks run.
+    pub ticks: u64,
+    /// Memo lookups that skipped a transient.
+    pub memo_hits: u64,
+    /// Memo lookups that found nothing usable (the episode is then simulated).
+    pub memo_misses: u64,
+    /// Episodes stored in the memo database.
+    pub memo_inserts: u64,
+    /// Partitions that started together with an identical one and waited for its outcome
+    /// instead of simulating the same transient (each then counts as a hit, or as a miss when
+    /// that episode ended unsteady), or mirrored it to its completions (a hit when every flow
+    /// finished with its leader counterpart, a miss when an arrival ended the mirror first).
+    pub memo_deferred: u64,
+    /// Partitions recomputed from scratch (union-find over every running flow's links).
+    pub repartitions: u64,
+}
+
+/// One flow's fast-forward: from `start` to `end` at `rate_bps` (payload), `bytes` moved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SkipRecord {
+    pub flow: u32,
+    pub start: SimTime,
+    pub end: SimTime,
+    pub rate_bps: f64,
+    pub bytes: u64,
+}
+
+#[derive(Default)]
+struct Frozen {
+    live: bool,
+    generation: u32,
+    t0: u64,
+    resume_at: u64,
+    links: Vec<u32>,
+    flows: Vec<u32>,
+    /// Estimated rate of each flow of `flows` (payload bits/s).
+    rates: Vec<f64>,
+    /// Parked events: (time, seq, event).
+    parked: Vec<(u64, u64, u64)>,
+    /// A memo hit: the stored transient comes first.
+    plan: Option<MemoPlan>,
+    /// A deferred twin: frozen the instant it started, while an identical partition that
+    /// started with it records the transient they share.
+    twin: Option<Twin>,
+    /// The twin mirrors its leader to each completion (`Mirror`): a flow starting on its links
+    /// is checked against the leader's partition at the episode check, not a skip-back at once.
+    mirror: bool,
+    /// A run entry's replay: each flow's completion time (empty otherwise).
+    finish: Vec<u64>,
+    /// Frozen with no resume event of its own (a twin, a replay, until `TWIN_MAX_PS`): the
+    /// watchdog event stands in for it.
+    watched: bool,
+}
+
+/// The recording partition a deferred twin follows: its flows in the twin's flow order and
+/// their acknowledged bytes when both started.
+struct Twin {
+    leader: Vec<u32>,
+    una0: Vec<u64>,
+}
+
+/// How long a deferred twin stays frozen at most (its leader's episode ends far sooner, and
+/// always resolves it).
+const TWIN_MAX_PS: u64 = 10_000_000_000_000;
+/// The slot number of the watchdog's `EV_RESUME`: one event for the `TWIN_MAX_PS` deadlines of
+/// all watched slots, instead of one per freeze (each stayed in the queue, stale, until its
+/// time: thousands on an MoE run, scanned at every freeze).
+const WATCHDOG: u32 = MASK30 as u32;
+
+/// The stored transient of a memo hit, per flow of the frozen slot.
+struct MemoPlan {
+    t_conv: u64,
+    bytes: Vec<u64>,
+    cc: Vec<CcSnap>,
+    /// A replay of an episode that ended in a completion `t_conv` after the checkpoint where
+    /// the partition froze: each flow moves at its stored average rate over that stretch, with
+    /// its own window in flight and its own CC state.
+    completion: bool,
+}
+
+/// Base RTTs of data left to packets at the end of a skip.
+const GUARD_RTTS: u64 = 2;
+
+/// A memo hit whose stored transient outlasts a flow is taken only if the skip still covers
+/// this share of the transient (the rest is pro rata, see `ww_memo_freeze`).
+const PRO_RATA_MIN: f64 = 0.9;
+
+/// Partitions above this many flows are not memoized (graph search cost).
+const MEMO_MAX_FLOWS: usize = 64;
+/// A partition this much larger than `MEMO_MAX_FLOWS` is not repartitioned at an episode
+/// check when flows only left it (see `ww_episodes`).
+const SPLIT_DEFER_FLOWS: usize = 4 * MEMO_MAX_FLOWS;
+
+/// An episode opened by a miss, waiting for its partition to be steady.
+struct Episode {
+    live: bool,
+    t_s: u64,
+    hash: u64,
+    graph: Fcg,
+    /// Flows in the graph's (canonical) vertex order, and their acknowledged bytes at `t_s`.
+    flows: Vec<u32>,
+    una: Vec<u64>,
+    /// Checkpoint `delta` after `t_s` (one base RTT: the flows' first windows are in flight
+    /// by then): the time it was taken (0: not yet) and the acknowledged bytes then.
+    delta: u64,
+    t_check: u64,
+    una_check: Vec<u64>,
+    /// A replay waiting for its checkpoint: the stored completion time after it, per-flow bytes
+    /// and rates (canonical order).
+    replay: Option<(u64, Vec<MemoFlow>)>,
+    /// Deferred twins (frozen slot, its generation): identical partitions that started at
+    /// `t_s` and wait for this episode's outcome.
+    followers: Vec<(u32, u32)>,
+}
+
+/// Entries of episodes that ended in a completion live under their graph's hash mixed with
+/// this and their checkpoint delay (their graphs also weigh each flow by its bytes left).
+const COMPLETION_TAG: u64 = 0xC0;
+
+/// Episodes ending in a completion are replayed only for partitions of this many flows: a
+/// lone flow's run to its end is reproducible; contended ones (a DCQCN incast of short flows)
+/// replayed at their stored average rates ended 14-19% early in tests.
+const COMPLETION_MAX_FLOWS: usize = 1;
+
+/// A leader partition whose flows mirrored twins copy (`Engine::ww_episodes`).
+struct Mirror {
+    live: bool,
+    /// The leader's flows, in the twins' flow order.
+    leaders: Vec<u32>,
+    /// The twins: (frozen slot, its generation).
+    followers: Vec<(u32, u32)>,
+    /// The leader's run being recorded: from its fresh start, or from the last join.
+    record: Option<RunRecord>,
+    /// The key of the leader's history while it is reproducible: the run key of its fresh
+    /// start, then each join by fresh flows folded in (`join_key`). `None` once anything else
+    /// touched it (or for long partitions, which have no run key).
+    hist: Option<u64>,
+    /// Fresh flows joined the leader's partition at this episode check.
+    joined: bool,
+    /// When the leader started, and its flow-conflict graph then: twins start at that instant
+    /// with the same graph and the same sizes.
+    t_s: u64,
+    hash: u64,
+    graph: Fcg,
+}
+
+/// A run being recorded from `t_base` (its mirror's fresh start, or a join): its key, and each
+/// leader flow's completion offset from `t_base` (0: not yet).
+struct RunRecord {
+    t_base: u64,
+    hash: u64,
+    graph: Fcg,
+    /// The leader (index into `Mirror::leaders`) of each flow vertex of `graph`.
+    order: Vec<u32>,
+    finish: Vec<u64>,
+    /// Each leader flow's CC state when it finished.
+    cc: Vec<CcSnap>,
+}
+
+impl RunRecord {
+    /// A record from `t_base` of a mirror with `n` leaders, under key `(hash, graph)`.
+    fn new(t_base: u64, hash: u64, graph: Fcg, order: Vec<u32>, n: usize) -> RunRecord {
+        RunRecord {
+            t_base,
+            hash,
+            graph,
+            order,
+            finish: vec![0; n],
+            cc: vec![CcSnap::default(); n],
+        }
+    }
+}
+
+fn new_mirror(m: &mut Memo, leaders: Vec<u32>, t_s: u64, hash: u64, graph: Fcg, hist: Option<u64>) -> usize {
+    let mi = Mirror {
+        live: true,
+        leaders,
+        followers: Vec::new(),
+        record: None,
+        hist,
+        joined: false,
+        t_s,
+        hash,
+        graph,
+    };
+    let g = reuse_or_push(&mut m.mirrors, |x| !x.live, mi);
+    for &f in &m.mirrors[g].leaders {
+        m.mirror_of[f as usize] = g as u32;
+    }
+    g
+}
+
+/// Puts `x` in the first entry of `v` that `free` accepts, else at the end; returns its index.
+fn reuse_or_push<T>(v: &mut Vec<T>, free: impl Fn(&T) -> bool, x: T) -> usize {
+    match v.iter().position(free) {
+        Some(i) => {
+            v[i] = x;
+            i
+        }
+        None => {
+            v.push(x);
+            v.len() - 1
+        }
+    }
+}
+
+struct Memo {
+    db: MemoDb,
+    mirrors: Vec<Mirror>,
+    /// The mirror each running leader flow belongs to (`NONE`: none).
+    mirror_of: Vec<u32>,
+    context: u64,
+    /// Links a flow started or finished on since the last episode check.
+    touched: Vec<bool>,
+    touched_list: Vec<u32>,
+    check_pending: bool,
+    episodes: Vec<Episode>,
+    episode_of: Vec<u32>,
+    root_mark: Vec<bool>,
+    /// Mirrors that fresh flows joined at this episode check.
+    joined: Vec<u32>,
+}
+
+pub(crate) struct Wormhole {
+    cfg: WormholeConfig,
+    pub(crate) stats: WormholeStats,
+    tick_pending: bool,
+    /// Partitions must be recomputed (a flow started or finished).
+    dirty: bool,
+    /// A flow started since the last repartition (partitions may have merged; with only
+    /// finishes they can only have split).
+    merged: bool,
+    /// Flows in each partition (by root link) at the last repartition.
+    part_size: Vec<u32>,
+    /// Running flows (started, maybe done: pruned at each tick).
+    active: Vec<u32>,
+    last_una: Vec<u64>,
+    /// Each flow's latest measured rate (its last sample, or the rate a skip moved it at; 0
+    /// before its first): the rate an FCG vertex is weighed by.
+    last_rate: Vec<f64>,
+    /// Rate samples, `window` per flow (ring), and how many were taken since the last reset.
+    samples: Vec<f64>,
+    nsamp: Vec<u32>,
+    flow_slot: Vec<u32>,
+    link_slot: Vec<u32>,
+    /// Links a flow started or finished on since the last tick (their partitions restart sampling).
+    link_touched: Vec<bool>,
+    uf: Vec<u32>,
+    root: Vec<u32>,
+    slots: Vec<Frozen>,
+    scratch: Vec<(u32, u32)>,
+    /// When the watchdog event is due (`u64::MAX`: none queued).
+    watchdog: u64,
+    /// Scratch marks, one per link, all false between uses.
+    link_mark: Vec<bool>,
+    pub(crate) log: Vec<SkipRecord>,
+    memo: Option<Box<Memo>>,
+}
+
+impl Memo {
+    /// Stores an entry under this run's config context, counting it when it is new.
+    fn store(&mut self, stats: &mut WormholeStats, hash: u64, graph: Fcg, value: MemoValue) {
+        if self.db.insert(self.context, hash, graph, value) {
+            stats.memo_inserts += 1;
+        }
+    }
+}
+
+impl Wormhole {
+    pub(crate) fn new(e: &Engine) -> Wormhole {
+        let nl = e.link_rate.len();
+        Wormhole {
+            cfg: e.cfg.wormhole,
+            stats: WormholeStats::default(),
+            tick_pending: false,
+            dirty: false,
+            merged: false,
+            part_size: vec![0; nl],
+            active: Vec::new(),
+            last_una: Vec::new(),
+            last_rate: Vec::new(),
+            samples: Vec::new(),
+            nsamp: Vec::new(),
+            flow_slot: Vec::new(),
+            link_slot: vec![NONE; nl],
+            link_touched: vec![false; nl],
+            uf: (0..nl as u32).collect(),
+            root: Vec::new(),
+            slots: Vec::new(),
+            scratch: Vec::new(),
+            link_mark: vec![false; nl],
+            watchdog: u64::MAX,
+            log: Vec::new(),
+            memo: e.cfg.wormhole.memo.then(|| {
+                Box::new(Memo {
+                    db: MemoDb::default(),
+                    mirrors: Vec::new(),
+                    mirror_of: Vec::new(),
+                    context: memo_context(&e.cfg),
+                    touched: vec![false; nl],
+                    touched_list: Vec::new(),
+                    check_pending: false,
+                    episodes: Vec::new(),
+                    episode_of: Vec::new(),
+                    root_mark: vec![false; nl],
+                    joined: Vec::new(),
+                })
+            }),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn link_frozen(&self, link: u32) -> bool {
+        self.link_slot[link as usize] != NONE
+    }
+
+    fn find(&mut self, mut x: u32) -> u32 {
+        while self.uf[x as usize] != x {
+            let p = self.uf[x as usize];
+            self.uf[x as usize] = self.uf[p as usize];
+            x = p;
+        }
+        x
+    }
+
+    fn grow(&mut self, nflows: usize) {
+        let l = self.cfg.window;
+        if self.flow_slot.len() < nflows {
+            self.flow_slot.resize(nflows, NONE);
+            self.last_una.resize(nflows, 0);
+            self.last_rate.resize(nflows, 0.0);
+            self.nsamp.resize(nflows, 0);
+            self.root.resize(nflows, NONE);
+            self.samples.resize(nflows * l, 0.0);
+        }
+        if let Some(m) = self.memo.as_mut()
+            && m.episode_of.len() < nflows
+        {
+            m.episode_of.resize(nflows, NONE);
+            m.mirror_of.resize(nflows, NONE);
+        }
+    }
+
+    /// The slot (frozen partition) event `e` belongs to, if any (`nics`, `pkts`: the engine's).
+    #[inline]
+    pub(crate) fn owner(&self, nics: &[Nic], pkts: &[Pkt], e: u64) -> u32 {
+        let a = events::op_a(e);
+        match events::kind(e) {
+            EV_ARRIVE | EV_TXDONE => self.link_slot[a as usize],
+            // A packet into a switch: the link it is on (the event carries its next one).
+            EV_HOP => self.link_slot[pkts[events::op_b(e) as usize].in_link as usize],
+            EV_WAKE => self.link_slot[nics[a as usize].link as usize],
+            EV_CC_TIMER..=EV_CC_TIMER_LAST => self.flow_slot.get(a as usize).copied().unwrap_or(NONE),
+            _ => NONE,
+        }
+    }
+}
+
+/// The links of flow `f` (data path then ACK path).
+fn flow_links(e: &Engine, f: usize) -> std::ops::Range<usize> {
+    let start = e.flows[f].path_data as usize;
+    let end = e.flows.get(f + 1).map_or(e.paths.len(), |n| n.path_data as usize);
+    start..end
+}
+
+impl Engine {
+    /// Sets the fast-forward knobs; call before the run starts (no flow started yet).
+    ///
+    /// # Errors
+    /// `PacketError::Config` naming a knob out of range, or when a flow has already started.
+    pub fn set_wormhole(&mut self, cfg: WormholeConfig) -> Result<(), PacketError> {
+        cfg.validate().map_err(PacketError::Config)?;
+        if cfg.fast_forward {
+            let mut c = self.cfg.clone();
+            c.wormhole = cfg;
+            crate::packet::engine::check_load_balance(&c)?;
+        }
+        if self.flows.iter().any(|f| f.started) {
+            return Err(PacketError::Config("wormhole knobs must be set before any flow starts".into()));
+        }
+        self.cfg.wormhole = cfg;
+        self.ww = if cfg.fast_forward {
+            Some(Box::new(Wormhole::new(self)))
+        } else {
+            None
+        };
+        Ok(())
+    }
+
+    /// Every flow's fast-forwards so far, in the order they ended.
+    pub fn wormhole_log(&self) -> &[SkipRecord] {
+        self.ww.as_ref().map_or(&[], |w| &w.log)
+    }
+
+    /// Payload bytes of flow `f` acknowledged so far; `None` when the engine has no flow `f`.
+    pub fn flow_bytes_acked(&self, f: u32) -> Option<u64> {
+        self.flows.get(f as usize).map(|fl| fl.snd_una)
+    }
+
+    /// Fast-forward statistics (`None` when fast-forwarding is off).
+    pub fn wormhole_stats(&self) -> Option<WormholeStats> {
+        self.ww.as_ref().map(|w| w.stats)
+    }
+
+    /// The memo database (`None` when memoization is off).
+    pub fn memo_db(&self) -> Option<&MemoDb> {
+        self.ww.as_ref()?.memo.as_ref().map(|m| &m.db)
+    }
+
+    /// Replaces the memo database, e.g. with one loaded from a file or taken from another run.
+    ///
+    /// # Errors
+    /// `PacketError::Config` when memoization is off.
+    pub fn set_memo_db(&mut self, db: MemoDb) -> Result<(), PacketError> {
+        match self.ww.as_mut().and_then(|w| w.memo.as_mut()) {
+            Some(m) => {
+                m.db = db;
+                Ok(())
+            }
+            None => Err(PacketError::Config(
+                "a memo database needs wormhole fast_forward and memo on".into(),
+            )),
+        }
+    }
+
+    /// Takes the memo database out (an empty one stays), e.g. to hand it to the next run.
+    pub fn take_memo_db(&mut self) -> Option<MemoDb> {
+        self.ww.as_mut()?.memo.as_mut().map(|m| std::mem::take(&mut m.db))
+    }
+
+    /// Handles Wormhole's own events and parks events of frozen partitions; true when `e` is
+    /// consumed.
+    #[inline(never)]
+    pub(crate) fn ww_intercept(&mut self, e: u64, kind: u64, a: u32, b: u32) -> bool {
+        let mut w = self.ww.take().expect("wormhole on");
+        let consumed = match kind {
+            EV_SAMPLE if b == 1 => {
+                self.ww_episodes(&mut w);
+                true
+            }
+            EV_SAMPLE if b == 2 => {
+                self.ww_checkpoint(&mut w, a);
+                true
+            }
+            EV_SAMPLE if b == 3 => {
+                self.ww_replay_finish(&mut w, a);
+                true
+            }
+            EV_SAMPLE => {
+                w.tick_pending = false;
+                self.ww_tick(&mut w);
+                true
+            }
+            EV_RESUME if a == WATCHDOG => {
+                self.ww_watchdog(&mut w);
+                true
+            }
+            EV_RESUME => {
+                let s = a as usize;
+                if w.slots[s].live && w.slots[s].generation & MASK30 as u32 == b {
+                    self.ww_resume(&mut w, a);
+                }
+                true
+            }
+            EV_START => {
+                // Skip-back: a flow arriving on a frozen partition ends its skip now.
+                w.grow(self.flows.len());
+                for i in flow_links(self, a as usize) {
+                    let s = w.link_slot[self.paths[i] as usize];
+                    // A mirrored twin waits for this instant's episode check, which keeps it if
+                    // its leader gained a corresponding flow.
+                    if s != NONE && !(w.slots[s as usize].live && w.slots[s as usize].mirror) {
+                        if self.now < w.slots[s as usize].resume_at {
+                            w.stats.skip_backs += 1;
+                        }
+                        self.ww_resume(&mut w, s);
+                    }
+                }
+                false
+            }
+            _ => {
+                let s = w.owner(&self.nics, &self.pkts, e);
+                if s != NONE {
+                    let seq = self.events.cur_seq();
+                    w.slots[s as usize].parked.push((self.now, seq, e));
+                    self.stats.events -= 1;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        self.ww = Some(w);
+        consumed
+    }
+}
+
+/// Run entries (a fresh partition's run to its last completion) live under their graph, each
+/// flow weighted by its size, with this mixed into the hash.
+const RUN_TAG: u64 = 0x52;
+/// Tags the keys of joined runs (`join_key`).
+const JOIN_TAG: u64 = 0x4A;
+/// A joining flow's start offset counts in steps of this much in its key: 10 ns, far below
+/// anything that moves a run, and above the picosecond jitter of start times that the
+/// workload computes in floating point.
+const JOIN_QUANTUM_PS: u64 = 10_000;
+
+/// The key of a run entry: `graph` (canonical) with each flow weighed by its size,
+/// re-canonicalized. Returns the graph, the hash, and for each of its flow vertices the index
+/// into `graph`'s.
+fn run_key(graph: &Fcg, sizes: &[u64]) -> (Fcg, u64, Vec<u32>) {
+    let (g, h, order) = weighted_key(graph, sizes);
+    (g, mix(h, RUN_TAG), order)
+}
+
+/// A stored run's value (each flow's completion offset, in `bytes`, and its CC state then) for
+/// the `n` flows of a partition: stored flow `map[i]` is key vertex `i`, which is flow
+/// `order[i]` of the partition.
+fn stored_run(val: &MemoValue, map: &[u32], order: &[u32], n: usize) -> (Vec<u64>, Vec<CcSnap>) {
+    let mut fin = vec![0u64; n];
+    let mut cc = vec![CcSnap::default(); n];
+    for (i, &v) in order.iter().enumerate() {
+        fin[v as usize] = val.flows[map[i] as usize].bytes;
+        cc[v as usize] = val.flows[map[i] as usize].cc;
+    }
+    (fin, cc)
+}
+
+/// `graph` (canonical) with each flow weighed by `weights`, re-canonicalized: the graph, its
+/// hash, and for each of its flow vertices the index into `graph`'s.
+fn weighted_key(graph: &Fcg, weights: &[u64]) -> (Fcg, u64, Vec<u32>) {
+    let g = graph.with_flow_weights(weights);
+    let (h, order) = g.canonical();
+    let nf = g.num_flows();
+    (g.relabel(&order), h, order[..nf].to_vec())
+}
+
+/// The key of an episode that ends in a completion: `graph` (canonical) with each flow weighed
+/// by `rem` (its bytes left), re-canonicalized, under a hash tagged with the checkpoint delay.
+/// Returns the graph, the hash, and for each of its flow vertices the index into `graph`'s.
+fn completion_key(graph: &Fcg, rem: &[u64], delta: u64) -> (Fcg, u64, Vec<u32>) {
+    let (g, h, order) = weighted_key(graph, rem);
+    (g, mix(mix(h, COMPLETION_TAG), delta), order)
+}
+
+/// Ends mirror `g` (a flow joined its leader's partition): its twins, to resume now.
+fn end_mirror(m: &mut Memo, g: u32) -> Vec<(u32, u32)> {
+    let mi = &mut m.mirrors[g as usize];
+    mi.live = false;
+    mi.record = None;
+    for &f in &mi.leaders {
+        m.mirror_of[f as usize] = NONE;
+    }
+    std::mem::take(&mut mi.followers)
+}
+
+/// Closes the open episode `f` is part of, if any (its flow set changed before steady state).
+/// Returns the deferred twins it leaves to resolve.
+fn end_episode(m: &mut Memo, f: u32) -> Vec<(u32, u32)> {
+    let Some(&k) = m.episode_of.get(f as usize) else {
+        return Vec::new();
+    };
+    if k == NONE {
+        return Vec::new();
+    }
+    let fl = std::mem::take(&mut m.episodes[k as usize].flows);
+    for g in fl {
+        m.episode_of[g as usize] = NONE;
+    }
+    m.episodes[k as usize].live = false;
+    std::mem::take(&mut m.episodes[k as usize].followers)
+}
+
+/// What memo entries depend on besides their graph: every knob of the dynamics (CC and its
+/// parameters, MTU, ACKs, buffers, PFC, ECN, θ, l, the sample interval), not the seed.
+fn memo_context(cfg: &super::config::PacketConfig) -> u64 {
+    let mut c = cfg.clone();
+    c.seed = 0;
+    c.ns3_stream_base = None;
+    fnv(format!("{c:?}").as_bytes())
+}
+
+/// Fast-forwarded bytes are whole multiples of this: the MTU, or the ACK chunk when it is a
+/// multiple of the MTU (chunk-aligned ACK points stay aligned).
+fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
+    if chunk > 0 && chunk.is_multiple_of(mtu) { chunk } else { mtu }
+}
+
+/// Whether `members`' partition (partition root, flow) is uncontended: no two of its flows send
+/// data over the same link (each has its data path to itself; only ACKs share links with the
+/// others' data), so each flow's rate is only its own CC settling, and each flow's CC must settle alone within
+/// the window (`CongestionControl::settles_alone`: DCQCN only at line rate).
+/// `mark` is the per-link scratch bitmap (all false between uses).
+fn uncontended(e: &Engine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
+    let data = |f: u32| {
+        let fl = &e.flows[f as usize];
+        &e.paths[fl.path_data as usize..fl.path_ack as usize]
+    };
+    if members
+        .iter()
+        .any(|&(_, f)| !super::cc::settles_alone(e.cfg.cc, &e.flows[f as usize]))
+    {
+        return false;
+    }
+    let mut shared = false;
+    'flows: for &(_, f) in members {
+        for &l in data(f) {
+            if mark[l as usize] {
+                shared = true;
+                break 'flows;
+            }
+            mark[l as usize] = true;
+        }
+    }
+    for &(_, f) in members {
+        for &l in data(f) {
+            mark[l as usize] = false;
+        }
+    }
+    !shared
+}
+
+/// Eq. 6 on flow `f`'s last `k` samples (see [`last_samples`]).
+fn steady(w: &Wormhole, f: usize, k: usize) -> bool {
+    (w.nsamp[f] as usize) >= k && window_estimate(last_samples(w, f, k), w.cfg.theta).0
+}
+
+/// The last `k` (at most `window`) rate samples of flow `f`, newest first; all `window` of them
+/// in storage order (the order eq. 7's mean has always summed them in).
+fn last_samples(w: &Wormhole, f: usize, k: usize) -> impl Iterator<Item = f64> + '_ {
+    let l = w.cfg.window;
+    let n = w.nsamp[f] as usize;
+    (1..=k.min(l)).map(move |j| {
+        if k >= l {
+            w.samples[f * l + j - 1]
+        } else {
+            w.samples[f * l + (n + l - j) % l]
+        }
+    })
+}
+
+/// Eq. 6 and eq. 7 on one window of samples: `(steady, R̂)`.
+pub fn steady_estimate(samples: &[f64], theta: f64) -> (bool, f64) {
+    window_estimate(samples.iter().copied(), theta)
+}
+
+/// [`steady_estimate`] over any sequence of samples, in one pass.
+fn window_estimate(samples: impl Iterator<Item = f64>, theta: f64) -> (bool, f64) {
+    let (mut n, mut sum, mut lo, mut hi) = (0usize, 0.0, f64::MAX, 0.0f64);
+    for x in samples {
+        n += 1;
+        sum += x;
+        lo = lo.min(x);
+        hi = hi.max(x);
+    }
+    let mean = sum / n as f64;
+    (mean > 0.0 && (hi - lo) / mean < theta, mean)
+}

@@ -1,0 +1,140 @@
+//! Partitions and steady state: flows joining and leaving the union-find over their links,
+//! repartitioning, and the periodic rate sampling that finds steady partitions (`ww_tick`).
+
+use super::*;
+
+impl Engine {
+    #[cold]
+    pub(crate) fn ww_on_start(&mut self, f: u32) {
+        let mut w = self.ww.take().expect("wormhole on");
+        w.grow(self.flows.len());
+        w.active.push(f);
+        w.nsamp[f as usize] = 0;
+        w.last_una[f as usize] = 0;
+        w.last_rate[f as usize] = 0.0;
+        w.dirty = true;
+        w.merged = true;
+        for i in flow_links(self, f as usize) {
+            w.link_touched[self.paths[i] as usize] = true;
+        }
+        self.memo_touch(&mut w, f);
+        if !w.tick_pending {
+            w.tick_pending = true;
+            let at = self.now + w.cfg.sample_interval.as_ps();
+            self.schedule(at, ev(EV_SAMPLE, 0, 0));
+        }
+        self.ww = Some(w);
+    }
+
+    #[cold]
+    pub(crate) fn ww_on_finish(&mut self, f: u32) {
+        let mut w = self.ww.take().expect("wormhole on");
+        w.dirty = true;
+        for i in flow_links(self, f as usize) {
+            w.link_touched[self.paths[i] as usize] = true;
+        }
+        if w.memo.is_some() {
+            self.memo_record_completion(&mut w, f);
+        }
+        if let Some(m) = w.memo.as_mut() {
+            let twins = end_episode(m, f);
+            self.ww_resolve_twins(&mut w, &twins, None);
+        }
+        self.memo_touch(&mut w, f);
+        self.ww_mirror_finish(&mut w, f);
+        self.ww = Some(w);
+    }
+
+    /// Recomputes the partitions (union-find over the links of the running flows).
+    pub(super) fn ww_repartition(&mut self, w: &mut Wormhole) {
+        w.dirty = false;
+        w.merged = false;
+        w.stats.repartitions += 1;
+        for (i, x) in w.uf.iter_mut().enumerate() {
+            *x = i as u32;
+        }
+        for k in 0..w.active.len() {
+            let f = w.active[k] as usize;
+            let r = flow_links(self, f);
+            let first = self.paths[r.start];
+            for i in r {
+                let (x, y) = (w.find(first), w.find(self.paths[i]));
+                if x != y {
+                    w.uf[x as usize] = y;
+                }
+            }
+        }
+        w.part_size.fill(0);
+        for k in 0..w.active.len() {
+            let f = w.active[k] as usize;
+            let first = self.paths[self.flows[f].path_data as usize];
+            w.root[f] = w.find(first);
+            w.part_size[w.root[f] as usize] += 1;
+        }
+    }
+
+    pub(super) fn ww_tick(&mut self, w: &mut Wormhole) {
+        w.stats.ticks += 1;
+        let l = w.cfg.window;
+        let iv = w.cfg.sample_interval.as_ps();
+        let iv_s = iv as f64 * 1e-12;
+        let flows = &self.flows;
+        w.active.retain(|&f| !flows[f as usize].done);
+        // Rate samples of the running, unfrozen flows.
+        for k in 0..w.active.len() {
+            let f = w.active[k] as usize;
+            if w.flow_slot[f] != NONE {
+                continue;
+            }
+            let una = self.flows[f].snd_una;
+            let r = (una.saturating_sub(w.last_una[f])) as f64 * 8.0 / iv_s;
+            w.last_una[f] = una;
+            w.last_rate[f] = r;
+            let n = w.nsamp[f] as usize;
+            w.samples[f * l + n % l] = r;
+            w.nsamp[f] = w.nsamp[f].saturating_add(1);
+        }
+        if w.dirty {
+            self.ww_repartition(w);
+        }
+        // Group the flows by partition; test each for steadiness.
+        let mut groups = std::mem::take(&mut w.scratch);
+        groups.clear();
+        groups.extend(w.active.iter().map(|&f| (w.root[f as usize], f)));
+        groups.sort_unstable();
+        for members in groups.chunk_by(|a, b| a.0 == b.0) {
+            let touched = members
+                .iter()
+                .any(|&(_, f)| flow_links(self, f as usize).any(|k| w.link_touched[self.paths[k] as usize]));
+            let frozen = members.iter().any(|&(_, f)| w.flow_slot[f as usize] != NONE);
+            if touched {
+                for &(_, f) in members {
+                    if w.flow_slot[f as usize] == NONE {
+                        w.nsamp[f as usize] = 0;
+                    }
+                }
+            } else if !frozen {
+                // Eq. 6 over `window` samples; over the last `uncontended_window` when the
+                // partition is uncontended (see `uncontended`).
+                let k = if w.cfg.uncontended_window < l && uncontended(self, members, &mut w.link_mark) {
+                    w.cfg.uncontended_window
+                } else {
+                    l
+                };
+                if members.iter().all(|&(_, f)| steady(w, f as usize, k)) {
+                    let fl: Vec<u32> = members.iter().map(|&(_, f)| f).collect();
+                    if w.memo.is_some() {
+                        self.memo_record(w, &fl, k);
+                    }
+                    self.ww_freeze(w, fl, k);
+                }
+            }
+        }
+        w.scratch = groups;
+        w.link_touched.iter_mut().for_each(|t| *t = false);
+        if !w.active.is_empty() {
+            w.tick_pending = true;
+            self.schedule(self.now + iv, ev(EV_SAMPLE, 0, 0));
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Twins and mirrors: partitions that repeat a leader's history (the same graph and start)
+//! follow it instead of being simulated again, and their outcome is resolved from it.
+
+use super::*;
+
+impl Engine {
+    /// Leader flow `f` finished: the matching flow of each of its mirrored twins finishes now
+    /// too, and a twin whose flows are all done thaws.
+    pub(super) fn ww_mirror_finish(&mut self, w: &mut Wormhole, f: u32) {
+        let Some(m) = w.memo.as_mut() else { return };
+        let g = m.mirror_of.get(f as usize).copied().unwrap_or(NONE);
+        if g == NONE {
+            return;
+        }
+        m.mirror_of[f as usize] = NONE;
+        let mi = &mut m.mirrors[g as usize];
+        let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
+        if let Some(r) = mi.record.as_mut() {
+            r.finish[k] = (self.now - r.t_base).max(1);
+            r.cc[k] = crate::packet::cc::snapshot(&self.flows[f as usize]);
+        }
+        let followers = mi.followers.clone();
+        if mi.leaders.iter().all(|&x| self.flows[x as usize].done) {
+            mi.live = false;
+            mi.followers.clear();
+            // A clean run to its last completion: store each flow's completion offset (in
+            // `bytes`: the sizes are in the key).
+            if let Some(r) = mi.record.take() {
+                let value = MemoValue {
+                    t_conv_ps: r.finish.iter().copied().max().unwrap_or(0),
+                    flows: r
+                        .order
+                        .iter()
+                        .map(|&j| MemoFlow {
+                            bytes: r.finish[j as usize],
+                            rate_bps: 0.0,
+                            cc: r.cc[j as usize],
+                        })
+                        .collect(),
+                };
+                m.store(&mut w.stats, r.hash, r.graph, value);
+            }
+        }
+        for (s, g) in followers {
+            let si = s as usize;
+            if !w.slots[si].live || w.slots[si].generation != g || w.slots[si].twin.is_none() {
+                continue;
+            }
+            let t = w.slots[si].flows[k];
+            if self.flows[t as usize].done {
+                continue;
+            }
+            self.ww_mirror_complete(w, t, w.slots[si].t0);
+            if w.slots[si].flows.iter().all(|&x| self.flows[x as usize].done) {
+                w.stats.memo_hits += 1;
+                self.ww_resume(w, s);
+            } else {
+                self.ww_slot_shrink(w, s);
+            }
+        }
+    }
+
+    /// Twin flow `t`, frozen since `t0`, finishes now without packets: all its bytes count as
+    /// delivered and acknowledged.
+    pub(super) fn ww_mirror_complete(&mut self, w: &mut Wormhole, t: u32, t0: u64) {
+        let fl = &mut self.flows[t as usize];
+        let (size, una, rx) = (fl.size, fl.snd_una, fl.rx_expected);
+        fl.snd_una = size;
+        fl.snd_nxt = size;
+        fl.max_sent = size;
+        fl.rx_expected = size;
+        self.stats.payload_delivered += size - rx.min(size);
+        w.stats.skipped_bytes += size - una.min(size);
+        let d = self.now.saturating_sub(t0);
+        w.log.push(SkipRecord {
+            flow: t,
+            start: SimTime::from_ps(t0),
+            end: SimTime::from_ps(self.now),
+            rate_bps: if d > 0 {
+                (size - una.min(size)) as f64 * 8e12 / d as f64
+            } else {
+                0.0
+            },
+            bytes: size - una.min(size),
+        });
+        self.mark_done(t);
+        w.dirty = true;
+        for i in flow_links(self, t as usize) {
+            w.link_touched[self.paths[i] as usize] = true;
+        }
+        if let Some(m) = w.memo.as_mut() {
+            let twins = end_episode(m, t);
+            debug_assert!(twins.is_empty(), "a twin leads no episode");
+        }
+        self.memo_touch(w, t);
+    }
+
+    /// Ends the wait of deferred twins (frozen slot, generation; stale ones are skipped). With
+    /// their leader's stored outcome (transient time, per-flow bytes, steady rate and CC state in
+    /// the twins' flow order) each becomes the memo hit it would have been at its start: frozen
+    /// through the transient and the steady stretch after it. Without one (the leader's episode
+    /// ended unsteady) each resumes now where its leader stands.
+    pub(super) fn ww_resolve_twins(&mut self, w: &mut Wormhole, twins: &[(u32, u32)], outcome: Option<&(u64, Vec<MemoFlow>)>) {
+        for &(s, g) in twins {
+            let si = s as usize;
+            if !w.slots[si].live || w.slots[si].generation != g || w.slots[si].twin.is_none() {
+                continue;
+            }
+            let planned = outcome.and_then(|(t_conv, per)| {
+                let flows = &w.slots[si].flows;
+                let mut skip = u64::MAX;
+                let mut rates = Vec::with_capacity(flows.len());
+                for (k, &f) in flows.iter().enumerate() {
+                    let r = per[k].rate_bps.min(self.payload_cap(f));
+                    skip = skip.min(self.steady_room_ps(f, r, per[k].bytes).filter(|_| r > 0.0)?);
+                    rates.push(r);
+                }
+                let plan = MemoPlan {
+                    t_conv: *t_conv,
+                    bytes: per.iter().map(|p| p.bytes).collect(),
+                    cc: per.iter().map(|p| p.cc).collect(),
+                    completion: false,
+                };
+                Some((plan, rates, t_conv.saturating_add(skip) / 1000 * 1000))
+            });
+            match planned {
+                Some((plan, rates, total)) => {
+                    let slot = &mut w.slots[si];
+                    slot.twin = None;
+                    slot.plan = Some(plan);
+                    slot.rates = rates;
+                    slot.generation = slot.generation.wrapping_add(1);
+                    slot.resume_at = (slot.t0 + total).max(self.now);
+                    slot.watched = false;
+                    let (at, g) = (slot.resume_at, slot.generation);
+                    w.stats.memo_hits += 1;
+                    self.schedule(at, ev(EV_RESUME, s, g));
+                }
+                None => {
+                    w.stats.memo_misses += 1;
+                    self.ww_resume(w, s);
+                }
+            }
+        }
+    }
+
+    /// The plan of a deferred twin resumed before its leader's outcome: where the leader
+    /// stands now (bytes since they both started, CC state), as a transient that took until now.
+    pub(super) fn twin_plan(&self, t: &Twin, t0: u64) -> (MemoPlan, Vec<f64>) {
+        let t_conv = self.now.saturating_sub(t0).max(1);
+        let bytes: Vec<u64> = t
+            .leader
+            .iter()
+            .zip(&t.una0)
+            .map(|(&f, &u0)| self.flows[f as usize].snd_una.saturating_sub(u0))
+            .collect();
+        let rates = bytes.iter().map(|&b| b as f64 * 8e12 / t_conv as f64).collect();
+        let plan = MemoPlan {
+            t_conv,
+            cc: t
+                .leader
+                .iter()
+                .map(|&f| crate::packet::cc::snapshot(&self.flows[f as usize]))
+                .collect(),
+            bytes,
+            completion: false,
+        };
+        (plan, rates)
+    }
+
+    /// Before the lookups of an episode check: a mirrored leader's partition that gained flows
+    /// keeps each twin whose own partition gained corresponding ones ([`Engine::ww_mirror_match`]),
+    /// with them frozen in the twin; the other twins are released (`orphans`). A twin's
+    /// partition that gained flows its leader did not is released too.
+    pub(super) fn ww_mirror_changes(&mut self, w: &mut Wormhole, m: &mut Memo, groups: &[(u32, u32)], orphans: &mut Vec<(u32, u32)>) {
+        for run in groups.chunk_by(|a, b| a.0 == b.0) {
+            let mut gs: Vec<u32> = run.iter().map(|&(_, f)| m.mirror_of[f as usize]).filter(|&g| g != NONE).collect();
+            gs.sort_unstable();
+            gs.dedup();
+            let Some(&g) = gs.first() else { continue };
+            if run.iter().all(|&(_, f)| m.mirror_of[f as usize] == g) {
+                continue;
+            }
+            if gs.len() > 1 {
+                // Two mirrored leaders' partitions merged: neither is copied any more.
+                for g in gs {
+                    orphans.extend(end_mirror(m, g));
+                }
+                continue;
+            }
+            let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
+            self.ww_mirror_extend(w, m, g, &members, groups, orphans);
+        }
+        for run in groups.chunk_by(|a, b| a.0 == b.0) {
+            let twin = run
+                .iter()
+                .map(|&(_, f)| w.flow_slot[f as usize])
+                .find(|&s| s != NONE && w.slots[s as usize].mirror);
+            if let Some(s) = twin
+                && run.iter().any(|&(_, f)| w.flow_slot[f as usize] == NONE)
+            {
+                orphans.push((s, w.slots[s as usize].generation));
+            }
+        }
+    }
+
+    /// Leader partition `members` of mirror `g` gained flows: extends the mirror to them in each
+    /// twin that gained corresponding ones; releases the others. The mirror ends unless a twin
+    /// is kept or, with its history reproducible, only fresh flows joined.
+    pub(super) fn ww_mirror_extend(
+        &mut self,
+        w: &mut Wormhole,
+        m: &mut Memo,
+        g: u32,
+        members: &[u32],
+        groups: &[(u32, u32)],
+        orphans: &mut Vec<(u32, u32)>,
+    ) {
+        let gi = g as usize;
+        m.mirrors[gi].record = None;
+        let mut old = Vec::new();
+        let mut new_l = Vec::new();
+        for &f in members {
+            if m.mirror_of[f as usize] == g {
+                old.push(m.mirrors[gi].leaders.iter().position(|&x| x == f).expect("a leader of its mirror"));
+            } else {
+                new_l.push(f);
+            }
+        }
+        let followers = std::mem::take(&mut m.mirrors[gi].followers);
+        let mut kept = Vec::new();
+        for (s, gen_) in followers {
+            let si = s as usize;
+            if !w.slots[si].live || w.slots[si].generation != gen_ || !w.slots[si].mirror {
+                continue;
+            }
+            match self.ww_mirror_match(w, &m.mirrors[gi].leaders, &w.slots[si].flows, &old, &new_l, members.len(), groups) {
+                Some(new_t) => kept.push((s, gen_, new_t)),
+                None => orphans.push((s, gen_)),
+            }
+        }
+        // With no twin left, the mirror still tracks the leader's history while only fresh
+        // flows join it (its joined runs are recorded and replayed under `join_key`).
+        if kept.is_empty() && !(m.mirrors[gi].hist.is_some() && new_l.iter().all(|&f| self.ww_fresh(f))) {
+            orphans.extend(end_mirror(m, g));
+            return;
+        }
+        for &f in &new_l {
+            m.mirror_of[f as usize] = g;
+        }
+        m.mirrors[gi].joined = true;
+        m.joined.push(g);
+        m.mirrors[gi].leaders.extend_from_slice(&new_l);
+        let leaders = m.mirrors[gi].leaders.clone();
+        for (s, gen_, new_t) in kept {
+            self.ww_slot_add(w, s, &new_t);
+            if let Some(t) = w.slots[s as usize].twin.as_mut() {
+                t.leader.clone_from(&leaders);
+                t.una0.resize(leaders.len(), 0);
+            }
+            m.mirrors[gi].followers.push((s, gen_));
+        }
+    }
+
+    /// The twin's new flows that correspond to the leader's `new_l`, or `None`. The twin's
+    /// partition must be its flows at positions `old` of the mirror (those whose leader flows
+    /// are in the leader's partition now) plus as many new flows as the leader gained, all fresh,
+    /// and paired in submission order they must match flow by flow: size, class, line rate, and
+    /// links that correspond one to one with the same rates along the data and ACK paths.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ww_mirror_match(
+        &self,
+        w: &Wormhole,
+        leaders: &[u32],
+        twins: &[u32],
+        old: &[usize],
+        new_l: &[u32],
+        n: usize,
+        groups: &[(u32, u32)],
+    ) -> Option<Vec<u32>> {
+        let fresh = |f: u32| self.ww_fresh(f);
+        if !new_l.iter().all(|&f| fresh(f)) {
+            return None;
+        }
+        let r = w.root[twins[*old.first()?] as usize];
+        let lo = groups.partition_point(|&(x, _)| x < r);
+        let hi = groups.partition_point(|&(x, _)| x <= r);
+        let t_members = &groups[lo..hi];
+        if t_members.len() != n {
+            return None;
+        }
+        let s = w.flow_slot[twins[old[0]] as usize];
+        let new_t: Vec<u32> = t_members
+            .iter()
+            .map(|&(_, f)| f)
+            .filter(|&f| w.flow_slot[f as usize] != s)
+            .collect();
+        if new_t.len() != new_l.len() || new_t.iter().any(|&f| w.flow_slot[f as usize] != NONE || !fresh(f)) {
+            return None;
+        }
+        let mut map: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut inv: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let pairs = old
+            .iter()
+            .map(|&k| (leaders[k], twins[k]))
+            .chain(new_l.iter().copied().zip(new_t.iter().copied()));
+        for (a, b) in pairs {
+            let (fa, fb) = (&self.flows[a as usize], &self.flows[b as usize]);
+            if fa.size != fb.size || fa.pg != fb.pg || fa.max_rate != fb.max_rate {
+                return None;
+            }
+            let (la, lb) = (flow_links(self, a as usize), flow_links(self, b as usize));
+            if la.len() != lb.len() || fa.path_ack - fa.path_data != fb.path_ack - fb.path_data {
+                return None;
+            }
+            for (i, j) in la.zip(lb) {
+                let (x, y) = (self.paths[i], self.paths[j]);
+                if self.link_rate[x as usize] != self.link_rate[y as usize]
+                    || *map.entry(x).or_insert(y) != y
+                    || *inv.entry(y).or_insert(x) != x
+                {
+                    return None;
+                }
+            }
+        }
+        Some(new_t)
+    }
+}
