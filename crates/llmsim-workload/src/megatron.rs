@@ -152,28 +152,34 @@ impl Builder<'_> {
     fn offload_copies(&mut self, l: u64) -> (u32, u32) {
         let bytes = crate::memory::layer_activation_bytes(self.m, self.t, self.p, l);
         let mut seg = |name: &'static str, pass: Pass| -> u32 {
-            let key = format!("{name}.{bytes}");
-            let next = self.segments.len() as u32;
-            let id = *self.seg_index.entry(key.clone()).or_insert(next);
-            if id == next {
-                self.segments.push(Segment {
-                    name: key,
-                    pass,
-                    ops: vec![OpSpec {
-                        name,
-                        pass,
-                        kind: OpSpecKind::HostCopy { bytes },
-                        shape: format!("bytes={bytes}"),
-                        kernel: None,
-                        overlap: None,
-                        dtype: None,
-                    }],
-                    duration: None,
-                });
-            }
-            id
+            let op = OpSpec {
+                name,
+                pass,
+                kind: OpSpecKind::HostCopy { bytes },
+                shape: format!("bytes={bytes}"),
+                kernel: None,
+                overlap: None,
+                dtype: None,
+            };
+            self.intern(format!("{name}.{bytes}"), vec![op])
         };
         (seg("cpu_offload_d2h", Pass::Forward), seg("cpu_offload_h2d", Pass::BackwardInput))
+    }
+
+    /// The id of segment `name`, added with `ops` (not empty) the first time: segments are
+    /// shared by name.
+    fn intern(&mut self, name: String, ops: Vec<OpSpec>) -> u32 {
+        let next = self.segments.len() as u32;
+        let id = *self.seg_index.entry(name.clone()).or_insert(next);
+        if id == next {
+            self.segments.push(Segment {
+                name,
+                pass: ops[0].pass,
+                ops,
+                duration: None,
+            });
+        }
+        id
     }
 
     /// Splits an op list at its collectives into segments (shared by name) and collectives.
@@ -187,19 +193,7 @@ impl Builder<'_> {
             }
             let name = format!("{prefix}.{part}");
             *part += 1;
-            let next = b.segments.len() as u32;
-            let id = *b.seg_index.entry(name.clone()).or_insert(next);
-            if id == next {
-                b.segments.push(Segment {
-                    name,
-                    pass: cur[0].pass,
-                    ops: std::mem::take(cur),
-                    duration: None,
-                });
-            } else {
-                cur.clear();
-            }
-            items.push(Item::Seg(id));
+            items.push(Item::Seg(b.intern(name, std::mem::take(cur))));
         };
         for op in ops {
             match &op.kind {
