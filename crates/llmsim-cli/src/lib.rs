@@ -100,13 +100,12 @@ struct PlainProgress {
     interval: std::time::Duration,
 }
 
-/// Where the running command is, for Ctrl-C: what it does, what it counts, how far it got.
+/// Where the running command is, for Ctrl-C: what it does and counts, and its bar (a clone:
+/// the bar holds how far it got and since when, even when hidden).
 struct Where {
     what: &'static str,
     unit: &'static str,
-    done: u64,
-    total: u64,
-    start: std::time::Instant,
+    bar: indicatif::ProgressBar,
     note: &'static str,
 }
 
@@ -120,23 +119,21 @@ fn on_interrupt_say_where() {
         let _ = ctrlc::set_handler(|| {
             let w = WHERE.lock().unwrap_or_else(|e| e.into_inner());
             match &*w {
-                Some(w) if w.total == 0 => eprintln!(
-                    "\nllmsim: interrupted while {}, before its first progress report, after {:.1} s; {}",
-                    w.what,
-                    w.start.elapsed().as_secs_f64(),
-                    w.note
-                ),
                 Some(w) => {
-                    let pct = 100.0 * w.done as f64 / w.total as f64;
-                    eprintln!(
-                        "\nllmsim: interrupted while {}: {}/{} {} ({pct:.0}%) after {:.1} s; {}",
-                        w.what,
-                        w.done,
-                        w.total,
-                        w.unit,
-                        w.start.elapsed().as_secs_f64(),
-                        w.note
-                    );
+                    let (done, total) = (w.bar.position(), w.bar.length().unwrap_or(0));
+                    let secs = w.bar.elapsed().as_secs_f64();
+                    if total == 0 {
+                        eprintln!(
+                            "\nllmsim: interrupted while {}, before its first progress report, after {secs:.1} s; {}",
+                            w.what, w.note
+                        );
+                    } else {
+                        let pct = 100.0 * done as f64 / total as f64;
+                        eprintln!(
+                            "\nllmsim: interrupted while {}: {done}/{total} {} ({pct:.0}%) after {secs:.1} s; {}",
+                            w.what, w.unit, w.note
+                        );
+                    }
                 }
                 None => eprintln!("\nllmsim: interrupted before any progress was reported"),
             }
@@ -154,16 +151,14 @@ impl Progress {
     /// [`Progress::new`] whose Ctrl-C message ends with `note` (what is kept, how to resume).
     pub(crate) fn with_note(template: &str, what: &'static str, unit: &'static str, note: &'static str) -> Progress {
         use std::io::IsTerminal;
+        let bar = progress_bar(template);
         on_interrupt_say_where();
         *WHERE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Where {
             what,
             unit,
-            done: 0,
-            total: 0,
-            start: std::time::Instant::now(),
+            bar: bar.clone(),
             note,
         });
-        let bar = progress_bar(template);
         let plain = (!std::io::stderr().is_terminal()).then(|| {
             let secs = std::env::var("LLMSIM_PROGRESS_INTERVAL_S")
                 .ok()
@@ -185,9 +180,6 @@ impl Progress {
     pub(crate) fn update(&self, done: u64, total: u64) {
         self.bar.set_length(total);
         self.bar.set_position(done);
-        if let Some(w) = WHERE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            (w.done, w.total) = (done, total);
-        }
         if let Some(p) = &self.plain {
             let now = std::time::Instant::now();
             if now.duration_since(p.last.get()) >= p.interval {
