@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from . import _native
 
@@ -102,18 +102,77 @@ def _sets(set: Iterable[str] | Mapping[str, Any] | None) -> list[str]:
 
 
 class Report:
-    """The result of one run: the same fields as ``llmsim run --json`` (attributes or ``[]``)."""
+    """The result of one run: the fields of ``llmsim run --json`` as typed attributes.
 
-    __slots__ = ("_d",)
+    A value the run does not know (an imported workload that records no model size, batch,
+    sequence, FLOPs or memory) is ``None``, never a made-up zero. ``rep["key"]`` and
+    :meth:`to_dict` give the JSON itself. ``tests/python/test_api.py`` checks that the attributes
+    below are exactly the report's JSON keys.
+    """
+
+    scenario: str
+    #: The ``--set`` overrides applied to the scenario file.
+    overrides: list[str]
+    model: str
+    params: int | None
+    gpu: str
+    gpus: int
+    topology: str
+    #: Switches per tier, NIC bandwidth per GPU, oversubscription and bisection, in one line.
+    fabric: str
+    backend: str
+    parallel: str
+    #: What ``tokens_per_s`` counts: ``"tokens"`` (transformers) or ``"samples"`` (DLRM).
+    sample_unit: str
+    microbatches: int
+    global_batch_size: int | None
+    seq_length: int | None
+    #: Seconds; with ``training.iterations > 1`` the steady-state mean of iterations 2..N.
+    iteration_time_s: float
+    iterations: int
+    first_iteration_time_s: float | None
+    iteration_times_s: list[float]
+    tokens_per_s: float | None
+    tokens_per_s_per_gpu: float | None
+    model_tflops_per_gpu: float | None
+    mfu: float | None
+    hfu: float | None
+    #: Per pipeline stage: ``{"stage", "layers", "breakdown": {...seconds...}}``.
+    stages: list[dict[str, Any]]
+    #: The breakdown (seconds) averaged over the simulated ranks.
+    mean: dict[str, float]
+    ranks: list[dict[str, Any]]
+    #: ``{"footprint": {...bytes...}, "capacity", "fraction"}``, or None where unknown.
+    memory: dict[str, Any] | None
+    collectives: int
+    collectives_on_network: int
+    plans_built: int
+    #: Network counters (transfers, bytes, packet-level events, drops, ...).
+    net: dict[str, Any]
+    nodes_executed: int
+    symmetry: str
+    sim_wall_s: float | None
+
+    #: Fields the JSON omits when they hold their default.
+    _DEFAULTS: ClassVar[dict[str, Any]] = {
+        "overrides": [],
+        "iterations": 1,
+        "first_iteration_time_s": None,
+        "iteration_times_s": [],
+    }
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self._d = data
+        object.__setattr__(self, "_d", data)
+        for name in self.fields():
+            object.__setattr__(self, name, data.get(name, self._DEFAULTS.get(name)))
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._d[name]
-        except KeyError:
-            raise AttributeError(name) from None
+    @classmethod
+    def fields(cls) -> list[str]:
+        """The attribute names, in the JSON's order."""
+        return [k for k in cls.__annotations__ if not k.startswith("_")]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a Report is read-only; use to_dict() for a mutable copy")
 
     def __getitem__(self, name: str) -> Any:
         return self._d[name]
@@ -126,15 +185,15 @@ class Report:
         Rust function as a sweep's; a field the report lacks gives None)."""
         return dict(zip(_native.METRICS, _native.report_metrics(json.dumps(self._d))))
 
-    def stages(self):  # -> pandas.DataFrame
+    def stages_frame(self):  # -> pandas.DataFrame
         """Per-stage breakdown (seconds) as a DataFrame."""
         import pandas as pd
 
         return pd.DataFrame([{"stage": s["stage"], "layers": s["layers"], **s["breakdown"]} for s in self._d["stages"]])
 
     def __repr__(self) -> str:
-        d = self._d
-        return f"Report({d['scenario']!r}, iteration_time_s={d['iteration_time_s']:.6g}, mfu={d['mfu']:.3f}, parallel={d['parallel']!r})"
+        mfu = "unknown" if self.mfu is None else f"{self.mfu:.3f}"
+        return f"Report({self.scenario!r}, iteration_time_s={self.iteration_time_s:.6g}, mfu={mfu}, parallel={self.parallel!r})"
 
 
 def run(scenario: Scenario | PathLike, *, ideal_comm: bool = False, no_fold: bool = False) -> Report:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -103,7 +104,10 @@ def search(
         raise _native.SweepError(f"objective {objective!r}: valid: {', '.join(_native.METRICS)}")
     valid, dropped = candidates(sc, **space)
     if not valid:
-        raise _native.SweepError(f"no valid parallel plan for {sc.name} on these GPUs (dropped: {dropped})")
+        raise _native.SweepError(
+            f"no valid parallel plan for {sc.name} on these GPUs: {dropped['memory']} plans do not fit in "
+            f"memory, {dropped['plan']} do not divide the model or the GPU count"
+        )
     base = sc.with_({"parallel.dp": 0})
     if len(valid) <= max_trials:
         zipped = {k: [v[k] for v in valid] for k in KNOBS}
@@ -211,5 +215,17 @@ def main(argv: Sequence[str]) -> int:
         f"ranked by {at['objective']}"
     )
     show = df[cols].head(a.top).rename(columns=lambda c: c.split(".")[-1])
-    print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    # One format per column, never scientific notation: MFU as a percentage, throughput as an
+    # integer, times and memory with fixed decimals.
+    formats = {
+        "iteration_time_s": lambda v: f"{v:.4f}",
+        "tokens_per_s": lambda v: f"{v:,.0f}",
+        "mfu": lambda v: f"{100 * v:.1f}%",
+        "memory_gib": lambda v: f"{v:.1f}",
+    }
+
+    def known(f):
+        return lambda v: "unknown" if v is None or math.isnan(v) else f(v)
+
+    print(show.to_string(index=False, formatters={k: known(f) for k, f in formats.items() if k in show.columns}))
     return 0

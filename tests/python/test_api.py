@@ -39,9 +39,39 @@ def test_run_report(small):
     m = rep.metrics()
     # tokens/s is derived from the iteration time: tokens per iteration / time.
     assert m["tokens_per_s"] == pytest.approx(32 * 2048 / m["iteration_time_s"], rel=1e-12)
-    st = rep.stages()
+    st = rep.stages_frame()
     assert list(st["stage"]) == [0]
     assert json.loads(json.dumps(d)) == d
+
+
+def test_report_attributes_are_the_json_keys(small):
+    # Typed attributes (issue 35): every JSON key is a declared attribute and back, so dir(),
+    # editors and the docs show them; a key added on the Rust side fails here until declared.
+    rep = llmsim.run(llmsim.Scenario.from_yaml(small, set=["training.iterations=2"]))
+    d = rep.to_dict()
+    assert set(d) <= set(llmsim.Report.fields()), set(d) - set(llmsim.Report.fields())
+    # The keys a run with defaults may omit are the defaulted ones; every other is present.
+    assert set(llmsim.Report.fields()) - set(d) <= set(llmsim.Report._DEFAULTS) | {"overrides"}
+    for k in d:
+        assert getattr(rep, k) == d[k], k
+        assert k in dir(rep)
+    assert isinstance(rep.mfu, float) and isinstance(rep.params, int)
+    with pytest.raises(AttributeError):
+        rep.mfu = 0.5
+
+
+def test_imported_workload_report_has_no_made_up_zeros():
+    # A SimAI file records no model size, FLOPs or memory: those are None (unknown), not 0; its
+    # AICB file name gives the batch and sequence, so throughput is known.
+    rep = llmsim.run(
+        llmsim.Scenario.from_yaml(
+            ROOT / "examples" / "workload-simai-gpt3-13b-128gpu.yaml", set=["network.backend=analytical"]
+        )
+    )
+    assert rep.params is None and rep.mfu is None and rep.hfu is None and rep.memory is None
+    assert rep.global_batch_size == 1024 and rep.seq_length == 2048
+    assert rep.tokens_per_s == pytest.approx(1024 * 2048 / rep.iteration_time_s, rel=1e-12)
+    assert "mfu=unknown" in repr(rep)
 
 
 def test_report_metrics_equal_a_sweep_rows(small):

@@ -220,10 +220,16 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::InvalidSubcommand
+                && let Some(hint) = args.get(1).and_then(|a| python_only_hint(&a.to_string_lossy()))
+            {
+                eprintln!("\n{hint}");
+            }
             return e.exit_code() as u8;
         }
     };
@@ -249,8 +255,38 @@ where
         Ok(()) => 0,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             2
         }
     }
+}
+
+/// The subcommands that come with the Python package (`python/llmsim/cli.py`), not this binary.
+const PYTHON_SUBCOMMANDS: [&str; 4] = ["plot", "search", "profile", "export"];
+
+/// For a subcommand only the Python package's `llmsim` has: how to get it.
+fn python_only_hint(cmd: &str) -> Option<String> {
+    PYTHON_SUBCOMMANDS.contains(&cmd).then(|| {
+        format!(
+            "hint: `llmsim {cmd}` comes with the Python package, not the cargo-built binary: `pip install .` \
+             from the repository (in a virtual environment), then `llmsim {cmd} --help` (README.md, \
+             \"Design-space exploration\")."
+        )
+    })
+}
+
+/// The error and its causes as one line, `a: b: c`, leaving out a cause whose text the line
+/// already ends with (errors such as `cluster.gpu: {0}` print their source themselves).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }

@@ -351,6 +351,9 @@ fn catalogue() -> Vec<Case> {
             &["parallel", "is a section", "--set parallel.<key>=value"],
         ),
         set("set-empty-key", &["cluster..gpu=H100"], &["--set cluster..gpu", "empty key"]),
+        // Subcommands of the Python package's `llmsim`: the cargo binary says where they are.
+        case("cli-plot-python-only", &[], &["plot", "runs/x"], &["unrecognized subcommand 'plot'", "pip install ."]),
+        case("cli-search-python-only", &[], &["search", "s.yaml"], &["`llmsim search` comes with the Python package"]),
         set("set-type-error-names-key-path", &["parallel={tp: 2, pp: two}"], &["parallel.pp", "two"]),
         set(
             "set-deep-flow-value",
@@ -881,6 +884,9 @@ fn every_bad_input_gets_a_clean_error_naming_the_field() {
                 why.push(format!("stderr lacks {e:?}"));
             }
         }
+        if let Some(r) = repeated_part(&stderr) {
+            why.push(format!("the message says {r:?} twice"));
+        }
         if !why.is_empty() {
             failures.push(format!("{}: {}\n    stderr: {}", c.name, why.join(", "), stderr.trim()));
         }
@@ -892,6 +898,28 @@ fn every_bad_input_gets_a_clean_error_naming_the_field() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// A part (between `: `) of the `error:` line, 20 characters or longer, that the line repeats:
+/// an error that prints its cause in its own text and again as the cause.
+fn repeated_part(stderr: &str) -> Option<String> {
+    let line = stderr.lines().find(|l| l.starts_with("error:"))?;
+    let parts: Vec<&str> = line.split(": ").collect();
+    parts
+        .iter()
+        .enumerate()
+        .find(|(i, p)| p.len() >= 20 && parts[i + 1..].contains(p))
+        .map(|(_, p)| p.to_string())
+}
+
+#[test]
+fn repeated_parts_are_found() {
+    let gpu = "unknown GPU `B300`; valid: V100, A100, H100 (case-insensitive)";
+    assert_eq!(
+        repeated_part(&format!("error: cluster.gpu: {gpu}: {gpu}\n")).as_deref(),
+        Some("unknown GPU `B300`; valid")
+    );
+    assert_eq!(repeated_part(&format!("error: cluster.gpu: {gpu}\n")), None);
 }
 
 /// `llmsim run X | head -1`: the reader goes away; the tool ends quietly with exit 0.

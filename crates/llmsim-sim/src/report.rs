@@ -87,18 +87,28 @@ pub struct MemoryReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub scenario: String,
+    /// The `--set` overrides applied to the scenario file (empty: none).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub overrides: Vec<String>,
     pub model: String,
-    pub params: u64,
+    /// Model parameters; `None` (null) where an imported workload does not record them.
+    pub params: Option<u64>,
     pub gpu: String,
     pub gpus: u32,
     pub topology: String,
+    /// The scale-out fabric in one line: switches per tier, NIC bandwidth per GPU,
+    /// oversubscription and bisection (from `llmsim topo`'s description).
+    #[serde(default)]
+    pub fabric: String,
     pub backend: String,
     pub parallel: String,
     /// What tokens_per_s counts: "tokens" (transformers) or "samples" (DLRM).
     pub sample_unit: &'static str,
     pub microbatches: u32,
-    pub global_batch_size: u64,
-    pub seq_length: u64,
+    /// Samples per iteration and tokens per sample; `None` where an imported workload does not
+    /// record them (then throughput is unknown too).
+    pub global_batch_size: Option<u64>,
+    pub seq_length: Option<u64>,
     /// The iteration time; with `training.iterations > 1` the steady-state figure, the mean of
     /// iterations 2..N (throughput, MFU and the breakdowns use the same).
     pub iteration_time_s: f64,
@@ -112,17 +122,19 @@ pub struct Report {
     /// Every iteration's time, from the end of the one before.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub iteration_times_s: Vec<f64>,
-    pub tokens_per_s: f64,
-    pub tokens_per_s_per_gpu: f64,
-    /// Model FLOPs (no recomputation, no optimizer) per GPU per second.
-    pub model_tflops_per_gpu: f64,
-    pub mfu: f64,
+    pub tokens_per_s: Option<f64>,
+    pub tokens_per_s_per_gpu: Option<f64>,
+    /// Model FLOPs (no recomputation, no optimizer) per GPU per second; `None` (and MFU, HFU)
+    /// where the workload's operators carry no FLOP counts (imported workloads).
+    pub model_tflops_per_gpu: Option<f64>,
+    pub mfu: Option<f64>,
     /// Hardware FLOPs utilization (recomputation counted).
-    pub hfu: f64,
+    pub hfu: Option<f64>,
     pub stages: Vec<StageReport>,
     pub mean: Breakdown,
     pub ranks: Vec<UnitReport>,
-    pub memory: MemoryReport,
+    /// The memory footprint per GPU; `None` where an imported workload does not record it.
+    pub memory: Option<MemoryReport>,
     pub collectives: u64,
     pub collectives_on_network: u64,
     pub plans_built: usize,
@@ -204,14 +216,15 @@ pub fn build(
             }
         })
         .collect();
+    let described = topo.describe();
     Report {
         scenario: s.name.clone(),
+        overrides: s.overrides.clone(),
         model: r.model.clone(),
-        params: r.params,
+        params: known(r.params),
         gpu: r.gpu.name.to_string(),
         gpus: r.gpus,
-        topology: topo
-            .describe()
+        topology: described
             .to_string()
             .lines()
             .next()
@@ -219,12 +232,13 @@ pub fn build(
             .trim_start_matches("topology")
             .trim()
             .to_string(),
+        fabric: described.fabric_line(),
         backend: format!("{:?}", s.network.backend).to_lowercase(),
         parallel: r.parallel.clone(),
         sample_unit: r.sample_unit,
         microbatches: wl.microbatches,
-        global_batch_size: gbs,
-        seq_length: r.seq_length,
+        global_batch_size: known(gbs),
+        seq_length: known(r.seq_length),
         iteration_time_s: iter.as_secs_f64(),
         iterations: run.iteration_ends.len().max(1) as u64,
         first_iteration_time_s: run.iteration_ends.first().map(|t| t.as_secs_f64()),
@@ -237,19 +251,19 @@ pub fn build(
                 Some(d.as_secs_f64())
             })
             .collect(),
-        tokens_per_s: tokens / it_s,
-        tokens_per_s_per_gpu: tokens / it_s / r.gpus as f64,
-        model_tflops_per_gpu: model_flops / it_s / r.gpus as f64 / 1e12,
-        mfu: model_flops / it_s / peak,
-        hfu: hw_flops / it_s / peak,
+        tokens_per_s: (tokens > 0.0).then(|| tokens / it_s),
+        tokens_per_s_per_gpu: (tokens > 0.0).then(|| tokens / it_s / r.gpus as f64),
+        model_tflops_per_gpu: (model_flops > 0.0).then(|| model_flops / it_s / r.gpus as f64 / 1e12),
+        mfu: (model_flops > 0.0).then(|| model_flops / it_s / peak),
+        hfu: (hw_flops > 0.0).then(|| hw_flops / it_s / peak),
         stages,
         mean,
         ranks,
-        memory: MemoryReport {
+        memory: (r.memory.total > 0).then(|| MemoryReport {
             footprint: r.memory.clone(),
             capacity: r.gpu.memory_bytes,
             fraction: r.memory.total as f64 / r.gpu.memory_bytes as f64,
-        },
+        }),
         collectives: run.collectives,
         collectives_on_network: run.collectives_on_network,
         plans_built: run.plans_built,
@@ -258,6 +272,16 @@ pub fn build(
         symmetry: symmetry.to_string(),
         sim_wall_s: wall_s,
     }
+}
+
+/// `None` for the zero a source that does not record a value leaves in [`RunInfo`].
+fn known(n: u64) -> Option<u64> {
+    (n > 0).then_some(n)
+}
+
+/// A value for the summary, or `unknown`.
+fn or_unknown<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map_or_else(|| "unknown".to_string(), f)
 }
 
 fn one(n: &u64) -> bool {
@@ -277,16 +301,22 @@ impl Report {
     pub fn render(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "llmsim run: {}", self.scenario);
+        if !self.overrides.is_empty() {
+            let _ = writeln!(o, "  --set      {}", self.overrides.join(", "));
+        }
         let _ = writeln!(
             o,
-            "  model      {} ({:.2}B params), seq {}, global batch {} ({} micro-batches per replica)",
+            "  model      {} ({} params), seq {}, global batch {} ({} micro-batches per replica)",
             self.model,
-            self.params as f64 / 1e9,
-            self.seq_length,
-            self.global_batch_size,
+            or_unknown(self.params, |p| format!("{:.2}B", p as f64 / 1e9)),
+            or_unknown(self.seq_length, |n| n.to_string()),
+            or_unknown(self.global_batch_size, |n| n.to_string()),
             self.microbatches
         );
         let _ = writeln!(o, "  cluster    {} x {}, {}", self.gpus, self.gpu, self.topology);
+        if !self.fabric.is_empty() {
+            let _ = writeln!(o, "  fabric     {}", self.fabric);
+        }
         let _ = writeln!(o, "  parallel   {}   backend {}", self.parallel, self.backend);
         let _ = writeln!(o);
         match self.first_iteration_time_s {
@@ -301,40 +331,53 @@ impl Report {
                 let _ = writeln!(o, "  iteration time   {:.4} s", self.iteration_time_s);
             }
         }
+        let u = self.sample_unit;
         let _ = writeln!(
             o,
-            "  throughput       {:.0} {u}/s ({:.1} {u}/s/GPU)",
-            self.tokens_per_s,
-            self.tokens_per_s_per_gpu,
-            u = self.sample_unit
+            "  throughput       {}",
+            match (self.tokens_per_s, self.tokens_per_s_per_gpu) {
+                (Some(t), Some(g)) => format!("{t:.0} {u}/s ({g:.1} {u}/s/GPU)"),
+                _ => "unknown (the workload does not record its batch or sequence length)".to_string(),
+            }
         );
         let _ = writeln!(
             o,
-            "  MFU              {:.1}%  ({:.0} model TFLOP/s per GPU; HFU {:.1}%)",
-            100.0 * self.mfu,
-            self.model_tflops_per_gpu,
-            100.0 * self.hfu
+            "  MFU              {}",
+            match (self.mfu, self.model_tflops_per_gpu, self.hfu) {
+                (Some(m), Some(t), Some(h)) => format!("{:.1}%  ({t:.0} model TFLOP/s per GPU; HFU {:.1}%)", 100.0 * m, 100.0 * h),
+                _ => "unknown (the workload's operators carry no FLOP counts)".to_string(),
+            }
         );
-        let f = &self.memory.footprint;
-        let _ = writeln!(
-            o,
-            "  memory/GPU       {:.1} GiB of {:.0} GiB ({:.0}%): params {:.1}, grads {:.1}, optimizer {:.1}, activations {:.1}, workspace {:.1}",
-            gib(f.total),
-            gib(self.memory.capacity),
-            100.0 * self.memory.fraction,
-            gib(f.parameters),
-            gib(f.gradients),
-            gib(f.optimizer_states),
-            gib(f.activations),
-            gib(f.workspace)
-        );
-        if f.is_tight(self.memory.capacity) {
-            let _ = writeln!(
-                o,
-                "  memory warning   tight: {:.1} GiB over capacity; fits only if the allocator fragments less than the {:.1} GiB allowed (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
-                gib(f.total - self.memory.capacity),
-                gib(f.fragmentation)
-            );
+        match &self.memory {
+            Some(m) => {
+                let f = &m.footprint;
+                let _ = writeln!(
+                    o,
+                    "  memory/GPU       {:.1} GiB of {:.0} GiB ({:.0}%): params {:.1}, grads {:.1}, optimizer {:.1}, activations {:.1}, workspace {:.1}",
+                    gib(f.total),
+                    gib(m.capacity),
+                    100.0 * m.fraction,
+                    gib(f.parameters),
+                    gib(f.gradients),
+                    gib(f.optimizer_states),
+                    gib(f.activations),
+                    gib(f.workspace)
+                );
+                if f.is_tight(m.capacity) {
+                    let _ = writeln!(
+                        o,
+                        "  memory warning   tight: {:.1} GiB over capacity; fits only if the allocator fragments less than the {:.1} GiB allowed (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
+                        gib(f.total - m.capacity),
+                        gib(f.fragmentation)
+                    );
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "  memory/GPU       unknown (the workload does not record its footprint; not checked)"
+                );
+            }
         }
         let _ = writeln!(o);
         let it = self.iteration_time_s;

@@ -42,6 +42,10 @@ pub struct Scenario {
     /// Free-form name for the report. Default: the file name.
     #[serde(default)]
     pub name: String,
+    /// The `--set KEY=VALUE` overrides applied on top of the file, in order (not a file key: the
+    /// report's header shows them next to the scenario's name).
+    #[serde(skip)]
+    pub overrides: Vec<String>,
     /// The transformer to train (give this or `dlrm`).
     #[serde(default)]
     pub model: Option<ModelSpec>,
@@ -553,7 +557,9 @@ impl Scenario {
             message: e.to_string(),
         })?;
         apply_sets(&mut v, sets)?;
-        Self::from_value(v, base_dir)
+        let mut s = Self::from_value(v, base_dir)?;
+        s.overrides = sets.to_vec();
+        Ok(s)
     }
 
     /// Builds a scenario from a parsed YAML tree (a scenario file with its overrides applied).

@@ -99,7 +99,11 @@ fn zero3_costs_dp_time_that_zero2_does_not_have() {
         let m = &o.report.mean;
         eprintln!(
             "{}: iteration {:.4} s, exposed DP {:.4} s, compute {:.4} s, params {} B",
-            o.report.parallel, o.report.iteration_time_s, m.exposed_dp_s, m.compute_s, o.report.memory.footprint.parameters
+            o.report.parallel,
+            o.report.iteration_time_s,
+            m.exposed_dp_s,
+            m.compute_s,
+            o.report.memory.as_ref().unwrap().footprint.parameters
         );
     }
     // Memory: ZeRO-3 shards the parameters, plus two gathered units (one layer each here);

@@ -38,8 +38,8 @@ fn check(name: &str) {
     let got = json!({
         "parallel": r.parallel,
         "iteration_time_s": round(r.iteration_time_s),
-        "mfu": round(r.mfu),
-        "memory_total": r.memory.footprint.total,
+        "mfu": round(r.mfu.expect("a model run knows its MFU")),
+        "memory_total": r.memory.as_ref().expect("a model run knows its memory").footprint.total,
         "collectives": r.collectives,
         "collectives_on_network": r.collectives_on_network,
         "transfers": r.net.completed,

@@ -25,29 +25,31 @@ fn metrics_are_the_report_fields_and_survive_its_json_text() {
     let m = &r.mean;
     // The definition sweep rows used before the metrics were read from the report's JSON.
     let fields = [
-        r.iteration_time_s,
+        Some(r.iteration_time_s),
         r.tokens_per_s,
         r.tokens_per_s_per_gpu,
         r.mfu,
         r.hfu,
         r.model_tflops_per_gpu,
-        r.memory.footprint.total as f64 / f64::from(1u32 << 30),
-        r.memory.fraction,
-        m.compute_s,
-        m.exposed_tp_s,
-        m.exposed_cp_s,
-        m.exposed_ep_s,
-        m.exposed_pp_s,
-        m.exposed_dp_s,
-        m.bubble_s,
-        m.idle_s,
-        f64::from(r.gpus),
-        f64::from(r.microbatches),
-        r.sim_wall_s,
+        r.memory.as_ref().map(|mem| mem.footprint.total as f64 / f64::from(1u32 << 30)),
+        r.memory.as_ref().map(|mem| mem.fraction),
+        Some(m.compute_s),
+        Some(m.exposed_tp_s),
+        Some(m.exposed_cp_s),
+        Some(m.exposed_ep_s),
+        Some(m.exposed_pp_s),
+        Some(m.exposed_dp_s),
+        Some(m.bubble_s),
+        Some(m.idle_s),
+        Some(f64::from(r.gpus)),
+        Some(f64::from(r.microbatches)),
+        Some(r.sim_wall_s),
     ];
+    // A model run knows every metric.
+    assert!(fields.iter().all(Option::is_some), "{fields:?}");
     let got = metrics_of(&r);
     assert_eq!(got.len(), METRICS.len());
-    assert_eq!(bits(&got), bits(&fields.map(Some)), "{METRICS:?}");
+    assert_eq!(bits(&got), bits(&fields), "{METRICS:?}");
     let text = serde_json::to_string(&r).unwrap();
     let back = metrics_of_json(&serde_json::from_str(&text).unwrap());
     assert_eq!(bits(&back), bits(&got));

@@ -317,6 +317,30 @@ impl Topology {
     }
 }
 
+impl TopologySummary {
+    /// The scale-out fabric in one line, for a run's header: switches per tier, NIC bandwidth per
+    /// GPU, oversubscription and bisection, e.g.
+    /// `switches t1: 16, t2: 8; NIC 400Gbps per GPU; oversubscription 1.00:1; bisection 25.6Tbps`.
+    pub fn fabric_line(&self) -> String {
+        let tiers: Vec<String> = self
+            .switches_per_tier
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("t{}: {n}", i + 1))
+            .collect();
+        let switches = if tiers.is_empty() {
+            "no switches".to_string()
+        } else {
+            format!("switches {}", tiers.join(", "))
+        };
+        let per_gpu = Bandwidth::from_bps(self.host_injection_bandwidth.bps() / u64::from(self.hosts.max(1)));
+        format!(
+            "{switches}; NIC {per_gpu} per GPU; oversubscription {:.2}:1; bisection {}",
+            self.oversubscription, self.bisection_bandwidth
+        )
+    }
+}
+
 impl fmt::Display for TopologySummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "topology      {} (routing: {})", self.name, self.routing)?;

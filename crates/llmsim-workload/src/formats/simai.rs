@@ -312,14 +312,48 @@ impl crate::formats::WorkloadFormat for Simai {
         let w = parse(&text, &req.path.display().to_string())?;
         let imp = to_workload(&w)?;
         let h = &w.header;
-        let parallel = format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga);
-        Ok(crate::formats::ImportedWorkload::bare(
-            imp.workload,
-            imp.layout,
-            req.label.to_string(),
-            parallel,
-        ))
+        let mut parallel = format!("tp{} pp{} ep{} dp{} (SimAI header), ga {}", h.tp, h.pp, h.ep, h.dp(), h.ga);
+        let mut out = crate::formats::ImportedWorkload::bare(imp.workload, imp.layout, req.label.to_string(), String::new());
+        // The file does not record the batch or the sequence; AICB names its files with them.
+        if let Some(n) = aicb_name(req.path) {
+            let consistent = n.mbs.is_none_or(|mbs| mbs * u64::from(h.ga) * u64::from(h.dp()) == n.gbs);
+            if consistent {
+                out.global_batch = n.gbs;
+                out.seq_length = n.seq;
+                parallel.push_str("; batch and sequence from the AICB file name");
+            }
+        }
+        out.parallel = parallel;
+        Ok(out)
     }
+}
+
+/// What an AICB workload file's name records: `...-gbs1024-mbs1-seq2048.txt`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AicbName {
+    gbs: u64,
+    mbs: Option<u64>,
+    seq: u64,
+}
+
+/// The global batch, micro-batch and sequence length from an AICB file name, when it has both
+/// `gbs<N>` and `seq<N>` fields (positive numbers).
+fn aicb_name(path: &std::path::Path) -> Option<AicbName> {
+    let stem = path.file_stem()?.to_str()?;
+    let field = |key: &str| -> Option<u64> {
+        stem.split('-')
+            .find_map(|part| {
+                part.strip_prefix(key)
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&v| v > 0)
+    };
+    Some(AicbName {
+        gbs: field("gbs")?,
+        mbs: field("mbs"),
+        seq: field("seq")?,
+    })
 }
 
 /// A SimAI workload as an llmsim workload.
@@ -595,6 +629,25 @@ mod tests {
 
     fn file(lines: &[&str]) -> String {
         format!("{HEADER}\n{}\n{}\n", lines.len(), lines.join("\n"))
+    }
+
+    #[test]
+    fn aicb_file_names_give_batch_and_sequence() {
+        let p = |s: &str| aicb_name(std::path::Path::new(s));
+        assert_eq!(
+            p("dir/gpt3-13b-world_size128-tp2-pp1-ep1-gbs1024-mbs1-seq2048.txt"),
+            Some(AicbName {
+                gbs: 1024,
+                mbs: Some(1),
+                seq: 2048
+            })
+        );
+        assert_eq!(p("llama-gbs64-seq4096.txt").map(|n| (n.gbs, n.mbs, n.seq)), Some((64, None, 4096)));
+        // Missing a field, a zero, or letters after the key: nothing is taken from the name.
+        assert_eq!(p("gpt3-13b-gbs1024.txt"), None);
+        assert_eq!(p("x-gbs0-seq2048.txt"), None);
+        assert_eq!(p("x-gbs12a-seq2048.txt"), None);
+        assert_eq!(p("x-sequence-gbs8-seq.txt"), None);
     }
 
     #[test]
