@@ -36,6 +36,22 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("./scripts/test.sh", "the whole suite, which runs this test"),
     (
+        "llmsim run examples/llama3-70b-1024gpu.yaml --set cluster.topology.oversubscription=4",
+        "a 1,024-GPU flow-level run: 45-80 s in a debug build on a loaded 2-core machine; the analytical runs of the same tutorial run here",
+    ),
+    (
+        "llmsim sweep examples/sweep-simai-nic.yaml --out runs/nic",
+        "6 flow-level runs of 1,024 GPUs (minutes in a debug build); sweeps are tested in crates/llmsim-sweep",
+    ),
+    (
+        "llmsim run examples/wormhole-moe-8x7b-64gpu.yaml --backend packet --set network.cc=dcqcn --set cluster.topology.servers_per_segment=4 --set cluster.topology.oversubscription=4",
+        "a packet-level MoE iteration: about a minute in a release build",
+    ),
+    (
+        "llmsim run examples/wormhole-moe-8x7b-64gpu.yaml --backend packet --set network.cc=hpcc --set cluster.topology.servers_per_segment=4 --set cluster.topology.oversubscription=4",
+        "a packet-level MoE iteration: about a minute in a release build",
+    ),
+    (
         "cargo build --release -p llmsim-cli",
         "a release build (minutes); this test runs the debug binary of the same code",
     ),

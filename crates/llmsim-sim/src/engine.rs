@@ -164,8 +164,19 @@ pub struct EngineRun {
     pub packet: Option<llmsim_net::PacketDetails>,
     pub collectives: u64,
     pub collectives_on_network: u64,
+    /// Per process-group kind (`tp`, `ep`, `dp`, ...): collectives run, and how many of them
+    /// crossed the network (the rest stayed inside a server's scale-up domain), in first-seen order.
+    pub collectives_by_group: Vec<GroupCount>,
     pub plans_built: usize,
     pub nodes_executed: u64,
+}
+
+/// Collectives of one process-group kind.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct GroupCount {
+    pub group: &'static str,
+    pub collectives: u64,
+    pub on_network: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -425,6 +436,7 @@ impl<'a> Engine<'a> {
                 packet: None,
                 collectives: 0,
                 collectives_on_network: 0,
+                collectives_by_group: Vec::new(),
                 plans_built: 0,
                 nodes_executed: 0,
             },
@@ -874,6 +886,7 @@ impl<'a> Engine<'a> {
         if g.units.len() == 1 && (g.intra_server || self.opts.ideal_comm) {
             // A collective of this unit alone inside one server (TP): closed form, no bookkeeping.
             self.run.collectives += 1;
+            count_group(&mut self.run.collectives_by_group, g.kind, false);
             let n = g.host_sets[0].len() as u32;
             let d = if self.opts.ideal_comm {
                 SimTime::ZERO
@@ -915,6 +928,8 @@ impl<'a> Engine<'a> {
         };
         let g = &self.groups[gid as usize];
         let nranks = g.host_sets[0].len() as u32;
+        let on_network = !(self.opts.ideal_comm || nranks < 2 || bytes == 0 || g.intra_server);
+        count_group(&mut self.run.collectives_by_group, g.kind, on_network);
         if self.opts.ideal_comm || nranks < 2 || bytes == 0 {
             self.colls[cid as usize] = Some(CollInst { plans_left: 0, members });
             self.queue.push(t, Ev::CollDone { coll: cid });
@@ -1129,4 +1144,21 @@ impl<'a> Engine<'a> {
         }
         Ok(())
     }
+}
+
+/// Counts one collective of group kind `kind` (a linear search: a run has a handful of kinds).
+fn count_group(counts: &mut Vec<GroupCount>, kind: &'static str, on_network: bool) {
+    let i = match counts.iter().position(|c| c.group == kind) {
+        Some(i) => i,
+        None => {
+            counts.push(GroupCount {
+                group: kind,
+                collectives: 0,
+                on_network: 0,
+            });
+            counts.len() - 1
+        }
+    };
+    counts[i].collectives += 1;
+    counts[i].on_network += u64::from(on_network);
 }

@@ -48,7 +48,7 @@ pub fn default_window(cc: llmsim_net::packet::CcMode) -> usize {
 
 pub use batch::Shared;
 
-pub use engine::{EngineRun, Layout};
+pub use engine::{EngineRun, GroupCount, Layout};
 pub use error::SimError;
 pub use imported::{ImportedRun, simulate_imported};
 pub use ops::{OpRow, iteration_flops};

@@ -137,6 +137,9 @@ pub struct Report {
     pub memory: Option<MemoryReport>,
     pub collectives: u64,
     pub collectives_on_network: u64,
+    /// Per process-group kind (`tp`, `cp`, `ep`, `dp`, `edp`, `embd`, `pg`): collectives run and
+    /// how many crossed the network (the rest stayed inside a server's NVLink domain).
+    pub collectives_by_group: Vec<crate::engine::GroupCount>,
     pub plans_built: usize,
     pub net: NetStats,
     pub nodes_executed: u64,
@@ -266,6 +269,7 @@ pub fn build(
         }),
         collectives: run.collectives,
         collectives_on_network: run.collectives_on_network,
+        collectives_by_group: run.collectives_by_group.clone(),
         plans_built: run.plans_built,
         net: run.net,
         nodes_executed: run.nodes_executed,
@@ -420,6 +424,25 @@ impl Report {
             "  {} collectives ({} on the network, {} distinct plans), {} transfers, {} program nodes; simulated in {:.2} s",
             self.collectives, self.collectives_on_network, self.plans_built, self.net.completed, self.nodes_executed, self.sim_wall_s
         );
+        if !self.collectives_by_group.is_empty() {
+            let groups: Vec<String> = self
+                .collectives_by_group
+                .iter()
+                .map(|g| format!("{} {} ({} on the network)", g.group, g.collectives, g.on_network))
+                .collect();
+            let _ = writeln!(o, "  by group: {}", groups.join(", "));
+        }
+        if let Some(ep) = self
+            .collectives_by_group
+            .iter()
+            .find(|g| g.group == "ep" && g.collectives > 0 && g.on_network == 0)
+        {
+            let _ = writeln!(
+                o,
+                "  note: all {} expert-parallel collectives stayed inside a server (NVLink): the {} network carried no expert all-to-all; for EP across servers see examples/wormhole-moe-8x7b-64gpu.yaml",
+                ep.collectives, self.backend
+            );
+        }
         if self.backend == "packet" {
             let n = &self.net;
             let _ = writeln!(
