@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import html
 import os
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from ._format import formatters
 from ._page import _plt, _png_b64, write_page
 from .sweep import load
 
@@ -66,11 +68,13 @@ def plot_axis(results: Any, x: str, y: str = "iteration_time_s", hue: str | None
         labels = [str(v) for v in xs]
         ax.plot(labels, [agg[v] for v in xs], marker="o", label=None if hv is None else f"{hue}={hv}")
     ax.set_xlabel(x)
-    ax.set_ylabel(y + (f" ({best} over {', '.join(varied)})" if varied else ""), fontsize=8 if varied else 10)
+    ax.set_ylabel(y)
     ax.grid(alpha=0.3)
     if hue is not None:
         ax.legend(fontsize=8)
-    ax.set_title(f"{df.attrs.get('name', '')}: {y} vs {x}")
+    # What each point is goes under the title, wrapped: a long y label was clipped.
+    note = "\n".join(textwrap.wrap(f"each point: the {best} over {', '.join(varied)}", 70)) if varied else ""
+    ax.set_title(f"{df.attrs.get('name', '')}: {y} vs {x}" + (f"\n{note}" if note else ""), fontsize=10)
     return ax
 
 
@@ -98,6 +102,8 @@ def plot_breakdown(results: Any, top: int = 10, by: str = "iteration_time_s", ax
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(range(len(ok)))
     ax.set_xticklabels(labels, fontsize=7)
+    if bottom:
+        ax.set_ylim(0, 1.06 * max(bottom))  # the tallest bar whole, with room above it
     ax.set_ylabel("seconds per iteration (mean over ranks)")
     ax.set_title(f"{df.attrs.get('name', '')}: where the time goes, {len(ok)} best points")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -133,7 +139,7 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
         )
         cols = axes + ["parallel", "iteration_time_s", "tokens_per_s", "mfu", "memory_gib"]
         best = ok.sort_values("iteration_time_s").head(top)[cols]
-        parts.append("<h2>Best points</h2>" + best.to_html(index=False, float_format=lambda v: f"{v:.4g}"))
+        parts.append("<h2>Best points</h2>" + best.to_html(index=False, formatters=formatters(best.columns)))
     bad = df[df["status"] != "ok"]
     if len(bad):
         parts.append("<h2>Failed and invalid points</h2>" + bad[axes + ["status", "error"]].to_html(index=False))

@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from . import _native
+from ._format import formatters
 from .core import PathLike, Scenario
 from .plot import MAXIMIZE, metric
 from .sweep import sweep
@@ -215,17 +215,5 @@ def main(argv: Sequence[str]) -> int:
         f"ranked by {at['objective']}"
     )
     show = df[cols].head(a.top).rename(columns=lambda c: c.split(".")[-1])
-    # One format per column, never scientific notation: MFU as a percentage, throughput as an
-    # integer, times and memory with fixed decimals.
-    formats = {
-        "iteration_time_s": lambda v: f"{v:.4f}",
-        "tokens_per_s": lambda v: f"{v:,.0f}",
-        "mfu": lambda v: f"{100 * v:.1f}%",
-        "memory_gib": lambda v: f"{v:.1f}",
-    }
-
-    def known(f):
-        return lambda v: "unknown" if v is None or math.isnan(v) else f(v)
-
-    print(show.to_string(index=False, formatters={k: known(f) for k, f in formats.items() if k in show.columns}))
+    print(show.to_string(index=False, formatters=formatters(show.columns)))
     return 0
