@@ -98,6 +98,46 @@ struct PlainProgress {
     start: std::time::Instant,
     last: std::cell::Cell<std::time::Instant>,
     interval: std::time::Duration,
+    /// With an interval above zero, a thread prints the lines on a clock, so a run is never
+    /// silent longer than the interval even while one step takes long (a packet-level
+    /// collective, a big plan); `stop` ends it.
+    ticker: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
+}
+
+/// One plain progress line.
+fn plain_line(what: &str, unit: &str, done: u64, total: u64, elapsed: std::time::Duration) -> String {
+    let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 0.0 };
+    format!(
+        "llmsim: {what} {done}/{total} {unit} ({pct:.0}%), {:.0} s elapsed",
+        elapsed.as_secs_f64()
+    )
+}
+
+/// Hands `emit` a line from `bar`'s position every `interval` until `stop`.
+fn spawn_ticker(
+    bar: indicatif::ProgressBar,
+    what: &'static str,
+    unit: &'static str,
+    start: std::time::Instant,
+    interval: std::time::Duration,
+    emit: impl Fn(String) + Send + 'static,
+) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+    use std::sync::atomic::Ordering;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = std::thread::spawn(move || {
+        let step = std::time::Duration::from_millis(50).min(interval);
+        let mut next = start + interval;
+        while !flag.load(Ordering::Relaxed) {
+            std::thread::sleep(step);
+            let now = std::time::Instant::now();
+            if now >= next && !flag.load(Ordering::Relaxed) {
+                emit(plain_line(what, unit, bar.position(), bar.length().unwrap_or(0), now - start));
+                next = now + interval;
+            }
+        }
+    });
+    (stop, handle)
 }
 
 /// Where the running command is, for Ctrl-C: what it does and counts, and its bar (a clone:
@@ -166,12 +206,14 @@ impl Progress {
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .unwrap_or(5.0);
             let now = std::time::Instant::now();
+            let interval = std::time::Duration::from_secs_f64(secs);
             PlainProgress {
                 what,
                 unit,
                 start: now,
                 last: std::cell::Cell::new(now),
-                interval: std::time::Duration::from_secs_f64(secs),
+                interval,
+                ticker: (!interval.is_zero()).then(|| spawn_ticker(bar.clone(), what, unit, now, interval, |l| eprintln!("{l}"))),
             }
         });
         Progress { bar, plain }
@@ -180,23 +222,34 @@ impl Progress {
     pub(crate) fn update(&self, done: u64, total: u64) {
         self.bar.set_length(total);
         self.bar.set_position(done);
-        if let Some(p) = &self.plain {
+        // A zero interval (tests): a line at every update, from this thread.
+        if let Some(p) = self.plain.as_ref().filter(|p| p.ticker.is_none()) {
             let now = std::time::Instant::now();
             if now.duration_since(p.last.get()) >= p.interval {
                 p.last.set(now);
-                let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 0.0 };
-                eprintln!(
-                    "llmsim: {} {done}/{total} {} ({pct:.0}%), {:.0} s elapsed",
-                    p.what,
-                    p.unit,
-                    now.duration_since(p.start).as_secs_f64()
-                );
+                eprintln!("{}", plain_line(p.what, p.unit, done, total, now.duration_since(p.start)));
             }
         }
     }
 
     pub(crate) fn finish(&self) {
+        self.stop_ticker();
         self.bar.finish_and_clear();
+    }
+
+    fn stop_ticker(&self) {
+        if let Some((stop, _)) = self.plain.as_ref().and_then(|p| p.ticker.as_ref()) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop_ticker();
+        if let Some((_, handle)) = self.plain.as_mut().and_then(|p| p.ticker.take()) {
+            let _ = handle.join();
+        }
     }
 }
 
@@ -289,4 +342,39 @@ fn error_text(e: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// The plain lines come on a clock: a step that takes long (here the bar never moves) still
+    /// gets a line every interval, showing where the run stands.
+    #[test]
+    fn the_ticker_prints_while_a_step_takes_long() {
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_length(10);
+        bar.set_position(3);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let start = Instant::now();
+        let (stop, handle) = super::spawn_ticker(bar, "simulating", "nodes", start, Duration::from_millis(100), move |l| {
+            sink.lock().unwrap().push(l)
+        });
+        std::thread::sleep(Duration::from_millis(550));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        handle.join().unwrap();
+        let lines = lines.lock().unwrap();
+        // About five; at least two even on a loaded machine, none before the first interval.
+        assert!(lines.len() >= 2, "{lines:?}");
+        assert!(
+            lines.iter().all(|l| l.starts_with("llmsim: simulating 3/10 nodes (30%), ")),
+            "{lines:?}"
+        );
+        // Stopped means stopped: nothing comes after.
+        let n = lines.len();
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(n, lines.len());
+    }
 }

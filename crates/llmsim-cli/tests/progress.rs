@@ -27,3 +27,41 @@ fn piped_runs_print_progress_lines() {
     let (ok, err) = run(None);
     assert!(ok && !err.contains("llmsim: simulating"), "{err}");
 }
+
+/// The lines come on a clock, not only when a step finishes: with a 0.5 s interval, no two
+/// lines of a multi-second run are more than a few seconds apart (a loose bound: the machine
+/// running the suite may be loaded), and the first arrives within a few seconds of the start.
+#[test]
+fn plain_progress_lines_come_on_a_clock() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llmsim"))
+        .current_dir(&root)
+        .args(["run", "examples/gpt3-13b-128gpu.yaml", "--backend", "flow"])
+        .args(["--set", "training.global_batch_size=2048"]) // a few seconds in a debug build
+        .env("LLMSIM_PROGRESS_INTERVAL_S", "0.5")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut arrivals = vec![start];
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        if line.unwrap().starts_with("llmsim: simulating ") {
+            arrivals.push(Instant::now());
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    let wall = start.elapsed();
+    eprintln!("{} progress lines in {wall:?}", arrivals.len() - 1);
+    if wall < Duration::from_secs(2) {
+        return; // too short a run on this machine to say anything
+    }
+    let gap = arrivals.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(arrivals.len() >= 3, "{} lines in {wall:?}", arrivals.len() - 1);
+    assert!(
+        gap <= Duration::from_secs(4),
+        "a {gap:?} gap between progress lines in a {wall:?} run"
+    );
+}
