@@ -228,6 +228,13 @@ fn catalogue() -> Vec<Case> {
             &SCENARIO.replace("gpus: 16", "gpus: 4294967296"),
             &["cluster", "4294967296"],
         ),
+        // A type error names the key path and where the value was written: its line, or the --set.
+        yaml(
+            "yaml-type-error-line",
+            "name: t\nmodel: gpt3-13b\nparallel:\n  pp: 1\n  tp: two\ncluster: { gpu: H100, gpus: 16 }\n",
+            &["parallel.tp", "\"two\"", "(line 5)"],
+        ),
+        set("set-type-error-names-the-set", &["parallel.pp=x"], &["parallel.pp", "(from --set parallel.pp=x)"]),
         yaml(
             "yaml-unknown-gpu",
             &SCENARIO.replace("gpus: 16", "gpus: 16, gpu: H900"),

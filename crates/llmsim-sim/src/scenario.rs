@@ -557,7 +557,7 @@ impl Scenario {
             message: e.to_string(),
         })?;
         apply_sets(&mut v, sets)?;
-        let mut s = Self::from_value(v, base_dir)?;
+        let mut s = Self::from_value(v, base_dir).map_err(|e| with_line(e, text, sets))?;
         s.overrides = sets.to_vec();
         Ok(s)
     }
@@ -668,6 +668,27 @@ impl Scenario {
 
 /// A typed section's error as a scenario error naming the full key path (`parallel.tp`), with a
 /// hint where a section got a scalar (`--set parallel=4`).
+/// Where a field's bad value was written: `--set KEY=...` when an override set it, else the line
+/// of the scenario text (block or flow style), appended to the message.
+fn with_line(e: SimError, text: &str, sets: &[String]) -> SimError {
+    let SimError::Scenario { field, message } = e else { return e };
+    // An override at the field, above it, or inside it (an error may name only the section).
+    let set = sets.iter().rev().find(|s| {
+        s.split_once('=').is_some_and(|(k, _)| {
+            let k = k.trim();
+            k == field || field.starts_with(&format!("{k}.")) || k.starts_with(&format!("{field}."))
+        })
+    });
+    let at = match set {
+        Some(s) => format!(" (from --set {s})"),
+        None => crate::yaml::line_of(text, &field).map_or_else(String::new, |l| format!(" (line {l})")),
+    };
+    SimError::Scenario {
+        field,
+        message: format!("{message}{at}"),
+    }
+}
+
 fn typed_error(section: &str, e: YamlError) -> SimError {
     let (path, message) = match e {
         YamlError::Typed { path, message } => (path, message),

@@ -271,9 +271,71 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 }
 
+/// The 1-based line of the key at dotted `path` (`parallel.tp`, `cluster.topology.nic`) in
+/// block-style YAML `text`, following indentation; a key inside a flow map (`parallel: { tp: 2 }`)
+/// is given as its parent's line. `None` when the path is not written in the text (a default, an
+/// override, an alias). A list index (`layers[3]`) ends the path at its parent.
+pub fn line_of(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let is_key = |content: &str, key: &str| {
+        content.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with(':'))
+            || content
+                .strip_prefix('"')
+                .and_then(|c| c.strip_prefix(key))
+                .is_some_and(|rest| rest.starts_with("\":"))
+    };
+    let (mut from, mut to, mut parent_indent): (usize, usize, Option<usize>) = (0, lines.len(), None);
+    let mut found: Option<usize> = None;
+    for key in path.split('.') {
+        let key = key.split('[').next().unwrap_or(key);
+        if key.is_empty() {
+            break;
+        }
+        // A parent written as a flow map (`nic: { bandwidth: ... }`): the rest of the path is
+        // on its line (or it is not written, and the parent's line is the nearest place).
+        if let Some(f) = found
+            && lines[f].contains('{')
+        {
+            return Some(f + 1);
+        }
+        let hit = (from..to).find(|&i| {
+            let l = lines[i];
+            let content = l.trim_start();
+            !content.is_empty() && !content.starts_with('#') && parent_indent.is_none_or(|p| indent(l) > p) && is_key(content, key)
+        })?;
+        let ind = indent(lines[hit]);
+        // The key's block: the lines after it, up to the next at its own indentation or less.
+        let end = (hit + 1..to)
+            .find(|&i| {
+                let c = lines[i].trim_start();
+                !c.is_empty() && !c.starts_with('#') && indent(lines[i]) <= ind
+            })
+            .unwrap_or(to);
+        (from, to, parent_indent, found) = (hit + 1, end, Some(ind), Some(hit));
+    }
+    found.map(|f| f + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_of_follows_indentation_and_flow_maps() {
+        let text = "name: x\n# parallel: comment\nmodel: gpt3-13b\nparallel:\n  pp: 2\n  tp: two\ncluster:\n  gpus: 16\n  topology:\n    kind: fat-tree\n    nic: { bandwidth: fast, latency: 1us }\ntraining: { seq_length: 2048, micro_batch_size: x }\n";
+        assert_eq!(line_of(text, "parallel.tp"), Some(6));
+        assert_eq!(line_of(text, "parallel"), Some(4));
+        assert_eq!(line_of(text, "cluster.topology.kind"), Some(10));
+        assert_eq!(line_of(text, "cluster.topology.nic.bandwidth"), Some(11));
+        assert_eq!(line_of(text, "training.micro_batch_size"), Some(12));
+        // Not written: a default or an override.
+        assert_eq!(line_of(text, "parallel.dp"), None);
+        assert_eq!(line_of(text, "network.cc"), None);
+        // `gpus` under cluster, not a `gpus` elsewhere at the wrong depth.
+        assert_eq!(line_of("gpus: 1\ncluster:\n  gpus: 2\n", "cluster.gpus"), Some(3));
+        assert_eq!(line_of("cluster:\n  nodes: 2\ngpus: 1\n", "cluster.gpus"), None);
+    }
 
     /// Nine levels of nine aliases, after a padding list that raises serde_yaml_ng's own jump
     /// limit (100 per event): without the node budget this built 22 GB of values.
