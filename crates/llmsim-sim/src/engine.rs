@@ -488,6 +488,10 @@ impl<'a> Engine<'a> {
         }
         let mut finished: Vec<(SimTime, Ev)> = Vec::new();
         let mut last_report = 0u64;
+        // Every 0.5% of the nodes (at most every 65,536): a packet-level run of a few thousand
+        // nodes otherwise reported nothing until its end.
+        let report_every = (total / 200).clamp(1, 65_536);
+        progress(0, total);
         loop {
             let tl = self.queue.peek_time();
             let tn = self.net.next_event_time();
@@ -516,7 +520,7 @@ impl<'a> Engine<'a> {
                 }
                 (Some(_), None) => unreachable!("covered by the guard above"),
             }
-            if self.run.nodes_executed - last_report >= 65_536 {
+            if self.run.nodes_executed - last_report >= report_every {
                 last_report = self.run.nodes_executed;
                 progress(last_report, total);
             }
