@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 #[derive(Args, Debug, Clone)]
 pub struct TopoArgs {
     /// flat, fat-tree, spine-leaf, rail-fat-tree (alias rail-optimized), torus, dragonfly,
-    /// rail-only, ns3.
+    /// rail-only, full-mesh, ns3.
     #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree")]
     pub kind: String,
     /// GPUs in the cluster. Default: all hosts of a fat-tree with --k, or of an --ns3-file.

@@ -6,6 +6,7 @@
 pub mod dragonfly;
 pub mod error;
 pub mod family;
+pub mod full_mesh;
 pub mod generators;
 pub mod graph;
 pub mod link_spec;

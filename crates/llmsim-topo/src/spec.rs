@@ -103,6 +103,9 @@ pub enum TopologySpec {
     Dragonfly(crate::dragonfly::DragonflySpec),
     /// Rail-only: a network per rail, no spine across rails; cross-rail traffic via NVLink.
     RailOnly(crate::rail_only::RailOnlySpec),
+    /// n-D full mesh (UB-Mesh style): every router cabled to every other of its line in each
+    /// dimension; minimal routing, one hop per dimension.
+    FullMesh(crate::full_mesh::FullMeshSpec),
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
         /// Path to the file, relative to the working directory.
@@ -202,6 +205,7 @@ impl TopologySpec {
             TopologySpec::Torus(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Dragonfly(s) => s.build(gpus, scale_up, seed),
             TopologySpec::RailOnly(s) => s.build(gpus, scale_up, seed),
+            TopologySpec::FullMesh(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {

@@ -206,6 +206,33 @@ fn torus_2d_and_3d_route_dimension_order_minimally() {
 }
 
 #[test]
+fn full_mesh_routes_one_hop_per_dimension() {
+    for (json, gpus, g) in [
+        (r#"{"kind":"full-mesh","dims":[4,4],"hosts_per_router":2}"#, 32, 2),
+        (r#"{"kind":"full-mesh","dims":[3,4,2]}"#, 192, 8),
+        (r#"{"kind":"full-mesh","dims":[5,3]}"#, 15, 1),
+        (r#"{"kind":"full-mesh","dims":[2,2,2,2]}"#, 16, 1),
+        (r#"{"kind":"full-mesh"}"#, 64, 1),
+        (r#"{"kind":"full-mesh","dimensions":3}"#, 96, 4),
+    ] {
+        let t = build(json, gpus, g);
+        check_family(&t, Minimal::Shortest);
+        // Two or more dimensions to correct: the hash picks the order, every choice minimal.
+        assert!(check_ecmp_equal_cost(&t) > 0, "{}: no ECMP choice", t.name);
+        // The closed-form bisection agrees with a max flow (where it has one: even last dim).
+        let s = t.describe();
+        assert_eq!(s.bisection_bandwidth, t.bisection_by_max_flow(), "{}", t.name);
+    }
+    let t = build(r#"{"kind":"full-mesh"}"#, 1024, 8);
+    assert_eq!(t.name, "full-mesh-8x16-1024", "128 routers, most square 2-D shape");
+    // Host -> router -> (one hop per dimension) -> router -> host.
+    assert_eq!(t.describe().diameter_hops, 2 + 2);
+    // 8 + 16 - 2 = 22 router links per router, 128 routers, plus 2 per host.
+    let fabric = t.describe().links - 2 * 1024 - 2 * 1024 / 8 * 8;
+    assert_eq!(fabric, 128 * (7 + 15), "{}", t.describe());
+}
+
+#[test]
 fn dragonfly_minimal_routes_use_one_global_hop() {
     for (json, gpus, g) in [
         // Maximum size: g = a*h + 1 = 9 groups, one global cable per group pair.
@@ -317,7 +344,7 @@ fn impossible_parameters_name_the_field_and_valid_values() {
 
 #[test]
 fn every_family_sizes_itself_from_the_gpu_count() {
-    for kind in ["torus", "dragonfly", "rail-only"] {
+    for kind in ["torus", "dragonfly", "rail-only", "full-mesh"] {
         for gpus in [8, 1024, 8192] {
             let t = build(&format!(r#"{{"kind":"{kind}"}}"#), gpus, 8);
             assert_eq!(t.num_hosts(), gpus, "{}", t.name);
@@ -348,7 +375,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn random_family_instances_route_without_loops(
-        kind in 0u8..3, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
+        kind in 0u8..4, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
         pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..32),
     ) {
         let (json, gpus) = match kind {
@@ -357,7 +384,8 @@ proptest! {
                 format!(r#"{{"kind":"dragonfly","routers_per_group":{x},"hosts_per_router":{g},"global_links_per_router":{y}}}"#),
                 g * (x * y + 1).min(1 + z * 3) * x,
             ),
-            _ => (format!(r#"{{"kind":"rail-only","servers_per_leaf":{x},"spines":{y}}}"#), g * (x * z + y)),
+            2 => (format!(r#"{{"kind":"rail-only","servers_per_leaf":{x},"spines":{y}}}"#), g * (x * z + y)),
+            _ => (format!(r#"{{"kind":"full-mesh","dims":[{x},{y},{z}],"hosts_per_router":{g}}}"#), x * y * z * g),
         };
         let t = spec(&json).build(gpus, su(g), seed).unwrap();
         let h = t.num_hosts();

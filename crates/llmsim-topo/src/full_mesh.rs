@@ -1,0 +1,311 @@
+//! n-D full mesh (UB-Mesh style): routers at n-D coordinates; in every dimension each router
+//! cables directly to every other router of its line (the routers that differ from it in that
+//! coordinate only).
+//!
+//! UB-Mesh (Huawei, 2025) builds its rack-level fabric as a 2-D full mesh of NPUs and stacks
+//! higher dimensions above it; here, as in the torus family, a router stands for a position's
+//! switching element and `hosts_per_router` GPU NICs hang off it, so every backend (the packet
+//! engine forwards at switches only) runs it unchanged. What is simplified: UB-Mesh's direct
+//! NPU-to-NPU links become NPU -> router -> router -> NPU, and its per-dimension link
+//! bandwidths are one `fabric` link spec for all dimensions.
+//!
+//! Addresses: router `i` has coordinate `i / stride[d] % n[d]` in dimension `d` (dimension 0
+//! varies fastest); host `h` sits on router `h / hosts_per_router`.
+//!
+//! Node layout: hosts, NVSwitches, routers (`router0 + i`). Ports of router `i`: its hosts in id
+//! order, then per dimension its `n[d] - 1` line neighbours in coordinate order.
+//!
+//! Rule (minimal, adaptive order): a route corrects each differing dimension with one direct hop.
+//! At each router the flow hash picks which of the still-differing dimensions to correct next
+//! (ECMP over the `k!` minimal orders); every hop fixes a coordinate for good, so routes are
+//! minimal and loop-free.
+
+use std::sync::Arc;
+
+use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
+use serde::{Deserialize, Serialize};
+
+use crate::TopoError;
+use crate::family::{FamilySpec, RoutingRule, divisors_hint};
+use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
+use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
+use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::torus::balanced_dims;
+
+/// Largest number of full-mesh dimensions.
+pub const MAX_DIMS: usize = 4;
+
+/// `topology: { kind: full-mesh, dims: [8, 8], hosts_per_router: 8 }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct FullMeshSpec {
+    /// Routers per dimension, 1 to 4 entries, product = GPUs / `hosts_per_router`.
+    /// Default: the most square shape of `dimensions` dimensions (largest last).
+    pub dims: Option<Vec<u32>>,
+    /// Dimensions when `dims` is not given: 2 or 3. Default 2 (UB-Mesh's rack: a 2-D full mesh).
+    pub dimensions: Option<u32>,
+    /// GPU NICs per router. Default: `gpus_per_server` (one router per server).
+    pub hosts_per_router: Option<u32>,
+    /// Host NIC <-> router. Default 400Gbps / 500ns.
+    pub nic: LinkSpec,
+    /// Router <-> router, per direction, every dimension. Default 400Gbps / 600ns.
+    pub fabric: LinkSpec,
+}
+
+fn dims_text(d: &[u32]) -> String {
+    d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
+}
+
+impl FamilySpec for FullMeshSpec {
+    fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
+        check_hosts(gpus)?;
+        let hpr = self.hosts_per_router.unwrap_or(scale_up.gpus_per_server.max(1));
+        if hpr == 0 || gpus == 0 || !gpus.is_multiple_of(hpr) {
+            return Err(FieldError::new(
+                "topology.hosts_per_router",
+                format!(
+                    "{hpr} does not divide the {gpus} GPUs into whole routers; valid: {}",
+                    divisors_hint(gpus.max(1), 12)
+                ),
+            )
+            .into());
+        }
+        let routers = gpus / hpr;
+        let dims = match (&self.dims, self.dimensions) {
+            (Some(d), Some(n)) if d.len() != n as usize => {
+                return Err(FieldError::new(
+                    "topology.dimensions",
+                    format!("dimensions={n} but dims has {} entries; give one of them", d.len()),
+                )
+                .into());
+            }
+            (Some(d), _) => {
+                if d.is_empty() || d.len() > MAX_DIMS || d.contains(&0) {
+                    return Err(FieldError::new(
+                        "topology.dims",
+                        format!("{d:?} is not a full-mesh shape; give 1 to {MAX_DIMS} sizes of at least 1, e.g. [8, 8]"),
+                    )
+                    .into());
+                }
+                if d.iter().try_fold(1u32, |a, &x| a.checked_mul(x)) != Some(routers) {
+                    let hint = dims_text(&balanced_dims(routers, d.len().min(3)));
+                    return Err(FieldError::new(
+                        "topology.dims",
+                        format!(
+                            "{} routers x {hpr} hosts_per_router do not hold {gpus} GPUs; use dims whose product is {routers}, e.g. {hint}",
+                            dims_text(d)
+                        ),
+                    )
+                    .into());
+                }
+                d.clone()
+            }
+            (None, n) => {
+                let n = n.unwrap_or(2);
+                if !(2..=3).contains(&n) {
+                    return Err(FieldError::new(
+                        "topology.dimensions",
+                        format!("{n} is not supported without dims; valid: 2, 3 (or give dims with up to {MAX_DIMS} entries)"),
+                    )
+                    .into());
+                }
+                balanced_dims(routers, n as usize)
+            }
+        };
+        let p = FullMeshParams {
+            dims,
+            hosts_per_router: hpr,
+            nic: self.nic.resolve(DEFAULT_NIC),
+            fabric: self.fabric.resolve(DEFAULT_FABRIC),
+        };
+        full_mesh(gpus, &p, scale_up, seed)
+    }
+}
+
+/// A resolved full mesh.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FullMeshParams {
+    /// Routers per dimension; product times `hosts_per_router` is the GPU count.
+    pub dims: Vec<u32>,
+    pub hosts_per_router: u32,
+    pub nic: LinkParams,
+    pub fabric: LinkParams,
+}
+
+/// Builds an n-D full mesh holding exactly `num_hosts` GPUs. Routing: [`FullMeshRule`].
+///
+/// # Errors
+/// `TopoError::Invalid` when the dims times `hosts_per_router` differ from `num_hosts`, for a
+/// zero bandwidth, or the scale-up errors of [`hosts_with_scale_up`].
+pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.fabric", p.fabric)?;
+    let hpr = p.hosts_per_router;
+    let routers = p.dims.iter().try_fold(1u32, |a, &x| a.checked_mul(x));
+    if p.dims.is_empty() || p.dims.len() > MAX_DIMS || hpr == 0 || routers.and_then(|r| r.checked_mul(hpr)) != Some(num_hosts) {
+        return Err(FieldError::new(
+            "topology.dims",
+            format!(
+                "{} routers x {hpr} hosts_per_router do not hold {num_hosts} GPUs",
+                dims_text(&p.dims)
+            ),
+        )
+        .into());
+    }
+    let routers = routers.unwrap_or(0);
+    let mut dims = [1u32; MAX_DIMS];
+    dims[..p.dims.len()].copy_from_slice(&p.dims);
+    let mut stride = [1u32; MAX_DIMS];
+    let mut first_port = [0u32; MAX_DIMS];
+    let mut next = hpr;
+    for i in 0..MAX_DIMS {
+        stride[i] = if i == 0 { 1 } else { stride[i - 1] * dims[i - 1] };
+        first_port[i] = next;
+        next += dims[i] - 1;
+    }
+    // Router ports beyond the hosts: sum of (n - 1); u64 so a huge mesh is refused, not wrapped.
+    let fabric_links = u64::from(routers) * u64::from(next - hpr);
+    if fabric_links > 1 << 31 {
+        return Err(FieldError::new(
+            "topology.dims",
+            format!(
+                "{} needs {fabric_links} router links; use fewer routers per dimension",
+                dims_text(&p.dims)
+            ),
+        )
+        .into());
+    }
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    let router0 = b.add_nodes(NodeKind::Switch { tier: 1 }, routers).0;
+    b.reserve_links(2 * num_hosts as usize + fabric_links as usize);
+    for h in 0..num_hosts {
+        b.add_link(NodeId(h), NodeId(router0 + h / hpr), p.nic, LinkKind::HostNic);
+    }
+    // Each router's outgoing links in port order: hosts, then per dimension its line in order.
+    for r in 0..routers {
+        for h in r * hpr..(r + 1) * hpr {
+            b.add_link(NodeId(router0 + r), NodeId(h), p.nic, LinkKind::HostNic);
+        }
+        for i in 0..MAX_DIMS {
+            let c = r / stride[i] % dims[i];
+            let base = r - c * stride[i];
+            for d in (0..dims[i]).filter(|&d| d != c) {
+                b.add_link(
+                    NodeId(router0 + r),
+                    NodeId(router0 + base + d * stride[i]),
+                    p.fabric,
+                    LinkKind::Fabric,
+                );
+            }
+        }
+    }
+    let rule = FullMeshRule {
+        dims,
+        stride,
+        first_port,
+        hosts_per_router: hpr,
+        router0,
+    };
+    b.build(
+        format!("full-mesh-{}-{num_hosts}", dims_text(&p.dims)),
+        num_hosts,
+        scale_up,
+        Routing::Rule(Arc::new(rule)),
+        ecmp_seed,
+    )
+}
+
+/// Minimal routing on an n-D full mesh; see the module doc for addresses and ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FullMeshRule {
+    pub dims: [u32; MAX_DIMS],
+    stride: [u32; MAX_DIMS],
+    first_port: [u32; MAX_DIMS],
+    pub hosts_per_router: u32,
+    pub router0: u32,
+}
+
+impl FullMeshRule {
+    fn routers(&self) -> u32 {
+        self.dims.iter().product()
+    }
+
+    fn coord(&self, r: u32, i: usize) -> u32 {
+        r / self.stride[i] % self.dims[i]
+    }
+}
+
+impl RoutingRule for FullMeshRule {
+    fn name(&self) -> &'static str {
+        "full-mesh minimal"
+    }
+
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        match t.node(at) {
+            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+            NodeKind::Switch { .. } => {}
+        }
+        let r = at.0 - self.router0;
+        let dr = dst.0 / self.hosts_per_router;
+        let ports = t.ports(at);
+        if r == dr {
+            return Ok(ports[(dst.0 - r * self.hosts_per_router) as usize]);
+        }
+        // The dimensions still to correct, in order; the flow hash picks one (ECMP).
+        let mut differing = [0usize; MAX_DIMS];
+        let mut k = 0;
+        for i in 0..MAX_DIMS {
+            if self.coord(r, i) != self.coord(dr, i) {
+                differing[k] = i;
+                k += 1;
+            }
+        }
+        if k == 0 || r >= self.routers() {
+            return Err(TopoError::Unreachable {
+                src: at,
+                dst,
+                reason: "full-mesh router outside the mesh".into(),
+            });
+        }
+        let i = differing[if k == 1 { 0 } else { t.ecmp_pick(at, flow_hash, k) }];
+        let (c, d) = (self.coord(r, i), self.coord(dr, i));
+        let port = self.first_port[i] + if d < c { d } else { d - 1 };
+        Ok(ports[port as usize])
+    }
+
+    fn diameter(&self, t: &Topology) -> Option<u32> {
+        if t.num_hosts() < 2 {
+            return Some(0);
+        }
+        if self.routers() == 1 {
+            return Some(2);
+        }
+        // Two servers on routers that differ in every dimension exist only when servers do not
+        // span routers.
+        if !self.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
+            return None;
+        }
+        Some(2 + self.dims.iter().filter(|&&n| n > 1).count() as u32)
+    }
+
+    /// The cut across the last (slowest) dimension at its middle: hosts `0..H/2` are exactly
+    /// the routers below it when that dimension is even; each of its lines is a complete graph
+    /// cut in halves, `(n/2)^2` links.
+    fn bisection(&self, t: &Topology) -> Option<Bandwidth> {
+        let last = (0..MAX_DIMS).rev().find(|&i| self.dims[i] > 1)?;
+        let n = self.dims[last];
+        if !n.is_multiple_of(2) {
+            return None;
+        }
+        let lines = self.routers() / n;
+        let r0 = NodeId(self.router0);
+        let fabric = t.link(t.ports(r0)[self.first_port[last] as usize]).bandwidth;
+        let cross = u128::from(fabric.bps()) * u128::from(lines) * u128::from(n / 2) * u128::from(n / 2);
+        let half = u128::from(t.num_hosts() / 2) * u128::from(t.nic_bandwidth(NodeId(0)).bps());
+        Some(Bandwidth::from_bps(u64::try_from(cross.min(half)).unwrap_or(u64::MAX)))
+    }
+}
