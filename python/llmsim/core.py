@@ -120,6 +120,8 @@ class Report:
     topology: str
     #: Switches per tier, NIC bandwidth per GPU, oversubscription and bisection, in one line.
     fabric: str
+    #: Cost proxies of the scale-out fabric: ``switches``, ``switch_ports``, ``cables``, ``optics``.
+    fabric_cost: dict[str, int]
     backend: str
     parallel: str
     #: What ``tokens_per_s`` counts: ``"tokens"`` (transformers) or ``"samples"`` (DLRM).
@@ -146,6 +148,8 @@ class Report:
     memory: dict[str, Any] | None
     collectives: int
     collectives_on_network: int
+    #: Per process-group kind: ``{"group", "collectives", "on_network"}``.
+    collectives_by_group: list[dict[str, Any]]
     plans_built: int
     #: Network counters (transfers, bytes, packet-level events, drops, ...).
     net: dict[str, Any]

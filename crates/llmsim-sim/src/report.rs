@@ -100,6 +100,8 @@ pub struct Report {
     /// oversubscription and bisection (from `llmsim topo`'s description).
     #[serde(default)]
     pub fabric: String,
+    /// Cost proxies of the scale-out fabric: switches, switch ports, cables, optics.
+    pub fabric_cost: llmsim_topo::CostProxies,
     pub backend: String,
     pub parallel: String,
     /// What tokens_per_s counts: "tokens" (transformers) or "samples" (DLRM).
@@ -236,6 +238,7 @@ pub fn build(
             .trim()
             .to_string(),
         fabric: described.fabric_line(),
+        fabric_cost: described.cost,
         backend: format!("{:?}", s.network.backend).to_lowercase(),
         parallel: r.parallel.clone(),
         sample_unit: r.sample_unit,

@@ -22,4 +22,4 @@ pub use family::{FamilySpec, RoutingRule};
 pub use graph::{Link, LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
 pub use routing::Routing;
 pub use spec::{LinkSpec, TopologySpec};
-pub use summary::TopologySummary;
+pub use summary::{CostProxies, TopologySummary};

@@ -105,6 +105,7 @@ pub enum TopologySpec {
     RailOnly(crate::rail_only::RailOnlySpec),
     /// n-D full mesh (UB-Mesh style): every router cabled to every other of its line in each
     /// dimension; minimal routing, one hop per dimension.
+    #[serde(alias = "ub-mesh")]
     FullMesh(crate::full_mesh::FullMeshSpec),
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
@@ -115,7 +116,7 @@ pub enum TopologySpec {
 
 // serde's alias, which schemars does not see (see `llmsim_core::schema`).
 fn kind_aliases(s: &mut schemars::Schema) {
-    llmsim_core::schema::add_tag_aliases(s, "kind", &[("rail-optimized", "rail-fat-tree")]);
+    llmsim_core::schema::add_tag_aliases(s, "kind", &[("rail-optimized", "rail-fat-tree"), ("ub-mesh", "full-mesh")]);
 }
 
 fn default_hosts_per_leaf() -> u32 {

@@ -42,6 +42,24 @@ pub struct TopologySummary {
     pub sample_route: Vec<String>,
     /// Heap held by the graph and its routing state.
     pub heap_bytes: usize,
+    /// Cost proxies of the scale-out fabric (switches are `switches_per_tier`).
+    pub cost: CostProxies,
+}
+
+/// What a fabric costs, in the units architects price it by. Optics assume the common build:
+/// a host NIC reaches its first switch over copper in the rack, every switch-to-switch cable is
+/// optical with a transceiver at each end (Meta's rail-only paper and HPN count optics this
+/// way); NVLink is not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CostProxies {
+    /// Packet switches (NVSwitches not counted).
+    pub switches: u32,
+    /// Switch ports in use: cable ends at a packet switch.
+    pub switch_ports: u64,
+    /// Scale-out cables: host-to-switch and switch-to-switch.
+    pub cables: u64,
+    /// Optical transceivers: two per switch-to-switch cable.
+    pub optics: u64,
 }
 
 fn kind_text(k: NodeKind) -> String {
@@ -272,6 +290,23 @@ impl Topology {
             offered / bisection_bandwidth.bps_f64()
         };
         let (diameter_hops, diameter_exact) = self.diameter();
+        let mut cost = CostProxies {
+            switches: switches_per_tier.iter().sum(),
+            ..CostProxies::default()
+        };
+        let is_switch = |n: NodeId| matches!(self.node(n), NodeKind::Switch { .. });
+        for l in self.links() {
+            if l.kind == LinkKind::NvLink {
+                continue;
+            }
+            // Directed links: each cable appears twice; count its ends once, from the link
+            // leaving each end.
+            cost.switch_ports += u64::from(is_switch(l.src));
+            if l.src.0 < l.dst.0 {
+                cost.cables += 1;
+                cost.optics += 2 * u64::from(is_switch(l.src) && is_switch(l.dst));
+            }
+        }
         TopologySummary {
             name: self.name.clone(),
             routing: self.routing().name().to_string(),
@@ -289,6 +324,7 @@ impl Topology {
             diameter_exact,
             sample_route: self.route_text(NodeId(0), NodeId(h.saturating_sub(1)), 0),
             heap_bytes: self.heap_bytes(),
+            cost,
         }
     }
 
@@ -335,8 +371,8 @@ impl TopologySummary {
         };
         let per_gpu = Bandwidth::from_bps(self.host_injection_bandwidth.bps() / u64::from(self.hosts.max(1)));
         format!(
-            "{switches}; NIC {per_gpu} per GPU; oversubscription {:.2}:1; bisection {}",
-            self.oversubscription, self.bisection_bandwidth
+            "{switches}; NIC {per_gpu} per GPU; oversubscription {:.2}:1; bisection {}; {} optics",
+            self.oversubscription, self.bisection_bandwidth, self.cost.optics
         )
     }
 }
@@ -376,6 +412,11 @@ impl fmt::Display for TopologySummary {
             "diameter      {} hops{}",
             self.diameter_hops,
             if self.diameter_exact { "" } else { " (sampled)" }
+        )?;
+        writeln!(
+            f,
+            "cost proxies  {} switches, {} switch ports, {} cables, {} optics (two per switch-to-switch cable)",
+            self.cost.switches, self.cost.switch_ports, self.cost.cables, self.cost.optics
         )?;
         writeln!(f, "memory        {:.1} MiB", self.heap_bytes as f64 / (1024.0 * 1024.0))?;
         write!(f, "sample route  {}", self.sample_route.join(" "))

@@ -395,3 +395,18 @@ proptest! {
         }
     }
 }
+
+/// Cost proxies on a k = 4 fat-tree (16 hosts, 8 edge, 8 aggregation, 4 core switches), counted
+/// from its structure: every switch has k = 4 ports in use; 16 host cables, 16 edge-aggregation
+/// and 16 aggregation-core cables; optics at both ends of the 32 switch-to-switch cables.
+#[test]
+fn cost_proxies_count_a_k4_fat_tree() {
+    let t = build(r#"{"kind":"fat-tree","k":4}"#, 16, 1);
+    let c = t.describe().cost;
+    assert_eq!(c.switches, 8 + 8 + 4);
+    assert_eq!(c.switch_ports, 20 * 4);
+    assert_eq!(c.cables, 16 + 16 + 16);
+    assert_eq!(c.optics, 2 * (16 + 16));
+    // The alias UB-Mesh names the full mesh.
+    assert_eq!(spec(r#"{"kind":"ub-mesh"}"#), spec(r#"{"kind":"full-mesh"}"#));
+}
