@@ -5,12 +5,18 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 # Logs in a private file: several checkouts may run this script at once on one machine.
 log=$(mktemp)
-trap 'rm -f "$log" "$log.maturin"' EXIT
+trap 'rm -f "$log" "$log.maturin" "$log.fuzz"' EXIT
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-# The fuzz targets (fuzz/, outside the workspace) must keep compiling as the parsers change. Running
-# them needs nightly and cargo-fuzz (fuzz/README.md); type-checking them does not: plain stable.
-cargo check --quiet --manifest-path fuzz/Cargo.toml
+# The fuzz targets (fuzz/, outside the workspace) must keep compiling and keep passing their
+# committed corpora as the parsers change. Fuzzing needs nightly and cargo-fuzz (fuzz/README.md);
+# replaying the corpora does not: built on stable (sharing this workspace's target dir), each target
+# runs every file of fuzz/corpus/<target>/ once and fails on a panic or a crash.
+cargo build --quiet --manifest-path fuzz/Cargo.toml --bins --target-dir target
+for corpus in fuzz/corpus/*/; do
+    t=$(basename "$corpus")
+    target/debug/"$t" "$corpus" -runs=0 > "$log.fuzz" 2>&1 || { cat "$log.fuzz"; echo "fuzz corpus replay failed: $t"; exit 1; }
+done
 if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     # A local venv (.venv) for the Python package and for the Rust tests that run Python
     # (mlc-chakra-generated traces: crates/llmsim-sim/tests/chakra_mlc.rs).
