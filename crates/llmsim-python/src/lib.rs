@@ -102,7 +102,10 @@ impl Scenario {
         let mut tree: Value = llmsim_sim::yaml::parse(&text).map_err(|e| ScenarioError::new_err(format!("{}: {e}", path.display())))?;
         parse_sets(&mut tree, &sets)?;
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
-        Scenario::build(tree, path.parent().map(Path::to_path_buf).unwrap_or_default(), &name)
+        let mut s = Scenario::build(tree, path.parent().map(Path::to_path_buf).unwrap_or_default(), &name)?;
+        // The report's header lists them, as `llmsim run --set` does.
+        s.inner.overrides = sets;
+        Ok(s)
     }
 
     /// Parses scenario YAML (or JSON) text; relative paths resolve against `base_dir`.
@@ -119,6 +122,7 @@ impl Scenario {
         parse_sets(&mut tree, &sets)?;
         let mut s = Scenario::build(tree, self.base_dir.clone(), &self.inner.name)?;
         s.inner.name.clone_from(&self.inner.name);
+        s.inner.overrides = self.inner.overrides.iter().cloned().chain(sets).collect();
         Ok(s)
     }
 
