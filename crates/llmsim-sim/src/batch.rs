@@ -47,6 +47,8 @@ pub struct Shared {
     workloads: Mutex<Cache<Workload>>,
     /// Segment times and op tables per (workload, GPU, compute settings): the batch engine's.
     timed: Mutex<Cache<crate::batch_engine::Timed>>,
+    /// Routes per topology structure: the batch engine's.
+    routes: Mutex<Cache<crate::batch_engine::RouteCache>>,
 }
 
 /// How often the shared caches were hit.
@@ -111,6 +113,13 @@ impl Shared {
         build: impl FnOnce() -> Result<crate::batch_engine::Timed, SimError>,
     ) -> Result<Arc<crate::batch_engine::Timed>, SimError> {
         get_or_build(&self.timed, key, build)
+    }
+
+    /// The route cache of the topology structure `key` (see the batch engine), made on first
+    /// use from `topo`; `None` when a cached one does not fit `topo`.
+    pub(crate) fn routes(&self, key: &dyn Debug, topo: &Topology) -> Option<Arc<crate::batch_engine::RouteCache>> {
+        let c = get_or_build(&self.routes, key, || Ok(crate::batch_engine::RouteCache::new(topo))).ok()?;
+        c.fits(topo).then_some(c)
     }
 
     pub fn stats(&self) -> SharedStats {

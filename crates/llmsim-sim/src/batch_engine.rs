@@ -34,10 +34,16 @@
 
 use std::time::Instant;
 
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
 use llmsim_ccl::PlanOptions;
 use llmsim_ccl::tuning::Proto;
-use llmsim_core::SimTime;
-use llmsim_topo::ScaleUp;
+use llmsim_core::{Bytes, LinkId, SimTime};
+use llmsim_net::flow::FlowNetwork;
+use llmsim_net::route::RouteShape;
+use llmsim_net::{Completion, NetError, NetStats, Network, PacketDetails, RouteSpec, Transfer};
+use llmsim_topo::{ScaleUp, Topology};
 use llmsim_workload::dag::{Group, NodeKind, Workload};
 use llmsim_workload::megatron;
 
@@ -235,7 +241,19 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     } else {
         String::new()
     };
-    let net = s.network.build(topo.clone(), s.seed)?;
+    let net: Box<dyn Network> = match s.network.backend {
+        Backend::Flow => {
+            let routes = shared.routes(&route_key(s, info.gpus, s.cluster.gpus_per_node), &topo);
+            match routes {
+                Some(cache) => Box::new(Routed {
+                    inner: FlowNetwork::new(topo.clone()),
+                    cache,
+                }),
+                None => s.network.build(topo.clone(), s.seed)?,
+            }
+        }
+        _ => s.network.build(topo.clone(), s.seed)?,
+    };
     let eopts = engine::EngineOptions {
         plan,
         scale_up: su,
@@ -337,6 +355,129 @@ pub fn partition(scenarios: &[Scenario], opts: &RunOptions) -> Partition {
     }
     part.groups = keys.len();
     part
+}
+
+/// The structure of a scenario's topology: its spec without link bandwidths and latencies, the
+/// GPU count, the server size and the seed. Topologies with equal keys route alike.
+fn route_key(s: &Scenario, gpus: u32, gpus_per_node: u32) -> String {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.retain(|k, _| !matches!(k.as_str(), "bandwidth" | "latency" | "plane_bandwidth"));
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(&s.cluster.topology).unwrap_or_default();
+    strip(&mut v);
+    format!("{v} {gpus} {gpus_per_node} {}", s.seed)
+}
+
+/// Routes of one topology structure, shared by the experiments over it: each transfer's links
+/// are found once ([`RouteShape`]); its latency and bottleneck are recomputed per experiment
+/// from that experiment's link parameters.
+pub(crate) struct RouteCache {
+    links: usize,
+    nodes: usize,
+    map: RwLock<HashMap<RouteKey, Arc<RouteShape>>>,
+}
+
+type RouteKey = (u32, u32, u64, RouteSpec);
+
+/// Most routes a cache holds; past it, routes are computed per transfer (as a single run does).
+const ROUTES_MAX: usize = 1 << 20;
+
+impl RouteCache {
+    pub(crate) fn new(topo: &Topology) -> Self {
+        RouteCache {
+            links: topo.num_links(),
+            nodes: topo.num_nodes(),
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `topo` has the structure this cache was built on (a guard: the key says so).
+    pub(crate) fn fits(&self, topo: &Topology) -> bool {
+        self.links == topo.num_links() && self.nodes == topo.num_nodes()
+    }
+}
+
+/// A flow network that takes its routes from a [`RouteCache`]: the same flows as the plain
+/// network (the shape's links and summary are [`llmsim_net::route::expand`]'s, checked by
+/// `route.rs`'s tests and by the batch engine's property test).
+struct Routed {
+    inner: FlowNetwork,
+    cache: Arc<RouteCache>,
+}
+
+impl Network for Routed {
+    fn topology(&self) -> &Topology {
+        self.inner.topology()
+    }
+
+    fn now(&self) -> SimTime {
+        self.inner.now()
+    }
+
+    fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
+        let key = (t.src.0, t.dst.0, t.flow_hash, t.route.clone());
+        let hit = self.cache.map.read().expect("route cache lock").get(&key).cloned();
+        let shape = match hit {
+            Some(sh) => sh,
+            None => match RouteShape::of(self.inner.topology(), &t) {
+                Ok(sh) => {
+                    let sh = Arc::new(sh);
+                    let mut m = self.cache.map.write().expect("route cache lock");
+                    if m.len() < ROUTES_MAX {
+                        m.insert(key, sh.clone());
+                    }
+                    sh
+                }
+                // The plain path gives the single run's error.
+                Err(_) => return self.inner.submit(t),
+            },
+        };
+        let sum = shape.summary(self.inner.topology());
+        self.inner.submit_routed(t, &shape.links, sum)
+    }
+
+    fn next_event_time(&self) -> Option<SimTime> {
+        self.inner.next_event_time()
+    }
+
+    fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
+        self.inner.advance_to(t, done);
+    }
+
+    fn advance_until_completion(&mut self, limit: SimTime, done: &mut Vec<Completion>) {
+        self.inner.advance_until_completion(limit, done);
+    }
+
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+
+    fn finish(&mut self) -> Result<(), NetError> {
+        self.inner.finish()
+    }
+
+    fn stats(&self) -> NetStats {
+        self.inner.stats()
+    }
+
+    fn packet_details(&self) -> Option<PacketDetails> {
+        self.inner.packet_details()
+    }
+
+    fn link_bytes(&self) -> &[Bytes] {
+        self.inner.link_bytes()
+    }
+
+    fn link_utilization(&self, link: LinkId) -> f64 {
+        self.inner.link_utilization(link)
+    }
 }
 
 /// Shared per group: used by [`simulate_batched`] through [`Shared::timed`].

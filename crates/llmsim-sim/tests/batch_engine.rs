@@ -100,12 +100,20 @@ proptest! {
 fn a_group_shares_structure_and_equals_single_runs() {
     let shared = Shared::default();
     let mut scs = Vec::new();
-    for (nic, algo, gpu) in [(100, "ring", "H100"), (400, "auto", "H100"), (200, "tree", "A100"), (800, "ring", "A100")] {
-        scs.push(point(32, 2, "rail-fat-tree", nic, 500, algo, gpu, 1, 2, 1.1, true, true));
+    // Other link bandwidths and latencies over one topology structure: the routes found for the
+    // first point serve the others.
+    for (nic, lat, algo, gpu) in [
+        (100, 500, "ring", "H100"),
+        (400, 1500, "auto", "H100"),
+        (200, 100, "tree", "A100"),
+        (800, 2500, "ring", "A100"),
+        (800, 700, "hierarchical", "H200"),
+    ] {
+        scs.push(point(32, 2, "rail-fat-tree", nic, lat, algo, gpu, 1, 2, 1.1, true, true));
     }
     let part = partition(&scs, &RunOptions::default());
     assert_eq!(part.groups, 1);
-    assert_eq!(part.batched(), 4);
+    assert_eq!(part.batched(), 5);
     for s in &scs {
         check_equal(s, &shared).unwrap();
     }
