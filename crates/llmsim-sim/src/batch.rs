@@ -58,6 +58,9 @@ pub struct SharedStats {
     pub topology_builds: u64,
     pub workload_hits: u64,
     pub workload_builds: u64,
+    /// Batch engine: transfers routed from the route cache, and routes found.
+    pub route_hits: u64,
+    pub route_misses: u64,
 }
 
 fn get_or_build<T>(cache: &Mutex<Cache<T>>, key: &dyn Debug, build: impl FnOnce() -> Result<T, SimError>) -> Result<Arc<T>, SimError> {
@@ -125,7 +128,12 @@ impl Shared {
     pub fn stats(&self) -> SharedStats {
         let t = self.topologies.lock().expect("cache lock");
         let w = self.workloads.lock().expect("cache lock");
+        let r = self.routes.lock().expect("cache lock");
+        let hits = r.map.values().map(|c| c.hits.load(Ordering::Relaxed)).sum();
+        let misses = r.map.values().map(|c| c.misses.load(Ordering::Relaxed)).sum();
         SharedStats {
+            route_hits: hits,
+            route_misses: misses,
             topology_hits: t.hits,
             topology_builds: t.misses,
             workload_hits: w.hits,

@@ -35,6 +35,7 @@
 use std::time::Instant;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use llmsim_ccl::PlanOptions;
@@ -382,6 +383,8 @@ pub(crate) struct RouteCache {
     links: usize,
     nodes: usize,
     map: RwLock<HashMap<RouteKey, Arc<RouteShape>>>,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
 }
 
 type RouteKey = (u32, u32, u64, RouteSpec);
@@ -395,6 +398,8 @@ impl RouteCache {
             links: topo.num_links(),
             nodes: topo.num_nodes(),
             map: RwLock::new(HashMap::new()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
@@ -425,9 +430,13 @@ impl Network for Routed {
         let key = (t.src.0, t.dst.0, t.flow_hash, t.route.clone());
         let hit = self.cache.map.read().expect("route cache lock").get(&key).cloned();
         let shape = match hit {
-            Some(sh) => sh,
+            Some(sh) => {
+                self.cache.hits.fetch_add(1, Ordering::Relaxed);
+                sh
+            }
             None => match RouteShape::of(self.inner.topology(), &t) {
                 Ok(sh) => {
+                    self.cache.misses.fetch_add(1, Ordering::Relaxed);
                     let sh = Arc::new(sh);
                     let mut m = self.cache.map.write().expect("route cache lock");
                     if m.len() < ROUTES_MAX {
