@@ -153,7 +153,13 @@ pub fn run_batch<R: Send>(
     map: impl Fn(usize, Result<Outcome, SimError>) -> R + Sync,
     on_done: impl FnMut(usize, R),
 ) {
-    run_pool(scenarios, jobs, |_, s| simulate_shared(s, opts, &mut |_, _| {}, shared), map, on_done);
+    run_pool(
+        scenarios,
+        jobs,
+        |_, s| simulate_shared(s, opts, &mut |_, _| {}, shared),
+        map,
+        on_done,
+    );
 }
 
 /// The pool under [`run_batch`]: runs `sim(index, scenario)` for every scenario on `jobs`

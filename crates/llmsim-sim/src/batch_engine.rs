@@ -110,10 +110,16 @@ pub fn blockers(s: &Scenario, opts: &RunOptions) -> Vec<Blocker> {
         ));
     }
     if p.cp > 1 {
-        b.push(blocker("parallel.cp", format!("cp={}: context-parallel traffic stays inside a replica", p.cp)));
+        b.push(blocker(
+            "parallel.cp",
+            format!("cp={}: context-parallel traffic stays inside a replica", p.cp),
+        ));
     }
     if p.ep > 1 {
-        b.push(blocker("parallel.ep", format!("ep={}: expert-parallel groups split the replicas", p.ep)));
+        b.push(blocker(
+            "parallel.ep",
+            format!("ep={}: expert-parallel groups split the replicas", p.ep),
+        ));
     }
     let gpn = u64::from(s.cluster.gpus_per_node.max(1));
     if p.tp > gpn || !gpn.is_multiple_of(p.tp.max(1)) {
@@ -171,7 +177,16 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     let gpu = info.gpu;
     // The segment times and op table of this GPU and compute setting, once per group.
     let timed = shared.timed(
-        &(&r.model, &r.training, &r.parallel, *gpu, &s.compute, &s.base_dir, s.cluster.nvlink_bandwidth, s.cluster.gpus_per_node),
+        &(
+            &r.model,
+            &r.training,
+            &r.parallel,
+            *gpu,
+            &s.compute,
+            &s.base_dir,
+            s.cluster.nvlink_bandwidth,
+            s.cluster.gpus_per_node,
+        ),
         || {
             let cm = compute_model(s, gpu)?;
             let (seg_time, ops) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
@@ -193,7 +208,13 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     // A single run folds only on the analytical backend: its estimate (and memory refusal)
     // counts every replica on flow.
     let single_fold = analytical && !opts.no_fold && layout.dp > 1;
-    let est = estimate::estimate(&wl, layout, if single_fold { 1 } else { layout.dp }, u64::from(info.gpus), s.network.backend);
+    let est = estimate::estimate(
+        &wl,
+        layout,
+        if single_fold { 1 } else { layout.dp },
+        u64::from(info.gpus),
+        s.network.backend,
+    );
     if !opts.ignore_memory_estimate
         && let Some(available) = estimate::available_memory()
         && est.memory_bytes > available
@@ -268,7 +289,17 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     if fold && !single_fold {
         unfold(&mut run, &wl, layout);
     }
-    let report = report::build(s, &info, &wl, &run, ops_rows, layout, &topo, wall.elapsed().as_secs_f64(), &symmetry);
+    let report = report::build(
+        s,
+        &info,
+        &wl,
+        &run,
+        ops_rows,
+        layout,
+        &topo,
+        wall.elapsed().as_secs_f64(),
+        &symmetry,
+    );
     Ok(Outcome {
         report,
         engine: run,
@@ -295,7 +326,9 @@ fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout) {
             if let NodeKind::CommColl { group, .. } = n.kind {
                 let within = match group {
                     Group::Tp => true,
-                    g => layout.group_units(u, g).is_some_and(|(_, us)| us.iter().all(|x| layout.coords(*x).1 == 0)),
+                    g => layout
+                        .group_units(u, g)
+                        .is_some_and(|(_, us)| us.iter().all(|x| layout.coords(*x).1 == 0)),
                 };
                 if within {
                     per_replica += 1;

@@ -129,7 +129,13 @@ fn a_group_shares_structure_and_equals_single_runs() {
 fn the_128_gpu_example_is_bit_identical() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let text = std::fs::read_to_string(dir.join("gpt3-13b-128gpu.yaml")).unwrap();
-    for sets in [vec![], vec!["cluster.topology.nic.bandwidth=100Gbps".to_string(), "collectives.algo=ring".to_string()]] {
+    for sets in [
+        vec![],
+        vec![
+            "cluster.topology.nic.bandwidth=100Gbps".to_string(),
+            "collectives.algo=ring".to_string(),
+        ],
+    ] {
         let mut s = Scenario::from_yaml(&text, &sets, &dir).unwrap();
         s.output.trace = false;
         s.output.flows = false;
@@ -157,5 +163,9 @@ fn blockers_name_the_field() {
     // tp=8 over servers of 4 GPUs: TP collectives would cross the network.
     s.parallel.tp = 8;
     s.cluster.gpus_per_node = 4;
-    assert!(blockers(&s, &opts).iter().any(|b| b.field == "parallel.tp"), "{:?}", blockers(&s, &opts));
+    assert!(
+        blockers(&s, &opts).iter().any(|b| b.field == "parallel.tp"),
+        "{:?}",
+        blockers(&s, &opts)
+    );
 }

@@ -235,7 +235,13 @@ const REFUSED_LISTED: usize = 5;
 /// # Errors
 /// [`SweepError::Spec`] (field `engine`) with [`Engine::Batch`] when some points cannot run on
 /// the batch engine; nothing has run then.
-pub fn run_points_with(points: &[Point], jobs: usize, shared: &Shared, engine: Engine, mut on_row: impl FnMut(Row)) -> Result<EngineUse, SweepError> {
+pub fn run_points_with(
+    points: &[Point],
+    jobs: usize,
+    shared: &Shared,
+    engine: Engine,
+    mut on_row: impl FnMut(Row),
+) -> Result<EngineUse, SweepError> {
     let opts = RunOptions::default();
     let mut runnable_idx = Vec::new();
     let mut runnable = Vec::new();
@@ -285,9 +291,7 @@ pub fn run_points_with(points: &[Point], jobs: usize, shared: &Shared, engine: E
     }
     // Batch groups first (group by group), then the thread pool's points, each by what they
     // share so the caches hit.
-    let mut order: Vec<(Option<usize>, String, usize)> = (0..runnable.len())
-        .map(|k| (part.group[k], share_key(&runnable[k]), k))
-        .collect();
+    let mut order: Vec<(Option<usize>, String, usize)> = (0..runnable.len()).map(|k| (part.group[k], share_key(&runnable[k]), k)).collect();
     order.sort_by(|a, b| (a.0.is_none(), a.0, &a.1, a.2).cmp(&(b.0.is_none(), b.0, &b.1, b.2)));
     let which: Vec<usize> = order.iter().map(|(_, _, k)| *k).collect();
     let batched: Vec<bool> = which.iter().map(|k| part.group[*k].is_some()).collect();

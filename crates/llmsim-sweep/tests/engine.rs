@@ -53,8 +53,19 @@ fn auto_batches_what_it_can_and_its_rows_equal_the_thread_pools() {
         },
         "{used:?}"
     );
-    assert_eq!(tused, EngineUse { groups: 0, batched: 0, fallback: 48 });
-    assert_eq!(auto.values().filter(|r| r.status == "error").count(), 16, "tp = 3 does not divide the heads");
+    assert_eq!(
+        tused,
+        EngineUse {
+            groups: 0,
+            batched: 0,
+            fallback: 48
+        }
+    );
+    assert_eq!(
+        auto.values().filter(|r| r.status == "error").count(),
+        16,
+        "tp = 3 does not divide the heads"
+    );
     let ok = auto.values().filter(|r| r.status == "ok").count();
     assert_eq!(ok, 32, "every tp 2 / 4 point runs");
     assert_eq!(auto.keys().collect::<Vec<_>>(), threads.keys().collect::<Vec<_>>());
