@@ -28,13 +28,37 @@ pub struct SweepArgs {
     /// Experiments per Ray task (Python package only).
     #[arg(long, default_value_t = 16)]
     pub batch_size: usize,
+    /// Which engine runs the points. `auto`: the batch engine for the points that share
+    /// structure and can run there (flow or analytical backend, pp = cp = ep = 1, TP inside a
+    /// server), the thread pool for the rest. `batch`: every point on the batch engine; a point
+    /// that cannot run there stops the sweep before it starts, naming the point and the field.
+    /// `threads`: every point on the thread pool. `gpu`: not here (see the message).
+    #[arg(long, value_enum, default_value_t = EngineArg::Auto)]
+    pub engine: EngineArg,
     /// Add this spec's points to a results directory that holds another spec's results (by
     /// default that is refused, so two specs are not mixed by mistake).
     #[arg(long)]
     pub merge: bool,
 }
 
+/// `--engine` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    Auto,
+    Batch,
+    Threads,
+    Gpu,
+}
+
 pub fn run(a: &SweepArgs) -> Result<()> {
+    let engine = match a.engine {
+        EngineArg::Auto => llmsim_sweep::Engine::Auto,
+        EngineArg::Batch => llmsim_sweep::Engine::Batch,
+        EngineArg::Threads => llmsim_sweep::Engine::Threads,
+        EngineArg::Gpu => bail!(
+            "--engine gpu: the GPU batch engine is the Python package's `llmsim.batch` module, not this command; use --engine auto|batch|threads here"
+        ),
+    };
     if a.ray.is_some() {
         bail!(
             "--ray runs through the Python package: `pip install .[ray]`, then `llmsim sweep {} --ray auto`",
@@ -83,7 +107,7 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         "finished experiments are stored; the same command resumes the sweep",
     );
     let mut on_row = |_: &llmsim_sweep::Row, done: usize, todo: usize| bar.update(done as u64, todo as u64);
-    let s = llmsim_sweep::run_plan(&plan, &store, a.jobs.unwrap_or(0), &mut on_row);
+    let s = llmsim_sweep::run_plan_with(&plan, &store, a.jobs.unwrap_or(0), engine, &mut on_row);
     bar.finish();
     let s = s?;
     outln!(
@@ -94,6 +118,13 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         s.skipped,
         s.wall_s,
         s.ran as f64 / s.wall_s.max(1e-9)
+    );
+    let e = s.engine;
+    outln!(
+        "engine: {} groups on the batch engine, {} points batched, {} fell back to the thread pool",
+        e.groups,
+        e.batched,
+        e.fallback
     );
     outln!(
         "shared: {} topologies built for {} experiments, {} workloads built",

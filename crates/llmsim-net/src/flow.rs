@@ -321,6 +321,20 @@ impl FlowNetwork {
         Ok(())
     }
 
+    /// Like [`Network::submit`], but along a route expanded beforehand ([`route::RouteShape`],
+    /// computed once for experiments over topologies of one structure): the same flow as
+    /// `submit` gives when `links` and `sum` are what [`route::expand`] gives for `t`.
+    ///
+    /// # Errors
+    /// As `submit`.
+    pub fn submit_routed(&mut self, t: Transfer, links: &[RouteLink], sum: RouteSummary) -> Result<(), NetError> {
+        self.check_submit(&t)?;
+        self.route.clear();
+        self.route.extend_from_slice(links);
+        self.enqueue(t, sum);
+        Ok(())
+    }
+
     /// Turns on a check after every rate recomputation: no link carries more than its capacity,
     /// and every active flow has a bottleneck (a saturated link on which no flow is faster) —
     /// the max-min certificate. Failures are recorded in [`Self::violations`]. For tests; it

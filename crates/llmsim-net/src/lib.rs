@@ -20,7 +20,7 @@ pub use packet::PacketNetwork;
 pub use route::{RouteLink, RouteSummary};
 
 /// How a transfer's bytes travel from `src` to `dst`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RouteSpec {
     /// The topology's route from `src` to `dst`.
     Direct,

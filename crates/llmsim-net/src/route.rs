@@ -80,6 +80,93 @@ pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &m
     Ok(summarize(topo, out, latency))
 }
 
+/// The part of an expanded route that depends only on the topology's structure (which links,
+/// not their bandwidths or latencies): what [`expand`] computes, kept so that experiments over
+/// topologies of one structure with other link parameters route a transfer once
+/// ([`RouteShape::summary`] then gives what [`expand`] would for those parameters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteShape {
+    /// The links with multiplicity, as [`expand`] leaves them in its `out`.
+    pub links: Vec<RouteLink>,
+    /// Every leg's links in route order (`Direct`: one leg).
+    raw: Vec<LinkId>,
+    /// Where each leg ends in `raw`.
+    leg_ends: Vec<u32>,
+    /// A `Chain`: the latency is the largest leg's, not the sum.
+    chain: bool,
+}
+
+impl RouteShape {
+    /// Routes `t` on `topo`, as [`expand`] does.
+    ///
+    /// # Errors
+    /// The topology's routing error for any leg.
+    pub fn of(topo: &Topology, t: &Transfer) -> Result<RouteShape, TopoError> {
+        let mut raw = Vec::new();
+        let mut leg_ends = Vec::new();
+        let chain = matches!(t.route, RouteSpec::Chain(_));
+        match &t.route {
+            RouteSpec::Direct => {
+                topo.route(t.src, t.dst, t.flow_hash, &mut raw)?;
+                leg_ends.push(raw.len() as u32);
+                let links = raw.iter().map(|&link| RouteLink { link, mult: 1 }).collect();
+                return Ok(RouteShape {
+                    links,
+                    raw,
+                    leg_ends,
+                    chain,
+                });
+            }
+            RouteSpec::Via(via) => {
+                topo.route(t.src, *via, leg_hash(t.flow_hash, 0), &mut raw)?;
+                topo.route(*via, t.dst, leg_hash(t.flow_hash, 1), &mut raw)?;
+                leg_ends.push(raw.len() as u32);
+            }
+            RouteSpec::Chain(hops) => {
+                let mut prev = t.src;
+                let nodes = hops.iter().copied().chain(std::iter::once(t.dst));
+                for (leg, next) in nodes.enumerate() {
+                    topo.route(prev, next, leg_hash(t.flow_hash, leg), &mut raw)?;
+                    leg_ends.push(raw.len() as u32);
+                    prev = next;
+                }
+            }
+        }
+        let mut sorted = raw.clone();
+        sorted.sort_unstable();
+        let mut links: Vec<RouteLink> = Vec::new();
+        for &link in &sorted {
+            match links.last_mut() {
+                Some(last) if last.link == link => last.mult += 1,
+                _ => links.push(RouteLink { link, mult: 1 }),
+            }
+        }
+        Ok(RouteShape {
+            links,
+            raw,
+            leg_ends,
+            chain,
+        })
+    }
+
+    /// The route's latency and bottleneck on `topo` (same structure as the one it was routed
+    /// on), equal to [`expand`]'s.
+    pub fn summary(&self, topo: &Topology) -> RouteSummary {
+        let latency = if self.chain {
+            let mut from = 0usize;
+            let mut max_leg = SimTime::ZERO;
+            for &end in &self.leg_ends {
+                max_leg = max_leg.max(sum_latency(topo, &self.raw[from..end as usize]));
+                from = end as usize;
+            }
+            max_leg
+        } else {
+            sum_latency(topo, &self.raw)
+        };
+        summarize(topo, &self.links, latency)
+    }
+}
+
 /// Checks that `path` leads from `src` to `dst` and appends it to `out` with multiplicity 1.
 ///
 /// # Errors
@@ -163,3 +250,54 @@ impl Hasher for IdHasher {
 
 /// A set of transfer ids in flight, for duplicate detection.
 pub type IdSet = std::collections::HashSet<u64, BuildHasherDefault<IdHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use llmsim_core::TransferId;
+    use llmsim_topo::{ScaleUp, TopologySpec};
+
+    use super::*;
+
+    /// A route shape's links and summary are `expand`'s, for every kind of route.
+    #[test]
+    fn shape_and_summary_equal_expand() {
+        let su = ScaleUp {
+            gpus_per_server: 8,
+            bandwidth: Bandwidth::from_gbps(3600),
+            latency: SimTime::from_ns(250),
+        };
+        let topo = TopologySpec::default().build(64, su, 1).unwrap();
+        let mut scratch = RouteScratch::default();
+        let mut out = Vec::new();
+        let mut n = 0;
+        for src in (0..64u32).step_by(3) {
+            for dst in (1..64u32).step_by(5) {
+                let h = mix64(u64::from(src) << 8 | u64::from(dst));
+                let routes = [
+                    RouteSpec::Direct,
+                    RouteSpec::Via(NodeId((src + 8) % 64)),
+                    RouteSpec::Chain(Arc::from(vec![NodeId((src + 9) % 64), NodeId((dst + 17) % 64)])),
+                ];
+                for route in routes {
+                    let t = Transfer {
+                        route,
+                        flow_hash: h,
+                        ..Transfer::new(TransferId(1), NodeId(src), NodeId(dst), Bytes(1 << 20), SimTime::ZERO)
+                    };
+                    match (expand(&topo, &t, &mut scratch, &mut out), RouteShape::of(&topo, &t)) {
+                        (Ok(sum), Ok(shape)) => {
+                            assert_eq!(shape.links, out, "{t:?}");
+                            assert_eq!(shape.summary(&topo), sum, "{t:?}");
+                            n += 1;
+                        }
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                        (a, b) => panic!("{t:?}: expand {a:?}, shape {b:?}"),
+                    }
+                }
+            }
+        }
+        assert!(n > 300);
+    }
+}

@@ -45,6 +45,10 @@ impl<T> Default for Cache<T> {
 pub struct Shared {
     topologies: Mutex<Cache<Topology>>,
     workloads: Mutex<Cache<Workload>>,
+    /// Segment times and op tables per (workload, GPU, compute settings): the batch engine's.
+    timed: Mutex<Cache<crate::batch_engine::Timed>>,
+    /// Routes per topology structure: the batch engine's.
+    routes: Mutex<Cache<crate::batch_engine::RouteCache>>,
 }
 
 /// How often the shared caches were hit.
@@ -54,6 +58,9 @@ pub struct SharedStats {
     pub topology_builds: u64,
     pub workload_hits: u64,
     pub workload_builds: u64,
+    /// Batch engine: transfers routed from the route cache, and routes found.
+    pub route_hits: u64,
+    pub route_misses: u64,
 }
 
 fn get_or_build<T>(cache: &Mutex<Cache<T>>, key: &dyn Debug, build: impl FnOnce() -> Result<T, SimError>) -> Result<Arc<T>, SimError> {
@@ -98,10 +105,35 @@ impl Shared {
         get_or_build(&self.workloads, key, build)
     }
 
+    /// The segment times and per-op table for `key` (workload, GPU and compute settings),
+    /// computed once.
+    ///
+    /// # Errors
+    /// What `build` returns.
+    pub(crate) fn timed(
+        &self,
+        key: &dyn Debug,
+        build: impl FnOnce() -> Result<crate::batch_engine::Timed, SimError>,
+    ) -> Result<Arc<crate::batch_engine::Timed>, SimError> {
+        get_or_build(&self.timed, key, build)
+    }
+
+    /// The route cache of the topology structure `key` (see the batch engine), made on first
+    /// use from `topo`; `None` when a cached one does not fit `topo`.
+    pub(crate) fn routes(&self, key: &dyn Debug, topo: &Topology) -> Option<Arc<crate::batch_engine::RouteCache>> {
+        let c = get_or_build(&self.routes, key, || Ok(crate::batch_engine::RouteCache::new(topo))).ok()?;
+        c.fits(topo).then_some(c)
+    }
+
     pub fn stats(&self) -> SharedStats {
         let t = self.topologies.lock().expect("cache lock");
         let w = self.workloads.lock().expect("cache lock");
+        let r = self.routes.lock().expect("cache lock");
+        let hits = r.map.values().map(|c| c.hits.load(Ordering::Relaxed)).sum();
+        let misses = r.map.values().map(|c| c.misses.load(Ordering::Relaxed)).sum();
         SharedStats {
+            route_hits: hits,
+            route_misses: misses,
             topology_hits: t.hits,
             topology_builds: t.misses,
             workload_hits: w.hits,
@@ -119,6 +151,24 @@ pub fn run_batch<R: Send>(
     opts: &RunOptions,
     shared: &Shared,
     map: impl Fn(usize, Result<Outcome, SimError>) -> R + Sync,
+    on_done: impl FnMut(usize, R),
+) {
+    run_pool(
+        scenarios,
+        jobs,
+        |_, s| simulate_shared(s, opts, &mut |_, _| {}, shared),
+        map,
+        on_done,
+    );
+}
+
+/// The pool under [`run_batch`]: runs `sim(index, scenario)` for every scenario on `jobs`
+/// threads (0: one per core); the batch engine runs its points through it too.
+pub fn run_pool<R: Send>(
+    scenarios: &[Scenario],
+    jobs: usize,
+    sim: impl Fn(usize, &Scenario) -> Result<Outcome, SimError> + Sync,
+    map: impl Fn(usize, Result<Outcome, SimError>) -> R + Sync,
     mut on_done: impl FnMut(usize, R),
 ) {
     let jobs = if jobs == 0 {
@@ -133,22 +183,21 @@ pub fn run_batch<R: Send>(
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             let tx = tx.clone();
-            let (next, map) = (&next, &map);
+            let (next, map, sim) = (&next, &map, &sim);
             scope.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(s) = scenarios.get(i) else { break };
                     // A panic is a simulator bug, but one experiment's bug must not end a
                     // sweep of thousands: it becomes that experiment's error.
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| simulate_shared(s, opts, &mut |_, _| {}, shared)))
-                        .unwrap_or_else(|p| {
-                            let msg = p
-                                .downcast_ref::<&str>()
-                                .map(|m| (*m).to_string())
-                                .or_else(|| p.downcast_ref::<String>().cloned())
-                                .unwrap_or_default();
-                            Err(SimError::Internal(format!("the simulation panicked (a bug; please report): {msg}")))
-                        });
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim(i, s))).unwrap_or_else(|p| {
+                        let msg = p
+                            .downcast_ref::<&str>()
+                            .map(|m| (*m).to_string())
+                            .or_else(|| p.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        Err(SimError::Internal(format!("the simulation panicked (a bug; please report): {msg}")))
+                    });
                     if tx.send((i, map(i, r))).is_err() {
                         break;
                     }

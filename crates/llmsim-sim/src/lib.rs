@@ -14,6 +14,7 @@
 
 pub mod astra;
 pub mod batch;
+pub mod batch_engine;
 pub mod engine;
 pub mod error;
 pub mod estimate;

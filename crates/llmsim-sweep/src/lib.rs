@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use llmsim_sim::batch::{self, Shared, SharedStats};
+use llmsim_sim::batch_engine;
 use llmsim_sim::{Outcome, Report, RunOptions, Scenario, SimError};
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
@@ -191,31 +192,129 @@ fn share_key(s: &Scenario) -> String {
     serde_json::to_string(&(&s.model, &s.dlrm, &s.training, &s.parallel, &s.cluster, s.seed)).unwrap_or_default()
 }
 
+/// Which engine runs a sweep's points.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The batch engine for the points that can run on it ([`llmsim_sim::batch_engine`]), the
+    /// thread pool for the rest. Default.
+    #[default]
+    Auto,
+    /// Every point on the batch engine; a point that cannot run there is an error that names it
+    /// and the fields that keep it off.
+    Batch,
+    /// Every point on the thread pool (one simulation per point, shared topologies and
+    /// workloads).
+    Threads,
+}
+
+/// How a sweep's points were split between the engines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EngineUse {
+    /// Groups of points that share structure on the batch engine.
+    pub groups: usize,
+    /// Points run on the batch engine.
+    pub batched: usize,
+    /// Points run on the thread pool.
+    pub fallback: usize,
+}
+
 /// Runs points on the batch runner (`jobs` threads, 0 = one per core) and hands each row to
-/// `on_row` as it finishes. Invalid points become rows at once. Points that share a workload
-/// and topology are run next to each other.
-pub fn run_points(points: &[Point], jobs: usize, shared: &Shared, mut on_row: impl FnMut(Row)) {
-    let mut order: Vec<(String, usize)> = Vec::new();
+/// `on_row` as it finishes, with [`Engine::Auto`]. Invalid points become rows at once.
+pub fn run_points(points: &[Point], jobs: usize, shared: &Shared, on_row: impl FnMut(Row)) -> EngineUse {
+    run_points_with(points, jobs, shared, Engine::Auto, on_row).expect("auto never refuses a point")
+}
+
+/// Most points a [`Engine::Batch`] refusal lists.
+const REFUSED_LISTED: usize = 5;
+
+/// Runs points on `engine` (`jobs` threads, 0 = one per core) and hands each row to `on_row` as
+/// it finishes. Invalid points become rows at once. Points that share a workload and topology
+/// (batch-engine groups first) run next to each other.
+///
+/// # Errors
+/// [`SweepError::Spec`] (field `engine`) with [`Engine::Batch`] when some points cannot run on
+/// the batch engine; nothing has run then.
+pub fn run_points_with(
+    points: &[Point],
+    jobs: usize,
+    shared: &Shared,
+    engine: Engine,
+    mut on_row: impl FnMut(Row),
+) -> Result<EngineUse, SweepError> {
+    let opts = RunOptions::default();
+    let mut runnable_idx = Vec::new();
+    let mut runnable = Vec::new();
     for (i, p) in points.iter().enumerate() {
-        match &p.scenario {
-            Ok(s) => order.push((share_key(s), i)),
-            Err(m) => on_row(invalid_row(p, m)),
+        if let Ok(s) = &p.scenario {
+            runnable_idx.push(i);
+            runnable.push(lean(s));
         }
     }
-    order.sort();
-    let which: Vec<usize> = order.iter().map(|(_, i)| *i).collect();
-    let runnable: Vec<Scenario> = which
-        .iter()
-        .map(|i| lean(points[*i].scenario.as_ref().expect("runnable")))
-        .collect();
-    batch::run_batch(
-        &runnable,
+    let part = match engine {
+        Engine::Threads => batch_engine::Partition {
+            group: vec![None; runnable.len()],
+            groups: 0,
+            blockers: vec![Vec::new(); runnable.len()],
+        },
+        _ => batch_engine::partition(&runnable, &opts),
+    };
+    if engine == Engine::Batch && part.fallback() > 0 {
+        let refused: Vec<String> = part
+            .group
+            .iter()
+            .zip(&part.blockers)
+            .enumerate()
+            .filter(|(_, (g, _))| g.is_none())
+            .take(REFUSED_LISTED)
+            .map(|(k, (_, b))| {
+                let p = &points[runnable_idx[k]];
+                let why: Vec<String> = b.iter().map(ToString::to_string).collect();
+                format!("point {} ({}): {}", p.index, axes_json(p), why.join("; "))
+            })
+            .collect();
+        return Err(SweepError::Spec {
+            field: "engine".into(),
+            message: format!(
+                "{} of {} points cannot run on the batch engine: {}{}; run them with --engine auto (the thread pool takes them) or remove them from the sweep",
+                part.fallback(),
+                runnable.len(),
+                refused.join(", "),
+                if part.fallback() > REFUSED_LISTED { ", ..." } else { "" }
+            ),
+        });
+    }
+    for p in points {
+        if let Err(m) = &p.scenario {
+            on_row(invalid_row(p, m));
+        }
+    }
+    // Batch groups first (group by group), then the thread pool's points, each by what they
+    // share so the caches hit.
+    let mut order: Vec<(Option<usize>, String, usize)> = (0..runnable.len()).map(|k| (part.group[k], share_key(&runnable[k]), k)).collect();
+    order.sort_by(|a, b| (a.0.is_none(), a.0, &a.1, a.2).cmp(&(b.0.is_none(), b.0, &b.1, b.2)));
+    let which: Vec<usize> = order.iter().map(|(_, _, k)| *k).collect();
+    let batched: Vec<bool> = which.iter().map(|k| part.group[*k].is_some()).collect();
+    let scs: Vec<Scenario> = which.iter().map(|k| runnable[*k].clone()).collect();
+    drop(runnable);
+    batch::run_pool(
+        &scs,
         jobs,
-        &RunOptions::default(),
-        shared,
-        |i, r| row_of(&points[which[i]], r),
+        |i, s| {
+            if batched[i] {
+                batch_engine::simulate_batched(s, &opts, shared)
+            } else {
+                llmsim_sim::simulate_shared(s, &opts, &mut |_, _| {}, shared)
+            }
+        },
+        |i, r| row_of(&points[runnable_idx[which[i]]], r),
         |_, row| on_row(row),
     );
+    Ok(EngineUse {
+        groups: part.groups,
+        batched: part.batched(),
+        fallback: part.fallback(),
+    })
 }
 
 /// What a sweep did.
@@ -235,6 +334,8 @@ pub struct Summary {
     pub topology_hits: u64,
     pub workload_builds: u64,
     pub workload_hits: u64,
+    /// How the points split between the batch engine and the thread pool.
+    pub engine: EngineUse,
 }
 
 /// Runs the points of `plan` that `store` does not hold yet, committing each row as it
@@ -246,6 +347,21 @@ pub struct Summary {
 /// error (the rows committed before it stay); [`SweepError::Spec`] when every point ran and
 /// failed with one and the same error.
 pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(&Row, usize, usize)) -> Result<Summary, SweepError> {
+    run_plan_with(plan, store, jobs, Engine::Auto, on_row)
+}
+
+/// [`run_plan`] on a chosen engine.
+///
+/// # Errors
+/// As [`run_plan`]; with [`Engine::Batch`], [`SweepError::Spec`] (field `engine`) naming the
+/// points that cannot run on the batch engine, before any point runs.
+pub fn run_plan_with(
+    plan: &Plan,
+    store: &Store,
+    jobs: usize,
+    engine: Engine,
+    on_row: &mut dyn FnMut(&Row, usize, usize),
+) -> Result<Summary, SweepError> {
     let t0 = Instant::now();
     store.claim(&plan.fingerprint, false)?;
     let done = store.done_keys()?;
@@ -264,7 +380,7 @@ pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(
     // The failure every failed row shares, if they all share one.
     let mut common_failure: Option<Option<String>> = None;
     let n = todo.len();
-    run_points(&todo, jobs, &shared, |row| {
+    s.engine = run_points_with(&todo, jobs, &shared, engine, |row| {
         if first_err.is_some() {
             return;
         }
@@ -286,7 +402,7 @@ pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(
             }
             Err(e) => first_err = Some(e),
         }
-    });
+    })?;
     if let Some(e) = first_err {
         return Err(e);
     }
