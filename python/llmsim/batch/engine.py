@@ -37,8 +37,9 @@ return, PFC headroom.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -252,7 +253,6 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
     ecn_port = jnp.asarray(st["ecn_port"])
     ratio = jnp.asarray(st["ratio_100g"], f32)
     size_wire = jnp.asarray(st["size_wire"], f32)
-    wpp = jnp.asarray(st["wire_per_payload"], f32)
     start_step = jnp.asarray(st["start_step"], jnp.int32)
     start_ps = np.asarray(st["start_ps"])
     line_bps = jnp.asarray(st["line_bps"], f32)
@@ -260,8 +260,6 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
     # ACK bytes load the reverse of the data path (the exact engine hashes ACKs onto their own
     # ECMP path, which the bindings do not expose).
     ack_on = jnp.asarray(st["valid"], f32)
-    link_node = jnp.asarray(st["link_node"])
-    ingress = jnp.asarray(st["ingress"])
     ingress_node = jnp.asarray(st["ingress_node"])
     shift = jnp.asarray(np.exp2(-st["shift"].astype(np.float64)), f32)
     free_base = jnp.asarray(st["free_base"], f32)
@@ -287,7 +285,6 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
     fb_delay = jnp.asarray(fb_delay)
     ack_delay = jnp.asarray(ack_delay)
     fidx = jnp.arange(F)
-    next_hop = jnp.minimum(jnp.arange(H) + 1, H - 1)
     is_last = jnp.arange(H)[None, :] == last_hop[:, None]
     # CC constants.
     T_ns = st["max_rtt_ns"]
@@ -496,7 +493,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
             "t_inc": t_inc,
         }
 
-    def _hpcc(jnp: Any, c: dict[str, Any], P: dict[str, Any], rate: Any, sent: Any, acked: Any, ack: Any, U: Any) -> Any:
+    def _hpcc(
+        jnp: Any, c: dict[str, Any], P: dict[str, Any], rate: Any, sent: Any, acked: Any, ack: Any, U: Any
+    ) -> Any:
         init = ack & ~c["started"]
         upd = ack & c["started"]
         u = jnp.where(upd, c["u"] + (U - c["u"]) * f32(hp_w), c["u"])

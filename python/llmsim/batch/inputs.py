@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ def input_files(config: str | os.PathLike[str]) -> tuple[Path, Path]:
     text = path.read_text()
 
     def find(key: str) -> Path:
-        m = re.search(rf"^{key}\s+(\S+)", text, re.M)
+        m = re.search(rf"^{key}\s+(\S+)", text, re.MULTILINE)
         if not m:
             raise ValueError(f"{path}: no {key}")
         rel = Path(m.group(1))
