@@ -103,3 +103,11 @@ def test_unknown_parameters_are_errors(experiments: dict) -> None:
         batch.run_batch(inp, [{"rate_ai": 1.0}], backend="cpu")
     with pytest.raises(ValueError, match="at least one"):
         batch.run_batch(inp, [], backend="cpu")
+
+
+def test_a_backend_without_a_device_is_a_clear_error(experiments: dict) -> None:
+    if any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("this machine has a GPU")
+    assert batch.device_info(None).startswith("cpu")
+    with pytest.raises(RuntimeError, match="no JAX 'gpu' device here"):
+        batch.run_batch(experiments["dcqcn"][1], [{}], backend="gpu")

@@ -62,10 +62,22 @@ def _jax() -> Any:
     return jax
 
 
+def _device(jax: Any, backend: str | None) -> Any:
+    """JAX's first device of ``backend`` (``None``: JAX's default, the CPU when no accelerator is
+    found); a clear error when the backend asked for has no device here."""
+    try:
+        return jax.devices(backend)[0]
+    except RuntimeError as e:
+        have = sorted({d.platform for d in jax.devices()})
+        raise RuntimeError(
+            f"no JAX {backend!r} device here (JAX sees: {', '.join(have)}); "
+            "run with backend='cpu' or None, or install JAX with CUDA (e.g. pip install 'jax[cuda12]')"
+        ) from e
+
+
 def device_info(backend: str | None = None) -> str:
     """The JAX device the engine runs on, e.g. ``cpu:0`` or ``cuda:0``."""
-    jax = _jax()
-    d = jax.devices(backend)[0]
+    d = _device(_jax(), backend)
     return f"{d.platform}:{d.id}"
 
 
@@ -212,7 +224,7 @@ def run_batch(
     jax = _jax()
     st = _static(inp)
     cols = _param_columns(inp, points)
-    dev = jax.devices(backend)[0]
+    dev = _device(jax, backend)
     limit = st["stop_step"] if max_steps is None else min(max_steps, st["stop_step"])
     key = (id(inp), backend)
     if key not in _CACHE or _CACHE[key][0] is not inp:
