@@ -7,7 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, flow_paths};
+use llmsim_net::packet::{Engine, FlowSpec};
 use llmsim_sim::{RunOptions, Scenario as SimScenario, SimError};
 use llmsim_sweep::{Row, Store, SweepError as SwError, SweepSpec, WirePoint};
 use llmsim_workload::WorkloadError as WlError;
@@ -331,6 +333,7 @@ fn ns3_batch_inputs(py: Python<'_>, config: PathBuf) -> PyResult<String> {
             })
             .collect();
         let paths = flow_paths(e);
+        let ack_links = ack_links(&x)?;
         let mut flows = Vec::with_capacity(paths.len());
         for (f, nodes) in paths.iter().enumerate() {
             let r = e
@@ -348,6 +351,7 @@ fn ns3_batch_inputs(py: Python<'_>, config: PathBuf) -> PyResult<String> {
                 "start_ps": r.start.as_ps(),
                 "standalone_fct_ns": r.standalone_fct_ns,
                 "path": path,
+                "ack_links": ack_links[f].iter().filter(|l| !path.contains(l)).collect::<Vec<_>>(),
             }));
         }
         let c = e.config();
@@ -389,6 +393,51 @@ fn ns3_batch_inputs(py: Python<'_>, config: PathBuf) -> PyResult<String> {
         let out = serde_json::json!({"links": links, "flows": flows, "config": cfg, "num_hosts": topo.num_hosts()});
         Ok(out.to_string())
     })
+}
+
+/// The links each flow's packets touch when it is sent alone as one byte on a fresh engine over the
+/// same topology, flows added in the same order (so each gets the same source port and hash): its
+/// data path and its ACKs' path (their own ECMP hash, which the engine does not expose).
+fn ack_links(x: &Ns3Experiment) -> PyResult<Vec<Vec<usize>>> {
+    let net = |e: llmsim_net::packet::PacketError| NetworkError::new_err(e.to_string());
+    let name = x.topology_path.display().to_string();
+    let text = std::fs::read_to_string(&x.topology_path).map_err(|e| NetworkError::new_err(format!("{name}: {e}")))?;
+    let imp = llmsim_topo::ns3::parse_ns3(&text, &name, 1).map_err(|e| NetworkError::new_err(e.to_string()))?;
+    let nl = imp.topology.num_links();
+    let mut g = Engine::new(std::sync::Arc::new(imp.topology), Some(imp.file_ids), x.config.packet.clone()).map_err(net)?;
+    let e = &x.engine;
+    let gap = SimTime::from_us(100);
+    for f in 0..e.num_flows() as u32 {
+        let r = e
+            .flow_result(f)
+            .ok_or_else(|| SimulationError::new_err(format!("flow {f} missing")))?;
+        g.add_flow(FlowSpec {
+            src: r.src,
+            dst: r.dst,
+            size: 1,
+            start: SimTime::from_ps(gap.as_ps() * u64::from(f)),
+            pg: 3,
+            dport: r.dport,
+            tag: u64::from(f),
+            flow_hash: u64::from(f),
+        })
+        .map_err(net)?;
+    }
+    let mut before = vec![0u64; nl];
+    let mut out = Vec::with_capacity(e.num_flows());
+    for f in 0..e.num_flows() as u64 {
+        g.run_until(gap.as_ps() * (f + 1) - 1);
+        let mut links = Vec::new();
+        for (l, b) in before.iter_mut().enumerate() {
+            let now = g.link_tx_bytes(l as u32).unwrap_or(0);
+            if now > *b {
+                links.push(l);
+            }
+            *b = now;
+        }
+        out.push(links);
+    }
+    Ok(out)
 }
 
 /// Runs an ns-3 experiment on the exact (event-driven) packet engine; returns each flow's FCT

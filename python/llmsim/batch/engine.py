@@ -15,8 +15,9 @@ Model (fluid per step, not per packet):
   bytes reach the next hop after the link's delay (whole steps).
 - The sender paces at the flow's CC rate, within its window (HPCC: ``HAS_WIN``/``VAR_WIN``),
   and the NIC never holds more than one step of line rate.
-- ACKs take a fixed return delay (the path's propagation delay); their bytes load the reverse
-  links (taken as the data path reversed; the exact engine hashes ACKs onto their own ECMP path).
+- ACKs take their own path (the exact engine's ECMP choice for them, found by the bindings); they
+  arrive after its propagation delay plus the queueing delay of the queues they pass (ACKs queue
+  with data in the switches), and their bytes load its links.
 - ECN: each switch egress marks with ns-3's kmin/kmax/pmax rule on its queue after the step; a
   flow sees a CNP in a step with the probability that any of its packets served that step was
   marked (a seeded Bernoulli draw per flow and step), one path-RTT later.
@@ -30,8 +31,7 @@ Model (fluid per step, not per packet):
   under it.
 
 Not modelled: packet granularity (serialization of single packets, go-back-N, drops), per-packet
-RNG streams of ns-3, ACK paths other than the reversed data path, queueing delay on the ACK
-return, PFC headroom.
+RNG streams of ns-3, queueing delay beyond QDELAY_MAX steps, PFC headroom.
 """
 
 from __future__ import annotations
@@ -115,15 +115,21 @@ def _static(inp: Ns3Inputs) -> dict[str, Any]:
         path[f, : len(p)] = p
         valid[f, : len(p)] = True
     nhop = valid.sum(1)
-    rev = {(int(s), int(d)): i for i, (s, d) in enumerate(zip(inp.link_src, inp.link_dst))}
-    rev_link = np.array([rev.get((int(d), int(s)), L) for s, d in zip(inp.link_src, inp.link_dst)] + [L])
+    # ACK paths (the exact engine's ECMP choice for them), padded with the padding link; ACKs
+    # are small, so the padding link's zero queue adds no delay.
+    Ha = max(1, max(len(a) for a in inp.flow_ack_links))
+    ack_path = np.full((F, Ha), L, dtype=np.int64)
+    for f, a in enumerate(inp.flow_ack_links):
+        ack_path[f, : len(a)] = a
     dl = np.append(dsteps, 0)
     # Steps for a flow's bytes served at hop h to come back to its sender as an ACK: the rest of
     # the forward path plus the reverse path (its propagation delays).
     fwd_delay = np.where(valid, dl[path], 0)
     path_delay = fwd_delay.sum(1)
     rest = np.cumsum(fwd_delay[:, ::-1], axis=1)[:, ::-1]  # delays from hop h to the receiver
-    fb_delay = np.where(valid, rest + path_delay[:, None], 0)
+    ack_path_delay = np.where(ack_path < L, dl[ack_path], 0).sum(1)
+    ack_path_delay = np.where(ack_path_delay > 0, ack_path_delay, path_delay)
+    fb_delay = np.where(valid, rest + ack_path_delay[:, None], 0)
     # Base RTT and BDP (third.cc maxRtt / maxBdp over the flows' paths; ns: 2 x propagation +
     # one MTU serialization per hop).
     mtu = float(c["mtu_bytes"])
@@ -170,7 +176,7 @@ def _static(inp: Ns3Inputs) -> dict[str, Any]:
         "nhop": nhop,
         "last_hop": nhop - 1,
         "dsteps": dl,
-        "rev_link": rev_link,
+        "ack_path": ack_path,
         "fb_delay": fb_delay,
         "cap": np.append(inp.link_bps / 8 * dt, 1e30),  # bytes per step
         "link_bps": bps,
@@ -256,6 +262,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
     lax = jax.lax
     f32 = jnp.float32
     F, H, L, N = st["F"], st["H"], st["L"], st["N"]
+    Ha = st["ack_path"].shape[1]
     dt = st["dt"]
     step_ns = st["step_ps"] / 1000.0
     path = jnp.asarray(st["path"])
@@ -268,10 +275,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
     start_step = jnp.asarray(st["start_step"], jnp.int32)
     start_ps = np.asarray(st["start_ps"])
     line_bps = jnp.asarray(st["line_bps"], f32)
-    rev_path = jnp.asarray(st["rev_link"][st["path"]])
-    # ACK bytes load the reverse of the data path (the exact engine hashes ACKs onto their own
-    # ECMP path, which the bindings do not expose).
-    ack_on = jnp.asarray(st["valid"], f32)
+    ack_path = jnp.asarray(st["ack_path"])
     ingress_node = jnp.asarray(st["ingress_node"])
     shift = jnp.asarray(np.exp2(-st["shift"].astype(np.float64)), f32)
     free_base = jnp.asarray(st["free_base"], f32)
@@ -362,7 +366,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
         # 3. Every egress port pulls from the flows queued at it, in proportion to their bytes;
         #    ACK bytes (last step's deliveries) take their share of the reverse links.
         Q = seg(q, st["path"], L + 1, "path")
-        ack_load = seg(carry["deliv"][:, :, None] * ack_on[None] * ack_ratio, st["rev_link"][st["path"]], L + 1, "rev")
+        ack_load = seg(
+            jnp.broadcast_to(carry["deliv"][:, :, None] * ack_ratio, (E, F, Ha)), st["ack_path"], L + 1, "ack"
+        )
         avail = jnp.maximum(cap[None, :] - ack_load, 0.0) * (1.0 - carry["paused"])
         served_port = jnp.minimum(Q, avail)
         frac = jnp.where(Q > 0, served_port / jnp.maximum(Q, 1e-9), 0.0)
@@ -378,7 +384,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any]) -> 
         qd_link = jnp.where(Qa > 0, Qa / jnp.maximum(avail, 1e-3 * cap[None, :]), 0.0)
         qd_path = jnp.where(valid[None], qd_link[:, path], 0.0)
         qd_down = jnp.flip(jnp.cumsum(jnp.flip(qd_path, 2), 2), 2) - qd_path  # queues after hop h
-        qd_ack = jnp.sum(jnp.where(valid[None], qd_link[:, rev_path], 0.0), axis=2)
+        qd_ack = jnp.sum(qd_link[:, ack_path], axis=2)
         q_fb = jnp.minimum(jnp.rint(qd_down + qd_ack[:, :, None]), QDELAY_MAX).astype(jnp.int32)
         fb_slot = (t + fb_delay[None] + q_fb) % D2
         ack_slot = (t + ack_delay[None, :] + q_fb[:, fidx, last_hop]) % D2

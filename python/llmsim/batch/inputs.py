@@ -56,6 +56,7 @@ class Ns3Inputs:
     flow_start_ps: np.ndarray
     flow_standalone_fct_ns: np.ndarray
     flow_paths: list[list[int]]  # link indices, source NIC first
+    flow_ack_links: list[list[int]]  # the links its ACKs take (unordered)
     config: dict[str, Any] = field(repr=False)
 
     @property
@@ -111,6 +112,7 @@ def load_ns3(config: str | os.PathLike[str]) -> Ns3Inputs:
         flow_start_ps=np.array([f["start_ps"] for f in flows], dtype=np.int64),
         flow_standalone_fct_ns=np.array([f["standalone_fct_ns"] for f in flows], dtype=np.float64),
         flow_paths=[list(f["path"]) for f in flows],
+        flow_ack_links=[list(f["ack_links"]) for f in flows],
         config=c,
     )
 
