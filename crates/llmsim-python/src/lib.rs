@@ -307,8 +307,9 @@ fn ns3_load(config: &Path, seed: u64) -> PyResult<Ns3Experiment> {
 }
 
 /// What the time-stepped batch engine (python/llmsim/batch) needs of an ns-3 experiment, as JSON:
-/// its directed links (ns-3 node ids, bit/s, ps), each flow's data path as link indices (the
-/// exact engine's ECMP choice), and the parsed parameters of `config.txt`.
+/// its directed links (ns-3 node ids, bit/s, ps), each flow's data path as link indices and the
+/// links its ACKs take (the exact engine's ECMP choices), and the parsed parameters of
+/// `config.txt`.
 #[pyfunction]
 fn ns3_batch_inputs(py: Python<'_>, config: PathBuf) -> PyResult<String> {
     py.detach(move || {
