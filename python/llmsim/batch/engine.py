@@ -146,7 +146,6 @@ def _static(inp: Ns3Inputs) -> dict[str, Any]:
     # PFC: the switch an egress port (link) leaves from, and the ingress link feeding hop h.
     node_ids = np.unique(np.concatenate([inp.link_src, inp.link_dst]))
     node_index = {int(n): i for i, n in enumerate(node_ids)}
-    link_node = np.array([node_index[int(s)] for s in inp.link_src] + [len(node_ids)])
     into_switch = ~np.isin(inp.link_dst, inp.link_src[inp.link_src_is_host])
     ingress = np.concatenate([np.full((F, 1), L), path[:, :-1]], axis=1)
     ingress = np.where(valid & (np.arange(H) > 0), ingress, L)
@@ -191,7 +190,6 @@ def _static(inp: Ns3Inputs) -> dict[str, Any]:
         "max_bdp": max_bdp,
         "wire": wire,
         "ack_ratio": float(c["ack_packet_bytes"]) / wire,
-        "link_node": link_node,
         "ingress": ingress,
         "ingress_node": ingress_node,
         "shift": shift,
