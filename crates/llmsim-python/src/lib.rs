@@ -7,6 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+use llmsim_core::SimTime;
+use llmsim_net::packet::ns3::{Ns3Experiment, flow_paths};
+use llmsim_net::packet::{Engine, FlowSpec};
 use llmsim_sim::{RunOptions, Scenario as SimScenario, SimError};
 use llmsim_sweep::{Row, Store, SweepError as SwError, SweepSpec, WirePoint};
 use llmsim_workload::WorkloadError as WlError;
@@ -303,6 +306,160 @@ fn cli_main(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(move || llmsim_cli::main_with(argv))
 }
 
+fn ns3_load(config: &Path, seed: u64) -> PyResult<Ns3Experiment> {
+    Ns3Experiment::load(config, seed).map_err(|e| NetworkError::new_err(e.to_string()))
+}
+
+/// What the time-stepped batch engine (python/llmsim/batch) needs of an ns-3 experiment, as JSON:
+/// its directed links (ns-3 node ids, bit/s, ps), each flow's data path as link indices and the
+/// links its ACKs take (the exact engine's ECMP choices), and the parsed parameters of
+/// `config.txt`.
+#[pyfunction]
+fn ns3_batch_inputs(py: Python<'_>, config: PathBuf) -> PyResult<String> {
+    py.detach(move || {
+        let x = ns3_load(&config, 1)?;
+        let e = &x.engine;
+        let topo = e.topology();
+        let id = |n: llmsim_core::NodeId| e.ns3_id(n.0).unwrap_or(u32::MAX);
+        let mut index = std::collections::HashMap::new();
+        let links: Vec<serde_json::Value> = topo
+            .links()
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                index.insert((id(l.src), id(l.dst)), i);
+                serde_json::json!({
+                    "src": id(l.src),
+                    "dst": id(l.dst),
+                    "src_is_host": topo.is_host(l.src),
+                    "bandwidth_bps": l.bandwidth.bps(),
+                    "delay_ps": l.latency.as_ps(),
+                })
+            })
+            .collect();
+        let paths = flow_paths(e);
+        let ack_links = ack_links(&x)?;
+        let mut flows = Vec::with_capacity(paths.len());
+        for (f, nodes) in paths.iter().enumerate() {
+            let r = e
+                .flow_result(f as u32)
+                .ok_or_else(|| SimulationError::new_err(format!("flow {f} missing")))?;
+            let path: Vec<usize> = nodes
+                .windows(2)
+                .map(|w| index.get(&(w[0], w[1])).copied())
+                .collect::<Option<_>>()
+                .ok_or_else(|| SimulationError::new_err(format!("flow {f}: a path hop is not a link")))?;
+            flows.push(serde_json::json!({
+                "src": id(r.src),
+                "dst": id(r.dst),
+                "size_bytes": r.size,
+                "start_ps": r.start.as_ps(),
+                "standalone_fct_ns": r.standalone_fct_ns,
+                "path": path,
+                "ack_links": ack_links[f].iter().filter(|l| !path.contains(l)).collect::<Vec<_>>(),
+            }));
+        }
+        let c = e.config();
+        let ecn: Vec<serde_json::Value> = c
+            .ecn_map
+            .iter()
+            .map(|t| serde_json::json!({"rate_bps": t.rate_bps, "kmin_bytes": t.kmin_bytes, "kmax_bytes": t.kmax_bytes, "pmax": t.pmax}))
+            .collect();
+        let cfg = serde_json::json!({
+            "cc": c.cc.name(),
+            "mtu_bytes": c.mtu,
+            "data_packet_bytes": c.data_packet_bytes(c.mtu),
+            "ack_packet_bytes": c.ack_packet_bytes(),
+            "has_win": c.has_win,
+            "var_win": c.var_win,
+            "global_t": c.global_t,
+            "rate_bound": c.rate_bound,
+            "ecn": c.ecn,
+            "ecn_map": ecn,
+            "buffer_bytes": c.buffer_bytes,
+            "reserve_bytes": c.reserve_bytes,
+            "resume_offset_bytes": c.resume_offset_bytes,
+            "pfc_shift": c.pfc_shift,
+            "alpha_resume_interval_ps": c.alpha_resume_interval.as_ps(),
+            "rate_decrease_interval_ps": c.rate_decrease_interval.as_ps(),
+            "rp_timer_ps": c.rp_timer.as_ps(),
+            "clamp_target_rate": c.clamp_target_rate,
+            "ewma_gain": c.ewma_gain,
+            "fast_recovery_times": c.fast_recovery_times,
+            "rate_on_first_cnp": c.rate_on_first_cnp,
+            "rate_ai_bps": c.rate_ai_bps,
+            "rate_hai_bps": c.rate_hai_bps,
+            "min_rate_bps": c.min_rate_bps,
+            "fast_react": c.fast_react,
+            "u_target": c.u_target,
+            "mi_thresh": c.mi_thresh,
+            "stop_time_ps": x.config.stop_time.as_ps(),
+        });
+        let out = serde_json::json!({"links": links, "flows": flows, "config": cfg, "num_hosts": topo.num_hosts()});
+        Ok(out.to_string())
+    })
+}
+
+/// The links each flow's packets touch when it is sent alone as one byte on a fresh engine over the
+/// same topology, flows added in the same order (so each gets the same source port and hash): its
+/// data path and its ACKs' path (their own ECMP hash, which the engine does not expose).
+fn ack_links(x: &Ns3Experiment) -> PyResult<Vec<Vec<usize>>> {
+    let net = |e: llmsim_net::packet::PacketError| NetworkError::new_err(e.to_string());
+    let name = x.topology_path.display().to_string();
+    let text = std::fs::read_to_string(&x.topology_path).map_err(|e| NetworkError::new_err(format!("{name}: {e}")))?;
+    let imp = llmsim_topo::ns3::parse_ns3(&text, &name, 1).map_err(|e| NetworkError::new_err(e.to_string()))?;
+    let nl = imp.topology.num_links();
+    let mut g = Engine::new(std::sync::Arc::new(imp.topology), Some(imp.file_ids), x.config.packet.clone()).map_err(net)?;
+    let e = &x.engine;
+    let gap = SimTime::from_us(100);
+    for f in 0..e.num_flows() as u32 {
+        let r = e
+            .flow_result(f)
+            .ok_or_else(|| SimulationError::new_err(format!("flow {f} missing")))?;
+        g.add_flow(FlowSpec {
+            src: r.src,
+            dst: r.dst,
+            size: 1,
+            start: SimTime::from_ps(gap.as_ps() * u64::from(f)),
+            pg: 3,
+            dport: r.dport,
+            tag: u64::from(f),
+            flow_hash: u64::from(f),
+        })
+        .map_err(net)?;
+    }
+    let mut before = vec![0u64; nl];
+    let mut out = Vec::with_capacity(e.num_flows());
+    for f in 0..e.num_flows() as u64 {
+        g.run_until(gap.as_ps() * (f + 1) - 1);
+        let mut links = Vec::new();
+        for (l, b) in before.iter_mut().enumerate() {
+            let now = g.link_tx_bytes(l as u32).unwrap_or(0);
+            if now > *b {
+                links.push(l);
+            }
+            *b = now;
+        }
+        out.push(links);
+    }
+    Ok(out)
+}
+
+/// Runs an ns-3 experiment on the exact (event-driven) packet engine; returns each flow's FCT
+/// in ns, in the flow file's order (0 for a flow unfinished at the stop time).
+#[pyfunction]
+#[pyo3(signature = (config, seed = 1))]
+fn ns3_exact_fct_ns(py: Python<'_>, config: PathBuf, seed: u64) -> PyResult<Vec<u64>> {
+    py.detach(move || {
+        let mut x = ns3_load(&config, seed)?;
+        x.run();
+        let e = &x.engine;
+        Ok((0..e.num_flows() as u32)
+            .map(|f| e.flow_result(f).filter(|r| r.finish.as_ps() > 0).map_or(0, |r| r.fct_ns()))
+            .collect())
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -315,6 +472,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store_done_keys, m)?)?;
     m.add_function(wrap_pyfunction!(store_insert, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(ns3_batch_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(ns3_exact_fct_ns, m)?)?;
     m.add("METRICS", llmsim_sweep::METRICS.to_vec())?;
     m.add("RESULTS_FILE", llmsim_sweep::store::FILE)?;
     m.add("LlmsimError", py.get_type::<LlmsimError>())?;

@@ -1,0 +1,113 @@
+"""The time-stepped batch packet engine (llmsim.batch) against the exact event-driven engine, on
+a small ns-3 experiment: the bundled k = 4 fat-tree (16 hosts) and a permutation of 1 MB flows,
+under DCQCN and HPCC. The exact engine runs inside the test (no stored numbers)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llmsim import batch
+
+jax = pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parents[2]
+NS3 = ROOT / "examples" / "ns3"
+# The bound the batch engine is validated to (bench/README.md): mean FCT within 5% of the
+# exact engine's.
+MEAN_FCT_BOUND = 0.05
+
+HPCC = {
+    "CC_MODE": "3",
+    "RATE_AI": "40Mb/s",
+    "RATE_HAI": "40Mb/s",
+    "HAS_WIN": "1",
+    "VAR_WIN": "1",
+    "FAST_REACT": "1",
+    "INT_MULTI": "4",
+    "ACK_HIGH_PRIO": "0",
+}
+
+
+def _experiment(tmp_path: Path, cc: str) -> Path:
+    """config.txt for 16 flows of 1 MB, the permutation of the bundled 10 MB run."""
+    perm = (NS3 / "inputs" / "flow_perm16_10MB.txt").read_text().splitlines()
+    flows = [perm[0]] + [re.sub(r" 10000000 ", " 1000000 ", line) for line in perm[1:]]
+    (tmp_path / "flows.txt").write_text("\n".join(flows) + "\n")
+    text = (NS3 / "runs" / "ft16_perm_dcqcn" / "config.txt").read_text()
+    sets = {"TOPOLOGY_FILE": str(NS3 / "inputs" / "fattree_k4_16h.txt"), "FLOW_FILE": str(tmp_path / "flows.txt")}
+    if cc == "hpcc":
+        sets.update(HPCC)
+    lines = [f"{k} {sets[k]}" if (k := line.split(" ", 1)[0]) in sets else line for line in text.splitlines()]
+    cfg = tmp_path / f"config_{cc}.txt"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def experiments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, batch.Ns3Inputs]]:
+    d = tmp_path_factory.mktemp("ns3")
+    out = {}
+    for cc in ("dcqcn", "hpcc"):
+        cfg = _experiment(d, cc)
+        out[cc] = (cfg, batch.load_ns3(cfg))
+    return out
+
+
+@pytest.mark.parametrize("cc", ["dcqcn", "hpcc"])
+def test_batch_mean_fct_within_bound_of_the_exact_engine(experiments: dict, cc: str) -> None:
+    cfg, inp = experiments[cc]
+    assert inp.cc == cc and inp.num_flows == 16
+    points = [{}, {"rate_ai_bps": 2 * inp.base_params()["rate_ai_bps"]}]
+    # DCQCN's ECN marks are random draws (in both engines): each point runs 4 times with its own
+    # draws and the batch's mean FCT is their average.
+    reps = 4
+    res = batch.run_batch(inp, [p for p in points for _ in range(reps)], backend="cpu")
+    assert res.device.startswith("cpu")
+    assert res.fct_ns.shape == (2 * reps, 16) and not np.isnan(res.fct_ns).any()
+    for e, point in enumerate(points):
+        exact = batch.exact_fct_ns(cfg, point)
+        assert not np.isnan(exact).any()
+        err = res.fct_ns[e * reps : (e + 1) * reps].mean() / exact.mean() - 1
+        assert abs(err) <= MEAN_FCT_BOUND, f"{cc} point {point}: mean FCT error {err:+.1%}"
+    # No flow beats its standalone FCT (base RTT + bytes at the bottleneck) by more than a step.
+    assert (res.fct_ns >= inp.flow_standalone_fct_ns[None, :] - res.step_ps / 1000).all()
+
+
+def test_batch_is_deterministic_and_points_are_independent(experiments: dict) -> None:
+    inp = experiments["dcqcn"][1]
+    a = batch.run_batch(inp, [{"kmin_bytes": 100e3}, {}], seed=3, backend="cpu")
+    b = batch.run_batch(inp, [{"kmin_bytes": 100e3}, {}], seed=3, backend="cpu")
+    np.testing.assert_array_equal(a.fct_ns, b.fct_ns)
+    # A different parameter gives a different experiment.
+    assert not np.array_equal(a.fct_ns[0], a.fct_ns[1])
+
+
+def test_a_point_written_for_the_exact_engine_reads_back(experiments: dict, tmp_path: Path) -> None:
+    cfg, inp = experiments["dcqcn"]
+    point = {"rate_ai_bps": 8e7, "rp_timer_us": 100.0, "kmin_bytes": 200e3, "kmax_bytes": 800e3, "pmax": 0.5}
+    topo, flows = batch.input_files(cfg)
+    p = tmp_path / "point.txt"
+    p.write_text(batch.config_text(cfg.read_text(), point, topo, flows))
+    back = batch.load_ns3(p).base_params()
+    for k, v in point.items():
+        assert back[k] == pytest.approx(v), k
+    assert back["ewma_gain"] == inp.base_params()["ewma_gain"]
+
+
+def test_unknown_parameters_are_errors(experiments: dict) -> None:
+    inp = experiments["dcqcn"][1]
+    with pytest.raises(ValueError, match="unknown batch parameter 'rate_ai'"):
+        batch.run_batch(inp, [{"rate_ai": 1.0}], backend="cpu")
+    with pytest.raises(ValueError, match="at least one"):
+        batch.run_batch(inp, [], backend="cpu")
+
+
+def test_a_backend_without_a_device_is_a_clear_error(experiments: dict) -> None:
+    if any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("this machine has a GPU")
+    assert batch.device_info(None).startswith("cpu")
+    with pytest.raises(RuntimeError, match="no JAX 'gpu' device here"):
+        batch.run_batch(experiments["dcqcn"][1], [{}], backend="gpu")
