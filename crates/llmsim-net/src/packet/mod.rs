@@ -24,9 +24,11 @@ mod ns3rng;
 mod queue;
 mod route;
 mod tables;
+pub mod transport;
 mod wormhole;
 
-pub use config::{CcMode, EcnThresholds, LoadBalance, PacketConfig, Routing, WormholeConfig};
+pub use config::{CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpConfig, Transport, WormholeConfig};
+pub use transport::TcpFlowStats;
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
