@@ -390,6 +390,8 @@ impl Network for PacketNetwork {
         s.drops = e.drops_buffer + e.drops_error;
         s.nacks = e.nacks;
         s.retransmitted_bytes = e.retransmitted_bytes;
+        s.tcp_rtos = e.tcp_rtos;
+        s.tcp_fast_retransmits = e.tcp_fast_retransmits;
         s.net_payload_bytes = e.payload_delivered;
         if let Some(w) = self.engine.wormhole_stats() {
             s.ff_skipped_bytes = w.skipped_bytes;
