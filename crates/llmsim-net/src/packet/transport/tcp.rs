@@ -136,9 +136,12 @@ impl Engine {
         seg > 0 && fl.snd_nxt - fl.snd_una + seg <= self.tcp_window(f)
     }
 
-    /// The NIC of host `h` sends, if its port is idle: an ACK first, else the next flow (round
-    /// robin) with a segment its window allows. No pacing and no PFC: the port's line rate and
-    /// the windows clock the data.
+    /// The NIC of host `h` sends, if its port is idle: an ACK first, else a segment of the flow
+    /// it served last if that flow's window allows one, else of the next such flow (round
+    /// robin). A flow thus sends its window in one burst, as a socket that writes its window
+    /// into the host's FIFO device queue does (a kernel stack, ns-3's `TcpSocketBase` over a
+    /// `NetDevice` queue); RoCE's per-packet round robin would interleave the flows instead. No
+    /// pacing and no PFC: the port's line rate and the windows clock the data.
     pub(crate) fn tcp_host_send(&mut self, h: u32) {
         let hi = h as usize;
         let link = self.nics[hi].link;
@@ -153,7 +156,8 @@ impl Engine {
         if n == 0 {
             return;
         }
-        let mut idx = self.nics[hi].rrlast as usize % n;
+        // From the flow served last, wrapping.
+        let mut idx = (self.nics[hi].rrlast as usize % n + n - 1) % n;
         let mut pick = None;
         let mut any_done = false;
         for _ in 0..n {
