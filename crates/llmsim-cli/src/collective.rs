@@ -57,6 +57,9 @@ pub struct CollectiveArgs {
     /// TCP's segment payload bytes (as `network.tcp.mss`; default 1460).
     #[arg(long)]
     pub tcp_mss: Option<u32>,
+    /// TCP's initial congestion window in segments (as `network.tcp.initial_cwnd`; default 10).
+    #[arg(long)]
+    pub tcp_initial_cwnd: Option<u32>,
     /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
     #[arg(long, value_enum, default_value_t = AlgoChoice::Auto)]
     pub algo: AlgoChoice,
@@ -134,9 +137,9 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     };
     let PlannedCollective { plan, decision, note } =
         plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some();
+    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some() || args.tcp_initial_cwnd.is_some();
     if tcp_flags && args.transport != TransportSpec::Tcp {
-        bail!("--tcp-min-rto, --tcp-window and --tcp-mss need --transport tcp");
+        bail!("--tcp-min-rto, --tcp-window, --tcp-mss and --tcp-initial-cwnd need --transport tcp");
     }
     if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
         bail!("--transport and --switch-buffer need --backend packet");
@@ -153,6 +156,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
                 None => d.max_window,
             },
             mss: args.tcp_mss.unwrap_or(d.mss),
+            initial_cwnd: args.tcp_initial_cwnd.unwrap_or(d.initial_cwnd),
             ..d
         })
     });
@@ -526,8 +530,20 @@ mod tests {
     #[test]
     fn tcp_runs_a_collective_on_a_lossy_fabric() {
         let base = [
-            "--op", "all-to-all", "--topology", "flat", "--gpus", "8", "--gpus-per-node", "1", "--nic", "100Gbps", "--size",
-            "4MiB", "--backend", "packet",
+            "--op",
+            "all-to-all",
+            "--topology",
+            "flat",
+            "--gpus",
+            "8",
+            "--gpus-per-node",
+            "1",
+            "--nic",
+            "100Gbps",
+            "--size",
+            "4MiB",
+            "--backend",
+            "packet",
         ];
         let roce = outcome(&base);
         // 64 KB per switch: 7 KB per port, under one 10-segment initial window; the all-to-all's

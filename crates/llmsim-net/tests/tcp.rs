@@ -36,7 +36,8 @@ fn roce_cfg(buffer: u64) -> PacketConfig {
 fn incast(cfg: PacketConfig, senders: u32, size: u64) -> Engine {
     let mut e = Engine::new(flat_topo(senders + 1), None, cfg).expect("engine");
     for s in 0..senders {
-        e.add_flow(packet_flow(s, senders, size, SimTime::ZERO, u64::from(s))).expect("flow");
+        e.add_flow(packet_flow(s, senders, size, SimTime::ZERO, u64::from(s)))
+            .expect("flow");
     }
     e.run();
     e
@@ -125,7 +126,10 @@ fn an_rto_fires_only_after_the_minimum_rto() {
         assert_conserved(&e, 64 * size);
         assert!(e.stats().tcp_rtos > 0, "the losses must cause timeouts");
         let wait = e.tcp_min_rto_wait().expect("a timeout fired");
-        assert!(wait >= min_rto, "an RTO fired {wait} after its timer started, under min_rto {min_rto}");
+        assert!(
+            wait >= min_rto,
+            "an RTO fired {wait} after its timer started, under min_rto {min_rto}"
+        );
         for f in 0..64 {
             let t = e.tcp_flow_stats(f).expect("tcp");
             let r = e.flow_result(f).expect("flow");
@@ -204,7 +208,10 @@ fn the_window_bounds_a_flow_on_a_long_path() {
     let min_fct_ns = size / window * 400_000;
     let fct = e.flow_result(0).expect("flow").fct_ns();
     assert!(fct >= min_fct_ns, "{fct} ns: faster than the window allows ({min_fct_ns} ns)");
-    assert!(fct < min_fct_ns * 13 / 10, "{fct} ns: the window should be the only limit ({min_fct_ns} ns)");
+    assert!(
+        fct < min_fct_ns * 13 / 10,
+        "{fct} ns: the window should be the only limit ({min_fct_ns} ns)"
+    );
 }
 
 #[test]

@@ -28,9 +28,9 @@ pub mod transport;
 mod wormhole;
 
 pub use config::{CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpConfig, Transport, WormholeConfig};
-pub use transport::TcpFlowStats;
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
+pub use transport::TcpFlowStats;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
