@@ -9,7 +9,9 @@
 # Prints one row per (algorithm, buffer, transport, size): completion time, its ratio to the
 # study's analytical time 2 D / 100 Gb/s, drops, RTOs, fast retransmits, retransmitted bytes.
 # Usage: bench/tcp_dlrm.sh [sizes_MB] [out.csv]   (default "1 2 4 8 16 32 64", bench/tcp-dlrm.csv)
-# LLMSIM=path/to/llmsim runs that binary instead of building this checkout.
+# LLMSIM=path/to/llmsim runs that binary instead of building this checkout. ALGOS (default
+# "A2A DBT"), BUFS (default "64MiB 1GiB") and ROCE (default 1; 0 skips the RoCE rows) narrow the
+# sweep; TCP_FLAGS adds flags to the TCP runs (e.g. "--tcp-mss 536 --tcp-initial-cwnd 1").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=${1:-"1 2 4 8 16 32 64"}
@@ -34,8 +36,12 @@ one() {
   esac
   local t0 t1
   t0=$(date +%s.%N)
+  local extra=()
+  if [[ $tr == tcp ]]; then
+    read -r -a extra <<< "${TCP_FLAGS:-}"
+  fi
   "$bin" collective "${args[@]}" --size "${mb}MB" "${topo[@]}" --backend packet --transport "$tr" \
-    --switch-buffer "$buf" --out "$tmp/o" > /dev/null
+    --switch-buffer "$buf" "${extra[@]}" --out "$tmp/o" > /dev/null
   t1=$(date +%s.%N)
   python3 - "$tmp/o/summary.json" "$algo" "$buf" "$tr" "$mb" "$t0" "$t1" "$csv" <<'PY'
 import json, sys
@@ -55,13 +61,15 @@ open(csv, "a").write(",".join(map(str, row)) + "\n")
 print(f"{algo:<5} {buf:<6} {tr:<5} {mb:>6} {t:>12.1f} {analytical:>12.1f} {t/analytical:>8.2f} {row[7]:>8} {row[8]:>6} {row[9]:>8} {row[10]:>12} {row[13]:>8}")
 PY
 }
-for algo in A2A DBT; do
-  for buf in 64MiB 1GiB; do
+for algo in ${ALGOS:-A2A DBT}; do
+  for buf in ${BUFS:-64MiB 1GiB}; do
     for mb in $sizes; do
       one "$algo" "$buf" tcp "$mb"
     done
   done
-  for mb in $sizes; do
-    one "$algo" 64MiB roce "$mb"
-  done
+  if [[ ${ROCE:-1} == 1 ]]; then
+    for mb in $sizes; do
+      one "$algo" 64MiB roce "$mb"
+    done
+  fi
 done
