@@ -116,6 +116,13 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     if bytes.0 == 0 {
         bail!("--size: must be positive, e.g. \"1GiB\"");
     }
+    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some() || args.tcp_initial_cwnd.is_some();
+    if tcp_flags && args.transport != TransportSpec::Tcp {
+        bail!("--tcp-min-rto, --tcp-window, --tcp-mss and --tcp-initial-cwnd need --transport tcp");
+    }
+    if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
+        bail!("--transport and --switch-buffer need --backend packet");
+    }
     let topo = Arc::new(args.topo.build()?);
     let gpus = topo.num_hosts();
     let group: Vec<NodeId> = (0..gpus).map(NodeId).collect();
@@ -137,13 +144,6 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     };
     let PlannedCollective { plan, decision, note } =
         plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some() || args.tcp_initial_cwnd.is_some();
-    if tcp_flags && args.transport != TransportSpec::Tcp {
-        bail!("--tcp-min-rto, --tcp-window, --tcp-mss and --tcp-initial-cwnd need --transport tcp");
-    }
-    if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
-        bail!("--transport and --switch-buffer need --backend packet");
-    }
     let tcp = (args.transport == TransportSpec::Tcp).then(|| -> Result<TcpSpec> {
         let d = TcpSpec::default();
         Ok(TcpSpec {
