@@ -556,7 +556,9 @@ mod tests {
         assert!(tcp.net.drops > 0 && tcp.net.retransmitted_bytes > 0, "{:?}", tcp.net);
         assert!(render(&tcp).contains("packet (tcp):"));
         let cli = Cli::try_parse_from(["x", "--transport", "tcp"]).expect("flags parse");
-        let Err(e) = run(&cli.args) else { panic!("--transport tcp without --backend packet ran") };
+        let Err(e) = run(&cli.args) else {
+            panic!("--transport tcp without --backend packet ran")
+        };
         assert!(e.to_string().contains("--backend packet"), "{e}");
     }
 }

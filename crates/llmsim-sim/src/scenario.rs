@@ -924,6 +924,67 @@ mod tests {
 
     const MIN: &str = "model: gpt3-13b\ncluster: { gpus: 16 }\n";
 
+    fn network(yaml: &str) -> Result<llmsim_net::packet::PacketConfig, SimError> {
+        let s = Scenario::from_yaml(&format!("{MIN}network: {yaml}\n"), &[], Path::new("."))?;
+        s.network.packet_config(1)
+    }
+
+    #[test]
+    fn network_transport_sets_the_packet_engine() {
+        use llmsim_net::packet::{DropPolicy, Transport};
+        let roce = network("{backend: packet}").unwrap();
+        assert_eq!((roce.transport, roce.pfc), (Transport::Roce, true));
+        let tcp = network("{backend: packet, transport: tcp, switch_buffer: 64MiB, drop_policy: shared, tcp: {min_rto: 10ms, mss: 536}}")
+            .unwrap();
+        assert_eq!((tcp.transport, tcp.pfc, tcp.ecn), (Transport::Tcp, false, false));
+        assert_eq!(
+            (tcp.buffer_bytes, tcp.drop_policy, tcp.mtu),
+            (64 << 20, DropPolicy::SharedTailDrop, 536)
+        );
+        assert_eq!(tcp.tcp.min_rto, SimTime::from_ms(10));
+        assert_eq!(tcp.tcp.initial_rto, SimTime::from_ms(10), "the initial RTO follows min_rto");
+        let e = network("{backend: packet, tcp: {mss: 536}}").unwrap_err().to_string();
+        assert!(e.contains("network.tcp") && e.contains("transport: tcp"), "{e}");
+        let e = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.tcp.delayed_ack") && e.contains("not yet implemented"), "{e}");
+        let e = network("{backend: packet, transport: tcp, tcp: {min_rto: 1ms, rto: 2ms}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rto"), "unknown key refused: {e}");
+        // The engine refuses what the config cannot run, naming the field.
+        let topo = Arc::new(
+            llmsim_topo::generators::flat(
+                4,
+                llmsim_topo::LinkParams::new(Bandwidth::from_gbps(100), SimTime::from_ns(500)),
+                llmsim_topo::ScaleUp::none(),
+                1,
+            )
+            .unwrap(),
+        );
+        let spec = |yaml: &str| {
+            Scenario::from_yaml(&format!("{MIN}network: {yaml}\n"), &[], Path::new("."))
+                .unwrap()
+                .network
+        };
+        let e = spec("{backend: packet, transport: tcp, pfc: true}")
+            .build(topo.clone(), 1)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("network.pfc: false"), "{e}");
+        let e = spec("{backend: packet, transport: uet}")
+            .build(topo.clone(), 1)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("network.transport=uet is not yet implemented"), "{e}");
+        let w = spec("{backend: packet, load_balance: spray}").warnings();
+        assert!(w.len() == 1 && w[0].contains("go-back-N"), "{w:?}");
+        assert!(spec("{backend: packet, transport: tcp}").build(topo, 1).is_ok());
+    }
+
     #[test]
     fn absent_sections_get_the_documented_defaults() {
         let s = Scenario::from_yaml(MIN, &[], Path::new(".")).unwrap();
