@@ -7,6 +7,9 @@
 //!   marking at dequeue, 8 priority queues, store-and-forward links, ECMP.
 //! - Congestion control (`cc/`, one file per algorithm behind a static registry): DCQCN, HPCC,
 //!   TIMELY, DCTCP.
+//! - Transports (`transport/`): RoCE (the above, over a lossless PFC fabric) or TCP NewReno over
+//!   a lossy fabric whose switches tail-drop per port or on a shared buffer
+//!   (`PacketConfig::transport`, `pfc`, `drop_policy`).
 //! - [`ns3`]: readers for ns-3's `config.txt`, topology and flow files, and its output formats.
 //! - [`PacketNetwork`]: the engine behind the [`crate::Network`] trait.
 

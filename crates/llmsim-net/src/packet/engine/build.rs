@@ -373,7 +373,8 @@ impl Engine {
         let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);
         let (rtt, bw) = self.path_rtt(&path);
         let pkts = (fl.size.max(1) - 1) / u64::from(self.cfg.mtu) + 1;
-        let total = fl.size + pkts * 48;
+        let hdr = if self.tcp_on { 54 } else { 48 };
+        let total = fl.size + pkts * hdr;
         rtt + total * 8_000_000_000 / bw
     }
 }
