@@ -264,3 +264,41 @@ fn combinations_the_engine_does_not_model_are_refused() {
     assert!(w.len() == 1 && w[0].contains("go-back-N") && w[0].contains("resends"), "{w:?}");
     assert!(roce_cfg(32 << 20).warnings().is_empty());
 }
+
+#[test]
+fn delayed_acks_halve_the_acks_and_hold_the_last_one_for_the_timer() {
+    let delack = SimTime::from_us(300);
+    let cfg = PacketConfig {
+        tcp: TcpConfig {
+            delayed_ack: true,
+            delack_timeout: delack,
+            ..TcpConfig::default()
+        },
+        ..tcp_cfg(32 << 20, DropPolicy::PerPortTailDrop)
+    };
+    // An odd number of segments: the last one waits for the timer.
+    let segs = 1001u64;
+    let size = segs * u64::from(MSS);
+    let mut e = Engine::new(flat_topo(2), None, cfg).expect("engine");
+    e.add_flow(packet_flow(0, 1, size, SimTime::ZERO, 0)).expect("flow");
+    e.run();
+    assert_conserved(&e, size);
+    assert_eq!(e.stats().acks, segs.div_ceil(2), "one ACK per two in-order segments");
+    let t = e.tcp_flow_stats(0).expect("tcp");
+    assert_eq!((t.rtos, t.retransmitted_segments), (0, 0));
+    let wire_ps = (size + segs * 54) * 8 * 10;
+    let fct = e.flow_result(0).expect("flow").finish.as_ps();
+    assert!(fct >= wire_ps + delack.as_ps(), "{fct} ps: the last ACK waits {delack}");
+    // Losses are still repaired (out-of-order segments are acknowledged at once).
+    let cfg = PacketConfig {
+        tcp: TcpConfig {
+            delayed_ack: true,
+            delack_timeout: delack,
+            ..TcpConfig::default()
+        },
+        ..tcp_cfg(1_000_000, DropPolicy::PerPortTailDrop)
+    };
+    let e = incast(cfg, 16, 1_000_000);
+    assert!(e.stats().drops_buffer > 0 && e.stats().tcp_fast_retransmits > 0);
+    assert_conserved(&e, 16 * 1_000_000);
+}

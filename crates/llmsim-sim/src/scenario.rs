@@ -270,8 +270,12 @@ pub struct TcpSpec {
     pub max_window: Bytes,
     /// Initial congestion window in segments (default 10, RFC 6928).
     pub initial_cwnd: u32,
-    /// Delayed ACKs (default false: one ACK per segment). `true` is not yet implemented.
+    /// Delayed ACKs: one ACK per two in-order segments or after `delack_timeout` (default
+    /// false: one ACK per segment).
     pub delayed_ack: bool,
+    /// The delayed-ACK timer (default 200ms, ns-3's `DelAckTimeout`; keep it below `min_rto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delack_timeout: Option<SimTime>,
 }
 
 impl Default for TcpSpec {
@@ -283,6 +287,7 @@ impl Default for TcpSpec {
             max_window: Bytes(500_000),
             initial_cwnd: 10,
             delayed_ack: false,
+            delack_timeout: None,
         }
     }
 }
@@ -403,12 +408,6 @@ impl NetworkSpec {
         }
         if transport == TransportSpec::Tcp {
             let t = self.tcp.clone().unwrap_or_default();
-            if t.delayed_ack {
-                return Err(SimError::Scenario {
-                    field: "network.tcp.delayed_ack".into(),
-                    message: "delayed ACKs are not yet implemented; leave delayed_ack false (one ACK per segment)".into(),
-                });
-            }
             if t.mss == 0 {
                 return Err(SimError::Scenario {
                     field: "network.tcp.mss".into(),
@@ -423,6 +422,8 @@ impl NetworkSpec {
                 initial_rto: t.initial_rto.unwrap_or(t.min_rto),
                 max_window_bytes: t.max_window.0,
                 initial_cwnd_segments: t.initial_cwnd,
+                delayed_ack: t.delayed_ack,
+                delack_timeout: t.delack_timeout.unwrap_or(TcpConfig::default().delack_timeout),
                 ..TcpConfig::default()
             };
             cfg.tcp.validate().map_err(|message| SimError::Scenario {
@@ -945,10 +946,11 @@ mod tests {
         assert_eq!(tcp.tcp.initial_rto, SimTime::from_ms(10), "the initial RTO follows min_rto");
         let e = network("{backend: packet, tcp: {mss: 536}}").unwrap_err().to_string();
         assert!(e.contains("network.tcp") && e.contains("transport: tcp"), "{e}");
-        let e = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true}}")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("network.tcp.delayed_ack") && e.contains("not yet implemented"), "{e}");
+        let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true, delack_timeout: 1ms}}").unwrap();
+        assert!(d.tcp.delayed_ack && d.tcp.delack_timeout == SimTime::from_ms(1));
+        assert!(d.warnings().is_empty(), "1ms is below the 50ms min_rto");
+        let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true}}").unwrap();
+        assert!(d.warnings()[0].contains("spuriously"), "ns-3's 200ms over the 50ms RTO");
         let e = network("{backend: packet, transport: tcp, tcp: {min_rto: 1ms, rto: 2ms}}")
             .unwrap_err()
             .to_string();

@@ -307,6 +307,13 @@ impl PacketConfig {
                 self.load_balance.name()
             ));
         }
+        if self.transport == Transport::Tcp && self.tcp.delayed_ack && self.tcp.delack_timeout >= self.tcp.min_rto {
+            w.push(format!(
+                "tcp.delack_timeout={} is not below tcp.min_rto={}: a held ACK outlasts the sender's timeout, \
+                 so a flow whose last segment is held times out spuriously",
+                self.tcp.delack_timeout, self.tcp.min_rto
+            ));
+        }
         if self.transport == Transport::Tcp && !matches!(self.load_balance, LoadBalance::Ecmp) {
             w.push(format!(
                 "load_balance {} with TCP: reordered segments produce duplicate ACKs, and {} of them trigger a spurious fast retransmit that halves the window",

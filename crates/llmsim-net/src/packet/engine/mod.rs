@@ -20,7 +20,9 @@ use super::PacketError;
 use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
 use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport};
-use super::events::{self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev};
+use super::events::{
+    self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
+};
 use super::queue::EvQueue;
 use super::route::Ns3Routes;
 use super::tables::{Flow, Ingress, Kind, MAX_HOPS, NIL, NQ, Nic, Pkt, PktList, Port, QLEN_SAMPLE, RateInfo, SwitchBuf};
@@ -295,6 +297,7 @@ impl Engine {
             }
             EV_START => self.start_flow(a),
             EV_RTO => self.tcp_on_rto(a, b),
+            EV_DELACK => self.tcp_on_delack(a, b),
             EV_CC_TIMER..=EV_CC_TIMER_LAST => {
                 let slot = (kind - EV_CC_TIMER) as usize;
                 let fl = &self.flows[a as usize];

@@ -79,6 +79,13 @@ pub struct TcpConfig {
     pub initial_cwnd_segments: u32,
     /// Duplicate ACKs that trigger fast retransmit (RFC 5681: 3).
     pub dupack_threshold: u32,
+    /// Delayed ACKs (RFC 1122 4.2.3.2, RFC 5681 4.2): the receiver acknowledges every second
+    /// in-order segment, or `delack_timeout` after an unacknowledged one; out-of-order
+    /// segments and those that fill a hole are acknowledged at once. Default off (one ACK per
+    /// segment).
+    pub delayed_ack: bool,
+    /// The delayed-ACK timer (ns-3's `TcpSocket::DelAckTimeout`: 200 ms).
+    pub delack_timeout: SimTime,
 }
 
 impl Default for TcpConfig {
@@ -90,6 +97,8 @@ impl Default for TcpConfig {
             max_window_bytes: 500_000,
             initial_cwnd_segments: 10,
             dupack_threshold: 3,
+            delayed_ack: false,
+            delack_timeout: SimTime::from_ms(200),
         }
     }
 }
@@ -115,6 +124,9 @@ impl TcpConfig {
         }
         if self.initial_cwnd_segments == 0 {
             return Err("tcp.initial_cwnd must be at least 1 segment".into());
+        }
+        if self.delayed_ack && self.delack_timeout.as_ps() == 0 {
+            return Err("tcp.delack_timeout must be above 0 with delayed_ack, e.g. 200ms".into());
         }
         if self.dupack_threshold == 0 {
             return Err("tcp.dupack_threshold must be at least 1".into());

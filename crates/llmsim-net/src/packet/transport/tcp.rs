@@ -19,18 +19,19 @@
 //!   sender goes back to the first unacknowledged byte (it resends what the receiver may
 //!   already hold: no SACK).
 //!
-//! Receiver: cumulative ACK of the next byte expected, one ACK per data segment (delayed ACKs
-//! off), out-of-order segments buffered as byte ranges and delivered when the hole fills, so
-//! a retransmission of the hole moves the ACK past everything buffered.
+//! Receiver: cumulative ACK of the next byte expected, one ACK per data segment (or, with
+//! `delayed_ack`, per second in-order segment or after `delack_timeout`; at once for a segment
+//! out of order or filling a hole), out-of-order segments buffered as byte ranges and delivered
+//! when the hole fills, so a retransmission of the hole moves the ACK past everything buffered.
 //!
-//! Not modelled: SACK, timestamps, delayed ACKs, the three-way handshake and FIN, ECN,
+//! Not modelled: SACK, timestamps, the three-way handshake and FIN, ECN,
 //! CUBIC (NewReno only), receiver-window updates (the window is the fixed `max_window`).
 //!
 //! The timer is lazy: restarting it moves a deadline; the one pending event, when it fires
 //! before the deadline, re-arms itself at the deadline. A restart per ACK costs no event.
 
 use crate::packet::engine::Engine;
-use crate::packet::events::{EV_RTO, MASK30, ev};
+use crate::packet::events::{EV_DELACK, EV_RTO, MASK30, ev};
 use crate::packet::lb::LoadBalance;
 use crate::packet::tables::{Kind, Pkt};
 
@@ -67,6 +68,10 @@ pub(crate) struct TcpFlow {
     pub rto_event_at: u64,
     pub rto_gen: u32,
     pub stats: TcpFlowStats,
+    /// Receiver, delayed ACKs: in-order segments not yet acknowledged, and the generation of
+    /// the pending timer.
+    pub delack_segs: u32,
+    pub delack_gen: u32,
     /// Receiver: byte ranges [start, end) held beyond `Flow::rx_expected`, sorted, disjoint,
     /// not adjacent.
     pub ooo: Vec<(u64, u64)>,
@@ -93,6 +98,8 @@ impl TcpFlow {
             rto_event_at: NONE,
             rto_gen: 0,
             stats: TcpFlowStats::default(),
+            delack_segs: 0,
+            delack_gen: 0,
             ooo: Vec::new(),
         }
     }
@@ -322,6 +329,8 @@ impl Engine {
         let old = self.flows[f].rx_expected;
         let mut rx = old;
         let t = &mut self.tcp[f];
+        // RFC 5681 4.2: ACK at once a segment out of order, or one that fills (part of) a hole.
+        let mut now_ack = !t.ooo.is_empty();
         if s <= rx {
             if e > rx {
                 rx = e;
@@ -331,12 +340,28 @@ impl Engine {
                     rx = rx.max(t.ooo[k - 1].1);
                     t.ooo.drain(..k);
                 }
+            } else {
+                now_ack = true;
             }
         } else {
             insert_range(&mut t.ooo, s, e);
+            now_ack = true;
         }
         self.flows[f].rx_expected = rx;
         self.stats.payload_delivered += rx - old;
+        if self.cfg.tcp.delayed_ack {
+            let t = &mut self.tcp[f];
+            t.delack_segs += 1;
+            if !now_ack && t.delack_segs < 2 {
+                // Hold the ACK: the next segment or the timer sends it.
+                t.delack_gen = t.delack_gen.wrapping_add(1);
+                let (g, at) = (t.delack_gen, self.now + self.cfg.tcp.delack_timeout.as_ps());
+                self.schedule(at, ev(EV_DELACK, pk.flow, g));
+                return false;
+            }
+            t.delack_segs = 0;
+            t.delack_gen = t.delack_gen.wrapping_add(1);
+        }
         let mut a = Pkt::empty();
         a.kind = Kind::Ack;
         a.pg = pk.pg;
@@ -349,6 +374,31 @@ impl Engine {
         self.nics[h as usize].ackq.push_back(&mut self.pkts, p);
         self.tcp_host_send(h);
         true
+    }
+
+    /// The delayed-ACK timer of flow `f`'s receiver (generation `g`): acknowledge what it holds.
+    pub(crate) fn tcp_on_delack(&mut self, f: u32, g: u32) {
+        let fi = f as usize;
+        let t = &mut self.tcp[fi];
+        if u64::from(t.delack_gen) & MASK30 != u64::from(g) || t.delack_segs == 0 || self.flows[fi].done {
+            self.stats.events -= 1;
+            return;
+        }
+        t.delack_segs = 0;
+        t.delack_gen = t.delack_gen.wrapping_add(1);
+        let fl = &self.flows[fi];
+        let mut a = Pkt::empty();
+        a.kind = Kind::Ack;
+        a.pg = fl.pg;
+        a.flow = f;
+        a.path = fl.path_ack;
+        a.seq = fl.rx_expected;
+        a.size = self.ack_bytes as u16;
+        let h = fl.dst;
+        self.stats.acks += 1;
+        let p = self.alloc(a);
+        self.nics[h as usize].ackq.push_back(&mut self.pkts, p);
+        self.tcp_host_send(h);
     }
 
     /// An ACK `pk` of flow `pk.flow` reaches its sender, host `h`.
