@@ -15,7 +15,7 @@ use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
 use llmsim_net::NetStats;
 use llmsim_net::packet::CcMode;
 use llmsim_sim::Backend;
-use llmsim_sim::scenario::NetworkSpec;
+use llmsim_sim::scenario::{NetworkSpec, TcpSpec, TransportSpec};
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
@@ -40,6 +40,26 @@ pub struct CollectiveArgs {
     /// Congestion control of the packet backend (as `network.cc`).
     #[arg(long, value_enum, default_value_t = CcMode::Dcqcn)]
     pub cc: CcMode,
+    /// Transport of the packet backend (as `network.transport`): roce (go-back-N over a lossless
+    /// PFC fabric) or tcp (NewReno over a lossy fabric: PFC off, tail drop).
+    #[arg(long, value_enum, default_value_t = TransportSpec::Roce)]
+    pub transport: TransportSpec,
+    /// Buffer of each switch of the packet backend (as `network.switch_buffer`; default 32MiB).
+    /// Lossy switches divide it evenly among their ports.
+    #[arg(long)]
+    pub switch_buffer: Option<String>,
+    /// TCP's minimum retransmission timeout (as `network.tcp.min_rto`; default 50ms).
+    #[arg(long)]
+    pub tcp_min_rto: Option<String>,
+    /// TCP's largest window (as `network.tcp.max_window`; default 500KB).
+    #[arg(long)]
+    pub tcp_window: Option<String>,
+    /// TCP's segment payload bytes (as `network.tcp.mss`; default 1460).
+    #[arg(long)]
+    pub tcp_mss: Option<u32>,
+    /// TCP's initial congestion window in segments (as `network.tcp.initial_cwnd`; default 10).
+    #[arg(long)]
+    pub tcp_initial_cwnd: Option<u32>,
     /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
     #[arg(long, value_enum, default_value_t = AlgoChoice::Auto)]
     pub algo: AlgoChoice,
@@ -72,6 +92,7 @@ pub struct CollectiveOutcome {
     pub net: NetStats,
     pub topo: Arc<Topology>,
     pub backend: Backend,
+    pub transport: TransportSpec,
     /// Why the simulated expansion differs from NCCL's choice, when it does.
     pub note: Option<&'static str>,
 }
@@ -95,6 +116,13 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     if bytes.0 == 0 {
         bail!("--size: must be positive, e.g. \"1GiB\"");
     }
+    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some() || args.tcp_initial_cwnd.is_some();
+    if tcp_flags && args.transport != TransportSpec::Tcp {
+        bail!("--tcp-min-rto, --tcp-window, --tcp-mss and --tcp-initial-cwnd need --transport tcp");
+    }
+    if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
+        bail!("--transport and --switch-buffer need --backend packet");
+    }
     let topo = Arc::new(args.topo.build()?);
     let gpus = topo.num_hosts();
     let group: Vec<NodeId> = (0..gpus).map(NodeId).collect();
@@ -116,12 +144,38 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     };
     let PlannedCollective { plan, decision, note } =
         plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tcp = (args.transport == TransportSpec::Tcp).then(|| -> Result<TcpSpec> {
+        let d = TcpSpec::default();
+        Ok(TcpSpec {
+            min_rto: match &args.tcp_min_rto {
+                Some(s) => parse_field("--tcp-min-rto", s)?,
+                None => d.min_rto,
+            },
+            max_window: match &args.tcp_window {
+                Some(s) => parse_field("--tcp-window", s)?,
+                None => d.max_window,
+            },
+            mss: args.tcp_mss.unwrap_or(d.mss),
+            initial_cwnd: args.tcp_initial_cwnd.unwrap_or(d.initial_cwnd),
+            ..d
+        })
+    });
     let spec = NetworkSpec {
         backend: args.backend,
         cc: args.cc,
         fast_forward: None,
+        transport: (args.backend == Backend::Packet).then_some(args.transport),
+        switch_buffer: args
+            .switch_buffer
+            .as_deref()
+            .map(|s| parse_field("--switch-buffer", s))
+            .transpose()?,
+        tcp: tcp.transpose()?,
         ..NetworkSpec::default()
     };
+    for w in spec.warnings() {
+        eprintln!("warning: {w}");
+    }
     let mut net = spec.build(topo.clone(), args.topo.seed)?;
     let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
@@ -136,6 +190,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         net: stats,
         topo,
         backend: args.backend,
+        transport: args.transport,
         note,
     })
 }
@@ -324,6 +379,22 @@ pub fn render(o: &CollectiveOutcome) -> String {
         Bytes(o.net.bytes_delivered),
         o.net.rate_recomputations
     );
+    if o.backend == Backend::Packet {
+        let n = &o.net;
+        let _ = writeln!(
+            s,
+            "packet ({}): {} events, {} drops, {} retransmitted, {} RTOs, {} fast retransmits, {} NACKs, {} PFC pauses, {} ECN marks",
+            o.transport,
+            n.packet_events,
+            n.drops,
+            Bytes(n.retransmitted_bytes),
+            n.tcp_rtos,
+            n.tcp_fast_retransmits,
+            n.nacks,
+            n.pfc_pauses,
+            n.ecn_marks
+        );
+    }
     s
 }
 
@@ -336,6 +407,7 @@ pub fn summary_json(o: &CollectiveOutcome) -> serde_json::Value {
         "gpus_per_server": o.topo.gpus_per_server(),
         "topology": o.topo.name,
         "backend": o.backend,
+        "transport": o.transport,
         "expansion": o.expansion,
         "nccl": o.decision,
         "time_us": o.time().as_us_f64(),
@@ -453,5 +525,40 @@ mod tests {
             let ratio = o.time().as_us_f64() / flow.time().as_us_f64();
             assert!((0.5..2.0).contains(&ratio), "{b}/{cc}: {ratio} of the flow backend's time");
         }
+    }
+
+    #[test]
+    fn tcp_runs_a_collective_on_a_lossy_fabric() {
+        let base = [
+            "--op",
+            "all-to-all",
+            "--topology",
+            "flat",
+            "--gpus",
+            "8",
+            "--gpus-per-node",
+            "1",
+            "--nic",
+            "100Gbps",
+            "--size",
+            "4MiB",
+            "--backend",
+            "packet",
+        ];
+        let roce = outcome(&base);
+        // 64 KB per switch: 7 KB per port, under one 10-segment initial window; the all-to-all's
+        // incast overflows it.
+        let tcp = outcome(&[&base[..], &["--transport", "tcp", "--switch-buffer", "64KB"]].concat());
+        assert_eq!(tcp.transport, TransportSpec::Tcp);
+        assert_eq!(tcp.net.completed, roce.net.completed, "every transfer completes");
+        assert_eq!(tcp.net.net_payload_bytes, roce.net.net_payload_bytes, "every byte is delivered");
+        assert_eq!(tcp.net.pfc_pauses, 0);
+        assert!(tcp.net.drops > 0 && tcp.net.retransmitted_bytes > 0, "{:?}", tcp.net);
+        assert!(render(&tcp).contains("packet (tcp):"));
+        let cli = Cli::try_parse_from(["x", "--transport", "tcp"]).expect("flags parse");
+        let Err(e) = run(&cli.args) else {
+            panic!("--transport tcp without --backend packet ran")
+        };
+        assert!(e.to_string().contains("--backend packet"), "{e}");
     }
 }

@@ -122,6 +122,9 @@ pub struct NetStats {
     pub drops: u64,
     pub nacks: u64,
     pub retransmitted_bytes: u64,
+    /// Packet backend under TCP: retransmission timeouts and fast retransmits.
+    pub tcp_rtos: u64,
+    pub tcp_fast_retransmits: u64,
 }
 
 /// One egress port of a packet-level run: its queue (p50/p99 from samples at every 8th dequeue,

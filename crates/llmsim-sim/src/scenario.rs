@@ -20,7 +20,7 @@ use std::sync::Arc;
 use llmsim_ccl::AlgoChoice;
 use llmsim_ccl::expand::Granularity;
 use llmsim_compute::{ComputeError, CustomGpu, GpuSpec};
-use llmsim_core::{Bandwidth, SimTime};
+use llmsim_core::{Bandwidth, Bytes, SimTime};
 use llmsim_net::Network;
 use llmsim_net::packet::CcMode;
 use llmsim_topo::{Topology, TopologySpec};
@@ -221,6 +221,81 @@ pub enum LoadBalanceSpec {
     Adaptive,
 }
 
+/// `network.transport`: what the packet backend's hosts run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TransportSpec {
+    /// RoCEv2: rate-paced QPs, ACK/NACK and go-back-N, over a lossless (PFC) fabric. Default.
+    #[default]
+    Roce,
+    /// TCP NewReno (slow start, fast retransmit and recovery, RTO) over a lossy fabric:
+    /// switches without PFC drop at a full buffer.
+    Tcp,
+    /// Ultra Ethernet Transport: not yet implemented (an error says so).
+    Uet,
+}
+
+impl std::fmt::Display for TransportSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TransportSpec::Roce => "roce",
+            TransportSpec::Tcp => "tcp",
+            TransportSpec::Uet => "uet",
+        })
+    }
+}
+
+/// `network.drop_policy`: where a lossy switch (PFC off) drops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DropPolicySpec {
+    /// The buffer is divided evenly among the switch's ports; a packet that would overrun its
+    /// egress port's share is dropped (the ASTRA-sim + ns-3 DLRM study's switch). Default.
+    #[default]
+    PerPort,
+    /// One buffer for every port; a packet that would overrun it is dropped.
+    Shared,
+}
+
+/// `network.tcp:` (with `transport: tcp`). Defaults follow the ASTRA-sim + ns-3 DLRM study
+/// (RTO 50 ms, window 0.5 MB) and the RFCs elsewhere.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct TcpSpec {
+    /// Lower bound of the retransmission timeout (default 50ms, the study's RTO; RFC 6298 says 1s).
+    pub min_rto: SimTime,
+    /// Timeout before the first RTT sample (default: `min_rto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_rto: Option<SimTime>,
+    /// Payload bytes per segment (MSS; default 1460, a 1500-byte IP packet without options).
+    pub mss: u32,
+    /// Largest window, the receiver's (default 500KB, the study's "TCP window size 0.5MB").
+    pub max_window: Bytes,
+    /// Initial congestion window in segments (default 10, RFC 6928).
+    pub initial_cwnd: u32,
+    /// Delayed ACKs: one ACK per two in-order segments or after `delack_timeout` (default
+    /// false: one ACK per segment).
+    pub delayed_ack: bool,
+    /// The delayed-ACK timer (default 200ms, ns-3's `DelAckTimeout`; keep it below `min_rto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delack_timeout: Option<SimTime>,
+}
+
+impl Default for TcpSpec {
+    fn default() -> Self {
+        TcpSpec {
+            min_rto: SimTime::from_ms(50),
+            initial_rto: None,
+            mss: 1460,
+            max_window: Bytes(500_000),
+            initial_cwnd: 10,
+            delayed_ack: false,
+            delack_timeout: None,
+        }
+    }
+}
+
 /// `network:`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -247,9 +322,122 @@ pub struct NetworkSpec {
     /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_forward: Option<FastForwardSpec>,
+    /// The packet backend's transport: roce (go-back-N over a lossless PFC fabric) | tcp
+    /// (NewReno over a lossy fabric) | uet (not yet implemented). Default roce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportSpec>,
+    /// PFC at the packet backend's switches. Default: on under roce (which needs it), off under
+    /// tcp (which needs it off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfc: Option<bool>,
+    /// Buffer of each switch of the packet backend (default 32MiB, the ns-3 HPCC runs').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_buffer: Option<Bytes>,
+    /// Where lossy switches (PFC off) drop: per_port (the buffer divided evenly among the ports)
+    /// | shared. Default per_port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_policy: Option<DropPolicySpec>,
+    /// TCP's parameters (with `transport: tcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSpec>,
 }
 
 impl NetworkSpec {
+    /// Settings of the packet backend that run, but likely not as meant, each naming its
+    /// consequence (for the commands to print).
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        if self.backend != Backend::Packet {
+            return Vec::new();
+        }
+        match self.packet_config(1) {
+            Ok(cfg) => cfg.warnings(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The packet engine's configuration this spec describes (not yet checked against a
+    /// topology: `PacketNetwork::new` does that).
+    ///
+    /// # Errors
+    /// Knobs out of range (`network.fast_forward`, `network.tcp`).
+    pub fn packet_config(&self, seed: u64) -> Result<llmsim_net::packet::PacketConfig, SimError> {
+        use llmsim_net::packet::{DropPolicy, PacketConfig, TcpConfig, Transport};
+        let cc = self.cc;
+        let mut cfg = PacketConfig {
+            seed,
+            ..PacketConfig::ns3_defaults(cc)
+        };
+        cfg.load_balance = match self.load_balance.unwrap_or_default() {
+            LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
+            LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
+            LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
+                gap: self.flowlet_gap.unwrap_or(SimTime::from_us(100)),
+            },
+            LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
+        };
+        if let Some(ff) = &self.fast_forward {
+            let window = ff.window.unwrap_or(crate::default_window(cc));
+            cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
+                ff.theta,
+                window,
+                ff.uncontended_window.unwrap_or(crate::UNCONTENDED_WINDOW.min(window)),
+                SimTime::from_us(ff.sample_us),
+                ff.memo || ff.memo_db.is_some(),
+            );
+            cfg.wormhole.validate().map_err(|message| SimError::Scenario {
+                field: "network.fast_forward".into(),
+                message,
+            })?;
+        }
+        let transport = self.transport.unwrap_or_default();
+        cfg.transport = match transport {
+            TransportSpec::Roce => Transport::Roce,
+            TransportSpec::Tcp => Transport::Tcp,
+            TransportSpec::Uet => Transport::Uet,
+        };
+        cfg.pfc = self.pfc.unwrap_or(transport != TransportSpec::Tcp);
+        if let Some(b) = self.switch_buffer {
+            cfg.buffer_bytes = b.0;
+        }
+        cfg.drop_policy = match self.drop_policy.unwrap_or_default() {
+            DropPolicySpec::PerPort => DropPolicy::PerPortTailDrop,
+            DropPolicySpec::Shared => DropPolicy::SharedTailDrop,
+        };
+        if self.tcp.is_some() && transport != TransportSpec::Tcp {
+            return Err(SimError::Scenario {
+                field: "network.tcp".into(),
+                message: format!("TCP parameters given with transport {transport}; set network.transport: tcp or drop network.tcp"),
+            });
+        }
+        if transport == TransportSpec::Tcp {
+            let t = self.tcp.clone().unwrap_or_default();
+            if t.mss == 0 {
+                return Err(SimError::Scenario {
+                    field: "network.tcp.mss".into(),
+                    message: "must be at least 1 byte, e.g. 1460".into(),
+                });
+            }
+            cfg.mtu = t.mss;
+            // RoCE's ECN marking means nothing to NewReno.
+            cfg.ecn = false;
+            cfg.tcp = TcpConfig {
+                min_rto: t.min_rto,
+                initial_rto: t.initial_rto.unwrap_or(t.min_rto),
+                max_window_bytes: t.max_window.0,
+                initial_cwnd_segments: t.initial_cwnd,
+                delayed_ack: t.delayed_ack,
+                delack_timeout: t.delack_timeout.unwrap_or(TcpConfig::default().delack_timeout),
+                ..TcpConfig::default()
+            };
+            cfg.tcp.validate().map_err(|message| SimError::Scenario {
+                field: "network.tcp".into(),
+                message,
+            })?;
+        }
+        Ok(cfg)
+    }
+
     /// The network this spec describes on `topo`: the one factory of every command (`llmsim
     /// run`, `llmsim collective`, sweeps, Python). `seed` drives the packet backend's ECMP hashing.
     ///
@@ -262,35 +450,9 @@ impl NetworkSpec {
             Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
             Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
             Backend::Packet => {
-                use llmsim_net::packet::{PacketConfig, PacketNetwork};
-                let cc = self.cc;
-                let mut cfg = PacketConfig {
-                    seed,
-                    ..PacketConfig::ns3_defaults(cc)
-                };
-                cfg.load_balance = match self.load_balance.unwrap_or_default() {
-                    LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
-                    LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
-                    LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
-                        gap: self.flowlet_gap.unwrap_or(SimTime::from_us(100)),
-                    },
-                    LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
-                };
+                use llmsim_net::packet::PacketNetwork;
+                let cfg = self.packet_config(seed)?;
                 let ff = self.fast_forward.as_ref();
-                if let Some(ff) = ff {
-                    let window = ff.window.unwrap_or(crate::default_window(cc));
-                    cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
-                        ff.theta,
-                        window,
-                        ff.uncontended_window.unwrap_or(crate::UNCONTENDED_WINDOW.min(window)),
-                        SimTime::from_us(ff.sample_us),
-                        ff.memo || ff.memo_db.is_some(),
-                    );
-                    cfg.wormhole.validate().map_err(|message| SimError::Scenario {
-                        field: "network.fast_forward".into(),
-                        message,
-                    })?;
-                }
                 let mut net = PacketNetwork::new(topo, cfg).map_err(|e| SimError::Scenario {
                     field: "network.backend".into(),
                     message: e.to_string(),
@@ -789,6 +951,68 @@ mod tests {
     use super::*;
 
     const MIN: &str = "model: gpt3-13b\ncluster: { gpus: 16 }\n";
+
+    fn network(yaml: &str) -> Result<llmsim_net::packet::PacketConfig, SimError> {
+        let s = Scenario::from_yaml(&format!("{MIN}network: {yaml}\n"), &[], Path::new("."))?;
+        s.network.packet_config(1)
+    }
+
+    #[test]
+    fn network_transport_sets_the_packet_engine() {
+        use llmsim_net::packet::{DropPolicy, Transport};
+        let roce = network("{backend: packet}").unwrap();
+        assert_eq!((roce.transport, roce.pfc), (Transport::Roce, true));
+        let tcp = network("{backend: packet, transport: tcp, switch_buffer: 64MiB, drop_policy: shared, tcp: {min_rto: 10ms, mss: 536}}")
+            .unwrap();
+        assert_eq!((tcp.transport, tcp.pfc, tcp.ecn), (Transport::Tcp, false, false));
+        assert_eq!(
+            (tcp.buffer_bytes, tcp.drop_policy, tcp.mtu),
+            (64 << 20, DropPolicy::SharedTailDrop, 536)
+        );
+        assert_eq!(tcp.tcp.min_rto, SimTime::from_ms(10));
+        assert_eq!(tcp.tcp.initial_rto, SimTime::from_ms(10), "the initial RTO follows min_rto");
+        let e = network("{backend: packet, tcp: {mss: 536}}").unwrap_err().to_string();
+        assert!(e.contains("network.tcp") && e.contains("transport: tcp"), "{e}");
+        let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true, delack_timeout: 1ms}}").unwrap();
+        assert!(d.tcp.delayed_ack && d.tcp.delack_timeout == SimTime::from_ms(1));
+        assert!(d.warnings().is_empty(), "1ms is below the 50ms min_rto");
+        let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true}}").unwrap();
+        assert!(d.warnings()[0].contains("spuriously"), "ns-3's 200ms over the 50ms RTO");
+        let e = network("{backend: packet, transport: tcp, tcp: {min_rto: 1ms, rto: 2ms}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rto"), "unknown key refused: {e}");
+        // The engine refuses what the config cannot run, naming the field.
+        let topo = Arc::new(
+            llmsim_topo::generators::flat(
+                4,
+                llmsim_topo::LinkParams::new(Bandwidth::from_gbps(100), SimTime::from_ns(500)),
+                llmsim_topo::ScaleUp::none(),
+                1,
+            )
+            .unwrap(),
+        );
+        let spec = |yaml: &str| {
+            Scenario::from_yaml(&format!("{MIN}network: {yaml}\n"), &[], Path::new("."))
+                .unwrap()
+                .network
+        };
+        let e = spec("{backend: packet, transport: tcp, pfc: true}")
+            .build(topo.clone(), 1)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("network.pfc: false"), "{e}");
+        let e = spec("{backend: packet, transport: uet}")
+            .build(topo.clone(), 1)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("network.transport=uet is not yet implemented"), "{e}");
+        let w = spec("{backend: packet, load_balance: spray}").warnings();
+        assert!(w.len() == 1 && w[0].contains("go-back-N"), "{w:?}");
+        assert!(spec("{backend: packet, transport: tcp}").build(topo, 1).is_ok());
+    }
 
     #[test]
     fn absent_sections_get_the_documented_defaults() {

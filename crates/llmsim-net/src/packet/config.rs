@@ -6,6 +6,7 @@ use llmsim_core::SimTime;
 
 pub use super::cc::CcMode;
 pub use super::lb::LoadBalance;
+pub use super::transport::{DropPolicy, TcpConfig, Transport};
 
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -104,6 +105,15 @@ pub struct PacketConfig {
     /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
     pub load_balance: LoadBalance,
     pub wormhole: WormholeConfig,
+    /// The hosts' transport (`transport/`): RoCE (default) or TCP.
+    pub transport: Transport,
+    /// TCP's parameters (used when `transport` is TCP). `mtu` is its MSS.
+    pub tcp: TcpConfig,
+    /// Switches run PFC and never drop for want of buffer (lossless, default); off, they drop at
+    /// a full buffer by `drop_policy` (lossy: TCP's fabric).
+    pub pfc: bool,
+    /// Where a lossy switch drops (`pfc` off). Default per-port tail drop.
+    pub drop_policy: DropPolicy,
 }
 
 /// Knobs of Wormhole's steady-state fast-forwarding (NSDI'26 §5).
@@ -247,6 +257,10 @@ impl Default for PacketConfig {
             dctcp_rate_ai_bps: 1_000_000_000,
             load_balance: LoadBalance::Ecmp,
             wormhole: WormholeConfig::default(),
+            transport: Transport::Roce,
+            tcp: TcpConfig::default(),
+            pfc: true,
+            drop_policy: DropPolicy::PerPortTailDrop,
         }
     }
 }
@@ -262,15 +276,94 @@ impl PacketConfig {
         c
     }
 
-    /// Wire bytes of a data packet with `payload` bytes: L2 14 + IPv4 20 + UDP 8 + SeqTs 6 + INT.
+    /// Wire bytes of a data packet with `payload` bytes: L2 14 + IPv4 20 + UDP 8 + SeqTs 6 + INT
+    /// (RoCE); L2 14 + IPv4 20 + TCP 20, no options (TCP).
     pub fn data_packet_bytes(&self, payload: u32) -> u32 {
-        payload + 48 + self.cc.int_bytes()
+        match self.transport {
+            Transport::Tcp => payload + 54,
+            _ => payload + 48 + self.cc.int_bytes(),
+        }
     }
 
-    /// Wire bytes of an ACK/NACK: 14 + 20 + 12 + INT, padded to 60.
+    /// Wire bytes of an ACK/NACK: 14 + 20 + 12 + INT, padded to 60 (RoCE); 14 + 20 + 20, padded
+    /// to 60 (TCP).
     pub fn ack_packet_bytes(&self) -> u32 {
-        let hdr = 12 + self.cc.int_bytes();
+        let hdr = match self.transport {
+            Transport::Tcp => 20,
+            _ => 12 + self.cc.int_bytes(),
+        };
         14 + 20 + hdr.max(60 - 14 - 20)
+    }
+
+    /// Settings that run but likely not as meant, each naming its consequence (the engine
+    /// builds anyway): spraying or adaptive balancing under RoCE reorders packets, which its
+    /// go-back-N receiver takes for losses.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.transport == Transport::Roce && matches!(self.load_balance, LoadBalance::Spray | LoadBalance::Adaptive) {
+            w.push(format!(
+                "load_balance {} with RoCE go-back-N: packets of one flow take different paths and arrive out of order; \
+                 each gap triggers a NACK and the sender resends everything from the gap (retransmitted bytes, lower goodput)",
+                self.load_balance.name()
+            ));
+        }
+        if self.transport == Transport::Tcp && self.tcp.delayed_ack && self.tcp.delack_timeout >= self.tcp.min_rto {
+            w.push(format!(
+                "tcp.delack_timeout={} is not below tcp.min_rto={}: a held ACK outlasts the sender's timeout, \
+                 so a flow whose last segment is held times out spuriously",
+                self.tcp.delack_timeout, self.tcp.min_rto
+            ));
+        }
+        if self.transport == Transport::Tcp && !matches!(self.load_balance, LoadBalance::Ecmp) {
+            w.push(format!(
+                "load_balance {} with TCP: reordered segments produce duplicate ACKs, and {} of them trigger a spurious fast retransmit that halves the window",
+                self.load_balance.name(),
+                self.tcp.dupack_threshold
+            ));
+        }
+        w
+    }
+
+    /// Checks the transport against the fabric and the other knobs.
+    ///
+    /// # Errors
+    /// A message naming the field and the fix.
+    pub fn check_transport(&self) -> Result<(), String> {
+        match self.transport {
+            Transport::Uet => Err("network.transport=uet is not yet implemented; use roce or tcp".into()),
+            Transport::Roce if !self.pfc => Err(
+                "network.transport=roce needs PFC (network.pfc: true): this RoCE model has no retransmission timeout, \
+                 so a dropped last packet would never be recovered; use transport tcp on a lossy fabric"
+                    .into(),
+            ),
+            Transport::Roce => Ok(()),
+            Transport::Tcp => {
+                if self.pfc {
+                    return Err("network.transport=tcp runs on a lossy fabric: set network.pfc: false \
+                         (TCP over a PFC fabric is not modelled)"
+                        .into());
+                }
+                if self.wormhole.fast_forward {
+                    return Err("network.fast_forward does not model TCP (its windows, losses and timers): \
+                         turn fast_forward off with transport tcp"
+                        .into());
+                }
+                if self.cc.uses_int() || self.cc.uses_send_ts() {
+                    return Err(format!(
+                        "network.cc={} is RoCE's rate control; TCP runs its own window (NewReno): leave network.cc out with transport tcp",
+                        self.cc.name()
+                    ));
+                }
+                self.tcp.validate()?;
+                if self.tcp.max_window_bytes < u64::from(self.mtu) {
+                    return Err(format!(
+                        "tcp.max_window={} bytes is below one segment (mss {} bytes)",
+                        self.tcp.max_window_bytes, self.mtu
+                    ));
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Thresholds for a rate the map lacks, scaled in proportion to the rate from the nearest

@@ -24,6 +24,10 @@ pub(crate) const EV_CC_TIMER_LAST: u64 = EV_CC_TIMER + CC_TIMERS as u64 - 1;
 pub(crate) const EV_START: u64 = 7;
 pub(crate) const EV_SAMPLE: u64 = 8;
 pub(crate) const EV_RESUME: u64 = 9;
+/// TCP retransmission timer of flow `a` (`transport::tcp`); `b`: its generation when set.
+pub(crate) const EV_RTO: u64 = 10;
+/// TCP delayed-ACK timer of flow `a`'s receiver; `b`: its generation when set.
+pub(crate) const EV_DELACK: u64 = 11;
 pub(crate) const MASK30: u64 = (1 << 30) - 1;
 
 #[inline]

@@ -7,6 +7,9 @@
 //!   marking at dequeue, 8 priority queues, store-and-forward links, ECMP.
 //! - Congestion control (`cc/`, one file per algorithm behind a static registry): DCQCN, HPCC,
 //!   TIMELY, DCTCP.
+//! - Transports (`transport/`): RoCE (the above, over a lossless PFC fabric) or TCP NewReno over
+//!   a lossy fabric whose switches tail-drop per port or on a shared buffer
+//!   (`PacketConfig::transport`, `pfc`, `drop_policy`).
 //! - [`ns3`]: readers for ns-3's `config.txt`, topology and flow files, and its output formats.
 //! - [`PacketNetwork`]: the engine behind the [`crate::Network`] trait.
 
@@ -24,11 +27,13 @@ mod ns3rng;
 mod queue;
 mod route;
 mod tables;
+pub mod transport;
 mod wormhole;
 
-pub use config::{CcMode, EcnThresholds, LoadBalance, PacketConfig, Routing, WormholeConfig};
+pub use config::{CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpConfig, Transport, WormholeConfig};
 pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
+pub use transport::TcpFlowStats;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
@@ -388,6 +393,8 @@ impl Network for PacketNetwork {
         s.drops = e.drops_buffer + e.drops_error;
         s.nacks = e.nacks;
         s.retransmitted_bytes = e.retransmitted_bytes;
+        s.tcp_rtos = e.tcp_rtos;
+        s.tcp_fast_retransmits = e.tcp_fast_retransmits;
         s.net_payload_bytes = e.payload_delivered;
         if let Some(w) = self.engine.wormhole_stats() {
             s.ff_skipped_bytes = w.skipped_bytes;

@@ -305,6 +305,8 @@ pub(crate) struct SwitchBuf {
     /// The buffer less every port's headroom and reserve (`SwitchMmu::GetPfcThreshold`'s
     /// constant part; saturating at 0).
     pub free_base: u64,
+    /// Lossy switches with per-port tail drop: each egress port's share of the buffer.
+    pub port_cap: u64,
 }
 
 /// A host's NIC (`RdmaEgressQueue` + the host side of `QbbNetDevice`), in one 64-byte line:

@@ -15,6 +15,7 @@ impl Engine {
             cfg.wormhole.validate().map_err(PacketError::Config)?;
         }
         check_load_balance(&cfg)?;
+        cfg.check_transport().map_err(PacketError::Config)?;
         let nl = topo.num_links();
         let nn = topo.num_nodes();
         let ns3_ids = ns3_ids.unwrap_or_else(|| (0..nn as u32).collect());
@@ -169,6 +170,13 @@ impl Engine {
         for (b, &(hdrm, rsrv)) in bufs.iter_mut().zip(&held) {
             b.free_base = cfg.buffer_bytes.saturating_sub(hdrm).saturating_sub(rsrv);
         }
+        // Lossy switches: the buffer divided evenly among the switch's ports.
+        for (n, b) in bufs.iter_mut().enumerate() {
+            let ports = topo.ports(NodeId(n as u32)).len() as u64;
+            if is_switch(n as u32) && ports > 0 {
+                b.port_cap = cfg.buffer_bytes / ports;
+            }
+        }
         let mut nics = Vec::with_capacity(topo.num_hosts() as usize);
         for h in 0..topo.num_hosts() {
             let link = topo
@@ -222,6 +230,7 @@ impl Engine {
             Table::new(Vec::new()),
             Table::new(Vec::new()),
         );
+        let (cfg_transport, cfg_pfc) = (cfg.transport, cfg.pfc);
         let mut e = Engine {
             rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
             ns3_streams: cfg.ns3_stream_base.map(|b| crate::packet::ns3rng::Ns3Streams::new(1, 1, b)),
@@ -259,6 +268,10 @@ impl Engine {
             hdr_bytes,
             util_bin: 0,
             ww: None,
+            tcp_on: cfg_transport == Transport::Tcp,
+            lossy: !cfg_pfc,
+            tcp: Vec::new(),
+            tcp_min_rto_wait: u64::MAX,
         };
         let common = [e.hdr_bytes + e.cfg.mtu, e.ack_bytes];
         for r in 0..e.rates.len() {
@@ -360,7 +373,8 @@ impl Engine {
         let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);
         let (rtt, bw) = self.path_rtt(&path);
         let pkts = (fl.size.max(1) - 1) / u64::from(self.cfg.mtu) + 1;
-        let total = fl.size + pkts * 48;
+        let hdr = if self.tcp_on { 54 } else { 48 };
+        let total = fl.size + pkts * hdr;
         rtt + total * 8_000_000_000 / bw
     }
 }

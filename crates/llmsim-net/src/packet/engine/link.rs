@@ -8,7 +8,7 @@ impl Engine {
 
     /// `QbbNetDevice::TransmitStart` + `QbbChannel::TransmitStart`.
     #[inline(always)]
-    pub(super) fn transmit(&mut self, link: u32, p: u32) {
+    pub(crate) fn transmit(&mut self, link: u32, p: u32) {
         self.transmit_from::<true>(link, p);
     }
 

@@ -19,8 +19,10 @@ use llmsim_topo::{NodeKind, Topology};
 use super::PacketError;
 use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
-use super::config::{LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing};
-use super::events::{self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev};
+use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport};
+use super::events::{
+    self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
+};
 use super::queue::EvQueue;
 use super::route::Ns3Routes;
 use super::tables::{Flow, Ingress, Kind, MAX_HOPS, NIL, NQ, Nic, Pkt, PktList, Port, QLEN_SAMPLE, RateInfo, SwitchBuf};
@@ -70,6 +72,9 @@ pub struct EngineStats {
     pub pfc_pauses: u64,
     pub pfc_resumes: u64,
     pub ecn_marks: u64,
+    /// TCP: retransmission timeouts and fast retransmits, over all flows.
+    pub tcp_rtos: u64,
+    pub tcp_fast_retransmits: u64,
     pub flows_done: u64,
     pub payload_delivered: u64,
     /// Largest number of pending events.
@@ -121,8 +126,16 @@ pub struct Engine {
     pub(crate) max_bdp: u64,
     /// sport counter per (src, dst) pair, from 10000 as in ns-3.
     sports: std::collections::HashMap<(u32, u32), u16>,
-    ack_bytes: u32,
+    pub(crate) ack_bytes: u32,
     pub(crate) hdr_bytes: u32,
+    /// `cfg.transport` is TCP (one load on the per-packet host paths).
+    pub(crate) tcp_on: bool,
+    /// PFC is off: switches drop at a full buffer (`cfg.pfc` false).
+    pub(crate) lossy: bool,
+    /// TCP state per flow (empty under RoCE).
+    pub(crate) tcp: Vec<crate::packet::transport::tcp::TcpFlow>,
+    /// Shortest wait of a fired retransmission timeout (ps; `u64::MAX` before one).
+    pub(crate) tcp_min_rto_wait: u64,
     /// Width of link-utilization bins in ps (0: off).
     util_bin: u64,
     /// Wormhole fast-forward state (`None` when off: the plain engine, event for event).
@@ -169,7 +182,7 @@ impl Engine {
     // ---------------------------------------------------------------- packets
 
     #[inline]
-    fn alloc(&mut self, p: Pkt) -> u32 {
+    pub(crate) fn alloc(&mut self, p: Pkt) -> u32 {
         if let Some(i) = self.free.pop() {
             self.pkts[i as usize] = p;
             i
@@ -186,7 +199,7 @@ impl Engine {
     }
 
     #[inline]
-    fn release(&mut self, i: u32) {
+    pub(crate) fn release(&mut self, i: u32) {
         self.free.push(i);
     }
 
@@ -283,6 +296,8 @@ impl Engine {
                 }
             }
             EV_START => self.start_flow(a),
+            EV_RTO => self.tcp_on_rto(a, b),
+            EV_DELACK => self.tcp_on_delack(a, b),
             EV_CC_TIMER..=EV_CC_TIMER_LAST => {
                 let slot = (kind - EV_CC_TIMER) as usize;
                 let fl = &self.flows[a as usize];

@@ -101,6 +101,10 @@ impl Engine {
             path_data,
             path_ack,
         });
+        if self.tcp_on {
+            self.tcp
+                .push(crate::packet::transport::tcp::TcpFlow::new(&self.cfg.tcp, u64::from(self.cfg.mtu)));
+        }
         self.schedule(start, ev(EV_START, id, 0));
         Ok(id)
     }
@@ -161,6 +165,9 @@ impl Engine {
 
     /// `QbbNetDevice::DequeueAndTransmit` (host) + `RdmaEgressQueue::GetNextQindex`.
     pub(crate) fn host_send(&mut self, h: u32) {
+        if self.tcp_on {
+            return self.tcp_host_send(h);
+        }
         let hi = h as usize;
         let link = self.nics[hi].link as usize;
         if let Some(w) = &self.ww
@@ -302,12 +309,21 @@ impl Engine {
         let pk = self.pkts[p as usize];
         match pk.kind {
             Kind::Data => {
-                if !self.receive_data(h, p, &pk) {
+                let kept = if self.tcp_on {
+                    self.tcp_receive_data(h, p, &pk)
+                } else {
+                    self.receive_data(h, p, &pk)
+                };
+                if !kept {
                     self.release(p);
                 }
             }
             Kind::Ack | Kind::Nack => {
-                self.receive_ack(h, p, &pk);
+                if self.tcp_on {
+                    self.tcp_receive_ack(h, &pk);
+                } else {
+                    self.receive_ack(h, p, &pk);
+                }
                 self.release(p);
             }
             Kind::Pause | Kind::Resume => unreachable!("PFC handled on arrival"),
@@ -412,7 +428,7 @@ impl Engine {
         self.host_send(h);
     }
 
-    pub(super) fn complete(&mut self, f: u32) {
+    pub(crate) fn complete(&mut self, f: u32) {
         self.mark_done(f);
         if self.ww.is_some() {
             self.ww_on_finish(f);

@@ -50,7 +50,11 @@ impl Engine {
             usize::from(pg)
         };
         let size = u64::from(size);
-        if q != 0 {
+        if q != 0 && self.lossy {
+            if !self.lossy_admit(s, out, p, size) {
+                return;
+            }
+        } else if q != 0 {
             if !self.check_ingress(s, in_link, q, size) {
                 self.stats.drops_buffer += 1;
                 self.release(p);
@@ -304,6 +308,8 @@ impl Engine {
         let s = pt.src;
         if !ACCOUNTED {
             debug_assert!(q != 0 && pt.total == 0);
+        } else if q != 0 && self.lossy {
+            self.bufs[s as usize].shared_used -= size;
         } else if q != 0 {
             let in_link = self.pkts[p as usize].in_link;
             self.remove_ingress(s, in_link, q, size);
@@ -336,6 +342,28 @@ impl Engine {
         }
         pt.max_qlen = pt.max_qlen.max(total + size);
         self.transmit_from::<ACCOUNTED>(port, p);
+    }
+
+    /// A lossy switch (PFC off) admits packet `p` (`size` bytes) to egress port `out`, or drops
+    /// it when the port's share of the buffer (per-port tail drop) or the switch's buffer
+    /// (shared tail drop) would overflow. No ingress accounting, no PFC, no ECN marking.
+    #[inline]
+    pub(super) fn lossy_admit(&mut self, s: u32, out: u32, p: u32, size: u64) -> bool {
+        let b = &self.bufs[s as usize];
+        let full = match self.cfg.drop_policy {
+            DropPolicy::PerPortTailDrop => self.ports[out as usize].total + size > b.port_cap,
+            DropPolicy::SharedTailDrop => b.shared_used + size > self.cfg.buffer_bytes,
+        };
+        if full {
+            self.stats.drops_buffer += 1;
+            if let Some(t) = self.tcp.get_mut(self.pkts[p as usize].flow as usize) {
+                t.stats.drops += 1;
+            }
+            self.release(p);
+            return false;
+        }
+        self.bufs[s as usize].shared_used += size;
+        true
     }
 
     /// `SwitchMmu::ShouldSendCN` on the egress bytes of `q` (after this packet left).
