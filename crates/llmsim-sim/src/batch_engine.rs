@@ -320,6 +320,7 @@ fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout) {
     run.nodes_executed *= dp;
     // Collectives of groups within one replica, in replica 0's programs.
     let mut per_replica = 0u64;
+    let mut per_kind: Vec<(&'static str, u64)> = Vec::new();
     for u in (0..layout.units()).filter(|u| layout.coords(*u).1 == 0) {
         let prog = &wl.stages[layout.stage(u) as usize];
         for n in &prog.nodes {
@@ -332,11 +333,25 @@ fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout) {
                 };
                 if within {
                     per_replica += 1;
+                    match per_kind.iter_mut().find(|(k, _)| *k == group.name()) {
+                        Some((_, n)) => *n += 1,
+                        None => per_kind.push((group.name(), 1)),
+                    }
                 }
             }
         }
     }
     run.collectives += per_replica * (dp - 1);
+    // The per-kind counts too; a kind's extra collectives cross the network as replica 0's did
+    // (all or none: the groups within a replica are TP groups inside one server).
+    for (kind, n) in per_kind {
+        if let Some(c) = run.collectives_by_group.iter_mut().find(|c| c.group == kind) {
+            let extra = n * (dp - 1);
+            let on_network = (extra * c.on_network).checked_div(c.collectives).unwrap_or(0);
+            c.collectives += extra;
+            c.on_network += on_network;
+        }
+    }
     let folded = std::mem::take(&mut run.units);
     let mut units = Vec::with_capacity(layout.units() as usize);
     for u in 0..layout.units() {
