@@ -42,3 +42,9 @@ def rust_cli() -> list[str]:
         if exe.exists():
             return [str(exe)]
     pytest.skip("no cargo-built llmsim binary under target/")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The JAX tests (the batch packet engine) run last: JAX starts threads when imported, and a
+    later os.fork() in the same process (the Ray test's workers) may deadlock on them."""
+    items.sort(key=lambda item: "test_batch_packet" in item.nodeid)
