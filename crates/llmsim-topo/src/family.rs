@@ -15,6 +15,8 @@ use std::fmt::Debug;
 
 use llmsim_core::{Bandwidth, LinkId, NodeId};
 
+use llmsim_core::FieldError;
+
 use crate::TopoError;
 use crate::graph::{ScaleUp, Topology};
 
@@ -67,4 +69,94 @@ pub(crate) fn divisors_hint(n: u32, limit: usize) -> String {
         d.push(format!("..., {n}"));
     }
     d.join(", ")
+}
+
+/// How a grid-shaped family (routers at n-D coordinates: torus, full mesh) names and bounds its
+/// shape, for [`grid_shape`].
+pub(crate) struct GridRules {
+    /// The family's name in messages, e.g. `"torus"`.
+    pub family: &'static str,
+    /// Most entries `dims` may have.
+    pub max_dims: usize,
+    /// Dimensions when neither `dims` nor `dimensions` is given.
+    pub default_dimensions: u32,
+}
+
+/// Resolves a grid family's `dims`, `dimensions` and `hosts_per_router` for `gpus` GPUs: the
+/// routers per dimension and the hosts per router. Without `dims`, the most balanced shape of
+/// `dimensions` (2 or 3) dimensions.
+///
+/// # Errors
+/// `TopoError::Invalid` naming the field and the valid values: a `hosts_per_router` that does not
+/// divide the GPUs, `dims` and `dimensions` that disagree, a shape with a zero or too many
+/// entries, dims whose product is not the router count, an unsupported `dimensions`.
+pub(crate) fn grid_shape(
+    r: &GridRules,
+    dims: Option<&[u32]>,
+    dimensions: Option<u32>,
+    hosts_per_router: Option<u32>,
+    gpus: u32,
+    scale_up: ScaleUp,
+) -> Result<(Vec<u32>, u32), TopoError> {
+    let hpr = hosts_per_router.unwrap_or(scale_up.gpus_per_server.max(1));
+    if hpr == 0 || gpus == 0 || !gpus.is_multiple_of(hpr) {
+        return Err(FieldError::new(
+            "topology.hosts_per_router",
+            format!(
+                "{hpr} does not divide the {gpus} GPUs into whole routers; valid: {}",
+                divisors_hint(gpus.max(1), 12)
+            ),
+        )
+        .into());
+    }
+    let routers = gpus / hpr;
+    let text = |d: &[u32]| d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
+    let dims = match (dims, dimensions) {
+        (Some(d), Some(n)) if d.len() != n as usize => {
+            return Err(FieldError::new(
+                "topology.dimensions",
+                format!("dimensions={n} but dims has {} entries; give one of them", d.len()),
+            )
+            .into());
+        }
+        (Some(d), _) => {
+            if d.is_empty() || d.len() > r.max_dims || d.contains(&0) {
+                return Err(FieldError::new(
+                    "topology.dims",
+                    format!(
+                        "{d:?} is not a {} shape; give 1 to {} sizes of at least 1, e.g. [8, 8]",
+                        r.family, r.max_dims
+                    ),
+                )
+                .into());
+            }
+            if d.iter().try_fold(1u32, |a, &x| a.checked_mul(x)) != Some(routers) {
+                let hint = text(&crate::torus::balanced_dims(routers, d.len().min(3)));
+                return Err(FieldError::new(
+                    "topology.dims",
+                    format!(
+                        "{} routers x {hpr} hosts_per_router do not hold {gpus} GPUs; use dims whose product is {routers}, e.g. {hint}",
+                        text(d)
+                    ),
+                )
+                .into());
+            }
+            d.to_vec()
+        }
+        (None, n) => {
+            let n = n.unwrap_or(r.default_dimensions);
+            if !(2..=3).contains(&n) {
+                return Err(FieldError::new(
+                    "topology.dimensions",
+                    format!(
+                        "{n} is not supported without dims; valid: 2, 3 (or give dims with up to {} entries)",
+                        r.max_dims
+                    ),
+                )
+                .into());
+            }
+            crate::torus::balanced_dims(routers, n as usize)
+        }
+    };
+    Ok((dims, hpr))
 }

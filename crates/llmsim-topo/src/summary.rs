@@ -354,16 +354,20 @@ impl Topology {
 }
 
 impl TopologySummary {
+    /// Switches per tier as `t1: 16`, `t2: 8`, ...
+    fn tiers(&self) -> Vec<String> {
+        self.switches_per_tier
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("t{}: {n}", i + 1))
+            .collect()
+    }
+
     /// The scale-out fabric in one line, for a run's header: switches per tier, NIC bandwidth per
     /// GPU, oversubscription and bisection, e.g.
     /// `switches t1: 16, t2: 8; NIC 400Gbps per GPU; oversubscription 1.00:1; bisection 25.6Tbps`.
     pub fn fabric_line(&self) -> String {
-        let tiers: Vec<String> = self
-            .switches_per_tier
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("t{}: {n}", i + 1))
-            .collect();
+        let tiers = self.tiers();
         let switches = if tiers.is_empty() {
             "no switches".to_string()
         } else {
@@ -385,12 +389,7 @@ impl fmt::Display for TopologySummary {
             "hosts         {} GPUs in {} servers of {}",
             self.hosts, self.servers, self.gpus_per_server
         )?;
-        let tiers: Vec<String> = self
-            .switches_per_tier
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("t{}: {n}", i + 1))
-            .collect();
+        let tiers = self.tiers();
         writeln!(
             f,
             "switches      {} ({}), NVSwitches {}",

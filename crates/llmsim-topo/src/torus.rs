@@ -20,7 +20,7 @@ use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
-use crate::family::{FamilySpec, RoutingRule, divisors_hint};
+use crate::family::{FamilySpec, GridRules, RoutingRule, grid_shape};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
@@ -85,56 +85,12 @@ fn dims_text(d: &[u32]) -> String {
 impl FamilySpec for TorusSpec {
     fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
         check_hosts(gpus)?;
-        let hpr = self.hosts_per_router.unwrap_or(scale_up.gpus_per_server.max(1));
-        if hpr == 0 || gpus == 0 || !gpus.is_multiple_of(hpr) {
-            return Err(FieldError::new(
-                "topology.hosts_per_router",
-                format!(
-                    "{hpr} does not divide the {gpus} GPUs into whole routers; valid: {}",
-                    divisors_hint(gpus.max(1), 12)
-                ),
-            )
-            .into());
-        }
-        let routers = gpus / hpr;
-        let dims = match (&self.dims, self.dimensions) {
-            (Some(d), Some(n)) if d.len() != n as usize => {
-                return Err(FieldError::new(
-                    "topology.dimensions",
-                    format!("dimensions={n} but dims has {} entries; give one of them", d.len()),
-                )
-                .into());
-            }
-            (Some(d), _) => {
-                if d.is_empty() || d.len() > MAX_DIMS || d.contains(&0) {
-                    return Err(FieldError::new(
-                        "topology.dims",
-                        format!("{d:?} is not a torus shape; give 1 to {MAX_DIMS} sizes of at least 1, e.g. [8, 8, 16]"),
-                    )
-                    .into());
-                }
-                let product = d.iter().try_fold(1u32, |a, &x| a.checked_mul(x));
-                if product != Some(routers) {
-                    let hint = dims_text(&balanced_dims(routers, d.len()));
-                    return Err(FieldError::new(
-                        "topology.dims",
-                        format!(
-                            "{} routers x {hpr} hosts_per_router do not hold {gpus} GPUs; use dims whose product is {routers}, e.g. {hint}",
-                            dims_text(d)
-                        ),
-                    )
-                    .into());
-                }
-                d.clone()
-            }
-            (None, n) => {
-                let n = n.unwrap_or(3);
-                if !(2..=3).contains(&n) {
-                    return Err(FieldError::new("topology.dimensions", format!("{n} is not supported; valid: 2, 3")).into());
-                }
-                balanced_dims(routers, n as usize)
-            }
+        let rules = GridRules {
+            family: "torus",
+            max_dims: MAX_DIMS,
+            default_dimensions: 3,
         };
+        let (dims, hpr) = grid_shape(&rules, self.dims.as_deref(), self.dimensions, self.hosts_per_router, gpus, scale_up)?;
         let p = TorusParams {
             dims,
             hosts_per_router: hpr,

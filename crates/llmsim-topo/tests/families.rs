@@ -323,6 +323,14 @@ fn impossible_parameters_name_the_field_and_valid_values() {
     let (f, m) = invalid(r#"{"kind":"torus","dimensions":4}"#, 16, 1);
     assert_eq!(f, "topology.dimensions");
     assert!(m.contains("valid: 2, 3"), "{m}");
+    // The full mesh shares the grid rules: four dims allowed, the same hints.
+    let (f, m) = invalid(r#"{"kind":"full-mesh","dims":[4,4]}"#, 1024, 8);
+    assert_eq!(f, "topology.dims");
+    assert!(m.contains("product is 128") && m.contains("e.g. 8x16"), "{m}");
+    assert!(build(r#"{"kind":"full-mesh","dims":[2,2,2,2]}"#, 16, 1).num_hosts() == 16);
+    let (f, m) = invalid(r#"{"kind":"full-mesh","dims":[2,2,2,2,1]}"#, 16, 1);
+    assert_eq!(f, "topology.dims");
+    assert!(m.contains("not a full-mesh shape") && m.contains("1 to 4 sizes"), "{m}");
     let (f, m) = invalid(
         r#"{"kind":"dragonfly","routers_per_group":4,"hosts_per_router":2,"global_links_per_router":1}"#,
         128,
