@@ -58,6 +58,10 @@ pub fn run(a: &RunArgs) -> Result<()> {
     } else {
         Scenario::load(&a.scenario, &sets)?
     };
+    // Legal but costly combinations (spray over go-back-N RoCE, ...), as `llmsim collective` says.
+    for w in sc.network.warnings() {
+        eprintln!("warning: {w}");
+    }
     let bar = crate::Progress::new(
         "{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})",
         "simulating",

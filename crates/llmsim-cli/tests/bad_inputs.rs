@@ -967,3 +967,32 @@ fn a_full_stdout_is_a_clean_error() {
     assert!(stderr.contains("writing to stdout"), "stderr: {stderr}");
     assert!(!stderr.contains("panicked"), "stderr: {stderr}");
 }
+
+/// A legal but costly combination runs, with a warning naming the consequence, from `llmsim run`
+/// as from `llmsim collective` (issue 33: spray over go-back-N RoCE).
+#[test]
+fn run_warns_of_spray_over_go_back_n() {
+    let dir = case_dir("warn-spray");
+    std::fs::write(dir.join("s.yaml"), SCENARIO).unwrap();
+    let args: Vec<String> = [
+        "run",
+        "s.yaml",
+        "--ideal-comm",
+        "--set",
+        "network.backend=packet",
+        "--set",
+        "network.load_balance=spray",
+    ]
+    .map(String::from)
+    .to_vec();
+    let o = run(&args, &dir);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("warning: load_balance spray with RoCE go-back-N"),
+        "stderr: {stderr}"
+    );
+    // The same plan on ECMP says nothing.
+    let o = run(&args[..5], &dir);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning:"));
+}
