@@ -21,6 +21,7 @@ BREAKDOWN = [
     ("exposed_pp_s", "exposed PP", "#8c8c8c"),
     ("exposed_dp_s", "exposed DP", "#c44e52"),
     ("bubble_s", "pipeline bubble", "#ccb974"),
+    ("exposed_offload_s", "activation offload", "#64b5cd"),
     ("idle_s", "idle", "#dddddd"),
 ]
 
@@ -95,6 +96,8 @@ def plot_breakdown(results: Any, top: int = 10, by: str = "iteration_time_s", ax
     labels = ["\n".join(f"{short(a)}={r[a]}" for a in axes) or str(r["idx"]) for _, r in ok.iterrows()]
     bottom = [0.0] * len(ok)
     for col, name, color in BREAKDOWN:
+        if col not in ok:  # a store written before the metric existed
+            continue
         vals = list(ok[col])
         if not any(v > 0 for v in vals):
             continue

@@ -70,6 +70,7 @@ impl Store {
              CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);"
         );
         conn.execute_batch(&sql).map_err(|e| db(e, &path))?;
+        add_missing_metric_columns(&conn, &path)?;
         Ok(Store { conn, path, _lock: lock })
     }
 
@@ -201,4 +202,20 @@ impl Store {
             .map_err(|e| db(e, &self.path))?;
         Ok(rows)
     }
+}
+
+/// A store written before a metric existed (e.g. `exposed_offload_s`) lacks its column: add it,
+/// so the sweep resumes into it (old rows read null there) instead of failing on the insert.
+fn add_missing_metric_columns(conn: &Connection, path: &Path) -> Result<(), SweepError> {
+    let mut st = conn.prepare("PRAGMA table_info(results)").map_err(|e| db(e, path))?;
+    let have: Vec<String> = st
+        .query_map([], |r| r.get::<_, String>(1))
+        .map_err(|e| db(e, path))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| db(e, path))?;
+    for m in METRICS.iter().filter(|m| !have.iter().any(|h| h == *m)) {
+        conn.execute_batch(&format!("ALTER TABLE results ADD COLUMN {m} REAL"))
+            .map_err(|e| db(e, path))?;
+    }
+    Ok(())
 }

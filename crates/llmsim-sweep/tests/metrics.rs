@@ -41,6 +41,7 @@ fn metrics_are_the_report_fields_and_survive_its_json_text() {
         Some(m.exposed_dp_s),
         Some(m.bubble_s),
         Some(m.idle_s),
+        Some(m.exposed_offload_s),
         Some(f64::from(r.gpus)),
         Some(f64::from(r.microbatches)),
         Some(r.sim_wall_s),

@@ -121,3 +121,41 @@ fn a_different_spec_is_refused_unless_merged() {
     assert_eq!(store.meta("fingerprint").unwrap(), Some(b.fingerprint.clone()));
     assert_eq!(store.meta("merged").unwrap(), Some(a.fingerprint.clone()));
 }
+
+/// A store written before a metric existed (here: before `exposed_offload_s`) is opened, its
+/// table gains the column, and the sweep resumes into it: the old row reads back with the new
+/// metric unknown, a new row stores every metric.
+#[test]
+fn a_store_from_before_a_metric_gains_its_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let old: Vec<&str> = METRICS.iter().copied().filter(|m| *m != "exposed_offload_s").collect();
+    assert_eq!(old.len(), METRICS.len() - 1, "exposed_offload_s is a metric");
+    {
+        let c = rusqlite::Connection::open(dir.path().join("results.sqlite")).unwrap();
+        let cols: String = old.iter().map(|m| format!(", {m} REAL")).collect();
+        c.execute_batch(&format!(
+            "CREATE TABLE results (key TEXT PRIMARY KEY, idx INTEGER NOT NULL, axes TEXT NOT NULL,
+               status TEXT NOT NULL, error TEXT, parallel TEXT{cols}, report TEXT);
+             INSERT INTO results (key, idx, axes, status, iteration_time_s) VALUES ('old', 0, '{{}}', 'ok', 1.5);"
+        ))
+        .unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let rows = store.rows().unwrap();
+    assert_eq!(rows.len(), 1);
+    let at = |name: &str| METRICS.iter().position(|m| *m == name).unwrap();
+    assert_eq!(rows[0].metrics[at("iteration_time_s")], Some(1.5));
+    assert_eq!(rows[0].metrics[at("exposed_offload_s")], None);
+    // New points land in the migrated table with every metric.
+    let plan = SweepSpec::from_yaml(SPEC).unwrap().expand(Path::new(".")).unwrap();
+    let mut one = plan.clone();
+    one.points.truncate(2);
+    run_plan(&one, &store, 1, &mut |_, _, _| {}).unwrap();
+    let rows = store.rows().unwrap();
+    assert_eq!(rows.len(), 3);
+    let ok: Vec<_> = rows.iter().filter(|r| r.key != "old" && r.status == "ok").collect();
+    assert!(!ok.is_empty(), "{rows:?}");
+    for r in ok {
+        assert!(r.metrics.iter().all(Option::is_some), "{:?}", r.metrics);
+    }
+}
