@@ -110,7 +110,7 @@ pub(crate) fn grid_shape(
         .into());
     }
     let routers = gpus / hpr;
-    let text = |d: &[u32]| d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
+    let text = dims_text;
     let dims = match (dims, dimensions) {
         (Some(d), Some(n)) if d.len() != n as usize => {
             return Err(FieldError::new(
@@ -159,4 +159,38 @@ pub(crate) fn grid_shape(
         }
     };
     Ok((dims, hpr))
+}
+
+/// A grid shape as text, `4x4x8`.
+pub(crate) fn dims_text(d: &[u32]) -> String {
+    d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
+}
+
+/// Checks a resolved grid family's parameters before building it: `num_hosts` GPUs, non-zero
+/// `nic` and `fabric` rates, and `dims` (1 to `max_dims` entries) times `hosts_per_router`
+/// holding exactly `num_hosts`. Returns the router count.
+///
+/// # Errors
+/// `TopoError::Invalid` naming the field.
+pub(crate) fn grid_routers(
+    num_hosts: u32,
+    dims: &[u32],
+    hosts_per_router: u32,
+    max_dims: usize,
+    nic: crate::graph::LinkParams,
+    fabric: crate::graph::LinkParams,
+) -> Result<u32, TopoError> {
+    crate::generators::check_hosts(num_hosts)?;
+    crate::generators::check_rate("topology.nic", nic)?;
+    crate::generators::check_rate("topology.fabric", fabric)?;
+    let hpr = hosts_per_router;
+    let routers = dims.iter().try_fold(1u32, |a, &x| a.checked_mul(x));
+    match routers {
+        Some(r) if !dims.is_empty() && dims.len() <= max_dims && hpr > 0 && r.checked_mul(hpr) == Some(num_hosts) => Ok(r),
+        _ => Err(FieldError::new(
+            "topology.dims",
+            format!("{} routers x {hpr} hosts_per_router do not hold {num_hosts} GPUs", dims_text(dims)),
+        )
+        .into()),
+    }
 }

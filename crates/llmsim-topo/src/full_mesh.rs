@@ -26,8 +26,8 @@ use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
-use crate::family::{FamilySpec, GridRules, RoutingRule, grid_shape};
-use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
+use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text, grid_routers, grid_shape};
+use crate::generators::{check_hosts, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, host_hop, nvswitch_hop};
@@ -50,10 +50,6 @@ pub struct FullMeshSpec {
     pub nic: LinkSpec,
     /// Router <-> router, per direction, every dimension. Default 400Gbps / 600ns.
     pub fabric: LinkSpec,
-}
-
-fn dims_text(d: &[u32]) -> String {
-    d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
 }
 
 impl FamilySpec for FullMeshSpec {
@@ -91,22 +87,8 @@ pub struct FullMeshParams {
 /// `TopoError::Invalid` when the dims times `hosts_per_router` differ from `num_hosts`, for a
 /// zero bandwidth, or the scale-up errors of [`hosts_with_scale_up`].
 pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
-    check_hosts(num_hosts)?;
-    check_rate("topology.nic", p.nic)?;
-    check_rate("topology.fabric", p.fabric)?;
     let hpr = p.hosts_per_router;
-    let routers = p.dims.iter().try_fold(1u32, |a, &x| a.checked_mul(x));
-    if p.dims.is_empty() || p.dims.len() > MAX_DIMS || hpr == 0 || routers.and_then(|r| r.checked_mul(hpr)) != Some(num_hosts) {
-        return Err(FieldError::new(
-            "topology.dims",
-            format!(
-                "{} routers x {hpr} hosts_per_router do not hold {num_hosts} GPUs",
-                dims_text(&p.dims)
-            ),
-        )
-        .into());
-    }
-    let routers = routers.unwrap_or(0);
+    let routers = grid_routers(num_hosts, &p.dims, hpr, MAX_DIMS, p.nic, p.fabric)?;
     let mut dims = [1u32; MAX_DIMS];
     dims[..p.dims.len()].copy_from_slice(&p.dims);
     let mut stride = [1u32; MAX_DIMS];
