@@ -38,18 +38,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use llmsim_ccl::PlanOptions;
-use llmsim_ccl::tuning::Proto;
 use llmsim_core::{Bytes, LinkId, SimTime};
 use llmsim_net::flow::FlowNetwork;
 use llmsim_net::route::RouteShape;
 use llmsim_net::{Completion, NetError, NetStats, Network, PacketDetails, RouteSpec, Transfer};
-use llmsim_topo::{ScaleUp, Topology};
+use llmsim_topo::Topology;
 use llmsim_workload::dag::{Group, NodeKind, Workload};
 use llmsim_workload::megatron;
 
 use crate::ops::{OpRow, op_rows, time_segments};
-use crate::setup::{compute_model, nic_bandwidth, nvlink_of, resolve, scale_up_model, tp_overlap_timer, transformer_info};
+use crate::setup::{cluster_setup, compute_model, resolve, tp_overlap_timer, transformer_info};
 use crate::{Backend, Layout, Outcome, RunOptions, Scenario, Shared, SimError, engine, estimate, report};
 
 /// Why a point cannot run on the batch engine: the field and what about it.
@@ -224,33 +222,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     // With `no_fold` an analytical single run simulates every replica; so does this one.
     let fold = layout.dp > 1 && !(analytical && opts.no_fold);
     let active_dp = if fold { 1 } else { layout.dp };
-    let nvlink = nvlink_of(s, gpu);
-    let scale_up = ScaleUp {
-        gpus_per_server: s.cluster.gpus_per_node,
-        bandwidth: nvlink,
-        latency: s.cluster.nvlink_latency.unwrap_or(SimTime::from_ns(250)),
-    };
-    let topo = shared.topology(&(&s.cluster.topology, info.gpus, scale_up, s.seed), || {
-        s.cluster.topology.build(info.gpus, scale_up, s.seed).map_err(SimError::from)
-    })?;
-    let su = scale_up_model(s, gpu);
-    let proto: Option<Proto> = match &s.collectives.proto {
-        Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
-            field: "collectives.proto".into(),
-            message: format!("{e}"),
-        })?),
-        None => None,
-    };
-    let plan = PlanOptions {
-        arch: gpu.arch,
-        nvlink_bw: nvlink,
-        nic_bw: nic_bandwidth(&topo),
-        algo: s.collectives.algo,
-        proto,
-        channels: s.collectives.channels,
-        granularity: s.collectives.granularity,
-        pxn: s.collectives.pxn,
-    };
+    let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let timed = timed?;
     let (seg_time, ops_rows): (&[SimTime], &[OpRow]) = (&timed.0, &timed.1);
     let symmetry = if single_fold {

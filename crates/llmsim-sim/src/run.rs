@@ -4,17 +4,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use llmsim_ccl::PlanOptions;
-use llmsim_ccl::tuning::Proto;
 use llmsim_core::SimTime;
-use llmsim_topo::{ScaleUp, Topology};
+use llmsim_topo::Topology;
 use llmsim_workload::dag::Workload;
 use llmsim_workload::dlrm::{self, DlrmConfig};
 use llmsim_workload::megatron;
 use llmsim_workload::{TrainingConfig, memory};
 
 use crate::ops::{OpRow, op_rows, time_segments};
-use crate::setup::{TpOverlapTimer, compute_model, nic_bandwidth, nvlink_of, resolve, scale_up_model, tp_overlap_timer, transformer_info};
+use crate::setup::{TpOverlapTimer, cluster_setup, compute_model, resolve, tp_overlap_timer, transformer_info};
 use crate::{Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario};
 
 /// Everything a run produced.
@@ -202,33 +200,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         return Err(SimError::TooLarge { estimate: est, available });
     }
     // Topology.
-    let nvlink = nvlink_of(s, gpu);
-    let scale_up = ScaleUp {
-        gpus_per_server: s.cluster.gpus_per_node,
-        bandwidth: nvlink,
-        latency: s.cluster.nvlink_latency.unwrap_or(SimTime::from_ns(250)),
-    };
-    let topo = shared.topology(&(&s.cluster.topology, info.gpus, scale_up, s.seed), || {
-        s.cluster.topology.build(info.gpus, scale_up, s.seed).map_err(SimError::from)
-    })?;
-    let su = scale_up_model(s, gpu);
-    let proto: Option<Proto> = match &s.collectives.proto {
-        Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
-            field: "collectives.proto".into(),
-            message: format!("{e}"),
-        })?),
-        None => None,
-    };
-    let plan = PlanOptions {
-        arch: gpu.arch,
-        nvlink_bw: nvlink,
-        nic_bw: nic_bandwidth(&topo),
-        algo: s.collectives.algo,
-        proto,
-        channels: s.collectives.channels,
-        granularity: s.collectives.granularity,
-        pxn: s.collectives.pxn,
-    };
+    let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {

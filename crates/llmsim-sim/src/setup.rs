@@ -186,3 +186,45 @@ pub(crate) fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, 
         slowdown: s.compute.overlap_slowdown,
     }))
 }
+
+/// The cluster a run needs before its engine: the topology (shared between runs through
+/// `shared`), the scale-up (NVLink) collective model, and the collective planning options from
+/// `collectives.*`.
+///
+/// # Errors
+/// The topology's build errors; an unknown `collectives.proto`.
+pub(crate) fn cluster_setup(
+    s: &Scenario,
+    gpu: &GpuSpec,
+    gpus: u32,
+    shared: &crate::Shared,
+) -> Result<(std::sync::Arc<Topology>, ScaleUpModel, llmsim_ccl::PlanOptions), SimError> {
+    let nvlink = nvlink_of(s, gpu);
+    let scale_up = llmsim_topo::ScaleUp {
+        gpus_per_server: s.cluster.gpus_per_node,
+        bandwidth: nvlink,
+        latency: s.cluster.nvlink_latency.unwrap_or(llmsim_core::SimTime::from_ns(250)),
+    };
+    let topo = shared.topology(&(&s.cluster.topology, gpus, scale_up, s.seed), || {
+        s.cluster.topology.build(gpus, scale_up, s.seed).map_err(SimError::from)
+    })?;
+    let su = scale_up_model(s, gpu);
+    let proto: Option<llmsim_ccl::tuning::Proto> = match &s.collectives.proto {
+        Some(p) => Some(p.parse().map_err(|e| SimError::Scenario {
+            field: "collectives.proto".into(),
+            message: format!("{e}"),
+        })?),
+        None => None,
+    };
+    let plan = llmsim_ccl::PlanOptions {
+        arch: gpu.arch,
+        nvlink_bw: nvlink,
+        nic_bw: nic_bandwidth(&topo),
+        algo: s.collectives.algo,
+        proto,
+        channels: s.collectives.channels,
+        granularity: s.collectives.granularity,
+        pxn: s.collectives.pxn,
+    };
+    Ok((topo, su, plan))
+}
