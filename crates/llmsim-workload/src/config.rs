@@ -904,15 +904,13 @@ impl ParallelConfig {
         let per = training.micro_batch_size * p.dp;
         if training.global_batch_size != 0 && !training.global_batch_size.is_multiple_of(per) {
             let lo = training.global_batch_size / per * per;
+            // Below the first multiple only `per` itself is valid: name it once.
+            let nearest = if lo == 0 { format!("{per}") } else { format!("{lo}, {}", lo + per) };
             return Err(WorkloadError::divisibility(
                 "training.global_batch_size",
                 format!(
-                    "global_batch_size={} is not a multiple of micro_batch_size*dp = {}*{} = {per}; nearest valid: {}, {}",
-                    training.global_batch_size,
-                    training.micro_batch_size,
-                    p.dp,
-                    lo.max(per),
-                    lo + per
+                    "global_batch_size={} is not a multiple of micro_batch_size*dp = {}*{} = {per}; nearest valid: {nearest}",
+                    training.global_batch_size, training.micro_batch_size, p.dp,
                 ),
             ));
         }
