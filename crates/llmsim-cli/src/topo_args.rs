@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 #[derive(Args, Debug, Clone)]
 pub struct TopoArgs {
     /// flat, fat-tree, spine-leaf, rail-fat-tree (alias rail-optimized), torus, dragonfly,
-    /// rail-only, full-mesh, ns3.
+    /// rail-only, full-mesh, three-tier, ns3.
     #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree")]
     pub kind: String,
     /// GPUs in the cluster. Default: all hosts of a fat-tree with --k, or of an --ns3-file.
@@ -43,16 +43,17 @@ pub struct TopoArgs {
     /// Fat-tree radix k (even).
     #[arg(long)]
     pub k: Option<u32>,
-    /// Spine switches (spine-leaf, rail-fat-tree). Give this or --oversubscription.
+    /// Spine switches (spine-leaf, rail-fat-tree; pod spines per pod for three-tier). Give this or
+    /// --oversubscription.
     #[arg(long)]
     pub spines: Option<u32>,
-    /// Leaf downlink:uplink ratio, e.g. 3 for 3:1 (spine-leaf, rail-fat-tree).
+    /// Leaf downlink:uplink ratio, e.g. 3 for 3:1 (spine-leaf, rail-fat-tree, three-tier).
     #[arg(long)]
     pub oversubscription: Option<f64>,
     /// Hosts per leaf (spine-leaf). Default 32.
     #[arg(long)]
     pub hosts_per_leaf: Option<u32>,
-    /// Servers per segment (rail-fat-tree). Default 32.
+    /// Servers per segment (rail-fat-tree, three-tier). Default 32.
     #[arg(long)]
     pub servers_per_segment: Option<u32>,
     /// Two independent planes, each NIC port on one (rail-fat-tree).
@@ -169,7 +170,10 @@ impl TopoArgs {
                 o.insert("nic".into(), nic);
                 o.insert("fabric".into(), fabric);
                 reject("--hosts-per-leaf", self.hosts_per_leaf.is_some())?;
-                reject("--servers-per-segment", self.servers_per_segment.is_some())?;
+                // Families that take it (three-tier) get it; the others' specs refuse the field.
+                if let Some(s) = self.servers_per_segment {
+                    o.insert("servers_per_segment".into(), json!(s));
+                }
             }
         }
         for kv in &self.topo_param {

@@ -15,6 +15,7 @@ pub mod rail_only;
 pub mod routing;
 pub mod spec;
 pub mod summary;
+pub mod three_tier;
 pub mod torus;
 
 pub use error::TopoError;

@@ -107,6 +107,8 @@ pub enum TopologySpec {
     /// dimension; minimal routing, one hop per dimension.
     #[serde(alias = "ub-mesh")]
     FullMesh(crate::full_mesh::FullMeshSpec),
+    /// Three-tier Clos with pods: rail-optimized pods (leaves, pod spines) joined by a core layer.
+    ThreeTier(crate::three_tier::ThreeTierSpec),
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
         /// Path to the file, relative to the working directory.
@@ -207,6 +209,7 @@ impl TopologySpec {
             TopologySpec::Dragonfly(s) => s.build(gpus, scale_up, seed),
             TopologySpec::RailOnly(s) => s.build(gpus, scale_up, seed),
             TopologySpec::FullMesh(s) => s.build(gpus, scale_up, seed),
+            TopologySpec::ThreeTier(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {

@@ -1,4 +1,4 @@
-//! The one-file families (torus, dragonfly, rail-only): every host reaches every host, routes
+//! The one-file families (torus, dragonfly, rail-only, full mesh, three-tier): every host reaches every host, routes
 //! are loop-free and minimal, the longest equals the family's diameter, ECMP choices are
 //! equal-cost, the ns-3 export re-imports to the same graph, and bad parameters name the field.
 
@@ -233,6 +233,51 @@ fn full_mesh_routes_one_hop_per_dimension() {
 }
 
 #[test]
+fn three_tier_routes_up_down_minimally() {
+    for (json, gpus, g) in [
+        // 3 pods of 2 segments of 2 servers, 2 rails; the last pod and segment partial.
+        (
+            r#"{"kind":"three-tier","servers_per_segment":2,"segments_per_pod":2,"spines":2}"#,
+            18,
+            2,
+        ),
+        // One pod: no core layer.
+        (r#"{"kind":"three-tier","servers_per_segment":4,"segments_per_pod":4}"#, 32, 4),
+        // One rail, oversubscribed at both tiers.
+        (
+            r#"{"kind":"three-tier","servers_per_segment":3,"segments_per_pod":2,"oversubscription":1.5,"core_oversubscription":2}"#,
+            30,
+            1,
+        ),
+        (r#"{"kind":"three-tier","servers_per_segment":2,"segments_per_pod":2}"#, 64, 4),
+    ] {
+        let t = build(json, gpus, g);
+        check_family(&t, Minimal::Shortest);
+        assert!(check_ecmp_equal_cost(&t) > 0, "{}: no ECMP choice", t.name);
+    }
+    let t = build(
+        r#"{"kind":"three-tier","servers_per_segment":2,"segments_per_pod":2,"spines":2}"#,
+        18,
+        2,
+    );
+    assert_eq!(t.name, "three-tier-3pod-5seg-18");
+    assert_eq!(t.describe().diameter_hops, 6, "host, leaf, pod spine, core, pod spine, leaf, host");
+    // Defaults at 65,536 GPUs: 32 pods of 8 x 32 servers; 32 spines per pod (32 x 400G down per
+    // leaf), 64 core uplinks per spine (64 leaves per pod), so 32 x 64 cores of 32 ports.
+    let t = build(r#"{"kind":"three-tier"}"#, 65_536, 8);
+    let s = t.describe();
+    assert_eq!(t.name, "three-tier-32pod-256seg-65536");
+    let (leaves, spines, cores) = (256 * 8, 32 * 32, 32 * 64);
+    assert_eq!(s.cost.switches, leaves + spines + cores, "{s}");
+    assert_eq!(s.cost.cables, u64::from(65_536 + leaves * 32 + spines * 64), "{s}");
+    // Non-blocking at both tiers: half the hosts can send to the other half at line rate.
+    assert_eq!(s.diameter_hops, 6);
+    // 2:1 toward the core halves the cores.
+    let t = build(r#"{"kind":"three-tier","core_oversubscription":2}"#, 65_536, 8);
+    assert_eq!(t.describe().cost.switches, leaves + spines + cores / 2);
+}
+
+#[test]
 fn dragonfly_minimal_routes_use_one_global_hop() {
     for (json, gpus, g) in [
         // Maximum size: g = a*h + 1 = 9 groups, one global cable per group pair.
@@ -345,6 +390,13 @@ fn impossible_parameters_name_the_field_and_valid_values() {
     assert_eq!(f, "topology.servers_per_leaf");
     let (f, _) = invalid(r#"{"kind":"rail-only","spines":2,"oversubscription":2}"#, 64, 8);
     assert_eq!(f, "topology.spines");
+    let (f, _) = invalid(r#"{"kind":"three-tier","segments_per_pod":0}"#, 64, 8);
+    assert_eq!(f, "topology.segments_per_pod");
+    let (f, m) = invalid(r#"{"kind":"three-tier","core_oversubscription":0}"#, 64, 8);
+    assert_eq!(f, "topology.core_oversubscription");
+    assert!(m.contains("2.0 (2:1)"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"three-tier","spines":2,"oversubscription":2}"#, 64, 8);
+    assert_eq!(f, "topology.spines");
     let (f, _) = invalid(r#"{"kind":"torus","fabric":{"bandwidth":"0bps"}}"#, 64, 8);
     assert_eq!(f, "topology.fabric");
     assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"torus","dim":[4]}"#).is_err());
@@ -352,7 +404,7 @@ fn impossible_parameters_name_the_field_and_valid_values() {
 
 #[test]
 fn every_family_sizes_itself_from_the_gpu_count() {
-    for kind in ["torus", "dragonfly", "rail-only", "full-mesh"] {
+    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier"] {
         for gpus in [8, 1024, 8192] {
             let t = build(&format!(r#"{{"kind":"{kind}"}}"#), gpus, 8);
             assert_eq!(t.num_hosts(), gpus, "{}", t.name);
@@ -383,7 +435,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn random_family_instances_route_without_loops(
-        kind in 0u8..4, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
+        kind in 0u8..5, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
         pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..32),
     ) {
         let (json, gpus) = match kind {
@@ -393,7 +445,11 @@ proptest! {
                 g * (x * y + 1).min(1 + z * 3) * x,
             ),
             2 => (format!(r#"{{"kind":"rail-only","servers_per_leaf":{x},"spines":{y}}}"#), g * (x * z + y)),
-            _ => (format!(r#"{{"kind":"full-mesh","dims":[{x},{y},{z}],"hosts_per_router":{g}}}"#), x * y * z * g),
+            3 => (format!(r#"{{"kind":"full-mesh","dims":[{x},{y},{z}],"hosts_per_router":{g}}}"#), x * y * z * g),
+            _ => (
+                format!(r#"{{"kind":"three-tier","servers_per_segment":{x},"segments_per_pod":{z},"spines":{y}}}"#),
+                g * (x * z * y + 1),
+            ),
         };
         let t = spec(&json).build(gpus, su(g), seed).unwrap();
         let h = t.num_hosts();

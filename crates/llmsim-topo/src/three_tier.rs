@@ -1,0 +1,310 @@
+//! Three-tier Clos with pods: rail-optimized pods joined by a core layer, the shape of the
+//! 10k-100k-GPU fabrics (Alibaba HPN's pods of 15k GPUs behind a core tier, a DGX SuperPOD of
+//! several scalable-unit groups behind core switches, Meta's 24k-GPU RoCE clusters' AI zones).
+//!
+//! Structure, bottom up:
+//! - a **segment** is `servers_per_segment` servers; NIC `r` of every server of a segment goes to
+//!   the segment's rail-`r` **leaf** (one leaf per rail per segment, as in `rail-fat-tree`);
+//! - a **pod** is `segments_per_pod` segments; every leaf of a pod has one uplink to each of the
+//!   pod's `spines` **pod spines** (aggregation switches);
+//! - pod spine `j` of every pod has `U` uplinks, one to each **core** switch of core group `j`
+//!   (`spines` groups of `U` cores, as in a k-ary fat-tree), with `U` set by
+//!   `core_oversubscription`. With one pod there is no core layer.
+//!
+//! Addresses: host `h` is GPU `h % g` (its rail) of server `h / g`; server `s` is in segment
+//! `s / servers_per_segment`; segment `e` is in pod `e / segments_per_pod`.
+//!
+//! Node layout: hosts, NVSwitches, leaves (`leaf0 + segment * g + rail`), pod spines
+//! (`spine0 + pod * spines + j`), cores (`core0 + j * U + u`).
+//!
+//! Ports: leaf = its servers' rail NICs in server order, then pod spines `0..spines`; pod spine =
+//! the leaves of its pod in `(segment, rail)` order, then its `U` cores; core = pods `0..pods`.
+//!
+//! Rule (up-down, no tables): a leaf delivers to its own hosts, else goes up to a pod spine picked
+//! by the flow hash; a pod spine delivers to the destination's leaf inside its pod, else goes up
+//! to a core of its group picked by the flow hash; a core goes down to the destination's pod
+//! (to that pod's spine `j`, the only one cabled to it). Routes are minimal: 2 links inside a
+//! leaf, 4 inside a pod (also between rails of one segment: cross-rail traffic climbs to a spine,
+//! as on every rail-optimized fabric; NCCL's PXN moves it to NVLink first), 6 across pods.
+
+use std::sync::Arc;
+
+use llmsim_core::{FieldError, LinkId, NodeId};
+use serde::{Deserialize, Serialize};
+
+use crate::TopoError;
+use crate::family::{FamilySpec, RoutingRule};
+use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
+use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
+use crate::routing::{Routing, host_hop, nvswitch_hop};
+
+/// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
+/// core_oversubscription: 2.0 }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThreeTierSpec {
+    /// Servers whose rail-`r` NICs share one leaf. Default 32 (a DGX SuperPOD scalable unit).
+    pub servers_per_segment: Option<u32>,
+    /// Segments per pod. Default 8: a pod of 256 servers (2,048 GPUs at 8 per server), whose
+    /// spines then have 64 leaf ports and, non-blocking, 64 core ports (a 128-port switch).
+    pub segments_per_pod: Option<u32>,
+    /// Pod spines per pod (each leaf has one uplink to each). Give this or `oversubscription`,
+    /// not both; default non-blocking.
+    pub spines: Option<u32>,
+    /// Leaf downlink / uplink capacity, e.g. 2.0 for 2:1; sets `spines`. Default 1.0.
+    pub oversubscription: Option<f64>,
+    /// Pod-spine downlink / core-uplink capacity, e.g. 2.0 for 2:1 between pods (HPN-style pods
+    /// are oversubscribed toward the core). Default 1.0 (non-blocking).
+    pub core_oversubscription: Option<f64>,
+    /// GPU NIC <-> leaf. Default 400Gbps / 500ns.
+    pub nic: LinkSpec,
+    /// Leaf <-> pod spine and pod spine <-> core. Default 400Gbps / 600ns.
+    pub fabric: LinkSpec,
+}
+
+impl FamilySpec for ThreeTierSpec {
+    fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
+        check_hosts(gpus)?;
+        let positive = |field: &str, v: Option<u32>, default: u32| -> Result<u32, TopoError> {
+            match v {
+                Some(0) => Err(FieldError::new(field, "must be at least 1, e.g. 8").into()),
+                Some(n) => Ok(n),
+                None => Ok(default),
+            }
+        };
+        let sps = positive("topology.servers_per_segment", self.servers_per_segment, 32)?;
+        let spp = positive("topology.segments_per_pod", self.segments_per_pod, 8)?;
+        let nic = self.nic.resolve(DEFAULT_NIC);
+        let fabric = self.fabric.resolve(DEFAULT_FABRIC);
+        check_rate("topology.nic", nic)?;
+        check_rate("topology.fabric", fabric)?;
+        let g = scale_up.gpus_per_server.max(1);
+        let down = llmsim_core::Bandwidth::from_bps(nic.bandwidth.bps().saturating_mul(u64::from(sps)));
+        let spines = spine_count(self.spines, self.oversubscription)?.resolve("topology", down, fabric.bandwidth)?;
+        let ratio = self.core_oversubscription.unwrap_or(1.0);
+        if !(ratio.is_finite() && ratio >= 1.0 / 64.0) {
+            return Err(FieldError::new(
+                "topology.core_oversubscription",
+                format!("{ratio} is not a usable ratio; give a positive number such as 1.0 (non-blocking) or 2.0 (2:1)"),
+            )
+            .into());
+        }
+        // A pod spine's downlinks are its pod's leaves; its core uplinks carry that over `ratio`.
+        let leaves_per_pod = u64::from(spp) * u64::from(g);
+        let core_up = ((leaves_per_pod as f64) / ratio - 1e-9).ceil().max(1.0);
+        if core_up > 65_536.0 {
+            return Err(FieldError::new(
+                "topology.core_oversubscription",
+                format!("ratio {ratio} needs {core_up} core uplinks per pod spine; use a larger ratio"),
+            )
+            .into());
+        }
+        let p = ThreeTierParams {
+            servers_per_segment: sps,
+            segments_per_pod: spp,
+            spines,
+            core_uplinks: core_up as u32,
+            nic,
+            fabric,
+        };
+        three_tier(gpus, &p, scale_up, seed)
+    }
+}
+
+/// A resolved three-tier Clos.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreeTierParams {
+    pub servers_per_segment: u32,
+    pub segments_per_pod: u32,
+    /// Pod spines per pod.
+    pub spines: u32,
+    /// Core uplinks per pod spine (cores per core group).
+    pub core_uplinks: u32,
+    pub nic: LinkParams,
+    pub fabric: LinkParams,
+}
+
+/// Builds a three-tier Clos holding `num_hosts` GPUs; the last segment and pod may be partial.
+/// Routing: [`ThreeTierRule`].
+///
+/// # Errors
+/// `TopoError::Invalid` for zero sizes or bandwidths, a fabric with more links than llmsim builds,
+/// or the scale-up errors of [`hosts_with_scale_up`].
+pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.fabric", p.fabric)?;
+    let (sps, spp, n, u) = (p.servers_per_segment, p.segments_per_pod, p.spines, p.core_uplinks);
+    if sps == 0 || spp == 0 || n == 0 || u == 0 {
+        return Err(FieldError::new(
+            "topology",
+            "servers_per_segment, segments_per_pod, spines and core uplinks must be at least 1",
+        )
+        .into());
+    }
+    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
+    let g = scale_up.gpus_per_server;
+    let servers = num_hosts / g;
+    let segments = servers.div_ceil(sps);
+    let pods = segments.div_ceil(spp);
+    let leaves = segments * g;
+    let cores = if pods > 1 { n * u } else { 0 };
+    // Cables: leaf-spine and spine-core, both directions; u64 so a huge fabric is refused.
+    let fabric_links = 2 * u64::from(leaves) * u64::from(n) + 2 * u64::from(pods) * u64::from(cores);
+    if fabric_links > 1 << 31 || u64::from(pods) * u64::from(n) > 1 << 24 {
+        return Err(FieldError::new(
+            "topology.spines",
+            format!("{n} spines per pod make {fabric_links} fabric links; use fewer spines or larger segments"),
+        )
+        .into());
+    }
+    let leaf0 = b.add_nodes(NodeKind::Switch { tier: 1 }, leaves).0;
+    let spine0 = b.add_nodes(NodeKind::Switch { tier: 2 }, pods * n).0;
+    let core0 = b.add_nodes(NodeKind::Switch { tier: 3 }, cores).0;
+    b.reserve_links(2 * num_hosts as usize + fabric_links as usize);
+    // Leaf ports: hosts first, in server order (hosts are visited in id order).
+    for h in 0..num_hosts {
+        let (server, rail) = (h / g, h % g);
+        b.add_cable(NodeId(h), NodeId(leaf0 + (server / sps) * g + rail), p.nic, LinkKind::HostNic);
+    }
+    // Then each leaf's spines; a spine receives its pod's leaves in (segment, rail) order.
+    for l in 0..leaves {
+        let pod = l / g / spp;
+        for j in 0..n {
+            b.add_cable(NodeId(leaf0 + l), NodeId(spine0 + pod * n + j), p.fabric, LinkKind::Fabric);
+        }
+    }
+    // Then each pod spine's cores; a core receives pods in order.
+    if pods > 1 {
+        for pod in 0..pods {
+            for j in 0..n {
+                for c in 0..u {
+                    b.add_cable(NodeId(spine0 + pod * n + j), NodeId(core0 + j * u + c), p.fabric, LinkKind::Fabric);
+                }
+            }
+        }
+    }
+    let rule = ThreeTierRule {
+        rails: g,
+        servers_per_segment: sps,
+        segments_per_pod: spp,
+        servers,
+        segments,
+        spines: n,
+        core_uplinks: u,
+        leaf0,
+        spine0,
+        core0,
+        pods,
+    };
+    b.build(
+        format!("three-tier-{pods}pod-{segments}seg-{num_hosts}"),
+        num_hosts,
+        scale_up,
+        Routing::Rule(Arc::new(rule)),
+        ecmp_seed,
+    )
+}
+
+/// Up-down routing on a three-tier Clos; see the module doc for addresses and ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreeTierRule {
+    pub rails: u32,
+    pub servers_per_segment: u32,
+    pub segments_per_pod: u32,
+    pub servers: u32,
+    pub segments: u32,
+    pub spines: u32,
+    pub core_uplinks: u32,
+    pub leaf0: u32,
+    pub spine0: u32,
+    pub core0: u32,
+    pub pods: u32,
+}
+
+impl ThreeTierRule {
+    /// Servers cabled to segment `seg`'s leaves (the last segment may be partial).
+    fn servers_in(&self, seg: u32) -> u32 {
+        (self.servers - seg * self.servers_per_segment).min(self.servers_per_segment)
+    }
+
+    /// Leaves in pod `pod` (the last pod may be partial).
+    fn leaves_in(&self, pod: u32) -> u32 {
+        (self.segments - pod * self.segments_per_pod).min(self.segments_per_pod) * self.rails
+    }
+}
+
+impl RoutingRule for ThreeTierRule {
+    fn name(&self) -> &'static str {
+        "three-tier up-down"
+    }
+
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        let tier = match t.node(at) {
+            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+            NodeKind::Switch { tier } => tier,
+        };
+        let g = self.rails;
+        let (d_server, d_rail) = (dst.0 / g, dst.0 % g);
+        let d_seg = d_server / self.servers_per_segment;
+        let d_pod = d_seg / self.segments_per_pod;
+        let ports = t.ports(at);
+        let unreachable = |reason: &str| TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: reason.into(),
+        };
+        if d_server >= self.servers {
+            return Err(unreachable("destination is not a host of this three-tier fabric"));
+        }
+        let port = match tier {
+            1 => {
+                let l = at.0 - self.leaf0;
+                let (seg, rail) = (l / g, l % g);
+                if d_seg == seg && d_rail == rail {
+                    d_server - seg * self.servers_per_segment
+                } else {
+                    let pick = t.ecmp_pick(at, flow_hash, self.spines as usize) as u32;
+                    self.servers_in(seg) + pick
+                }
+            }
+            2 => {
+                let pod = (at.0 - self.spine0) / self.spines;
+                if d_pod == pod {
+                    (d_seg - pod * self.segments_per_pod) * g + d_rail
+                } else if self.pods > 1 {
+                    let pick = t.ecmp_pick(at, flow_hash, self.core_uplinks as usize) as u32;
+                    self.leaves_in(pod) + pick
+                } else {
+                    return Err(unreachable("one-pod fabric has no core"));
+                }
+            }
+            _ => d_pod,
+        };
+        ports
+            .get(port as usize)
+            .copied()
+            .ok_or_else(|| unreachable("three-tier port outside the switch"))
+    }
+
+    fn diameter(&self, t: &Topology) -> Option<u32> {
+        let hosts = t.num_hosts();
+        if hosts < 2 {
+            return Some(0);
+        }
+        // Two hosts on different servers and different leaves exist whenever there is more than
+        // one leaf and more than one server; a single server talks over NVLink (2 links).
+        Some(if self.servers == 1 {
+            2
+        } else if self.pods > 1 {
+            6
+        } else if self.segments * self.rails > 1 {
+            4
+        } else {
+            2
+        })
+    }
+}
