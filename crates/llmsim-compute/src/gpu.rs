@@ -308,7 +308,7 @@ static CATALOG: [GpuSpec; 10] = [
             fp8: Some(5000.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
-        memory_bytes: 186_000_000_000,
+        memory_bytes: 189471 * MIB,
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
         arch: GpuArch::Blackwell,
@@ -317,8 +317,11 @@ static CATALOG: [GpuSpec; 10] = [
         base: None,
         source: "NVIDIA GB200 NVL72 datasheet, per Blackwell GPU at 1200 W, dense = sparse/2 (FP8 5 PF, FP16/BF16 2.5 PF, \
                  TF32 1.25 PF, FP32 90 TFLOPS) as tabulated at glennklockwood.com/garden/processors/B200; 186 GB HBM3e at \
-                 8 TB/s (stas00/ml-engineering compute/accelerator/README.md, 744d01e), the datasheet capacity: no nvidia-smi \
-                 memory.total found; NVLink 5 1.8 TB/s bidirectional; 148 SMs assumed as B200 (same die)",
+                 8 TB/s (stas00/ml-engineering compute/accelerator/README.md, 744d01e); memory.total 189,471 MiB as nvidia-smi \
+                 prints it on GB200 (public nvidia-smi dumps, drivers 580.95.05/580.126.09/595.58.03; Azure/AI-benchmarking-guide \
+                 Azure_Results/ND_GB200_v6_results.md at fa799957: \"NVIDIA GB200 185GB\"; PyTorch OOM messages show 184.31 GiB, \
+                 the same ~0.7 GiB CUDA context below it as on H100 and B200); NVLink 5 1.8 TB/s bidirectional; 148 SMs assumed \
+                 as B200 (same die)",
     },
     GpuSpec {
         name: "MI300X",

@@ -107,6 +107,27 @@ pub struct TrainingConfig {
     /// Keep only the low 16 bits of each fp32 main parameter beside its bf16 model copy (NeMo's
     /// distributed fused Adam `store_param_remainders`): a 2-byte main copy. Default false.
     pub store_param_remainders: bool,
+    /// Keep a main (master) copy of the parameters in the optimizer. Default true. NeMo 1.0's
+    /// Apex distributed fused Adam runs with `store_params: false` when the optimizer dtype equals
+    /// the model dtype (`optim.dtype: bf16` with bf16 weights): its state is then the two moments
+    /// only (NeMo `megatron_base_model.py`, r2.0.0rc1, lines 784-806; Apex
+    /// `distributed_fused_adam.py` `store_params`).
+    pub store_params: bool,
+    /// FP8 primary weights (Megatron-Core `--fp8-param-gather`, which turns on `fp8_param`):
+    /// Transformer Engine builds the linear layers' weights as FP8 tensors with no bf16 copy
+    /// (1 byte, plus the transposed copy Hopper's FP8 GEMMs need), and the distributed optimizer
+    /// or FSDP all-gathers them in FP8. The embedding, output layer and norms stay in the
+    /// activation dtype; the fp32 main copy stays in the optimizer. Requires `dtype: fp8`.
+    /// Default false. Every Megatron-Bridge FP8 current-scaling recipe sets it
+    /// (`bf16_with_fp8_current_scaling_mixed`: `fp8_param_gather = True`).
+    #[serde(alias = "fp8_param_gather")]
+    pub fp8_param: bool,
+    /// Fused cross-entropy (Megatron-Core `--cross-entropy-loss-fusion` with
+    /// `--cross-entropy-fusion-impl te`): Transformer Engine's kernel writes the gradient into
+    /// the logits buffer in place, so the loss keeps only the logits (2 bytes per logit) instead
+    /// of Megatron's fp32 softmax beside them. Default false (Megatron-LM's default); the
+    /// Megatron-Bridge recipes turn it on.
+    pub cross_entropy_fusion: bool,
     /// Activation CPU offloading (Megatron-Core `--cpu-offloading` with
     /// `--cpu-offloading-num-layers`, Transformer Engine's offload context): the activations of
     /// the first N transformer layers are copied to host memory during forward and back before
@@ -164,6 +185,9 @@ impl Default for TrainingConfig {
             exp_avg_sq_dtype: DType::Fp32,
             main_params_dtype: DType::Fp32,
             store_param_remainders: false,
+            store_params: true,
+            fp8_param: false,
+            cross_entropy_fusion: false,
             cpu_offload_layers: 0,
         }
     }
@@ -216,6 +240,7 @@ impl TrainingConfig {
     pub fn optimizer_bytes_per_param(&self) -> u64 {
         let main = match self.dtype {
             DType::Fp32 | DType::Tf32 => 0,
+            _ if !self.store_params => 0,
             _ if self.store_param_remainders => 2,
             _ => self.main_params_dtype.bytes(),
         };
@@ -630,6 +655,21 @@ impl ParallelConfig {
             return Err(WorkloadError::invalid(
                 "training.store_param_remainders",
                 "keeps the low 16 bits of fp32 main parameters beside bf16 model weights; it needs dtype bf16 (or fp8, whose weights are bf16)",
+            ));
+        }
+        if training.fp8_param && training.dtype != DType::Fp8 {
+            return Err(WorkloadError::invalid(
+                "training.fp8_param",
+                format!(
+                    "keeps the linear layers' weights in FP8, which needs dtype: fp8 (dtype is {}); remove fp8_param or set training.dtype: fp8",
+                    training.dtype
+                ),
+            ));
+        }
+        if !training.store_params && training.store_param_remainders {
+            return Err(WorkloadError::invalid(
+                "training.store_param_remainders",
+                "keeps part of a main copy, but store_params: false keeps none; remove one of the two",
             ));
         }
         if training.recompute == Recompute::Full && !training.recompute_modules.is_empty() {

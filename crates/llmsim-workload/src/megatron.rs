@@ -259,6 +259,32 @@ fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> O
 struct Bucket {
     dense: u64,
     expert: u64,
+    /// Of `dense`: the embedding / output layer's parameters (never FP8 weights).
+    vocab: u64,
+}
+
+/// Bytes per parameter of a bucket's collective, by kind of parameter.
+#[derive(Clone, Copy)]
+struct Width {
+    vocab: u64,
+    linear: u64,
+}
+
+impl Width {
+    fn uniform(b: u64) -> Self {
+        Width { vocab: b, linear: b }
+    }
+
+    /// The parameter all-gather: FP8 primary weights (`fp8_param`) travel as 1 byte, the vocab
+    /// parameters (and everything without it) in the weights' dtype.
+    fn params(t: &TrainingConfig) -> Self {
+        let b = param_bytes_per_param(t.dtype);
+        if t.dtype == DType::Fp8 && t.fp8_param {
+            Width { vocab: b, linear: 1 }
+        } else {
+            Width::uniform(b)
+        }
+    }
 }
 
 /// Generates the per-stage programs. `p` must be resolved ([`ParallelConfig::resolve`]).
@@ -412,7 +438,11 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
         item_bucket: HashMap::new(),
         chunk_buckets: vec![Vec::new(); vpp as usize],
     };
-    let mut cur = Bucket { dense: 0, expert: 0 };
+    let mut cur = Bucket {
+        dense: 0,
+        expert: 0,
+        vocab: 0,
+    };
     let mut open = false;
     for (i, &(c, it)) in order.iter().enumerate() {
         if !open {
@@ -422,12 +452,22 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
         let (d, e) = params_of(it);
         cur.dense += d;
         cur.expert += e;
+        if !matches!(it, BucketItem::Layer(_)) {
+            cur.vocab += d;
+        }
         out.item_bucket.insert((c, it), out.buckets.len());
         let chunk_end = per_chunk && order.get(i + 1).is_none_or(|n| n.0 != c);
         if cur.dense + cur.expert >= bucket_cap || i + 1 == order.len() || chunk_end {
             out.closes.insert((c, it), out.buckets.len());
             out.chunk_buckets[c as usize].push(out.buckets.len());
-            out.buckets.push(std::mem::replace(&mut cur, Bucket { dense: 0, expert: 0 }));
+            out.buckets.push(std::mem::replace(
+                &mut cur,
+                Bucket {
+                    dense: 0,
+                    expert: 0,
+                    vocab: 0,
+                },
+            ));
             open = false;
         }
     }
@@ -483,7 +523,7 @@ struct Fsdp {
 impl Fsdp {
     /// Starts the next unit computation: issues the gathers through the one after it; returns
     /// the gather this one waits for.
-    fn begin(&mut self, prog: &mut Program, buckets: &[Bucket], dp_base: Node, param_b: u64, opt_end: Option<u32>) -> Option<u32> {
+    fn begin(&mut self, prog: &mut Program, buckets: &[Bucket], dp_base: Node, param_w: Width, opt_end: Option<u32>) -> Option<u32> {
         let j = self.next;
         self.next += 1;
         let upto = (j + 2).min(self.passes.len());
@@ -495,7 +535,7 @@ impl Fsdp {
                     opt_end.into_iter().collect()
                 };
                 let bk = &buckets[self.passes[i].bucket];
-                self.gather_node[i] = Some(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep));
+                self.gather_node[i] = Some(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_w, &dep));
             }
         }
         self.gathered_to = self.gathered_to.max(upto);
@@ -548,7 +588,7 @@ fn stage_iteration(
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
     let fsdp = p.fsdp();
     let grad_b = t.grad_dtype().bytes();
-    let param_b = param_bytes_per_param(t.dtype);
+    let param_w = Width::params(t);
     let base = |phase: Phase, mb: u64, chunk: u64, layer: u64| Node {
         kind: NodeKind::Comp { segment: 0 },
         stream: Stream::Compute,
@@ -627,7 +667,7 @@ fn stage_iteration(
         let dep: Vec<u32> = carry.opt_end.into_iter().collect();
         for bi in (0..buckets.len()).rev() {
             let bk = &buckets[bi];
-            gather_node[bi] = Some(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep));
+            gather_node[bi] = Some(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_w, &dep));
         }
     }
     // Without the prefetch, the previous step's parameter all-gathers finish before this one.
@@ -673,7 +713,7 @@ fn stage_iteration(
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
             let mut fwd_item = |prog: &mut Program, deps: &mut Vec<u32>, item: BucketItem, items: &[Item], layer: u64| {
                 if fsdp && closes.contains_key(&(c, item)) {
-                    deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
+                    deps.extend(fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end));
                 }
                 // Offloading: layer L - N + i starts after layer i's copy to the host finished.
                 if let Some(i) = (layer + n_off).checked_sub(n_layers)
@@ -780,14 +820,21 @@ fn stage_iteration(
                 }
                 let mut deps: Vec<u32> = h2d.get(layer as usize).copied().filter(|&h| h != NONE).into_iter().collect();
                 if fsdp && opens.contains_key(&(c, item)) {
-                    deps.extend(fs.begin(prog, &buckets, dp_base, param_b, carry.opt_end));
+                    deps.extend(fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end));
                 }
                 last_compute = emit(prog, items, base(Phase::Backward, mb, c, layer), &deps).or(last_compute);
                 let Some(&bi) = closes.get(&(c, item)) else { return };
                 let after: Vec<u32> = last_compute.into_iter().collect();
                 if fsdp {
                     if fs.end(last_compute.expect("a unit computes")).scatter {
-                        let rs = push_bucket_colls(prog, dp_base, &buckets[bi], CollectiveOp::ReduceScatter, grad_b, &after);
+                        let rs = push_bucket_colls(
+                            prog,
+                            dp_base,
+                            &buckets[bi],
+                            CollectiveOp::ReduceScatter,
+                            Width::uniform(grad_b),
+                            &after,
+                        );
                         reduce_nodes.push(rs);
                     }
                 } else if last_mb {
@@ -797,7 +844,7 @@ fn stage_iteration(
                         } else {
                             CollectiveOp::AllReduce
                         };
-                        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, &after));
+                        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, Width::uniform(grad_b), &after));
                     } else {
                         pending_buckets.push(bi);
                     }
@@ -844,7 +891,7 @@ fn stage_iteration(
     };
     for bi in pending_buckets {
         let dep: Vec<u32> = last_compute.into_iter().collect();
-        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, grad_b, &dep));
+        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, Width::uniform(grad_b), &dep));
     }
     // Tied embedding: first and last stage all-reduce the embedding gradient.
     if tied_copy && (s == 0 || s == pp - 1) {
@@ -870,7 +917,7 @@ fn stage_iteration(
     if dist_opt && !fsdp && !prefetch && p.dp > 1 {
         let dep: Vec<u32> = last_opt.into_iter().collect();
         for bk in buckets.iter().rev() {
-            gathers.push(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_b, &dep));
+            gathers.push(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_w, &dep));
         }
     }
     Carry {
@@ -881,7 +928,7 @@ fn stage_iteration(
 
 /// Pushes the collectives of one bucket (dense part over Dp, expert part over ExpertDp);
 /// returns the last node.
-fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: CollectiveOp, bytes_per: u64, deps: &[u32]) -> u32 {
+fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: CollectiveOp, w: Width, deps: &[u32]) -> u32 {
     let mut last = None;
     if bk.dense > 0 || bk.expert == 0 {
         last = Some(prog.push(
@@ -889,7 +936,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
                 kind: NodeKind::CommColl {
                     op,
                     group: Group::Dp,
-                    bytes: bk.dense * bytes_per,
+                    bytes: bk.vocab * w.vocab + (bk.dense - bk.vocab) * w.linear,
                 },
                 ..base
             },
@@ -902,7 +949,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
                 kind: NodeKind::CommColl {
                     op,
                     group: Group::ExpertDp,
-                    bytes: bk.expert * bytes_per,
+                    bytes: bk.expert * w.linear,
                 },
                 ..base
             },

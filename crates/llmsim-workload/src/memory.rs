@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
 use crate::error::WorkloadError;
 use crate::model::{LayerKind, ModelConfig};
-use crate::ops::{layers_of_chunk, padded_vocab, stage_layers, stage_param_split, stage_vocab_params};
+use crate::ops::{layer_params, layers_of_chunk, padded_vocab, stage_layers, stage_param_split, stage_vocab_params};
 
 /// Fixed per-GPU overhead outside PyTorch's tensors: CUDA context and kernels (~0.5 GiB), cuBLAS
 /// workspaces, NCCL communicator buffers (a few hundred MiB across the TP/DP/PP/EP communicators).
@@ -272,8 +272,14 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         if mx { b + b.div_ceil(32) } else { b }
     };
     let fp8 = t.dtype == DType::Fp8;
+    // FP8 primary weights (`fp8_param`): the linear layers' weights *are* their FP8 copies (no
+    // bf16 copy): the FP8 bytes below stay, the activation-dtype bytes of those weights go.
+    // The embedding, output layer (the vocab parameters) and, approximately, the norms keep dt.
+    let fp8_param = fp8 && t.fp8_param;
+    let vocab = stage_vocab_params(m, p, stage);
+    let linear = params.total().saturating_sub(vocab);
     let fp8_cache = if fp8 && !(p.fsdp() && p.reshard_after_forward) {
-        cast_bytes(params.total().saturating_sub(stage_vocab_params(m, p, stage)))
+        cast_bytes(linear)
     } else {
         0
     };
@@ -284,17 +290,61 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     let grad_b = t.grad_dtype().bytes();
     let (gathered_params, unsharded_grads) = match (p.fsdp(), p.reshard_after_forward) {
         (false, _) => (0, 0),
+        (true, true) if fp8 => {
+            // Megatron-FSDP's double-buffer pool holds two decoder-layer units, each with its
+            // FP8 weights (and their bf16 copy unless `fp8_param`); the embedding and output
+            // layer, which have no FP8 cast, pass through a temporary buffer, one at a time
+            // (megatron_fsdp `param_and_grad_buffer.py`, `fsdp_units_to_double_buffer`, 0d8e0714).
+            let layer = stage_layers(m, p, stage)
+                .iter()
+                .map(|&l| {
+                    let lp = layer_params(m, p, l);
+                    lp.dense + lp.expert
+                })
+                .max()
+                .unwrap_or(0);
+            let one_vocab = if vocab > 0 {
+                padded_vocab(m, p.tp.max(1)) * m.hidden_size / p.tp.max(1)
+            } else {
+                0
+            };
+            let layer_bytes = if fp8_param { 0 } else { layer * dt } + cast_bytes(layer);
+            let unit = crate::megatron::fsdp_unit_params(m, p, stage);
+            (2 * layer_bytes + one_vocab * dt, unit * grad_b)
+        }
         (true, true) => {
             let unit = crate::megatron::fsdp_unit_params(m, p, stage);
-            let cast = if fp8 { cast_bytes(unit) } else { 0 };
-            (2 * (unit * dt + cast), unit * grad_b)
+            (2 * unit * dt, unit * grad_b)
         }
+        // With `fp8_param` the gathered linear weights are `fp8_cache`; only the vocab's rest.
+        (true, false) if fp8_param => (
+            vocab * dt - (vocab * dt).div_ceil(dense_shard).min(vocab * dt),
+            sharded(grad_b, false) - sharded(grad_b, true),
+        ),
         (true, false) => (
             sharded(dt, false) - sharded(dt, true),
             sharded(grad_b, false) - sharded(grad_b, true),
         ),
     };
-    let parameters = sharded(dt, zero >= 3) + gathered_params + fp8_cache;
+    // The model-dtype weights: with `fp8_param` only the vocab parameters (and their shards
+    // under ZeRO-3) keep dt bytes; the linear weights' FP8 bytes are `fp8_cache` (or, resharded,
+    // their FP8 shards at 1 byte, Megatron-FSDP's uint8 buffer without a transpose cache).
+    let weights = if fp8_param {
+        let vocab_b = if zero >= 3 {
+            (vocab * dt).div_ceil(dense_shard)
+        } else {
+            vocab * dt
+        };
+        let lin_shards = if p.fsdp() && p.reshard_after_forward {
+            sharded(1, true).saturating_sub(vocab.div_ceil(dense_shard))
+        } else {
+            0
+        };
+        vocab_b + lin_shards
+    } else {
+        sharded(dt, zero >= 3)
+    };
+    let parameters = weights + gathered_params + fp8_cache;
     let gradients = sharded(grad_b, zero >= 2) + unsharded_grads;
     let optimizer_states = sharded(t.optimizer_bytes_per_param(), zero >= 1);
 
@@ -335,9 +385,12 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         activations += held.min(p.micro_batches(t)) * if sp { sbh / tp } else { sbh };
     }
     if stage == pp - 1 {
-        // Final norm input, logits and fp32 softmax of the one micro-batch in its backward.
+        // Final norm input, logits and fp32 softmax of the one micro-batch in its backward
+        // (Megatron's vocab-parallel cross-entropy keeps the exp'd logits in fp32).
         let vl = padded_vocab(m, tp) / tp;
-        activations += dt * if sp { sbh / tp } else { sbh } + (dt + 4) * tok * vl;
+        // Fused cross-entropy (TE) writes the gradient into the logits: no fp32 softmax beside.
+        let per_logit = if t.cross_entropy_fusion { dt } else { dt + 4 };
+        activations += dt * if sp { sbh / tp } else { sbh } + per_logit * tok * vl;
     }
     MemoryFootprint::new(parameters, gradients, optimizer_states, activations)
 }
