@@ -72,6 +72,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         ideal_comm: a.ideal_comm,
         no_fold: a.no_fold,
         ignore_memory_estimate: a.ignore_memory_estimate,
+        on_estimate: Some(|e| eprintln!("llmsim: estimated before the run: {e}")),
     };
     if a.workload.is_some() && sc.workload.is_some() {
         bail!(
@@ -87,7 +88,6 @@ pub fn run(a: &RunArgs) -> Result<()> {
     };
     bar.finish();
     let o = o?;
-    eprintln!("llmsim: estimated before the run: {}", o.estimate);
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&o.report)?);
     } else {

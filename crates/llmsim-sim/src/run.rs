@@ -37,6 +37,9 @@ pub struct RunOptions {
     pub no_fold: bool,
     /// Run even when the estimated memory is above the machine's available memory.
     pub ignore_memory_estimate: bool,
+    /// Called with the run's own estimate (memory, time, sizes) once it is known, before the
+    /// simulation starts (the CLI prints it so a long run says what to expect).
+    pub on_estimate: Option<fn(&estimate::Estimate)>,
 }
 
 /// Runs a scenario.
@@ -193,6 +196,9 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     let active_dp = if fold { 1 } else { layout.dp };
     // Estimate before building anything large; refuse what would not fit.
     let est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);
+    if let Some(f) = opts.on_estimate {
+        f(&est);
+    }
     if !opts.ignore_memory_estimate
         && let Some(available) = estimate::available_memory()
         && est.memory_bytes > available
