@@ -11,19 +11,24 @@
 //!   (`spines` groups of `U` cores, as in a k-ary fat-tree), with `U` set by
 //!   `core_oversubscription`. With one pod there is no core layer.
 //!
+//! With `dual_tor: true` (Alibaba HPN's dual-ToR) each rail of a segment has two leaves, and every
+//! NIC has two ports of half its bandwidth, one to each: a leaf failure leaves every GPU reachable.
+//!
 //! Addresses: host `h` is GPU `h % g` (its rail) of server `h / g`; server `s` is in segment
 //! `s / servers_per_segment`; segment `e` is in pod `e / segments_per_pod`.
 //!
-//! Node layout: hosts, NVSwitches, leaves (`leaf0 + segment * g + rail`), pod spines
-//! (`spine0 + pod * spines + j`), cores (`core0 + j * U + u`).
+//! Node layout: hosts, NVSwitches, leaves (`leaf0 + (segment * g + rail) * sides + side`, `sides`
+//! 2 with dual-ToR, else 1), pod spines (`spine0 + pod * spines + j`), cores (`core0 + j * U + u`).
 //!
 //! Ports: leaf = its servers' rail NICs in server order, then pod spines `0..spines`; pod spine =
-//! the leaves of its pod in `(segment, rail)` order, then its `U` cores; core = pods `0..pods`.
+//! the leaves of its pod in `(segment, rail, side)` order, then its `U` cores; core = pods
+//! `0..pods`. A host's NIC ports are one per side, in side order (the flow hash picks one).
 //!
 //! Rule (up-down, no tables): a leaf delivers to its own hosts, else goes up to a pod spine picked
 //! by the flow hash; a pod spine delivers to the destination's leaf inside its pod, else goes up
-//! to a core of its group picked by the flow hash; a core goes down to the destination's pod
-//! (to that pod's spine `j`, the only one cabled to it). Routes are minimal: 2 links inside a
+//! to a core of its group picked by the flow hash (with dual-ToR, down to either of the two
+//! leaves, by the flow hash); a core goes down to the destination's pod (to that pod's spine `j`,
+//! the only one cabled to it). Routes are minimal: 2 links inside a
 //! leaf, 4 inside a pod (also between rails of one segment: cross-rail traffic climbs to a spine,
 //! as on every rail-optimized fabric; NCCL's PXN moves it to NVLink first), 6 across pods.
 
@@ -61,6 +66,9 @@ pub struct ThreeTierSpec {
     pub nic: LinkSpec,
     /// Leaf <-> pod spine and pod spine <-> core. Default 400Gbps / 600ns.
     pub fabric: LinkSpec,
+    /// Two leaves per rail and segment, each NIC's two ports (half the NIC bandwidth each) on
+    /// both (Alibaba HPN's dual-ToR). Default false.
+    pub dual_tor: bool,
 }
 
 impl FamilySpec for ThreeTierSpec {
@@ -80,7 +88,9 @@ impl FamilySpec for ThreeTierSpec {
         check_rate("topology.nic", nic)?;
         check_rate("topology.fabric", fabric)?;
         let g = scale_up.gpus_per_server.max(1);
-        let down = llmsim_core::Bandwidth::from_bps(nic.bandwidth.bps().saturating_mul(u64::from(sps)));
+        let sides: u32 = if self.dual_tor { 2 } else { 1 };
+        let port = llmsim_core::Bandwidth::from_bps(nic.bandwidth.bps() / u64::from(sides));
+        let down = llmsim_core::Bandwidth::from_bps(port.bps().saturating_mul(u64::from(sps)));
         let spines = spine_count(self.spines, self.oversubscription)?.resolve("topology", down, fabric.bandwidth)?;
         let ratio = self.core_oversubscription.unwrap_or(1.0);
         if !(ratio.is_finite() && ratio >= 1.0 / 64.0) {
@@ -91,7 +101,7 @@ impl FamilySpec for ThreeTierSpec {
             .into());
         }
         // A pod spine's downlinks are its pod's leaves; its core uplinks carry that over `ratio`.
-        let leaves_per_pod = u64::from(spp) * u64::from(g);
+        let leaves_per_pod = u64::from(spp) * u64::from(g) * u64::from(sides);
         let core_up = ((leaves_per_pod as f64) / ratio - 1e-9).ceil().max(1.0);
         if core_up > 65_536.0 {
             return Err(FieldError::new(
@@ -107,6 +117,7 @@ impl FamilySpec for ThreeTierSpec {
             core_uplinks: core_up as u32,
             nic,
             fabric,
+            dual_tor: self.dual_tor,
         };
         three_tier(gpus, &p, scale_up, seed)
     }
@@ -121,8 +132,11 @@ pub struct ThreeTierParams {
     pub spines: u32,
     /// Core uplinks per pod spine (cores per core group).
     pub core_uplinks: u32,
+    /// Per GPU, both ports together with `dual_tor`.
     pub nic: LinkParams,
     pub fabric: LinkParams,
+    /// Two leaves per rail and segment, a NIC port (half of `nic`) on each.
+    pub dual_tor: bool,
 }
 
 /// Builds a three-tier Clos holding `num_hosts` GPUs; the last segment and pod may be partial.
@@ -145,10 +159,16 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
     }
     let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
     let g = scale_up.gpus_per_server;
+    let sides: u32 = if p.dual_tor { 2 } else { 1 };
+    let port = LinkParams::new(
+        llmsim_core::Bandwidth::from_bps(p.nic.bandwidth.bps() / u64::from(sides)),
+        p.nic.latency,
+    );
+    check_rate("topology.nic", port)?;
     let servers = num_hosts / g;
     let segments = servers.div_ceil(sps);
     let pods = segments.div_ceil(spp);
-    let leaves = segments * g;
+    let leaves = segments * g * sides;
     let cores = if pods > 1 { n * u } else { 0 };
     // Cables: leaf-spine and spine-core, both directions; u64 so a huge fabric is refused.
     let fabric_links = 2 * u64::from(leaves) * u64::from(n) + 2 * u64::from(pods) * u64::from(cores);
@@ -162,15 +182,19 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
     let leaf0 = b.add_nodes(NodeKind::Switch { tier: 1 }, leaves).0;
     let spine0 = b.add_nodes(NodeKind::Switch { tier: 2 }, pods * n).0;
     let core0 = b.add_nodes(NodeKind::Switch { tier: 3 }, cores).0;
-    b.reserve_links(2 * num_hosts as usize + fabric_links as usize);
-    // Leaf ports: hosts first, in server order (hosts are visited in id order).
+    b.reserve_links(2 * (num_hosts * sides) as usize + fabric_links as usize);
+    // Leaf ports: hosts first, in server order (hosts are visited in id order); a host's ports
+    // in side order.
     for h in 0..num_hosts {
         let (server, rail) = (h / g, h % g);
-        b.add_cable(NodeId(h), NodeId(leaf0 + (server / sps) * g + rail), p.nic, LinkKind::HostNic);
+        for side in 0..sides {
+            let leaf = leaf0 + ((server / sps) * g + rail) * sides + side;
+            b.add_cable(NodeId(h), NodeId(leaf), port, LinkKind::HostNic);
+        }
     }
-    // Then each leaf's spines; a spine receives its pod's leaves in (segment, rail) order.
+    // Then each leaf's spines; a spine receives its pod's leaves in (segment, rail, side) order.
     for l in 0..leaves {
-        let pod = l / g / spp;
+        let pod = l / sides / g / spp;
         for j in 0..n {
             b.add_cable(NodeId(leaf0 + l), NodeId(spine0 + pod * n + j), p.fabric, LinkKind::Fabric);
         }
@@ -187,6 +211,7 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
     }
     let rule = ThreeTierRule {
         rails: g,
+        sides,
         servers_per_segment: sps,
         segments_per_pod: spp,
         servers,
@@ -198,8 +223,9 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
         core0,
         pods,
     };
+    let dual = if p.dual_tor { "-dualtor" } else { "" };
     b.build(
-        format!("three-tier-{pods}pod-{segments}seg-{num_hosts}"),
+        format!("three-tier-{pods}pod-{segments}seg{dual}-{num_hosts}"),
         num_hosts,
         scale_up,
         Routing::Rule(Arc::new(rule)),
@@ -211,6 +237,8 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreeTierRule {
     pub rails: u32,
+    /// Leaves per rail and segment: 2 with dual-ToR, else 1.
+    pub sides: u32,
     pub servers_per_segment: u32,
     pub segments_per_pod: u32,
     pub servers: u32,
@@ -231,7 +259,7 @@ impl ThreeTierRule {
 
     /// Leaves in pod `pod` (the last pod may be partial).
     fn leaves_in(&self, pod: u32) -> u32 {
-        (self.segments - pod * self.segments_per_pod).min(self.segments_per_pod) * self.rails
+        (self.segments - pod * self.segments_per_pod).min(self.segments_per_pod) * self.rails * self.sides
     }
 }
 
@@ -262,7 +290,7 @@ impl RoutingRule for ThreeTierRule {
         }
         let port = match tier {
             1 => {
-                let l = at.0 - self.leaf0;
+                let l = (at.0 - self.leaf0) / self.sides;
                 let (seg, rail) = (l / g, l % g);
                 if d_seg == seg && d_rail == rail {
                     d_server - seg * self.servers_per_segment
@@ -274,7 +302,12 @@ impl RoutingRule for ThreeTierRule {
             2 => {
                 let pod = (at.0 - self.spine0) / self.spines;
                 if d_pod == pod {
-                    (d_seg - pod * self.segments_per_pod) * g + d_rail
+                    let leaf = (d_seg - pod * self.segments_per_pod) * g + d_rail;
+                    if self.sides == 1 {
+                        leaf
+                    } else {
+                        leaf * self.sides + t.ecmp_pick(at, flow_hash, self.sides as usize) as u32
+                    }
                 } else if self.pods > 1 {
                     let pick = t.ecmp_pick(at, flow_hash, self.core_uplinks as usize) as u32;
                     self.leaves_in(pod) + pick

@@ -250,6 +250,17 @@ fn three_tier_routes_up_down_minimally() {
             1,
         ),
         (r#"{"kind":"three-tier","servers_per_segment":2,"segments_per_pod":2}"#, 64, 4),
+        // Dual-ToR: two leaves per rail and segment, a NIC port on each.
+        (
+            r#"{"kind":"three-tier","servers_per_segment":2,"segments_per_pod":2,"spines":2,"dual_tor":true}"#,
+            18,
+            2,
+        ),
+        (
+            r#"{"kind":"three-tier","servers_per_segment":3,"segments_per_pod":1,"dual_tor":true}"#,
+            9,
+            1,
+        ),
     ] {
         let t = build(json, gpus, g);
         check_family(&t, Minimal::Shortest);
@@ -272,6 +283,22 @@ fn three_tier_routes_up_down_minimally() {
     assert_eq!(s.cost.cables, u64::from(65_536 + leaves * 32 + spines * 64), "{s}");
     // Non-blocking at both tiers: half the hosts can send to the other half at line rate.
     assert_eq!(s.diameter_hops, 6);
+    // Dual-ToR: every GPU has two half-rate NIC ports on two different leaves; twice the leaves.
+    let t = build(r#"{"kind":"three-tier","dual_tor":true}"#, 4096, 8);
+    for h in 0..t.num_hosts() {
+        let nics: Vec<_> = t
+            .ports(NodeId(h))
+            .iter()
+            .map(|&l| t.link(l))
+            .filter(|l| l.kind == LinkKind::HostNic)
+            .collect();
+        assert_eq!(nics.len(), 2, "host {h}");
+        assert_ne!(nics[0].dst, nics[1].dst, "host {h}: both ports on one leaf");
+        assert_eq!(nics[0].bandwidth.bps(), 200_000_000_000);
+    }
+    // 16 segments x 8 rails x 2 leaves; a leaf's 32 x 200G down need 16 x 400G spines per pod
+    // (2 pods); a spine's 128 leaves need 128 core uplinks, so 16 groups x 128 cores.
+    assert_eq!(t.describe().cost.switches, 16 * 8 * 2 + 2 * 16 + 16 * 128);
     // 2:1 toward the core halves the cores.
     let t = build(r#"{"kind":"three-tier","core_oversubscription":2}"#, 65_536, 8);
     assert_eq!(t.describe().cost.switches, leaves + spines + cores / 2);
