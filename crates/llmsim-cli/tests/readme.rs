@@ -36,6 +36,10 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("./scripts/test.sh", "the whole suite, which runs this test"),
     (
+        "llmsim sweep examples/sweep-topologies.yaml --jobs 2 --out runs/topologies",
+        "14 flow runs of GPT-3 175B at 1,024 and 8,192 GPUs (minutes in release); bench/README.md has its table",
+    ),
+    (
         "llmsim run examples/llama3-70b-1024gpu.yaml --set cluster.topology.oversubscription=4",
         "a 1,024-GPU flow-level run: 45-80 s in a debug build on a loaded 2-core machine; the analytical runs of the same tutorial run here",
     ),
