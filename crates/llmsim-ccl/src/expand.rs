@@ -162,10 +162,22 @@ pub fn rings(topo: &Topology, group: &[NodeId], channels: u32) -> Result<Vec<(Ve
     } else {
         1
     };
+    // A family that lays rings along its structure (torus) orders the servers per ring, with a
+    // ring per order up to the channel count (its orders use different links).
+    let keyed = servers.len() > 1 && topo.ring_order_key(servers[0][0], 0).is_some();
+    let rotations = if keyed {
+        rotations.max((channels as usize).min(8))
+    } else {
+        rotations
+    };
+    let mut order: Vec<usize> = (0..servers.len()).collect();
     let mut out = Vec::with_capacity(rotations);
     for r in 0..rotations {
+        if keyed {
+            order.sort_by_key(|&i| (topo.ring_order_key(servers[i][0], r as u32), i));
+        }
         let mut ring = Vec::with_capacity(g.len());
-        for s in &servers {
+        for s in order.iter().map(|&i| &servers[i]) {
             let k = r % s.len();
             ring.extend_from_slice(&s[k..]);
             ring.extend_from_slice(&s[..k]);

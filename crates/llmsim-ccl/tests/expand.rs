@@ -285,3 +285,50 @@ fn non_power_of_two_groups_complete_under_default_collectives() {
         }
     }
 }
+
+/// On a torus, NCCL-like rings run along the dimensions: ring `r` walks dimension `r / 2`
+/// fastest, ascending or descending, so the rings together use every router link direction and
+/// no ring routes two of its hops over one link.
+#[test]
+fn torus_rings_run_along_every_dimension_and_direction() {
+    use llmsim_topo::LinkKind;
+    use llmsim_topo::torus::{TorusParams, torus};
+    let p = TorusParams {
+        dims: vec![4, 4],
+        hosts_per_router: 1,
+        nic: nic(),
+        fabric: nic(),
+    };
+    let t = torus(16, &p, ScaleUp::none(), 7).unwrap();
+    let group = all(&t);
+    let rings = expand::rings(&t, &group, 8).unwrap();
+    assert_eq!(rings.len(), 8, "one ring per channel, cycling over 4 orders");
+    let mut used = std::collections::BTreeSet::new();
+    let mut path = Vec::new();
+    for (ring, w) in &rings {
+        assert_eq!(*w, 1);
+        let mut sorted = ring.clone();
+        sorted.sort();
+        assert_eq!(sorted, group, "a ring holds every rank once");
+        let mut mine = std::collections::BTreeSet::new();
+        for i in 0..ring.len() {
+            path.clear();
+            t.route(ring[i], ring[(i + 1) % ring.len()], 0, &mut path).unwrap();
+            for &l in path.iter().filter(|&&l| t.link(l).kind == LinkKind::Fabric) {
+                assert!(mine.insert(l), "ring {ring:?} routes two hops over link {l:?}");
+                used.insert(l);
+            }
+        }
+    }
+    // 16 routers x 4 directions (a 4-ring has distinct + and - neighbours).
+    let fabric = t.links().iter().filter(|l| l.kind == LinkKind::Fabric).count();
+    assert_eq!(fabric, 64);
+    assert_eq!(used.len(), fabric, "the rings together use every router link");
+    // Rank order (one ring) would use only the + links of dimension 0 and the row ends.
+    let (first, _) = &rings[0];
+    assert_eq!(first[..4], [NodeId(0), NodeId(1), NodeId(2), NodeId(3)]);
+    let (second, _) = &rings[1];
+    assert_eq!(second[..4], [NodeId(15), NodeId(14), NodeId(13), NodeId(12)], "descending");
+    let (third, _) = &rings[2];
+    assert_eq!(third[..4], [NodeId(0), NodeId(4), NodeId(8), NodeId(12)], "dimension 1 fastest");
+}

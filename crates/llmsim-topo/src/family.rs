@@ -49,6 +49,14 @@ pub trait RoutingRule: Send + Sync + Debug {
     fn heap_bytes(&self) -> usize {
         0
     }
+
+    /// Where host `host` sits in ring order number `variant` (0, 1, 2, ...), for families whose
+    /// collectives should lay rings along their structure (a torus: one ring order per dimension
+    /// and direction, so successive channels use different links). Sorting a group's servers by
+    /// this key gives the ring. `None` (the default): rank order.
+    fn ring_order_key(&self, _t: &Topology, _host: NodeId, _variant: u32) -> Option<u64> {
+        None
+    }
 }
 
 /// A family's user-facing spec: builds the topology for `gpus` GPUs.

@@ -285,6 +285,14 @@ impl Topology {
     pub fn routing(&self) -> &Routing {
         &self.routing
     }
+    /// The family's ring order key of `host` for ring variant `variant`
+    /// ([`crate::RoutingRule::ring_order_key`]); `None` where rank order is the ring.
+    pub fn ring_order_key(&self, host: NodeId, variant: u32) -> Option<u64> {
+        match &self.routing {
+            Routing::Rule(r) => r.ring_order_key(self, host, variant),
+            _ => None,
+        }
+    }
     /// Replaces the routing rule (the caller keeps it consistent with the graph).
     pub fn set_routing(&mut self, routing: Routing) {
         self.routing = routing;

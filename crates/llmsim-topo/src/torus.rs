@@ -246,6 +246,29 @@ impl RoutingRule for TorusRule {
         Some(2 + self.dims.iter().map(|n| n / 2).sum::<u32>())
     }
 
+    /// Rings along the torus: variant `v` walks dimension `v / 2` fastest (the others in order
+    /// after it), ascending for even `v` and descending for odd, so the ring's hops are
+    /// single-hop moves on that dimension's `+` (or `-`) links, and `2 x dimensions` variants
+    /// cover every link direction. Dimension-order routing keeps the row-end moves off the
+    /// links the ring's other hops use.
+    fn ring_order_key(&self, _t: &Topology, host: NodeId, variant: u32) -> Option<u64> {
+        let used: Vec<usize> = (0..MAX_DIMS).filter(|&i| self.dims[i] > 1).collect();
+        if used.is_empty() {
+            return None;
+        }
+        let v = variant as usize % (2 * used.len());
+        let fast = used[v / 2];
+        let r = host.0 / self.hosts_per_router;
+        // Mixed radix, `fast` least significant, then the other dimensions in order.
+        let mut key = 0u64;
+        let mut weight = 1u64;
+        for i in std::iter::once(fast).chain(used.iter().copied().filter(|&i| i != fast)) {
+            key += u64::from(r / self.stride[i] % self.dims[i]) * weight;
+            weight *= u64::from(self.dims[i]);
+        }
+        Some(if v % 2 == 1 { weight - 1 - key } else { key })
+    }
+
     /// The cut across the last (slowest) dimension at its middle: hosts `0..H/2` are exactly
     /// the routers below it when that dimension is even.
     fn bisection(&self, t: &Topology) -> Option<Bandwidth> {
