@@ -19,15 +19,15 @@ fn main() {
     let gpus = [8u32, 16, 128, 1024];
     println!(
         "| collective | GPUs | size | NCCL choice (algo/proto/channels) | predicted busbw (GB/s) | \
-         predicted time (us) | llmsim simulated (flow backend) busbw (GB/s) |"
+         predicted time (us) |"
     );
-    println!("|---|---:|---:|---|---:|---:|---|");
+    println!("|---|---:|---:|---|---:|---:|");
     for kind in [CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter] {
         for &n in &gpus {
             for (label, bytes) in sizes {
                 let d = decide(&TuningInput::h100(kind, bytes, n)).expect("valid H100 input");
                 println!(
-                    "| {kind} | {n} | {label} | {}/{}/{} | {:.1} | {:.1} | _TBD_ |",
+                    "| {kind} | {n} | {label} | {}/{}/{} | {:.1} | {:.1} |",
                     d.algo, d.proto, d.nchannels, d.predicted_busbw_gbps, d.time_us
                 );
                 if explain {
