@@ -105,6 +105,29 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
     }
 }
 
+/// One recorded transfer of flows.csv (`FlowRecord`) with its vector's slack.
+const FLOW_RECORD_BYTES: u64 = 96;
+
+impl Estimate {
+    /// The same run with a folded replica's pipeline sends mirrored to all `dp` replicas
+    /// ([`crate::fold`]): every replica's transfers cross the network.
+    #[must_use]
+    pub fn with_mirrored_p2p(mut self, dp: u32) -> Self {
+        let extra = self.p2p_transfers * u64::from(dp.max(1) - 1);
+        self.p2p_transfers += extra;
+        self.seconds += FLOW_SECONDS_PER_TRANSFER * extra as f64;
+        self
+    }
+
+    /// The same run recording every pipeline transfer for flows.csv (collective transfers are
+    /// not counted: their plans are not known before the run).
+    #[must_use]
+    pub fn with_flow_records(mut self) -> Self {
+        self.memory_bytes += FLOW_RECORD_BYTES * self.p2p_transfers;
+        self
+    }
+}
+
 /// `MemAvailable` of /proc/meminfo in bytes, or `None` where it cannot be read (not Linux).
 pub fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
