@@ -50,8 +50,8 @@ pub struct EngineOptions {
     /// backend has no contention and folding is exact.
     pub active_dp: u32,
     /// With `active_dp == 1`: every replica's copy of a simulated pipeline send goes on the
-    /// network too (so the folded replicas' traffic contends as in the plain run), and the
-    /// message arrives when the last replica's copy arrived ([`FoldStats`]).
+    /// network too (so the folded replicas' traffic contends as in the plain run); the message
+    /// arrives with replica 0's copy, and the copies' spread is measured ([`FoldStats`]).
     pub mirror_p2p: bool,
     /// With `mirror_p2p`: stop at the first message whose copies arrived at different times
     /// (the fold is then no longer exact; [`FoldStats::aborted`]).
@@ -263,8 +263,11 @@ struct GroupInst {
     intra_server: bool,
 }
 
+#[derive(Clone, Copy)]
 struct P2pInst {
     left: u32,
+    /// Delivered already (a fold that takes each message at replica 0's copy).
+    delivered: bool,
     unit: u32,
     node: u32,
     dst_unit: u32,
@@ -714,7 +717,15 @@ impl<'a> Engine<'a> {
                 if self.p2p_lanes[li] == 0 && self.p2p_first[k as usize].is_none() {
                     self.p2p_first[k as usize] = Some(c.finish);
                 }
+                // Replica 0's own copy delivers the message (the fold's premise: every replica
+                // moves with replica 0); the other copies stay on the network until they arrive.
+                if self.p2p_lanes[li] == 0 && replica == 0 && !self.opts.stop_on_divergence {
+                    inst.delivered = true;
+                    let i = *inst;
+                    self.deliver(i, c.finish)?;
+                }
             }
+            let inst = self.p2p[k as usize].as_mut().expect("live p2p");
             if inst.left == 0 {
                 let inst = self.p2p[k as usize].take().expect("live p2p");
                 self.free_p2p.push(k);
@@ -733,6 +744,9 @@ impl<'a> Engine<'a> {
                             return Ok(());
                         }
                     }
+                }
+                if inst.delivered {
+                    return Ok(());
                 }
                 return self.deliver(inst, c.finish);
             }
@@ -786,6 +800,7 @@ impl<'a> Engine<'a> {
                 if self.opts.ideal_comm || bytes == 0 {
                     let inst = P2pInst {
                         left: 0,
+                        delivered: false,
                         unit,
                         node,
                         dst_unit,
@@ -804,6 +819,7 @@ impl<'a> Engine<'a> {
                 let m = self.mirrors;
                 self.p2p[k as usize] = Some(P2pInst {
                     left: l.tp * m,
+                    delivered: false,
                     unit,
                     node,
                     dst_unit,

@@ -358,8 +358,10 @@ pub enum FoldMode {
     /// (checked as the run goes; on the first that does not, the run restarts unfolded).
     #[default]
     Auto,
-    /// Fold also when replicas' pipeline messages arrive at different times: each message
-    /// arrives with its latest replica's copy (a stated approximation; see the report's `fold`).
+    /// Fold also when replicas' pipeline messages arrive at different times (e.g. after ECMP
+    /// collisions): each message arrives with replica 0's copy, every replica's copy still
+    /// loads the network. An approximation: within 2% of the plain run's iteration time on
+    /// the random plans of `tests/fold.rs`; the report's `fold` gives the copies' spread.
     Approximate,
     /// Simulate every replica.
     Off,
