@@ -837,7 +837,11 @@ impl<'a> Engine<'a> {
                 // the hash and ranks of that replica's own send in the plain run.
                 let ((c, _, p), (dc, _, dpp)) = (l.coords(unit), l.coords(dst_unit));
                 for r in 0..m {
-                    let (su, du) = if m > 1 { (l.unit(c, r, p), l.unit(dc, r, dpp)) } else { (unit, dst_unit) };
+                    let (su, du) = if m > 1 {
+                        (l.unit(c, r, p), l.unit(dc, r, dpp))
+                    } else {
+                        (unit, dst_unit)
+                    };
                     for i in 0..l.tp {
                         let src = NodeId(l.rank(su, i));
                         let dst = NodeId(l.rank(du, i));

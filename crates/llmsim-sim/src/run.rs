@@ -11,9 +11,9 @@ use llmsim_workload::dlrm::{self, DlrmConfig};
 use llmsim_workload::megatron;
 use llmsim_workload::{TrainingConfig, memory};
 
+use crate::fold::{self, FlowFold};
 use crate::ops::{OpRow, op_rows, time_segments};
 use crate::setup::{TpOverlapTimer, cluster_setup, compute_model, resolve, tp_overlap_timer, transformer_info};
-use crate::fold::{self, FlowFold};
 use crate::{Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario};
 
 /// The flow backend's report line where it simulates every replica.
@@ -198,8 +198,11 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     let active_dp = if fold || flow_fold.is_some() { 1 } else { layout.dp };
     let mirrored = matches!(flow_fold, Some(FlowFold::Mirrored { .. }));
     // Estimate before building anything large; refuse what would not fit.
-    let mut est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);
-    if mirrored {
+    // `auto` may fall back to every replica: its refusal counts them all.
+    let may_unfold = matches!(flow_fold, Some(FlowFold::Mirrored { stop_on_divergence: true }));
+    let est_dp = if may_unfold { layout.dp } else { active_dp };
+    let mut est = estimate::estimate(&wl, layout, est_dp, u64::from(info.gpus), s.network.backend);
+    if mirrored && !may_unfold {
         est = est.with_mirrored_p2p(layout.dp);
     }
     if s.output.flows {

@@ -360,7 +360,7 @@ pub enum FoldMode {
     Auto,
     /// Fold also when replicas' pipeline messages arrive at different times (e.g. after ECMP
     /// collisions): each message arrives with replica 0's copy, every replica's copy still
-    /// loads the network. An approximation: within 2% of the plain run's iteration time on
+    /// loads the network. An approximation: within 3% of the plain run's iteration time on
     /// the random plans of `tests/fold.rs`; the report's `fold` gives the copies' spread.
     Approximate,
     /// Simulate every replica.

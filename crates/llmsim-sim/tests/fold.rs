@@ -78,7 +78,11 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
         prop_assert_eq!(a.to_bits(), p.to_bits());
     }
     let err = (a - p).abs();
-    prop_assert!(err <= APPROX_BOUND * p, "approximate {a} vs plain {p}: {:.3}% > bound", 100.0 * err / p);
+    prop_assert!(
+        err <= APPROX_BOUND * p,
+        "approximate {a} vs plain {p}: {:.3}% > bound",
+        100.0 * err / p
+    );
     eprintln!(
         "fold: {} GPUs: approximate error {:+.5}% ({} of {} messages diverged); auto {}",
         s.cluster.gpus.unwrap_or(0),
