@@ -1,5 +1,6 @@
 //! Folding data-parallel replicas on the flow backend ([`llmsim_sim::fold`]) against the plain
-//! run that simulates every replica, on random small clusters with pipeline parallelism:
+//! run that simulates every replica, on random small clusters with pipeline parallelism (one
+//! or two iterations):
 //!
 //! - `network.fold: auto` gives the plain run's report (bit-identical iteration time, every field
 //!   but the wall time and the fold's own account): either the fold was exact or it fell back;
@@ -30,7 +31,7 @@ fn report_json(r: &llmsim_sim::Report) -> serde_json::Value {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn point(gpus: u32, tp: u32, pp: u32, topo: &str, nic_gbps: u32, mbs: u32, m: u32, overlap: bool, vpp: bool) -> Scenario {
+fn point(gpus: u32, tp: u32, pp: u32, topo: &str, nic_gbps: u32, mbs: u32, m: u32, overlap: bool, vpp: bool, iters: u32) -> Scenario {
     let dp = gpus / tp / pp;
     let gbs = dp * mbs * m * pp;
     let link = format!("{{ bandwidth: {nic_gbps}Gbps }}");
@@ -46,7 +47,7 @@ fn point(gpus: u32, tp: u32, pp: u32, topo: &str, nic_gbps: u32, mbs: u32, m: u3
     let vpp_line = if vpp { ", vpp: 2" } else { "" };
     let y = format!(
         "model: {{ preset: gpt3-13b, num_hidden_layers: {layers} }}
-training: {{ global_batch_size: {gbs}, micro_batch_size: {mbs}, seq_length: 2048 }}
+training: {{ global_batch_size: {gbs}, micro_batch_size: {mbs}, seq_length: 2048, iterations: {iters} }}
 parallel: {{ tp: {tp}, pp: {pp}{vpp_line}, sequence_parallel: {sp}, use_distributed_optimizer: true, overlap_grad_reduce: {overlap}, overlap_param_gather: {overlap} }}
 cluster: {{ gpu: H100, gpus: {gpus}, gpus_per_node: 8, topology: {topology} }}
 network: {{ backend: flow }}
@@ -114,9 +115,10 @@ proptest! {
         m in 1u32..3,
         overlap in any::<bool>(),
         vpp in any::<bool>(),
+        iters in 1u32..3,
     ) {
         prop_assume!(gpus / tp / pp >= 2);
-        check(&point(gpus, tp, pp, topo, nic, mbs, m, overlap, vpp))?;
+        check(&point(gpus, tp, pp, topo, nic, mbs, m, overlap, vpp, iters))?;
     }
 }
 
@@ -124,7 +126,7 @@ proptest! {
 /// mirrored fold (it simulates an eighth of the program nodes) and is bit-identical.
 #[test]
 fn one_switch_folds_exactly_with_mirrored_sends() {
-    let s = point(128, 4, 4, "flat", 400, 1, 2, true, false);
+    let s = point(128, 4, 4, "flat", 400, 1, 2, true, false, 2);
     let plain = run(&s, "off");
     let auto = run(&s, "auto");
     let f = auto.report.fold.as_ref().unwrap();
@@ -144,7 +146,7 @@ fn one_switch_folds_exactly_with_mirrored_sends() {
 /// every replica.
 #[test]
 fn ecmp_collisions_make_auto_fall_back() {
-    let s = point(256, 8, 4, "rail-fat-tree", 400, 1, 2, true, false);
+    let s = point(256, 8, 4, "rail-fat-tree", 400, 1, 2, true, false, 1);
     let auto = run(&s, "auto");
     let f = auto.report.fold.as_ref().unwrap();
     assert_eq!(f.outcome, "fell back", "{f:?}");
