@@ -154,3 +154,45 @@ fn ecmp_collisions_make_auto_fall_back() {
     let plain = run(&s, "off");
     assert_eq!(report_json(&auto.report), report_json(&plain.report));
 }
+
+/// What the fold cannot mirror runs unfolded: context parallelism (its traffic stays inside a
+/// replica), every rank traced, TP across servers, `network.fold: off`.
+#[test]
+fn what_cannot_fold_runs_every_replica() {
+    let base = point(64, 4, 2, "flat", 400, 1, 1, false, false, 1);
+    let cases: Vec<(&str, Box<dyn Fn(&mut Scenario)>)> = vec![
+        ("parallel.cp", Box::new(|s| s.parallel.cp = 2)),
+        (
+            "output.trace_ranks",
+            Box::new(|s| {
+                s.output.trace = true;
+                s.output.trace_ranks = llmsim_sim::scenario::TraceRanks::All;
+            }),
+        ),
+        ("parallel.tp", Box::new(|s| s.cluster.gpus_per_node = 2)),
+        ("network.fold", Box::new(|s| s.network.fold = llmsim_sim::FoldMode::Off)),
+    ];
+    assert!(run(&base, "auto").report.fold.is_some(), "the base plan folds");
+    for (what, change) in cases {
+        let mut s = base.clone();
+        change(&mut s);
+        let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap();
+        assert!(o.report.fold.is_none(), "{what}: {:?}", o.report.fold);
+        assert!(
+            o.report.symmetry.contains("every data-parallel replica simulated"),
+            "{what}: {}",
+            o.report.symmetry
+        );
+    }
+    // --no-fold too.
+    let o = simulate(
+        &base,
+        &RunOptions {
+            no_fold: true,
+            ..Default::default()
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(o.report.fold.is_none());
+}
