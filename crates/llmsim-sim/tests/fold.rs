@@ -160,7 +160,8 @@ fn ecmp_collisions_make_auto_fall_back() {
 #[test]
 fn what_cannot_fold_runs_every_replica() {
     let base = point(64, 4, 2, "flat", 400, 1, 1, false, false, 1);
-    let cases: Vec<(&str, Box<dyn Fn(&mut Scenario)>)> = vec![
+    type Change = Box<dyn Fn(&mut Scenario)>;
+    let cases: Vec<(&str, Change)> = vec![
         ("parallel.cp", Box::new(|s| s.parallel.cp = 2)),
         (
             "output.trace_ranks",
