@@ -5,8 +5,12 @@
 # 96 x DP), on a rail-optimized fat-tree of H100 servers (examples/gpt3-175b-1024gpu.yaml scaled
 # with --set). One run per cell (the larger ones take minutes); a run past the time limit is
 # killed and shown as "> LIMIT".
-# Usage: bench/scale.sh [time limit per run in s, default 300] [GPU counts...]
-#        (default GPU counts: 1024 4096 16384 65536 131072)
+# Modes: analytical; flow (network.fold: auto, the default: replicas folded only where it is
+# exact, here it falls back to every replica after the first ECMP collision); flow-approx
+# (network.fold: approximate: replica 0's programs, every replica's pipeline sends on the
+# network, within 3% of the plain run in tests/fold.rs).
+# Usage: [MODES="analytical flow flow-approx"] bench/scale.sh [time limit per run in s,
+#        default 300] [GPU counts...] (default GPU counts: 1024 4096 16384 65536 131072)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=${1:-300}
@@ -18,12 +22,16 @@ bin=${CARGO_TARGET_DIR:-target}/release/llmsim
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf "%-8s %-11s %9s %12s %14s %9s %12s %12s %10s\n" GPUs backend "wall s" "peak RSS MiB" "estimate MiB" "est/RSS" "prog. nodes" "transfers" "iter s"
+modes=(${MODES:-analytical flow flow-approx})
 for gpus in "${sizes[@]}"; do
-  for backend in analytical flow; do
+  for backend in "${modes[@]}"; do
     dp=$((gpus / 64))
+    extra=()
+    b=$backend
+    if [ "$backend" = flow-approx ]; then b=flow; extra=(--set network.fold=approximate); fi
     set +e
     /usr/bin/time -f "TIME %e %M" -o "$tmp/time" timeout "$limit" "$bin" run examples/gpt3-175b-1024gpu.yaml \
-      --backend "$backend" --set "cluster.gpus=$gpus" --set "training.global_batch_size=$((dp * 96))" \
+      --backend "$b" --set "cluster.gpus=$gpus" --set "training.global_batch_size=$((dp * 96))" "${extra[@]}" \
       --ignore-memory-estimate >"$tmp/out" 2>"$tmp/err"
     rc=$?
     set -e

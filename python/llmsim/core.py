@@ -155,6 +155,9 @@ class Report:
     net: dict[str, Any]
     nodes_executed: int
     symmetry: str
+    #: How a flow-level run folded its data-parallel replicas (``network.fold``): ``{"outcome",
+    #: "replicas", "mirrored_messages", "diverged_messages", "max_spread_s", ...}``, or None.
+    fold: dict[str, Any] | None
     sim_wall_s: float | None
 
     #: Fields the JSON omits when they hold their default.
@@ -163,6 +166,7 @@ class Report:
         "iterations": 1,
         "first_iteration_time_s": None,
         "iteration_times_s": [],
+        "fold": None,
     }
 
     def __init__(self, data: dict[str, Any]) -> None:

@@ -40,7 +40,8 @@ pub struct RunArgs {
     /// Make every communication free (isolates compute and the pipeline bubble).
     #[arg(long)]
     pub ideal_comm: bool,
-    /// Simulate every data-parallel replica even where folding them is exact (analytical backend).
+    /// Simulate every data-parallel replica even where folding them is exact (analytical
+    /// backend; on flow the same as `--set network.fold=off`).
     #[arg(long)]
     pub no_fold: bool,
     /// Run even when the memory estimated before the run is above the available memory.
@@ -53,11 +54,17 @@ pub fn run(a: &RunArgs) -> Result<()> {
     if let Some(b) = a.backend {
         sets.push(format!("network.backend={b}"));
     }
-    let sc = if a.workload.is_some() {
+    let mut sc = if a.workload.is_some() {
         Scenario::load_cluster(&a.scenario, &sets)?
     } else {
         Scenario::load(&a.scenario, &sets)?
     };
+    if a.out.is_none() {
+        // Nothing writes trace.json or flows.csv: do not record them (a flow-level run of 65,536
+        // GPUs records 11 M transfers, 0.6 GiB).
+        sc.output.trace = false;
+        sc.output.flows = false;
+    }
     // Legal but costly combinations (spray over go-back-N RoCE, ...), as `llmsim collective` says.
     for w in sc.network.warnings() {
         eprintln!("warning: {w}");

@@ -230,8 +230,11 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
             "data-parallel replicas folded: replica 0 of {} simulated (exact: the analytical backend has no contention; collectives still span every replica's hosts)",
             layout.dp
         )
+    } else if s.network.backend == Backend::Flow && fold && !opts.no_fold && s.network.fold != crate::FoldMode::Off {
+        // As the single run folds a flow-level point without pipeline traffic.
+        crate::fold::FoldReport::new("exact", layout.dp, &engine::FoldStats::default()).line(layout.dp)
     } else if s.network.backend == Backend::Flow {
-        "flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)".to_string()
+        crate::run::FLOW_PLAIN.to_string()
     } else {
         String::new()
     };
@@ -256,12 +259,14 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         trace_units: Vec::new(),
         record_flows: false,
         active_dp,
+        mirror_p2p: false,
+        stop_on_divergence: false,
     };
     let mut run = engine::Engine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {
         unfold(&mut run, &wl, layout);
     }
-    let report = report::build(
+    let mut report = report::build(
         s,
         &info,
         &wl,
@@ -272,6 +277,9 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         wall.elapsed().as_secs_f64(),
         &symmetry,
     );
+    if s.network.backend == Backend::Flow && fold && !opts.no_fold && s.network.fold != crate::FoldMode::Off {
+        report.fold = Some(crate::fold::FoldReport::new("exact", layout.dp, &engine::FoldStats::default()));
+    }
     Ok(Outcome {
         report,
         engine: run,
@@ -287,7 +295,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
 /// 0's accounts, and the counters kept per unit (nodes executed; collectives of groups inside
 /// one replica, which every replica issues) are scaled by the replica count. Collectives over
 /// groups that span the replicas start once for all of them, folded or not.
-fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout) {
+pub(crate) fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout) {
     let dp = u64::from(layout.dp);
     run.nodes_executed *= dp;
     // Collectives of groups within one replica, in replica 0's programs.

@@ -49,6 +49,31 @@ pub struct EngineOptions {
     /// Data-parallel replicas simulated (the rest are identical copies): `dp`, or 1 when the
     /// backend has no contention and folding is exact.
     pub active_dp: u32,
+    /// With `active_dp == 1`: every replica's copy of a simulated pipeline send goes on the
+    /// network too (so the folded replicas' traffic contends as in the plain run); the message
+    /// arrives with replica 0's copy, and the copies' spread is measured ([`FoldStats`]).
+    pub mirror_p2p: bool,
+    /// With `mirror_p2p`: stop at the first message whose copies arrived at different times
+    /// (the fold is then no longer exact; [`FoldStats::aborted`]).
+    pub stop_on_divergence: bool,
+}
+
+/// What folding data-parallel replicas with mirrored pipeline traffic saw: whether every
+/// replica's copy of each message arrived when replica 0's did (then the fold is exact).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FoldStats {
+    /// Pipeline messages sent with every replica's copy on the network.
+    pub mirrored_messages: u64,
+    /// Messages whose replicas' copies did not all arrive at one time.
+    pub diverged_messages: u64,
+    /// The largest spread between a message's first and last replica arrival.
+    pub max_spread: SimTime,
+    /// Sum of the spreads (for the mean).
+    pub total_spread: SimTime,
+    /// When the first diverged message arrived.
+    pub first_divergence: Option<SimTime>,
+    /// The run stopped at the first divergence (`stop_on_divergence`): its results are partial.
+    pub aborted: bool,
 }
 
 /// One span of the timeline.
@@ -169,6 +194,8 @@ pub struct EngineRun {
     pub collectives_by_group: Vec<GroupCount>,
     pub plans_built: usize,
     pub nodes_executed: u64,
+    /// Mirrored pipeline traffic of a fold (all zero without `mirror_p2p`).
+    pub fold: FoldStats,
 }
 
 /// Collectives of one process-group kind.
@@ -236,8 +263,11 @@ struct GroupInst {
     intra_server: bool,
 }
 
+#[derive(Clone, Copy)]
 struct P2pInst {
     left: u32,
+    /// Delivered already (a fold that takes each message at replica 0's copy).
+    delivered: bool,
     unit: u32,
     node: u32,
     dst_unit: u32,
@@ -299,6 +329,12 @@ pub struct Engine<'a> {
     plan_cache: HashMap<(u32, u32, CollectiveOp, u64), Arc<Prepared>>,
     p2p: Vec<Option<P2pInst>>,
     free_p2p: Vec<u32>,
+    /// Replicas whose copies a pipeline send puts on the network: `dp` when mirroring, else 1.
+    mirrors: u32,
+    /// Per p2p slot and mirrored replica: its copy's lanes still in flight (slot-major).
+    p2p_lanes: Vec<u32>,
+    /// Per p2p slot: when the first replica's copy fully arrived.
+    p2p_first: Vec<Option<SimTime>>,
     mail: HashMap<(u32, u32, P2pTag), Mail>,
     queue: EventQueue<Ev>,
     done: Vec<Completion>,
@@ -367,6 +403,11 @@ impl<'a> Engine<'a> {
             Vec::new()
         };
         let iterations = wl.stages.iter().map(Program::iterations).max().unwrap_or(1);
+        let mirrors = if opts.mirror_p2p && opts.active_dp == 1 && layout.dp > 1 {
+            layout.dp
+        } else {
+            1
+        };
         let active = |u: u32| layout.coords(u).1 < opts.active_dp;
         let deps_left: Vec<Vec<u32>> = (0..units as u32)
             .map(|u| {
@@ -421,6 +462,9 @@ impl<'a> Engine<'a> {
             plan_cache: HashMap::new(),
             p2p: Vec::new(),
             free_p2p: Vec::new(),
+            mirrors,
+            p2p_lanes: Vec::new(),
+            p2p_first: Vec::new(),
             mail: HashMap::new(),
             queue: EventQueue::new(),
             done: Vec::new(),
@@ -439,6 +483,7 @@ impl<'a> Engine<'a> {
                 collectives_by_group: Vec::new(),
                 plans_built: 0,
                 nodes_executed: 0,
+                fold: FoldStats::default(),
             },
         }
     }
@@ -519,6 +564,9 @@ impl<'a> Engine<'a> {
                     self.done = done;
                 }
                 (Some(_), None) => unreachable!("covered by the guard above"),
+            }
+            if self.run.fold.aborted {
+                return Ok(self.run);
             }
             if self.run.nodes_executed - last_report >= report_every {
                 last_report = self.run.nodes_executed;
@@ -661,9 +709,45 @@ impl<'a> Engine<'a> {
             let k = id as u32;
             let inst = self.p2p[k as usize].as_mut().expect("live p2p");
             inst.left -= 1;
+            if self.mirrors > 1 {
+                // Which replica's copy: lane = replica * tp + tp rank, in bits 32..63.
+                let replica = ((id & !P2P_BIT) >> 32) as u32 / self.layout.tp;
+                let li = k as usize * self.mirrors as usize + replica as usize;
+                self.p2p_lanes[li] -= 1;
+                if self.p2p_lanes[li] == 0 && self.p2p_first[k as usize].is_none() {
+                    self.p2p_first[k as usize] = Some(c.finish);
+                }
+                // Replica 0's own copy delivers the message (the fold's premise: every replica
+                // moves with replica 0); the other copies stay on the network until they arrive.
+                if self.p2p_lanes[li] == 0 && replica == 0 && !self.opts.stop_on_divergence {
+                    inst.delivered = true;
+                    let i = *inst;
+                    self.deliver(i, c.finish)?;
+                }
+            }
+            let inst = self.p2p[k as usize].as_mut().expect("live p2p");
             if inst.left == 0 {
                 let inst = self.p2p[k as usize].take().expect("live p2p");
                 self.free_p2p.push(k);
+                if self.mirrors > 1 {
+                    let first = self.p2p_first[k as usize].take().expect("a replica arrived first");
+                    let f = &mut self.run.fold;
+                    f.mirrored_messages += 1;
+                    let spread = c.finish - first;
+                    if spread > SimTime::ZERO {
+                        f.diverged_messages += 1;
+                        f.max_spread = f.max_spread.max(spread);
+                        f.total_spread += spread;
+                        f.first_divergence.get_or_insert(c.finish);
+                        if self.opts.stop_on_divergence {
+                            f.aborted = true;
+                            return Ok(());
+                        }
+                    }
+                }
+                if inst.delivered {
+                    return Ok(());
+                }
                 return self.deliver(inst, c.finish);
             }
             Ok(())
@@ -716,6 +800,7 @@ impl<'a> Engine<'a> {
                 if self.opts.ideal_comm || bytes == 0 {
                     let inst = P2pInst {
                         left: 0,
+                        delivered: false,
                         unit,
                         node,
                         dst_unit,
@@ -730,30 +815,51 @@ impl<'a> Engine<'a> {
                         (self.p2p.len() - 1) as u32
                     }
                 };
+                let l = self.layout;
+                let m = self.mirrors;
                 self.p2p[k as usize] = Some(P2pInst {
-                    left: self.layout.tp,
+                    left: l.tp * m,
+                    delivered: false,
                     unit,
                     node,
                     dst_unit,
                     tag,
                 });
-                for i in 0..self.layout.tp {
-                    let src = NodeId(self.layout.rank(unit, i));
-                    let dst = NodeId(self.layout.rank(dst_unit, i));
-                    // Low 32 bits: the message; bits 32..: the tp rank.
-                    let tid = P2P_BIT | ((i as u64) << 32) | k as u64;
-                    self.submit(
-                        Transfer {
-                            id: TransferId(tid),
-                            src,
-                            dst,
-                            bytes: Bytes(bytes),
-                            start: t,
-                            flow_hash: llmsim_core::mix64(((unit as u64) << 32) ^ (tag.microbatch as u64) << 8 ^ i as u64),
-                            route: RouteSpec::Direct,
-                        },
-                        "pp",
-                    )?;
+                if m > 1 {
+                    let need = (k as usize + 1) * m as usize;
+                    if self.p2p_lanes.len() < need {
+                        self.p2p_lanes.resize(need, 0);
+                        self.p2p_first.resize(k as usize + 1, None);
+                    }
+                    self.p2p_lanes[k as usize * m as usize..need].fill(l.tp);
+                }
+                // Replica 0's send, then (mirroring) every other replica's copy of it, each with
+                // the hash and ranks of that replica's own send in the plain run.
+                let ((c, _, p), (dc, _, dpp)) = (l.coords(unit), l.coords(dst_unit));
+                for r in 0..m {
+                    let (su, du) = if m > 1 {
+                        (l.unit(c, r, p), l.unit(dc, r, dpp))
+                    } else {
+                        (unit, dst_unit)
+                    };
+                    for i in 0..l.tp {
+                        let src = NodeId(l.rank(su, i));
+                        let dst = NodeId(l.rank(du, i));
+                        // Low 32 bits: the message; bits 32..: the lane (replica * tp + tp rank).
+                        let tid = P2P_BIT | (((r * l.tp + i) as u64) << 32) | k as u64;
+                        self.submit(
+                            Transfer {
+                                id: TransferId(tid),
+                                src,
+                                dst,
+                                bytes: Bytes(bytes),
+                                start: t,
+                                flow_hash: llmsim_core::mix64(((su as u64) << 32) ^ (tag.microbatch as u64) << 8 ^ i as u64),
+                                route: RouteSpec::Direct,
+                            },
+                            "pp",
+                        )?;
+                    }
                 }
             }
             NodeKind::CommRecv { peer, tag, .. } => {

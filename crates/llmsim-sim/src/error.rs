@@ -35,7 +35,7 @@ pub enum SimError {
     Internal(String),
     /// The run would not fit in memory: refused before it starts.
     #[error(
-        "this run needs about {:.1} GiB but {:.1} GiB of memory is available ({estimate}); use network.backend: analytical (it folds data-parallel replicas), fewer micro-batches (training.global_batch_size), fewer layers or GPUs, or pass --ignore-memory-estimate to run anyway",
+        "this run needs about {:.1} GiB but {:.1} GiB of memory is available ({estimate}); use network.backend: analytical (it folds data-parallel replicas) or network.fold: approximate (flow), fewer micro-batches (training.global_batch_size), fewer layers or GPUs, or pass --ignore-memory-estimate to run anyway",
         estimate.memory_bytes as f64 / (1u64 << 30) as f64,
         *available as f64 / (1u64 << 30) as f64
     )]

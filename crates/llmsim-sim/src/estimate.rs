@@ -2,9 +2,10 @@
 //!
 //! - Counts are exact: program nodes of the simulated units, pipeline transfers (one per tp
 //!   rank of a send), collectives issued.
-//! - Memory is a linear model over those counts, calibrated against measured peak RSS
-//!   (bench/scale.sh prints estimate and measurement side by side). Its largest term is the
-//!   engine's per-node state of every simulated unit.
+//! - Memory is a model over those counts, calibrated against measured peak RSS (bench/scale.sh
+//!   prints estimate and measurement side by side). Its largest terms are the engine's per-node
+//!   state of every simulated unit and, for data-parallel groups of thousands of ranks, their
+//!   collective plans (quadratic in the group size).
 //! - Time is a rough rate per node and per transfer; contention on the flow backend can make a
 //!   run slower, so it is only a hint for the user.
 
@@ -40,6 +41,12 @@ const ENGINE_BYTES_PER_NODE: u64 = 12;
 const PROGRAM_BYTES_PER_NODE: u64 = 64;
 /// Engine state per unit besides its nodes: stream cursors, accounts, group maps.
 const ENGINE_BYTES_PER_UNIT: u64 = 1024;
+/// Data-parallel collective plans (and, on flow, their flows in flight) per lane sub-group and
+/// per squared group size: a ring over `n` ranks holds about `n` transfers whose routes cross
+/// about `n` links. Fitted to the excess of measured peak RSS over the other terms on GPT-3 175B
+/// (TP8 PP8) at 65,536 and 131,072 GPUs, analytical (2.3 and 2.1) and flow with replicas folded
+/// (1.4 and 1.5): 2 B.
+const PLAN_BYTES_PER_RANK_SQUARED: u64 = 2;
 /// Seconds per simulated node and per network transfer (flow backend, measured on 16,384
 /// GPUs: about 31 s for 6.8 M nodes and 4.2 M transfers).
 const SECONDS_PER_NODE: f64 = 1.5e-6;
@@ -84,9 +91,13 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         // The packet backend's buffers are counted as the flow backend's: a lower bound.
         Backend::Flow | Backend::Packet => FLOW_BYTES_PER_GPU * gpus,
     };
+    // Data-parallel groups: `dp * cp` ranks, one sub-group per pipeline stage and tp lane.
+    let dp_ranks = u64::from(layout.dp) * u64::from(layout.cp);
+    let plan_bytes = PLAN_BYTES_PER_RANK_SQUARED * u64::from(layout.pp) * u64::from(layout.tp) * dp_ranks * dp_ranks;
     let memory_bytes = BASE_BYTES
         + TOPO_BYTES_PER_GPU * gpus
         + net_bytes
+        + plan_bytes
         + ENGINE_BYTES_PER_NODE * nodes
         + PROGRAM_BYTES_PER_NODE * stage_nodes
         + ENGINE_BYTES_PER_UNIT * u64::from(layout.units());
@@ -102,6 +113,29 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         collectives: colls,
         memory_bytes,
         seconds: SECONDS_PER_NODE * nodes as f64 + per_transfer * p2p_transfers as f64,
+    }
+}
+
+/// One recorded transfer of flows.csv (`FlowRecord`) with its vector's slack.
+const FLOW_RECORD_BYTES: u64 = 96;
+
+impl Estimate {
+    /// The same run with a folded replica's pipeline sends mirrored to all `dp` replicas
+    /// ([`crate::fold`]): every replica's transfers cross the network.
+    #[must_use]
+    pub fn with_mirrored_p2p(mut self, dp: u32) -> Self {
+        let extra = self.p2p_transfers * u64::from(dp.max(1) - 1);
+        self.p2p_transfers += extra;
+        self.seconds += FLOW_SECONDS_PER_TRANSFER * extra as f64;
+        self
+    }
+
+    /// The same run recording every pipeline transfer for flows.csv (collective transfers are
+    /// not counted: their plans are not known before the run).
+    #[must_use]
+    pub fn with_flow_records(mut self) -> Self {
+        self.memory_bytes += FLOW_RECORD_BYTES * self.p2p_transfers;
+        self
     }
 }
 

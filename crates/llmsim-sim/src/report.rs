@@ -148,6 +148,10 @@ pub struct Report {
     /// How ranks were folded. Empty: every tensor-parallel group was simulated; the tp ranks of a
     /// group run the same program in lockstep (exact: their TP collectives synchronize them).
     pub symmetry: String,
+    /// How a flow-level run folded its data-parallel replicas ([`crate::fold`]); absent where
+    /// it did not try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fold: Option<crate::fold::FoldReport>,
     pub sim_wall_s: f64,
 }
 
@@ -277,6 +281,7 @@ pub fn build(
         net: run.net,
         nodes_executed: run.nodes_executed,
         symmetry: symmetry.to_string(),
+        fold: None,
         sim_wall_s: wall_s,
     }
 }

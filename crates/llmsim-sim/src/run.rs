@@ -11,9 +11,13 @@ use llmsim_workload::dlrm::{self, DlrmConfig};
 use llmsim_workload::megatron;
 use llmsim_workload::{TrainingConfig, memory};
 
+use crate::fold::{self, FlowFold};
 use crate::ops::{OpRow, op_rows, time_segments};
 use crate::setup::{TpOverlapTimer, cluster_setup, compute_model, resolve, tp_overlap_timer, transformer_info};
 use crate::{Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario};
+
+/// The flow backend's report line where it simulates every replica.
+pub(crate) const FLOW_PLAIN: &str = "flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)";
 
 /// Everything a run produced.
 pub struct Outcome {
@@ -189,13 +193,24 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         });
     }
     // Data-parallel replicas run the same programs at the same times when the network has no
-    // contention (analytical backend): simulating replica 0 is then exact. With contention
-    // (flow) every replica is simulated, so their traffic really shares the links.
+    // contention (analytical backend): simulating replica 0 is then exact. On the flow backend
+    // the fold keeps every replica's traffic on the network ([`crate::fold`]).
     // Imported workloads have explicit groups: every unit runs.
     let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
-    let active_dp = if fold { 1 } else { layout.dp };
+    let flow_fold = fold::flow_fold(s, &wl, layout, opts).ok();
+    let active_dp = if fold || flow_fold.is_some() { 1 } else { layout.dp };
+    let mirrored = matches!(flow_fold, Some(FlowFold::Mirrored { .. }));
     // Estimate before building anything large; refuse what would not fit.
-    let est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);
+    // `auto` may fall back to every replica: its refusal counts them all.
+    let may_unfold = matches!(flow_fold, Some(FlowFold::Mirrored { stop_on_divergence: true }));
+    let est_dp = if may_unfold { layout.dp } else { active_dp };
+    let mut est = estimate::estimate(&wl, layout, est_dp, u64::from(info.gpus), s.network.backend);
+    if mirrored && !may_unfold {
+        est = est.with_mirrored_p2p(layout.dp);
+    }
+    if s.output.flows {
+        est = est.with_flow_records();
+    }
     if let Some(f) = opts.on_estimate {
         f(&est);
     }
@@ -216,29 +231,49 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     } else {
         Vec::new()
     };
-    let symmetry = if fold {
+    let mut symmetry = if fold {
         format!(
             "data-parallel replicas folded: replica 0 of {} simulated (exact: the analytical backend has no contention; collectives still span every replica's hosts)",
             layout.dp
         )
     } else if s.network.backend == Backend::Flow {
         // The report says which fast paths a run used (issue 29).
-        "flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)".to_string()
+        FLOW_PLAIN.to_string()
     } else {
         String::new()
     };
-    let trace_units: Vec<u32> = trace_units.into_iter().filter(|u| layout.coords(*u).1 < active_dp).collect();
-    let net = s.network.build(topo.clone(), s.seed)?;
-    let eopts = engine::EngineOptions {
-        plan,
-        scale_up: su,
-        ideal_comm: opts.ideal_comm,
-        overlap_slowdown: s.compute.overlap_slowdown,
-        trace_units,
-        record_flows: s.output.flows,
-        active_dp,
+    let run_engine = |active_dp: u32, ff: Option<FlowFold>, progress: &mut dyn FnMut(u64, u64)| -> Result<EngineRun, SimError> {
+        let net = s.network.build(topo.clone(), s.seed)?;
+        let eopts = engine::EngineOptions {
+            plan: plan.clone(),
+            scale_up: su.clone(),
+            ideal_comm: opts.ideal_comm,
+            overlap_slowdown: s.compute.overlap_slowdown,
+            trace_units: trace_units.iter().copied().filter(|u| layout.coords(*u).1 < active_dp).collect(),
+            record_flows: s.output.flows,
+            active_dp,
+            mirror_p2p: matches!(ff, Some(FlowFold::Mirrored { .. })),
+            stop_on_divergence: matches!(ff, Some(FlowFold::Mirrored { stop_on_divergence: true })),
+        };
+        engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };
-    let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
+    let mut run = run_engine(active_dp, flow_fold, progress)?;
+    let mut fold_report = None;
+    if flow_fold.is_some() {
+        if run.fold.aborted {
+            // A message's copies arrived apart: the fold is not exact; simulate every replica.
+            let f = fold::FoldReport::new("fell back", 0, &run.fold);
+            symmetry = f.line(layout.dp);
+            fold_report = Some(f);
+            run = run_engine(layout.dp, None, progress)?;
+        } else {
+            let outcome = if run.fold.diverged_messages == 0 { "exact" } else { "approximate" };
+            let f = fold::FoldReport::new(outcome, layout.dp, &run.fold);
+            symmetry = f.line(layout.dp);
+            fold_report = Some(f);
+            crate::batch_engine::unfold(&mut run, &wl, layout);
+        }
+    }
     let ops_rows = op_rows(&wl, &ops);
     let report = report::build(
         s,
@@ -251,6 +286,10 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         wall.elapsed().as_secs_f64(),
         &symmetry,
     );
+    let report = Report {
+        fold: fold_report,
+        ..report
+    };
     Ok(Outcome {
         report,
         engine: run,

@@ -340,6 +340,37 @@ pub struct NetworkSpec {
     /// TCP's parameters (with `transport: tcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpSpec>,
+    /// Folding of identical data-parallel replicas on the flow backend (simulate replica 0's
+    /// programs; every replica's traffic still goes on the network): auto (where it gives the
+    /// plain run's result: checked during the run, else every replica is simulated) |
+    /// approximate (also where replicas' pipeline messages arrive at different times, e.g.
+    /// after ECMP collisions; the report gives the spread) | off. Default auto.
+    #[serde(default, skip_serializing_if = "FoldMode::is_auto")]
+    pub fold: FoldMode,
+}
+
+/// `network.fold`: how the flow backend folds data-parallel replicas.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FoldMode {
+    /// Fold where the result is the plain run's: always without pipeline parallelism; with it,
+    /// as long as every replica's copy of each pipeline message arrives when replica 0's does
+    /// (checked as the run goes; on the first that does not, the run restarts unfolded).
+    #[default]
+    Auto,
+    /// Fold also when replicas' pipeline messages arrive at different times (e.g. after ECMP
+    /// collisions): each message arrives with replica 0's copy, every replica's copy still
+    /// loads the network. An approximation: within 3% of the plain run's iteration time on
+    /// the random plans of `tests/fold.rs`; the report's `fold` gives the copies' spread.
+    Approximate,
+    /// Simulate every replica.
+    Off,
+}
+
+impl FoldMode {
+    fn is_auto(&self) -> bool {
+        *self == FoldMode::Auto
+    }
 }
 
 impl NetworkSpec {
