@@ -281,7 +281,14 @@ pub enum PipelineSchedule {
 // serde's aliases, which schemars does not see (`llmsim schema`; llmsim-cli's schema test checks
 // that every `alias = ` of the scenario types is in the schema).
 fn training_aliases(s: &mut schemars::Schema) {
-    llmsim_core::schema::add_property_aliases(s, &[("seq_len", "seq_length"), ("cpu_offloading_num_layers", "cpu_offload_layers")]);
+    llmsim_core::schema::add_property_aliases(
+        s,
+        &[
+            ("seq_len", "seq_length"),
+            ("cpu_offloading_num_layers", "cpu_offload_layers"),
+            ("fp8_param_gather", "fp8_param"),
+        ],
+    );
 }
 
 fn schedule_aliases(s: &mut schemars::Schema) {
