@@ -23,6 +23,7 @@ use std::sync::Arc;
 use llmsim_core::{Bandwidth, Bytes, LinkId, NodeId, SimTime, TransferId};
 use llmsim_topo::Topology;
 
+use crate::packet::LoadBalance;
 use crate::route::{self, IdSet, RouteLink, RouteScratch, RouteSummary};
 use crate::{Completion, NetError, NetStats, Network, Transfer};
 
@@ -44,7 +45,9 @@ enum State {
 #[derive(Clone, Copy, Debug)]
 struct PathEntry {
     link: u32,
-    mult: u32,
+    /// How many times the flow's rate crosses the link: the legs over it (an integer) under
+    /// one path per flow, the share of its paths over it when spread (`LoadBalance::Spread`).
+    mult: f64,
     /// Index of this flow in `link_flows[link]`, for O(1) swap-remove.
     pos: u32,
 }
@@ -59,6 +62,7 @@ struct Flow {
     path: Vec<PathEntry>,
     /// Bottleneck of the route alone: bandwidth, multiplicity, and `bandwidth / multiplicity`.
     solo_bw: Bandwidth,
+    /// 0: no exact integer drain (a spread flow's fractional shares).
     solo_mult: u32,
     solo_rate: f64,
     remaining_bits: f64,
@@ -104,7 +108,10 @@ struct RateScratch {
     comp_links: Vec<u32>,
     comp_flows: Vec<u32>,
     rem: Vec<f64>,
-    weight: Vec<u64>,
+    /// Per link: the multiplicities of its unfrozen flows, summed, and how many those are (the
+    /// sum of fractional shares need not come back to exactly 0).
+    weight: Vec<f64>,
+    open: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     new_rate: Vec<f64>,
     /// Per flow slot: the share and id of its tightest link that no other flow holds
@@ -151,7 +158,7 @@ impl RateScratch {
                     let el = e.link as usize;
                     if link_flows[el].len() == 1 && !self.plain {
                         // Keyed as the plain filling keys a link: (share, link id).
-                        let key = (cap[el] / e.mult as f64, e.link);
+                        let key = (cap[el] / e.mult, e.link);
                         if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                             private = key;
                         }
@@ -180,13 +187,11 @@ impl RateScratch {
         self.heap.clear();
         for &l in &self.comp_links {
             let li = l as usize;
-            let w: u64 = link_flows[li]
-                .iter()
-                .map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64)
-                .sum();
+            let w: f64 = link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum();
             self.rem[li] = cap[li];
             self.weight[li] = w;
-            self.heap.push(Reverse(((cap[li] / w as f64).to_bits(), l)));
+            self.open[li] = link_flows[li].len() as u32;
+            self.heap.push(Reverse(((cap[li] / w).to_bits(), l)));
         }
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
@@ -210,10 +215,10 @@ impl RateScratch {
                 self.freeze(fi, share, flows, link_flows);
                 continue;
             }
-            if self.weight[li] == 0 {
+            if self.open[li] == 0 {
                 continue;
             }
-            let current = self.rem[li].max(0.0) / self.weight[li] as f64;
+            let current = self.rem[li].max(0.0) / self.weight[li];
             if current > f64::from_bits(key) {
                 self.heap.push(Reverse((current.to_bits(), l)));
                 continue;
@@ -237,8 +242,9 @@ impl RateScratch {
         for e in &flows[fi].path {
             let el = e.link as usize;
             if link_flows[el].len() > 1 {
-                self.rem[el] -= e.mult as f64 * share;
-                self.weight[el] -= e.mult as u64;
+                self.rem[el] -= e.mult * share;
+                self.weight[el] -= e.mult;
+                self.open[el] -= 1;
             }
         }
     }
@@ -272,6 +278,10 @@ pub struct FlowNetwork {
     /// Drain predictions of one recomputation, added to `drains` in one batch (a heap rebuild
     /// when a large component was rerated, instead of one sift per flow).
     new_drains: Vec<DrainEvent>,
+    /// Spread each flow evenly over its equal-cost paths (`spray`, `adaptive`).
+    spread: bool,
+    split_scratch: route::SplitScratch,
+    split_route: Vec<(LinkId, f64)>,
 }
 
 impl FlowNetwork {
@@ -281,7 +291,8 @@ impl FlowNetwork {
         let scratch = RateScratch {
             link_mark: vec![0; n],
             rem: vec![0.0; n],
-            weight: vec![0; n],
+            weight: vec![0.0; n],
+            open: vec![0; n],
             ..RateScratch::default()
         };
         FlowNetwork {
@@ -305,7 +316,19 @@ impl FlowNetwork {
             violations: Vec::new(),
             new_drains: Vec::new(),
             versions: Vec::new(),
+            spread: false,
+            split_scratch: route::SplitScratch::default(),
+            split_route: Vec::new(),
         }
+    }
+
+    /// How flows use equal-cost paths. `Spray` and `Adaptive` spread each flow's bytes evenly
+    /// over all of them ([`route::expand_split`]): the fluid limit of per-packet spraying, and of
+    /// adaptive routing on a symmetric fabric. `Ecmp` and `Flowlet` keep one path per flow, by
+    /// its hash (a flowlet's path changes only between bursts, which a fluid flow does not
+    /// have). Set it before submitting.
+    pub fn set_load_balance(&mut self, lb: LoadBalance) {
+        self.spread = matches!(lb, LoadBalance::Spray | LoadBalance::Adaptive);
     }
 
     /// Like [`Network::submit`], but along explicit `path` (links from `t.src` to `t.dst`)
@@ -379,7 +402,7 @@ impl FlowNetwork {
                 if flow.state != State::Active {
                     return Err(format!("link {l} lists flow {} which is not active", flow.id));
                 }
-                load[l] += flow.path[i as usize].mult as f64 * flow.rate_bps;
+                load[l] += flow.path[i as usize].mult * flow.rate_bps;
                 fastest[l] = fastest[l].max(flow.rate_bps);
             }
             if load[l] > self.link_cap[l] * (1.0 + CHECK_TOL) {
@@ -420,6 +443,39 @@ impl FlowNetwork {
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
 
+    /// Queues `t` spread over the links of `self.split_route` (link, share of its bytes).
+    fn enqueue_split(&mut self, t: Transfer, latency: SimTime) {
+        let slot = self.alloc_slot();
+        let f = &mut self.flows[slot as usize];
+        f.id = t.id;
+        f.src = t.src;
+        f.dst = t.dst;
+        f.bytes = t.bytes;
+        f.start = t.start;
+        f.latency = latency;
+        f.path.clear();
+        f.path.extend(self.split_route.iter().map(|&(l, w)| PathEntry {
+            link: l.0,
+            mult: w,
+            pos: 0,
+        }));
+        let solo = f
+            .path
+            .iter()
+            .map(|e| self.link_cap[e.link as usize] / e.mult)
+            .fold(f64::INFINITY, f64::min);
+        f.solo_bw = Bandwidth::ZERO;
+        f.solo_mult = 0;
+        f.solo_rate = if solo.is_finite() { solo } else { 0.0 };
+        f.remaining_bits = t.bytes.0 as f64 * 8.0;
+        f.rate_bps = 0.0;
+        f.updated_at = t.start;
+        f.state = State::Pending;
+        self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+        self.in_flight.insert(t.id.0);
+        self.stats.submitted += 1;
+    }
+
     fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
         let slot = self.alloc_slot();
         let f = &mut self.flows[slot as usize];
@@ -432,7 +488,7 @@ impl FlowNetwork {
         f.path.clear();
         f.path.extend(self.route.iter().map(|rl| PathEntry {
             link: rl.link.0,
-            mult: rl.mult,
+            mult: f64::from(rl.mult),
             pos: 0,
         }));
         let (bw, mult) = sum.bottleneck.unwrap_or((Bandwidth::ZERO, 1));
@@ -508,7 +564,7 @@ impl FlowNetwork {
         f.updated_at = now;
         let version = self.versions[slot as usize].wrapping_add(1);
         self.versions[slot as usize] = version;
-        let drain = if now == f.start && rate == f.solo_rate {
+        let drain = if now == f.start && rate == f.solo_rate && f.solo_mult > 0 {
             // Alone at full rate from the first byte: exact, as the analytical backend.
             f.start.0.saturating_add(route::serialization_ps(f.bytes, f.solo_bw, f.solo_mult))
         } else {
@@ -622,7 +678,11 @@ impl FlowNetwork {
             self.deliveries.pop();
             let f = &mut self.flows[slot as usize];
             for e in &f.path {
-                self.link_bytes[e.link as usize].0 += f.bytes.0 * e.mult as u64;
+                self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
+                    f.bytes.0 * e.mult as u64
+                } else {
+                    (f.bytes.0 as f64 * e.mult).round() as u64
+                };
             }
             done.push(Completion {
                 id: f.id,
@@ -679,6 +739,12 @@ impl Network for FlowNetwork {
 
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
         self.check_submit(&t)?;
+        if self.spread {
+            let latency = route::expand_split(&self.topo, &t, &mut self.split_scratch, &mut self.split_route)
+                .map_err(|source| NetError::Route { id: t.id, source })?;
+            self.enqueue_split(t, latency);
+            return Ok(());
+        }
         let sum = route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route)
             .map_err(|source| NetError::Route { id: t.id, source })?;
         self.enqueue(t, sum);

@@ -236,7 +236,13 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         String::new()
     };
     let net: Box<dyn Network> = match s.network.backend {
-        Backend::Flow => {
+        // The route cache holds one path per transfer: not for flows spread over their paths.
+        Backend::Flow
+            if !matches!(
+                s.network.load_balance(),
+                llmsim_net::packet::LoadBalance::Spray | llmsim_net::packet::LoadBalance::Adaptive
+            ) =>
+        {
             let routes = shared.routes(&route_key(s, info.gpus, s.cluster.gpus_per_node), &topo);
             match routes {
                 Some(cache) => Box::new(Routed {
