@@ -108,3 +108,91 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    /// Issue 32 §2: with fabric cables down, no route uses a failed link; a route the rule cannot
+    /// find says so (never a wrong path). With no failure, the hop a flow takes is one of the
+    /// equal-cost candidates `next_hops` lists.
+    #[test]
+    fn no_route_uses_a_failed_link(
+        kind in 0u8..6, a in 0u32..64, g in prop::sample::select(vec![1u32, 2, 4, 8]), b in 0u32..512, seed: u64,
+        down in 0u32..6, fail_seed: u64,
+        pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..24),
+    ) {
+        let mut t = build(kind, a, g, b, seed);
+        let h = t.num_hosts();
+        let mut path: Vec<LinkId> = Vec::new();
+        let mut hops = Vec::new();
+        for &(s, d, hash) in &pairs {
+            let (s, d) = (NodeId(s % h), NodeId(d % h));
+            path.clear();
+            t.route(s, d, hash, &mut path).unwrap();
+            let mut at = s;
+            for &l in &path {
+                hops.clear();
+                t.next_hops(at, d, &mut hops).unwrap();
+                prop_assert!(hops.contains(&l), "{} not among {:?} at {}", l, hops, at);
+                at = t.link(l).dst;
+            }
+        }
+        let cables = llmsim_topo::names::random_fabric_cables(&t, down, fail_seed, "f");
+        let Ok(cables) = cables else { return Ok(()); };
+        for &l in &cables {
+            t.set_link_down(l, true).unwrap();
+        }
+        let mut reached = 0;
+        for (s, d, hash) in pairs {
+            let (s, d) = (NodeId(s % h), NodeId(d % h));
+            path.clear();
+            match t.route(s, d, hash, &mut path) {
+                Ok(()) => {
+                    reached += 1;
+                    let mut at = s;
+                    for &l in &path {
+                        prop_assert!(!t.is_link_down(l), "route {}->{} uses failed link {} in {}", s, d, l, t.name);
+                        prop_assert_eq!(t.link(l).src, at);
+                        at = t.link(l).dst;
+                    }
+                    prop_assert_eq!(at, d);
+                }
+                Err(e) => prop_assert!(matches!(e, llmsim_topo::TopoError::Unreachable { .. }), "{}", e),
+            }
+        }
+        // Bringing every link back restores the plain routes.
+        for &l in &cables {
+            t.set_link_down(l, false).unwrap();
+        }
+        prop_assert_eq!(t.links_down(), 0);
+        let _ = reached;
+    }
+}
+
+/// One failed cable on a k = 4 fat-tree: every pair still routes (each switch has two ways up),
+/// and never over the failed cable.
+#[test]
+fn one_failed_cable_is_routed_around_in_a_fat_tree() {
+    let p = FatTreeParams {
+        k: 4,
+        host_link: lp(100),
+        edge_agg: lp(100),
+        agg_core: lp(100),
+    };
+    for cable in 0..16u64 {
+        let mut t = generators::fat_tree(16, &p, ScaleUp::none(), 1).unwrap();
+        let down = llmsim_topo::names::random_fabric_cables(&t, 1, cable, "f").unwrap();
+        for &l in &down {
+            t.set_link_down(l, true).unwrap();
+        }
+        let mut path = Vec::new();
+        for s in 0..16 {
+            for d in 0..16 {
+                for hash in 0..8u64 {
+                    path.clear();
+                    t.route(NodeId(s), NodeId(d), hash, &mut path).unwrap();
+                    assert!(path.iter().all(|l| !down.contains(l)), "{s}->{d} over {down:?}: {path:?}");
+                }
+            }
+        }
+    }
+}
