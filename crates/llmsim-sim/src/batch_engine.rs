@@ -87,6 +87,9 @@ pub fn blockers(s: &Scenario, opts: &RunOptions) -> Vec<Blocker> {
             format!("{:?}: the batch engine runs flow-level (and analytical) points", s.network.backend).to_lowercase(),
         ));
     }
+    if !s.faults.is_empty() {
+        b.push(blocker("faults", "failed links and stragglers make replicas differ"));
+    }
     if s.output.trace {
         b.push(blocker("output.trace", "a trace records every rank's timeline"));
     }
@@ -262,6 +265,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         trace_units: Vec::new(),
         record_flows: false,
         active_dp,
+        compute_slowdown: Vec::new(),
     };
     let mut run = engine::Engine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {

@@ -49,6 +49,9 @@ pub struct EngineOptions {
     /// Data-parallel replicas simulated (the rest are identical copies): `dp`, or 1 when the
     /// backend has no contention and folding is exact.
     pub active_dp: u32,
+    /// Per unit, how many times longer its compute kernels take (stragglers, `faults:`); empty:
+    /// none.
+    pub compute_slowdown: Vec<f64>,
 }
 
 /// One span of the timeline.
@@ -699,6 +702,12 @@ impl<'a> Engine<'a> {
                     self.waited_on[u] = self.last_comm[u].take().or(copy);
                 }
                 let mut d = self.seg_time[segment as usize];
+                if let Some(&x) = self.opts.compute_slowdown.get(u)
+                    && x != 1.0
+                    && n.stream != Stream::Offload
+                {
+                    d = SimTime::from_ps_f64(d.as_ps() as f64 * x);
+                }
                 // Host copies run on a copy engine: no SMs for NCCL to take.
                 if n.stream != Stream::Offload && self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);

@@ -189,7 +189,12 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     // contention (analytical backend): simulating replica 0 is then exact. With contention
     // (flow) every replica is simulated, so their traffic really shares the links.
     // Imported workloads have explicit groups: every unit runs.
-    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
+    // Faults make replicas differ (a straggler in one, links down under some).
+    let fold = s.network.backend == Backend::Analytical
+        && !opts.no_fold
+        && layout.dp > 1
+        && wl.explicit.is_none()
+        && s.faults.is_empty();
     let active_dp = if fold { 1 } else { layout.dp };
     // Estimate before building anything large; refuse what would not fit.
     let est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);
@@ -231,6 +236,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         trace_units,
         record_flows: s.output.flows,
         active_dp,
+        compute_slowdown: crate::faults::unit_slowdowns(&s.faults, layout, info.gpus, s.cluster.gpus_per_node)?,
     };
     let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
     let ops_rows = op_rows(&wl, &ops);

@@ -78,6 +78,10 @@ pub struct Scenario {
     /// What `--out` writes.
     #[serde(default)]
     pub output: OutputSpec,
+    /// Failed or degraded links and switches, and straggler GPUs or servers, e.g.
+    /// `[{links: {random: 4, seed: 7}, action: down}, {gpu: 3, slowdown: 1.3}]`. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::faults::FaultSpec>,
     /// Seed for ECMP hashing and anything random. Default 1.
     #[serde(default = "one")]
     pub seed: u64,
