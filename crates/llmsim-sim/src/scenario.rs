@@ -647,7 +647,7 @@ impl Default for OutputSpec {
 }
 
 /// Sections of the scenario and their keys, for error messages.
-const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, seed";
+const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, seed";
 
 impl Scenario {
     /// Reads a scenario file and applies `--set key.path=value` overrides.
@@ -766,6 +766,7 @@ impl Scenario {
                 "model" => typed::<ModelSpec>(val.clone()).map(drop),
                 "dlrm" => typed::<DlrmConfig>(val.clone()).map(drop),
                 "workload" => typed::<WorkloadSource>(val.clone()).map(drop),
+                "faults" => typed::<Vec<crate::faults::FaultSpec>>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {
