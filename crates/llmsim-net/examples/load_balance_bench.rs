@@ -74,11 +74,12 @@ fn run_phases(net: &mut dyn Network, phases: &[Vec<(u32, u32, u64)>]) -> SimTime
             t.flow_hash = llmsim_core::mix64(id);
             net.submit(t).expect("submit");
         }
-        while let Some(t) = net.next_event_time() {
+        while net.in_flight() > 0 {
+            let t = net.next_event_time().expect("transfers in flight have events");
             net.advance_to(t, &mut done);
         }
-        now = done.iter().map(|c| c.finish).max().unwrap_or(now);
-        assert_eq!(net.in_flight(), 0);
+        // The next step starts when this one's last transfer has arrived.
+        now = net.now();
     }
     now
 }
