@@ -25,7 +25,7 @@ use llmsim_topo::Topology;
 
 use crate::packet::LoadBalance;
 use crate::route::{self, IdSet, RouteLink, RouteScratch, RouteSummary};
-use crate::{Completion, NetError, NetStats, Network, Transfer};
+use crate::{Completion, LinkChange, NetError, NetStats, Network, RouteSpec, Transfer};
 
 const PS_PER_S: f64 = SimTime::PS_PER_S as f64;
 /// Relative tolerance of the rate checks.
@@ -69,6 +69,9 @@ struct Flow {
     rate_bps: f64,
     updated_at: SimTime,
     state: State,
+    /// How the transfer was routed, to route it again when a link on its path changes.
+    flow_hash: u64,
+    route: RouteSpec,
 }
 
 impl Flow {
@@ -88,6 +91,8 @@ impl Flow {
             rate_bps: 0.0,
             updated_at: SimTime::ZERO,
             state: State::Free,
+            flow_hash: 0,
+            route: RouteSpec::Direct,
         }
     }
 }
@@ -282,6 +287,11 @@ pub struct FlowNetwork {
     spread: bool,
     split_scratch: route::SplitScratch,
     split_route: Vec<(LinkId, f64)>,
+    /// Link changes to come: `(time_ps, order, index in change_list)`.
+    changes: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    change_list: Vec<(LinkId, LinkChange)>,
+    /// The first flow a link change left without a route.
+    fault_err: Option<NetError>,
 }
 
 impl FlowNetwork {
@@ -319,6 +329,9 @@ impl FlowNetwork {
             spread: false,
             split_scratch: route::SplitScratch::default(),
             split_route: Vec::new(),
+            changes: BinaryHeap::new(),
+            change_list: Vec::new(),
+            fault_err: None,
         }
     }
 
@@ -443,30 +456,154 @@ impl FlowNetwork {
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
 
+    /// Sets `f`'s path to `route` (one path, multiplicities) and its lone-flow bottleneck.
+    fn fill_path(f: &mut Flow, route: &[RouteLink], sum: RouteSummary) {
+        f.path.clear();
+        f.path.extend(route.iter().map(|rl| PathEntry {
+            link: rl.link.0,
+            mult: f64::from(rl.mult),
+            pos: 0,
+        }));
+        let (bw, mult) = sum.bottleneck.unwrap_or((Bandwidth::ZERO, 1));
+        f.solo_bw = bw;
+        f.solo_mult = mult;
+        f.solo_rate = bw.bps_f64() / mult as f64;
+    }
+
+    /// Sets `f`'s path to `split` (link, share of the bytes) and its lone-flow bottleneck.
+    fn fill_split(f: &mut Flow, split: &[(LinkId, f64)], cap: &[f64]) {
+        f.path.clear();
+        f.path.extend(split.iter().map(|&(l, w)| PathEntry {
+            link: l.0,
+            mult: w,
+            pos: 0,
+        }));
+        let solo = f.path.iter().map(|e| cap[e.link as usize] / e.mult).fold(f64::INFINITY, f64::min);
+        f.solo_bw = Bandwidth::ZERO;
+        f.solo_mult = 0;
+        f.solo_rate = if solo.is_finite() { solo } else { 0.0 };
+    }
+
+    /// Applies the link changes due at `now` and routes the flows they touch again.
+    fn apply_changes(&mut self) {
+        while let Some(&Reverse((at, _, i))) = self.changes.peek() {
+            if at != self.now.0 {
+                break;
+            }
+            self.changes.pop();
+            let (link, change) = self.change_list[i as usize];
+            let topo = Arc::make_mut(&mut self.topo);
+            // Checked when scheduled: the link exists and a bandwidth is positive.
+            let _ = match change {
+                LinkChange::Down => topo.set_link_down(link, true),
+                LinkChange::Up => topo.set_link_down(link, false),
+                LinkChange::Bandwidth(bw) => topo.set_link_bandwidth(link, bw),
+            };
+            if let LinkChange::Bandwidth(bw) = change {
+                self.link_cap[link.idx()] = bw.bps_f64();
+            }
+            if change == LinkChange::Up {
+                continue;
+            }
+            // Flows holding the link, and flows not started whose path crosses it.
+            let mut touched: Vec<u32> = self.link_flows[link.idx()].iter().map(|&(f, _)| f).collect();
+            touched.extend(
+                (0..self.flows.len() as u32)
+                    .filter(|&f| self.flows[f as usize].state == State::Pending && self.flows[f as usize].path.iter().any(|e| e.link == link.0)),
+            );
+            for f in touched {
+                self.reroute(f);
+            }
+            self.scratch.dirty.push(link.0);
+        }
+    }
+
+    /// Routes flow `slot` again on the topology as it is now, keeping the bytes it has left.
+    fn reroute(&mut self, slot: u32) {
+        let now = self.now;
+        let si = slot as usize;
+        let active = self.flows[si].state == State::Active;
+        if active {
+            let f = &mut self.flows[si];
+            if f.rate_bps > 0.0 {
+                let dt = (now.0 - f.updated_at.0) as f64;
+                f.remaining_bits = (f.remaining_bits - f.rate_bps * dt / PS_PER_S).max(0.0);
+            }
+            f.rate_bps = 0.0;
+            f.updated_at = now;
+            for i in 0..self.flows[si].path.len() {
+                let e = self.flows[si].path[i];
+                let list = &mut self.link_flows[e.link as usize];
+                list.swap_remove(e.pos as usize);
+                if let Some(&(moved, mi)) = list.get(e.pos as usize) {
+                    self.flows[moved as usize].path[mi as usize].pos = e.pos;
+                }
+                self.scratch.dirty.push(e.link);
+            }
+            self.versions[si] = self.versions[si].wrapping_add(1);
+        }
+        let f = &self.flows[si];
+        let t = Transfer {
+            id: f.id,
+            src: f.src,
+            dst: f.dst,
+            bytes: f.bytes,
+            start: f.start,
+            flow_hash: f.flow_hash,
+            route: f.route.clone(),
+        };
+        let routed = if self.spread {
+            route::expand_split(&self.topo, &t, &mut self.split_scratch, &mut self.split_route).map(|lat| {
+                let f = &mut self.flows[si];
+                Self::fill_split(f, &self.split_route, &self.link_cap);
+                f.latency = lat;
+            })
+        } else {
+            route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route).map(|sum| {
+                let f = &mut self.flows[si];
+                Self::fill_path(f, &self.route, sum);
+                f.latency = sum.latency;
+            })
+        };
+        if let Err(e) = routed {
+            // The flow keeps no link and never finishes; the run reports why.
+            self.flows[si].path.clear();
+            self.fault_err.get_or_insert(NetError::Fault(format!(
+                "transfer {} ({} -> {}) lost its route at {now}: {e}",
+                t.id, t.src, t.dst
+            )));
+            if active {
+                self.active -= 1;
+                self.flows[si].state = State::Drained;
+            }
+            return;
+        }
+        // Not the exact lone-flow drain: the flow has moved since its first byte.
+        self.flows[si].solo_mult = 0;
+        if active {
+            let f = &mut self.flows[si];
+            for (i, e) in f.path.iter_mut().enumerate() {
+                let list = &mut self.link_flows[e.link as usize];
+                e.pos = list.len() as u32;
+                list.push((slot, i as u32));
+                self.scratch.dirty.push(e.link);
+            }
+        }
+    }
+
     /// Queues `t` spread over the links of `self.split_route` (link, share of its bytes).
     fn enqueue_split(&mut self, t: Transfer, latency: SimTime) {
         let slot = self.alloc_slot();
         let f = &mut self.flows[slot as usize];
+        f.flow_hash = t.flow_hash;
+        f.route = t.route;
         f.id = t.id;
         f.src = t.src;
         f.dst = t.dst;
         f.bytes = t.bytes;
         f.start = t.start;
         f.latency = latency;
-        f.path.clear();
-        f.path.extend(self.split_route.iter().map(|&(l, w)| PathEntry {
-            link: l.0,
-            mult: w,
-            pos: 0,
-        }));
-        let solo = f
-            .path
-            .iter()
-            .map(|e| self.link_cap[e.link as usize] / e.mult)
-            .fold(f64::INFINITY, f64::min);
-        f.solo_bw = Bandwidth::ZERO;
-        f.solo_mult = 0;
-        f.solo_rate = if solo.is_finite() { solo } else { 0.0 };
+        Self::fill_split(f, &self.split_route, &self.link_cap);
         f.remaining_bits = t.bytes.0 as f64 * 8.0;
         f.rate_bps = 0.0;
         f.updated_at = t.start;
@@ -479,22 +616,15 @@ impl FlowNetwork {
     fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
         let slot = self.alloc_slot();
         let f = &mut self.flows[slot as usize];
+        f.flow_hash = t.flow_hash;
+        f.route = t.route;
         f.id = t.id;
         f.src = t.src;
         f.dst = t.dst;
         f.bytes = t.bytes;
         f.start = t.start;
         f.latency = sum.latency;
-        f.path.clear();
-        f.path.extend(self.route.iter().map(|rl| PathEntry {
-            link: rl.link.0,
-            mult: f64::from(rl.mult),
-            pos: 0,
-        }));
-        let (bw, mult) = sum.bottleneck.unwrap_or((Bandwidth::ZERO, 1));
-        f.solo_bw = bw;
-        f.solo_mult = mult;
-        f.solo_rate = bw.bps_f64() / mult as f64;
+        Self::fill_path(f, &self.route, sum);
         f.remaining_bits = t.bytes.0 as f64 * 8.0;
         f.rate_bps = 0.0;
         f.updated_at = t.start;
@@ -648,6 +778,9 @@ impl FlowNetwork {
     /// Arrivals and drains at `t`, then one recomputation.
     fn step(&mut self, t: SimTime) {
         self.now = t;
+        if !self.changes.is_empty() {
+            self.apply_changes();
+        }
         while let Some(&Reverse((at, _, slot))) = self.arrivals.peek() {
             if at != t.0 {
                 break;
@@ -703,10 +836,8 @@ impl FlowNetwork {
     fn next_rate_event(&self) -> Option<u64> {
         let a = self.arrivals.peek().map(|e| e.0.0);
         let d = self.drains.peek().map(|e| e.0.0);
-        match (a, d) {
-            (Some(a), Some(d)) => Some(a.min(d)),
-            (x, None) | (None, x) => x,
-        }
+        let c = self.changes.peek().map(|e| e.0.0);
+        [a, d, c].into_iter().flatten().min()
     }
 }
 
@@ -778,6 +909,32 @@ impl Network for FlowNetwork {
 
     fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Down: the flows on the link (and those not started whose path crosses it) are routed
+    /// again by the rule around the links now down, keeping the bytes they have left; their bytes
+    /// are counted on their last path. Bandwidth: the link's capacity changes and its flows are
+    /// routed again (to the same paths). Up: later routes may use the link.
+    fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: LinkChange) -> Result<(), NetError> {
+        if at < self.now {
+            return Err(NetError::Fault(format!("a link change at {at} is before the network's time {}", self.now)));
+        }
+        if link.idx() >= self.link_cap.len() {
+            return Err(NetError::Fault(format!("no link {} (the topology has {})", link.0, self.link_cap.len())));
+        }
+        if let LinkChange::Bandwidth(bw) = change
+            && bw.is_zero()
+        {
+            return Err(NetError::Fault("a degraded link needs a positive bandwidth; take it down instead".into()));
+        }
+        let i = self.change_list.len() as u32;
+        self.change_list.push((link, change));
+        self.changes.push(Reverse((at.0, u64::from(i), i)));
+        Ok(())
+    }
+
+    fn fault_error(&self) -> Option<NetError> {
+        self.fault_err.clone()
     }
 
     fn stats(&self) -> NetStats {

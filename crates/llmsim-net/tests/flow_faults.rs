@@ -100,3 +100,66 @@ fn packet_backend_routes_around_links_down_at_the_start() {
         assert!(sent.ports.iter().all(|p| !failed.contains(&p.link)), "{lb:?}: a failed link sent packets");
     }
 }
+
+/// A link on a running flow's path fails half way: the flow moves to another equal-cost path
+/// with the bytes it has left and finishes as if nothing happened (the other path is as fast
+/// and idle); nothing more crosses the failed link. A link degraded to half its bandwidth half
+/// way makes the second half take twice as long.
+#[test]
+fn a_link_change_during_a_flow_moves_or_slows_it() {
+    use llmsim_net::LinkChange;
+    let bytes = 1_250_000u64; // 100 us at 100 Gb/s
+    let t = Transfer::new(TransferId(1), NodeId(0), NodeId(15), Bytes(bytes), SimTime::ZERO);
+    let hops = SimTime::from_ns(6 * 500);
+    let (topo0, _) = topo(0, 1);
+    let mut path = Vec::new();
+    topo0.route(t.src, t.dst, t.flow_hash, &mut path).unwrap();
+    // The edge's uplink on the flow's path (the second link).
+    let up = path[1];
+    for lb in [LoadBalance::Ecmp, LoadBalance::Spray] {
+        let mut n = FlowNetwork::new(topo0.clone());
+        n.set_load_balance(lb);
+        n.set_rate_checks(true);
+        n.schedule_link_change(SimTime::from_us(50), up, LinkChange::Down).unwrap();
+        let done = run_all(&mut n, [t.clone()]).unwrap();
+        assert_eq!(done[0].finish, SimTime::from_us(100) + hops, "{lb:?}");
+        assert_eq!(n.link_bytes()[up.idx()], Bytes::ZERO, "{lb:?}: counted on its last path");
+        assert_eq!(n.stats().bytes_delivered, bytes);
+        assert!(n.fault_error().is_none());
+        assert!(n.violations().is_empty(), "{:?}", n.violations());
+    }
+    let mut n = FlowNetwork::new(topo0.clone());
+    n.schedule_link_change(SimTime::from_us(50), up, LinkChange::Bandwidth(Bandwidth::from_gbps(50))).unwrap();
+    let done = run_all(&mut n, [t.clone()]).unwrap();
+    // 50 us at 100 Gb/s, then the other 625 kB at 50 Gb/s: 100 us.
+    assert_eq!(done[0].finish, SimTime::from_us(150) + hops);
+    // A link change in the past is refused.
+    assert!(n.schedule_link_change(SimTime::ZERO, up, LinkChange::Up).is_err());
+}
+
+/// Failing every uplink of the source's edge while the flow runs leaves it no route: the
+/// network says which transfer and why instead of finishing it.
+#[test]
+fn a_flow_cut_off_during_the_run_is_reported() {
+    use llmsim_net::LinkChange;
+    let (t, _) = topo(0, 1);
+    let mut n = FlowNetwork::new(t.clone());
+    // Edge 0 (node 16) has uplinks to aggs 24 and 25.
+    let ups: Vec<LinkId> = (0..t.num_links())
+        .map(LinkId::from_idx)
+        .filter(|&l| t.link(l).src == NodeId(16) && t.link(l).dst.0 >= 24)
+        .collect();
+    assert_eq!(ups.len(), 2);
+    for &l in &ups {
+        n.schedule_link_change(SimTime::from_us(10), l, LinkChange::Down).unwrap();
+    }
+    let tr = Transfer::new(TransferId(7), NodeId(0), NodeId(15), Bytes(1_250_000), SimTime::ZERO);
+    n.submit(tr).unwrap();
+    let mut done = Vec::new();
+    while let Some(x) = n.next_event_time() {
+        n.advance_to(x, &mut done);
+    }
+    assert!(done.is_empty());
+    let e = n.fault_error().expect("a fault error").to_string();
+    assert!(e.contains("transfer 7") && e.contains("failed links"), "{e}");
+}

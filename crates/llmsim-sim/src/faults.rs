@@ -7,7 +7,12 @@
 //! - Stragglers: a GPU (or every GPU of a server) whose compute kernels take `slowdown` times
 //!   longer. A unit (a TP group) runs at its slowest GPU's pace, since TP synchronizes it.
 //!
-//! Only faults at `at: 0` are simulated yet; a later time is refused with a message saying so.
+//! A fault at `at: 0` is part of the topology from the start (every backend). A named link's
+//! fault at a later time is handed to the network ([`Network::schedule_link_change`]): the flow
+//! backend moves the flows on it; the others refuse it. A straggler with a later `at` slows the
+//! kernels that start from then on.
+//!
+//! [`Network::schedule_link_change`]: llmsim_net::Network::schedule_link_change
 
 use llmsim_core::{Bandwidth, SimTime};
 use llmsim_topo::names::{link_names, random_fabric_cables, resolve_link, resolve_node};
@@ -54,7 +59,8 @@ fn is_zero(t: &SimTime) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
-    /// When it happens (default 0). Only 0 is simulated yet.
+    /// When it happens (default 0: from the start). A named link's change or a straggler may come
+    /// later (flow backend for links); random links and switches fail at 0 only.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub at: SimTime,
     /// A link by name: `a->b` (one direction) or `a-b` (the cable, both directions).
@@ -124,11 +130,14 @@ impl FaultSpec {
                 ),
             });
         }
-        if self.at != SimTime::ZERO {
+        if self.at != SimTime::ZERO && (self.links.is_some() || self.switch.is_some()) {
             return Err(bad(
                 i,
                 "at",
-                format!("{}: faults during the run are not simulated yet; only at: 0 (a fault present from the start)", self.at),
+                format!(
+                    "{}: random links and switches fail from the start only (at: 0); name links for a failure during the run",
+                    self.at
+                ),
             ));
         }
         let straggler = self.gpu.is_some() || self.server.is_some();
@@ -188,6 +197,13 @@ pub fn apply_to_topology(faults: &[FaultSpec], topo: &mut Topology) -> Result<()
     }
     let names = link_names(topo);
     for (i, f) in faults.iter().enumerate() {
+        if f.at != SimTime::ZERO {
+            // Checked here, applied by the network during the run.
+            if let Some(name) = &f.link {
+                resolve_link(topo, &names, &format!("faults[{i}].link"), name).map_err(topo_err)?;
+            }
+            continue;
+        }
         let down = f.action == Some(FaultAction::Down);
         if let Some(name) = &f.link {
             let links = resolve_link(topo, &names, &format!("faults[{i}].link"), name).map_err(topo_err)?;
@@ -218,13 +234,55 @@ pub fn apply_to_topology(faults: &[FaultSpec], topo: &mut Topology) -> Result<()
     Ok(())
 }
 
+/// Hands the named-link entries with `at` after 0 to `net`, in list order.
+///
+/// # Errors
+/// `SimError::Scenario` naming `faults[i].at` when the backend does not simulate changes during
+/// the run; `faults[i].link` for an unknown link.
+pub fn schedule(faults: &[FaultSpec], topo: &Topology, net: &mut dyn llmsim_net::Network) -> Result<(), SimError> {
+    if !faults.iter().any(|f| f.at != SimTime::ZERO && f.link.is_some()) {
+        return Ok(());
+    }
+    let names = link_names(topo);
+    for (i, f) in faults.iter().enumerate() {
+        let Some(name) = f.link.as_ref().filter(|_| f.at != SimTime::ZERO) else {
+            continue;
+        };
+        let change = match (f.action, f.bandwidth) {
+            (_, Some(bw)) => llmsim_net::LinkChange::Bandwidth(bw),
+            (Some(FaultAction::Up), None) => llmsim_net::LinkChange::Up,
+            _ => llmsim_net::LinkChange::Down,
+        };
+        for l in resolve_link(topo, &names, &format!("faults[{i}].link"), name).map_err(topo_err)? {
+            net.schedule_link_change(f.at, l, change).map_err(|e| bad(i, "at", e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks, once the run is over, that no fault came after its end.
+///
+/// # Errors
+/// `SimError::Scenario` naming `faults[i].at`.
+pub fn check_times(faults: &[FaultSpec], end: SimTime) -> Result<(), SimError> {
+    match faults.iter().position(|f| f.at > end) {
+        Some(i) => Err(bad(
+            i,
+            "at",
+            format!("{} is after the run, which ended at {end}; give a time within the iteration", faults[i].at),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Each unit's compute slowdown (its slowest GPU's), or an empty vector when no straggler.
 ///
 /// # Errors
 /// `SimError::Scenario` naming `faults[i].gpu` / `faults[i].server` when out of range.
-pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_node: u32) -> Result<Vec<f64>, SimError> {
+pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_node: u32) -> Result<Vec<Vec<(SimTime, f64)>>, SimError> {
     check(faults)?;
-    let mut per_gpu = vec![1.0f64; gpus as usize];
+    // Per GPU: the (from, factor) entries that name it.
+    let mut per_gpu: Vec<Vec<(SimTime, f64)>> = vec![Vec::new(); gpus as usize];
     let mut any = false;
     for (i, f) in faults.iter().enumerate() {
         let x = f.slowdown.unwrap_or(1.0);
@@ -232,7 +290,7 @@ pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_
             if g >= gpus {
                 return Err(bad(i, "gpu", format!("GPU {g} is out of range: the cluster has GPUs 0..{}", gpus.saturating_sub(1))));
             }
-            per_gpu[g as usize] = per_gpu[g as usize].max(x);
+            per_gpu[g as usize].push((f.at, x));
             any = true;
         }
         if let Some(sv) = f.server {
@@ -245,7 +303,7 @@ pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_
                 ));
             }
             for g in sv * gpus_per_node..(sv + 1) * gpus_per_node {
-                per_gpu[g as usize] = per_gpu[g as usize].max(x);
+                per_gpu[g as usize].push((f.at, x));
             }
             any = true;
         }
@@ -253,11 +311,12 @@ pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_
     if !any {
         return Ok(Vec::new());
     }
+    // A unit (TP group) runs at its slowest GPU's pace.
     Ok((0..layout.units())
         .map(|u| {
             (0..layout.tp)
-                .map(|lane| per_gpu.get(layout.rank(u, lane) as usize).copied().unwrap_or(1.0))
-                .fold(1.0, f64::max)
+                .flat_map(|lane| per_gpu.get(layout.rank(u, lane) as usize).into_iter().flatten().copied())
+                .collect()
         })
         .collect())
 }

@@ -227,7 +227,8 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         String::new()
     };
     let trace_units: Vec<u32> = trace_units.into_iter().filter(|u| layout.coords(*u).1 < active_dp).collect();
-    let net = s.network.build(topo.clone(), s.seed)?;
+    let mut net = s.network.build(topo.clone(), s.seed)?;
+    crate::faults::schedule(&s.faults, &topo, net.as_mut())?;
     let eopts = engine::EngineOptions {
         plan,
         scale_up: su,
@@ -239,6 +240,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         compute_slowdown: crate::faults::unit_slowdowns(&s.faults, layout, info.gpus, s.cluster.gpus_per_node)?,
     };
     let run = engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)?;
+    crate::faults::check_times(&s.faults, run.iteration_ends.last().copied().unwrap_or(run.iteration_time))?;
     let ops_rows = op_rows(&wl, &ops);
     let report = report::build(
         s,

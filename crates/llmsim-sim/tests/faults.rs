@@ -82,6 +82,11 @@ fn a_straggler_slows_the_iteration_by_its_factor() {
         let t = run(&scenario(&[f]), ideal.clone()).expect(f).report.iteration_time_s;
         assert!((t / base - factor).abs() < 1e-6, "{f}: {t} / {base} = {}", t / base);
     }
+    // From half way on: the kernels that start after it run 2x, so the iteration lands between
+    // 1.5x (give or take the kernel running at the switch) and 2x.
+    let f = format!("faults=[{{gpu: 5, slowdown: 2.0, at: {}ns}}]", (base * 1e9 / 2.0) as u64);
+    let t = run(&scenario(&[&f]), ideal.clone()).expect("late straggler").report.iteration_time_s;
+    assert!(t / base > 1.4 && t / base < 1.6, "{f}: {}", t / base);
 }
 
 #[test]
@@ -90,7 +95,8 @@ fn fault_mistakes_name_their_field() {
         ("faults=[{link: leaf0-nowhere, action: down}]", "faults[0].link"),
         ("faults=[{gpu: 0, slowdown: 1.1}, {gpu: 32, slowdown: 1.3}]", "faults[1].gpu"),
         ("faults=[{server: 99, slowdown: 1.3}]", "faults[0].server"),
-        ("faults=[{link: leaf0-spine0, action: down, at: 1ms}]", "faults[0].at"),
+        ("faults=[{link: leaf0-spine0, action: down, at: 100s}]", "faults[0].at"),
+        ("faults=[{links: {random: 2}, action: down, at: 1us}]", "faults[0].at"),
         ("faults=[{links: {random: 1000}, action: down}]", "faults[0].links.random"),
         ("faults=[{gpu: 1, slowdown: 0.5}]", "faults[0].slowdown"),
         ("faults=[{link: leaf0-spine0}]", "faults[0].action"),
@@ -104,8 +110,30 @@ fn fault_mistakes_name_their_field() {
             other => panic!("{set}: {other}"),
         }
     }
+    // The analytical backend has no flows to move: a change during the run is refused.
+    let e = run(
+        &scenario(&["network.backend=analytical", "faults=[{link: leaf0-spine0, action: down, at: 1us}]"]),
+        RunOptions::default(),
+    )
+    .err()
+    .expect("refused");
+    assert!(matches!(&e, SimError::Scenario { field, .. } if field == "faults[0].at"), "{e}");
     // Cutting every uplink of leaf 0 leaves its GPUs unreachable: a routing error, not a hang.
     let all: Vec<String> = (0..4).map(|s| format!("{{link: leaf0-spine{s}, action: down}}")).collect();
     let e = run(&scenario(&[&format!("faults=[{}]", all.join(", "))]), RunOptions::default()).err().expect("cut off");
     assert!(e.to_string().contains("failed links"), "{e}");
+}
+
+/// A link that fails during the run on the flow backend: every transfer still completes, with
+/// the same bytes.
+#[test]
+fn a_link_failing_during_the_run_is_routed_around() {
+    let base = run(&scenario(&[]), RunOptions::default()).expect("baseline");
+    let end = base.report.iteration_time_s;
+    let at = format!("{}us", (end * 1e6 / 3.0) as u64);
+    let f = format!("faults=[{{link: leaf0-spine0, action: down, at: {at}}}, {{link: leaf1-spine1, bandwidth: 50Gbps, at: {at}}}]");
+    let o = run(&scenario(&[&f]), RunOptions::default()).expect("runs");
+    let (a, b) = (&base.engine.net, &o.engine.net);
+    assert_eq!((b.completed, b.bytes_delivered), (a.completed, a.bytes_delivered));
+    println!("link down at {at}: {:.4} ms vs {:.4} ms", o.report.iteration_time_s * 1e3, end * 1e3);
 }

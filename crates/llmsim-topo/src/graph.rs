@@ -210,7 +210,9 @@ impl TopologyBuilder {
     }
 }
 
-/// A frozen topology with its routing rule.
+/// A frozen topology with its routing rule. Cloned only to change links during a run (a fault):
+/// the routing rule's parameters are O(1), its BFS caches are shared data.
+#[derive(Clone)]
 pub struct Topology {
     pub name: String,
     nodes: Vec<NodeKind>,
