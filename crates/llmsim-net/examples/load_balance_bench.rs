@@ -24,6 +24,9 @@ use llmsim_topo::{LinkParams, ScaleUp, Topology};
 
 const HOSTS: u32 = 128;
 
+/// Transfers `(src, dst, bytes)` that start together.
+type Phase = Vec<(u32, u32, u64)>;
+
 fn topo() -> Arc<Topology> {
     let lat = SimTime::from_us(1);
     let p = FatTreeParams {
@@ -63,7 +66,7 @@ fn network(backend: &str, lb: LoadBalance) -> Box<dyn Network> {
 
 /// Submits the phases one after another, each when the previous has completed; returns the
 /// end time.
-fn run_phases(net: &mut dyn Network, phases: &[Vec<(u32, u32, u64)>]) -> SimTime {
+fn run_phases(net: &mut dyn Network, phases: &[Phase]) -> SimTime {
     let mut id = 0u64;
     let mut now = SimTime::ZERO;
     let mut done = Vec::new();
@@ -87,7 +90,7 @@ fn run_phases(net: &mut dyn Network, phases: &[Vec<(u32, u32, u64)>]) -> SimTime
 fn main() {
     let perm_bytes = arg("--perm-bytes", 2_000_000);
     let ar_bytes = arg("--ar-bytes", 4_000_000);
-    let permutation: Vec<(u32, u32, u64)> = (0..HOSTS).map(|i| (i, (i + HOSTS / 2) % HOSTS, perm_bytes)).collect();
+    let permutation: Phase = (0..HOSTS).map(|i| (i, (i + HOSTS / 2) % HOSTS, perm_bytes)).collect();
     // Edge e (4 hosts each) is in pod e / 4; this order puts ring neighbours in different pods.
     let edges: Vec<u32> = (0..32).map(|r| (r % 8) * 4 + r / 8).collect();
     let n = edges.len() as u64;
@@ -103,7 +106,7 @@ fn main() {
         }
         ring_steps.push(step);
     }
-    let workloads: [(&str, Vec<Vec<(u32, u32, u64)>>, u64); 2] = [
+    let workloads: [(&str, Vec<Phase>, u64); 2] = [
         ("permutation", vec![permutation], perm_bytes * 8),
         ("all-reduce", ring_steps, 2 * (n - 1) * chunk * 8),
     ];

@@ -507,10 +507,9 @@ impl FlowNetwork {
             }
             // Flows holding the link, and flows not started whose path crosses it.
             let mut touched: Vec<u32> = self.link_flows[link.idx()].iter().map(|&(f, _)| f).collect();
-            touched.extend(
-                (0..self.flows.len() as u32)
-                    .filter(|&f| self.flows[f as usize].state == State::Pending && self.flows[f as usize].path.iter().any(|e| e.link == link.0)),
-            );
+            touched.extend((0..self.flows.len() as u32).filter(|&f| {
+                self.flows[f as usize].state == State::Pending && self.flows[f as usize].path.iter().any(|e| e.link == link.0)
+            }));
             for f in touched {
                 self.reroute(f);
             }
@@ -917,15 +916,24 @@ impl Network for FlowNetwork {
     /// routed again (to the same paths). Up: later routes may use the link.
     fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: LinkChange) -> Result<(), NetError> {
         if at < self.now {
-            return Err(NetError::Fault(format!("a link change at {at} is before the network's time {}", self.now)));
+            return Err(NetError::Fault(format!(
+                "a link change at {at} is before the network's time {}",
+                self.now
+            )));
         }
         if link.idx() >= self.link_cap.len() {
-            return Err(NetError::Fault(format!("no link {} (the topology has {})", link.0, self.link_cap.len())));
+            return Err(NetError::Fault(format!(
+                "no link {} (the topology has {})",
+                link.0,
+                self.link_cap.len()
+            )));
         }
         if let LinkChange::Bandwidth(bw) = change
             && bw.is_zero()
         {
-            return Err(NetError::Fault("a degraded link needs a positive bandwidth; take it down instead".into()));
+            return Err(NetError::Fault(
+                "a degraded link needs a positive bandwidth; take it down instead".into(),
+            ));
         }
         let i = self.change_list.len() as u32;
         self.change_list.push((link, change));

@@ -39,7 +39,13 @@ fn all_to_all_with_links_down_completes_and_conserves_bytes() {
                 for d in 0..16u32 {
                     if s != d {
                         let id = u64::from(s * 16 + d);
-                        ts.push(Transfer::new(TransferId(id), NodeId(s), NodeId(d), Bytes(100_000 + id), SimTime::ZERO));
+                        ts.push(Transfer::new(
+                            TransferId(id),
+                            NodeId(s),
+                            NodeId(d),
+                            Bytes(100_000 + id),
+                            SimTime::ZERO,
+                        ));
                     }
                 }
             }
@@ -56,7 +62,11 @@ fn all_to_all_with_links_down_completes_and_conserves_bytes() {
             assert_eq!(n.stats().bytes_delivered, want, "bytes conserved");
             assert!(n.violations().is_empty(), "{:?}", n.violations());
             for &l in &failed {
-                assert_eq!(n.link_bytes()[l.idx()], Bytes::ZERO, "{down} down, {lb:?}: failed link {l} carried bytes");
+                assert_eq!(
+                    n.link_bytes()[l.idx()],
+                    Bytes::ZERO,
+                    "{down} down, {lb:?}: failed link {l} carried bytes"
+                );
             }
             // Every byte that left a host arrived at one: NIC uplinks and downlinks agree.
             let (mut up, mut downlinks) = (0u64, 0u64);
@@ -69,7 +79,10 @@ fn all_to_all_with_links_down_completes_and_conserves_bytes() {
                 }
             }
             let tol = if lb == LoadBalance::Spray { 240 * 8 } else { 0 };
-            assert!(up.abs_diff(want) <= tol && downlinks.abs_diff(want) <= tol, "{up} {downlinks} {want}");
+            assert!(
+                up.abs_diff(want) <= tol && downlinks.abs_diff(want) <= tol,
+                "{up} {downlinks} {want}"
+            );
         }
     }
 }
@@ -89,7 +102,13 @@ fn packet_backend_routes_around_links_down_at_the_start() {
         let mut ts = Vec::new();
         for s in 0..16u32 {
             let d = (s + 5) % 16;
-            ts.push(Transfer::new(TransferId(u64::from(s)), NodeId(s), NodeId(d), Bytes(200_000), SimTime::ZERO));
+            ts.push(Transfer::new(
+                TransferId(u64::from(s)),
+                NodeId(s),
+                NodeId(d),
+                Bytes(200_000),
+                SimTime::ZERO,
+            ));
         }
         let done = run_all(&mut n, ts).expect("run");
         assert_eq!(done.len(), 16, "{lb:?}: every flow completes");
@@ -97,7 +116,10 @@ fn packet_backend_routes_around_links_down_at_the_start() {
         let sent = n.packet_details().expect("packet details");
         // `ports` lists the ports that sent anything.
         assert!(sent.ports.len() > 16, "{lb:?}: fabric ports sent packets");
-        assert!(sent.ports.iter().all(|p| !failed.contains(&p.link)), "{lb:?}: a failed link sent packets");
+        assert!(
+            sent.ports.iter().all(|p| !failed.contains(&p.link)),
+            "{lb:?}: a failed link sent packets"
+        );
     }
 }
 
@@ -129,7 +151,8 @@ fn a_link_change_during_a_flow_moves_or_slows_it() {
         assert!(n.violations().is_empty(), "{:?}", n.violations());
     }
     let mut n = FlowNetwork::new(topo0.clone());
-    n.schedule_link_change(SimTime::from_us(50), up, LinkChange::Bandwidth(Bandwidth::from_gbps(50))).unwrap();
+    n.schedule_link_change(SimTime::from_us(50), up, LinkChange::Bandwidth(Bandwidth::from_gbps(50)))
+        .unwrap();
     let done = run_all(&mut n, [t.clone()]).unwrap();
     // 50 us at 100 Gb/s, then the other 625 kB at 50 Gb/s: 100 us.
     assert_eq!(done[0].finish, SimTime::from_us(150) + hops);

@@ -126,7 +126,11 @@ impl FaultSpec {
                 field: format!("faults[{i}]"),
                 message: format!(
                     "names {}; give exactly one of link, links, switch, gpu, server",
-                    if named.is_empty() { "no target".to_string() } else { named.join(" and ") }
+                    if named.is_empty() {
+                        "no target".to_string()
+                    } else {
+                        named.join(" and ")
+                    }
                 ),
             });
         }
@@ -148,7 +152,11 @@ impl FaultSpec {
                 None => return Err(bad(i, "slowdown", "a straggler needs a slowdown factor, e.g. slowdown: 1.3")),
             }
             if self.action.is_some() || self.bandwidth.is_some() || self.loss.is_some() {
-                return Err(bad(i, "slowdown", "a straggler takes only slowdown (action, bandwidth and loss are for links)"));
+                return Err(bad(
+                    i,
+                    "slowdown",
+                    "a straggler takes only slowdown (action, bandwidth and loss are for links)",
+                ));
             }
             return Ok(());
         }
@@ -156,7 +164,11 @@ impl FaultSpec {
             return Err(bad(i, "slowdown", "slowdown is for a gpu or server straggler"));
         }
         if self.loss.is_some() {
-            return Err(bad(i, "loss", "lossy links are not simulated yet; take the link down or lower its bandwidth"));
+            return Err(bad(
+                i,
+                "loss",
+                "lossy links are not simulated yet; take the link down or lower its bandwidth",
+            ));
         }
         match (self.action, self.bandwidth, self.link.is_some()) {
             (Some(_), None, _) => {}
@@ -269,7 +281,10 @@ pub fn check_times(faults: &[FaultSpec], end: SimTime) -> Result<(), SimError> {
         Some(i) => Err(bad(
             i,
             "at",
-            format!("{} is after the run, which ended at {end}; give a time within the iteration", faults[i].at),
+            format!(
+                "{} is after the run, which ended at {end}; give a time within the iteration",
+                faults[i].at
+            ),
         )),
         None => Ok(()),
     }
@@ -288,7 +303,11 @@ pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_
         let x = f.slowdown.unwrap_or(1.0);
         if let Some(g) = f.gpu {
             if g >= gpus {
-                return Err(bad(i, "gpu", format!("GPU {g} is out of range: the cluster has GPUs 0..{}", gpus.saturating_sub(1))));
+                return Err(bad(
+                    i,
+                    "gpu",
+                    format!("GPU {g} is out of range: the cluster has GPUs 0..{}", gpus.saturating_sub(1)),
+                ));
             }
             per_gpu[g as usize].push((f.at, x));
             any = true;
@@ -299,7 +318,10 @@ pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_
                 return Err(bad(
                     i,
                     "server",
-                    format!("server {sv} is out of range: the cluster has servers 0..{}", servers.saturating_sub(1)),
+                    format!(
+                        "server {sv} is out of range: the cluster has servers 0..{}",
+                        servers.saturating_sub(1)
+                    ),
                 ));
             }
             for g in sv * gpus_per_node..(sv + 1) * gpus_per_node {

@@ -190,11 +190,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     // (flow) every replica is simulated, so their traffic really shares the links.
     // Imported workloads have explicit groups: every unit runs.
     // Faults make replicas differ (a straggler in one, links down under some).
-    let fold = s.network.backend == Backend::Analytical
-        && !opts.no_fold
-        && layout.dp > 1
-        && wl.explicit.is_none()
-        && s.faults.is_empty();
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none() && s.faults.is_empty();
     let active_dp = if fold { 1 } else { layout.dp };
     // Estimate before building anything large; refuse what would not fit.
     let est = estimate::estimate(&wl, layout, active_dp, u64::from(info.gpus), s.network.backend);

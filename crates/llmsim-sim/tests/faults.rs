@@ -55,7 +55,12 @@ fn degraded_links_slow_the_iteration() {
     let faults: Vec<String> = (0..4).map(|s| format!("{{link: leaf0-spine{s}, bandwidth: 40Gbps}}")).collect();
     let f = format!("faults=[{}]", faults.join(", "));
     let o = run(&scenario(&[&f]), RunOptions::default()).expect("degraded");
-    let bw = o.topo.links().iter().filter(|l| l.bandwidth == llmsim_core::Bandwidth::from_gbps(40)).count();
+    let bw = o
+        .topo
+        .links()
+        .iter()
+        .filter(|l| l.bandwidth == llmsim_core::Bandwidth::from_gbps(40))
+        .count();
     assert_eq!(bw, 8, "4 cables, both directions");
     assert!(
         o.report.iteration_time_s > base.report.iteration_time_s,
@@ -85,7 +90,10 @@ fn a_straggler_slows_the_iteration_by_its_factor() {
     // From half way on: the kernels that start after it run 2x, so the iteration lands between
     // 1.5x (give or take the kernel running at the switch) and 2x.
     let f = format!("faults=[{{gpu: 5, slowdown: 2.0, at: {}ns}}]", (base * 1e9 / 2.0) as u64);
-    let t = run(&scenario(&[&f]), ideal.clone()).expect("late straggler").report.iteration_time_s;
+    let t = run(&scenario(&[&f]), ideal.clone())
+        .expect("late straggler")
+        .report
+        .iteration_time_s;
     assert!(t / base > 1.4 && t / base < 1.6, "{f}: {}", t / base);
 }
 
@@ -104,7 +112,9 @@ fn fault_mistakes_name_their_field() {
         ("faults=[{switch: spine9, action: down}]", "faults[0].switch"),
     ];
     for (set, field) in cases {
-        let e = run(&scenario(&[set]), RunOptions::default()).err().unwrap_or_else(|| panic!("{set}: no error"));
+        let e = run(&scenario(&[set]), RunOptions::default())
+            .err()
+            .unwrap_or_else(|| panic!("{set}: no error"));
         match &e {
             SimError::Scenario { field: f, .. } => assert_eq!(f, field, "{set}: {e}"),
             other => panic!("{set}: {other}"),
@@ -120,7 +130,9 @@ fn fault_mistakes_name_their_field() {
     assert!(matches!(&e, SimError::Scenario { field, .. } if field == "faults[0].at"), "{e}");
     // Cutting every uplink of leaf 0 leaves its GPUs unreachable: a routing error, not a hang.
     let all: Vec<String> = (0..4).map(|s| format!("{{link: leaf0-spine{s}, action: down}}")).collect();
-    let e = run(&scenario(&[&format!("faults=[{}]", all.join(", "))]), RunOptions::default()).err().expect("cut off");
+    let e = run(&scenario(&[&format!("faults=[{}]", all.join(", "))]), RunOptions::default())
+        .err()
+        .expect("cut off");
     assert!(e.to_string().contains("failed links"), "{e}");
 }
 
@@ -135,5 +147,9 @@ fn a_link_failing_during_the_run_is_routed_around() {
     let o = run(&scenario(&[&f]), RunOptions::default()).expect("runs");
     let (a, b) = (&base.engine.net, &o.engine.net);
     assert_eq!((b.completed, b.bytes_delivered), (a.completed, a.bytes_delivered));
-    println!("link down at {at}: {:.4} ms vs {:.4} ms", o.report.iteration_time_s * 1e3, end * 1e3);
+    println!(
+        "link down at {at}: {:.4} ms vs {:.4} ms",
+        o.report.iteration_time_s * 1e3,
+        end * 1e3
+    );
 }

@@ -371,7 +371,10 @@ impl Topology {
                 link.bandwidth = bw;
                 Ok(())
             }
-            None => Err(TopoError::invalid("link", format!("no link {} (the topology has {})", l.0, self.links.len()))),
+            None => Err(TopoError::invalid(
+                "link",
+                format!("no link {} (the topology has {})", l.0, self.links.len()),
+            )),
         }
     }
 

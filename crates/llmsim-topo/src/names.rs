@@ -68,7 +68,10 @@ pub fn resolve_link(t: &Topology, names: &[String], field: &str, name: &str) -> 
     let mut out = Vec::new();
     if let Some(l) = directed(name) {
         out.push(l);
-    } else if let Some((a, rest)) = name.split_once("<->").or_else(|| name.split_once('-').filter(|(_, b)| !b.starts_with('>'))) {
+    } else if let Some((a, rest)) = name
+        .split_once("<->")
+        .or_else(|| name.split_once('-').filter(|(_, b)| !b.starts_with('>')))
+    {
         let (b, tag) = match rest.split_once('#') {
             Some((b, k)) => (b, format!("#{k}")),
             None => (rest, String::new()),
@@ -92,7 +95,11 @@ pub fn resolve_link(t: &Topology, names: &[String], field: &str, name: &str) -> 
             field,
             format!(
                 "no link named {name:?}; name a directed link (e.g. {}) or a cable a-b; `llmsim topo --describe --links` lists them",
-                if sample.is_empty() { "gpu0->leaf0".to_string() } else { sample.join(", ") }
+                if sample.is_empty() {
+                    "gpu0->leaf0".to_string()
+                } else {
+                    sample.join(", ")
+                }
             ),
         ));
     }
@@ -108,7 +115,12 @@ pub fn resolve_node(t: &Topology, field: &str, name: &str) -> Result<NodeId, Top
         .iter()
         .position(|x| x == name.trim())
         .map(NodeId::from_idx)
-        .ok_or_else(|| TopoError::invalid(field, format!("no node named {name:?}; switches are leaf<i>, spine<i>, core<i> (see `llmsim topo --describe --links`)")))
+        .ok_or_else(|| {
+            TopoError::invalid(
+                field,
+                format!("no node named {name:?}; switches are leaf<i>, spine<i>, core<i> (see `llmsim topo --describe --links`)"),
+            )
+        })
 }
 
 /// `n` fabric cables (switch-to-switch, both directions) drawn uniformly without replacement
@@ -137,7 +149,10 @@ pub fn random_fabric_cables(t: &Topology, n: u32, seed: u64, field: &str) -> Res
     if n as usize > cables.len() {
         return Err(TopoError::invalid(
             field,
-            format!("{n} random links asked for, but the fabric has {} switch-to-switch cables", cables.len()),
+            format!(
+                "{n} random links asked for, but the fabric has {} switch-to-switch cables",
+                cables.len()
+            ),
         ));
     }
     let mut rng = SimRng::seed(seed);
@@ -186,6 +201,11 @@ mod tests {
             assert_eq!((x.src, x.dst), (y.dst, y.src));
             assert_eq!(x.kind, LinkKind::Fabric);
         }
-        assert!(random_fabric_cables(&t, 1_000_000, 7, "faults[2].links.random").unwrap_err().to_string().contains("faults[2].links.random"));
+        assert!(
+            random_fabric_cables(&t, 1_000_000, 7, "faults[2].links.random")
+                .unwrap_err()
+                .to_string()
+                .contains("faults[2].links.random")
+        );
     }
 }
