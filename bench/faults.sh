@@ -57,4 +57,34 @@ PY
     done
   done
 done
+# Named faults on the 2:1 fat-tree, on the uplinks of edge switch leaf0 (GPUs 0-3): cables down
+# from the start and half way through the iteration (the flow backend then moves the flows on
+# them), and all four uplinks degraded to a quarter.
+fat=(--set "cluster.topology={kind: fat-tree, edge_agg: {bandwidth: 200Gbps}, agg_core: {bandwidth: 200Gbps}}")
+echo
+echo "| fabric | backend | fault | iteration (s) | vs none | exposed comm (ms) | exposed DP (ms) | transfers done |"
+echo "|---|---|---|---:|---:|---:|---:|---|"
+"$bin" run examples/gpt3-13b-128gpu.yaml --backend flow "${fat[@]}" --json > "$tmp/base.json" 2> /dev/null
+base=$(python3 -c "import json; print(json.load(open('$tmp/base.json'))['iteration_time_s'])")
+up3() { echo "{link: leaf0-spine0, action: down$1}, {link: leaf0-spine1, action: down$1}, {link: leaf0-spine2, action: down$1}"; }
+cases=(
+  "3 of leaf0's 4 uplink cables down from the start|$(up3 "")"
+  "3 of leaf0's 4 uplink cables down at 1.5 s|$(up3 ", at: 1500ms")"
+  "leaf0's 4 uplinks at 50 Gb/s from the start|{link: leaf0->spine0, bandwidth: 50Gbps}, {link: leaf0->spine1, bandwidth: 50Gbps}, {link: leaf0->spine2, bandwidth: 50Gbps}, {link: leaf0->spine3, bandwidth: 50Gbps}"
+)
+for c in "${cases[@]}"; do
+  label=${c%%|*}
+  f=${c#*|}
+  "$bin" run examples/gpt3-13b-128gpu.yaml --backend flow "${fat[@]}" --set "faults=[$f]" --json > "$tmp/r.json" 2> /dev/null
+  row=$(python3 - "$tmp/r.json" "$base" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+m, net = d["mean"], d["net"]
+t = d["iteration_time_s"]
+exposed = sum(m[k] for k in ("exposed_tp_s", "exposed_cp_s", "exposed_ep_s", "exposed_pp_s", "exposed_dp_s"))
+print(f"{t:.4f} | {t / float(sys.argv[2]):.4f} | {exposed * 1e3:.1f} | {m['exposed_dp_s'] * 1e3:.2f} | {net['completed']}/{net['submitted']}")
+PY
+)
+  echo "| fat-tree 2:1 | flow | $label | $row |"
+done
 rm -rf "$tmp"

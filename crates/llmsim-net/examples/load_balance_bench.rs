@@ -6,9 +6,10 @@
 //! edge: 4 x 100 down, 4 x 50 up), 1 us per link.
 //! - permutation: host i sends `--perm-bytes` (default 2 MB) to host (i + 64) mod 128, all at t = 0
 //!   (every flow leaves its pod); the fabric's bound is 50 Gb/s per host.
-//! - all-reduce: 4 rings of 32 hosts (ring j: host j of every edge, ordered so that neighbours
-//!   sit in different pods), `--ar-bytes` (default 4 MB) per ring, 2(n-1) steps of bytes/n each,
-//!   each step starting when the previous one has completed everywhere (ring all-reduce).
+//! - all-reduce: 4 rings of `--ring-edges` (default 32) hosts (ring j: host j of each edge, ordered
+//!   so that neighbours sit in different pods), `--ar-bytes` (default 4 MB) per ring, 2(n-1) steps
+//!   of bytes/n each, each step starting when the previous one has completed everywhere (ring
+//!   all-reduce). `--only permutation|all-reduce` runs one of the two.
 //!
 //! Run: `cargo run --release -p llmsim-net --example load_balance_bench` (or `bench/load_balance.sh`).
 //! Prints one markdown table row per (workload, backend, policy).
@@ -92,7 +93,9 @@ fn main() {
     let ar_bytes = arg("--ar-bytes", 4_000_000);
     let permutation: Phase = (0..HOSTS).map(|i| (i, (i + HOSTS / 2) % HOSTS, perm_bytes)).collect();
     // Edge e (4 hosts each) is in pod e / 4; this order puts ring neighbours in different pods.
-    let edges: Vec<u32> = (0..32).map(|r| (r % 8) * 4 + r / 8).collect();
+    // `--ring-edges 8`: one edge per pod (14 steps instead of 62).
+    let ring_edges = arg("--ring-edges", 32) as u32;
+    let edges: Vec<u32> = (0..ring_edges.min(32)).map(|r| (r % 8) * 4 + (r / 8) % 4).collect();
     let n = edges.len() as u64;
     let chunk = ar_bytes / n;
     let mut ring_steps = Vec::new();
@@ -119,7 +122,11 @@ fn main() {
     ];
     println!("| workload | backend | load_balance | completion (us) | Gb/s per host | NACKs | resent MB | drops | wall (s) |");
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
+    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
     for (name, phases, bits_per_host) in &workloads {
+        if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
         for backend in ["packet", "flow"] {
             for lb in lbs {
                 let mut net = network(backend, lb);
