@@ -67,10 +67,12 @@ echo "|---|---|---|---:|---:|---:|---:|---|"
 "$bin" run examples/gpt3-13b-128gpu.yaml --backend flow "${fat[@]}" --json > "$tmp/base.json" 2> /dev/null
 base=$(python3 -c "import json; print(json.load(open('$tmp/base.json'))['iteration_time_s'])")
 up3() { echo "{link: leaf0-spine0, action: down$1}, {link: leaf0-spine1, action: down$1}, {link: leaf0-spine2, action: down$1}"; }
+deg() { echo "{link: leaf0->spine0, bandwidth: 50Gbps$1}, {link: leaf0->spine1, bandwidth: 50Gbps$1}, {link: leaf0->spine2, bandwidth: 50Gbps$1}, {link: leaf0->spine3, bandwidth: 50Gbps$1}"; }
 cases=(
   "3 of leaf0's 4 uplink cables down from the start|$(up3 "")"
   "3 of leaf0's 4 uplink cables down at 1.5 s|$(up3 ", at: 1500ms")"
-  "leaf0's 4 uplinks at 50 Gb/s from the start|{link: leaf0->spine0, bandwidth: 50Gbps}, {link: leaf0->spine1, bandwidth: 50Gbps}, {link: leaf0->spine2, bandwidth: 50Gbps}, {link: leaf0->spine3, bandwidth: 50Gbps}"
+  "leaf0's 4 uplinks at 50 Gb/s from the start|$(deg "")"
+  "leaf0's 4 uplinks at 50 Gb/s from 2 s|$(deg ", at: 2s")"
 )
 for c in "${cases[@]}"; do
   label=${c%%|*}
