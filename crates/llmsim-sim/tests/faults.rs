@@ -153,3 +153,23 @@ fn a_link_failing_during_the_run_is_routed_around() {
         end * 1e3
     );
 }
+
+/// A switch down takes every link of it; a link taken down then brought up in the same list is
+/// the run with no fault, exactly.
+#[test]
+fn a_switch_down_is_routed_around_and_down_then_up_is_no_fault() {
+    let base = run(&scenario(&[]), RunOptions::default()).expect("baseline");
+    let o = run(&scenario(&["faults=[{switch: spine0, action: down}]"]), RunOptions::default()).expect("spine0 down");
+    // spine0 has one cable to each of the 8 leaves.
+    assert_eq!(o.topo.links_down(), 16);
+    assert_eq!(o.engine.net.completed, base.engine.net.completed);
+    assert_eq!(o.engine.net.bytes_delivered, base.engine.net.bytes_delivered);
+    let o = run(
+        &scenario(&["faults=[{link: leaf0-spine0, action: down}, {link: leaf0-spine0, action: up}]"]),
+        RunOptions::default(),
+    )
+    .expect("down, up");
+    assert_eq!(o.topo.links_down(), 0);
+    assert_eq!(o.report.iteration_time_s, base.report.iteration_time_s);
+    assert_eq!(o.engine.net, base.engine.net);
+}
