@@ -186,3 +186,57 @@ fn a_flow_cut_off_during_the_run_is_reported() {
     let e = n.fault_error().expect("a fault error").to_string();
     assert!(e.contains("transfer 7") && e.contains("failed links"), "{e}");
 }
+
+/// A link failing under a running flow on the packet backend: the packets on it are lost, the
+/// flow moves to another path, and RoCE recovers every byte: by go-back-N when later packets
+/// arrive out of order, and by the ACK timeout when the flow's last packets were the ones lost.
+#[test]
+fn packet_backend_recovers_a_link_failing_mid_transfer() {
+    use llmsim_net::LinkChange;
+    use llmsim_net::packet::{CcMode, PacketConfig, PacketNetwork};
+    let bytes = 1_250_000u64; // 100 us at 100 Gb/s
+    let (t, _) = topo(0, 1);
+    let tr = Transfer::new(TransferId(1), NodeId(0), NodeId(15), Bytes(bytes), SimTime::ZERO);
+    let mut path = Vec::new();
+    t.route(tr.src, tr.dst, tr.flow_hash, &mut path).unwrap();
+    let net = || PacketNetwork::new(t.clone(), PacketConfig::ns3_defaults(CcMode::Dcqcn)).expect("packet network");
+    let mut plain = net();
+    let base = run_all(&mut plain, [tr.clone()]).unwrap()[0].finish;
+    assert_eq!(plain.stats().drops, 0);
+    // Mid-transfer (the edge uplink at 50 us): later packets arrive out of order, a NACK brings
+    // the sender back. Near the end (the destination pod's agg-to-edge link 4 us before the end,
+    // with only the flow's last packets left to cross it): nothing arrives after the loss, and the
+    // ACK timeout (`FAULT_ACK_TIMEOUT`, checked every 500 us) resends.
+    let timeout = llmsim_net::packet::FAULT_ACK_TIMEOUT;
+    for (link, at, tail) in [(path[1], SimTime::from_us(50), false), (path[4], base - SimTime::from_us(4), true)] {
+        let mut n = net();
+        n.schedule_link_change(at, link, LinkChange::Down).unwrap();
+        let done = run_all(&mut n, [tr.clone()]).unwrap();
+        let s = n.stats();
+        println!(
+            "link {link} down at {at}: finish {} (no failure {base}), {} drops, {} NACKs, {} B resent",
+            done[0].finish, s.drops, s.nacks, s.retransmitted_bytes
+        );
+        assert_eq!(done.len(), 1, "the flow completes");
+        assert_eq!(s.bytes_delivered, bytes);
+        assert!(s.drops > 0, "packets on the failed link are lost");
+        assert!(s.retransmitted_bytes > 0, "and sent again");
+        assert!(done[0].finish > base, "recovery costs time");
+        if tail {
+            assert!(done[0].finish > at + timeout, "a tail loss waits for the ACK timeout");
+            assert_eq!(s.nacks, 0, "nothing arrived out of order");
+        } else {
+            assert!(s.nacks > 0, "out-of-order arrivals are NACKed");
+            assert!(done[0].finish < at + timeout, "recovered by go-back-N, before any timeout");
+        }
+        assert!(n.fault_error().is_none());
+    }
+    // Wormhole cannot fast-forward across a failure: refused.
+    let cfg = PacketConfig {
+        wormhole: llmsim_net::packet::WormholeConfig::fast_forwarding(0.05, 4, 3, SimTime::from_us(10), false),
+        ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
+    };
+    let mut n = PacketNetwork::new(t.clone(), cfg).expect("packet network");
+    let e = n.schedule_link_change(SimTime::from_us(5), path[1], LinkChange::Down).unwrap_err();
+    assert!(e.to_string().contains("Wormhole"), "{e}");
+}

@@ -9,8 +9,9 @@
 //!
 //! A fault at `at: 0` is part of the topology from the start (every backend). A named link's
 //! fault at a later time is handed to the network ([`Network::schedule_link_change`]): the flow
-//! backend moves the flows on it; the others refuse it. A straggler with a later `at` slows the
-//! kernels that start from then on.
+//! backend moves the flows on it (down, up, bandwidth); the packet backend models a link going
+//! down (packets on it lost, go-back-N recovers) and refuses the rest; the analytical backend
+//! refuses them. A straggler with a later `at` slows the kernels that start from then on.
 //!
 //! [`Network::schedule_link_change`]: llmsim_net::Network::schedule_link_change
 
@@ -60,7 +61,8 @@ fn is_zero(t: &SimTime) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     /// When it happens (default 0: from the start). A named link's change or a straggler may come
-    /// later (flow backend for links); random links and switches fail at 0 only.
+    /// later (links: flow backend, or packet for action: down); random links and switches fail
+    /// at 0 only.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub at: SimTime,
     /// A link by name: `a->b` (one direction) or `a-b` (the cable, both directions).
