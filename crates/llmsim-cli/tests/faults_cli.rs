@@ -19,10 +19,25 @@ network: { backend: flow }
 
 #[test]
 fn describe_lists_link_names_that_a_fault_takes() {
-    let o = llmsim(&["topo", "--topology", "spine-leaf", "--hosts-per-leaf", "4", "--gpus", "16", "--gpus-per-node", "8", "--describe", "--links"]);
+    let o = llmsim(&[
+        "topo",
+        "--topology",
+        "spine-leaf",
+        "--hosts-per-leaf",
+        "4",
+        "--gpus",
+        "16",
+        "--gpus-per-node",
+        "8",
+        "--describe",
+        "--links",
+    ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.contains("leaf0->spine0") && out.contains("gpu0->leaf0") && out.contains("fabric"), "{out}");
+    assert!(
+        out.contains("leaf0->spine0") && out.contains("gpu0->leaf0") && out.contains("fabric"),
+        "{out}"
+    );
 
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults_cli");
     std::fs::create_dir_all(&dir).unwrap();

@@ -52,10 +52,14 @@ impl Engine {
             ));
         }
         if self.cfg.routing != Routing::Topology {
-            return Err(PacketError::Config("link failures during the run need the topology's routing rule".into()));
+            return Err(PacketError::Config(
+                "link failures during the run need the topology's routing rule".into(),
+            ));
         }
         if self.tcp_on {
-            return Err(PacketError::Config("link failures during the run are modelled under RoCE only; use transport: roce".into()));
+            return Err(PacketError::Config(
+                "link failures during the run are modelled under RoCE only; use transport: roce".into(),
+            ));
         }
         if link as usize >= self.topo.num_links() {
             return Err(PacketError::Config(format!("no link {link}")));

@@ -21,7 +21,8 @@ use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
 use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport};
 use super::events::{
-    self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_FAULT, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
+    self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_FAULT, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30,
+    ev,
 };
 use super::queue::EvQueue;
 use super::route::Ns3Routes;
@@ -29,8 +30,8 @@ use super::tables::{Flow, Ingress, Kind, MAX_HOPS, NIL, NQ, Nic, Pkt, PktList, P
 
 mod build;
 mod fault;
-pub use fault::FAULT_ACK_TIMEOUT;
 pub(crate) use build::check_load_balance;
+pub use fault::FAULT_ACK_TIMEOUT;
 mod link;
 mod nic;
 mod switch;
