@@ -22,6 +22,10 @@ pub struct TopoCmdArgs {
     /// Print counts, bandwidths, bisection, diameter and a sample route.
     #[arg(long)]
     pub describe: bool,
+    /// With --describe: also list every directed link by name (`leaf0->spine3`), the names a
+    /// scenario's `faults:` take.
+    #[arg(long)]
+    pub links: bool,
     /// Write the topology to stdout in this format.
     #[arg(long, value_enum)]
     pub export: Option<ExportFormat>,
@@ -37,6 +41,7 @@ pub fn run(a: &TopoCmdArgs) -> Result<()> {
     let text = match (a.describe, a.export) {
         (_, Some(ExportFormat::Ns3)) => llmsim_topo::ns3::to_ns3(&t),
         (_, Some(ExportFormat::Json)) => serde_json::to_string_pretty(&t.describe())? + "\n",
+        (true, None) if a.links => format!("{}\n{}", t.describe(), link_table(&t)),
         (true, None) => format!("{}\n", t.describe()),
         (false, None) => bail!("say what to do: --describe or --export ns3|json"),
     };
@@ -45,4 +50,20 @@ pub fn run(a: &TopoCmdArgs) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
+}
+
+/// One line per directed link: id, name, kind, bandwidth, latency.
+fn link_table(t: &llmsim_topo::Topology) -> String {
+    use std::fmt::Write as _;
+    let names = llmsim_topo::names::link_names(t);
+    let mut out = format!("links ({}; a fault names one as a->b, or a cable as a-b):\n", names.len());
+    for (i, (l, n)) in t.links().iter().zip(&names).enumerate() {
+        let kind = match l.kind {
+            llmsim_topo::LinkKind::NvLink => "nvlink",
+            llmsim_topo::LinkKind::HostNic => "nic",
+            llmsim_topo::LinkKind::Fabric => "fabric",
+        };
+        let _ = writeln!(out, "  {i:>6}  {n:<24} {kind:<7} {} {}", l.bandwidth, l.latency);
+    }
+    out
 }

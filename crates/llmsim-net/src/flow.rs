@@ -23,8 +23,9 @@ use std::sync::Arc;
 use llmsim_core::{Bandwidth, Bytes, LinkId, NodeId, SimTime, TransferId};
 use llmsim_topo::Topology;
 
+use crate::packet::LoadBalance;
 use crate::route::{self, IdSet, RouteLink, RouteScratch, RouteSummary};
-use crate::{Completion, NetError, NetStats, Network, Transfer};
+use crate::{Completion, LinkChange, NetError, NetStats, Network, RouteSpec, Transfer};
 
 const PS_PER_S: f64 = SimTime::PS_PER_S as f64;
 /// Relative tolerance of the rate checks.
@@ -44,7 +45,9 @@ enum State {
 #[derive(Clone, Copy, Debug)]
 struct PathEntry {
     link: u32,
-    mult: u32,
+    /// How many times the flow's rate crosses the link: the legs over it (an integer) under
+    /// one path per flow, the share of its paths over it when spread (`LoadBalance::Spread`).
+    mult: f64,
     /// Index of this flow in `link_flows[link]`, for O(1) swap-remove.
     pos: u32,
 }
@@ -59,12 +62,16 @@ struct Flow {
     path: Vec<PathEntry>,
     /// Bottleneck of the route alone: bandwidth, multiplicity, and `bandwidth / multiplicity`.
     solo_bw: Bandwidth,
+    /// 0: no exact integer drain (a spread flow's fractional shares).
     solo_mult: u32,
     solo_rate: f64,
     remaining_bits: f64,
     rate_bps: f64,
     updated_at: SimTime,
     state: State,
+    /// How the transfer was routed, to route it again when a link on its path changes.
+    flow_hash: u64,
+    route: RouteSpec,
 }
 
 impl Flow {
@@ -84,6 +91,8 @@ impl Flow {
             rate_bps: 0.0,
             updated_at: SimTime::ZERO,
             state: State::Free,
+            flow_hash: 0,
+            route: RouteSpec::Direct,
         }
     }
 }
@@ -104,7 +113,10 @@ struct RateScratch {
     comp_links: Vec<u32>,
     comp_flows: Vec<u32>,
     rem: Vec<f64>,
-    weight: Vec<u64>,
+    /// Per link: the multiplicities of its unfrozen flows, summed, and how many those are (the
+    /// sum of fractional shares need not come back to exactly 0).
+    weight: Vec<f64>,
+    open: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     new_rate: Vec<f64>,
     /// Per flow slot: the share and id of its tightest link that no other flow holds
@@ -151,7 +163,7 @@ impl RateScratch {
                     let el = e.link as usize;
                     if link_flows[el].len() == 1 && !self.plain {
                         // Keyed as the plain filling keys a link: (share, link id).
-                        let key = (cap[el] / e.mult as f64, e.link);
+                        let key = (cap[el] / e.mult, e.link);
                         if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                             private = key;
                         }
@@ -180,13 +192,11 @@ impl RateScratch {
         self.heap.clear();
         for &l in &self.comp_links {
             let li = l as usize;
-            let w: u64 = link_flows[li]
-                .iter()
-                .map(|&(f, i)| flows[f as usize].path[i as usize].mult as u64)
-                .sum();
+            let w: f64 = link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum();
             self.rem[li] = cap[li];
             self.weight[li] = w;
-            self.heap.push(Reverse(((cap[li] / w as f64).to_bits(), l)));
+            self.open[li] = link_flows[li].len() as u32;
+            self.heap.push(Reverse(((cap[li] / w).to_bits(), l)));
         }
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
@@ -210,10 +220,10 @@ impl RateScratch {
                 self.freeze(fi, share, flows, link_flows);
                 continue;
             }
-            if self.weight[li] == 0 {
+            if self.open[li] == 0 {
                 continue;
             }
-            let current = self.rem[li].max(0.0) / self.weight[li] as f64;
+            let current = self.rem[li].max(0.0) / self.weight[li];
             if current > f64::from_bits(key) {
                 self.heap.push(Reverse((current.to_bits(), l)));
                 continue;
@@ -237,8 +247,9 @@ impl RateScratch {
         for e in &flows[fi].path {
             let el = e.link as usize;
             if link_flows[el].len() > 1 {
-                self.rem[el] -= e.mult as f64 * share;
-                self.weight[el] -= e.mult as u64;
+                self.rem[el] -= e.mult * share;
+                self.weight[el] -= e.mult;
+                self.open[el] -= 1;
             }
         }
     }
@@ -272,6 +283,15 @@ pub struct FlowNetwork {
     /// Drain predictions of one recomputation, added to `drains` in one batch (a heap rebuild
     /// when a large component was rerated, instead of one sift per flow).
     new_drains: Vec<DrainEvent>,
+    /// Spread each flow evenly over its equal-cost paths (`spray`, `adaptive`).
+    spread: bool,
+    split_scratch: route::SplitScratch,
+    split_route: Vec<(LinkId, f64)>,
+    /// Link changes to come: `(time_ps, order, index in change_list)`.
+    changes: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    change_list: Vec<(LinkId, LinkChange)>,
+    /// The first flow a link change left without a route.
+    fault_err: Option<NetError>,
 }
 
 impl FlowNetwork {
@@ -281,7 +301,8 @@ impl FlowNetwork {
         let scratch = RateScratch {
             link_mark: vec![0; n],
             rem: vec![0.0; n],
-            weight: vec![0; n],
+            weight: vec![0.0; n],
+            open: vec![0; n],
             ..RateScratch::default()
         };
         FlowNetwork {
@@ -305,7 +326,22 @@ impl FlowNetwork {
             violations: Vec::new(),
             new_drains: Vec::new(),
             versions: Vec::new(),
+            spread: false,
+            split_scratch: route::SplitScratch::default(),
+            split_route: Vec::new(),
+            changes: BinaryHeap::new(),
+            change_list: Vec::new(),
+            fault_err: None,
         }
+    }
+
+    /// How flows use equal-cost paths. `Spray` and `Adaptive` spread each flow's bytes evenly
+    /// over all of them ([`route::expand_split`]): the fluid limit of per-packet spraying, and of
+    /// adaptive routing on a symmetric fabric. `Ecmp` and `Flowlet` keep one path per flow, by
+    /// its hash (a flowlet's path changes only between bursts, which a fluid flow does not
+    /// have). Set it before submitting.
+    pub fn set_load_balance(&mut self, lb: LoadBalance) {
+        self.spread = matches!(lb, LoadBalance::Spray | LoadBalance::Adaptive);
     }
 
     /// Like [`Network::submit`], but along explicit `path` (links from `t.src` to `t.dst`)
@@ -379,7 +415,7 @@ impl FlowNetwork {
                 if flow.state != State::Active {
                     return Err(format!("link {l} lists flow {} which is not active", flow.id));
                 }
-                load[l] += flow.path[i as usize].mult as f64 * flow.rate_bps;
+                load[l] += flow.path[i as usize].mult * flow.rate_bps;
                 fastest[l] = fastest[l].max(flow.rate_bps);
             }
             if load[l] > self.link_cap[l] * (1.0 + CHECK_TOL) {
@@ -420,25 +456,174 @@ impl FlowNetwork {
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
 
-    fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
-        let slot = self.alloc_slot();
-        let f = &mut self.flows[slot as usize];
-        f.id = t.id;
-        f.src = t.src;
-        f.dst = t.dst;
-        f.bytes = t.bytes;
-        f.start = t.start;
-        f.latency = sum.latency;
+    /// Sets `f`'s path to `route` (one path, multiplicities) and its lone-flow bottleneck.
+    fn fill_path(f: &mut Flow, route: &[RouteLink], sum: RouteSummary) {
         f.path.clear();
-        f.path.extend(self.route.iter().map(|rl| PathEntry {
+        f.path.extend(route.iter().map(|rl| PathEntry {
             link: rl.link.0,
-            mult: rl.mult,
+            mult: f64::from(rl.mult),
             pos: 0,
         }));
         let (bw, mult) = sum.bottleneck.unwrap_or((Bandwidth::ZERO, 1));
         f.solo_bw = bw;
         f.solo_mult = mult;
         f.solo_rate = bw.bps_f64() / mult as f64;
+    }
+
+    /// Sets `f`'s path to `split` (link, share of the bytes) and its lone-flow bottleneck.
+    fn fill_split(f: &mut Flow, split: &[(LinkId, f64)], cap: &[f64]) {
+        f.path.clear();
+        f.path.extend(split.iter().map(|&(l, w)| PathEntry {
+            link: l.0,
+            mult: w,
+            pos: 0,
+        }));
+        let solo = f.path.iter().map(|e| cap[e.link as usize] / e.mult).fold(f64::INFINITY, f64::min);
+        f.solo_bw = Bandwidth::ZERO;
+        f.solo_mult = 0;
+        f.solo_rate = if solo.is_finite() { solo } else { 0.0 };
+    }
+
+    /// Applies the link changes due at `now` and routes the flows they touch again.
+    fn apply_changes(&mut self) {
+        while let Some(&Reverse((at, _, i))) = self.changes.peek() {
+            if at != self.now.0 {
+                break;
+            }
+            self.changes.pop();
+            let (link, change) = self.change_list[i as usize];
+            let topo = Arc::make_mut(&mut self.topo);
+            // Checked when scheduled: the link exists and a bandwidth is positive.
+            let _ = match change {
+                LinkChange::Down => topo.set_link_down(link, true),
+                LinkChange::Up => topo.set_link_down(link, false),
+                LinkChange::Bandwidth(bw) => topo.set_link_bandwidth(link, bw),
+            };
+            if let LinkChange::Bandwidth(bw) = change {
+                self.link_cap[link.idx()] = bw.bps_f64();
+            }
+            if change == LinkChange::Up {
+                continue;
+            }
+            // Flows holding the link, and flows not started whose path crosses it.
+            let mut touched: Vec<u32> = self.link_flows[link.idx()].iter().map(|&(f, _)| f).collect();
+            touched.extend((0..self.flows.len() as u32).filter(|&f| {
+                self.flows[f as usize].state == State::Pending && self.flows[f as usize].path.iter().any(|e| e.link == link.0)
+            }));
+            for f in touched {
+                self.reroute(f);
+            }
+            self.scratch.dirty.push(link.0);
+        }
+    }
+
+    /// Routes flow `slot` again on the topology as it is now, keeping the bytes it has left.
+    fn reroute(&mut self, slot: u32) {
+        let now = self.now;
+        let si = slot as usize;
+        let active = self.flows[si].state == State::Active;
+        if active {
+            let f = &mut self.flows[si];
+            if f.rate_bps > 0.0 {
+                let dt = (now.0 - f.updated_at.0) as f64;
+                f.remaining_bits = (f.remaining_bits - f.rate_bps * dt / PS_PER_S).max(0.0);
+            }
+            f.rate_bps = 0.0;
+            f.updated_at = now;
+            for i in 0..self.flows[si].path.len() {
+                let e = self.flows[si].path[i];
+                let list = &mut self.link_flows[e.link as usize];
+                list.swap_remove(e.pos as usize);
+                if let Some(&(moved, mi)) = list.get(e.pos as usize) {
+                    self.flows[moved as usize].path[mi as usize].pos = e.pos;
+                }
+                self.scratch.dirty.push(e.link);
+            }
+            self.versions[si] = self.versions[si].wrapping_add(1);
+        }
+        let f = &self.flows[si];
+        let t = Transfer {
+            id: f.id,
+            src: f.src,
+            dst: f.dst,
+            bytes: f.bytes,
+            start: f.start,
+            flow_hash: f.flow_hash,
+            route: f.route.clone(),
+        };
+        let routed = if self.spread {
+            route::expand_split(&self.topo, &t, &mut self.split_scratch, &mut self.split_route).map(|lat| {
+                let f = &mut self.flows[si];
+                Self::fill_split(f, &self.split_route, &self.link_cap);
+                f.latency = lat;
+            })
+        } else {
+            route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route).map(|sum| {
+                let f = &mut self.flows[si];
+                Self::fill_path(f, &self.route, sum);
+                f.latency = sum.latency;
+            })
+        };
+        if let Err(e) = routed {
+            // The flow keeps no link and never finishes; the run reports why.
+            self.flows[si].path.clear();
+            self.fault_err.get_or_insert(NetError::Fault(format!(
+                "transfer {} ({} -> {}) lost its route at {now}: {e}",
+                t.id, t.src, t.dst
+            )));
+            if active {
+                self.active -= 1;
+                self.flows[si].state = State::Drained;
+            }
+            return;
+        }
+        // Not the exact lone-flow drain: the flow has moved since its first byte.
+        self.flows[si].solo_mult = 0;
+        if active {
+            let f = &mut self.flows[si];
+            for (i, e) in f.path.iter_mut().enumerate() {
+                let list = &mut self.link_flows[e.link as usize];
+                e.pos = list.len() as u32;
+                list.push((slot, i as u32));
+                self.scratch.dirty.push(e.link);
+            }
+        }
+    }
+
+    /// Queues `t` spread over the links of `self.split_route` (link, share of its bytes).
+    fn enqueue_split(&mut self, t: Transfer, latency: SimTime) {
+        let slot = self.alloc_slot();
+        let f = &mut self.flows[slot as usize];
+        f.flow_hash = t.flow_hash;
+        f.route = t.route;
+        f.id = t.id;
+        f.src = t.src;
+        f.dst = t.dst;
+        f.bytes = t.bytes;
+        f.start = t.start;
+        f.latency = latency;
+        Self::fill_split(f, &self.split_route, &self.link_cap);
+        f.remaining_bits = t.bytes.0 as f64 * 8.0;
+        f.rate_bps = 0.0;
+        f.updated_at = t.start;
+        f.state = State::Pending;
+        self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+        self.in_flight.insert(t.id.0);
+        self.stats.submitted += 1;
+    }
+
+    fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
+        let slot = self.alloc_slot();
+        let f = &mut self.flows[slot as usize];
+        f.flow_hash = t.flow_hash;
+        f.route = t.route;
+        f.id = t.id;
+        f.src = t.src;
+        f.dst = t.dst;
+        f.bytes = t.bytes;
+        f.start = t.start;
+        f.latency = sum.latency;
+        Self::fill_path(f, &self.route, sum);
         f.remaining_bits = t.bytes.0 as f64 * 8.0;
         f.rate_bps = 0.0;
         f.updated_at = t.start;
@@ -508,7 +693,7 @@ impl FlowNetwork {
         f.updated_at = now;
         let version = self.versions[slot as usize].wrapping_add(1);
         self.versions[slot as usize] = version;
-        let drain = if now == f.start && rate == f.solo_rate {
+        let drain = if now == f.start && rate == f.solo_rate && f.solo_mult > 0 {
             // Alone at full rate from the first byte: exact, as the analytical backend.
             f.start.0.saturating_add(route::serialization_ps(f.bytes, f.solo_bw, f.solo_mult))
         } else {
@@ -592,6 +777,9 @@ impl FlowNetwork {
     /// Arrivals and drains at `t`, then one recomputation.
     fn step(&mut self, t: SimTime) {
         self.now = t;
+        if !self.changes.is_empty() {
+            self.apply_changes();
+        }
         while let Some(&Reverse((at, _, slot))) = self.arrivals.peek() {
             if at != t.0 {
                 break;
@@ -622,7 +810,11 @@ impl FlowNetwork {
             self.deliveries.pop();
             let f = &mut self.flows[slot as usize];
             for e in &f.path {
-                self.link_bytes[e.link as usize].0 += f.bytes.0 * e.mult as u64;
+                self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
+                    f.bytes.0 * e.mult as u64
+                } else {
+                    (f.bytes.0 as f64 * e.mult).round() as u64
+                };
             }
             done.push(Completion {
                 id: f.id,
@@ -643,10 +835,8 @@ impl FlowNetwork {
     fn next_rate_event(&self) -> Option<u64> {
         let a = self.arrivals.peek().map(|e| e.0.0);
         let d = self.drains.peek().map(|e| e.0.0);
-        match (a, d) {
-            (Some(a), Some(d)) => Some(a.min(d)),
-            (x, None) | (None, x) => x,
-        }
+        let c = self.changes.peek().map(|e| e.0.0);
+        [a, d, c].into_iter().flatten().min()
     }
 }
 
@@ -679,6 +869,12 @@ impl Network for FlowNetwork {
 
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
         self.check_submit(&t)?;
+        if self.spread {
+            let latency = route::expand_split(&self.topo, &t, &mut self.split_scratch, &mut self.split_route)
+                .map_err(|source| NetError::Route { id: t.id, source })?;
+            self.enqueue_split(t, latency);
+            return Ok(());
+        }
         let sum = route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route)
             .map_err(|source| NetError::Route { id: t.id, source })?;
         self.enqueue(t, sum);
@@ -712,6 +908,41 @@ impl Network for FlowNetwork {
 
     fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Down: the flows on the link (and those not started whose path crosses it) are routed
+    /// again by the rule around the links now down, keeping the bytes they have left; their bytes
+    /// are counted on their last path. Bandwidth: the link's capacity changes and its flows are
+    /// routed again (to the same paths). Up: later routes may use the link.
+    fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: LinkChange) -> Result<(), NetError> {
+        if at < self.now {
+            return Err(NetError::Fault(format!(
+                "a link change at {at} is before the network's time {}",
+                self.now
+            )));
+        }
+        if link.idx() >= self.link_cap.len() {
+            return Err(NetError::Fault(format!(
+                "no link {} (the topology has {})",
+                link.0,
+                self.link_cap.len()
+            )));
+        }
+        if let LinkChange::Bandwidth(bw) = change
+            && bw.is_zero()
+        {
+            return Err(NetError::Fault(
+                "a degraded link needs a positive bandwidth; take it down instead".into(),
+            ));
+        }
+        let i = self.change_list.len() as u32;
+        self.change_list.push((link, change));
+        self.changes.push(Reverse((at.0, u64::from(i), i)));
+        Ok(())
+    }
+
+    fn fault_error(&self) -> Option<NetError> {
+        self.fault_err.clone()
     }
 
     fn stats(&self) -> NetStats {

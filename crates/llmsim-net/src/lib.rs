@@ -155,6 +155,17 @@ pub struct PacketDetails {
     pub pfc: Vec<PfcRecord>,
 }
 
+/// What happens to a link during a run (`faults:` with `at:` after 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LinkChange {
+    /// The link fails: flows on it move to other paths by the routing rule.
+    Down,
+    /// The link comes back: later routes may use it again; flows already moved stay.
+    Up,
+    /// The link runs at this bandwidth from now on.
+    Bandwidth(llmsim_core::Bandwidth),
+}
+
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum NetError {
     #[error("transfer {id} starts at {start} but the network is already at {now}")]
@@ -166,6 +177,10 @@ pub enum NetError {
     /// A backend could not save what it learned (e.g. the Wormhole memo database file).
     #[error("{0}")]
     Backend(String),
+    /// A link change during the run this backend does not simulate, or one that left a flow
+    /// with no route.
+    #[error("{0}")]
+    Fault(String),
 }
 
 impl NetError {
@@ -223,6 +238,23 @@ pub trait Network {
     }
     /// Number of transfers submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Schedules a change of `link` at time `at >= now()` (a failure, a repair, a degraded
+    /// bandwidth). Default: not simulated by this backend.
+    ///
+    /// # Errors
+    /// `NetError::Fault` when the backend does not simulate link changes during a run, or `at`
+    /// is in the past.
+    fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: LinkChange) -> Result<(), NetError> {
+        let _ = (at, link, change);
+        Err(NetError::Fault(
+            "this network backend simulates faults from the start only (at: 0); use backend: flow for faults during the run".into(),
+        ))
+    }
+    /// A flow that a link change left with no route (the error names it), once the run is over.
+    /// Default: none.
+    fn fault_error(&self) -> Option<NetError> {
+        None
+    }
     /// Called once when the run is over: a backend may persist what it learned (the packet
     /// backend saves its Wormhole memo database). Default: nothing.
     ///

@@ -167,6 +167,104 @@ impl RouteShape {
     }
 }
 
+/// Reusable buffers for [`expand_split`].
+#[derive(Default)]
+pub struct SplitScratch {
+    front: Vec<(NodeId, f64, SimTime)>,
+    next: Vec<(NodeId, f64, SimTime)>,
+    hops: Vec<LinkId>,
+    acc: Vec<(LinkId, f64)>,
+}
+
+/// A transfer's route when its packets are spread evenly over the equal-cost paths (`spray`,
+/// `adaptive` in the fluid limit): at every node the share arriving splits evenly over the
+/// rule's candidates ([`Topology::next_hops`], failed links avoided). `out` gets each link
+/// with the fraction of the transfer's bytes it carries, summed over legs for `Via`/`Chain`
+/// (a link crossed by every path of two legs carries 2). Latency: the slowest path's (the
+/// last packet's), summed over `Via` legs, the largest leg for `Chain`.
+///
+/// In a Clos the even split per hop is the even split over paths, since every candidate leads
+/// to as many paths.
+///
+/// # Errors
+/// The topology's routing error for any leg.
+pub fn expand_split(topo: &Topology, t: &Transfer, scratch: &mut SplitScratch, out: &mut Vec<(LinkId, f64)>) -> Result<SimTime, TopoError> {
+    out.clear();
+    scratch.acc.clear();
+    let latency = match &t.route {
+        RouteSpec::Direct => split_leg(topo, t.src, t.dst, scratch)?,
+        RouteSpec::Via(via) => split_leg(topo, t.src, *via, scratch)? + split_leg(topo, *via, t.dst, scratch)?,
+        RouteSpec::Chain(hops) => {
+            let mut prev = t.src;
+            let mut max_leg = SimTime::ZERO;
+            for next in hops.iter().copied().chain(std::iter::once(t.dst)) {
+                max_leg = max_leg.max(split_leg(topo, prev, next, scratch)?);
+                prev = next;
+            }
+            max_leg
+        }
+    };
+    scratch.acc.sort_unstable_by_key(|e| e.0);
+    for &(link, w) in &scratch.acc {
+        match out.last_mut() {
+            Some(last) if last.0 == link => last.1 += w,
+            _ => out.push((link, w)),
+        }
+    }
+    Ok(latency)
+}
+
+/// One leg of [`expand_split`]: appends `(link, share)` to `scratch.acc`; returns the slowest
+/// path's latency.
+fn split_leg(topo: &Topology, src: NodeId, dst: NodeId, s: &mut SplitScratch) -> Result<SimTime, TopoError> {
+    for h in [src, dst] {
+        if h.0 >= topo.num_hosts() {
+            return Err(TopoError::NotAHost(h));
+        }
+    }
+    s.front.clear();
+    s.front.push((src, 1.0, SimTime::ZERO));
+    let mut latency = SimTime::ZERO;
+    for _ in 0..=64 {
+        if s.front.is_empty() {
+            return Ok(latency);
+        }
+        s.next.clear();
+        for i in 0..s.front.len() {
+            let (at, w, lat) = s.front[i];
+            if at == dst {
+                latency = latency.max(lat);
+                continue;
+            }
+            s.hops.clear();
+            topo.next_hops(at, dst, &mut s.hops)?;
+            let share = w / s.hops.len() as f64;
+            for &l in &s.hops {
+                let link = topo.link(l);
+                s.acc.push((l, share));
+                s.next.push((link.dst, share, lat + link.latency));
+            }
+        }
+        // Paths that meet again travel on together.
+        s.next.sort_unstable_by_key(|e| e.0);
+        s.front.clear();
+        for &(n, w, lat) in &s.next {
+            match s.front.last_mut() {
+                Some(last) if last.0 == n => {
+                    last.1 += w;
+                    last.2 = last.2.max(lat);
+                }
+                _ => s.front.push((n, w, lat)),
+            }
+        }
+    }
+    Err(TopoError::Unreachable {
+        src,
+        dst,
+        reason: "routing loop".into(),
+    })
+}
+
 /// Checks that `path` leads from `src` to `dst` and appends it to `out` with multiplicity 1.
 ///
 /// # Errors

@@ -87,6 +87,9 @@ pub fn blockers(s: &Scenario, opts: &RunOptions) -> Vec<Blocker> {
             format!("{:?}: the batch engine runs flow-level (and analytical) points", s.network.backend).to_lowercase(),
         ));
     }
+    if !s.faults.is_empty() {
+        b.push(blocker("faults", "failed links and stragglers make replicas differ"));
+    }
     if s.output.trace {
         b.push(blocker("output.trace", "a trace records every rank's timeline"));
     }
@@ -239,7 +242,13 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         String::new()
     };
     let net: Box<dyn Network> = match s.network.backend {
-        Backend::Flow => {
+        // The route cache holds one path per transfer: not for flows spread over their paths.
+        Backend::Flow
+            if !matches!(
+                s.network.load_balance(),
+                llmsim_net::packet::LoadBalance::Spray | llmsim_net::packet::LoadBalance::Adaptive
+            ) =>
+        {
             let routes = shared.routes(&route_key(s, info.gpus, s.cluster.gpus_per_node), &topo);
             match routes {
                 Some(cache) => Box::new(Routed {
@@ -261,6 +270,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         active_dp,
         mirror_p2p: false,
         stop_on_divergence: false,
+        compute_slowdown: Vec::new(),
     };
     let mut run = engine::Engine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {

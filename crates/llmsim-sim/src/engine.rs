@@ -56,6 +56,9 @@ pub struct EngineOptions {
     /// With `mirror_p2p`: stop at the first message whose copies arrived at different times
     /// (the fold is then no longer exact; [`FoldStats::aborted`]).
     pub stop_on_divergence: bool,
+    /// Per unit, how many times longer its compute kernels take from when on (stragglers,
+    /// `faults:`): `(from, factor)` entries, the largest factor in force applies; empty: none.
+    pub compute_slowdown: Vec<Vec<(SimTime, f64)>>,
 }
 
 /// What folding data-parallel replicas with mirrored pipeline traffic saw: whether every
@@ -574,6 +577,13 @@ impl<'a> Engine<'a> {
             }
         }
         progress(self.run.nodes_executed, total);
+        // A link change that left a transfer without a route: say so rather than "stalled".
+        if let Some(e) = self.net.fault_error() {
+            return Err(SimError::Scenario {
+                field: "faults".into(),
+                message: e.to_string(),
+            });
+        }
         if self.run.nodes_executed != total {
             if !self.finished.is_empty() {
                 // Imported traces: the first unfinished node whose own dependencies all finished
@@ -783,6 +793,14 @@ impl<'a> Engine<'a> {
                     self.waited_on[u] = self.last_comm[u].take().or(copy);
                 }
                 let mut d = self.seg_time[segment as usize];
+                if let Some(slow) = self.opts.compute_slowdown.get(u)
+                    && n.stream != Stream::Offload
+                {
+                    let x = slow.iter().filter(|e| e.0 <= t).map(|e| e.1).fold(1.0, f64::max);
+                    if x != 1.0 {
+                        d = SimTime::from_ps_f64(d.as_ps() as f64 * x);
+                    }
+                }
                 // Host copies run on a copy engine: no SMs for NCCL to take.
                 if n.stream != Stream::Offload && self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);

@@ -18,6 +18,7 @@ pub mod batch_engine;
 pub mod engine;
 pub mod error;
 pub mod estimate;
+pub mod faults;
 pub mod fold;
 pub mod imported;
 pub mod ops;

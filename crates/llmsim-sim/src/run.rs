@@ -196,8 +196,13 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     // contention (analytical backend): simulating replica 0 is then exact. On the flow backend
     // the fold keeps every replica's traffic on the network ([`crate::fold`]).
     // Imported workloads have explicit groups: every unit runs.
-    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none();
-    let flow_fold = fold::flow_fold(s, &wl, layout, opts).ok();
+    // Faults make replicas differ (a straggler in one, links down under some): no folding.
+    let fold = s.network.backend == Backend::Analytical && !opts.no_fold && layout.dp > 1 && wl.explicit.is_none() && s.faults.is_empty();
+    let flow_fold = if s.faults.is_empty() {
+        fold::flow_fold(s, &wl, layout, opts).ok()
+    } else {
+        None
+    };
     let active_dp = if fold || flow_fold.is_some() { 1 } else { layout.dp };
     let mirrored = matches!(flow_fold, Some(FlowFold::Mirrored { .. }));
     // Estimate before building anything large; refuse what would not fit.
@@ -242,8 +247,10 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     } else {
         String::new()
     };
+    let compute_slowdown = crate::faults::unit_slowdowns(&s.faults, layout, info.gpus, s.cluster.gpus_per_node)?;
     let run_engine = |active_dp: u32, ff: Option<FlowFold>, progress: &mut dyn FnMut(u64, u64)| -> Result<EngineRun, SimError> {
-        let net = s.network.build(topo.clone(), s.seed)?;
+        let mut net = s.network.build(topo.clone(), s.seed)?;
+        crate::faults::schedule(&s.faults, &topo, net.as_mut())?;
         let eopts = engine::EngineOptions {
             plan: plan.clone(),
             scale_up: su.clone(),
@@ -254,6 +261,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             active_dp,
             mirror_p2p: matches!(ff, Some(FlowFold::Mirrored { .. })),
             stop_on_divergence: matches!(ff, Some(FlowFold::Mirrored { stop_on_divergence: true })),
+            compute_slowdown: compute_slowdown.clone(),
         };
         engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };
@@ -274,6 +282,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             crate::batch_engine::unfold(&mut run, &wl, layout);
         }
     }
+    crate::faults::check_times(&s.faults, run.iteration_ends.last().copied().unwrap_or(run.iteration_time))?;
     let ops_rows = op_rows(&wl, &ops);
     let report = report::build(
         s,

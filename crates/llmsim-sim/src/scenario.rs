@@ -78,6 +78,10 @@ pub struct Scenario {
     /// What `--out` writes.
     #[serde(default)]
     pub output: OutputSpec,
+    /// Failed or degraded links and switches, and straggler GPUs or servers, e.g.
+    /// `[{links: {random: 4, seed: 7}, action: down}, {gpu: 3, slowdown: 1.3}]`. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::faults::FaultSpec>,
     /// Seed for ECMP hashing and anything random. Default 1.
     #[serde(default = "one")]
     pub seed: u64,
@@ -312,7 +316,9 @@ pub struct NetworkSpec {
     /// path per flow by its hash, as ns-3) | spray (per packet, round robin) | flowlet (a new
     /// path after an idle gap of `flowlet_gap`) | adaptive (per packet, the path whose first
     /// switch egress queue is shortest). Default ecmp. Reordered packets are repaired by RoCE
-    /// go-back-N. Not with `fast_forward`. Ignored by the other backends.
+    /// go-back-N. Not with `fast_forward`. The flow backend spreads each flow's bytes evenly
+    /// over all its equal-cost paths under spray and adaptive, and keeps one path per flow under
+    /// ecmp and flowlet. Ignored by the analytical backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balance: Option<LoadBalanceSpec>,
     /// Idle gap that starts a new flowlet under `load_balance: flowlet` (default 100us).
@@ -387,6 +393,19 @@ impl NetworkSpec {
         }
     }
 
+    /// `load_balance` and `flowlet_gap` as the engines take them.
+    #[must_use]
+    pub fn load_balance(&self) -> llmsim_net::packet::LoadBalance {
+        match self.load_balance.unwrap_or_default() {
+            LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
+            LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
+            LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
+                gap: self.flowlet_gap.unwrap_or(SimTime::from_us(100)),
+            },
+            LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
+        }
+    }
+
     /// The packet engine's configuration this spec describes (not yet checked against a
     /// topology: `PacketNetwork::new` does that).
     ///
@@ -399,14 +418,7 @@ impl NetworkSpec {
             seed,
             ..PacketConfig::ns3_defaults(cc)
         };
-        cfg.load_balance = match self.load_balance.unwrap_or_default() {
-            LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
-            LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
-            LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
-                gap: self.flowlet_gap.unwrap_or(SimTime::from_us(100)),
-            },
-            LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
-        };
+        cfg.load_balance = self.load_balance();
         if let Some(ff) = &self.fast_forward {
             let window = ff.window.unwrap_or(crate::default_window(cc));
             cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
@@ -479,7 +491,11 @@ impl NetworkSpec {
     pub fn build(&self, topo: Arc<Topology>, seed: u64) -> Result<Box<dyn Network>, SimError> {
         Ok(match self.backend {
             Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
-            Backend::Flow => Box::new(llmsim_net::flow::FlowNetwork::new(topo)),
+            Backend::Flow => {
+                let mut net = llmsim_net::flow::FlowNetwork::new(topo);
+                net.set_load_balance(self.load_balance());
+                Box::new(net)
+            }
             Backend::Packet => {
                 use llmsim_net::packet::PacketNetwork;
                 let cfg = self.packet_config(seed)?;
@@ -662,7 +678,7 @@ impl Default for OutputSpec {
 }
 
 /// Sections of the scenario and their keys, for error messages.
-const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, seed";
+const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, seed";
 
 impl Scenario {
     /// Reads a scenario file and applies `--set key.path=value` overrides.
@@ -781,6 +797,7 @@ impl Scenario {
                 "model" => typed::<ModelSpec>(val.clone()).map(drop),
                 "dlrm" => typed::<DlrmConfig>(val.clone()).map(drop),
                 "workload" => typed::<WorkloadSource>(val.clone()).map(drop),
+                "faults" => typed::<Vec<crate::faults::FaultSpec>>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {

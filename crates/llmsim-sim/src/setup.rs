@@ -205,8 +205,10 @@ pub(crate) fn cluster_setup(
         bandwidth: nvlink,
         latency: s.cluster.nvlink_latency.unwrap_or(llmsim_core::SimTime::from_ns(250)),
     };
-    let topo = shared.topology(&(&s.cluster.topology, gpus, scale_up, s.seed), || {
-        s.cluster.topology.build(gpus, scale_up, s.seed).map_err(SimError::from)
+    let topo = shared.topology(&(&s.cluster.topology, gpus, scale_up, s.seed, &s.faults), || {
+        let mut t = s.cluster.topology.build(gpus, scale_up, s.seed).map_err(SimError::from)?;
+        crate::faults::apply_to_topology(&s.faults, &mut t)?;
+        Ok(t)
     })?;
     let su = scale_up_model(s, gpu);
     let proto: Option<llmsim_ccl::tuning::Proto> = match &s.collectives.proto {

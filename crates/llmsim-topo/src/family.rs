@@ -33,6 +33,17 @@ pub trait RoutingRule: Send + Sync + Debug {
     /// `TopoError::Unreachable` when the rule has no way to `dst` from `at`.
     fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError>;
 
+    /// Appends to `out` every next hop the rule allows at `at` toward `dst`, the candidates
+    /// [`RoutingRule::next_hop`] picks among by the flow hash, in port order. Default: the one
+    /// link `next_hop` gives for hash 0 (a rule without a choice, e.g. dimension order).
+    ///
+    /// # Errors
+    /// As [`RoutingRule::next_hop`].
+    fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        out.push(self.next_hop(t, at, dst, 0)?);
+        Ok(())
+    }
+
     /// Longest minimal host-to-host route in links, when the family knows it in closed form;
     /// `None` lets `describe` search by BFS.
     fn diameter(&self, _t: &Topology) -> Option<u32> {

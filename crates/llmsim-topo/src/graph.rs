@@ -6,6 +6,9 @@ use serde::Serialize;
 use crate::TopoError;
 use crate::routing::Routing;
 
+/// Longest route, in links, before routing reports a loop.
+const MAX_HOPS: usize = 64;
+
 /// What a vertex is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum NodeKind {
@@ -201,11 +204,15 @@ impl TopologyBuilder {
             routing,
             ecmp_seed,
             link_dst,
+            down: Vec::new(),
+            num_down: 0,
         })
     }
 }
 
-/// A frozen topology with its routing rule.
+/// A frozen topology with its routing rule. Cloned only to change links during a run (a fault):
+/// the routing rule's parameters are O(1), its BFS caches are shared data.
+#[derive(Clone)]
 pub struct Topology {
     pub name: String,
     nodes: Vec<NodeKind>,
@@ -219,6 +226,10 @@ pub struct Topology {
     /// `links[i].dst`, packed: route expansion touches 4 bytes per hop instead of a whole `Link`.
     link_dst: Vec<NodeId>,
     error_rates: Vec<f64>,
+    /// Failed links (`faults:`), indexed by link; empty while none is down, so that routing
+    /// takes its plain path.
+    down: Vec<bool>,
+    num_down: u32,
 }
 
 impl Topology {
@@ -310,6 +321,146 @@ impl Topology {
         ((mix64(flow_hash ^ self.switch_seed(at)) as u128 * n as u128) >> 64) as usize
     }
 
+    /// Takes link `l` down (`true`) or brings it back up. Routing then avoids it: at each hop
+    /// the rule's equal-cost candidates are narrowed to those from which the rule still reaches
+    /// the destination without a failed link, and the flow hash picks among those. No table is
+    /// built; a route with links down costs a search over the rule's candidates.
+    ///
+    /// # Errors
+    /// `TopoError::Invalid` if the topology has no link `l`.
+    pub fn set_link_down(&mut self, l: LinkId, down: bool) -> Result<(), TopoError> {
+        if l.idx() >= self.links.len() {
+            return Err(TopoError::invalid(
+                "link",
+                format!("no link {} (the topology has {})", l.0, self.links.len()),
+            ));
+        }
+        if self.down.is_empty() {
+            if !down {
+                return Ok(());
+            }
+            self.down = vec![false; self.links.len()];
+        }
+        if self.down[l.idx()] != down {
+            self.down[l.idx()] = down;
+            if down {
+                self.num_down += 1;
+            } else {
+                self.num_down -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether link `l` is down.
+    #[inline]
+    pub fn is_link_down(&self, l: LinkId) -> bool {
+        self.down.get(l.idx()).copied().unwrap_or(false)
+    }
+
+    /// Links down now.
+    pub fn links_down(&self) -> u32 {
+        self.num_down
+    }
+
+    /// Sets the bandwidth of link `l` (a degraded link).
+    ///
+    /// # Errors
+    /// `TopoError::Invalid` if there is no link `l` or `bw` is zero (take the link down instead).
+    pub fn set_link_bandwidth(&mut self, l: LinkId, bw: Bandwidth) -> Result<(), TopoError> {
+        if bw.is_zero() {
+            return Err(TopoError::invalid(
+                "bandwidth",
+                "a degraded link needs a positive bandwidth such as \"100Gbps\"; take it down with action: down instead",
+            ));
+        }
+        match self.links.get_mut(l.idx()) {
+            Some(link) => {
+                link.bandwidth = bw;
+                Ok(())
+            }
+            None => Err(TopoError::invalid(
+                "link",
+                format!("no link {} (the topology has {})", l.0, self.links.len()),
+            )),
+        }
+    }
+
+    /// Appends to `out` the next hops at `at` toward host `dst` that the rule allows and from
+    /// which `dst` stays reachable with the links that are down: every equal-cost candidate
+    /// when none is.
+    ///
+    /// # Errors
+    /// As [`Topology::next_hop`]; `TopoError::Unreachable` when failed links cut every way.
+    pub fn next_hops(&self, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        if dst.0 >= self.num_hosts {
+            return Err(TopoError::NotAHost(dst));
+        }
+        let from = out.len();
+        self.routing.next_hops(self, at, dst, out)?;
+        if self.num_down == 0 {
+            return Ok(());
+        }
+        let mut i = from;
+        while i < out.len() {
+            if self.reaches(out[i], dst, MAX_HOPS) {
+                i += 1;
+            } else {
+                out.remove(i);
+            }
+        }
+        if out.len() == from {
+            return Err(self.cut_off(at, dst));
+        }
+        Ok(())
+    }
+
+    /// Whether the rule gets from link `l`'s far end to `dst` over links that are up, `l`
+    /// included, within `hops` more links.
+    fn reaches(&self, l: LinkId, dst: NodeId, hops: usize) -> bool {
+        if self.is_link_down(l) {
+            return false;
+        }
+        let at = self.link_dst[l.idx()];
+        if at == dst {
+            return true;
+        }
+        if hops == 0 || self.is_host(at) {
+            return false;
+        }
+        let mut c = Vec::new();
+        if self.routing.next_hops(self, at, dst, &mut c).is_err() {
+            return false;
+        }
+        c.into_iter().any(|m| self.reaches(m, dst, hops - 1))
+    }
+
+    fn cut_off(&self, at: NodeId, dst: NodeId) -> TopoError {
+        TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: format!(
+                "every route the {} rule allows crosses one of the {} failed links; bring links up or fail fewer",
+                self.routing.name(),
+                self.num_down
+            ),
+        }
+    }
+
+    /// [`Routing::next_hop`], around failed links when any is down.
+    #[inline]
+    fn hop(&self, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        if self.num_down == 0 {
+            return self.routing.next_hop(self, at, dst, flow_hash);
+        }
+        let mut c = Vec::new();
+        self.next_hops(at, dst, &mut c)?;
+        Ok(match c.len() {
+            1 => c[0],
+            n => c[self.ecmp_pick(at, flow_hash, n)],
+        })
+    }
+
     /// The outgoing link `at` forwards a packet of flow `flow_hash` on, toward host `dst`.
     ///
     /// # Errors
@@ -327,7 +478,7 @@ impl Topology {
                 reason: "no such node".into(),
             });
         }
-        self.routing.next_hop(self, at, dst, flow_hash)
+        self.hop(at, dst, flow_hash)
     }
 
     /// Appends to `out` the links from host `src` to host `dst` for flow `flow_hash`.
@@ -343,7 +494,7 @@ impl Topology {
             }
         }
         let mut at = src;
-        let max_hops = 64usize.min(self.nodes.len());
+        let max_hops = MAX_HOPS.min(self.nodes.len());
         let start = out.len();
         while at != dst {
             if out.len() - start >= max_hops {
@@ -354,7 +505,7 @@ impl Topology {
                     reason: "routing loop".into(),
                 });
             }
-            let l = self.routing.next_hop(self, at, dst, flow_hash)?;
+            let l = self.hop(at, dst, flow_hash)?;
             out.push(l);
             at = self.link_dst[l.idx()];
         }
@@ -381,6 +532,7 @@ impl Topology {
             + self.out_links.capacity() * size_of::<LinkId>()
             + self.link_dst.capacity() * size_of::<NodeId>()
             + self.error_rates.capacity() * 8
+            + self.down.capacity()
             + self.name.capacity()
             + self.routing.heap_bytes()
     }

@@ -10,6 +10,7 @@ pub mod full_mesh;
 pub mod generators;
 pub mod graph;
 pub mod link_spec;
+pub mod names;
 pub mod ns3;
 pub mod rail_only;
 pub mod routing;

@@ -190,14 +190,16 @@ impl BfsRule {
         dist
     }
 
+    /// The rule's decision at `at`: one link (NVLink inside a server), or the ports one hop
+    /// closer to `dst` (`Err` when none).
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+    fn fixed_hop(&self, t: &Topology, at: NodeId, dst: NodeId) -> Result<Option<LinkId>, TopoError> {
         let ports = t.ports(at);
         let g = t.gpus_per_server();
         match t.node(at) {
             NodeKind::Host if g > 1 && t.server_of(at) == t.server_of(dst) => {
                 if let Some(&l) = ports.iter().find(|&&l| t.link(l).kind == LinkKind::NvLink) {
-                    return Ok(l);
+                    return Ok(Some(l));
                 }
             }
             NodeKind::NvSwitch => {
@@ -205,6 +207,7 @@ impl BfsRule {
                     .iter()
                     .copied()
                     .find(|&l| t.link(l).dst == dst)
+                    .map(Some)
                     .ok_or_else(|| TopoError::Unreachable {
                         src: at,
                         dst,
@@ -213,6 +216,18 @@ impl BfsRule {
             }
             _ => {}
         }
+        Ok(None)
+    }
+
+    /// Whether `l` leads one hop closer to `dst` by `dist` (`want`: the hops left after it).
+    #[inline]
+    fn is_candidate(t: &Topology, dist: &[u8], want: u8, dst: NodeId, l: LinkId) -> bool {
+        let link = t.link(l);
+        link.kind != LinkKind::NvLink && dist[link.dst.idx()] == want && (link.dst == dst || !t.is_host(link.dst))
+    }
+
+    /// The distances to `dst` and the hops left after `at`'s next hop.
+    fn want(&self, t: &Topology, at: NodeId, dst: NodeId) -> Result<(&[u8], u8), TopoError> {
         let dist = self.distances(t, dst);
         let d_at = dist[at.idx()];
         if d_at == UNREACHED || d_at == 0 {
@@ -222,11 +237,17 @@ impl BfsRule {
                 reason: "no path in the graph".into(),
             });
         }
-        let want = d_at - 1;
-        let is_candidate = |l: LinkId| {
-            let link = t.link(l);
-            link.kind != LinkKind::NvLink && dist[link.dst.idx()] == want && (link.dst == dst || !t.is_host(link.dst))
-        };
+        Ok((dist, d_at - 1))
+    }
+
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        if let Some(l) = self.fixed_hop(t, at, dst)? {
+            return Ok(l);
+        }
+        let ports = t.ports(at);
+        let (dist, want) = self.want(t, at, dst)?;
+        let is_candidate = |l: LinkId| Self::is_candidate(t, dist, want, dst, l);
         let count = ports.iter().filter(|&&l| is_candidate(l)).count();
         if count == 0 {
             return Err(TopoError::Unreachable {
@@ -237,6 +258,24 @@ impl BfsRule {
         }
         let pick = if count == 1 { 0 } else { t.ecmp_pick(at, flow_hash, count) };
         Ok(ports.iter().copied().filter(|&l| is_candidate(l)).nth(pick).unwrap_or(ports[0]))
+    }
+
+    fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        if let Some(l) = self.fixed_hop(t, at, dst)? {
+            out.push(l);
+            return Ok(());
+        }
+        let (dist, want) = self.want(t, at, dst)?;
+        let from = out.len();
+        out.extend(t.ports(at).iter().copied().filter(|&l| Self::is_candidate(t, dist, want, dst, l)));
+        if out.len() == from {
+            return Err(TopoError::Unreachable {
+                src: at,
+                dst,
+                reason: "no path in the graph".into(),
+            });
+        }
+        Ok(())
     }
 
     fn heap_bytes(&self) -> usize {
@@ -260,14 +299,40 @@ impl Routing {
         match t.node(at) {
             NodeKind::Host => host_hop(t, at, dst, flow_hash),
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
-            NodeKind::Switch { .. } => match self {
-                Routing::Flat { .. } => Ok(t.ports(at)[dst.idx()]),
-                Routing::FatTree(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
-                Routing::SpineLeaf(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
-                Routing::RailFatTree(r) => Ok(r.switch_hop(t, at, dst, flow_hash)),
-                Routing::Bfs(_) | Routing::Rule(_) => unreachable!("handled above"),
-            },
+            NodeKind::Switch { .. } => Ok(self.switch_choice(at, dst).pick(t, at, flow_hash)),
         }
+    }
+
+    #[inline]
+    fn switch_choice(&self, at: NodeId, dst: NodeId) -> Choice {
+        match self {
+            Routing::Flat { .. } => Choice::Port(dst.0),
+            Routing::FatTree(r) => r.switch_hop(at, dst),
+            Routing::SpineLeaf(r) => r.switch_hop(at, dst),
+            Routing::RailFatTree(r) => r.switch_hop(at, dst),
+            Routing::Bfs(_) | Routing::Rule(_) => unreachable!("handled by the caller"),
+        }
+    }
+
+    /// Appends to `out` every next hop the rule allows at `at` toward host `dst`: the equal-cost
+    /// candidates [`Routing::next_hop`] picks one of by the flow hash, in port order (one link
+    /// where the rule has no choice). For spreading a flow over its paths and routing around
+    /// failed links.
+    ///
+    /// # Errors
+    /// As [`Routing::next_hop`].
+    pub fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        match self {
+            Routing::Bfs(rule) => return rule.next_hops(t, at, dst, out),
+            Routing::Rule(rule) => return rule.next_hops(t, at, dst, out),
+            _ => {}
+        }
+        match t.node(at) {
+            NodeKind::Host => host_hops(t, at, dst, out)?,
+            NodeKind::NvSwitch => out.push(nvswitch_hop(t, at, dst)?),
+            NodeKind::Switch { .. } => self.switch_choice(at, dst).all(t, at, out),
+        }
+        Ok(())
     }
 
     /// Short name of the rule, for reports.
@@ -291,6 +356,30 @@ impl Routing {
     }
 }
 
+/// What a structured rule decides at a switch: one port, or ECMP over the uplinks from a port on.
+#[derive(Clone, Copy, Debug)]
+enum Choice {
+    Port(u32),
+    Up(u32),
+}
+
+impl Choice {
+    #[inline]
+    fn pick(self, t: &Topology, at: NodeId, flow_hash: u64) -> LinkId {
+        match self {
+            Choice::Port(i) => t.ports(at)[i as usize],
+            Choice::Up(first) => up(t, at, first, flow_hash),
+        }
+    }
+
+    fn all(self, t: &Topology, at: NodeId, out: &mut Vec<LinkId>) {
+        match self {
+            Choice::Port(i) => out.push(t.ports(at)[i as usize]),
+            Choice::Up(first) => out.extend_from_slice(&t.ports(at)[first as usize..]),
+        }
+    }
+}
+
 /// Uplink choice: ECMP over `ports[first_up..]`.
 #[inline]
 pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> LinkId {
@@ -300,49 +389,49 @@ pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> Lin
 
 impl FatTreeRule {
     #[inline]
-    fn switch_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> LinkId {
+    fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let h = self.half_k;
         let (a, d) = (at.0, dst.0);
         if a < self.agg0 {
             let e = a - self.edge0;
             let first = e * h;
             if d / h == e {
-                return t.ports(at)[(d - first) as usize];
+                return Choice::Port(d - first);
             }
-            up(t, at, self.hosts.saturating_sub(first).min(h), flow_hash)
+            Choice::Up(self.hosts.saturating_sub(first).min(h))
         } else if a < self.core0 {
             let pod = (a - self.agg0) / h;
             if d / (h * h) == pod {
-                return t.ports(at)[((d / h) % h) as usize];
+                return Choice::Port((d / h) % h);
             }
-            up(t, at, h, flow_hash)
+            Choice::Up(h)
         } else {
-            t.ports(at)[(d / (h * h)) as usize]
+            Choice::Port(d / (h * h))
         }
     }
 }
 
 impl SpineLeafRule {
     #[inline]
-    fn switch_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> LinkId {
+    fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let p = self.hosts_per_leaf;
         let (a, d) = (at.0, dst.0);
         if a < self.spine0 {
             let l = a - self.leaf0;
             let first = l * p;
             if d / p == l {
-                return t.ports(at)[(d - first) as usize];
+                return Choice::Port(d - first);
             }
-            up(t, at, self.hosts.saturating_sub(first).min(p), flow_hash)
+            Choice::Up(self.hosts.saturating_sub(first).min(p))
         } else {
-            t.ports(at)[(d / p) as usize]
+            Choice::Port(d / p)
         }
     }
 }
 
 impl RailRule {
     #[inline]
-    fn switch_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> LinkId {
+    fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let (g, sps) = (self.rails, self.servers_per_segment);
         let (a, d) = (at.0, dst.0);
         let d_server = d / g;
@@ -353,11 +442,11 @@ impl RailRule {
             let (seg, rail) = (rem / g, rem % g);
             let first = seg * sps;
             if d_seg == seg && d_rail == rail {
-                return t.ports(at)[(d_server - first) as usize];
+                return Choice::Port(d_server - first);
             }
-            up(t, at, self.servers.saturating_sub(first).min(sps), flow_hash)
+            Choice::Up(self.servers.saturating_sub(first).min(sps))
         } else {
-            t.ports(at)[(d_seg * g + d_rail) as usize]
+            Choice::Port(d_seg * g + d_rail)
         }
     }
 }
@@ -384,6 +473,29 @@ pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result
         1 => Ok(nics[0]),
         n => Ok(nics[t.ecmp_pick(at, flow_hash, n)]),
     }
+}
+
+/// Every NIC [`host_hop`] may pick (one unless the host has several planes).
+///
+/// # Errors
+/// As [`host_hop`].
+pub fn host_hops(t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+    let ports = t.ports(at);
+    let g = t.gpus_per_server();
+    if g > 1 && t.server_of(at) == t.server_of(dst) {
+        out.push(ports[0]);
+        return Ok(());
+    }
+    let nics = &ports[usize::from(g > 1)..];
+    if nics.is_empty() {
+        return Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "host has no NIC".into(),
+        });
+    }
+    out.extend_from_slice(nics);
+    Ok(())
 }
 
 /// An NVSwitch forwards to the destination GPU of its own server.

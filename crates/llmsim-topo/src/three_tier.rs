@@ -42,7 +42,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::routing::{Routing, host_hop, host_hops, nvswitch_hop};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -233,6 +233,14 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
     )
 }
 
+fn unreachable(at: NodeId, dst: NodeId, reason: &str) -> TopoError {
+    TopoError::Unreachable {
+        src: at,
+        dst,
+        reason: reason.into(),
+    }
+}
+
 /// Up-down routing on a three-tier Clos; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreeTierRule {
@@ -257,6 +265,40 @@ impl ThreeTierRule {
         (self.servers - seg * self.servers_per_segment).min(self.servers_per_segment)
     }
 
+    /// The equal-cost ports at switch `at` (of `tier`) toward host `dst`: `count` ports from
+    /// `first`, among which the flow hash picks.
+    fn choice(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<(u32, u32), TopoError> {
+        let g = self.rails;
+        let (d_server, d_rail) = (dst.0 / g, dst.0 % g);
+        if d_server >= self.servers {
+            return Err(unreachable(at, dst, "destination is not a host of this three-tier fabric"));
+        }
+        let d_seg = d_server / self.servers_per_segment;
+        let d_pod = d_seg / self.segments_per_pod;
+        Ok(match tier {
+            1 => {
+                let l = (at.0 - self.leaf0) / self.sides;
+                let (seg, rail) = (l / g, l % g);
+                if d_seg == seg && d_rail == rail {
+                    (d_server - seg * self.servers_per_segment, 1)
+                } else {
+                    (self.servers_in(seg), self.spines)
+                }
+            }
+            2 => {
+                let pod = (at.0 - self.spine0) / self.spines;
+                if d_pod == pod {
+                    (((d_seg - pod * self.segments_per_pod) * g + d_rail) * self.sides, self.sides)
+                } else if self.pods > 1 {
+                    (self.leaves_in(pod), self.core_uplinks)
+                } else {
+                    return Err(unreachable(at, dst, "one-pod fabric has no core"));
+                }
+            }
+            _ => (d_pod, 1),
+        })
+    }
+
     /// Leaves in pod `pod` (the last pod may be partial).
     fn leaves_in(&self, pod: u32) -> u32 {
         (self.segments - pod * self.segments_per_pod).min(self.segments_per_pod) * self.rails * self.sides
@@ -275,52 +317,37 @@ impl RoutingRule for ThreeTierRule {
             NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
             NodeKind::Switch { tier } => tier,
         };
-        let g = self.rails;
-        let (d_server, d_rail) = (dst.0 / g, dst.0 % g);
-        let d_seg = d_server / self.servers_per_segment;
-        let d_pod = d_seg / self.segments_per_pod;
-        let ports = t.ports(at);
-        let unreachable = |reason: &str| TopoError::Unreachable {
-            src: at,
-            dst,
-            reason: reason.into(),
+        let (first, count) = self.choice(at, dst, tier)?;
+        let port = if count == 1 {
+            first
+        } else {
+            first + t.ecmp_pick(at, flow_hash, count as usize) as u32
         };
-        if d_server >= self.servers {
-            return Err(unreachable("destination is not a host of this three-tier fabric"));
-        }
-        let port = match tier {
-            1 => {
-                let l = (at.0 - self.leaf0) / self.sides;
-                let (seg, rail) = (l / g, l % g);
-                if d_seg == seg && d_rail == rail {
-                    d_server - seg * self.servers_per_segment
-                } else {
-                    let pick = t.ecmp_pick(at, flow_hash, self.spines as usize) as u32;
-                    self.servers_in(seg) + pick
-                }
-            }
-            2 => {
-                let pod = (at.0 - self.spine0) / self.spines;
-                if d_pod == pod {
-                    let leaf = (d_seg - pod * self.segments_per_pod) * g + d_rail;
-                    if self.sides == 1 {
-                        leaf
-                    } else {
-                        leaf * self.sides + t.ecmp_pick(at, flow_hash, self.sides as usize) as u32
-                    }
-                } else if self.pods > 1 {
-                    let pick = t.ecmp_pick(at, flow_hash, self.core_uplinks as usize) as u32;
-                    self.leaves_in(pod) + pick
-                } else {
-                    return Err(unreachable("one-pod fabric has no core"));
-                }
-            }
-            _ => d_pod,
-        };
-        ports
+        t.ports(at)
             .get(port as usize)
             .copied()
-            .ok_or_else(|| unreachable("three-tier port outside the switch"))
+            .ok_or_else(|| unreachable(at, dst, "three-tier port outside the switch"))
+    }
+
+    fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        let tier = match t.node(at) {
+            NodeKind::Host => return host_hops(t, at, dst, out),
+            NodeKind::NvSwitch => {
+                out.push(nvswitch_hop(t, at, dst)?);
+                return Ok(());
+            }
+            NodeKind::Switch { tier } => tier,
+        };
+        let (first, count) = self.choice(at, dst, tier)?;
+        let ports = t.ports(at);
+        for port in first..first + count {
+            out.push(
+                *ports
+                    .get(port as usize)
+                    .ok_or_else(|| unreachable(at, dst, "three-tier port outside the switch"))?,
+            );
+        }
+        Ok(())
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

@@ -28,6 +28,9 @@ pub(crate) const EV_RESUME: u64 = 9;
 pub(crate) const EV_RTO: u64 = 10;
 /// TCP delayed-ACK timer of flow `a`'s receiver; `b`: its generation when set.
 pub(crate) const EV_DELACK: u64 = 11;
+/// A link failure (`b` 0: link `a` of the engine's fault list fails) or the progress check of
+/// a flow it touched (`b` 1: watch `a`), `engine::fault`.
+pub(crate) const EV_FAULT: u64 = 12;
 pub(crate) const MASK30: u64 = (1 << 30) - 1;
 
 #[inline]

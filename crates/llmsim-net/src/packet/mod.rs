@@ -31,7 +31,7 @@ pub mod transport;
 mod wormhole;
 
 pub use config::{CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpConfig, Transport, WormholeConfig};
-pub use engine::{Engine, EngineStats, FlowSpec, PfcEvent, ns3_ip};
+pub use engine::{Engine, EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use transport::TcpFlowStats;
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
@@ -382,6 +382,24 @@ impl Network for PacketNetwork {
 
     fn in_flight(&self) -> usize {
         self.pending.len() + self.done_buf.len()
+    }
+
+    /// A link failing during the run ([`Engine::schedule_link_down`]): packets on it are lost,
+    /// flows move to other paths, go-back-N (and an ACK timeout after a tail loss) recovers.
+    /// Repairs and degraded bandwidths during the run are not modelled on packets.
+    fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: crate::LinkChange) -> Result<(), NetError> {
+        if change != crate::LinkChange::Down {
+            return Err(NetError::Fault(
+                "the packet backend models a link failing during the run, not a repair or a bandwidth change; give those at: 0, or use backend: flow".into(),
+            ));
+        }
+        self.engine
+            .schedule_link_down(at, link.0)
+            .map_err(|e| NetError::Fault(e.to_string()))
+    }
+
+    fn fault_error(&self) -> Option<NetError> {
+        self.engine.fault_error().map(|m| NetError::Fault(m.to_string()))
     }
 
     fn stats(&self) -> NetStats {

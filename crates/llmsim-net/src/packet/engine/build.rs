@@ -268,6 +268,7 @@ impl Engine {
             hdr_bytes,
             util_bin: 0,
             ww: None,
+            faults: None,
             tcp_on: cfg_transport == Transport::Tcp,
             lossy: !cfg_pfc,
             tcp: Vec::new(),

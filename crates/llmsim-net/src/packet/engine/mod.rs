@@ -21,14 +21,17 @@ use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
 use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport};
 use super::events::{
-    self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
+    self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_FAULT, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30,
+    ev,
 };
 use super::queue::EvQueue;
 use super::route::Ns3Routes;
 use super::tables::{Flow, Ingress, Kind, MAX_HOPS, NIL, NQ, Nic, Pkt, PktList, Port, QLEN_SAMPLE, RateInfo, SwitchBuf};
 
 mod build;
+mod fault;
 pub(crate) use build::check_load_balance;
+pub use fault::FAULT_ACK_TIMEOUT;
 mod link;
 mod nic;
 mod switch;
@@ -69,6 +72,9 @@ pub struct EngineStats {
     pub retransmitted_bytes: u64,
     pub drops_buffer: u64,
     pub drops_error: u64,
+    /// Times a sender whose flow a link failure touched went back after `FAULT_ACK_TIMEOUT`
+    /// without progress (`engine::fault`).
+    pub fault_timeouts: u64,
     pub pfc_pauses: u64,
     pub pfc_resumes: u64,
     pub ecn_marks: u64,
@@ -140,6 +146,8 @@ pub struct Engine {
     util_bin: u64,
     /// Wormhole fast-forward state (`None` when off: the plain engine, event for event).
     pub(crate) ww: Option<Box<super::wormhole::Wormhole>>,
+    /// Link failures during the run (`None` when none is scheduled).
+    pub(crate) faults: Option<Box<fault::FaultState>>,
 }
 
 /// ns-3's `Seconds(bytes*8/bps)` at nanosecond resolution: the double is converted to 64.64
@@ -298,6 +306,7 @@ impl Engine {
             EV_START => self.start_flow(a),
             EV_RTO => self.tcp_on_rto(a, b),
             EV_DELACK => self.tcp_on_delack(a, b),
+            EV_FAULT => self.on_fault(a, b),
             EV_CC_TIMER..=EV_CC_TIMER_LAST => {
                 let slot = (kind - EV_CC_TIMER) as usize;
                 let fl = &self.flows[a as usize];

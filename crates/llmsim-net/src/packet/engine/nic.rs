@@ -112,7 +112,14 @@ impl Engine {
     /// Appends to `p` the distinct data paths from `s` to `d` of the same length as the one at
     /// `p[first..]` (routed by derived hashes through the topology's rule), up to
     /// `lb::MAX_PATHS` in all; returns how many `p` then holds from `first`.
-    fn equal_cost_paths(&self, s: u32, d: u32, ports: (u16, u16, u64), first: usize, p: &mut Vec<u32>) -> Result<u8, PacketError> {
+    pub(super) fn equal_cost_paths(
+        &self,
+        s: u32,
+        d: u32,
+        ports: (u16, u16, u64),
+        first: usize,
+        p: &mut Vec<u32>,
+    ) -> Result<u8, PacketError> {
         let len = p.len() - first;
         let mut n = 1usize;
         let mut cand = Vec::with_capacity(len);
