@@ -592,6 +592,18 @@ impl FlowNetwork {
 
     /// Queues `t` spread over the links of `self.split_route` (link, share of its bytes).
     fn enqueue_split(&mut self, t: Transfer, latency: SimTime) {
+        let slot = self.enqueue_slot(t, latency);
+        Self::fill_split(&mut self.flows[slot as usize], &self.split_route, &self.link_cap);
+    }
+
+    /// Queues `t` on the one path of `self.route`.
+    fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
+        let slot = self.enqueue_slot(t, sum.latency);
+        Self::fill_path(&mut self.flows[slot as usize], &self.route, sum);
+    }
+
+    /// A pending flow slot for `t` (its path is the caller's to fill), queued for arrival.
+    fn enqueue_slot(&mut self, t: Transfer, latency: SimTime) -> u32 {
         let slot = self.alloc_slot();
         let f = &mut self.flows[slot as usize];
         f.flow_hash = t.flow_hash;
@@ -602,7 +614,6 @@ impl FlowNetwork {
         f.bytes = t.bytes;
         f.start = t.start;
         f.latency = latency;
-        Self::fill_split(f, &self.split_route, &self.link_cap);
         f.remaining_bits = t.bytes.0 as f64 * 8.0;
         f.rate_bps = 0.0;
         f.updated_at = t.start;
@@ -610,27 +621,7 @@ impl FlowNetwork {
         self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
-    }
-
-    fn enqueue(&mut self, t: Transfer, sum: RouteSummary) {
-        let slot = self.alloc_slot();
-        let f = &mut self.flows[slot as usize];
-        f.flow_hash = t.flow_hash;
-        f.route = t.route;
-        f.id = t.id;
-        f.src = t.src;
-        f.dst = t.dst;
-        f.bytes = t.bytes;
-        f.start = t.start;
-        f.latency = sum.latency;
-        Self::fill_path(f, &self.route, sum);
-        f.remaining_bits = t.bytes.0 as f64 * 8.0;
-        f.rate_bps = 0.0;
-        f.updated_at = t.start;
-        f.state = State::Pending;
-        self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
-        self.in_flight.insert(t.id.0);
-        self.stats.submitted += 1;
+        slot
     }
 
     fn activate(&mut self, slot: u32) {
