@@ -252,7 +252,14 @@ impl RoutingRule for TorusRule {
     /// cover every link direction. Dimension-order routing keeps the row-end moves off the
     /// links the ring's other hops use.
     fn ring_order_key(&self, _t: &Topology, host: NodeId, variant: u32) -> Option<u64> {
-        let used: Vec<usize> = (0..MAX_DIMS).filter(|&i| self.dims[i] > 1).collect();
+        // The dimensions longer than 1, in order (no allocation: sorting a group calls this often).
+        let mut used = [0usize; MAX_DIMS];
+        let mut n = 0;
+        for i in (0..MAX_DIMS).filter(|&i| self.dims[i] > 1) {
+            used[n] = i;
+            n += 1;
+        }
+        let used = &used[..n];
         if used.is_empty() {
             return None;
         }
