@@ -618,6 +618,45 @@ pub struct ComputeSpec {
     /// Distributed Deep Learning", arXiv 2507.03114). 1.0 turns it off.
     #[serde(default = "default_overlap_slowdown")]
     pub overlap_slowdown: f64,
+    /// Host (CPU) dispatch of kernels: the framework thread that issues each rank's kernels in
+    /// program order, so the GPU waits when its kernels are shorter than their issue cost, and
+    /// after each host synchronization. Absent: kernels are issued for free.
+    #[serde(default)]
+    pub host: Option<HostSpec>,
+}
+
+/// `compute.host`: what issuing work costs the host thread of one rank (see
+/// [`crate::engine::HostDispatch`]). Every cost is host time in microseconds.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Per compute op of the workload that is not a GEMM (one row of ops.csv: a norm, an
+    /// activation, attention, a cast, the router, ...): PyTorch's dispatch of it and its kernel
+    /// launch.
+    pub op_us: f64,
+    /// Per linear-layer module call: charged to each GEMM's forward op and once to its backward
+    /// (on the dgrad op; Transformer Engine's backward launches dgrad and wgrad from one call).
+    /// Default `op_us`.
+    #[serde(default)]
+    pub linear_us: Option<f64>,
+    /// Per expert GEMM of a grouped expert GEMM, added to `linear_us`: Transformer Engine's
+    /// `GroupedLinear` issues one cuBLAS GEMM per local expert from a host loop, in forward,
+    /// dgrad and wgrad. Default 0.
+    #[serde(default)]
+    pub expert_gemm_us: f64,
+    /// Per communication call on the compute stream (a TP/CP/EP collective, a pipeline
+    /// receive). Default `op_us`.
+    #[serde(default)]
+    pub call_us: Option<f64>,
+    /// The MoE all-to-all token dispatcher waits for the GPU before each forward dispatch (it
+    /// reads the per-expert token counts on the host: Megatron-Core's `MoEAlltoAllTokenDispatcher`
+    /// in dropless training). Default true.
+    #[serde(default = "default_true")]
+    pub moe_sync: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// See [`ComputeSpec::overlap_slowdown`].
@@ -633,6 +672,7 @@ impl Default for ComputeSpec {
             efficiency: None,
             database: None,
             overlap_slowdown: DEFAULT_OVERLAP_SLOWDOWN,
+            host: None,
         }
     }
 }

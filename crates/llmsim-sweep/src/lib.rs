@@ -51,7 +51,7 @@ pub enum SweepError {
 /// Where each metric stands in a report's JSON (`llmsim run --json`, Python's `Report`), as a
 /// JSON pointer, and what its value is divided by: the one definition of the metrics, read by
 /// [`metrics_of`] for sweep rows and by Python's `Report.metrics`.
-const METRIC_SOURCES: [(&str, &str, f64); 20] = [
+const METRIC_SOURCES: [(&str, &str, f64); 21] = [
     ("iteration_time_s", "/iteration_time_s", 1.0),
     ("tokens_per_s", "/tokens_per_s", 1.0),
     ("tokens_per_s_per_gpu", "/tokens_per_s_per_gpu", 1.0),
@@ -69,14 +69,15 @@ const METRIC_SOURCES: [(&str, &str, f64); 20] = [
     ("bubble_s", "/mean/bubble_s", 1.0),
     ("idle_s", "/mean/idle_s", 1.0),
     ("exposed_offload_s", "/mean/exposed_offload_s", 1.0),
+    ("exposed_host_s", "/mean/exposed_host_s", 1.0),
     ("gpus", "/gpus", 1.0),
     ("microbatches", "/microbatches", 1.0),
     ("sim_wall_s", "/sim_wall_s", 1.0),
 ];
 
 /// The numeric columns of a result row, in order.
-pub const METRICS: [&str; 20] = {
-    let mut names = [""; 20];
+pub const METRICS: [&str; 21] = {
+    let mut names = [""; 21];
     let mut i = 0;
     while i < names.len() {
         names[i] = METRIC_SOURCES[i].0;
