@@ -192,7 +192,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
             let cm = compute_model(s, gpu)?;
             let (seg_time, ops) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
             let host = match &s.compute.host {
-                Some(h) => Some(std::sync::Arc::new(crate::host::dispatch(h, &wl, &ops)?)),
+                Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
                 None => None,
             };
             Ok((seg_time, op_rows(&wl, &ops), host))

@@ -25,17 +25,15 @@ fn micros(field: &str, us: f64) -> Result<SimTime, SimError> {
 
 /// The engine's host model for `wl` under `spec`; `ops` are the per-op GPU times of
 /// [`crate::ops::time_segments`].
-pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<HostDispatch, SimError> {
+/// `None` when nothing costs anything (the engine then skips the host entirely).
+pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<Option<HostDispatch>, SimError> {
     let op = micros("compute.host.op_us", spec.op_us)?;
-    let linear = match spec.linear_us {
-        Some(us) => micros("compute.host.linear_us", us)?,
-        None => op,
-    };
+    let linear = micros("compute.host.linear_us", spec.linear_us)?;
     let expert = micros("compute.host.expert_gemm_us", spec.expert_gemm_us)?;
-    let call = match spec.call_us {
-        Some(us) => micros("compute.host.call_us", us)?,
-        None => op,
-    };
+    let call = micros("compute.host.call_us", spec.call_us)?;
+    if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync {
+        return Ok(None);
+    }
     // Host cost of one op: a GEMM is a linear module's call (its forward, or its backward on
     // the dgrad op), plus one launch per expert of a grouped GEMM; anything else one op.
     let cost = |o: &OpSpec| -> SimTime {
@@ -107,5 +105,5 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                 .collect()
         })
         .collect();
-    Ok(HostDispatch { seg, call, sync })
+    Ok(Some(HostDispatch { seg, call, sync }))
 }

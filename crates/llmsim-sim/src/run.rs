@@ -229,7 +229,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
     let host = match &s.compute.host {
-        Some(h) => Some(std::sync::Arc::new(crate::host::dispatch(h, &wl, &ops)?)),
+        Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
         None => None,
     };
     let trace_units: Vec<u32> = if s.output.trace {

@@ -620,39 +620,75 @@ pub struct ComputeSpec {
     pub overlap_slowdown: f64,
     /// Host (CPU) dispatch of kernels: the framework thread that issues each rank's kernels in
     /// program order, so the GPU waits when its kernels are shorter than their issue cost, and
-    /// after each host synchronization. Absent: kernels are issued for free.
+    /// after each host synchronization. Off by default (kernels are issued for free);
+    /// `host: {}` turns it on with the cited costs of [`HostSpec`]. Off because llmsim's ops are
+    /// coarser than the kernels a real run launches (a Megatron-Core MoE layer's forward is
+    /// about 80 launches, llmsim's about 15 ops), so per-op costs at its granularity undercount
+    /// the host; with the cited costs it moves the validation rows by at most 1.5%
+    /// (`bench/validation.md`).
     #[serde(default)]
     pub host: Option<HostSpec>,
 }
 
 /// `compute.host`: what issuing work costs the host thread of one rank (see
-/// [`crate::engine::HostDispatch`]). Every cost is host time in microseconds.
+/// [`crate::engine::HostDispatch`]). Every cost is host time in microseconds. The defaults are
+/// measurements of PyTorch eager mode with Transformer Engine on x86 hosts of H100 systems
+/// (2024-25 software); a slower host (e.g. Grace, about 2.5x on plain PyTorch ops per
+/// TransformerEngine issue #2053) or CUDA graphs change them.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
     /// Per compute op of the workload that is not a GEMM (one row of ops.csv: a norm, an
     /// activation, attention, a cast, the router, ...): PyTorch's dispatch of it and its kernel
-    /// launch.
+    /// launch. Default 7: an autograd-recorded eager op, 5-7 us (pytorch/pytorch issue #41383,
+    /// a PyTorch maintainer's figures).
+    #[serde(default = "default_op_us")]
     pub op_us: f64,
     /// Per linear-layer module call: charged to each GEMM's forward op and once to its backward
     /// (on the dgrad op; Transformer Engine's backward launches dgrad and wgrad from one call).
-    /// Default `op_us`.
-    #[serde(default)]
-    pub linear_us: Option<f64>,
+    /// Default 115: Megatron-Core's `TEColumnParallelLinear` forward, 140 us before and 115 us
+    /// after TransformerEngine PR #1191 (NVIDIA, 2024).
+    #[serde(default = "default_linear_us")]
+    pub linear_us: f64,
     /// Per expert GEMM of a grouped expert GEMM, added to `linear_us`: Transformer Engine's
     /// `GroupedLinear` issues one cuBLAS GEMM per local expert from a host loop, in forward,
-    /// dgrad and wgrad. Default 0.
-    #[serde(default)]
+    /// dgrad and wgrad. Default 16: TE 2.2's grouped GEMMs on H100 take 16-25 us per expert GEMM
+    /// whose kernel runs 12-22 us (TransformerEngine PR #2045; `bench/kernels.md`).
+    #[serde(default = "default_expert_gemm_us")]
     pub expert_gemm_us: f64,
     /// Per communication call on the compute stream (a TP/CP/EP collective, a pipeline
-    /// receive). Default `op_us`.
-    #[serde(default)]
-    pub call_us: Option<f64>,
+    /// receive). Default 7, as `op_us`.
+    #[serde(default = "default_op_us")]
+    pub call_us: f64,
     /// The MoE all-to-all token dispatcher waits for the GPU before each forward dispatch (it
     /// reads the per-expert token counts on the host: Megatron-Core's `MoEAlltoAllTokenDispatcher`
-    /// in dropless training). Default true.
+    /// in dropless training, `token_dispatcher.py`, core_v0.9 to HEAD). Default true.
     #[serde(default = "default_true")]
     pub moe_sync: bool,
+}
+
+impl Default for HostSpec {
+    fn default() -> Self {
+        HostSpec {
+            op_us: default_op_us(),
+            linear_us: default_linear_us(),
+            expert_gemm_us: default_expert_gemm_us(),
+            call_us: default_op_us(),
+            moe_sync: true,
+        }
+    }
+}
+
+fn default_op_us() -> f64 {
+    7.0
+}
+
+fn default_linear_us() -> f64 {
+    115.0
+}
+
+fn default_expert_gemm_us() -> f64 {
+    16.0
 }
 
 fn default_true() -> bool {

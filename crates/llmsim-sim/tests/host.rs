@@ -1,6 +1,7 @@
 //! Host (CPU) dispatch in time (`compute.host`): the host thread issues each rank's kernels in
 //! program order, the GPU cannot start a kernel before it was issued, and the MoE all-to-all
-//! dispatcher makes the host wait for the GPU before each forward dispatch.
+//! dispatcher makes the host wait for the GPU before each forward dispatch. Off by default;
+//! `compute.host: {}` turns it on with the cited costs.
 
 use std::path::Path;
 
@@ -34,7 +35,9 @@ fn run(yaml: &str, sets: &[&str]) -> Result<llmsim_sim::Outcome, SimError> {
 fn a_free_host_changes_nothing() {
     for yaml in [ONE_GPU, MOE] {
         let base = run(yaml, &[]).unwrap();
-        let h = run(yaml, &["compute.host.op_us=0", "compute.host.moe_sync=true"]).unwrap();
+        let zero = ["op_us", "linear_us", "expert_gemm_us", "call_us"].map(|k| format!("compute.host.{k}=0"));
+        let zero: Vec<&str> = zero.iter().map(String::as_str).collect();
+        let h = run(yaml, &[&zero[..], &["compute.host.moe_sync=true"]].concat()).unwrap();
         assert_eq!(h.report.iteration_time_s.to_bits(), base.report.iteration_time_s.to_bits());
         assert_eq!(h.report.mean.exposed_host_s, 0.0);
     }
@@ -47,7 +50,13 @@ fn a_slow_host_sets_the_pace() {
     // module's backward is charged to the dgrad op), and at most that plus the GPU-only run.
     let op_us = 2000.0;
     let base = run(ONE_GPU, &[]).unwrap();
-    let h = run(ONE_GPU, &["compute.host.op_us=2000", "compute.host.call_us=0"]).unwrap();
+    let sets = [
+        "compute.host.op_us=2000",
+        "compute.host.linear_us=2000",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=0",
+    ];
+    let h = run(ONE_GPU, &sets).unwrap();
     let issued: u64 = h
         .ops
         .iter()
@@ -68,7 +77,12 @@ fn the_moe_dispatch_sync_stops_the_host_running_ahead() {
     // A cheap host (1 us per op, 50 us per call) runs ahead of this GPU work, except at each
     // forward token dispatch, where it waits for the GPU and then needs `call_us` to issue the
     // all-to-all: at least that much exposed host time per MoE layer and micro-batch.
-    let sets = ["compute.host.op_us=1", "compute.host.call_us=50"];
+    let sets = [
+        "compute.host.op_us=1",
+        "compute.host.linear_us=1",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=50",
+    ];
     let free = run(MOE, &[&sets[..], &["compute.host.moe_sync=false"]].concat()).unwrap();
     let synced = run(MOE, &[&sets[..], &["compute.host.moe_sync=true"]].concat()).unwrap();
     let syncs = 4.0 * synced.report.microbatches as f64;
@@ -90,6 +104,19 @@ fn negative_costs_name_the_field() {
     };
     let e = err(&["compute.host.op_us=-1"]);
     assert!(e.contains("compute.host.op_us"), "{e}");
-    let e = err(&["compute.host.op_us=1", "compute.host.expert_gemm_us=-3"]);
+    let e = err(&["compute.host.expert_gemm_us=-3"]);
     assert!(e.contains("compute.host.expert_gemm_us"), "{e}");
+}
+
+#[test]
+fn an_empty_host_section_takes_the_cited_costs() {
+    let s = Scenario::from_yaml(&format!("{ONE_GPU}compute: {{ host: {{}} }}\n"), &[], Path::new(".")).unwrap();
+    let h = s.compute.host.clone().expect("host section");
+    assert_eq!(
+        (h.op_us, h.linear_us, h.expert_gemm_us, h.call_us, h.moe_sync),
+        (7.0, 115.0, 16.0, 7.0, true)
+    );
+    // A kernel is issued before it runs: the host's first issue is exposed at least.
+    let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(o.report.mean.exposed_host_s >= 7e-6 * (1.0 - 1e-9));
 }
