@@ -164,6 +164,10 @@ pub struct Report {
     /// it did not try.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fold: Option<crate::fold::FoldReport>,
+    /// The packet backend's engine: exact, or Wormhole fast-forward with its knobs and bound;
+    /// absent on the other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_engine: Option<String>,
     pub sim_wall_s: f64,
 }
 
@@ -294,6 +298,7 @@ pub fn build(
         nodes_executed: run.nodes_executed,
         symmetry: symmetry.to_string(),
         fold: None,
+        packet_engine: s.packet_engine(),
         sim_wall_s: wall_s,
     }
 }
@@ -471,6 +476,9 @@ impl Report {
             );
         }
         if self.backend == "packet" {
+            if let Some(e) = &self.packet_engine {
+                let _ = writeln!(o, "  packet engine: {e}");
+            }
             let n = &self.net;
             let _ = writeln!(
                 o,

@@ -253,7 +253,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     };
     let compute_slowdown = crate::faults::unit_slowdowns(&s.faults, layout, info.gpus, s.cluster.gpus_per_node)?;
     let run_engine = |active_dp: u32, ff: Option<FlowFold>, progress: &mut dyn FnMut(u64, u64)| -> Result<EngineRun, SimError> {
-        let mut net = s.network.build(topo.clone(), s.seed)?;
+        let mut net = s.run_network().build(topo.clone(), s.seed)?;
         crate::faults::schedule(&s.faults, &topo, net.as_mut())?;
         let eopts = engine::EngineOptions {
             plan: plan.clone(),

@@ -324,9 +324,18 @@ pub struct NetworkSpec {
     /// Idle gap that starts a new flowlet under `load_balance: flowlet` (default 100us).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flowlet_gap: Option<SimTime>,
-    /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
-    /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Wormhole steady-state fast-forwarding on the packet backend. Absent: on, with its
+    /// defaults and memoization, wherever the run supports it (RoCE transport, ECMP, no faults;
+    /// otherwise the exact engine, and the report says which ran);
+    /// `off` (or `llmsim run --exact`): the exact engine; `{...}`: on with these knobs (`{}`
+    /// for the defaults without memoization). Ignored by the other backends.
+    #[serde(
+        default = "implicit_fast_forward",
+        deserialize_with = "fast_forward_setting",
+        serialize_with = "serialize_fast_forward",
+        skip_serializing_if = "is_implicit_fast_forward"
+    )]
+    #[schemars(with = "Option<FastForwardSetting>")]
     pub fast_forward: Option<FastForwardSpec>,
     /// The packet backend's transport: roce (go-back-N over a lossless PFC fabric) | tcp
     /// (NewReno over a lossy fabric) | uet (not yet implemented). Default roce.
@@ -406,6 +415,32 @@ impl NetworkSpec {
         }
     }
 
+    /// The fast-forward knobs a packet run uses: the written ones, or the implicit default where
+    /// it applies (RoCE over ECMP); `None`: the exact engine.
+    pub fn effective_fast_forward(&self) -> Option<&FastForwardSpec> {
+        let f = self.fast_forward.as_ref()?;
+        let applies = self.transport.unwrap_or_default() == TransportSpec::Roce
+            && matches!(self.load_balance, None | Some(LoadBalanceSpec::Ecmp));
+        (!f.implicit || applies).then_some(f)
+    }
+
+    /// The packet engine a run on this spec uses, for the report: `exact`, or Wormhole with
+    /// its knobs and error bound.
+    pub fn packet_engine(&self) -> String {
+        match self.effective_fast_forward() {
+            None if is_implicit_fast_forward(&self.fast_forward) => {
+                "exact (Wormhole fast-forward, the default, does not apply to this transport or load balancing)".into()
+            }
+            None => "exact (network.fast_forward: off)".into(),
+            Some(f) => format!(
+                "Wormhole fast-forward{} (theta {}: a flow frozen at its mean rate once its samples vary by less than that; {}network.fast_forward: off or --exact for the exact engine)",
+                if f.implicit { ", the default" } else { "" },
+                f.theta,
+                if f.memo || f.memo_db.is_some() { "memoized episodes; " } else { "" },
+            ),
+        }
+    }
+
     /// The packet engine's configuration this spec describes (not yet checked against a
     /// topology: `PacketNetwork::new` does that).
     ///
@@ -419,7 +454,7 @@ impl NetworkSpec {
             ..PacketConfig::ns3_defaults(cc)
         };
         cfg.load_balance = self.load_balance();
-        if let Some(ff) = &self.fast_forward {
+        if let Some(ff) = self.effective_fast_forward() {
             let window = ff.window.unwrap_or(crate::default_window(cc));
             cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
                 ff.theta,
@@ -499,7 +534,7 @@ impl NetworkSpec {
             Backend::Packet => {
                 use llmsim_net::packet::PacketNetwork;
                 let cfg = self.packet_config(seed)?;
-                let ff = self.fast_forward.as_ref();
+                let ff = self.effective_fast_forward();
                 let mut net = PacketNetwork::new(topo, cfg).map_err(|e| SimError::Scenario {
                     field: "network.backend".into(),
                     message: e.to_string(),
@@ -513,6 +548,50 @@ impl NetworkSpec {
                 Box::new(net)
             }
         })
+    }
+}
+
+/// `network.fast_forward:` as written: `off`, or the knobs.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum FastForwardSetting {
+    /// `off`: the exact engine.
+    Off(FastForwardOff),
+    /// On with these knobs.
+    On(FastForwardSpec),
+}
+
+/// The word `off`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum FastForwardOff {
+    Off,
+}
+
+/// An absent `network.fast_forward`: on where the run supports it, with memoization.
+fn implicit_fast_forward() -> Option<FastForwardSpec> {
+    Some(FastForwardSpec {
+        memo: true,
+        implicit: true,
+        ..FastForwardSpec::default()
+    })
+}
+
+fn is_implicit_fast_forward(f: &Option<FastForwardSpec>) -> bool {
+    f.as_ref().is_some_and(|f| f.implicit)
+}
+
+fn fast_forward_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<FastForwardSpec>, D::Error> {
+    Ok(match Option::<FastForwardSetting>::deserialize(d)? {
+        None | Some(FastForwardSetting::Off(_)) => None,
+        Some(FastForwardSetting::On(f)) => Some(f),
+    })
+}
+
+fn serialize_fast_forward<S: serde::Serializer>(f: &Option<FastForwardSpec>, s: S) -> Result<S::Ok, S::Error> {
+    match f {
+        None => s.serialize_str("off"),
+        Some(f) => f.serialize(s),
     }
 }
 
@@ -542,6 +621,11 @@ pub struct FastForwardSpec {
     /// of a sweep share what they learned; implies `memo` (default none: in memory only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memo_db: Option<String>,
+    /// Not written by the user: the default of an absent `network.fast_forward`, which falls back
+    /// to the exact engine where fast-forwarding does not apply instead of refusing the run.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub implicit: bool,
 }
 
 impl Default for FastForwardSpec {
@@ -553,6 +637,7 @@ impl Default for FastForwardSpec {
             sample_us: 10,
             memo: false,
             memo_db: None,
+            implicit: false,
         }
     }
 }
@@ -757,6 +842,31 @@ impl Default for OutputSpec {
 const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, seed";
 
 impl Scenario {
+    /// The network a run builds: `network:` as written, except that the implicit Wormhole
+    /// default gives way to the exact engine when the scenario has faults (a link failing in
+    /// the middle of a steady state is not modelled by fast-forwarding).
+    pub fn run_network(&self) -> std::borrow::Cow<'_, NetworkSpec> {
+        if !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward) {
+            let mut n = self.network.clone();
+            n.fast_forward = None;
+            std::borrow::Cow::Owned(n)
+        } else {
+            std::borrow::Cow::Borrowed(&self.network)
+        }
+    }
+
+    /// Which packet engine a run of this scenario uses (for the report); `None` off the packet
+    /// backend.
+    pub fn packet_engine(&self) -> Option<String> {
+        if self.network.backend != Backend::Packet {
+            return None;
+        }
+        if !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward) {
+            return Some("exact (Wormhole fast-forward, the default, does not model faults)".into());
+        }
+        Some(self.network.packet_engine())
+    }
+
     /// Reads a scenario file and applies `--set key.path=value` overrides.
     ///
     /// # Errors
