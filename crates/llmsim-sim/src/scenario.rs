@@ -419,8 +419,8 @@ impl NetworkSpec {
     /// it applies (RoCE over ECMP); `None`: the exact engine.
     pub fn effective_fast_forward(&self) -> Option<&FastForwardSpec> {
         let f = self.fast_forward.as_ref()?;
-        let applies = self.transport.unwrap_or_default() == TransportSpec::Roce
-            && matches!(self.load_balance, None | Some(LoadBalanceSpec::Ecmp));
+        let applies =
+            self.transport.unwrap_or_default() == TransportSpec::Roce && matches!(self.load_balance, None | Some(LoadBalanceSpec::Ecmp));
         (!f.implicit || applies).then_some(f)
     }
 
