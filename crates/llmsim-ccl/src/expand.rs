@@ -58,6 +58,7 @@ pub struct ExpandParams {
     pub step_overhead_inter: SimTime,
     /// Route inter-node traffic through the GPU on the destination's rail (NCCL PXN).
     pub pxn: bool,
+    /// How finely a ring is simulated. Default: auto.
     pub granularity: Granularity,
     /// Hierarchical all-reduce crosses servers on a double binary tree (NCCL NVLSTree) rather
     /// than a ring.
