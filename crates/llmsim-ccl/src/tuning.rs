@@ -332,7 +332,7 @@ impl FromStr for Proto {
     }
 }
 
-/// Moved to `llmsim_core`; its NCCL constants stay here ([`NcclArch`]).
+/// Moved to `llmsim_core`; its NCCL constants stay here (`NcclArch`).
 pub use llmsim_core::GpuArch;
 
 /// NCCL's per-compute-capability constants of a [`GpuArch`].
