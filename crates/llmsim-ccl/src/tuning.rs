@@ -1025,7 +1025,7 @@ fn nvls_head_gbps(arch: GpuArch, g: &GraphSearch) -> f64 {
 }
 
 /// The NVSwitch reduction bandwidth cap of an NVLS all-reduce inside one node, as nccl-tests
-/// busbw (GB/s): heads x [`nvls_head_gbps`] x 2 (NCCL pipelines the reduce-scatter and the
+/// busbw (GB/s): heads x `nvls_head_gbps` x 2 (NCCL pipelines the reduce-scatter and the
 /// all-gather halves). On one node NCCL also bounds each head by the NVLS graph's second speed
 /// (its NVLink to the switch; across nodes that speed is the network's, which llmsim simulates).
 /// This is the intra-node term of NCCL's NVLS and NVLSTree model; it bounds an NVLS
