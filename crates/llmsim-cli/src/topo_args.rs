@@ -164,11 +164,14 @@ impl TopoArgs {
                 o.insert("path".into(), json!(p));
             }
             // One-file families (torus, dragonfly, rail-only, ...): the spec's serde names the kind
-            // and its fields; every such family takes `nic` and `fabric`.
+            // and its fields; every such family takes `nic`, and those with switch-to-switch
+            // links `fabric` (BCube has none: --fabric is refused there as an unknown field).
             _ => {
                 self.put_spines(o);
                 o.insert("nic".into(), nic);
-                o.insert("fabric".into(), fabric);
+                if fabric.as_object().is_some_and(|m| !m.is_empty()) {
+                    o.insert("fabric".into(), fabric);
+                }
                 reject("--hosts-per-leaf", self.hosts_per_leaf.is_some())?;
                 // Families that take it (three-tier) get it; the others' specs refuse the field.
                 if let Some(s) = self.servers_per_segment {

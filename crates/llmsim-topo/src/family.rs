@@ -61,6 +61,12 @@ pub trait RoutingRule: Send + Sync + Debug {
         0
     }
 
+    /// Whether hosts relay traffic for others (server-centric fabrics such as BCube). The packet
+    /// engine forwards at switches only and refuses such a topology. Default false.
+    fn hosts_forward(&self) -> bool {
+        false
+    }
+
     /// Where host `host` sits in ring order number `variant` (0, 1, 2, ...), for families whose
     /// collectives should lay rings along their structure (a torus: one ring order per dimension
     /// and direction, so successive channels use different links). Sorting a group's servers by

@@ -304,6 +304,13 @@ impl Topology {
             _ => None,
         }
     }
+    /// Whether hosts relay traffic for other hosts ([`crate::RoutingRule::hosts_forward`]).
+    pub fn hosts_forward(&self) -> bool {
+        match &self.routing {
+            Routing::Rule(r) => r.hosts_forward(),
+            _ => false,
+        }
+    }
     /// Replaces the routing rule (the caller keeps it consistent with the graph).
     pub fn set_routing(&mut self, routing: Routing) {
         self.routing = routing;
@@ -425,7 +432,7 @@ impl Topology {
         if at == dst {
             return true;
         }
-        if hops == 0 || self.is_host(at) {
+        if hops == 0 || (self.is_host(at) && !self.hosts_forward()) {
             return false;
         }
         let mut c = Vec::new();

@@ -109,6 +109,9 @@ pub enum TopologySpec {
     FullMesh(crate::full_mesh::FullMeshSpec),
     /// Three-tier Clos with pods: rail-optimized pods (leaves, pod spines) joined by a core layer.
     ThreeTier(crate::three_tier::ThreeTierSpec),
+    /// BCube(n, k): server-centric, GPUs with k + 1 NIC ports relay between levels of n-port
+    /// switches; digit-correcting routing. Analytical and flow backends only.
+    Bcube(crate::bcube::BCubeSpec),
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
         /// Path to the file, relative to the working directory.
@@ -210,6 +213,7 @@ impl TopologySpec {
             TopologySpec::RailOnly(s) => s.build(gpus, scale_up, seed),
             TopologySpec::FullMesh(s) => s.build(gpus, scale_up, seed),
             TopologySpec::ThreeTier(s) => s.build(gpus, scale_up, seed),
+            TopologySpec::Bcube(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {

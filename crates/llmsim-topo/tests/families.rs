@@ -1,4 +1,4 @@
-//! The one-file families (torus, dragonfly, rail-only, full mesh, three-tier): every host reaches every host, routes
+//! The one-file families (torus, dragonfly, rail-only, full mesh, three-tier, BCube): every host reaches every host, routes
 //! are loop-free and minimal, the longest equals the family's diameter, ECMP choices are
 //! equal-cost, the ns-3 export re-imports to the same graph, and bad parameters name the field.
 
@@ -375,6 +375,83 @@ fn rail_only_crosses_rails_over_nvlink() {
     }
 }
 
+/// BCube(n, k): node and link counts from the closed form, digit-correcting routes as short as
+/// the shortest host-relayed paths, diameter 2(k + 1) links, every differing digit an ECMP choice.
+#[test]
+fn bcube_routes_by_digit_correction() {
+    // (spec, GPUs, GPUs per server, n, k)
+    for (json, gpus, g, n, k) in [
+        (r#"{"kind":"bcube","n":4,"k":1}"#, 16, 1, 4u32, 1u32),
+        (r#"{"kind":"bcube","n":4,"k":2}"#, 32, 1, 4, 2),
+        (r#"{"kind":"bcube","n":4}"#, 48, 2, 4, 2),
+        (r#"{"kind":"bcube","n":3,"k":0}"#, 3, 1, 3, 0),
+        (r#"{"kind":"bcube"}"#, 128, 8, 8, 2),
+        (r#"{"kind":"bcube","n":8,"k":1}"#, 64, 8, 8, 1),
+    ] {
+        let t = build(json, gpus, g);
+        let nk = n.pow(k);
+        let m = gpus / nk;
+        let switches = if k == 0 { 1 } else { k * m * n.pow(k - 1) + nk };
+        let nvswitches = if g > 1 { gpus / g } else { 0 };
+        assert_eq!(t.num_nodes() as u32, gpus + nvswitches + switches, "{json}");
+        let nvlinks = if g > 1 { 2 * gpus } else { 0 };
+        assert_eq!(t.num_links() as u32, 2 * gpus * (k + 1) + nvlinks, "{json}");
+        assert!(t.hosts_forward());
+        let longest = check_routes(&t, Minimal::ShortestWithRelay);
+        assert_eq!(longest, if t.num_servers() == 1 { 2 } else { 2 * (k + 1) }, "{json}");
+        assert_eq!(t.describe().diameter_hops, longest);
+        check_ns3_round_trip(&t);
+        if k > 0 {
+            assert!(check_ecmp_equal_cost(&t) > 0, "{json}: some host has several digits to fix");
+        }
+    }
+    // ECMP candidates at a host are exactly its NIC ports of the differing digits.
+    let t = build(r#"{"kind":"bcube","n":4,"k":2}"#, 32, 1);
+    let mut hops = Vec::new();
+    // 0 = (0,0,0), 27 = (1,2,3): every digit differs.
+    t.next_hops(NodeId(0), NodeId(27), &mut hops).unwrap();
+    assert_eq!(hops, t.ports(NodeId(0)).to_vec());
+    hops.clear();
+    // 4 = (0,1,0): only digit 1 differs.
+    t.next_hops(NodeId(0), NodeId(4), &mut hops).unwrap();
+    assert_eq!(hops, vec![t.ports(NodeId(0))[1]]);
+}
+
+/// A failed host cable in BCube(4, 2): pairs differing in two or more digits still route, by
+/// another digit order, and never over the cable; pairs that can only use it are unreachable.
+#[test]
+fn bcube_routes_around_a_failed_host_cable() {
+    let mut t = build(r#"{"kind":"bcube","n":4,"k":2}"#, 32, 1);
+    // Host 5's level-0 cable, both directions.
+    let up = t.ports(NodeId(5))[0];
+    let sw = t.link(up).dst;
+    let down = *t.ports(sw).iter().find(|&&l| t.link(l).dst == NodeId(5)).unwrap();
+    t.set_link_down(up, true).unwrap();
+    t.set_link_down(down, true).unwrap();
+    let digits = |h: u32| [h % 4, h / 4 % 4, h / 16];
+    let mut path = Vec::new();
+    for s in 0..32u32 {
+        for d in 0..32u32 {
+            if s == d {
+                continue;
+            }
+            let differ = (0..3).filter(|&i| digits(s)[i] != digits(d)[i]).count();
+            for hash in 0..4u64 {
+                path.clear();
+                match t.route(NodeId(s), NodeId(d), hash, &mut path) {
+                    Ok(()) => assert!(!path.contains(&up) && !path.contains(&down), "{s}->{d}"),
+                    Err(e) => {
+                        assert!(matches!(e, TopoError::Unreachable { .. }));
+                        // Only a pair whose one differing digit is digit 0 at host 5 has no other way.
+                        assert_eq!(differ, 1, "{s}->{d}: {e}");
+                        assert!((s == 5 || d == 5) && digits(s)[0] != digits(d)[0], "{s}->{d}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn invalid(json: &str, gpus: u32, g: u32) -> (String, String) {
     match spec(json).build(gpus, su(g), 0) {
         Err(TopoError::Invalid(e)) => (e.field, e.message),
@@ -424,6 +501,14 @@ fn impossible_parameters_name_the_field_and_valid_values() {
     assert!(m.contains("2.0 (2:1)"), "{m}");
     let (f, _) = invalid(r#"{"kind":"three-tier","spines":2,"oversubscription":2}"#, 64, 8);
     assert_eq!(f, "topology.spines");
+    let (f, m) = invalid(r#"{"kind":"bcube","n":4,"k":2}"#, 40, 1);
+    assert_eq!(f, "gpus");
+    assert!(m.contains("32, 48, ..., 64"), "{m}");
+    let (f, m) = invalid(r#"{"kind":"bcube","n":6}"#, 64, 4);
+    assert_eq!(f, "topology.n");
+    assert!(m.contains("multiple of 4"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"bcube","n":4,"k":3}"#, 32, 1);
+    assert_eq!(f, "gpus");
     let (f, _) = invalid(r#"{"kind":"torus","fabric":{"bandwidth":"0bps"}}"#, 64, 8);
     assert_eq!(f, "topology.fabric");
     assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"torus","dim":[4]}"#).is_err());
@@ -431,7 +516,7 @@ fn impossible_parameters_name_the_field_and_valid_values() {
 
 #[test]
 fn every_family_sizes_itself_from_the_gpu_count() {
-    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier"] {
+    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier", "bcube"] {
         for gpus in [8, 1024, 8192] {
             let t = build(&format!(r#"{{"kind":"{kind}"}}"#), gpus, 8);
             assert_eq!(t.num_hosts(), gpus, "{}", t.name);
@@ -462,7 +547,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn random_family_instances_route_without_loops(
-        kind in 0u8..5, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
+        kind in 0u8..6, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
         pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..32),
     ) {
         let (json, gpus) = match kind {
@@ -473,6 +558,13 @@ proptest! {
             ),
             2 => (format!(r#"{{"kind":"rail-only","servers_per_leaf":{x},"spines":{y}}}"#), g * (x * z + y)),
             3 => (format!(r#"{{"kind":"full-mesh","dims":[{x},{y},{z}],"hosts_per_router":{g}}}"#), x * y * z * g),
+            5 => {
+                // BCube(n, k) with n a multiple of the server size and m = GPUs / n^k in 2..=n.
+                let n = (g * x).max(2);
+                // With k = 0 the GPUs are m itself: whole servers.
+                let m = if z == 1 { (g * (1 + y % x)).max(2) } else { 2 + y % (n - 1) };
+                (format!(r#"{{"kind":"bcube","n":{n},"k":{}}}"#, z - 1), m * n.pow(z - 1))
+            }
             _ => (
                 format!(r#"{{"kind":"three-tier","servers_per_segment":{x},"segments_per_pod":{z},"spines":{y}}}"#),
                 g * (x * z * y + 1),
