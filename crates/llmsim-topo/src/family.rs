@@ -61,6 +61,21 @@ pub trait RoutingRule: Send + Sync + Debug {
         0
     }
 
+    /// Route classes a load-aware chooser may pick among per flow (UGAL: class 0 minimal, the
+    /// others non-minimal); 1 (the default) for a rule without such a choice.
+    fn route_classes(&self) -> u32 {
+        1
+    }
+
+    /// [`RoutingRule::next_hop`] restricted to route class `class` (below
+    /// [`RoutingRule::route_classes`]). Default: `next_hop`.
+    ///
+    /// # Errors
+    /// As [`RoutingRule::next_hop`].
+    fn next_hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, _class: u32) -> Result<LinkId, TopoError> {
+        self.next_hop(t, at, dst, flow_hash)
+    }
+
     /// Whether hosts relay traffic for others (server-centric fabrics such as BCube). The packet
     /// engine forwards at switches only and refuses such a topology. Default false.
     fn hosts_forward(&self) -> bool {

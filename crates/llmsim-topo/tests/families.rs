@@ -452,6 +452,135 @@ fn bcube_routes_around_a_failed_host_cable() {
     }
 }
 
+/// Group of a dragonfly router (routers follow hosts and NVSwitches, `a` per group).
+fn df_group(t: &Topology, n: NodeId, router0: u32, a: u32) -> Option<u32> {
+    matches!(t.node(n), llmsim_topo::NodeKind::Switch { .. }).then(|| (n.0 - router0) / a)
+}
+
+/// Valiant on a dragonfly (9 groups of 4 routers, 2 hosts each): every pair routes loop-free;
+/// an inter-group route crosses at most two global cables and meets at most one group besides
+/// its own two; over many flows every other group serves as the intermediate; the same flow
+/// hash gives the same route. UGAL's route classes are the minimal rule's route (class 0) and
+/// Valiant's (class 1), built independently from `routing: minimal` and `routing: valiant`.
+#[test]
+fn dragonfly_valiant_goes_through_one_intermediate_group() {
+    let base = r#""routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2"#;
+    let val = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"valiant"}}"#), 72, 1);
+    let min = build(&format!(r#"{{"kind":"dragonfly",{base}}}"#), 72, 1);
+    let ugal = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"ugal"}}"#), 72, 1);
+    assert_eq!(val.routing().name(), "dragonfly valiant");
+    assert_eq!(min.route_classes(), 1);
+    assert_eq!(val.route_classes(), 1);
+    assert_eq!(ugal.route_classes(), 5);
+    let (router0, a) = (72, 4);
+    let mut via_seen = BTreeSet::new();
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for s in 0..72u32 {
+        for d in 0..72u32 {
+            if s == d {
+                continue;
+            }
+            for hash in [0u64, 1, 0x9e37_79b9, u64::from(s * 131 + d)] {
+                let nodes = walk(&val, NodeId(s), NodeId(d), hash);
+                let groups: Vec<u32> = nodes.iter().filter_map(|&n| df_group(&val, n, router0, a)).collect();
+                let mut distinct = groups.clone();
+                distinct.dedup();
+                let (sg, dg) = (s / 8, d / 8);
+                assert_eq!(distinct.first(), Some(&sg));
+                assert_eq!(distinct.last(), Some(&dg));
+                assert!(distinct.len() <= 3, "{s}->{d}: groups {distinct:?}");
+                if sg == dg {
+                    assert_eq!(distinct.len(), 1);
+                } else if distinct.len() == 3 {
+                    via_seen.insert((sg, dg, distinct[1]));
+                }
+                assert!(nodes.len() - 1 <= 8, "{s}->{d}: {} links", nodes.len() - 1);
+                p.clear();
+                val.route(NodeId(s), NodeId(d), hash, &mut p).unwrap();
+                q.clear();
+                val.route(NodeId(s), NodeId(d), hash, &mut q).unwrap();
+                assert_eq!(p, q);
+                // UGAL class 0 = minimal's route, class 1 = Valiant's (same seed and hash).
+                q.clear();
+                ugal.route_in_class(NodeId(s), NodeId(d), hash, 1, &mut q).unwrap();
+                assert_eq!(p, q, "{s}->{d}");
+                p.clear();
+                min.route(NodeId(s), NodeId(d), hash, &mut p).unwrap();
+                q.clear();
+                ugal.route_in_class(NodeId(s), NodeId(d), hash, 0, &mut q).unwrap();
+                assert_eq!(p, q);
+                q.clear();
+                ugal.route(NodeId(s), NodeId(d), hash, &mut q).unwrap();
+                assert_eq!(p, q, "UGAL without loads routes minimally");
+            }
+        }
+    }
+    // Every (source group, destination group) pair used several intermediates, and every group
+    // served as one.
+    let vias: BTreeSet<u32> = via_seen.iter().map(|x| x.2).collect();
+    assert_eq!(vias, (0..9).collect());
+    // Minimal routes still have the minimal rule's diameter; next_hops lists its candidates.
+    assert_eq!(val.describe().diameter_hops, min.describe().diameter_hops);
+    let mut h1 = Vec::new();
+    let mut h2 = Vec::new();
+    for at in 72..(72 + 36) {
+        h1.clear();
+        h2.clear();
+        val.next_hops(NodeId(at), NodeId(70), &mut h1).unwrap();
+        min.next_hops(NodeId(at), NodeId(70), &mut h2).unwrap();
+        assert_eq!(h1, h2);
+    }
+}
+
+/// The minimal dragonfly rule's `next_hops` are exactly the hops `next_hop` picks over many
+/// flow hashes, all equal-cost; taking one of several down leaves the pair routed around it.
+#[test]
+fn dragonfly_next_hops_list_every_equal_cost_hop() {
+    // 3 groups of 2 routers x 2 global links: 4 global ports per group for 2 peers, 2 copies.
+    let json = r#"{"kind":"dragonfly","routers_per_group":2,"hosts_per_router":2,"global_links_per_router":2}"#;
+    let t = build(json, 12, 1);
+    let mut several = Vec::new();
+    for at in 0..t.num_nodes() as u32 {
+        for d in 0..12u32 {
+            if at == d {
+                continue;
+            }
+            let mut listed = Vec::new();
+            t.next_hops(NodeId(at), NodeId(d), &mut listed).unwrap();
+            let picked: BTreeSet<LinkId> = (0..64u64)
+                .map(|h| t.next_hop(NodeId(at), NodeId(d), h.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap())
+                .collect();
+            assert_eq!(listed.iter().copied().collect::<BTreeSet<_>>(), picked, "at {at} toward {d}");
+            let rest: BTreeSet<usize> = listed.iter().map(|&l| walk(&t, t.link(l).dst, NodeId(d), 1).len()).collect();
+            assert_eq!(rest.len(), 1, "at {at} toward {d}: unequal candidates");
+            if listed.len() > 1 && at >= 12 {
+                several.push((at, d, listed[0]));
+            }
+        }
+    }
+    assert!(!several.is_empty(), "some router has two equal-cost hops");
+    for (at, d, l) in several {
+        let mut f = t.clone();
+        f.set_link_down(l, true).unwrap();
+        let mut path = Vec::new();
+        for s in 0..12u32 {
+            if s == d {
+                continue;
+            }
+            for hash in 0..4 {
+                path.clear();
+                if f.route(NodeId(s), NodeId(d), hash, &mut path).is_ok() {
+                    assert!(!path.contains(&l));
+                }
+            }
+        }
+        // From the router with the choice, the pair still routes.
+        let mut hops = Vec::new();
+        f.next_hops(NodeId(at), NodeId(d), &mut hops).unwrap();
+        assert!(!hops.contains(&l) && !hops.is_empty());
+    }
+}
+
 fn invalid(json: &str, gpus: u32, g: u32) -> (String, String) {
     match spec(json).build(gpus, su(g), 0) {
         Err(TopoError::Invalid(e)) => (e.field, e.message),
