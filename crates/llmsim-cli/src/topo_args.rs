@@ -10,11 +10,15 @@ use llmsim_core::{Bandwidth, SimTime, parse_field};
 use llmsim_topo::{ScaleUp, Topology, TopologySpec};
 use serde_json::{Map, Value, json};
 
+/// `--topology`'s help: every kind the topology spec declares.
+fn kinds_help() -> String {
+    format!("{}.", llmsim_topo::spec::kinds().join(", "))
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct TopoArgs {
-    /// flat, fat-tree, spine-leaf, rail-fat-tree (alias rail-optimized), torus, dragonfly,
-    /// rail-only, full-mesh, three-tier, ns3.
-    #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree")]
+    /// The topology family (`topology.kind`); the list comes from `llmsim_topo::spec::kinds`.
+    #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree", help = kinds_help())]
     pub kind: String,
     /// GPUs in the cluster. Default: all hosts of a fat-tree with --k, or of an --ns3-file.
     #[arg(long)]

@@ -124,6 +124,35 @@ fn kind_aliases(s: &mut schemars::Schema) {
     llmsim_core::schema::add_tag_aliases(s, "kind", &[("rail-optimized", "rail-fat-tree"), ("ub-mesh", "full-mesh")]);
 }
 
+/// Every `topology.kind` (and `--topology`) name with its aliases, in declaration order, read
+/// from the spec's JSON schema: `["flat", "fat-tree", ..., "rail-fat-tree (alias rail-optimized)",
+/// ...]`. A new variant of [`TopologySpec`] appears here, in the CLI's help and in the docs
+/// without another registration line.
+pub fn kinds() -> Vec<String> {
+    let schema = schemars::schema_for!(TopologySpec);
+    let mut out = Vec::new();
+    for key in ["oneOf", "anyOf"] {
+        for entry in schema.get(key).and_then(|v| v.as_array()).into_iter().flatten() {
+            let Some(t) = entry.pointer("/properties/kind") else {
+                continue;
+            };
+            if let Some(name) = t.get("const").and_then(|v| v.as_str()) {
+                out.push(name.to_string());
+            } else if let Some(names) = t.get("enum").and_then(|v| v.as_array()) {
+                let names: Vec<&str> = names.iter().filter_map(|v| v.as_str()).collect();
+                if let Some((first, rest)) = names.split_first() {
+                    out.push(if rest.is_empty() {
+                        first.to_string()
+                    } else {
+                        format!("{first} (alias {})", rest.join(", "))
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 fn default_hosts_per_leaf() -> u32 {
     32
 }
