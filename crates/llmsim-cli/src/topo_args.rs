@@ -160,6 +160,12 @@ impl TopoArgs {
                 o.insert("nic".into(), nic);
                 o.insert("uplink".into(), fabric);
             }
+            // Links are per tier: `--topo-param 'tiers=[{"radix":64,"link":{"bandwidth":"800Gbps"}}, ...]'`.
+            "clos" => {
+                reject("--fabric/--fabric-latency", fabric.as_object().is_some_and(|m| !m.is_empty()))?;
+                reject("--spines", self.spines.is_some())?;
+                reject("--oversubscription", self.oversubscription.is_some())?;
+            }
             "ns3" => {
                 let p = self
                     .ns3_file

@@ -4,6 +4,7 @@
 #![allow(missing_docs)]
 
 pub mod bcube;
+pub mod clos;
 pub mod dragonfly;
 pub mod error;
 pub mod family;

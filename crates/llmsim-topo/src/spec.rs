@@ -112,6 +112,8 @@ pub enum TopologySpec {
     /// BCube(n, k): server-centric, GPUs with k + 1 NIC ports relay between levels of n-port
     /// switches; digit-correcting routing. Analytical and flow backends only.
     Bcube(crate::bcube::BCubeSpec),
+    /// An N-tier Clos declared tier by tier (radix or down/up ports, oversubscription, links).
+    Clos(crate::clos::ClosSpec),
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
         /// Path to the file, relative to the working directory.
@@ -243,6 +245,7 @@ impl TopologySpec {
             TopologySpec::FullMesh(s) => s.build(gpus, scale_up, seed),
             TopologySpec::ThreeTier(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Bcube(s) => s.build(gpus, scale_up, seed),
+            TopologySpec::Clos(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {

@@ -581,6 +581,97 @@ fn dragonfly_next_hops_list_every_equal_cost_hop() {
     }
 }
 
+/// Node sequences of every pair's route under a few hashes.
+fn all_walks(t: &Topology) -> Vec<Vec<NodeId>> {
+    let h = t.num_hosts();
+    let mut v = Vec::new();
+    for s in 0..h {
+        for d in 0..h {
+            for hash in [0u64, 7, 0x9e37_79b9, u64::from(s * 131 + d)] {
+                v.push(walk(t, NodeId(s), NodeId(d), hash));
+            }
+        }
+    }
+    v
+}
+
+/// The declared Clos builds the same graph as the fat-tree, leaf-spine and (one GPU per server,
+/// full pods) three-tier generators for their parameters: the same nodes and tiers, the same cables, and the same route (node by node) for
+/// every pair and flow hash, full and partly filled, with and without NVLink servers.
+#[test]
+fn clos_tiers_equal_the_fat_tree_and_leaf_spine_generators() {
+    for (k, gpus, g) in [(4u32, 16u32, 1u32), (6, 40, 2), (6, 54, 1), (4, 8, 4)] {
+        let h = k / 2;
+        let ft = build(&format!(r#"{{"kind":"fat-tree","k":{k}}}"#), gpus, g);
+        let json = format!(
+            r#"{{"kind":"clos","tiers":[{{"down":{h},"up":{h}}},{{"down":{h},"up":{h}}},{{"radix":{k}}}]}}"#
+        );
+        let c = build(&json, gpus, g);
+        assert_eq!(c.nodes(), ft.nodes(), "{json} at {gpus}");
+        assert_eq!(link_set(&c), link_set(&ft), "{json} at {gpus}");
+        for n in 0..c.num_nodes() as u32 {
+            let far = |t: &Topology| t.ports(NodeId(n)).iter().map(|&l| t.link(l).dst).collect::<Vec<_>>();
+            assert_eq!(far(&c), far(&ft), "port order at node {n}");
+        }
+        assert_eq!(all_walks(&c), all_walks(&ft), "{json} at {gpus}");
+        assert_eq!(c.describe().diameter_hops, ft.describe().diameter_hops);
+    }
+    for (hpl, spines, gpus, g) in [(4u32, 3u32, 20u32, 1u32), (8, 2, 64, 8), (4, 4, 6, 2)] {
+        let sl = build(&format!(r#"{{"kind":"spine-leaf","hosts_per_leaf":{hpl},"spines":{spines}}}"#), gpus, g);
+        let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{hpl},"up":{spines}}},{{}}]}}"#);
+        let c = build(&json, gpus, g);
+        assert_eq!(c.nodes(), sl.nodes(), "{json} at {gpus}");
+        assert_eq!(link_set(&c), link_set(&sl), "{json} at {gpus}");
+        assert_eq!(all_walks(&c), all_walks(&sl), "{json} at {gpus}");
+    }
+    // A three-tier Clos with one GPU per server (no rails) and full pods: leaves of `sps`
+    // servers, `spines` pod spines, `core_uplinks` cores per spine group.
+    for (sps, spp, spines, ratio, pods) in [(2u32, 2u32, 2u32, 1.0f64, 3u32), (3, 2, 2, 2.0, 2), (2, 3, 1, 1.0, 4)] {
+        let gpus = sps * spp * pods;
+        let tt = build(
+            &format!(
+                r#"{{"kind":"three-tier","servers_per_segment":{sps},"segments_per_pod":{spp},"spines":{spines},"core_oversubscription":{ratio}}}"#
+            ),
+            gpus,
+            1,
+        );
+        let up2 = (f64::from(spp) / ratio).ceil() as u32;
+        let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{sps},"up":{spines}}},{{"down":{spp},"up":{up2}}},{{}}]}}"#);
+        let c = build(&json, gpus, 1);
+        assert_eq!(c.nodes(), tt.nodes(), "{json} at {gpus}");
+        assert_eq!(link_set(&c), link_set(&tt), "{json} at {gpus}");
+        assert_eq!(all_walks(&c), all_walks(&tt), "{json} at {gpus}");
+    }
+}
+
+/// A four-tier oversubscribed Clos: switch counts from XGFT's closed form (tier i has
+/// `m_{i+1} * .. * m_h * w_1 * .. * w_i` switches), minimal up-down routes, diameter 2h, ns-3
+/// round trip, and ECMP over the parents.
+#[test]
+fn clos_four_tiers_route_up_down_minimally() {
+    // m = (2, 2, 3, need), w = (1, 2, 1, 2).
+    let json = r#"{"kind":"clos","tiers":[{"down":2,"up":2},{"down":2,"up":1},{"down":3,"up":2},{}]}"#;
+    for (gpus, g) in [(36u32, 1u32), (30, 2), (24, 4)] {
+        let t = build(json, gpus, g);
+        let m = [2u32, 2, 3, gpus.div_ceil(12)];
+        let w = [1u32, 2, 1, 2];
+        let switches: u32 = (0..4)
+            .map(|i| m[i + 1..].iter().product::<u32>() * w[..=i].iter().product::<u32>())
+            .sum();
+        let nvswitches = if g > 1 { gpus / g } else { 0 };
+        assert_eq!(t.num_nodes() as u32, gpus + nvswitches + switches, "{gpus}");
+        let longest = check_routes(&t, Minimal::Shortest);
+        assert_eq!(longest, 8, "{gpus}");
+        assert_eq!(t.describe().diameter_hops, 8);
+        assert!(check_ecmp_equal_cost(&t) > 0);
+        // Partly filled (30): switches without a host below them read back from ns-3 at another
+        // tier (tier = hops from the nearest host), as in every Clos generator.
+        if gpus % 12 == 0 {
+            check_ns3_round_trip(&t);
+        }
+    }
+}
+
 fn invalid(json: &str, gpus: u32, g: u32) -> (String, String) {
     match spec(json).build(gpus, su(g), 0) {
         Err(TopoError::Invalid(e)) => (e.field, e.message),
@@ -638,6 +729,13 @@ fn impossible_parameters_name_the_field_and_valid_values() {
     assert!(m.contains("multiple of 4"), "{m}");
     let (f, _) = invalid(r#"{"kind":"bcube","n":4,"k":3}"#, 32, 1);
     assert_eq!(f, "gpus");
+    let (f, m) = invalid(r#"{"kind":"clos","tiers":[{"down":4,"up":4},{"radix":4}]}"#, 32, 1);
+    assert_eq!(f, "topology.tiers[1].radix");
+    assert!(m.contains("use at least 8"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"clos","tiers":[{"down":4,"up":4},{"up":2}]}"#, 32, 1);
+    assert_eq!(f, "topology.tiers[1].up");
+    let (f, _) = invalid(r#"{"kind":"clos","tiers":[{"radix":4,"up":4},{}]}"#, 32, 1);
+    assert_eq!(f, "topology.tiers[0].up");
     let (f, _) = invalid(r#"{"kind":"torus","fabric":{"bandwidth":"0bps"}}"#, 64, 8);
     assert_eq!(f, "topology.fabric");
     assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"torus","dim":[4]}"#).is_err());
@@ -645,7 +743,7 @@ fn impossible_parameters_name_the_field_and_valid_values() {
 
 #[test]
 fn every_family_sizes_itself_from_the_gpu_count() {
-    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier", "bcube"] {
+    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier", "bcube", "clos"] {
         for gpus in [8, 1024, 8192] {
             let t = build(&format!(r#"{{"kind":"{kind}"}}"#), gpus, 8);
             assert_eq!(t.num_hosts(), gpus, "{}", t.name);
