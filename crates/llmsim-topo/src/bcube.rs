@@ -146,7 +146,10 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
     if m < 2 && num_hosts > 1 {
         return Err(FieldError::new(
             "topology.k",
-            format!("{k} leaves a level with one host per switch at {num_hosts} GPUs; use k = {}", k.saturating_sub(1)),
+            format!(
+                "{k} leaves a level with one host per switch at {num_hosts} GPUs; use k = {}",
+                k.saturating_sub(1)
+            ),
         )
         .into());
     }
@@ -154,7 +157,11 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
     let per_low = if k == 0 { 0 } else { u64::from(m) * u64::from(n).pow(k - 1) };
     let switches = u64::from(k) * per_low + nk;
     if switches > u64::from(crate::generators::MAX_HOSTS) {
-        return Err(FieldError::new("topology.k", format!("{switches} switches is more than llmsim builds; use fewer GPUs")).into());
+        return Err(FieldError::new(
+            "topology.k",
+            format!("{switches} switches is more than llmsim builds; use fewer GPUs"),
+        )
+        .into());
     }
     let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
     let sw0 = b.add_nodes(NodeKind::Switch { tier: 1 }, switches as u32).0;
@@ -220,7 +227,11 @@ impl BCubeRule {
     #[inline]
     fn level(&self, s: u32) -> u32 {
         let i = s - self.sw0;
-        if self.per_low == 0 { self.k } else { (i / self.per_low).min(self.k) }
+        if self.per_low == 0 {
+            self.k
+        } else {
+            (i / self.per_low).min(self.k)
+        }
     }
 
     /// The NIC port offset of a host: 1 behind its NVLink port when servers have several GPUs.

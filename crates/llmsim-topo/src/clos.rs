@@ -99,7 +99,11 @@ impl FamilySpec for ClosSpec {
             let field = |f: &str| format!("topology.tiers[{i}].{f}");
             let ratio = t.oversubscription.unwrap_or(1.0);
             if !(ratio.is_finite() && ratio > 0.0) {
-                return Err(FieldError::new(field("oversubscription"), format!("{ratio}; give a positive ratio such as 1.0 or 3.0")).into());
+                return Err(FieldError::new(
+                    field("oversubscription"),
+                    format!("{ratio}; give a positive ratio such as 1.0 or 3.0"),
+                )
+                .into());
             }
             let radix = t.radix.unwrap_or(64);
             let top = i + 1 == h;
@@ -113,7 +117,10 @@ impl FamilySpec for ClosSpec {
                 if u64::from(d) * below < u64::from(gpus) || d > cap {
                     return Err(FieldError::new(
                         field(if t.down.is_some() { "down" } else { "radix" }),
-                        format!("{cap} ports hold {} GPUs below the top tier, fewer than {gpus}; use at least {need}", u64::from(cap) * below),
+                        format!(
+                            "{cap} ports hold {} GPUs below the top tier, fewer than {gpus}; use at least {need}",
+                            u64::from(cap) * below
+                        ),
                     )
                     .into());
                 }
@@ -124,7 +131,11 @@ impl FamilySpec for ClosSpec {
                     (Some(d), None) => (d, ((f64::from(d) / ratio).ceil() as u32).max(1)),
                     (None, Some(u)) if u < radix => (radix - u, u),
                     (None, Some(u)) => {
-                        return Err(FieldError::new(field("up"), format!("{u} uplinks leave no down ports of radix {radix}; use up < radix")).into());
+                        return Err(FieldError::new(
+                            field("up"),
+                            format!("{u} uplinks leave no down ports of radix {radix}; use up < radix"),
+                        )
+                        .into());
                     }
                     (None, None) => {
                         let u = ((f64::from(radix) / (1.0 + ratio)).round() as u32).clamp(1, radix.saturating_sub(1).max(1));
@@ -161,19 +172,30 @@ pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -
         check_rate(&format!("topology.tiers[{i}].link"), *l)?;
     }
     if p.down.contains(&0) || p.up[..h - 1].contains(&0) {
-        return Err(FieldError::new("topology.tiers", "every tier needs down ports, and every tier below the top up ports").into());
+        return Err(FieldError::new(
+            "topology.tiers",
+            "every tier needs down ports, and every tier below the top up ports",
+        )
+        .into());
     }
     // M_i (hosts under a tier-i block) and W_i (y-label space of tier i), u64 to refuse overflow.
     let mut m_below = vec![1u64; h + 1];
     let mut w_upto = vec![1u64; h + 1];
     for i in 1..=h {
         m_below[i] = m_below[i - 1].saturating_mul(u64::from(p.down[i - 1]));
-        w_upto[i] = if i == 1 { 1 } else { w_upto[i - 1].saturating_mul(u64::from(p.up[i - 2])) };
+        w_upto[i] = if i == 1 {
+            1
+        } else {
+            w_upto[i - 1].saturating_mul(u64::from(p.up[i - 2]))
+        };
     }
     if m_below[h] < u64::from(num_hosts) {
         return Err(FieldError::new(
             "topology.tiers",
-            format!("the tiers hold {} GPUs, fewer than {num_hosts}; add down ports or a tier", m_below[h]),
+            format!(
+                "the tiers hold {} GPUs, fewer than {num_hosts}; add down ports or a tier",
+                m_below[h]
+            ),
         )
         .into());
     }
@@ -356,7 +378,9 @@ impl RoutingRule for ClosRule {
         }
         // Hosts 0 and H - 1 meet first at the lowest tier whose block holds them both; no pair
         // meets higher.
-        let tier = (1..=self.tiers).find(|&i| hosts - 1 < self.m_below[i as usize]).unwrap_or(self.tiers);
+        let tier = (1..=self.tiers)
+            .find(|&i| hosts - 1 < self.m_below[i as usize])
+            .unwrap_or(self.tiers);
         Some(2 * tier)
     }
 }

@@ -341,8 +341,8 @@ impl DragonflyRule {
     #[inline]
     fn intermediate(&self, dgrp: u32, flow_hash: u64, salt: u64) -> u32 {
         let g = self.groups;
-        let pick = llmsim_core::mix64(flow_hash ^ self.seed ^ 0x5641_4c49_414e_5400 ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15))
-            % u64::from(g - 1);
+        let pick =
+            llmsim_core::mix64(flow_hash ^ self.seed ^ 0x5641_4c49_414e_5400 ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15)) % u64::from(g - 1);
         (dgrp + 1 + pick as u32) % g
     }
 

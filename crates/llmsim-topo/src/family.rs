@@ -8,8 +8,11 @@
 //! - a routing rule with O(1) parameters implementing [`RoutingRule`]: the next hop is arithmetic
 //!   on hierarchical addresses and the flow hash, never a per-destination table.
 //!
-//! Registration is one variant of [`crate::TopologySpec`] (`Torus(TorusSpec)`), which names the
-//! kind for YAML, JSON and `--topology`. `describe` and the ns-3 export work on any family.
+//! Registration is one line in the `families { .. }` list of [`crate::TopologySpec`]
+//! (`Torus(crate::torus::TorusSpec),`, with its doc comment) besides `pub mod` in `lib.rs`: it
+//! names the kind for YAML, JSON, the schema docs and `--topology` (whose help lists
+//! [`crate::spec::kinds`]), and `TopologySpec::build` builds it through
+//! [`crate::TopologySpec::family`]. `describe` and the ns-3 export work on any family.
 
 use std::fmt::Debug;
 

@@ -603,9 +603,7 @@ fn clos_tiers_equal_the_fat_tree_and_leaf_spine_generators() {
     for (k, gpus, g) in [(4u32, 16u32, 1u32), (6, 40, 2), (6, 54, 1), (4, 8, 4)] {
         let h = k / 2;
         let ft = build(&format!(r#"{{"kind":"fat-tree","k":{k}}}"#), gpus, g);
-        let json = format!(
-            r#"{{"kind":"clos","tiers":[{{"down":{h},"up":{h}}},{{"down":{h},"up":{h}}},{{"radix":{k}}}]}}"#
-        );
+        let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{h},"up":{h}}},{{"down":{h},"up":{h}}},{{"radix":{k}}}]}}"#);
         let c = build(&json, gpus, g);
         assert_eq!(c.nodes(), ft.nodes(), "{json} at {gpus}");
         assert_eq!(link_set(&c), link_set(&ft), "{json} at {gpus}");
@@ -617,7 +615,11 @@ fn clos_tiers_equal_the_fat_tree_and_leaf_spine_generators() {
         assert_eq!(c.describe().diameter_hops, ft.describe().diameter_hops);
     }
     for (hpl, spines, gpus, g) in [(4u32, 3u32, 20u32, 1u32), (8, 2, 64, 8), (4, 4, 6, 2)] {
-        let sl = build(&format!(r#"{{"kind":"spine-leaf","hosts_per_leaf":{hpl},"spines":{spines}}}"#), gpus, g);
+        let sl = build(
+            &format!(r#"{{"kind":"spine-leaf","hosts_per_leaf":{hpl},"spines":{spines}}}"#),
+            gpus,
+            g,
+        );
         let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{hpl},"up":{spines}}},{{}}]}}"#);
         let c = build(&json, gpus, g);
         assert_eq!(c.nodes(), sl.nodes(), "{json} at {gpus}");

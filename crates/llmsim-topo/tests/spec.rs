@@ -127,7 +127,16 @@ fn kinds_come_from_the_spec() {
         let spec: Result<llmsim_topo::TopologySpec, _> = serde_json::from_str(&format!(r#"{{"kind":"{name}"}}"#));
         assert!(spec.is_ok(), "{name}: {spec:?}");
     }
-    for k in ["torus", "dragonfly", "rail-only", "full-mesh (alias ub-mesh)", "three-tier", "bcube", "rail-fat-tree (alias rail-optimized)", "ns3"] {
+    for k in [
+        "torus",
+        "dragonfly",
+        "rail-only",
+        "full-mesh (alias ub-mesh)",
+        "three-tier",
+        "bcube",
+        "rail-fat-tree (alias rail-optimized)",
+        "ns3",
+    ] {
         assert!(kinds.iter().any(|x| x == k), "{k} in {kinds:?}");
     }
 }
