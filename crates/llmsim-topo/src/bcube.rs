@@ -226,12 +226,7 @@ impl BCubeRule {
     /// The level of switch `s`.
     #[inline]
     fn level(&self, s: u32) -> u32 {
-        let i = s - self.sw0;
-        if self.per_low == 0 {
-            self.k
-        } else {
-            (i / self.per_low).min(self.k)
-        }
+        (s - self.sw0).checked_div(self.per_low).map_or(self.k, |l| l.min(self.k))
     }
 
     /// The NIC port offset of a host: 1 behind its NVLink port when servers have several GPUs.
