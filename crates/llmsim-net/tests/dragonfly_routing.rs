@@ -68,7 +68,9 @@ fn minimal_beats_valiant_on_a_uniform_permutation_and_ugal_follows_it() {
         let j = (mix64(0x5eed ^ i as u64) % (i as u64 + 1)) as usize;
         p.swap(i, j);
     }
-    let perm: Vec<(u32, u32)> = (0..72).map(|s| (s, if p[s as usize] == s { (s + 1) % 72 } else { p[s as usize] })).collect();
+    let perm: Vec<(u32, u32)> = (0..72)
+        .map(|s| (s, if p[s as usize] == s { (s + 1) % 72 } else { p[s as usize] }))
+        .collect();
     let min = last_finish(DragonflyRouting::Minimal, &perm);
     let val = last_finish(DragonflyRouting::Valiant, &perm);
     let ugal = last_finish(DragonflyRouting::Ugal, &perm);
