@@ -674,6 +674,33 @@ fn clos_four_tiers_route_up_down_minimally() {
     }
 }
 
+/// Torus ring orders are snakes: for every variant of a 3 x 4 x 2 torus, consecutive routers in
+/// ring order differ by one step in exactly one dimension (no wrap-around needed), odd sizes
+/// included; each variant visits every router once, and variants `2i` and `2i + 1` are each
+/// other's reverse.
+#[test]
+fn torus_ring_orders_are_snakes() {
+    let t = build(r#"{"kind":"torus","dims":[3,4,2],"hosts_per_router":1}"#, 24, 1);
+    let coord = |h: u32| [h % 3, h / 3 % 4, h / 12];
+    for v in 0..6u32 {
+        let mut order: Vec<u32> = (0..24).collect();
+        order.sort_by_key(|&h| t.ring_order_key(NodeId(h), v).unwrap());
+        let keys: BTreeSet<u64> = (0..24).map(|h| t.ring_order_key(NodeId(h), v).unwrap()).collect();
+        assert_eq!(keys.len(), 24, "variant {v}: distinct positions");
+        for w in order.windows(2) {
+            let (a, b) = (coord(w[0]), coord(w[1]));
+            let steps: u32 = (0..3).map(|i| a[i].abs_diff(b[i])).sum();
+            assert_eq!(steps, 1, "variant {v}: {a:?} -> {b:?} in {order:?}");
+        }
+        if v % 2 == 1 {
+            let mut prev: Vec<u32> = (0..24).collect();
+            prev.sort_by_key(|&h| t.ring_order_key(NodeId(h), v - 1).unwrap());
+            prev.reverse();
+            assert_eq!(order, prev, "variant {v} reverses {}", v - 1);
+        }
+    }
+}
+
 fn invalid(json: &str, gpus: u32, g: u32) -> (String, String) {
     match spec(json).build(gpus, su(g), 0) {
         Err(TopoError::Invalid(e)) => (e.field, e.message),
