@@ -17,7 +17,9 @@
 //!
 //! Node layout: hosts, NVSwitches, tier 1, tier 2, ... Ports of a switch: its children in `x_i`
 //! order (a leaf: its hosts that exist), then its parents in `y_{i+1}` order. The top tier has
-//! as many children as the GPUs need (default) and no parents.
+//! as many children as the GPUs need (default) and no parents. With `dual_tor`, `w_1 = 2`: a
+//! GPU's two NIC ports (half its bandwidth each, port order = leaf `y_1` order) go to the two
+//! leaves of its block, and a leaf's children are all the block's GPUs.
 //!
 //! Rule (up-down, no tables): a switch whose block holds the destination (`X == dst / M_i`,
 //! `M_i = m_1 * .. * m_i`) goes down to child `x_i` of the destination's address; otherwise up,
@@ -65,6 +67,10 @@ pub struct ClosSpec {
     /// Tiers from the leaf up, 1 to 8 of them. Default: as few non-blocking tiers of 64-port
     /// switches as hold the GPUs (one up to 64, two up to 2,048, three up to 65,536).
     pub tiers: Vec<ClosTier>,
+    /// Every GPU NIC has two ports of half its bandwidth, on two leaves (Alibaba HPN's
+    /// dual-ToR): each leaf block has two leaves, each cabled to all of the block's GPUs and
+    /// to its own parents (`w_1 = 2` in XGFT terms). Default false.
+    pub dual_tor: bool,
 }
 
 /// A resolved Clos: per tier (leaf first) children, parents and the link down.
@@ -76,6 +82,8 @@ pub struct ClosParams {
     pub up: Vec<u32>,
     /// The links from tier `i` down.
     pub link: Vec<LinkParams>,
+    /// Leaves per GPU NIC (`w_1`): 2 with dual-ToR (each port `link[0]`), else 1.
+    pub host_ports: u32,
 }
 
 impl FamilySpec for ClosSpec {
@@ -151,7 +159,21 @@ impl FamilySpec for ClosSpec {
             up.push(u);
             link.push(t.link.resolve(if i == 0 { DEFAULT_NIC } else { DEFAULT_FABRIC }));
         }
-        clos(gpus, &ClosParams { down, up, link }, scale_up, seed)
+        let host_ports = if self.dual_tor { 2 } else { 1 };
+        if let Some(l) = link.first_mut() {
+            l.bandwidth = llmsim_core::Bandwidth::from_bps(l.bandwidth.bps() / u64::from(host_ports));
+        }
+        clos(
+            gpus,
+            &ClosParams {
+                down,
+                up,
+                link,
+                host_ports,
+            },
+            scale_up,
+            seed,
+        )
     }
 }
 
@@ -165,7 +187,7 @@ impl FamilySpec for ClosSpec {
 pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
     check_hosts(num_hosts)?;
     let h = p.down.len();
-    if h == 0 || h > MAX_TIERS || p.up.len() != h || p.link.len() != h {
+    if h == 0 || h > MAX_TIERS || p.up.len() != h || p.link.len() != h || !(1..=2).contains(&p.host_ports) {
         return Err(FieldError::new("topology.tiers", format!("give 1 to {MAX_TIERS} tiers")).into());
     }
     for (i, l) in p.link.iter().enumerate() {
@@ -184,7 +206,7 @@ pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -
     for i in 1..=h {
         m_below[i] = m_below[i - 1].saturating_mul(u64::from(p.down[i - 1]));
         w_upto[i] = if i == 1 {
-            1
+            u64::from(p.host_ports)
         } else {
             w_upto[i - 1].saturating_mul(u64::from(p.up[i - 2]))
         };
@@ -204,7 +226,7 @@ pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -
     let top_blocks = u64::from(num_hosts).div_ceil(m_below[h - 1]).max(1);
     let mut counts = Vec::with_capacity(h);
     let mut total = 0u64;
-    let mut links = 2 * u64::from(num_hosts);
+    let mut links = 2 * u64::from(num_hosts) * u64::from(p.host_ports);
     for i in 1..=h {
         // Tier-i X space: blocks of size M_i inside top_blocks top blocks.
         let xs = top_blocks * (m_below[h - 1] / m_below[i - 1].max(1)) / u64::from(p.down[i - 1]);
@@ -235,7 +257,14 @@ pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -
     // Tier by tier, each switch's cables to its children in x order: a child's parents then
     // arrive in y order, after its own children.
     for host in 0..num_hosts {
-        b.add_cable(NodeId(first[0] + host / down[0]), NodeId(host), p.link[0], LinkKind::HostNic);
+        for side in 0..w[1] {
+            b.add_cable(
+                NodeId(first[0] + host / down[0] * w[1] + side),
+                NodeId(host),
+                p.link[0],
+                LinkKind::HostNic,
+            );
+        }
     }
     for i in 1..h {
         // Parents at tier i + 1 (0-based i), children at tier i (0-based i - 1).
@@ -260,8 +289,9 @@ pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -
         first: fill(&first),
     };
     let shape: Vec<String> = down.iter().zip(&up).map(|(d, u)| format!("{d}d{u}u")).collect();
+    let dual = if p.host_ports == 2 { "-dualtor" } else { "" };
     b.build(
-        format!("clos-{}-{num_hosts}", shape.join("-")),
+        format!("clos-{}{dual}-{num_hosts}", shape.join("-")),
         num_hosts,
         scale_up,
         Routing::Rule(Arc::new(rule)),

@@ -674,6 +674,55 @@ fn clos_four_tiers_route_up_down_minimally() {
     }
 }
 
+/// Dual-ToR on the declared Clos (so on a fat-tree or leaf-spine shape): each GPU's two half-rate
+/// ports reach the two leaves of its block, routes stay minimal with equal-cost choices, and with
+/// every cable of one leaf down every pair still routes, never through that leaf.
+#[test]
+fn clos_dual_tor_survives_a_leaf() {
+    let json = r#"{"kind":"clos","dual_tor":true,"tiers":[{"down":2,"up":2},{"down":2,"up":2},{}]}"#;
+    let one = r#"{"kind":"clos","tiers":[{"down":2,"up":2},{"down":2,"up":2},{}]}"#;
+    for (gpus, g) in [(16u32, 1u32), (16, 2)] {
+        let t = build(json, gpus, g);
+        let single = build(one, gpus, g);
+        let leaves = |t: &Topology| {
+            t.nodes()
+                .iter()
+                .filter(|k| matches!(k, llmsim_topo::NodeKind::Switch { tier: 1 }))
+                .count()
+        };
+        assert_eq!(leaves(&t), 2 * leaves(&single));
+        let nic = |t: &Topology| t.links().iter().filter(|l| l.kind == LinkKind::HostNic).count();
+        assert_eq!(nic(&t), 2 * nic(&single));
+        assert_eq!(t.nic_bandwidth(NodeId(0)), single.nic_bandwidth(NodeId(0)), "two half-rate ports");
+        let longest = check_routes(&t, Minimal::Shortest);
+        assert_eq!(longest, 6);
+        assert!(check_ecmp_equal_cost(&t) > 0);
+        check_ns3_round_trip(&t);
+        let mut f = t.clone();
+        let leaf = (0..f.num_nodes() as u32)
+            .map(NodeId)
+            .find(|&n| matches!(f.node(n), llmsim_topo::NodeKind::Switch { tier: 1 }))
+            .unwrap();
+        let touching: Vec<LinkId> = (0..f.num_links() as u32)
+            .map(LinkId)
+            .filter(|&l| f.link(l).src == leaf || f.link(l).dst == leaf)
+            .collect();
+        for &l in &touching {
+            f.set_link_down(l, true).unwrap();
+        }
+        let mut path = Vec::new();
+        for s in 0..gpus {
+            for d in 0..gpus {
+                for hash in 0..4u64 {
+                    path.clear();
+                    f.route(NodeId(s), NodeId(d), hash, &mut path).unwrap();
+                    assert!(path.iter().all(|&l| f.link(l).src != leaf && f.link(l).dst != leaf));
+                }
+            }
+        }
+    }
+}
+
 /// Torus ring orders are snakes: for every variant of a 3 x 4 x 2 torus, consecutive routers in
 /// ring order differ by one step in exactly one dimension (no wrap-around needed), odd sizes
 /// included; each variant visits every router once, and variants `2i` and `2i + 1` are each
