@@ -79,3 +79,53 @@ fn minimal_beats_valiant_on_a_uniform_permutation_and_ugal_follows_it() {
     assert!(ugal < val, "ugal {ugal} vs valiant {val}");
     assert!(ugal.0 * 100 <= min.0 * 105, "ugal {ugal} vs minimal {min}");
 }
+
+/// UGAL's per-link flow counts survive a fault: a global cable that Valiant routes use, taken
+/// down mid-run, reroutes the flows on it (their counts released; rerouted flows take the
+/// minimal route around it), every flow still completes, and the run equals itself. The cable
+/// is one the shift's minimal routes (group G to G + 1) do not need.
+#[test]
+fn ugal_flows_complete_across_a_failed_global_cable() {
+    use llmsim_core::LinkId;
+    use llmsim_net::{LinkChange, Network};
+    let shift: Vec<(u32, u32)> = (0..72).map(|s| (s, (s + 8) % 72)).collect();
+    let transfers = || {
+        shift.iter().enumerate().map(|(i, &(s, d))| Transfer {
+            id: TransferId(i as u64),
+            src: NodeId(s),
+            dst: NodeId(d),
+            bytes: Bytes(4 << 20),
+            start: SimTime::ZERO,
+            flow_hash: mix64(i as u64),
+            route: RouteSpec::Direct,
+        })
+    };
+    // Routers follow the 72 hosts, 4 per group: the busiest global cable not from G to G + 1.
+    let mut plain = FlowNetwork::new(topo(DragonflyRouting::Ugal));
+    run_all(&mut plain, transfers()).unwrap();
+    let t = plain.topology().clone();
+    let group = |n: NodeId| (n.0 - 72) / 4;
+    let global = (0..t.num_links() as u32)
+        .map(LinkId)
+        .filter(|&l| {
+            let k = t.link(l);
+            k.src.0 >= 72 && k.dst.0 >= 72 && group(k.src) != group(k.dst) && (group(k.src) + 1) % 9 != group(k.dst)
+        })
+        .max_by_key(|&l| (plain.link_bytes()[l.idx()], std::cmp::Reverse(l)))
+        .unwrap();
+    assert!(plain.link_bytes()[global.idx()].0 > 0, "Valiant routes use some global cable");
+    let run = || {
+        let mut net = FlowNetwork::new(topo(DragonflyRouting::Ugal));
+        net.schedule_link_change(SimTime::from_us(50), global, LinkChange::Down).unwrap();
+        let done = run_all(&mut net, transfers()).unwrap();
+        assert_eq!(done.len(), 72);
+        assert_eq!(net.stats().completed, 72);
+        let crossed = net.link_bytes()[global.idx()];
+        assert!(
+            crossed < plain.link_bytes()[global.idx()],
+            "{crossed:?} bytes crossed the cable, which failed at 50 us"
+        );
+        done.iter().map(|c| c.finish).collect::<Vec<_>>()
+    };
+    assert_eq!(run(), run());
+}
