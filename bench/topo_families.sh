@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPUS=${1:-65536}
-KINDS=(fat-tree rail-fat-tree torus dragonfly rail-only full-mesh three-tier)
+KINDS=(fat-tree rail-fat-tree torus dragonfly rail-only full-mesh three-tier bcube clos)
 cargo build --release -q -p llmsim-topo --example families_scale
 cargo build --release -q -p llmsim-cli --bin llmsim
 T=${CARGO_TARGET_DIR:-target}/release

@@ -287,8 +287,9 @@ fn non_power_of_two_groups_complete_under_default_collectives() {
 }
 
 /// On a torus, NCCL-like rings run along the dimensions: ring `r` walks dimension `r / 2`
-/// fastest, ascending or descending, so the rings together use every router link direction and
-/// no ring routes two of its hops over one link.
+/// fastest, ascending or descending, in snake order, so every ring step (row ends and the
+/// closing step included) is one router hop, no ring routes two of its hops over one link, and
+/// the two directions of one order use disjoint links.
 #[test]
 fn torus_rings_run_along_every_dimension_and_direction() {
     use llmsim_topo::LinkKind;
@@ -303,7 +304,7 @@ fn torus_rings_run_along_every_dimension_and_direction() {
     let group = all(&t);
     let rings = expand::rings(&t, &group, 8).unwrap();
     assert_eq!(rings.len(), 8, "one ring per channel, cycling over 4 orders");
-    let mut used = std::collections::BTreeSet::new();
+    let mut per_ring = Vec::new();
     let mut path = Vec::new();
     for (ring, w) in &rings {
         assert_eq!(*w, 1);
@@ -314,21 +315,22 @@ fn torus_rings_run_along_every_dimension_and_direction() {
         for i in 0..ring.len() {
             path.clear();
             t.route(ring[i], ring[(i + 1) % ring.len()], 0, &mut path).unwrap();
+            let hops = path.iter().filter(|&&l| t.link(l).kind == LinkKind::Fabric).count();
+            assert_eq!(hops, 1, "ring {ring:?} step {i} takes {hops} router hops");
             for &l in path.iter().filter(|&&l| t.link(l).kind == LinkKind::Fabric) {
                 assert!(mine.insert(l), "ring {ring:?} routes two hops over link {l:?}");
-                used.insert(l);
             }
         }
+        assert_eq!(mine.len(), 16, "16 one-hop steps");
+        per_ring.push(mine);
     }
-    // 16 routers x 4 directions (a 4-ring has distinct + and - neighbours).
-    let fabric = t.links().iter().filter(|l| l.kind == LinkKind::Fabric).count();
-    assert_eq!(fabric, 64);
-    assert_eq!(used.len(), fabric, "the rings together use every router link");
+    assert!(per_ring[0].is_disjoint(&per_ring[1]), "a snake and its reverse share no link");
+    assert!(per_ring[2].is_disjoint(&per_ring[3]));
     // Rank order (one ring) would use only the + links of dimension 0 and the row ends.
     let (first, _) = &rings[0];
-    assert_eq!(first[..4], [NodeId(0), NodeId(1), NodeId(2), NodeId(3)]);
+    assert_eq!(first[..8], [0, 1, 2, 3, 7, 6, 5, 4].map(NodeId), "snake");
     let (second, _) = &rings[1];
-    assert_eq!(second[..4], [NodeId(15), NodeId(14), NodeId(13), NodeId(12)], "descending");
+    assert_eq!(second[..4], [NodeId(12), NodeId(13), NodeId(14), NodeId(15)], "the snake reversed");
     let (third, _) = &rings[2];
-    assert_eq!(third[..4], [NodeId(0), NodeId(4), NodeId(8), NodeId(12)], "dimension 1 fastest");
+    assert_eq!(third[..8], [0, 4, 8, 12, 13, 9, 5, 1].map(NodeId), "dimension 1 fastest");
 }

@@ -10,11 +10,15 @@ use llmsim_core::{Bandwidth, SimTime, parse_field};
 use llmsim_topo::{ScaleUp, Topology, TopologySpec};
 use serde_json::{Map, Value, json};
 
+/// `--topology`'s help: every kind the topology spec declares.
+fn kinds_help() -> String {
+    format!("{}.", llmsim_topo::spec::kinds().join(", "))
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct TopoArgs {
-    /// flat, fat-tree, spine-leaf, rail-fat-tree (alias rail-optimized), torus, dragonfly,
-    /// rail-only, full-mesh, three-tier, ns3.
-    #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree")]
+    /// The topology family (`topology.kind`); the list comes from `llmsim_topo::spec::kinds`.
+    #[arg(long = "topology", visible_alias = "kind", default_value = "rail-fat-tree", help = kinds_help())]
     pub kind: String,
     /// GPUs in the cluster. Default: all hosts of a fat-tree with --k, or of an --ns3-file.
     #[arg(long)]
@@ -156,6 +160,12 @@ impl TopoArgs {
                 o.insert("nic".into(), nic);
                 o.insert("uplink".into(), fabric);
             }
+            // Links are per tier: `--topo-param 'tiers=[{"radix":64,"link":{"bandwidth":"800Gbps"}}, ...]'`.
+            "clos" => {
+                reject("--fabric/--fabric-latency", fabric.as_object().is_some_and(|m| !m.is_empty()))?;
+                reject("--spines", self.spines.is_some())?;
+                reject("--oversubscription", self.oversubscription.is_some())?;
+            }
             "ns3" => {
                 let p = self
                     .ns3_file
@@ -164,11 +174,14 @@ impl TopoArgs {
                 o.insert("path".into(), json!(p));
             }
             // One-file families (torus, dragonfly, rail-only, ...): the spec's serde names the kind
-            // and its fields; every such family takes `nic` and `fabric`.
+            // and its fields; every such family takes `nic`, and those with switch-to-switch
+            // links `fabric` (BCube has none: --fabric is refused there as an unknown field).
             _ => {
                 self.put_spines(o);
                 o.insert("nic".into(), nic);
-                o.insert("fabric".into(), fabric);
+                if fabric.as_object().is_some_and(|m| !m.is_empty()) {
+                    o.insert("fabric".into(), fabric);
+                }
                 reject("--hosts-per-leaf", self.hosts_per_leaf.is_some())?;
                 // Families that take it (three-tier) get it; the others' specs refuse the field.
                 if let Some(s) = self.servers_per_segment {

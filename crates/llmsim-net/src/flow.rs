@@ -72,6 +72,8 @@ struct Flow {
     /// How the transfer was routed, to route it again when a link on its path changes.
     flow_hash: u64,
     route: RouteSpec,
+    /// The path is counted in [`FlowNetwork::class_load`].
+    class_load: bool,
 }
 
 impl Flow {
@@ -93,6 +95,7 @@ impl Flow {
             state: State::Free,
             flow_hash: 0,
             route: RouteSpec::Direct,
+            class_load: false,
         }
     }
 }
@@ -292,12 +295,16 @@ pub struct FlowNetwork {
     change_list: Vec<(LinkId, LinkChange)>,
     /// The first flow a link change left without a route.
     fault_err: Option<NetError>,
+    /// Flows submitted and not drained on each link, for choosing among route classes (UGAL on
+    /// a dragonfly, [`route::expand_classes`]); empty when the topology offers one class.
+    class_load: Vec<u32>,
 }
 
 impl FlowNetwork {
     pub fn new(topo: Arc<Topology>) -> Self {
         let n = topo.num_links();
         let link_cap = topo.links().iter().map(|l| l.bandwidth.bps_f64()).collect();
+        let class_load = if topo.route_classes() > 1 { vec![0; n] } else { Vec::new() };
         let scratch = RateScratch {
             link_mark: vec![0; n],
             rem: vec![0.0; n],
@@ -332,6 +339,7 @@ impl FlowNetwork {
             changes: BinaryHeap::new(),
             change_list: Vec::new(),
             fault_err: None,
+            class_load,
         }
     }
 
@@ -519,6 +527,7 @@ impl FlowNetwork {
 
     /// Routes flow `slot` again on the topology as it is now, keeping the bytes it has left.
     fn reroute(&mut self, slot: u32) {
+        self.release_class_load(slot);
         let now = self.now;
         let si = slot as usize;
         let active = self.flows[si].state == State::Active;
@@ -618,14 +627,29 @@ impl FlowNetwork {
         f.rate_bps = 0.0;
         f.updated_at = t.start;
         f.state = State::Pending;
+        f.class_load = false;
         self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
         slot
     }
 
+    /// Takes flow `slot`'s path out of `class_load` (once).
+    fn release_class_load(&mut self, slot: u32) {
+        let f = &mut self.flows[slot as usize];
+        if f.class_load {
+            f.class_load = false;
+            for e in &f.path {
+                self.class_load[e.link as usize] -= 1;
+            }
+        }
+    }
+
     fn activate(&mut self, slot: u32) {
         let now = self.now;
+        if self.flows[slot as usize].bytes.0 == 0 {
+            self.release_class_load(slot);
+        }
         let f = &mut self.flows[slot as usize];
         if f.bytes.0 == 0 || f.path.is_empty() {
             f.state = State::Drained;
@@ -647,6 +671,7 @@ impl FlowNetwork {
     }
 
     fn drain(&mut self, slot: u32) {
+        self.release_class_load(slot);
         let now = self.now;
         let si = slot as usize;
         for i in 0..self.flows[si].path.len() {
@@ -864,6 +889,18 @@ impl Network for FlowNetwork {
             let latency = route::expand_split(&self.topo, &t, &mut self.split_scratch, &mut self.split_route)
                 .map_err(|source| NetError::Route { id: t.id, source })?;
             self.enqueue_split(t, latency);
+            return Ok(());
+        }
+        if !self.class_load.is_empty() {
+            let sum = route::expand_classes(&self.topo, &t, &self.class_load, &mut self.route_scratch, &mut self.route)
+                .map_err(|source| NetError::Route { id: t.id, source })?;
+            let slot = self.enqueue_slot(t, sum.latency);
+            let f = &mut self.flows[slot as usize];
+            Self::fill_path(f, &self.route, sum);
+            f.class_load = true;
+            for e in &f.path {
+                self.class_load[e.link as usize] += 1;
+            }
             return Ok(());
         }
         let sum = route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route)

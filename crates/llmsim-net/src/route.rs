@@ -36,6 +36,7 @@ pub fn leg_hash(flow_hash: u64, leg: usize) -> u64 {
 #[derive(Default)]
 pub struct RouteScratch {
     links: Vec<LinkId>,
+    best: Vec<LinkId>,
 }
 
 /// Appends the links of `t`'s route to `out` (merged, with multiplicity, for `Via`/`Chain`).
@@ -78,6 +79,48 @@ pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &m
         }
     }
     Ok(summarize(topo, out, latency))
+}
+
+/// [`expand`], choosing per transfer among the topology's route classes
+/// ([`Topology::route_classes`]: a dragonfly with UGAL routing offers minimal and Valiant) the
+/// one with the smallest `hops x (1 + load)`, where load is the largest `load[link]` over the
+/// route's switch-to-switch links (UGAL-G: global knowledge of the load; host and NVLink links,
+/// which every class shares, are left out). Ties go to the lower class (minimal). `Via` and
+/// `Chain` routes and single-class topologies: as [`expand`].
+///
+/// # Errors
+/// The topology's routing error for any class.
+pub fn expand_classes(
+    topo: &Topology,
+    t: &Transfer,
+    load: &[u32],
+    scratch: &mut RouteScratch,
+    out: &mut Vec<RouteLink>,
+) -> Result<RouteSummary, TopoError> {
+    let classes = topo.route_classes();
+    if classes < 2 || !matches!(t.route, RouteSpec::Direct) {
+        return expand(topo, t, scratch, out);
+    }
+    out.clear();
+    let mut best_cost = u64::MAX;
+    for class in 0..classes {
+        scratch.links.clear();
+        topo.route_in_class(t.src, t.dst, t.flow_hash, class, &mut scratch.links)?;
+        let busiest = scratch
+            .links
+            .iter()
+            .filter(|l| topo.link(**l).kind == llmsim_topo::LinkKind::Fabric)
+            .map(|l| u64::from(load.get(l.idx()).copied().unwrap_or(0)))
+            .max()
+            .unwrap_or(0);
+        let cost = scratch.links.len() as u64 * (1 + busiest);
+        if cost < best_cost {
+            best_cost = cost;
+            std::mem::swap(&mut scratch.best, &mut scratch.links);
+        }
+    }
+    out.extend(scratch.best.iter().map(|&link| RouteLink { link, mult: 1 }));
+    Ok(summarize(topo, out, sum_latency(topo, &scratch.best)))
 }
 
 /// The part of an expanded route that depends only on the topology's structure (which links,

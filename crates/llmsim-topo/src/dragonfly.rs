@@ -1,4 +1,4 @@
-//! Dragonfly (Kim, Dally, Scott, Abts, ISCA 2008) with minimal routing.
+//! Dragonfly (Kim, Dally, Scott, Abts, ISCA 2008) with minimal, Valiant and UGAL routing.
 //!
 //! `groups` groups of `routers_per_group` (a) routers; each router has `hosts_per_router` (p)
 //! GPU NICs, a local cable to every other router of its group (full mesh), and
@@ -16,6 +16,17 @@
 //! groups, every copy `c` of the global cable to the destination group has a cost
 //! `[gateway != here] + 1 + [landing router != destination router]`; the flow hash picks among
 //! the next hops of the cheapest copies (ECMP: all candidates are equal-cost).
+//!
+//! Valiant (`routing: valiant`, Valiant 1982; as the dragonfly paper's VAL): an inter-group flow
+//! goes minimally to an intermediate group `I != D` picked from its flow hash and the topology
+//! seed, then minimally to `D`. A router in the source group heads for `I`, a router in `I` for
+//! `D`: the route meets no other group, so the rule needs no state in the packet. UGAL
+//! (`routing: ugal`, after Singh's UGAL as used in the dragonfly paper): per flow, the minimal
+//! route or one of [`UGAL_CANDIDATES`] Valiant routes (through as many intermediate groups),
+//! whichever has the smallest `hops x (1 + load)`; the flow backend takes the
+//! load from the flows already on each route's router links (UGAL-G, global knowledge); the
+//! per-hop rule (analytical and packet backends) has no load and routes minimally. With links
+//! down, and for spreading (`next_hops`), both use the minimal candidates.
 
 use std::sync::Arc;
 
@@ -27,7 +38,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::routing::{Routing, host_hop, host_hops, nvswitch_hop};
 
 /// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -48,6 +59,8 @@ pub struct DragonflySpec {
     pub fabric: LinkSpec,
     /// Global (inter-group) links. Default: as `fabric`, latency 1us (longer optics).
     pub global: LinkSpec,
+    /// `minimal` (default), `valiant` or `ugal`.
+    pub routing: DragonflyRouting,
 }
 
 /// A resolved dragonfly.
@@ -60,6 +73,7 @@ pub struct DragonflyParams {
     pub nic: LinkParams,
     pub local: LinkParams,
     pub global: LinkParams,
+    pub routing: DragonflyRouting,
 }
 
 /// Largest radix (ports per router) the generator accepts.
@@ -119,6 +133,7 @@ impl FamilySpec for DragonflySpec {
                 self.fabric.resolve(DEFAULT_FABRIC).bandwidth,
                 llmsim_core::SimTime::from_ns(1000),
             )),
+            routing: self.routing,
         };
         dragonfly(gpus, &p, scale_up, seed)
     }
@@ -190,6 +205,8 @@ pub fn dragonfly(num_hosts: u32, p: &DragonflyParams, scale_up: ScaleUp, ecmp_se
         copies,
         hosts: num_hosts,
         router0,
+        routing: p.routing,
+        seed: ecmp_seed,
     };
     for grp in 0..g {
         for r in 0..a {
@@ -208,8 +225,13 @@ pub fn dragonfly(num_hosts: u32, p: &DragonflyParams, scale_up: ScaleUp, ecmp_se
             }
         }
     }
+    let routing = match p.routing {
+        DragonflyRouting::Minimal => "",
+        DragonflyRouting::Valiant => "-valiant",
+        DragonflyRouting::Ugal => "-ugal",
+    };
     b.build(
-        format!("dragonfly-{g}g{a}a{hp}p{h}h-{num_hosts}"),
+        format!("dragonfly-{g}g{a}a{hp}p{h}h{routing}-{num_hosts}"),
         num_hosts,
         scale_up,
         Routing::Rule(Arc::new(rule)),
@@ -217,7 +239,28 @@ pub fn dragonfly(num_hosts: u32, p: &DragonflyParams, scale_up: ScaleUp, ecmp_se
     )
 }
 
-/// Minimal dragonfly routing; see the module doc for addresses, ports and costs.
+/// How a dragonfly routes between groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DragonflyRouting {
+    /// At most one global hop (default).
+    #[default]
+    Minimal,
+    /// Valiant: every inter-group flow goes minimally to an intermediate group picked from its
+    /// flow hash and the topology seed, then minimally to its destination (two global hops).
+    Valiant,
+    /// UGAL: per flow, the minimal route or one of [`UGAL_CANDIDATES`] Valiant routes, whichever
+    /// has the lowest `hops x (1 + load)`. The flow
+    /// backend measures the load as the flows already on the path's router links
+    /// ([`crate::Topology::route_classes`]); without loads (the analytical and packet backends)
+    /// the estimates are equal and UGAL routes minimally.
+    Ugal,
+}
+
+/// Valiant candidates (intermediate groups) UGAL weighs against the minimal route per flow.
+pub const UGAL_CANDIDATES: u32 = 4;
+
+/// Dragonfly routing; see the module doc for addresses, ports and costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DragonflyRule {
     pub groups: u32,
@@ -228,6 +271,20 @@ pub struct DragonflyRule {
     pub copies: u32,
     hosts: u32,
     router0: u32,
+    pub routing: DragonflyRouting,
+    /// Seed of the Valiant intermediate-group choice.
+    seed: u64,
+}
+
+/// Where a router sends a packet next (see [`DragonflyRule::target`]).
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// Host port index.
+    Host(usize),
+    /// Local router of this group.
+    Local(u32),
+    /// Group offset `o` ahead, landing at router `rd` of it (`None`: any router of it).
+    Group(u32, Option<u32>),
 }
 
 impl DragonflyRule {
@@ -249,6 +306,14 @@ impl DragonflyRule {
         (j / self.global_links_per_router, peer_j / self.global_links_per_router)
     }
 
+    /// Router hops over copy `c` from local router `r` to router `rd` (`None`: any) of the group
+    /// `o > 0` groups ahead.
+    #[inline]
+    fn copy_cost(&self, o: u32, c: u32, r: u32, rd: Option<u32>) -> u32 {
+        let (gw, land) = self.copy_ends(o, c);
+        u32::from(gw != r) + 1 + rd.map_or(0, |rd| u32::from(land != rd))
+    }
+
     /// Router hops from local router `r` to local router `rd` of the group `o` groups ahead.
     #[inline]
     fn cost(&self, o: u32, r: u32, rd: u32) -> u32 {
@@ -256,10 +321,7 @@ impl DragonflyRule {
             return u32::from(r != rd);
         }
         (0..self.copies)
-            .map(|c| {
-                let (gw, land) = self.copy_ends(o, c);
-                u32::from(gw != r) + 1 + u32::from(land != rd)
-            })
+            .map(|c| self.copy_cost(o, c, r, Some(rd)))
             .min()
             .unwrap_or(u32::MAX)
     }
@@ -273,88 +335,194 @@ impl DragonflyRule {
     fn has_hosts(&self, router: u32) -> bool {
         router * self.hosts_per_router < self.hosts
     }
+
+    /// Valiant's intermediate group for a flow to group `dgrp`: one of the other `g - 1` groups,
+    /// from the flow hash and the seed, so every router of the route agrees on it.
+    #[inline]
+    fn intermediate(&self, dgrp: u32, flow_hash: u64, salt: u64) -> u32 {
+        let g = self.groups;
+        let pick =
+            llmsim_core::mix64(flow_hash ^ self.seed ^ 0x5641_4c49_414e_5400 ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15)) % u64::from(g - 1);
+        (dgrp + 1 + pick as u32) % g
+    }
+
+    /// The decision at router `me` (index over all routers) toward host `dst`. `valiant`: take
+    /// the Valiant route between groups, through the intermediate group the flow hash and
+    /// `salt` pick. A router outside the destination group that is not
+    /// in the intermediate group heads for the intermediate group; in it, for the destination.
+    /// The route meets only the source, intermediate and destination groups, so this holds no
+    /// per-packet state.
+    #[inline]
+    fn target(&self, me: u32, dst: NodeId, valiant: Option<u64>, flow_hash: u64) -> Target {
+        let (a, hp) = (self.routers_per_group, self.hosts_per_router);
+        let router = dst.0 / hp;
+        if me == router {
+            return Target::Host((dst.0 - me * hp) as usize);
+        }
+        let grp = me / a;
+        let (dgrp, rd) = (router / a, router % a);
+        if grp == dgrp {
+            return Target::Local(rd);
+        }
+        if let Some(salt) = valiant.filter(|_| self.groups > 2) {
+            let via = self.intermediate(dgrp, flow_hash, salt);
+            if via != grp {
+                return Target::Group((via + self.groups - grp) % self.groups, None);
+            }
+        }
+        Target::Group((dgrp + self.groups - grp) % self.groups, Some(rd))
+    }
+
+    /// Calls `f` with every equal-cost port index at router `me` toward group offset `o` landing
+    /// at `rd`, in copy order: the global port when this router is the gateway, else the local
+    /// link to the gateway (a gateway's local link once per run of its copies). Returns how many.
+    #[inline]
+    fn group_candidates(&self, me: u32, down: usize, o: u32, rd: Option<u32>, mut f: impl FnMut(usize) -> bool) -> usize {
+        let a = self.routers_per_group;
+        let r = me % a;
+        let best = (0..self.copies).map(|c| self.copy_cost(o, c, r, rd)).min().unwrap_or(u32::MAX);
+        let global0 = down + a as usize - 1;
+        let h = self.global_links_per_router;
+        // `prev`: the gateway of the last *minimal* copy, so a non-minimal copy between two
+        // minimal ones through one gateway does not hide the second (which left a router with no
+        // candidate at all: a dragonfly found by the routing property test).
+        let mut prev = None;
+        let mut count = 0;
+        for c in 0..self.copies {
+            if self.copy_cost(o, c, r, rd) != best {
+                continue;
+            }
+            let (gw, _) = self.copy_ends(o, c);
+            let port = if gw == r {
+                let j = c * (self.groups - 1) + o - 1;
+                Some(global0 + (j - r * h) as usize)
+            } else if prev == Some(gw) {
+                None
+            } else {
+                Some(Self::local_port(down, r, gw))
+            };
+            prev = Some(gw);
+            if let Some(p) = port {
+                count += 1;
+                if f(p) {
+                    break;
+                }
+            }
+        }
+        count
+    }
+
+    fn unreachable(at: NodeId, dst: NodeId) -> TopoError {
+        TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "dragonfly groups without a global link".into(),
+        }
+    }
+
+    /// Next hop at router `at`, minimal or Valiant between groups.
+    #[inline]
+    fn router_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<LinkId, TopoError> {
+        let me = at.0 - self.router0;
+        let ports = t.ports(at);
+        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
+        match self.target(me, dst, valiant, flow_hash) {
+            Target::Host(p) => Ok(ports[p]),
+            Target::Local(rd) => Ok(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
+            Target::Group(o, rd) => {
+                let count = self.group_candidates(me, down, o, rd, |_| false);
+                if count == 0 {
+                    return Err(Self::unreachable(at, dst));
+                }
+                let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
+                let mut seen = 0;
+                let mut port = None;
+                self.group_candidates(me, down, o, rd, |p| {
+                    if seen == pick {
+                        port = Some(p);
+                        return true;
+                    }
+                    seen += 1;
+                    false
+                });
+                port.map(|p| ports[p]).ok_or_else(|| Self::unreachable(at, dst))
+            }
+        }
+    }
+
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<LinkId, TopoError> {
+        match t.node(at) {
+            NodeKind::Host => host_hop(t, at, dst, flow_hash),
+            NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
+            NodeKind::Switch { .. } => self.router_hop(t, at, dst, flow_hash, valiant),
+        }
+    }
 }
 
 impl RoutingRule for DragonflyRule {
     fn name(&self) -> &'static str {
-        "dragonfly minimal"
+        match self.routing {
+            DragonflyRouting::Minimal => "dragonfly minimal",
+            DragonflyRouting::Valiant => "dragonfly valiant",
+            DragonflyRouting::Ugal => "dragonfly ugal",
+        }
     }
 
     #[inline]
     fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-        match t.node(at) {
-            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
-            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
-            NodeKind::Switch { .. } => {}
-        }
-        let (a, hp) = (self.routers_per_group, self.hosts_per_router);
-        let me = at.0 - self.router0;
-        let target = dst.0 / hp;
-        let ports = t.ports(at);
-        let first_host = me * hp;
-        let down = self.hosts.saturating_sub(first_host).min(hp) as usize;
-        if me == target {
-            return Ok(ports[(dst.0 - first_host) as usize]);
-        }
-        let (grp, r) = (me / a, me % a);
-        let (dgrp, rd) = (target / a, target % a);
-        if grp == dgrp {
-            return Ok(ports[Self::local_port(down, r, rd)]);
-        }
-        let o = (dgrp + self.groups - grp) % self.groups;
-        let best = self.cost(o, r, rd);
-        // Candidates in copy order: the global port when this router is the gateway, else the
-        // local link to the gateway (consecutive copies on one gateway counted once).
-        let global0 = down + a as usize - 1;
-        let h = self.global_links_per_router;
-        let candidate = |c: u32, prev_gw: Option<u32>| -> Option<usize> {
-            let (gw, land) = self.copy_ends(o, c);
-            if u32::from(gw != r) + 1 + u32::from(land != rd) != best {
-                return None;
-            }
-            if gw == r {
-                let j = c * (self.groups - 1) + o - 1;
-                Some(global0 + (j - r * h) as usize)
-            } else if prev_gw == Some(gw) {
-                None
-            } else {
-                Some(Self::local_port(down, r, gw))
-            }
-        };
-        // `prev`: the gateway of the last *minimal* copy, so a non-minimal copy between two
-        // minimal ones through one gateway does not hide the second (which left a router with no
-        // candidate at all: a dragonfly found by the routing property test).
-        let minimal_gw = |c: u32| -> Option<u32> {
-            let (gw, land) = self.copy_ends(o, c);
-            (u32::from(gw != r) + 1 + u32::from(land != rd) == best).then_some(gw)
-        };
-        let mut count = 0;
-        let mut prev = None;
-        for c in 0..self.copies {
-            if candidate(c, prev).is_some() {
-                count += 1;
-            }
-            prev = minimal_gw(c).or(prev);
-        }
-        let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
-        let mut seen = 0;
-        let mut prev = None;
-        for c in 0..self.copies {
-            if let Some(port) = candidate(c, prev) {
-                if seen == pick {
-                    return Ok(ports[port]);
-                }
-                seen += 1;
-            }
-            prev = minimal_gw(c).or(prev);
-        }
-        Err(TopoError::Unreachable {
-            src: at,
-            dst,
-            reason: "dragonfly groups without a global link".into(),
-        })
+        self.hop(t, at, dst, flow_hash, (self.routing == DragonflyRouting::Valiant).then_some(0))
     }
 
+    /// The minimal rule's equal-cost hops, whatever the routing: Valiant's choice lives in the
+    /// flow hash, which this does not see, so failure routing and spreading use minimal paths.
+    fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        match t.node(at) {
+            NodeKind::Host => return host_hops(t, at, dst, out),
+            NodeKind::NvSwitch => {
+                out.push(nvswitch_hop(t, at, dst)?);
+                return Ok(());
+            }
+            NodeKind::Switch { .. } => {}
+        }
+        let me = at.0 - self.router0;
+        let ports = t.ports(at);
+        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
+        match self.target(me, dst, None, 0) {
+            Target::Host(p) => out.push(ports[p]),
+            Target::Local(rd) => out.push(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
+            Target::Group(o, rd) => {
+                let from = out.len();
+                self.group_candidates(me, down, o, rd, |p| {
+                    if !out[from..].contains(&ports[p]) {
+                        out.push(ports[p]);
+                    }
+                    false
+                });
+                if out.len() == from {
+                    return Err(Self::unreachable(at, dst));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// UGAL: class 0 minimal, classes `1..=UGAL_CANDIDATES` Valiant through as many
+    /// intermediate groups (class 1 is `routing: valiant`'s).
+    fn route_classes(&self) -> u32 {
+        if self.routing == DragonflyRouting::Ugal && self.groups > 2 {
+            1 + UGAL_CANDIDATES.min(self.groups - 2)
+        } else {
+            1
+        }
+    }
+
+    fn next_hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, class: u32) -> Result<LinkId, TopoError> {
+        if self.routing == DragonflyRouting::Ugal {
+            self.hop(t, at, dst, flow_hash, class.checked_sub(1).map(u64::from))
+        } else {
+            self.next_hop(t, at, dst, flow_hash)
+        }
+    }
     fn diameter(&self, t: &Topology) -> Option<u32> {
         let hosts = t.num_hosts();
         if hosts < 2 {

@@ -8,8 +8,11 @@
 //! - a routing rule with O(1) parameters implementing [`RoutingRule`]: the next hop is arithmetic
 //!   on hierarchical addresses and the flow hash, never a per-destination table.
 //!
-//! Registration is one variant of [`crate::TopologySpec`] (`Torus(TorusSpec)`), which names the
-//! kind for YAML, JSON and `--topology`. `describe` and the ns-3 export work on any family.
+//! Registration is one line in the `families { .. }` list of [`crate::TopologySpec`]
+//! (`Torus(crate::torus::TorusSpec),`, with its doc comment) besides `pub mod` in `lib.rs`: it
+//! names the kind for YAML, JSON, the schema docs and `--topology` (whose help lists
+//! [`crate::spec::kinds`]), and `TopologySpec::build` builds it through
+//! [`crate::TopologySpec::family`]. `describe` and the ns-3 export work on any family.
 
 use std::fmt::Debug;
 
@@ -59,6 +62,27 @@ pub trait RoutingRule: Send + Sync + Debug {
     /// Heap bytes held by the rule (zero for arithmetic rules).
     fn heap_bytes(&self) -> usize {
         0
+    }
+
+    /// Route classes a load-aware chooser may pick among per flow (UGAL: class 0 minimal, the
+    /// others non-minimal); 1 (the default) for a rule without such a choice.
+    fn route_classes(&self) -> u32 {
+        1
+    }
+
+    /// [`RoutingRule::next_hop`] restricted to route class `class` (below
+    /// [`RoutingRule::route_classes`]). Default: `next_hop`.
+    ///
+    /// # Errors
+    /// As [`RoutingRule::next_hop`].
+    fn next_hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, _class: u32) -> Result<LinkId, TopoError> {
+        self.next_hop(t, at, dst, flow_hash)
+    }
+
+    /// Whether hosts relay traffic for others (server-centric fabrics such as BCube). The packet
+    /// engine forwards at switches only and refuses such a topology. Default false.
+    fn hosts_forward(&self) -> bool {
+        false
     }
 
     /// Where host `host` sits in ring order number `variant` (0, 1, 2, ...), for families whose

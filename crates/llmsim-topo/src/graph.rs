@@ -304,6 +304,13 @@ impl Topology {
             _ => None,
         }
     }
+    /// Whether hosts relay traffic for other hosts ([`crate::RoutingRule::hosts_forward`]).
+    pub fn hosts_forward(&self) -> bool {
+        match &self.routing {
+            Routing::Rule(r) => r.hosts_forward(),
+            _ => false,
+        }
+    }
     /// Replaces the routing rule (the caller keeps it consistent with the graph).
     pub fn set_routing(&mut self, routing: Routing) {
         self.routing = routing;
@@ -425,7 +432,7 @@ impl Topology {
         if at == dst {
             return true;
         }
-        if hops == 0 || self.is_host(at) {
+        if hops == 0 || (self.is_host(at) && !self.hosts_forward()) {
             return false;
         }
         let mut c = Vec::new();
@@ -488,6 +495,40 @@ impl Topology {
     /// `TopoError::NotAHost` for a non-host endpoint, `TopoError::Unreachable` when the rule finds
     /// no way or loops.
     pub fn route(&self, src: NodeId, dst: NodeId, flow_hash: u64, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        self.route_by(src, dst, out, |at| self.hop(at, dst, flow_hash))
+    }
+
+    /// Route classes a load-aware chooser may pick among ([`crate::RoutingRule::route_classes`]):
+    /// a dragonfly with UGAL routing offers its minimal route and several Valiant ones; else 1.
+    pub fn route_classes(&self) -> u32 {
+        match &self.routing {
+            Routing::Rule(r) => r.route_classes(),
+            _ => 1,
+        }
+    }
+
+    /// [`Topology::route`] in route class `class` ([`Topology::route_classes`]). With links
+    /// down, the plain route around them.
+    ///
+    /// # Errors
+    /// As [`Topology::route`].
+    pub fn route_in_class(&self, src: NodeId, dst: NodeId, flow_hash: u64, class: u32, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        match &self.routing {
+            Routing::Rule(r) if self.num_down == 0 && class > 0 => {
+                self.route_by(src, dst, out, |at| r.next_hop_in_class(self, at, dst, flow_hash, class))
+            }
+            _ => self.route(src, dst, flow_hash, out),
+        }
+    }
+
+    #[inline]
+    fn route_by(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        out: &mut Vec<LinkId>,
+        hop: impl Fn(NodeId) -> Result<LinkId, TopoError>,
+    ) -> Result<(), TopoError> {
         for h in [src, dst] {
             if h.0 >= self.num_hosts {
                 return Err(TopoError::NotAHost(h));
@@ -505,7 +546,7 @@ impl Topology {
                     reason: "routing loop".into(),
                 });
             }
-            let l = self.hop(at, dst, flow_hash)?;
+            let l = hop(at)?;
             out.push(l);
             at = self.link_dst[l.idx()];
         }

@@ -3,6 +3,8 @@
 // when it was turned on. Remove this allow once they have doc comments.
 #![allow(missing_docs)]
 
+pub mod bcube;
+pub mod clos;
 pub mod dragonfly;
 pub mod error;
 pub mod family;

@@ -19,6 +19,39 @@ pub(crate) use crate::link_spec::spine_count;
 
 pub use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 
+/// Declares [`TopologySpec`] with its one-file families listed once: the variant (serde kind,
+/// schema, docs, CLI help via [`kinds`]) and [`TopologySpec::family`], through which `build`
+/// builds it. Registering a family is its line in `families { .. }` (and `pub mod` in `lib.rs`).
+macro_rules! topology_spec {
+    (
+        $(#[$meta:meta])*
+        pub enum TopologySpec {
+            { $($head:tt)* }
+            families { $( $(#[$fmeta:meta])* $fam:ident($spec:ty), )* }
+            { $($tail:tt)* }
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum TopologySpec {
+            $($head)*
+            $( $(#[$fmeta])* $fam($spec), )*
+            $($tail)*
+        }
+
+        impl TopologySpec {
+            /// The one-file family ([`FamilySpec`]) this spec names; `None` for the built-in
+            /// kinds (flat, fat-tree, spine-leaf, rail-fat-tree, ns3).
+            pub fn family(&self) -> Option<&dyn FamilySpec> {
+                match self {
+                    $( TopologySpec::$fam(s) => Some(s), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+topology_spec! {
 /// Which network the GPUs sit on. `kind` picks the generator.
 ///
 /// ```yaml
@@ -28,6 +61,7 @@ pub use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 #[schemars(transform = kind_aliases)]
 pub enum TopologySpec {
+    {
     /// One switch holding every GPU's NIC.
     Flat {
         /// Default 400Gbps / 500ns.
@@ -97,9 +131,12 @@ pub enum TopologySpec {
         #[serde(default)]
         plane_bandwidth: Option<Bandwidth>,
     },
+    }
+    families {
     /// 2-D / 3-D torus with wrap-around, dimension-order routing ([`crate::torus`]).
     Torus(crate::torus::TorusSpec),
-    /// Dragonfly: groups of fully meshed routers joined by global links; minimal routing.
+    /// Dragonfly: groups of fully meshed routers joined by global links; minimal, Valiant or
+    /// UGAL routing.
     Dragonfly(crate::dragonfly::DragonflySpec),
     /// Rail-only: a network per rail, no spine across rails; cross-rail traffic via NVLink.
     RailOnly(crate::rail_only::RailOnlySpec),
@@ -109,16 +146,54 @@ pub enum TopologySpec {
     FullMesh(crate::full_mesh::FullMeshSpec),
     /// Three-tier Clos with pods: rail-optimized pods (leaves, pod spines) joined by a core layer.
     ThreeTier(crate::three_tier::ThreeTierSpec),
+    /// BCube(n, k): server-centric, GPUs with k + 1 NIC ports relay between levels of n-port
+    /// switches; digit-correcting routing. Analytical and flow backends only.
+    Bcube(crate::bcube::BCubeSpec),
+    /// An N-tier Clos declared tier by tier (radix or down/up ports, oversubscription, links).
+    Clos(crate::clos::ClosSpec),
+    }
+    {
     /// An ns-3 topology file (plain or SimAI format), routed by BFS shortest-path ECMP.
     Ns3 {
         /// Path to the file, relative to the working directory.
         path: PathBuf,
     },
+    }
+}
 }
 
 // serde's alias, which schemars does not see (see `llmsim_core::schema`).
 fn kind_aliases(s: &mut schemars::Schema) {
     llmsim_core::schema::add_tag_aliases(s, "kind", &[("rail-optimized", "rail-fat-tree"), ("ub-mesh", "full-mesh")]);
+}
+
+/// Every `topology.kind` (and `--topology`) name with its aliases, in declaration order, read
+/// from the spec's JSON schema: `["flat", "fat-tree", ..., "rail-fat-tree (alias rail-optimized)",
+/// ...]`. A new variant of [`TopologySpec`] appears here, in the CLI's help and in the docs
+/// without another registration line.
+pub fn kinds() -> Vec<String> {
+    let schema = schemars::schema_for!(TopologySpec);
+    let mut out = Vec::new();
+    for key in ["oneOf", "anyOf"] {
+        for entry in schema.get(key).and_then(|v| v.as_array()).into_iter().flatten() {
+            let Some(t) = entry.pointer("/properties/kind") else {
+                continue;
+            };
+            if let Some(name) = t.get("const").and_then(|v| v.as_str()) {
+                out.push(name.to_string());
+            } else if let Some(names) = t.get("enum").and_then(|v| v.as_array()) {
+                let names: Vec<&str> = names.iter().filter_map(|v| v.as_str()).collect();
+                if let Some((first, rest)) = names.split_first() {
+                    out.push(if rest.is_empty() {
+                        first.to_string()
+                    } else {
+                        format!("{first} (alias {})", rest.join(", "))
+                    });
+                }
+            }
+        }
+    }
+    out
 }
 
 fn default_hosts_per_leaf() -> u32 {
@@ -205,11 +280,6 @@ impl TopologySpec {
                 };
                 generators::rail_fat_tree(gpus, &p, scale_up, seed)
             }
-            TopologySpec::Torus(s) => s.build(gpus, scale_up, seed),
-            TopologySpec::Dragonfly(s) => s.build(gpus, scale_up, seed),
-            TopologySpec::RailOnly(s) => s.build(gpus, scale_up, seed),
-            TopologySpec::FullMesh(s) => s.build(gpus, scale_up, seed),
-            TopologySpec::ThreeTier(s) => s.build(gpus, scale_up, seed),
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;
                 if gpus > t.num_hosts() {
@@ -226,6 +296,10 @@ impl TopologySpec {
                 }
                 Ok(t)
             }
+            other => match other.family() {
+                Some(f) => f.build(gpus, scale_up, seed),
+                None => Err(FieldError::new("topology.kind", "has no generator").into()),
+            },
         }
     }
 }

@@ -247,10 +247,11 @@ impl RoutingRule for TorusRule {
     }
 
     /// Rings along the torus: variant `v` walks dimension `v / 2` fastest (the others in order
-    /// after it), ascending for even `v` and descending for odd, so the ring's hops are
-    /// single-hop moves on that dimension's `+` (or `-`) links, and `2 x dimensions` variants
-    /// cover every link direction. Dimension-order routing keeps the row-end moves off the
-    /// links the ring's other hops use.
+    /// after it), ascending for even `v` and descending for odd, in boustrophedon (snake) order:
+    /// a digit runs backwards whenever the position of the slower digits before it is odd, so
+    /// every step of the ring, row ends included, is one hop on one dimension. The two
+    /// directions of one variant pair use opposite links, and `2 x dimensions` variants spread
+    /// the rings over every dimension.
     fn ring_order_key(&self, _t: &Topology, host: NodeId, variant: u32) -> Option<u64> {
         // The dimensions longer than 1, in order (no allocation: sorting a group calls this often).
         let mut used = [0usize; MAX_DIMS];
@@ -266,12 +267,17 @@ impl RoutingRule for TorusRule {
         let v = variant as usize % (2 * used.len());
         let fast = used[v / 2];
         let r = host.0 / self.hosts_per_router;
-        // Mixed radix, `fast` least significant, then the other dimensions in order.
+        // Mixed radix from the slowest digit (the other dimensions, last first) to `fast`, each
+        // digit reflected when the position so far is odd (reflected mixed-radix Gray order).
         let mut key = 0u64;
         let mut weight = 1u64;
-        for i in std::iter::once(fast).chain(used.iter().copied().filter(|&i| i != fast)) {
-            key += u64::from(r / self.stride[i] % self.dims[i]) * weight;
-            weight *= u64::from(self.dims[i]);
+        let slow = used.iter().rev().copied().filter(|&i| i != fast);
+        for i in slow.chain(std::iter::once(fast)) {
+            let size = u64::from(self.dims[i]);
+            let c = u64::from(r / self.stride[i] % self.dims[i]);
+            let digit = if key % 2 == 1 { size - 1 - c } else { c };
+            key = key * size + digit;
+            weight *= size;
         }
         Some(if v % 2 == 1 { weight - 1 - key } else { key })
     }

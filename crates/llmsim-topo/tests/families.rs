@@ -1,4 +1,4 @@
-//! The one-file families (torus, dragonfly, rail-only, full mesh, three-tier): every host reaches every host, routes
+//! The one-file families (torus, dragonfly, rail-only, full mesh, three-tier, BCube): every host reaches every host, routes
 //! are loop-free and minimal, the longest equals the family's diameter, ECMP choices are
 //! equal-cost, the ns-3 export re-imports to the same graph, and bad parameters name the field.
 
@@ -375,6 +375,381 @@ fn rail_only_crosses_rails_over_nvlink() {
     }
 }
 
+/// BCube(n, k): node and link counts from the closed form, digit-correcting routes as short as
+/// the shortest host-relayed paths, diameter 2(k + 1) links, every differing digit an ECMP choice.
+#[test]
+fn bcube_routes_by_digit_correction() {
+    // (spec, GPUs, GPUs per server, n, k)
+    for (json, gpus, g, n, k) in [
+        (r#"{"kind":"bcube","n":4,"k":1}"#, 16, 1, 4u32, 1u32),
+        (r#"{"kind":"bcube","n":4,"k":2}"#, 32, 1, 4, 2),
+        (r#"{"kind":"bcube","n":4}"#, 48, 2, 4, 2),
+        (r#"{"kind":"bcube","n":3,"k":0}"#, 3, 1, 3, 0),
+        (r#"{"kind":"bcube"}"#, 128, 8, 8, 2),
+        (r#"{"kind":"bcube","n":8,"k":1}"#, 64, 8, 8, 1),
+    ] {
+        let t = build(json, gpus, g);
+        let nk = n.pow(k);
+        let m = gpus / nk;
+        let switches = if k == 0 { 1 } else { k * m * n.pow(k - 1) + nk };
+        let nvswitches = if g > 1 { gpus / g } else { 0 };
+        assert_eq!(t.num_nodes() as u32, gpus + nvswitches + switches, "{json}");
+        let nvlinks = if g > 1 { 2 * gpus } else { 0 };
+        assert_eq!(t.num_links() as u32, 2 * gpus * (k + 1) + nvlinks, "{json}");
+        assert!(t.hosts_forward());
+        let longest = check_routes(&t, Minimal::ShortestWithRelay);
+        assert_eq!(longest, if t.num_servers() == 1 { 2 } else { 2 * (k + 1) }, "{json}");
+        assert_eq!(t.describe().diameter_hops, longest);
+        check_ns3_round_trip(&t);
+        if k > 0 {
+            assert!(check_ecmp_equal_cost(&t) > 0, "{json}: some host has several digits to fix");
+        }
+    }
+    // ECMP candidates at a host are exactly its NIC ports of the differing digits.
+    let t = build(r#"{"kind":"bcube","n":4,"k":2}"#, 32, 1);
+    let mut hops = Vec::new();
+    // 0 = (0,0,0), 27 = (1,2,3): every digit differs.
+    t.next_hops(NodeId(0), NodeId(27), &mut hops).unwrap();
+    assert_eq!(hops, t.ports(NodeId(0)).to_vec());
+    hops.clear();
+    // 4 = (0,1,0): only digit 1 differs.
+    t.next_hops(NodeId(0), NodeId(4), &mut hops).unwrap();
+    assert_eq!(hops, vec![t.ports(NodeId(0))[1]]);
+}
+
+/// A failed host cable in BCube(4, 2): pairs differing in two or more digits still route, by
+/// another digit order, and never over the cable; pairs that can only use it are unreachable.
+#[test]
+fn bcube_routes_around_a_failed_host_cable() {
+    let mut t = build(r#"{"kind":"bcube","n":4,"k":2}"#, 32, 1);
+    // Host 5's level-0 cable, both directions.
+    let up = t.ports(NodeId(5))[0];
+    let sw = t.link(up).dst;
+    let down = *t.ports(sw).iter().find(|&&l| t.link(l).dst == NodeId(5)).unwrap();
+    t.set_link_down(up, true).unwrap();
+    t.set_link_down(down, true).unwrap();
+    let digits = |h: u32| [h % 4, h / 4 % 4, h / 16];
+    let mut path = Vec::new();
+    for s in 0..32u32 {
+        for d in 0..32u32 {
+            if s == d {
+                continue;
+            }
+            let differ = (0..3).filter(|&i| digits(s)[i] != digits(d)[i]).count();
+            for hash in 0..4u64 {
+                path.clear();
+                match t.route(NodeId(s), NodeId(d), hash, &mut path) {
+                    Ok(()) => assert!(!path.contains(&up) && !path.contains(&down), "{s}->{d}"),
+                    Err(e) => {
+                        assert!(matches!(e, TopoError::Unreachable { .. }));
+                        // Only a pair whose one differing digit is digit 0 at host 5 has no other way.
+                        assert_eq!(differ, 1, "{s}->{d}: {e}");
+                        assert!((s == 5 || d == 5) && digits(s)[0] != digits(d)[0], "{s}->{d}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Group of a dragonfly router (routers follow hosts and NVSwitches, `a` per group).
+fn df_group(t: &Topology, n: NodeId, router0: u32, a: u32) -> Option<u32> {
+    matches!(t.node(n), llmsim_topo::NodeKind::Switch { .. }).then(|| (n.0 - router0) / a)
+}
+
+/// Valiant on a dragonfly (9 groups of 4 routers, 2 hosts each): every pair routes loop-free;
+/// an inter-group route crosses at most two global cables and meets at most one group besides
+/// its own two; over many flows every other group serves as the intermediate; the same flow
+/// hash gives the same route. UGAL's route classes are the minimal rule's route (class 0) and
+/// Valiant's (class 1), built independently from `routing: minimal` and `routing: valiant`.
+#[test]
+fn dragonfly_valiant_goes_through_one_intermediate_group() {
+    let base = r#""routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2"#;
+    let val = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"valiant"}}"#), 72, 1);
+    let min = build(&format!(r#"{{"kind":"dragonfly",{base}}}"#), 72, 1);
+    let ugal = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"ugal"}}"#), 72, 1);
+    assert_eq!(val.routing().name(), "dragonfly valiant");
+    assert_eq!(min.route_classes(), 1);
+    assert_eq!(val.route_classes(), 1);
+    assert_eq!(ugal.route_classes(), 5);
+    let (router0, a) = (72, 4);
+    let mut via_seen = BTreeSet::new();
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for s in 0..72u32 {
+        for d in 0..72u32 {
+            if s == d {
+                continue;
+            }
+            for hash in [0u64, 1, 0x9e37_79b9, u64::from(s * 131 + d)] {
+                let nodes = walk(&val, NodeId(s), NodeId(d), hash);
+                let groups: Vec<u32> = nodes.iter().filter_map(|&n| df_group(&val, n, router0, a)).collect();
+                let mut distinct = groups.clone();
+                distinct.dedup();
+                let (sg, dg) = (s / 8, d / 8);
+                assert_eq!(distinct.first(), Some(&sg));
+                assert_eq!(distinct.last(), Some(&dg));
+                assert!(distinct.len() <= 3, "{s}->{d}: groups {distinct:?}");
+                if sg == dg {
+                    assert_eq!(distinct.len(), 1);
+                } else if distinct.len() == 3 {
+                    via_seen.insert((sg, dg, distinct[1]));
+                }
+                assert!(nodes.len() - 1 <= 8, "{s}->{d}: {} links", nodes.len() - 1);
+                p.clear();
+                val.route(NodeId(s), NodeId(d), hash, &mut p).unwrap();
+                q.clear();
+                val.route(NodeId(s), NodeId(d), hash, &mut q).unwrap();
+                assert_eq!(p, q);
+                // UGAL class 0 = minimal's route, class 1 = Valiant's (same seed and hash).
+                q.clear();
+                ugal.route_in_class(NodeId(s), NodeId(d), hash, 1, &mut q).unwrap();
+                assert_eq!(p, q, "{s}->{d}");
+                p.clear();
+                min.route(NodeId(s), NodeId(d), hash, &mut p).unwrap();
+                q.clear();
+                ugal.route_in_class(NodeId(s), NodeId(d), hash, 0, &mut q).unwrap();
+                assert_eq!(p, q);
+                q.clear();
+                ugal.route(NodeId(s), NodeId(d), hash, &mut q).unwrap();
+                assert_eq!(p, q, "UGAL without loads routes minimally");
+            }
+        }
+    }
+    // Every (source group, destination group) pair used several intermediates, and every group
+    // served as one.
+    let vias: BTreeSet<u32> = via_seen.iter().map(|x| x.2).collect();
+    assert_eq!(vias, (0..9).collect());
+    // Minimal routes still have the minimal rule's diameter; next_hops lists its candidates.
+    assert_eq!(val.describe().diameter_hops, min.describe().diameter_hops);
+    let mut h1 = Vec::new();
+    let mut h2 = Vec::new();
+    for at in 72..(72 + 36) {
+        h1.clear();
+        h2.clear();
+        val.next_hops(NodeId(at), NodeId(70), &mut h1).unwrap();
+        min.next_hops(NodeId(at), NodeId(70), &mut h2).unwrap();
+        assert_eq!(h1, h2);
+    }
+}
+
+/// The minimal dragonfly rule's `next_hops` are exactly the hops `next_hop` picks over many
+/// flow hashes, all equal-cost; taking one of several down leaves the pair routed around it.
+#[test]
+fn dragonfly_next_hops_list_every_equal_cost_hop() {
+    // 3 groups of 2 routers x 2 global links: 4 global ports per group for 2 peers, 2 copies.
+    let json = r#"{"kind":"dragonfly","routers_per_group":2,"hosts_per_router":2,"global_links_per_router":2}"#;
+    let t = build(json, 12, 1);
+    let mut several = Vec::new();
+    for at in 0..t.num_nodes() as u32 {
+        for d in 0..12u32 {
+            if at == d {
+                continue;
+            }
+            let mut listed = Vec::new();
+            t.next_hops(NodeId(at), NodeId(d), &mut listed).unwrap();
+            let picked: BTreeSet<LinkId> = (0..64u64)
+                .map(|h| t.next_hop(NodeId(at), NodeId(d), h.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap())
+                .collect();
+            assert_eq!(listed.iter().copied().collect::<BTreeSet<_>>(), picked, "at {at} toward {d}");
+            let rest: BTreeSet<usize> = listed.iter().map(|&l| walk(&t, t.link(l).dst, NodeId(d), 1).len()).collect();
+            assert_eq!(rest.len(), 1, "at {at} toward {d}: unequal candidates");
+            if listed.len() > 1 && at >= 12 {
+                several.push((at, d, listed[0]));
+            }
+        }
+    }
+    assert!(!several.is_empty(), "some router has two equal-cost hops");
+    for (at, d, l) in several {
+        let mut f = t.clone();
+        f.set_link_down(l, true).unwrap();
+        let mut path = Vec::new();
+        for s in 0..12u32 {
+            if s == d {
+                continue;
+            }
+            for hash in 0..4 {
+                path.clear();
+                if f.route(NodeId(s), NodeId(d), hash, &mut path).is_ok() {
+                    assert!(!path.contains(&l));
+                }
+            }
+        }
+        // From the router with the choice, the pair still routes.
+        let mut hops = Vec::new();
+        f.next_hops(NodeId(at), NodeId(d), &mut hops).unwrap();
+        assert!(!hops.contains(&l) && !hops.is_empty());
+    }
+}
+
+/// Node sequences of every pair's route under a few hashes.
+fn all_walks(t: &Topology) -> Vec<Vec<NodeId>> {
+    let h = t.num_hosts();
+    let mut v = Vec::new();
+    for s in 0..h {
+        for d in 0..h {
+            for hash in [0u64, 7, 0x9e37_79b9, u64::from(s * 131 + d)] {
+                v.push(walk(t, NodeId(s), NodeId(d), hash));
+            }
+        }
+    }
+    v
+}
+
+/// The declared Clos builds the same graph as the fat-tree, leaf-spine and (one GPU per server,
+/// full pods) three-tier generators for their parameters: the same nodes and tiers, the same cables, and the same route (node by node) for
+/// every pair and flow hash, full and partly filled, with and without NVLink servers.
+#[test]
+fn clos_tiers_equal_the_fat_tree_and_leaf_spine_generators() {
+    for (k, gpus, g) in [(4u32, 16u32, 1u32), (6, 40, 2), (6, 54, 1), (4, 8, 4)] {
+        let h = k / 2;
+        let ft = build(&format!(r#"{{"kind":"fat-tree","k":{k}}}"#), gpus, g);
+        let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{h},"up":{h}}},{{"down":{h},"up":{h}}},{{"radix":{k}}}]}}"#);
+        let c = build(&json, gpus, g);
+        assert_eq!(c.nodes(), ft.nodes(), "{json} at {gpus}");
+        assert_eq!(link_set(&c), link_set(&ft), "{json} at {gpus}");
+        for n in 0..c.num_nodes() as u32 {
+            let far = |t: &Topology| t.ports(NodeId(n)).iter().map(|&l| t.link(l).dst).collect::<Vec<_>>();
+            assert_eq!(far(&c), far(&ft), "port order at node {n}");
+        }
+        assert_eq!(all_walks(&c), all_walks(&ft), "{json} at {gpus}");
+        assert_eq!(c.describe().diameter_hops, ft.describe().diameter_hops);
+    }
+    for (hpl, spines, gpus, g) in [(4u32, 3u32, 20u32, 1u32), (8, 2, 64, 8), (4, 4, 6, 2)] {
+        let sl = build(
+            &format!(r#"{{"kind":"spine-leaf","hosts_per_leaf":{hpl},"spines":{spines}}}"#),
+            gpus,
+            g,
+        );
+        let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{hpl},"up":{spines}}},{{}}]}}"#);
+        let c = build(&json, gpus, g);
+        assert_eq!(c.nodes(), sl.nodes(), "{json} at {gpus}");
+        assert_eq!(link_set(&c), link_set(&sl), "{json} at {gpus}");
+        assert_eq!(all_walks(&c), all_walks(&sl), "{json} at {gpus}");
+    }
+    // A three-tier Clos with one GPU per server (no rails) and full pods: leaves of `sps`
+    // servers, `spines` pod spines, `core_uplinks` cores per spine group.
+    for (sps, spp, spines, ratio, pods) in [(2u32, 2u32, 2u32, 1.0f64, 3u32), (3, 2, 2, 2.0, 2), (2, 3, 1, 1.0, 4)] {
+        let gpus = sps * spp * pods;
+        let tt = build(
+            &format!(
+                r#"{{"kind":"three-tier","servers_per_segment":{sps},"segments_per_pod":{spp},"spines":{spines},"core_oversubscription":{ratio}}}"#
+            ),
+            gpus,
+            1,
+        );
+        let up2 = (f64::from(spp) / ratio).ceil() as u32;
+        let json = format!(r#"{{"kind":"clos","tiers":[{{"down":{sps},"up":{spines}}},{{"down":{spp},"up":{up2}}},{{}}]}}"#);
+        let c = build(&json, gpus, 1);
+        assert_eq!(c.nodes(), tt.nodes(), "{json} at {gpus}");
+        assert_eq!(link_set(&c), link_set(&tt), "{json} at {gpus}");
+        assert_eq!(all_walks(&c), all_walks(&tt), "{json} at {gpus}");
+    }
+}
+
+/// A four-tier oversubscribed Clos: switch counts from XGFT's closed form (tier i has
+/// `m_{i+1} * .. * m_h * w_1 * .. * w_i` switches), minimal up-down routes, diameter 2h, ns-3
+/// round trip, and ECMP over the parents.
+#[test]
+fn clos_four_tiers_route_up_down_minimally() {
+    // m = (2, 2, 3, need), w = (1, 2, 1, 2).
+    let json = r#"{"kind":"clos","tiers":[{"down":2,"up":2},{"down":2,"up":1},{"down":3,"up":2},{}]}"#;
+    for (gpus, g) in [(36u32, 1u32), (30, 2), (24, 4)] {
+        let t = build(json, gpus, g);
+        let m = [2u32, 2, 3, gpus.div_ceil(12)];
+        let w = [1u32, 2, 1, 2];
+        let switches: u32 = (0..4)
+            .map(|i| m[i + 1..].iter().product::<u32>() * w[..=i].iter().product::<u32>())
+            .sum();
+        let nvswitches = if g > 1 { gpus / g } else { 0 };
+        assert_eq!(t.num_nodes() as u32, gpus + nvswitches + switches, "{gpus}");
+        let longest = check_routes(&t, Minimal::Shortest);
+        assert_eq!(longest, 8, "{gpus}");
+        assert_eq!(t.describe().diameter_hops, 8);
+        assert!(check_ecmp_equal_cost(&t) > 0);
+        // Partly filled (30): switches without a host below them read back from ns-3 at another
+        // tier (tier = hops from the nearest host), as in every Clos generator.
+        if gpus % 12 == 0 {
+            check_ns3_round_trip(&t);
+        }
+    }
+}
+
+/// Dual-ToR on the declared Clos (so on a fat-tree or leaf-spine shape): each GPU's two half-rate
+/// ports reach the two leaves of its block, routes stay minimal with equal-cost choices, and with
+/// every cable of one leaf down every pair still routes, never through that leaf.
+#[test]
+fn clos_dual_tor_survives_a_leaf() {
+    let json = r#"{"kind":"clos","dual_tor":true,"tiers":[{"down":2,"up":2},{"down":2,"up":2},{}]}"#;
+    let one = r#"{"kind":"clos","tiers":[{"down":2,"up":2},{"down":2,"up":2},{}]}"#;
+    for (gpus, g) in [(16u32, 1u32), (16, 2)] {
+        let t = build(json, gpus, g);
+        let single = build(one, gpus, g);
+        let leaves = |t: &Topology| {
+            t.nodes()
+                .iter()
+                .filter(|k| matches!(k, llmsim_topo::NodeKind::Switch { tier: 1 }))
+                .count()
+        };
+        assert_eq!(leaves(&t), 2 * leaves(&single));
+        let nic = |t: &Topology| t.links().iter().filter(|l| l.kind == LinkKind::HostNic).count();
+        assert_eq!(nic(&t), 2 * nic(&single));
+        assert_eq!(t.nic_bandwidth(NodeId(0)), single.nic_bandwidth(NodeId(0)), "two half-rate ports");
+        let longest = check_routes(&t, Minimal::Shortest);
+        assert_eq!(longest, 6);
+        assert!(check_ecmp_equal_cost(&t) > 0);
+        check_ns3_round_trip(&t);
+        let mut f = t.clone();
+        let leaf = (0..f.num_nodes() as u32)
+            .map(NodeId)
+            .find(|&n| matches!(f.node(n), llmsim_topo::NodeKind::Switch { tier: 1 }))
+            .unwrap();
+        let touching: Vec<LinkId> = (0..f.num_links() as u32)
+            .map(LinkId)
+            .filter(|&l| f.link(l).src == leaf || f.link(l).dst == leaf)
+            .collect();
+        for &l in &touching {
+            f.set_link_down(l, true).unwrap();
+        }
+        let mut path = Vec::new();
+        for s in 0..gpus {
+            for d in 0..gpus {
+                for hash in 0..4u64 {
+                    path.clear();
+                    f.route(NodeId(s), NodeId(d), hash, &mut path).unwrap();
+                    assert!(path.iter().all(|&l| f.link(l).src != leaf && f.link(l).dst != leaf));
+                }
+            }
+        }
+    }
+}
+
+/// Torus ring orders are snakes: for every variant of a 3 x 4 x 2 torus, consecutive routers in
+/// ring order differ by one step in exactly one dimension (no wrap-around needed), odd sizes
+/// included; each variant visits every router once, and variants `2i` and `2i + 1` are each
+/// other's reverse.
+#[test]
+fn torus_ring_orders_are_snakes() {
+    let t = build(r#"{"kind":"torus","dims":[3,4,2],"hosts_per_router":1}"#, 24, 1);
+    let coord = |h: u32| [h % 3, h / 3 % 4, h / 12];
+    for v in 0..6u32 {
+        let mut order: Vec<u32> = (0..24).collect();
+        order.sort_by_key(|&h| t.ring_order_key(NodeId(h), v).unwrap());
+        let keys: BTreeSet<u64> = (0..24).map(|h| t.ring_order_key(NodeId(h), v).unwrap()).collect();
+        assert_eq!(keys.len(), 24, "variant {v}: distinct positions");
+        for w in order.windows(2) {
+            let (a, b) = (coord(w[0]), coord(w[1]));
+            let steps: u32 = (0..3).map(|i| a[i].abs_diff(b[i])).sum();
+            assert_eq!(steps, 1, "variant {v}: {a:?} -> {b:?} in {order:?}");
+        }
+        if v % 2 == 1 {
+            let mut prev: Vec<u32> = (0..24).collect();
+            prev.sort_by_key(|&h| t.ring_order_key(NodeId(h), v - 1).unwrap());
+            prev.reverse();
+            assert_eq!(order, prev, "variant {v} reverses {}", v - 1);
+        }
+    }
+}
+
 fn invalid(json: &str, gpus: u32, g: u32) -> (String, String) {
     match spec(json).build(gpus, su(g), 0) {
         Err(TopoError::Invalid(e)) => (e.field, e.message),
@@ -424,6 +799,21 @@ fn impossible_parameters_name_the_field_and_valid_values() {
     assert!(m.contains("2.0 (2:1)"), "{m}");
     let (f, _) = invalid(r#"{"kind":"three-tier","spines":2,"oversubscription":2}"#, 64, 8);
     assert_eq!(f, "topology.spines");
+    let (f, m) = invalid(r#"{"kind":"bcube","n":4,"k":2}"#, 40, 1);
+    assert_eq!(f, "gpus");
+    assert!(m.contains("32, 48, ..., 64"), "{m}");
+    let (f, m) = invalid(r#"{"kind":"bcube","n":6}"#, 64, 4);
+    assert_eq!(f, "topology.n");
+    assert!(m.contains("multiple of 4"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"bcube","n":4,"k":3}"#, 32, 1);
+    assert_eq!(f, "gpus");
+    let (f, m) = invalid(r#"{"kind":"clos","tiers":[{"down":4,"up":4},{"radix":4}]}"#, 32, 1);
+    assert_eq!(f, "topology.tiers[1].radix");
+    assert!(m.contains("use at least 8"), "{m}");
+    let (f, _) = invalid(r#"{"kind":"clos","tiers":[{"down":4,"up":4},{"up":2}]}"#, 32, 1);
+    assert_eq!(f, "topology.tiers[1].up");
+    let (f, _) = invalid(r#"{"kind":"clos","tiers":[{"radix":4,"up":4},{}]}"#, 32, 1);
+    assert_eq!(f, "topology.tiers[0].up");
     let (f, _) = invalid(r#"{"kind":"torus","fabric":{"bandwidth":"0bps"}}"#, 64, 8);
     assert_eq!(f, "topology.fabric");
     assert!(serde_json::from_str::<TopologySpec>(r#"{"kind":"torus","dim":[4]}"#).is_err());
@@ -431,7 +821,7 @@ fn impossible_parameters_name_the_field_and_valid_values() {
 
 #[test]
 fn every_family_sizes_itself_from_the_gpu_count() {
-    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier"] {
+    for kind in ["torus", "dragonfly", "rail-only", "full-mesh", "three-tier", "bcube", "clos"] {
         for gpus in [8, 1024, 8192] {
             let t = build(&format!(r#"{{"kind":"{kind}"}}"#), gpus, 8);
             assert_eq!(t.num_hosts(), gpus, "{}", t.name);
@@ -462,7 +852,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn random_family_instances_route_without_loops(
-        kind in 0u8..5, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
+        kind in 0u8..6, x in 1u32..6, y in 1u32..5, z in 1u32..4, g in prop::sample::select(vec![1u32, 2, 4, 8]), seed: u64,
         pairs in prop::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 1..32),
     ) {
         let (json, gpus) = match kind {
@@ -473,6 +863,13 @@ proptest! {
             ),
             2 => (format!(r#"{{"kind":"rail-only","servers_per_leaf":{x},"spines":{y}}}"#), g * (x * z + y)),
             3 => (format!(r#"{{"kind":"full-mesh","dims":[{x},{y},{z}],"hosts_per_router":{g}}}"#), x * y * z * g),
+            5 => {
+                // BCube(n, k) with n a multiple of the server size and m = GPUs / n^k in 2..=n.
+                let n = (g * x).max(2);
+                // With k = 0 the GPUs are m itself: whole servers.
+                let m = if z == 1 { (g * (1 + y % x)).max(2) } else { 2 + y % (n - 1) };
+                (format!(r#"{{"kind":"bcube","n":{n},"k":{}}}"#, z - 1), m * n.pow(z - 1))
+            }
             _ => (
                 format!(r#"{{"kind":"three-tier","servers_per_segment":{x},"segments_per_pod":{z},"spines":{y}}}"#),
                 g * (x * z * y + 1),

@@ -113,3 +113,30 @@ fn missing_reference(what: &str) {
     );
     println!("skipping: {what} not found");
 }
+
+/// The kind list (CLI help, docs) is read from the spec itself: every entry parses as a kind,
+/// and the families added one file each are there.
+#[test]
+fn kinds_come_from_the_spec() {
+    let kinds = llmsim_topo::spec::kinds();
+    for k in &kinds {
+        let name = k.split(' ').next().unwrap();
+        if name == "ns3" {
+            continue;
+        }
+        let spec: Result<llmsim_topo::TopologySpec, _> = serde_json::from_str(&format!(r#"{{"kind":"{name}"}}"#));
+        assert!(spec.is_ok(), "{name}: {spec:?}");
+    }
+    for k in [
+        "torus",
+        "dragonfly",
+        "rail-only",
+        "full-mesh (alias ub-mesh)",
+        "three-tier",
+        "bcube",
+        "rail-fat-tree (alias rail-optimized)",
+        "ns3",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "{k} in {kinds:?}");
+    }
+}

@@ -9,8 +9,17 @@ impl Engine {
     ///
     /// # Errors
     /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, a
-    /// Wormhole knob is out of range, or `ns3_ids` does not give one id per node.
+    /// Wormhole knob is out of range, `ns3_ids` does not give one id per node, or the topology's
+    /// hosts relay traffic (BCube: this engine forwards at switches only).
     pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, cfg: PacketConfig) -> Result<Engine, PacketError> {
+        if topo.hosts_forward() {
+            return Err(PacketError::Config(format!(
+                "{}: hosts relay traffic ({} routing) and the packet engine forwards at switches only; \
+                 use network.backend: flow or analytical",
+                topo.name,
+                topo.routing().name()
+            )));
+        }
         if cfg.wormhole.fast_forward {
             cfg.wormhole.validate().map_err(PacketError::Config)?;
         }
