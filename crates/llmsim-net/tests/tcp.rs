@@ -233,7 +233,7 @@ fn combinations_the_engine_does_not_model_are_refused() {
         transport: Transport::Uet,
         ..roce_cfg(32 << 20)
     });
-    assert!(m.contains("network.transport=uet is not yet implemented"), "{m}");
+    assert!(m.contains("network.transport=uet") && m.contains("network.pfc: false"), "{m}");
     let m = err(PacketConfig {
         wormhole: WormholeConfig {
             fast_forward: true,

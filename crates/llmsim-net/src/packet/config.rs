@@ -6,7 +6,7 @@ use llmsim_core::SimTime;
 
 pub use super::cc::CcMode;
 pub use super::lb::LoadBalance;
-pub use super::transport::{DropPolicy, TcpConfig, Transport};
+pub use super::transport::{DropPolicy, TcpConfig, Transport, UetConfig};
 
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,6 +109,8 @@ pub struct PacketConfig {
     pub transport: Transport,
     /// TCP's parameters (used when `transport` is TCP). `mtu` is its MSS.
     pub tcp: TcpConfig,
+    /// UET's parameters (used when `transport` is UET). `mtu` is its payload per packet.
+    pub uet: UetConfig,
     /// Switches run PFC and never drop for want of buffer (lossless, default); off, they drop at
     /// a full buffer by `drop_policy` (lossy: TCP's fabric).
     pub pfc: bool,
@@ -259,6 +261,7 @@ impl Default for PacketConfig {
             wormhole: WormholeConfig::default(),
             transport: Transport::Roce,
             tcp: TcpConfig::default(),
+            uet: UetConfig::default(),
             pfc: true,
             drop_policy: DropPolicy::PerPortTailDrop,
         }
@@ -277,19 +280,21 @@ impl PacketConfig {
     }
 
     /// Wire bytes of a data packet with `payload` bytes: L2 14 + IPv4 20 + UDP 8 + SeqTs 6 + INT
-    /// (RoCE); L2 14 + IPv4 20 + TCP 20, no options (TCP).
+    /// (RoCE); L2 14 + IPv4 20 + TCP 20, no options (TCP); `uet.header_bytes` (UET).
     pub fn data_packet_bytes(&self, payload: u32) -> u32 {
         match self.transport {
             Transport::Tcp => payload + 54,
+            Transport::Uet => payload + self.uet.header_bytes,
             _ => payload + 48 + self.cc.int_bytes(),
         }
     }
 
     /// Wire bytes of an ACK/NACK: 14 + 20 + 12 + INT, padded to 60 (RoCE); 14 + 20 + 20, padded
-    /// to 60 (TCP).
+    /// to 60 (TCP); `uet.header_bytes` (UET).
     pub fn ack_packet_bytes(&self) -> u32 {
         let hdr = match self.transport {
             Transport::Tcp => 20,
+            Transport::Uet => return self.uet.header_bytes,
             _ => 12 + self.cc.int_bytes(),
         };
         14 + 20 + hdr.max(60 - 14 - 20)
@@ -330,10 +335,38 @@ impl PacketConfig {
     /// A message naming the field and the fix.
     pub fn check_transport(&self) -> Result<(), String> {
         match self.transport {
-            Transport::Uet => Err("network.transport=uet is not yet implemented; use roce or tcp".into()),
+            Transport::Uet => {
+                if self.pfc {
+                    return Err(
+                        "network.transport=uet runs on a lossy fabric whose switches trim packets: set network.pfc: false \
+                         (UET over a PFC fabric is not modelled)"
+                            .into(),
+                    );
+                }
+                if self.wormhole.fast_forward {
+                    return Err("network.fast_forward does not model UET (its windows, trimming and timers): \
+                         turn fast_forward off with transport uet"
+                        .into());
+                }
+                if self.cc.uses_int() || self.cc.uses_send_ts() {
+                    return Err(format!(
+                        "network.cc={} is RoCE's rate control; UET runs its own window (NSCC): leave network.cc out with transport uet",
+                        self.cc.name()
+                    ));
+                }
+                self.uet.validate()?;
+                if self.uet.trim_threshold_bytes < u64::from(self.data_packet_bytes(self.mtu)) {
+                    return Err(format!(
+                        "uet.trim_threshold={} bytes is below one data packet ({} bytes): every packet would be trimmed",
+                        self.uet.trim_threshold_bytes,
+                        self.data_packet_bytes(self.mtu)
+                    ));
+                }
+                Ok(())
+            }
             Transport::Roce if !self.pfc => Err(
                 "network.transport=roce needs PFC (network.pfc: true): this RoCE model has no retransmission timeout, \
-                 so a dropped last packet would never be recovered; use transport tcp on a lossy fabric"
+                 so a dropped last packet would never be recovered; use transport tcp or uet on a lossy fabric"
                     .into(),
             ),
             Transport::Roce => Ok(()),
