@@ -41,7 +41,8 @@ pub struct CollectiveArgs {
     #[arg(long, value_enum, default_value_t = CcMode::Dcqcn)]
     pub cc: CcMode,
     /// Transport of the packet backend (as `network.transport`): roce (go-back-N over a lossless
-    /// PFC fabric) or tcp (NewReno over a lossy fabric: PFC off, tail drop).
+    /// PFC fabric), tcp (NewReno over a lossy fabric: PFC off, tail drop) or uet (NSCC over a
+    /// lossy fabric whose switches trim; `network.uet` defaults).
     #[arg(long, value_enum, default_value_t = TransportSpec::Roce)]
     pub transport: TransportSpec,
     /// Buffer of each switch of the packet backend (as `network.switch_buffer`; default 32MiB).
@@ -383,12 +384,13 @@ pub fn render(o: &CollectiveOutcome) -> String {
         let n = &o.net;
         let _ = writeln!(
             s,
-            "packet ({}): {} events, {} drops, {} retransmitted, {} RTOs, {} fast retransmits, {} NACKs, {} PFC pauses, {} ECN marks",
+            "packet ({}): {} events, {} drops, {} trimmed, {} retransmitted, {} RTOs, {} fast retransmits, {} NACKs, {} PFC pauses, {} ECN marks",
             o.transport,
             n.packet_events,
             n.drops,
+            n.trimmed,
             Bytes(n.retransmitted_bytes),
-            n.tcp_rtos,
+            n.tcp_rtos + n.uet_rtos,
             n.tcp_fast_retransmits,
             n.nacks,
             n.pfc_pauses,
@@ -555,6 +557,14 @@ mod tests {
         assert_eq!(tcp.net.pfc_pauses, 0);
         assert!(tcp.net.drops > 0 && tcp.net.retransmitted_bytes > 0, "{:?}", tcp.net);
         assert!(render(&tcp).contains("packet (tcp):"));
+        // UET on the same fabric: the incast trims instead of dropping, every byte arrives.
+        let uet = outcome(&[&base[..], &["--transport", "uet", "--switch-buffer", "64KB"]].concat());
+        assert_eq!(uet.transport, TransportSpec::Uet);
+        assert_eq!(uet.net.completed, roce.net.completed, "every transfer completes");
+        assert_eq!(uet.net.net_payload_bytes, roce.net.net_payload_bytes, "every byte is delivered");
+        assert_eq!((uet.net.pfc_pauses, uet.net.drops), (0, 0));
+        assert!(uet.net.trimmed > 0 && uet.net.nacks == uet.net.trimmed, "{:?}", uet.net);
+        assert!(render(&uet).contains("packet (uet):"));
         let cli = Cli::try_parse_from(["x", "--transport", "tcp"]).expect("flags parse");
         let Err(e) = run(&cli.args) else {
             panic!("--transport tcp without --backend packet ran")

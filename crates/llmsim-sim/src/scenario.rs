@@ -236,7 +236,9 @@ pub enum TransportSpec {
     /// TCP NewReno (slow start, fast retransmit and recovery, RTO) over a lossy fabric:
     /// switches without PFC drop at a full buffer.
     Tcp,
-    /// Ultra Ethernet Transport: not yet implemented (an error says so).
+    /// Ultra Ethernet-style transport: NSCC window control (delay + ECN), switches that trim a
+    /// packet to its header instead of dropping it, per-packet ACK/NACK that takes packets in any
+    /// order (combine with `load_balance: spray`); over a lossy fabric.
     Uet,
 }
 
@@ -300,6 +302,48 @@ impl Default for TcpSpec {
     }
 }
 
+/// `network.uet:` (with `transport: uet`). Defaults follow uet-htsim (`htsim/sim/uec.cpp`):
+/// 4096-byte payloads, 64-byte headers, a window starting at 1.5 BDP.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct UetSpec {
+    /// Payload bytes per data packet (default 4096, uet-htsim's MSS).
+    pub mtu: u32,
+    /// Wire bytes of a header: every data packet's overhead, an ACK, a NACK, a trimmed packet
+    /// (default 64).
+    pub header_bytes: u32,
+    /// A switch trims a data packet to its header when its egress queue would hold more data
+    /// than this, or the buffer would overflow (default 200KB).
+    pub trim_threshold: Bytes,
+    /// ECN marking between these fractions of `trim_threshold` (default 0.2 and 0.8).
+    pub ecn_kmin: f64,
+    pub ecn_kmax: f64,
+    /// NSCC's target queueing delay (default: half the fabric's largest base RTT, as uet-htsim's
+    /// 6us is half its 12us reference RTT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_qdelay: Option<SimTime>,
+    /// Retransmission timeout for packets lost on a link (trimmed ones are NACKed; default 500us).
+    pub rto: SimTime,
+    /// Largest window, and the initial one, in multiples of the flow's base BDP (default 1.5).
+    pub max_window_bdp: f64,
+}
+
+impl Default for UetSpec {
+    fn default() -> Self {
+        let d = llmsim_net::packet::UetConfig::default();
+        UetSpec {
+            mtu: 4096,
+            header_bytes: d.header_bytes,
+            trim_threshold: Bytes(d.trim_threshold_bytes),
+            ecn_kmin: d.ecn_kmin_frac,
+            ecn_kmax: d.ecn_kmax_frac,
+            target_qdelay: d.target_qdelay,
+            rto: d.rto,
+            max_window_bdp: d.max_window_bdp,
+        }
+    }
+}
+
 /// `network:`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -329,11 +373,12 @@ pub struct NetworkSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_forward: Option<FastForwardSpec>,
     /// The packet backend's transport: roce (go-back-N over a lossless PFC fabric) | tcp
-    /// (NewReno over a lossy fabric) | uet (not yet implemented). Default roce.
+    /// (NewReno over a lossy fabric) | uet (NSCC, trimming, out-of-order delivery over a lossy
+    /// fabric). Default roce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportSpec>,
     /// PFC at the packet backend's switches. Default: on under roce (which needs it), off under
-    /// tcp (which needs it off).
+    /// tcp and uet (which need it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<bool>,
     /// Buffer of each switch of the packet backend (default 32MiB, the ns-3 HPCC runs').
@@ -346,6 +391,9 @@ pub struct NetworkSpec {
     /// TCP's parameters (with `transport: tcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpSpec>,
+    /// UET's parameters (with `transport: uet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uet: Option<UetSpec>,
     /// Folding of identical data-parallel replicas on the flow backend (simulate replica 0's
     /// programs; every replica's traffic still goes on the network): auto (where it gives the
     /// plain run's result: checked during the run, else every replica is simulated) |
@@ -439,7 +487,7 @@ impl NetworkSpec {
             TransportSpec::Tcp => Transport::Tcp,
             TransportSpec::Uet => Transport::Uet,
         };
-        cfg.pfc = self.pfc.unwrap_or(transport != TransportSpec::Tcp);
+        cfg.pfc = self.pfc.unwrap_or(transport == TransportSpec::Roce);
         if let Some(b) = self.switch_buffer {
             cfg.buffer_bytes = b.0;
         }
@@ -452,6 +500,35 @@ impl NetworkSpec {
                 field: "network.tcp".into(),
                 message: format!("TCP parameters given with transport {transport}; set network.transport: tcp or drop network.tcp"),
             });
+        }
+        if self.uet.is_some() && transport != TransportSpec::Uet {
+            return Err(SimError::Scenario {
+                field: "network.uet".into(),
+                message: format!("UET parameters given with transport {transport}; set network.transport: uet or drop network.uet"),
+            });
+        }
+        if transport == TransportSpec::Uet {
+            let u = self.uet.clone().unwrap_or_default();
+            if u.mtu == 0 {
+                return Err(SimError::Scenario {
+                    field: "network.uet.mtu".into(),
+                    message: "must be at least 1 byte, e.g. 4096".into(),
+                });
+            }
+            cfg.mtu = u.mtu;
+            cfg.uet = llmsim_net::packet::UetConfig {
+                trim_threshold_bytes: u.trim_threshold.0,
+                header_bytes: u.header_bytes,
+                target_qdelay: u.target_qdelay,
+                ecn_kmin_frac: u.ecn_kmin,
+                ecn_kmax_frac: u.ecn_kmax,
+                rto: u.rto,
+                max_window_bdp: u.max_window_bdp,
+            };
+            cfg.uet.validate().map_err(|message| SimError::Scenario {
+                field: "network.uet".into(),
+                message,
+            })?;
         }
         if transport == TransportSpec::Tcp {
             let t = self.tcp.clone().unwrap_or_default();
@@ -1019,6 +1096,15 @@ mod tests {
         );
         assert_eq!(tcp.tcp.min_rto, SimTime::from_ms(10));
         assert_eq!(tcp.tcp.initial_rto, SimTime::from_ms(10), "the initial RTO follows min_rto");
+        let uet = network("{backend: packet, transport: uet, uet: {trim_threshold: 100KB, mtu: 2048, rto: 1ms}}").unwrap();
+        assert_eq!((uet.transport, uet.pfc, uet.mtu), (Transport::Uet, false, 2048));
+        assert_eq!((uet.uet.trim_threshold_bytes, uet.uet.rto), (100_000, SimTime::from_ms(1)));
+        let e = network("{backend: packet, uet: {mtu: 2048}}").unwrap_err().to_string();
+        assert!(e.contains("network.uet") && e.contains("transport: uet"), "{e}");
+        let e = network("{backend: packet, transport: uet, uet: {ecn_kmin: 0.9}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("uet.ecn_kmin"), "{e}");
         let e = network("{backend: packet, tcp: {mss: 536}}").unwrap_err().to_string();
         assert!(e.contains("network.tcp") && e.contains("transport: tcp"), "{e}");
         let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true, delack_timeout: 1ms}}").unwrap();
@@ -1051,15 +1137,17 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("network.pfc: false"), "{e}");
-        let e = spec("{backend: packet, transport: uet}")
+        let e = spec("{backend: packet, transport: uet, pfc: true}")
             .build(topo.clone(), 1)
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("network.transport=uet is not yet implemented"), "{e}");
+        assert!(e.contains("network.transport=uet") && e.contains("network.pfc: false"), "{e}");
         let w = spec("{backend: packet, load_balance: spray}").warnings();
         assert!(w.len() == 1 && w[0].contains("go-back-N"), "{w:?}");
-        assert!(spec("{backend: packet, transport: tcp}").build(topo, 1).is_ok());
+        assert!(spec("{backend: packet, transport: uet, load_balance: spray}").warnings().is_empty());
+        assert!(spec("{backend: packet, transport: tcp}").build(topo.clone(), 1).is_ok());
+        assert!(spec("{backend: packet, transport: uet}").build(topo, 1).is_ok());
     }
 
     #[test]

@@ -507,11 +507,26 @@ impl Ns3Experiment {
     /// # Errors
     /// As [`Ns3Experiment::load`].
     pub fn load_with(config_path: &Path, seed: u64, ns3_streams: Option<u64>) -> Result<Ns3Experiment, PacketError> {
+        Self::load_edited(config_path, seed, ns3_streams, |_| {})
+    }
+
+    /// [`Ns3Experiment::load_with`], with `edit` applied to the packet engine's configuration
+    /// read from the file before the engine is built (e.g. another transport than ns-3's RoCE).
+    ///
+    /// # Errors
+    /// As [`Ns3Experiment::load`], and the engine's refusal of the edited configuration.
+    pub fn load_edited(
+        config_path: &Path,
+        seed: u64,
+        ns3_streams: Option<u64>,
+        edit: impl FnOnce(&mut PacketConfig),
+    ) -> Result<Ns3Experiment, PacketError> {
         let name = config_path.display().to_string();
         let text = std::fs::read_to_string(config_path).map_err(|e| perr(&name, 0, format!("cannot read: {e}")))?;
         let mut config = parse_config(&text, &name)?;
         config.packet.seed = seed;
         config.packet.ns3_stream_base = ns3_streams;
+        edit(&mut config.packet);
         let find = |rel: &str, key: &str| {
             resolve(config_path, rel).ok_or_else(|| {
                 perr(
