@@ -86,12 +86,48 @@ fn main() {
     let incast: Vec<(u32, u32, u64)> = (0..senders).map(|i| (32 + i, 0, incast_bytes)).collect();
     let perm: Vec<(u32, u32, u64)> = (0..HOSTS).map(|i| (i, (i + HOSTS / 2) % HOSTS, perm_bytes)).collect();
     let setups = [
-        Setup { name: "RoCE DCQCN ecmp", transport: Transport::Roce, cc: CcMode::Dcqcn, lb: LoadBalance::Ecmp, mtu: None },
-        Setup { name: "RoCE HPCC ecmp", transport: Transport::Roce, cc: CcMode::Hpcc, lb: LoadBalance::Ecmp, mtu: None },
-        Setup { name: "RoCE DCQCN spray", transport: Transport::Roce, cc: CcMode::Dcqcn, lb: LoadBalance::Spray, mtu: None },
-        Setup { name: "UET ecmp", transport: Transport::Uet, cc: CcMode::Dcqcn, lb: LoadBalance::Ecmp, mtu: None },
-        Setup { name: "UET spray", transport: Transport::Uet, cc: CcMode::Dcqcn, lb: LoadBalance::Spray, mtu: None },
-        Setup { name: "UET spray, 1000 B", transport: Transport::Uet, cc: CcMode::Dcqcn, lb: LoadBalance::Spray, mtu: Some(1000) },
+        Setup {
+            name: "RoCE DCQCN ecmp",
+            transport: Transport::Roce,
+            cc: CcMode::Dcqcn,
+            lb: LoadBalance::Ecmp,
+            mtu: None,
+        },
+        Setup {
+            name: "RoCE HPCC ecmp",
+            transport: Transport::Roce,
+            cc: CcMode::Hpcc,
+            lb: LoadBalance::Ecmp,
+            mtu: None,
+        },
+        Setup {
+            name: "RoCE DCQCN spray",
+            transport: Transport::Roce,
+            cc: CcMode::Dcqcn,
+            lb: LoadBalance::Spray,
+            mtu: None,
+        },
+        Setup {
+            name: "UET ecmp",
+            transport: Transport::Uet,
+            cc: CcMode::Dcqcn,
+            lb: LoadBalance::Ecmp,
+            mtu: None,
+        },
+        Setup {
+            name: "UET spray",
+            transport: Transport::Uet,
+            cc: CcMode::Dcqcn,
+            lb: LoadBalance::Spray,
+            mtu: None,
+        },
+        Setup {
+            name: "UET spray, 1000 B",
+            transport: Transport::Uet,
+            cc: CcMode::Dcqcn,
+            lb: LoadBalance::Spray,
+            mtu: Some(1000),
+        },
     ];
     let workloads: [(&str, u64, &Vec<(u32, u32, u64)>); 2] = [("incast", 100, &incast), ("permutation", 50, &perm)];
     println!(
@@ -135,7 +171,9 @@ fn main() {
             fct.sort_by(f64::total_cmp);
             let mean = fct.iter().sum::<f64>() / fct.len() as f64;
             let resent = if s.transport == Transport::Uet {
-                (0..n).map(|f| u64::from(e.uet_flow_stats(f).expect("uet").retransmitted_packets)).sum()
+                (0..n)
+                    .map(|f| u64::from(e.uet_flow_stats(f).expect("uet").retransmitted_packets))
+                    .sum()
             } else {
                 st.retransmitted_bytes.div_ceil(mtu)
             };

@@ -360,7 +360,8 @@ pub struct NetworkSpec {
     /// path per flow by its hash, as ns-3) | spray (per packet, round robin) | flowlet (a new
     /// path after an idle gap of `flowlet_gap`) | adaptive (per packet, the path whose first
     /// switch egress queue is shortest). Default ecmp. Reordered packets are repaired by RoCE
-    /// go-back-N. Not with `fast_forward`. The flow backend spreads each flow's bytes evenly
+    /// go-back-N (costly: a warning says so) and taken in any order by `transport: uet`. Not
+    /// with `fast_forward`. The flow backend spreads each flow's bytes evenly
     /// over all its equal-cost paths under spray and adaptive, and keeps one path per flow under
     /// ecmp and flowlet. Ignored by the analytical backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -93,6 +93,10 @@ pub struct PacketConfig {
     pub u_target: f64,
     pub mi_thresh: u32,
     pub int_multi: u32,
+    /// HPCC-PINT (`PINT_LOG_BASE`, `PINT_PROB`): the base utilization values are rounded to a
+    /// power of (default 1.05), and the fraction of packets that carry one (default 1).
+    pub pint_log_base: f64,
+    pub pint_prob: f64,
     // TIMELY (ns-3 attribute defaults; not in config.txt)
     pub timely_alpha: f64,
     pub timely_beta: f64,
@@ -101,6 +105,20 @@ pub struct PacketConfig {
     pub timely_min_rtt_ns: u64,
     // DCTCP
     pub dctcp_rate_ai_bps: u64,
+    // Swift (SIGCOMM 2020, section 3.1-3.2; not in ns-3)
+    /// Target delay added per hop of a flow's path (ns; default 1000).
+    pub swift_hop_scale_ns: u64,
+    /// Flow scaling: the target grows by up to `swift_fs_range_ns` (default 5000) as the window
+    /// shrinks from `swift_fs_max_cwnd` (default 100 packets) to `swift_fs_min_cwnd` (0.1).
+    pub swift_fs_range_ns: u64,
+    pub swift_fs_min_cwnd: f64,
+    pub swift_fs_max_cwnd: f64,
+    /// Additive increase (packets per RTT; default 1), multiplicative-decrease gain (0.8) and
+    /// largest decrease factor (0.5), smallest window in packets (0.001).
+    pub swift_ai: f64,
+    pub swift_beta: f64,
+    pub swift_max_mdf: f64,
+    pub swift_min_cwnd: f64,
     /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
     /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
     pub load_balance: LoadBalance,
@@ -251,12 +269,22 @@ impl Default for PacketConfig {
             u_target: 0.95,
             mi_thresh: 0,
             int_multi: 1,
+            pint_log_base: 1.05,
+            pint_prob: 1.0,
             timely_alpha: 0.875,
             timely_beta: 0.8,
             timely_t_low_ns: 50_000,
             timely_t_high_ns: 500_000,
             timely_min_rtt_ns: 20_000,
             dctcp_rate_ai_bps: 1_000_000_000,
+            swift_hop_scale_ns: 1000,
+            swift_fs_range_ns: 5000,
+            swift_fs_min_cwnd: 0.1,
+            swift_fs_max_cwnd: 100.0,
+            swift_ai: 1.0,
+            swift_beta: 0.8,
+            swift_max_mdf: 0.5,
+            swift_min_cwnd: 0.001,
             load_balance: LoadBalance::Ecmp,
             wormhole: WormholeConfig::default(),
             transport: Transport::Roce,

@@ -262,8 +262,19 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                     return Err(perr(file, ln, format!("{key} 1 is not supported by llmsim's HPCC; use 0")));
                 }
             }
-            "PINT_LOG_BASE" | "PINT_PROB" => {
-                num_f("PINT parameter")?;
+            "PINT_LOG_BASE" => {
+                let b = num_f("log base")?;
+                if !(b > 1.0 && b.is_finite()) {
+                    return Err(perr(file, ln, format!("PINT_LOG_BASE {b} must be above 1, e.g. 1.05")));
+                }
+                p.pint_log_base = b;
+            }
+            "PINT_PROB" => {
+                let q = num_f("probability")?;
+                if !(q > 0.0 && q <= 1.0) {
+                    return Err(perr(file, ln, format!("PINT_PROB {q} must be in (0, 1]")));
+                }
+                p.pint_prob = q;
             }
             "LINK_DOWN" => {
                 if vals.len() != 3 || vals.iter().any(|v| v.parse::<u64>().is_err()) {

@@ -532,4 +532,8 @@ impl CcHost for Engine {
     fn send_ts(&self, p: u32) -> u64 {
         self.ts[p as usize]
     }
+    fn path_hops(&self, f: u32) -> u32 {
+        let fl = &self.flows[f as usize];
+        (fl.path_ack - fl.path_data) / u32::from(fl.npaths.max(1))
+    }
 }
