@@ -352,7 +352,7 @@ pub struct NetworkSpec {
     #[serde(default)]
     pub backend: Backend,
     /// Congestion control on the packet backend: one of the packet engine's registered
-    /// algorithms (dcqcn | hpcc | timely | dctcp), with the parameters of the HPCC ns-3
+    /// algorithms (dcqcn | hpcc | timely | dctcp | swift | hpcc-pint), with the parameters of the HPCC ns-3
     /// experiments (`run.py`). Default dcqcn. Ignored by the other backends.
     #[serde(default)]
     pub cc: CcMode,
