@@ -3,7 +3,8 @@
 //!
 //! A congestion window `cwnd` in packets, driven by the RTT each ACK echoes (data packets carry
 //! their send time, as TIMELY's do):
-//! - target delay = the flow's base RTT + `swift_hop_scale` per hop of its path + the flow
+//! - target delay = the QP's base RTT (`Flow::base_rtt_ns`: the fabric's largest under ns-3's
+//!   `GLOBAL_T`, the default) + `swift_hop_scale` per hop of its path + the flow
 //!   scaling term `fs = clamp(a / sqrt(cwnd) + b, 0, fs_range)` (a, b chosen so that fs is
 //!   `fs_range` at `fs_min_cwnd` packets and 0 at `fs_max_cwnd`: small windows get a larger
 //!   target, which makes many flows converge to fairness);
