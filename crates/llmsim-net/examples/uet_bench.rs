@@ -26,6 +26,9 @@ use llmsim_topo::{LinkParams, ScaleUp, Topology};
 
 const HOSTS: u32 = 128;
 
+/// Flows `(src, dst, bytes)` that start together at t = 0.
+type Flows = Vec<(u32, u32, u64)>;
+
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
@@ -83,8 +86,8 @@ fn main() {
     let senders = arg("--incast-senders", 32) as u32;
     let incast_bytes = arg("--incast-bytes", 2_000_000);
     let perm_bytes = arg("--perm-bytes", 2_000_000);
-    let incast: Vec<(u32, u32, u64)> = (0..senders).map(|i| (32 + i, 0, incast_bytes)).collect();
-    let perm: Vec<(u32, u32, u64)> = (0..HOSTS).map(|i| (i, (i + HOSTS / 2) % HOSTS, perm_bytes)).collect();
+    let incast: Flows = (0..senders).map(|i| (32 + i, 0, incast_bytes)).collect();
+    let perm: Flows = (0..HOSTS).map(|i| (i, (i + HOSTS / 2) % HOSTS, perm_bytes)).collect();
     let setups = [
         Setup {
             name: "RoCE DCQCN ecmp",
@@ -129,7 +132,7 @@ fn main() {
             mtu: Some(1000),
         },
     ];
-    let workloads: [(&str, u64, &Vec<(u32, u32, u64)>); 2] = [("incast", 100, &incast), ("permutation", 50, &perm)];
+    let workloads: [(&str, u64, &Flows); 2] = [("incast", 100, &incast), ("permutation", 50, &perm)];
     println!(
         "| workload | transport | FCT mean (us) | p50 | p99 | max | trimmed | NACKs | resent packets | RTOs | PFC pauses | ECN marks | M events/s |"
     );
