@@ -11,10 +11,13 @@
 //! - the utilization HPCC uses is the largest hop's, rounded to the nearest power of
 //!   `pint_log_base` with an 8-bit signed exponent.
 //!
-//! Simplified: the simulator computes each hop's utilization at the sender from per-hop words
-//! that the switches stamp (as for HPCC), where PINT's switches compute it themselves and fold it
-//! into the packet's value with a max; the numbers are the same, the encoding error is PINT's.
-//! ns-3's HPCC-PINT code base uses `CC_MODE 10` for it.
+//! The HPCC-PINT ns-3 code base (`CC_MODE 10`, `RdmaHw::HandleAckHpPint` and
+//! `UpdateRateHpPint`) samples ACKs with `rand() % 65536 < 65536 * PINT_PROB` and sets the rate
+//! from the decoded utilization as HPCC does (`max_c = U / U_TARGET`). Simplified here: the
+//! simulator computes each hop's utilization at the sender from per-hop words the switches stamp
+//! (as for HPCC) and smooths it over the base RTT there (HPCC's EWMA), where PINT's switches keep
+//! the utilization per port and fold it into the packet's value with a max; the sample is a
+//! deterministic hash of (flow, sequence), not `rand()`.
 
 use super::hpcc::{Hpcc, update};
 use super::{CcHost, CongestionControl};
