@@ -215,6 +215,15 @@ fn combinations_the_engine_does_not_model_are_refused() {
         ..uet_cfg()
     });
     assert!(m.contains("uet.ecn_kmin"), "{m}");
+    // A port share under one packet would trim every packet forever.
+    let m = err(PacketConfig {
+        buffer_bytes: 4 * 4000,
+        ..uet_cfg()
+    });
+    assert!(
+        m.contains("network.switch_buffer") && m.contains("no flow") && m.contains("would finish"),
+        "{m}"
+    );
     // Link failures during the run are RoCE's only.
     let mut e = Engine::new(topo.clone(), None, uet_cfg()).expect("engine");
     let m = e.schedule_link_down(SimTime::from_us(1), 0).expect_err("refused").to_string();

@@ -181,6 +181,27 @@ impl Engine {
                 b.port_cap = cfg.buffer_bytes / ports;
             }
         }
+        if !cfg.pfc {
+            // A lossy switch that cannot hold one packet on a port drops (TCP) or trims (UET)
+            // every packet: no flow would ever finish.
+            let pkt = u64::from(cfg.data_packet_bytes(cfg.mtu));
+            for (n, b) in bufs.iter().enumerate() {
+                let ports = topo.ports(NodeId(n as u32)).len() as u64;
+                let room = match cfg.drop_policy {
+                    DropPolicy::PerPortTailDrop => b.port_cap,
+                    DropPolicy::SharedTailDrop => cfg.buffer_bytes,
+                };
+                if is_switch(n as u32) && ports > 0 && room < pkt {
+                    return Err(PacketError::Config(format!(
+                        "network.switch_buffer={} bytes leaves {room} bytes per port on switch {n} ({ports} ports), under one \
+                         {pkt}-byte data packet: the lossy switch would drop (tcp) or trim (uet) every packet and no flow \
+                         would finish; give at least {} bytes",
+                        cfg.buffer_bytes,
+                        pkt * ports
+                    )));
+                }
+            }
+        }
         let mut nics = Vec::with_capacity(topo.num_hosts() as usize);
         for h in 0..topo.num_hosts() {
             let link = topo
