@@ -15,7 +15,7 @@ use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
 use llmsim_net::NetStats;
 use llmsim_net::packet::CcMode;
 use llmsim_sim::Backend;
-use llmsim_sim::scenario::{NetworkSpec, TcpSpec, TransportSpec};
+use llmsim_sim::scenario::{NetworkSpec, TcpCcSpec, TcpSpec, TransportSpec};
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
@@ -61,6 +61,9 @@ pub struct CollectiveArgs {
     /// TCP's initial congestion window in segments (as `network.tcp.initial_cwnd`; default 10).
     #[arg(long)]
     pub tcp_initial_cwnd: Option<u32>,
+    /// TCP's congestion control (as `network.tcp.cc`; default newreno).
+    #[arg(long, value_enum)]
+    pub tcp_cc: Option<TcpCcSpec>,
     /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
     #[arg(long, value_enum, default_value_t = AlgoChoice::Auto)]
     pub algo: AlgoChoice,
@@ -117,9 +120,13 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     if bytes.0 == 0 {
         bail!("--size: must be positive, e.g. \"1GiB\"");
     }
-    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some() || args.tcp_initial_cwnd.is_some();
+    let tcp_flags = args.tcp_min_rto.is_some()
+        || args.tcp_window.is_some()
+        || args.tcp_mss.is_some()
+        || args.tcp_initial_cwnd.is_some()
+        || args.tcp_cc.is_some();
     if tcp_flags && args.transport != TransportSpec::Tcp {
-        bail!("--tcp-min-rto, --tcp-window, --tcp-mss and --tcp-initial-cwnd need --transport tcp");
+        bail!("--tcp-min-rto, --tcp-window, --tcp-mss, --tcp-initial-cwnd and --tcp-cc need --transport tcp");
     }
     if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
         bail!("--transport and --switch-buffer need --backend packet");
@@ -158,6 +165,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
             },
             mss: args.tcp_mss.unwrap_or(d.mss),
             initial_cwnd: args.tcp_initial_cwnd.unwrap_or(d.initial_cwnd),
+            cc: args.tcp_cc.unwrap_or(d.cc),
             ..d
         })
     });

@@ -286,6 +286,20 @@ pub struct TcpSpec {
     /// The delayed-ACK timer (default 200ms, ns-3's `DelAckTimeout`; keep it below `min_rto`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delack_timeout: Option<SimTime>,
+    /// Congestion control: newreno (RFC 6582, default) | cubic (RFC 9438).
+    pub cc: TcpCcSpec,
+}
+
+/// `network.tcp.cc`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TcpCcSpec {
+    /// NewReno: halve on a loss, one segment per RTT in congestion avoidance. Default.
+    #[default]
+    Newreno,
+    /// CUBIC: decrease to 0.7 on a loss, cubic growth in time since it (Reno-friendly region).
+    Cubic,
 }
 
 impl Default for TcpSpec {
@@ -298,6 +312,7 @@ impl Default for TcpSpec {
             initial_cwnd: 10,
             delayed_ack: false,
             delack_timeout: None,
+            cc: TcpCcSpec::Newreno,
         }
     }
 }
@@ -549,6 +564,10 @@ impl NetworkSpec {
                 initial_cwnd_segments: t.initial_cwnd,
                 delayed_ack: t.delayed_ack,
                 delack_timeout: t.delack_timeout.unwrap_or(TcpConfig::default().delack_timeout),
+                cc: match t.cc {
+                    TcpCcSpec::Newreno => llmsim_net::packet::TcpCc::NewReno,
+                    TcpCcSpec::Cubic => llmsim_net::packet::TcpCc::Cubic,
+                },
                 ..TcpConfig::default()
             };
             cfg.tcp.validate().map_err(|message| SimError::Scenario {
@@ -1097,6 +1116,9 @@ mod tests {
         );
         assert_eq!(tcp.tcp.min_rto, SimTime::from_ms(10));
         assert_eq!(tcp.tcp.initial_rto, SimTime::from_ms(10), "the initial RTO follows min_rto");
+        let cubic = network("{backend: packet, transport: tcp, tcp: {cc: cubic}}").unwrap();
+        assert_eq!(cubic.tcp.cc, llmsim_net::packet::TcpCc::Cubic);
+        assert_eq!(tcp.tcp.cc, llmsim_net::packet::TcpCc::NewReno);
         let uet = network("{backend: packet, transport: uet, uet: {trim_threshold: 100KB, mtu: 2048, rto: 1ms}}").unwrap();
         assert_eq!((uet.transport, uet.pfc, uet.mtu), (Transport::Uet, false, 2048));
         assert_eq!((uet.uet.trim_threshold_bytes, uet.uet.rto), (100_000, SimTime::from_ms(1)));

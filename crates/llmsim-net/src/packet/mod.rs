@@ -30,7 +30,9 @@ mod tables;
 pub mod transport;
 mod wormhole;
 
-pub use config::{CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpConfig, Transport, UetConfig, WormholeConfig};
+pub use config::{
+    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
+};
 pub use engine::{Engine, EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use transport::{TcpFlowStats, UetFlowStats};

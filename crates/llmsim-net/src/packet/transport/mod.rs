@@ -64,6 +64,27 @@ impl DropPolicy {
     }
 }
 
+/// TCP's congestion control.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TcpCc {
+    /// NewReno (RFC 5681, RFC 6582): halve on a loss, one segment per RTT in congestion
+    /// avoidance. Default.
+    #[default]
+    NewReno,
+    /// CUBIC (RFC 9438): multiplicative decrease to 0.7, a cubic window growth in time since
+    /// the last decrease, with the Reno-friendly region.
+    Cubic,
+}
+
+impl TcpCc {
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpCc::NewReno => "newreno",
+            TcpCc::Cubic => "cubic",
+        }
+    }
+}
+
 /// TCP's parameters. Defaults follow the ASTRA-sim + ns-3 DLRM study where it states them
 /// (RTO 50 ms, window 0.5 MB) and the RFCs elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,6 +110,8 @@ pub struct TcpConfig {
     pub delayed_ack: bool,
     /// The delayed-ACK timer (ns-3's `TcpSocket::DelAckTimeout`: 200 ms).
     pub delack_timeout: SimTime,
+    /// Congestion control: NewReno (default) or CUBIC.
+    pub cc: TcpCc,
 }
 
 impl Default for TcpConfig {
@@ -102,6 +125,7 @@ impl Default for TcpConfig {
             dupack_threshold: 3,
             delayed_ack: false,
             delack_timeout: SimTime::from_ms(200),
+            cc: TcpCc::NewReno,
         }
     }
 }
