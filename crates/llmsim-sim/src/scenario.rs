@@ -525,10 +525,15 @@ impl NetworkSpec {
         }
         if transport == TransportSpec::Uet {
             let u = self.uet.clone().unwrap_or_default();
-            if u.mtu == 0 {
+            if u.mtu == 0 || u64::from(u.mtu) + u64::from(u.header_bytes) > u64::from(u16::MAX) {
                 return Err(SimError::Scenario {
                     field: "network.uet.mtu".into(),
-                    message: "must be at least 1 byte, e.g. 4096".into(),
+                    message: format!(
+                        "{} bytes: a packet of payload and header ({} bytes) must fit in 1..{} bytes, e.g. 4096",
+                        u.mtu,
+                        u.header_bytes,
+                        u16::MAX
+                    ),
                 });
             }
             cfg.mtu = u.mtu;
@@ -1128,6 +1133,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("uet.ecn_kmin"), "{e}");
+        let e = network("{backend: packet, transport: uet, uet: {mtu: 4294967295}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.uet.mtu"), "{e}");
         let e = network("{backend: packet, tcp: {mss: 536}}").unwrap_err().to_string();
         assert!(e.contains("network.tcp") && e.contains("transport: tcp"), "{e}");
         let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true, delack_timeout: 1ms}}").unwrap();

@@ -312,7 +312,7 @@ impl PacketConfig {
     pub fn data_packet_bytes(&self, payload: u32) -> u32 {
         match self.transport {
             Transport::Tcp => payload + 54,
-            Transport::Uet => payload + self.uet.header_bytes,
+            Transport::Uet => payload.saturating_add(self.uet.header_bytes),
             _ => payload + 48 + self.cc.int_bytes(),
         }
     }
@@ -383,7 +383,7 @@ impl PacketConfig {
                     ));
                 }
                 self.uet.validate()?;
-                if self.uet.trim_threshold_bytes < u64::from(self.data_packet_bytes(self.mtu)) {
+                if self.uet.trim_threshold_bytes < u64::from(self.mtu) + u64::from(self.uet.header_bytes) {
                     return Err(format!(
                         "uet.trim_threshold={} bytes is below one data packet ({} bytes): every packet would be trimmed",
                         self.uet.trim_threshold_bytes,

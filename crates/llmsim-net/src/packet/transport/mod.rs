@@ -220,9 +220,9 @@ impl UetConfig {
     /// # Errors
     /// A message naming the field out of range.
     pub fn validate(&self) -> Result<(), String> {
-        if self.header_bytes < 40 {
+        if !(40..=4096).contains(&self.header_bytes) {
             return Err(format!(
-                "uet.header_bytes={} is below the 40 bytes of IPv4 + UDP + Ethernet a packet needs",
+                "uet.header_bytes={} must be between 40 (Ethernet + IPv4 + UDP) and 4096",
                 self.header_bytes
             ));
         }
