@@ -158,6 +158,8 @@ class Report:
     #: How a flow-level run folded its data-parallel replicas (``network.fold``): ``{"outcome",
     #: "replicas", "mirrored_messages", "diverged_messages", "max_spread_s", ...}``, or None.
     fold: dict[str, Any] | None
+    #: The packet backend's engine (exact, or Wormhole fast-forward and its bound); None elsewhere.
+    packet_engine: str | None
     sim_wall_s: float | None
 
     #: Fields the JSON omits when they hold their default.
@@ -167,6 +169,7 @@ class Report:
         "first_iteration_time_s": None,
         "iteration_times_s": [],
         "fold": None,
+        "packet_engine": None,
     }
 
     def __init__(self, data: dict[str, Any]) -> None:

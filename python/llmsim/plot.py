@@ -22,6 +22,7 @@ BREAKDOWN = [
     ("exposed_dp_s", "exposed DP", "#c44e52"),
     ("bubble_s", "pipeline bubble", "#ccb974"),
     ("exposed_offload_s", "activation offload", "#64b5cd"),
+    ("exposed_host_s", "host dispatch", "#8172b3"),
     ("idle_s", "idle", "#dddddd"),
 ]
 

@@ -58,6 +58,7 @@ pub struct ExpandParams {
     pub step_overhead_inter: SimTime,
     /// Route inter-node traffic through the GPU on the destination's rail (NCCL PXN).
     pub pxn: bool,
+    /// How finely a ring is simulated. Default: auto.
     pub granularity: Granularity,
     /// Hierarchical all-reduce crosses servers on a double binary tree (NCCL NVLSTree) rather
     /// than a ring.
@@ -511,7 +512,7 @@ pub fn double_binary_tree(
 /// Recursive halving (reduce-scatter) and recursive doubling (all-gather); all-reduce is both.
 /// For all-reduce, ranks beyond the largest power of two fold into a partner first and get the
 /// result after. Reduce-scatter and all-gather over a group that is not a power of two take
-/// Bruck's `ceil(log2 n)` steps instead ([`bruck`]), as NCCL's PAT does for any rank count.
+/// Bruck's `ceil(log2 n)` steps instead (`bruck`), as NCCL's PAT does for any rank count.
 ///
 /// # Errors
 /// A bad group or an unsupported operation.

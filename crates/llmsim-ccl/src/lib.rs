@@ -3,10 +3,6 @@
 //! ([`expand`]), the scale-up alpha-beta model ([`scaleup`]), and the runner that executes a plan
 //! on any [`llmsim_net::Network`] ([`runner`]).
 
-// Issue 31: `missing_docs` is on for the workspace; this crate had 104 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
-
 use thiserror::Error;
 
 pub mod expand;
@@ -28,12 +24,26 @@ pub use llmsim_core::CollectiveOp;
 /// Errors of the collective layer.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum CclError {
+    /// An input out of range or inconsistent.
     #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// Name of the offending input.
+        field: String,
+        /// What is wrong and what would be valid.
+        message: String,
+    },
+    /// A collective, expansion or group shape this crate does not implement.
     #[error("{what} is not supported; supported: {valid}")]
-    Unsupported { what: String, valid: String },
+    Unsupported {
+        /// What was asked for.
+        what: String,
+        /// What is supported instead.
+        valid: String,
+    },
+    /// The network backend failed a transfer (no route, a start in the past, a backend error).
     #[error(transparent)]
     Net(#[from] llmsim_net::NetError),
+    /// The NCCL tuning model rejected its input.
     #[error(transparent)]
     Tuning(#[from] tuning::TuningError),
 }

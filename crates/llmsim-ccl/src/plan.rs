@@ -8,20 +8,33 @@ use llmsim_net::RouteSpec;
 pub enum Step {
     /// Bytes carried by the network from `src` to `dst`.
     Transfer {
+        /// Sending rank.
         src: NodeId,
+        /// Receiving rank.
         dst: NodeId,
+        /// Bytes carried (per leg for a `Chain` route).
         bytes: Bytes,
+        /// How the bytes travel: direct, relayed (PXN) or a pipelined chain.
         route: RouteSpec,
+        /// The hash ECMP routes the transfer by (leg 0 of a chain).
         flow_hash: u64,
     },
     /// Work local to a rank or a server that takes a fixed time: an intra-node collective on the
     /// scale-up alpha-beta model, or a pipeline fill latency.
-    Local { rank: NodeId, duration: SimTime, bytes: Bytes },
+    Local {
+        /// The rank (or the server's first rank) the step runs on.
+        rank: NodeId,
+        /// How long the step takes.
+        duration: SimTime,
+        /// Bus bytes the rank moves on the scale-up fabric; zero for a pipeline fill.
+        bytes: Bytes,
+    },
 }
 
 /// A plan vertex with its bookkeeping.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanNode {
+    /// What the node does.
     pub step: Step,
     /// NCCL channel (or channel group) the step belongs to.
     pub channel: u32,
@@ -38,12 +51,18 @@ pub struct PlanNode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expansion {
+    /// The ring, one transfer per (loop, step, rank, channel group), as NCCL's ring algorithm.
     Ring,
     /// The ring as one pipelined flow per channel group (steady-state fluid model).
     RingPipelined,
+    /// Two complementary binary trees, half the data on each (NCCL's Tree algorithm).
     DoubleBinaryTree,
+    /// Recursive halving then doubling; how llmsim simulates NCCL's PAT.
     HalvingDoubling,
+    /// Every rank sends its shard straight to every other rank (all-to-all).
     DirectAllToAll,
+    /// Inside each server on the scale-up model, across servers on the network, then inside
+    /// each server again.
     Hierarchical,
     /// The whole collective inside one scale-up domain, on the alpha-beta model.
     ScaleUp,
@@ -67,6 +86,7 @@ impl std::fmt::Display for Expansion {
 /// index below `i` (enforced by [`CollectivePlan::push`]).
 #[derive(Clone, Debug)]
 pub struct CollectivePlan {
+    /// The expansion that built the plan.
     pub expansion: Expansion,
     nodes: Vec<PlanNode>,
     dep_start: Vec<u32>,
@@ -76,6 +96,7 @@ pub struct CollectivePlan {
 }
 
 impl CollectivePlan {
+    /// An empty plan built by `expansion`.
     pub fn new(expansion: Expansion) -> Self {
         CollectivePlan {
             expansion,
@@ -147,21 +168,27 @@ impl CollectivePlan {
         (0..self.nodes.len() as u32).filter(|i| !has_dependent[*i as usize]).collect()
     }
 
+    /// Number of nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
+    /// Whether the plan has no nodes.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
+    /// Every node, in topological order.
     pub fn nodes(&self) -> &[PlanNode] {
         &self.nodes
     }
+    /// Node `i`.
     pub fn node(&self, i: u32) -> &PlanNode {
         &self.nodes[i as usize]
     }
+    /// Indices of the nodes node `i` waits for, order dependencies first.
     pub fn deps(&self, i: u32) -> &[u32] {
         &self.deps[self.dep_start[i as usize] as usize..self.dep_start[i as usize + 1] as usize]
     }
+    /// Number of [`Step::Transfer`] nodes.
     pub fn num_transfers(&self) -> usize {
         self.nodes.iter().filter(|n| matches!(n.step, Step::Transfer { .. })).count()
     }

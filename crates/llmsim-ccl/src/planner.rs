@@ -52,17 +52,22 @@ impl AlgoChoice {
 /// Everything besides the topology and group that decides a collective's plan.
 #[derive(Clone, Debug)]
 pub struct PlanOptions {
+    /// GPU generation; picks NCCL's per-compute-capability constants.
     pub arch: GpuArch,
     /// NVLink bandwidth per GPU per direction.
     pub nvlink_bw: Bandwidth,
     /// Bandwidth of one NIC.
     pub nic_bw: Bandwidth,
+    /// Which expansion to simulate (NCCL_ALGO-like). Default: NCCL's choice.
     pub algo: AlgoChoice,
     /// NCCL_PROTO-style override.
     pub proto: Option<Proto>,
     /// NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = this.
     pub channels: Option<u32>,
+    /// How finely a ring is simulated.
     pub granularity: Granularity,
+    /// Route inter-node traffic through the GPU on the destination's rail (NCCL PXN). Default
+    /// true.
     pub pxn: bool,
 }
 
@@ -85,6 +90,7 @@ impl PlanOptions {
 /// A plan with the NCCL decision behind it.
 #[derive(Clone, Debug)]
 pub struct PlannedCollective {
+    /// The DAG llmsim simulates.
     pub plan: CollectivePlan,
     /// None for all-to-all (point-to-point in NCCL, no tuning model) and scale-up-only groups.
     pub decision: Option<TuningDecision>,

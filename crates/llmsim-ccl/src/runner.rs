@@ -12,13 +12,18 @@ use crate::plan::{CollectivePlan, Step};
 /// When each plan node ran.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlanRun {
+    /// The start time given to [`execute`].
     pub start: SimTime,
+    /// When the last node finished; `start` for an empty plan.
     pub finish: SimTime,
+    /// When each node started, by node index.
     pub node_start: Vec<SimTime>,
+    /// When each node finished, by node index.
     pub node_finish: Vec<SimTime>,
 }
 
 impl PlanRun {
+    /// Time from start to finish.
     pub fn duration(&self) -> SimTime {
         self.finish - self.start
     }

@@ -25,12 +25,17 @@ pub struct AlphaBeta {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScaleUpModel {
+    /// GPU name the model is for (as in `llmsim-compute`'s catalog).
     pub gpu: String,
     /// NVLink bandwidth per GPU per direction.
     pub nvlink: Bandwidth,
+    /// All-reduce parameters.
     pub all_reduce: AlphaBeta,
+    /// All-gather parameters.
     pub all_gather: AlphaBeta,
+    /// Reduce-scatter parameters.
     pub reduce_scatter: AlphaBeta,
+    /// All-to-all parameters; broadcast and reduce use them too.
     pub all_to_all: AlphaBeta,
 }
 
@@ -79,6 +84,7 @@ impl ScaleUpModel {
         }
     }
 
+    /// The alpha-beta parameters of `op` (broadcast and reduce use the all-to-all ones).
     pub fn params(&self, op: CollectiveOp) -> AlphaBeta {
         match op {
             CollectiveOp::AllReduce => self.all_reduce,

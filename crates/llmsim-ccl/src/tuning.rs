@@ -32,24 +32,52 @@ pub const NCCL_VERSION: &str = "2.30.7";
 pub enum TuningError {
     /// A string that does not name a value of `field`.
     #[error("{field}: cannot read {input:?}; valid: {valid}")]
-    Parse { field: &'static str, input: String, valid: String },
+    Parse {
+        /// Name of the field being parsed ("kind", "algo", "proto", "cpu").
+        field: &'static str,
+        /// The string as given.
+        input: String,
+        /// The accepted spellings, comma-separated.
+        valid: String,
+    },
     /// A numeric input out of range.
     #[error("{field}: {message}")]
-    InvalidField { field: &'static str, message: String },
+    InvalidField {
+        /// Name of the offending [`TuningInput`] field.
+        field: &'static str,
+        /// What is wrong and what would be valid.
+        message: String,
+    },
     /// An NCCL_ALGO-style override naming an algorithm NCCL never runs for this collective.
     #[error("algo_override: {algo} is not implemented for {kind} in NCCL {NCCL_VERSION}; valid: {valid}")]
-    AlgoNotAllowed { kind: CollKind, algo: Algo, valid: String },
+    AlgoNotAllowed {
+        /// The collective being tuned.
+        kind: CollKind,
+        /// The overriding algorithm NCCL does not implement for `kind`.
+        algo: Algo,
+        /// The algorithms NCCL implements for `kind`, comma-separated.
+        valid: String,
+    },
     /// An NCCL_PROTO-style override that leaves no protocol usable with the allowed algorithms.
     #[error("proto_override: {proto} cannot run {kind} with algorithms {algos}; valid: {valid}")]
     ProtoNotAllowed {
+        /// The collective being tuned.
         kind: CollKind,
+        /// The overriding protocol that cannot run.
         proto: Proto,
+        /// The algorithms still allowed, comma-separated.
         algos: String,
+        /// The protocols those algorithms can run, comma-separated.
         valid: String,
     },
     /// Every (algorithm, protocol) pair left is disabled on this system.
     #[error("no algorithm/protocol available for {kind}: {reasons}")]
-    NoCandidate { kind: CollKind, reasons: String },
+    NoCandidate {
+        /// The collective being tuned.
+        kind: CollKind,
+        /// Each (algorithm, protocol) pair with the reason it is disabled.
+        reasons: String,
+    },
 }
 
 fn join<T: fmt::Display>(items: &[T]) -> String {
@@ -68,17 +96,23 @@ fn squash(s: &str) -> String {
 // Identifiers
 // ---------------------------------------------------------------------------------------------
 
-/// A collective NCCL tunes.
+/// A collective NCCL tunes. Mirrors NCCL's `ncclFunc_t` (the collectives only; no SendRecv).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum CollKind {
+    /// Every rank ends with the reduction of all ranks' buffers (`ncclFuncAllReduce`).
     AllReduce,
+    /// Every rank ends with the concatenation of all ranks' buffers (`ncclFuncAllGather`).
     AllGather,
+    /// Every rank ends with its shard of the reduction of all buffers (`ncclFuncReduceScatter`).
     ReduceScatter,
+    /// The root's buffer is copied to every rank (`ncclFuncBroadcast`).
     Broadcast,
+    /// The reduction of all ranks' buffers lands on the root (`ncclFuncReduce`).
     Reduce,
 }
 
 impl CollKind {
+    /// Every kind, in NCCL's `ncclFunc_t` order.
     pub const ALL: [CollKind; 5] = [
         CollKind::AllReduce,
         CollKind::AllGather,
@@ -158,16 +192,26 @@ impl FromStr for CollKind {
 /// NCCL algorithms, in NCCL's order (`NCCL_ALGO_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Algo {
+    /// Double binary tree (`NCCL_ALGO_TREE`).
     Tree,
+    /// Ring (`NCCL_ALGO_RING`).
     Ring,
+    /// CollNet (IB SHARP) with direct intra-node scatter (`NCCL_ALGO_COLLNET_DIRECT`). Not
+    /// modelled: always disabled.
     CollNetDirect,
+    /// CollNet (IB SHARP) with an intra-node chain (`NCCL_ALGO_COLLNET_CHAIN`). Not modelled:
+    /// always disabled.
     CollNetChain,
+    /// NVLink SHARP: reduction in the NVSwitch (`NCCL_ALGO_NVLS`).
     Nvls,
+    /// NVLS inside a node, tree across nodes (`NCCL_ALGO_NVLS_TREE`).
     NvlsTree,
+    /// Parallel aggregated trees, for AllGather and ReduceScatter (`NCCL_ALGO_PAT`).
     Pat,
 }
 
 impl Algo {
+    /// Every algorithm, in NCCL's `NCCL_ALGO_*` order (the rows of the cost table).
     pub const ALL: [Algo; 7] = [
         Algo::Tree,
         Algo::Ring,
@@ -220,14 +264,19 @@ impl FromStr for Algo {
 /// NCCL protocols (`NCCL_PROTO_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Proto {
+    /// Low latency: 16 B lines, 8 B of data and 8 B of flags (`NCCL_PROTO_LL`).
     LL,
+    /// Low latency on 128 B lines, 120 B of data and an 8 B flag (`NCCL_PROTO_LL128`).
     LL128,
+    /// Bulk copies with a memory fence per step (`NCCL_PROTO_SIMPLE`).
     Simple,
 }
 
 impl Proto {
+    /// Every protocol, in NCCL's `NCCL_PROTO_*` order (the columns of the cost table).
     pub const ALL: [Proto; 3] = [Proto::LL, Proto::LL128, Proto::Simple];
 
+    /// NCCL's `ncclProtoStr` spelling (what NCCL_PROTO accepts, case-insensitively).
     pub fn nccl_name(self) -> &'static str {
         match self {
             Proto::LL => "LL",
@@ -283,7 +332,7 @@ impl FromStr for Proto {
     }
 }
 
-/// Moved to `llmsim_core`; its NCCL constants stay here ([`NcclArch`]).
+/// Moved to `llmsim_core`; its NCCL constants stay here (`NcclArch`).
 pub use llmsim_core::GpuArch;
 
 /// NCCL's per-compute-capability constants of a [`GpuArch`].
@@ -324,7 +373,9 @@ impl NcclArch for GpuArch {
 /// Host CPU vendor; NCCL's network overhead and LL bandwidth limits depend on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum CpuVendor {
+    /// Intel hosts (NCCL `NCCL_TOPO_CPU_VENDOR_INTEL`).
     Intel,
+    /// AMD hosts (NCCL `NCCL_TOPO_CPU_VENDOR_AMD`).
     Amd,
 }
 
@@ -445,20 +496,25 @@ fn log2i(n: u64) -> i32 {
 /// One collective on one communicator: what NCCL knows when it picks an algorithm.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TuningInput {
+    /// The collective.
     pub kind: CollKind,
     /// NCCL's nBytes: the buffer size for AllReduce/Broadcast/Reduce; for AllGather and
     /// ReduceScatter the full gathered size, nRanks x count x elemSize (the "size" column of
     /// nccl-tests).
     pub bytes: Bytes,
+    /// Ranks (GPUs) in the communicator (NCCL's nRanks).
     pub nranks: u32,
     /// Nodes; `nranks` must be a multiple of it (same GPUs per node everywhere).
     pub nnodes: u32,
+    /// GPU generation; picks NCCL's per-compute-capability constants.
     pub arch: GpuArch,
+    /// Host CPU vendor; bounds LL bandwidth across nodes.
     pub cpu: CpuVendor,
     /// NVLink bandwidth per GPU per direction (H100 SXM: 450 GB/s); zero for PCIe-only GPUs.
     pub nvlink_bw: Bandwidth,
     /// Bandwidth of one NIC (400 Gbit/s for ConnectX-7 NDR).
     pub nic_bw: Bandwidth,
+    /// NICs per node; each carries `nic_bw`.
     pub nics_per_node: u32,
     /// PCIe bandwidth between a GPU and its NIC as NCCL rates it. Default: `arch.default_pcie_bw()`.
     pub pcie_bw: Bandwidth,
@@ -569,9 +625,13 @@ impl TuningInput {
 /// One cell of NCCL's cost table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AlgoCost {
+    /// The algorithm (row of the table).
     pub algo: Algo,
+    /// The protocol (column of the table).
     pub proto: Proto,
+    /// Whether NCCL may pick this pair on this system; see `reason_if_disabled`.
     pub enabled: bool,
+    /// Why the pair is disabled; `None` when enabled.
     pub reason_if_disabled: Option<String>,
     /// Latency term (µs), after the ring plateau factor.
     pub lat_us: f64,
@@ -586,10 +646,15 @@ pub struct AlgoCost {
 /// NCCL's choice for one collective and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TuningDecision {
+    /// The collective, as in the input.
     pub kind: CollKind,
+    /// NCCL's nBytes, as in the input.
     pub bytes: Bytes,
+    /// Ranks in the communicator, as in the input.
     pub nranks: u32,
+    /// The algorithm NCCL picks (lowest `time_us` among enabled cells).
     pub algo: Algo,
+    /// The protocol NCCL picks with `algo`.
     pub proto: Proto,
     /// Channels (CTAs) after topoGetAlgoInfo's reduction for small messages.
     pub nchannels: u32,
@@ -607,7 +672,9 @@ pub struct TuningDecision {
     pub chunk_bytes: Bytes,
     /// All 21 (algo, proto) cells, in NCCL's order.
     pub table: Vec<AlgoCost>,
+    /// The topology search results the model read.
     pub graph: GraphInfo,
+    /// NCCL release the model follows ([`NCCL_VERSION`]).
     pub nccl_version: &'static str,
 }
 
@@ -958,7 +1025,7 @@ fn nvls_head_gbps(arch: GpuArch, g: &GraphSearch) -> f64 {
 }
 
 /// The NVSwitch reduction bandwidth cap of an NVLS all-reduce inside one node, as nccl-tests
-/// busbw (GB/s): heads x [`nvls_head_gbps`] x 2 (NCCL pipelines the reduce-scatter and the
+/// busbw (GB/s): heads x `nvls_head_gbps` x 2 (NCCL pipelines the reduce-scatter and the
 /// all-gather halves). On one node NCCL also bounds each head by the NVLS graph's second speed
 /// (its NVLink to the switch; across nodes that speed is the network's, which llmsim simulates).
 /// This is the intra-node term of NCCL's NVLS and NVLSTree model; it bounds an NVLS

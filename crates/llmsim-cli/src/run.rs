@@ -47,12 +47,19 @@ pub struct RunArgs {
     /// Run even when the memory estimated before the run is above the available memory.
     #[arg(long)]
     pub ignore_memory_estimate: bool,
+    /// The exact packet engine: no Wormhole fast-forwarding (the packet backend's default);
+    /// the same as `--set network.fast_forward=off`.
+    #[arg(long)]
+    pub exact: bool,
 }
 
 pub fn run(a: &RunArgs) -> Result<()> {
     let mut sets = a.sets.clone();
     if let Some(b) = a.backend {
         sets.push(format!("network.backend={b}"));
+    }
+    if a.exact {
+        sets.push("network.fast_forward=off".into());
     }
     let mut sc = if a.workload.is_some() {
         Scenario::load_cluster(&a.scenario, &sets)?

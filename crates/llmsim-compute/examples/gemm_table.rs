@@ -104,4 +104,44 @@ fn main() {
             model / measured
         );
     }
+
+    // Grouped expert GEMMs on H100, BF16, as Transformer Engine's `GroupedLinear` runs them (one
+    // cuBLAS GEMM per local expert, round-robin over 4 streams: TE <= 2.7's default path).
+    // Published: NVIDIA/TransformerEngine PR #2045 (`tests/pytorch/test_group_gemm.py`, H100 SXM,
+    // BF16), TE 2.2 and TE 2.7 + CUDA 12.9 multi-stream cuBLAS columns; tgale96/grouped_gemm
+    // PR #37 (H100, BF16, Qwen3-30B-A3B up_proj, 128 experts x 512 tokens, uniform routing, cuBLAS
+    // loop). Rows are (groups, m per group, n, k, TE 2.2 / loop TFLOP/s, TE 2.7 TFLOP/s or 0).
+    let grouped: &[(u64, u64, u64, u64, f64, f64)] = &[
+        (8, 4096, 768, 2048, 508.8, 627.9),
+        (16, 2048, 768, 2048, 398.8, 553.9),
+        (128, 512, 1536, 2048, 129.5, 0.0),
+    ];
+    let h100 = gpu("H100").expect("catalog GPU");
+    let cm = ComputeModel::new(h100);
+    let launch = cm.efficiency_for(OpClass::Gemm, DType::Bf16).launch;
+    println!(
+        "\n| grouped GEMM (H100 BF16) | groups | m | n | k | published TFLOP/s (TE 2.2 or loop / TE 2.7) | llmsim TFLOP/s | llmsim / TE 2.7 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for &(g, m, n, k, old, new) in grouped {
+        let s = GemmShape { m, n, k, batch: g };
+        let q = OpQuery {
+            name: "gemm".into(),
+            class: OpClass::Gemm,
+            dtype: DType::Bf16,
+            flops: s.flops(),
+            bytes: (2 * g * (m * k + k * n + m * n)) as f64,
+            shape: String::new(),
+            kernel: Some(KernelShape::Gemm(s)),
+        };
+        let t = cm.time(&q).time - launch;
+        let model = s.flops() / t.as_secs_f64() / 1e12;
+        let vs = if new > 0.0 {
+            format!("{:.2}", model / new)
+        } else {
+            "-".to_string()
+        };
+        let new = if new > 0.0 { format!("{new:.0}") } else { "-".to_string() };
+        println!("| expert | {g} | {m} | {n} | {k} | {old:.0} / {new} | {model:.0} | {vs} |");
+    }
 }

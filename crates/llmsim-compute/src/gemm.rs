@@ -169,7 +169,29 @@ impl GemmPlan {
 
 /// The fastest tile and split for `shape` on `gpu` in `dtype`, at large-GEMM efficiency `eff`.
 /// A shape with a zero dimension takes no time.
+///
+/// A grouped GEMM (`batch` > 1: one GEMM per local expert) runs as `batch` kernels one after
+/// another, each planned alone: Transformer Engine's `GroupedLinear` issues one cuBLAS GEMM per
+/// expert (`nvte_multi_stream_cublas_gemm`, its default path on every GPU; the single-kernel
+/// CUTLASS path of TE 2.8+ is opt-in and Hopper/BF16 only). So small groups pay their own tile and
+/// wave quantization: on an H100 in BF16, TE 2.7's measured 628 and 554 TFLOP/s for 8 x 4096 and
+/// 16 x 2048 tokens at n = 768, k = 2048 (TransformerEngine PR #2045) against the model's 591 and
+/// 559 (`examples/gemm_table.rs`, `bench/kernels.md`); a single persistent kernel over all tiles
+/// would give 649 for both.
 pub fn plan(gpu: &GpuSpec, dtype: DType, eff: f64, shape: &GemmShape) -> GemmPlan {
+    if shape.batch > 1 {
+        let one = plan_one(gpu, dtype, eff, &GemmShape { batch: 1, ..*shape });
+        return GemmPlan {
+            waves: one.waves.saturating_mul(shape.batch),
+            secs: one.secs * shape.batch as f64,
+            ..one
+        };
+    }
+    plan_one(gpu, dtype, eff, shape)
+}
+
+/// [`plan`] of one kernel over all of `shape`'s tiles.
+fn plan_one(gpu: &GpuSpec, dtype: DType, eff: f64, shape: &GemmShape) -> GemmPlan {
     let peak = gpu.peak_flops(dtype);
     let sms = u64::from(gpu.sm_count.max(1));
     let k0 = k_overhead(gpu.arch, dtype);

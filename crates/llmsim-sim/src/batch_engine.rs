@@ -191,7 +191,11 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         || {
             let cm = compute_model(s, gpu)?;
             let (seg_time, ops) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
-            Ok((seg_time, op_rows(&wl, &ops)))
+            let host = match &s.compute.host {
+                Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
+                None => None,
+            };
+            Ok((seg_time, op_rows(&wl, &ops), host))
         },
     );
     // In `run_workload`'s order: the compute model's errors, the slowdown check, the memory
@@ -271,6 +275,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         mirror_p2p: false,
         stop_on_divergence: false,
         compute_slowdown: Vec::new(),
+        host: timed.2.clone(),
     };
     let mut run = engine::Engine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {
@@ -528,4 +533,4 @@ impl Network for Routed {
 }
 
 /// Shared per group: used by [`simulate_batched`] through [`Shared::timed`].
-pub(crate) type Timed = (Vec<SimTime>, Vec<OpRow>);
+pub(crate) type Timed = (Vec<SimTime>, Vec<OpRow>, Option<Arc<engine::HostDispatch>>);

@@ -59,6 +59,38 @@ pub struct EngineOptions {
     /// Per unit, how many times longer its compute kernels take from when on (stragglers,
     /// `faults:`): `(from, factor)` entries, the largest factor in force applies; empty: none.
     pub compute_slowdown: Vec<Vec<(SimTime, f64)>>,
+    /// The host thread that issues each rank's kernels (`compute.host`); `None`: kernels are
+    /// issued the moment the stream reaches them.
+    pub host: Option<std::sync::Arc<HostDispatch>>,
+}
+
+/// Host (CPU) dispatch, as a PyTorch training process does it: one thread per rank walks the
+/// program in order and issues each kernel and communication call, which takes host time; the
+/// GPU cannot start a kernel before it was issued. The host runs ahead of the GPU (the CUDA
+/// launch queue is deep) except at a synchronization, where it waits until the GPU reached that
+/// point: Megatron-Core's all-to-all token dispatcher copies the per-expert token counts to
+/// the host before each forward dispatch (the all-to-all's split sizes are host lists).
+#[derive(Clone, Debug, Default)]
+pub struct HostDispatch {
+    /// Per compute segment: its issue costs.
+    pub seg: Vec<HostSeg>,
+    /// Host time to issue one communication call on the compute stream (a TP/CP/EP collective,
+    /// a pipeline receive).
+    pub call: SimTime,
+    /// Per stage program, per node: the host waits for the GPU before issuing it.
+    pub sync: Vec<Vec<bool>>,
+}
+
+/// Host issue costs of one compute segment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostSeg {
+    /// Until its first kernel is issued.
+    pub first: SimTime,
+    /// Until all its kernels are issued.
+    pub total: SimTime,
+    /// GPU time of its last kernel: the segment cannot end earlier than that after the host
+    /// issued it.
+    pub last_gpu: SimTime,
 }
 
 /// What folding data-parallel replicas with mirrored pipeline traffic saw: whether every
@@ -122,6 +154,9 @@ pub struct UnitAccount {
     /// CPU offloading): a layer's forward on its predecessor's copy out, a backward on its
     /// reload.
     pub exposed_offload: SimTime,
+    /// Compute-stream time waiting on the host to issue kernels (`compute.host`): before a
+    /// node's first kernel, and at a segment's end when its last kernel was issued late.
+    pub exposed_host: SimTime,
     pub finish: SimTime,
 }
 
@@ -135,6 +170,7 @@ impl UnitAccount {
         self.exposed_pp += o.exposed_pp;
         self.bubble += o.bubble;
         self.exposed_offload += o.exposed_offload;
+        self.exposed_host += o.exposed_host;
     }
 
     fn div(&mut self, n: u64) {
@@ -147,6 +183,7 @@ impl UnitAccount {
             &mut self.exposed_pp,
             &mut self.bubble,
             &mut self.exposed_offload,
+            &mut self.exposed_host,
         ] {
             *x = SimTime::from_ps(x.as_ps() / n);
         }
@@ -217,6 +254,8 @@ enum Ev {
     CollDone { coll: u32 },
     /// A local (fixed-time) step of a running plan finished.
     PlanLocal { inst: u32, node: u32 },
+    /// The host issued the first kernel of a node the unit's compute stream waits to start.
+    HostIssued { unit: u32, node: u32 },
 }
 
 /// A plan with its reverse edges, shared by every run of it.
@@ -319,6 +358,13 @@ pub struct Engine<'a> {
     /// Iterations the programs hold.
     iterations: usize,
     last_compute_end: Vec<SimTime>,
+    /// Per unit: when its host thread has issued everything up to the compute stream's current
+    /// node (`compute.host`).
+    host_at: Vec<SimTime>,
+    /// Per unit: how long the running compute-stream node waited on the host before it started,
+    /// and how much later than its GPU time it ended because its last kernel was issued late.
+    host_delay: Vec<SimTime>,
+    host_tail: Vec<SimTime>,
     // Groups and collectives.
     groups: Vec<GroupInst>,
     group_index: HashMap<(Group, u32), u32>,
@@ -454,6 +500,9 @@ impl<'a> Engine<'a> {
             acct: vec![UnitAccount::default(); units * iterations],
             iterations,
             last_compute_end: vec![SimTime::ZERO; units],
+            host_at: vec![SimTime::ZERO; units],
+            host_delay: vec![SimTime::ZERO; units],
+            host_tail: vec![SimTime::ZERO; units],
             groups: Vec::new(),
             group_index: HashMap::new(),
             unit_groups: vec![HashMap::new(); units],
@@ -697,6 +746,7 @@ impl<'a> Engine<'a> {
             }
             Ev::CollDone { coll } => self.finish_coll(coll, t),
             Ev::PlanLocal { inst, node } => self.plan_node_done(inst, node, t),
+            Ev::HostIssued { unit, node } => self.start_node(unit, node, t),
         }
     }
 
@@ -783,6 +833,38 @@ impl<'a> Engine<'a> {
             }
             self.stream_busy[u][s] = true;
         }
+        if n.stream == Stream::Compute
+            && let Some(h) = self.opts.host.as_deref()
+        {
+            // The host issues this node after everything before it, once it is free; at a
+            // synchronization only once the GPU got here.
+            let mut base = self.host_at[u];
+            if h.sync[st][node as usize] {
+                base = base.max(t);
+            }
+            let (first, total) = match n.kind {
+                NodeKind::Comp { segment } => {
+                    let hs = h.seg[segment as usize];
+                    (hs.first, hs.total)
+                }
+                _ => (h.call, h.call),
+            };
+            self.host_at[u] = base + total;
+            let issued = base + first;
+            if issued > t {
+                self.host_delay[u] = issued - t;
+                self.queue.push(issued, Ev::HostIssued { unit, node });
+                return Ok(());
+            }
+        }
+        self.start_node(unit, node, t)
+    }
+
+    /// Starts `node` of `unit` at `t`: its stream is reserved, its dependencies finished and
+    /// the host issued it.
+    fn start_node(&mut self, unit: u32, node: u32, t: SimTime) -> Result<(), SimError> {
+        let u = unit as usize;
+        let n = self.prog(unit).nodes[node as usize];
         self.node_start[u][node as usize] = t;
         match n.kind {
             NodeKind::Comp { segment } => {
@@ -804,6 +886,16 @@ impl<'a> Engine<'a> {
                 // Host copies run on a copy engine: no SMs for NCCL to take.
                 if n.stream != Stream::Offload && self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
+                }
+                // The segment's last kernel runs only after the host issued it.
+                if n.stream == Stream::Compute
+                    && let Some(h) = self.opts.host.as_deref()
+                {
+                    let end = self.host_at[u] + h.seg[segment as usize].last_gpu;
+                    if end > t + d {
+                        self.host_tail[u] = end - (t + d);
+                        d = end - t;
+                    }
                 }
                 self.queue.push(t + d, Ev::NodeDone { unit, node });
             }
@@ -1200,15 +1292,23 @@ impl<'a> Engine<'a> {
         }
         let start = self.node_start[u][node as usize];
         let ai = self.acct_index(unit, node);
+        let (mut delay, mut tail) = (SimTime::ZERO, SimTime::ZERO);
+        if n.stream == Stream::Compute && self.opts.host.is_some() {
+            delay = std::mem::take(&mut self.host_delay[u]);
+            tail = std::mem::take(&mut self.host_tail[u]);
+            self.acct[ai].exposed_host += delay + tail;
+        }
         match n.kind {
             NodeKind::Comp { .. } if n.stream == Stream::Offload => {
                 self.last_offload[u] = Some(t);
             }
             NodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[ai];
-                a.compute += t - start;
+                a.compute += t - start - tail;
                 let e = self.last_compute_end[u];
                 let waited_on = self.waited_on[u].take();
+                // The wait before the host issued the kernel is the host's, counted above.
+                let start = start.saturating_sub(delay).max(e);
                 if start > e {
                     match waited_on {
                         // Imported traces: the kernel waited on free communication.

@@ -20,6 +20,7 @@ pub mod error;
 pub mod estimate;
 pub mod faults;
 pub mod fold;
+pub(crate) mod host;
 pub mod imported;
 pub mod ops;
 pub mod report;

@@ -25,6 +25,8 @@ pub struct Breakdown {
     pub bubble_s: f64,
     /// Waiting on activation copies to or from host memory (`training.cpu_offload_layers`).
     pub exposed_offload_s: f64,
+    /// Waiting on the host thread to issue kernels (`compute.host`).
+    pub exposed_host_s: f64,
     /// The rest of the iteration: waiting for slower ranks, at the end for the last stage, ...
     pub idle_s: f64,
 }
@@ -32,7 +34,15 @@ pub struct Breakdown {
 impl Breakdown {
     fn of(a: &UnitAccount, iter: SimTime) -> Self {
         let s = |t: SimTime| t.as_secs_f64();
-        let busy = a.compute + a.exposed_tp + a.exposed_cp + a.exposed_ep + a.exposed_pp + a.exposed_dp + a.bubble + a.exposed_offload;
+        let busy = a.compute
+            + a.exposed_tp
+            + a.exposed_cp
+            + a.exposed_ep
+            + a.exposed_pp
+            + a.exposed_dp
+            + a.bubble
+            + a.exposed_offload
+            + a.exposed_host;
         Breakdown {
             compute_s: s(a.compute),
             exposed_tp_s: s(a.exposed_tp),
@@ -42,6 +52,7 @@ impl Breakdown {
             exposed_dp_s: s(a.exposed_dp),
             bubble_s: s(a.bubble),
             exposed_offload_s: s(a.exposed_offload),
+            exposed_host_s: s(a.exposed_host),
             idle_s: s(iter.saturating_sub(busy)),
         }
     }
@@ -55,6 +66,7 @@ impl Breakdown {
         self.exposed_dp_s += o.exposed_dp_s * w;
         self.bubble_s += o.bubble_s * w;
         self.exposed_offload_s += o.exposed_offload_s * w;
+        self.exposed_host_s += o.exposed_host_s * w;
         self.idle_s += o.idle_s * w;
     }
 }
@@ -152,6 +164,10 @@ pub struct Report {
     /// it did not try.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fold: Option<crate::fold::FoldReport>,
+    /// The packet backend's engine: exact, or Wormhole fast-forward with its knobs and bound;
+    /// absent on the other backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_engine: Option<String>,
     pub sim_wall_s: f64,
 }
 
@@ -282,6 +298,7 @@ pub fn build(
         nodes_executed: run.nodes_executed,
         symmetry: symmetry.to_string(),
         fold: None,
+        packet_engine: s.packet_engine(),
         sim_wall_s: wall_s,
     }
 }
@@ -426,6 +443,13 @@ impl Report {
                 pct(self.mean.exposed_offload_s, it)
             );
         }
+        if self.mean.exposed_host_s > 0.0 {
+            let _ = writeln!(
+                o,
+                "  host dispatch: {:.1}% of the iteration waits on the host to issue kernels (compute.host; a column of its own, so the table sums to 100% less this)",
+                pct(self.mean.exposed_host_s, it)
+            );
+        }
         let _ = writeln!(o);
         let _ = writeln!(
             o,
@@ -452,6 +476,9 @@ impl Report {
             );
         }
         if self.backend == "packet" {
+            if let Some(e) = &self.packet_engine {
+                let _ = writeln!(o, "  packet engine: {e}");
+            }
             let n = &self.net;
             let _ = writeln!(
                 o,

@@ -228,6 +228,10 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     // Topology.
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
+    let host = match &s.compute.host {
+        Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
+        None => None,
+    };
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {
             scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),
@@ -249,7 +253,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     };
     let compute_slowdown = crate::faults::unit_slowdowns(&s.faults, layout, info.gpus, s.cluster.gpus_per_node)?;
     let run_engine = |active_dp: u32, ff: Option<FlowFold>, progress: &mut dyn FnMut(u64, u64)| -> Result<EngineRun, SimError> {
-        let mut net = s.network.build(topo.clone(), s.seed)?;
+        let mut net = s.run_network().build(topo.clone(), s.seed)?;
         crate::faults::schedule(&s.faults, &topo, net.as_mut())?;
         let eopts = engine::EngineOptions {
             plan: plan.clone(),
@@ -262,6 +266,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             mirror_p2p: matches!(ff, Some(FlowFold::Mirrored { .. })),
             stop_on_divergence: matches!(ff, Some(FlowFold::Mirrored { stop_on_divergence: true })),
             compute_slowdown: compute_slowdown.clone(),
+            host: host.clone(),
         };
         engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };

@@ -384,9 +384,19 @@ pub struct NetworkSpec {
     /// Idle gap that starts a new flowlet under `load_balance: flowlet` (default 100us).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flowlet_gap: Option<SimTime>,
-    /// Wormhole steady-state fast-forwarding on the packet backend, e.g. `fast_forward: {}` for
-    /// the defaults. Absent: off (the exact engine). Ignored by the other backends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Wormhole steady-state fast-forwarding on the packet backend. Absent: on, with its
+    /// defaults and memoization, wherever the run supports it (RoCE transport, ECMP, a CC other
+    /// than swift, no faults;
+    /// otherwise the exact engine, and the report says which ran);
+    /// `off` (or `llmsim run --exact`): the exact engine; `{...}`: on with these knobs (`{}`
+    /// for the defaults without memoization). Ignored by the other backends.
+    #[serde(
+        default = "implicit_fast_forward",
+        deserialize_with = "fast_forward_setting",
+        serialize_with = "serialize_fast_forward",
+        skip_serializing_if = "is_implicit_fast_forward"
+    )]
+    #[schemars(with = "Option<FastForwardSetting>")]
     pub fast_forward: Option<FastForwardSpec>,
     /// The packet backend's transport: roce (go-back-N over a lossless PFC fabric) | tcp
     /// (NewReno over a lossy fabric) | uet (NSCC, trimming, out-of-order delivery over a lossy
@@ -470,6 +480,34 @@ impl NetworkSpec {
         }
     }
 
+    /// The fast-forward knobs a packet run uses: the written ones, or the implicit default where
+    /// it applies (RoCE over ECMP, any CC but Swift); `None`: the exact engine.
+    pub fn effective_fast_forward(&self) -> Option<&FastForwardSpec> {
+        let f = self.fast_forward.as_ref()?;
+        // Swift's window is not in Wormhole's memo snapshot: its runs stay exact unless asked.
+        let applies = self.transport.unwrap_or_default() == TransportSpec::Roce
+            && matches!(self.load_balance, None | Some(LoadBalanceSpec::Ecmp))
+            && self.cc != CcMode::Swift;
+        (!f.implicit || applies).then_some(f)
+    }
+
+    /// The packet engine a run on this spec uses, for the report: `exact`, or Wormhole with
+    /// its knobs and error bound.
+    pub fn packet_engine(&self) -> String {
+        match self.effective_fast_forward() {
+            None if is_implicit_fast_forward(&self.fast_forward) => {
+                "exact (Wormhole fast-forward, the default, does not apply to this transport, load balancing or congestion control)".into()
+            }
+            None => "exact (network.fast_forward: off)".into(),
+            Some(f) => format!(
+                "Wormhole fast-forward{} (theta {}: a flow frozen at its mean rate once its samples vary by less than that; {}network.fast_forward: off or --exact for the exact engine)",
+                if f.implicit { ", the default" } else { "" },
+                f.theta,
+                if f.memo || f.memo_db.is_some() { "memoized episodes; " } else { "" },
+            ),
+        }
+    }
+
     /// The packet engine's configuration this spec describes (not yet checked against a
     /// topology: `PacketNetwork::new` does that).
     ///
@@ -483,7 +521,7 @@ impl NetworkSpec {
             ..PacketConfig::ns3_defaults(cc)
         };
         cfg.load_balance = self.load_balance();
-        if let Some(ff) = &self.fast_forward {
+        if let Some(ff) = self.effective_fast_forward() {
             let window = ff.window.unwrap_or(crate::default_window(cc));
             cfg.wormhole = llmsim_net::packet::WormholeConfig::fast_forwarding(
                 ff.theta,
@@ -601,7 +639,7 @@ impl NetworkSpec {
             Backend::Packet => {
                 use llmsim_net::packet::PacketNetwork;
                 let cfg = self.packet_config(seed)?;
-                let ff = self.fast_forward.as_ref();
+                let ff = self.effective_fast_forward();
                 let mut net = PacketNetwork::new(topo, cfg).map_err(|e| SimError::Scenario {
                     field: "network.backend".into(),
                     message: e.to_string(),
@@ -615,6 +653,50 @@ impl NetworkSpec {
                 Box::new(net)
             }
         })
+    }
+}
+
+/// `network.fast_forward:` as written: `off`, or the knobs.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum FastForwardSetting {
+    /// `off`: the exact engine.
+    Off(FastForwardOff),
+    /// On with these knobs.
+    On(FastForwardSpec),
+}
+
+/// The word `off`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum FastForwardOff {
+    Off,
+}
+
+/// An absent `network.fast_forward`: on where the run supports it, with memoization.
+fn implicit_fast_forward() -> Option<FastForwardSpec> {
+    Some(FastForwardSpec {
+        memo: true,
+        implicit: true,
+        ..FastForwardSpec::default()
+    })
+}
+
+fn is_implicit_fast_forward(f: &Option<FastForwardSpec>) -> bool {
+    f.as_ref().is_some_and(|f| f.implicit)
+}
+
+fn fast_forward_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<FastForwardSpec>, D::Error> {
+    Ok(match Option::<FastForwardSetting>::deserialize(d)? {
+        None | Some(FastForwardSetting::Off(_)) => None,
+        Some(FastForwardSetting::On(f)) => Some(f),
+    })
+}
+
+fn serialize_fast_forward<S: serde::Serializer>(f: &Option<FastForwardSpec>, s: S) -> Result<S::Ok, S::Error> {
+    match f {
+        None => s.serialize_str("off"),
+        Some(f) => f.serialize(s),
     }
 }
 
@@ -644,6 +726,11 @@ pub struct FastForwardSpec {
     /// of a sweep share what they learned; implies `memo` (default none: in memory only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memo_db: Option<String>,
+    /// Not written by the user: the default of an absent `network.fast_forward`, which falls back
+    /// to the exact engine where fast-forwarding does not apply instead of refusing the run.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub implicit: bool,
 }
 
 impl Default for FastForwardSpec {
@@ -655,6 +742,7 @@ impl Default for FastForwardSpec {
             sample_us: 10,
             memo: false,
             memo_db: None,
+            implicit: false,
         }
     }
 }
@@ -720,6 +808,81 @@ pub struct ComputeSpec {
     /// Distributed Deep Learning", arXiv 2507.03114). 1.0 turns it off.
     #[serde(default = "default_overlap_slowdown")]
     pub overlap_slowdown: f64,
+    /// Host (CPU) dispatch of kernels: the framework thread that issues each rank's kernels in
+    /// program order, so the GPU waits when its kernels are shorter than their issue cost, and
+    /// after each host synchronization. Off by default (kernels are issued for free);
+    /// `host: {}` turns it on with the cited costs of [`HostSpec`]. Off because llmsim's ops are
+    /// coarser than the kernels a real run launches (a Megatron-Core MoE layer's forward is
+    /// about 80 launches, llmsim's about 15 ops), so per-op costs at its granularity undercount
+    /// the host; with the cited costs it moves the validation rows by at most 1.5%
+    /// (`bench/validation.md`).
+    #[serde(default)]
+    pub host: Option<HostSpec>,
+}
+
+/// `compute.host`: what issuing work costs the host thread of one rank (see
+/// [`crate::engine::HostDispatch`]). Every cost is host time in microseconds. The defaults are
+/// measurements of PyTorch eager mode with Transformer Engine on x86 hosts of H100 systems
+/// (2024-25 software); a slower host (e.g. Grace, about 2.5x on plain PyTorch ops per
+/// TransformerEngine issue #2053) or CUDA graphs change them.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Per compute op of the workload that is not a GEMM (one row of ops.csv: a norm, an
+    /// activation, attention, a cast, the router, ...): PyTorch's dispatch of it and its kernel
+    /// launch. Default 7: an autograd-recorded eager op, 5-7 us (pytorch/pytorch issue #41383,
+    /// a PyTorch maintainer's figures).
+    #[serde(default = "default_op_us")]
+    pub op_us: f64,
+    /// Per linear-layer module call: charged to each GEMM's forward op and once to its backward
+    /// (on the dgrad op; Transformer Engine's backward launches dgrad and wgrad from one call).
+    /// Default 115: Megatron-Core's `TEColumnParallelLinear` forward, 140 us before and 115 us
+    /// after TransformerEngine PR #1191 (NVIDIA, 2024).
+    #[serde(default = "default_linear_us")]
+    pub linear_us: f64,
+    /// Per expert GEMM of a grouped expert GEMM, added to `linear_us`: Transformer Engine's
+    /// `GroupedLinear` issues one cuBLAS GEMM per local expert from a host loop, in forward,
+    /// dgrad and wgrad. Default 16: TE 2.2's grouped GEMMs on H100 take 16-25 us per expert GEMM
+    /// whose kernel runs 12-22 us (TransformerEngine PR #2045; `bench/kernels.md`).
+    #[serde(default = "default_expert_gemm_us")]
+    pub expert_gemm_us: f64,
+    /// Per communication call on the compute stream (a TP/CP/EP collective, a pipeline
+    /// receive). Default 7, as `op_us`.
+    #[serde(default = "default_op_us")]
+    pub call_us: f64,
+    /// The MoE all-to-all token dispatcher waits for the GPU before each forward dispatch (it
+    /// reads the per-expert token counts on the host: Megatron-Core's `MoEAlltoAllTokenDispatcher`
+    /// in dropless training, `token_dispatcher.py`, core_v0.9 to HEAD). Default true.
+    #[serde(default = "default_true")]
+    pub moe_sync: bool,
+}
+
+impl Default for HostSpec {
+    fn default() -> Self {
+        HostSpec {
+            op_us: default_op_us(),
+            linear_us: default_linear_us(),
+            expert_gemm_us: default_expert_gemm_us(),
+            call_us: default_op_us(),
+            moe_sync: true,
+        }
+    }
+}
+
+fn default_op_us() -> f64 {
+    7.0
+}
+
+fn default_linear_us() -> f64 {
+    115.0
+}
+
+fn default_expert_gemm_us() -> f64 {
+    16.0
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// See [`ComputeSpec::overlap_slowdown`].
@@ -735,6 +898,7 @@ impl Default for ComputeSpec {
             efficiency: None,
             database: None,
             overlap_slowdown: DEFAULT_OVERLAP_SLOWDOWN,
+            host: None,
         }
     }
 }
@@ -783,6 +947,31 @@ impl Default for OutputSpec {
 const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, seed";
 
 impl Scenario {
+    /// The network a run builds: `network:` as written, except that the implicit Wormhole
+    /// default gives way to the exact engine when the scenario has faults (a link failing in
+    /// the middle of a steady state is not modelled by fast-forwarding).
+    pub fn run_network(&self) -> std::borrow::Cow<'_, NetworkSpec> {
+        if !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward) {
+            let mut n = self.network.clone();
+            n.fast_forward = None;
+            std::borrow::Cow::Owned(n)
+        } else {
+            std::borrow::Cow::Borrowed(&self.network)
+        }
+    }
+
+    /// Which packet engine a run of this scenario uses (for the report); `None` off the packet
+    /// backend.
+    pub fn packet_engine(&self) -> Option<String> {
+        if self.network.backend != Backend::Packet {
+            return None;
+        }
+        if !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward) {
+            return Some("exact (Wormhole fast-forward, the default, does not model faults)".into());
+        }
+        Some(self.network.packet_engine())
+    }
+
     /// Reads a scenario file and applies `--set key.path=value` overrides.
     ///
     /// # Errors

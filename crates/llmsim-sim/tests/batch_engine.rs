@@ -29,6 +29,7 @@ fn point(
     slowdown: f64,
     overlap: bool,
     distopt: bool,
+    host_us: Option<f64>,
 ) -> Scenario {
     let dp = gpus / tp;
     let gbs = dp * mbs * k;
@@ -46,11 +47,13 @@ parallel: {{ tp: {tp}, sequence_parallel: {sp}, use_distributed_optimizer: {dist
 cluster: {{ gpu: {gpu}, gpus: {gpus}, gpus_per_node: 8, topology: {topology} }}
 network: {{ backend: flow }}
 collectives: {{ algo: {algo} }}
-compute: {{ overlap_slowdown: {slowdown} }}
+compute: {{ overlap_slowdown: {slowdown}{host} }}
 output: {{ trace: false, flows: false }}
 ",
         sp = tp > 1,
         overlap = overlap && distopt,
+        // Host dispatch (`compute.host`): per-op and per-linear issue costs.
+        host = host_us.map_or(String::new(), |us| format!(", host: {{ op_us: {us}, linear_us: {} }}", us * 10.0)),
     );
     Scenario::from_yaml(&y, &[], Path::new(".")).unwrap()
 }
@@ -88,8 +91,9 @@ proptest! {
         slowdown in 1.0f64..1.3,
         overlap in any::<bool>(),
         distopt in any::<bool>(),
+        host_us in prop::option::of(0.0f64..300.0),
     ) {
-        let s = point(gpus, tp, topo, nic, lat, algo, gpu, mbs, k, slowdown, overlap, distopt);
+        let s = point(gpus, tp, topo, nic, lat, algo, gpu, mbs, k, slowdown, overlap, distopt, host_us);
         check_equal(&s, &Shared::default())?;
     }
 }
@@ -109,7 +113,7 @@ fn a_group_shares_structure_and_equals_single_runs() {
         (800, 2500, "ring", "A100"),
         (800, 700, "hierarchical", "H200"),
     ] {
-        scs.push(point(32, 2, "rail-fat-tree", nic, lat, algo, gpu, 1, 2, 1.1, true, true));
+        scs.push(point(32, 2, "rail-fat-tree", nic, lat, algo, gpu, 1, 2, 1.1, true, true, None));
     }
     let part = partition(&scs, &RunOptions::default());
     assert_eq!(part.groups, 1);
@@ -147,7 +151,7 @@ fn the_128_gpu_example_is_bit_identical() {
 #[test]
 fn blockers_name_the_field() {
     let opts = RunOptions::default();
-    let mut s = point(32, 2, "rail-fat-tree", 400, 500, "auto", "H100", 1, 1, 1.0, false, false);
+    let mut s = point(32, 2, "rail-fat-tree", 400, 500, "auto", "H100", 1, 1, 1.0, false, false, None);
     assert!(blockers(&s, &opts).is_empty());
     s.parallel.pp = 2;
     let b = blockers(&s, &opts);

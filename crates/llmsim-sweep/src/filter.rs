@@ -15,37 +15,61 @@ use serde_yaml_ng::Value;
 /// A parsed filter expression.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
+    /// A number literal.
     Num(f64),
+    /// A quoted string literal.
     Str(String),
+    /// `true` or `false`.
     Bool(bool),
+    /// A resolved scenario key (`parallel.tp`) or `gpus`.
     Key(String),
+    /// Unary minus.
     Neg(Box<Expr>),
+    /// `!` / `not`.
     Not(Box<Expr>),
+    /// A binary operation.
     Bin(Op, Box<Expr>, Box<Expr>),
 }
 
+/// A binary operator of a filter expression, loosest-binding first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// `||` / `or`.
     Or,
+    /// `&&` / `and`.
     And,
+    /// `<`.
     Lt,
+    /// `<=`.
     Le,
+    /// `>`.
     Gt,
+    /// `>=`.
     Ge,
+    /// `==`.
     Eq,
+    /// `!=`.
     Ne,
+    /// `+`.
     Add,
+    /// `-`.
     Sub,
+    /// `*`.
     Mul,
+    /// `/`.
     Div,
+    /// `%`.
     Rem,
 }
 
 /// A value during evaluation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
+    /// A number (integers too).
     Num(f64),
+    /// A string.
     Str(String),
+    /// A boolean.
     Bool(bool),
 }
 

@@ -5,10 +5,6 @@
 //! sweep resumes where it stopped. Used by `llmsim sweep` and by the Python package (which adds
 //! Ray scale-out, plots and the parallelism search on top).
 
-// Issue 31: `missing_docs` is on for the workspace; this crate had 69 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
-
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -26,24 +22,50 @@ pub mod store;
 pub use spec::{Plan, Point, SweepSpec, scenario_key};
 pub use store::Store;
 
+/// Why a sweep could not run or store its results.
 #[derive(Debug, Error)]
 pub enum SweepError {
+    /// The sweep file is invalid at `field`.
     #[error("sweep spec {field}: {message}")]
-    Spec { field: String, message: String },
+    Spec {
+        /// The dotted key of the sweep file at fault.
+        field: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// The results database at `path` failed.
     #[error("results {}: {message}", path.display())]
-    Store { path: PathBuf, message: String },
+    Store {
+        /// The results database.
+        path: PathBuf,
+        /// The database's error.
+        message: String,
+    },
     /// Another sweep holds the results directory.
     #[error(
         "results {}: another sweep is writing to this directory (it holds {}); wait for it to finish, or give this one another output directory",
         dir.display(), lock.display()
     )]
-    Locked { dir: PathBuf, lock: PathBuf },
+    Locked {
+        /// The results directory.
+        dir: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+    },
     /// The results directory holds the results of another spec.
     #[error(
         "results {}: they come from a different sweep spec (fingerprint {stored}; this spec's is {this}); give this sweep another output directory, or pass --merge (Python: merge=True) to add its points to them",
         dir.display()
     )]
-    OtherSpec { dir: PathBuf, stored: String, this: String },
+    OtherSpec {
+        /// The results directory.
+        dir: PathBuf,
+        /// The fingerprint of the spec whose results it holds.
+        stored: String,
+        /// This spec's fingerprint.
+        this: String,
+    },
+    /// A point sent to or from another process (a Ray worker) did not decode.
     #[error("point data: {0}")]
     Wire(String),
 }
@@ -51,7 +73,7 @@ pub enum SweepError {
 /// Where each metric stands in a report's JSON (`llmsim run --json`, Python's `Report`), as a
 /// JSON pointer, and what its value is divided by: the one definition of the metrics, read by
 /// [`metrics_of`] for sweep rows and by Python's `Report.metrics`.
-const METRIC_SOURCES: [(&str, &str, f64); 20] = [
+const METRIC_SOURCES: [(&str, &str, f64); 21] = [
     ("iteration_time_s", "/iteration_time_s", 1.0),
     ("tokens_per_s", "/tokens_per_s", 1.0),
     ("tokens_per_s_per_gpu", "/tokens_per_s_per_gpu", 1.0),
@@ -69,14 +91,15 @@ const METRIC_SOURCES: [(&str, &str, f64); 20] = [
     ("bubble_s", "/mean/bubble_s", 1.0),
     ("idle_s", "/mean/idle_s", 1.0),
     ("exposed_offload_s", "/mean/exposed_offload_s", 1.0),
+    ("exposed_host_s", "/mean/exposed_host_s", 1.0),
     ("gpus", "/gpus", 1.0),
     ("microbatches", "/microbatches", 1.0),
     ("sim_wall_s", "/sim_wall_s", 1.0),
 ];
 
 /// The numeric columns of a result row, in order.
-pub const METRICS: [&str; 20] = {
-    let mut names = [""; 20];
+pub const METRICS: [&str; 21] = {
+    let mut names = [""; 21];
     let mut i = 0;
     while i < names.len() {
         names[i] = METRIC_SOURCES[i].0;
@@ -89,12 +112,17 @@ pub const METRICS: [&str; 20] = {
 /// a parallel plan that does not divide, ...) or `invalid` (the point is not a valid scenario).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
+    /// Hash of the resolved scenario: the point's identity in the results.
     pub key: String,
+    /// The point's index in the expanded sweep.
     pub idx: u64,
     /// The point's axis values, a JSON object.
     pub axes: String,
+    /// `ok`, `error` or `invalid`.
     pub status: String,
+    /// Why the point failed (`error` / `invalid`).
     pub error: Option<String>,
+    /// The resolved parallel plan, e.g. `tp2 pp1 dp8 cp1 ep1`.
     pub parallel: Option<String>,
     /// Values of [`METRICS`], in order; none for a failed point.
     pub metrics: Vec<Option<f64>>,
@@ -325,15 +353,25 @@ pub struct Summary {
     pub points: usize,
     /// Already in the results (a resumed sweep).
     pub skipped: usize,
+    /// Points simulated by this run.
     pub ran: usize,
+    /// Of those, points that gave a report.
     pub ok: usize,
+    /// Of those, points the simulator refused (out of memory, an invalid plan, ...).
     pub failed: usize,
+    /// Points the spec's filter dropped.
     pub filtered: u64,
+    /// Points whose resolved scenario equals an earlier one's.
     pub duplicates: u64,
+    /// Wall time of the run, in seconds.
     pub wall_s: f64,
+    /// Topologies built, and reused from an earlier point.
     pub topology_builds: u64,
+    /// See `topology_builds`.
     pub topology_hits: u64,
+    /// Workload programs generated, and reused from an earlier point.
     pub workload_builds: u64,
+    /// See `workload_builds`.
     pub workload_hits: u64,
     /// How the points split between the batch engine and the thread pool.
     pub engine: EngineUse,
@@ -435,17 +473,24 @@ pub fn run_plan_with(
 /// A point as shipped to another process (a Ray worker): everything needed to run it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WirePoint {
+    /// The point's index in the expanded sweep.
     pub index: u64,
+    /// Hash of the resolved scenario.
     pub key: String,
+    /// The point's axis values.
     pub axes: Vec<(String, serde_json::Value)>,
+    /// The scenario tree with the point's overrides.
     pub tree: serde_json::Value,
+    /// Where the scenario's relative paths resolve.
     pub base_dir: PathBuf,
     /// The scenario's name (filled from the sweep's name where the base has none).
     pub name: String,
+    /// Why the point is not a valid scenario, if it is not.
     pub invalid: Option<String>,
 }
 
 impl WirePoint {
+    /// The wire form of `p`.
     pub fn of(p: &Point) -> WirePoint {
         WirePoint {
             index: p.index,

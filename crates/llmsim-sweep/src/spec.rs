@@ -82,7 +82,9 @@ fn one() -> u64 {
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Filters {
+    /// One expression.
     One(String),
+    /// Expressions that must all hold.
     Many(Vec<String>),
 }
 
@@ -111,6 +113,7 @@ pub struct SweepSpec {
     #[serde(default)]
     #[schemars(with = "AxisLists")]
     pub zip: Mapping,
+    /// Points drawn at random from per-key distributions, besides the grid.
     #[serde(default)]
     pub random: Option<RandomSpec>,
     /// Keep a point only where every expression holds, e.g. `parallel.tp * parallel.pp <= 16`,
@@ -166,6 +169,7 @@ pub struct Point {
     pub key: String,
     /// The scenario tree with the point's overrides (what a remote worker needs).
     pub tree: Value,
+    /// Where the scenario's relative paths resolve.
     pub base_dir: PathBuf,
     /// The parsed scenario, or why this point is invalid.
     pub scenario: Result<Scenario, String>,
@@ -177,11 +181,14 @@ pub const MAX_POINTS: u64 = 100_000;
 /// An expanded sweep.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The sweep's name.
     pub name: String,
     /// Hash of the spec as resolved (name, base after `set`, axes, random draws, filters): the
     /// results directory records it, so a different spec is not mixed into it by mistake.
     pub fingerprint: String,
+    /// The swept keys, in the spec's order.
     pub axes: Vec<String>,
+    /// The points to run, after filtering and de-duplication.
     pub points: Vec<Point>,
     /// Points the filter dropped.
     pub filtered: u64,

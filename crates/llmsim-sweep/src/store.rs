@@ -15,11 +15,13 @@ use rusqlite::{Connection, params};
 
 use crate::{METRICS, Row, SweepError};
 
+/// The results database's file name inside a results directory.
 pub const FILE: &str = "results.sqlite";
 
 /// The lock file of a results directory.
 pub const LOCK: &str = "sweep.lock";
 
+/// A results directory's SQLite database: one row per finished point, committed as it finishes.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
@@ -113,6 +115,7 @@ impl Store {
             .map_err(|e| db(e, &self.path))
     }
 
+    /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
     }

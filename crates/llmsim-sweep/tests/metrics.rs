@@ -42,6 +42,7 @@ fn metrics_are_the_report_fields_and_survive_its_json_text() {
         Some(m.bubble_s),
         Some(m.idle_s),
         Some(m.exposed_offload_s),
+        Some(m.exposed_host_s),
         Some(f64::from(r.gpus)),
         Some(f64::from(r.microbatches)),
         Some(r.sim_wall_s),

@@ -42,6 +42,7 @@ pub enum Group {
 }
 
 impl Group {
+    /// Short name for reports and errors: "tp", "cp", "ep", "dp", "edp", "embd" or "pg".
     pub fn name(self) -> &'static str {
         match self {
             Group::Tp => "tp",
@@ -78,6 +79,7 @@ impl Stream {
     pub const COUNT: usize = 5;
     /// The ordered streams.
     pub const ALL: [Stream; 4] = [Stream::Compute, Stream::PpSend, Stream::Dp, Stream::Offload];
+    /// Short name for reports: "compute", "pp-send", "dp-comm", "async" or "offload".
     pub fn name(self) -> &'static str {
         match self {
             Stream::Compute => "compute",
@@ -105,7 +107,9 @@ pub enum Peer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
+    /// Activations, sent to the next stage.
     Forward,
+    /// Activation gradients, sent to the previous stage.
     Backward,
 }
 
@@ -113,7 +117,9 @@ pub enum Direction {
 /// micro-batch, receiver's model chunk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct P2pTag {
+    /// Activations or their gradients.
     pub dir: Direction,
+    /// The micro-batch the message carries.
     pub microbatch: u32,
     /// The receiver's virtual pipeline chunk.
     pub chunk: u32,
@@ -127,31 +133,61 @@ pub struct P2pTag {
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum NodeKind {
     /// A run of compute kernels executed back to back: [`Workload::segments`]`[segment]`.
-    Comp { segment: u32 },
+    Comp {
+        /// Index into [`Workload::segments`].
+        segment: u32,
+    },
     /// A collective over `group`; `bytes` is the nccl-tests size per rank.
-    CommColl { op: CollectiveOp, group: Group, bytes: u64 },
+    CommColl {
+        /// The collective (Chakra `comm_type`).
+        op: CollectiveOp,
+        /// The process group it runs over.
+        group: Group,
+        /// Size per rank, in bytes, as nccl-tests counts it (Chakra `comm_size`).
+        bytes: u64,
+    },
     /// Each tp rank sends `bytes` to its counterpart in the peer stage.
-    CommSend { peer: Peer, bytes: u64, tag: P2pTag },
+    CommSend {
+        /// The receiving stage.
+        peer: Peer,
+        /// Message size per tp rank, in bytes.
+        bytes: u64,
+        /// Matches the send to its receive.
+        tag: P2pTag,
+    },
     /// Each tp rank receives `bytes` from its counterpart in the peer stage.
-    CommRecv { peer: Peer, bytes: u64, tag: P2pTag },
+    CommRecv {
+        /// The sending stage.
+        peer: Peer,
+        /// Message size per tp rank, in bytes.
+        bytes: u64,
+        /// Matches the receive to its send.
+        tag: P2pTag,
+    },
 }
 
 /// What a node belongs to, for the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Forward pass of a micro-batch.
     Forward,
+    /// Backward pass of a micro-batch.
     Backward,
     /// Gradient reduction / parameter gathering across data-parallel ranks.
     GradSync,
+    /// The optimizer step.
     Optimizer,
 }
 
 /// One vertex.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Node {
+    /// What the node does.
     pub kind: NodeKind,
+    /// The stream it runs on.
     pub stream: Stream,
+    /// What it counts as in the report.
     pub phase: Phase,
     /// Micro-batch, or `u32::MAX` for per-iteration nodes (grad sync, optimizer).
     pub microbatch: u32,
@@ -161,6 +197,7 @@ pub struct Node {
     pub layer: u32,
 }
 
+/// Marks "no micro-batch" in [`Node::microbatch`] and "no layer" in [`Node::layer`].
 pub const NONE: u32 = u32::MAX;
 
 impl Node {
@@ -180,6 +217,7 @@ impl Node {
 /// The program of every unit of one pipeline stage.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Program {
+    /// Nodes in program order.
     pub nodes: Vec<Node>,
     /// CSR: explicit dependencies of node i are `deps[dep_start[i]..dep_start[i+1]]`, all < i.
     dep_start: Vec<u32>,
@@ -191,6 +229,7 @@ pub struct Program {
 }
 
 impl Program {
+    /// An empty program.
     pub fn new() -> Self {
         Program {
             nodes: Vec::new(),
@@ -210,10 +249,12 @@ impl Program {
         id
     }
 
+    /// Number of nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Whether the program has no nodes.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
@@ -233,6 +274,7 @@ impl Program {
         self.iteration_starts.partition_point(|&s| s <= i).saturating_sub(1)
     }
 
+    /// Explicit dependencies of node `i` (indices of earlier nodes).
     pub fn deps(&self, i: u32) -> &[u32] {
         &self.deps[self.dep_start[i as usize] as usize..self.dep_start[i as usize + 1] as usize]
     }
@@ -243,7 +285,9 @@ impl Program {
 pub struct Segment {
     /// e.g. "layer.fwd.attn", "head.bwd".
     pub name: String,
+    /// The pass its ops belong to.
     pub pass: Pass,
+    /// The ops, in execution order.
     pub ops: Vec<OpSpec>,
     /// A measured duration that replaces the compute model's (a Chakra `duration_micros`).
     pub duration: Option<SimTime>,
@@ -252,7 +296,10 @@ pub struct Segment {
 /// The generated workload: one program per pipeline stage and the compute segments they use.
 #[derive(Clone, Debug, Serialize)]
 pub struct Workload {
+    /// Programs: one per pipeline stage, or for imported workloads one per distinct unit program
+    /// ([`Explicit::unit_program`]).
     pub stages: Vec<Program>,
+    /// Compute segments, indexed by [`NodeKind::Comp`].
     pub segments: Vec<Segment>,
     /// Micro-batches per iteration per data-parallel rank.
     pub microbatches: u32,
@@ -268,6 +315,7 @@ pub struct Workload {
 pub struct Explicit {
     /// Program (index into [`Workload::stages`]) of every unit.
     pub unit_program: Vec<u32>,
+    /// Process groups: [`Group::Pg`]`(i)` is `groups[i]`.
     pub groups: Vec<ProcessGroup>,
 }
 
@@ -294,6 +342,7 @@ impl Workload {
         }
     }
 
+    /// Nodes over all programs.
     pub fn node_count(&self) -> usize {
         self.stages.iter().map(Program::len).sum()
     }
@@ -303,10 +352,15 @@ impl Workload {
 /// tp-cp-ep-dp-pp. Unit `u = cp_i + cp * (dp_i + dp * pp_i)` holds ranks `u * tp .. (u + 1) * tp`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Layout {
+    /// Tensor-parallel size: ranks per unit.
     pub tp: u32,
+    /// Context-parallel size.
     pub cp: u32,
+    /// Data-parallel size.
     pub dp: u32,
+    /// Pipeline-parallel size: stages.
     pub pp: u32,
+    /// Expert-parallel size.
     pub ep: u32,
     /// Experts kept whole over a TP group (`parallel.etp: 1`, tp > 1): an EP group is `ep / tp`
     /// whole units, all their lanes ([`Layout::spans_lanes`]); an expert-DP group is one lane of
@@ -327,9 +381,11 @@ impl Layout {
         }
     }
 
+    /// Number of units: `cp * dp * pp`.
     pub fn units(&self) -> u32 {
         self.cp * self.dp * self.pp
     }
+    /// The pipeline stage of unit `u`.
     pub fn stage(&self, u: u32) -> u32 {
         u / (self.cp * self.dp)
     }
@@ -337,9 +393,11 @@ impl Layout {
     pub fn coords(&self, u: u32) -> (u32, u32, u32) {
         (u % self.cp, (u / self.cp) % self.dp, u / (self.cp * self.dp))
     }
+    /// The unit at (cp_i, dp_i, pp_i).
     pub fn unit(&self, cp_i: u32, dp_i: u32, pp_i: u32) -> u32 {
         cp_i + self.cp * (dp_i + self.dp * pp_i)
     }
+    /// The global rank of lane `tp_i` of unit `u`.
     pub fn rank(&self, u: u32, tp_i: u32) -> u32 {
         u * self.tp + tp_i
     }

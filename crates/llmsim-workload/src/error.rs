@@ -16,31 +16,64 @@ fn gib(b: u64) -> f64 {
 pub enum WorkloadError {
     /// `model:` names no known preset.
     #[error("model: unknown preset {name:?}; valid presets: {}", valid.join(", "))]
-    UnknownPreset { name: String, valid: Vec<String> },
+    UnknownPreset {
+        /// The name given.
+        name: String,
+        /// The known preset names.
+        valid: Vec<String>,
+    },
 
     /// A Hugging Face `config.json` that is not JSON or lacks a usable field.
     #[error("model config.json: {message}")]
-    HfConfig { message: String },
+    HfConfig {
+        /// What is wrong with it.
+        message: String,
+    },
 
     /// A required field is absent (e.g. `model.hidden_size` without a preset or config).
     #[error("{field}: missing; give it explicitly, or start from `preset:` or `config:`")]
-    MissingField { field: String },
+    MissingField {
+        /// The dotted field, e.g. `model.hidden_size`.
+        field: String,
+    },
 
     /// A file that cannot be read.
     #[error("{path}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The file's path.
+        path: String,
+        /// The I/O error.
+        message: String,
+    },
 
     /// A parallel degree that does not divide what it splits.
     #[error("{field}: {message}")]
-    Divisibility { field: String, message: String },
+    Divisibility {
+        /// The dotted field, e.g. `parallel.tp`.
+        field: String,
+        /// What it must divide, and the valid values.
+        message: String,
+    },
 
     /// The GPU count is not the product of the parallel degrees.
     #[error("cluster has {gpus} GPUs but tp*cp*dp*pp = {product}: {message}")]
-    GpuCount { gpus: u64, product: u64, message: String },
+    GpuCount {
+        /// GPUs in the cluster.
+        gpus: u64,
+        /// `tp * cp * dp * pp`.
+        product: u64,
+        /// What to change.
+        message: String,
+    },
 
     /// Any other invalid value.
     #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// The dotted field.
+        field: String,
+        /// What is wrong, and what would be valid.
+        message: String,
+    },
 
     /// The per-GPU memory footprint exceeds the GPU's capacity.
     #[error(
@@ -55,9 +88,13 @@ pub enum WorkloadError {
         w = gib(footprint.workspace)
     )]
     OutOfMemory {
+        /// The GPU's name.
         gpu: String,
+        /// The GPU's memory, in bytes.
         capacity: u64,
+        /// What one GPU needs.
         footprint: MemoryFootprint,
+        /// What to change so the plan fits.
         suggestion: String,
     },
 }

@@ -11,23 +11,36 @@ pub const MAX_COMM_BYTES: u64 = 1 << 50;
 pub enum ImportError {
     /// A file that cannot be read or written.
     #[error("{path}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The file's path.
+        path: String,
+        /// The I/O error.
+        message: String,
+    },
 
     /// Bytes that are not a valid Chakra trace (truncated, corrupt).
     #[error("{file} (rank {rank}): {what}: {message}")]
     Decode {
+        /// The file's path.
         file: String,
+        /// The rank the file belongs to.
         rank: u32,
+        /// The message that fails, e.g. `GlobalMetadata` or `node #3 (after node id 7)`.
         what: String,
+        /// The protobuf decoder's error.
         message: String,
     },
 
     /// A node that decodes but cannot be simulated.
     #[error("{file} (rank {rank}) node id {node}: {message}")]
     Node {
+        /// The file's path.
         file: String,
+        /// The rank the file belongs to.
         rank: u32,
+        /// The node's Chakra id.
         node: u64,
+        /// What is wrong with it.
         message: String,
     },
 
@@ -36,24 +49,49 @@ pub enum ImportError {
     MissingGroups {
         /// (pg_name, ranks whose traces use it).
         missing: Vec<(String, Vec<u32>)>,
+        /// The communicator-group JSON given, if any.
         groups_file: Option<String>,
     },
 
     /// A dependency cycle inside one rank's trace.
     #[error("{file} (rank {rank}): dependency cycle {}; a trace must be a DAG", cycle_text(.cycle))]
-    Cycle { file: String, rank: u32, cycle: Vec<u64> },
+    Cycle {
+        /// The file's path.
+        file: String,
+        /// The rank the file belongs to.
+        rank: u32,
+        /// Node ids around the cycle.
+        cycle: Vec<u64>,
+    },
 
     /// A bad communicator-group JSON.
     #[error("{file}: {message}; expected {{\"<pg_name>\": [rank, ...], ...}}")]
-    CommGroups { file: String, message: String },
+    CommGroups {
+        /// The file's path.
+        file: String,
+        /// The JSON parser's error.
+        message: String,
+    },
 
     /// A SimAI/AICB workload line llmsim cannot use.
     #[error("{file}:{line}: {message}")]
-    Line { file: String, line: usize, message: String },
+    Line {
+        /// The file's path.
+        file: String,
+        /// The line number, from 1.
+        line: usize,
+        /// What is wrong with the line.
+        message: String,
+    },
 
     /// A `workload:` field of a scenario that names no readable workload.
     #[error("{field}: {message}")]
-    Field { field: String, message: String },
+    Field {
+        /// The dotted field, e.g. `workload.path`.
+        field: String,
+        /// What is wrong, and the fix.
+        message: String,
+    },
 
     /// Anything else about the whole input (no traces found, rank count mismatch, ...).
     #[error("{0}")]

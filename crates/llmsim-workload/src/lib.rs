@@ -8,10 +8,6 @@
 //! - [`megatron`]: the Megatron generator (1F1B, interleaved, DP buckets, EP, CP).
 //! - [`chakra`]: Chakra execution traces in and out; [`simai`]: SimAI/AICB workload files in.
 
-// Issue 31: `missing_docs` is on for the workspace; this crate had 230 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
-
 pub mod config;
 pub mod dag;
 pub mod dlrm;

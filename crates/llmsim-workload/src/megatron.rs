@@ -68,8 +68,11 @@ pub fn default_bucket_params(dp: u64) -> u64 {
 /// through one model chunk (virtual stage).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScheduleStep {
+    /// Forward or backward.
     pub dir: Direction,
+    /// The micro-batch, from 0.
     pub microbatch: u64,
+    /// The model chunk (virtual pipeline stage), from 0.
     pub chunk: u64,
 }
 

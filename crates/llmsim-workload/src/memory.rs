@@ -59,6 +59,7 @@ pub struct MemoryFootprint {
     /// close to zero). A plan that fits without it is accepted as tight, not rejected.
     #[serde(default)]
     pub fragmentation: u64,
+    /// Parameters, gradients, optimizer states, activations and workspace together.
     pub total: u64,
 }
 

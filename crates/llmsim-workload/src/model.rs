@@ -36,9 +36,13 @@ pub struct MlaConfig {
     /// Query latent rank; 0 = no query compression (DeepSeek-V2-Lite).
     #[serde(default)]
     pub q_lora_rank: u64,
+    /// Rank of the latent shared by keys and values.
     pub kv_lora_rank: u64,
+    /// Per-head query/key dimension without RoPE.
     pub qk_nope_head_dim: u64,
+    /// Dimension of the RoPE key shared by all heads, and of each head's RoPE query part.
     pub qk_rope_head_dim: u64,
+    /// Per-head value dimension.
     pub v_head_dim: u64,
 }
 
@@ -55,8 +59,11 @@ impl MlaConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MambaConfig {
+    /// Mamba heads.
     pub num_heads: u64,
+    /// Channels per head.
     pub head_dim: u64,
+    /// SSM state size: the width of B and C per group.
     pub state_size: u64,
     /// Default: 8 (Nemotron-H).
     #[serde(default = "default_mamba_groups")]
@@ -100,6 +107,7 @@ impl MambaConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttentionType {
+    /// Each query attends to every earlier key.
     FullAttention,
     /// Each query attends to the last `sliding_window` keys.
     SlidingAttention,
@@ -162,14 +170,19 @@ pub const MAX_PARAMS: u64 = 100_000_000_000_000;
 /// from serialized output) the model is the plain one above.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
+    /// Name in reports.
     pub name: String,
+    /// Model width: elements of a token's hidden state.
     pub hidden_size: u64,
+    /// Transformer layers.
     pub num_hidden_layers: u64,
+    /// Query heads per attention layer.
     pub num_attention_heads: u64,
     /// Grouped-query attention groups (= `num_attention_heads` for MHA).
     pub num_key_value_heads: u64,
     /// FFN size of dense layers.
     pub intermediate_size: u64,
+    /// Vocabulary size, in tokens.
     pub vocab_size: u64,
     /// SwiGLU (3 matrices) instead of GeLU (2).
     pub gated_mlp: bool,
@@ -1202,19 +1215,25 @@ pub struct ModelOverrides {
     /// Path to a Hugging Face `config.json`, relative to the scenario file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// Name in reports. Default (no base): `custom`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Model width: elements of a token's hidden state. Required without a base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hidden_size: Option<u64>,
+    /// Transformer layers. Required without a base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_hidden_layers: Option<u64>,
+    /// Query heads per attention layer. Required without a base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_attention_heads: Option<u64>,
     /// Default (no base): `num_attention_heads`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_key_value_heads: Option<u64>,
+    /// FFN size of dense layers. Required without a base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intermediate_size: Option<u64>,
+    /// Vocabulary size, in tokens. Required without a base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocab_size: Option<u64>,
     /// Default (no base): true.
@@ -1231,40 +1250,51 @@ pub struct ModelOverrides {
         skip_serializing_if = "Option::is_none"
     )]
     pub num_experts: Option<u64>,
+    /// Experts each token is routed to (top-k). Default (no base): 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_experts_per_tok: Option<u64>,
     /// Default (no base): `intermediate_size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_intermediate_size: Option<u64>,
+    /// Shared (always active) experts per MoE layer. Default (no base): 0.
     #[serde(default, alias = "n_shared_experts", skip_serializing_if = "Option::is_none")]
     pub num_shared_experts: Option<u64>,
+    /// The first k layers are dense (DeepSeek `first_k_dense_replace`). Default (no base): 0.
     #[serde(default, alias = "first_k_dense_replace", skip_serializing_if = "Option::is_none")]
     pub first_k_dense_layers: Option<u64>,
     /// Default (no base): `hidden_size / num_attention_heads`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_dim: Option<u64>,
+    /// Biases on the Q, K, V and output projections (GPT-OSS). Default (no base): false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_bias: Option<bool>,
+    /// Biases on the MLP and expert projections and the router (GPT-OSS). Default (no base): false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlp_bias: Option<bool>,
+    /// A learned sink logit per head and layer (GPT-OSS). Default (no base): false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_sinks: Option<bool>,
+    /// RMSNorm over each query and key head (Qwen3). Default (no base): false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qk_norm: Option<bool>,
     /// Default (no base): 0 (no sliding window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<u64>,
+    /// Attention type per layer; a shorter list repeats (GPT-OSS). Default (no base): all full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_types: Option<Vec<AttentionType>>,
     /// Multi-head latent attention: `{ q_lora_rank, kv_lora_rank, qk_nope_head_dim,
     /// qk_rope_head_dim, v_head_dim }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mla: Option<MlaConfig>,
+    /// Hybrid models: one character per layer, `M` Mamba-2, `*` attention, `-` MLP, `E` MoE
+    /// (Nemotron-H). Default (no base): none, every layer is attention + MLP or MoE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hybrid_override_pattern: Option<String>,
     /// Mamba-2 mixer: `{ num_heads, head_dim, state_size, n_groups, conv_kernel, chunk_size }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba: Option<MambaConfig>,
+    /// Multi-token-prediction modules (DeepSeek-V3). Not simulated. Default (no base): 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_nextn_predict_layers: Option<u64>,
 }
@@ -1280,7 +1310,9 @@ pub struct ModelOverrides {
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ModelSpec {
+    /// A preset name, or a path ending in `.json` to a Hugging Face `config.json`.
     Name(String),
+    /// A base and per-field overrides.
     Fields(Box<ModelOverrides>),
 }
 

@@ -51,6 +51,7 @@ use crate::model::{LayerKind, MlaConfig, ModelConfig};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pass {
+    /// The forward pass.
     Forward,
     /// Forward ops re-run before backward (activation recomputation).
     Recompute,
@@ -64,11 +65,15 @@ pub enum Pass {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CommGroup {
+    /// Tensor parallel.
     Tp,
+    /// Context parallel.
     Cp,
+    /// Expert parallel.
     Ep,
     /// Data parallel (with cp > 1, Megatron's data-parallel group with context parallelism).
     Dp,
+    /// Pipeline parallel. Layer ops never use it: the schedule generates pipeline traffic.
     Pp,
 }
 
@@ -76,19 +81,39 @@ pub enum CommGroup {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum OpSpecKind {
     /// A kernel on the GPU: FLOPs (multiply-add = 2) and HBM bytes read + written.
-    Compute { class: OpClass, flops: f64, bytes: f64 },
+    Compute {
+        /// Kernel class, for the compute model.
+        class: OpClass,
+        /// FLOPs, a multiply-add counted as 2.
+        flops: f64,
+        /// HBM bytes read plus written.
+        bytes: f64,
+    },
     /// A collective over `group`; `bytes` in the nccl-tests size convention (see the module doc).
-    Comm { op: CollectiveOp, group: CommGroup, bytes: u64 },
+    Comm {
+        /// The collective.
+        op: CollectiveOp,
+        /// The process group it runs over.
+        group: CommGroup,
+        /// Size per rank, in bytes (nccl-tests convention).
+        bytes: u64,
+    },
     /// A copy of `bytes` between GPU and host memory on a copy engine, over the GPU's host link
     /// (activation CPU offloading: device-to-host in forward, host-to-device in backward).
-    HostCopy { bytes: u64 },
+    HostCopy {
+        /// Bytes copied.
+        bytes: u64,
+    },
 }
 
 /// One op of a micro-batch on one rank.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OpSpec {
+    /// Op name, e.g. `attn_proj`.
     pub name: &'static str,
+    /// The pass it belongs to.
     pub pass: Pass,
+    /// What it does: compute, collective or host copy.
     pub kind: OpSpecKind,
     /// Op-database key, e.g. `b=1,s=2048,h=5120,tp=2,ffn=20480`.
     pub shape: String,
@@ -116,8 +141,11 @@ pub struct OpSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OverlapMethod {
+    /// All-gather by ring exchange on copy engines (1 SM).
     RingExchange,
+    /// Reduce-scatter chunked in a pipeline with the GEMM (24 SMs, 4 splits).
     Pipeline,
+    /// A bulk transfer beside an independent GEMM (2 SMs).
     Bulk,
 }
 
@@ -167,9 +195,11 @@ impl OverlapMethod {
 /// A TP collective hidden behind a GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct TpOverlap {
+    /// The collective.
     pub op: CollectiveOp,
     /// nccl-tests size convention, as for a standalone collective.
     pub bytes: u64,
+    /// How it is overlapped.
     pub method: OverlapMethod,
 }
 
@@ -1290,6 +1320,7 @@ pub struct StageParams {
 }
 
 impl StageParams {
+    /// All parameters, dense plus expert.
     pub fn total(&self) -> u64 {
         self.dense + self.expert
     }

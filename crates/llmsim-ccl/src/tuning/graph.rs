@@ -43,8 +43,11 @@ const NVLS_NCHANNELS_SM100_NVL: u32 = 24;
 /// `ncclTopoGraph` holds them after `ncclTopoCompute` (GB/s per channel).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct GraphSearch {
+    /// Channels the search found (`ncclTopoGraph::nChannels`); 0 when there is no graph.
     pub nchannels: u32,
+    /// Bandwidth per channel inside a node (`bwIntra`), GB/s.
     pub bw_intra_gbps: f64,
+    /// Bandwidth per channel between nodes (`bwInter`), GB/s.
     pub bw_inter_gbps: f64,
 }
 
@@ -61,6 +64,7 @@ impl GraphSearch {
 pub struct GraphInfo {
     /// GPUs per node.
     pub ppn: u32,
+    /// Nodes.
     pub nnodes: u32,
     /// NVLink bandwidth per GPU as NCCL's topology sees it (links x NCCL's per-link constant),
     /// GB/s; 0 when the GPUs talk over PCIe.
@@ -71,7 +75,9 @@ pub struct GraphInfo {
     pub nccl_pcie_gbps: f64,
     /// Speed array the search walked ("intra" on one node, "inter" across nodes).
     pub speed_array: &'static str,
+    /// The ring graph (`NCCL_TOPO_PATTERN_RING`).
     pub ring: GraphSearch,
+    /// The tree graph (`NCCL_TOPO_PATTERN_BALANCED_TREE`).
     pub tree: GraphSearch,
     /// The NVLS graph (also used by NVLSTree); `None` without NVLS support.
     pub nvls: Option<GraphSearch>,

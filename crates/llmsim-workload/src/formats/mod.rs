@@ -25,7 +25,7 @@ pub static FORMATS: &[&dyn WorkloadFormat] = &[&chakra::Chakra, &simai::Simai];
 pub trait WorkloadFormat: Sync {
     /// The name in `workload.format` and in `--workload NAME:PATH`.
     fn name(&self) -> &'static str;
-    /// What `path` names, for messages: e.g. "a trace prefix (files PREFIX.<rank>.et)".
+    /// What `path` names, for messages: e.g. `"a trace prefix (files PREFIX.<rank>.et)"`.
     fn path_help(&self) -> &'static str;
     /// Whether a communicator-group file (`comm_groups`) means anything to this format.
     fn reads_comm_groups(&self) -> bool {
@@ -42,7 +42,9 @@ pub trait WorkloadFormat: Sync {
 /// server size.
 #[derive(Clone, Copy, Debug)]
 pub struct ReadRequest<'a> {
+    /// The workload file, or for `chakra` the trace prefix.
     pub path: &'a Path,
+    /// The communicator-group JSON, if given.
     pub comm_groups: Option<&'a Path>,
     /// What the report calls the workload when the source does not say, e.g. `chakra:et/gpt`.
     pub label: &'a str,
@@ -147,7 +149,9 @@ fn exists(format: &dyn WorkloadFormat, path: &Path) -> bool {
 
 /// A workload read from another tool's files, with what the source records about the run.
 pub struct ImportedWorkload {
+    /// The programs and compute segments.
     pub workload: Workload,
+    /// How the ranks are laid out in units.
     pub layout: Layout,
     /// What the report calls the workload, e.g. `chakra:et/gpt`.
     pub label: String,
@@ -155,10 +159,13 @@ pub struct ImportedWorkload {
     pub parallel: String,
     /// Samples per iteration and tokens per sample, when the source says (else 0).
     pub global_batch: u64,
+    /// Tokens per sample, when the source says (else 0).
     pub seq_length: u64,
     /// Model parameters and the memory footprint per GPU, when the source says (else 0).
     pub params: u64,
+    /// Memory footprint per GPU, when the source says (else all zero).
     pub memory: MemoryFootprint,
+    /// Transformer layers per pipeline stage, when the source says (else 0).
     pub layers_per_stage: u64,
 }
 

@@ -41,16 +41,21 @@ const MAX_NS: u64 = 86_400 * 1_000_000_000;
 /// The header's parallel layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The parallelism policy, the first token: `HYBRID_TRANSFORMER_FWD_IN_BCKWD` or `HYBRID_TRANSFORMER`.
     pub policy: String,
     /// `model_parallel_NPU_group`.
     pub tp: u32,
+    /// `ep:`: expert-parallel degree.
     pub ep: u32,
+    /// `pp:`: pipeline-parallel degree.
     pub pp: u32,
     /// AICB writes the layer count here.
     pub vpp: u32,
     /// Gradient-accumulation steps (micro-batches); AICB writes every micro-batch's lines out.
     pub ga: u32,
+    /// `all_gpus:`: GPUs in the run.
     pub all_gpus: u32,
+    /// `pp_comm:`: the pipeline message size, in bytes.
     pub pp_comm: u64,
 }
 
@@ -75,28 +80,41 @@ pub enum CommScope {
 /// One comm field pair: type and bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Comm {
+    /// The collective.
     pub op: CollectiveOp,
+    /// The group it runs on.
     pub scope: CommScope,
+    /// Size, in bytes (nccl-tests convention).
     pub bytes: u64,
 }
 
 /// One layer line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line {
+    /// Layer name.
     pub name: String,
+    /// Forward compute time, in nanoseconds (SimAI ticks).
     pub fwd_ns: u64,
+    /// Forward comm, blocking; `None` for NONE.
     pub fwd: Option<Comm>,
+    /// Input-gradient compute time, in nanoseconds.
     pub ig_ns: u64,
+    /// Input-gradient comm, blocking; `None` for NONE.
     pub ig: Option<Comm>,
+    /// Weight-gradient compute time, in nanoseconds.
     pub wg_ns: u64,
+    /// Weight-gradient comm, non-blocking; `None` for NONE.
     pub wg: Option<Comm>,
+    /// Update time, in nanoseconds. Read but not modelled.
     pub update_ns: u64,
 }
 
 /// A parsed workload file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SimaiWorkload {
+    /// Line 1: the parallel layout.
     pub header: Header,
+    /// The layer lines, in file order.
     pub lines: Vec<Line>,
 }
 
@@ -358,7 +376,9 @@ fn aicb_name(path: &std::path::Path) -> Option<AicbName> {
 
 /// A SimAI workload as an llmsim workload.
 pub struct Imported {
+    /// One program for every tensor-parallel group, with symbolic groups.
     pub workload: Workload,
+    /// The ranks' layout (tp-ep-dp; cp = pp = 1).
     pub layout: Layout,
 }
 

@@ -5,9 +5,13 @@ use super::*;
 /// One rank's trace as read from its file.
 #[derive(Clone, Debug)]
 pub struct RankTrace {
+    /// The rank the trace belongs to.
     pub rank: u32,
+    /// The file's path, for messages.
     pub file: String,
+    /// The trace's `GlobalMetadata`, the file's first message.
     pub metadata: GlobalMetadata,
+    /// The nodes, in file order.
     pub nodes: Vec<pb::Node>,
 }
 

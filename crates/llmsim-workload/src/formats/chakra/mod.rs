@@ -117,7 +117,9 @@ pub struct ImportOptions {
 /// An imported workload and the layout of its units.
 #[derive(Clone, Debug)]
 pub struct Imported {
+    /// One program per unit, with explicit process groups.
     pub workload: Workload,
+    /// The units: ranks that run matching programs fold into units of `tp` lanes.
     pub layout: Layout,
     /// Ranks in the traces.
     pub ranks: u32,
@@ -132,13 +134,21 @@ pub struct Imported {
 /// `llmsim_memory` (parameters, gradients, optimizer states, activations, workspace, total bytes).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TraceInfo {
+    /// `llmsim_model`: the model's name.
     pub model: String,
+    /// `llmsim_parallel`: the parallel plan, as the report's `parallel` line shows it.
     pub parallel: String,
+    /// `llmsim_params`: model parameters.
     pub params: u64,
+    /// `llmsim_global_batch`: samples per iteration.
     pub global_batch: u64,
+    /// `llmsim_seq_length`: tokens per sample.
     pub seq_length: u64,
+    /// `llmsim_microbatches`: micro-batches per iteration per data-parallel rank.
     pub microbatches: u32,
+    /// `llmsim_layers_per_stage`: transformer layers per pipeline stage.
     pub layers_per_stage: u64,
+    /// `llmsim_memory`: the memory footprint per GPU, in bytes.
     pub memory: crate::MemoryFootprint,
 }
 

@@ -1,0 +1,109 @@
+//! Host (CPU) dispatch costs of a workload (`compute.host`), for the engine's
+//! [`HostDispatch`]: what each compute segment costs the host thread to issue, and where the host
+//! waits for the GPU.
+
+use llmsim_compute::{KernelShape, OpClass};
+use llmsim_core::{CollectiveOp, SimTime};
+use llmsim_workload::OpSpecKind;
+use llmsim_workload::dag::{Group, NodeKind, Phase, Workload};
+use llmsim_workload::ops::{OpSpec, Pass};
+
+use crate::SimError;
+use crate::engine::{HostDispatch, HostSeg};
+use crate::ops::OpTimes;
+use crate::scenario::HostSpec;
+
+fn micros(field: &str, us: f64) -> Result<SimTime, SimError> {
+    if !(us.is_finite() && us >= 0.0) {
+        return Err(SimError::Scenario {
+            field: field.into(),
+            message: format!("{us} must be a finite number of microseconds >= 0"),
+        });
+    }
+    Ok(SimTime::from_us_f64(us))
+}
+
+/// The engine's host model for `wl` under `spec`; `ops` are the per-op GPU times of
+/// [`crate::ops::time_segments`].
+/// `None` when nothing costs anything (the engine then skips the host entirely).
+pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<Option<HostDispatch>, SimError> {
+    let op = micros("compute.host.op_us", spec.op_us)?;
+    let linear = micros("compute.host.linear_us", spec.linear_us)?;
+    let expert = micros("compute.host.expert_gemm_us", spec.expert_gemm_us)?;
+    let call = micros("compute.host.call_us", spec.call_us)?;
+    if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync {
+        return Ok(None);
+    }
+    // Host cost of one op: a GEMM is a linear module's call (its forward, or its backward on
+    // the dgrad op), plus one launch per expert of a grouped GEMM; anything else one op.
+    let cost = |o: &OpSpec| -> SimTime {
+        match (o.kind.clone(), o.kernel) {
+            (OpSpecKind::Compute { class: OpClass::Gemm, .. }, kernel) => {
+                let module = if o.pass == Pass::BackwardWeight { SimTime::ZERO } else { linear };
+                let experts = match kernel {
+                    Some(KernelShape::Gemm(g)) if g.batch > 1 => g.batch,
+                    _ => 0,
+                };
+                module + SimTime::from_ps(expert.as_ps().saturating_mul(experts))
+            }
+            _ => op,
+        }
+    };
+    let seg = wl
+        .segments
+        .iter()
+        .zip(ops)
+        .map(|(s, times)| {
+            // Ops the host issues (a segment holds no collectives; a host copy is one call).
+            let mut first = None;
+            let mut total = SimTime::ZERO;
+            let mut last_gpu = SimTime::ZERO;
+            for (o, t) in s.ops.iter().zip(times) {
+                if matches!(o.kind, OpSpecKind::Comm { .. }) {
+                    continue;
+                }
+                let c = cost(o);
+                first.get_or_insert(c);
+                total += c;
+                last_gpu = t.as_ref().map_or(SimTime::ZERO, |t| t.time);
+            }
+            HostSeg {
+                first: first.unwrap_or(op),
+                total: if first.is_some() { total } else { op },
+                // A measured duration (imported traces) has no per-op times: the segment's end
+                // is bound by its issue alone.
+                last_gpu: if s.duration.is_some() { SimTime::ZERO } else { last_gpu },
+            }
+        })
+        .collect();
+    let sync = wl
+        .stages
+        .iter()
+        .map(|prog| {
+            // The forward dispatch is the first forward EP all-to-all of each (micro-batch,
+            // chunk, layer); the combine follows it.
+            let mut last = None;
+            prog.nodes
+                .iter()
+                .map(|n| {
+                    let is_a2a = matches!(
+                        n.kind,
+                        NodeKind::CommColl {
+                            op: CollectiveOp::AllToAll,
+                            group: Group::Ep,
+                            ..
+                        }
+                    ) && n.phase == Phase::Forward;
+                    if !spec.moe_sync || !is_a2a {
+                        return false;
+                    }
+                    let key = (n.microbatch, n.chunk, n.layer);
+                    let first = last != Some(key);
+                    last = Some(key);
+                    first
+                })
+                .collect()
+        })
+        .collect();
+    Ok(Some(HostDispatch { seg, call, sync }))
+}

@@ -1,0 +1,122 @@
+//! Host (CPU) dispatch in time (`compute.host`): the host thread issues each rank's kernels in
+//! program order, the GPU cannot start a kernel before it was issued, and the MoE all-to-all
+//! dispatcher makes the host wait for the GPU before each forward dispatch. Off by default;
+//! `compute.host: {}` turns it on with the cited costs.
+
+use std::path::Path;
+
+use llmsim_sim::{RunOptions, Scenario, SimError, simulate};
+
+/// One H100 running a 4-layer Llama-3-8B-shaped model, four micro-batches.
+const ONE_GPU: &str = "
+model: { preset: llama3-8b, num_hidden_layers: 4 }
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 4 }
+parallel: { tp: 1, pp: 1 }
+cluster: { gpu: H100, gpus: 1, gpus_per_node: 1, topology: { kind: flat } }
+output: { flows: false }
+";
+
+/// Two H100s in one server, a 4-layer Mixtral-shaped model with its experts over both (EP 2).
+const MOE: &str = "
+model: { preset: mixtral-8x7b, num_hidden_layers: 4 }
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 8 }
+parallel: { tp: 1, pp: 1, ep: 2 }
+cluster: { gpu: H100, gpus: 2, gpus_per_node: 2, topology: { kind: flat } }
+output: { flows: false }
+";
+
+fn run(yaml: &str, sets: &[&str]) -> Result<llmsim_sim::Outcome, SimError> {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let s = Scenario::from_yaml(yaml, &sets, Path::new(".")).expect("valid scenario");
+    simulate(&s, &RunOptions::default(), &mut |_, _| {})
+}
+
+#[test]
+fn a_free_host_changes_nothing() {
+    for yaml in [ONE_GPU, MOE] {
+        let base = run(yaml, &[]).unwrap();
+        let zero = ["op_us", "linear_us", "expert_gemm_us", "call_us"].map(|k| format!("compute.host.{k}=0"));
+        let zero: Vec<&str> = zero.iter().map(String::as_str).collect();
+        let h = run(yaml, &[&zero[..], &["compute.host.moe_sync=true"]].concat()).unwrap();
+        assert_eq!(h.report.iteration_time_s.to_bits(), base.report.iteration_time_s.to_bits());
+        assert_eq!(h.report.mean.exposed_host_s, 0.0);
+    }
+}
+
+#[test]
+fn a_slow_host_sets_the_pace() {
+    // 2 ms per op dwarfs every kernel of this model: the iteration takes at least the host's
+    // issue time (every op of ops.csv once per execution, a GEMM's weight-gradient op free as its
+    // module's backward is charged to the dgrad op), and at most that plus the GPU-only run.
+    let op_us = 2000.0;
+    let base = run(ONE_GPU, &[]).unwrap();
+    let sets = [
+        "compute.host.op_us=2000",
+        "compute.host.linear_us=2000",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=0",
+    ];
+    let h = run(ONE_GPU, &sets).unwrap();
+    let issued: u64 = h
+        .ops
+        .iter()
+        .filter(|r| !(r.class == "Gemm" && r.pass == "bwd-weight"))
+        .map(|r| r.count)
+        .sum();
+    let host_s = issued as f64 * op_us * 1e-6;
+    let it = h.report.iteration_time_s;
+    assert!(it >= host_s * (1.0 - 1e-9), "iteration {it} s, host issue alone {host_s} s");
+    assert!(it <= host_s + base.report.iteration_time_s, "iteration {it} s");
+    // Nearly all the GPU's waiting is on the host.
+    let exposed = h.report.mean.exposed_host_s;
+    assert!(exposed >= it - base.report.iteration_time_s - 1e-9, "exposed {exposed} s of {it} s");
+}
+
+#[test]
+fn the_moe_dispatch_sync_stops_the_host_running_ahead() {
+    // A cheap host (1 us per op, 50 us per call) runs ahead of this GPU work, except at each
+    // forward token dispatch, where it waits for the GPU and then needs `call_us` to issue the
+    // all-to-all: at least that much exposed host time per MoE layer and micro-batch.
+    let sets = [
+        "compute.host.op_us=1",
+        "compute.host.linear_us=1",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=50",
+    ];
+    let free = run(MOE, &[&sets[..], &["compute.host.moe_sync=false"]].concat()).unwrap();
+    let synced = run(MOE, &[&sets[..], &["compute.host.moe_sync=true"]].concat()).unwrap();
+    let syncs = 4.0 * synced.report.microbatches as f64;
+    let floor = syncs * 50e-6;
+    assert!(
+        synced.report.mean.exposed_host_s >= floor * (1.0 - 1e-9),
+        "exposed {} s, {syncs} syncs x 50 us = {floor} s",
+        synced.report.mean.exposed_host_s
+    );
+    assert!(synced.report.mean.exposed_host_s > free.report.mean.exposed_host_s);
+    assert!(synced.report.iteration_time_s > free.report.iteration_time_s);
+}
+
+#[test]
+fn negative_costs_name_the_field() {
+    let err = |sets: &[&str]| match run(ONE_GPU, sets) {
+        Ok(_) => panic!("{sets:?} was accepted"),
+        Err(e) => e.to_string(),
+    };
+    let e = err(&["compute.host.op_us=-1"]);
+    assert!(e.contains("compute.host.op_us"), "{e}");
+    let e = err(&["compute.host.expert_gemm_us=-3"]);
+    assert!(e.contains("compute.host.expert_gemm_us"), "{e}");
+}
+
+#[test]
+fn an_empty_host_section_takes_the_cited_costs() {
+    let s = Scenario::from_yaml(&format!("{ONE_GPU}compute: {{ host: {{}} }}\n"), &[], Path::new(".")).unwrap();
+    let h = s.compute.host.clone().expect("host section");
+    assert_eq!(
+        (h.op_us, h.linear_us, h.expert_gemm_us, h.call_us, h.moe_sync),
+        (7.0, 115.0, 16.0, 7.0, true)
+    );
+    // A kernel is issued before it runs: the host's first issue is exposed at least.
+    let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(o.report.mean.exposed_host_s >= 7e-6 * (1.0 - 1e-9));
+}
