@@ -15,7 +15,7 @@ use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
 use llmsim_net::NetStats;
 use llmsim_net::packet::CcMode;
 use llmsim_sim::Backend;
-use llmsim_sim::scenario::{NetworkSpec, TcpSpec, TransportSpec};
+use llmsim_sim::scenario::{NetworkSpec, TcpCcSpec, TcpSpec, TransportSpec};
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
@@ -41,7 +41,8 @@ pub struct CollectiveArgs {
     #[arg(long, value_enum, default_value_t = CcMode::Dcqcn)]
     pub cc: CcMode,
     /// Transport of the packet backend (as `network.transport`): roce (go-back-N over a lossless
-    /// PFC fabric) or tcp (NewReno over a lossy fabric: PFC off, tail drop).
+    /// PFC fabric), tcp (NewReno over a lossy fabric: PFC off, tail drop) or uet (NSCC over a
+    /// lossy fabric whose switches trim; `network.uet` defaults).
     #[arg(long, value_enum, default_value_t = TransportSpec::Roce)]
     pub transport: TransportSpec,
     /// Buffer of each switch of the packet backend (as `network.switch_buffer`; default 32MiB).
@@ -60,6 +61,9 @@ pub struct CollectiveArgs {
     /// TCP's initial congestion window in segments (as `network.tcp.initial_cwnd`; default 10).
     #[arg(long)]
     pub tcp_initial_cwnd: Option<u32>,
+    /// TCP's congestion control (as `network.tcp.cc`; default newreno).
+    #[arg(long, value_enum)]
+    pub tcp_cc: Option<TcpCcSpec>,
     /// Expansion algorithm; `auto` follows NCCL's tuning model (like leaving NCCL_ALGO unset).
     #[arg(long, value_enum, default_value_t = AlgoChoice::Auto)]
     pub algo: AlgoChoice,
@@ -116,9 +120,13 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     if bytes.0 == 0 {
         bail!("--size: must be positive, e.g. \"1GiB\"");
     }
-    let tcp_flags = args.tcp_min_rto.is_some() || args.tcp_window.is_some() || args.tcp_mss.is_some() || args.tcp_initial_cwnd.is_some();
+    let tcp_flags = args.tcp_min_rto.is_some()
+        || args.tcp_window.is_some()
+        || args.tcp_mss.is_some()
+        || args.tcp_initial_cwnd.is_some()
+        || args.tcp_cc.is_some();
     if tcp_flags && args.transport != TransportSpec::Tcp {
-        bail!("--tcp-min-rto, --tcp-window, --tcp-mss and --tcp-initial-cwnd need --transport tcp");
+        bail!("--tcp-min-rto, --tcp-window, --tcp-mss, --tcp-initial-cwnd and --tcp-cc need --transport tcp");
     }
     if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
         bail!("--transport and --switch-buffer need --backend packet");
@@ -157,6 +165,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
             },
             mss: args.tcp_mss.unwrap_or(d.mss),
             initial_cwnd: args.tcp_initial_cwnd.unwrap_or(d.initial_cwnd),
+            cc: args.tcp_cc.unwrap_or(d.cc),
             ..d
         })
     });
@@ -383,12 +392,13 @@ pub fn render(o: &CollectiveOutcome) -> String {
         let n = &o.net;
         let _ = writeln!(
             s,
-            "packet ({}): {} events, {} drops, {} retransmitted, {} RTOs, {} fast retransmits, {} NACKs, {} PFC pauses, {} ECN marks",
+            "packet ({}): {} events, {} drops, {} trimmed, {} retransmitted, {} RTOs, {} fast retransmits, {} NACKs, {} PFC pauses, {} ECN marks",
             o.transport,
             n.packet_events,
             n.drops,
+            n.trimmed,
             Bytes(n.retransmitted_bytes),
-            n.tcp_rtos,
+            n.tcp_rtos + n.uet_rtos,
             n.tcp_fast_retransmits,
             n.nacks,
             n.pfc_pauses,
@@ -555,6 +565,14 @@ mod tests {
         assert_eq!(tcp.net.pfc_pauses, 0);
         assert!(tcp.net.drops > 0 && tcp.net.retransmitted_bytes > 0, "{:?}", tcp.net);
         assert!(render(&tcp).contains("packet (tcp):"));
+        // UET on the same fabric: the incast trims instead of dropping, every byte arrives.
+        let uet = outcome(&[&base[..], &["--transport", "uet", "--switch-buffer", "64KB"]].concat());
+        assert_eq!(uet.transport, TransportSpec::Uet);
+        assert_eq!(uet.net.completed, roce.net.completed, "every transfer completes");
+        assert_eq!(uet.net.net_payload_bytes, roce.net.net_payload_bytes, "every byte is delivered");
+        assert_eq!((uet.net.pfc_pauses, uet.net.drops), (0, 0));
+        assert!(uet.net.trimmed > 0 && uet.net.nacks == uet.net.trimmed, "{:?}", uet.net);
+        assert!(render(&uet).contains("packet (uet):"));
         let cli = Cli::try_parse_from(["x", "--transport", "tcp"]).expect("flags parse");
         let Err(e) = run(&cli.args) else {
             panic!("--transport tcp without --backend packet ran")

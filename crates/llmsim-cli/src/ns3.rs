@@ -75,6 +75,11 @@ struct RunArgs {
     /// Memo database (SQLite): loaded before the run if it exists, saved after it (implies --ff-memo).
     #[arg(long)]
     ff_memo_db: Option<PathBuf>,
+    /// Run the experiment's flows over another transport than ns-3's RoCE (an llmsim
+    /// extension): tcp or uet switch PFC off (lossy switches) and keep PACKET_PAYLOAD_SIZE as
+    /// the segment/packet payload; tcp also turns ECN marking off. Default roce (the file as is).
+    #[arg(long, value_enum, default_value_t = llmsim_sim::scenario::TransportSpec::Roce)]
+    transport: llmsim_sim::scenario::TransportSpec,
 }
 
 #[derive(Args)]
@@ -140,7 +145,20 @@ fn summarize(fct: &[(u64, u64)], pauses: usize) -> Summary {
 
 fn run_experiment(a: &RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let mut x = Ns3Experiment::load_with(&a.config, a.seed, a.ns3_streams)?;
+    use llmsim_sim::scenario::TransportSpec;
+    let transport = a.transport;
+    let mut x = Ns3Experiment::load_edited(&a.config, a.seed, a.ns3_streams, |p| match transport {
+        TransportSpec::Roce => {}
+        TransportSpec::Tcp => {
+            p.transport = llmsim_net::packet::Transport::Tcp;
+            p.pfc = false;
+            p.ecn = false;
+        }
+        TransportSpec::Uet => {
+            p.transport = llmsim_net::packet::Transport::Uet;
+            p.pfc = false;
+        }
+    })?;
     if let Some(b) = &a.util_bin {
         let t: llmsim_core::SimTime = b.parse().with_context(|| format!("--util-bin {b:?}: a time such as 10us"))?;
         if t.as_ps() == 0 {

@@ -125,6 +125,9 @@ pub struct NetStats {
     /// Packet backend under TCP: retransmission timeouts and fast retransmits.
     pub tcp_rtos: u64,
     pub tcp_fast_retransmits: u64,
+    /// Packet backend under UET: data packets trimmed by switches, retransmission timeouts.
+    pub trimmed: u64,
+    pub uet_rtos: u64,
 }
 
 /// One egress port of a packet-level run: its queue (p50/p99 from samples at every 8th dequeue,

@@ -334,7 +334,8 @@ fn malformed_ns3_files_give_line_numbers() {
     }
     let bad_value = "CC_MODE 1\nRATE_AI fast\nTOPOLOGY_FILE t.txt\nFLOW_FILE f.txt\n";
     assert!(matches!(parse_config(bad_value, "c"), Err(PacketError::Parse { line: 2, .. })));
-    let bad_cc = "CC_MODE 10\nTOPOLOGY_FILE t.txt\nFLOW_FILE f.txt\n";
+    // 10 is HPCC-PINT since issue 33; 99 is no algorithm.
+    let bad_cc = "CC_MODE 99\nTOPOLOGY_FILE t.txt\nFLOW_FILE f.txt\n";
     assert!(matches!(parse_config(bad_cc, "c"), Err(PacketError::Parse { line: 1, .. })));
     let flows = "2\n0 1 3 100 1000 2.0\n0 1 3 100 1000\n";
     match parse_flows(flows, "flow.txt") {

@@ -6,7 +6,7 @@
 mod common;
 
 use llmsim_core::SimTime;
-use llmsim_net::packet::{CcMode, DropPolicy, Engine, LoadBalance, PacketConfig, TcpConfig, Transport, WormholeConfig};
+use llmsim_net::packet::{CcMode, DropPolicy, Engine, LoadBalance, PacketConfig, TcpCc, TcpConfig, Transport, WormholeConfig};
 
 use common::{flat_topo, packet_flow};
 
@@ -233,7 +233,7 @@ fn combinations_the_engine_does_not_model_are_refused() {
         transport: Transport::Uet,
         ..roce_cfg(32 << 20)
     });
-    assert!(m.contains("network.transport=uet is not yet implemented"), "{m}");
+    assert!(m.contains("network.transport=uet") && m.contains("network.pfc: false"), "{m}");
     let m = err(PacketConfig {
         wormhole: WormholeConfig {
             fast_forward: true,
@@ -301,4 +301,22 @@ fn delayed_acks_halve_the_acks_and_hold_the_last_one_for_the_timer() {
     let e = incast(cfg, 16, 1_000_000);
     assert!(e.stats().drops_buffer > 0 && e.stats().tcp_fast_retransmits > 0);
     assert_conserved(&e, 16 * 1_000_000);
+}
+
+#[test]
+fn cubic_recovers_every_loss_and_differs_from_newreno() {
+    let (n, size) = (16, 1_000_000);
+    let cubic = PacketConfig {
+        tcp: TcpConfig {
+            cc: TcpCc::Cubic,
+            ..TcpConfig::default()
+        },
+        ..tcp_cfg(1_000_000, DropPolicy::PerPortTailDrop)
+    };
+    let c = incast(cubic, n, size);
+    let r = incast(tcp_cfg(1_000_000, DropPolicy::PerPortTailDrop), n, size);
+    assert!(c.stats().drops_buffer > 0 && c.stats().retransmitted_bytes > 0);
+    assert_conserved(&c, u64::from(n) * size);
+    let fcts = |e: &Engine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).collect::<Vec<_>>();
+    assert_ne!(fcts(&c), fcts(&r), "CUBIC's backoff (0.7) and growth differ from NewReno's");
 }

@@ -236,7 +236,9 @@ pub enum TransportSpec {
     /// TCP NewReno (slow start, fast retransmit and recovery, RTO) over a lossy fabric:
     /// switches without PFC drop at a full buffer.
     Tcp,
-    /// Ultra Ethernet Transport: not yet implemented (an error says so).
+    /// Ultra Ethernet-style transport: NSCC window control (delay + ECN), switches that trim a
+    /// packet to its header instead of dropping it, per-packet ACK/NACK that takes packets in any
+    /// order (combine with `load_balance: spray`); over a lossy fabric.
     Uet,
 }
 
@@ -284,6 +286,20 @@ pub struct TcpSpec {
     /// The delayed-ACK timer (default 200ms, ns-3's `DelAckTimeout`; keep it below `min_rto`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delack_timeout: Option<SimTime>,
+    /// Congestion control: newreno (RFC 6582, default) | cubic (RFC 9438).
+    pub cc: TcpCcSpec,
+}
+
+/// `network.tcp.cc`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TcpCcSpec {
+    /// NewReno: halve on a loss, one segment per RTT in congestion avoidance. Default.
+    #[default]
+    Newreno,
+    /// CUBIC: decrease to 0.7 on a loss, cubic growth in time since it (Reno-friendly region).
+    Cubic,
 }
 
 impl Default for TcpSpec {
@@ -296,6 +312,49 @@ impl Default for TcpSpec {
             initial_cwnd: 10,
             delayed_ack: false,
             delack_timeout: None,
+            cc: TcpCcSpec::Newreno,
+        }
+    }
+}
+
+/// `network.uet:` (with `transport: uet`). Defaults follow uet-htsim (`htsim/sim/uec.cpp`):
+/// 4096-byte payloads, 64-byte headers, a window starting at 1.5 BDP.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct UetSpec {
+    /// Payload bytes per data packet (default 4096, uet-htsim's MSS).
+    pub mtu: u32,
+    /// Wire bytes of a header: every data packet's overhead, an ACK, a NACK, a trimmed packet
+    /// (default 64).
+    pub header_bytes: u32,
+    /// A switch trims a data packet to its header when its egress queue would hold more data
+    /// than this, or the buffer would overflow (default 200KB).
+    pub trim_threshold: Bytes,
+    /// ECN marking between these fractions of `trim_threshold` (default 0.2 and 0.8).
+    pub ecn_kmin: f64,
+    pub ecn_kmax: f64,
+    /// NSCC's target queueing delay (default: half the fabric's largest base RTT, as uet-htsim's
+    /// 6us is half its 12us reference RTT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_qdelay: Option<SimTime>,
+    /// Retransmission timeout for packets lost on a link (trimmed ones are NACKed; default 500us).
+    pub rto: SimTime,
+    /// Largest window, and the initial one, in multiples of the flow's base BDP (default 1.5).
+    pub max_window_bdp: f64,
+}
+
+impl Default for UetSpec {
+    fn default() -> Self {
+        let d = llmsim_net::packet::UetConfig::default();
+        UetSpec {
+            mtu: 4096,
+            header_bytes: d.header_bytes,
+            trim_threshold: Bytes(d.trim_threshold_bytes),
+            ecn_kmin: d.ecn_kmin_frac,
+            ecn_kmax: d.ecn_kmax_frac,
+            target_qdelay: d.target_qdelay,
+            rto: d.rto,
+            max_window_bdp: d.max_window_bdp,
         }
     }
 }
@@ -308,7 +367,7 @@ pub struct NetworkSpec {
     #[serde(default)]
     pub backend: Backend,
     /// Congestion control on the packet backend: one of the packet engine's registered
-    /// algorithms (dcqcn | hpcc | timely | dctcp), with the parameters of the HPCC ns-3
+    /// algorithms (dcqcn | hpcc | timely | dctcp | swift | hpcc-pint), with the parameters of the HPCC ns-3
     /// experiments (`run.py`). Default dcqcn. Ignored by the other backends.
     #[serde(default)]
     pub cc: CcMode,
@@ -316,7 +375,8 @@ pub struct NetworkSpec {
     /// path per flow by its hash, as ns-3) | spray (per packet, round robin) | flowlet (a new
     /// path after an idle gap of `flowlet_gap`) | adaptive (per packet, the path whose first
     /// switch egress queue is shortest). Default ecmp. Reordered packets are repaired by RoCE
-    /// go-back-N. Not with `fast_forward`. The flow backend spreads each flow's bytes evenly
+    /// go-back-N (costly: a warning says so) and taken in any order by `transport: uet`. Not
+    /// with `fast_forward`. The flow backend spreads each flow's bytes evenly
     /// over all its equal-cost paths under spray and adaptive, and keeps one path per flow under
     /// ecmp and flowlet. Ignored by the analytical backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -325,7 +385,8 @@ pub struct NetworkSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flowlet_gap: Option<SimTime>,
     /// Wormhole steady-state fast-forwarding on the packet backend. Absent: on, with its
-    /// defaults and memoization, wherever the run supports it (RoCE transport, ECMP, no faults;
+    /// defaults and memoization, wherever the run supports it (RoCE transport, ECMP, a CC other
+    /// than swift, no faults;
     /// otherwise the exact engine, and the report says which ran);
     /// `off` (or `llmsim run --exact`): the exact engine; `{...}`: on with these knobs (`{}`
     /// for the defaults without memoization). Ignored by the other backends.
@@ -338,11 +399,12 @@ pub struct NetworkSpec {
     #[schemars(with = "Option<FastForwardSetting>")]
     pub fast_forward: Option<FastForwardSpec>,
     /// The packet backend's transport: roce (go-back-N over a lossless PFC fabric) | tcp
-    /// (NewReno over a lossy fabric) | uet (not yet implemented). Default roce.
+    /// (NewReno over a lossy fabric) | uet (NSCC, trimming, out-of-order delivery over a lossy
+    /// fabric). Default roce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportSpec>,
     /// PFC at the packet backend's switches. Default: on under roce (which needs it), off under
-    /// tcp (which needs it off).
+    /// tcp and uet (which need it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pfc: Option<bool>,
     /// Buffer of each switch of the packet backend (default 32MiB, the ns-3 HPCC runs').
@@ -355,6 +417,9 @@ pub struct NetworkSpec {
     /// TCP's parameters (with `transport: tcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpSpec>,
+    /// UET's parameters (with `transport: uet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uet: Option<UetSpec>,
     /// Folding of identical data-parallel replicas on the flow backend (simulate replica 0's
     /// programs; every replica's traffic still goes on the network): auto (where it gives the
     /// plain run's result: checked during the run, else every replica is simulated) |
@@ -416,11 +481,13 @@ impl NetworkSpec {
     }
 
     /// The fast-forward knobs a packet run uses: the written ones, or the implicit default where
-    /// it applies (RoCE over ECMP); `None`: the exact engine.
+    /// it applies (RoCE over ECMP, any CC but Swift); `None`: the exact engine.
     pub fn effective_fast_forward(&self) -> Option<&FastForwardSpec> {
         let f = self.fast_forward.as_ref()?;
-        let applies =
-            self.transport.unwrap_or_default() == TransportSpec::Roce && matches!(self.load_balance, None | Some(LoadBalanceSpec::Ecmp));
+        // Swift's window is not in Wormhole's memo snapshot: its runs stay exact unless asked.
+        let applies = self.transport.unwrap_or_default() == TransportSpec::Roce
+            && matches!(self.load_balance, None | Some(LoadBalanceSpec::Ecmp))
+            && self.cc != CcMode::Swift;
         (!f.implicit || applies).then_some(f)
     }
 
@@ -429,7 +496,7 @@ impl NetworkSpec {
     pub fn packet_engine(&self) -> String {
         match self.effective_fast_forward() {
             None if is_implicit_fast_forward(&self.fast_forward) => {
-                "exact (Wormhole fast-forward, the default, does not apply to this transport or load balancing)".into()
+                "exact (Wormhole fast-forward, the default, does not apply to this transport, load balancing or congestion control)".into()
             }
             None => "exact (network.fast_forward: off)".into(),
             Some(f) => format!(
@@ -474,7 +541,7 @@ impl NetworkSpec {
             TransportSpec::Tcp => Transport::Tcp,
             TransportSpec::Uet => Transport::Uet,
         };
-        cfg.pfc = self.pfc.unwrap_or(transport != TransportSpec::Tcp);
+        cfg.pfc = self.pfc.unwrap_or(transport == TransportSpec::Roce);
         if let Some(b) = self.switch_buffer {
             cfg.buffer_bytes = b.0;
         }
@@ -487,6 +554,40 @@ impl NetworkSpec {
                 field: "network.tcp".into(),
                 message: format!("TCP parameters given with transport {transport}; set network.transport: tcp or drop network.tcp"),
             });
+        }
+        if self.uet.is_some() && transport != TransportSpec::Uet {
+            return Err(SimError::Scenario {
+                field: "network.uet".into(),
+                message: format!("UET parameters given with transport {transport}; set network.transport: uet or drop network.uet"),
+            });
+        }
+        if transport == TransportSpec::Uet {
+            let u = self.uet.clone().unwrap_or_default();
+            if u.mtu == 0 || u64::from(u.mtu) + u64::from(u.header_bytes) > u64::from(u16::MAX) {
+                return Err(SimError::Scenario {
+                    field: "network.uet.mtu".into(),
+                    message: format!(
+                        "{} bytes: a packet of payload and header ({} bytes) must fit in 1..{} bytes, e.g. 4096",
+                        u.mtu,
+                        u.header_bytes,
+                        u16::MAX
+                    ),
+                });
+            }
+            cfg.mtu = u.mtu;
+            cfg.uet = llmsim_net::packet::UetConfig {
+                trim_threshold_bytes: u.trim_threshold.0,
+                header_bytes: u.header_bytes,
+                target_qdelay: u.target_qdelay,
+                ecn_kmin_frac: u.ecn_kmin,
+                ecn_kmax_frac: u.ecn_kmax,
+                rto: u.rto,
+                max_window_bdp: u.max_window_bdp,
+            };
+            cfg.uet.validate().map_err(|message| SimError::Scenario {
+                field: "network.uet".into(),
+                message,
+            })?;
         }
         if transport == TransportSpec::Tcp {
             let t = self.tcp.clone().unwrap_or_default();
@@ -506,6 +607,10 @@ impl NetworkSpec {
                 initial_cwnd_segments: t.initial_cwnd,
                 delayed_ack: t.delayed_ack,
                 delack_timeout: t.delack_timeout.unwrap_or(TcpConfig::default().delack_timeout),
+                cc: match t.cc {
+                    TcpCcSpec::Newreno => llmsim_net::packet::TcpCc::NewReno,
+                    TcpCcSpec::Cubic => llmsim_net::packet::TcpCc::Cubic,
+                },
                 ..TcpConfig::default()
             };
             cfg.tcp.validate().map_err(|message| SimError::Scenario {
@@ -1205,6 +1310,22 @@ mod tests {
         );
         assert_eq!(tcp.tcp.min_rto, SimTime::from_ms(10));
         assert_eq!(tcp.tcp.initial_rto, SimTime::from_ms(10), "the initial RTO follows min_rto");
+        let cubic = network("{backend: packet, transport: tcp, tcp: {cc: cubic}}").unwrap();
+        assert_eq!(cubic.tcp.cc, llmsim_net::packet::TcpCc::Cubic);
+        assert_eq!(tcp.tcp.cc, llmsim_net::packet::TcpCc::NewReno);
+        let uet = network("{backend: packet, transport: uet, uet: {trim_threshold: 100KB, mtu: 2048, rto: 1ms}}").unwrap();
+        assert_eq!((uet.transport, uet.pfc, uet.mtu), (Transport::Uet, false, 2048));
+        assert_eq!((uet.uet.trim_threshold_bytes, uet.uet.rto), (100_000, SimTime::from_ms(1)));
+        let e = network("{backend: packet, uet: {mtu: 2048}}").unwrap_err().to_string();
+        assert!(e.contains("network.uet") && e.contains("transport: uet"), "{e}");
+        let e = network("{backend: packet, transport: uet, uet: {ecn_kmin: 0.9}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("uet.ecn_kmin"), "{e}");
+        let e = network("{backend: packet, transport: uet, uet: {mtu: 4294967295}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.uet.mtu"), "{e}");
         let e = network("{backend: packet, tcp: {mss: 536}}").unwrap_err().to_string();
         assert!(e.contains("network.tcp") && e.contains("transport: tcp"), "{e}");
         let d = network("{backend: packet, transport: tcp, tcp: {delayed_ack: true, delack_timeout: 1ms}}").unwrap();
@@ -1237,15 +1358,17 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("network.pfc: false"), "{e}");
-        let e = spec("{backend: packet, transport: uet}")
+        let e = spec("{backend: packet, transport: uet, pfc: true}")
             .build(topo.clone(), 1)
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("network.transport=uet is not yet implemented"), "{e}");
+        assert!(e.contains("network.transport=uet") && e.contains("network.pfc: false"), "{e}");
         let w = spec("{backend: packet, load_balance: spray}").warnings();
         assert!(w.len() == 1 && w[0].contains("go-back-N"), "{w:?}");
-        assert!(spec("{backend: packet, transport: tcp}").build(topo, 1).is_ok());
+        assert!(spec("{backend: packet, transport: uet, load_balance: spray}").warnings().is_empty());
+        assert!(spec("{backend: packet, transport: tcp}").build(topo.clone(), 1).is_ok());
+        assert!(spec("{backend: packet, transport: uet}").build(topo, 1).is_ok());
     }
 
     #[test]

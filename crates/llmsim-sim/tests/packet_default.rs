@@ -40,6 +40,14 @@ fn off_and_the_cases_it_does_not_cover_run_the_exact_engine() {
             &["network.load_balance=spray"][..],
             "exact (Wormhole fast-forward, the default, does not apply",
         ),
+        (
+            &["network.transport=uet"][..],
+            "exact (Wormhole fast-forward, the default, does not apply",
+        ),
+        (
+            &["network.cc=swift"][..],
+            "exact (Wormhole fast-forward, the default, does not apply",
+        ),
     ] {
         let s = scenario(sets);
         assert!(s.network.effective_fast_forward().is_none(), "{sets:?}");

@@ -6,7 +6,7 @@ use llmsim_core::SimTime;
 
 pub use super::cc::CcMode;
 pub use super::lb::LoadBalance;
-pub use super::transport::{DropPolicy, TcpConfig, Transport};
+pub use super::transport::{DropPolicy, TcpCc, TcpConfig, Transport, UetConfig};
 
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,6 +93,10 @@ pub struct PacketConfig {
     pub u_target: f64,
     pub mi_thresh: u32,
     pub int_multi: u32,
+    /// HPCC-PINT (`PINT_LOG_BASE`, `PINT_PROB`): the base utilization values are rounded to a
+    /// power of (default 1.05), and the fraction of packets that carry one (default 1).
+    pub pint_log_base: f64,
+    pub pint_prob: f64,
     // TIMELY (ns-3 attribute defaults; not in config.txt)
     pub timely_alpha: f64,
     pub timely_beta: f64,
@@ -101,6 +105,20 @@ pub struct PacketConfig {
     pub timely_min_rtt_ns: u64,
     // DCTCP
     pub dctcp_rate_ai_bps: u64,
+    // Swift (SIGCOMM 2020, section 3.1-3.2; not in ns-3)
+    /// Target delay added per hop of a flow's path (ns; default 1000).
+    pub swift_hop_scale_ns: u64,
+    /// Flow scaling: the target grows by up to `swift_fs_range_ns` (default 5000) as the window
+    /// shrinks from `swift_fs_max_cwnd` (default 100 packets) to `swift_fs_min_cwnd` (0.1).
+    pub swift_fs_range_ns: u64,
+    pub swift_fs_min_cwnd: f64,
+    pub swift_fs_max_cwnd: f64,
+    /// Additive increase (packets per RTT; default 1), multiplicative-decrease gain (0.8) and
+    /// largest decrease factor (0.5), smallest window in packets (0.001).
+    pub swift_ai: f64,
+    pub swift_beta: f64,
+    pub swift_max_mdf: f64,
+    pub swift_min_cwnd: f64,
     /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
     /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
     pub load_balance: LoadBalance,
@@ -109,6 +127,8 @@ pub struct PacketConfig {
     pub transport: Transport,
     /// TCP's parameters (used when `transport` is TCP). `mtu` is its MSS.
     pub tcp: TcpConfig,
+    /// UET's parameters (used when `transport` is UET). `mtu` is its payload per packet.
+    pub uet: UetConfig,
     /// Switches run PFC and never drop for want of buffer (lossless, default); off, they drop at
     /// a full buffer by `drop_policy` (lossy: TCP's fabric).
     pub pfc: bool,
@@ -249,16 +269,27 @@ impl Default for PacketConfig {
             u_target: 0.95,
             mi_thresh: 0,
             int_multi: 1,
+            pint_log_base: 1.05,
+            pint_prob: 1.0,
             timely_alpha: 0.875,
             timely_beta: 0.8,
             timely_t_low_ns: 50_000,
             timely_t_high_ns: 500_000,
             timely_min_rtt_ns: 20_000,
             dctcp_rate_ai_bps: 1_000_000_000,
+            swift_hop_scale_ns: 1000,
+            swift_fs_range_ns: 5000,
+            swift_fs_min_cwnd: 0.1,
+            swift_fs_max_cwnd: 100.0,
+            swift_ai: 1.0,
+            swift_beta: 0.8,
+            swift_max_mdf: 0.5,
+            swift_min_cwnd: 0.001,
             load_balance: LoadBalance::Ecmp,
             wormhole: WormholeConfig::default(),
             transport: Transport::Roce,
             tcp: TcpConfig::default(),
+            uet: UetConfig::default(),
             pfc: true,
             drop_policy: DropPolicy::PerPortTailDrop,
         }
@@ -277,19 +308,21 @@ impl PacketConfig {
     }
 
     /// Wire bytes of a data packet with `payload` bytes: L2 14 + IPv4 20 + UDP 8 + SeqTs 6 + INT
-    /// (RoCE); L2 14 + IPv4 20 + TCP 20, no options (TCP).
+    /// (RoCE); L2 14 + IPv4 20 + TCP 20, no options (TCP); `uet.header_bytes` (UET).
     pub fn data_packet_bytes(&self, payload: u32) -> u32 {
         match self.transport {
             Transport::Tcp => payload + 54,
+            Transport::Uet => payload.saturating_add(self.uet.header_bytes),
             _ => payload + 48 + self.cc.int_bytes(),
         }
     }
 
     /// Wire bytes of an ACK/NACK: 14 + 20 + 12 + INT, padded to 60 (RoCE); 14 + 20 + 20, padded
-    /// to 60 (TCP).
+    /// to 60 (TCP); `uet.header_bytes` (UET).
     pub fn ack_packet_bytes(&self) -> u32 {
         let hdr = match self.transport {
             Transport::Tcp => 20,
+            Transport::Uet => return self.uet.header_bytes,
             _ => 12 + self.cc.int_bytes(),
         };
         14 + 20 + hdr.max(60 - 14 - 20)
@@ -330,10 +363,38 @@ impl PacketConfig {
     /// A message naming the field and the fix.
     pub fn check_transport(&self) -> Result<(), String> {
         match self.transport {
-            Transport::Uet => Err("network.transport=uet is not yet implemented; use roce or tcp".into()),
+            Transport::Uet => {
+                if self.pfc {
+                    return Err(
+                        "network.transport=uet runs on a lossy fabric whose switches trim packets: set network.pfc: false \
+                         (UET over a PFC fabric is not modelled)"
+                            .into(),
+                    );
+                }
+                if self.wormhole.fast_forward {
+                    return Err("network.fast_forward does not model UET (its windows, trimming and timers): \
+                         turn fast_forward off with transport uet"
+                        .into());
+                }
+                if self.cc.uses_int() || self.cc.uses_send_ts() {
+                    return Err(format!(
+                        "network.cc={} is RoCE's rate control; UET runs its own window (NSCC): leave network.cc out with transport uet",
+                        self.cc.name()
+                    ));
+                }
+                self.uet.validate()?;
+                if self.uet.trim_threshold_bytes < u64::from(self.mtu) + u64::from(self.uet.header_bytes) {
+                    return Err(format!(
+                        "uet.trim_threshold={} bytes is below one data packet ({} bytes): every packet would be trimmed",
+                        self.uet.trim_threshold_bytes,
+                        self.data_packet_bytes(self.mtu)
+                    ));
+                }
+                Ok(())
+            }
             Transport::Roce if !self.pfc => Err(
                 "network.transport=roce needs PFC (network.pfc: true): this RoCE model has no retransmission timeout, \
-                 so a dropped last packet would never be recovered; use transport tcp on a lossy fabric"
+                 so a dropped last packet would never be recovered; use transport tcp or uet on a lossy fabric"
                     .into(),
             ),
             Transport::Roce => Ok(()),

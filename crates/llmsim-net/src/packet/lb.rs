@@ -9,8 +9,9 @@
 //! - `Adaptive`: the path whose first switch egress (the source ToR's uplink) holds the fewest
 //!   queued bytes, the first such in path order on a tie.
 //!
-//! ACKs keep the flow's one ACK path. Packets of one flow may then arrive out of order; the
-//! receiver is RoCE's go-back-N: a NACK for the expected byte, and the sender resends from it.
+//! ACKs keep the flow's one ACK path. Packets of one flow may then arrive out of order. RoCE's
+//! go-back-N receiver NACKs the expected byte and the sender resends from it; TCP counts
+//! duplicate ACKs; UET (`transport::uet`) acknowledges each packet as it comes.
 
 use llmsim_core::SimTime;
 

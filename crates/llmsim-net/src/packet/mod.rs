@@ -30,10 +30,12 @@ mod tables;
 pub mod transport;
 mod wormhole;
 
-pub use config::{CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpConfig, Transport, WormholeConfig};
+pub use config::{
+    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
+};
 pub use engine::{Engine, EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
-pub use transport::TcpFlowStats;
+pub use transport::{TcpFlowStats, UetFlowStats};
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
 
 use std::collections::HashMap;
@@ -413,6 +415,8 @@ impl Network for PacketNetwork {
         s.retransmitted_bytes = e.retransmitted_bytes;
         s.tcp_rtos = e.tcp_rtos;
         s.tcp_fast_retransmits = e.tcp_fast_retransmits;
+        s.trimmed = e.trimmed;
+        s.uet_rtos = e.uet_rtos;
         s.net_payload_bytes = e.payload_delivered;
         if let Some(w) = self.engine.wormhole_stats() {
             s.ff_skipped_bytes = w.skipped_bytes;

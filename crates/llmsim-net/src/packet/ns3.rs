@@ -262,8 +262,19 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                     return Err(perr(file, ln, format!("{key} 1 is not supported by llmsim's HPCC; use 0")));
                 }
             }
-            "PINT_LOG_BASE" | "PINT_PROB" => {
-                num_f("PINT parameter")?;
+            "PINT_LOG_BASE" => {
+                let b = num_f("log base")?;
+                if !(b > 1.0 && b.is_finite()) {
+                    return Err(perr(file, ln, format!("PINT_LOG_BASE {b} must be above 1, e.g. 1.05")));
+                }
+                p.pint_log_base = b;
+            }
+            "PINT_PROB" => {
+                let q = num_f("probability")?;
+                if !(q > 0.0 && q <= 1.0) {
+                    return Err(perr(file, ln, format!("PINT_PROB {q} must be in (0, 1]")));
+                }
+                p.pint_prob = q;
             }
             "LINK_DOWN" => {
                 if vals.len() != 3 || vals.iter().any(|v| v.parse::<u64>().is_err()) {
@@ -507,11 +518,26 @@ impl Ns3Experiment {
     /// # Errors
     /// As [`Ns3Experiment::load`].
     pub fn load_with(config_path: &Path, seed: u64, ns3_streams: Option<u64>) -> Result<Ns3Experiment, PacketError> {
+        Self::load_edited(config_path, seed, ns3_streams, |_| {})
+    }
+
+    /// [`Ns3Experiment::load_with`], with `edit` applied to the packet engine's configuration
+    /// read from the file before the engine is built (e.g. another transport than ns-3's RoCE).
+    ///
+    /// # Errors
+    /// As [`Ns3Experiment::load`], and the engine's refusal of the edited configuration.
+    pub fn load_edited(
+        config_path: &Path,
+        seed: u64,
+        ns3_streams: Option<u64>,
+        edit: impl FnOnce(&mut PacketConfig),
+    ) -> Result<Ns3Experiment, PacketError> {
         let name = config_path.display().to_string();
         let text = std::fs::read_to_string(config_path).map_err(|e| perr(&name, 0, format!("cannot read: {e}")))?;
         let mut config = parse_config(&text, &name)?;
         config.packet.seed = seed;
         config.packet.ns3_stream_base = ns3_streams;
+        edit(&mut config.packet);
         let find = |rel: &str, key: &str| {
             resolve(config_path, rel).ok_or_else(|| {
                 perr(

@@ -15,6 +15,8 @@ pub(crate) enum Kind {
     Data,
     Ack,
     Nack,
+    /// A UET data packet a switch cut to its header (`transport::uet`): no payload.
+    Trim,
     /// A PFC PAUSE frame for class `pg`.
     Pause,
     /// A PFC RESUME frame for class `pg`.

@@ -2,7 +2,7 @@
 //! `MULTI_RATE 0`) of the HPCC ns-3 code base. Switches stamp the INT hop words (`int.rs`).
 
 use super::int::{bytes_delta, hop_qlen, hop_rate, shift_int_time, time_delta};
-use super::{CcHost, CongestionControl};
+use super::{CcHost, CcState, CongestionControl};
 use crate::packet::config::PacketConfig;
 use crate::packet::memo::CcSnap;
 use crate::packet::tables::{MAX_HOPS, Pkt};
@@ -51,9 +51,9 @@ impl CongestionControl for Hpcc {
         let hops = h.int_words(p);
         let last = Hpcc::state_of(&mut h.flow(f).cc).last_update_seq;
         if pk.seq > last {
-            update(h, f, pk, &hops, false);
+            update(h, f, pk, &hops, false, None, Hpcc::state_of);
         } else if h.cfg().fast_react {
-            update(h, f, pk, &hops, true);
+            update(h, f, pk, &hops, true, None, Hpcc::state_of);
         }
     }
 
@@ -83,9 +83,19 @@ impl CongestionControl for Hpcc {
 }
 
 /// `RdmaHw::UpdateRateHp` (single rate; `MULTI_RATE 0`). Inlined into the engine's ACK path,
-/// as it was before the algorithms had files of their own.
+/// as it was before the algorithms had files of their own. `pint`: HPCC-PINT's log base, which
+/// the largest hop utilization is rounded to a power of (`hpcc_pint.rs`); `state`: where the
+/// flow's HPCC state is in its `CcState`.
 #[inline]
-fn update<H: CcHost>(h: &mut H, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS], fast: bool) {
+pub(super) fn update<H: CcHost>(
+    h: &mut H,
+    f: u32,
+    pk: &Pkt,
+    hops: &[u64; MAX_HOPS],
+    fast: bool,
+    pint: Option<f64>,
+    state: impl Fn(&mut CcState) -> &mut Hpcc,
+) {
     let cfg = h.cfg();
     let multi = u64::from(cfg.int_multi.max(1));
     let (u_target, mi_thresh, rai, min_rate) = (cfg.u_target, cfg.mi_thresh, cfg.rate_ai_bps, cfg.min_rate_bps);
@@ -93,7 +103,7 @@ fn update<H: CcHost>(h: &mut H, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS], fast: 
     let fl = h.flow(f);
     let next_seq = fl.snd_nxt;
     let (win, max_rate, base_rtt_ns) = (fl.win, fl.max_rate, fl.base_rtt_ns);
-    let c = Hpcc::state_of(&mut fl.cc);
+    let c = state(&mut fl.cc);
     let nhop = usize::from(pk.nhop);
     if c.last_update_seq == 0 {
         c.last_update_seq = next_seq;
@@ -126,6 +136,9 @@ fn update<H: CcHost>(h: &mut H, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS], fast: 
             }
             c.hops[i] = w;
         }
+        if let Some(base) = pint {
+            big_u = super::hpcc_pint::quantize(big_u, base);
+        }
         let t = base_rtt_ns.max(1);
         let dt = dt.min(t);
         c.u = (c.u * (t - dt) as f64 + big_u * dt as f64) / t as f64;
@@ -141,12 +154,12 @@ fn update<H: CcHost>(h: &mut H, f: u32, pk: &Pkt, hops: &[u64; MAX_HOPS], fast: 
     if let Some((r, stage)) = new_rate {
         h.change_rate(f, r);
         if !fast {
-            let c = Hpcc::state_of(&mut h.flow(f).cc);
+            let c = state(&mut h.flow(f).cc);
             c.cur_rate = r;
             c.inc_stage = stage;
         }
     }
-    let c = Hpcc::state_of(&mut h.flow(f).cc);
+    let c = state(&mut h.flow(f).cc);
     if !fast && next_seq > c.last_update_seq {
         c.last_update_seq = next_seq;
     }

@@ -19,7 +19,9 @@
 mod dcqcn;
 mod dctcp;
 mod hpcc;
+mod hpcc_pint;
 pub(crate) mod int;
+mod swift;
 mod timely;
 
 use super::config::PacketConfig;
@@ -48,6 +50,8 @@ pub(crate) trait CcHost {
     fn int_words(&self, p: u32) -> [u64; MAX_HOPS];
     /// The send time (ns) packet slot `p` carries (when the algorithm sets `SEND_TS`).
     fn send_ts(&self, p: u32) -> u64;
+    /// Links on flow `f`'s data path.
+    fn path_hops(&self, f: u32) -> u32;
 }
 
 /// One congestion-control algorithm: its per-QP state (`Self`) and its reactions.
@@ -359,6 +363,8 @@ registry! {
     Hpcc => hpcc::Hpcc,
     Timely => timely::Timely,
     Dctcp => dctcp::Dctcp,
+    Swift => swift::Swift,
+    HpccPint => hpcc_pint::HpccPint,
 }
 
 #[cfg(test)]

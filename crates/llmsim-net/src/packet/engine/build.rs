@@ -11,7 +11,7 @@ impl Engine {
     /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, a
     /// Wormhole knob is out of range, `ns3_ids` does not give one id per node, or the topology's
     /// hosts relay traffic (BCube: this engine forwards at switches only).
-    pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, cfg: PacketConfig) -> Result<Engine, PacketError> {
+    pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, mut cfg: PacketConfig) -> Result<Engine, PacketError> {
         if topo.hosts_forward() {
             return Err(PacketError::Config(format!(
                 "{}: hosts relay traffic ({} routing) and the packet engine forwards at switches only; \
@@ -19,6 +19,10 @@ impl Engine {
                 topo.name,
                 topo.routing().name()
             )));
+        }
+        if cfg.transport == Transport::Uet {
+            // UET's control packets (ACK, NACK, trimmed headers) take the strict-priority queue.
+            cfg.switch_ack_high_prio = true;
         }
         if cfg.wormhole.fast_forward {
             cfg.wormhole.validate().map_err(PacketError::Config)?;
@@ -186,6 +190,27 @@ impl Engine {
                 b.port_cap = cfg.buffer_bytes / ports;
             }
         }
+        if !cfg.pfc {
+            // A lossy switch that cannot hold one packet on a port drops (TCP) or trims (UET)
+            // every packet: no flow would ever finish.
+            let pkt = u64::from(cfg.data_packet_bytes(cfg.mtu));
+            for (n, b) in bufs.iter().enumerate() {
+                let ports = topo.ports(NodeId(n as u32)).len() as u64;
+                let room = match cfg.drop_policy {
+                    DropPolicy::PerPortTailDrop => b.port_cap,
+                    DropPolicy::SharedTailDrop => cfg.buffer_bytes,
+                };
+                if is_switch(n as u32) && ports > 0 && room < pkt {
+                    return Err(PacketError::Config(format!(
+                        "network.switch_buffer={} bytes leaves {room} bytes per port on switch {n} ({ports} ports), under one \
+                         {pkt}-byte data packet: the lossy switch would drop (tcp) or trim (uet) every packet and no flow \
+                         would finish; give at least {} bytes",
+                        cfg.buffer_bytes,
+                        pkt * ports
+                    )));
+                }
+            }
+        }
         let mut nics = Vec::with_capacity(topo.num_hosts() as usize);
         for h in 0..topo.num_hosts() {
             let link = topo
@@ -240,6 +265,7 @@ impl Engine {
             Table::new(Vec::new()),
         );
         let (cfg_transport, cfg_pfc) = (cfg.transport, cfg.pfc);
+        let cfg_ts_on = cfg.cc.uses_send_ts() || cfg.transport == Transport::Uet;
         let mut e = Engine {
             rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
             ns3_streams: cfg.ns3_stream_base.map(|b| crate::packet::ns3rng::Ns3Streams::new(1, 1, b)),
@@ -282,6 +308,10 @@ impl Engine {
             lossy: !cfg_pfc,
             tcp: Vec::new(),
             tcp_min_rto_wait: u64::MAX,
+            uet_on: cfg_transport == Transport::Uet,
+            uet: Vec::new(),
+            nscc: crate::packet::transport::uet::NsccParams::new(&UetConfig::default(), 1, 1, 1),
+            ts_on: cfg_ts_on,
         };
         let common = [e.hdr_bytes + e.cfg.mtu, e.ack_bytes];
         for r in 0..e.rates.len() {
@@ -289,6 +319,17 @@ impl Engine {
             e.rates[r].tx_cache = common.map(|b| (b, e.tx_ps(b, rate)));
         }
         e.compute_max_rtt();
+        if e.uet_on {
+            e.nscc = crate::packet::transport::uet::NsccParams::new(&e.cfg.uet, e.max_rtt_ns * 1000, nic_rate, e.cfg.mtu);
+            // Switch ports mark ECN on their data queue between fractions of the trim threshold.
+            let u = e.cfg.uet;
+            for r in 0..e.rates.len() {
+                let ri = &mut e.rates[r];
+                ri.kmin = (u.trim_threshold_bytes as f64 * u.ecn_kmin_frac) as u64;
+                ri.kmax = (u.trim_threshold_bytes as f64 * u.ecn_kmax_frac) as u64;
+                ri.pmax = 1.0;
+            }
+        }
         if e.cfg.wormhole.fast_forward {
             e.ww = Some(Box::new(crate::packet::wormhole::Wormhole::new(&e)));
         }
@@ -383,7 +424,13 @@ impl Engine {
         let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);
         let (rtt, bw) = self.path_rtt(&path);
         let pkts = (fl.size.max(1) - 1) / u64::from(self.cfg.mtu) + 1;
-        let hdr = if self.tcp_on { 54 } else { 48 };
+        let hdr = if self.tcp_on {
+            54
+        } else if self.uet_on {
+            u64::from(self.hdr_bytes)
+        } else {
+            48
+        };
         let total = fl.size + pkts * hdr;
         rtt + total * 8_000_000_000 / bw
     }

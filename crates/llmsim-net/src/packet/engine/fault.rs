@@ -56,7 +56,7 @@ impl Engine {
                 "link failures during the run need the topology's routing rule".into(),
             ));
         }
-        if self.tcp_on {
+        if self.tcp_on || self.uet_on {
             return Err(PacketError::Config(
                 "link failures during the run are modelled under RoCE only; use transport: roce".into(),
             ));

@@ -19,7 +19,7 @@ use llmsim_topo::{NodeKind, Topology};
 use super::PacketError;
 use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
-use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport};
+use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport, UetConfig};
 use super::events::{
     self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_FAULT, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30,
     ev,
@@ -81,6 +81,9 @@ pub struct EngineStats {
     /// TCP: retransmission timeouts and fast retransmits, over all flows.
     pub tcp_rtos: u64,
     pub tcp_fast_retransmits: u64,
+    /// UET: data packets trimmed to their header by switches, and retransmission timeouts.
+    pub trimmed: u64,
+    pub uet_rtos: u64,
     pub flows_done: u64,
     pub payload_delivered: u64,
     /// Largest number of pending events.
@@ -142,6 +145,13 @@ pub struct Engine {
     pub(crate) tcp: Vec<crate::packet::transport::tcp::TcpFlow>,
     /// Shortest wait of a fired retransmission timeout (ps; `u64::MAX` before one).
     pub(crate) tcp_min_rto_wait: u64,
+    /// `cfg.transport` is UET.
+    pub(crate) uet_on: bool,
+    /// UET state per flow (empty otherwise) and NSCC's constants for this fabric.
+    pub(crate) uet: Vec<crate::packet::transport::uet::UetFlow>,
+    pub(crate) nscc: crate::packet::transport::uet::NsccParams,
+    /// Packet slots carry a send time (`ts`): TIMELY, UET.
+    ts_on: bool,
     /// Width of link-utilization bins in ps (0: off).
     util_bin: u64,
     /// Wormhole fast-forward state (`None` when off: the plain engine, event for event).
@@ -199,7 +209,7 @@ impl Engine {
             if self.cfg.cc.uses_int() {
                 self.ints.push([0; MAX_HOPS]);
             }
-            if self.cfg.cc.uses_send_ts() {
+            if self.ts_on {
                 self.ts.push(0);
             }
             (self.pkts.len() - 1) as u32
@@ -304,6 +314,7 @@ impl Engine {
                 }
             }
             EV_START => self.start_flow(a),
+            EV_RTO if self.uet_on => self.uet_on_rto(a, b),
             EV_RTO => self.tcp_on_rto(a, b),
             EV_DELACK => self.tcp_on_delack(a, b),
             EV_FAULT => self.on_fault(a, b),

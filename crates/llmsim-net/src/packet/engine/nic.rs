@@ -105,6 +105,9 @@ impl Engine {
             self.tcp
                 .push(crate::packet::transport::tcp::TcpFlow::new(&self.cfg.tcp, u64::from(self.cfg.mtu)));
         }
+        if self.uet_on {
+            self.uet.push(crate::packet::transport::uet::UetFlow::new());
+        }
         self.schedule(start, ev(EV_START, id, 0));
         Ok(id)
     }
@@ -164,6 +167,9 @@ impl Engine {
         if self.ww.is_some() {
             self.ww_on_start(f);
         }
+        if self.uet_on {
+            self.uet_start(f);
+        }
         self.nics[src as usize].qps.push(f);
         self.host_send(src);
     }
@@ -174,6 +180,9 @@ impl Engine {
     pub(crate) fn host_send(&mut self, h: u32) {
         if self.tcp_on {
             return self.tcp_host_send(h);
+        }
+        if self.uet_on {
+            return self.uet_host_send(h);
         }
         let hi = h as usize;
         let link = self.nics[hi].link as usize;
@@ -318,6 +327,8 @@ impl Engine {
             Kind::Data => {
                 let kept = if self.tcp_on {
                     self.tcp_receive_data(h, p, &pk)
+                } else if self.uet_on {
+                    self.uet_receive_data(h, p, &pk)
                 } else {
                     self.receive_data(h, p, &pk)
                 };
@@ -325,9 +336,16 @@ impl Engine {
                     self.release(p);
                 }
             }
+            Kind::Trim => {
+                if !self.uet_receive_trim(h, p, &pk) {
+                    self.release(p);
+                }
+            }
             Kind::Ack | Kind::Nack => {
                 if self.tcp_on {
                     self.tcp_receive_ack(h, &pk);
+                } else if self.uet_on {
+                    self.uet_receive_ack(h, p, &pk);
                 } else {
                     self.receive_ack(h, p, &pk);
                 }
@@ -513,5 +531,9 @@ impl CcHost for Engine {
     #[inline]
     fn send_ts(&self, p: u32) -> u64 {
         self.ts[p as usize]
+    }
+    fn path_hops(&self, f: u32) -> u32 {
+        let fl = &self.flows[f as usize];
+        (fl.path_ack - fl.path_data) / u32::from(fl.npaths.max(1))
     }
 }

@@ -44,14 +44,19 @@ impl Engine {
     pub(super) fn switch_receive(&mut self, s: u32, in_link: u32, out: u32, p: u32) {
         let pk = &self.pkts[p as usize];
         let (kind, pg, size) = (pk.kind, pk.pg, pk.size);
-        let q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
+        let mut q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
             0
         } else {
             usize::from(pg)
         };
-        let size = u64::from(size);
+        let mut size = u64::from(size);
         if q != 0 && self.lossy {
-            if !self.lossy_admit(s, out, p, size) {
+            if self.uet_on && self.uet_must_trim(s, out, q, size) {
+                // UET: cut to the header, which goes on in the control queue.
+                self.uet_trim(p);
+                q = 0;
+                size = u64::from(self.pkts[p as usize].size);
+            } else if !self.lossy_admit(s, out, p, size) {
                 return;
             }
         } else if q != 0 {
@@ -310,6 +315,10 @@ impl Engine {
             debug_assert!(q != 0 && pt.total == 0);
         } else if q != 0 && self.lossy {
             self.bufs[s as usize].shared_used -= size;
+            if self.uet_on && self.cfg.ecn && self.should_mark(pi, q) {
+                self.pkts[p as usize].ecn = true;
+                self.stats.ecn_marks += 1;
+            }
         } else if q != 0 {
             let in_link = self.pkts[p as usize].in_link;
             self.remove_ingress(s, in_link, q, size);
@@ -364,6 +373,22 @@ impl Engine {
         }
         self.bufs[s as usize].shared_used += size;
         true
+    }
+
+    /// Whether a UET data packet of `size` bytes in class `q` for egress `out` of switch `s` is
+    /// to be trimmed: the class's queue would pass `uet.trim_threshold`, or the lossy buffer
+    /// would overflow (where TCP's packet would be dropped).
+    #[inline]
+    fn uet_must_trim(&self, s: u32, out: u32, q: usize, size: u64) -> bool {
+        let pt = &self.ports[out as usize];
+        if pt.queues[q].bytes + size > self.cfg.uet.trim_threshold_bytes {
+            return true;
+        }
+        let b = &self.bufs[s as usize];
+        match self.cfg.drop_policy {
+            DropPolicy::PerPortTailDrop => pt.total + size > b.port_cap,
+            DropPolicy::SharedTailDrop => b.shared_used + size > self.cfg.buffer_bytes,
+        }
     }
 
     /// `SwitchMmu::ShouldSendCN` on the egress bytes of `q` (after this packet left).

@@ -6,14 +6,17 @@
 //! - `roce`: RoCEv2 as the ns-3 RDMA model of the HPCC code base has it: rate pacing by
 //!   congestion control (`cc/`), per-packet ACK, NACK and go-back-N, over a lossless fabric.
 //!   Its code is the engine's own (`engine/nic.rs`), unchanged.
-//! - `tcp` ([`tcp`]): TCP NewReno (RFC 5681, RFC 6582) with an RFC 6298 retransmission timer,
-//!   over a lossy fabric.
-//! - `uet`: not yet implemented (a configuration error says so).
+//! - `tcp` ([`tcp`]): TCP NewReno (RFC 5681, RFC 6582), or CUBIC (RFC 9438), with an RFC 6298
+//!   retransmission timer, over a lossy fabric.
+//! - `uet` ([`uet`]): an Ultra Ethernet-style transport: NSCC window control (delay + ECN),
+//!   per-packet selective ACK/NACK that tolerates any arrival order, over a lossy fabric whose
+//!   switches trim a data packet to its header instead of dropping it.
 //!
 //! Adding a transport: a file here with its sender and receiver on `Engine`, a variant of
 //! [`Transport`], and its three branches in `engine/nic.rs` (`host_send`, `host_receive`).
 
 pub(crate) mod tcp;
+pub(crate) mod uet;
 
 use llmsim_core::SimTime;
 
@@ -25,7 +28,7 @@ pub enum Transport {
     Roce,
     /// TCP NewReno over a lossy fabric (switches drop at a full buffer, no PFC).
     Tcp,
-    /// Ultra Ethernet Transport: not yet implemented.
+    /// Ultra Ethernet-style transport: NSCC, packet trimming, out-of-order delivery.
     Uet,
 }
 
@@ -61,6 +64,27 @@ impl DropPolicy {
     }
 }
 
+/// TCP's congestion control.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TcpCc {
+    /// NewReno (RFC 5681, RFC 6582): halve on a loss, one segment per RTT in congestion
+    /// avoidance. Default.
+    #[default]
+    NewReno,
+    /// CUBIC (RFC 9438): multiplicative decrease to 0.7, a cubic window growth in time since
+    /// the last decrease, with the Reno-friendly region.
+    Cubic,
+}
+
+impl TcpCc {
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpCc::NewReno => "newreno",
+            TcpCc::Cubic => "cubic",
+        }
+    }
+}
+
 /// TCP's parameters. Defaults follow the ASTRA-sim + ns-3 DLRM study where it states them
 /// (RTO 50 ms, window 0.5 MB) and the RFCs elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,6 +110,8 @@ pub struct TcpConfig {
     pub delayed_ack: bool,
     /// The delayed-ACK timer (ns-3's `TcpSocket::DelAckTimeout`: 200 ms).
     pub delack_timeout: SimTime,
+    /// Congestion control: NewReno (default) or CUBIC.
+    pub cc: TcpCc,
 }
 
 impl Default for TcpConfig {
@@ -99,6 +125,7 @@ impl Default for TcpConfig {
             dupack_threshold: 3,
             delayed_ack: false,
             delack_timeout: SimTime::from_ms(200),
+            cc: TcpCc::NewReno,
         }
     }
 }
@@ -146,4 +173,97 @@ pub struct TcpFlowStats {
     pub retransmitted_segments: u32,
     /// The flow's packets (data and ACKs) dropped by switches.
     pub drops: u32,
+}
+
+/// UET's parameters (`network.uet`). Defaults follow uet-htsim (`htsim/sim/uec.cpp`,
+/// `UecSrc::initNsccParams`, and its 64-byte header), scaled to the fabric where uet-htsim scales
+/// its constants from a 100 Gb/s, 12 us reference network.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UetConfig {
+    /// A switch trims a data packet to its header when the packet's egress queue would hold more
+    /// than this many bytes of data (or the buffer would overflow). Default 200 KB.
+    pub trim_threshold_bytes: u64,
+    /// Wire bytes of every UET header: a data packet's (added to its payload), an ACK, a NACK
+    /// and a trimmed packet (uet-htsim `UecSrc::_hdr_size`: 64).
+    pub header_bytes: u32,
+    /// NSCC's target queueing delay (`_target_Qdelay`); `None`: half the fabric's largest base
+    /// RTT, as uet-htsim's 6 us is half its 12 us reference RTT.
+    pub target_qdelay: Option<SimTime>,
+    /// ECN marking thresholds of the data queue as fractions of `trim_threshold_bytes` (marking
+    /// probability rises linearly from 0 at `kmin` to 1 at `kmax`). Default 0.2 and 0.8.
+    pub ecn_kmin_frac: f64,
+    pub ecn_kmax_frac: f64,
+    /// Retransmission timeout: a flow with packets unacknowledged and no ACK for this long resends
+    /// them (trimmed packets are NACKed, so only a packet lost on a link waits for it). Default
+    /// 500 us.
+    pub rto: SimTime,
+    /// Largest window as a multiple of the flow's base bandwidth-delay product (uet-htsim
+    /// `_maxwnd = 1.5 * _bdp`; the window also starts there).
+    pub max_window_bdp: f64,
+}
+
+impl Default for UetConfig {
+    fn default() -> Self {
+        UetConfig {
+            trim_threshold_bytes: 200_000,
+            header_bytes: 64,
+            target_qdelay: None,
+            ecn_kmin_frac: 0.2,
+            ecn_kmax_frac: 0.8,
+            rto: SimTime::from_us(500),
+            max_window_bdp: 1.5,
+        }
+    }
+}
+
+impl UetConfig {
+    /// # Errors
+    /// A message naming the field out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(40..=4096).contains(&self.header_bytes) {
+            return Err(format!(
+                "uet.header_bytes={} must be between 40 (Ethernet + IPv4 + UDP) and 4096",
+                self.header_bytes
+            ));
+        }
+        if self.trim_threshold_bytes == 0 {
+            return Err("uet.trim_threshold must be above 0, e.g. 200KB".into());
+        }
+        if !(0.0 <= self.ecn_kmin_frac && self.ecn_kmin_frac < self.ecn_kmax_frac && self.ecn_kmax_frac <= 1.0) {
+            return Err(format!(
+                "uet.ecn_kmin={} and uet.ecn_kmax={} must satisfy 0 <= kmin < kmax <= 1 (fractions of uet.trim_threshold)",
+                self.ecn_kmin_frac, self.ecn_kmax_frac
+            ));
+        }
+        if self.rto.as_ps() == 0 {
+            return Err("uet.rto must be above 0, e.g. 500us".into());
+        }
+        if let Some(t) = self.target_qdelay
+            && t.as_ps() == 0
+        {
+            return Err("uet.target_qdelay must be above 0, e.g. 2us".into());
+        }
+        if !(self.max_window_bdp >= 0.1 && self.max_window_bdp.is_finite()) {
+            return Err(format!("uet.max_window_bdp={} must be at least 0.1", self.max_window_bdp));
+        }
+        Ok(())
+    }
+}
+
+/// Per-flow transport counters of a UET run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UetFlowStats {
+    /// The flow's data packets trimmed by switches (each NACKed and sent again).
+    pub trimmed: u32,
+    /// Packets sent again (after a NACK or a timeout).
+    pub retransmitted_packets: u32,
+    /// Retransmission timeouts that fired.
+    pub rtos: u32,
+    /// Quick adapts (NSCC: the window set to what was acknowledged over the last RTT).
+    pub quick_adapts: u32,
+    /// Multiplicative decreases (NSCC).
+    pub decreases: u32,
+    /// Receiver: data packets that arrived after a packet sent later than them (out of order),
+    /// each delivered at once.
+    pub out_of_order: u32,
 }

@@ -24,8 +24,17 @@
 //! out of order or filling a hole), out-of-order segments buffered as byte ranges and delivered
 //! when the hole fills, so a retransmission of the hole moves the ACK past everything buffered.
 //!
-//! Not modelled: SACK, timestamps, the three-way handshake and FIN, ECN,
-//! CUBIC (NewReno only), receiver-window updates (the window is the fixed `max_window`).
+//! With `tcp.cc: cubic` (RFC 9438) a loss sets ssthresh to 0.7 x flight (not half) and
+//! remembers the window as `W_max` (with fast convergence, 4.7); congestion avoidance then grows
+//! the window toward `W_cubic(t + RTT) = C (t - K)^3 + W_max` (C = 0.4 segments/s^3, t since the
+//! first ACK after the loss, `K = cbrt(W_max (1 - 0.7) / C)`), by `(target - cwnd) / cwnd` per
+//! segment acknowledged, target clamped to [cwnd, 1.5 cwnd], and at least as fast as the
+//! Reno-friendly estimate (`W_est += 3 (1 - 0.7) / 1.7` segments per window). Slow start, fast
+//! recovery and the timer are NewReno's. Not modelled: HyStart, CUBIC's own timeout rule (a
+//! timeout resets the epoch and `W_max` as a loss does).
+//!
+//! Not modelled: SACK, timestamps, the three-way handshake and FIN, ECN, receiver-window
+//! updates (the window is the fixed `max_window`).
 //!
 //! The timer is lazy: restarting it moves a deadline; the one pending event, when it fires
 //! before the deadline, re-arms itself at the deadline. A restart per ACK costs no event.
@@ -35,7 +44,7 @@ use crate::packet::events::{EV_DELACK, EV_RTO, MASK30, ev};
 use crate::packet::lb::LoadBalance;
 use crate::packet::tables::{Kind, Pkt};
 
-use super::TcpFlowStats;
+use super::{TcpCc, TcpFlowStats};
 
 /// No event pending / no `recover` point yet.
 const NONE: u64 = u64::MAX;
@@ -75,7 +84,18 @@ pub(crate) struct TcpFlow {
     /// Receiver: byte ranges [start, end) held beyond `Flow::rx_expected`, sorted, disjoint,
     /// not adjacent.
     pub ooo: Vec<(u64, u64)>,
+    /// CUBIC (RFC 9438): `W_max` and the previous one (bytes), the epoch start (ps; `NONE`:
+    /// none since the last loss), K (s) and the Reno-friendly estimate (bytes).
+    pub w_max: f64,
+    pub w_last_max: f64,
+    pub epoch: u64,
+    pub k: f64,
+    pub w_est: f64,
 }
+
+/// CUBIC's constants (RFC 9438 4.5, 4.6): C in segments/s^3, the multiplicative decrease.
+const CUBIC_C: f64 = 0.4;
+const CUBIC_BETA: f64 = 0.7;
 
 impl TcpFlow {
     pub(crate) fn new(cfg: &super::TcpConfig, mss: u64) -> Self {
@@ -101,6 +121,11 @@ impl TcpFlow {
             delack_segs: 0,
             delack_gen: 0,
             ooo: Vec::new(),
+            w_max: 0.0,
+            w_last_max: 0.0,
+            epoch: NONE,
+            k: 0.0,
+            w_est: 0.0,
         }
     }
 }
@@ -119,6 +144,53 @@ pub(crate) fn insert_range(r: &mut Vec<(u64, u64)>, s: u64, e: u64) {
         r[i] = (lo, hi);
         r.drain(i + 1..j);
     }
+}
+
+/// The slow-start threshold after a loss with `flight` bytes in flight: half of it (NewReno,
+/// RFC 5681 (4)) or 0.7 of it (CUBIC, RFC 9438 4.6, which also records `W_max` and ends the
+/// growth epoch); at least 2 segments.
+fn cubic_or_half(cc: TcpCc, t: &mut TcpFlow, flight: u64, mss: u64) -> u64 {
+    match cc {
+        TcpCc::NewReno => (flight / 2).max(2 * mss),
+        TcpCc::Cubic => {
+            let w = t.cwnd as f64;
+            // Fast convergence (4.7): a flow whose window shrank since the last loss releases
+            // more.
+            t.w_max = if w < t.w_last_max { w * (1.0 + CUBIC_BETA) / 2.0 } else { w };
+            t.w_last_max = w;
+            t.epoch = NONE;
+            ((flight as f64 * CUBIC_BETA) as u64).max(2 * mss)
+        }
+    }
+}
+
+/// CUBIC's congestion-avoidance increase for `acked` new bytes at `now` (ps), RFC 9438 4.2-4.4.
+fn cubic_increase(t: &mut TcpFlow, acked: u64, mss: u64, now: u64) {
+    let seg = mss as f64;
+    let cwnd = t.cwnd as f64;
+    if t.epoch == NONE {
+        t.epoch = now;
+        if cwnd < t.w_max {
+            t.k = ((t.w_max - cwnd) / seg / CUBIC_C).cbrt();
+        } else {
+            t.k = 0.0;
+            t.w_max = cwnd;
+        }
+        t.w_est = cwnd;
+    }
+    let rtt_s = t.srtt as f64 * 1e-12;
+    let el = (now - t.epoch) as f64 * 1e-12 + rtt_s - t.k;
+    let w_cubic = (CUBIC_C * el * el * el) * seg + t.w_max;
+    // Reno-friendly estimate (4.3): alpha = 3 (1 - beta) / (1 + beta) segments per window.
+    let alpha = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
+    t.w_est += alpha * acked as f64 * seg / cwnd;
+    let next = if w_cubic < t.w_est {
+        t.w_est
+    } else {
+        let target = w_cubic.clamp(cwnd, 1.5 * cwnd);
+        cwnd + (target - cwnd) * acked as f64 / cwnd
+    };
+    t.cwnd = (next as u64).max(t.cwnd).max(mss);
 }
 
 impl Engine {
@@ -287,7 +359,7 @@ impl Engine {
         t.stats.rtos += 1;
         self.stats.tcp_rtos += 1;
         let flight = fl.snd_nxt - fl.snd_una;
-        t.ssthresh = (flight / 2).max(2 * mss);
+        t.ssthresh = cubic_or_half(self.cfg.tcp.cc, t, flight, mss);
         t.cwnd = mss;
         t.recover = fl.max_sent;
         t.in_recovery = false;
@@ -446,6 +518,8 @@ impl Engine {
                 t.dupacks = 0;
                 if t.cwnd < t.ssthresh {
                     t.cwnd += acked.min(mss);
+                } else if self.cfg.tcp.cc == TcpCc::Cubic {
+                    cubic_increase(t, acked, mss, now);
                 } else {
                     t.cwnd += (mss * mss / t.cwnd).max(1);
                 }
@@ -468,7 +542,7 @@ impl Engine {
                 t.cwnd += mss;
             } else if t.dupacks == dupthresh && (t.recover == NONE || ack > t.recover) {
                 // Fast retransmit (RFC 6582 3.2 steps 1-2).
-                t.ssthresh = (flight / 2).max(2 * mss);
+                t.ssthresh = cubic_or_half(self.cfg.tcp.cc, t, flight, mss);
                 t.recover = max_sent;
                 t.cwnd = t.ssthresh + 3 * mss;
                 t.in_recovery = true;
@@ -494,7 +568,46 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::insert_range;
+    use super::*;
+
+    #[test]
+    fn cubic_backs_off_to_0_7_and_grows_back_toward_w_max() {
+        let mss = 1000u64;
+        let cfg = crate::packet::transport::TcpConfig::default();
+        let mut t = TcpFlow::new(&cfg, mss);
+        t.cwnd = 100 * mss;
+        t.srtt = 10_000_000; // 10 us
+        let ss = cubic_or_half(TcpCc::Cubic, &mut t, 100 * mss, mss);
+        assert_eq!(ss, 70 * mss, "RFC 9438 4.6: beta = 0.7");
+        assert_eq!(t.w_max, 100.0 * mss as f64);
+        assert_eq!(cubic_or_half(TcpCc::NewReno, &mut t, 100 * mss, mss), 50 * mss);
+        // Congestion avoidance from 70 segments: K = cbrt((100 - 70) / 0.4) s.
+        t.cwnd = 70 * mss;
+        t.w_last_max = 100.0 * mss as f64;
+        cubic_increase(&mut t, mss, mss, 1_000_000);
+        assert!((t.k - (30.0f64 / 0.4).cbrt()).abs() < 1e-9, "K = {}", t.k);
+        // Microseconds after the loss the cubic curve is flat: the Reno-friendly estimate
+        // (3 * 0.3 / 1.7 segments per window) leads, slower than NewReno's one per window.
+        let mut now = 1_000_000;
+        for _ in 0..700 {
+            now += 10_000;
+            cubic_increase(&mut t, mss, mss, now);
+        }
+        let grown = t.cwnd as f64 / mss as f64 - 70.0;
+        let expect = 10.0 * 3.0 * 0.3 / 1.7;
+        assert!(
+            (grown - expect).abs() < 1.0,
+            "{grown} segments over ten windows, expected ~{expect}"
+        );
+        // 6 s after the loss (past K = 4.2 s) the cubic target is C (6 - K)^3 + W_max = 102.3
+        // segments: the window climbs past W_max toward it (the convex region).
+        for _ in 0..500 {
+            cubic_increase(&mut t, mss, mss, 6_000_000_000_000);
+        }
+        let w = t.cwnd as f64 / mss as f64;
+        let target = 0.4 * (6.0 - 1e-6 + 1e-5 - (30.0f64 / 0.4).cbrt()).powi(3) + 100.0;
+        assert!(w > 100.0 && w <= target, "{w} segments, target {target}");
+    }
 
     #[test]
     fn ranges_merge_when_they_touch_or_overlap() {
