@@ -267,3 +267,33 @@ pub struct UetFlowStats {
     /// each delivered at once.
     pub out_of_order: u32,
 }
+
+impl super::engine::Engine {
+    /// The next flow of host `hi`'s NIC that `can_send` admits, round robin over its flows
+    /// starting at the one served last (`from_last`) or at the one after it; it becomes the one
+    /// served last. When none can send and some are done, the done ones leave the list (only
+    /// then, so the round-robin index stays meaningful).
+    pub(crate) fn next_window_flow(&mut self, hi: usize, from_last: bool, can_send: fn(&Self, usize) -> bool) -> Option<u32> {
+        let n = self.nics[hi].qps.len();
+        if n == 0 {
+            return None;
+        }
+        let last = self.nics[hi].rrlast as usize % n;
+        let mut idx = if from_last { (last + n - 1) % n } else { last };
+        let mut any_done = false;
+        for _ in 0..n {
+            idx = if idx + 1 == n { 0 } else { idx + 1 };
+            let f = self.nics[hi].qps[idx] as usize;
+            if can_send(self, f) {
+                self.nics[hi].rrlast = idx as u32;
+                return Some(f as u32);
+            }
+            any_done |= self.flows[f].done;
+        }
+        if any_done {
+            let flows = &self.flows;
+            self.nics[hi].qps.retain(|&f| !flows[f as usize].done);
+        }
+        None
+    }
+}

@@ -231,32 +231,10 @@ impl Engine {
             self.transmit(link, p);
             return;
         }
-        let n = self.nics[hi].qps.len();
-        if n == 0 {
-            return;
-        }
         // From the flow served last, wrapping.
-        let mut idx = (self.nics[hi].rrlast as usize % n + n - 1) % n;
-        let mut pick = None;
-        let mut any_done = false;
-        for _ in 0..n {
-            idx = if idx + 1 == n { 0 } else { idx + 1 };
-            let f = self.nics[hi].qps[idx] as usize;
-            if self.tcp_can_send(f) {
-                pick = Some(idx);
-                break;
-            }
-            any_done |= self.flows[f].done;
-        }
-        if let Some(idx) = pick {
-            let f = self.nics[hi].qps[idx];
-            self.nics[hi].rrlast = idx as u32;
+        if let Some(f) = self.next_window_flow(hi, true, Self::tcp_can_send) {
             let p = self.tcp_make_data(f);
             self.transmit(link, p);
-        } else if any_done {
-            // Only when nothing was sent: the round-robin index then stays meaningful.
-            let flows = &self.flows;
-            self.nics[hi].qps.retain(|&f| !flows[f as usize].done);
         }
     }
 

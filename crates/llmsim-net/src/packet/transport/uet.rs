@@ -349,30 +349,10 @@ impl Engine {
             self.transmit(link, p);
             return;
         }
-        let n = self.nics[hi].qps.len();
-        if n == 0 {
-            return;
-        }
-        let mut idx = self.nics[hi].rrlast as usize % n;
-        let mut pick = None;
-        let mut any_done = false;
-        for _ in 0..n {
-            idx = if idx + 1 == n { 0 } else { idx + 1 };
-            let f = self.nics[hi].qps[idx] as usize;
-            if self.uet_can_send(f) {
-                pick = Some(idx);
-                break;
-            }
-            any_done |= self.flows[f].done;
-        }
-        if let Some(idx) = pick {
-            let f = self.nics[hi].qps[idx];
-            self.nics[hi].rrlast = idx as u32;
+        // From the flow after the one served last: packet by packet.
+        if let Some(f) = self.next_window_flow(hi, false, Self::uet_can_send) {
             let p = self.uet_make_data(f);
             self.transmit(link, p);
-        } else if any_done {
-            let flows = &self.flows;
-            self.nics[hi].qps.retain(|&f| !flows[f as usize].done);
         }
     }
 
