@@ -35,7 +35,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop, host_hops, nvswitch_hop};
+use crate::routing::{Routing, port_range_hop, port_range_hops};
 
 /// Most tiers a Clos may have.
 pub const MAX_TIERS: usize = 8;
@@ -360,42 +360,11 @@ impl RoutingRule for ClosRule {
 
     #[inline]
     fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-        let tier = match t.node(at) {
-            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
-            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
-            NodeKind::Switch { tier } => tier,
-        };
-        let (first, count) = self.choice(at, dst, tier)?;
-        let port = if count == 1 {
-            first
-        } else {
-            first + t.ecmp_pick(at, flow_hash, count as usize) as u32
-        };
-        t.ports(at)
-            .get(port as usize)
-            .copied()
-            .ok_or_else(|| unreachable(at, dst, "clos port outside the switch"))
+        port_range_hop(t, at, dst, flow_hash, "clos", |tier| self.choice(at, dst, tier))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
-        let tier = match t.node(at) {
-            NodeKind::Host => return host_hops(t, at, dst, out),
-            NodeKind::NvSwitch => {
-                out.push(nvswitch_hop(t, at, dst)?);
-                return Ok(());
-            }
-            NodeKind::Switch { tier } => tier,
-        };
-        let (first, count) = self.choice(at, dst, tier)?;
-        let ports = t.ports(at);
-        for port in first..first + count {
-            out.push(
-                *ports
-                    .get(port as usize)
-                    .ok_or_else(|| unreachable(at, dst, "clos port outside the switch"))?,
-            );
-        }
-        Ok(())
+        port_range_hops(t, at, dst, out, "clos", |tier| self.choice(at, dst, tier))
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

@@ -515,3 +515,69 @@ pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<LinkId, Top
     }
     Ok(l)
 }
+
+/// The next hop of an up-down rule whose switches pick among `count` equal-cost ports starting
+/// at port `first`, as `choice(tier)` says (by the flow hash when several); hosts and NVSwitches
+/// as in every family. `family` names the rule in errors.
+///
+/// # Errors
+/// What `choice` returns, [`host_hop`]'s and [`nvswitch_hop`]'s errors, and a port outside the
+/// switch.
+#[inline]
+pub fn port_range_hop(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    flow_hash: u64,
+    family: &str,
+    choice: impl FnOnce(u8) -> Result<(u32, u32), TopoError>,
+) -> Result<LinkId, TopoError> {
+    let tier = match t.node(at) {
+        NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+        NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+        NodeKind::Switch { tier } => tier,
+    };
+    let (first, count) = choice(tier)?;
+    let port = if count == 1 {
+        first
+    } else {
+        first + t.ecmp_pick(at, flow_hash, count as usize) as u32
+    };
+    t.ports(at).get(port as usize).copied().ok_or_else(|| outside(at, dst, family))
+}
+
+/// Every next hop [`port_range_hop`] may pick.
+///
+/// # Errors
+/// As [`port_range_hop`].
+pub fn port_range_hops(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    out: &mut Vec<LinkId>,
+    family: &str,
+    choice: impl FnOnce(u8) -> Result<(u32, u32), TopoError>,
+) -> Result<(), TopoError> {
+    let tier = match t.node(at) {
+        NodeKind::Host => return host_hops(t, at, dst, out),
+        NodeKind::NvSwitch => {
+            out.push(nvswitch_hop(t, at, dst)?);
+            return Ok(());
+        }
+        NodeKind::Switch { tier } => tier,
+    };
+    let (first, count) = choice(tier)?;
+    let ports = t.ports(at);
+    for port in first..first + count {
+        out.push(*ports.get(port as usize).ok_or_else(|| outside(at, dst, family))?);
+    }
+    Ok(())
+}
+
+fn outside(at: NodeId, dst: NodeId, family: &str) -> TopoError {
+    TopoError::Unreachable {
+        src: at,
+        dst,
+        reason: format!("{family} port outside the switch"),
+    }
+}
