@@ -149,6 +149,8 @@ def test_unknown_parameters_are_errors(experiments: dict) -> None:
         batch.run_batch(inp, [{"rate_ai": 1.0}], backend="cpu")
     with pytest.raises(ValueError, match="at least one"):
         batch.run_batch(inp, [], backend="cpu")
+    with pytest.raises(ValueError, match="fifo_cohorts and cohort_steps must be at least 1"):
+        batch.run_batch(inp, [{}], backend="cpu", fifo_cohorts=0)
 
 
 def test_a_backend_without_a_device_is_a_clear_error(experiments: dict) -> None:

@@ -403,8 +403,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         sent = sent + want
         q = q.at[:, :, 0].add(want)
         qk = qk.at[:, :, 0, c].add(want)
-        # 3. Every egress port pulls from the flows queued at it, in proportion to their bytes;
-        #    ACK bytes (last step's deliveries) take their share of the reverse links.
+        # 3. Every egress port pulls from the flows queued at it (oldest cohort first, a cohort in
+        #    proportion to its flows' bytes); ACK bytes (last step's deliveries) take their share
+        #    of the reverse links.
         Q = seg(q, st["path"], L + 1, "path")
         ack_load = seg(
             jnp.broadcast_to(carry["deliv"][:, :, None] * ack_ratio, (E, F, Ha)), st["ack_path"], L + 1, "ack"
