@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from llmsim import batch
+from llmsim.batch import engine
 
 
 def grid(cc: str) -> list[dict[str, float]]:
@@ -93,6 +94,7 @@ def main() -> int:
             "cc": inp.cc,
             "device": res.device,
             "points": len(points),
+            "fifo_cohorts_x_steps": list(engine.FIFO_COHORTS[inp.cc]),
             "flows": inp.num_flows,
             "batch_s_with_compile": round(t_first, 3),
             "batch_s_median_of_3": round(t_batch, 3),
