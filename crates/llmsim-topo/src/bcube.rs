@@ -54,7 +54,9 @@ pub struct BCubeSpec {
 /// A resolved BCube.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BCubeParams {
+    /// Switch ports (n): values of every address digit below the top one.
     pub n: u32,
+    /// Levels minus one (k): every GPU has `k + 1` NIC ports.
     pub k: u32,
     /// One NIC port.
     pub nic: LinkParams,
@@ -192,7 +194,9 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
 /// BCube digit-correcting routing; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BCubeRule {
+    /// Switch ports (n): values of every address digit below the top one.
     pub n: u32,
+    /// Levels minus one (k): the top digit is digit `k`.
     pub k: u32,
     /// Values of the top digit (`GPUs / n^k`).
     pub m: u32,

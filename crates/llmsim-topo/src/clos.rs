@@ -309,6 +309,7 @@ fn fill(v: &[u32]) -> [u32; MAX_TIERS + 1] {
 /// 0-based tiers (`down[0]` is the leaf's `m_1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClosRule {
+    /// Switch tiers above the hosts.
     pub tiers: u32,
     hosts: u32,
     down: [u32; MAX_TIERS + 1],

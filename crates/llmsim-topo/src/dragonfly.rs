@@ -66,13 +66,21 @@ pub struct DragonflySpec {
 /// A resolved dragonfly.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DragonflyParams {
+    /// Groups (g).
     pub groups: u32,
+    /// Routers per group (a).
     pub routers_per_group: u32,
+    /// GPU NICs per router (p).
     pub hosts_per_router: u32,
+    /// Global links per router (h).
     pub global_links_per_router: u32,
+    /// Host NIC <-> router.
     pub nic: LinkParams,
+    /// Local (intra-group) router links.
     pub local: LinkParams,
+    /// Global (inter-group) router links.
     pub global: LinkParams,
+    /// Minimal, Valiant or UGAL.
     pub routing: DragonflyRouting,
 }
 
@@ -263,14 +271,19 @@ pub const UGAL_CANDIDATES: u32 = 4;
 /// Dragonfly routing; see the module doc for addresses, ports and costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DragonflyRule {
+    /// Groups (g).
     pub groups: u32,
+    /// Routers per group (a).
     pub routers_per_group: u32,
+    /// GPU NICs per router (p).
     pub hosts_per_router: u32,
+    /// Global ports per router (h).
     pub global_links_per_router: u32,
     /// Parallel global cables between each pair of groups.
     pub copies: u32,
     hosts: u32,
     router0: u32,
+    /// Minimal, Valiant or UGAL.
     pub routing: DragonflyRouting,
     /// Seed of the Valiant intermediate-group choice.
     seed: u64,

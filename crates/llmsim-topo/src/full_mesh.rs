@@ -76,8 +76,11 @@ impl FamilySpec for FullMeshSpec {
 pub struct FullMeshParams {
     /// Routers per dimension; product times `hosts_per_router` is the GPU count.
     pub dims: Vec<u32>,
+    /// GPU NICs per router.
     pub hosts_per_router: u32,
+    /// Host NIC <-> router.
     pub nic: LinkParams,
+    /// Router <-> router, in every dimension.
     pub fabric: LinkParams,
 }
 
@@ -154,10 +157,13 @@ pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_see
 /// Minimal routing on an n-D full mesh; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FullMeshRule {
+    /// Routers per dimension; unused dimensions hold 1.
     pub dims: [u32; MAX_DIMS],
     stride: [u32; MAX_DIMS],
     first_port: [u32; MAX_DIMS],
+    /// GPU NICs per router.
     pub hosts_per_router: u32,
+    /// Node id of the first router.
     pub router0: u32,
 }
 

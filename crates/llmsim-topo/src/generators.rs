@@ -238,6 +238,7 @@ pub struct SpineLeafParams {
     pub hosts_per_leaf: u32,
     /// Number of leaves; `None` builds as many as the hosts need.
     pub leaves: Option<u32>,
+    /// Spines, as a count or from an oversubscription ratio.
     pub spines: SpineCount,
     /// Host NIC <-> leaf.
     pub nic: LinkParams,

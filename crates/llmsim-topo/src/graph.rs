@@ -15,7 +15,10 @@ pub enum NodeKind {
     /// A GPU with its NIC(s). Hosts are numbered first: `NodeId(0..num_hosts)`.
     Host,
     /// A packet switch; `tier` 1 is the leaf/ToR/edge layer, 2 aggregation/spine, 3 core.
-    Switch { tier: u8 },
+    Switch {
+        /// 1 for leaf/ToR/edge, 2 for aggregation/spine, 3 for core.
+        tier: u8,
+    },
     /// The scale-up switch of one server (NVSwitch).
     NvSwitch,
 }
@@ -34,21 +37,29 @@ pub enum LinkKind {
 /// One direction of a cable.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Link {
+    /// Sending end.
     pub src: NodeId,
+    /// Receiving end.
     pub dst: NodeId,
+    /// Line rate of this direction.
     pub bandwidth: Bandwidth,
+    /// One-way latency (propagation and switch pipeline).
     pub latency: SimTime,
+    /// What the link joins.
     pub kind: LinkKind,
 }
 
 /// Bandwidth and propagation latency of a class of links.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LinkParams {
+    /// Line rate of each link, per direction.
     pub bandwidth: Bandwidth,
+    /// One-way latency of each link.
     pub latency: SimTime,
 }
 
 impl LinkParams {
+    /// Link parameters from a rate and a one-way latency.
     pub const fn new(bandwidth: Bandwidth, latency: SimTime) -> Self {
         LinkParams { bandwidth, latency }
     }
@@ -66,6 +77,7 @@ pub struct ScaleUp {
 }
 
 impl ScaleUp {
+    /// No scale-up domain: one GPU per server, no NVSwitch.
     pub const fn none() -> Self {
         ScaleUp {
             gpus_per_server: 1,
@@ -93,18 +105,22 @@ pub struct TopologyBuilder {
 }
 
 impl TopologyBuilder {
+    /// An empty builder.
     pub fn new() -> Self {
         Self::default()
     }
+    /// Adds one node and returns its id.
     pub fn add_node(&mut self, kind: NodeKind) -> NodeId {
         self.nodes.push(kind);
         NodeId::from_idx(self.nodes.len() - 1)
     }
+    /// Adds `n` nodes of one kind and returns the id of the first; the rest follow in order.
     pub fn add_nodes(&mut self, kind: NodeKind, n: u32) -> NodeId {
         let first = NodeId::from_idx(self.nodes.len());
         self.nodes.extend(std::iter::repeat_n(kind, n as usize));
         first
     }
+    /// Nodes added so far.
     pub fn num_nodes(&self) -> usize {
         self.nodes.len()
     }
@@ -214,6 +230,7 @@ impl TopologyBuilder {
 /// the routing rule's parameters are O(1), its BFS caches are shared data.
 #[derive(Clone)]
 pub struct Topology {
+    /// Name for reports, e.g. `rail-fat-tree-4seg-1plane-256`.
     pub name: String,
     nodes: Vec<NodeKind>,
     links: Vec<Link>,
@@ -233,25 +250,32 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// Number of nodes: hosts, NVSwitches and packet switches.
     pub fn num_nodes(&self) -> usize {
         self.nodes.len()
     }
+    /// Number of directed links (two per cable).
     pub fn num_links(&self) -> usize {
         self.links.len()
     }
+    /// Number of hosts (GPUs); they are `NodeId(0..num_hosts)`.
     pub fn num_hosts(&self) -> u32 {
         self.num_hosts
     }
+    /// What node `n` is.
     pub fn node(&self, n: NodeId) -> NodeKind {
         self.nodes[n.idx()]
     }
+    /// Every node's kind, indexed by node id.
     pub fn nodes(&self) -> &[NodeKind] {
         &self.nodes
     }
+    /// Link `l`.
     #[inline]
     pub fn link(&self, l: LinkId) -> &Link {
         &self.links[l.idx()]
     }
+    /// Every directed link, indexed by link id.
     pub fn links(&self) -> &[Link] {
         &self.links
     }
@@ -260,12 +284,15 @@ impl Topology {
     pub fn ports(&self, n: NodeId) -> &[LinkId] {
         &self.out_links[self.out_start[n.idx()] as usize..self.out_start[n.idx() + 1] as usize]
     }
+    /// The scale-up domain of every server.
     pub fn scale_up(&self) -> ScaleUp {
         self.scale_up
     }
+    /// GPUs per server (1 without NVSwitch).
     pub fn gpus_per_server(&self) -> u32 {
         self.scale_up.gpus_per_server
     }
+    /// Number of servers: hosts divided by GPUs per server.
     pub fn num_servers(&self) -> u32 {
         self.num_hosts / self.scale_up.gpus_per_server
     }
@@ -293,6 +320,7 @@ impl Topology {
     pub fn is_host(&self, n: NodeId) -> bool {
         n.0 < self.num_hosts
     }
+    /// The rule this topology routes by.
     pub fn routing(&self) -> &Routing {
         &self.routing
     }

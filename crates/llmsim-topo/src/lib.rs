@@ -1,7 +1,4 @@
 #![doc = include_str!("../README.md")]
-// Issue 31: `missing_docs` is on for the workspace; this crate had 92 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
 
 pub mod bcube;
 pub mod clos;

@@ -28,6 +28,7 @@ pub struct LinkSpec {
 }
 
 impl LinkSpec {
+    /// This spec with each field left out taken from `default`.
     pub fn resolve(&self, default: LinkParams) -> LinkParams {
         LinkParams::new(self.bandwidth.unwrap_or(default.bandwidth), self.latency.unwrap_or(default.latency))
     }

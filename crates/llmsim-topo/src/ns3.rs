@@ -31,6 +31,7 @@ use crate::routing::{BfsRule, Routing};
 /// An imported topology and the file's id of each of its nodes.
 #[derive(Debug)]
 pub struct Ns3Import {
+    /// The graph read from the file, routed by [`BfsRule`].
     pub topology: Topology,
     /// `file_ids[n]` is the id node `n` has in the file.
     pub file_ids: Vec<u32>,

@@ -58,9 +58,13 @@ impl FamilySpec for RailOnlySpec {
 /// A resolved rail-only network.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RailOnlyParams {
+    /// Servers whose rail-`r` GPUs share one leaf.
     pub servers_per_leaf: u32,
+    /// Spines per rail, as a count or from an oversubscription ratio.
     pub spines: SpineCount,
+    /// Host NIC <-> leaf.
     pub nic: LinkParams,
+    /// Leaf <-> spine, per link.
     pub fabric: LinkParams,
 }
 
@@ -146,10 +150,15 @@ pub fn rail_only(num_hosts: u32, p: &RailOnlyParams, scale_up: ScaleUp, ecmp_see
 /// Rail-only routing; see the module doc.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RailOnlyRule {
+    /// Rails: GPUs per server.
     pub rails: u32,
+    /// Servers whose rail-`r` GPUs share one leaf.
     pub servers_per_leaf: u32,
+    /// Servers in the network.
     pub servers: u32,
+    /// Leaves in each rail.
     pub leaves_per_rail: u32,
+    /// Spines in each rail (0 when a rail has one leaf).
     pub spines_per_rail: u32,
     leaf0: u32,
     spine0: u32,

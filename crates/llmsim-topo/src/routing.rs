@@ -33,7 +33,10 @@ use crate::graph::{LinkKind, NodeKind, Topology};
 #[derive(Clone, Debug)]
 pub enum Routing {
     /// One switch; its port `i` leads to host `i`.
-    Flat { switch: NodeId },
+    Flat {
+        /// The one switch.
+        switch: NodeId,
+    },
     /// k-ary three-tier fat-tree ([`crate::generators::fat_tree`]).
     FatTree(FatTreeRule),
     /// Two-tier leaf-spine Clos ([`crate::generators::spine_leaf`]).
@@ -54,11 +57,17 @@ pub enum Routing {
 /// `0..pods`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FatTreeRule {
+    /// Half the switch radix (k/2): hosts per edge, edges and aggs per pod.
     pub half_k: u32,
+    /// Number of hosts.
     pub hosts: u32,
+    /// Number of pods.
     pub pods: u32,
+    /// Node id of the first edge switch.
     pub edge0: u32,
+    /// Node id of the first aggregation switch.
     pub agg0: u32,
+    /// Node id of the first core switch.
     pub core0: u32,
 }
 
@@ -68,11 +77,17 @@ pub struct FatTreeRule {
 /// `0..leaves`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpineLeafRule {
+    /// Host NICs under one leaf.
     pub hosts_per_leaf: u32,
+    /// Number of hosts.
     pub hosts: u32,
+    /// Number of leaves.
     pub leaves: u32,
+    /// Number of spines.
     pub spines: u32,
+    /// Node id of the first leaf.
     pub leaf0: u32,
+    /// Node id of the first spine.
     pub spine0: u32,
 }
 
@@ -85,13 +100,21 @@ pub struct SpineLeafRule {
 /// `(segment, rail)` order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RailRule {
+    /// Rails: GPUs per server.
     pub rails: u32,
+    /// Servers whose rail-`r` GPUs share one leaf.
     pub servers_per_segment: u32,
+    /// Number of servers.
     pub servers: u32,
+    /// Segments per plane.
     pub segments: u32,
+    /// Planes: 1, or 2 for a dual-plane fabric.
     pub planes: u32,
+    /// Spines in each plane.
     pub spines_per_plane: u32,
+    /// Node id of the first leaf.
     pub leaf0: u32,
+    /// Node id of the first spine.
     pub spine0: u32,
 }
 
@@ -347,6 +370,7 @@ impl Routing {
         }
     }
 
+    /// Heap bytes held by the rule (zero for arithmetic rules).
     pub fn heap_bytes(&self) -> usize {
         match self {
             Routing::Bfs(r) => size_of::<BfsRule>() + r.heap_bytes(),

@@ -12,14 +12,19 @@ use crate::routing::Routing;
 /// bandwidth figures (they describe the scale-out network).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TopologySummary {
+    /// The topology's name.
     pub name: String,
     /// The routing rule's name.
     pub routing: String,
+    /// Number of hosts (GPUs).
     pub hosts: u32,
+    /// Number of servers.
     pub servers: u32,
+    /// GPUs per server.
     pub gpus_per_server: u32,
     /// Packet switches per tier; index 0 is tier 1 (leaf / ToR / edge).
     pub switches_per_tier: Vec<u32>,
+    /// Number of NVSwitches.
     pub nvswitches: u32,
     /// Directed links (two per cable), NVLink included.
     pub links: usize,

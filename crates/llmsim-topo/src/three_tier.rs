@@ -126,7 +126,9 @@ impl FamilySpec for ThreeTierSpec {
 /// A resolved three-tier Clos.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreeTierParams {
+    /// Servers whose rail-`r` NICs share one leaf.
     pub servers_per_segment: u32,
+    /// Segments per pod.
     pub segments_per_pod: u32,
     /// Pod spines per pod.
     pub spines: u32,
@@ -134,6 +136,7 @@ pub struct ThreeTierParams {
     pub core_uplinks: u32,
     /// Per GPU, both ports together with `dual_tor`.
     pub nic: LinkParams,
+    /// Leaf <-> pod spine and pod spine <-> core, per link.
     pub fabric: LinkParams,
     /// Two leaves per rail and segment, a NIC port (half of `nic`) on each.
     pub dual_tor: bool,
@@ -244,18 +247,29 @@ fn unreachable(at: NodeId, dst: NodeId, reason: &str) -> TopoError {
 /// Up-down routing on a three-tier Clos; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreeTierRule {
+    /// Rails: GPUs per server.
     pub rails: u32,
     /// Leaves per rail and segment: 2 with dual-ToR, else 1.
     pub sides: u32,
+    /// Servers whose rail-`r` NICs share one leaf.
     pub servers_per_segment: u32,
+    /// Segments per pod.
     pub segments_per_pod: u32,
+    /// Number of servers.
     pub servers: u32,
+    /// Number of segments.
     pub segments: u32,
+    /// Pod spines per pod.
     pub spines: u32,
+    /// Core uplinks per pod spine (cores per core group).
     pub core_uplinks: u32,
+    /// Node id of the first leaf.
     pub leaf0: u32,
+    /// Node id of the first pod spine.
     pub spine0: u32,
+    /// Node id of the first core.
     pub core0: u32,
+    /// Number of pods.
     pub pods: u32,
 }
 

@@ -102,8 +102,11 @@ impl FamilySpec for TorusSpec {
 pub struct TorusParams {
     /// Routers per dimension; product times `hosts_per_router` is the GPU count.
     pub dims: Vec<u32>,
+    /// GPU NICs per router.
     pub hosts_per_router: u32,
+    /// Host NIC <-> router.
     pub nic: LinkParams,
+    /// Router <-> router, in every dimension.
     pub fabric: LinkParams,
 }
 
@@ -176,10 +179,13 @@ pub fn torus(num_hosts: u32, p: &TorusParams, scale_up: ScaleUp, ecmp_seed: u64)
 /// Dimension-order routing on a torus; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TorusRule {
+    /// Routers per dimension; unused dimensions hold 1.
     pub dims: [u32; MAX_DIMS],
     stride: [u32; MAX_DIMS],
     first_port: [u32; MAX_DIMS],
+    /// GPU NICs per router.
     pub hosts_per_router: u32,
+    /// Node id of the first router.
     pub router0: u32,
 }
 
