@@ -54,12 +54,17 @@ pub struct Shared {
 /// How often the shared caches were hit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SharedStats {
+    /// Topologies taken from the cache.
     pub topology_hits: u64,
+    /// Topologies built (cache misses).
     pub topology_builds: u64,
+    /// Workloads taken from the cache.
     pub workload_hits: u64,
+    /// Workloads generated (cache misses).
     pub workload_builds: u64,
     /// Batch engine: transfers routed from the route cache, and routes found.
     pub route_hits: u64,
+    /// Batch engine: routes found because the route cache did not hold them.
     pub route_misses: u64,
 }
 
@@ -125,6 +130,7 @@ impl Shared {
         c.fits(topo).then_some(c)
     }
 
+    /// How often each cache was hit so far.
     pub fn stats(&self) -> SharedStats {
         let t = self.topologies.lock().expect("cache lock");
         let w = self.workloads.lock().expect("cache lock");

@@ -53,7 +53,9 @@ use crate::{Backend, Layout, Outcome, RunOptions, Scenario, Shared, SimError, en
 /// Why a point cannot run on the batch engine: the field and what about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocker {
+    /// The scenario field that blocks, as in `network.backend`.
     pub field: &'static str,
+    /// What about the field blocks the batch engine.
     pub message: String,
 }
 

@@ -35,7 +35,9 @@ pub use llmsim_workload::dag::Layout;
 /// What the engine is asked to do besides running.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
+    /// How collectives are planned on the network.
     pub plan: PlanOptions,
+    /// The alpha-beta model of collectives inside one server.
     pub scale_up: ScaleUpModel,
     /// Every communication takes zero time (isolates compute and the pipeline bubble).
     pub ideal_comm: bool,
@@ -114,10 +116,15 @@ pub struct FoldStats {
 /// One span of the timeline.
 #[derive(Clone, Debug, Serialize)]
 pub struct Span {
+    /// The unit (tensor-parallel group) that ran the node.
     pub unit: u32,
+    /// The stream the node ran on.
     pub stream: Stream,
+    /// The node's index in the unit's program.
     pub node: u32,
+    /// When the node started.
     pub start: SimTime,
+    /// When the node finished.
     pub end: SimTime,
 }
 
@@ -126,21 +133,30 @@ pub struct Span {
 pub struct FlowRecord {
     /// Submission order: unique in the run.
     pub id: u64,
+    /// The traffic kind: the collective's group kind (tp, dp, ...), or pp for a pipeline send.
     pub kind: &'static str,
+    /// The sending host's node id in the topology.
     pub src: u32,
+    /// The receiving host's node id in the topology.
     pub dst: u32,
+    /// Bytes sent.
     pub bytes: u64,
+    /// When the transfer was submitted.
     pub start: SimTime,
+    /// When its last byte arrived.
     pub finish: SimTime,
 }
 
 /// Where one unit's compute stream spent the iteration.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct UnitAccount {
+    /// Compute-stream time running kernels.
     pub compute: SimTime,
     /// Compute-stream time blocked in collectives, per group name (tp, cp, ep, dp, embd).
     pub exposed_tp: SimTime,
+    /// Compute-stream time blocked in context-parallel collectives.
     pub exposed_cp: SimTime,
+    /// Compute-stream time blocked in expert-parallel collectives.
     pub exposed_ep: SimTime,
     /// Compute-stream time spent waiting on data-parallel work: the optimizer on gradient
     /// reduction, forwards on prefetched parameter all-gathers, DP collectives on the compute
@@ -157,6 +173,7 @@ pub struct UnitAccount {
     /// Compute-stream time waiting on the host to issue kernels (`compute.host`): before a
     /// node's first kernel, and at a segment's end when its last kernel was issued late.
     pub exposed_host: SimTime,
+    /// When the unit's last node of the iteration finished.
     pub finish: SimTime,
 }
 
@@ -222,17 +239,24 @@ pub struct EngineRun {
     /// (unit, account) of every simulated unit; with several iterations, the mean account of
     /// iterations 2..N.
     pub units: Vec<(u32, UnitAccount)>,
+    /// Timeline spans of the traced units ([`EngineOptions::trace_units`]).
     pub spans: Vec<Span>,
+    /// Every network transfer, when [`EngineOptions::record_flows`] is set.
     pub flows: Vec<FlowRecord>,
+    /// The network backend's counters.
     pub net: NetStats,
     /// Per-port queues and PFC frames (packet backend only).
     pub packet: Option<llmsim_net::PacketDetails>,
+    /// Collectives run.
     pub collectives: u64,
+    /// Collectives whose plan ran on the network (not inside one server).
     pub collectives_on_network: u64,
     /// Per process-group kind (`tp`, `ep`, `dp`, ...): collectives run, and how many of them
     /// crossed the network (the rest stayed inside a server's scale-up domain), in first-seen order.
     pub collectives_by_group: Vec<GroupCount>,
+    /// Distinct collective plans built (the rest were reused).
     pub plans_built: usize,
+    /// Program nodes run, over every simulated unit.
     pub nodes_executed: u64,
     /// Mirrored pipeline traffic of a fold (all zero without `mirror_p2p`).
     pub fold: FoldStats,
@@ -241,8 +265,11 @@ pub struct EngineRun {
 /// Collectives of one process-group kind.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct GroupCount {
+    /// The process-group kind: tp, cp, ep, dp, edp, embd or pg.
     pub group: &'static str,
+    /// Collectives run.
     pub collectives: u64,
+    /// Collectives that crossed the network.
     pub on_network: u64,
 }
 
@@ -324,6 +351,7 @@ enum Mail {
     Waiting { node: u32, posted: SimTime },
 }
 
+/// The system simulator of one run: every unit's program on one shared network.
 pub struct Engine<'a> {
     topo: Arc<Topology>,
     net: Box<dyn Network>,
@@ -395,6 +423,7 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
+    /// An engine for `wl` on `topo` and `net`, with `seg_time` the time of each compute segment.
     pub fn new(
         topo: Arc<Topology>,
         net: Box<dyn Network>,

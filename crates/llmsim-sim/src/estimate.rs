@@ -16,12 +16,15 @@ use crate::scenario::Backend;
 /// A run's size and its estimated cost.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
+    /// GPUs in the cluster.
     pub gpus: u64,
     /// Units (tensor-parallel groups) simulated: all, or replica 0's when folded.
     pub units: u64,
+    /// Program nodes of the simulated units.
     pub program_nodes: u64,
     /// Pipeline transfers on the network (collective transfers come on top).
     pub p2p_transfers: u64,
+    /// Collectives the simulated units issue.
     pub collectives: u64,
     /// Estimated peak resident memory.
     pub memory_bytes: u64,

@@ -97,6 +97,7 @@ pub struct FoldReport {
     pub diverged_messages: u64,
     /// Largest and mean (over diverged messages) spread between a message's first and last copy.
     pub max_spread_s: f64,
+    /// Mean spread over diverged messages, in seconds.
     pub mean_spread_s: f64,
     /// Simulated time at which the first diverged message arrived.
     pub first_divergence_s: Option<f64>,

@@ -8,10 +8,6 @@
 //! [`imported`] (imported workloads), [`ops`] (the per-op table) and [`error`]; their public
 //! items are re-exported here under their historical paths.
 
-// Issue 31: `missing_docs` is on for the workspace; this crate had 139 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
-
 pub mod astra;
 pub mod batch;
 pub mod batch_engine;

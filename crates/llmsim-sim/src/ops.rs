@@ -14,16 +14,27 @@ use crate::{Layout, SimError};
 /// A compute segment's timing, for the per-op table.
 #[derive(Clone, Debug, Serialize)]
 pub struct OpRow {
+    /// The pipeline stage whose program runs the segment.
     pub stage: u32,
+    /// The compute segment's name.
     pub segment: String,
+    /// The op's name.
     pub op: String,
+    /// The pass: fwd, recompute, bwd-input or bwd-weight.
     pub pass: &'static str,
+    /// The kernel class, as in `Gemm`, or `HostCopy`.
     pub class: String,
+    /// The op's shape, as text.
     pub shape: String,
+    /// FLOPs of one execution, a multiply-add counted as 2 (0 for a host copy).
     pub flops: f64,
+    /// Bytes of one execution: HBM bytes read plus written, or bytes copied to the host.
     pub bytes: f64,
+    /// Time of one execution, in microseconds.
     pub time_us: f64,
+    /// What bounds the time: compute or memory.
     pub bound: String,
+    /// Where the time comes from: database or roofline.
     pub source: String,
     /// Executions per iteration on one rank of the stage.
     pub count: u64,

@@ -16,12 +16,19 @@ use crate::{OpRow, Scenario, iteration_flops};
 /// Seconds per category of one unit's (or the average of a stage's) iteration.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Breakdown {
+    /// Running kernels.
     pub compute_s: f64,
+    /// Blocked in tensor-parallel collectives.
     pub exposed_tp_s: f64,
+    /// Blocked in context-parallel collectives.
     pub exposed_cp_s: f64,
+    /// Blocked in expert-parallel collectives.
     pub exposed_ep_s: f64,
+    /// Waiting on a pipeline receive while the sender's data was on the wire.
     pub exposed_pp_s: f64,
+    /// Waiting on data-parallel work: gradient reduction, parameter all-gathers.
     pub exposed_dp_s: f64,
+    /// Waiting on a pipeline receive before the peer stage sent: the pipeline bubble.
     pub bubble_s: f64,
     /// Waiting on activation copies to or from host memory (`training.cpu_offload_layers`).
     pub exposed_offload_s: f64,
@@ -71,42 +78,60 @@ impl Breakdown {
     }
 }
 
+/// One pipeline stage's share of the iteration.
 #[derive(Clone, Debug, Serialize)]
 pub struct StageReport {
+    /// The stage's index, from 0.
     pub stage: u32,
+    /// Transformer layers per stage (0 where the workload does not record them).
     pub layers: u64,
     /// Mean over the stage's ranks.
     pub breakdown: Breakdown,
 }
 
+/// One simulated unit's (tensor-parallel group's) iteration.
 #[derive(Clone, Debug, Serialize)]
 pub struct UnitReport {
     /// Ranks `first_rank .. first_rank + tp` (one tensor-parallel group) share this breakdown.
     pub first_rank: u32,
+    /// The unit's context-parallel index.
     pub cp: u32,
+    /// The unit's data-parallel index (its replica).
     pub dp: u32,
+    /// The unit's pipeline stage.
     pub pp: u32,
+    /// Where the unit's time went.
     pub breakdown: Breakdown,
 }
 
+/// The memory footprint of one GPU against its capacity.
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryReport {
+    /// The footprint per GPU, in bytes per part.
     pub footprint: MemoryFootprint,
+    /// The GPU's memory, in bytes.
     pub capacity: u64,
+    /// The footprint's total over the capacity (above 1: does not fit).
     pub fraction: f64,
 }
 
+/// The result of one run: what the CLI prints and writes as report.json.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The scenario's name.
     pub scenario: String,
     /// The `--set` overrides applied to the scenario file (empty: none).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub overrides: Vec<String>,
+    /// The model's name.
     pub model: String,
     /// Model parameters; `None` (null) where an imported workload does not record them.
     pub params: Option<u64>,
+    /// The GPU's name.
     pub gpu: String,
+    /// GPUs in the cluster.
     pub gpus: u32,
+    /// The topology in one line (the first line of `llmsim topo`'s description).
     pub topology: String,
     /// The scale-out fabric in one line: switches per tier, NIC bandwidth per GPU,
     /// oversubscription and bisection (from `llmsim topo`'s description).
@@ -114,14 +139,18 @@ pub struct Report {
     pub fabric: String,
     /// Cost proxies of the scale-out fabric: switches, switch ports, cables, optics.
     pub fabric_cost: llmsim_topo::CostProxies,
+    /// The network backend: analytical, flow or packet.
     pub backend: String,
+    /// The parallel layout in one line.
     pub parallel: String,
     /// What tokens_per_s counts: "tokens" (transformers) or "samples" (DLRM).
     pub sample_unit: &'static str,
+    /// Micro-batches per data-parallel replica per iteration.
     pub microbatches: u32,
     /// Samples per iteration and tokens per sample; `None` where an imported workload does not
     /// record them (then throughput is unknown too).
     pub global_batch_size: Option<u64>,
+    /// Tokens per sample; `None` where an imported workload does not record it.
     pub seq_length: Option<u64>,
     /// The iteration time; with `training.iterations > 1` the steady-state figure, the mean of
     /// iterations 2..N (throughput, MFU and the breakdowns use the same).
@@ -136,26 +165,37 @@ pub struct Report {
     /// Every iteration's time, from the end of the one before.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub iteration_times_s: Vec<f64>,
+    /// Throughput in `sample_unit`s per second; `None` where the batch is unknown.
     pub tokens_per_s: Option<f64>,
+    /// `tokens_per_s` over the GPU count.
     pub tokens_per_s_per_gpu: Option<f64>,
     /// Model FLOPs (no recomputation, no optimizer) per GPU per second; `None` (and MFU, HFU)
     /// where the workload's operators carry no FLOP counts (imported workloads).
     pub model_tflops_per_gpu: Option<f64>,
+    /// Model FLOPs utilization: model FLOPs per second over the GPUs' peak (0 to 1).
     pub mfu: Option<f64>,
     /// Hardware FLOPs utilization (recomputation counted).
     pub hfu: Option<f64>,
+    /// Per pipeline stage: the mean breakdown of its ranks.
     pub stages: Vec<StageReport>,
+    /// The mean breakdown over every simulated unit.
     pub mean: Breakdown,
+    /// Per simulated unit: its breakdown.
     pub ranks: Vec<UnitReport>,
     /// The memory footprint per GPU; `None` where an imported workload does not record it.
     pub memory: Option<MemoryReport>,
+    /// Collectives run.
     pub collectives: u64,
+    /// Collectives that crossed the network (the rest stayed inside a server).
     pub collectives_on_network: u64,
     /// Per process-group kind (`tp`, `cp`, `ep`, `dp`, `edp`, `embd`, `pg`): collectives run and
     /// how many crossed the network (the rest stayed inside a server's NVLink domain).
     pub collectives_by_group: Vec<crate::engine::GroupCount>,
+    /// Distinct collective plans built (the rest were reused).
     pub plans_built: usize,
+    /// The network backend's counters.
     pub net: NetStats,
+    /// Program nodes run, over every simulated unit.
     pub nodes_executed: u64,
     /// How ranks were folded. Empty: every tensor-parallel group was simulated; the tp ranks of a
     /// group run the same program in lockstep (exact: their TP collectives synchronize them).
@@ -168,17 +208,24 @@ pub struct Report {
     /// absent on the other backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_engine: Option<String>,
+    /// Wall time of the run, in seconds.
     pub sim_wall_s: f64,
 }
 
 /// What the report needs to know about the run besides the engine's result.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
+    /// The model's name.
     pub model: String,
+    /// Model parameters (0: not recorded).
     pub params: u64,
+    /// The GPU.
     pub gpu: &'static llmsim_compute::GpuSpec,
+    /// GPUs in the cluster.
     pub gpus: u32,
+    /// The training dtype, for the peak FLOP/s of MFU.
     pub dtype: llmsim_compute::DType,
+    /// The parallel layout in one line.
     pub parallel: String,
     /// Samples per iteration.
     pub global_batch: u64,
@@ -186,10 +233,13 @@ pub struct RunInfo {
     pub seq_length: u64,
     /// "tokens" or "samples".
     pub sample_unit: &'static str,
+    /// The memory footprint per GPU (total 0: not recorded).
     pub memory: MemoryFootprint,
+    /// Transformer layers per pipeline stage (0: not recorded).
     pub layers_per_stage: u64,
 }
 
+/// The report of a run from the engine's result, the per-op table and the run's facts.
 #[allow(clippy::too_many_arguments)]
 pub fn build(
     s: &Scenario,

@@ -21,12 +21,17 @@ pub(crate) const FLOW_PLAIN: &str = "flow fast path: max-min filling over shared
 
 /// Everything a run produced.
 pub struct Outcome {
+    /// The report.
     pub report: Report,
+    /// The engine's result, with the spans and flows the exporters write.
     pub engine: EngineRun,
     /// Shared with other experiments of a batch that generate the same workload.
     pub workload: Arc<Workload>,
+    /// The per-op table.
     pub ops: Vec<OpRow>,
+    /// The parallel layout: how ranks form units.
     pub layout: Layout,
+    /// The topology the run used.
     pub topo: Arc<Topology>,
     /// What the run was estimated to cost before it started.
     pub estimate: estimate::Estimate,
@@ -317,8 +322,11 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
 
 /// A generated workload with its layout and every segment's time, for exporters.
 pub struct Generated {
+    /// The generated workload.
     pub workload: Workload,
+    /// The parallel layout: how ranks form units.
     pub layout: Layout,
+    /// The time of each compute segment, indexed like `workload.segments`.
     pub seg_time: Vec<SimTime>,
     /// What the report says about the run, for exporters to carry along.
     pub info: llmsim_workload::chakra::TraceInfo,

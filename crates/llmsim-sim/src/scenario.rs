@@ -332,6 +332,7 @@ pub struct UetSpec {
     pub trim_threshold: Bytes,
     /// ECN marking between these fractions of `trim_threshold` (default 0.2 and 0.8).
     pub ecn_kmin: f64,
+    /// Above this fraction of `trim_threshold` every data packet is ECN-marked (default 0.8).
     pub ecn_kmax: f64,
     /// NSCC's target queueing delay (default: half the fabric's largest base RTT, as uet-htsim's
     /// 6us is half its 12us reference RTT).

@@ -23,11 +23,17 @@ pub(crate) fn nic_bandwidth(topo: &Topology) -> Bandwidth {
 
 /// Resolved model, training and parallel settings of a scenario.
 pub struct Resolved {
+    /// The model, from its preset or fields.
     pub model: ModelConfig,
+    /// The training settings.
     pub training: TrainingConfig,
+    /// The parallel settings, with dp derived from the GPU count.
     pub parallel: ParallelConfig,
+    /// The GPU.
     pub gpu: &'static GpuSpec,
+    /// GPUs in the cluster.
     pub gpus: u32,
+    /// The memory footprint per GPU.
     pub memory: MemoryFootprint,
 }
 

@@ -33,11 +33,16 @@ pub enum YamlError {
     /// A syntax or type error from the YAML reader (with its line and column where known).
     #[error("{0}")]
     Syntax(String),
+    /// Brackets nest deeper than [`MAX_DEPTH`] levels.
     #[error(
         "nested more than {MAX_DEPTH} levels deep at line {line} (`[` or `{{` brackets); \
          llmsim inputs nest a few levels: close the brackets"
     )]
-    TooDeep { line: usize },
+    TooDeep {
+        /// The line where the nesting went too deep, from 1.
+        line: usize,
+    },
+    /// Aliases expand to more than [`MAX_NODES`] values.
     #[error(
         "expands to more than {MAX_NODES} values (aliases `*name` repeat their anchor's contents); \
          remove the repeated aliases"
@@ -45,7 +50,12 @@ pub enum YamlError {
     TooLarge,
     /// A typed section's error, with the key path inside the text (`parallel.tp`).
     #[error("{path}: {message}")]
-    Typed { path: String, message: String },
+    Typed {
+        /// The key path, as in `parallel.tp`.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// Parses YAML (or JSON) text into a tree, refusing deep nesting and alias bombs.
