@@ -16,7 +16,7 @@ pub use llmsim_workload::formats::ImportedWorkload as ImportedRun;
 /// sections must be absent). The cluster's GPU count defaults to the workload's ranks.
 ///
 /// # Errors
-/// A cluster whose GPU count differs from the workload's ranks, or any [`simulate`] error.
+/// A cluster whose GPU count differs from the workload's ranks, or any [`crate::simulate`] error.
 pub fn simulate_imported(
     s: &Scenario,
     imp: ImportedRun,

@@ -40,7 +40,7 @@ pub struct Resolved {
 /// Resolves the scenario and checks that it fits in memory.
 ///
 /// # Errors
-/// Any invalid setting, or [`WorkloadError::OutOfMemory`].
+/// Any invalid setting, or [`llmsim_workload::WorkloadError::OutOfMemory`].
 pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     let gpus = s.gpus()?;
     let gpu = s.cluster.gpu.resolve()?;
