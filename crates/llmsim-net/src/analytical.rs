@@ -38,6 +38,7 @@ pub struct AnalyticalNetwork {
 }
 
 impl AnalyticalNetwork {
+    /// An analytical network over `topo` with no transfers yet.
     pub fn new(topo: Arc<Topology>) -> Self {
         let n = topo.num_links();
         AnalyticalNetwork {

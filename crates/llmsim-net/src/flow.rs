@@ -301,6 +301,7 @@ pub struct FlowNetwork {
 }
 
 impl FlowNetwork {
+    /// A flow network over `topo` with no transfers yet.
     pub fn new(topo: Arc<Topology>) -> Self {
         let n = topo.num_links();
         let link_cap = topo.links().iter().map(|l| l.bandwidth.bps_f64()).collect();

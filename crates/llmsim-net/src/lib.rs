@@ -1,7 +1,4 @@
 #![doc = include_str!("../README.md")]
-// Issue 31: `missing_docs` is on for the workspace; this crate had 145 undocumented public items
-// when it was turned on. Remove this allow once they have doc comments.
-#![allow(missing_docs)]
 
 use std::sync::Arc;
 
@@ -40,14 +37,19 @@ pub enum RouteSpec {
 /// A point-to-point transfer handed to a network backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transfer {
+    /// Its id, unique among transfers in flight.
     pub id: TransferId,
+    /// The sending host.
     pub src: NodeId,
+    /// The receiving host.
     pub dst: NodeId,
+    /// Payload bytes to move.
     pub bytes: Bytes,
     /// When the first byte may leave; must not be before the network's `now()` at submission.
     pub start: SimTime,
     /// The 5-tuple hash ECMP uses.
     pub flow_hash: u64,
+    /// How the bytes travel: directly, via a relay host, or along a chain.
     pub route: RouteSpec,
 }
 
@@ -64,6 +66,7 @@ impl Transfer {
         }
     }
 
+    /// A direct transfer with `flow_hash` equal to its id.
     pub fn new(id: TransferId, src: NodeId, dst: NodeId, bytes: Bytes, start: SimTime) -> Self {
         Transfer {
             id,
@@ -80,19 +83,28 @@ impl Transfer {
 /// A finished transfer: the last byte reached `dst` at `finish`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
+    /// The transfer's id.
     pub id: TransferId,
+    /// The sending host.
     pub src: NodeId,
+    /// The receiving host.
     pub dst: NodeId,
+    /// Payload bytes moved.
     pub bytes: Bytes,
+    /// When the transfer was allowed to start.
     pub start: SimTime,
+    /// When its last byte arrived at `dst`.
     pub finish: SimTime,
 }
 
 /// Counters a backend keeps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NetStats {
+    /// Transfers submitted.
     pub submitted: u64,
+    /// Transfers completed.
     pub completed: u64,
+    /// Payload bytes of completed transfers, each counted once.
     pub bytes_delivered: u64,
     /// Times max-min rates were recomputed (flow backend).
     pub rate_recomputations: u64,
@@ -101,15 +113,19 @@ pub struct NetStats {
     /// Packet backend with Wormhole: partitions fast-forwarded, memo hits and misses, and the
     /// memo database's entries at the end.
     pub ff_freezes: u64,
+    /// Wormhole memo lookups that found a stored episode.
     pub memo_hits: u64,
+    /// Wormhole memo lookups that found none.
     pub memo_misses: u64,
     /// Of those lookups, partitions that waited for (or mirrored) an identical one started at
     /// the same instant (counted as hits or misses by that one's outcome).
     pub memo_deferred: u64,
+    /// Episodes in the Wormhole memo database at the end of the run.
     pub memo_entries: u64,
     /// Packet backend: events the engine ran (Wormhole's own included), and payload bytes that
     /// fast-forwarding or mirrored twins moved instead of packets.
     pub packet_events: u64,
+    /// Payload bytes moved by fast-forwarding or mirrored twins instead of packets.
     pub ff_skipped_bytes: u64,
     /// Packet backend: payload bytes its flows delivered, packets and fast-forwarding together.
     /// A transfer with several network legs (a ring step's hops) counts once per leg, so this
@@ -118,15 +134,21 @@ pub struct NetStats {
     /// Packet backend: ECN marks, PFC pause frames sent, packets dropped (buffer overflow or
     /// link errors), NACKs and retransmitted payload bytes (go-back-N).
     pub ecn_marks: u64,
+    /// PFC pause frames sent.
     pub pfc_pauses: u64,
+    /// Packets dropped (buffer overflow or link errors).
     pub drops: u64,
+    /// NACKs sent.
     pub nacks: u64,
+    /// Payload bytes sent again (go-back-N).
     pub retransmitted_bytes: u64,
     /// Packet backend under TCP: retransmission timeouts and fast retransmits.
     pub tcp_rtos: u64,
+    /// TCP fast retransmits.
     pub tcp_fast_retransmits: u64,
     /// Packet backend under UET: data packets trimmed by switches, retransmission timeouts.
     pub trimmed: u64,
+    /// UET retransmission timeouts.
     pub uet_rtos: u64,
 }
 
@@ -134,19 +156,28 @@ pub struct NetStats {
 /// in 1 KB buckets; the maximum exact) and the bytes it put on the wire (every packet kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortDetail {
+    /// The egress port's link.
     pub link: LinkId,
+    /// Median queue length, in bytes (1 KB buckets).
     pub p50_bytes: u64,
+    /// 99th-percentile queue length, in bytes (1 KB buckets).
     pub p99_bytes: u64,
+    /// Largest queue length, in bytes (exact).
     pub max_bytes: u64,
+    /// Bytes the port put on the wire, every packet kind.
     pub tx_bytes: u64,
 }
 
 /// A PFC frame received: `node` pauses (or resumes) its egress port `link`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PfcRecord {
+    /// When the frame arrived.
     pub time: SimTime,
+    /// The node that received it.
     pub node: NodeId,
+    /// The egress port (link) it pauses or resumes.
     pub link: LinkId,
+    /// True for a pause, false for a resume.
     pub pause: bool,
 }
 
@@ -155,6 +186,7 @@ pub struct PfcRecord {
 pub struct PacketDetails {
     /// Ports that sent anything, by link.
     pub ports: Vec<PortDetail>,
+    /// PFC frames received, in the order they arrived.
     pub pfc: Vec<PfcRecord>,
 }
 
@@ -169,12 +201,28 @@ pub enum LinkChange {
     Bandwidth(llmsim_core::Bandwidth),
 }
 
+/// Why a network backend refused a transfer or failed a run.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum NetError {
+    /// A transfer was submitted with a start time before the network's `now()`.
     #[error("transfer {id} starts at {start} but the network is already at {now}")]
-    StartInPast { id: TransferId, start: SimTime, now: SimTime },
+    StartInPast {
+        /// The transfer.
+        id: TransferId,
+        /// Its start time.
+        start: SimTime,
+        /// The network's time at submission.
+        now: SimTime,
+    },
+    /// The topology has no route for a transfer.
     #[error("transfer {id}: {source}")]
-    Route { id: TransferId, source: TopoError },
+    Route {
+        /// The transfer.
+        id: TransferId,
+        /// Why the topology could not route it.
+        source: TopoError,
+    },
+    /// A transfer was submitted while one with the same id is still in flight.
     #[error("transfer {0} was submitted twice")]
     Duplicate(TransferId),
     /// A backend could not save what it learned (e.g. the Wormhole memo database file).
@@ -206,6 +254,7 @@ impl NetError {
 
 /// The network seam. The caller owns time: it submits transfers, then advances.
 pub trait Network {
+    /// The topology the network runs on.
     fn topology(&self) -> &Topology;
     /// The time the network has advanced to.
     fn now(&self) -> SimTime;
@@ -266,6 +315,7 @@ pub trait Network {
     fn finish(&mut self) -> Result<(), NetError> {
         Ok(())
     }
+    /// The backend's counters so far.
     fn stats(&self) -> NetStats;
     /// Per-port queues and PFC frames, from a backend that simulates packets. Default `None`.
     fn packet_details(&self) -> Option<PacketDetails> {

@@ -11,7 +11,9 @@ use crate::{RouteSpec, Transfer};
 /// One link of an expanded route and how many legs cross it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RouteLink {
+    /// The link.
     pub link: LinkId,
+    /// Legs of the route that cross it (its bytes count this many times).
     pub mult: u32,
 }
 

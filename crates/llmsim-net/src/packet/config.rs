@@ -11,9 +11,13 @@ pub use super::transport::{DropPolicy, TcpCc, TcpConfig, Transport, UetConfig};
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EcnThresholds {
+    /// Port bit rate these thresholds apply to, in bits per second.
     pub rate_bps: u64,
+    /// `KMIN_MAP`: queue length where ECN marking starts, in bytes.
     pub kmin_bytes: u64,
+    /// `KMAX_MAP`: queue length where marking probability reaches `pmax`, in bytes.
     pub kmax_bytes: u64,
+    /// `PMAX_MAP`: marking probability at `kmax_bytes` (0 to 1).
     pub pmax: f64,
 }
 
@@ -30,6 +34,7 @@ pub enum Routing {
 /// Every parameter of the packet engine. `Default` is ns-3's `run.py` at 100 Gbps with DCQCN.
 #[derive(Clone, Debug)]
 pub struct PacketConfig {
+    /// The congestion control algorithm (`CC_MODE`).
     pub cc: CcMode,
     /// Payload bytes per data packet (`PACKET_PAYLOAD_SIZE`).
     pub mtu: u32,
@@ -43,7 +48,9 @@ pub struct PacketConfig {
     pub nack_interval: SimTime,
     /// `HAS_WIN`, `GLOBAL_T`, `VAR_WIN`.
     pub has_win: bool,
+    /// `GLOBAL_T`: every flow uses the window and base RTT of the longest path.
     pub global_t: bool,
+    /// `VAR_WIN`: the window scales with the flow's current rate.
     pub var_win: bool,
     /// `RATE_BOUND`: pace at the QP rate (else at line rate).
     pub rate_bound: bool,
@@ -56,6 +63,7 @@ pub struct PacketConfig {
     pub switch_ack_high_prio: bool,
     /// `ENABLE_QCN`: ECN marking at switches.
     pub ecn: bool,
+    /// ECN thresholds per port bit rate (`KMIN_MAP`, `KMAX_MAP`, `PMAX_MAP`).
     pub ecn_map: Vec<EcnThresholds>,
     /// Shared buffer per switch (`BUFFER_SIZE` MiB).
     pub buffer_bytes: u64,
@@ -70,40 +78,62 @@ pub struct PacketConfig {
     /// Durations (serialization, pacing) are truncated to whole nanoseconds, as ns-3's
     /// `Seconds(double)` does at its default nanosecond resolution.
     pub ns_resolution: bool,
+    /// How switches pick among equal-cost next hops.
     pub routing: Routing,
+    /// Seed of llmsim's random streams (ECN marks, link errors).
     pub seed: u64,
     /// Draw ECN marks as ns-3 does (a fresh MRG32k3a stream per mark and per PFC frame), with
     /// ns-3's stream counter at this value when the run starts (`None`: llmsim's own seeded
     /// stream). The value depends on the objects ns-3 built for the scenario.
     pub ns3_stream_base: Option<u64>,
     // DCQCN
+    /// DCQCN `ALPHA_RESUME_INTERVAL`: period of the alpha update with no CNP.
     pub alpha_resume_interval: SimTime,
+    /// DCQCN `RATE_DECREASE_INTERVAL`: least time between two rate cuts.
     pub rate_decrease_interval: SimTime,
+    /// DCQCN `RP_TIMER`: period of the rate-increase timer.
     pub rp_timer: SimTime,
+    /// DCQCN `CLAMP_TARGET_RATE`: reset the target rate to the current rate on each cut.
     pub clamp_target_rate: bool,
+    /// DCQCN `EWMA_GAIN`: the gain g of the alpha moving average.
     pub ewma_gain: f64,
+    /// DCQCN `FAST_RECOVERY_TIMES`: timer or byte-counter stages before additive increase.
     pub fast_recovery_times: u32,
+    /// DCQCN: fraction of the rate kept at the first CNP (1: no cut).
     pub rate_on_first_cnp: f64,
     /// Rates in bit/s.
     pub rate_ai_bps: u64,
+    /// DCQCN `RATE_HAI`: hyper additive increase step, in bits per second.
     pub rate_hai_bps: u64,
+    /// `MIN_RATE`: lowest rate congestion control may set, in bits per second.
     pub min_rate_bps: u64,
     // HPCC
+    /// HPCC `FAST_REACT`: react on every ACK, not once per RTT.
     pub fast_react: bool,
+    /// HPCC `U_TARGET`: target link utilization (eta, default 0.95).
     pub u_target: f64,
+    /// HPCC `MI_THRESH`: additive-increase stages before a multiplicative increase.
     pub mi_thresh: u32,
+    /// HPCC `INT_MULTI`: unit of the INT byte counter (1: exact bytes).
     pub int_multi: u32,
     /// HPCC-PINT (`PINT_LOG_BASE`, `PINT_PROB`): the base utilization values are rounded to a
     /// power of (default 1.05), and the fraction of packets that carry one (default 1).
     pub pint_log_base: f64,
+    /// HPCC-PINT `PINT_PROB`: fraction of packets that carry a value.
     pub pint_prob: f64,
     // TIMELY (ns-3 attribute defaults; not in config.txt)
+    /// TIMELY alpha: EWMA weight of the RTT gradient.
     pub timely_alpha: f64,
+    /// TIMELY beta: multiplicative-decrease factor.
     pub timely_beta: f64,
+    /// TIMELY T_low: below this RTT the rate increases, in nanoseconds.
     pub timely_t_low_ns: u64,
+    /// TIMELY T_high: above this RTT the rate decreases, in nanoseconds.
     pub timely_t_high_ns: u64,
+    /// TIMELY minimum RTT, the gradient's normalizer, in nanoseconds.
     pub timely_min_rtt_ns: u64,
     // DCTCP
+    /// DCTCP `DCTCP_RATE_AI`: additive increase step, in bits per second.
     pub dctcp_rate_ai_bps: u64,
     // Swift (SIGCOMM 2020, section 3.1-3.2; not in ns-3)
     /// Target delay added per hop of a flow's path (ns; default 1000).
@@ -111,17 +141,23 @@ pub struct PacketConfig {
     /// Flow scaling: the target grows by up to `swift_fs_range_ns` (default 5000) as the window
     /// shrinks from `swift_fs_max_cwnd` (default 100 packets) to `swift_fs_min_cwnd` (0.1).
     pub swift_fs_range_ns: u64,
+    /// Swift flow scaling: window (packets) where the target adds all of `swift_fs_range_ns`.
     pub swift_fs_min_cwnd: f64,
+    /// Swift flow scaling: window (packets) where the target adds nothing.
     pub swift_fs_max_cwnd: f64,
     /// Additive increase (packets per RTT; default 1), multiplicative-decrease gain (0.8) and
     /// largest decrease factor (0.5), smallest window in packets (0.001).
     pub swift_ai: f64,
+    /// Swift multiplicative-decrease gain (default 0.8).
     pub swift_beta: f64,
+    /// Swift largest decrease factor per cut (default 0.5).
     pub swift_max_mdf: f64,
+    /// Swift smallest window, in packets (default 0.001).
     pub swift_min_cwnd: f64,
     /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
     /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
     pub load_balance: LoadBalance,
+    /// Wormhole steady-state fast-forwarding and memoization.
     pub wormhole: WormholeConfig,
     /// The hosts' transport (`transport/`): RoCE (default) or TCP.
     pub transport: Transport,

@@ -29,7 +29,10 @@ pub enum LoadBalance {
     /// Per packet, round robin over the flow's equal-cost paths.
     Spray,
     /// A new path after the flow has been idle for `gap`.
-    Flowlet { gap: SimTime },
+    Flowlet {
+        /// Idle time after which the flow may take a new path.
+        gap: SimTime,
+    },
     /// Per packet, the path whose first switch egress queue holds the fewest bytes.
     Adaptive,
 }

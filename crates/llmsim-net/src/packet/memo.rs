@@ -451,6 +451,7 @@ impl MemoDb {
         self.len
     }
 
+    /// True when it holds no entries.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

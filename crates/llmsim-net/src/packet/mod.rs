@@ -47,38 +47,64 @@ use thiserror::Error;
 
 use crate::{Completion, NetError, NetStats, Network, RouteSpec, Transfer};
 
+/// Why the packet engine could not read its inputs, build or run.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum PacketError {
     /// A malformed input file: which file, which line (1-based; 0 when the file as a whole).
     #[error("{file}:{line}: {message}")]
-    Parse { file: String, line: usize, message: String },
+    Parse {
+        /// The file.
+        file: String,
+        /// The line, 1-based (0: the file as a whole).
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Parameters or a topology the engine cannot run.
     #[error("packet engine: {0}")]
     Config(String),
+    /// A flow the engine cannot run (bad endpoints, size or priority group; no route).
     #[error("flow: {0}")]
     Flow(String),
     /// The Wormhole memo database file could not be read or written.
     #[error("wormhole memo database {path}: {message}")]
-    MemoDb { path: String, message: String },
+    MemoDb {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Per-flow result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowResult {
+    /// The caller's id for the flow (`FlowSpec::tag`).
     pub tag: u64,
+    /// The sending host.
     pub src: NodeId,
+    /// The receiving host.
     pub dst: NodeId,
+    /// Payload bytes.
     pub size: u64,
+    /// When the flow started.
     pub start: SimTime,
+    /// When its last byte arrived (zero while it runs).
     pub finish: SimTime,
+    /// Source port the engine gave the flow (part of its 5-tuple).
     pub sport: u16,
+    /// Destination port (part of its 5-tuple).
     pub dport: u16,
+    /// FCT the flow would have alone on the network, in nanoseconds (`third.cc` `qp_finish`).
     pub standalone_fct_ns: u64,
 }
 
 impl FlowResult {
+    /// Flow completion time, `finish - start`, in nanoseconds.
     pub fn fct_ns(&self) -> u64 {
         (self.finish.as_ps() - self.start.as_ps()) / 1000
     }
+    /// FCT divided by the standalone FCT (1: as fast as alone).
     pub fn slowdown(&self) -> f64 {
         self.fct_ns() as f64 / self.standalone_fct_ns.max(1) as f64
     }
@@ -103,6 +129,7 @@ impl Engine {
         })
     }
 
+    /// Number of flows added to the engine.
     pub fn num_flows(&self) -> usize {
         self.flows.len()
     }
@@ -166,6 +193,7 @@ struct Pending {
     links: Vec<LinkId>,
 }
 
+/// The packet-level backend: a [`Network`] that runs each transfer as flows in the packet engine.
 pub struct PacketNetwork {
     engine: Engine,
     topo: Arc<Topology>,
@@ -216,6 +244,7 @@ impl PacketNetwork {
         Ok(self)
     }
 
+    /// The packet engine underneath.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }

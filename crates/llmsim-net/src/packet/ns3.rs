@@ -75,10 +75,15 @@ pub const KNOWN_KEYS: &[&str] = &[
 /// A parsed `config.txt`.
 #[derive(Clone, Debug)]
 pub struct Ns3Config {
+    /// The packet engine's parameters from the file's keys.
     pub packet: PacketConfig,
+    /// `TOPOLOGY_FILE`: path of the topology file.
     pub topology_file: String,
+    /// `FLOW_FILE`: path of the flow file.
     pub flow_file: String,
+    /// `FCT_OUTPUT_FILE`: where ns-3 writes flow completion times.
     pub fct_output_file: String,
+    /// `PFC_OUTPUT_FILE`: where ns-3 logs PFC frames.
     pub pfc_output_file: String,
     /// Flows not done by then are reported unfinished.
     pub stop_time: SimTime,
@@ -381,10 +386,15 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
 pub struct Ns3Flow {
     /// Node ids as the topology file numbers them.
     pub src: u32,
+    /// Destination node.
     pub dst: u32,
+    /// Priority group (ns-3 `pg`).
     pub pg: u8,
+    /// Destination port.
     pub dport: u16,
+    /// Payload bytes.
     pub size: u64,
+    /// Start time.
     pub start: SimTime,
     /// Line in the file (1-based).
     pub line: usize,
@@ -497,9 +507,13 @@ pub fn resolve(config_path: &Path, rel: &str) -> Option<PathBuf> {
 /// An experiment read from a `config.txt`: the engine with every flow added, and the mapping
 /// back to the files' node ids.
 pub struct Ns3Experiment {
+    /// The parsed `config.txt`.
     pub config: Ns3Config,
+    /// The engine with every flow of the flow file added.
     pub engine: Engine,
+    /// The topology file it read.
     pub topology_path: PathBuf,
+    /// The flow file it read.
     pub flow_path: PathBuf,
 }
 

@@ -170,6 +170,7 @@ macro_rules! registry {
             pub fn from_ns3_mode(m: u32) -> Option<CcMode> {
                 CcMode::ALL.iter().copied().find(|c| c.ns3_mode() == m)
             }
+            /// The algorithm's name in configs and reports.
             pub fn name(self) -> &'static str {
                 match self {
                     $(CcMode::$variant => <$ty>::NAME,)*

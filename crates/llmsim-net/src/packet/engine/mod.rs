@@ -39,12 +39,17 @@ mod switch;
 /// A flow to simulate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowSpec {
+    /// The sending host.
     pub src: NodeId,
+    /// The receiving host.
     pub dst: NodeId,
+    /// Payload bytes.
     pub size: u64,
+    /// When the first packet may leave.
     pub start: SimTime,
     /// Priority group (ns-3 `pg`, 3 in the HPCC runs); 1..=7.
     pub pg: u8,
+    /// Destination port (ns-3 `dport`), part of the 5-tuple.
     pub dport: u16,
     /// The caller's id, returned with the completion.
     pub tag: u64,
@@ -55,36 +60,53 @@ pub struct FlowSpec {
 /// A PFC frame's arrival, as ns-3's `pfc.txt` logs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PfcEvent {
+    /// When the frame arrived.
     pub time: SimTime,
     /// The node that received the frame and its port's link.
     pub node: NodeId,
+    /// The link of the port it pauses or resumes.
     pub link: u32,
+    /// True for a pause, false for a resume.
     pub pause: bool,
 }
 
 /// Counters of one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EngineStats {
+    /// Events the engine ran.
     pub events: u64,
+    /// Data packets sent.
     pub data_packets: u64,
+    /// ACKs sent.
     pub acks: u64,
+    /// NACKs sent.
     pub nacks: u64,
+    /// Payload bytes sent again (go-back-N).
     pub retransmitted_bytes: u64,
+    /// Packets dropped for want of buffer.
     pub drops_buffer: u64,
+    /// Packets lost to link errors.
     pub drops_error: u64,
     /// Times a sender whose flow a link failure touched went back after `FAULT_ACK_TIMEOUT`
     /// without progress (`engine::fault`).
     pub fault_timeouts: u64,
+    /// PFC pause frames sent.
     pub pfc_pauses: u64,
+    /// PFC resume frames sent.
     pub pfc_resumes: u64,
+    /// Packets ECN-marked by switches.
     pub ecn_marks: u64,
     /// TCP: retransmission timeouts and fast retransmits, over all flows.
     pub tcp_rtos: u64,
+    /// TCP fast retransmits, over all flows.
     pub tcp_fast_retransmits: u64,
     /// UET: data packets trimmed to their header by switches, and retransmission timeouts.
     pub trimmed: u64,
+    /// UET retransmission timeouts.
     pub uet_rtos: u64,
+    /// Flows finished.
     pub flows_done: u64,
+    /// Payload bytes delivered.
     pub payload_delivered: u64,
     /// Largest number of pending events.
     pub max_pending: u64,
@@ -362,6 +384,7 @@ impl Engine {
         self.events.len()
     }
 
+    /// The engine's current time.
     pub fn now(&self) -> SimTime {
         SimTime::from_ps(self.now)
     }
@@ -372,14 +395,17 @@ impl Engine {
         self.ports.get(link as usize).map(|p| p.tx_bytes)
     }
 
+    /// The run's counters so far.
     pub fn stats(&self) -> EngineStats {
         self.stats
     }
 
+    /// The parameters the engine runs with.
     pub fn config(&self) -> &PacketConfig {
         &self.cfg
     }
 
+    /// The topology the engine runs on.
     pub fn topology(&self) -> &Topology {
         &self.topo
     }
@@ -389,6 +415,7 @@ impl Engine {
         out.append(&mut self.completed);
     }
 
+    /// PFC frames received so far, in arrival order.
     pub fn pfc_events(&self) -> &[PfcEvent] {
         &self.pfc_log
     }

@@ -33,6 +33,7 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The transport's name in configs and reports.
     pub fn name(self) -> &'static str {
         match self {
             Transport::Roce => "roce",
@@ -56,6 +57,7 @@ pub enum DropPolicy {
 }
 
 impl DropPolicy {
+    /// The policy's name in configs and reports.
     pub fn name(self) -> &'static str {
         match self {
             DropPolicy::PerPortTailDrop => "per_port",
@@ -77,6 +79,7 @@ pub enum TcpCc {
 }
 
 impl TcpCc {
+    /// The algorithm's name in configs and reports.
     pub fn name(self) -> &'static str {
         match self {
             TcpCc::NewReno => "newreno",
@@ -192,6 +195,7 @@ pub struct UetConfig {
     /// ECN marking thresholds of the data queue as fractions of `trim_threshold_bytes` (marking
     /// probability rises linearly from 0 at `kmin` to 1 at `kmax`). Default 0.2 and 0.8.
     pub ecn_kmin_frac: f64,
+    /// Data-queue ECN `kmax` as a fraction of `trim_threshold_bytes` (default 0.8).
     pub ecn_kmax_frac: f64,
     /// Retransmission timeout: a flow with packets unacknowledged and no ACK for this long resends
     /// them (trimmed packets are NACKed, so only a packet lost on a link waits for it). Default

@@ -116,10 +116,15 @@ pub struct WormholeStats {
 /// One flow's fast-forward: from `start` to `end` at `rate_bps` (payload), `bytes` moved.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SkipRecord {
+    /// The flow's index.
     pub flow: u32,
+    /// When the fast-forward began.
     pub start: SimTime,
+    /// When it ended.
     pub end: SimTime,
+    /// Payload rate over the skip, in bits per second.
     pub rate_bps: f64,
+    /// Payload bytes moved by the skip.
     pub bytes: u64,
 }
 
