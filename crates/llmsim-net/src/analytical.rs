@@ -1,7 +1,7 @@
 //! The analytical backend: alpha-beta per path, no contention.
 //!
 //! `finish = start + latency + bytes / bottleneck`, where the latency and the bottleneck come
-//! from [`route::expand`](crate::route::expand): for `Via` both legs' latencies are summed and
+//! from [`route::expand`]: for `Via` both legs' latencies are summed and
 //! the bottleneck is taken over both legs; for `Chain` the latency is the largest leg's and the
 //! bottleneck is the smallest `bandwidth / multiplicity` over all legs. Serialization is rounded
 //! up to the picosecond with integer arithmetic.

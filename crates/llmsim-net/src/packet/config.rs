@@ -154,12 +154,12 @@ pub struct PacketConfig {
     pub swift_max_mdf: f64,
     /// Swift smallest window, in packets (default 0.001).
     pub swift_min_cwnd: f64,
-    /// Wormhole steady-state fast-forwarding (off by default: the plain engine).
     /// How a flow's data packets spread over equal-cost paths (`lb.rs`). Default ECMP.
     pub load_balance: LoadBalance,
-    /// Wormhole steady-state fast-forwarding and memoization.
+    /// Wormhole steady-state fast-forwarding and memoization (off by default here: the exact
+    /// engine; `llmsim run` turns it on where it applies).
     pub wormhole: WormholeConfig,
-    /// The hosts' transport (`transport/`): RoCE (default) or TCP.
+    /// The hosts' transport (`transport/`): RoCE (default), TCP or UET.
     pub transport: Transport,
     /// TCP's parameters (used when `transport` is TCP). `mtu` is its MSS.
     pub tcp: TcpConfig,

@@ -6,9 +6,9 @@
 //! - `roce`: RoCEv2 as the ns-3 RDMA model of the HPCC code base has it: rate pacing by
 //!   congestion control (`cc/`), per-packet ACK, NACK and go-back-N, over a lossless fabric.
 //!   Its code is the engine's own (`engine/nic.rs`), unchanged.
-//! - `tcp` ([`tcp`]): TCP NewReno (RFC 5681, RFC 6582), or CUBIC (RFC 9438), with an RFC 6298
+//! - `tcp` (`tcp.rs`): TCP NewReno (RFC 5681, RFC 6582), or CUBIC (RFC 9438), with an RFC 6298
 //!   retransmission timer, over a lossy fabric.
-//! - `uet` ([`uet`]): an Ultra Ethernet-style transport: NSCC window control (delay + ECN),
+//! - `uet` (`uet.rs`): an Ultra Ethernet-style transport: NSCC window control (delay + ECN),
 //!   per-packet selective ACK/NACK that tolerates any arrival order, over a lossy fabric whose
 //!   switches trim a data packet to its header instead of dropping it.
 //!
