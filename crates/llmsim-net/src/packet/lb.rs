@@ -53,6 +53,10 @@ impl LoadBalance {
 /// the engine's path table; `ports`: its egress ports (for `Adaptive`).
 #[inline]
 pub(crate) fn pick(lb: LoadBalance, fl: &mut Flow, now: u64, paths: &[u32], ports: &[Port]) -> u32 {
+    // ECMP reads the config only: `npaths` is on a line of the flow this path never reads.
+    if lb == LoadBalance::Ecmp {
+        return fl.path_data;
+    }
     let n = u32::from(fl.npaths);
     if n <= 1 {
         return fl.path_data;

@@ -299,12 +299,7 @@ impl Engine {
         pk.kind = Kind::Data;
         pk.pg = fl.pg;
         pk.flow = f;
-        // ECMP tests the config only: `npaths` is on a line of the flow this path never reads.
-        pk.path = if self.cfg.load_balance == LoadBalance::Ecmp {
-            fl.path_data
-        } else {
-            crate::packet::lb::pick(self.cfg.load_balance, fl, self.now, &self.paths, &self.ports)
-        };
+        pk.path = crate::packet::lb::pick(self.cfg.load_balance, fl, self.now, &self.paths, &self.ports);
         pk.seq = fl.snd_nxt;
         // At most `mtu` payload bytes: `new` checked that a full packet fits.
         pk.size = (payload + hdr) as u16;

@@ -273,6 +273,30 @@ pub struct UetFlowStats {
 }
 
 impl super::engine::Engine {
+    /// The NIC of host `h` of a window-based transport sends, if its port is idle: an ACK (or
+    /// NACK) first, else `make_data`'s packet of the next flow [`Self::next_window_flow`] picks.
+    pub(crate) fn window_host_send(
+        &mut self,
+        h: u32,
+        from_last: bool,
+        can_send: fn(&Self, usize) -> bool,
+        make_data: fn(&mut Self, u32) -> u32,
+    ) {
+        let hi = h as usize;
+        let link = self.nics[hi].link;
+        if self.ports[link as usize].busy {
+            return;
+        }
+        if let Some(p) = self.nics[hi].ackq.pop_front(&self.pkts) {
+            self.transmit(link, p);
+            return;
+        }
+        if let Some(f) = self.next_window_flow(hi, from_last, can_send) {
+            let p = make_data(self, f);
+            self.transmit(link, p);
+        }
+    }
+
     /// The next flow of host `hi`'s NIC that `can_send` admits, round robin over its flows
     /// starting at the one served last (`from_last`) or at the one after it; it becomes the one
     /// served last. When none can send and some are done, the done ones leave the list (only

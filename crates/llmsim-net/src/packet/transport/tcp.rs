@@ -41,7 +41,6 @@
 
 use crate::packet::engine::Engine;
 use crate::packet::events::{EV_DELACK, EV_RTO, MASK30, ev};
-use crate::packet::lb::LoadBalance;
 use crate::packet::tables::{Kind, Pkt};
 
 use super::{TcpCc, TcpFlowStats};
@@ -222,20 +221,8 @@ impl Engine {
     /// `NetDevice` queue); RoCE's per-packet round robin would interleave the flows instead. No
     /// pacing and no PFC: the port's line rate and the windows clock the data.
     pub(crate) fn tcp_host_send(&mut self, h: u32) {
-        let hi = h as usize;
-        let link = self.nics[hi].link;
-        if self.ports[link as usize].busy {
-            return;
-        }
-        if let Some(p) = self.nics[hi].ackq.pop_front(&self.pkts) {
-            self.transmit(link, p);
-            return;
-        }
         // From the flow served last, wrapping.
-        if let Some(f) = self.next_window_flow(hi, true, Self::tcp_can_send) {
-            let p = self.tcp_make_data(f);
-            self.transmit(link, p);
-        }
+        self.window_host_send(h, true, Self::tcp_can_send, Self::tcp_make_data);
     }
 
     /// The next segment of flow `f`: the retransmission of `snd_una` when one is due, else new
@@ -271,11 +258,7 @@ impl Engine {
         pk.kind = Kind::Data;
         pk.pg = fl.pg;
         pk.flow = f;
-        pk.path = if self.cfg.load_balance == LoadBalance::Ecmp {
-            fl.path_data
-        } else {
-            crate::packet::lb::pick(self.cfg.load_balance, fl, now, &self.paths, &self.ports)
-        };
+        pk.path = crate::packet::lb::pick(self.cfg.load_balance, fl, now, &self.paths, &self.ports);
         pk.seq = seq;
         pk.size = (payload as u32 + hdr) as u16;
         fl.last_pkt_size = u32::from(pk.size);

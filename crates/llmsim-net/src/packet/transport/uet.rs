@@ -51,7 +51,6 @@ use std::collections::VecDeque;
 
 use crate::packet::engine::Engine;
 use crate::packet::events::{EV_RTO, MASK30, ev};
-use crate::packet::lb::LoadBalance;
 use crate::packet::tables::{Kind, Pkt};
 
 use super::{UetConfig, UetFlowStats};
@@ -340,20 +339,8 @@ impl Engine {
     /// The NIC of host `h` sends, if its port is idle: an ACK or NACK first, else a packet of
     /// the next flow (round robin, packet by packet) whose window has room.
     pub(crate) fn uet_host_send(&mut self, h: u32) {
-        let hi = h as usize;
-        let link = self.nics[hi].link;
-        if self.ports[link as usize].busy {
-            return;
-        }
-        if let Some(p) = self.nics[hi].ackq.pop_front(&self.pkts) {
-            self.transmit(link, p);
-            return;
-        }
         // From the flow after the one served last: packet by packet.
-        if let Some(f) = self.next_window_flow(hi, false, Self::uet_can_send) {
-            let p = self.uet_make_data(f);
-            self.transmit(link, p);
-        }
+        self.window_host_send(h, false, Self::uet_can_send, Self::uet_make_data);
     }
 
     /// The next packet of flow `f`: the first one queued for retransmission, else new data.
@@ -385,11 +372,7 @@ impl Engine {
         pk.kind = Kind::Data;
         pk.pg = fl.pg;
         pk.flow = f;
-        pk.path = if self.cfg.load_balance == LoadBalance::Ecmp {
-            fl.path_data
-        } else {
-            crate::packet::lb::pick(self.cfg.load_balance, fl, now, &self.paths, &self.ports)
-        };
+        pk.path = crate::packet::lb::pick(self.cfg.load_balance, fl, now, &self.paths, &self.ports);
         pk.seq = seq;
         pk.size = (payload as u32 + hdr) as u16;
         fl.last_pkt_size = u32::from(pk.size);
