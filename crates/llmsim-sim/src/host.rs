@@ -37,10 +37,10 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
     // Host cost of one op: a GEMM is a linear module's call (its forward, or its backward on
     // the dgrad op), plus one launch per expert of a grouped GEMM; anything else one op.
     let cost = |o: &OpSpec| -> SimTime {
-        match (o.kind.clone(), o.kernel) {
-            (OpSpecKind::Compute { class: OpClass::Gemm, .. }, kernel) => {
+        match o.kind {
+            OpSpecKind::Compute { class: OpClass::Gemm, .. } => {
                 let module = if o.pass == Pass::BackwardWeight { SimTime::ZERO } else { linear };
-                let experts = match kernel {
+                let experts = match o.kernel {
                     Some(KernelShape::Gemm(g)) if g.batch > 1 => g.batch,
                     _ => 0,
                 };

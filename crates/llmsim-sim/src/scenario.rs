@@ -952,7 +952,7 @@ impl Scenario {
     /// default gives way to the exact engine when the scenario has faults (a link failing in
     /// the middle of a steady state is not modelled by fast-forwarding).
     pub fn run_network(&self) -> std::borrow::Cow<'_, NetworkSpec> {
-        if !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward) {
+        if self.faults_stop_fast_forward() {
             let mut n = self.network.clone();
             n.fast_forward = None;
             std::borrow::Cow::Owned(n)
@@ -961,13 +961,18 @@ impl Scenario {
         }
     }
 
+    /// The implicit Wormhole default gives way to the exact engine: the scenario has faults.
+    fn faults_stop_fast_forward(&self) -> bool {
+        !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward)
+    }
+
     /// Which packet engine a run of this scenario uses (for the report); `None` off the packet
     /// backend.
     pub fn packet_engine(&self) -> Option<String> {
         if self.network.backend != Backend::Packet {
             return None;
         }
-        if !self.faults.is_empty() && is_implicit_fast_forward(&self.network.fast_forward) {
+        if self.faults_stop_fast_forward() {
             return Some("exact (Wormhole fast-forward, the default, does not model faults)".into());
         }
         Some(self.network.packet_engine())
