@@ -507,6 +507,7 @@ impl FlowNetwork {
                 LinkChange::Down => topo.set_link_down(link, true),
                 LinkChange::Up => topo.set_link_down(link, false),
                 LinkChange::Bandwidth(bw) => topo.set_link_bandwidth(link, bw),
+                LinkChange::Loss(_) => unreachable!("refused when scheduled"),
             };
             if let LinkChange::Bandwidth(bw) = change {
                 self.link_cap[link.idx()] = bw.bps_f64();
@@ -956,6 +957,11 @@ impl Network for FlowNetwork {
                 link.0,
                 self.link_cap.len()
             )));
+        }
+        if let LinkChange::Loss(_) = change {
+            return Err(NetError::Fault(
+                "the flow backend moves no packets, so a link cannot lose them; use backend: packet for a lossy link".into(),
+            ));
         }
         if let LinkChange::Bandwidth(bw) = change
             && bw.is_zero()

@@ -199,6 +199,9 @@ pub enum LinkChange {
     Up,
     /// The link runs at this bandwidth from now on.
     Bandwidth(llmsim_core::Bandwidth),
+    /// Each packet crossing the link from now on is dropped with this probability (a backend
+    /// that simulates packets; the others refuse it).
+    Loss(f64),
 }
 
 /// Why a network backend refused a transfer or failed a run.

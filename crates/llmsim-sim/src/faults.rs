@@ -7,11 +7,16 @@
 //! - Stragglers: a GPU (or every GPU of a server) whose compute kernels take `slowdown` times
 //!   longer. A unit (a TP group) runs at its slowest GPU's pace, since TP synchronizes it.
 //!
-//! A fault at `at: 0` is part of the topology from the start (every backend). A named link's
-//! fault at a later time is handed to the network ([`Network::schedule_link_change`]): the flow
-//! backend moves the flows on it (down, up, bandwidth); the packet backend models a link going
-//! down (packets on it lost, go-back-N recovers) and refuses the rest; the analytical backend
-//! refuses them. A straggler with a later `at` slows the kernels that start from then on.
+//! - Lossy links (`loss:`): each packet crossing the link is dropped with that probability. Only
+//!   the packet backend simulates packets, so the flow and analytical backends refuse `loss`
+//!   rather than ignore it.
+//!
+//! A fault at `at: 0` is part of the topology from the start (every backend). A link, random
+//! links' or switch's fault at a later time is handed to the network link by link
+//! ([`Network::schedule_link_change`]): the flow backend moves the flows on it (down, up,
+//! bandwidth); the packet backend models a link going down (packets on it lost, go-back-N
+//! recovers), coming back, changing bandwidth or loss rate; the analytical backend refuses
+//! them. A straggler with a later `at` slows the kernels that start from then on.
 //!
 //! [`Network::schedule_link_change`]: llmsim_net::Network::schedule_link_change
 
@@ -60,9 +65,9 @@ fn is_zero(t: &SimTime) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
-    /// When it happens (default 0: from the start). A named link's change or a straggler may come
-    /// later (links: flow backend, or packet for action: down); random links and switches fail
-    /// at 0 only.
+    /// When it happens (default 0: from the start). A later time needs the flow or packet
+    /// backend for links, random links and switches (`loss` the packet backend); a straggler
+    /// may come later on every backend.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub at: SimTime,
     /// A link by name: `a->b` (one direction) or `a-b` (the cable, both directions).
@@ -80,7 +85,8 @@ pub struct FaultSpec {
     /// A degraded link's bandwidth, e.g. 100Gbps (with `link`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth: Option<Bandwidth>,
-    /// A lossy link's packet loss rate (with `link`): not simulated yet.
+    /// A lossy link's packet loss rate in [0, 1) (with `link`), e.g. 1e-4: each packet crossing
+    /// it is dropped with this probability (packet backend only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<f64>,
     /// A straggler GPU by rank (0..gpus).
@@ -136,16 +142,6 @@ impl FaultSpec {
                 ),
             });
         }
-        if self.at != SimTime::ZERO && (self.links.is_some() || self.switch.is_some()) {
-            return Err(bad(
-                i,
-                "at",
-                format!(
-                    "{}: random links and switches fail from the start only (at: 0); name links for a failure during the run",
-                    self.at
-                ),
-            ));
-        }
         let straggler = self.gpu.is_some() || self.server.is_some();
         if straggler {
             match self.slowdown {
@@ -165,19 +161,43 @@ impl FaultSpec {
         if self.slowdown.is_some() {
             return Err(bad(i, "slowdown", "slowdown is for a gpu or server straggler"));
         }
-        if self.loss.is_some() {
-            return Err(bad(
-                i,
-                "loss",
-                "lossy links are not simulated yet; take the link down or lower its bandwidth",
-            ));
+        if let Some(p) = self.loss {
+            if !(p.is_finite() && (0.0..1.0).contains(&p)) {
+                return Err(bad(
+                    i,
+                    "loss",
+                    format!("{p} is not a loss rate; give a probability in [0, 1), e.g. loss: 1e-4 (take the link down for 1)"),
+                ));
+            }
+            if self.link.is_none() {
+                return Err(bad(i, "loss", "a loss rate is for one named link (link: a-b)"));
+            }
         }
-        match (self.action, self.bandwidth, self.link.is_some()) {
-            (Some(_), None, _) => {}
-            (None, Some(_), true) => {}
-            (None, Some(_), false) => return Err(bad(i, "bandwidth", "a degraded bandwidth is for one named link")),
-            (Some(_), Some(_), _) => return Err(bad(i, "action", "give action or bandwidth, not both")),
-            (None, None, _) => return Err(bad(i, "action", "say what happens: action: down | up, or bandwidth: 100Gbps")),
+        let given = [
+            ("action", self.action.is_some()),
+            ("bandwidth", self.bandwidth.is_some()),
+            ("loss", self.loss.is_some()),
+        ];
+        let said: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+        match said.len() {
+            1 => {}
+            0 => {
+                return Err(bad(
+                    i,
+                    "action",
+                    "say what happens: action: down | up, bandwidth: 100Gbps, or loss: 1e-4",
+                ));
+            }
+            _ => {
+                return Err(bad(
+                    i,
+                    said[1],
+                    format!("give one of action, bandwidth and loss, not {}", said.join(" and ")),
+                ));
+            }
+        }
+        if self.bandwidth.is_some() && self.link.is_none() {
+            return Err(bad(i, "bandwidth", "a degraded bandwidth is for one named link"));
         }
         if self.links.is_some() && self.action == Some(FaultAction::Up) {
             return Err(bad(i, "action", "random links can only go down"));
@@ -194,9 +214,38 @@ pub fn check(faults: &[FaultSpec]) -> Result<(), SimError> {
     faults.iter().enumerate().try_for_each(|(i, f)| f.check(i))
 }
 
+/// Whether an entry changes the network during the run (the packet backend's Wormhole
+/// fast-forward does not model that yet): a link, random-link or switch entry with a later
+/// `at`, or a loss rate.
+pub fn changes_network_during_run(faults: &[FaultSpec]) -> bool {
+    faults
+        .iter()
+        .any(|f| (f.at != SimTime::ZERO || f.loss.is_some()) && touches_network(std::slice::from_ref(f)))
+}
+
 /// Whether any entry touches the network (links or switches).
 pub fn touches_network(faults: &[FaultSpec]) -> bool {
     faults.iter().any(|f| f.link.is_some() || f.links.is_some() || f.switch.is_some())
+}
+
+/// Checks that the backend simulates what the entries ask for: packet loss needs packets, and
+/// the analytical backend has no time-varying links.
+///
+/// # Errors
+/// `SimError::Scenario` naming `faults[i].loss` or `faults[i].at`, with the backend to use.
+pub fn check_backend(faults: &[FaultSpec], backend: crate::Backend) -> Result<(), SimError> {
+    for (i, f) in faults.iter().enumerate() {
+        if f.loss.is_some() && backend != crate::Backend::Packet {
+            return Err(bad(
+                i,
+                "loss",
+                format!(
+                    "the {backend} backend moves no packets, so it cannot drop them; use backend: packet (--backend packet) for a lossy link"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Applies the link and switch entries to `topo`, in list order.
@@ -211,63 +260,68 @@ pub fn apply_to_topology(faults: &[FaultSpec], topo: &mut Topology) -> Result<()
     }
     let names = link_names(topo);
     for (i, f) in faults.iter().enumerate() {
-        if f.at != SimTime::ZERO {
-            // Checked here, applied by the network during the run.
-            if let Some(name) = &f.link {
-                resolve_link(topo, &names, &format!("faults[{i}].link"), name).map_err(topo_err)?;
-            }
+        if f.at != SimTime::ZERO || f.loss.is_some() {
+            // Checked here, applied by the network during the run (a loss rate from 0 too: the
+            // packet backend then also watches for lost tails).
+            fault_links(topo, &names, i, f)?;
             continue;
         }
         let down = f.action == Some(FaultAction::Down);
-        if let Some(name) = &f.link {
-            let links = resolve_link(topo, &names, &format!("faults[{i}].link"), name).map_err(topo_err)?;
-            for l in links {
-                match f.bandwidth {
-                    Some(bw) => topo.set_link_bandwidth(l, bw).map_err(|e| bad(i, "bandwidth", e.to_string()))?,
-                    None => topo.set_link_down(l, down).map_err(topo_err)?,
-                }
-            }
-        } else if let Some(r) = &f.links {
-            for l in random_fabric_cables(topo, r.random, r.seed, &format!("faults[{i}].links.random")).map_err(topo_err)? {
-                topo.set_link_down(l, true).map_err(topo_err)?;
-            }
-        } else if let Some(name) = &f.switch {
-            let n = resolve_node(topo, &format!("faults[{i}].switch"), name).map_err(topo_err)?;
-            if topo.is_host(n) {
-                return Err(bad(i, "switch", format!("{name} is a GPU, not a switch; use gpu: for a straggler")));
-            }
-            let links: Vec<_> = (0..topo.num_links())
-                .map(llmsim_core::LinkId::from_idx)
-                .filter(|&l| topo.link(l).src == n || topo.link(l).dst == n)
-                .collect();
-            for l in links {
-                topo.set_link_down(l, down).map_err(topo_err)?;
+        for l in fault_links(topo, &names, i, f)? {
+            match (f.bandwidth, f.loss) {
+                (Some(bw), _) => topo.set_link_bandwidth(l, bw).map_err(|e| bad(i, "bandwidth", e.to_string()))?,
+                _ => topo.set_link_down(l, down).map_err(topo_err)?,
             }
         }
     }
     Ok(())
 }
 
-/// Hands the named-link entries with `at` after 0 to `net`, in list order.
+/// The links entry `i` names: a link (one direction or both), random fabric cables (both
+/// directions each), or every link to and from a switch. Strays (stragglers) name none.
+fn fault_links(topo: &Topology, names: &[String], i: usize, f: &FaultSpec) -> Result<Vec<llmsim_core::LinkId>, SimError> {
+    if let Some(name) = &f.link {
+        return resolve_link(topo, names, &format!("faults[{i}].link"), name).map_err(topo_err);
+    }
+    if let Some(r) = &f.links {
+        return random_fabric_cables(topo, r.random, r.seed, &format!("faults[{i}].links.random")).map_err(topo_err);
+    }
+    if let Some(name) = &f.switch {
+        let n = resolve_node(topo, &format!("faults[{i}].switch"), name).map_err(topo_err)?;
+        if topo.is_host(n) {
+            return Err(bad(i, "switch", format!("{name} is a GPU, not a switch; use gpu: for a straggler")));
+        }
+        return Ok((0..topo.num_links())
+            .map(llmsim_core::LinkId::from_idx)
+            .filter(|&l| topo.link(l).src == n || topo.link(l).dst == n)
+            .collect());
+    }
+    Ok(Vec::new())
+}
+
+/// Hands the link, random-link and switch entries with `at` after 0 to `net`, link by link, in
+/// list order.
 ///
 /// # Errors
 /// `SimError::Scenario` naming `faults[i].at` when the backend does not simulate changes during
-/// the run; `faults[i].link` for an unknown link.
+/// the run; `faults[i].link` / `.switch` / `.links.random` for what the topology lacks.
 pub fn schedule(faults: &[FaultSpec], topo: &Topology, net: &mut dyn llmsim_net::Network) -> Result<(), SimError> {
-    if !faults.iter().any(|f| f.at != SimTime::ZERO && f.link.is_some()) {
+    let during = |f: &FaultSpec| (f.at != SimTime::ZERO || f.loss.is_some()) && touches_network(std::slice::from_ref(f));
+    if !faults.iter().any(during) {
         return Ok(());
     }
     let names = link_names(topo);
     for (i, f) in faults.iter().enumerate() {
-        let Some(name) = f.link.as_ref().filter(|_| f.at != SimTime::ZERO) else {
+        if !during(f) {
             continue;
-        };
-        let change = match (f.action, f.bandwidth) {
-            (_, Some(bw)) => llmsim_net::LinkChange::Bandwidth(bw),
-            (Some(FaultAction::Up), None) => llmsim_net::LinkChange::Up,
+        }
+        let change = match (f.action, f.bandwidth, f.loss) {
+            (_, Some(bw), _) => llmsim_net::LinkChange::Bandwidth(bw),
+            (_, _, Some(p)) => llmsim_net::LinkChange::Loss(p),
+            (Some(FaultAction::Up), None, None) => llmsim_net::LinkChange::Up,
             _ => llmsim_net::LinkChange::Down,
         };
-        for l in resolve_link(topo, &names, &format!("faults[{i}].link"), name).map_err(topo_err)? {
+        for l in fault_links(topo, &names, i, f)? {
             net.schedule_link_change(f.at, l, change).map_err(|e| bad(i, "at", e.to_string()))?;
         }
     }

@@ -256,6 +256,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     } else {
         String::new()
     };
+    crate::faults::check_backend(&s.faults, s.network.backend)?;
     let compute_slowdown = crate::faults::unit_slowdowns(&s.faults, layout, info.gpus, s.cluster.gpus_per_node)?;
     let run_engine = |active_dp: u32, ff: Option<FlowFold>, progress: &mut dyn FnMut(u64, u64)| -> Result<EngineRun, SimError> {
         let mut net = s.run_network().build(topo.clone(), s.seed)?;

@@ -421,6 +421,34 @@ impl Topology {
         }
     }
 
+    /// Sets the packet loss rate of link `l` (a lossy link): each packet crossing it is dropped
+    /// with this probability by a backend that simulates packets.
+    ///
+    /// # Errors
+    /// `TopoError::Invalid` if there is no link `l` or `rate` is not in [0, 1).
+    pub fn set_link_error_rate(&mut self, l: LinkId, rate: f64) -> Result<(), TopoError> {
+        if l.idx() >= self.links.len() {
+            return Err(TopoError::invalid(
+                "link",
+                format!("no link {} (the topology has {})", l.0, self.links.len()),
+            ));
+        }
+        if !(rate.is_finite() && (0.0..1.0).contains(&rate)) {
+            return Err(TopoError::invalid(
+                "loss",
+                format!("{rate} is not a loss rate; give a probability in [0, 1), e.g. 1e-4"),
+            ));
+        }
+        if self.error_rates.len() < self.links.len() {
+            if rate == 0.0 {
+                return Ok(());
+            }
+            self.error_rates.resize(self.links.len(), 0.0);
+        }
+        self.error_rates[l.idx()] = rate;
+        Ok(())
+    }
+
     /// Appends to `out` the next hops at `at` toward host `dst` that the rule allows and from
     /// which `dst` stays reachable with the links that are down: every equal-cost candidate
     /// when none is.

@@ -419,13 +419,8 @@ impl Network for PacketNetwork {
     /// flows move to other paths, go-back-N (and an ACK timeout after a tail loss) recovers.
     /// Repairs and degraded bandwidths during the run are not modelled on packets.
     fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: crate::LinkChange) -> Result<(), NetError> {
-        if change != crate::LinkChange::Down {
-            return Err(NetError::Fault(
-                "the packet backend models a link failing during the run, not a repair or a bandwidth change; give those at: 0, or use backend: flow".into(),
-            ));
-        }
         self.engine
-            .schedule_link_down(at, link.0)
+            .schedule_link_change(at, link.0, change)
             .map_err(|e| NetError::Fault(e.to_string()))
     }
 

@@ -87,6 +87,10 @@ pub struct Ns3Config {
     pub pfc_output_file: String,
     /// Flows not done by then are reported unfinished.
     pub stop_time: SimTime,
+    /// `LINK_DOWN time_us a b` with a time above 0: the cable between the nodes with file ids
+    /// `a` and `b` fails at 2 s + `time_us` (HPCC's `third.cc` schedules `TakeDownLink` at
+    /// `Seconds(2) + MicroSeconds(link_down_time)`, 2 s being where its flows start).
+    pub link_down: Option<(SimTime, u32, u32)>,
 }
 
 /// `Seconds(double)` at ns resolution, as ns-3 converts it (64.64 fixed point, floored), in ps;
@@ -122,8 +126,7 @@ fn perr(file: &str, line: usize, message: String) -> PacketError {
 ///
 /// # Errors
 /// `PacketError::Parse` with the line for an unknown key, a missing or malformed value, or an
-/// unsupported setting (`CC_MODE` other than 1/3/7/8, `MULTI_RATE 1`, `SAMPLE_FEEDBACK 1`,
-/// `LINK_DOWN` with a time).
+/// unsupported setting (`CC_MODE` other than 1/3/7/8, `MULTI_RATE 1`, `SAMPLE_FEEDBACK 1`).
 pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
     let mut p = PacketConfig {
         routing: Routing::Ns3,
@@ -137,6 +140,7 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
         fct_output_file: "fct.txt".into(),
         pfc_output_file: "pfc.txt".into(),
         stop_time: SimTime::from_ms(10_000),
+        link_down: None,
     };
     let mut cc_mode: Option<(usize, u64)> = None;
     let mut kmin: Vec<(u64, u64)> = vec![];
@@ -285,8 +289,15 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                 if vals.len() != 3 || vals.iter().any(|v| v.parse::<u64>().is_err()) {
                     return Err(perr(file, ln, "LINK_DOWN takes three integers: time_us node_a node_b".into()));
                 }
-                if vals[0] != "0" {
-                    return Err(perr(file, ln, "LINK_DOWN with a time is not supported; use LINK_DOWN 0 0 0".into()));
+                let t_us: u64 = vals[0].parse().unwrap_or(0);
+                if t_us > 0 {
+                    let at = t_us
+                        .checked_mul(SimTime::PS_PER_US)
+                        .and_then(|ps| ps.checked_add(2 * SimTime::PS_PER_S))
+                        .map(SimTime::from_ps)
+                        .ok_or_else(|| perr(file, ln, format!("LINK_DOWN at {t_us} us is past what the engine's clock holds")))?;
+                    let node = |v: &str| v.parse::<u32>().unwrap_or(u32::MAX);
+                    cfg.link_down = Some((at, node(vals[1]), node(vals[2])));
                 }
             }
             "BUFFER_SIZE" => {
@@ -600,6 +611,32 @@ impl Ns3Experiment {
                     flow_hash: i as u64,
                 })
                 .map_err(|e| perr(&fname, f.line, e.to_string()))?;
+        }
+        if let Some((at, a, b)) = config.link_down {
+            let (na, nb) = (by_file.get(a as usize).copied(), by_file.get(b as usize).copied());
+            let cable: Vec<u32> = match (na, nb) {
+                (Some(na), Some(nb)) => engine
+                    .topology()
+                    .links()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| (l.src.0, l.dst.0) == (na, nb) || (l.src.0, l.dst.0) == (nb, na))
+                    .map(|(i, _)| i as u32)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if cable.is_empty() {
+                return Err(perr(
+                    &name,
+                    0,
+                    format!("LINK_DOWN: nodes {a} and {b} of the topology file share no link; name two nodes with a link between them"),
+                ));
+            }
+            for l in cable {
+                engine
+                    .schedule_link_down(at, l)
+                    .map_err(|e| perr(&name, 0, format!("LINK_DOWN: {e}")))?;
+            }
         }
         Ok(Ns3Experiment {
             config,

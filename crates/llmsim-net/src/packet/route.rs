@@ -25,7 +25,14 @@ impl Ns3Routes {
         // Neighbors (node, link from here) in ns-3 id order.
         let nbrs: Vec<Vec<(u32, u32)>> = (0..n)
             .map(|v| {
-                let mut x: Vec<(u32, u32)> = topo.ports(NodeId(v as u32)).iter().map(|l| (link_dst[l.idx()], l.0)).collect();
+                // A link that is down is left out, as ns-3's `CalculateRoute` skips
+                // `nbr2if[..].up == false` (HPCC's `TakeDownLink` recomputes the routes).
+                let mut x: Vec<(u32, u32)> = topo
+                    .ports(NodeId(v as u32))
+                    .iter()
+                    .filter(|&&l| !topo.is_link_down(l))
+                    .map(|l| (link_dst[l.idx()], l.0))
+                    .collect();
                 x.sort_by_key(|&(u, _)| {
                     if u < hosts {
                         (0, ns3_ids[u as usize])

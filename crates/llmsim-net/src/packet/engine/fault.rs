@@ -1,6 +1,6 @@
-//! A link failing during the run (`faults:` with `at:` after 0, issue 32 §2).
+//! Links changing during the run (`faults:` with `at:` after 0, and lossy links, issue 32 §2).
 //!
-//! At the failure:
+//! At a failure (`LinkChange::Down`):
 //! - every packet still to cross the link is lost: the link's loss rate becomes 1, so packets in
 //!   flight on it, and those queued for it, are dropped at its far end (counted as link drops);
 //! - the routing rule routes around it from then on ([`Topology::set_link_down`]); every flow not
@@ -12,17 +12,27 @@
 //!   checked for the flows the failure touched until they finish. (The engine has no RoCE ACK
 //!   timeout otherwise; a NIC's is 4.096 us x 2^timeout.)
 //!
-//! Not with Wormhole fast-forward (a failure breaks a steady state it would have frozen) nor
+//! Other changes:
+//! - `Up`: the link carries packets again and later routes may use it; flows moved off it stay
+//!   on their new paths (as on the flow backend).
+//! - `Bandwidth`: the link serializes at the new rate from its next packet on (a packet on the
+//!   wire keeps its time); a switch port's ECN thresholds become those of the new rate.
+//! - `Loss(p)`: each packet crossing the link is dropped with probability `p` (the engine's
+//!   per-link error model, `ERROR_RATE_PER_LINK`'s). From then on every flow that starts is
+//!   watched by the same ACK timeout, since a lost last packet draws no NACK.
+//!
+//! Not with Wormhole fast-forward (a change breaks a steady state it would have frozen) nor
 //! ns-3 routing tables.
 
 use llmsim_core::{LinkId, SimTime};
 
 use super::Engine;
+use crate::LinkChange;
 use crate::packet::PacketError;
 use crate::packet::config::Routing;
 use crate::packet::events::{EV_FAULT, ev};
 use crate::packet::lb::LoadBalance;
-use crate::packet::tables::Kind;
+use crate::packet::tables::{Kind, RateInfo};
 
 /// How long a sender whose flow a failure touched waits without progress before it resends from
 /// its first unacknowledged byte.
@@ -31,8 +41,10 @@ pub const FAULT_ACK_TIMEOUT: SimTime = SimTime::from_us(500);
 /// What the engine keeps about failures.
 #[derive(Default)]
 pub(crate) struct FaultState {
-    /// Links to fail, by event operand.
-    links: Vec<u32>,
+    /// Link changes, by event operand.
+    links: Vec<(u32, LinkChange)>,
+    /// A lossy link exists: every flow that starts is watched (a lost tail draws no NACK).
+    watch_new: bool,
     /// Flows under watch: `(flow, snd_una at the last check)`, by event operand.
     watch: Vec<(u32, u64)>,
     /// The first flow a failure left with no route.
@@ -43,20 +55,24 @@ impl Engine {
     /// Fails `link` at `at` (see the module doc).
     ///
     /// # Errors
-    /// `PacketError::Config` with Wormhole fast-forward, ns-3 routing tables, TCP, an unknown
-    /// link, or a time in the past.
+    /// As [`Engine::schedule_link_change`].
     pub fn schedule_link_down(&mut self, at: SimTime, link: u32) -> Result<(), PacketError> {
+        self.schedule_link_change(at, link, LinkChange::Down)
+    }
+
+    /// Changes `link` at `at` (see the module doc).
+    ///
+    /// # Errors
+    /// `PacketError::Config` with Wormhole fast-forward, ns-3 routing tables, a link going down
+    /// under TCP or UET, an unknown link, a zero bandwidth, a loss rate outside [0, 1), or a
+    /// time in the past.
+    pub fn schedule_link_change(&mut self, at: SimTime, link: u32, change: LinkChange) -> Result<(), PacketError> {
         if self.cfg.wormhole.fast_forward {
             return Err(PacketError::Config(
-                "a link failing during the run interrupts Wormhole's steady state, which is not modelled yet; turn fast_forward off or fail the link at 0".into(),
+                "a link changing during the run interrupts Wormhole's steady state, which is not modelled yet; turn fast_forward off or change the link at 0".into(),
             ));
         }
-        if self.cfg.routing != Routing::Topology {
-            return Err(PacketError::Config(
-                "link failures during the run need the topology's routing rule".into(),
-            ));
-        }
-        if self.tcp_on || self.uet_on {
+        if change == LinkChange::Down && (self.tcp_on || self.uet_on) {
             return Err(PacketError::Config(
                 "link failures during the run are modelled under RoCE only; use transport: roce".into(),
             ));
@@ -64,11 +80,22 @@ impl Engine {
         if link as usize >= self.topo.num_links() {
             return Err(PacketError::Config(format!("no link {link}")));
         }
+        match change {
+            LinkChange::Bandwidth(bw) if bw.is_zero() => {
+                return Err(PacketError::Config(
+                    "a degraded link needs a positive bandwidth; take it down instead".into(),
+                ));
+            }
+            LinkChange::Loss(p) if !(p.is_finite() && (0.0..1.0).contains(&p)) => {
+                return Err(PacketError::Config(format!("{p} is not a loss rate in [0, 1)")));
+            }
+            _ => {}
+        }
         if at.as_ps() < self.now {
-            return Err(PacketError::Config(format!("a link failure at {at} is in the engine's past")));
+            return Err(PacketError::Config(format!("a link change at {at} is in the engine's past")));
         }
         let fs = self.faults.get_or_insert_with(Box::default);
-        fs.links.push(link);
+        fs.links.push((link, change));
         let i = (fs.links.len() - 1) as u32;
         self.schedule(at.as_ps(), ev(EV_FAULT, i, 0));
         Ok(())
@@ -84,13 +111,39 @@ impl Engine {
         if b != 0 {
             return self.fault_check(a);
         }
-        let link = self.faults.as_ref().map_or(0, |f| f.links[a as usize]);
+        let (link, change) = self.faults.as_ref().map_or((0, LinkChange::Up), |f| f.links[a as usize]);
         let li = link as usize;
         if self.link_err.is_empty() {
             self.link_err = vec![0.0; self.topo.num_links()];
         }
+        match change {
+            LinkChange::Down => {}
+            LinkChange::Up => {
+                let base = self.topo.link_error_rate(LinkId(link));
+                self.link_err[li] = 1.0 - (1.0 - base) * (1.0 - self.cfg.error_rate_per_link);
+                let _ = std::sync::Arc::make_mut(&mut self.topo).set_link_down(LinkId(link), false);
+                self.rebuild_ns3_routes();
+                return;
+            }
+            LinkChange::Bandwidth(bw) => return self.set_port_rate(link, bw.bps()),
+            LinkChange::Loss(p) => {
+                self.link_err[li] = p;
+                let _ = std::sync::Arc::make_mut(&mut self.topo).set_link_error_rate(LinkId(link), p);
+                if let Some(fs) = self.faults.as_mut() {
+                    fs.watch_new = true;
+                }
+                // Flows already running may lose their tail too.
+                for f in 0..self.flows.len() as u32 {
+                    if self.flows[f as usize].started && !self.flows[f as usize].done && self.crosses(f, link) {
+                        self.watch(f);
+                    }
+                }
+                return;
+            }
+        }
         self.link_err[li] = f64::INFINITY;
         let _ = std::sync::Arc::make_mut(&mut self.topo).set_link_down(LinkId(link), true);
+        self.rebuild_ns3_routes();
         for f in 0..self.flows.len() as u32 {
             if self.flows[f as usize].done || !self.crosses(f, link) {
                 continue;
@@ -108,12 +161,69 @@ impl Engine {
                 }
                 continue;
             }
-            let una = self.flows[f as usize].snd_una;
-            let fs = self.faults.as_mut().expect("set when scheduled");
-            fs.watch.push((f, una));
-            let w = (fs.watch.len() - 1) as u32;
-            self.schedule(self.now + FAULT_ACK_TIMEOUT.as_ps(), ev(EV_FAULT, w, 1));
+            self.watch(f);
         }
+    }
+
+    /// With ns-3's routing tables, computes them again on the topology as it is now (HPCC's
+    /// `TakeDownLink`: `CalculateRoutes` over the links that are up).
+    fn rebuild_ns3_routes(&mut self) {
+        if self.cfg.routing == Routing::Ns3 {
+            let link_dst: Vec<u32> = (0..self.ports.len()).map(|l| self.ports[l].dst).collect();
+            self.routes = Some(crate::packet::route::Ns3Routes::build(&self.topo, &self.ns3_ids, &link_dst));
+        }
+    }
+
+    /// Puts flow `f` under the ACK-timeout watch.
+    fn watch(&mut self, f: u32) {
+        let una = self.flows[f as usize].snd_una;
+        let Some(fs) = self.faults.as_mut() else { return };
+        fs.watch.push((f, una));
+        let w = (fs.watch.len() - 1) as u32;
+        self.schedule(self.now + FAULT_ACK_TIMEOUT.as_ps(), ev(EV_FAULT, w, 1));
+    }
+
+    /// A flow starting: watched when a lossy link exists (see the module doc).
+    #[inline]
+    pub(super) fn fault_on_start(&mut self, f: u32) {
+        if self.faults.as_ref().is_some_and(|fs| fs.watch_new) {
+            self.watch(f);
+        }
+    }
+
+    /// Link `link` serializes at `bps` from its next packet on; a switch port takes the ECN
+    /// thresholds of that rate.
+    fn set_port_rate(&mut self, link: u32, bps: u64) {
+        let li = link as usize;
+        let _ = std::sync::Arc::make_mut(&mut self.topo).set_link_bandwidth(LinkId(link), llmsim_core::Bandwidth::from_bps(bps));
+        self.link_rate[li] = bps;
+        let from_switch = !self.topo.is_host(llmsim_core::NodeId(self.ports[li].src));
+        let ecn = if from_switch && self.cfg.ecn {
+            self.cfg.ecn_for(bps).or_else(|| self.cfg.ecn_scaled(bps))
+        } else {
+            None
+        };
+        let want = (bps, ecn.map(|e| (e.kmin_bytes, e.kmax_bytes)));
+        let r = match (0..self.rates.len()).find(|&r| {
+            let ri = &self.rates[r];
+            (ri.bps, (ri.kmin != u64::MAX).then_some((ri.kmin, ri.kmax))) == want
+        }) {
+            Some(r) => r,
+            None => {
+                let common = [self.hdr_bytes + self.cfg.mtu, self.ack_bytes];
+                let (kmin, kmax, pmax) = ecn.map_or((u64::MAX, u64::MAX, 0.0), |e| (e.kmin_bytes, e.kmax_bytes, e.pmax));
+                self.rates.push(RateInfo {
+                    bps,
+                    tx_cache: common.map(|b| (b, self.tx_ps(b, bps))),
+                    kmin,
+                    kmax,
+                    pmax,
+                    int_rate: crate::packet::cc::int::int_rate_index(bps),
+                });
+                self.rates.len() - 1
+            }
+        };
+        self.ports[li].rate = u16::try_from(r).unwrap_or(u16::MAX);
     }
 
     /// Whether flow `f`'s data or ACK path crosses `link`.

@@ -170,6 +170,9 @@ impl Engine {
         if self.uet_on {
             self.uet_start(f);
         }
+        if self.faults.is_some() {
+            self.fault_on_start(f);
+        }
         self.nics[src as usize].qps.push(f);
         self.host_send(src);
     }
