@@ -231,12 +231,13 @@ fn packet_backend_recovers_a_link_failing_mid_transfer() {
         }
         assert!(n.fault_error().is_none());
     }
-    // Wormhole cannot fast-forward across a failure: refused.
+    // Under Wormhole fast-forward the failure interrupts steady state and is simulated the same
+    // way (tests/wormhole_faults.rs checks the times against the exact engine).
     let cfg = PacketConfig {
         wormhole: llmsim_net::packet::WormholeConfig::fast_forwarding(0.05, 4, 3, SimTime::from_us(10), false),
         ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
     };
     let mut n = PacketNetwork::new(t.clone(), cfg).expect("packet network");
-    let e = n.schedule_link_change(SimTime::from_us(5), path[1], LinkChange::Down).unwrap_err();
-    assert!(e.to_string().contains("Wormhole"), "{e}");
+    n.schedule_link_change(SimTime::from_us(5), path[1], LinkChange::Down)
+        .expect("a failure under Wormhole is simulated");
 }

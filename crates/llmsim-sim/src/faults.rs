@@ -214,13 +214,11 @@ pub fn check(faults: &[FaultSpec]) -> Result<(), SimError> {
     faults.iter().enumerate().try_for_each(|(i, f)| f.check(i))
 }
 
-/// Whether an entry changes the network during the run (the packet backend's Wormhole
-/// fast-forward does not model that yet): a link, random-link or switch entry with a later
-/// `at`, or a loss rate.
-pub fn changes_network_during_run(faults: &[FaultSpec]) -> bool {
-    faults
-        .iter()
-        .any(|f| (f.at != SimTime::ZERO || f.loss.is_some()) && touches_network(std::slice::from_ref(f)))
+/// Whether an entry makes a link lossy (the packet backend's Wormhole fast-forward moves frozen
+/// flows at their mean rate and would drop no packet while they are frozen, so the exact engine
+/// runs such scenarios by default).
+pub fn lossy(faults: &[FaultSpec]) -> bool {
+    faults.iter().any(|f| f.loss.is_some())
 }
 
 /// Whether any entry touches the network (links or switches).

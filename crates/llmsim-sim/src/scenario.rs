@@ -961,11 +961,12 @@ impl Scenario {
         }
     }
 
-    /// The implicit Wormhole default gives way to the exact engine: the scenario changes a link
-    /// during the run (or makes one lossy). Faults from the start only change the topology,
-    /// whose routes stay static, so Wormhole runs with them.
+    /// The implicit Wormhole default gives way to the exact engine: the scenario makes a link
+    /// lossy (random drops that frozen flows would not see). Links failing, coming back or
+    /// changing bandwidth interrupt Wormhole's steady state, which it models (every frozen
+    /// partition resumes at the change).
     fn faults_stop_fast_forward(&self) -> bool {
-        crate::faults::changes_network_during_run(&self.faults) && is_implicit_fast_forward(&self.network.fast_forward)
+        crate::faults::lossy(&self.faults) && is_implicit_fast_forward(&self.network.fast_forward)
     }
 
     /// Which packet engine a run of this scenario uses (for the report); `None` off the packet
@@ -975,7 +976,7 @@ impl Scenario {
             return None;
         }
         if self.faults_stop_fast_forward() {
-            return Some("exact (Wormhole fast-forward, the default, does not model links changing during the run)".into());
+            return Some("exact (Wormhole fast-forward, the default, does not model lossy links)".into());
         }
         Some(self.network.packet_engine())
     }

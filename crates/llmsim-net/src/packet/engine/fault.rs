@@ -21,8 +21,8 @@
 //!   per-link error model, `ERROR_RATE_PER_LINK`'s). From then on every flow that starts is
 //!   watched by the same ACK timeout, since a lost last packet draws no NACK.
 //!
-//! Not with Wormhole fast-forward (a change breaks a steady state it would have frozen) nor
-//! ns-3 routing tables.
+//! With Wormhole fast-forward, a change interrupts steady state: every frozen partition
+//! resumes first, and memoization stops for the rest of the run (`Engine::ww_interrupt`).
 
 use llmsim_core::{LinkId, SimTime};
 
@@ -45,8 +45,10 @@ pub(crate) struct FaultState {
     links: Vec<(u32, LinkChange)>,
     /// A lossy link exists: every flow that starts is watched (a lost tail draws no NACK).
     watch_new: bool,
-    /// Flows under watch: `(flow, snd_una at the last check)`, by event operand.
-    watch: Vec<(u32, u64)>,
+    /// Flows under watch: `(flow, snd_una at the last check, until)`, by event operand. A
+    /// failure's watch ends once the flow has acknowledged everything it had sent when the link
+    /// failed (`until`: what the failure could have lost is recovered); a lossy link's never.
+    watch: Vec<(u32, u64, u64)>,
     /// The first flow a failure left with no route.
     pub(crate) error: Option<String>,
 }
@@ -63,15 +65,10 @@ impl Engine {
     /// Changes `link` at `at` (see the module doc).
     ///
     /// # Errors
-    /// `PacketError::Config` with Wormhole fast-forward, ns-3 routing tables, a link going down
+    /// `PacketError::Config` with a link going down
     /// under TCP or UET, an unknown link, a zero bandwidth, a loss rate outside [0, 1), or a
     /// time in the past.
     pub fn schedule_link_change(&mut self, at: SimTime, link: u32, change: LinkChange) -> Result<(), PacketError> {
-        if self.cfg.wormhole.fast_forward {
-            return Err(PacketError::Config(
-                "a link changing during the run interrupts Wormhole's steady state, which is not modelled yet; turn fast_forward off or change the link at 0".into(),
-            ));
-        }
         if change == LinkChange::Down && (self.tcp_on || self.uet_on) {
             return Err(PacketError::Config(
                 "link failures during the run are modelled under RoCE only; use transport: roce".into(),
@@ -112,6 +109,9 @@ impl Engine {
             return self.fault_check(a);
         }
         let (link, change) = self.faults.as_ref().map_or((0, LinkChange::Up), |f| f.links[a as usize]);
+        if self.ww.is_some() {
+            self.ww_interrupt();
+        }
         let li = link as usize;
         if self.link_err.is_empty() {
             self.link_err = vec![0.0; self.topo.num_links()];
@@ -135,7 +135,7 @@ impl Engine {
                 // Flows already running may lose their tail too.
                 for f in 0..self.flows.len() as u32 {
                     if self.flows[f as usize].started && !self.flows[f as usize].done && self.crosses(f, link) {
-                        self.watch(f);
+                        self.watch(f, u64::MAX);
                     }
                 }
                 return;
@@ -161,7 +161,8 @@ impl Engine {
                 }
                 continue;
             }
-            self.watch(f);
+            let sent = self.flows[f as usize].max_sent.max(self.flows[f as usize].snd_nxt);
+            self.watch(f, sent);
         }
     }
 
@@ -174,11 +175,11 @@ impl Engine {
         }
     }
 
-    /// Puts flow `f` under the ACK-timeout watch.
-    fn watch(&mut self, f: u32) {
+    /// Puts flow `f` under the ACK-timeout watch until it has acknowledged `until` bytes.
+    fn watch(&mut self, f: u32, until: u64) {
         let una = self.flows[f as usize].snd_una;
         let Some(fs) = self.faults.as_mut() else { return };
-        fs.watch.push((f, una));
+        fs.watch.push((f, una, until));
         let w = (fs.watch.len() - 1) as u32;
         self.schedule(self.now + FAULT_ACK_TIMEOUT.as_ps(), ev(EV_FAULT, w, 1));
     }
@@ -187,7 +188,7 @@ impl Engine {
     #[inline]
     pub(super) fn fault_on_start(&mut self, f: u32) {
         if self.faults.as_ref().is_some_and(|fs| fs.watch_new) {
-            self.watch(f);
+            self.watch(f, u64::MAX);
         }
     }
 
@@ -280,12 +281,14 @@ impl Engine {
     /// Watch `w`: if its flow made no progress since the last check, go back to its first
     /// unacknowledged byte; check again later until it is done.
     fn fault_check(&mut self, w: u32) {
-        let (f, last) = self.faults.as_ref().map_or((0, 0), |fs| fs.watch[w as usize]);
-        let fl = &mut self.flows[f as usize];
-        if fl.done {
+        let (f, last, until) = self.faults.as_ref().map_or((0, 0, 0), |fs| fs.watch[w as usize]);
+        if self.flows[f as usize].done || self.flows[f as usize].snd_una >= until {
             return;
         }
-        if fl.snd_una == last && fl.snd_nxt > fl.snd_una {
+        // A frozen flow moves at its resume: no progress now is no sign of a lost tail.
+        let frozen = self.ww.as_ref().is_some_and(|w| w.flow_frozen(f));
+        let fl = &mut self.flows[f as usize];
+        if !frozen && fl.snd_una == last && fl.snd_nxt > fl.snd_una {
             fl.snd_nxt = fl.snd_una;
             self.stats.fault_timeouts += 1;
             let h = fl.src;

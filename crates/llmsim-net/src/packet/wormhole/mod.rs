@@ -64,7 +64,12 @@
 //!   last completion is stored under that history (`join_key`); a leader meeting the same
 //!   history later freezes at the join and finishes each flow at its stored offset from it.
 //!
-//! Not done: link failures and rerouting (routes are static).
+//! - **Links changing during the run** (a failure, repair, bandwidth or loss change; §5: a
+//!   failure or reroute interrupts steady state): every frozen partition resumes at the change
+//!   (leaders before the twins that follow them), and memoization stops for the rest of the
+//!   run, since an episode recorded across the change would store a transient its key does not
+//!   describe. Steady-state fast-forward goes on: partitions freeze again once their rates
+//!   settle under the new conditions ([`Engine::ww_interrupt`]).
 
 use llmsim_core::SimTime;
 
@@ -358,6 +363,8 @@ pub(crate) struct Wormhole {
     link_mark: Vec<bool>,
     pub(crate) log: Vec<SkipRecord>,
     memo: Option<Box<Memo>>,
+    /// The memo database after a link change stopped memoization (kept for the caller).
+    memo_db_kept: Option<MemoDb>,
 }
 
 impl Memo {
@@ -409,7 +416,13 @@ impl Wormhole {
                     joined: Vec::new(),
                 })
             }),
+            memo_db_kept: None,
         }
+    }
+
+    /// Whether flow `f` is in a frozen partition now (its acknowledgements wait for the resume).
+    pub(crate) fn flow_frozen(&self, f: u32) -> bool {
+        self.flow_slot.get(f as usize).is_some_and(|&s| s != NONE)
     }
 
     #[inline]
@@ -459,10 +472,19 @@ impl Wormhole {
     }
 }
 
-/// The links of flow `f` (data path then ACK path).
+/// The links of flow `f` (data path then ACK path), as a range of `Engine::paths`. The ACK path
+/// ends at the link into the sender. (A flow a failure routed again has its paths at the end of
+/// the table, so the next flow's start does not bound them.)
 fn flow_links(e: &Engine, f: usize) -> std::ops::Range<usize> {
-    let start = e.flows[f].path_data as usize;
-    let end = e.flows.get(f + 1).map_or(e.paths.len(), |n| n.path_data as usize);
+    let fl = &e.flows[f];
+    let start = fl.path_data as usize;
+    let mut end = fl.path_ack as usize;
+    while let Some(&l) = e.paths.get(end) {
+        end += 1;
+        if e.ports[l as usize].dst == fl.src {
+            break;
+        }
+    }
     start..end
 }
 
@@ -507,7 +529,8 @@ impl Engine {
 
     /// The memo database (`None` when memoization is off).
     pub fn memo_db(&self) -> Option<&MemoDb> {
-        self.ww.as_ref()?.memo.as_ref().map(|m| &m.db)
+        let w = self.ww.as_ref()?;
+        w.memo.as_ref().map(|m| &m.db).or(w.memo_db_kept.as_ref())
     }
 
     /// Replaces the memo database, e.g. with one loaded from a file or taken from another run.
@@ -528,7 +551,43 @@ impl Engine {
 
     /// Takes the memo database out (an empty one stays), e.g. to hand it to the next run.
     pub fn take_memo_db(&mut self) -> Option<MemoDb> {
-        self.ww.as_mut()?.memo.as_mut().map(|m| std::mem::take(&mut m.db))
+        let w = self.ww.as_mut()?;
+        match w.memo.as_mut() {
+            Some(m) => Some(std::mem::take(&mut m.db)),
+            None => w.memo_db_kept.take(),
+        }
+    }
+
+    /// A link changes now (see the module doc): every frozen partition resumes, leaders before
+    /// the twins that copy them, and memoization stops for the rest of the run (its open
+    /// episodes, mirrors and run records are dropped unrecorded). Partitions are recomputed and
+    /// every flow samples its rate afresh.
+    #[cold]
+    pub(crate) fn ww_interrupt(&mut self) {
+        let Some(mut w) = self.ww.take() else { return };
+        for twins_pass in [false, true] {
+            for s in 0..w.slots.len() {
+                if w.slots[s].live && w.slots[s].twin.is_some() == twins_pass {
+                    self.ww_resume(&mut w, s as u32);
+                }
+            }
+        }
+        if let Some(m) = w.memo.take() {
+            w.memo_db_kept = Some(m.db);
+        }
+        w.dirty = true;
+        w.merged = true;
+        for k in 0..w.active.len() {
+            let f = w.active[k] as usize;
+            w.nsamp[f] = 0;
+            w.last_una[f] = self.flows[f].snd_una;
+        }
+        if !w.tick_pending && !w.active.is_empty() {
+            w.tick_pending = true;
+            let at = self.now + w.cfg.sample_interval.as_ps();
+            self.schedule(at, ev(EV_SAMPLE, 0, 0));
+        }
+        self.ww = Some(w);
     }
 
     /// Handles Wormhole's own events and parks events of frozen partitions; true when `e` is
@@ -537,12 +596,15 @@ impl Engine {
     pub(crate) fn ww_intercept(&mut self, e: u64, kind: u64, a: u32, b: u32) -> bool {
         let mut w = self.ww.take().expect("wormhole on");
         let consumed = match kind {
-            EV_SAMPLE if b == 1 => {
-                self.ww_episodes(&mut w);
-                true
-            }
-            EV_SAMPLE if b == 2 => {
-                self.ww_checkpoint(&mut w, a);
+            // After a link change stopped memoization, its queued checks are stale.
+            EV_SAMPLE if b == 1 || b == 2 => {
+                if w.memo.is_some() {
+                    if b == 1 {
+                        self.ww_episodes(&mut w);
+                    } else {
+                        self.ww_checkpoint(&mut w, a);
+                    }
+                }
                 true
             }
             EV_SAMPLE if b == 3 => {
