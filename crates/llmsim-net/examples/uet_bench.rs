@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llmsim_core::{Bandwidth, NodeId, SimTime};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, LoadBalance, PacketConfig, Transport};
+use llmsim_net::packet::{CcMode, FlowSpec, LoadBalance, PacketConfig, PacketEngine, Transport};
 use llmsim_topo::generators::{FatTreeParams, fat_tree};
 use llmsim_topo::{LinkParams, ScaleUp, Topology};
 
@@ -148,7 +148,7 @@ fn main() {
             }
             let cfg = config(s);
             let mtu = u64::from(cfg.mtu);
-            let mut e = Engine::new(t.clone(), None, cfg).expect("engine");
+            let mut e = PacketEngine::new(t.clone(), None, cfg).expect("engine");
             for (i, &(src, dst, size)) in flows.iter().enumerate() {
                 e.add_flow(FlowSpec {
                     src: NodeId(src),

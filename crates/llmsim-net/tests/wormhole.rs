@@ -6,15 +6,15 @@ mod common;
 
 use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, fct_text};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, Routing, WormholeConfig, steady_estimate};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, PacketEngine, PacketRouting, WormholeConfig, steady_estimate};
 
 use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 
 const REF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/ns3/runs/");
 
-fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine {
+fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> PacketEngine {
     let (t, ids) = ns3_topo(&fat_tree_k4());
-    let mut e = Engine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
     if let Some(w) = ww {
         e.set_wormhole(w).expect("knobs");
     }
@@ -105,7 +105,7 @@ fn scenario(n: u32, size: u64, stagger_us: u64) -> Vec<FlowSpec> {
 }
 
 /// Per-flow (start, finish) in ps.
-fn fcts(e: &Engine) -> Vec<(u64, u64)> {
+fn fcts(e: &PacketEngine) -> Vec<(u64, u64)> {
     (0..e.num_flows() as u32)
         .map(|f| {
             let r = e.flow_result(f).unwrap();
@@ -294,13 +294,13 @@ fn two_waves(size: u64, gap_us: u64) -> Vec<FlowSpec> {
     v
 }
 
-fn wave_engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine {
+fn wave_engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> PacketEngine {
     let (t, ids) = ns3_topo(&fat_tree_k4());
     let cfg = PacketConfig {
-        routing: Routing::Topology,
+        routing: PacketRouting::Topology,
         ..ns3_cfg(cc)
     };
-    let mut e = Engine::new(t, Some(ids), cfg).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), cfg).expect("engine");
     if let Some(w) = ww {
         e.set_wormhole(w).expect("knobs");
     }
@@ -316,7 +316,7 @@ fn memo_knobs() -> WormholeConfig {
 
 /// Runs `flows` exactly, fast-forwarded alone and with memo from an empty database; checks that
 /// the memo run is safe and complete, and prints its Wormhole counters.
-fn three_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, Engine, Engine) {
+fn three_runs(cc: CcMode, flows: &[FlowSpec]) -> (PacketEngine, PacketEngine, PacketEngine) {
     let mut exact = wave_engine(cc, None, flows);
     exact.run();
     let mut plain = wave_engine(cc, Some(ff(0.05, 6)), flows);
@@ -334,7 +334,7 @@ fn three_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, Engine, Engine) {
 /// however far the two differ in the exact run itself. (Under DCQCN ECN marks come from one
 /// random stream for all ports, so the copy changes the draws the others see: only the copy is
 /// checked.)
-fn assert_copies(cc: CcMode, exact: &Engine, memo: &Engine, pairs: &[(usize, usize)]) {
+fn assert_copies(cc: CcMode, exact: &PacketEngine, memo: &PacketEngine, pairs: &[(usize, usize)]) {
     let (ex, me) = (fcts(exact), fcts(memo));
     let dur = |v: &[(u64, u64)], i: usize| (v[i].1 - v[i].0) as f64;
     let err = |i: usize| (dur(&me, i) - dur(&ex, i)).abs() / dur(&ex, i);
@@ -356,7 +356,7 @@ fn assert_copies(cc: CcMode, exact: &Engine, memo: &Engine, pairs: &[(usize, usi
 }
 
 /// Every flow finishes, every byte is delivered once, none beats its payload at 100 Gbit/s.
-fn assert_safe(e: &Engine, flows: &[FlowSpec], what: &str) {
+fn assert_safe(e: &PacketEngine, flows: &[FlowSpec], what: &str) {
     for f in 0..e.num_flows() as u32 {
         assert_eq!(e.flow_done(f), Some(true), "{what}: flow {f} unfinished");
         let r = e.flow_result(f).unwrap();
@@ -566,7 +566,7 @@ fn flows_joining_both_mirrored_long_partitions_at_once_extend_the_mirror() {
 /// the memo run is safe and complete and that one partition waited for (or mirrored) its twin. Returns the
 /// memo run, the fast-forward-alone run's packet events, per flow the FCT error against the
 /// exact run with memo and with fast-forwarding alone, and the exact run.
-fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, u64, Vec<(f64, f64)>, Engine) {
+fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (PacketEngine, u64, Vec<(f64, f64)>, PacketEngine) {
     let (exact, plain, memo) = three_runs(cc, flows);
     let w = memo.wormhole_stats().expect("on");
     assert_eq!(w.memo_deferred, 1, "{cc:?}: one twin waited");
@@ -842,14 +842,14 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
             exact.stats().events
         );
         assert!(short.stats().events < eq6.stats().events, "{cc:?}: fewer packet events");
-        let skips = |e: &Engine, f: usize| {
+        let skips = |e: &PacketEngine, f: usize| {
             e.wormhole_log()
                 .iter()
                 .filter(|r| r.flow as usize == f)
                 .copied()
                 .collect::<Vec<_>>()
         };
-        let first_skip = |e: &Engine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
+        let first_skip = |e: &PacketEngine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
         let (e_fct, s_fct, q_fct) = (fcts(&exact), fcts(short), fcts(eq6));
         let err = |x: (u64, u64), y: (u64, u64)| ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64;
         let sooner = if cc == CcMode::Hpcc { vec![a, c] } else { vec![c] };

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, flow_paths};
-use llmsim_net::packet::{Engine, FlowSpec};
+use llmsim_net::packet::{FlowSpec, PacketEngine};
 use llmsim_sim::{RunOptions, Scenario as SimScenario, SimError};
 use llmsim_sweep::{Row, Store, SweepError as SwError, SweepSpec, WirePoint};
 use llmsim_workload::WorkloadError as WlError;
@@ -409,7 +409,7 @@ fn ack_links(x: &Ns3Experiment) -> PyResult<Vec<Vec<usize>>> {
     let text = std::fs::read_to_string(&x.topology_path).map_err(|e| NetworkError::new_err(format!("{name}: {e}")))?;
     let imp = llmsim_topo::ns3::parse_ns3(&text, &name, 1).map_err(|e| NetworkError::new_err(e.to_string()))?;
     let nl = imp.topology.num_links();
-    let mut g = Engine::new(std::sync::Arc::new(imp.topology), Some(imp.file_ids), x.config.packet.clone()).map_err(net)?;
+    let mut g = PacketEngine::new(std::sync::Arc::new(imp.topology), Some(imp.file_ids), x.config.packet.clone()).map_err(net)?;
     let e = &x.engine;
     let gap = SimTime::from_us(100);
     for f in 0..e.num_flows() as u32 {

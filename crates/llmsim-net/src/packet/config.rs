@@ -23,7 +23,7 @@ pub struct EcnThresholds {
 
 /// How switches pick among equal-cost next hops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Routing {
+pub enum PacketRouting {
     /// ns-3's tables: BFS shortest paths with next hops in ns-3's order, Murmur3 hash of
     /// `{sip, dip, sport | dport << 16}` seeded with the switch's file id.
     Ns3,
@@ -79,7 +79,7 @@ pub struct PacketConfig {
     /// `Seconds(double)` does at its default nanosecond resolution.
     pub ns_resolution: bool,
     /// How switches pick among equal-cost next hops.
-    pub routing: Routing,
+    pub routing: PacketRouting,
     /// Seed of llmsim's random streams (ECN marks, link errors).
     pub seed: u64,
     /// Draw ECN marks as ns-3 does (a fresh MRG32k3a stream per mark and per PFC frame), with
@@ -288,7 +288,7 @@ impl Default for PacketConfig {
             pfc_shift: 3,
             error_rate_per_link: 0.0,
             ns_resolution: true,
-            routing: Routing::Topology,
+            routing: PacketRouting::Topology,
             seed: 1,
             ns3_stream_base: None,
             alpha_resume_interval: SimTime::from_us(1),

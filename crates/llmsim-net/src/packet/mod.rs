@@ -1,7 +1,7 @@
 //! The packet-level backend: an event-driven RoCEv2 simulator whose semantics follow the ns-3
 //! RDMA model of the HPCC code base (the reference SimAI and others build on).
 //!
-//! - [`Engine`]: NICs with QPs (rate pacing, `HAS_WIN`/`VAR_WIN` windows, per-packet ACK, NACK
+//! - [`PacketEngine`]: NICs with QPs (rate pacing, `HAS_WIN`/`VAR_WIN` windows, per-packet ACK, NACK
 //!   and go-back-N, ACK queue first then round robin over ready QPs, ECN echo), switches with a
 //!   shared-buffer MMU (per-ingress reserve, headroom, dynamic PFC threshold, PAUSE/RESUME), ECN
 //!   marking at dequeue, 8 priority queues, store-and-forward links, ECMP.
@@ -31,9 +31,9 @@ pub mod transport;
 mod wormhole;
 
 pub use config::{
-    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
+    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, PacketRouting, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
 };
-pub use engine::{Engine, EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PfcEvent, ns3_ip};
+pub use engine::{EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PacketEngine, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use transport::{TcpFlowStats, UetFlowStats};
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
@@ -110,7 +110,7 @@ impl FlowResult {
     }
 }
 
-impl Engine {
+impl PacketEngine {
     /// The result of flow `f` (finished or not: `finish` is zero while it runs); `None` when
     /// the engine has no flow `f`.
     pub fn flow_result(&self, f: u32) -> Option<FlowResult> {
@@ -195,7 +195,7 @@ struct Pending {
 
 /// The packet-level backend: a [`Network`] that runs each transfer as flows in the packet engine.
 pub struct PacketNetwork {
-    engine: Engine,
+    engine: PacketEngine,
     topo: Arc<Topology>,
     pending: HashMap<TransferId, Pending>,
     flow_transfer: Vec<TransferId>,
@@ -208,17 +208,17 @@ pub struct PacketNetwork {
 }
 
 impl PacketNetwork {
-    /// Routing is the topology's rule (`cfg.routing` is set to [`Routing::Topology`]).
+    /// Routing is the topology's rule (`cfg.routing` is set to [`PacketRouting::Topology`]).
     ///
     /// # Errors
-    /// As [`Engine::new`].
+    /// As [`PacketEngine::new`].
     pub fn new(topo: Arc<Topology>, cfg: PacketConfig) -> Result<Self, PacketError> {
         let nl = topo.num_links();
         let cfg = PacketConfig {
-            routing: Routing::Topology,
+            routing: PacketRouting::Topology,
             ..cfg
         };
-        let engine = Engine::new(topo.clone(), None, cfg)?;
+        let engine = PacketEngine::new(topo.clone(), None, cfg)?;
         Ok(PacketNetwork {
             engine,
             topo,
@@ -245,7 +245,7 @@ impl PacketNetwork {
     }
 
     /// The packet engine underneath.
-    pub fn engine(&self) -> &Engine {
+    pub fn engine(&self) -> &PacketEngine {
         &self.engine
     }
 
@@ -415,7 +415,7 @@ impl Network for PacketNetwork {
         self.pending.len() + self.done_buf.len()
     }
 
-    /// A link failing during the run ([`Engine::schedule_link_down`]): packets on it are lost,
+    /// A link failing during the run ([`PacketEngine::schedule_link_down`]): packets on it are lost,
     /// flows move to other paths, go-back-N (and an ACK timeout after a tail loss) recovers.
     /// Repairs and degraded bandwidths during the run are not modelled on packets.
     fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: crate::LinkChange) -> Result<(), NetError> {

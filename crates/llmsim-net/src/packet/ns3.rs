@@ -11,8 +11,8 @@ use std::sync::Arc;
 use llmsim_core::{Bandwidth, NodeId, SimTime};
 use llmsim_topo::ns3::parse_ns3;
 
-use super::config::{CcMode, EcnThresholds, PacketConfig, Routing};
-use super::engine::{Engine, FlowSpec, ns3_ip};
+use super::config::{CcMode, EcnThresholds, PacketConfig, PacketRouting};
+use super::engine::{FlowSpec, PacketEngine, ns3_ip};
 use super::{FlowResult, PacketError};
 
 /// Largest `BUFFER_SIZE` accepted, in MB (1 TiB of switch buffer).
@@ -126,7 +126,7 @@ fn perr(file: &str, line: usize, message: String) -> PacketError {
 /// `LINK_DOWN` with a time).
 pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
     let mut p = PacketConfig {
-        routing: Routing::Ns3,
+        routing: PacketRouting::Ns3,
         ns_resolution: true,
         ..PacketConfig::default()
     };
@@ -510,7 +510,7 @@ pub struct Ns3Experiment {
     /// The parsed `config.txt`.
     pub config: Ns3Config,
     /// The engine with every flow of the flow file added.
-    pub engine: Engine,
+    pub engine: PacketEngine,
     /// The topology file it read.
     pub topology_path: PathBuf,
     /// The flow file it read.
@@ -578,7 +578,7 @@ impl Ns3Experiment {
         }
         let hosts = imp.topology.num_hosts();
         let topo = Arc::new(imp.topology);
-        let mut engine = Engine::new(topo, Some(imp.file_ids), config.packet.clone())?;
+        let mut engine = PacketEngine::new(topo, Some(imp.file_ids), config.packet.clone())?;
         for (i, f) in flows.iter().enumerate() {
             let map = |id: u32| by_file.get(id as usize).copied().filter(|&n| n < hosts);
             let (Some(s), Some(d)) = (map(f.src), map(f.dst)) else {
@@ -637,7 +637,7 @@ impl Ns3Experiment {
 ///
 /// # Errors
 /// `PacketError::Flow` when `order` names a flow the engine does not have.
-pub fn fct_text(e: &Engine, order: &[u32]) -> Result<String, PacketError> {
+pub fn fct_text(e: &PacketEngine, order: &[u32]) -> Result<String, PacketError> {
     let mut s = String::with_capacity(order.len() * 72);
     for &f in order {
         let r = result_of(e, f)?;
@@ -658,7 +658,7 @@ pub fn fct_text(e: &Engine, order: &[u32]) -> Result<String, PacketError> {
 }
 
 /// The result of flow `f`, or an error naming it.
-fn result_of(e: &Engine, f: u32) -> Result<FlowResult, PacketError> {
+fn result_of(e: &PacketEngine, f: u32) -> Result<FlowResult, PacketError> {
     e.flow_result(f).ok_or_else(|| {
         PacketError::Flow(format!(
             "flow id {f} is out of range: the engine has {} flows (ids 0..{})",
@@ -670,7 +670,7 @@ fn result_of(e: &Engine, f: u32) -> Result<FlowResult, PacketError> {
 
 /// `pfc.txt` as ns-3 writes it: `time_ns node nodetype ifindex type` (1 pause, 0 resume),
 /// logged by the node that receives the frame.
-pub fn pfc_text(e: &Engine) -> String {
+pub fn pfc_text(e: &PacketEngine) -> String {
     let mut s = String::new();
     for p in e.pfc_events() {
         let kind = u32::from(p.node.0 >= e.topology().num_hosts());
@@ -714,12 +714,12 @@ pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, Pa
 ///
 /// # Errors
 /// `PacketError::Flow` when `order` names a flow the engine does not have.
-pub fn finished(e: &Engine, order: &[u32]) -> Result<Vec<FlowResult>, PacketError> {
+pub fn finished(e: &PacketEngine, order: &[u32]) -> Result<Vec<FlowResult>, PacketError> {
     order.iter().map(|&f| result_of(e, f)).collect()
 }
 
 /// Each flow's data path as ns-3 node ids (for debugging ECMP).
-pub fn flow_paths(e: &Engine) -> Vec<Vec<u32>> {
+pub fn flow_paths(e: &PacketEngine) -> Vec<Vec<u32>> {
     (0..e.num_flows())
         .map(|f| {
             let fl = &e.flows[f];

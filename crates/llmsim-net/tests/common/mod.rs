@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use llmsim_core::{Bandwidth, LinkId, NodeId, SimTime};
-use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, Routing as PacketRouting};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, PacketRouting};
 use llmsim_net::{Completion, Network, Transfer};
 use llmsim_topo::generators::flat;
 use llmsim_topo::ns3::parse_ns3;

@@ -17,9 +17,9 @@
 
 use llmsim_core::{LinkId, SimTime};
 
-use super::Engine;
+use super::PacketEngine;
 use crate::packet::PacketError;
-use crate::packet::config::Routing;
+use crate::packet::config::PacketRouting;
 use crate::packet::events::{EV_FAULT, ev};
 use crate::packet::lb::LoadBalance;
 use crate::packet::tables::Kind;
@@ -39,7 +39,7 @@ pub(crate) struct FaultState {
     pub(crate) error: Option<String>,
 }
 
-impl Engine {
+impl PacketEngine {
     /// Fails `link` at `at` (see the module doc).
     ///
     /// # Errors
@@ -51,7 +51,7 @@ impl Engine {
                 "a link failing during the run interrupts Wormhole's steady state, which is not modelled yet; turn fast_forward off or fail the link at 0".into(),
             ));
         }
-        if self.cfg.routing != Routing::Topology {
+        if self.cfg.routing != PacketRouting::Topology {
             return Err(PacketError::Config(
                 "link failures during the run need the topology's routing rule".into(),
             ));

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// A run entry's hit: freezes `flows` (fresh, just started, or a joined run's partition) and
     /// finishes each `fin[k]` from now. Until then a flow arriving on their links resumes them on
     /// packets (a skip-back), each having moved its bytes at its stored average rate, with the CC

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// A flow of twin slot `s` finished: the links none of its running flows uses thaw, so other
     /// flows can use them. Their parked events go back to the queue and their ports' clocks move
     /// on, both by the time the slot has been frozen, as a resume would.
@@ -359,7 +359,7 @@ impl Engine {
             moved.push((f, b));
         }
         moved.sort_unstable();
-        let shift_pkt = |e: &mut Engine, p: u32| {
+        let shift_pkt = |e: &mut PacketEngine, p: u32| {
             let pk = &mut e.pkts[p as usize];
             if pk.kind.is_pfc() {
                 return;

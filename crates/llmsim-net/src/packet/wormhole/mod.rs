@@ -70,7 +70,7 @@ use llmsim_core::SimTime;
 
 use super::PacketError;
 use super::config::WormholeConfig;
-use super::engine::Engine;
+use super::engine::PacketEngine;
 use super::events::{
     self, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_RESUME, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
 };
@@ -225,7 +225,7 @@ const COMPLETION_TAG: u64 = 0xC0;
 /// replayed at their stored average rates ended 14-19% early in tests.
 const COMPLETION_MAX_FLOWS: usize = 1;
 
-/// A leader partition whose flows mirrored twins copy (`Engine::ww_episodes`).
+/// A leader partition whose flows mirrored twins copy (`PacketEngine::ww_episodes`).
 struct Mirror {
     live: bool,
     /// The leader's flows, in the twins' flow order.
@@ -370,7 +370,7 @@ impl Memo {
 }
 
 impl Wormhole {
-    pub(crate) fn new(e: &Engine) -> Wormhole {
+    pub(crate) fn new(e: &PacketEngine) -> Wormhole {
         let nl = e.link_rate.len();
         Wormhole {
             cfg: e.cfg.wormhole,
@@ -460,13 +460,13 @@ impl Wormhole {
 }
 
 /// The links of flow `f` (data path then ACK path).
-fn flow_links(e: &Engine, f: usize) -> std::ops::Range<usize> {
+fn flow_links(e: &PacketEngine, f: usize) -> std::ops::Range<usize> {
     let start = e.flows[f].path_data as usize;
     let end = e.flows.get(f + 1).map_or(e.paths.len(), |n| n.path_data as usize);
     start..end
 }
 
-impl Engine {
+impl PacketEngine {
     /// Sets the fast-forward knobs; call before the run starts (no flow started yet).
     ///
     /// # Errors
@@ -694,7 +694,7 @@ fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
 /// others' data), so each flow's rate is only its own CC settling, and each flow's CC must settle alone within
 /// the window (`CongestionControl::settles_alone`: DCQCN only at line rate).
 /// `mark` is the per-link scratch bitmap (all false between uses).
-fn uncontended(e: &Engine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
+fn uncontended(e: &PacketEngine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
     let data = |f: u32| {
         let fl = &e.flows[f as usize];
         &e.paths[fl.path_data as usize..fl.path_ack as usize]

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     #[cold]
     pub(crate) fn ww_on_start(&mut self, f: u32) {
         let mut w = self.ww.take().expect("wormhole on");

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// Leader flow `f` finished: the matching flow of each of its mirrored twins finishes now
     /// too, and a twin whose flows are all done thaws.
     pub(super) fn ww_mirror_finish(&mut self, w: &mut Wormhole, f: u32) {
@@ -169,7 +169,7 @@ impl Engine {
     }
 
     /// Before the lookups of an episode check: a mirrored leader's partition that gained flows
-    /// keeps each twin whose own partition gained corresponding ones ([`Engine::ww_mirror_match`]),
+    /// keeps each twin whose own partition gained corresponding ones ([`PacketEngine::ww_mirror_match`]),
     /// with them frozen in the twin; the other twins are released (`orphans`). A twin's
     /// partition that gained flows its leader did not is released too.
     pub(super) fn ww_mirror_changes(&mut self, w: &mut Wormhole, m: &mut Memo, groups: &[(u32, u32)], orphans: &mut Vec<(u32, u32)>) {
