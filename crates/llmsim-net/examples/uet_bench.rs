@@ -170,7 +170,7 @@ fn main() {
             assert_eq!(st.flows_done, u64::from(n), "{wname}/{}: every flow finishes", s.name);
             let total: u64 = flows.iter().map(|f| f.2).sum();
             assert_eq!(st.payload_delivered, total, "{wname}/{}: every byte once", s.name);
-            let mut fct: Vec<f64> = (0..n).map(|f| e.flow_result(f).expect("flow").fct_ns() as f64 / 1e3).collect();
+            let mut fct: Vec<f64> = (0..n).map(|f| e.flow_result(f).expect("flow").fct().as_ns() as f64 / 1e3).collect();
             fct.sort_by(f64::total_cmp);
             let mean = fct.iter().sum::<f64>() / fct.len() as f64;
             let resent = if s.transport == Transport::Uet {

@@ -23,7 +23,7 @@ fn incast(cc: CcMode) -> (Vec<u64>, PacketEngine) {
     e.run();
     assert_eq!(e.stats().flows_done, u64::from(n), "{}: every flow finishes", cc.name());
     assert_eq!(e.stats().payload_delivered, u64::from(n) * 1_000_000, "{}", cc.name());
-    let fcts = (0..n).map(|f| e.flow_result(f).expect("flow").fct_ns()).collect();
+    let fcts = (0..n).map(|f| e.flow_result(f).expect("flow").fct().as_ns()).collect();
     (fcts, e)
 }
 

@@ -25,11 +25,11 @@ fn assert_all_none(e: &PacketEngine, first_flow: u32) {
         assert_eq!(e.flow_done(f), None, "flow_done({f})");
         assert_eq!(e.flow_result(f), None, "flow_result({f})");
         assert_eq!(e.flow_bytes_acked(f), None, "flow_bytes_acked({f})");
-        assert_eq!(e.standalone_fct_ns(f as usize), None, "standalone_fct_ns({f})");
+        assert_eq!(e.standalone_fct(f as usize), None, "standalone_fct({f})");
         assert!(matches!(fct_text(e, &[f]), Err(PacketError::Flow(_))), "fct_text([{f}])");
         assert!(matches!(finished(e, &[f]), Err(PacketError::Flow(_))), "finished([{f}])");
     }
-    assert_eq!(e.standalone_fct_ns(usize::MAX), None);
+    assert_eq!(e.standalone_fct(usize::MAX), None);
     for n in std::iter::once(3).chain(FAR) {
         assert_eq!(e.ns3_id(n), None, "ns3_id({n})");
         assert_eq!(e.port_count(n), None, "port_count({n})");

@@ -54,7 +54,7 @@ fn single_flow_on_an_idle_path_reaches_the_standalone_fct() {
         let (e, order) = run(cfg, text, &[flow(0, 1, size, 0)]);
         assert_eq!(order.len(), 1);
         let r = e.flow_result(0).unwrap();
-        assert_eq!(r.standalone_fct_ns as f64, standalone, "engine's standalone formula");
+        assert_eq!(r.standalone_fct.as_ns() as f64, standalone, "engine's standalone formula");
         // Store and forward on an idle path: packets leave back to back (T each); the last one
         // crosses two hops, its ACK (A) comes back over two hops.
         let tx = |b: u64| {
@@ -63,7 +63,7 @@ fn single_flow_on_an_idle_path_reaches_the_standalone_fct() {
         };
         let (t, a) = (tx(mtu + hdr), tx(ack));
         let expected = (pkts as f64 + 1.0) * t + 2.0 * a + 4.0 * d_ns;
-        let fct = r.fct_ns() as f64;
+        let fct = r.fct().as_ns() as f64;
         assert!((fct - expected).abs() <= 1.0, "fct {fct} vs derived {expected}");
         // The standalone formula counts the MTU-sized return trip: within 0.1% (exact ps) or
         // within ns-3's 1% truncation of 83.84 ns to 83 ns per packet.
@@ -148,7 +148,7 @@ fn the_four_congestion_controls_give_distinct_incast_results() {
     for cc in [CcMode::Dcqcn, CcMode::Hpcc, CcMode::Timely, CcMode::Dctcp] {
         let (e, order) = run(ns3_cfg(cc), &fat_tree_k4(), &flows);
         assert_eq!(order.len(), flows.len());
-        let mut v: Vec<u64> = (0..flows.len() as u32).map(|f| e.flow_result(f).unwrap().fct_ns()).collect();
+        let mut v: Vec<u64> = (0..flows.len() as u32).map(|f| e.flow_result(f).unwrap().fct().as_ns()).collect();
         means.push((cc, v.iter().sum::<u64>() as f64 / v.len() as f64));
         v.sort_unstable();
         fcts.push(v);

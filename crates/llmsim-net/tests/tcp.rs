@@ -180,7 +180,7 @@ fn a_lone_tcp_flow_runs_at_line_rate() {
     // Wire bytes (54 header bytes per MSS of payload) at 100 Gb/s.
     let segs = size.div_ceil(u64::from(MSS));
     let wire_ps = (size + segs * 54) * 8 * 10;
-    let fct = e.flow_result(0).expect("flow").fct_ns() * 1000;
+    let fct = e.flow_result(0).expect("flow").fct().as_ns() * 1000;
     assert!(fct >= wire_ps, "{fct} ps under the wire time {wire_ps}");
     // Slow start from 10 segments reaches the 2-hop path's BDP within a few round trips.
     assert!((fct as f64) < 1.05 * wire_ps as f64, "{fct} ps vs wire time {wire_ps}");
@@ -206,7 +206,7 @@ fn the_window_bounds_a_flow_on_a_long_path() {
     assert_conserved(&e, size);
     // At least size / window round trips of 400 us (at most `window` bytes per RTT).
     let min_fct_ns = size / window * 400_000;
-    let fct = e.flow_result(0).expect("flow").fct_ns();
+    let fct = e.flow_result(0).expect("flow").fct().as_ns();
     assert!(fct >= min_fct_ns, "{fct} ns: faster than the window allows ({min_fct_ns} ns)");
     assert!(
         fct < min_fct_ns * 13 / 10,

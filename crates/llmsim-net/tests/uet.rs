@@ -151,7 +151,7 @@ fn a_lone_flow_runs_near_line_rate() {
     assert_conserved(&e, size);
     assert_eq!(e.stats().trimmed, 0);
     let wire_ps = (size + packets(size) * 64) * 8 * 10;
-    let fct = e.flow_result(0).expect("flow").fct_ns() * 1000;
+    let fct = e.flow_result(0).expect("flow").fct().as_ns() * 1000;
     assert!(fct >= wire_ps, "{fct} ps under the wire time {wire_ps}");
     assert!((fct as f64) < 1.05 * wire_ps as f64, "{fct} ps vs wire time {wire_ps}");
 }

@@ -159,18 +159,18 @@ fn fast_forward_rate_error_is_within_theorem_2() {
         {
             let mut exact = engine(cc, None, &flows);
             let (t0, t1) = (r.start.as_ps(), r.end.as_ps());
-            exact.run_until(t0);
+            exact.run_until(SimTime::from_ps(t0));
             let a0 = exact.flow_bytes_acked(r.flow).unwrap();
             let mut premise = true;
             let (mut t, mut prev) = (t0, a0);
             while t + iv <= t1 {
-                exact.run_until(t + iv);
+                exact.run_until(SimTime::from_ps(t + iv));
                 let a = exact.flow_bytes_acked(r.flow).unwrap();
                 let rate = (a - prev) as f64 * 8.0 / (iv as f64 * 1e-12);
                 premise &= (rate - r.rate_bps).abs() < theta * r.rate_bps;
                 (t, prev) = (t + iv, a);
             }
-            exact.run_until(t1);
+            exact.run_until(SimTime::from_ps(t1));
             let exact_rate = (exact.flow_bytes_acked(r.flow).unwrap() - a0) as f64 * 8.0 / ((t1 - t0) as f64 * 1e-12);
             let err = (r.rate_bps - exact_rate).abs() / exact_rate;
             if !premise {
@@ -242,17 +242,12 @@ fn a_flow_arriving_on_a_frozen_partition_skips_back() {
         ..WormholeConfig::default()
     };
     let cc = CcMode::Hpcc;
-    let t_add = SimTime::from_us(1500).as_ps();
+    let t_add = SimTime::from_us(1500);
     let mut runs = Vec::new();
     for ww in [None, Some(knobs)] {
         let mut e = engine(cc, ww, &flows);
         e.run_until(t_add);
-        let id = e
-            .add_flow(FlowSpec {
-                start: SimTime::from_ps(t_add),
-                ..late
-            })
-            .expect("flow");
+        let id = e.add_flow(FlowSpec { start: t_add, ..late }).expect("flow");
         e.run();
         assert_eq!(e.flow_done(id), Some(true));
         runs.push(e);
@@ -909,7 +904,7 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
             .wormhole_log()
             .iter()
             .find(|r| r.flow == 1)
-            .map(|r| r.start.as_ps())
+            .map(|r| r.start)
             .expect("the first wave turns steady and freezes");
         let mut probe = wave_engine(cc, Some(knobs), &first);
         probe.run_until(t0);
@@ -924,7 +919,7 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
         memo.run();
         assert_safe(&memo, &flows, "memo");
         let w = memo.wormhole_stats().expect("on");
-        println!("{cc:?}: t0 {t0} ps, x {x} B, {w:?}");
+        println!("{cc:?}: t0 {} ps, x {x} B, {w:?}", t0.as_ps());
         assert!(
             memo.wormhole_log()
                 .iter()

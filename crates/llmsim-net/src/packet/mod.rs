@@ -95,18 +95,19 @@ pub struct FlowResult {
     pub sport: u16,
     /// Destination port (part of its 5-tuple).
     pub dport: u16,
-    /// FCT the flow would have alone on the network, in nanoseconds (`third.cc` `qp_finish`).
-    pub standalone_fct_ns: u64,
+    /// FCT the flow would have alone on the network, whole ns (`third.cc` `qp_finish`).
+    pub standalone_fct: SimTime,
 }
 
 impl FlowResult {
-    /// Flow completion time, `finish - start`, in nanoseconds.
-    pub fn fct_ns(&self) -> u64 {
-        (self.finish.as_ps() - self.start.as_ps()) / 1000
+    /// Flow completion time, `finish - start`.
+    pub fn fct(&self) -> SimTime {
+        self.finish - self.start
     }
-    /// FCT divided by the standalone FCT (1: as fast as alone).
+    /// FCT divided by the standalone FCT (1: as fast as alone), both in whole ns as ns-3
+    /// divides them.
     pub fn slowdown(&self) -> f64 {
-        self.fct_ns() as f64 / self.standalone_fct_ns.max(1) as f64
+        self.fct().as_ns() as f64 / self.standalone_fct.as_ns().max(1) as f64
     }
 }
 
@@ -125,7 +126,7 @@ impl PacketEngine {
             finish: SimTime::from_ps(fl.finish),
             sport: fl.sport,
             dport: fl.dport,
-            standalone_fct_ns: self.standalone_fct_of(f),
+            standalone_fct: SimTime::from_ns(self.standalone_fct_ns_of(f)),
         })
     }
 
@@ -380,7 +381,7 @@ impl Network for PacketNetwork {
 
     fn next_event_time(&self) -> Option<SimTime> {
         let done = self.done_buf.iter().map(|c| c.finish).min();
-        let engine = self.engine.next_event_ps().map(SimTime::from_ps);
+        let engine = self.engine.next_event();
         match (done, engine) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -388,7 +389,7 @@ impl Network for PacketNetwork {
     }
 
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
-        self.engine.run_until(t.as_ps());
+        self.engine.run_until(t);
         self.collect();
         self.deliver(t, done);
     }
@@ -402,7 +403,7 @@ impl Network for PacketNetwork {
                 Some(n) if n <= limit => {}
                 _ => return,
             }
-            let stopped = self.engine.run_until_completion(lim.as_ps());
+            let stopped = self.engine.run_until_completion(lim);
             self.collect();
             let reached = if stopped { self.engine.now() } else { lim };
             if self.deliver(reached, done) || (!stopped && lim == limit) {

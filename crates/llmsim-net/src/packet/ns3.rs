@@ -611,17 +611,17 @@ impl Ns3Experiment {
 
     /// Runs until every flow is done or the stop time.
     pub fn run(&mut self) {
-        self.engine.run_until(self.config.stop_time.as_ps());
+        self.engine.run_until(self.config.stop_time);
     }
 
     /// Like [`Ns3Experiment::run`], calling `progress(flows done, flows total)` after every
     /// `step` of simulated time that has events. The same events run in the same order: the
     /// results are identical.
     pub fn run_with_progress(&mut self, step: SimTime, mut progress: impl FnMut(u64, u64)) {
-        let stop = self.config.stop_time.as_ps();
+        let stop = self.config.stop_time;
         let total = self.engine.flows.len() as u64;
-        let step = step.as_ps().max(1);
-        while let Some(t) = self.engine.next_event_ps() {
+        let step = step.max(SimTime::from_ps(1));
+        while let Some(t) = self.engine.next_event() {
             if t > stop {
                 break;
             }
@@ -649,9 +649,9 @@ pub fn fct_text(e: &PacketEngine, order: &[u32]) -> Result<String, PacketError> 
             r.sport,
             r.dport,
             r.size,
-            r.start.as_ps() / 1000,
-            r.fct_ns(),
-            r.standalone_fct_ns
+            r.start.as_ns(),
+            r.fct().as_ns(),
+            r.standalone_fct.as_ns()
         );
     }
     Ok(s)
@@ -677,7 +677,7 @@ pub fn pfc_text(e: &PacketEngine) -> String {
         let _ = writeln!(
             s,
             "{} {} {} {} {}",
-            p.time.as_ps() / 1000,
+            p.time.as_ns(),
             e.ns3_ids[p.node.idx()],
             kind,
             e.ns3_ifindex(p.link).unwrap_or(0),
@@ -687,11 +687,24 @@ pub fn pfc_text(e: &PacketEngine) -> String {
     s
 }
 
-/// Parses an ns-3 `fct.txt` (for comparisons): `(size, start_ns, fct_ns, standalone_ns)` per line.
+/// One line of an ns-3 `fct.txt`, the fields a comparison needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ns3Fct {
+    /// Payload bytes.
+    pub size: u64,
+    /// When the flow started (whole ns in the file).
+    pub start: SimTime,
+    /// Its completion time (whole ns in the file).
+    pub fct: SimTime,
+    /// The FCT it would have alone on the network (whole ns in the file).
+    pub standalone_fct: SimTime,
+}
+
+/// Parses an ns-3 `fct.txt` (for comparisons), one [`Ns3Fct`] per line.
 ///
 /// # Errors
-/// `PacketError::Parse` with the line for a malformed line.
-pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, PacketError> {
+/// `PacketError::Parse` with the line for a malformed line or a time past `SimTime`'s range.
+pub fn parse_fct(text: &str, file: &str) -> Result<Vec<Ns3Fct>, PacketError> {
     let mut out = Vec::new();
     for (i, l) in text.lines().enumerate() {
         let t: Vec<&str> = l.split_whitespace().collect();
@@ -705,7 +718,22 @@ pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, Pa
             t[k].parse::<u64>()
                 .map_err(|_| perr(file, i + 1, format!("field {} {:?} is not an integer", k + 1, t[k])))
         };
-        out.push((n(4)?, n(5)?, n(6)?, n(7)?));
+        let ns = |k: usize| {
+            let v = n(k)?;
+            SimTime::checked_from_ns(v).ok_or_else(|| {
+                perr(
+                    file,
+                    i + 1,
+                    format!("field {} {v} ns is past the longest time, {} ps", k + 1, u64::MAX),
+                )
+            })
+        };
+        out.push(Ns3Fct {
+            size: n(4)?,
+            start: ns(5)?,
+            fct: ns(6)?,
+            standalone_fct: ns(7)?,
+        });
     }
     Ok(out)
 }

@@ -411,14 +411,14 @@ impl PacketEngine {
         Ok(())
     }
 
-    /// Standalone FCT of flow `f` in ns (`third.cc` `qp_finish`): base RTT + wire bytes without
-    /// INT over the bottleneck; `None` when the engine has no flow `f`.
-    pub fn standalone_fct_ns(&self, f: usize) -> Option<u64> {
-        (f < self.flows.len()).then(|| self.standalone_fct_of(f))
+    /// Standalone FCT of flow `f`, in whole ns as ns-3 computes it (`third.cc` `qp_finish`): base
+    /// RTT + wire bytes without INT over the bottleneck; `None` when the engine has no flow `f`.
+    pub fn standalone_fct(&self, f: usize) -> Option<SimTime> {
+        (f < self.flows.len()).then(|| SimTime::from_ns(self.standalone_fct_ns_of(f)))
     }
 
-    /// [`Self::standalone_fct_ns`] of a flow the engine made (`f < self.flows.len()`).
-    pub(crate) fn standalone_fct_of(&self, f: usize) -> u64 {
+    /// [`Self::standalone_fct`] of a flow the engine made (`f < self.flows.len()`), in ns.
+    pub(crate) fn standalone_fct_ns_of(&self, f: usize) -> u64 {
         let fl = &self.flows[f];
         let mut path = Vec::new();
         let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);

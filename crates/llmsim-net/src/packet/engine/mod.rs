@@ -245,21 +245,21 @@ impl PacketEngine {
 
     // ---------------------------------------------------------------- main loop
 
-    /// Time of the next event, in ps.
-    pub fn next_event_ps(&self) -> Option<u64> {
-        self.events.peek_time()
+    /// Time of the next event.
+    pub fn next_event(&self) -> Option<SimTime> {
+        self.events.peek_time().map(SimTime::from_ps)
     }
 
-    /// Runs every event at or before `t` (ps).
-    pub fn run_until(&mut self, t: u64) {
-        self.run_loop(t, false);
+    /// Runs every event at or before `t`.
+    pub fn run_until(&mut self, t: SimTime) {
+        self.run_loop(t.as_ps(), false);
     }
 
     /// Runs the events at or before `t` until one of them completes a flow, then the rest of
     /// that instant's events, and stops there. Returns whether it stopped for a completion (then
     /// `now()` is that instant; otherwise it is `t`, as after `run_until(t)`).
-    pub fn run_until_completion(&mut self, t: u64) -> bool {
-        self.run_loop(t, true)
+    pub fn run_until_completion(&mut self, t: SimTime) -> bool {
+        self.run_loop(t.as_ps(), true)
     }
 
     /// The event loop (one copy, so the dispatch is inlined into it).
@@ -297,7 +297,7 @@ impl PacketEngine {
 
     /// Runs until no event is left.
     pub fn run(&mut self) {
-        self.run_until(u64::MAX);
+        self.run_until(SimTime::MAX);
     }
 
     #[inline]

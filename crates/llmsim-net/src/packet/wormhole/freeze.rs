@@ -402,7 +402,7 @@ impl PacketEngine {
         for &(t, seq, e) in &slot.parked {
             self.events.push_seq(t + d, seq, e);
         }
-        w.stats.skipped_ps += d;
+        w.stats.skipped += SimTime::from_ps(d);
         for &(f, _) in &moved {
             w.nsamp[f as usize] = 0;
             w.last_una[f as usize] = self.flows[f as usize].snd_una;

@@ -92,8 +92,9 @@ pub struct WormholeStats {
     pub freezes: u64,
     /// Resumes earlier than planned because a flow started on a frozen partition (skip-back).
     pub skip_backs: u64,
-    /// Sum over freezes of the skipped time (ps).
-    pub skipped_ps: u64,
+    /// Sum over freezes of the skipped time (serialized as `skipped_ps`, in ps).
+    #[serde(rename = "skipped_ps", serialize_with = "ser_ps")]
+    pub skipped: SimTime,
     /// Payload bytes moved by fast-forwarding instead of packets.
     pub skipped_bytes: u64,
     /// Rate-sample ticks run.
@@ -111,6 +112,11 @@ pub struct WormholeStats {
     pub memo_deferred: u64,
     /// Partitions recomputed from scratch (union-find over every running flow's links).
     pub repartitions: u64,
+}
+
+/// Writes a time as its picoseconds (the `skipped_ps` key of reports).
+fn ser_ps<S: serde::Serializer>(t: &SimTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(t.as_ps())
 }
 
 /// One flow's fast-forward: from `start` to `end` at `rate_bps` (payload), `bytes` moved.
