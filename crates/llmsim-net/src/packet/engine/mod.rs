@@ -35,6 +35,7 @@ pub use fault::FAULT_ACK_TIMEOUT;
 mod link;
 mod nic;
 mod switch;
+mod wormhole_api;
 
 /// A flow to simulate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -377,9 +377,9 @@ impl Memo {
 
 impl Wormhole {
     pub(crate) fn new(e: &PacketEngine) -> Wormhole {
-        let nl = e.link_rate.len();
+        let nl = e.num_links();
         Wormhole {
-            cfg: e.cfg.wormhole,
+            cfg: e.config().wormhole,
             stats: WormholeStats::default(),
             tick_pending: false,
             dirty: false,
@@ -400,12 +400,12 @@ impl Wormhole {
             link_mark: vec![false; nl],
             watchdog: u64::MAX,
             log: Vec::new(),
-            memo: e.cfg.wormhole.memo.then(|| {
+            memo: e.config().wormhole.memo.then(|| {
                 Box::new(Memo {
                     db: MemoDb::default(),
                     mirrors: Vec::new(),
                     mirror_of: Vec::new(),
-                    context: memo_context(&e.cfg),
+                    context: memo_context(e.config()),
                     touched: vec![false; nl],
                     touched_list: Vec::new(),
                     check_pending: false,
@@ -465,13 +465,6 @@ impl Wormhole {
     }
 }
 
-/// The links of flow `f` (data path then ACK path).
-fn flow_links(e: &PacketEngine, f: usize) -> std::ops::Range<usize> {
-    let start = e.flows[f].path_data as usize;
-    let end = e.flows.get(f + 1).map_or(e.paths.len(), |n| n.path_data as usize);
-    start..end
-}
-
 impl PacketEngine {
     /// Sets the fast-forward knobs; call before the run starts (no flow started yet).
     ///
@@ -480,15 +473,15 @@ impl PacketEngine {
     pub fn set_wormhole(&mut self, cfg: WormholeConfig) -> Result<(), PacketError> {
         cfg.validate().map_err(PacketError::Config)?;
         if cfg.fast_forward {
-            let mut c = self.cfg.clone();
+            let mut c = self.config().clone();
             c.wormhole = cfg;
             crate::packet::engine::check_load_balance(&c)?;
         }
-        if self.flows.iter().any(|f| f.started) {
+        if self.flow_table().iter().any(|f| f.started) {
             return Err(PacketError::Config("wormhole knobs must be set before any flow starts".into()));
         }
-        self.cfg.wormhole = cfg;
-        self.ww = if cfg.fast_forward {
+        self.set_wormhole_config(cfg);
+        *self.ww_slot() = if cfg.fast_forward {
             Some(Box::new(Wormhole::new(self)))
         } else {
             None
@@ -498,22 +491,22 @@ impl PacketEngine {
 
     /// Every flow's fast-forwards so far, in the order they ended.
     pub fn wormhole_log(&self) -> &[SkipRecord] {
-        self.ww.as_ref().map_or(&[], |w| &w.log)
+        self.ww_state().map_or(&[], |w| &w.log)
     }
 
     /// Payload bytes of flow `f` acknowledged so far; `None` when the engine has no flow `f`.
     pub fn flow_bytes_acked(&self, f: u32) -> Option<u64> {
-        self.flows.get(f as usize).map(|fl| fl.snd_una)
+        self.flow_table().get(f as usize).map(|fl| fl.snd_una)
     }
 
     /// Fast-forward statistics (`None` when fast-forwarding is off).
     pub fn wormhole_stats(&self) -> Option<WormholeStats> {
-        self.ww.as_ref().map(|w| w.stats)
+        self.ww_state().map(|w| w.stats)
     }
 
     /// The memo database (`None` when memoization is off).
     pub fn memo_db(&self) -> Option<&MemoDb> {
-        self.ww.as_ref()?.memo.as_ref().map(|m| &m.db)
+        self.ww_state()?.memo.as_ref().map(|m| &m.db)
     }
 
     /// Replaces the memo database, e.g. with one loaded from a file or taken from another run.
@@ -521,7 +514,7 @@ impl PacketEngine {
     /// # Errors
     /// `PacketError::Config` when memoization is off.
     pub fn set_memo_db(&mut self, db: MemoDb) -> Result<(), PacketError> {
-        match self.ww.as_mut().and_then(|w| w.memo.as_mut()) {
+        match self.ww_slot().as_mut().and_then(|w| w.memo.as_mut()) {
             Some(m) => {
                 m.db = db;
                 Ok(())
@@ -534,14 +527,14 @@ impl PacketEngine {
 
     /// Takes the memo database out (an empty one stays), e.g. to hand it to the next run.
     pub fn take_memo_db(&mut self) -> Option<MemoDb> {
-        self.ww.as_mut()?.memo.as_mut().map(|m| std::mem::take(&mut m.db))
+        self.ww_slot().as_mut()?.memo.as_mut().map(|m| std::mem::take(&mut m.db))
     }
 
     /// Handles Wormhole's own events and parks events of frozen partitions; true when `e` is
     /// consumed.
     #[inline(never)]
     pub(crate) fn ww_intercept(&mut self, e: u64, kind: u64, a: u32, b: u32) -> bool {
-        let mut w = self.ww.take().expect("wormhole on");
+        let mut w = self.ww_slot().take().expect("wormhole on");
         let consumed = match kind {
             EV_SAMPLE if b == 1 => {
                 self.ww_episodes(&mut w);
@@ -573,13 +566,14 @@ impl PacketEngine {
             }
             EV_START => {
                 // Skip-back: a flow arriving on a frozen partition ends its skip now.
-                w.grow(self.flows.len());
-                for i in flow_links(self, a as usize) {
-                    let s = w.link_slot[self.paths[i] as usize];
+                w.grow(self.num_flows());
+                // By index: a resume below needs the engine mutably (paths never change).
+                for i in 0..self.flow_links(a).len() {
+                    let s = w.link_slot[self.flow_links(a)[i] as usize];
                     // A mirrored twin waits for this instant's episode check, which keeps it if
                     // its leader gained a corresponding flow.
                     if s != NONE && !(w.slots[s as usize].live && w.slots[s as usize].mirror) {
-                        if self.now < w.slots[s as usize].resume_at {
+                        if self.now_ps() < w.slots[s as usize].resume_at {
                             w.stats.skip_backs += 1;
                         }
                         self.ww_resume(&mut w, s);
@@ -588,18 +582,17 @@ impl PacketEngine {
                 false
             }
             _ => {
-                let s = w.owner(&self.nics, &self.pkts, e);
+                let s = self.event_owner(&w, e);
                 if s != NONE {
-                    let seq = self.events.cur_seq();
-                    w.slots[s as usize].parked.push((self.now, seq, e));
-                    self.stats.events -= 1;
+                    let seq = self.park_current_event();
+                    w.slots[s as usize].parked.push((self.now_ps(), seq, e));
                     true
                 } else {
                     false
                 }
             }
         };
-        self.ww = Some(w);
+        *self.ww_slot() = Some(w);
         consumed
     }
 }
@@ -701,14 +694,8 @@ fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
 /// the window (`CongestionControl::settles_alone`: DCQCN only at line rate).
 /// `mark` is the per-link scratch bitmap (all false between uses).
 fn uncontended(e: &PacketEngine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
-    let data = |f: u32| {
-        let fl = &e.flows[f as usize];
-        &e.paths[fl.path_data as usize..fl.path_ack as usize]
-    };
-    if members
-        .iter()
-        .any(|&(_, f)| !super::cc::settles_alone(e.cfg.cc, &e.flows[f as usize]))
-    {
+    let data = |f: u32| e.flow_paths(f).0;
+    if members.iter().any(|&(_, f)| !super::cc::settles_alone(e.config().cc, e.flow(f))) {
         return false;
     }
     let mut shared = false;
