@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use llmsim_ccl::plan::Step;
+use llmsim_ccl::plan::StepStart;
 use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanCursor, PlanEdges, PlanOptions, ScaleUpModel, plan_collective};
 use llmsim_core::csr::Reversed;
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
@@ -1241,28 +1241,12 @@ impl<'a> SystemEngine<'a> {
         let p = self.plans[inst as usize].as_ref().expect("live plan");
         let t0 = p.cursor.ready_at(i);
         let node = p.prep.plan.node(i);
-        match &node.step {
-            Step::Transfer {
-                src,
-                dst,
-                bytes,
-                route,
-                flow_hash,
-            } if bytes.0 > 0 => {
-                let tr = Transfer {
-                    id: TransferId(((inst as u64) << 32) | i as u64),
-                    src: *src,
-                    dst: *dst,
-                    bytes: *bytes,
-                    start: t0,
-                    flow_hash: *flow_hash,
-                    route: route.clone(),
-                };
+        match node.step.start(TransferId(((inst as u64) << 32) | i as u64), t0) {
+            StepStart::Network(tr) => {
                 let kind = p.kind;
                 self.submit(tr, kind)?;
             }
-            Step::Transfer { .. } => self.queue.push(t0, Ev::PlanLocal { inst, node: i }),
-            Step::Local { duration, .. } => self.queue.push(t0 + *duration, Ev::PlanLocal { inst, node: i }),
+            StepStart::EndsAt(t) => self.queue.push(t, Ev::PlanLocal { inst, node: i }),
         }
         Ok(())
     }
