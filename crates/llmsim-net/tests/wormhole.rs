@@ -32,16 +32,6 @@ fn ff(theta: f64, window: usize) -> WormholeConfig {
     WormholeConfig::fast_forwarding(theta, window, window, SimTime::from_us(20), false)
 }
 
-/// Skipping is for checkouts without `../shared`; in CI (`CI=true`) a missing reference fails.
-fn missing_reference(what: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-    assert!(
-        !ci,
-        "{what} not found and CI=true: the reference data (../shared/reference) must be beside the checkout in CI"
-    );
-    println!("skipping: {what} not found");
-}
-
 /// The folder of reference run `name`, or `None` (and a note) where the reference files are
 /// not beside the checkout.
 fn reference_run(name: &str) -> Option<std::path::PathBuf> {
@@ -49,7 +39,7 @@ fn reference_run(name: &str) -> Option<std::path::PathBuf> {
     if dir.join("config.txt").exists() {
         Some(dir)
     } else {
-        missing_reference(&format!("reference run {}", dir.display()));
+        common::missing_reference(&format!("reference run {}", dir.display()));
         None
     }
 }

@@ -186,3 +186,13 @@ pub fn packet_flow(src: u32, dst: u32, size: u64, start: SimTime, tag: u64) -> F
         flow_hash: tag,
     }
 }
+
+/// Skipping is for checkouts without `../shared`; in CI (`CI=true`) a missing reference fails.
+pub fn missing_reference(what: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    assert!(
+        !ci,
+        "{what} not found and CI=true: the reference data (../shared/reference) must be beside the checkout in CI"
+    );
+    println!("skipping: {what} not found");
+}
