@@ -1,7 +1,7 @@
 //! A collective plan: a small DAG of point-to-point transfers and local (scale-up) steps.
 
-use llmsim_core::{Bytes, NodeId, SimTime};
-use llmsim_net::RouteSpec;
+use llmsim_core::{Bytes, NodeId, SimTime, TransferId};
+use llmsim_net::{RouteSpec, Transfer};
 
 /// One vertex of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +29,41 @@ pub enum Step {
         /// Bus bytes the rank moves on the scale-up fabric; zero for a pipeline fill.
         bytes: Bytes,
     },
+}
+
+/// What starting a plan step does ([`Step::start`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepStart {
+    /// The network carries this transfer.
+    Network(Transfer),
+    /// The step ends at this time without the network: a local step, or an empty transfer.
+    EndsAt(SimTime),
+}
+
+impl Step {
+    /// Starts the step at `at`; a transfer put on the network gets the id `id`. Both plan
+    /// executors (the collective runner and the system engine) start steps this way.
+    pub fn start(&self, id: TransferId, at: SimTime) -> StepStart {
+        match self {
+            Step::Transfer {
+                src,
+                dst,
+                bytes,
+                route,
+                flow_hash,
+            } if bytes.0 > 0 => StepStart::Network(Transfer {
+                id,
+                src: *src,
+                dst: *dst,
+                bytes: *bytes,
+                start: at,
+                flow_hash: *flow_hash,
+                route: route.clone(),
+            }),
+            Step::Transfer { .. } => StepStart::EndsAt(at),
+            Step::Local { duration, .. } => StepStart::EndsAt(at + *duration),
+        }
+    }
 }
 
 /// A plan vertex with its bookkeeping.

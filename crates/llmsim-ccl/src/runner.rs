@@ -4,10 +4,10 @@
 
 use llmsim_core::csr::Reversed;
 use llmsim_core::{EventQueue, SimTime, TransferId};
-use llmsim_net::{Completion, Network, Transfer};
+use llmsim_net::{Completion, Network};
 
 use crate::CclError;
-use crate::plan::{CollectivePlan, Step};
+use crate::plan::{CollectivePlan, StepStart};
 
 /// When each plan node ran.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,26 +130,9 @@ pub fn execute(plan: &CollectivePlan, net: &mut dyn Network, start: SimTime, id_
         let node = plan.node(i);
         let t0 = cursor.ready_at(i);
         node_start[i as usize] = t0;
-        match &node.step {
-            Step::Transfer {
-                src,
-                dst,
-                bytes,
-                route,
-                flow_hash,
-            } if bytes.0 > 0 => {
-                net.submit(Transfer {
-                    id: TransferId(id_base + i as u64),
-                    src: *src,
-                    dst: *dst,
-                    bytes: *bytes,
-                    start: t0,
-                    flow_hash: *flow_hash,
-                    route: route.clone(),
-                })?;
-            }
-            Step::Transfer { .. } => local.push(t0, i),
-            Step::Local { duration, .. } => local.push(t0 + *duration, i),
+        match node.step.start(TransferId(id_base + i as u64), t0) {
+            StepStart::Network(tr) => net.submit(tr)?,
+            StepStart::EndsAt(t) => local.push(t, i),
         }
         Ok(())
     };

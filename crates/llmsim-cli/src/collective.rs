@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::topo_args::TopoArgs;
-use crate::trace::{self, Span};
+use crate::trace::{self, TraceEvent};
 
 #[derive(Args, Debug)]
 pub struct CollectiveArgs {
@@ -475,7 +475,7 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
             format!("{:.6}", f.as_us_f64()),
             format!("{:.6}", (f - s).as_us_f64()),
         ])?;
-        spans.push(Span {
+        spans.push(TraceEvent {
             pid,
             name: if kind == "transfer" {
                 format!("send ->{dst} ch{} s{}", n.channel, n.phase)

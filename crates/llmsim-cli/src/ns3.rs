@@ -211,7 +211,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
     let e = &x.engine;
     let results: Vec<FlowResult> = finished(e, &order)?;
     let st = e.stats();
-    let pairs: Vec<(u64, u64)> = results.iter().map(|r| (r.fct_ns(), r.standalone_fct_ns)).collect();
+    let pairs: Vec<(u64, u64)> = results.iter().map(|r| (r.fct().as_ns(), r.standalone_fct.as_ns())).collect();
     let s = summarize(&pairs, st.pfc_pauses as usize);
     let mut sds: Vec<u64> = results.iter().map(|r| (r.slowdown() * 1000.0) as u64).collect();
     sds.sort_unstable();
@@ -233,8 +233,8 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
                 ns3_id(r.dst.0),
                 r.size,
                 r.start.as_ps() / 1000,
-                r.fct_ns(),
-                r.standalone_fct_ns,
+                r.fct().as_ns(),
+                r.standalone_fct.as_ns(),
                 r.slowdown()
             );
         }
@@ -286,7 +286,13 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
                 .out
                 .as_ref()
                 .map(|o| std::fs::read(o.join("fct.txt")).ok() == Some(text.clone().into_bytes()));
-            Some((summarize(&refs.iter().map(|x| (x.2, x.3)).collect::<Vec<_>>(), pauses), identical))
+            Some((
+                summarize(
+                    &refs.iter().map(|x| (x.fct.as_ns(), x.standalone_fct.as_ns())).collect::<Vec<_>>(),
+                    pauses,
+                ),
+                identical,
+            ))
         }
         None => None,
     };
@@ -348,7 +354,7 @@ fn run_experiment(a: &RunArgs) -> Result<()> {
             "wormhole: {} freezes ({} skip-backs), {:.3} ms skipped (sum over partitions), {} B fast-forwarded",
             w.freezes,
             w.skip_backs,
-            w.skipped_ps as f64 / 1e9,
+            w.skipped.as_ps() as f64 / 1e9,
             w.skipped_bytes
         );
         if let Some(n) = memo_entries {

@@ -8,8 +8,8 @@ use clap::Args;
 use llmsim_core::{NodeId, SimTime};
 use llmsim_sim::engine::Span;
 use llmsim_sim::{Backend, Outcome, RunOptions, Scenario};
-use llmsim_topo::{NodeKind as TopoNode, Topology};
-use llmsim_workload::dag::{NodeKind, Stream};
+use llmsim_topo::{NodeKind, Topology};
+use llmsim_workload::dag::{DagNodeKind, Stream};
 use serde_json::json;
 
 #[derive(Args, Debug)]
@@ -172,9 +172,9 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
 /// their kinds, queued bytes p50/p99/max, bytes sent) and pfc.csv (every PFC frame received).
 fn write_packet_details(p: &llmsim_net::PacketDetails, topo: &Topology, dir: &Path) -> Result<()> {
     let kind = |n: NodeId| match topo.node(n) {
-        TopoNode::Host => "host".to_string(),
-        TopoNode::Switch { tier } => format!("switch{tier}"),
-        TopoNode::NvSwitch => "nvswitch".to_string(),
+        NodeKind::Host => "host".to_string(),
+        NodeKind::Switch { tier } => format!("switch{tier}"),
+        NodeKind::NvSwitch => "nvswitch".to_string(),
     };
     let mut w = csv::Writer::from_path(dir.join("queues.csv"))?;
     w.write_record([
@@ -281,10 +281,10 @@ fn span_name(o: &Outcome, s: &Span) -> (String, &'static str) {
         format!(" mb{}", n.microbatch)
     };
     match n.kind {
-        NodeKind::Comp { segment } => (format!("{}{layer}{mb}", o.workload.segments[segment as usize].name), "compute"),
-        NodeKind::CommColl { op, group, bytes } => (format!("{} {op} {}{layer}{mb}", group.name(), human(bytes)), "comm"),
-        NodeKind::CommSend { bytes, tag, .. } => (format!("send {:?} {}{mb}", tag.dir, human(bytes)).to_lowercase(), "pp"),
-        NodeKind::CommRecv { bytes, tag, .. } => (format!("recv {:?} {}{mb}", tag.dir, human(bytes)).to_lowercase(), "pp"),
+        DagNodeKind::Comp { segment } => (format!("{}{layer}{mb}", o.workload.segments[segment as usize].name), "compute"),
+        DagNodeKind::CommColl { op, group, bytes } => (format!("{} {op} {}{layer}{mb}", group.name(), human(bytes)), "comm"),
+        DagNodeKind::CommSend { bytes, tag, .. } => (format!("send {:?} {}{mb}", tag.dir, human(bytes)).to_lowercase(), "pp"),
+        DagNodeKind::CommRecv { bytes, tag, .. } => (format!("recv {:?} {}{mb}", tag.dir, human(bytes)).to_lowercase(), "pp"),
     }
 }
 

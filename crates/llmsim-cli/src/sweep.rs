@@ -52,9 +52,9 @@ pub enum EngineArg {
 
 pub fn run(a: &SweepArgs) -> Result<()> {
     let engine = match a.engine {
-        EngineArg::Auto => llmsim_sweep::Engine::Auto,
-        EngineArg::Batch => llmsim_sweep::Engine::Batch,
-        EngineArg::Threads => llmsim_sweep::Engine::Threads,
+        EngineArg::Auto => llmsim_sweep::SweepEngine::Auto,
+        EngineArg::Batch => llmsim_sweep::SweepEngine::Batch,
+        EngineArg::Threads => llmsim_sweep::SweepEngine::Threads,
         EngineArg::Gpu => bail!(
             "--engine gpu: the GPU batch engine is the Python package's `llmsim.batch` module, not this command; use --engine auto|batch|threads here"
         ),

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 /// One complete event: `[start_us, start_us + dur_us)` on process `pid`.
 #[derive(Clone, Debug)]
-pub struct Span {
+pub struct TraceEvent {
     pub pid: u32,
     pub name: String,
     pub cat: &'static str,
@@ -24,7 +24,7 @@ struct Trace {
 }
 
 /// Builds the trace JSON. `process_name(pid)` names each process track.
-pub fn to_json(mut spans: Vec<Span>, process_name: impl Fn(u32) -> String) -> Value {
+pub fn to_json(mut spans: Vec<TraceEvent>, process_name: impl Fn(u32) -> String) -> Value {
     spans.sort_by(|a, b| {
         (a.pid, a.start_us, a.name.as_str())
             .partial_cmp(&(b.pid, b.start_us, b.name.as_str()))
@@ -67,7 +67,7 @@ mod tests {
 
     #[test]
     fn overlapping_spans_go_to_separate_lanes() {
-        let sp = |s: f64, d: f64| Span {
+        let sp = |s: f64, d: f64| TraceEvent {
             pid: 0,
             name: "t".into(),
             cat: "x",

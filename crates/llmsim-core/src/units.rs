@@ -95,6 +95,10 @@ impl SimTime {
     pub const fn as_ps(self) -> u64 {
         self.0
     }
+    /// In whole nanoseconds, truncated (as ns-3's output files print times).
+    pub const fn as_ns(self) -> u64 {
+        self.0 / Self::PS_PER_NS
+    }
     /// In seconds.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / Self::PS_PER_S as f64

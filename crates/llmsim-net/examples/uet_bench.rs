@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llmsim_core::{Bandwidth, NodeId, SimTime};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, LoadBalance, PacketConfig, Transport};
+use llmsim_net::packet::{CcMode, FlowSpec, LoadBalance, PacketConfig, PacketEngine, Transport};
 use llmsim_topo::generators::{FatTreeParams, fat_tree};
 use llmsim_topo::{LinkParams, ScaleUp, Topology};
 
@@ -148,7 +148,7 @@ fn main() {
             }
             let cfg = config(s);
             let mtu = u64::from(cfg.mtu);
-            let mut e = Engine::new(t.clone(), None, cfg).expect("engine");
+            let mut e = PacketEngine::new(t.clone(), None, cfg).expect("engine");
             for (i, &(src, dst, size)) in flows.iter().enumerate() {
                 e.add_flow(FlowSpec {
                     src: NodeId(src),
@@ -170,7 +170,7 @@ fn main() {
             assert_eq!(st.flows_done, u64::from(n), "{wname}/{}: every flow finishes", s.name);
             let total: u64 = flows.iter().map(|f| f.2).sum();
             assert_eq!(st.payload_delivered, total, "{wname}/{}: every byte once", s.name);
-            let mut fct: Vec<f64> = (0..n).map(|f| e.flow_result(f).expect("flow").fct_ns() as f64 / 1e3).collect();
+            let mut fct: Vec<f64> = (0..n).map(|f| e.flow_result(f).expect("flow").fct().as_ns() as f64 / 1e3).collect();
             fct.sort_by(f64::total_cmp);
             let mean = fct.iter().sum::<f64>() / fct.len() as f64;
             let resent = if s.transport == Transport::Uet {

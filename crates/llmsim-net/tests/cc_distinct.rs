@@ -5,25 +5,25 @@
 mod common;
 
 use llmsim_core::SimTime;
-use llmsim_net::packet::{CcMode, Engine, PacketConfig};
+use llmsim_net::packet::{CcMode, PacketConfig, PacketEngine};
 
 use common::{flat_topo, packet_flow};
 
 /// 16 senders x 1 MB to one receiver under one 100 Gb/s switch with a 2 MB buffer.
-fn incast(cc: CcMode) -> (Vec<u64>, Engine) {
+fn incast(cc: CcMode) -> (Vec<u64>, PacketEngine) {
     let cfg = PacketConfig {
         buffer_bytes: 2_000_000,
         ..PacketConfig::ns3_defaults(cc)
     };
     let n = 16u32;
-    let mut e = Engine::new(flat_topo(n + 1), None, cfg).expect("engine");
+    let mut e = PacketEngine::new(flat_topo(n + 1), None, cfg).expect("engine");
     for s in 0..n {
         e.add_flow(packet_flow(s, n, 1_000_000, SimTime::ZERO, u64::from(s))).expect("flow");
     }
     e.run();
     assert_eq!(e.stats().flows_done, u64::from(n), "{}: every flow finishes", cc.name());
     assert_eq!(e.stats().payload_delivered, u64::from(n) * 1_000_000, "{}", cc.name());
-    let fcts = (0..n).map(|f| e.flow_result(f).expect("flow").fct_ns()).collect();
+    let fcts = (0..n).map(|f| e.flow_result(f).expect("flow").fct().as_ns()).collect();
     (fcts, e)
 }
 
@@ -46,7 +46,7 @@ fn swift_holds_the_queue_near_its_target_and_pint_shrinks_the_header() {
     let none = CcMode::parse("dcqcn").expect("registered");
     let (_, d) = incast(none);
     // The receiver's downlink is the one congested port.
-    let maxq = |e: &Engine| e.queue_stats().iter().map(|q| q.3).max().expect("ports");
+    let maxq = |e: &PacketEngine| e.queue_stats().iter().map(|q| q.3).max().expect("ports");
     assert!(maxq(&e) < maxq(&d), "swift {} vs dcqcn {}", maxq(&e), maxq(&d));
     let pint = CcMode::parse("hpcc-pint").expect("registered");
     let hpcc = CcMode::parse("hpcc").expect("registered");

@@ -6,22 +6,22 @@
 mod common;
 
 use llmsim_core::{NodeId, SimTime};
-use llmsim_net::packet::{CcMode, Engine, LoadBalance, PacketConfig, PacketError, Routing};
+use llmsim_net::packet::{CcMode, LoadBalance, PacketConfig, PacketEngine, PacketError, PacketRouting};
 
 use common::{fat_tree_k4, ns3_topo, packet_flow};
 
-fn engine(lb: LoadBalance) -> Engine {
+fn engine(lb: LoadBalance) -> PacketEngine {
     let (t, ids) = ns3_topo(&fat_tree_k4());
     let cfg = PacketConfig {
-        routing: Routing::Topology,
+        routing: PacketRouting::Topology,
         load_balance: lb,
         ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
     };
-    Engine::new(t, Some(ids), cfg).expect("engine")
+    PacketEngine::new(t, Some(ids), cfg).expect("engine")
 }
 
 /// Bytes sent on the links from `from` to any of `to`, one entry per link, in link order.
-fn bytes_on(e: &Engine, from: &[u32], to: impl Fn(u32) -> bool) -> Vec<u64> {
+fn bytes_on(e: &PacketEngine, from: &[u32], to: impl Fn(u32) -> bool) -> Vec<u64> {
     let t = e.topology();
     (0..t.num_links() as u32)
         .filter(|&l| {
@@ -33,7 +33,7 @@ fn bytes_on(e: &Engine, from: &[u32], to: impl Fn(u32) -> bool) -> Vec<u64> {
 }
 
 /// Host 0 (pod 0) to host 15 (pod 3): 2 uplinks of its ToR, 4 agg-to-core links.
-fn paths_of_host0(e: &Engine) -> (Vec<u64>, Vec<u64>) {
+fn paths_of_host0(e: &PacketEngine) -> (Vec<u64>, Vec<u64>) {
     let t = e.topology();
     let tor = t.links().iter().find(|k| k.src == NodeId(0)).expect("host 0 NIC").dst.0;
     let aggs: Vec<u32> = t
@@ -125,15 +125,15 @@ fn flowlet_with_a_long_gap_keeps_one_path_and_adaptive_completes() {
 fn spray_needs_the_topology_rule_and_a_positive_flowlet_gap() {
     let (t, ids) = ns3_topo(&fat_tree_k4());
     let cfg = PacketConfig {
-        routing: Routing::Ns3,
+        routing: PacketRouting::Ns3,
         load_balance: LoadBalance::Spray,
         ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
     };
-    assert!(matches!(Engine::new(t.clone(), Some(ids.clone()), cfg), Err(PacketError::Config(m)) if m.contains("routing")));
+    assert!(matches!(PacketEngine::new(t.clone(), Some(ids.clone()), cfg), Err(PacketError::Config(m)) if m.contains("routing")));
     let cfg = PacketConfig {
-        routing: Routing::Topology,
+        routing: PacketRouting::Topology,
         load_balance: LoadBalance::Flowlet { gap: SimTime::ZERO },
         ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
     };
-    assert!(matches!(Engine::new(t, Some(ids), cfg), Err(PacketError::Config(m)) if m.contains("gap")));
+    assert!(matches!(PacketEngine::new(t, Some(ids), cfg), Err(PacketError::Config(m)) if m.contains("gap")));
 }

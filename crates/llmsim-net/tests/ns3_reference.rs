@@ -1,6 +1,9 @@
 //! The packet engine against the 8 ns-3 reference runs (`../shared/reference/ns3/runs`): each
 //! run's `fct.txt` and `pfc.txt` byte for byte, with ns-3's ECN/PFC random streams at counter 218
-//! (as `bench/ns3_fidelity.sh`). Skipped where the reference files are not beside the checkout.
+//! (as `bench/ns3_fidelity.sh`). Skipped where the reference files are not beside the checkout,
+//! except under `CI=true`, where that fails.
+
+mod common;
 
 use llmsim_net::packet::ns3::{Ns3Experiment, fct_text, pfc_text};
 
@@ -10,7 +13,7 @@ const REF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/referenc
 fn every_reference_run_is_byte_identical_to_ns3() {
     let root = std::path::PathBuf::from(REF);
     let Ok(dirs) = std::fs::read_dir(&root) else {
-        println!("skipping: {} not found", root.display());
+        common::missing_reference(&root.display().to_string());
         return;
     };
     let mut runs: Vec<_> = dirs
@@ -18,6 +21,7 @@ fn every_reference_run_is_byte_identical_to_ns3() {
         .filter(|d| d.join("config.txt").exists())
         .collect();
     runs.sort();
+    assert!(!runs.is_empty(), "{} holds no run folder with a config.txt", root.display());
     let mut differ = Vec::new();
     for dir in &runs {
         let mut x = Ns3Experiment::load_with(&dir.join("config.txt"), 1, Some(218)).expect("loads");

@@ -8,28 +8,28 @@ mod common;
 use common::{ns3_cfg, ns3_topo, packet_flow};
 use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{fct_text, finished};
-use llmsim_net::packet::{CcMode, Engine, PacketError};
+use llmsim_net::packet::{CcMode, PacketEngine, PacketError};
 
 /// Two hosts under one switch: 3 nodes, 4 directed links.
 const TOPO: &str = "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n";
 
 const FAR: [u32; 5] = [4, 1000, 400_000_000, u32::MAX - 1, u32::MAX];
 
-fn engine() -> Engine {
+fn engine() -> PacketEngine {
     let (t, ids) = ns3_topo(TOPO);
-    Engine::new(t, Some(ids), ns3_cfg(CcMode::Dcqcn)).expect("engine")
+    PacketEngine::new(t, Some(ids), ns3_cfg(CcMode::Dcqcn)).expect("engine")
 }
 
-fn assert_all_none(e: &Engine, first_flow: u32) {
+fn assert_all_none(e: &PacketEngine, first_flow: u32) {
     for f in std::iter::once(first_flow).chain(FAR) {
         assert_eq!(e.flow_done(f), None, "flow_done({f})");
         assert_eq!(e.flow_result(f), None, "flow_result({f})");
         assert_eq!(e.flow_bytes_acked(f), None, "flow_bytes_acked({f})");
-        assert_eq!(e.standalone_fct_ns(f as usize), None, "standalone_fct_ns({f})");
+        assert_eq!(e.standalone_fct(f as usize), None, "standalone_fct({f})");
         assert!(matches!(fct_text(e, &[f]), Err(PacketError::Flow(_))), "fct_text([{f}])");
         assert!(matches!(finished(e, &[f]), Err(PacketError::Flow(_))), "finished([{f}])");
     }
-    assert_eq!(e.standalone_fct_ns(usize::MAX), None);
+    assert_eq!(e.standalone_fct(usize::MAX), None);
     for n in std::iter::once(3).chain(FAR) {
         assert_eq!(e.ns3_id(n), None, "ns3_id({n})");
         assert_eq!(e.port_count(n), None, "port_count({n})");
@@ -61,6 +61,6 @@ fn getters_answer_none_for_ids_out_of_range() {
 fn an_ns3_id_list_of_the_wrong_length_is_an_error() {
     let (t, mut ids) = ns3_topo(TOPO);
     ids.pop();
-    let e = Engine::new(t, Some(ids), ns3_cfg(CcMode::Dcqcn));
+    let e = PacketEngine::new(t, Some(ids), ns3_cfg(CcMode::Dcqcn));
     assert!(matches!(e, Err(PacketError::Config(m)) if m.contains("ns3_ids")));
 }

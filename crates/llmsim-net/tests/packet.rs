@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 use llmsim_core::{Bytes, LinkId, NodeId, SimTime, TransferId};
 use llmsim_net::packet::ns3::{fct_text, parse_config, parse_flows};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, PacketError, PacketNetwork};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, PacketEngine, PacketError, PacketNetwork};
 use llmsim_net::{Network, Transfer, run_all};
 use llmsim_topo::ns3::parse_ns3;
 
@@ -17,9 +17,9 @@ fn flow(src: u32, dst: u32, size: u64, tag: u64) -> FlowSpec {
 }
 
 /// Runs `flows` and returns the engine and the completion order.
-fn run(cfg: PacketConfig, text: &str, flows: &[FlowSpec]) -> (Engine, Vec<u32>) {
+fn run(cfg: PacketConfig, text: &str, flows: &[FlowSpec]) -> (PacketEngine, Vec<u32>) {
     let (t, ids) = ns3_topo(text);
-    let mut e = Engine::new(t, Some(ids), cfg).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), cfg).expect("engine");
     for f in flows {
         e.add_flow(*f).expect("flow");
     }
@@ -54,7 +54,7 @@ fn single_flow_on_an_idle_path_reaches_the_standalone_fct() {
         let (e, order) = run(cfg, text, &[flow(0, 1, size, 0)]);
         assert_eq!(order.len(), 1);
         let r = e.flow_result(0).unwrap();
-        assert_eq!(r.standalone_fct_ns as f64, standalone, "engine's standalone formula");
+        assert_eq!(r.standalone_fct.as_ns() as f64, standalone, "engine's standalone formula");
         // Store and forward on an idle path: packets leave back to back (T each); the last one
         // crosses two hops, its ACK (A) comes back over two hops.
         let tx = |b: u64| {
@@ -63,7 +63,7 @@ fn single_flow_on_an_idle_path_reaches_the_standalone_fct() {
         };
         let (t, a) = (tx(mtu + hdr), tx(ack));
         let expected = (pkts as f64 + 1.0) * t + 2.0 * a + 4.0 * d_ns;
-        let fct = r.fct_ns() as f64;
+        let fct = r.fct().as_ns() as f64;
         assert!((fct - expected).abs() <= 1.0, "fct {fct} vs derived {expected}");
         // The standalone formula counts the MTU-sized return trip: within 0.1% (exact ps) or
         // within ns-3's 1% truncation of 83.84 ns to 83 ns per packet.
@@ -148,7 +148,7 @@ fn the_four_congestion_controls_give_distinct_incast_results() {
     for cc in [CcMode::Dcqcn, CcMode::Hpcc, CcMode::Timely, CcMode::Dctcp] {
         let (e, order) = run(ns3_cfg(cc), &fat_tree_k4(), &flows);
         assert_eq!(order.len(), flows.len());
-        let mut v: Vec<u64> = (0..flows.len() as u32).map(|f| e.flow_result(f).unwrap().fct_ns()).collect();
+        let mut v: Vec<u64> = (0..flows.len() as u32).map(|f| e.flow_result(f).unwrap().fct().as_ns()).collect();
         means.push((cc, v.iter().sum::<u64>() as f64 / v.len() as f64));
         v.sort_unstable();
         fcts.push(v);
@@ -357,7 +357,7 @@ fn malformed_ns3_files_give_line_numbers() {
 #[test]
 fn link_utilization_bins_add_up_and_the_incast_bottleneck_runs_full() {
     let (t, ids) = ns3_topo(&fat_tree_k4());
-    let mut e = Engine::new(t, Some(ids), ns3_cfg(CcMode::Hpcc)).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), ns3_cfg(CcMode::Hpcc)).expect("engine");
     let bin = SimTime::from_us(10);
     e.set_util_bin(bin);
     for f in incast(4, 500_000) {
@@ -396,7 +396,7 @@ fn utilization_bins_shorter_than_a_burst_split_each_packet_by_time() {
     // 83-vs-83.84 ns truncation (1.0101), on any link, and the flows start late (1 ms) without
     // the bins before them being counted.
     let (t, ids) = ns3_topo(&fat_tree_k4());
-    let mut e = Engine::new(t, Some(ids), ns3_cfg(CcMode::Dcqcn)).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), ns3_cfg(CcMode::Dcqcn)).expect("engine");
     e.set_util_bin(SimTime::from_us(1));
     for mut f in incast(3, 300_000) {
         f.start = SimTime::from_us(1000);
@@ -421,21 +421,21 @@ fn a_packet_size_or_buffer_the_engine_cannot_count_is_refused_and_a_jumbo_frame_
     let (t, ids) = ns3_topo(text);
     let mut cfg = ns3_cfg(CcMode::Dcqcn);
     cfg.mtu = 70_000;
-    match Engine::new(t.clone(), Some(ids.clone()), cfg) {
+    match PacketEngine::new(t.clone(), Some(ids.clone()), cfg) {
         Err(PacketError::Config(m)) => assert!(m.contains("70000 payload bytes"), "{m}"),
         other => panic!("expected a config error, got {:?}", other.err()),
     }
     // The MMU counts in 32 bits, as ns-3's does.
     let mut cfg = ns3_cfg(CcMode::Dcqcn);
     cfg.buffer_bytes = 8 << 30;
-    match Engine::new(t.clone(), Some(ids.clone()), cfg) {
+    match PacketEngine::new(t.clone(), Some(ids.clone()), cfg) {
         Err(PacketError::Config(m)) => assert!(m.contains("switch buffer"), "{m}"),
         other => panic!("expected a config error, got {:?}", other.err()),
     }
     // So is a link whose PFC headroom (3 x rate x delay) overflows an ingress counter: 100 Gbit/s
     // over a 1 s cable needs 37.5 GB.
     let (slow, slow_ids) = ns3_topo("3 1 2\n2\n0 2 100Gbps 1000000000ns 0\n1 2 100Gbps 1000ns 0\n");
-    match Engine::new(slow, Some(slow_ids), ns3_cfg(CcMode::Dcqcn)) {
+    match PacketEngine::new(slow, Some(slow_ids), ns3_cfg(CcMode::Dcqcn)) {
         Err(PacketError::Config(m)) => assert!(m.contains("PFC headroom"), "{m}"),
         other => panic!("expected a config error, got {:?}", other.err()),
     }

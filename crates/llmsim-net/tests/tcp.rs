@@ -6,7 +6,7 @@
 mod common;
 
 use llmsim_core::SimTime;
-use llmsim_net::packet::{CcMode, DropPolicy, Engine, LoadBalance, PacketConfig, TcpCc, TcpConfig, Transport, WormholeConfig};
+use llmsim_net::packet::{CcMode, DropPolicy, LoadBalance, PacketConfig, PacketEngine, TcpCc, TcpConfig, Transport, WormholeConfig};
 
 use common::{flat_topo, packet_flow};
 
@@ -33,8 +33,8 @@ fn roce_cfg(buffer: u64) -> PacketConfig {
 
 /// `senders` hosts each send `size` bytes to host `senders` (the last one), all at time 0, on
 /// one 100 Gb/s switch; runs to the end.
-fn incast(cfg: PacketConfig, senders: u32, size: u64) -> Engine {
-    let mut e = Engine::new(flat_topo(senders + 1), None, cfg).expect("engine");
+fn incast(cfg: PacketConfig, senders: u32, size: u64) -> PacketEngine {
+    let mut e = PacketEngine::new(flat_topo(senders + 1), None, cfg).expect("engine");
     for s in 0..senders {
         e.add_flow(packet_flow(s, senders, size, SimTime::ZERO, u64::from(s)))
             .expect("flow");
@@ -45,7 +45,7 @@ fn incast(cfg: PacketConfig, senders: u32, size: u64) -> Engine {
 
 /// Every flow finished and the receivers delivered, in order, exactly the bytes sent: the
 /// engine counts a payload byte as delivered only when the cumulative ACK point passes it.
-fn assert_conserved(e: &Engine, sizes: u64) {
+fn assert_conserved(e: &PacketEngine, sizes: u64) {
     for f in 0..e.num_flows() as u32 {
         assert_eq!(e.flow_done(f), Some(true), "flow {f} did not finish");
     }
@@ -115,7 +115,7 @@ fn an_rto_fires_only_after_the_minimum_rto() {
             },
             ..tcp_cfg(32 << 20, DropPolicy::PerPortTailDrop)
         };
-        let mut e = Engine::new(flat_topo(9), None, cfg).expect("engine");
+        let mut e = PacketEngine::new(flat_topo(9), None, cfg).expect("engine");
         let size = 2 * u64::from(MSS);
         for i in 0..64u32 {
             let (s, d) = (i % 8, 8);
@@ -160,7 +160,7 @@ fn tcp_and_roce_differ_on_an_incast() {
     let (t, r) = (tcp.stats(), roce.stats());
     assert!(t.drops_buffer > 0 && t.pfc_pauses == 0);
     assert!(r.drops_buffer == 0 && r.pfc_pauses > 0);
-    let last = |e: &Engine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).max().expect("flows");
+    let last = |e: &PacketEngine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).max().expect("flows");
     assert_ne!(last(&tcp), last(&roce));
     // Both are bounded below by the receiver's link: n * size bytes at 100 Gb/s.
     let floor = SimTime::from_ps(u64::from(n) * size * 8 * 10);
@@ -170,7 +170,7 @@ fn tcp_and_roce_differ_on_an_incast() {
 #[test]
 fn a_lone_tcp_flow_runs_at_line_rate() {
     let size = 10_000_000u64;
-    let mut e = Engine::new(flat_topo(2), None, tcp_cfg(32 << 20, DropPolicy::PerPortTailDrop)).expect("engine");
+    let mut e = PacketEngine::new(flat_topo(2), None, tcp_cfg(32 << 20, DropPolicy::PerPortTailDrop)).expect("engine");
     e.add_flow(packet_flow(0, 1, size, SimTime::ZERO, 0)).expect("flow");
     e.run();
     assert_conserved(&e, size);
@@ -180,7 +180,7 @@ fn a_lone_tcp_flow_runs_at_line_rate() {
     // Wire bytes (54 header bytes per MSS of payload) at 100 Gb/s.
     let segs = size.div_ceil(u64::from(MSS));
     let wire_ps = (size + segs * 54) * 8 * 10;
-    let fct = e.flow_result(0).expect("flow").fct_ns() * 1000;
+    let fct = e.flow_result(0).expect("flow").fct().as_ns() * 1000;
     assert!(fct >= wire_ps, "{fct} ps under the wire time {wire_ps}");
     // Slow start from 10 segments reaches the 2-hop path's BDP within a few round trips.
     assert!((fct as f64) < 1.05 * wire_ps as f64, "{fct} ps vs wire time {wire_ps}");
@@ -199,14 +199,14 @@ fn the_window_bounds_a_flow_on_a_long_path() {
         },
         ..tcp_cfg(32 << 20, DropPolicy::PerPortTailDrop)
     };
-    let mut e = Engine::new(topo, None, cfg).expect("engine");
+    let mut e = PacketEngine::new(topo, None, cfg).expect("engine");
     let size = 2_000_000u64;
     e.add_flow(packet_flow(0, 1, size, SimTime::ZERO, 0)).expect("flow");
     e.run();
     assert_conserved(&e, size);
     // At least size / window round trips of 400 us (at most `window` bytes per RTT).
     let min_fct_ns = size / window * 400_000;
-    let fct = e.flow_result(0).expect("flow").fct_ns();
+    let fct = e.flow_result(0).expect("flow").fct().as_ns();
     assert!(fct >= min_fct_ns, "{fct} ns: faster than the window allows ({min_fct_ns} ns)");
     assert!(
         fct < min_fct_ns * 13 / 10,
@@ -217,7 +217,7 @@ fn the_window_bounds_a_flow_on_a_long_path() {
 #[test]
 fn combinations_the_engine_does_not_model_are_refused() {
     let topo = flat_topo(4);
-    let err = |cfg: PacketConfig| match Engine::new(topo.clone(), None, cfg) {
+    let err = |cfg: PacketConfig| match PacketEngine::new(topo.clone(), None, cfg) {
         Ok(_) => panic!("accepted"),
         Err(e) => e.to_string(),
     };
@@ -279,7 +279,7 @@ fn delayed_acks_halve_the_acks_and_hold_the_last_one_for_the_timer() {
     // An odd number of segments: the last one waits for the timer.
     let segs = 1001u64;
     let size = segs * u64::from(MSS);
-    let mut e = Engine::new(flat_topo(2), None, cfg).expect("engine");
+    let mut e = PacketEngine::new(flat_topo(2), None, cfg).expect("engine");
     e.add_flow(packet_flow(0, 1, size, SimTime::ZERO, 0)).expect("flow");
     e.run();
     assert_conserved(&e, size);
@@ -317,6 +317,6 @@ fn cubic_recovers_every_loss_and_differs_from_newreno() {
     let r = incast(tcp_cfg(1_000_000, DropPolicy::PerPortTailDrop), n, size);
     assert!(c.stats().drops_buffer > 0 && c.stats().retransmitted_bytes > 0);
     assert_conserved(&c, u64::from(n) * size);
-    let fcts = |e: &Engine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).collect::<Vec<_>>();
+    let fcts = |e: &PacketEngine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).collect::<Vec<_>>();
     assert_ne!(fcts(&c), fcts(&r), "CUBIC's backoff (0.7) and growth differ from NewReno's");
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use llmsim_core::SimTime;
-use llmsim_net::packet::{CcMode, Engine, LoadBalance, PacketConfig, Routing, Transport, UetConfig, WormholeConfig};
+use llmsim_net::packet::{CcMode, LoadBalance, PacketConfig, PacketEngine, PacketRouting, Transport, UetConfig, WormholeConfig};
 
 use common::{fat_tree_k4, flat_topo, ns3_topo, packet_flow};
 
@@ -23,8 +23,8 @@ fn uet_cfg() -> PacketConfig {
 
 /// `senders` hosts each send `size` bytes to host `senders`, all at time 0, on one 100 Gb/s
 /// switch; runs to the end.
-fn incast(cfg: PacketConfig, senders: u32, size: u64) -> Engine {
-    let mut e = Engine::new(flat_topo(senders + 1), None, cfg).expect("engine");
+fn incast(cfg: PacketConfig, senders: u32, size: u64) -> PacketEngine {
+    let mut e = PacketEngine::new(flat_topo(senders + 1), None, cfg).expect("engine");
     for s in 0..senders {
         e.add_flow(packet_flow(s, senders, size, SimTime::ZERO, u64::from(s)))
             .expect("flow");
@@ -35,7 +35,7 @@ fn incast(cfg: PacketConfig, senders: u32, size: u64) -> Engine {
 
 /// Every flow finished, and the receivers delivered exactly the bytes sent: each payload byte
 /// counts once, when the first copy of its packet arrives whole.
-fn assert_conserved(e: &Engine, bytes: u64) {
+fn assert_conserved(e: &PacketEngine, bytes: u64) {
     for f in 0..e.num_flows() as u32 {
         assert_eq!(e.flow_done(f), Some(true), "flow {f} did not finish");
     }
@@ -99,12 +99,12 @@ fn a_small_trim_threshold_trims_more() {
 fn sprayed_packets_arrive_out_of_order_and_every_flow_completes_without_go_back_n() {
     let (t, ids) = ns3_topo(&fat_tree_k4());
     let cfg = PacketConfig {
-        routing: Routing::Topology,
+        routing: PacketRouting::Topology,
         load_balance: LoadBalance::Spray,
         ..uet_cfg()
     };
     assert!(cfg.warnings().is_empty(), "{:?}", cfg.warnings());
-    let mut e = Engine::new(t, Some(ids), cfg).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), cfg).expect("engine");
     // A permutation across pods: host i sends to host (i + 8) % 16.
     let size = 2_000_000u64;
     for i in 0..16u32 {
@@ -145,13 +145,13 @@ fn random_link_losses_are_recovered_by_the_timeout() {
 #[test]
 fn a_lone_flow_runs_near_line_rate() {
     let size = 10_000_000u64;
-    let mut e = Engine::new(flat_topo(2), None, uet_cfg()).expect("engine");
+    let mut e = PacketEngine::new(flat_topo(2), None, uet_cfg()).expect("engine");
     e.add_flow(packet_flow(0, 1, size, SimTime::ZERO, 0)).expect("flow");
     e.run();
     assert_conserved(&e, size);
     assert_eq!(e.stats().trimmed, 0);
     let wire_ps = (size + packets(size) * 64) * 8 * 10;
-    let fct = e.flow_result(0).expect("flow").fct_ns() * 1000;
+    let fct = e.flow_result(0).expect("flow").fct().as_ns() * 1000;
     assert!(fct >= wire_ps, "{fct} ps under the wire time {wire_ps}");
     assert!((fct as f64) < 1.05 * wire_ps as f64, "{fct} ps vs wire time {wire_ps}");
 }
@@ -171,7 +171,7 @@ fn uet_and_roce_differ_on_an_incast() {
     );
     assert!(uet.stats().trimmed > 0 && uet.stats().pfc_pauses == 0);
     assert!(roce.stats().trimmed == 0 && roce.stats().pfc_pauses > 0);
-    let fcts = |e: &Engine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).collect::<Vec<_>>();
+    let fcts = |e: &PacketEngine| (0..n).map(|f| e.flow_result(f).expect("flow").finish).collect::<Vec<_>>();
     let (u, r) = (fcts(&uet), fcts(&roce));
     assert_ne!(u, r);
 }
@@ -179,7 +179,7 @@ fn uet_and_roce_differ_on_an_incast() {
 #[test]
 fn combinations_the_engine_does_not_model_are_refused() {
     let topo = flat_topo(4);
-    let err = |cfg: PacketConfig| match Engine::new(topo.clone(), None, cfg) {
+    let err = |cfg: PacketConfig| match PacketEngine::new(topo.clone(), None, cfg) {
         Ok(_) => panic!("accepted"),
         Err(e) => e.to_string(),
     };
@@ -225,7 +225,7 @@ fn combinations_the_engine_does_not_model_are_refused() {
         "{m}"
     );
     // Link failures during the run are RoCE's only.
-    let mut e = Engine::new(topo.clone(), None, uet_cfg()).expect("engine");
+    let mut e = PacketEngine::new(topo.clone(), None, uet_cfg()).expect("engine");
     let m = e.schedule_link_down(SimTime::from_us(1), 0).expect_err("refused").to_string();
     assert!(m.contains("roce"), "{m}");
     // Spraying: a warning under RoCE go-back-N, none under UET.
@@ -258,7 +258,7 @@ proptest::proptest! {
     ) {
         let (t, ids) = ns3_topo(&fat_tree_k4());
         let cfg = PacketConfig {
-            routing: Routing::Topology,
+            routing: PacketRouting::Topology,
             load_balance: if spray { LoadBalance::Spray } else { LoadBalance::Ecmp },
             mtu,
             error_rate_per_link: if lossy_links { 0.002 } else { 0.0 },
@@ -269,7 +269,7 @@ proptest::proptest! {
             },
             ..uet_cfg()
         };
-        let mut e = Engine::new(t, Some(ids), cfg).expect("engine");
+        let mut e = PacketEngine::new(t, Some(ids), cfg).expect("engine");
         let mut total = 0;
         let mut pkts = 0;
         for s in 0..senders {

@@ -6,15 +6,15 @@ mod common;
 
 use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, fct_text};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, PacketConfig, Routing, WormholeConfig, steady_estimate};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, PacketEngine, PacketRouting, WormholeConfig, steady_estimate};
 
 use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 
 const REF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/ns3/runs/");
 
-fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine {
+fn engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> PacketEngine {
     let (t, ids) = ns3_topo(&fat_tree_k4());
-    let mut e = Engine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
     if let Some(w) = ww {
         e.set_wormhole(w).expect("knobs");
     }
@@ -32,16 +32,6 @@ fn ff(theta: f64, window: usize) -> WormholeConfig {
     WormholeConfig::fast_forwarding(theta, window, window, SimTime::from_us(20), false)
 }
 
-/// Skipping is for checkouts without `../shared`; in CI (`CI=true`) a missing reference fails.
-fn missing_reference(what: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-    assert!(
-        !ci,
-        "{what} not found and CI=true: the reference data (../shared/reference) must be beside the checkout in CI"
-    );
-    println!("skipping: {what} not found");
-}
-
 /// The folder of reference run `name`, or `None` (and a note) where the reference files are
 /// not beside the checkout.
 fn reference_run(name: &str) -> Option<std::path::PathBuf> {
@@ -49,7 +39,7 @@ fn reference_run(name: &str) -> Option<std::path::PathBuf> {
     if dir.join("config.txt").exists() {
         Some(dir)
     } else {
-        missing_reference(&format!("reference run {}", dir.display()));
+        common::missing_reference(&format!("reference run {}", dir.display()));
         None
     }
 }
@@ -105,7 +95,7 @@ fn scenario(n: u32, size: u64, stagger_us: u64) -> Vec<FlowSpec> {
 }
 
 /// Per-flow (start, finish) in ps.
-fn fcts(e: &Engine) -> Vec<(u64, u64)> {
+fn fcts(e: &PacketEngine) -> Vec<(u64, u64)> {
     (0..e.num_flows() as u32)
         .map(|f| {
             let r = e.flow_result(f).unwrap();
@@ -159,18 +149,18 @@ fn fast_forward_rate_error_is_within_theorem_2() {
         {
             let mut exact = engine(cc, None, &flows);
             let (t0, t1) = (r.start.as_ps(), r.end.as_ps());
-            exact.run_until(t0);
+            exact.run_until(SimTime::from_ps(t0));
             let a0 = exact.flow_bytes_acked(r.flow).unwrap();
             let mut premise = true;
             let (mut t, mut prev) = (t0, a0);
             while t + iv <= t1 {
-                exact.run_until(t + iv);
+                exact.run_until(SimTime::from_ps(t + iv));
                 let a = exact.flow_bytes_acked(r.flow).unwrap();
                 let rate = (a - prev) as f64 * 8.0 / (iv as f64 * 1e-12);
                 premise &= (rate - r.rate_bps).abs() < theta * r.rate_bps;
                 (t, prev) = (t + iv, a);
             }
-            exact.run_until(t1);
+            exact.run_until(SimTime::from_ps(t1));
             let exact_rate = (exact.flow_bytes_acked(r.flow).unwrap() - a0) as f64 * 8.0 / ((t1 - t0) as f64 * 1e-12);
             let err = (r.rate_bps - exact_rate).abs() / exact_rate;
             if !premise {
@@ -242,17 +232,12 @@ fn a_flow_arriving_on_a_frozen_partition_skips_back() {
         ..WormholeConfig::default()
     };
     let cc = CcMode::Hpcc;
-    let t_add = SimTime::from_us(1500).as_ps();
+    let t_add = SimTime::from_us(1500);
     let mut runs = Vec::new();
     for ww in [None, Some(knobs)] {
         let mut e = engine(cc, ww, &flows);
         e.run_until(t_add);
-        let id = e
-            .add_flow(FlowSpec {
-                start: SimTime::from_ps(t_add),
-                ..late
-            })
-            .expect("flow");
+        let id = e.add_flow(FlowSpec { start: t_add, ..late }).expect("flow");
         e.run();
         assert_eq!(e.flow_done(id), Some(true));
         runs.push(e);
@@ -294,13 +279,13 @@ fn two_waves(size: u64, gap_us: u64) -> Vec<FlowSpec> {
     v
 }
 
-fn wave_engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> Engine {
+fn wave_engine(cc: CcMode, ww: Option<WormholeConfig>, flows: &[FlowSpec]) -> PacketEngine {
     let (t, ids) = ns3_topo(&fat_tree_k4());
     let cfg = PacketConfig {
-        routing: Routing::Topology,
+        routing: PacketRouting::Topology,
         ..ns3_cfg(cc)
     };
-    let mut e = Engine::new(t, Some(ids), cfg).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), cfg).expect("engine");
     if let Some(w) = ww {
         e.set_wormhole(w).expect("knobs");
     }
@@ -316,7 +301,7 @@ fn memo_knobs() -> WormholeConfig {
 
 /// Runs `flows` exactly, fast-forwarded alone and with memo from an empty database; checks that
 /// the memo run is safe and complete, and prints its Wormhole counters.
-fn three_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, Engine, Engine) {
+fn three_runs(cc: CcMode, flows: &[FlowSpec]) -> (PacketEngine, PacketEngine, PacketEngine) {
     let mut exact = wave_engine(cc, None, flows);
     exact.run();
     let mut plain = wave_engine(cc, Some(ff(0.05, 6)), flows);
@@ -334,7 +319,7 @@ fn three_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, Engine, Engine) {
 /// however far the two differ in the exact run itself. (Under DCQCN ECN marks come from one
 /// random stream for all ports, so the copy changes the draws the others see: only the copy is
 /// checked.)
-fn assert_copies(cc: CcMode, exact: &Engine, memo: &Engine, pairs: &[(usize, usize)]) {
+fn assert_copies(cc: CcMode, exact: &PacketEngine, memo: &PacketEngine, pairs: &[(usize, usize)]) {
     let (ex, me) = (fcts(exact), fcts(memo));
     let dur = |v: &[(u64, u64)], i: usize| (v[i].1 - v[i].0) as f64;
     let err = |i: usize| (dur(&me, i) - dur(&ex, i)).abs() / dur(&ex, i);
@@ -356,7 +341,7 @@ fn assert_copies(cc: CcMode, exact: &Engine, memo: &Engine, pairs: &[(usize, usi
 }
 
 /// Every flow finishes, every byte is delivered once, none beats its payload at 100 Gbit/s.
-fn assert_safe(e: &Engine, flows: &[FlowSpec], what: &str) {
+fn assert_safe(e: &PacketEngine, flows: &[FlowSpec], what: &str) {
     for f in 0..e.num_flows() as u32 {
         assert_eq!(e.flow_done(f), Some(true), "{what}: flow {f} unfinished");
         let r = e.flow_result(f).unwrap();
@@ -566,7 +551,7 @@ fn flows_joining_both_mirrored_long_partitions_at_once_extend_the_mirror() {
 /// the memo run is safe and complete and that one partition waited for (or mirrored) its twin. Returns the
 /// memo run, the fast-forward-alone run's packet events, per flow the FCT error against the
 /// exact run with memo and with fast-forwarding alone, and the exact run.
-fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (Engine, u64, Vec<(f64, f64)>, Engine) {
+fn twin_runs(cc: CcMode, flows: &[FlowSpec]) -> (PacketEngine, u64, Vec<(f64, f64)>, PacketEngine) {
     let (exact, plain, memo) = three_runs(cc, flows);
     let w = memo.wormhole_stats().expect("on");
     assert_eq!(w.memo_deferred, 1, "{cc:?}: one twin waited");
@@ -842,14 +827,14 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
             exact.stats().events
         );
         assert!(short.stats().events < eq6.stats().events, "{cc:?}: fewer packet events");
-        let skips = |e: &Engine, f: usize| {
+        let skips = |e: &PacketEngine, f: usize| {
             e.wormhole_log()
                 .iter()
                 .filter(|r| r.flow as usize == f)
                 .copied()
                 .collect::<Vec<_>>()
         };
-        let first_skip = |e: &Engine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
+        let first_skip = |e: &PacketEngine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
         let (e_fct, s_fct, q_fct) = (fcts(&exact), fcts(short), fcts(eq6));
         let err = |x: (u64, u64), y: (u64, u64)| ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64;
         let sooner = if cc == CcMode::Hpcc { vec![a, c] } else { vec![c] };
@@ -909,7 +894,7 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
             .wormhole_log()
             .iter()
             .find(|r| r.flow == 1)
-            .map(|r| r.start.as_ps())
+            .map(|r| r.start)
             .expect("the first wave turns steady and freezes");
         let mut probe = wave_engine(cc, Some(knobs), &first);
         probe.run_until(t0);
@@ -924,7 +909,7 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
         memo.run();
         assert_safe(&memo, &flows, "memo");
         let w = memo.wormhole_stats().expect("on");
-        println!("{cc:?}: t0 {t0} ps, x {x} B, {w:?}");
+        println!("{cc:?}: t0 {} ps, x {x} B, {w:?}", t0.as_ps());
         assert!(
             memo.wormhole_log()
                 .iter()

@@ -8,7 +8,7 @@
 mod common;
 
 use llmsim_core::{LinkId, NodeId, SimTime};
-use llmsim_net::packet::{CcMode, Engine, FlowSpec, WormholeConfig};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketEngine, WormholeConfig};
 
 use common::{fat_tree_k4, ns3_cfg, ns3_topo, packet_flow};
 
@@ -22,7 +22,7 @@ fn flows() -> Vec<FlowSpec> {
 }
 
 /// Both directions of the cable between host 0's edge switch and its first aggregation switch.
-fn edge_agg_cable(e: &Engine) -> Vec<u32> {
+fn edge_agg_cable(e: &PacketEngine) -> Vec<u32> {
     let t = e.topology();
     let edge = t.link(t.ports(NodeId(0))[0]).dst;
     let agg = t
@@ -41,9 +41,9 @@ fn edge_agg_cable(e: &Engine) -> Vec<u32> {
         .collect()
 }
 
-fn run(cc: CcMode, ww: Option<WormholeConfig>, fail_at: SimTime) -> Engine {
+fn run(cc: CcMode, ww: Option<WormholeConfig>, fail_at: SimTime) -> PacketEngine {
     let (t, ids) = ns3_topo(&fat_tree_k4());
-    let mut e = Engine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
+    let mut e = PacketEngine::new(t, Some(ids), ns3_cfg(cc)).expect("engine");
     if let Some(w) = ww {
         e.set_wormhole(w).expect("knobs");
     }

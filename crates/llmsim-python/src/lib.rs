@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use llmsim_core::SimTime;
 use llmsim_net::packet::ns3::{Ns3Experiment, flow_paths};
-use llmsim_net::packet::{Engine, FlowSpec};
+use llmsim_net::packet::{FlowSpec, PacketEngine};
 use llmsim_sim::{RunOptions, Scenario as SimScenario, SimError};
 use llmsim_sweep::{Row, Store, SweepError as SwError, SweepSpec, WirePoint};
 use llmsim_workload::WorkloadError as WlError;
@@ -354,7 +354,7 @@ fn ns3_batch_inputs(py: Python<'_>, config: PathBuf) -> PyResult<String> {
                 "dst": id(r.dst),
                 "size_bytes": r.size,
                 "start_ps": r.start.as_ps(),
-                "standalone_fct_ns": r.standalone_fct_ns,
+                "standalone_fct_ns": r.standalone_fct.as_ns(),
                 "path": path,
                 "ack_links": ack_links[f].iter().filter(|l| !path.contains(l)).collect::<Vec<_>>(),
             }));
@@ -409,7 +409,7 @@ fn ack_links(x: &Ns3Experiment) -> PyResult<Vec<Vec<usize>>> {
     let text = std::fs::read_to_string(&x.topology_path).map_err(|e| NetworkError::new_err(format!("{name}: {e}")))?;
     let imp = llmsim_topo::ns3::parse_ns3(&text, &name, 1).map_err(|e| NetworkError::new_err(e.to_string()))?;
     let nl = imp.topology.num_links();
-    let mut g = Engine::new(std::sync::Arc::new(imp.topology), Some(imp.file_ids), x.config.packet.clone()).map_err(net)?;
+    let mut g = PacketEngine::new(std::sync::Arc::new(imp.topology), Some(imp.file_ids), x.config.packet.clone()).map_err(net)?;
     let e = &x.engine;
     let gap = SimTime::from_us(100);
     for f in 0..e.num_flows() as u32 {
@@ -431,7 +431,7 @@ fn ack_links(x: &Ns3Experiment) -> PyResult<Vec<Vec<usize>>> {
     let mut before = vec![0u64; nl];
     let mut out = Vec::with_capacity(e.num_flows());
     for f in 0..e.num_flows() as u64 {
-        g.run_until(gap.as_ps() * (f + 1) - 1);
+        g.run_until(SimTime::from_ps(gap.as_ps() * (f + 1) - 1));
         let mut links = Vec::new();
         for (l, b) in before.iter_mut().enumerate() {
             let now = g.link_tx_bytes(l as u32).unwrap_or(0);
@@ -455,7 +455,7 @@ fn ns3_exact_fct_ns(py: Python<'_>, config: PathBuf, seed: u64) -> PyResult<Vec<
         x.run();
         let e = &x.engine;
         Ok((0..e.num_flows() as u32)
-            .map(|f| e.flow_result(f).filter(|r| r.finish.as_ps() > 0).map_or(0, |r| r.fct_ns()))
+            .map(|f| e.flow_result(f).filter(|r| r.finish.as_ps() > 0).map_or(0, |r| r.fct().as_ns()))
             .collect())
     })
 }

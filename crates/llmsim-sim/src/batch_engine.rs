@@ -43,7 +43,7 @@ use llmsim_net::flow::FlowNetwork;
 use llmsim_net::route::RouteShape;
 use llmsim_net::{Completion, NetError, NetStats, Network, PacketDetails, RouteSpec, Transfer};
 use llmsim_topo::Topology;
-use llmsim_workload::dag::{Group, NodeKind, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, Workload};
 use llmsim_workload::megatron;
 
 use crate::ops::{OpRow, op_rows, time_segments};
@@ -279,7 +279,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         compute_slowdown: Vec::new(),
         host: timed.2.clone(),
     };
-    let mut run = engine::Engine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
+    let mut run = engine::SystemEngine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {
         unfold(&mut run, &wl, layout);
     }
@@ -321,7 +321,7 @@ pub(crate) fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout)
     for u in (0..layout.units()).filter(|u| layout.coords(*u).1 == 0) {
         let prog = &wl.stages[layout.stage(u) as usize];
         for n in &prog.nodes {
-            if let NodeKind::CommColl { group, .. } = n.kind {
+            if let DagNodeKind::CommColl { group, .. } = n.kind {
                 let within = match group {
                     Group::Tp => true,
                     g => layout

@@ -19,13 +19,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use llmsim_ccl::plan::Step;
+use llmsim_ccl::plan::StepStart;
 use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanCursor, PlanEdges, PlanOptions, ScaleUpModel, plan_collective};
 use llmsim_core::csr::Reversed;
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
-use llmsim_workload::dag::{Group, NodeKind, P2pTag, Program, Stream, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, P2pTag, Program, Stream, Workload};
 use serde::Serialize;
 
 use crate::SimError;
@@ -352,7 +352,7 @@ enum Mail {
 }
 
 /// The system simulator of one run: every unit's program on one shared network.
-pub struct Engine<'a> {
+pub struct SystemEngine<'a> {
     topo: Arc<Topology>,
     net: Box<dyn Network>,
     wl: &'a Workload,
@@ -422,7 +422,7 @@ pub struct Engine<'a> {
     run: EngineRun,
 }
 
-impl<'a> Engine<'a> {
+impl<'a> SystemEngine<'a> {
     /// An engine for `wl` on `topo` and `net`, with `seg_time` the time of each compute segment.
     pub fn new(
         topo: Arc<Topology>,
@@ -462,7 +462,7 @@ impl<'a> Engine<'a> {
                     prog.nodes
                         .iter()
                         .map(|n| match n.kind {
-                            NodeKind::CommColl { group, .. } => {
+                            DagNodeKind::CommColl { group, .. } => {
                                 let c = count.entry(group).or_insert(0);
                                 *c += 1;
                                 *c - 1
@@ -505,7 +505,7 @@ impl<'a> Engine<'a> {
                 }
             })
             .collect();
-        Engine {
+        SystemEngine {
             topo,
             net,
             wl,
@@ -768,7 +768,7 @@ impl<'a> Engine<'a> {
                 // A collective of one unit alone (closed form, `arrive`) ends here, not in
                 // `finish_coll`: it leaves the DP in-flight count here too.
                 let n = self.prog(unit).nodes[node as usize];
-                if n.stream == Stream::Dp && matches!(n.kind, NodeKind::CommColl { .. }) {
+                if n.stream == Stream::Dp && matches!(n.kind, DagNodeKind::CommColl { .. }) {
                     self.dp_in_flight[unit as usize] -= 1;
                 }
                 self.complete(unit, node, t)
@@ -872,7 +872,7 @@ impl<'a> Engine<'a> {
                 base = base.max(t);
             }
             let (first, total) = match n.kind {
-                NodeKind::Comp { segment } => {
+                DagNodeKind::Comp { segment } => {
                     let hs = h.seg[segment as usize];
                     (hs.first, hs.total)
                 }
@@ -896,7 +896,7 @@ impl<'a> Engine<'a> {
         let n = self.prog(unit).nodes[node as usize];
         self.node_start[u][node as usize] = t;
         match n.kind {
-            NodeKind::Comp { segment } => {
+            DagNodeKind::Comp { segment } => {
                 if n.stream == Stream::Compute {
                     // What this kernel waited on: the communication that finished last, or a
                     // host copy that finished just now.
@@ -928,13 +928,13 @@ impl<'a> Engine<'a> {
                 }
                 self.queue.push(t + d, Ev::NodeDone { unit, node });
             }
-            NodeKind::CommColl { op, group, bytes } => {
+            DagNodeKind::CommColl { op, group, bytes } => {
                 if n.stream == Stream::Dp {
                     self.dp_in_flight[u] += 1;
                 }
                 self.arrive(unit, node, op, group, bytes, t)?;
             }
-            NodeKind::CommSend { peer, bytes, tag } => {
+            DagNodeKind::CommSend { peer, bytes, tag } => {
                 let dst_unit = self.layout.peer_unit(unit, peer);
                 if self.opts.ideal_comm || bytes == 0 {
                     let inst = P2pInst {
@@ -1001,7 +1001,7 @@ impl<'a> Engine<'a> {
                     }
                 }
             }
-            NodeKind::CommRecv { peer, tag, .. } => {
+            DagNodeKind::CommRecv { peer, tag, .. } => {
                 let src_unit = self.layout.peer_unit(unit, peer);
                 match self.mail.remove(&(src_unit, unit, tag)) {
                     Some(Mail::Arrived { sent, at }) => {
@@ -1241,28 +1241,12 @@ impl<'a> Engine<'a> {
         let p = self.plans[inst as usize].as_ref().expect("live plan");
         let t0 = p.cursor.ready_at(i);
         let node = p.prep.plan.node(i);
-        match &node.step {
-            Step::Transfer {
-                src,
-                dst,
-                bytes,
-                route,
-                flow_hash,
-            } if bytes.0 > 0 => {
-                let tr = Transfer {
-                    id: TransferId(((inst as u64) << 32) | i as u64),
-                    src: *src,
-                    dst: *dst,
-                    bytes: *bytes,
-                    start: t0,
-                    flow_hash: *flow_hash,
-                    route: route.clone(),
-                };
+        match node.step.start(TransferId(((inst as u64) << 32) | i as u64), t0) {
+            StepStart::Network(tr) => {
                 let kind = p.kind;
                 self.submit(tr, kind)?;
             }
-            Step::Transfer { .. } => self.queue.push(t0, Ev::PlanLocal { inst, node: i }),
-            Step::Local { duration, .. } => self.queue.push(t0 + *duration, Ev::PlanLocal { inst, node: i }),
+            StepStart::EndsAt(t) => self.queue.push(t, Ev::PlanLocal { inst, node: i }),
         }
         Ok(())
     }
@@ -1328,10 +1312,10 @@ impl<'a> Engine<'a> {
             self.acct[ai].exposed_host += delay + tail;
         }
         match n.kind {
-            NodeKind::Comp { .. } if n.stream == Stream::Offload => {
+            DagNodeKind::Comp { .. } if n.stream == Stream::Offload => {
                 self.last_offload[u] = Some(t);
             }
-            NodeKind::Comp { .. } if n.stream != Stream::Free => {
+            DagNodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[ai];
                 a.compute += t - start - tail;
                 let e = self.last_compute_end[u];
@@ -1356,15 +1340,15 @@ impl<'a> Engine<'a> {
                 }
                 self.last_compute_end[u] = t;
             }
-            NodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
+            DagNodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
                 let kind = self.group_kind(group);
                 *self.acct[ai].exposed_mut(kind) += t - start;
                 self.last_compute_end[u] = t;
             }
-            NodeKind::CommColl { group, .. } if n.stream == Stream::Free => {
+            DagNodeKind::CommColl { group, .. } if n.stream == Stream::Free => {
                 self.last_comm[u] = Some(WaitOn::Coll(self.group_kind(group)));
             }
-            NodeKind::CommRecv { .. } if n.stream != Stream::Free => {
+            DagNodeKind::CommRecv { .. } if n.stream != Stream::Free => {
                 self.last_compute_end[u] = t;
             }
             _ => {}

@@ -9,7 +9,7 @@
 //! - Time is a rough rate per node and per transfer; contention on the flow backend can make a
 //!   run slower, so it is only a hint for the user.
 
-use llmsim_workload::dag::{Layout, NodeKind, Workload};
+use llmsim_workload::dag::{DagNodeKind, Layout, Workload};
 
 use crate::scenario::Backend;
 
@@ -81,8 +81,8 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         stage_nodes += len;
         nodes += n * len;
         let (s, c) = prog.nodes.iter().fold((0u64, 0u64), |(s, c), x| match x.kind {
-            NodeKind::CommSend { .. } => (s + 1, c),
-            NodeKind::CommColl { .. } => (s, c + 1),
+            DagNodeKind::CommSend { .. } => (s + 1, c),
+            DagNodeKind::CommColl { .. } => (s, c + 1),
             _ => (s, c),
         });
         sends += n * s;

@@ -26,7 +26,7 @@
 //!   is not mirrored), TP across servers, imported workloads, DLRM, per-rank traces of every
 //!   replica.
 
-use llmsim_workload::dag::{Group, Layout, NodeKind, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, Layout, Workload};
 
 use crate::engine::FoldStats;
 use crate::scenario::TraceRanks;
@@ -67,7 +67,7 @@ pub(crate) fn flow_fold(s: &Scenario, wl: &Workload, layout: Layout, opts: &RunO
     }
     for prog in &wl.stages {
         for n in &prog.nodes {
-            if let NodeKind::CommColl { group, .. } = n.kind
+            if let DagNodeKind::CommColl { group, .. } = n.kind
                 && !matches!(group, Group::Tp | Group::Dp | Group::ExpertDp)
             {
                 return Err(format!("{} collectives stay inside a replica", group.name()));

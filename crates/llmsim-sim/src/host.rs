@@ -5,7 +5,7 @@
 use llmsim_compute::{KernelShape, OpClass};
 use llmsim_core::{CollectiveOp, SimTime};
 use llmsim_workload::OpSpecKind;
-use llmsim_workload::dag::{Group, NodeKind, Phase, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, Phase, Workload};
 use llmsim_workload::ops::{OpSpec, Pass};
 
 use crate::SimError;
@@ -88,7 +88,7 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                 .map(|n| {
                     let is_a2a = matches!(
                         n.kind,
-                        NodeKind::CommColl {
+                        DagNodeKind::CommColl {
                             op: CollectiveOp::AllToAll,
                             group: Group::Ep,
                             ..

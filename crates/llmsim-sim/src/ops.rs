@@ -3,7 +3,7 @@
 use llmsim_compute::{ComputeModel, GemmShape, KernelShape, OpQuery, OpTime, TimeSource};
 use llmsim_core::SimTime;
 use llmsim_workload::TrainingConfig;
-use llmsim_workload::dag::{NodeKind, Workload};
+use llmsim_workload::dag::{DagNodeKind, Workload};
 use llmsim_workload::megatron;
 use llmsim_workload::ops::Pass;
 use serde::Serialize;
@@ -124,7 +124,7 @@ pub(crate) fn op_rows(wl: &Workload, timed: &[Vec<Option<OpTime>>]) -> Vec<OpRow
     for (si, prog) in wl.stages.iter().enumerate() {
         let mut count = vec![0u64; wl.segments.len()];
         for n in &prog.nodes {
-            if let NodeKind::Comp { segment } = n.kind {
+            if let DagNodeKind::Comp { segment } = n.kind {
                 count[segment as usize] += 1;
             }
         }

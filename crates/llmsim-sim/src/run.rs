@@ -274,7 +274,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             compute_slowdown: compute_slowdown.clone(),
             host: host.clone(),
         };
-        engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
+        engine::SystemEngine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };
     let mut run = run_engine(active_dp, flow_fold, progress)?;
     let mut fold_report = None;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use llmsim_sim::{Outcome, RunOptions, Scenario, SimError, simulate};
-use llmsim_workload::dag::{Group, NodeKind};
+use llmsim_workload::dag::{DagNodeKind, Group};
 use llmsim_workload::ops;
 
 fn scenario(yaml: &str, sets: &[&str]) -> Scenario {
@@ -171,7 +171,7 @@ fn dp_gradient_bytes_equal_the_stage_parameters() {
             .nodes
             .iter()
             .filter_map(|n| match n.kind {
-                NodeKind::CommColl {
+                DagNodeKind::CommColl {
                     op: llmsim_ccl::CollectiveOp::ReduceScatter,
                     group: Group::Dp,
                     bytes,
@@ -209,7 +209,7 @@ cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
     let a2a = o.workload.stages[0]
         .nodes
         .iter()
-        .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Ep, .. }))
+        .filter(|n| matches!(n.kind, DagNodeKind::CommColl { group: Group::Ep, .. }))
         .count();
     assert!(a2a > 0);
 }
@@ -234,14 +234,14 @@ cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
     let tp_moe = f.workload.stages[0]
         .nodes
         .iter()
-        .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Tp, .. }))
+        .filter(|n| matches!(n.kind, DagNodeKind::CommColl { group: Group::Tp, .. }))
         .count();
     let s = scenario(yaml, &["parallel.etp=2", "parallel.ep=4"]);
     let g = run(&s, RunOptions::default());
     let tp_sharded = g.workload.stages[0]
         .nodes
         .iter()
-        .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Tp, .. }))
+        .filter(|n| matches!(n.kind, DagNodeKind::CommColl { group: Group::Tp, .. }))
         .count();
     assert!(tp_moe < tp_sharded, "{tp_moe} vs {tp_sharded}");
     // The analytical backend folds replicas exactly with spanning EP groups too.

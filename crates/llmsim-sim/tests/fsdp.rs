@@ -4,7 +4,7 @@ use std::path::Path;
 
 use llmsim_ccl::CollectiveOp;
 use llmsim_sim::{Outcome, RunOptions, Scenario, resolve, simulate};
-use llmsim_workload::dag::{Group, NodeKind, Stream};
+use llmsim_workload::dag::{DagNodeKind, Group, Stream};
 use llmsim_workload::megatron::param_bytes_per_param;
 use llmsim_workload::ops;
 
@@ -33,7 +33,7 @@ fn dp_bytes(o: &Outcome, st: usize, op: CollectiveOp) -> u64 {
         .nodes
         .iter()
         .filter_map(|n| match n.kind {
-            NodeKind::CommColl { op: o2, group, bytes } if o2 == op && matches!(group, Group::Dp | Group::ExpertDp) => Some(bytes),
+            DagNodeKind::CommColl { op: o2, group, bytes } if o2 == op && matches!(group, Group::Dp | Group::ExpertDp) => Some(bytes),
             _ => None,
         })
         .sum()
@@ -74,7 +74,7 @@ fn zero3_gathers_params_and_scatters_grads_per_unit() {
                 o.workload.stages[st as usize]
                     .nodes
                     .iter()
-                    .filter(|n| matches!(n.kind, NodeKind::CommColl { group: Group::Dp, .. }))
+                    .filter(|n| matches!(n.kind, DagNodeKind::CommColl { group: Group::Dp, .. }))
                     .all(|n| n.stream == Stream::Dp)
             );
         }

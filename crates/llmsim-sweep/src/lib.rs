@@ -224,7 +224,7 @@ fn share_key(s: &Scenario) -> String {
 /// Which engine runs a sweep's points.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Engine {
+pub enum SweepEngine {
     /// The batch engine for the points that can run on it ([`llmsim_sim::batch_engine`]), the
     /// thread pool for the rest. Default.
     #[default]
@@ -249,12 +249,12 @@ pub struct EngineUse {
 }
 
 /// Runs points on the batch runner (`jobs` threads, 0 = one per core) and hands each row to
-/// `on_row` as it finishes, with [`Engine::Auto`]. Invalid points become rows at once.
+/// `on_row` as it finishes, with [`SweepEngine::Auto`]. Invalid points become rows at once.
 pub fn run_points(points: &[Point], jobs: usize, shared: &Shared, on_row: impl FnMut(Row)) -> EngineUse {
-    run_points_with(points, jobs, shared, Engine::Auto, on_row).expect("auto never refuses a point")
+    run_points_with(points, jobs, shared, SweepEngine::Auto, on_row).expect("auto never refuses a point")
 }
 
-/// Most points a [`Engine::Batch`] refusal lists.
+/// Most points a [`SweepEngine::Batch`] refusal lists.
 const REFUSED_LISTED: usize = 5;
 
 /// Runs points on `engine` (`jobs` threads, 0 = one per core) and hands each row to `on_row` as
@@ -262,13 +262,13 @@ const REFUSED_LISTED: usize = 5;
 /// (batch-engine groups first) run next to each other.
 ///
 /// # Errors
-/// [`SweepError::Spec`] (field `engine`) with [`Engine::Batch`] when some points cannot run on
+/// [`SweepError::Spec`] (field `engine`) with [`SweepEngine::Batch`] when some points cannot run on
 /// the batch engine; nothing has run then.
 pub fn run_points_with(
     points: &[Point],
     jobs: usize,
     shared: &Shared,
-    engine: Engine,
+    engine: SweepEngine,
     mut on_row: impl FnMut(Row),
 ) -> Result<EngineUse, SweepError> {
     let opts = RunOptions::default();
@@ -281,14 +281,14 @@ pub fn run_points_with(
         }
     }
     let part = match engine {
-        Engine::Threads => batch_engine::Partition {
+        SweepEngine::Threads => batch_engine::Partition {
             group: vec![None; runnable.len()],
             groups: 0,
             blockers: vec![Vec::new(); runnable.len()],
         },
         _ => batch_engine::partition(&runnable, &opts),
     };
-    if engine == Engine::Batch && part.fallback() > 0 {
+    if engine == SweepEngine::Batch && part.fallback() > 0 {
         let refused: Vec<String> = part
             .group
             .iter()
@@ -386,19 +386,19 @@ pub struct Summary {
 /// error (the rows committed before it stay); [`SweepError::Spec`] when every point ran and
 /// failed with one and the same error.
 pub fn run_plan(plan: &Plan, store: &Store, jobs: usize, on_row: &mut dyn FnMut(&Row, usize, usize)) -> Result<Summary, SweepError> {
-    run_plan_with(plan, store, jobs, Engine::Auto, on_row)
+    run_plan_with(plan, store, jobs, SweepEngine::Auto, on_row)
 }
 
 /// [`run_plan`] on a chosen engine.
 ///
 /// # Errors
-/// As [`run_plan`]; with [`Engine::Batch`], [`SweepError::Spec`] (field `engine`) naming the
+/// As [`run_plan`]; with [`SweepEngine::Batch`], [`SweepError::Spec`] (field `engine`) naming the
 /// points that cannot run on the batch engine, before any point runs.
 pub fn run_plan_with(
     plan: &Plan,
     store: &Store,
     jobs: usize,
-    engine: Engine,
+    engine: SweepEngine,
     on_row: &mut dyn FnMut(&Row, usize, usize),
 ) -> Result<Summary, SweepError> {
     let t0 = Instant::now();

@@ -1,12 +1,12 @@
-//! `Engine::Auto` puts the points that share structure on the batch engine and the rest on the
-//! thread pool, and its rows equal the thread pool's, row by row; `Engine::Batch` refuses a
+//! `SweepEngine::Auto` puts the points that share structure on the batch engine and the rest on the
+//! thread pool, and its rows equal the thread pool's, row by row; `SweepEngine::Batch` refuses a
 //! sweep with points it cannot run, naming them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use llmsim_sim::Shared;
-use llmsim_sweep::{Engine, EngineUse, METRICS, Row, SweepError, SweepSpec, run_points_with};
+use llmsim_sweep::{EngineUse, METRICS, Row, SweepEngine, SweepError, SweepSpec, run_points_with};
 
 /// A heterogeneous sweep: pp = 2 points cannot fold (their pipeline sends differ per replica),
 /// tp = 3 points are plans that do not divide the heads (an error row from either engine).
@@ -25,7 +25,7 @@ grid:
 
 /// Rows by key, with the wall-time metric (the one value that differs between equal runs)
 /// blanked.
-fn run(spec: &str, engine: Engine) -> Result<(BTreeMap<String, Row>, EngineUse), SweepError> {
+fn run(spec: &str, engine: SweepEngine) -> Result<(BTreeMap<String, Row>, EngineUse), SweepError> {
     let plan = SweepSpec::from_yaml(spec).unwrap().expand(Path::new(".")).unwrap();
     let wall = METRICS.iter().position(|m| *m == "sim_wall_s").unwrap();
     let mut rows = BTreeMap::new();
@@ -39,8 +39,8 @@ fn run(spec: &str, engine: Engine) -> Result<(BTreeMap<String, Row>, EngineUse),
 
 #[test]
 fn auto_batches_what_it_can_and_its_rows_equal_the_thread_pools() {
-    let (auto, used) = run(SPEC, Engine::Auto).unwrap();
-    let (threads, tused) = run(SPEC, Engine::Threads).unwrap();
+    let (auto, used) = run(SPEC, SweepEngine::Auto).unwrap();
+    let (threads, tused) = run(SPEC, SweepEngine::Threads).unwrap();
     // 48 points: the 16 with tp = 2 or 4 and pp = 2 fall back; the other 32 are batched in four
     // groups (tp 2, tp 4, and the tp = 3 points, which fail the plan check on the batch engine
     // with the single run's error, one group per pp).
@@ -76,13 +76,13 @@ fn auto_batches_what_it_can_and_its_rows_equal_the_thread_pools() {
 
 #[test]
 fn batch_refuses_points_it_cannot_run_and_names_them() {
-    let e = run(SPEC, Engine::Batch).unwrap_err().to_string();
+    let e = run(SPEC, SweepEngine::Batch).unwrap_err().to_string();
     assert!(e.contains("16 of 48 points cannot run on the batch engine"), "{e}");
     assert!(e.contains("parallel.pp: pp=2"), "{e}");
     assert!(e.contains("--engine auto"), "{e}");
     // Without the pp = 2 points every point batches.
     let homogeneous = SPEC.replace("parallel.pp: [1, 2]", "parallel.pp: [1]");
-    let (rows, used) = run(&homogeneous, Engine::Batch).unwrap();
+    let (rows, used) = run(&homogeneous, SweepEngine::Batch).unwrap();
     assert_eq!((used.batched, used.fallback), (24, 0));
     assert_eq!(rows.len(), 24);
 }

@@ -1,7 +1,7 @@
 //! The op DAG one execution unit runs, with Chakra execution-trace semantics.
 //!
-//! - A [`Node`] is a Chakra `COMP_NODE` ([`NodeKind::Comp`]), `COMM_COLL_NODE`
-//!   ([`NodeKind::CommColl`]), `COMM_SEND_NODE` or `COMM_RECV_NODE`. Collectives carry Chakra's
+//! - A [`Node`] is a Chakra `COMP_NODE` ([`DagNodeKind::Comp`]), `COMM_COLL_NODE`
+//!   ([`DagNodeKind::CommColl`]), `COMM_SEND_NODE` or `COMM_RECV_NODE`. Collectives carry Chakra's
 //!   `comm_type` ([`CollectiveOp`]), `comm_size` (bytes, nccl-tests size) and process group
 //!   ([`Group`]).
 //! - Dependencies are explicit (Chakra's data/control deps) *plus* stream order: nodes of one
@@ -131,7 +131,7 @@ pub struct P2pTag {
 /// What a node does.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum NodeKind {
+pub enum DagNodeKind {
     /// A run of compute kernels executed back to back: [`Workload::segments`]`[segment]`.
     Comp {
         /// Index into [`Workload::segments`].
@@ -184,7 +184,7 @@ pub enum Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Node {
     /// What the node does.
-    pub kind: NodeKind,
+    pub kind: DagNodeKind,
     /// The stream it runs on.
     pub stream: Stream,
     /// What it counts as in the report.
@@ -202,7 +202,7 @@ pub const NONE: u32 = u32::MAX;
 
 impl Node {
     /// A node of an imported workload, which names no micro-batch or pipeline chunk.
-    pub fn imported(kind: NodeKind, stream: Stream, phase: Phase, layer: u32) -> Node {
+    pub fn imported(kind: DagNodeKind, stream: Stream, phase: Phase, layer: u32) -> Node {
         Node {
             kind,
             stream,
@@ -299,7 +299,7 @@ pub struct Workload {
     /// Programs: one per pipeline stage, or for imported workloads one per distinct unit program
     /// ([`Explicit::unit_program`]).
     pub stages: Vec<Program>,
-    /// Compute segments, indexed by [`NodeKind::Comp`].
+    /// Compute segments, indexed by [`DagNodeKind::Comp`].
     pub segments: Vec<Segment>,
     /// Micro-batches per iteration per data-parallel rank.
     pub microbatches: u32,

@@ -69,7 +69,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::WorkloadError;
-use crate::dag::{Group, NONE, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
+use crate::dag::{DagNodeKind, Group, NONE, Node, Phase, Program, Segment, Stream, Workload};
 use crate::memory::MemoryFootprint;
 use crate::ops::{OpSpec, Pass};
 
@@ -370,7 +370,7 @@ impl Builder {
         let microbatch = if phase == Phase::Optimizer { NONE } else { 0 };
         self.prog.push(
             Node {
-                kind: NodeKind::Comp { segment: seg },
+                kind: DagNodeKind::Comp { segment: seg },
                 stream: Stream::Compute,
                 phase,
                 microbatch,
@@ -386,7 +386,7 @@ impl Builder {
         let microbatch = if phase == Phase::GradSync { NONE } else { 0 };
         self.prog.push(
             Node {
-                kind: NodeKind::CommColl {
+                kind: DagNodeKind::CommColl {
                     op,
                     group: Group::Dp,
                     bytes,

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use llmsim_compute::DType;
 use llmsim_core::CollectiveOp;
 
-use crate::dag::{Direction, Group, NONE, Node, NodeKind, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
+use crate::dag::{DagNodeKind, Direction, Group, NONE, Node, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
 use crate::model::{AttentionType, LayerKind};
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
 use crate::{ModelConfig, ParallelConfig, PipelineSchedule, TrainingConfig, WorkloadError};
@@ -249,8 +249,8 @@ fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> O
     let mut last = None;
     for (i, it) in items.iter().enumerate() {
         let kind = match *it {
-            Item::Seg(s) => NodeKind::Comp { segment: s },
-            Item::Coll { op, group, bytes } => NodeKind::CommColl { op, group, bytes },
+            Item::Seg(s) => DagNodeKind::Comp { segment: s },
+            Item::Coll { op, group, bytes } => DagNodeKind::CommColl { op, group, bytes },
         };
         let deps: &[u32] = if i == 0 { first_deps } else { &[] };
         last = Some(prog.push(Node { kind, ..base }, deps));
@@ -593,7 +593,7 @@ fn stage_iteration(
     let grad_b = t.grad_dtype().bytes();
     let param_w = Width::params(t);
     let base = |phase: Phase, mb: u64, chunk: u64, layer: u64| Node {
-        kind: NodeKind::Comp { segment: 0 },
+        kind: DagNodeKind::Comp { segment: 0 },
         stream: Stream::Compute,
         phase,
         microbatch: mb as u32,
@@ -702,7 +702,7 @@ fn stage_iteration(
                 };
                 prog.push(
                     Node {
-                        kind: NodeKind::CommRecv {
+                        kind: DagNodeKind::CommRecv {
                             peer: Peer::Prev,
                             bytes: act_bytes,
                             tag,
@@ -731,7 +731,7 @@ fn stage_iteration(
                 if let Some(&(seg, _)) = tpl.offload.get(layer as usize) {
                     let after: Vec<u32> = last_compute.into_iter().collect();
                     let node = Node {
-                        kind: NodeKind::Comp { segment: seg },
+                        kind: DagNodeKind::Comp { segment: seg },
                         stream: Stream::Offload,
                         ..base(Phase::Forward, mb, c, layer)
                     };
@@ -773,7 +773,7 @@ fn stage_iteration(
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 prog.push(
                     Node {
-                        kind: NodeKind::CommSend {
+                        kind: DagNodeKind::CommSend {
                             peer: Peer::Next,
                             bytes: act_bytes,
                             tag,
@@ -795,7 +795,7 @@ fn stage_iteration(
                 };
                 prog.push(
                     Node {
-                        kind: NodeKind::CommRecv {
+                        kind: DagNodeKind::CommRecv {
                             peer: Peer::Next,
                             bytes: act_bytes,
                             tag,
@@ -815,7 +815,7 @@ fn stage_iteration(
                 {
                     let after: Vec<u32> = last_compute.into_iter().collect();
                     let node = Node {
-                        kind: NodeKind::Comp { segment: seg },
+                        kind: DagNodeKind::Comp { segment: seg },
                         stream: Stream::Offload,
                         ..base(Phase::Backward, mb, c, i)
                     };
@@ -873,7 +873,7 @@ fn stage_iteration(
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 prog.push(
                     Node {
-                        kind: NodeKind::CommSend {
+                        kind: DagNodeKind::CommSend {
                             peer: Peer::Prev,
                             bytes: act_bytes,
                             tag,
@@ -901,7 +901,7 @@ fn stage_iteration(
         let dep: Vec<u32> = last_compute.into_iter().collect();
         reduce_nodes.push(prog.push(
             Node {
-                kind: NodeKind::CommColl {
+                kind: DagNodeKind::CommColl {
                     op: CollectiveOp::AllReduce,
                     group: Group::Embedding,
                     bytes: emb_params * grad_b,
@@ -936,7 +936,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
     if bk.dense > 0 || bk.expert == 0 {
         last = Some(prog.push(
             Node {
-                kind: NodeKind::CommColl {
+                kind: DagNodeKind::CommColl {
                     op,
                     group: Group::Dp,
                     bytes: bk.vocab * w.vocab + (bk.dense - bk.vocab) * w.linear,
@@ -949,7 +949,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
     if bk.expert > 0 {
         last = Some(prog.push(
             Node {
-                kind: NodeKind::CommColl {
+                kind: DagNodeKind::CommColl {
                     op,
                     group: Group::ExpertDp,
                     bytes: bk.expert * w.linear,

@@ -4,7 +4,7 @@
 use llmsim_compute::{DType, OpClass};
 use llmsim_core::CollectiveOp;
 use llmsim_workload::WorkloadError;
-use llmsim_workload::dag::{Group, NodeKind, Phase, Stream, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, Phase, Stream, Workload};
 use llmsim_workload::dlrm::{DlrmConfig, generate};
 use llmsim_workload::{OpSpecKind, Pass};
 
@@ -48,7 +48,7 @@ fn colls(w: &Workload) -> Vec<(CollectiveOp, Group, u64, Stream, Phase)> {
         .nodes
         .iter()
         .filter_map(|n| match n.kind {
-            NodeKind::CommColl { op, group, bytes } => Some((op, group, bytes, n.stream, n.phase)),
+            DagNodeKind::CommColl { op, group, bytes } => Some((op, group, bytes, n.stream, n.phase)),
             _ => None,
         })
         .collect()
@@ -182,8 +182,8 @@ fn dependencies_order_the_iteration() {
     let w = generate(&c, 8).unwrap();
     let prog = &w.stages[0];
     let name = |i: u32| match prog.nodes[i as usize].kind {
-        NodeKind::Comp { segment } => w.segments[segment as usize].name.clone(),
-        NodeKind::CommColl { op, .. } => format!("{op:?}"),
+        DagNodeKind::Comp { segment } => w.segments[segment as usize].name.clone(),
+        DagNodeKind::CommColl { op, .. } => format!("{op:?}"),
         _ => "p2p".into(),
     };
     let idx = |n: &str| (0..prog.len() as u32).find(|&i| name(i) == n).unwrap();
@@ -209,7 +209,7 @@ fn dependencies_order_the_iteration() {
     // Every compute node runs on the compute stream, every collective on the dp stream.
     for n in &prog.nodes {
         match n.kind {
-            NodeKind::Comp { .. } => assert_eq!(n.stream, Stream::Compute),
+            DagNodeKind::Comp { .. } => assert_eq!(n.stream, Stream::Compute),
             _ => assert_eq!(n.stream, Stream::Dp),
         }
     }

@@ -4,7 +4,7 @@
 //! difference is counted from the plan's own parameter and token counts.
 
 use llmsim_core::GpuArch;
-use llmsim_workload::dag::{NodeKind, Workload};
+use llmsim_workload::dag::{DagNodeKind, Workload};
 use llmsim_workload::megatron::generate;
 use llmsim_workload::memory::footprint_on;
 use llmsim_workload::model::preset;
@@ -65,7 +65,7 @@ fn dp_gather_bytes(w: &Workload) -> u64 {
         .iter()
         .flat_map(|s| s.nodes.iter())
         .filter_map(|n| match n.kind {
-            NodeKind::CommColl {
+            DagNodeKind::CommColl {
                 op: llmsim_core::CollectiveOp::AllGather,
                 group: llmsim_workload::dag::Group::Dp,
                 bytes,

@@ -2,7 +2,7 @@
 //! `cpu_offloading_num_layers`): what stays in HBM, the copy nodes, and the configurations
 //! Megatron-Core refuses.
 
-use llmsim_workload::dag::{NodeKind, Phase, Stream};
+use llmsim_workload::dag::{DagNodeKind, Phase, Stream};
 use llmsim_workload::memory::{footprint, layer_activation_bytes};
 use llmsim_workload::model::preset;
 use llmsim_workload::{ModelConfig, OpSpecKind, ParallelConfig, Recompute, TrainingConfig, WorkloadError, megatron};
@@ -48,7 +48,7 @@ fn each_offloaded_layer_is_copied_out_and_back_once_per_micro_batch() {
     let mb = p.micro_batches(&t);
     assert_eq!(copies.len() as u64, 2 * n * mb);
     for (_, node) in &copies {
-        let NodeKind::Comp { segment } = node.kind else {
+        let DagNodeKind::Comp { segment } = node.kind else {
             panic!("a copy is a Comp node")
         };
         let seg = &wl.segments[segment as usize];

@@ -4,7 +4,7 @@
 //! The engine indexes these tables only with ids it made itself: links of its topology, nodes,
 //! hosts, flows it added, packets of its slab. A table only grows, so an id that was in range
 //! stays in range for the engine's life. No id from outside the crate reaches a table
-//! unchecked: every public entry point that takes an id (`Engine::flow_result`, `flow_done`,
+//! unchecked: every public entry point that takes an id (`PacketEngine::flow_result`, `flow_done`,
 //! `flow_bytes_acked`, `ns3_id`, `ns3_ifindex`, ...) checks it against the table's length first
 //! and answers `None` (or an error) when it is out of range; a topology is checked when it is
 //! built (every link's ends are nodes of it). `Table` is crate-private, so that invariant is the

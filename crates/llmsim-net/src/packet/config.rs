@@ -23,7 +23,7 @@ pub struct EcnThresholds {
 
 /// How switches pick among equal-cost next hops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Routing {
+pub enum PacketRouting {
     /// ns-3's tables: BFS shortest paths with next hops in ns-3's order, Murmur3 hash of
     /// `{sip, dip, sport | dport << 16}` seeded with the switch's file id.
     Ns3,
@@ -79,7 +79,7 @@ pub struct PacketConfig {
     /// `Seconds(double)` does at its default nanosecond resolution.
     pub ns_resolution: bool,
     /// How switches pick among equal-cost next hops.
-    pub routing: Routing,
+    pub routing: PacketRouting,
     /// Seed of llmsim's random streams (ECN marks, link errors).
     pub seed: u64,
     /// Draw ECN marks as ns-3 does (a fresh MRG32k3a stream per mark and per PFC frame), with
@@ -126,22 +126,23 @@ pub struct PacketConfig {
     pub timely_alpha: f64,
     /// TIMELY beta: multiplicative-decrease factor.
     pub timely_beta: f64,
-    /// TIMELY T_low: below this RTT the rate increases, in nanoseconds.
-    pub timely_t_low_ns: u64,
-    /// TIMELY T_high: above this RTT the rate decreases, in nanoseconds.
-    pub timely_t_high_ns: u64,
-    /// TIMELY minimum RTT, the gradient's normalizer, in nanoseconds.
-    pub timely_min_rtt_ns: u64,
+    /// TIMELY T_low: below this RTT the rate increases (used in whole ns).
+    pub timely_t_low: SimTime,
+    /// TIMELY T_high: above this RTT the rate decreases (used in whole ns).
+    pub timely_t_high: SimTime,
+    /// TIMELY minimum RTT, the gradient's normalizer (used in whole ns).
+    pub timely_min_rtt: SimTime,
     // DCTCP
     /// DCTCP `DCTCP_RATE_AI`: additive increase step, in bits per second.
     pub dctcp_rate_ai_bps: u64,
     // Swift (SIGCOMM 2020, section 3.1-3.2; not in ns-3)
-    /// Target delay added per hop of a flow's path (ns; default 1000).
-    pub swift_hop_scale_ns: u64,
-    /// Flow scaling: the target grows by up to `swift_fs_range_ns` (default 5000) as the window
-    /// shrinks from `swift_fs_max_cwnd` (default 100 packets) to `swift_fs_min_cwnd` (0.1).
-    pub swift_fs_range_ns: u64,
-    /// Swift flow scaling: window (packets) where the target adds all of `swift_fs_range_ns`.
+    /// Target delay added per hop of a flow's path (used in whole ns; default 1 us).
+    pub swift_hop_scale: SimTime,
+    /// Flow scaling: the target grows by up to `swift_fs_range` (used in whole ns; default 5 us)
+    /// as the window shrinks from `swift_fs_max_cwnd` (default 100 packets) to
+    /// `swift_fs_min_cwnd` (0.1).
+    pub swift_fs_range: SimTime,
+    /// Swift flow scaling: window (packets) where the target adds all of `swift_fs_range`.
     pub swift_fs_min_cwnd: f64,
     /// Swift flow scaling: window (packets) where the target adds nothing.
     pub swift_fs_max_cwnd: f64,
@@ -288,7 +289,7 @@ impl Default for PacketConfig {
             pfc_shift: 3,
             error_rate_per_link: 0.0,
             ns_resolution: true,
-            routing: Routing::Topology,
+            routing: PacketRouting::Topology,
             seed: 1,
             ns3_stream_base: None,
             alpha_resume_interval: SimTime::from_us(1),
@@ -309,12 +310,12 @@ impl Default for PacketConfig {
             pint_prob: 1.0,
             timely_alpha: 0.875,
             timely_beta: 0.8,
-            timely_t_low_ns: 50_000,
-            timely_t_high_ns: 500_000,
-            timely_min_rtt_ns: 20_000,
+            timely_t_low: SimTime::from_ns(50_000),
+            timely_t_high: SimTime::from_ns(500_000),
+            timely_min_rtt: SimTime::from_ns(20_000),
             dctcp_rate_ai_bps: 1_000_000_000,
-            swift_hop_scale_ns: 1000,
-            swift_fs_range_ns: 5000,
+            swift_hop_scale: SimTime::from_ns(1000),
+            swift_fs_range: SimTime::from_ns(5000),
             swift_fs_min_cwnd: 0.1,
             swift_fs_max_cwnd: 100.0,
             swift_ai: 1.0,

@@ -1,7 +1,7 @@
 //! The packet-level backend: an event-driven RoCEv2 simulator whose semantics follow the ns-3
 //! RDMA model of the HPCC code base (the reference SimAI and others build on).
 //!
-//! - [`Engine`]: NICs with QPs (rate pacing, `HAS_WIN`/`VAR_WIN` windows, per-packet ACK, NACK
+//! - [`PacketEngine`]: NICs with QPs (rate pacing, `HAS_WIN`/`VAR_WIN` windows, per-packet ACK, NACK
 //!   and go-back-N, ACK queue first then round robin over ready QPs, ECN echo), switches with a
 //!   shared-buffer MMU (per-ingress reserve, headroom, dynamic PFC threshold, PAUSE/RESUME), ECN
 //!   marking at dequeue, 8 priority queues, store-and-forward links, ECMP.
@@ -31,9 +31,9 @@ pub mod transport;
 mod wormhole;
 
 pub use config::{
-    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, Routing, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
+    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, PacketRouting, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
 };
-pub use engine::{Engine, EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PfcEvent, ns3_ip};
+pub use engine::{EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PacketEngine, PfcEvent, ns3_ip};
 pub use memo::MemoDb;
 pub use transport::{TcpFlowStats, UetFlowStats};
 pub use wormhole::{SkipRecord, WormholeStats, steady_estimate};
@@ -95,22 +95,23 @@ pub struct FlowResult {
     pub sport: u16,
     /// Destination port (part of its 5-tuple).
     pub dport: u16,
-    /// FCT the flow would have alone on the network, in nanoseconds (`third.cc` `qp_finish`).
-    pub standalone_fct_ns: u64,
+    /// FCT the flow would have alone on the network, whole ns (`third.cc` `qp_finish`).
+    pub standalone_fct: SimTime,
 }
 
 impl FlowResult {
-    /// Flow completion time, `finish - start`, in nanoseconds.
-    pub fn fct_ns(&self) -> u64 {
-        (self.finish.as_ps() - self.start.as_ps()) / 1000
+    /// Flow completion time, `finish - start`.
+    pub fn fct(&self) -> SimTime {
+        self.finish - self.start
     }
-    /// FCT divided by the standalone FCT (1: as fast as alone).
+    /// FCT divided by the standalone FCT (1: as fast as alone), both in whole ns as ns-3
+    /// divides them.
     pub fn slowdown(&self) -> f64 {
-        self.fct_ns() as f64 / self.standalone_fct_ns.max(1) as f64
+        self.fct().as_ns() as f64 / self.standalone_fct.as_ns().max(1) as f64
     }
 }
 
-impl Engine {
+impl PacketEngine {
     /// The result of flow `f` (finished or not: `finish` is zero while it runs); `None` when
     /// the engine has no flow `f`.
     pub fn flow_result(&self, f: u32) -> Option<FlowResult> {
@@ -125,7 +126,7 @@ impl Engine {
             finish: SimTime::from_ps(fl.finish),
             sport: fl.sport,
             dport: fl.dport,
-            standalone_fct_ns: self.standalone_fct_of(f),
+            standalone_fct: SimTime::from_ns(self.standalone_fct_ns_of(f)),
         })
     }
 
@@ -195,7 +196,7 @@ struct Pending {
 
 /// The packet-level backend: a [`Network`] that runs each transfer as flows in the packet engine.
 pub struct PacketNetwork {
-    engine: Engine,
+    engine: PacketEngine,
     topo: Arc<Topology>,
     pending: HashMap<TransferId, Pending>,
     flow_transfer: Vec<TransferId>,
@@ -208,17 +209,17 @@ pub struct PacketNetwork {
 }
 
 impl PacketNetwork {
-    /// Routing is the topology's rule (`cfg.routing` is set to [`Routing::Topology`]).
+    /// Routing is the topology's rule (`cfg.routing` is set to [`PacketRouting::Topology`]).
     ///
     /// # Errors
-    /// As [`Engine::new`].
+    /// As [`PacketEngine::new`].
     pub fn new(topo: Arc<Topology>, cfg: PacketConfig) -> Result<Self, PacketError> {
         let nl = topo.num_links();
         let cfg = PacketConfig {
-            routing: Routing::Topology,
+            routing: PacketRouting::Topology,
             ..cfg
         };
-        let engine = Engine::new(topo.clone(), None, cfg)?;
+        let engine = PacketEngine::new(topo.clone(), None, cfg)?;
         Ok(PacketNetwork {
             engine,
             topo,
@@ -245,7 +246,7 @@ impl PacketNetwork {
     }
 
     /// The packet engine underneath.
-    pub fn engine(&self) -> &Engine {
+    pub fn engine(&self) -> &PacketEngine {
         &self.engine
     }
 
@@ -380,7 +381,7 @@ impl Network for PacketNetwork {
 
     fn next_event_time(&self) -> Option<SimTime> {
         let done = self.done_buf.iter().map(|c| c.finish).min();
-        let engine = self.engine.next_event_ps().map(SimTime::from_ps);
+        let engine = self.engine.next_event();
         match (done, engine) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -388,7 +389,7 @@ impl Network for PacketNetwork {
     }
 
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
-        self.engine.run_until(t.as_ps());
+        self.engine.run_until(t);
         self.collect();
         self.deliver(t, done);
     }
@@ -402,7 +403,7 @@ impl Network for PacketNetwork {
                 Some(n) if n <= limit => {}
                 _ => return,
             }
-            let stopped = self.engine.run_until_completion(lim.as_ps());
+            let stopped = self.engine.run_until_completion(lim);
             self.collect();
             let reached = if stopped { self.engine.now() } else { lim };
             if self.deliver(reached, done) || (!stopped && lim == limit) {
@@ -415,7 +416,7 @@ impl Network for PacketNetwork {
         self.pending.len() + self.done_buf.len()
     }
 
-    /// A link failing during the run ([`Engine::schedule_link_down`]): packets on it are lost,
+    /// A link failing during the run ([`PacketEngine::schedule_link_down`]): packets on it are lost,
     /// flows move to other paths, go-back-N (and an ACK timeout after a tail loss) recovers.
     /// Repairs and degraded bandwidths during the run are not modelled on packets.
     fn schedule_link_change(&mut self, at: SimTime, link: LinkId, change: crate::LinkChange) -> Result<(), NetError> {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use llmsim_core::{Bandwidth, NodeId, SimTime};
 use llmsim_topo::ns3::parse_ns3;
 
-use super::config::{CcMode, EcnThresholds, PacketConfig, Routing};
-use super::engine::{Engine, FlowSpec, ns3_ip};
+use super::config::{CcMode, EcnThresholds, PacketConfig, PacketRouting};
+use super::engine::{FlowSpec, PacketEngine, ns3_ip};
 use super::{FlowResult, PacketError};
 
 /// Largest `BUFFER_SIZE` accepted, in MB (1 TiB of switch buffer).
@@ -129,7 +129,7 @@ fn perr(file: &str, line: usize, message: String) -> PacketError {
 /// unsupported setting (`CC_MODE` other than 1/3/7/8, `MULTI_RATE 1`, `SAMPLE_FEEDBACK 1`).
 pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
     let mut p = PacketConfig {
-        routing: Routing::Ns3,
+        routing: PacketRouting::Ns3,
         ns_resolution: true,
         ..PacketConfig::default()
     };
@@ -521,7 +521,7 @@ pub struct Ns3Experiment {
     /// The parsed `config.txt`.
     pub config: Ns3Config,
     /// The engine with every flow of the flow file added.
-    pub engine: Engine,
+    pub engine: PacketEngine,
     /// The topology file it read.
     pub topology_path: PathBuf,
     /// The flow file it read.
@@ -589,7 +589,7 @@ impl Ns3Experiment {
         }
         let hosts = imp.topology.num_hosts();
         let topo = Arc::new(imp.topology);
-        let mut engine = Engine::new(topo, Some(imp.file_ids), config.packet.clone())?;
+        let mut engine = PacketEngine::new(topo, Some(imp.file_ids), config.packet.clone())?;
         for (i, f) in flows.iter().enumerate() {
             let map = |id: u32| by_file.get(id as usize).copied().filter(|&n| n < hosts);
             let (Some(s), Some(d)) = (map(f.src), map(f.dst)) else {
@@ -648,17 +648,17 @@ impl Ns3Experiment {
 
     /// Runs until every flow is done or the stop time.
     pub fn run(&mut self) {
-        self.engine.run_until(self.config.stop_time.as_ps());
+        self.engine.run_until(self.config.stop_time);
     }
 
     /// Like [`Ns3Experiment::run`], calling `progress(flows done, flows total)` after every
     /// `step` of simulated time that has events. The same events run in the same order: the
     /// results are identical.
     pub fn run_with_progress(&mut self, step: SimTime, mut progress: impl FnMut(u64, u64)) {
-        let stop = self.config.stop_time.as_ps();
+        let stop = self.config.stop_time;
         let total = self.engine.flows.len() as u64;
-        let step = step.as_ps().max(1);
-        while let Some(t) = self.engine.next_event_ps() {
+        let step = step.max(SimTime::from_ps(1));
+        while let Some(t) = self.engine.next_event() {
             if t > stop {
                 break;
             }
@@ -674,7 +674,7 @@ impl Ns3Experiment {
 ///
 /// # Errors
 /// `PacketError::Flow` when `order` names a flow the engine does not have.
-pub fn fct_text(e: &Engine, order: &[u32]) -> Result<String, PacketError> {
+pub fn fct_text(e: &PacketEngine, order: &[u32]) -> Result<String, PacketError> {
     let mut s = String::with_capacity(order.len() * 72);
     for &f in order {
         let r = result_of(e, f)?;
@@ -686,16 +686,16 @@ pub fn fct_text(e: &Engine, order: &[u32]) -> Result<String, PacketError> {
             r.sport,
             r.dport,
             r.size,
-            r.start.as_ps() / 1000,
-            r.fct_ns(),
-            r.standalone_fct_ns
+            r.start.as_ns(),
+            r.fct().as_ns(),
+            r.standalone_fct.as_ns()
         );
     }
     Ok(s)
 }
 
 /// The result of flow `f`, or an error naming it.
-fn result_of(e: &Engine, f: u32) -> Result<FlowResult, PacketError> {
+fn result_of(e: &PacketEngine, f: u32) -> Result<FlowResult, PacketError> {
     e.flow_result(f).ok_or_else(|| {
         PacketError::Flow(format!(
             "flow id {f} is out of range: the engine has {} flows (ids 0..{})",
@@ -707,14 +707,14 @@ fn result_of(e: &Engine, f: u32) -> Result<FlowResult, PacketError> {
 
 /// `pfc.txt` as ns-3 writes it: `time_ns node nodetype ifindex type` (1 pause, 0 resume),
 /// logged by the node that receives the frame.
-pub fn pfc_text(e: &Engine) -> String {
+pub fn pfc_text(e: &PacketEngine) -> String {
     let mut s = String::new();
     for p in e.pfc_events() {
         let kind = u32::from(p.node.0 >= e.topology().num_hosts());
         let _ = writeln!(
             s,
             "{} {} {} {} {}",
-            p.time.as_ps() / 1000,
+            p.time.as_ns(),
             e.ns3_ids[p.node.idx()],
             kind,
             e.ns3_ifindex(p.link).unwrap_or(0),
@@ -724,11 +724,24 @@ pub fn pfc_text(e: &Engine) -> String {
     s
 }
 
-/// Parses an ns-3 `fct.txt` (for comparisons): `(size, start_ns, fct_ns, standalone_ns)` per line.
+/// One line of an ns-3 `fct.txt`, the fields a comparison needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ns3Fct {
+    /// Payload bytes.
+    pub size: u64,
+    /// When the flow started (whole ns in the file).
+    pub start: SimTime,
+    /// Its completion time (whole ns in the file).
+    pub fct: SimTime,
+    /// The FCT it would have alone on the network (whole ns in the file).
+    pub standalone_fct: SimTime,
+}
+
+/// Parses an ns-3 `fct.txt` (for comparisons), one [`Ns3Fct`] per line.
 ///
 /// # Errors
-/// `PacketError::Parse` with the line for a malformed line.
-pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, PacketError> {
+/// `PacketError::Parse` with the line for a malformed line or a time past `SimTime`'s range.
+pub fn parse_fct(text: &str, file: &str) -> Result<Vec<Ns3Fct>, PacketError> {
     let mut out = Vec::new();
     for (i, l) in text.lines().enumerate() {
         let t: Vec<&str> = l.split_whitespace().collect();
@@ -742,7 +755,22 @@ pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, Pa
             t[k].parse::<u64>()
                 .map_err(|_| perr(file, i + 1, format!("field {} {:?} is not an integer", k + 1, t[k])))
         };
-        out.push((n(4)?, n(5)?, n(6)?, n(7)?));
+        let ns = |k: usize| {
+            let v = n(k)?;
+            SimTime::checked_from_ns(v).ok_or_else(|| {
+                perr(
+                    file,
+                    i + 1,
+                    format!("field {} {v} ns is past the longest time, {} ps", k + 1, u64::MAX),
+                )
+            })
+        };
+        out.push(Ns3Fct {
+            size: n(4)?,
+            start: ns(5)?,
+            fct: ns(6)?,
+            standalone_fct: ns(7)?,
+        });
     }
     Ok(out)
 }
@@ -751,12 +779,12 @@ pub fn parse_fct(text: &str, file: &str) -> Result<Vec<(u64, u64, u64, u64)>, Pa
 ///
 /// # Errors
 /// `PacketError::Flow` when `order` names a flow the engine does not have.
-pub fn finished(e: &Engine, order: &[u32]) -> Result<Vec<FlowResult>, PacketError> {
+pub fn finished(e: &PacketEngine, order: &[u32]) -> Result<Vec<FlowResult>, PacketError> {
     order.iter().map(|&f| result_of(e, f)).collect()
 }
 
 /// Each flow's data path as ns-3 node ids (for debugging ECMP).
-pub fn flow_paths(e: &Engine) -> Vec<Vec<u32>> {
+pub fn flow_paths(e: &PacketEngine) -> Vec<Vec<u32>> {
     (0..e.num_flows())
         .map(|f| {
             let fl = &e.flows[f];

@@ -32,21 +32,21 @@ impl Kind {
 
 /// One packet in flight or queued: 32 bytes, aligned, so a packet never straddles two cache
 /// lines and two share one. A data packet's payload is its size less the engine's header bytes;
-/// TIMELY's send timestamp lives apart (`Engine::ts`), as HPCC's INT words do.
+/// TIMELY's send timestamp lives apart (`PacketEngine::ts`), as HPCC's INT words do.
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 pub(crate) struct Pkt {
     /// Data: first byte. ACK/NACK: next expected byte.
     pub seq: u64,
     pub flow: u32,
-    /// Offset of the packet's path in `Engine::paths` (the flow's data or ACK path), so a
+    /// Offset of the packet's path in `PacketEngine::paths` (the flow's data or ACK path), so a
     /// switch routes it without touching the flow.
     pub path: u32,
     /// The next packet in the same queue (`NIL`: none).
     pub next: u32,
     /// The link the packet entered the current switch on.
     pub in_link: u32,
-    /// Wire bytes (`Engine::new` checks that a full packet fits).
+    /// Wire bytes (`PacketEngine::new` checks that a full packet fits).
     pub size: u16,
     pub kind: Kind,
     /// Priority group (data, ACK) or the paused class (PFC).
@@ -148,7 +148,7 @@ pub(crate) struct PortQueue {
 /// every transmission and every event on the port reads (state, the link's ends and delay), the
 /// next two the queues (0-3, the control queue and the usual data classes, then 4-7), the last
 /// the statistics' buffers. What follows from the link's rate alone (serialization times, ECN
-/// thresholds, the INT rate index) is in the engine's small per-rate table (`Engine::rates`),
+/// thresholds, the INT rate index) is in the engine's small per-rate table (`PacketEngine::rates`),
 /// so a dequeue reads the port's first two lines and no third.
 #[repr(C, align(64))]
 pub(crate) struct Port {
@@ -162,7 +162,7 @@ pub(crate) struct Port {
     pub nonempty: u8,
     /// Dequeues, modulo 256 (the queue-length histogram samples every `QLEN_SAMPLE`th).
     pub dequeues: u8,
-    /// The link rate's entry in `Engine::rates`.
+    /// The link rate's entry in `PacketEngine::rates`.
     pub rate: u16,
     pub max_qlen: u64,
     /// Switch ports: when the current transmission ends, and the sequence number reserved for
@@ -178,7 +178,7 @@ pub(crate) struct Port {
     pub queues: [PortQueue; NQ],
     /// Histogram of the port's queued bytes at every 8th dequeue, in 1 KB buckets.
     pub qlen_hist: Vec<u32>,
-    /// Bytes put on the wire per utilization bin (when `Engine::set_util_bin` is on), from bin
+    /// Bytes put on the wire per utilization bin (when `PacketEngine::set_util_bin` is on), from bin
     /// `util_first` (the port's first transmission) on.
     pub util: Vec<u64>,
     pub util_first: u64,
@@ -191,7 +191,7 @@ const _: () = assert!(std::mem::size_of::<Port>() == 256);
 /// rate (a fabric has a handful, so the table stays in the first-level cache).
 #[derive(Clone, Copy)]
 pub(crate) struct RateInfo {
-    /// The rate itself (`Engine::link_rate` of every link with this entry: the per-link table
+    /// The rate itself (`PacketEngine::link_rate` of every link with this entry: the per-link table
     /// serves the set-up and Wormhole, this copy the per-packet paths beside the times below).
     pub bps: u64,
     /// Serialization times (ps) of the two common packet sizes at this rate (a full data
@@ -242,7 +242,7 @@ impl Port {
 
 /// Ingress accounting of a switch for one incoming link (`SwitchMmu`, per port and priority),
 /// in one 64-byte line: every admission, dequeue and PFC check of a packet reads one line. The
-/// counters are `u32`, as ns-3's are (`Engine::new` checks that the buffer and the headroom
+/// counters are `u32`, as ns-3's are (`PacketEngine::new` checks that the buffer and the headroom
 /// fit). Class 0, the control class, is never accounted: its pair holds the link's headroom and
 /// its threshold shift and pause bits instead.
 #[derive(Clone, Copy, Default, PartialEq, Debug)]
@@ -345,7 +345,7 @@ pub(crate) struct Flow {
     pub next_avail: u64,
     pub pg: u8,
     pub done: bool,
-    /// Offsets of the data path (src -> dst) and the ACK path (dst -> src) in `Engine::paths`.
+    /// Offsets of the data path (src -> dst) and the ACK path (dst -> src) in `PacketEngine::paths`.
     pub path_data: u32,
     /// Highest `snd_nxt` reached (bytes below it sent again are retransmissions).
     pub max_sent: u64,

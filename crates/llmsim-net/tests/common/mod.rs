@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use llmsim_core::{Bandwidth, LinkId, NodeId, SimTime};
-use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, Routing as PacketRouting};
+use llmsim_net::packet::{CcMode, FlowSpec, PacketConfig, PacketRouting};
 use llmsim_net::{Completion, Network, Transfer};
 use llmsim_topo::generators::flat;
 use llmsim_topo::ns3::parse_ns3;
@@ -185,4 +185,14 @@ pub fn packet_flow(src: u32, dst: u32, size: u64, start: SimTime, tag: u64) -> F
         tag,
         flow_hash: tag,
     }
+}
+
+/// Skipping is for checkouts without `../shared`; in CI (`CI=true`) a missing reference fails.
+pub fn missing_reference(what: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    assert!(
+        !ci,
+        "{what} not found and CI=true: the reference data (../shared/reference) must be beside the checkout in CI"
+    );
+    println!("skipping: {what} not found");
 }

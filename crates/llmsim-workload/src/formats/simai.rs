@@ -31,7 +31,7 @@ use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 
 use crate::config::{ParallelConfig, TrainingConfig};
-use crate::dag::{Group, Layout, Node, NodeKind, Phase, Program, Segment, Stream, Workload};
+use crate::dag::{DagNodeKind, Group, Layout, Node, Phase, Program, Segment, Stream, Workload};
 use crate::import::ImportError;
 use crate::model::ModelConfig;
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
@@ -423,9 +423,12 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
     let node = Node::imported;
     for (i, l) in w.lines.iter().enumerate() {
         let s = seg(&format!("{}.fwd", l.name), Pass::Forward, l.fwd_ns);
-        prog.push(node(NodeKind::Comp { segment: s }, Stream::Compute, Phase::Forward, i as u32), &[]);
+        prog.push(
+            node(DagNodeKind::Comp { segment: s }, Stream::Compute, Phase::Forward, i as u32),
+            &[],
+        );
         if let Some(c) = &l.fwd {
-            let k = NodeKind::CommColl {
+            let k = DagNodeKind::CommColl {
                 op: c.op,
                 group: group(c, false),
                 bytes: c.bytes,
@@ -435,9 +438,12 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
     }
     for (i, l) in w.lines.iter().enumerate().rev() {
         let s = seg(&format!("{}.ig", l.name), Pass::BackwardInput, l.ig_ns);
-        prog.push(node(NodeKind::Comp { segment: s }, Stream::Compute, Phase::Backward, i as u32), &[]);
+        prog.push(
+            node(DagNodeKind::Comp { segment: s }, Stream::Compute, Phase::Backward, i as u32),
+            &[],
+        );
         if let Some(c) = &l.ig {
-            let k = NodeKind::CommColl {
+            let k = DagNodeKind::CommColl {
                 op: c.op,
                 group: group(c, false),
                 bytes: c.bytes,
@@ -445,9 +451,12 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
             prog.push(node(k, Stream::Compute, Phase::Backward, i as u32), &[]);
         }
         let s = seg(&format!("{}.wg", l.name), Pass::BackwardWeight, l.wg_ns);
-        let wg = prog.push(node(NodeKind::Comp { segment: s }, Stream::Compute, Phase::Backward, i as u32), &[]);
+        let wg = prog.push(
+            node(DagNodeKind::Comp { segment: s }, Stream::Compute, Phase::Backward, i as u32),
+            &[],
+        );
         if let Some(c) = &l.wg {
-            let k = NodeKind::CommColl {
+            let k = DagNodeKind::CommColl {
                 op: c.op,
                 group: group(c, true),
                 bytes: c.bytes,
@@ -734,7 +743,7 @@ mod tests {
             .nodes
             .iter()
             .filter_map(|n| match n.kind {
-                NodeKind::CommColl { group, .. } => Some(group),
+                DagNodeKind::CommColl { group, .. } => Some(group),
                 _ => None,
             })
             .collect();
@@ -757,12 +766,12 @@ mod tests {
             .nodes
             .iter()
             .map(|n| match n.kind {
-                NodeKind::Comp { segment } => format!(
+                DagNodeKind::Comp { segment } => format!(
                     "{}={}",
                     wl.segments[segment as usize].name,
                     wl.segments[segment as usize].duration.unwrap().as_ps() / 1000
                 ),
-                NodeKind::CommColl { op, group, .. } => format!("{op}@{}/{:?}", group.name(), n.stream),
+                DagNodeKind::CommColl { op, group, .. } => format!("{op}@{}/{:?}", group.name(), n.stream),
                 _ => unreachable!(),
             })
             .collect();

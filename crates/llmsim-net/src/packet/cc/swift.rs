@@ -46,8 +46,8 @@ pub(crate) struct SwiftTarget {
 impl PacketConfig {
     fn clone_swift(&self) -> SwiftTarget {
         SwiftTarget {
-            hop_scale_ns: self.swift_hop_scale_ns,
-            fs_range_ns: self.swift_fs_range_ns,
+            hop_scale_ns: self.swift_hop_scale.as_ns(),
+            fs_range_ns: self.swift_fs_range.as_ns(),
             fs_min_cwnd: self.swift_fs_min_cwnd,
             fs_max_cwnd: self.swift_fs_max_cwnd,
         }

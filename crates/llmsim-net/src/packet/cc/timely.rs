@@ -41,9 +41,9 @@ impl CongestionControl for Timely {
         let (alpha, beta, t_low, t_high, min_rtt) = (
             c.timely_alpha,
             c.timely_beta,
-            c.timely_t_low_ns,
-            c.timely_t_high_ns,
-            c.timely_min_rtt_ns,
+            c.timely_t_low.as_ns(),
+            c.timely_t_high.as_ns(),
+            c.timely_min_rtt.as_ns(),
         );
         let (rai, rhai, min_rate) = (c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps);
         let fl = h.flow(f);

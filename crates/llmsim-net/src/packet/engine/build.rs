@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// Builds the engine on `topo`. `ns3_ids[n]` is node `n`'s id in an ns-3 topology file
     /// (identity when `None`): it sets IPs, ECMP seeds and the order of next hops.
     ///
@@ -11,7 +11,7 @@ impl Engine {
     /// `PacketError::Config` when a port's rate has no ECN thresholds, a host has no NIC, a
     /// Wormhole knob is out of range, `ns3_ids` does not give one id per node, or the topology's
     /// hosts relay traffic (BCube: this engine forwards at switches only).
-    pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, mut cfg: PacketConfig) -> Result<Engine, PacketError> {
+    pub fn new(topo: Arc<Topology>, ns3_ids: Option<Vec<u32>>, mut cfg: PacketConfig) -> Result<PacketEngine, PacketError> {
         if topo.hosts_forward() {
             return Err(PacketError::Config(format!(
                 "{}: hosts relay traffic ({} routing) and the packet engine forwards at switches only; \
@@ -91,7 +91,7 @@ impl Engine {
             let ecn = if is_switch(link_src[l]) && cfg.ecn {
                 let e = cfg
                     .ecn_for(rate)
-                    .or_else(|| (cfg.routing == Routing::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
+                    .or_else(|| (cfg.routing == PacketRouting::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
                     .ok_or_else(|| {
                         PacketError::Config(format!(
                             "no ECN thresholds for {} bit/s ports (link {l}); add the rate to KMIN_MAP/KMAX_MAP/PMAX_MAP",
@@ -231,8 +231,8 @@ impl Engine {
             });
         }
         let routes = match cfg.routing {
-            Routing::Ns3 => Some(Ns3Routes::build(&topo, &ns3_ids, &link_dst)),
-            Routing::Topology => None,
+            PacketRouting::Ns3 => Some(Ns3Routes::build(&topo, &ns3_ids, &link_dst)),
+            PacketRouting::Topology => None,
         };
         let port_count = (0..nn).map(|n| topo.ports(NodeId(n as u32)).len() as u16).collect();
         let hdr_bytes = cfg.data_packet_bytes(0);
@@ -266,7 +266,7 @@ impl Engine {
         );
         let (cfg_transport, cfg_pfc) = (cfg.transport, cfg.pfc);
         let cfg_ts_on = cfg.cc.uses_send_ts() || cfg.transport == Transport::Uet;
-        let mut e = Engine {
+        let mut e = PacketEngine {
             rng_ecn: SimRng::derive(cfg.seed, 0xEC4),
             ns3_streams: cfg.ns3_stream_base.map(|b| crate::packet::ns3rng::Ns3Streams::new(1, 1, b)),
             rng_err: SimRng::derive(cfg.seed, 0xE22),
@@ -411,14 +411,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Standalone FCT of flow `f` in ns (`third.cc` `qp_finish`): base RTT + wire bytes without
-    /// INT over the bottleneck; `None` when the engine has no flow `f`.
-    pub fn standalone_fct_ns(&self, f: usize) -> Option<u64> {
-        (f < self.flows.len()).then(|| self.standalone_fct_of(f))
+    /// Standalone FCT of flow `f`, in whole ns as ns-3 computes it (`third.cc` `qp_finish`): base
+    /// RTT + wire bytes without INT over the bottleneck; `None` when the engine has no flow `f`.
+    pub fn standalone_fct(&self, f: usize) -> Option<SimTime> {
+        (f < self.flows.len()).then(|| SimTime::from_ns(self.standalone_fct_ns_of(f)))
     }
 
-    /// [`Self::standalone_fct_ns`] of a flow the engine made (`f < self.flows.len()`).
-    pub(crate) fn standalone_fct_of(&self, f: usize) -> u64 {
+    /// [`Self::standalone_fct`] of a flow the engine made (`f < self.flows.len()`), in ns.
+    pub(crate) fn standalone_fct_ns_of(&self, f: usize) -> u64 {
         let fl = &self.flows[f];
         let mut path = Vec::new();
         let _ = self.route_path(fl.src, fl.dst, f as u32, &mut path);
@@ -444,7 +444,7 @@ pub(crate) fn check_load_balance(cfg: &PacketConfig) -> Result<(), PacketError> 
     if lb == LoadBalance::Ecmp {
         return Ok(());
     }
-    if cfg.routing != Routing::Topology {
+    if cfg.routing != PacketRouting::Topology {
         return Err(PacketError::Config(format!(
             "load_balance {} needs the topology's routing rule (routing = topology), not ns-3's tables; use ecmp with them",
             lb.name()

@@ -22,14 +22,14 @@
 //!   watched by the same ACK timeout, since a lost last packet draws no NACK.
 //!
 //! With Wormhole fast-forward, a change interrupts steady state: every frozen partition
-//! resumes first, and memoization stops for the rest of the run (`Engine::ww_interrupt`).
+//! resumes first, and memoization stops for the rest of the run (`PacketEngine::ww_interrupt`).
 
 use llmsim_core::{LinkId, SimTime};
 
-use super::Engine;
+use super::PacketEngine;
 use crate::LinkChange;
 use crate::packet::PacketError;
-use crate::packet::config::Routing;
+use crate::packet::config::PacketRouting;
 use crate::packet::events::{EV_FAULT, ev};
 use crate::packet::lb::LoadBalance;
 use crate::packet::tables::{Kind, RateInfo};
@@ -53,11 +53,11 @@ pub(crate) struct FaultState {
     pub(crate) error: Option<String>,
 }
 
-impl Engine {
+impl PacketEngine {
     /// Fails `link` at `at` (see the module doc).
     ///
     /// # Errors
-    /// As [`Engine::schedule_link_change`].
+    /// As [`PacketEngine::schedule_link_change`].
     pub fn schedule_link_down(&mut self, at: SimTime, link: u32) -> Result<(), PacketError> {
         self.schedule_link_change(at, link, LinkChange::Down)
     }
@@ -169,7 +169,7 @@ impl Engine {
     /// With ns-3's routing tables, computes them again on the topology as it is now (HPCC's
     /// `TakeDownLink`: `CalculateRoutes` over the links that are up).
     fn rebuild_ns3_routes(&mut self) {
-        if self.cfg.routing == Routing::Ns3 {
+        if self.cfg.routing == PacketRouting::Ns3 {
             let link_dst: Vec<u32> = (0..self.ports.len()).map(|l| self.ports[l].dst).collect();
             self.routes = Some(crate::packet::route::Ns3Routes::build(&self.topo, &self.ns3_ids, &link_dst));
         }

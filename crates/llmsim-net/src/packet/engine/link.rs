@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     // ---------------------------------------------------------------- links
 
     /// `QbbNetDevice::TransmitStart` + `QbbChannel::TransmitStart`.
@@ -12,7 +12,7 @@ impl Engine {
         self.transmit_from::<true>(link, p);
     }
 
-    /// [`Engine::transmit`]; `ANY` false: the port is a switch's and holds no queued packet.
+    /// [`PacketEngine::transmit`]; `ANY` false: the port is a switch's and holds no queued packet.
     #[inline(always)]
     pub(super) fn transmit_from<const ANY: bool>(&mut self, link: u32, p: u32) {
         let li = link as usize;

@@ -19,7 +19,7 @@ use llmsim_topo::{NodeKind, Topology};
 use super::PacketError;
 use super::at::{Table, prefetch};
 use super::cc::{self, CcHost, CcState};
-use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, Routing, Transport, UetConfig};
+use super::config::{DropPolicy, LoadBalance, PFC_FRAME_BYTES, PacketConfig, PacketRouting, Transport, UetConfig};
 use super::events::{
     self, CC_TIMERS, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_DELACK, EV_FAULT, EV_HOP, EV_RTO, EV_START, EV_TXDONE, EV_WAKE, MASK30,
     ev,
@@ -35,6 +35,7 @@ pub use fault::FAULT_ACK_TIMEOUT;
 mod link;
 mod nic;
 mod switch;
+mod wormhole_api;
 
 /// A flow to simulate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,11 +113,11 @@ pub struct EngineStats {
     pub max_pending: u64,
 }
 
-/// Flows the flow table has room for before it first grows (see `Engine::new`): 24 MiB of
+/// Flows the flow table has room for before it first grows (see `PacketEngine::new`): 24 MiB of
 /// address space.
 const FLOW_RESERVE: usize = 1 << 16;
 /// The packet-level simulator.
-pub struct Engine {
+pub struct PacketEngine {
     pub(crate) cfg: PacketConfig,
     pub(crate) topo: Arc<Topology>,
     /// `topo.num_hosts()`, kept here: node ids below it are hosts (one load on the per-event
@@ -196,7 +197,7 @@ pub(crate) fn ns3_tx_ns(bytes: u64, bps: u64) -> u64 {
     ((fixed * 1_000_000_000u128) >> 64) as u64
 }
 
-impl Engine {
+impl PacketEngine {
     // ---------------------------------------------------------------- time helpers
 
     #[inline]
@@ -245,21 +246,21 @@ impl Engine {
 
     // ---------------------------------------------------------------- main loop
 
-    /// Time of the next event, in ps.
-    pub fn next_event_ps(&self) -> Option<u64> {
-        self.events.peek_time()
+    /// Time of the next event.
+    pub fn next_event(&self) -> Option<SimTime> {
+        self.events.peek_time().map(SimTime::from_ps)
     }
 
-    /// Runs every event at or before `t` (ps).
-    pub fn run_until(&mut self, t: u64) {
-        self.run_loop(t, false);
+    /// Runs every event at or before `t`.
+    pub fn run_until(&mut self, t: SimTime) {
+        self.run_loop(t.as_ps(), false);
     }
 
     /// Runs the events at or before `t` until one of them completes a flow, then the rest of
     /// that instant's events, and stops there. Returns whether it stopped for a completion (then
     /// `now()` is that instant; otherwise it is `t`, as after `run_until(t)`).
-    pub fn run_until_completion(&mut self, t: u64) -> bool {
-        self.run_loop(t, true)
+    pub fn run_until_completion(&mut self, t: SimTime) -> bool {
+        self.run_loop(t.as_ps(), true)
     }
 
     /// The event loop (one copy, so the dispatch is inlined into it).
@@ -297,7 +298,7 @@ impl Engine {
 
     /// Runs until no event is left.
     pub fn run(&mut self) {
-        self.run_until(u64::MAX);
+        self.run_until(SimTime::MAX);
     }
 
     #[inline]
@@ -359,7 +360,7 @@ impl Engine {
     }
 
     /// Per port with traffic: (link, bin index, utilization) for every non-empty bin (bins of the
-    /// width given to [`Engine::set_util_bin`], counted from time zero). A transmission counts in
+    /// width given to [`PacketEngine::set_util_bin`], counted from time zero). A transmission counts in
     /// each bin in proportion to the time it spends there. Utilization can read a few %
     /// over 1: serialization times are truncated to whole ns, as in ns-3 (a 1,048-byte packet takes
     /// 83 ns instead of 83.84 at 100 Gbit/s, 20 ns instead of 20.96 at 400 Gbit/s).
@@ -452,14 +453,14 @@ mod tests {
 
     /// Two hosts under one switch (node 2), 100G, a 1 MB buffer: the PFC threshold is in reach
     /// of the counters the test draws.
-    fn one_switch() -> Engine {
+    fn one_switch() -> PacketEngine {
         let text = "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n";
         let imp = llmsim_topo::ns3::parse_ns3(text, "test.txt", 1).expect("topology parses");
         let cfg = PacketConfig {
             buffer_bytes: 1 << 20,
             ..PacketConfig::ns3_defaults(CcMode::Dcqcn)
         };
-        Engine::new(Arc::new(imp.topology), Some(imp.file_ids), cfg).expect("engine")
+        PacketEngine::new(Arc::new(imp.topology), Some(imp.file_ids), cfg).expect("engine")
     }
 
     proptest! {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     // ---------------------------------------------------------------- flows
 
     /// Adds a flow; it starts at `spec.start` (not before the engine's current time).
@@ -484,7 +484,7 @@ impl Engine {
 }
 
 /// What congestion control sees of the engine (`cc/`).
-impl CcHost for Engine {
+impl CcHost for PacketEngine {
     #[inline]
     fn cfg(&self) -> &PacketConfig {
         &self.cfg

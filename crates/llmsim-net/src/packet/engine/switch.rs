@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     // ---------------------------------------------------------------- switch
 
     /// Next hop at switch `at` of a packet travelling from host `src` to host `dst`.

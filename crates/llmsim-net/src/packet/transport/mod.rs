@@ -12,7 +12,7 @@
 //!   per-packet selective ACK/NACK that tolerates any arrival order, over a lossy fabric whose
 //!   switches trim a data packet to its header instead of dropping it.
 //!
-//! Adding a transport: a file here with its sender and receiver on `Engine`, a variant of
+//! Adding a transport: a file here with its sender and receiver on `PacketEngine`, a variant of
 //! [`Transport`], and its three branches in `engine/nic.rs` (`host_send`, `host_receive`).
 
 pub(crate) mod tcp;
@@ -272,7 +272,7 @@ pub struct UetFlowStats {
     pub out_of_order: u32,
 }
 
-impl super::engine::Engine {
+impl super::engine::PacketEngine {
     /// The NIC of host `h` of a window-based transport sends, if its port is idle: an ACK (or
     /// NACK) first, else `make_data`'s packet of the next flow [`Self::next_window_flow`] picks.
     pub(crate) fn window_host_send(

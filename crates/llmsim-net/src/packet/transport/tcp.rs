@@ -39,7 +39,7 @@
 //! The timer is lazy: restarting it moves a deadline; the one pending event, when it fires
 //! before the deadline, re-arms itself at the deadline. A restart per ACK costs no event.
 
-use crate::packet::engine::Engine;
+use crate::packet::engine::PacketEngine;
 use crate::packet::events::{EV_DELACK, EV_RTO, MASK30, ev};
 use crate::packet::tables::{Kind, Pkt};
 
@@ -48,7 +48,7 @@ use super::{TcpCc, TcpFlowStats};
 /// No event pending / no `recover` point yet.
 const NONE: u64 = u64::MAX;
 
-/// One flow's TCP sender and receiver state (`Engine::tcp`, indexed by flow id).
+/// One flow's TCP sender and receiver state (`PacketEngine::tcp`, indexed by flow id).
 #[derive(Clone, Debug)]
 pub(crate) struct TcpFlow {
     pub cwnd: u64,
@@ -192,7 +192,7 @@ fn cubic_increase(t: &mut TcpFlow, acked: u64, mss: u64, now: u64) {
     t.cwnd = (next as u64).max(t.cwnd).max(mss);
 }
 
-impl Engine {
+impl PacketEngine {
     /// Effective send window of flow `f` in bytes.
     #[inline]
     fn tcp_window(&self, f: usize) -> u64 {

@@ -49,7 +49,7 @@
 
 use std::collections::VecDeque;
 
-use crate::packet::engine::Engine;
+use crate::packet::engine::PacketEngine;
 use crate::packet::events::{EV_RTO, MASK30, ev};
 use crate::packet::tables::{Kind, Pkt};
 
@@ -269,7 +269,7 @@ pub(crate) enum Reaction {
     Decrease,
 }
 
-/// One flow's UET sender and receiver state (`Engine::uet`, indexed by flow id).
+/// One flow's UET sender and receiver state (`PacketEngine::uet`, indexed by flow id).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct UetFlow {
     pub cc: Nscc,
@@ -309,7 +309,7 @@ impl UetFlow {
     }
 }
 
-impl Engine {
+impl PacketEngine {
     /// Flow `f` starts: its window from its path's base RTT, its bitmaps.
     pub(crate) fn uet_start(&mut self, f: u32) {
         let fi = f as usize;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// A run entry's hit: freezes `flows` (fresh, just started, or a joined run's partition) and
     /// finishes each `fin[k]` from now. Until then a flow arriving on their links resumes them on
     /// packets (a skip-back), each having moved its bytes at its stored average rate, with the CC
@@ -18,12 +18,12 @@ impl Engine {
             completion: true,
         };
         let s = self.ww_freeze_slot(w, flows.to_vec(), rates, TWIN_MAX_PS, Some(plan));
-        let at: Vec<u64> = fin.iter().map(|&t| self.now + t).collect();
+        let at: Vec<u64> = fin.iter().map(|&t| self.now_ps() + t).collect();
         let mut times = at.clone();
         times.sort_unstable();
         times.dedup();
         for t in times {
-            self.schedule(t, ev(EV_SAMPLE, s, 3));
+            self.ww_schedule(t, ev(EV_SAMPLE, s, 3));
         }
         w.slots[s as usize].finish = at;
     }
@@ -38,12 +38,12 @@ impl Engine {
         let t0 = w.slots[si].t0;
         for k in 0..w.slots[si].flows.len() {
             let f = w.slots[si].flows[k];
-            if !self.flows[f as usize].done && w.slots[si].finish[k] <= self.now {
+            if !self.flow(f).done && w.slots[si].finish[k] <= self.now_ps() {
                 self.ww_mirror_complete(w, f, t0);
                 self.ww_mirror_finish(w, f);
             }
         }
-        if w.slots[si].flows.iter().all(|&x| self.flows[x as usize].done) {
+        if w.slots[si].flows.iter().all(|&x| self.flow(x).done) {
             self.ww_resume(w, s);
         } else {
             self.ww_slot_shrink(w, s);
@@ -53,8 +53,8 @@ impl Engine {
     /// Flow `f` started at this instant and has had nothing acknowledged: a fresh flow, as a
     /// mirror's or a run entry's flows must be.
     pub(super) fn ww_fresh(&self, f: u32) -> bool {
-        let fl = &self.flows[f as usize];
-        fl.start == self.now && fl.snd_una == 0
+        let fl = self.flow(f);
+        fl.start == self.now_ps() && fl.snd_una == 0
     }
 
     /// Bytes each flow has left to acknowledge.
@@ -62,7 +62,7 @@ impl Engine {
         flows
             .iter()
             .map(|&f| {
-                let fl = &self.flows[f as usize];
+                let fl = self.flow(f);
                 fl.size - fl.snd_una.min(fl.size)
             })
             .collect()
@@ -78,21 +78,16 @@ impl Engine {
             return;
         }
         let ep = &m.episodes[k as usize];
-        if ep.flows.len() > COMPLETION_MAX_FLOWS || ep.replay.is_some() || ep.t_check == 0 || self.now <= ep.t_check {
+        if ep.flows.len() > COMPLETION_MAX_FLOWS || ep.replay.is_some() || ep.t_check == 0 || self.now_ps() <= ep.t_check {
             return;
         }
-        let t_c = self.now - ep.t_check;
-        let rem: Vec<u64> = ep
-            .flows
-            .iter()
-            .zip(&ep.una)
-            .map(|(&g, &u0)| self.flows[g as usize].size - u0)
-            .collect();
+        let t_c = self.now_ps() - ep.t_check;
+        let rem: Vec<u64> = ep.flows.iter().zip(&ep.una).map(|(&g, &u0)| self.flow(g).size - u0).collect();
         let (cg, ch, corder) = completion_key(&ep.graph, &rem, ep.delta);
         let flows = corder
             .iter()
             .map(|&v| {
-                let fl = &self.flows[ep.flows[v as usize] as usize];
+                let fl = self.flow(ep.flows[v as usize]);
                 let b = fl.snd_una.min(fl.size) - ep.una_check[v as usize];
                 MemoFlow {
                     bytes: b,
@@ -110,10 +105,10 @@ impl Engine {
     pub(super) fn ww_checkpoint(&mut self, w: &mut Wormhole, k: u32) {
         let mut m = w.memo.take().expect("memo on");
         let ki = k as usize;
-        if ki < m.episodes.len() && m.episodes[ki].live && m.episodes[ki].t_s + m.episodes[ki].delta == self.now {
+        if ki < m.episodes.len() && m.episodes[ki].live && m.episodes[ki].t_s + m.episodes[ki].delta == self.now_ps() {
             let ep = &mut m.episodes[ki];
-            ep.t_check = self.now;
-            ep.una_check = ep.flows.iter().map(|&f| self.flows[f as usize].snd_una).collect();
+            ep.t_check = self.now_ps();
+            ep.una_check = ep.flows.iter().map(|&f| self.flow(f).snd_una).collect();
             if let Some((t_c, per)) = ep.replay.take() {
                 let flows = std::mem::take(&mut ep.flows);
                 ep.live = false;
@@ -134,8 +129,7 @@ impl Engine {
     /// already queued for it (so flows starting together form one episode).
     pub(super) fn memo_touch(&mut self, w: &mut Wormhole, f: u32) {
         let Some(m) = w.memo.as_mut() else { return };
-        for i in flow_links(self, f as usize) {
-            let l = self.paths[i];
+        for &l in self.flow_links(f) {
             if !m.touched[l as usize] {
                 m.touched[l as usize] = true;
                 m.touched_list.push(l);
@@ -143,14 +137,14 @@ impl Engine {
         }
         if !m.check_pending {
             m.check_pending = true;
-            self.schedule(self.now, ev(EV_SAMPLE, 0, 1));
+            self.ww_schedule(self.now_ps(), ev(EV_SAMPLE, 0, 1));
         }
     }
 
     /// The episode check: every partition whose flow set changed at this instant looks its
     /// flow-conflict graph up; a hit skips the transient, a miss opens an episode.
     pub(super) fn ww_episodes(&mut self, w: &mut Wormhole) {
-        let flows = &self.flows;
+        let flows = self.flow_table();
         w.active.retain(|&f| !flows[f as usize].done);
         let mut m = w.memo.take().expect("memo on");
         m.check_pending = false;
@@ -207,12 +201,7 @@ impl Engine {
             let jm = (jm != NONE
                 && m.mirrors[jm as usize].joined
                 && members.iter().all(|&f| m.mirror_of[f as usize] == jm)
-                && m.mirrors[jm as usize]
-                    .leaders
-                    .iter()
-                    .filter(|&&f| !self.flows[f as usize].done)
-                    .count()
-                    == members.len())
+                && m.mirrors[jm as usize].leaders.iter().filter(|&&f| !self.flow(f).done).count() == members.len())
             .then_some(jm);
             if members.len() > MEMO_MAX_FLOWS || members.iter().any(|&f| w.flow_slot[f as usize] != NONE) {
                 continue;
@@ -244,7 +233,7 @@ impl Engine {
                         mi.leaders.iter().position(|&x| x == f).expect("a leader of its mirror") as u32
                     })
                     .collect();
-                mi.record = Some(RunRecord::new(self.now, jh, jg, order, n));
+                mi.record = Some(RunRecord::new(self.now_ps(), jh, jg, order, n));
             }
             let fresh_all = flows.iter().all(|&f| self.ww_fresh(f));
             // A partition of fresh flows that started at this instant with an identical one
@@ -253,13 +242,13 @@ impl Engine {
             if fresh_all
                 && let Some(g) = m.mirrors.iter().position(|x| {
                     x.live
-                        && x.t_s == self.now
+                        && x.t_s == self.now_ps()
                         && x.hash == hash
                         && x.graph == graph
                         && x.leaders
                             .iter()
                             .zip(&flows)
-                            .all(|(&a, &b)| self.ww_fresh(a) && self.flows[a as usize].size == self.flows[b as usize].size)
+                            .all(|(&a, &b)| self.ww_fresh(a) && self.flow(a).size == self.flow(b).size)
                 })
             {
                 let leaders = m.mirrors[g].leaders.clone();
@@ -276,7 +265,7 @@ impl Engine {
             // A partition of fresh flows: the key of its run (its graph weighed by the sizes),
             // which starts the history of the mirror it leads.
             let start = fresh_all.then(|| {
-                let sizes: Vec<u64> = flows.iter().map(|&f| self.flows[f as usize].size).collect();
+                let sizes: Vec<u64> = flows.iter().map(|&f| self.flow(f).size).collect();
                 run_key(&graph, &sizes)
             });
             let plan = m.db.lookup(m.context, hash, &graph).map(|(val, map)| {
@@ -289,7 +278,7 @@ impl Engine {
                 w.stats.memo_hits += 1;
                 if let Some((_, sh, _)) = start {
                     // Frozen on its stored transient, it still leads the same-instant twins.
-                    new_mirror(&mut m, flows, self.now, hash, graph, Some(sh));
+                    new_mirror(&mut m, flows, self.now_ps(), hash, graph, Some(sh));
                 }
                 continue;
             }
@@ -315,7 +304,7 @@ impl Engine {
             // twin resumed from there would pay its last round trip again).
             let window_ps = w.cfg.sample_interval.as_ps() * w.cfg.window as u64;
             let long = flows.iter().all(|&f| {
-                let fl = &self.flows[f as usize];
+                let fl = self.flow(f);
                 (fl.size - fl.snd_una.min(fl.size)) as f64 * 8.0 / self.payload_cap(f) * 1e12 > window_ps as f64
             });
             // A short partition of fresh flows: the key of its run to its last completion.
@@ -327,7 +316,7 @@ impl Engine {
                 && let Some(k) = m
                     .episodes
                     .iter()
-                    .position(|x| x.live && x.t_s == self.now && x.replay.is_none() && x.hash == hash && x.graph == graph)
+                    .position(|x| x.live && x.t_s == self.now_ps() && x.replay.is_none() && x.hash == hash && x.graph == graph)
             {
                 let s = self.ww_freeze_slot(w, flows.clone(), vec![0.0; flows.len()], TWIN_MAX_PS, None);
                 let ep = &mut m.episodes[k];
@@ -346,17 +335,17 @@ impl Engine {
             {
                 let (fin, cc) = stored_run(val, &map, rorder, flows.len());
                 self.ww_replay_freeze(w, &flows, &fin, cc);
-                new_mirror(&mut m, flows, self.now, hash, graph, Some(*rh));
+                new_mirror(&mut m, flows, self.now_ps(), hash, graph, Some(*rh));
                 w.stats.memo_hits += 1;
                 continue;
             }
             if replay.is_none() {
                 w.stats.memo_misses += 1;
             }
-            let una = flows.iter().map(|&f| self.flows[f as usize].snd_una).collect();
+            let una = flows.iter().map(|&f| self.flow(f).snd_una).collect();
             let e = Episode {
                 live: true,
-                t_s: self.now,
+                t_s: self.now_ps(),
                 hash,
                 graph,
                 flows,
@@ -376,13 +365,13 @@ impl Engine {
                 let ep = &m.episodes[k];
                 let (leaders, hash, graph) = (ep.flows.clone(), ep.hash, ep.graph.clone());
                 let n = leaders.len();
-                let g = new_mirror(&mut m, leaders, self.now, hash, graph, start_hist);
+                let g = new_mirror(&mut m, leaders, self.now_ps(), hash, graph, start_hist);
                 if let Some((rgraph, rhash, order)) = run {
-                    m.mirrors[g].record = Some(RunRecord::new(self.now, rhash, rgraph, order, n));
+                    m.mirrors[g].record = Some(RunRecord::new(self.now_ps(), rhash, rgraph, order, n));
                 }
             }
             if delta > 0 {
-                self.schedule(self.now + delta, ev(EV_SAMPLE, k as u32, 2));
+                self.ww_schedule(self.now_ps() + delta, ev(EV_SAMPLE, k as u32, 2));
             }
         }
         // A join not looked up (the leader's flows in several partitions, or one too large or
@@ -405,7 +394,7 @@ impl Engine {
         let descs: Vec<FlowDesc> = members
             .iter()
             .map(|&f| {
-                let fl = &self.flows[f as usize];
+                let fl = self.flow(f);
                 // The flow's weight: its rate over its line rate in 5% steps (§4.2), its line
                 // rate, path delays and bottleneck (the paper leaves path length out; RTT shapes
                 // the transient, so it is kept), and whether it has had an ACK yet. The rate is
@@ -422,12 +411,12 @@ impl Engine {
                 }
             })
             .collect();
-        let mtu = u64::from(self.cfg.mtu + self.hdr_bytes);
+        let mtu = u64::from(self.wire_mtu_bytes());
         let g = Fcg::build(&descs, |l| {
             // A shared link's weight: its rate and its queue, empty or in powers of two of MTUs.
-            let q = self.ports[l as usize].total / mtu;
+            let q = self.link_queue_bytes(l) / mtu;
             let qb = if q < 2 { 0 } else { 64 - u64::from(q.leading_zeros()) };
-            mix(self.link_rate[l as usize], qb)
+            mix(self.link_rate_bps(l), qb)
         });
         let (hash, order) = g.canonical();
         let canon = g.relabel(&order);
@@ -438,11 +427,10 @@ impl Engine {
     /// Flow `f`'s data and ACK paths, and a label of `seed` with its line rate, path delays and
     /// bottleneck rate.
     pub(super) fn flow_desc(&self, f: u32, seed: u64) -> FlowDesc<'_> {
-        let fl = &self.flows[f as usize];
-        let data = &self.paths[fl.path_data as usize..fl.path_ack as usize];
-        let ack = &self.paths[fl.path_ack as usize..flow_links(self, f as usize).end];
-        let delay = |p: &[u32]| p.iter().map(|&l| self.ports[l as usize].delay / 1000).sum::<u64>();
-        let bottleneck = data.iter().map(|&l| self.link_rate[l as usize]).min().unwrap_or(0);
+        let fl = self.flow(f);
+        let (data, ack) = self.flow_paths(f);
+        let delay = |p: &[u32]| p.iter().map(|&l| self.link_delay_ps(l) / 1000).sum::<u64>();
+        let bottleneck = data.iter().map(|&l| self.link_rate_bps(l)).min().unwrap_or(0);
         let mut label = mix(seed, fl.max_rate);
         label = mix(label, delay(data));
         label = mix(label, delay(ack));
@@ -460,7 +448,7 @@ impl Engine {
         let descs: Vec<FlowDesc> = flows
             .iter()
             .map(|&f| {
-                let fl = &self.flows[f as usize];
+                let fl = self.flow(f);
                 let offset = (fl.start - t_s + JOIN_QUANTUM_PS / 2) / JOIN_QUANTUM_PS;
                 let d = self.flow_desc(f, JOIN_TAG);
                 FlowDesc {
@@ -469,7 +457,7 @@ impl Engine {
                 }
             })
             .collect();
-        let g = Fcg::build(&descs, |l| self.link_rate[l as usize]);
+        let g = Fcg::build(&descs, |l| self.link_rate_bps(l));
         let (h, order) = g.canonical();
         let nf = flows.len();
         (g.relabel(&order), mix(mix(h, JOIN_TAG), hist), order[..nf].to_vec())
@@ -522,17 +510,14 @@ impl Engine {
     /// first of them has a round trip's worth and a few chunks left (that stretch, and the
     /// completion, run on packets). False when that point is too close to matter.
     pub(super) fn ww_memo_completion(&mut self, w: &mut Wormhole, flows: &[u32], t_c: u64, per: &[MemoFlow]) -> bool {
-        if flows
-            .iter()
-            .any(|&f| self.flows[f as usize].done || w.flow_slot[f as usize] != NONE)
-        {
+        if flows.iter().any(|&f| self.flow(f).done || w.flow_slot[f as usize] != NONE) {
             return false;
         }
-        let unit = chunk_unit(self.cfg.chunk, u64::from(self.cfg.mtu));
+        let unit = chunk_unit(self.config().chunk, u64::from(self.config().mtu));
         let mut skip_ps = t_c as f64;
         let mut rates = Vec::with_capacity(flows.len());
         for (k, &f) in flows.iter().enumerate() {
-            let fl = &self.flows[f as usize];
+            let fl = self.flow(f);
             let r = per[k].rate_bps.min(self.payload_cap(f));
             rates.push(r);
             if r <= 0.0 {
@@ -569,15 +554,15 @@ impl Engine {
         {
             let ep = &m.episodes[k as usize];
             let value = MemoValue {
-                t_conv_ps: self.now - ep.t_s,
+                t_conv_ps: self.now_ps() - ep.t_s,
                 flows: ep
                     .flows
                     .iter()
                     .zip(&ep.una)
                     .map(|(&f, &u0)| MemoFlow {
-                        bytes: self.flows[f as usize].snd_una - u0,
+                        bytes: self.flow(f).snd_una - u0,
                         rate_bps: self.steady_rate(w, f, nsamples),
-                        cc: crate::packet::cc::snapshot(&self.flows[f as usize]),
+                        cc: crate::packet::cc::snapshot(self.flow(f)),
                     })
                     .collect(),
             };

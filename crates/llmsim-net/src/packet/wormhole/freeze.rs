@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// A flow of twin slot `s` finished: the links none of its running flows uses thaw, so other
     /// flows can use them. Their parked events go back to the queue and their ports' clocks move
     /// on, both by the time the slot has been frozen, as a resume would.
@@ -13,9 +13,9 @@ impl Engine {
         // Mark the links the slot's running flows use (no allocation: this runs at every
         // completion of a mirrored leader flow, for each twin).
         for &f in &w.slots[si].flows {
-            if !self.flows[f as usize].done {
-                for i in flow_links(self, f as usize) {
-                    w.link_mark[self.paths[i] as usize] = true;
+            if !self.flow(f).done {
+                for &l in self.flow_links(f) {
+                    w.link_mark[l as usize] = true;
                 }
             }
         }
@@ -28,75 +28,24 @@ impl Engine {
         }
         let Some((gone, kept)) = split else { return };
         let t0 = w.slots[si].t0;
-        let d = (self.now - t0).div_ceil(1000) * 1000;
+        let d = (self.now_ps() - t0).div_ceil(1000) * 1000;
         for &l in &gone {
             w.link_slot[l as usize] = NONE;
-            self.ww_shift_port_clocks(l, t0, d);
+            self.shift_port_clocks(l, t0, d);
         }
         // The parked events of the thawed links (they belong to no slot now) go back.
         let parked = std::mem::take(&mut w.slots[si].parked);
         let mut keep = Vec::with_capacity(parked.len());
         for (t, seq, e) in parked {
-            if w.owner(&self.nics, &self.pkts, e) == s {
+            if self.event_owner(w, e) == s {
                 keep.push((t, seq, e));
             } else {
-                self.events.push_seq(t + d, seq, e);
+                self.requeue_event(t + d, seq, e);
             }
         }
         w.slots[si].parked = keep;
         w.slots[si].links = kept;
-        self.ww_kick_stray_ports(&gone);
-    }
-
-    /// Thawing link `l` of a slot frozen at `t0` for `d`: its port's busy time and, on a host's
-    /// link, the NIC's pending wake-up move on by `d`.
-    pub(super) fn ww_shift_port_clocks(&mut self, l: u32, t0: u64, d: u64) {
-        let li = l as usize;
-        if self.ports[li].busy_until > t0 {
-            self.ports[li].busy_until += d;
-        }
-        let src = self.ports[li].src;
-        if src < self.topo.num_hosts()
-            && let Some(t) = self.nics[src as usize].next_send.as_mut()
-        {
-            *t += d;
-        }
-    }
-
-    /// Thawed switch ports left with packets and nothing scheduled (a stray packet queued while
-    /// frozen) start sending.
-    pub(super) fn ww_kick_stray_ports(&mut self, links: &[u32]) {
-        for &k in links {
-            let ki = k as usize;
-            let pt = &self.ports[ki];
-            if !pt.busy && pt.total > 0 && self.ports[ki].src >= self.topo.num_hosts() {
-                self.switch_send(k);
-            }
-        }
-    }
-
-    /// The base round trip of flow `f`'s own path (its `base_rtt_ns` is the network's largest
-    /// under ns-3's `GLOBAL_T`, which is what the CC uses, not what its window in flight spans).
-    pub(super) fn own_rtt_ns(&self, f: u32) -> u64 {
-        let fl = &self.flows[f as usize];
-        self.path_rtt(&self.paths[fl.path_data as usize..fl.path_ack as usize]).0
-    }
-
-    /// A flow's payload rate cap: full packets back to back on its bottleneck link, at the
-    /// engine's own serialization time (whole nanoseconds under `ns_resolution`, as ns-3: 1048
-    /// bytes take 20 ns at 400 Gbit/s, not 20.96), so never faster than the packets could go.
-    pub(super) fn payload_cap(&self, f: u32) -> f64 {
-        let fl = &self.flows[f as usize];
-        let rate = self.paths[fl.path_data as usize..fl.path_ack as usize]
-            .iter()
-            .map(|&k| self.link_rate[k as usize])
-            .min()
-            .unwrap_or(0);
-        let tx = self.tx_ps(self.cfg.mtu + self.hdr_bytes, rate);
-        if tx == 0 {
-            return 0.0;
-        }
-        f64::from(self.cfg.mtu) * 8.0 / (tx as f64 * 1e-12)
+        self.kick_stray_ports(&gone);
     }
 
     /// R̂ (eq. 7) of flow `f` over its last `nsamples` samples, capped at its payload rate.
@@ -109,7 +58,7 @@ impl Engine {
     /// base RTTs at `r` (the in-flight data is already below `max_sent`), so the flow finishes
     /// through the packet path with its ACK clock running.
     pub(super) fn guard_bytes(&self, f: u32, r: f64) -> u64 {
-        let unit = chunk_unit(self.cfg.chunk, u64::from(self.cfg.mtu));
+        let unit = chunk_unit(self.config().chunk, u64::from(self.config().mtu));
         let guard_ps = GUARD_RTTS * self.own_rtt_ns(f) * 1000;
         (r * guard_ps as f64 * 1e-12 / 8.0) as u64 + 8 * unit
     }
@@ -117,7 +66,7 @@ impl Engine {
     /// Bytes flow `f` has left to move before the stretch left to packets at rate `r` (`None`:
     /// it is already inside that stretch).
     pub(super) fn room_bytes(&self, f: u32, r: f64) -> Option<u64> {
-        let fl = &self.flows[f as usize];
+        let fl = self.flow(f);
         fl.size.checked_sub(fl.max_sent.max(fl.snd_nxt) + self.guard_bytes(f, r))
     }
 
@@ -155,8 +104,8 @@ impl Engine {
     ) -> u32 {
         let mut links = Vec::new();
         for &f in &flows {
-            for i in flow_links(self, f as usize) {
-                links.push(self.paths[i]);
+            for &l in self.flow_links(f) {
+                links.push(l);
             }
         }
         links.sort_unstable();
@@ -176,12 +125,12 @@ impl Engine {
         }
         let mut parked = std::mem::take(&mut w.slots[s].parked);
         parked.clear();
-        self.ww_extract(w, s as u32, &mut parked);
+        self.take_slot_events(w, s as u32, &mut parked);
         let slot = &mut w.slots[s];
         slot.live = true;
         slot.generation = slot.generation.wrapping_add(1);
-        slot.t0 = self.now;
-        slot.resume_at = self.now + skip_ps;
+        slot.t0 = self.now_ps();
+        slot.resume_at = self.now_ps() + skip_ps;
         slot.links = links;
         slot.flows = flows;
         slot.rates = rates;
@@ -194,10 +143,10 @@ impl Engine {
         let g = slot.generation;
         w.stats.freezes += 1;
         if skip_ps < TWIN_MAX_PS {
-            self.schedule(self.now + skip_ps, ev(EV_RESUME, s as u32, g));
+            self.ww_schedule(self.now_ps() + skip_ps, ev(EV_RESUME, s as u32, g));
         } else if w.watchdog == u64::MAX {
-            w.watchdog = self.now + skip_ps;
-            self.schedule(w.watchdog, ev(EV_RESUME, WATCHDOG, 0));
+            w.watchdog = self.now_ps() + skip_ps;
+            self.ww_schedule(w.watchdog, ev(EV_RESUME, WATCHDOG, 0));
         }
         s as u32
     }
@@ -213,7 +162,7 @@ impl Engine {
             if !(sl.live && sl.watched) {
                 continue;
             }
-            if sl.resume_at <= self.now {
+            if sl.resume_at <= self.now_ps() {
                 self.ww_resume(w, s as u32);
             } else {
                 next = next.min(sl.resume_at);
@@ -221,15 +170,8 @@ impl Engine {
         }
         if next != u64::MAX {
             w.watchdog = next;
-            self.schedule(next, ev(EV_RESUME, WATCHDOG, 0));
+            self.ww_schedule(next, ev(EV_RESUME, WATCHDOG, 0));
         }
-    }
-
-    /// Moves the queued events that belong to slot `s` (its links' packets and transmissions,
-    /// its NICs' wake-ups, its flows' CC timers) into `out`.
-    pub(super) fn ww_extract(&mut self, w: &Wormhole, s: u32, out: &mut Vec<(u64, u64, u64)>) {
-        let (nics, pkts) = (&self.nics, &self.pkts);
-        self.events.extract(|e| w.owner(nics, pkts, e) == s, out);
     }
 
     /// Freezes `flows` (just started) into mirrored twin slot `s`, frozen since `t0`: their
@@ -238,12 +180,11 @@ impl Engine {
     /// that much earlier (and their pacing clocks set back), to land at the right time then.
     pub(super) fn ww_slot_add(&mut self, w: &mut Wormhole, s: u32, flows: &[u32]) {
         let si = s as usize;
-        let back = self.now - w.slots[si].t0;
+        let back = self.now_ps() - w.slots[si].t0;
         let mut links = Vec::new();
         for &f in flows {
             w.flow_slot[f as usize] = s;
-            for i in flow_links(self, f as usize) {
-                let l = self.paths[i];
+            for &l in self.flow_links(f) {
                 if w.link_slot[l as usize] != s {
                     links.push(l);
                 }
@@ -253,15 +194,12 @@ impl Engine {
         links.dedup();
         for &l in &links {
             w.link_slot[l as usize] = s;
-            let pt = &mut self.ports[l as usize];
-            if pt.busy_until > self.now {
-                pt.busy_until -= back;
-            }
+            self.set_back_port_clock(l, back);
         }
         let mut fresh = Vec::new();
-        self.ww_extract(w, s, &mut fresh);
+        self.take_slot_events(w, s, &mut fresh);
         for &f in flows {
-            let fl = &mut self.flows[f as usize];
+            let fl = self.flow_mut(f);
             fl.next_avail = fl.next_avail.saturating_sub(back);
         }
         let slot = &mut w.slots[si];
@@ -280,13 +218,13 @@ impl Engine {
             w.slots[si].plan = Some(plan);
             w.slots[si].rates = rates;
         }
-        let d = (self.now - t0).div_ceil(1000) * 1000;
+        let d = (self.now_ps() - t0).div_ceil(1000) * 1000;
         // The skip ran to its planned end (not cut short by an arrival: a skip-back).
-        let planned = self.now >= w.slots[si].resume_at;
+        let planned = self.now_ps() >= w.slots[si].resume_at;
         let d_ns = d / 1000;
         let d_s = d as f64 * 1e-12;
-        let mtu = u64::from(self.cfg.mtu);
-        let unit = chunk_unit(self.cfg.chunk, mtu);
+        let mtu = u64::from(self.config().mtu);
+        let unit = chunk_unit(self.config().chunk, mtu);
         let generation = w.slots[si].generation;
         let slot = std::mem::replace(
             &mut w.slots[si],
@@ -298,9 +236,9 @@ impl Engine {
         // Bytes each flow moved during the skip.
         let mut moved = Vec::with_capacity(slot.flows.len());
         let rtt_ns: Vec<u64> = slot.flows.iter().map(|&f| self.own_rtt_ns(f)).collect();
-        let var_win = self.cfg.var_win;
+        let var_win = self.config().var_win;
         for (k, &f) in slot.flows.iter().enumerate() {
-            let fl = &mut self.flows[f as usize];
+            let fl = self.flow_mut(f);
             let want = match &slot.plan {
                 // A completion replay froze at its checkpoint, windows in flight: linear.
                 Some(p) if p.completion => slot.rates[k] * d_s / 8.0,
@@ -343,7 +281,7 @@ impl Engine {
             }
             fl.next_avail += d;
             fl.cc.fast_forward(b, d_ns);
-            self.stats.payload_delivered += b;
+            self.count_delivered(b);
             w.stats.skipped_bytes += b;
             w.flow_slot[f as usize] = NONE;
             if slot.rates[k] > 0.0 {
@@ -359,55 +297,32 @@ impl Engine {
             moved.push((f, b));
         }
         moved.sort_unstable();
-        let shift_pkt = |e: &mut Engine, p: u32| {
-            let pk = &mut e.pkts[p as usize];
-            if pk.kind.is_pfc() {
-                return;
-            }
-            if let Ok(k) = moved.binary_search_by_key(&pk.flow, |&(f, _)| f) {
-                pk.seq += moved[k].1;
-                if e.cfg.cc.uses_send_ts() {
-                    e.ts[p as usize] += d_ns;
-                }
-                if e.cfg.cc.uses_int() {
-                    for h in &mut e.ints[p as usize] {
-                        *h = crate::packet::cc::int::shift_int_time(*h, d_ns);
-                    }
-                }
-            }
-        };
         // Queued packets on the partition's ports and NICs' ACK queues.
+        let mut queued = Vec::new();
         for &k in &slot.links {
             w.link_slot[k as usize] = NONE;
-            let ki = k as usize;
-            let queued: Vec<u32> = self.ports[ki].queues.iter().flat_map(|q| q.list.iter(&self.pkts)).collect();
-            for p in queued {
-                shift_pkt(self, p);
+            queued.clear();
+            self.queued_packets(k, &mut queued);
+            for &p in &queued {
+                self.shift_packet(p, &moved, d_ns);
             }
-            let src = self.ports[ki].src;
-            if src < self.topo.num_hosts() {
-                let acks: Vec<u32> = self.nics[src as usize].ackq.iter(&self.pkts).collect();
-                for p in acks {
-                    shift_pkt(self, p);
-                }
-            }
-            self.ww_shift_port_clocks(k, t0, d);
+            self.shift_port_clocks(k, t0, d);
         }
         // Packets on the wire, then the parked events themselves.
         for &(_, _, e) in &slot.parked {
             if matches!(events::kind(e), EV_ARRIVE | EV_HOP) {
-                shift_pkt(self, events::op_b(e));
+                self.shift_packet(events::op_b(e), &moved, d_ns);
             }
         }
         for &(t, seq, e) in &slot.parked {
-            self.events.push_seq(t + d, seq, e);
+            self.requeue_event(t + d, seq, e);
         }
-        w.stats.skipped_ps += d;
+        w.stats.skipped += SimTime::from_ps(d);
         for &(f, _) in &moved {
             w.nsamp[f as usize] = 0;
-            w.last_una[f as usize] = self.flows[f as usize].snd_una;
+            w.last_una[f as usize] = self.flow(f).snd_una;
         }
-        self.ww_kick_stray_ports(&slot.links);
+        self.kick_stray_ports(&slot.links);
         if let Some(p) = &slot.plan
             && (p.completion || d >= p.t_conv || planned)
         {

@@ -69,13 +69,13 @@
 //!   (leaders before the twins that follow them), and memoization stops for the rest of the
 //!   run, since an episode recorded across the change would store a transient its key does not
 //!   describe. Steady-state fast-forward goes on: partitions freeze again once their rates
-//!   settle under the new conditions ([`Engine::ww_interrupt`]).
+//!   settle under the new conditions ([`PacketEngine::ww_interrupt`]).
 
 use llmsim_core::SimTime;
 
 use super::PacketError;
 use super::config::WormholeConfig;
-use super::engine::Engine;
+use super::engine::PacketEngine;
 use super::events::{
     self, EV_ARRIVE, EV_CC_TIMER, EV_CC_TIMER_LAST, EV_HOP, EV_RESUME, EV_SAMPLE, EV_START, EV_TXDONE, EV_WAKE, MASK30, ev,
 };
@@ -97,8 +97,9 @@ pub struct WormholeStats {
     pub freezes: u64,
     /// Resumes earlier than planned because a flow started on a frozen partition (skip-back).
     pub skip_backs: u64,
-    /// Sum over freezes of the skipped time (ps).
-    pub skipped_ps: u64,
+    /// Sum over freezes of the skipped time (serialized as `skipped_ps`, in ps).
+    #[serde(rename = "skipped_ps", serialize_with = "ser_ps")]
+    pub skipped: SimTime,
     /// Payload bytes moved by fast-forwarding instead of packets.
     pub skipped_bytes: u64,
     /// Rate-sample ticks run.
@@ -116,6 +117,11 @@ pub struct WormholeStats {
     pub memo_deferred: u64,
     /// Partitions recomputed from scratch (union-find over every running flow's links).
     pub repartitions: u64,
+}
+
+/// Writes a time as its picoseconds (the `skipped_ps` key of reports).
+fn ser_ps<S: serde::Serializer>(t: &SimTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(t.as_ps())
 }
 
 /// One flow's fast-forward: from `start` to `end` at `rate_bps` (payload), `bytes` moved.
@@ -230,7 +236,7 @@ const COMPLETION_TAG: u64 = 0xC0;
 /// replayed at their stored average rates ended 14-19% early in tests.
 const COMPLETION_MAX_FLOWS: usize = 1;
 
-/// A leader partition whose flows mirrored twins copy (`Engine::ww_episodes`).
+/// A leader partition whose flows mirrored twins copy (`PacketEngine::ww_episodes`).
 struct Mirror {
     live: bool,
     /// The leader's flows, in the twins' flow order.
@@ -377,10 +383,10 @@ impl Memo {
 }
 
 impl Wormhole {
-    pub(crate) fn new(e: &Engine) -> Wormhole {
-        let nl = e.link_rate.len();
+    pub(crate) fn new(e: &PacketEngine) -> Wormhole {
+        let nl = e.num_links();
         Wormhole {
-            cfg: e.cfg.wormhole,
+            cfg: e.config().wormhole,
             stats: WormholeStats::default(),
             tick_pending: false,
             dirty: false,
@@ -401,12 +407,12 @@ impl Wormhole {
             link_mark: vec![false; nl],
             watchdog: u64::MAX,
             log: Vec::new(),
-            memo: e.cfg.wormhole.memo.then(|| {
+            memo: e.config().wormhole.memo.then(|| {
                 Box::new(Memo {
                     db: MemoDb::default(),
                     mirrors: Vec::new(),
                     mirror_of: Vec::new(),
-                    context: memo_context(&e.cfg),
+                    context: memo_context(e.config()),
                     touched: vec![false; nl],
                     touched_list: Vec::new(),
                     check_pending: false,
@@ -472,23 +478,7 @@ impl Wormhole {
     }
 }
 
-/// The links of flow `f` (data path then ACK path), as a range of `Engine::paths`. The ACK path
-/// ends at the link into the sender. (A flow a failure routed again has its paths at the end of
-/// the table, so the next flow's start does not bound them.)
-fn flow_links(e: &Engine, f: usize) -> std::ops::Range<usize> {
-    let fl = &e.flows[f];
-    let start = fl.path_data as usize;
-    let mut end = fl.path_ack as usize;
-    while let Some(&l) = e.paths.get(end) {
-        end += 1;
-        if e.ports[l as usize].dst == fl.src {
-            break;
-        }
-    }
-    start..end
-}
-
-impl Engine {
+impl PacketEngine {
     /// Sets the fast-forward knobs; call before the run starts (no flow started yet).
     ///
     /// # Errors
@@ -496,15 +486,15 @@ impl Engine {
     pub fn set_wormhole(&mut self, cfg: WormholeConfig) -> Result<(), PacketError> {
         cfg.validate().map_err(PacketError::Config)?;
         if cfg.fast_forward {
-            let mut c = self.cfg.clone();
+            let mut c = self.config().clone();
             c.wormhole = cfg;
             crate::packet::engine::check_load_balance(&c)?;
         }
-        if self.flows.iter().any(|f| f.started) {
+        if self.flow_table().iter().any(|f| f.started) {
             return Err(PacketError::Config("wormhole knobs must be set before any flow starts".into()));
         }
-        self.cfg.wormhole = cfg;
-        self.ww = if cfg.fast_forward {
+        self.set_wormhole_config(cfg);
+        *self.ww_slot() = if cfg.fast_forward {
             Some(Box::new(Wormhole::new(self)))
         } else {
             None
@@ -514,22 +504,22 @@ impl Engine {
 
     /// Every flow's fast-forwards so far, in the order they ended.
     pub fn wormhole_log(&self) -> &[SkipRecord] {
-        self.ww.as_ref().map_or(&[], |w| &w.log)
+        self.ww_state().map_or(&[], |w| &w.log)
     }
 
     /// Payload bytes of flow `f` acknowledged so far; `None` when the engine has no flow `f`.
     pub fn flow_bytes_acked(&self, f: u32) -> Option<u64> {
-        self.flows.get(f as usize).map(|fl| fl.snd_una)
+        self.flow_table().get(f as usize).map(|fl| fl.snd_una)
     }
 
     /// Fast-forward statistics (`None` when fast-forwarding is off).
     pub fn wormhole_stats(&self) -> Option<WormholeStats> {
-        self.ww.as_ref().map(|w| w.stats)
+        self.ww_state().map(|w| w.stats)
     }
 
     /// The memo database (`None` when memoization is off).
     pub fn memo_db(&self) -> Option<&MemoDb> {
-        let w = self.ww.as_ref()?;
+        let w = self.ww_state()?;
         w.memo.as_ref().map(|m| &m.db).or(w.memo_db_kept.as_ref())
     }
 
@@ -538,7 +528,7 @@ impl Engine {
     /// # Errors
     /// `PacketError::Config` when memoization is off.
     pub fn set_memo_db(&mut self, db: MemoDb) -> Result<(), PacketError> {
-        match self.ww.as_mut().and_then(|w| w.memo.as_mut()) {
+        match self.ww_slot().as_mut().and_then(|w| w.memo.as_mut()) {
             Some(m) => {
                 m.db = db;
                 Ok(())
@@ -551,7 +541,7 @@ impl Engine {
 
     /// Takes the memo database out (an empty one stays), e.g. to hand it to the next run.
     pub fn take_memo_db(&mut self) -> Option<MemoDb> {
-        let w = self.ww.as_mut()?;
+        let w = self.ww_slot().as_mut()?;
         match w.memo.as_mut() {
             Some(m) => Some(std::mem::take(&mut m.db)),
             None => w.memo_db_kept.take(),
@@ -564,7 +554,7 @@ impl Engine {
     /// every flow samples its rate afresh.
     #[cold]
     pub(crate) fn ww_interrupt(&mut self) {
-        let Some(mut w) = self.ww.take() else { return };
+        let Some(mut w) = self.ww_slot().take() else { return };
         for twins_pass in [false, true] {
             for s in 0..w.slots.len() {
                 if w.slots[s].live && w.slots[s].twin.is_some() == twins_pass {
@@ -580,21 +570,21 @@ impl Engine {
         for k in 0..w.active.len() {
             let f = w.active[k] as usize;
             w.nsamp[f] = 0;
-            w.last_una[f] = self.flows[f].snd_una;
+            w.last_una[f] = self.flow(f as u32).snd_una;
         }
         if !w.tick_pending && !w.active.is_empty() {
             w.tick_pending = true;
-            let at = self.now + w.cfg.sample_interval.as_ps();
-            self.schedule(at, ev(EV_SAMPLE, 0, 0));
+            let at = self.now_ps() + w.cfg.sample_interval.as_ps();
+            self.ww_schedule(at, ev(EV_SAMPLE, 0, 0));
         }
-        self.ww = Some(w);
+        *self.ww_slot() = Some(w);
     }
 
     /// Handles Wormhole's own events and parks events of frozen partitions; true when `e` is
     /// consumed.
     #[inline(never)]
     pub(crate) fn ww_intercept(&mut self, e: u64, kind: u64, a: u32, b: u32) -> bool {
-        let mut w = self.ww.take().expect("wormhole on");
+        let mut w = self.ww_slot().take().expect("wormhole on");
         let consumed = match kind {
             // After a link change stopped memoization, its queued checks are stale.
             EV_SAMPLE if b == 1 || b == 2 => {
@@ -629,13 +619,14 @@ impl Engine {
             }
             EV_START => {
                 // Skip-back: a flow arriving on a frozen partition ends its skip now.
-                w.grow(self.flows.len());
-                for i in flow_links(self, a as usize) {
-                    let s = w.link_slot[self.paths[i] as usize];
+                w.grow(self.num_flows());
+                // By index: a resume below needs the engine mutably (paths never change).
+                for i in 0..self.flow_links(a).len() {
+                    let s = w.link_slot[self.flow_links(a)[i] as usize];
                     // A mirrored twin waits for this instant's episode check, which keeps it if
                     // its leader gained a corresponding flow.
                     if s != NONE && !(w.slots[s as usize].live && w.slots[s as usize].mirror) {
-                        if self.now < w.slots[s as usize].resume_at {
+                        if self.now_ps() < w.slots[s as usize].resume_at {
                             w.stats.skip_backs += 1;
                         }
                         self.ww_resume(&mut w, s);
@@ -644,18 +635,17 @@ impl Engine {
                 false
             }
             _ => {
-                let s = w.owner(&self.nics, &self.pkts, e);
+                let s = self.event_owner(&w, e);
                 if s != NONE {
-                    let seq = self.events.cur_seq();
-                    w.slots[s as usize].parked.push((self.now, seq, e));
-                    self.stats.events -= 1;
+                    let seq = self.park_current_event();
+                    w.slots[s as usize].parked.push((self.now_ps(), seq, e));
                     true
                 } else {
                     false
                 }
             }
         };
-        self.ww = Some(w);
+        *self.ww_slot() = Some(w);
         consumed
     }
 }
@@ -756,15 +746,9 @@ fn chunk_unit(chunk: u64, mtu: u64) -> u64 {
 /// others' data), so each flow's rate is only its own CC settling, and each flow's CC must settle alone within
 /// the window (`CongestionControl::settles_alone`: DCQCN only at line rate).
 /// `mark` is the per-link scratch bitmap (all false between uses).
-fn uncontended(e: &Engine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
-    let data = |f: u32| {
-        let fl = &e.flows[f as usize];
-        &e.paths[fl.path_data as usize..fl.path_ack as usize]
-    };
-    if members
-        .iter()
-        .any(|&(_, f)| !super::cc::settles_alone(e.cfg.cc, &e.flows[f as usize]))
-    {
+fn uncontended(e: &PacketEngine, members: &[(u32, u32)], mark: &mut [bool]) -> bool {
+    let data = |f: u32| e.flow_paths(f).0;
+    if members.iter().any(|&(_, f)| !super::cc::settles_alone(e.config().cc, e.flow(f))) {
         return false;
     }
     let mut shared = false;

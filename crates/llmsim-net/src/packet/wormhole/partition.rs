@@ -3,35 +3,35 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     #[cold]
     pub(crate) fn ww_on_start(&mut self, f: u32) {
-        let mut w = self.ww.take().expect("wormhole on");
-        w.grow(self.flows.len());
+        let mut w = self.ww_slot().take().expect("wormhole on");
+        w.grow(self.num_flows());
         w.active.push(f);
         w.nsamp[f as usize] = 0;
         w.last_una[f as usize] = 0;
         w.last_rate[f as usize] = 0.0;
         w.dirty = true;
         w.merged = true;
-        for i in flow_links(self, f as usize) {
-            w.link_touched[self.paths[i] as usize] = true;
+        for &l in self.flow_links(f) {
+            w.link_touched[l as usize] = true;
         }
         self.memo_touch(&mut w, f);
         if !w.tick_pending {
             w.tick_pending = true;
-            let at = self.now + w.cfg.sample_interval.as_ps();
-            self.schedule(at, ev(EV_SAMPLE, 0, 0));
+            let at = self.now_ps() + w.cfg.sample_interval.as_ps();
+            self.ww_schedule(at, ev(EV_SAMPLE, 0, 0));
         }
-        self.ww = Some(w);
+        *self.ww_slot() = Some(w);
     }
 
     #[cold]
     pub(crate) fn ww_on_finish(&mut self, f: u32) {
-        let mut w = self.ww.take().expect("wormhole on");
+        let mut w = self.ww_slot().take().expect("wormhole on");
         w.dirty = true;
-        for i in flow_links(self, f as usize) {
-            w.link_touched[self.paths[i] as usize] = true;
+        for &l in self.flow_links(f) {
+            w.link_touched[l as usize] = true;
         }
         if w.memo.is_some() {
             self.memo_record_completion(&mut w, f);
@@ -42,7 +42,7 @@ impl Engine {
         }
         self.memo_touch(&mut w, f);
         self.ww_mirror_finish(&mut w, f);
-        self.ww = Some(w);
+        *self.ww_slot() = Some(w);
     }
 
     /// Recomputes the partitions (union-find over the links of the running flows).
@@ -55,10 +55,10 @@ impl Engine {
         }
         for k in 0..w.active.len() {
             let f = w.active[k] as usize;
-            let r = flow_links(self, f);
-            let first = self.paths[r.start];
-            for i in r {
-                let (x, y) = (w.find(first), w.find(self.paths[i]));
+            let links = self.flow_links(f as u32);
+            let first = links[0];
+            for &l in links {
+                let (x, y) = (w.find(first), w.find(l));
                 if x != y {
                     w.uf[x as usize] = y;
                 }
@@ -67,7 +67,7 @@ impl Engine {
         w.part_size.fill(0);
         for k in 0..w.active.len() {
             let f = w.active[k] as usize;
-            let first = self.paths[self.flows[f].path_data as usize];
+            let first = self.flow_links(f as u32)[0];
             w.root[f] = w.find(first);
             w.part_size[w.root[f] as usize] += 1;
         }
@@ -78,7 +78,7 @@ impl Engine {
         let l = w.cfg.window;
         let iv = w.cfg.sample_interval.as_ps();
         let iv_s = iv as f64 * 1e-12;
-        let flows = &self.flows;
+        let flows = self.flow_table();
         w.active.retain(|&f| !flows[f as usize].done);
         // Rate samples of the running, unfrozen flows.
         for k in 0..w.active.len() {
@@ -86,7 +86,7 @@ impl Engine {
             if w.flow_slot[f] != NONE {
                 continue;
             }
-            let una = self.flows[f].snd_una;
+            let una = self.flow(f as u32).snd_una;
             let r = (una.saturating_sub(w.last_una[f])) as f64 * 8.0 / iv_s;
             w.last_una[f] = una;
             w.last_rate[f] = r;
@@ -105,7 +105,7 @@ impl Engine {
         for members in groups.chunk_by(|a, b| a.0 == b.0) {
             let touched = members
                 .iter()
-                .any(|&(_, f)| flow_links(self, f as usize).any(|k| w.link_touched[self.paths[k] as usize]));
+                .any(|&(_, f)| self.flow_links(f).iter().any(|&l| w.link_touched[l as usize]));
             let frozen = members.iter().any(|&(_, f)| w.flow_slot[f as usize] != NONE);
             if touched {
                 for &(_, f) in members {
@@ -134,7 +134,7 @@ impl Engine {
         w.link_touched.iter_mut().for_each(|t| *t = false);
         if !w.active.is_empty() {
             w.tick_pending = true;
-            self.schedule(self.now + iv, ev(EV_SAMPLE, 0, 0));
+            self.ww_schedule(self.now_ps() + iv, ev(EV_SAMPLE, 0, 0));
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl PacketEngine {
     /// Leader flow `f` finished: the matching flow of each of its mirrored twins finishes now
     /// too, and a twin whose flows are all done thaws.
     pub(super) fn ww_mirror_finish(&mut self, w: &mut Wormhole, f: u32) {
@@ -16,11 +16,11 @@ impl Engine {
         let mi = &mut m.mirrors[g as usize];
         let Some(k) = mi.leaders.iter().position(|&x| x == f) else { return };
         if let Some(r) = mi.record.as_mut() {
-            r.finish[k] = (self.now - r.t_base).max(1);
-            r.cc[k] = crate::packet::cc::snapshot(&self.flows[f as usize]);
+            r.finish[k] = (self.now_ps() - r.t_base).max(1);
+            r.cc[k] = crate::packet::cc::snapshot(self.flow(f));
         }
         let followers = mi.followers.clone();
-        if mi.leaders.iter().all(|&x| self.flows[x as usize].done) {
+        if mi.leaders.iter().all(|&x| self.flow(x).done) {
             mi.live = false;
             mi.followers.clear();
             // A clean run to its last completion: store each flow's completion offset (in
@@ -47,11 +47,11 @@ impl Engine {
                 continue;
             }
             let t = w.slots[si].flows[k];
-            if self.flows[t as usize].done {
+            if self.flow(t).done {
                 continue;
             }
             self.ww_mirror_complete(w, t, w.slots[si].t0);
-            if w.slots[si].flows.iter().all(|&x| self.flows[x as usize].done) {
+            if w.slots[si].flows.iter().all(|&x| self.flow(x).done) {
                 w.stats.memo_hits += 1;
                 self.ww_resume(w, s);
             } else {
@@ -63,19 +63,19 @@ impl Engine {
     /// Twin flow `t`, frozen since `t0`, finishes now without packets: all its bytes count as
     /// delivered and acknowledged.
     pub(super) fn ww_mirror_complete(&mut self, w: &mut Wormhole, t: u32, t0: u64) {
-        let fl = &mut self.flows[t as usize];
+        let fl = self.flow_mut(t);
         let (size, una, rx) = (fl.size, fl.snd_una, fl.rx_expected);
         fl.snd_una = size;
         fl.snd_nxt = size;
         fl.max_sent = size;
         fl.rx_expected = size;
-        self.stats.payload_delivered += size - rx.min(size);
+        self.count_delivered(size - rx.min(size));
         w.stats.skipped_bytes += size - una.min(size);
-        let d = self.now.saturating_sub(t0);
+        let d = self.now_ps().saturating_sub(t0);
         w.log.push(SkipRecord {
             flow: t,
             start: SimTime::from_ps(t0),
-            end: SimTime::from_ps(self.now),
+            end: SimTime::from_ps(self.now_ps()),
             rate_bps: if d > 0 {
                 (size - una.min(size)) as f64 * 8e12 / d as f64
             } else {
@@ -83,10 +83,10 @@ impl Engine {
             },
             bytes: size - una.min(size),
         });
-        self.mark_done(t);
+        self.finish_flow(t);
         w.dirty = true;
-        for i in flow_links(self, t as usize) {
-            w.link_touched[self.paths[i] as usize] = true;
+        for &l in self.flow_links(t) {
+            w.link_touched[l as usize] = true;
         }
         if let Some(m) = w.memo.as_mut() {
             let twins = end_episode(m, t);
@@ -130,11 +130,11 @@ impl Engine {
                     slot.plan = Some(plan);
                     slot.rates = rates;
                     slot.generation = slot.generation.wrapping_add(1);
-                    slot.resume_at = (slot.t0 + total).max(self.now);
+                    slot.resume_at = (slot.t0 + total).max(self.now_ps());
                     slot.watched = false;
                     let (at, g) = (slot.resume_at, slot.generation);
                     w.stats.memo_hits += 1;
-                    self.schedule(at, ev(EV_RESUME, s, g));
+                    self.ww_schedule(at, ev(EV_RESUME, s, g));
                 }
                 None => {
                     w.stats.memo_misses += 1;
@@ -147,21 +147,17 @@ impl Engine {
     /// The plan of a deferred twin resumed before its leader's outcome: where the leader
     /// stands now (bytes since they both started, CC state), as a transient that took until now.
     pub(super) fn twin_plan(&self, t: &Twin, t0: u64) -> (MemoPlan, Vec<f64>) {
-        let t_conv = self.now.saturating_sub(t0).max(1);
+        let t_conv = self.now_ps().saturating_sub(t0).max(1);
         let bytes: Vec<u64> = t
             .leader
             .iter()
             .zip(&t.una0)
-            .map(|(&f, &u0)| self.flows[f as usize].snd_una.saturating_sub(u0))
+            .map(|(&f, &u0)| self.flow(f).snd_una.saturating_sub(u0))
             .collect();
         let rates = bytes.iter().map(|&b| b as f64 * 8e12 / t_conv as f64).collect();
         let plan = MemoPlan {
             t_conv,
-            cc: t
-                .leader
-                .iter()
-                .map(|&f| crate::packet::cc::snapshot(&self.flows[f as usize]))
-                .collect(),
+            cc: t.leader.iter().map(|&f| crate::packet::cc::snapshot(self.flow(f))).collect(),
             bytes,
             completion: false,
         };
@@ -169,7 +165,7 @@ impl Engine {
     }
 
     /// Before the lookups of an episode check: a mirrored leader's partition that gained flows
-    /// keeps each twin whose own partition gained corresponding ones ([`Engine::ww_mirror_match`]),
+    /// keeps each twin whose own partition gained corresponding ones ([`PacketEngine::ww_mirror_match`]),
     /// with them frozen in the twin; the other twins are released (`orphans`). A twin's
     /// partition that gained flows its leader did not is released too.
     pub(super) fn ww_mirror_changes(&mut self, w: &mut Wormhole, m: &mut Memo, groups: &[(u32, u32)], orphans: &mut Vec<(u32, u32)>) {
@@ -305,20 +301,16 @@ impl Engine {
             .map(|&k| (leaders[k], twins[k]))
             .chain(new_l.iter().copied().zip(new_t.iter().copied()));
         for (a, b) in pairs {
-            let (fa, fb) = (&self.flows[a as usize], &self.flows[b as usize]);
+            let (fa, fb) = (self.flow(a), self.flow(b));
             if fa.size != fb.size || fa.pg != fb.pg || fa.max_rate != fb.max_rate {
                 return None;
             }
-            let (la, lb) = (flow_links(self, a as usize), flow_links(self, b as usize));
+            let (la, lb) = (self.flow_links(a), self.flow_links(b));
             if la.len() != lb.len() || fa.path_ack - fa.path_data != fb.path_ack - fb.path_data {
                 return None;
             }
-            for (i, j) in la.zip(lb) {
-                let (x, y) = (self.paths[i], self.paths[j]);
-                if self.link_rate[x as usize] != self.link_rate[y as usize]
-                    || *map.entry(x).or_insert(y) != y
-                    || *inv.entry(y).or_insert(x) != x
-                {
+            for (&x, &y) in la.iter().zip(lb) {
+                if self.link_rate_bps(x) != self.link_rate_bps(y) || *map.entry(x).or_insert(y) != y || *inv.entry(y).or_insert(x) != x {
                     return None;
                 }
             }

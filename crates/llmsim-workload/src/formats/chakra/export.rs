@@ -114,7 +114,7 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime], info: &TraceI
                 last[n.stream as usize] = Some(i as u64);
                 node.attr.push(AttributeProto::int("llmsim_stream", n.stream as i64));
                 match n.kind {
-                    NodeKind::Comp { segment } => {
+                    DagNodeKind::Comp { segment } => {
                         let s = segment as usize;
                         let ps = seg_time[s].as_ps();
                         node.name = wl.segments[s].name.clone();
@@ -126,7 +126,7 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime], info: &TraceI
                         node.attr.push(AttributeProto::uint("tensor_size", seg_bytes[s]));
                         node.attr.push(AttributeProto::uint("llmsim_duration_ps", ps));
                     }
-                    NodeKind::CommColl { op, group, bytes } => {
+                    DagNodeKind::CommColl { op, group, bytes } => {
                         let (key, units) = layout.group_units(u, group).expect("generated workloads have symbolic groups");
                         let spans = group == Group::Tp;
                         let id_key = (group, key, if spans { 0 } else { lane });
@@ -148,8 +148,8 @@ pub fn export(wl: &Workload, layout: Layout, seg_time: &[SimTime], info: &TraceI
                         node.attr.push(AttributeProto::string("pg_name", &id.to_string()));
                         node.attr.push(AttributeProto::string("llmsim_group", group.name()));
                     }
-                    NodeKind::CommSend { peer, bytes, tag } | NodeKind::CommRecv { peer, bytes, tag } => {
-                        let send = matches!(n.kind, NodeKind::CommSend { .. });
+                    DagNodeKind::CommSend { peer, bytes, tag } | DagNodeKind::CommRecv { peer, bytes, tag } => {
+                        let send = matches!(n.kind, DagNodeKind::CommSend { .. });
                         let other = layout.rank(layout.peer_unit(u, peer), lane);
                         let (src, dst) = if send { (rank, other) } else { (other, rank) };
                         node.name = format!("{} {:?} mb{}", if send { "send" } else { "recv" }, tag.dir, tag.microbatch).to_lowercase();

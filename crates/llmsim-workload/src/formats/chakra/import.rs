@@ -719,12 +719,12 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
         let mut recv_seq: HashMap<(u32, u64), u32> = HashMap::new();
         for nd in rp {
             let kind = match nd.kind {
-                RKind::Comp { seg } => NodeKind::Comp { segment: seg },
+                RKind::Comp { seg } => DagNodeKind::Comp { segment: seg },
                 RKind::Coll { op, bytes, pg } => {
                     let g = &pgs[pg as usize];
                     let spans = t > 1 && spans_units(&g.ranks, t) && g.ranks.contains(&(u * t + 1));
                     if let Some(id) = by_rank_pg.get(&(pg, spans)) {
-                        let kind = NodeKind::CommColl {
+                        let kind = DagNodeKind::CommColl {
                             op,
                             group: Group::Pg(*id),
                             bytes,
@@ -754,7 +754,7 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                         }
                     };
                     by_rank_pg.insert((pg, spans), id);
-                    NodeKind::CommColl {
+                    DagNodeKind::CommColl {
                         op,
                         group: Group::Pg(id),
                         bytes,
@@ -763,7 +763,7 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                 RKind::Send { peer, bytes, tag } => {
                     let s = send_seq.entry((peer / t, tag)).or_insert(0);
                     *s += 1;
-                    NodeKind::CommSend {
+                    DagNodeKind::CommSend {
                         peer: Peer::Unit(peer / t),
                         bytes,
                         tag: p2p_tag(tag, *s - 1),
@@ -772,7 +772,7 @@ fn build_units(progs: &[Vec<RNode>], pgs: &[RPg], t: u32, segments: Vec<Segment>
                 RKind::Recv { peer, bytes, tag } => {
                     let s = recv_seq.entry((peer / t, tag)).or_insert(0);
                     *s += 1;
-                    NodeKind::CommRecv {
+                    DagNodeKind::CommRecv {
                         peer: Peer::Unit(peer / t),
                         bytes,
                         tag: p2p_tag(tag, *s - 1),

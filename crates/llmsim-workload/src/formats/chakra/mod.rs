@@ -60,7 +60,7 @@ use llmsim_core::SimTime;
 use prost::Message as _;
 
 use crate::dag::{
-    Direction, Explicit, Group, Layout, NONE, Node, NodeKind, P2pTag, Peer, Phase, ProcessGroup, Program, Segment, Stream, Workload,
+    DagNodeKind, Direction, Explicit, Group, Layout, NONE, Node, P2pTag, Peer, Phase, ProcessGroup, Program, Segment, Stream, Workload,
 };
 use crate::formats::{ImportedWorkload, ReadRequest, WorkloadFormat};
 use crate::import::{ImportError, io};

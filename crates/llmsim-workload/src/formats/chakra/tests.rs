@@ -220,7 +220,7 @@ fn repeated_tags_match_in_order() {
         .nodes
         .iter()
         .map(|n| match n.kind {
-            NodeKind::CommRecv { tag, peer, .. } => {
+            DagNodeKind::CommRecv { tag, peer, .. } => {
                 assert_eq!(peer, Peer::Unit(0));
                 tag.seq
             }
