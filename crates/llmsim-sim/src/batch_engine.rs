@@ -89,6 +89,9 @@ pub fn blockers(s: &Scenario, opts: &RunOptions) -> Vec<Blocker> {
             format!("{:?}: the batch engine runs flow-level (and analytical) points", s.network.backend).to_lowercase(),
         ));
     }
+    if !s.jobs.is_empty() {
+        b.push(blocker("jobs", "several jobs on one fabric run on the thread pool"));
+    }
     if !s.faults.is_empty() {
         b.push(blocker("faults", "failed links and stragglers make replicas differ"));
     }
@@ -278,6 +281,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         stop_on_divergence: false,
         compute_slowdown: Vec::new(),
         host: timed.2.clone(),
+        hosts: None,
     };
     let mut run = engine::Engine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {

@@ -82,6 +82,13 @@ pub struct Scenario {
     /// `[{links: {random: 4, seed: 7}, action: down}, {gpu: 3, slowdown: 1.3}]`. Default none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultSpec>,
+    /// Several training jobs on this one cluster and network at once, each with its own
+    /// `model`, `training` and `parallel` (then the scenario has none at the top level), e.g.
+    /// `[{name: a, gpus: 64, placement: packed, model: gpt3-13b, parallel: {tp: 8}}, ...]`.
+    /// The report gives each job's iteration time, its breakdown and its slowdown against
+    /// running alone on the same GPUs. Default none (one job: the top-level `model`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<JobSpec>,
     /// Seed for ECMP hashing and anything random. Default 1.
     #[serde(default = "one")]
     pub seed: u64,
@@ -92,6 +99,105 @@ pub struct Scenario {
 
 fn one() -> u64 {
     1
+}
+
+/// One entry of `jobs:`: a training job with its own model, training and parallel settings,
+/// placed on whole servers of the shared cluster.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// The job's name in the report (unique among the jobs).
+    pub name: String,
+    /// GPUs the job runs on: a positive multiple of `cluster.gpus_per_node` (jobs take whole
+    /// servers); data parallelism is derived from it as for a one-job scenario's cluster size.
+    pub gpus: u32,
+    /// Which servers the job gets: packed | spread | {random: {seed: S}}. Default packed.
+    #[serde(default)]
+    #[schemars(with = "PlacementRepr")]
+    pub placement: Placement,
+    /// The transformer the job trains (as a scenario's `model`).
+    pub model: ModelSpec,
+    /// What one iteration computes (as a scenario's `training`).
+    #[serde(default)]
+    pub training: TrainingConfig,
+    /// The job's parallelism plan (as a scenario's `parallel`; dp derived from `gpus`).
+    #[serde(default)]
+    pub parallel: ParallelConfig,
+}
+
+/// `jobs[i].placement`: which of the servers still free a job gets. Jobs are placed in list
+/// order, each on whole servers; servers are numbered as the topology fills them (server `s`
+/// holds hosts `s*gpus_per_node ..`), so consecutive servers share a leaf, then a pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(from = "PlacementRepr", into = "PlacementRepr")]
+pub enum Placement {
+    /// The lowest-numbered free servers, consecutive where the free ones are: the job under as
+    /// few leaves and pods as it fits in. Default.
+    #[default]
+    Packed,
+    /// Servers evenly spaced over the free ones (every `free/k`-th): the job spread across the
+    /// fabric's leaves and pods, so jobs placed after it interleave with it and share uplinks.
+    Spread,
+    /// A seeded shuffle of the free servers (`{random: {seed: 7}}`; `{random: {}}` uses the
+    /// scenario's `seed`): what a busy scheduler hands out.
+    Random(RandomPlacement),
+}
+
+/// `placement` as written: a word, or `{random: {...}}`.
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged, expecting = "packed, spread or {random: {seed: S}}")]
+enum PlacementRepr {
+    /// packed | spread.
+    Word(PlacementWord),
+    /// `{random: {seed: S}}`.
+    Random(RandomWrap),
+}
+
+/// packed | spread.
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum PlacementWord {
+    /// The lowest-numbered free servers.
+    Packed,
+    /// Servers evenly spaced over the free ones.
+    Spread,
+}
+
+/// `{random: {seed: S}}`: a seeded shuffle of the free servers.
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RandomWrap {
+    /// The shuffle's settings.
+    random: RandomPlacement,
+}
+
+impl From<PlacementRepr> for Placement {
+    fn from(r: PlacementRepr) -> Self {
+        match r {
+            PlacementRepr::Word(PlacementWord::Packed) => Placement::Packed,
+            PlacementRepr::Word(PlacementWord::Spread) => Placement::Spread,
+            PlacementRepr::Random(w) => Placement::Random(w.random),
+        }
+    }
+}
+
+impl From<Placement> for PlacementRepr {
+    fn from(p: Placement) -> Self {
+        match p {
+            Placement::Packed => PlacementRepr::Word(PlacementWord::Packed),
+            Placement::Spread => PlacementRepr::Word(PlacementWord::Spread),
+            Placement::Random(random) => PlacementRepr::Random(RandomWrap { random }),
+        }
+    }
+}
+
+/// `placement: {random: {...}}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RandomPlacement {
+    /// The shuffle's seed. Default: the scenario's `seed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// `cluster:`.
@@ -945,7 +1051,8 @@ impl Default for OutputSpec {
 }
 
 /// Sections of the scenario and their keys, for error messages.
-const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, seed";
+const SECTIONS: &str =
+    "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, jobs, seed";
 
 impl Scenario {
     /// The network a run builds: `network:` as written, except that the implicit Wormhole
@@ -1002,6 +1109,9 @@ impl Scenario {
     /// As [`Scenario::load`].
     pub fn from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
         let s = Self::from_yaml_any(text, sets, base_dir)?;
+        if !s.jobs.is_empty() {
+            return Ok(s);
+        }
         if s.workload.is_some() {
             if s.model.is_some() || s.dlrm.is_some() {
                 return Err(SimError::Scenario {
@@ -1095,6 +1205,7 @@ impl Scenario {
                 "dlrm" => typed::<DlrmConfig>(val.clone()).map(drop),
                 "workload" => typed::<WorkloadSource>(val.clone()).map(drop),
                 "faults" => typed::<Vec<crate::faults::FaultSpec>>(val.clone()).map(drop),
+                "jobs" => typed::<Vec<JobSpec>>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {
@@ -1104,6 +1215,19 @@ impl Scenario {
                 }
             };
             r.map_err(|e| typed_error(key, e))?;
+        }
+        // `jobs:` carries each job's model, training and parallel settings: none at the top.
+        if map.get("jobs").is_some_and(|j| !j.is_null()) {
+            for key in ["model", "dlrm", "workload", "training", "parallel"] {
+                if map.get(key).is_some() {
+                    return Err(SimError::Scenario {
+                        field: key.into(),
+                        message: format!(
+                            "a scenario with `jobs:` gives each job its own `{key}`; move it into the jobs' entries (or drop `jobs:` for one job)"
+                        ),
+                    });
+                }
+            }
         }
         let mut s: Scenario = crate::yaml::from_value(v).map_err(|e| typed_error("", e))?;
         s.base_dir = base_dir.to_path_buf();
