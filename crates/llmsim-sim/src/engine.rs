@@ -68,6 +68,8 @@ pub struct EngineOptions {
     pub host: Option<std::sync::Arc<HostDispatch>>,
     /// Rank -> topology host (`jobs:` placement, [`crate::jobs`]); `None`: rank `r` is host `r`.
     pub hosts: Option<Arc<[u32]>>,
+    /// `network.traffic_classes`: each transfer goes in its kind's class; `None`: one class.
+    pub traffic_classes: Option<crate::scenario::TrafficClasses>,
 }
 
 /// Host (CPU) dispatch, as a PyTorch training process does it: one thread per rank walks the
@@ -1044,7 +1046,10 @@ impl<'a> Engine<'a> {
             self.flow_serial += 1;
             self.flow_start.insert(tr.id.0, (tr.start, kind, serial));
         }
-        self.net.submit(tr)?;
+        match &self.opts.traffic_classes {
+            Some(tc) => self.net.submit_in_class(tr, tc.of(kind))?,
+            None => self.net.submit(tr)?,
+        }
         Ok(())
     }
 
@@ -1449,16 +1454,9 @@ impl JobNet {
             job: job as u64,
         }
     }
-}
 
-impl Network for JobNet {
-    fn topology(&self) -> &Topology {
-        &self.topo
-    }
-    fn now(&self) -> SimTime {
-        self.shared.borrow().now()
-    }
-    fn submit(&mut self, mut t: Transfer) -> Result<(), llmsim_net::NetError> {
+    /// `t` with this job in its id and (from the second job on) its flow hash.
+    fn tagged(&self, mut t: Transfer) -> Result<Transfer, llmsim_net::NetError> {
         if t.id.0 & JOB_MASK != 0 {
             return Err(llmsim_net::NetError::Backend(format!(
                 "transfer id {:#x} uses the job bits: too many collectives or pipeline lanes in flight for a run of several jobs",
@@ -1469,7 +1467,24 @@ impl Network for JobNet {
         if self.job > 0 {
             t.flow_hash = llmsim_core::mix64(t.flow_hash ^ self.job.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         }
+        Ok(t)
+    }
+}
+
+impl Network for JobNet {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    fn now(&self) -> SimTime {
+        self.shared.borrow().now()
+    }
+    fn submit(&mut self, t: Transfer) -> Result<(), llmsim_net::NetError> {
+        let t = self.tagged(t)?;
         self.shared.borrow_mut().submit(t)
+    }
+    fn submit_in_class(&mut self, t: Transfer, class: u8) -> Result<(), llmsim_net::NetError> {
+        let t = self.tagged(t)?;
+        self.shared.borrow_mut().submit_in_class(t, class)
     }
     fn next_event_time(&self) -> Option<SimTime> {
         self.shared.borrow().next_event_time()

@@ -236,6 +236,7 @@ fn run_set(
             compute_slowdown: slowdown,
             host: j.host.clone(),
             hosts: Some(j.hosts.clone()),
+            traffic_classes: s.network.traffic_classes,
         };
         let net = Box::new(JobNet::new(shared.clone(), topo.clone(), i));
         engines.push((i, engine::Engine::new(topo.clone(), net, &j.wl, j.layout, &j.seg_time, eopts)));

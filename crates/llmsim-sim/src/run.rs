@@ -276,6 +276,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             compute_slowdown: compute_slowdown.clone(),
             host: host.clone(),
             hosts: None,
+            traffic_classes: s.network.traffic_classes,
         };
         engine::Engine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };
