@@ -89,10 +89,16 @@ fn in_job(i: usize, name: &str, e: SimError) -> SimError {
 /// Checks the jobs against the cluster and places them: per job, its servers in rank order.
 ///
 /// # Errors
-/// A duplicate or empty name, a GPU count that is not a positive multiple of the server size,
+/// More than [`engine::MAX_JOBS`] jobs, a duplicate or empty name, a GPU count that is not a positive multiple of the server size,
 /// jobs that together need more servers than the cluster has.
 pub fn place(jobs: &[JobSpec], servers: u32, gpus_per_node: u32, seed: u64) -> Result<Vec<Vec<u32>>, SimError> {
     let bad = |field: String, message: String| SimError::Scenario { field, message };
+    if jobs.len() > engine::MAX_JOBS {
+        return Err(bad(
+            "jobs".into(),
+            format!("{} jobs: at most {} share one network", jobs.len(), engine::MAX_JOBS),
+        ));
+    }
     for (i, j) in jobs.iter().enumerate() {
         if j.name.trim().is_empty() {
             return Err(bad(format!("jobs[{i}].name"), "give the job a name (the report's label)".into()));
