@@ -86,7 +86,9 @@ fn one_job_is_the_single_job_run_exactly() {
 /// equals its time alone to the picosecond.
 #[test]
 fn jobs_on_disjoint_leaves_are_not_slowed() {
-    for backend in ["flow", "packet"] {
+    // The packet backend's exact engine: Wormhole's memo database, shared by the jobs of one
+    // run, may let one job's transients reuse the other's (within its error bound).
+    for backend in ["flow", "packet, fast_forward: off"] {
         let s = jobs_scenario(backend, 4, &[job("a", 8, "packed"), job("b", 8, "packed")]);
         let o = run(&s).expect("two jobs");
         let [a, b] = &o.report.jobs[..] else { panic!("two jobs") };
