@@ -62,8 +62,10 @@ def test_report_attributes_are_the_json_keys(small):
 
 def test_jobs_report(tmp_path):
     # Two jobs on one fabric (issue 32): each job's report is a Report; their keys are the same.
-    job = "{{ name: {n}, gpus: 8, placement: {p}, model: {{ preset: gpt3-13b, num_hidden_layers: 4 }}, " \
+    job = (
+        "{{ name: {n}, gpus: 8, placement: {p}, model: {{ preset: gpt3-13b, num_hidden_layers: 4 }}, "
         "training: {{ seq_length: 2048, micro_batch_size: 1, global_batch_size: 8 }}, parallel: {{ tp: 2 }} }}"
+    )
     p = tmp_path / "jobs.yaml"
     p.write_text(
         "cluster: { gpu: H100, gpus: 16, gpus_per_node: 8, topology: { kind: rail-fat-tree } }\n"
