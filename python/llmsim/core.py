@@ -161,6 +161,10 @@ class Report:
     #: The packet backend's engine (exact, or Wormhole fast-forward and its bound); None elsewhere.
     packet_engine: str | None
     sim_wall_s: float | None
+    #: A scenario with ``jobs:``: per job ``{"name", "gpus", "placement", "servers",
+    #: "iteration_time_s", "alone_iteration_time_s", "slowdown", "report": {...}}`` (the job's own
+    #: report; :meth:`job_reports` wraps them). Empty for one job.
+    jobs: list[dict[str, Any]]
 
     #: Fields the JSON omits when they hold their default.
     _DEFAULTS: ClassVar[dict[str, Any]] = {
@@ -170,6 +174,7 @@ class Report:
         "iteration_times_s": [],
         "fold": None,
         "packet_engine": None,
+        "jobs": [],
     }
 
     def __init__(self, data: dict[str, Any]) -> None:
@@ -195,6 +200,10 @@ class Report:
         """The flat numbers a sweep row holds, named as ``llmsim.METRICS`` (computed by the same
         Rust function as a sweep's; a field the report lacks gives None)."""
         return dict(zip(_native.METRICS, _native.report_metrics(json.dumps(self._d))))
+
+    def job_reports(self) -> dict[str, Report]:
+        """Each job's own report (run with the other jobs), by job name; empty for one job."""
+        return {j["name"]: Report(j["report"]) for j in self.jobs}
 
     def stages_frame(self):  # -> pandas.DataFrame
         """Per-stage breakdown (seconds) as a DataFrame."""

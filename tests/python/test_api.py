@@ -60,6 +60,30 @@ def test_report_attributes_are_the_json_keys(small):
         rep.mfu = 0.5
 
 
+def test_jobs_report(tmp_path):
+    # Two jobs on one fabric (issue 32): each job's report is a Report; their keys are the same.
+    job = (
+        "{{ name: {n}, gpus: 8, placement: {p}, model: {{ preset: gpt3-13b, num_hidden_layers: 4 }}, "
+        "training: {{ seq_length: 2048, micro_batch_size: 1, global_batch_size: 8 }}, parallel: {{ tp: 2 }} }}"
+    )
+    p = tmp_path / "jobs.yaml"
+    p.write_text(
+        "cluster: { gpu: H100, gpus: 16, gpus_per_node: 8, topology: { kind: rail-fat-tree } }\n"
+        "network: { backend: flow }\n"
+        f"jobs: [{job.format(n='a', p='packed')}, {job.format(n='b', p='spread')}]\n"
+    )
+    rep = llmsim.run(llmsim.Scenario.from_yaml(p))
+    assert [j["name"] for j in rep.jobs] == ["a", "b"]
+    assert [j["servers"] for j in rep.jobs] == [[0], [1]]
+    jobs = rep.job_reports()
+    assert set(jobs) == {"a", "b"}
+    assert set(jobs["a"].to_dict()) <= set(llmsim.Report.fields())
+    for j in rep.jobs:
+        assert j["slowdown"] == pytest.approx(j["iteration_time_s"] / j["alone_iteration_time_s"])
+        assert jobs[j["name"]].iteration_time_s == j["iteration_time_s"]
+    assert rep.iteration_time_s == max(j["iteration_time_s"] for j in rep.jobs)
+
+
 def test_imported_workload_report_has_no_made_up_zeros():
     # A SimAI file records no model size, FLOPs or memory: those are None (unknown), not 0; its
     # AICB file name gives the batch and sequence, so throughput is known.

@@ -66,6 +66,14 @@ pub fn run(a: &RunArgs) -> Result<()> {
     } else {
         Scenario::load(&a.scenario, &sets)?
     };
+    if !sc.jobs.is_empty() {
+        if a.workload.is_some() {
+            bail!("--workload runs one imported workload; a scenario with `jobs:` brings its own (drop one)");
+        }
+        // Not written for several jobs yet: a trace and an op table per job.
+        sc.output.trace = false;
+        sc.output.ops = false;
+    }
     if a.out.is_none() {
         // Nothing writes trace.json or flows.csv: do not record them (a flow-level run of 65,536
         // GPUs records 11 M transfers, 0.6 GiB).

@@ -74,6 +74,8 @@ struct Flow {
     route: RouteSpec,
     /// The path is counted in [`FlowNetwork::class_load`].
     class_load: bool,
+    /// Traffic class ([`Network::submit_in_class`]): higher classes are filled first.
+    priority: u8,
 }
 
 impl Flow {
@@ -96,6 +98,7 @@ impl Flow {
             flow_hash: 0,
             route: RouteSpec::Direct,
             class_load: false,
+            priority: 0,
         }
     }
 }
@@ -125,6 +128,8 @@ struct RateScratch {
     /// Per flow slot: the share and id of its tightest link that no other flow holds
     /// (`u32::MAX`: none), from the last `collect_component`.
     private: Vec<(f64, u32)>,
+    /// The traffic classes of a component, highest first (strict-priority filling).
+    classes: Vec<u8>,
     /// Put every link into the filling heap, not just each flow's tightest private one (the
     /// plain progressive filling, for tests of the fast path).
     plain: bool,
@@ -243,6 +248,74 @@ impl RateScratch {
         }
     }
 
+    /// Strict-priority max-min over the collected component (flows of several traffic
+    /// classes): the highest class is filled first on the full link capacities, each lower
+    /// class then max-min on what the classes above left; leaves rates in `new_rate`.
+    fn water_fill_prio(&mut self, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
+        self.classes.clear();
+        for &f in &self.comp_flows {
+            let fl = &flows[f as usize];
+            self.new_rate[f as usize] = -1.0;
+            self.classes.push(fl.priority);
+            for e in &fl.path {
+                self.rem[e.link as usize] = cap[e.link as usize];
+            }
+        }
+        self.classes.sort_unstable_by(|a, b| b.cmp(a));
+        self.classes.dedup();
+        for ci in 0..self.classes.len() {
+            let class = self.classes[ci];
+            let of_class = |f: u32| flows[f as usize].priority == class;
+            for &f in self.comp_flows.iter().filter(|f| of_class(**f)) {
+                for e in &flows[f as usize].path {
+                    self.weight[e.link as usize] = 0.0;
+                    self.open[e.link as usize] = 0;
+                }
+            }
+            for &f in self.comp_flows.iter().filter(|f| of_class(**f)) {
+                for e in &flows[f as usize].path {
+                    self.weight[e.link as usize] += e.mult;
+                    self.open[e.link as usize] += 1;
+                }
+            }
+            self.heap.clear();
+            for &f in self.comp_flows.iter().filter(|f| of_class(**f)) {
+                for e in &flows[f as usize].path {
+                    let li = e.link as usize;
+                    self.heap
+                        .push(Reverse(((self.rem[li].max(0.0) / self.weight[li]).to_bits(), e.link)));
+                }
+            }
+            let mut level = 0.0f64;
+            while let Some(Reverse((key, l))) = self.heap.pop() {
+                let li = l as usize;
+                if self.open[li] == 0 {
+                    continue;
+                }
+                let current = self.rem[li].max(0.0) / self.weight[li];
+                if current > f64::from_bits(key) {
+                    self.heap.push(Reverse((current.to_bits(), l)));
+                    continue;
+                }
+                let share = current.max(level);
+                level = share;
+                for &(f, _) in &link_flows[li] {
+                    let fi = f as usize;
+                    if self.new_rate[fi] >= 0.0 || flows[fi].priority != class {
+                        continue;
+                    }
+                    self.new_rate[fi] = share;
+                    for e in &flows[fi].path {
+                        let el = e.link as usize;
+                        self.rem[el] -= e.mult * share;
+                        self.weight[el] -= e.mult;
+                        self.open[el] -= 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// Fixes flow `fi` at `share` and takes it off its shared links.
     #[inline]
     fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow], link_flows: &[Vec<(u32, u32)>]) {
@@ -298,6 +371,10 @@ pub struct FlowNetwork {
     /// Flows submitted and not drained on each link, for choosing among route classes (UGAL on
     /// a dragonfly, [`route::expand_classes`]); empty when the topology offers one class.
     class_load: Vec<u32>,
+    /// The traffic class of the transfer being submitted ([`Network::submit_in_class`]).
+    next_priority: u8,
+    /// A transfer of a class above 0 was submitted: rates are filled class by class.
+    priorities: bool,
 }
 
 impl FlowNetwork {
@@ -341,6 +418,8 @@ impl FlowNetwork {
             change_list: Vec::new(),
             fault_err: None,
             class_load,
+            next_priority: 0,
+            priorities: false,
         }
     }
 
@@ -434,6 +513,9 @@ impl FlowNetwork {
                 ));
             }
         }
+        if self.priorities {
+            return self.check_priority_rates();
+        }
         for f in self.flows.iter().filter(|f| f.state == State::Active) {
             if f.rate_bps <= 0.0 {
                 return Err(format!("active flow {} has rate {}", f.id, f.rate_bps));
@@ -444,6 +526,35 @@ impl FlowNetwork {
             });
             if !has_bottleneck {
                 return Err(format!("flow {} at {} bit/s has no bottleneck link: not max-min", f.id, f.rate_bps));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_rates`]' bottleneck test under traffic classes: every active flow has a
+    /// link that the flows of its class and above fill, on which no flow of its class is faster
+    /// (a flow of a lower class may be starved: rate 0).
+    fn check_priority_rates(&self) -> Result<(), String> {
+        for f in self.flows.iter().filter(|f| f.state == State::Active) {
+            let has_bottleneck = f.path.iter().any(|e| {
+                let l = e.link as usize;
+                let (mut load, mut fastest) = (0.0f64, 0.0f64);
+                for &(g, i) in &self.link_flows[l] {
+                    let g = &self.flows[g as usize];
+                    if g.priority >= f.priority {
+                        load += g.path[i as usize].mult * g.rate_bps;
+                    }
+                    if g.priority == f.priority {
+                        fastest = fastest.max(g.rate_bps);
+                    }
+                }
+                load >= self.link_cap[l] * (1.0 - CHECK_TOL) && f.rate_bps >= fastest * (1.0 - CHECK_TOL)
+            });
+            if !has_bottleneck {
+                return Err(format!(
+                    "flow {} (class {}) at {} bit/s has no bottleneck link: not strict-priority max-min",
+                    f.id, f.priority, f.rate_bps
+                ));
             }
         }
         Ok(())
@@ -630,6 +741,7 @@ impl FlowNetwork {
         f.updated_at = t.start;
         f.state = State::Pending;
         f.class_load = false;
+        f.priority = self.next_priority;
         self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
@@ -754,7 +866,11 @@ impl FlowNetwork {
                 }
             }
             self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
-            self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
+            if self.priorities {
+                self.scratch.water_fill_prio(&self.flows, &self.link_flows, &self.link_cap);
+            } else {
+                self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
+            }
             self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;
             let comp = std::mem::take(&mut self.scratch.comp_flows);
             for &f in &comp {
@@ -885,6 +1001,14 @@ impl Network for FlowNetwork {
         self.now
     }
 
+    fn submit_in_class(&mut self, t: Transfer, class: u8) -> Result<(), NetError> {
+        self.next_priority = class;
+        self.priorities |= class > 0;
+        let r = self.submit(t);
+        self.next_priority = 0;
+        r
+    }
+
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
         self.check_submit(&t)?;
         if self.spread {
@@ -1008,6 +1132,49 @@ mod tests {
         assert_eq!(ceil_ps(10.2), 11);
         assert_eq!(ceil_ps(1_000_000.000_000_000_1), 1_000_000);
         assert_eq!(ceil_ps(0.0), 0);
+    }
+
+    /// Strict priority: a class-1 flow sharing a link with a class-0 flow runs at the full
+    /// 100 Gb/s (1 MB in 80 us + 2 x 500 ns), and the class-0 flow gets what is left: nothing
+    /// for those 80 us, then the link alone for its 1 MB (160 us + 1 us). In one class they
+    /// share it: both end at 161 us.
+    #[test]
+    fn a_higher_class_goes_first() {
+        let mk = |id| Transfer::new(TransferId(id), NodeId(id as u32), NodeId(3), Bytes(1_000_000), SimTime::ZERO);
+        let mut n = net(4);
+        n.submit_in_class(mk(1), 0).unwrap();
+        n.submit_in_class(mk(2), 1).unwrap();
+        let mut done = Vec::new();
+        while let Some(t) = n.next_event_time() {
+            n.advance_to(t, &mut done);
+        }
+        let at = |id| done.iter().find(|c| c.id == TransferId(id)).unwrap().finish;
+        assert_eq!(at(2), SimTime::from_us(81), "class 1 alone at line rate");
+        assert_eq!(at(1), SimTime::from_us(161), "class 0 after it");
+        assert!(n.violations().is_empty(), "{:?}", n.violations());
+        let mut n = net(4);
+        let done = crate::run_all(&mut n, [mk(1), mk(2)]).unwrap();
+        assert!(done.iter().all(|c| c.finish == SimTime::from_us(161)), "{done:?}");
+    }
+
+    /// Below a higher class that its own bottleneck holds to half a link, a lower class gets
+    /// the other half: flow 1 (class 1) crosses the shared link into host 3 and a second link
+    /// shared with flow 3 (class 1); flow 2 (class 0) gets what they leave on the first.
+    #[test]
+    fn a_lower_class_takes_what_the_higher_leaves() {
+        let mut n = net(5);
+        let t = |id, src, dst| Transfer::new(TransferId(id), NodeId(src), NodeId(dst), Bytes(1_000_000), SimTime::ZERO);
+        // Flows 1 and 3 both leave host 0: 50 Gb/s each. Flow 2 (class 0) shares host 3's
+        // downlink with flow 1 and gets the other 50 Gb/s.
+        n.submit_in_class(t(1, 0, 3), 1).unwrap();
+        n.submit_in_class(t(3, 0, 4), 1).unwrap();
+        n.submit_in_class(t(2, 1, 3), 0).unwrap();
+        n.advance_to(SimTime::from_us(1), &mut Vec::new());
+        let rates: std::collections::HashMap<u64, f64> = n.active_rates().map(|(id, r)| (id.0, r)).collect();
+        assert_eq!(rates[&1], 50e9);
+        assert_eq!(rates[&3], 50e9);
+        assert_eq!(rates[&2], 50e9);
+        assert!(n.violations().is_empty(), "{:?}", n.violations());
     }
 
     #[test]

@@ -267,6 +267,17 @@ pub trait Network {
     /// `NetError::StartInPast` if `t.start < now()`, `NetError::Route` if it cannot be routed,
     /// `NetError::Duplicate` if a transfer with the same id is still in flight.
     fn submit(&mut self, t: Transfer) -> Result<(), NetError>;
+    /// Queues a transfer in traffic class `class` (0 the lowest). The flow backend serves a
+    /// higher class strictly first (max-min filled class by class, from the highest down); the
+    /// packet backend gives each class its own priority group (queues and PFC pauses). Default:
+    /// [`Network::submit`], the class ignored (the analytical backend has no contention).
+    ///
+    /// # Errors
+    /// As `submit`.
+    fn submit_in_class(&mut self, t: Transfer, class: u8) -> Result<(), NetError> {
+        let _ = class;
+        self.submit(t)
+    }
     /// The earliest time at which something happens inside the network (a transfer starts or
     /// completes), given what has been submitted so far; `None` when idle.
     fn next_event_time(&self) -> Option<SimTime>;

@@ -89,6 +89,12 @@ pub fn blockers(s: &Scenario, opts: &RunOptions) -> Vec<Blocker> {
             format!("{:?}: the batch engine runs flow-level (and analytical) points", s.network.backend).to_lowercase(),
         ));
     }
+    if s.network.traffic_classes.is_some() {
+        b.push(blocker("network.traffic_classes", "traffic classes run on the thread pool"));
+    }
+    if !s.jobs.is_empty() {
+        b.push(blocker("jobs", "several jobs on one fabric run on the thread pool"));
+    }
     if !s.faults.is_empty() {
         b.push(blocker("faults", "failed links and stragglers make replicas differ"));
     }
@@ -278,6 +284,8 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         stop_on_divergence: false,
         compute_slowdown: Vec::new(),
         host: timed.2.clone(),
+        hosts: None,
+        traffic_classes: None,
     };
     let mut run = engine::SystemEngine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {

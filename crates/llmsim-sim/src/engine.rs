@@ -16,7 +16,9 @@
 //!   (Chakra semantics); kernel time spent waiting on them is charged to the kind of the
 //!   communication that finished last (a receive: bubble until the peer sent, then PP).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use llmsim_ccl::plan::StepStart;
@@ -64,6 +66,10 @@ pub struct EngineOptions {
     /// The host thread that issues each rank's kernels (`compute.host`); `None`: kernels are
     /// issued the moment the stream reaches them.
     pub host: Option<std::sync::Arc<HostDispatch>>,
+    /// Rank -> topology host (`jobs:` placement, [`crate::jobs`]); `None`: rank `r` is host `r`.
+    pub hosts: Option<Arc<[u32]>>,
+    /// `network.traffic_classes`: each transfer goes in its kind's class; `None`: one class.
+    pub traffic_classes: Option<crate::scenario::TrafficClasses>,
 }
 
 /// Host (CPU) dispatch, as a PyTorch training process does it: one thread per rank walks the
@@ -593,6 +599,58 @@ impl<'a> SystemEngine<'a> {
     /// A transfer the topology cannot route, or a deadlock (a receive or collective that never
     /// completes — a generator bug, reported rather than hidden).
     pub fn run(mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<EngineRun, SimError> {
+        let total = self.begin()?;
+        let mut finished: Vec<(SimTime, Ev)> = Vec::new();
+        let mut last_report = 0u64;
+        // Every 0.5% of the nodes (at most every 65,536): a packet-level run of a few thousand
+        // nodes otherwise reported nothing until its end.
+        let report_every = (total / 200).clamp(1, 65_536);
+        progress(0, total);
+        loop {
+            let tl = self.queue.peek_time();
+            let tn = self.net.next_event_time();
+            match (tl, tn) {
+                (None, None) => break,
+                (Some(l), _) if tn.is_none_or(|n| l <= n) => self.run_local(l, &mut finished)?,
+                (_, Some(_)) => {
+                    let mut done = std::mem::take(&mut self.done);
+                    done.clear();
+                    // Up to the first completion, strictly before the next local event (local
+                    // events go first at equal times).
+                    self.net.advance_until_completion(before(tl), &mut done);
+                    for c in &done {
+                        self.on_transfer(c)?;
+                    }
+                    self.done = done;
+                }
+                (Some(_), None) => unreachable!("covered by the guard above"),
+            }
+            if self.run.fold.aborted {
+                return Ok(self.run);
+            }
+            if self.run.nodes_executed - last_report >= report_every {
+                last_report = self.run.nodes_executed;
+                progress(last_report, total);
+            }
+        }
+        progress(self.run.nodes_executed, total);
+        self.end(total)
+    }
+
+    /// Runs the local events due at `l` (the earliest in the queue), `finished` a scratch buffer.
+    fn run_local(&mut self, l: SimTime, finished: &mut Vec<(SimTime, Ev)>) -> Result<(), SimError> {
+        finished.clear();
+        while let Some((t, e)) = self.queue.pop_until(l) {
+            finished.push((t, e));
+        }
+        for &(t, e) in finished.iter() {
+            self.on_event(t, e)?;
+        }
+        Ok(())
+    }
+
+    /// Starts every simulated unit's first nodes; returns the nodes the run will execute.
+    fn begin(&mut self) -> Result<u64, SimError> {
         let total: u64 = (0..self.layout.units())
             .filter(|u| self.active(*u))
             .map(|u| self.prog(u).len() as u64)
@@ -612,49 +670,11 @@ impl<'a> SystemEngine<'a> {
                 self.try_start(u, node, SimTime::ZERO)?;
             }
         }
-        let mut finished: Vec<(SimTime, Ev)> = Vec::new();
-        let mut last_report = 0u64;
-        // Every 0.5% of the nodes (at most every 65,536): a packet-level run of a few thousand
-        // nodes otherwise reported nothing until its end.
-        let report_every = (total / 200).clamp(1, 65_536);
-        progress(0, total);
-        loop {
-            let tl = self.queue.peek_time();
-            let tn = self.net.next_event_time();
-            finished.clear();
-            match (tl, tn) {
-                (None, None) => break,
-                (Some(l), _) if tn.is_none_or(|n| l <= n) => {
-                    while let Some((t, e)) = self.queue.pop_until(l) {
-                        finished.push((t, e));
-                    }
-                    for &(t, e) in &finished {
-                        self.on_event(t, e)?;
-                    }
-                }
-                (_, Some(_)) => {
-                    let mut done = std::mem::take(&mut self.done);
-                    done.clear();
-                    // Up to the first completion, strictly before the next local event (local
-                    // events go first at equal times).
-                    let limit = tl.map_or(SimTime::MAX, |l| SimTime::from_ps(l.as_ps() - 1));
-                    self.net.advance_until_completion(limit, &mut done);
-                    for c in &done {
-                        self.on_transfer(c)?;
-                    }
-                    self.done = done;
-                }
-                (Some(_), None) => unreachable!("covered by the guard above"),
-            }
-            if self.run.fold.aborted {
-                return Ok(self.run);
-            }
-            if self.run.nodes_executed - last_report >= report_every {
-                last_report = self.run.nodes_executed;
-                progress(last_report, total);
-            }
-        }
-        progress(self.run.nodes_executed, total);
+        Ok(total)
+    }
+
+    /// What the run found once its queue and the network are empty: the accounts, or a deadlock.
+    fn end(mut self, total: u64) -> Result<EngineRun, SimError> {
         // A link change that left a transfer without a route: say so rather than "stalled".
         if let Some(e) = self.net.fault_error() {
             return Err(SimError::Scenario {
@@ -982,8 +1002,8 @@ impl<'a> SystemEngine<'a> {
                         (unit, dst_unit)
                     };
                     for i in 0..l.tp {
-                        let src = NodeId(l.rank(su, i));
-                        let dst = NodeId(l.rank(du, i));
+                        let src = host_of(&self.opts.hosts, l.rank(su, i));
+                        let dst = host_of(&self.opts.hosts, l.rank(du, i));
                         // Low 32 bits: the message; bits 32..: the lane (replica * tp + tp rank).
                         let tid = P2P_BIT | (((r * l.tp + i) as u64) << 32) | k as u64;
                         self.submit(
@@ -1026,7 +1046,10 @@ impl<'a> SystemEngine<'a> {
             self.flow_serial += 1;
             self.flow_start.insert(tr.id.0, (tr.start, kind, serial));
         }
-        self.net.submit(tr)?;
+        match &self.opts.traffic_classes {
+            Some(tc) => self.net.submit_in_class(tr, tc.of(kind))?,
+            None => self.net.submit(tr)?,
+        }
         Ok(())
     }
 
@@ -1084,16 +1107,17 @@ impl<'a> SystemEngine<'a> {
             Some(g) => *g,
             None => {
                 let units: Vec<u32> = all_units.iter().copied().filter(|x| l.coords(*x).1 < self.opts.active_dp).collect();
+                let hosts = &self.opts.hosts;
                 let host_sets: Vec<Vec<NodeId>> = if spans_lanes {
                     vec![
                         all_units
                             .iter()
-                            .flat_map(|uu| (0..l.tp).map(move |i| NodeId(l.rank(*uu, i))))
+                            .flat_map(|uu| (0..l.tp).map(move |i| host_of(hosts, l.rank(*uu, i))))
                             .collect(),
                     ]
                 } else {
                     (0..l.tp)
-                        .map(|i| all_units.iter().map(|uu| NodeId(l.rank(*uu, i))).collect())
+                        .map(|i| all_units.iter().map(|uu| host_of(hosts, l.rank(*uu, i))).collect())
                         .collect()
                 };
                 let intra_server = host_sets.iter().all(|hs| {
@@ -1388,6 +1412,169 @@ impl<'a> SystemEngine<'a> {
 }
 
 /// Counts one collective of group kind `kind` (a linear search: a run has a handful of kinds).
+/// Bits 56..62 of a transfer id carry its job in a run of several jobs ([`run_jobs`]); an
+/// engine's own ids use bits 0..55 and 63 (plan instances and pipeline lanes below 2^24).
+const JOB_SHIFT: u32 = 56;
+const JOB_MASK: u64 = 0x7f << JOB_SHIFT;
+/// Jobs one shared network carries at most (the job bits of a transfer id).
+pub const MAX_JOBS: usize = 128;
+
+/// One job's view of a network that several jobs share: its transfers carry the job in their
+/// id, and (from the second job on) a flow hash salted by it, as two jobs' flows differ in
+/// their addresses on a real fabric. The coordinator ([`run_jobs`]) advances the shared network.
+pub struct JobNet {
+    shared: Rc<RefCell<Box<dyn Network>>>,
+    topo: Arc<Topology>,
+    job: u64,
+}
+
+impl JobNet {
+    /// Job `job`'s view of `shared` (on `topo`).
+    #[must_use]
+    pub fn new(shared: Rc<RefCell<Box<dyn Network>>>, topo: Arc<Topology>, job: usize) -> Self {
+        JobNet {
+            shared,
+            topo,
+            job: job as u64,
+        }
+    }
+
+    /// `t` with this job in its id and (from the second job on) its flow hash.
+    fn tagged(&self, mut t: Transfer) -> Result<Transfer, llmsim_net::NetError> {
+        if t.id.0 & JOB_MASK != 0 {
+            return Err(llmsim_net::NetError::Backend(format!(
+                "transfer id {:#x} uses the job bits: too many collectives or pipeline lanes in flight for a run of several jobs",
+                t.id.0
+            )));
+        }
+        t.id = TransferId(t.id.0 | self.job << JOB_SHIFT);
+        if self.job > 0 {
+            t.flow_hash = llmsim_core::mix64(t.flow_hash ^ self.job.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
+        Ok(t)
+    }
+}
+
+impl Network for JobNet {
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    fn now(&self) -> SimTime {
+        self.shared.borrow().now()
+    }
+    fn submit(&mut self, t: Transfer) -> Result<(), llmsim_net::NetError> {
+        let t = self.tagged(t)?;
+        self.shared.borrow_mut().submit(t)
+    }
+    fn submit_in_class(&mut self, t: Transfer, class: u8) -> Result<(), llmsim_net::NetError> {
+        let t = self.tagged(t)?;
+        self.shared.borrow_mut().submit_in_class(t, class)
+    }
+    fn next_event_time(&self) -> Option<SimTime> {
+        self.shared.borrow().next_event_time()
+    }
+    fn advance_to(&mut self, _t: SimTime, _done: &mut Vec<Completion>) {
+        unreachable!("the coordinator advances the shared network")
+    }
+    fn in_flight(&self) -> usize {
+        self.shared.borrow().in_flight()
+    }
+    fn fault_error(&self) -> Option<llmsim_net::NetError> {
+        self.shared.borrow().fault_error()
+    }
+    fn stats(&self) -> NetStats {
+        self.shared.borrow().stats()
+    }
+    fn packet_details(&self) -> Option<llmsim_net::PacketDetails> {
+        self.shared.borrow().packet_details()
+    }
+}
+
+/// Runs several jobs' engines together on one network: `(job, engine)` pairs, each engine built
+/// on the [`JobNet`] of `shared` for that job (jobs distinct, below [`MAX_JOBS`]). Local events
+/// at one time run engine by engine in order, before the network's; each completion goes to
+/// the job its id names. With one engine this is [`Engine::run`] step for step (the same
+/// events in the same order).
+///
+/// # Errors
+/// As [`Engine::run`], from the first job that fails.
+pub fn run_jobs(
+    jobs: Vec<(usize, Engine<'_>)>,
+    shared: &Rc<RefCell<Box<dyn Network>>>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<EngineRun>, SimError> {
+    let mut slot = [usize::MAX; MAX_JOBS];
+    for (k, (job, _)) in jobs.iter().enumerate() {
+        if *job >= MAX_JOBS || slot[*job] != usize::MAX {
+            return Err(SimError::Scenario {
+                field: "jobs".into(),
+                message: format!("job {job}: at most {MAX_JOBS} jobs, each once, share one network"),
+            });
+        }
+        slot[*job] = k;
+    }
+    let mut engines: Vec<Engine<'_>> = jobs.into_iter().map(|(_, e)| e).collect();
+    let totals = engines.iter_mut().map(Engine::begin).collect::<Result<Vec<u64>, _>>()?;
+    let total: u64 = totals.iter().sum();
+    let mut finished: Vec<(SimTime, Ev)> = Vec::new();
+    let mut done: Vec<Completion> = Vec::new();
+    let executed = |es: &[Engine<'_>]| es.iter().map(|e| e.run.nodes_executed).sum::<u64>();
+    let mut last_report = 0u64;
+    let report_every = (total / 200).clamp(1, 65_536);
+    progress(0, total);
+    loop {
+        let tl = engines.iter().filter_map(|e| e.queue.peek_time()).min();
+        let tn = shared.borrow().next_event_time();
+        match (tl, tn) {
+            (None, None) => break,
+            (Some(l), _) if tn.is_none_or(|n| l <= n) => {
+                for e in &mut engines {
+                    if e.queue.peek_time() == Some(l) {
+                        e.run_local(l, &mut finished)?;
+                    }
+                }
+            }
+            (_, Some(_)) => {
+                done.clear();
+                shared.borrow_mut().advance_until_completion(before(tl), &mut done);
+                for c in &done {
+                    let job = ((c.id.0 & JOB_MASK) >> JOB_SHIFT) as usize;
+                    let own = Completion {
+                        id: TransferId(c.id.0 & !JOB_MASK),
+                        ..*c
+                    };
+                    engines[slot[job]].on_transfer(&own)?;
+                }
+            }
+            (Some(_), None) => unreachable!("covered by the guard above"),
+        }
+        let n = executed(&engines);
+        if n - last_report >= report_every {
+            last_report = n;
+            progress(n, total);
+        }
+    }
+    progress(executed(&engines), total);
+    let runs = engines
+        .into_iter()
+        .zip(totals)
+        .map(|(e, t)| e.end(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    shared.borrow_mut().finish()?;
+    Ok(runs)
+}
+
+/// The topology host of `rank`: itself, or its placed host.
+#[inline]
+fn host_of(hosts: &Option<Arc<[u32]>>, rank: u32) -> NodeId {
+    NodeId(hosts.as_ref().map_or(rank, |h| h[rank as usize]))
+}
+
+/// The latest time strictly before the next local event (`SimTime::MAX` when none).
+fn before(tl: Option<SimTime>) -> SimTime {
+    tl.map_or(SimTime::MAX, |l| SimTime::from_ps(l.as_ps() - 1))
+}
+
 fn count_group(counts: &mut Vec<GroupCount>, kind: &'static str, on_network: bool) {
     let i = match counts.iter().position(|c| c.group == kind) {
         Some(i) => i,

@@ -349,6 +349,21 @@ pub fn check_times(faults: &[FaultSpec], end: SimTime) -> Result<(), SimError> {
 /// # Errors
 /// `SimError::Scenario` naming `faults[i].gpu` / `faults[i].server` when out of range.
 pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_node: u32) -> Result<Vec<Vec<(SimTime, f64)>>, SimError> {
+    unit_slowdowns_on(faults, layout, gpus, gpus_per_node, None)
+}
+
+/// [`unit_slowdowns`] of a job whose rank `r` runs on GPU `hosts[r]` of a cluster of `gpus`
+/// (`jobs:`); `None`: rank `r` is GPU `r`.
+///
+/// # Errors
+/// As [`unit_slowdowns`].
+pub fn unit_slowdowns_on(
+    faults: &[FaultSpec],
+    layout: Layout,
+    gpus: u32,
+    gpus_per_node: u32,
+    hosts: Option<&[u32]>,
+) -> Result<Vec<Vec<(SimTime, f64)>>, SimError> {
     check(faults)?;
     // Per GPU: the (from, factor) entries that name it.
     let mut per_gpu: Vec<Vec<(SimTime, f64)>> = vec![Vec::new(); gpus as usize];
@@ -391,7 +406,11 @@ pub fn unit_slowdowns(faults: &[FaultSpec], layout: Layout, gpus: u32, gpus_per_
     Ok((0..layout.units())
         .map(|u| {
             (0..layout.tp)
-                .flat_map(|lane| per_gpu.get(layout.rank(u, lane) as usize).into_iter().flatten().copied())
+                .flat_map(|lane| {
+                    let r = layout.rank(u, lane);
+                    let g = hosts.map_or(r, |h| h[r as usize]);
+                    per_gpu.get(g as usize).into_iter().flatten().copied()
+                })
                 .collect()
         })
         .collect())

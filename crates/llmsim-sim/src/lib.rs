@@ -18,6 +18,7 @@ pub mod faults;
 pub mod fold;
 pub(crate) mod host;
 pub mod imported;
+pub mod jobs;
 pub mod ops;
 pub mod report;
 pub mod run;

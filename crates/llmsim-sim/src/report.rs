@@ -64,7 +64,7 @@ impl Breakdown {
         }
     }
 
-    fn add(&mut self, o: &Breakdown, w: f64) {
+    pub(crate) fn add(&mut self, o: &Breakdown, w: f64) {
         self.compute_s += o.compute_s * w;
         self.exposed_tp_s += o.exposed_tp_s * w;
         self.exposed_cp_s += o.exposed_cp_s * w;
@@ -210,6 +210,13 @@ pub struct Report {
     pub packet_engine: Option<String>,
     /// Wall time of the run, in seconds.
     pub sim_wall_s: f64,
+    /// A scenario with `jobs:`: each job's iteration time together and alone, its slowdown and
+    /// its own report. Empty (omitted) for one job. The fields above then describe the whole
+    /// run: the cluster, the shared network's counters, the longest job iteration
+    /// (`iteration_time_s`), the mean breakdown over every job's units; per-job figures
+    /// (throughput, MFU, memory, stages) are in the jobs' reports.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub jobs: Vec<crate::jobs::JobReport>,
 }
 
 /// What the report needs to know about the run besides the engine's result.
@@ -350,6 +357,7 @@ pub fn build(
         fold: None,
         packet_engine: s.packet_engine(),
         sim_wall_s: wall_s,
+        jobs: Vec::new(),
     }
 }
 
@@ -376,8 +384,99 @@ fn pct(x: f64, of: f64) -> f64 {
 }
 
 impl Report {
+    /// A run of several jobs: the cluster, then per job its iteration time together and alone,
+    /// its slowdown and where its time went.
+    fn render_jobs(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "llmsim run: {} ({} jobs on one fabric)", self.scenario, self.jobs.len());
+        if !self.overrides.is_empty() {
+            let _ = writeln!(o, "  --set      {}", self.overrides.join(", "));
+        }
+        let _ = writeln!(o, "  cluster    {} x {}, {}", self.gpus, self.gpu, self.topology);
+        if !self.fabric.is_empty() {
+            let _ = writeln!(o, "  fabric     {}", self.fabric);
+        }
+        let _ = writeln!(o, "  backend    {}", self.backend);
+        if let Some(p) = &self.packet_engine {
+            let _ = writeln!(o, "  engine     {p}");
+        }
+        let _ = writeln!(o);
+        for j in &self.jobs {
+            let r = &j.report;
+            let servers = match (j.servers.first(), j.servers.last()) {
+                (Some(a), Some(b)) if j.servers.windows(2).all(|w| w[1] == w[0] + 1) => format!("servers {a}-{b}"),
+                _ => format!("servers {}", j.servers.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+            };
+            let _ = writeln!(
+                o,
+                "  job {}: {} ({}), {} GPUs {}, {}",
+                j.name,
+                r.model,
+                or_unknown(r.params, |p| format!("{:.2}B params", p as f64 / 1e9)),
+                j.gpus,
+                j.placement,
+                servers
+            );
+            let _ = writeln!(
+                o,
+                "    parallel {}, global batch {}, seq {}",
+                r.parallel,
+                or_unknown(r.global_batch_size, |n| n.to_string()),
+                or_unknown(r.seq_length, |n| n.to_string())
+            );
+            let _ = writeln!(
+                o,
+                "    iteration {:.4} s with the others, {:.4} s alone: slowdown {:.3}x{}",
+                j.iteration_time_s,
+                j.alone_iteration_time_s,
+                j.slowdown,
+                match r.mfu {
+                    Some(m) => format!("; MFU {:.1}%", 100.0 * m),
+                    None => String::new(),
+                }
+            );
+        }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "  where each job's time goes (% of its iteration with the others, mean over its ranks)\n  {:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            "job", "compute", "TP", "CP", "EP", "PP", "DP", "bubble", "idle"
+        );
+        for j in &self.jobs {
+            let (b, it) = (&j.report.mean, j.iteration_time_s);
+            let _ = writeln!(
+                o,
+                "  {:>12} {:>7.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
+                j.name,
+                pct(b.compute_s, it),
+                pct(b.exposed_tp_s, it),
+                pct(b.exposed_cp_s, it),
+                pct(b.exposed_ep_s, it),
+                pct(b.exposed_pp_s, it),
+                pct(b.exposed_dp_s, it),
+                pct(b.bubble_s, it),
+                pct(b.idle_s, it)
+            );
+        }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "  network          {} transfers, {} collectives ({} on the network)",
+            self.net.completed, self.collectives, self.collectives_on_network
+        );
+        let _ = writeln!(
+            o,
+            "  simulated in     {:.2} s (every job together, then each alone)",
+            self.sim_wall_s
+        );
+        o
+    }
+
     /// The human-readable summary.
     pub fn render(&self) -> String {
+        if !self.jobs.is_empty() {
+            return self.render_jobs();
+        }
         let mut o = String::new();
         let _ = writeln!(o, "llmsim run: {}", self.scenario);
         if !self.overrides.is_empty() {

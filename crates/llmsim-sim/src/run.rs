@@ -69,6 +69,9 @@ pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut
         let imp = w.read(&s.base_dir, s.cluster.gpus_per_node)?;
         return crate::simulate_imported(s, imp, opts, progress);
     }
+    if !s.jobs.is_empty() {
+        return crate::jobs::simulate_jobs(s, opts, progress, shared);
+    }
     let wall = Instant::now();
     if let Some(d) = &s.dlrm {
         return simulate_dlrm(s, d, opts, progress, wall, shared);
@@ -273,6 +276,8 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             stop_on_divergence: matches!(ff, Some(FlowFold::Mirrored { stop_on_divergence: true })),
             compute_slowdown: compute_slowdown.clone(),
             host: host.clone(),
+            hosts: None,
+            traffic_classes: s.network.traffic_classes,
         };
         engine::SystemEngine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };

@@ -82,6 +82,13 @@ pub struct Scenario {
     /// `[{links: {random: 4, seed: 7}, action: down}, {gpu: 3, slowdown: 1.3}]`. Default none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultSpec>,
+    /// Several training jobs on this one cluster and network at once, each with its own
+    /// `model`, `training` and `parallel` (then the scenario has none at the top level), e.g.
+    /// `[{name: a, gpus: 64, placement: packed, model: gpt3-13b, parallel: {tp: 8}}, ...]`.
+    /// The report gives each job's iteration time, its breakdown and its slowdown against
+    /// running alone on the same GPUs. Default none (one job: the top-level `model`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<JobSpec>,
     /// Seed for ECMP hashing and anything random. Default 1.
     #[serde(default = "one")]
     pub seed: u64,
@@ -92,6 +99,106 @@ pub struct Scenario {
 
 fn one() -> u64 {
     1
+}
+
+/// One entry of `jobs:`: a training job with its own model, training and parallel settings,
+/// placed on whole servers of the shared cluster.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// The job's name in the report (unique among the jobs).
+    pub name: String,
+    /// GPUs the job runs on: a positive multiple of `cluster.gpus_per_node` (jobs take whole
+    /// servers); data parallelism is derived from it as for a one-job scenario's cluster size.
+    pub gpus: u32,
+    /// Which servers the job gets: packed | spread | {random: {seed: S}}. Default packed.
+    #[serde(default)]
+    #[schemars(with = "PlacementRepr")]
+    pub placement: Placement,
+    /// The transformer the job trains (as a scenario's `model`).
+    pub model: ModelSpec,
+    /// What one iteration computes (as a scenario's `training`).
+    #[serde(default)]
+    pub training: TrainingConfig,
+    /// The job's parallelism plan (as a scenario's `parallel`; dp derived from `gpus`).
+    #[serde(default)]
+    pub parallel: ParallelConfig,
+}
+
+/// `jobs[i].placement`: which of the servers still free a job gets. Jobs are placed in list
+/// order, each on whole servers; servers are numbered as the topology fills them (server `s`
+/// holds hosts `s*gpus_per_node ..`), so consecutive servers share a leaf, then a pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(from = "PlacementRepr", into = "PlacementRepr")]
+pub enum Placement {
+    /// The lowest-numbered free servers, consecutive where the free ones are: the job under as
+    /// few leaves and pods as it fits in. Default.
+    #[default]
+    Packed,
+    /// Servers evenly spaced over the free ones (every `free/k`-th): the job spread across the
+    /// fabric's leaves and pods, so jobs placed after it interleave with it and share uplinks.
+    Spread,
+    /// A seeded shuffle of the free servers (`{random: {seed: 7}}`; `{random: {}}` uses the
+    /// scenario's `seed`): what a busy scheduler hands out.
+    Random(RandomPlacement),
+}
+
+/// `placement` as written: a word, or `{random: {...}}`.
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged, expecting = "packed, spread or {random: {seed: S}}")]
+#[schemars(rename = "Placement")]
+enum PlacementRepr {
+    /// packed | spread.
+    Word(PlacementWord),
+    /// `{random: {seed: S}}`.
+    Random(RandomWrap),
+}
+
+/// packed | spread.
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum PlacementWord {
+    /// The lowest-numbered free servers.
+    Packed,
+    /// Servers evenly spaced over the free ones.
+    Spread,
+}
+
+/// `{random: {seed: S}}`: a seeded shuffle of the free servers.
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RandomWrap {
+    /// The shuffle's settings.
+    random: RandomPlacement,
+}
+
+impl From<PlacementRepr> for Placement {
+    fn from(r: PlacementRepr) -> Self {
+        match r {
+            PlacementRepr::Word(PlacementWord::Packed) => Placement::Packed,
+            PlacementRepr::Word(PlacementWord::Spread) => Placement::Spread,
+            PlacementRepr::Random(w) => Placement::Random(w.random),
+        }
+    }
+}
+
+impl From<Placement> for PlacementRepr {
+    fn from(p: Placement) -> Self {
+        match p {
+            Placement::Packed => PlacementRepr::Word(PlacementWord::Packed),
+            Placement::Spread => PlacementRepr::Word(PlacementWord::Spread),
+            Placement::Random(random) => PlacementRepr::Random(RandomWrap { random }),
+        }
+    }
+}
+
+/// `placement: {random: {...}}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RandomPlacement {
+    /// The shuffle's seed. Default: the scenario's `seed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// `cluster:`.
@@ -411,6 +518,13 @@ pub struct NetworkSpec {
     /// Buffer of each switch of the packet backend (default 32MiB, the ns-3 HPCC runs').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch_buffer: Option<Bytes>,
+    /// RoCE ECN marking at the packet backend's switches (ns-3's `ENABLE_QCN` and its
+    /// `KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`), e.g. `{kmin: 400KB, kmax: 1600KB, pmax: 0.2}` or
+    /// `{enabled: false}`. Default: on, with the HPCC runs' thresholds per port rate (100 Gb/s:
+    /// 400 KB, 1.6 MB, 0.2; 400 Gb/s: 1.6 MB, 6.4 MB, 0.2). With `transport: roce` only (UET has
+    /// `uet.ecn_kmin`/`ecn_kmax`; TCP does not mark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<EcnSpec>,
     /// Where lossy switches (PFC off) drop: per_port (the buffer divided evenly among the ports)
     /// | shared. Default per_port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -428,6 +542,89 @@ pub struct NetworkSpec {
     /// after ECMP collisions; the report gives the spread) | off. Default auto.
     #[serde(default, skip_serializing_if = "FoldMode::is_auto")]
     pub fold: FoldMode,
+    /// Traffic class per kind of traffic, e.g. `{pp: 1, ep: 1}` (absent kinds 0): a higher class
+    /// is served strictly first on the flow backend (max-min filled class by class, as a switch
+    /// with strict-priority queues); on the packet backend class `c` is priority group `1 + c`
+    /// (its own queues and PFC pauses, served round robin with the others, as ns-3's switch
+    /// does). Classes 0..=6. Default: absent, every transfer in one class. Ignored by the
+    /// analytical backend (no contention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_classes: Option<TrafficClasses>,
+}
+
+/// `network.ecn`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct EcnSpec {
+    /// Mark at all. Default true.
+    pub enabled: bool,
+    /// Egress queue length where marking starts, at every port rate. Default: per rate (above).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kmin: Option<Bytes>,
+    /// Egress queue length where the marking probability reaches `pmax` (every packet is marked
+    /// above it), at every port rate. Default: per rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kmax: Option<Bytes>,
+    /// Marking probability at `kmax`, 0 to 1. Default 0.2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pmax: Option<f64>,
+}
+
+impl Default for EcnSpec {
+    fn default() -> Self {
+        EcnSpec {
+            enabled: true,
+            kmin: None,
+            kmax: None,
+            pmax: None,
+        }
+    }
+}
+
+/// `network.traffic_classes`: the class of each kind of traffic (0 the lowest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrafficClasses {
+    /// Tensor-parallel collectives that cross the network.
+    pub tp: u8,
+    /// Context-parallel collectives.
+    pub cp: u8,
+    /// Expert-parallel all-to-alls.
+    pub ep: u8,
+    /// Data-parallel collectives (gradients, parameters; expert-data-parallel and the embedding
+    /// all-reduce too, and an imported workload's groups of no other kind).
+    pub dp: u8,
+    /// Pipeline sends.
+    pub pp: u8,
+}
+
+impl TrafficClasses {
+    /// The class of a transfer of `kind` (the flow table's kind: tp, cp, ep, dp, edp, embd, pp, pg).
+    #[must_use]
+    pub fn of(&self, kind: &str) -> u8 {
+        match kind {
+            "tp" => self.tp,
+            "cp" => self.cp,
+            "ep" => self.ep,
+            "pp" => self.pp,
+            _ => self.dp,
+        }
+    }
+
+    /// # Errors
+    /// A class above the packet backend's 6.
+    pub fn check(&self) -> Result<(), SimError> {
+        let max = llmsim_net::packet::MAX_TRAFFIC_CLASS;
+        for (k, v) in [("tp", self.tp), ("cp", self.cp), ("ep", self.ep), ("dp", self.dp), ("pp", self.pp)] {
+            if v > max {
+                return Err(SimError::Scenario {
+                    field: format!("network.traffic_classes.{k}"),
+                    message: format!("class {v}: valid 0..={max} (0 the lowest)"),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `network.fold`: how the flow backend folds data-parallel replicas.
@@ -550,6 +747,34 @@ impl NetworkSpec {
             DropPolicySpec::PerPort => DropPolicy::PerPortTailDrop,
             DropPolicySpec::Shared => DropPolicy::SharedTailDrop,
         };
+        if let Some(e) = &self.ecn {
+            if transport != TransportSpec::Roce {
+                return Err(SimError::Scenario {
+                    field: "network.ecn".into(),
+                    message: format!(
+                        "RoCE's ECN given with transport {transport}; drop network.ecn (UET marks by uet.ecn_kmin/ecn_kmax; TCP does not mark)"
+                    ),
+                });
+            }
+            cfg.ecn = e.enabled;
+            for t in &mut cfg.ecn_map {
+                t.kmin_bytes = e.kmin.map_or(t.kmin_bytes, |b| b.0);
+                t.kmax_bytes = e.kmax.map_or(t.kmax_bytes, |b| b.0);
+                t.pmax = e.pmax.unwrap_or(t.pmax);
+                if t.kmin_bytes > t.kmax_bytes || !(0.0..=1.0).contains(&t.pmax) {
+                    return Err(SimError::Scenario {
+                        field: "network.ecn".into(),
+                        message: format!(
+                            "kmin {} B, kmax {} B, pmax {} at {} Gb/s: need kmin <= kmax and pmax in 0..=1",
+                            t.kmin_bytes,
+                            t.kmax_bytes,
+                            t.pmax,
+                            t.rate_bps / 1_000_000_000
+                        ),
+                    });
+                }
+            }
+        }
         if self.tcp.is_some() && transport != TransportSpec::Tcp {
             return Err(SimError::Scenario {
                 field: "network.tcp".into(),
@@ -630,6 +855,9 @@ impl NetworkSpec {
     /// topology cannot run (`network.backend`), or a memo database that cannot be read
     /// (`network.fast_forward.memo_db`).
     pub fn build(&self, topo: Arc<Topology>, seed: u64) -> Result<Box<dyn Network>, SimError> {
+        if let Some(tc) = &self.traffic_classes {
+            tc.check()?;
+        }
         Ok(match self.backend {
             Backend::Analytical => Box::new(llmsim_net::analytical::AnalyticalNetwork::new(topo)),
             Backend::Flow => {
@@ -945,7 +1173,8 @@ impl Default for OutputSpec {
 }
 
 /// Sections of the scenario and their keys, for error messages.
-const SECTIONS: &str = "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, seed";
+const SECTIONS: &str =
+    "name, model, dlrm, workload, training, parallel, cluster, network, collectives, compute, output, faults, jobs, seed";
 
 impl Scenario {
     /// The network a run builds: `network:` as written, except that the implicit Wormhole
@@ -1005,6 +1234,9 @@ impl Scenario {
     /// As [`Scenario::load`].
     pub fn from_yaml(text: &str, sets: &[String], base_dir: &Path) -> Result<Scenario, SimError> {
         let s = Self::from_yaml_any(text, sets, base_dir)?;
+        if !s.jobs.is_empty() {
+            return Ok(s);
+        }
         if s.workload.is_some() {
             if s.model.is_some() || s.dlrm.is_some() {
                 return Err(SimError::Scenario {
@@ -1098,6 +1330,7 @@ impl Scenario {
                 "dlrm" => typed::<DlrmConfig>(val.clone()).map(drop),
                 "workload" => typed::<WorkloadSource>(val.clone()).map(drop),
                 "faults" => typed::<Vec<crate::faults::FaultSpec>>(val.clone()).map(drop),
+                "jobs" => typed::<Vec<JobSpec>>(val.clone()).map(drop),
                 "name" | "seed" => Ok(()),
                 other => {
                     return Err(SimError::Scenario {
@@ -1107,6 +1340,19 @@ impl Scenario {
                 }
             };
             r.map_err(|e| typed_error(key, e))?;
+        }
+        // `jobs:` carries each job's model, training and parallel settings: none at the top.
+        if map.get("jobs").is_some_and(|j| !j.is_null()) {
+            for key in ["model", "dlrm", "workload", "training", "parallel"] {
+                if map.get(key).is_some() {
+                    return Err(SimError::Scenario {
+                        field: key.into(),
+                        message: format!(
+                            "a scenario with `jobs:` gives each job its own `{key}`; move it into the jobs' entries (or drop `jobs:` for one job)"
+                        ),
+                    });
+                }
+            }
         }
         let mut s: Scenario = crate::yaml::from_value(v).map_err(|e| typed_error("", e))?;
         s.base_dir = base_dir.to_path_buf();
@@ -1377,6 +1623,21 @@ mod tests {
         assert!(w.len() == 1 && w[0].contains("go-back-N"), "{w:?}");
         assert!(spec("{backend: packet, transport: uet, load_balance: spray}").warnings().is_empty());
         assert!(spec("{backend: packet, transport: tcp}").build(topo.clone(), 1).is_ok());
+        // RoCE's ECN thresholds, for every port rate; off; refused where they mean nothing.
+        let e = network("{backend: packet, ecn: {kmin: 100KB, kmax: 400KB, pmax: 0.5}}").unwrap();
+        assert!(e.ecn && e.ecn_map.len() == 2);
+        assert!(
+            e.ecn_map
+                .iter()
+                .all(|t| (t.kmin_bytes, t.kmax_bytes, t.pmax) == (100_000, 400_000, 0.5))
+        );
+        let d = network("{backend: packet}").unwrap();
+        assert_eq!((d.ecn_map[1].kmin_bytes, d.ecn_map[1].kmax_bytes), (1_600_000, 6_400_000));
+        assert!(!network("{backend: packet, ecn: {enabled: false}}").unwrap().ecn);
+        let msg = network("{backend: packet, ecn: {kmin: 9MB}}").unwrap_err().to_string();
+        assert!(msg.starts_with("network.ecn:") && msg.contains("kmin <= kmax"), "{msg}");
+        let msg = network("{backend: packet, transport: tcp, ecn: {}}").unwrap_err().to_string();
+        assert!(msg.starts_with("network.ecn:"), "{msg}");
         assert!(spec("{backend: packet, transport: uet}").build(topo, 1).is_ok());
     }
 

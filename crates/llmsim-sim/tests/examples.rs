@@ -20,8 +20,11 @@ fn every_example_runs() {
         let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         // A workload file (`workload:`) may carry no FLOPs (SimAI files do not): its MFU is
         // unknown, never a made-up 0.
+        // A scenario with `jobs:` has no one MFU: each job's report has its own.
+        let in_range = |m: Option<f64>| m.is_some_and(|m| m > 0.0 && m < 1.0);
         let mfu_ok = match o.report.mfu {
             Some(m) => m > 0.0 && m < 1.0,
+            None if !s.jobs.is_empty() => o.report.jobs.iter().all(|j| in_range(j.report.mfu)),
             None => s.workload.is_some(),
         };
         assert!(o.report.iteration_time_s > 0.0 && mfu_ok, "{}: mfu {:?}", p.display(), o.report.mfu);

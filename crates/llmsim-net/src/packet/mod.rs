@@ -206,6 +206,9 @@ pub struct PacketNetwork {
     link_bytes: Vec<Bytes>,
     /// Wormhole memo database file: loaded at construction, saved by `finish`.
     memo_file: Option<std::path::PathBuf>,
+    /// The priority group of the transfer being submitted: 3 (ns-3's data class), or
+    /// `1 + class` under [`Network::submit_in_class`].
+    next_pg: u8,
 }
 
 impl PacketNetwork {
@@ -230,6 +233,7 @@ impl PacketNetwork {
             done_buf: Vec::new(),
             link_bytes: vec![Bytes(0); nl],
             memo_file: None,
+            next_pg: DATA_PG,
         })
     }
 
@@ -309,7 +313,30 @@ fn legs(t: &Transfer) -> Vec<(NodeId, NodeId, u64)> {
     }
 }
 
+/// The priority group of data without a traffic class (ns-3's HPCC runs use 3).
+const DATA_PG: u8 = 3;
+
+/// Highest traffic class: classes 0..=6 go to priority groups 1..=7 (group 0 is the control
+/// queue, served first).
+pub const MAX_TRAFFIC_CLASS: u8 = 6;
+
 impl Network for PacketNetwork {
+    /// Class `c` goes to priority group `1 + c`: its own egress queue at every switch port and
+    /// its own PFC pause, the queues of a port served round robin (ns-3's `QbbNetDevice`), so
+    /// classes are isolated from each other's pauses and share a link equally, not by strict
+    /// priority.
+    fn submit_in_class(&mut self, t: Transfer, class: u8) -> Result<(), NetError> {
+        if class > MAX_TRAFFIC_CLASS {
+            return Err(NetError::Backend(format!(
+                "traffic class {class}: the packet backend has classes 0..={MAX_TRAFFIC_CLASS}"
+            )));
+        }
+        self.next_pg = 1 + class;
+        let r = self.submit(t);
+        self.next_pg = DATA_PG;
+        r
+    }
+
     fn topology(&self) -> &Topology {
         &self.topo
     }
@@ -351,7 +378,7 @@ impl Network for PacketNetwork {
                     dst: b,
                     size: t.bytes.0,
                     start: t.start,
-                    pg: 3,
+                    pg: self.next_pg,
                     dport: 100,
                     tag: t.id.0,
                     flow_hash: h,
