@@ -1493,13 +1493,13 @@ impl Network for JobNet {
 /// Runs several jobs' engines together on one network: `(job, engine)` pairs, each engine built
 /// on the [`JobNet`] of `shared` for that job (jobs distinct, below [`MAX_JOBS`]). Local events
 /// at one time run engine by engine in order, before the network's; each completion goes to
-/// the job its id names. With one engine this is [`Engine::run`] step for step (the same
+/// the job its id names. With one engine this is [`SystemEngine::run`] step for step (the same
 /// events in the same order).
 ///
 /// # Errors
-/// As [`Engine::run`], from the first job that fails.
+/// As [`SystemEngine::run`], from the first job that fails.
 pub fn run_jobs(
-    jobs: Vec<(usize, Engine<'_>)>,
+    jobs: Vec<(usize, SystemEngine<'_>)>,
     shared: &Rc<RefCell<Box<dyn Network>>>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<EngineRun>, SimError> {
@@ -1513,12 +1513,12 @@ pub fn run_jobs(
         }
         slot[*job] = k;
     }
-    let mut engines: Vec<Engine<'_>> = jobs.into_iter().map(|(_, e)| e).collect();
-    let totals = engines.iter_mut().map(Engine::begin).collect::<Result<Vec<u64>, _>>()?;
+    let mut engines: Vec<SystemEngine<'_>> = jobs.into_iter().map(|(_, e)| e).collect();
+    let totals = engines.iter_mut().map(SystemEngine::begin).collect::<Result<Vec<u64>, _>>()?;
     let total: u64 = totals.iter().sum();
     let mut finished: Vec<(SimTime, Ev)> = Vec::new();
     let mut done: Vec<Completion> = Vec::new();
-    let executed = |es: &[Engine<'_>]| es.iter().map(|e| e.run.nodes_executed).sum::<u64>();
+    let executed = |es: &[SystemEngine<'_>]| es.iter().map(|e| e.run.nodes_executed).sum::<u64>();
     let mut last_report = 0u64;
     let report_every = (total / 200).clamp(1, 65_536);
     progress(0, total);

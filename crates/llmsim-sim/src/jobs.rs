@@ -245,7 +245,7 @@ fn run_set(
             traffic_classes: s.network.traffic_classes,
         };
         let net = Box::new(JobNet::new(shared.clone(), topo.clone(), i));
-        engines.push((i, engine::Engine::new(topo.clone(), net, &j.wl, j.layout, &j.seg_time, eopts)));
+        engines.push((i, engine::SystemEngine::new(topo.clone(), net, &j.wl, j.layout, &j.seg_time, eopts)));
     }
     run_jobs(engines, &shared, progress)
 }
