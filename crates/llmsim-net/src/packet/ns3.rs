@@ -58,6 +58,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "DCTCP_RATE_AI",
     "PFC_OUTPUT_FILE",
     "LINK_DOWN",
+    "LOAD_BALANCE",
     "ENABLE_TRACE",
     "KMAX_MAP",
     "KMIN_MAP",
@@ -266,6 +267,46 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
             "INT_MULTI" => p.int_multi = num_u32()?.max(1),
             "RATE_BOUND" => p.rate_bound = flag()?,
             "ACK_HIGH_PRIO" => p.ack_high_prio = flag()?,
+            // llmsim's extension (not an ns-3 key): `LOAD_BALANCE ecmp | spray | adaptive |
+            // flowlet [gap_us]`. Anything but ecmp routes by the imported graph's shortest-path
+            // rule (every equal-cost next hop, as ns-3's tables hold them) instead of ns-3's
+            // per-flow hash, since ns-3 has no per-packet balancing to match.
+            "LOAD_BALANCE" => {
+                let lb = match (vals.first().copied(), vals.get(1)) {
+                    (Some("ecmp"), None) => crate::packet::lb::LoadBalance::Ecmp,
+                    (Some("spray"), None) => crate::packet::lb::LoadBalance::Spray,
+                    (Some("adaptive"), None) => crate::packet::lb::LoadBalance::Adaptive,
+                    (Some("flowlet"), gap) => {
+                        let us = match gap {
+                            None => 50.0,
+                            Some(g) => g.parse::<f64>().ok().filter(|g| g.is_finite() && *g > 0.0).ok_or_else(|| {
+                                perr(
+                                    file,
+                                    ln,
+                                    format!("LOAD_BALANCE flowlet {g}: the idle gap is a positive number of microseconds, e.g. 50"),
+                                )
+                            })?,
+                        };
+                        crate::packet::lb::LoadBalance::Flowlet {
+                            gap: SimTime::from_us_f64(us),
+                        }
+                    }
+                    _ => {
+                        return Err(perr(
+                            file,
+                            ln,
+                            format!(
+                                "LOAD_BALANCE {}: give ecmp, spray, adaptive or flowlet [gap_us] (an llmsim extension key)",
+                                vals.join(" ")
+                            ),
+                        ));
+                    }
+                };
+                if lb != crate::packet::lb::LoadBalance::Ecmp {
+                    p.routing = PacketRouting::Topology;
+                }
+                p.load_balance = lb;
+            }
             "MULTI_RATE" | "SAMPLE_FEEDBACK" => {
                 if flag()? {
                     return Err(perr(file, ln, format!("{key} 1 is not supported by llmsim's HPCC; use 0")));

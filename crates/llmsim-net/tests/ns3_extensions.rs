@@ -1,7 +1,10 @@
-//! `LINK_DOWN time_us a b` in an ns-3 `config.txt` (issue 32 §2): the cable between nodes `a`
-//! and `b` fails at 2 s + `time_us`, as HPCC's `third.cc` schedules `TakeDownLink`. The routing
-//! tables are computed again without it, the packets on it are lost, and RoCE recovers them:
-//! every flow finishes with its bytes, and nothing crosses the cable afterwards.
+//! ns-3 `config.txt` keys beyond the reference runs (issue 32):
+//! - `LINK_DOWN time_us a b` (§2): the cable between nodes `a` and `b` fails at 2 s +
+//!   `time_us`, as HPCC's `third.cc` schedules `TakeDownLink`. The routing tables are computed
+//!   again without it, the packets on it are lost, and RoCE recovers them: every flow finishes
+//!   with its bytes, and nothing crosses the cable afterwards.
+//! - `LOAD_BALANCE ecmp | spray | adaptive | flowlet [gap_us]` (§1, an llmsim extension):
+//!   spraying spreads each flow's packets over both spines.
 
 use std::path::{Path, PathBuf};
 
@@ -111,5 +114,41 @@ fn link_down_naming_no_cable_is_refused() {
     let dir = experiment_dir("bad", "LINK_DOWN 20 0 7");
     let e = Ns3Experiment::load(&dir.join("config.txt"), 1).err().expect("refused");
     assert!(e.to_string().contains("LINK_DOWN: nodes 0 and 7"), "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The bytes leaf 4 sent up to spine 6 and to spine 7.
+fn uplink_bytes(x: &Ns3Experiment) -> (u64, u64) {
+    let e = &x.engine;
+    let id = |n: u32| (0..8).find(|&i| e.ns3_id(i) == Some(n)).expect("node");
+    let up = |s: u32| {
+        e.topology()
+            .links()
+            .iter()
+            .position(|l| (l.src.0, l.dst.0) == (id(4), id(s)))
+            .map(|i| e.link_tx_bytes(i as u32).unwrap())
+            .unwrap()
+    };
+    (up(6), up(7))
+}
+
+#[test]
+fn load_balance_spray_spreads_every_flow_over_both_spines() {
+    let dir = experiment_dir("spray", "LINK_DOWN 0 0 0\nLOAD_BALANCE spray");
+    let x = run(&dir);
+    let s = x.engine.stats();
+    assert_eq!(s.flows_done, 4, "{s:?}");
+    assert_eq!(s.payload_delivered, 16_000_000);
+    let (a, b) = uplink_bytes(&x);
+    // Round robin per packet over the two spines: each carries half of the 16 MB (and of what
+    // go-back-N resent) within a packet per flow.
+    let diff = a.abs_diff(b) as f64 / (a + b) as f64;
+    assert!(diff < 0.05, "spine 6 {a} B, spine 7 {b} B");
+    for bad in ["LOAD_BALANCE fastest", "LOAD_BALANCE flowlet -3", "LOAD_BALANCE spray 3"] {
+        let d = experiment_dir("lb-bad", bad);
+        let e = Ns3Experiment::load(&d.join("config.txt"), 1).err().expect("refused");
+        assert!(e.to_string().contains("LOAD_BALANCE"), "{bad}: {e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
