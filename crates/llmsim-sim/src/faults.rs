@@ -23,11 +23,11 @@
 use llmsim_core::{Bandwidth, SimTime};
 use llmsim_topo::names::{link_names, random_fabric_cables, resolve_link, resolve_node};
 use llmsim_topo::{TopoError, Topology};
+use llmsim_workload::dag::Layout;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::SimError;
-use crate::engine::Layout;
 
 /// `action:` of a link or switch fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
