@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, nvswitch_hop};
 
@@ -254,18 +254,18 @@ impl RoutingRule for BCubeRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         match t.node(at) {
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
             NodeKind::Switch { .. } => {
                 let l = self.level(at.0);
-                t.ports(at)
+                t.port_hops(at)
                     .get(self.digit(dst.0, l) as usize)
                     .copied()
                     .ok_or_else(|| Self::unreachable(at, dst, "bcube switch port outside the switch"))
             }
             NodeKind::Host => {
-                let ports = t.ports(at);
+                let ports = t.port_hops(at);
                 if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
                     return Ok(ports[0]);
                 }

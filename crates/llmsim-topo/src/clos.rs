@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, port_range_hop, port_range_hops};
 
@@ -360,7 +360,7 @@ impl RoutingRule for ClosRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         port_range_hop(t, at, dst, flow_hash, "clos", |tier| self.choice(at, dst, tier))
     }
 
