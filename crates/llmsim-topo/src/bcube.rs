@@ -168,6 +168,10 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
     let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
     let sw0 = b.add_nodes(NodeKind::Switch { tier: 1 }, switches as u32).0;
     b.reserve_links(2 * num_hosts as usize * (k as usize + 1));
+    let mut pows = [1u32; MAX_LEVELS as usize];
+    for l in 1..MAX_LEVELS as usize {
+        pows[l] = pows[l - 1].saturating_mul(n);
+    }
     let rule = BCubeRule {
         n,
         k,
@@ -175,6 +179,7 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
         hosts: num_hosts,
         per_low: per_low as u32,
         sw0,
+        pows,
     };
     // Hosts in id order: every switch receives its hosts in digit order.
     for h in 0..num_hosts {
@@ -204,13 +209,15 @@ pub struct BCubeRule {
     /// Switches at each level below `k`.
     per_low: u32,
     sw0: u32,
+    /// `n^l` for `l` below [`MAX_LEVELS`] (saturated past `u32`).
+    pows: [u32; MAX_LEVELS as usize],
 }
 
 impl BCubeRule {
     /// `n^l`.
     #[inline]
     fn pow(&self, l: u32) -> u32 {
-        self.n.pow(l)
+        self.pows[l as usize]
     }
 
     /// Digit `l` of host `h`'s address.
@@ -269,14 +276,24 @@ impl RoutingRule for BCubeRule {
                 if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
                     return Ok(ports[0]);
                 }
-                let differ = (0..=self.k).filter(|&l| self.digit(at.0, l) != self.digit(dst.0, l));
-                let count = differ.clone().count();
+                // The levels whose digits differ, lowest first, in one pass of divisions.
+                let mut differ = [0u8; MAX_LEVELS as usize];
+                let mut count = 0;
+                let (mut a, mut d) = (at.0, dst.0);
+                for l in 0..=self.k {
+                    let (da, dd) = if l == self.k { (a, d) } else { (a % self.n, d % self.n) };
+                    if da != dd {
+                        differ[count] = l as u8;
+                        count += 1;
+                    }
+                    a /= self.n;
+                    d /= self.n;
+                }
                 if count == 0 {
                     return Err(Self::unreachable(at, dst, "bcube route to itself"));
                 }
                 let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
-                let l = differ.clone().nth(pick).unwrap_or(0);
-                Ok(ports[Self::nic0(t) + l as usize])
+                Ok(ports[Self::nic0(t) + usize::from(differ[pick])])
             }
         }
     }
