@@ -328,6 +328,7 @@ impl Routing {
         match self {
             Routing::Bfs(rule) => return rule.next_hop(t, at, dst, flow_hash).map(|l| t.hop_over(l)),
             Routing::Rule(rule) => return rule.hop(t, at, dst, flow_hash),
+            Routing::FatTree(r) if at.0 >= r.hosts => return r.hop(t, at, dst, flow_hash),
             _ => {}
         }
         match t.node(at) {
@@ -423,6 +424,46 @@ pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> Hop
 }
 
 impl FatTreeRule {
+    /// [`Routing::hop`] at an NVSwitch or a switch, with the far end computed from the
+    /// addresses (see the port layout on the struct) rather than read beside the link: the next
+    /// hop then does not wait on this hop's load, and the loads of successive hops overlap.
+    #[inline]
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        let h = self.half_k;
+        let (a, d) = (at.0, dst.0);
+        let (port, to) = if a < self.edge0 {
+            // An NVSwitch: its hop ends the route.
+            return nvswitch_hop(t, at, dst);
+        } else if a < self.agg0 {
+            let e = a - self.edge0;
+            let first = e * h;
+            if d / h == e {
+                (d - first, d)
+            } else {
+                let j = t.ecmp_pick(at, flow_hash, h as usize) as u32;
+                (self.hosts.saturating_sub(first).min(h) + j, self.agg0 + (e / h) * h + j)
+            }
+        } else if a < self.core0 {
+            let pod = (a - self.agg0) / h;
+            if d / (h * h) == pod {
+                ((d / h) % h, self.edge0 + d / h)
+            } else {
+                let m = t.ecmp_pick(at, flow_hash, h as usize) as u32;
+                let j = (a - self.agg0) % h;
+                (h + m, self.core0 + j * h + m)
+            }
+        } else {
+            let pod = d / (h * h);
+            (pod, self.agg0 + pod * h + (a - self.core0) / h)
+        };
+        let link = t.port_hops(at)[port as usize];
+        debug_assert_eq!(link.to.0, to, "fat-tree port layout");
+        Ok(Hop {
+            link: link.link,
+            to: NodeId(to),
+        })
+    }
+
     #[inline]
     fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let h = self.half_k;
