@@ -622,6 +622,44 @@ pub fn port_range_hop(
     t.port_hops(at).get(port as usize).copied().ok_or_else(|| outside(at, dst, family))
 }
 
+/// [`port_range_hop`] for a rule that also knows where its ports lead: `choice(tier)` gives
+/// `(first, count, to0, step)`, and port `first + i` leads to node `to0 + i * step`. The far
+/// end is then computed, not read beside the link, so the next hop does not wait on this
+/// hop's load (a debug assertion checks it against the table). Hosts and NVSwitches as in
+/// [`port_range_hop`].
+///
+/// # Errors
+/// As [`port_range_hop`].
+#[inline]
+pub fn port_range_hop_to(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    flow_hash: u64,
+    family: &str,
+    choice: impl FnOnce(u8) -> Result<(u32, u32, u32, u32), TopoError>,
+) -> Result<Hop, TopoError> {
+    let tier = match t.node(at) {
+        NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+        NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+        NodeKind::Switch { tier } => tier,
+    };
+    let (first, count, to0, step) = choice(tier)?;
+    let i = if count == 1 {
+        0
+    } else {
+        t.ecmp_pick(at, flow_hash, count as usize) as u32
+    };
+    let h = t
+        .port_hops(at)
+        .get((first + i) as usize)
+        .copied()
+        .ok_or_else(|| outside(at, dst, family))?;
+    let to = NodeId(to0 + i * step);
+    debug_assert_eq!(h.to, to, "{family} port layout at {at}");
+    Ok(Hop { link: h.link, to })
+}
+
 /// Every next hop [`port_range_hop`] may pick.
 ///
 /// # Errors
