@@ -266,10 +266,26 @@ impl RoutingRule for BCubeRule {
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
             NodeKind::Switch { .. } => {
                 let l = self.level(at.0);
-                t.port_hops(at)
-                    .get(self.digit(dst.0, l) as usize)
+                let v = self.digit(dst.0, l);
+                let h = t
+                    .port_hops(at)
+                    .get(v as usize)
                     .copied()
-                    .ok_or_else(|| Self::unreachable(at, dst, "bcube switch port outside the switch"))
+                    .ok_or_else(|| Self::unreachable(at, dst, "bcube switch port outside the switch"))?;
+                // The far end from the address, so that the next hop need not wait on the load:
+                // the host whose digit `l` is `v` among the switch's hosts (see `switch_of`).
+                let i = at.0 - self.sw0 - l * self.per_low;
+                let nl = self.pow(l);
+                let to = if l == self.k {
+                    v * nl + i
+                } else {
+                    (i / nl) * nl * self.n + v * nl + i % nl
+                };
+                debug_assert_eq!(h.to.0, to, "bcube port layout at {at}");
+                Ok(Hop {
+                    link: h.link,
+                    to: NodeId(to),
+                })
             }
             NodeKind::Host => {
                 let ports = t.port_hops(at);
@@ -293,7 +309,14 @@ impl RoutingRule for BCubeRule {
                     return Err(Self::unreachable(at, dst, "bcube route to itself"));
                 }
                 let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
-                Ok(ports[Self::nic0(t) + usize::from(differ[pick])])
+                let l = differ[pick];
+                let h = ports[Self::nic0(t) + usize::from(l)];
+                let to = self.switch_of(at.0, u32::from(l));
+                debug_assert_eq!(h.to.0, to, "bcube NIC layout at {at}");
+                Ok(Hop {
+                    link: h.link,
+                    to: NodeId(to),
+                })
             }
         }
     }
