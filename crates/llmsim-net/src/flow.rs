@@ -133,6 +133,15 @@ struct RateScratch {
     /// Put every link into the filling heap, not just each flow's tightest private one (the
     /// plain progressive filling, for tests of the fast path).
     plain: bool,
+    /// Per flow slot: when the last filling froze it (a global counter), so that a resumed
+    /// filling replays the freezes below its level in the order a full one makes them.
+    seq: Vec<u64>,
+    next_seq: u64,
+    /// `(freeze order, multiplicity, rate)` of one link's flows frozen below the resume level.
+    prefix: Vec<(u64, f64, f64)>,
+    /// Per flow slot: its current rate (`Flow::rate_bps`), packed for the resumed search,
+    /// which tests the rate of every flow on the links it visits.
+    rate: Vec<f64>,
 }
 
 impl RateScratch {
@@ -185,6 +194,80 @@ impl RateScratch {
         }
     }
 
+    /// [`Self::collect_component`] for a filling resumed at level `r_min`: collects only the
+    /// flows whose rate is `r_min` or more (those below keep their rates, see
+    /// [`FlowNetwork::recompute`]), reached from link `start` over shared links through such
+    /// flows, into `comp_flows`, and into `comp_links` the shared links they cross.
+    fn collect_resumed(&mut self, start: u32, r_min: f64, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
+        let epoch = self.epoch;
+        self.comp_links.clear();
+        self.comp_flows.clear();
+        self.link_mark[start as usize] = epoch;
+        self.bfs.push(start);
+        while let Some(l) = self.bfs.pop() {
+            let on = &link_flows[l as usize];
+            if on.len() > 1 {
+                self.comp_links.push(l);
+            }
+            for &(f, _) in on {
+                if self.flow_mark[f as usize] == epoch || self.rate[f as usize] < r_min {
+                    continue;
+                }
+                self.flow_mark[f as usize] = epoch;
+                self.comp_flows.push(f);
+                let mut private = (f64::INFINITY, u32::MAX);
+                for e in &flows[f as usize].path {
+                    let el = e.link as usize;
+                    if link_flows[el].len() == 1 {
+                        let key = (cap[el] / e.mult, e.link);
+                        if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
+                            private = key;
+                        }
+                    } else if self.link_mark[el] != epoch {
+                        self.link_mark[el] = epoch;
+                        self.bfs.push(e.link);
+                    }
+                }
+                self.private[f as usize] = private;
+            }
+        }
+    }
+
+    /// Progressive filling over the flows [`Self::collect_resumed`] collected, from the state a
+    /// full filling reaches once it has frozen every flow below `r_min`: each shared link's
+    /// remaining capacity and unfrozen weight are its capacity and weight less those flows',
+    /// taken off in the order the fillings that set their rates froze them.
+    fn water_fill_resumed(&mut self, r_min: f64, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], cap: &[f64]) {
+        self.heap.clear();
+        let mut level = 0.0f64;
+        for &l in &self.comp_links {
+            let li = l as usize;
+            let on = &link_flows[li];
+            let mut w: f64 = on.iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum();
+            self.prefix.clear();
+            for &(f, i) in on {
+                let r = self.rate[f as usize];
+                if r < r_min {
+                    self.prefix.push((self.seq[f as usize], flows[f as usize].path[i as usize].mult, r));
+                }
+            }
+            self.prefix.sort_unstable_by_key(|p| p.0);
+            let mut rem = cap[li];
+            for &(_, m, r) in &self.prefix {
+                rem -= m * r;
+                w -= m;
+                level = level.max(r);
+            }
+            self.rem[li] = rem;
+            self.weight[li] = w;
+            self.open[li] = (on.len() - self.prefix.len()) as u32;
+            if self.open[li] > 0 {
+                self.heap.push(Reverse(((rem.max(0.0) / w).to_bits(), l)));
+            }
+        }
+        self.fill(flows, link_flows, level);
+    }
+
     /// Progressive filling over the collected component; leaves rates in `new_rate`.
     ///
     /// The heap holds one entry per unsaturated link, keyed by its share when pushed. Shares only
@@ -206,6 +289,12 @@ impl RateScratch {
             self.open[li] = link_flows[li].len() as u32;
             self.heap.push(Reverse(((cap[li] / w).to_bits(), l)));
         }
+        self.fill(flows, link_flows, 0.0);
+    }
+
+    /// The filling loop of [`Self::water_fill`] from the links already in the heap, the
+    /// collected flows' private links, and `level`.
+    fn fill(&mut self, flows: &[Flow], link_flows: &[Vec<(u32, u32)>], level: f64) {
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
             let (share, l) = self.private[f as usize];
@@ -214,7 +303,7 @@ impl RateScratch {
             }
         }
         // `level` absorbs float noise: the share of a later bottleneck is never below it.
-        let mut level = 0.0f64;
+        let mut level = level;
         while let Some(Reverse((key, l))) = self.heap.pop() {
             let li = l as usize;
             if let [(f, _)] = link_flows[li][..] {
@@ -320,6 +409,8 @@ impl RateScratch {
     #[inline]
     fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow], link_flows: &[Vec<(u32, u32)>]) {
         self.new_rate[fi] = share;
+        self.seq[fi] = self.next_seq;
+        self.next_seq += 1;
         for e in &flows[fi].path {
             let el = e.link as usize;
             if link_flows[el].len() > 1 {
@@ -375,6 +466,12 @@ pub struct FlowNetwork {
     next_priority: u8,
     /// A transfer of a class above 0 was submitted: rates are filled class by class.
     priorities: bool,
+    /// The lowest rate of the flows drained at this timestamp (`INFINITY`: none), and whether
+    /// anything else changed (an arrival, a link change), which needs a full filling.
+    drained_min_rate: f64,
+    full_refill: bool,
+    /// Resume fillings after departures instead of filling whole components again.
+    incremental: bool,
 }
 
 impl FlowNetwork {
@@ -420,6 +517,9 @@ impl FlowNetwork {
             class_load,
             next_priority: 0,
             priorities: false,
+            drained_min_rate: f64::INFINITY,
+            full_refill: false,
+            incremental: true,
         }
     }
 
@@ -472,6 +572,14 @@ impl FlowNetwork {
     #[doc(hidden)]
     pub fn set_plain_filling(&mut self, on: bool) {
         self.scratch.plain = on;
+    }
+
+    /// Turns off resumed fillings after departures ([`FlowNetwork::recompute`]'s incremental
+    /// path): every recomputation fills whole components again (the rates must not change: for
+    /// tests and timing comparisons).
+    #[doc(hidden)]
+    pub fn set_incremental(&mut self, on: bool) {
+        self.incremental = on;
     }
 
     /// What the rate checks found wrong (at most 16 messages).
@@ -572,6 +680,8 @@ impl FlowNetwork {
         self.scratch.flow_mark.push(0);
         self.scratch.new_rate.push(0.0);
         self.scratch.private.push((f64::INFINITY, u32::MAX));
+        self.scratch.seq.push(0);
+        self.scratch.rate.push(0.0);
         self.versions.push(0);
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
@@ -626,6 +736,7 @@ impl FlowNetwork {
             if change == LinkChange::Up {
                 continue;
             }
+            self.full_refill = true;
             // Flows holding the link, and flows not started whose path crosses it.
             let mut touched: Vec<u32> = self.link_flows[link.idx()].iter().map(|&(f, _)| f).collect();
             touched.extend((0..self.flows.len() as u32).filter(|&f| {
@@ -635,6 +746,7 @@ impl FlowNetwork {
                 self.reroute(f);
             }
             self.scratch.dirty.push(link.0);
+            self.full_refill = true;
         }
     }
 
@@ -652,6 +764,7 @@ impl FlowNetwork {
             }
             f.rate_bps = 0.0;
             f.updated_at = now;
+            self.scratch.rate[si] = 0.0;
             for i in 0..self.flows[si].path.len() {
                 let e = self.flows[si].path[i];
                 let list = &mut self.link_flows[e.link as usize];
@@ -775,6 +888,8 @@ impl FlowNetwork {
         f.state = State::Active;
         f.updated_at = now;
         f.rate_bps = 0.0;
+        self.scratch.rate[slot as usize] = 0.0;
+        self.full_refill = true;
         for (i, e) in f.path.iter_mut().enumerate() {
             let list = &mut self.link_flows[e.link as usize];
             e.pos = list.len() as u32;
@@ -788,6 +903,7 @@ impl FlowNetwork {
         self.release_class_load(slot);
         let now = self.now;
         let si = slot as usize;
+        self.drained_min_rate = self.drained_min_rate.min(self.flows[si].rate_bps);
         for i in 0..self.flows[si].path.len() {
             let e = self.flows[si].path[i];
             let list = &mut self.link_flows[e.link as usize];
@@ -802,6 +918,7 @@ impl FlowNetwork {
         f.remaining_bits = 0.0;
         f.rate_bps = 0.0;
         f.updated_at = now;
+        self.scratch.rate[si] = 0.0;
         self.versions[si] = self.versions[si].wrapping_add(1);
         self.active -= 1;
         let at = now.saturating_add(f.latency);
@@ -821,6 +938,7 @@ impl FlowNetwork {
         }
         f.rate_bps = rate;
         f.updated_at = now;
+        self.scratch.rate[slot as usize] = rate;
         let version = self.versions[slot as usize].wrapping_add(1);
         self.versions[slot as usize] = version;
         let drain = if now == f.start && rate == f.solo_rate && f.solo_mult > 0 {
@@ -833,10 +951,21 @@ impl FlowNetwork {
     }
 
     /// Recomputes the rates of every component a dirty link belongs to.
+    ///
+    /// When flows only departed at this timestamp (no arrival, no link change), the filling
+    /// resumes where it reaches the lowest rate `r` of the departed flows: a departed flow's
+    /// links saturate at its rate or above (else it would have frozen lower), and taking it
+    /// away only delays them, so a full filling of the new state freezes exactly the flows below
+    /// `r`, at the same rates and in the same order, before any departed link matters. Those
+    /// keep their rates; only flows at `r` or above, reached from the departed links over
+    /// shared links, are filled again ([`RateScratch::water_fill_resumed`]).
     fn recompute(&mut self) {
+        let r_min = std::mem::replace(&mut self.drained_min_rate, f64::INFINITY);
+        let full = std::mem::replace(&mut self.full_refill, false);
         if self.scratch.dirty.is_empty() {
             return;
         }
+        let resume = self.incremental && !full && !self.scratch.plain && r_min.is_finite() && r_min > 0.0;
         let epoch = self.scratch.next_epoch();
         let mut dirty = std::mem::take(&mut self.scratch.dirty);
         for &d in &dirty {
@@ -851,10 +980,10 @@ impl FlowNetwork {
             {
                 continue;
             }
-            self.stats.rate_recomputations += 1;
             if let [(f, _)] = self.link_flows[di][..] {
                 let flow = &self.flows[f as usize];
                 if flow.path.iter().all(|e| self.link_flows[e.link as usize].len() == 1) {
+                    self.stats.rate_recomputations += 1;
                     for e in &flow.path {
                         self.scratch.link_mark[e.link as usize] = epoch;
                     }
@@ -865,10 +994,25 @@ impl FlowNetwork {
                     continue;
                 }
             }
-            self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
             if self.priorities {
+                // Strict priority between traffic classes: the resumed filling's argument is for
+                // one class; fill the component class by class.
+                self.stats.rate_recomputations += 1;
+                self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
                 self.scratch.water_fill_prio(&self.flows, &self.link_flows, &self.link_cap);
+            } else if resume {
+                self.scratch
+                    .collect_resumed(d, r_min, &self.flows, &self.link_flows, &self.link_cap);
+                // Every flow this link reaches keeps its rate.
+                if self.scratch.comp_flows.is_empty() {
+                    continue;
+                }
+                self.stats.rate_recomputations += 1;
+                self.scratch
+                    .water_fill_resumed(r_min, &self.flows, &self.link_flows, &self.link_cap);
             } else {
+                self.stats.rate_recomputations += 1;
+                self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
                 self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
             }
             self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;

@@ -172,3 +172,94 @@ proptest! {
         prop_assert_eq!(fast, slow);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// Fillings resumed after departures give bit-identical completions to full fillings.
+    #[test]
+    fn resumed_filling_is_bit_identical_to_full(
+        raw in raw_strategy(),
+        topo_kind in 0u8..2,
+        caps in prop::collection::vec(prop_oneof![Just(10u64), Just(25), Just(100), Just(400)], 12),
+    ) {
+        let topo = topo_for(topo_kind, &caps);
+        let ts = transfers(&raw, topo.num_hosts());
+        let mut inc = FlowNetwork::new(topo.clone());
+        inc.set_rate_checks(true);
+        let fast = run(&mut inc, &ts)?;
+        prop_assert!(inc.violations().is_empty(), "rate checks: {:?}", inc.violations());
+        let mut full = FlowNetwork::new(topo.clone());
+        full.set_incremental(false);
+        let slow = run(&mut full, &ts)?;
+        prop_assert_eq!(fast, slow);
+    }
+}
+
+/// An all-to-all with uneven sizes on fat-trees (ECMP collisions give many distinct rates and
+/// completion times in one component), one path per flow and spread over paths: resumed
+/// fillings give the full fillings' completions exactly, pass the max-min checks, and rerate
+/// fewer flows.
+#[test]
+fn resumed_filling_matches_full_on_fat_tree_all_to_all() {
+    use llmsim_net::packet::LoadBalance;
+    use llmsim_topo::generators::{FatTreeParams, fat_tree};
+    use llmsim_topo::{LinkParams, ScaleUp};
+    for (k, g, spread) in [(4u32, 1u32, false), (6, 1, false), (4, 4, false), (4, 1, true)] {
+        let hosts = k * k * k / 4;
+        let su = if g == 1 {
+            ScaleUp::none()
+        } else {
+            ScaleUp {
+                gpus_per_server: g,
+                ..ScaleUp::dgx_h100()
+            }
+        };
+        let l = LinkParams::new(gbps(400), SimTime::from_ns(500));
+        let p = FatTreeParams {
+            k,
+            host_link: l,
+            edge_agg: l,
+            agg_core: l,
+        };
+        let topo = Arc::new(fat_tree(hosts, &p, su, 3).unwrap());
+        let mut ts = Vec::new();
+        for s in 0..hosts {
+            for d in 0..hosts {
+                if s != d {
+                    let id = ts.len() as u64;
+                    let mut t = Transfer::new(
+                        TransferId(id),
+                        NodeId(s),
+                        NodeId(d),
+                        Bytes(100_000 + llmsim_core::mix64(id) % 50_000),
+                        SimTime::from_ns(llmsim_core::mix64(id ^ 7) % 3 * 1000),
+                    );
+                    t.flow_hash = llmsim_core::mix64(id ^ 99);
+                    ts.push(t);
+                }
+            }
+        }
+        let go = |incremental: bool| {
+            let mut n = FlowNetwork::new(topo.clone());
+            n.set_incremental(incremental);
+            // The max-min certificate after every recomputation (O(active flows) each).
+            n.set_rate_checks(incremental);
+            if spread {
+                n.set_load_balance(LoadBalance::Spray);
+            }
+            let done = llmsim_net::run_all(&mut n, ts.clone()).unwrap();
+            assert!(n.violations().is_empty(), "k={k} g={g}: {:?}", n.violations());
+            (done, n.stats().flows_rerated)
+        };
+        let (inc, inc_rerated) = go(true);
+        let (full, full_rerated) = go(false);
+        assert_eq!(inc.len(), ts.len());
+        assert_eq!(inc, full, "k={k} g={g} spread={spread}");
+        assert!(
+            inc_rerated < full_rerated,
+            "k={k} g={g}: {inc_rerated} vs {full_rerated} flows rerated"
+        );
+        println!("k={k} g={g} spread={spread}: flows rerated {inc_rerated} resumed vs {full_rerated} full");
+    }
+}

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, nvswitch_hop};
 
@@ -168,6 +168,10 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
     let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
     let sw0 = b.add_nodes(NodeKind::Switch { tier: 1 }, switches as u32).0;
     b.reserve_links(2 * num_hosts as usize * (k as usize + 1));
+    let mut pows = [1u32; MAX_LEVELS as usize];
+    for l in 1..MAX_LEVELS as usize {
+        pows[l] = pows[l - 1].saturating_mul(n);
+    }
     let rule = BCubeRule {
         n,
         k,
@@ -175,6 +179,7 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
         hosts: num_hosts,
         per_low: per_low as u32,
         sw0,
+        pows,
     };
     // Hosts in id order: every switch receives its hosts in digit order.
     for h in 0..num_hosts {
@@ -204,13 +209,15 @@ pub struct BCubeRule {
     /// Switches at each level below `k`.
     per_low: u32,
     sw0: u32,
+    /// `n^l` for `l` below [`MAX_LEVELS`] (saturated past `u32`).
+    pows: [u32; MAX_LEVELS as usize],
 }
 
 impl BCubeRule {
     /// `n^l`.
     #[inline]
     fn pow(&self, l: u32) -> u32 {
-        self.n.pow(l)
+        self.pows[l as usize]
     }
 
     /// Digit `l` of host `h`'s address.
@@ -254,29 +261,62 @@ impl RoutingRule for BCubeRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         match t.node(at) {
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
             NodeKind::Switch { .. } => {
                 let l = self.level(at.0);
-                t.ports(at)
-                    .get(self.digit(dst.0, l) as usize)
+                let v = self.digit(dst.0, l);
+                let h = t
+                    .port_hops(at)
+                    .get(v as usize)
                     .copied()
-                    .ok_or_else(|| Self::unreachable(at, dst, "bcube switch port outside the switch"))
+                    .ok_or_else(|| Self::unreachable(at, dst, "bcube switch port outside the switch"))?;
+                // The far end from the address, so that the next hop need not wait on the load:
+                // the host whose digit `l` is `v` among the switch's hosts (see `switch_of`).
+                let i = at.0 - self.sw0 - l * self.per_low;
+                let nl = self.pow(l);
+                let to = if l == self.k {
+                    v * nl + i
+                } else {
+                    (i / nl) * nl * self.n + v * nl + i % nl
+                };
+                debug_assert_eq!(h.to.0, to, "bcube port layout at {at}");
+                Ok(Hop {
+                    link: h.link,
+                    to: NodeId(to),
+                })
             }
             NodeKind::Host => {
-                let ports = t.ports(at);
+                let ports = t.port_hops(at);
                 if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
                     return Ok(ports[0]);
                 }
-                let differ = (0..=self.k).filter(|&l| self.digit(at.0, l) != self.digit(dst.0, l));
-                let count = differ.clone().count();
+                // The levels whose digits differ, lowest first, in one pass of divisions.
+                let mut differ = [0u8; MAX_LEVELS as usize];
+                let mut count = 0;
+                let (mut a, mut d) = (at.0, dst.0);
+                for l in 0..=self.k {
+                    let (da, dd) = if l == self.k { (a, d) } else { (a % self.n, d % self.n) };
+                    if da != dd {
+                        differ[count] = l as u8;
+                        count += 1;
+                    }
+                    a /= self.n;
+                    d /= self.n;
+                }
                 if count == 0 {
                     return Err(Self::unreachable(at, dst, "bcube route to itself"));
                 }
                 let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
-                let l = differ.clone().nth(pick).unwrap_or(0);
-                Ok(ports[Self::nic0(t) + l as usize])
+                let l = differ[pick];
+                let h = ports[Self::nic0(t) + usize::from(l)];
+                let to = self.switch_of(at.0, u32::from(l));
+                debug_assert_eq!(h.to.0, to, "bcube NIC layout at {at}");
+                Ok(Hop {
+                    link: h.link,
+                    to: NodeId(to),
+                })
             }
         }
     }

@@ -33,9 +33,9 @@ use serde::{Deserialize, Serialize};
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, port_range_hop, port_range_hops};
+use crate::routing::{Routing, port_range_hop_to, port_range_hops};
 
 /// Most tiers a Clos may have.
 pub const MAX_TIERS: usize = 8;
@@ -346,6 +346,34 @@ impl ClosRule {
     }
 }
 
+impl ClosRule {
+    /// [`Self::choice`] with where the ports lead, for [`port_range_hop_to`]: `(first, count,
+    /// to0, step)`, port `first + i` leading to node `to0 + i * step` (module doc's labels: the
+    /// child `x_i` of switch `(X; Y)` is `(X * m_i + x_i; Y / w_i)`, its parent `y_{i+1}` is
+    /// `(X / m_{i+1}; Y * w_{i+1} + y_{i+1})`).
+    #[inline]
+    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<(u32, u32, u32, u32), TopoError> {
+        let (first, count) = self.choice(at, dst, tier)?;
+        let i = usize::from(tier);
+        let s = at.0 - self.first[i - 1];
+        let (x, y) = (s / self.w_upto[i], s % self.w_upto[i]);
+        let (to0, step) = if dst.0 / self.m_below[i] == x {
+            if i == 1 {
+                (dst.0, 0)
+            } else {
+                let xc = dst.0 / self.m_below[i - 1] % self.down[i - 1];
+                (
+                    self.first[i - 2] + (x * self.down[i - 1] + xc) * self.w_upto[i - 1] + y / self.up[i - 2],
+                    0,
+                )
+            }
+        } else {
+            (self.first[i] + (x / self.down[i]) * self.w_upto[i + 1] + y * self.up[i - 1], 1)
+        };
+        Ok((first, count, to0, step))
+    }
+}
+
 fn unreachable(at: NodeId, dst: NodeId, reason: &str) -> TopoError {
     TopoError::Unreachable {
         src: at,
@@ -360,8 +388,8 @@ impl RoutingRule for ClosRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-        port_range_hop(t, at, dst, flow_hash, "clos", |tier| self.choice(at, dst, tier))
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        port_range_hop_to(t, at, dst, flow_hash, "clos", |tier| self.choice_to(at, dst, tier))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {

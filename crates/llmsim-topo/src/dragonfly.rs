@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, host_hop, host_hops, nvswitch_hop};
 
@@ -435,9 +435,9 @@ impl DragonflyRule {
 
     /// Next hop at router `at`, minimal or Valiant between groups.
     #[inline]
-    fn router_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<LinkId, TopoError> {
+    fn router_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
         let me = at.0 - self.router0;
-        let ports = t.ports(at);
+        let ports = t.port_hops(at);
         let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
         match self.target(me, dst, valiant, flow_hash) {
             Target::Host(p) => Ok(ports[p]),
@@ -463,7 +463,7 @@ impl DragonflyRule {
         }
     }
 
-    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<LinkId, TopoError> {
+    fn hop_via(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
         match t.node(at) {
             NodeKind::Host => host_hop(t, at, dst, flow_hash),
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
@@ -482,8 +482,8 @@ impl RoutingRule for DragonflyRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-        self.hop(t, at, dst, flow_hash, (self.routing == DragonflyRouting::Valiant).then_some(0))
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        self.hop_via(t, at, dst, flow_hash, (self.routing == DragonflyRouting::Valiant).then_some(0))
     }
 
     /// The minimal rule's equal-cost hops, whatever the routing: Valiant's choice lives in the
@@ -492,7 +492,7 @@ impl RoutingRule for DragonflyRule {
         match t.node(at) {
             NodeKind::Host => return host_hops(t, at, dst, out),
             NodeKind::NvSwitch => {
-                out.push(nvswitch_hop(t, at, dst)?);
+                out.push(nvswitch_hop(t, at, dst)?.link);
                 return Ok(());
             }
             NodeKind::Switch { .. } => {}
@@ -529,11 +529,11 @@ impl RoutingRule for DragonflyRule {
         }
     }
 
-    fn next_hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, class: u32) -> Result<LinkId, TopoError> {
+    fn hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, class: u32) -> Result<Hop, TopoError> {
         if self.routing == DragonflyRouting::Ugal {
-            self.hop(t, at, dst, flow_hash, class.checked_sub(1).map(u64::from))
+            self.hop_via(t, at, dst, flow_hash, class.checked_sub(1).map(u64::from))
         } else {
-            self.next_hop(t, at, dst, flow_hash)
+            self.hop(t, at, dst, flow_hash)
         }
     }
     fn diameter(&self, t: &Topology) -> Option<u32> {

@@ -21,20 +21,30 @@ use llmsim_core::{Bandwidth, LinkId, NodeId};
 use llmsim_core::FieldError;
 
 use crate::TopoError;
-use crate::graph::{ScaleUp, Topology};
+use crate::graph::{Hop, ScaleUp, Topology};
 
 /// A topology family's routing rule. Implementations hold O(1) parameters (node-id offsets,
-/// sizes) and must not allocate in [`RoutingRule::next_hop`].
+/// sizes) and must not allocate in [`RoutingRule::hop`].
 pub trait RoutingRule: Send + Sync + Debug {
     /// Short name for reports, e.g. `"torus dimension-order"`.
     fn name(&self) -> &'static str;
 
-    /// The outgoing link `at` forwards a packet of flow `flow_hash` on, toward host `dst`. Called
-    /// for every node kind (host, NVSwitch, switch); `dst` is a host and `at != dst`.
+    /// The outgoing link `at` forwards a packet of flow `flow_hash` on, toward host `dst`, with
+    /// the node it leads to: an entry of [`Topology::port_hops`]. Called for every node kind
+    /// (host, NVSwitch, switch); `dst` is a host and `at != dst`.
     ///
     /// # Errors
     /// `TopoError::Unreachable` when the rule has no way to `dst` from `at`.
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError>;
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError>;
+
+    /// The link of [`RoutingRule::hop`].
+    ///
+    /// # Errors
+    /// As [`RoutingRule::hop`].
+    #[inline]
+    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        self.hop(t, at, dst, flow_hash).map(|h| h.link)
+    }
 
     /// Appends to `out` every next hop the rule allows at `at` toward `dst`, the candidates
     /// [`RoutingRule::next_hop`] picks among by the flow hash, in port order. Default: the one
@@ -70,13 +80,13 @@ pub trait RoutingRule: Send + Sync + Debug {
         1
     }
 
-    /// [`RoutingRule::next_hop`] restricted to route class `class` (below
-    /// [`RoutingRule::route_classes`]). Default: `next_hop`.
+    /// [`RoutingRule::hop`] restricted to route class `class` (below
+    /// [`RoutingRule::route_classes`]). Default: `hop`.
     ///
     /// # Errors
-    /// As [`RoutingRule::next_hop`].
-    fn next_hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, _class: u32) -> Result<LinkId, TopoError> {
-        self.next_hop(t, at, dst, flow_hash)
+    /// As [`RoutingRule::hop`].
+    fn hop_in_class(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, _class: u32) -> Result<Hop, TopoError> {
+        self.hop(t, at, dst, flow_hash)
     }
 
     /// Whether hosts relay traffic for others (server-centric fabrics such as BCube). The packet

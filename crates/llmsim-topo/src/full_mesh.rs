@@ -22,13 +22,13 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
+use llmsim_core::{Bandwidth, FieldError, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text, grid_routers, grid_shape};
 use crate::generators::{check_hosts, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
 use crate::routing::{Routing, host_hop, nvswitch_hop};
 
@@ -183,7 +183,7 @@ impl RoutingRule for FullMeshRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         match t.node(at) {
             NodeKind::Host => return host_hop(t, at, dst, flow_hash),
             NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
@@ -191,7 +191,7 @@ impl RoutingRule for FullMeshRule {
         }
         let r = at.0 - self.router0;
         let dr = dst.0 / self.hosts_per_router;
-        let ports = t.ports(at);
+        let ports = t.port_hops(at);
         if r == dr {
             return Ok(ports[(dst.0 - r * self.hosts_per_router) as usize]);
         }

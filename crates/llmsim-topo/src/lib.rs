@@ -20,7 +20,7 @@ pub mod torus;
 
 pub use error::TopoError;
 pub use family::{FamilySpec, RoutingRule};
-pub use graph::{Link, LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
+pub use graph::{Hop, Link, LinkKind, LinkParams, NodeKind, ScaleUp, Topology, TopologyBuilder};
 pub use routing::Routing;
 pub use spec::{LinkSpec, TopologySpec};
 pub use summary::{CostProxies, TopologySummary};

@@ -16,13 +16,13 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
+use llmsim_core::{Bandwidth, FieldError, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{SpineCount, check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
 use crate::routing::{Routing, up};
 
@@ -170,9 +170,9 @@ impl RoutingRule for RailOnlyRule {
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         let g = self.rails;
-        let ports = t.ports(at);
+        let ports = t.port_hops(at);
         let d_server = dst.0 / g;
         match t.node(at) {
             NodeKind::Host => {

@@ -27,7 +27,7 @@ use llmsim_core::{LinkId, NodeId};
 
 use crate::TopoError;
 use crate::family::RoutingRule;
-use crate::graph::{LinkKind, NodeKind, Topology};
+use crate::graph::{Hop, LinkKind, NodeKind, Topology};
 
 /// The rule a topology routes by. Every variant except `Bfs` holds O(1) parameters.
 #[derive(Clone, Debug)]
@@ -310,13 +310,25 @@ impl BfsRule {
 }
 
 impl Routing {
+    /// The link `at` forwards flow `flow_hash` on toward host `dst`.
+    ///
     /// # Errors
     /// `TopoError::Unreachable` when `dst` cannot be reached from `at` under this rule.
     #[inline]
     pub fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
+        self.hop(t, at, dst, flow_hash).map(|h| h.link)
+    }
+
+    /// [`Routing::next_hop`] with the node the link leads to.
+    ///
+    /// # Errors
+    /// As [`Routing::next_hop`].
+    #[inline]
+    pub fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         match self {
-            Routing::Bfs(rule) => return rule.next_hop(t, at, dst, flow_hash),
-            Routing::Rule(rule) => return rule.next_hop(t, at, dst, flow_hash),
+            Routing::Bfs(rule) => return rule.next_hop(t, at, dst, flow_hash).map(|l| t.hop_over(l)),
+            Routing::Rule(rule) => return rule.hop(t, at, dst, flow_hash),
+            Routing::FatTree(r) if at.0 >= r.hosts => return r.hop(t, at, dst, flow_hash),
             _ => {}
         }
         match t.node(at) {
@@ -352,7 +364,7 @@ impl Routing {
         }
         match t.node(at) {
             NodeKind::Host => host_hops(t, at, dst, out)?,
-            NodeKind::NvSwitch => out.push(nvswitch_hop(t, at, dst)?),
+            NodeKind::NvSwitch => out.push(nvswitch_hop(t, at, dst)?.link),
             NodeKind::Switch { .. } => self.switch_choice(at, dst).all(t, at, out),
         }
         Ok(())
@@ -389,9 +401,9 @@ enum Choice {
 
 impl Choice {
     #[inline]
-    fn pick(self, t: &Topology, at: NodeId, flow_hash: u64) -> LinkId {
+    fn pick(self, t: &Topology, at: NodeId, flow_hash: u64) -> Hop {
         match self {
-            Choice::Port(i) => t.ports(at)[i as usize],
+            Choice::Port(i) => t.port_hops(at)[i as usize],
             Choice::Up(first) => up(t, at, first, flow_hash),
         }
     }
@@ -406,12 +418,52 @@ impl Choice {
 
 /// Uplink choice: ECMP over `ports[first_up..]`.
 #[inline]
-pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> LinkId {
-    let ups = &t.ports(at)[first_up as usize..];
+pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> Hop {
+    let ups = &t.port_hops(at)[first_up as usize..];
     ups[t.ecmp_pick(at, flow_hash, ups.len())]
 }
 
 impl FatTreeRule {
+    /// [`Routing::hop`] at an NVSwitch or a switch, with the far end computed from the
+    /// addresses (see the port layout on the struct) rather than read beside the link: the next
+    /// hop then does not wait on this hop's load, and the loads of successive hops overlap.
+    #[inline]
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        let h = self.half_k;
+        let (a, d) = (at.0, dst.0);
+        let (port, to) = if a < self.edge0 {
+            // An NVSwitch: its hop ends the route.
+            return nvswitch_hop(t, at, dst);
+        } else if a < self.agg0 {
+            let e = a - self.edge0;
+            let first = e * h;
+            if d / h == e {
+                (d - first, d)
+            } else {
+                let j = t.ecmp_pick(at, flow_hash, h as usize) as u32;
+                (self.hosts.saturating_sub(first).min(h) + j, self.agg0 + (e / h) * h + j)
+            }
+        } else if a < self.core0 {
+            let pod = (a - self.agg0) / h;
+            if d / (h * h) == pod {
+                ((d / h) % h, self.edge0 + d / h)
+            } else {
+                let m = t.ecmp_pick(at, flow_hash, h as usize) as u32;
+                let j = (a - self.agg0) % h;
+                (h + m, self.core0 + j * h + m)
+            }
+        } else {
+            let pod = d / (h * h);
+            (pod, self.agg0 + pod * h + (a - self.core0) / h)
+        };
+        let link = t.port_hops(at)[port as usize];
+        debug_assert_eq!(link.to.0, to, "fat-tree port layout");
+        Ok(Hop {
+            link: link.link,
+            to: NodeId(to),
+        })
+    }
+
     #[inline]
     fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let h = self.half_k;
@@ -481,8 +533,8 @@ impl RailRule {
 /// # Errors
 /// [`TopoError::Unreachable`] when the host has no NIC.
 #[inline]
-pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-    let ports = t.ports(at);
+pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+    let ports = t.port_hops(at);
     let g = t.gpus_per_server();
     if g > 1 && t.server_of(at) == t.server_of(dst) {
         return Ok(ports[0]);
@@ -527,10 +579,10 @@ pub fn host_hops(t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -
 /// # Errors
 /// [`TopoError::Unreachable`] when `dst` is a GPU of another server.
 #[inline]
-pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<LinkId, TopoError> {
-    let ports = t.ports(at);
+pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<Hop, TopoError> {
+    let ports = t.port_hops(at);
     let l = ports[t.local_rank(dst) as usize];
-    if t.link(l).dst != dst {
+    if l.to != dst {
         return Err(TopoError::Unreachable {
             src: at,
             dst,
@@ -555,7 +607,7 @@ pub fn port_range_hop(
     flow_hash: u64,
     family: &str,
     choice: impl FnOnce(u8) -> Result<(u32, u32), TopoError>,
-) -> Result<LinkId, TopoError> {
+) -> Result<Hop, TopoError> {
     let tier = match t.node(at) {
         NodeKind::Host => return host_hop(t, at, dst, flow_hash),
         NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
@@ -567,7 +619,45 @@ pub fn port_range_hop(
     } else {
         first + t.ecmp_pick(at, flow_hash, count as usize) as u32
     };
-    t.ports(at).get(port as usize).copied().ok_or_else(|| outside(at, dst, family))
+    t.port_hops(at).get(port as usize).copied().ok_or_else(|| outside(at, dst, family))
+}
+
+/// [`port_range_hop`] for a rule that also knows where its ports lead: `choice(tier)` gives
+/// `(first, count, to0, step)`, and port `first + i` leads to node `to0 + i * step`. The far
+/// end is then computed, not read beside the link, so the next hop does not wait on this
+/// hop's load (a debug assertion checks it against the table). Hosts and NVSwitches as in
+/// [`port_range_hop`].
+///
+/// # Errors
+/// As [`port_range_hop`].
+#[inline]
+pub fn port_range_hop_to(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    flow_hash: u64,
+    family: &str,
+    choice: impl FnOnce(u8) -> Result<(u32, u32, u32, u32), TopoError>,
+) -> Result<Hop, TopoError> {
+    let tier = match t.node(at) {
+        NodeKind::Host => return host_hop(t, at, dst, flow_hash),
+        NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
+        NodeKind::Switch { tier } => tier,
+    };
+    let (first, count, to0, step) = choice(tier)?;
+    let i = if count == 1 {
+        0
+    } else {
+        t.ecmp_pick(at, flow_hash, count as usize) as u32
+    };
+    let h = t
+        .port_hops(at)
+        .get((first + i) as usize)
+        .copied()
+        .ok_or_else(|| outside(at, dst, family))?;
+    let to = NodeId(to0 + i * step);
+    debug_assert_eq!(h.to, to, "{family} port layout at {at}");
+    Ok(Hop { link: h.link, to })
 }
 
 /// Every next hop [`port_range_hop`] may pick.
@@ -585,7 +675,7 @@ pub fn port_range_hops(
     let tier = match t.node(at) {
         NodeKind::Host => return host_hops(t, at, dst, out),
         NodeKind::NvSwitch => {
-            out.push(nvswitch_hop(t, at, dst)?);
+            out.push(nvswitch_hop(t, at, dst)?.link);
             return Ok(());
         }
         NodeKind::Switch { tier } => tier,

@@ -40,9 +40,9 @@ use serde::{Deserialize, Serialize};
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
-use crate::graph::{LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
+use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, port_range_hop, port_range_hops};
+use crate::routing::{Routing, port_range_hop_to, port_range_hops};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -319,14 +319,48 @@ impl ThreeTierRule {
     }
 }
 
+impl ThreeTierRule {
+    /// [`Self::choice`] with where the ports lead, for [`port_range_hop_to`]: `(first, count,
+    /// to0, step)`, port `first + i` leading to node `to0 + i * step` (module doc's layout).
+    #[inline]
+    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<(u32, u32, u32, u32), TopoError> {
+        let (first, count) = self.choice(at, dst, tier)?;
+        let g = self.rails;
+        let (d_server, d_rail) = (dst.0 / g, dst.0 % g);
+        let d_seg = d_server / self.servers_per_segment;
+        let d_pod = d_seg / self.segments_per_pod;
+        let (to0, step) = match tier {
+            1 => {
+                let l = (at.0 - self.leaf0) / self.sides;
+                let seg = l / g;
+                if d_seg == seg && d_rail == l % g {
+                    (dst.0, 0)
+                } else {
+                    (self.spine0 + seg / self.segments_per_pod * self.spines, 1)
+                }
+            }
+            2 => {
+                let pod = (at.0 - self.spine0) / self.spines;
+                if d_pod == pod {
+                    (self.leaf0 + (d_seg * g + d_rail) * self.sides, 1)
+                } else {
+                    (self.core0 + (at.0 - self.spine0) % self.spines * self.core_uplinks, 1)
+                }
+            }
+            _ => (self.spine0 + d_pod * self.spines + (at.0 - self.core0) / self.core_uplinks, 0),
+        };
+        Ok((first, count, to0, step))
+    }
+}
+
 impl RoutingRule for ThreeTierRule {
     fn name(&self) -> &'static str {
         "three-tier up-down"
     }
 
     #[inline]
-    fn next_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<LinkId, TopoError> {
-        port_range_hop(t, at, dst, flow_hash, "three-tier", |tier| self.choice(at, dst, tier))
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        port_range_hop_to(t, at, dst, flow_hash, "three-tier", |tier| self.choice_to(at, dst, tier))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
