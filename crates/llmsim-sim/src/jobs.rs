@@ -300,18 +300,7 @@ pub(crate) fn simulate_jobs(
     if jobs.len() > 1 {
         est.seconds *= 2.0;
     }
-    if s.output.flows {
-        est = est.with_flow_records();
-    }
-    if let Some(f) = opts.on_estimate {
-        f(&est);
-    }
-    if !opts.ignore_memory_estimate
-        && let Some(available) = estimate::available_memory()
-        && est.memory_bytes > available
-    {
-        return Err(SimError::TooLarge { estimate: est, available });
-    }
+    crate::run::check_estimate(est, s, opts)?;
     let (topo, su, plan) = cluster_setup(s, gpu, total, shared)?;
     let cluster = (su, plan);
     let all: Vec<usize> = (0..jobs.len()).collect();

@@ -221,18 +221,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     if mirrored && !may_unfold {
         est = est.with_mirrored_p2p(layout.dp);
     }
-    if s.output.flows {
-        est = est.with_flow_records();
-    }
-    if let Some(f) = opts.on_estimate {
-        f(&est);
-    }
-    if !opts.ignore_memory_estimate
-        && let Some(available) = estimate::available_memory()
-        && est.memory_bytes > available
-    {
-        return Err(SimError::TooLarge { estimate: est, available });
-    }
+    check_estimate(est, s, opts)?;
     // Topology.
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
@@ -366,4 +355,26 @@ pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
         seg_time,
         info,
     })
+}
+
+/// Finishes a run's estimate (flow records when `output.flows`), hands it to
+/// `opts.on_estimate`, and refuses the run when it needs more memory than the machine has
+/// (unless `opts.ignore_memory_estimate`).
+///
+/// # Errors
+/// `SimError::TooLarge` with the estimate and the memory available.
+pub(crate) fn check_estimate(mut est: estimate::Estimate, s: &Scenario, opts: &RunOptions) -> Result<(), SimError> {
+    if s.output.flows {
+        est = est.with_flow_records();
+    }
+    if let Some(f) = opts.on_estimate {
+        f(&est);
+    }
+    if !opts.ignore_memory_estimate
+        && let Some(available) = estimate::available_memory()
+        && est.memory_bytes > available
+    {
+        return Err(SimError::TooLarge { estimate: est, available });
+    }
+    Ok(())
 }

@@ -201,21 +201,26 @@ fn a_switch_down_is_routed_around_and_down_then_up_is_no_fault() {
     assert_eq!(o.engine.net, base.engine.net);
 }
 
-/// The packet backend: a link failing during the run loses its packets and RoCE recovers them;
-/// every transfer completes with its bytes, also when the link comes back later.
-#[test]
-fn packet_backend_recovers_a_link_failing_during_the_run() {
-    const TINY: &str = "
+/// Data parallel over 8 GPUs, one per server, 2 leaves of 4 under 2 spines (the DP ring
+/// crosses the spines), on the packet backend.
+const TINY_PACKET: &str = "
 model: { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 1024, vocab_size: 128, gated_mlp: false }
 training: { seq_length: 256, micro_batch_size: 1, global_batch_size: 8 }
 parallel: { tp: 1, pp: 1 }
 cluster: { gpu: H100, gpus: 8, gpus_per_node: 1, topology: { kind: spine-leaf, hosts_per_leaf: 4, spines: 2 } }
 network: { backend: packet }
 ";
-    let sc = |sets: &[&str]| {
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        Scenario::from_yaml(TINY, &sets, Path::new(".")).expect("valid scenario")
-    };
+
+fn tiny_packet(sets: &[&str]) -> Scenario {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Scenario::from_yaml(TINY_PACKET, &sets, Path::new(".")).expect("valid scenario")
+}
+
+/// The packet backend: a link failing during the run loses its packets and RoCE recovers them;
+/// every transfer completes with its bytes, also when the link comes back later.
+#[test]
+fn packet_backend_recovers_a_link_failing_during_the_run() {
+    let sc = tiny_packet;
     let base = run(&sc(&[]), RunOptions::default()).expect("baseline");
     // leaf0-spine0 fails at 90% of the iteration, while the gradients' all-reduce crosses it.
     let end = base.report.iteration_time_s;
@@ -252,23 +257,11 @@ network: { backend: packet }
 }
 
 /// The packet backend's other link changes: a lossy link (from the start and during the run)
-/// drops packets and RoCE recovers every byte, tail losses included; a link whose bandwidth
-/// drops during the run slows the iteration; a bandwidth change to the same rate changes
-/// nothing.
+/// drops packets and RoCE recovers every byte, tail losses included; links whose bandwidth
+/// drops during the run slow the iteration.
 #[test]
 fn packet_backend_lossy_and_degraded_links() {
-    // 8 GPUs, one per server, 2 leaves of 4 under 2 spines: the DP ring crosses the spines.
-    const TINY: &str = "
-model: { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 1024, vocab_size: 128, gated_mlp: false }
-training: { seq_length: 256, micro_batch_size: 1, global_batch_size: 8 }
-parallel: { tp: 1, pp: 1 }
-cluster: { gpu: H100, gpus: 8, gpus_per_node: 1, topology: { kind: spine-leaf, hosts_per_leaf: 4, spines: 2 } }
-network: { backend: packet }
-";
-    let sc = |sets: &[&str]| {
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        Scenario::from_yaml(TINY, &sets, Path::new(".")).expect("valid scenario")
-    };
+    let sc = tiny_packet;
     let base = run(&sc(&[]), RunOptions::default()).expect("baseline");
     let end = base.report.iteration_time_s;
     let a = &base.engine.net;
