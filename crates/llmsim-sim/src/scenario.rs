@@ -317,20 +317,8 @@ impl std::fmt::Display for Backend {
     }
 }
 
-/// `network.load_balance`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum LoadBalanceSpec {
-    /// One path per flow by its hash (ns-3's ECMP). Default.
-    #[default]
-    Ecmp,
-    /// Per packet, round robin over the flow's equal-cost paths.
-    Spray,
-    /// A new path after the flow has been idle for `flowlet_gap`.
-    Flowlet,
-    /// Per packet, the path whose first switch egress queue holds the fewest bytes.
-    Adaptive,
-}
+/// `network.load_balance`: the packet backend's policy, defined once in `llmsim-net`.
+pub use llmsim_net::packet::LoadBalanceKind as LoadBalanceSpec;
 
 /// `network.transport`: what the packet backend's hosts run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -668,14 +656,9 @@ impl NetworkSpec {
     /// `load_balance` and `flowlet_gap` as the engines take them.
     #[must_use]
     pub fn load_balance(&self) -> llmsim_net::packet::LoadBalance {
-        match self.load_balance.unwrap_or_default() {
-            LoadBalanceSpec::Ecmp => llmsim_net::packet::LoadBalance::Ecmp,
-            LoadBalanceSpec::Spray => llmsim_net::packet::LoadBalance::Spray,
-            LoadBalanceSpec::Flowlet => llmsim_net::packet::LoadBalance::Flowlet {
-                gap: self.flowlet_gap.unwrap_or(SimTime::from_us(100)),
-            },
-            LoadBalanceSpec::Adaptive => llmsim_net::packet::LoadBalance::Adaptive,
-        }
+        self.load_balance
+            .unwrap_or_default()
+            .with_gap(self.flowlet_gap.unwrap_or(SimTime::from_us(100)))
     }
 
     /// The fast-forward knobs a packet run uses: the written ones, or the implicit default where

@@ -5,7 +5,7 @@
 use llmsim_core::SimTime;
 
 pub use super::cc::CcMode;
-pub use super::lb::LoadBalance;
+pub use super::lb::{LoadBalance, LoadBalanceKind};
 pub use super::transport::{DropPolicy, TcpCc, TcpConfig, Transport, UetConfig};
 
 /// ECN marking thresholds for ports of one bit rate (`KMIN_MAP`/`KMAX_MAP`/`PMAX_MAP`).

@@ -37,15 +37,73 @@ pub enum LoadBalance {
     Adaptive,
 }
 
-impl LoadBalance {
-    /// Its name in scenarios (`ecmp | spray | flowlet | adaptive`).
+/// A policy without its parameters: the word a scenario's `network.load_balance` (with
+/// `network.flowlet_gap`) and ns-3's `LOAD_BALANCE` key take. The one definition both use; a new
+/// policy is a variant here and in `LoadBalance`, with its arm in `lb::pick`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadBalanceKind {
+    /// One path per flow by its hash (ns-3's ECMP). Default.
+    #[default]
+    Ecmp,
+    /// Per packet, round robin over the flow's equal-cost paths.
+    Spray,
+    /// A new path after the flow has been idle for `flowlet_gap`.
+    Flowlet,
+    /// Per packet, the path whose first switch egress queue holds the fewest bytes.
+    Adaptive,
+}
+
+impl LoadBalanceKind {
+    /// Every policy, in the order of the docs.
+    pub const ALL: [LoadBalanceKind; 4] = [
+        LoadBalanceKind::Ecmp,
+        LoadBalanceKind::Spray,
+        LoadBalanceKind::Flowlet,
+        LoadBalanceKind::Adaptive,
+    ];
+
+    /// Its name (`ecmp | spray | flowlet | adaptive`).
     pub fn name(self) -> &'static str {
         match self {
-            LoadBalance::Ecmp => "ecmp",
-            LoadBalance::Spray => "spray",
-            LoadBalance::Flowlet { .. } => "flowlet",
-            LoadBalance::Adaptive => "adaptive",
+            LoadBalanceKind::Ecmp => "ecmp",
+            LoadBalanceKind::Spray => "spray",
+            LoadBalanceKind::Flowlet => "flowlet",
+            LoadBalanceKind::Adaptive => "adaptive",
         }
+    }
+
+    /// The policy named `name`, if any.
+    pub fn from_name(name: &str) -> Option<LoadBalanceKind> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The policy with its parameters: `flowlet_gap` is a flowlet's idle gap (unused by the
+    /// others).
+    pub fn with_gap(self, flowlet_gap: SimTime) -> LoadBalance {
+        match self {
+            LoadBalanceKind::Ecmp => LoadBalance::Ecmp,
+            LoadBalanceKind::Spray => LoadBalance::Spray,
+            LoadBalanceKind::Flowlet => LoadBalance::Flowlet { gap: flowlet_gap },
+            LoadBalanceKind::Adaptive => LoadBalance::Adaptive,
+        }
+    }
+}
+
+impl LoadBalance {
+    /// Which policy this is.
+    pub fn kind(self) -> LoadBalanceKind {
+        match self {
+            LoadBalance::Ecmp => LoadBalanceKind::Ecmp,
+            LoadBalance::Spray => LoadBalanceKind::Spray,
+            LoadBalance::Flowlet { .. } => LoadBalanceKind::Flowlet,
+            LoadBalance::Adaptive => LoadBalanceKind::Adaptive,
+        }
+    }
+
+    /// Its name in scenarios (`ecmp | spray | flowlet | adaptive`).
+    pub fn name(self) -> &'static str {
+        self.kind().name()
     }
 }
 

@@ -31,7 +31,8 @@ pub mod transport;
 mod wormhole;
 
 pub use config::{
-    CcMode, DropPolicy, EcnThresholds, LoadBalance, PacketConfig, PacketRouting, TcpCc, TcpConfig, Transport, UetConfig, WormholeConfig,
+    CcMode, DropPolicy, EcnThresholds, LoadBalance, LoadBalanceKind, PacketConfig, PacketRouting, TcpCc, TcpConfig, Transport, UetConfig,
+    WormholeConfig,
 };
 pub use engine::{EngineStats, FAULT_ACK_TIMEOUT, FlowSpec, PacketEngine, PfcEvent, ns3_ip};
 pub use memo::MemoDb;

@@ -272,11 +272,10 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
             // rule (every equal-cost next hop, as ns-3's tables hold them) instead of ns-3's
             // per-flow hash, since ns-3 has no per-packet balancing to match.
             "LOAD_BALANCE" => {
-                let lb = match (vals.first().copied(), vals.get(1)) {
-                    (Some("ecmp"), None) => crate::packet::lb::LoadBalance::Ecmp,
-                    (Some("spray"), None) => crate::packet::lb::LoadBalance::Spray,
-                    (Some("adaptive"), None) => crate::packet::lb::LoadBalance::Adaptive,
-                    (Some("flowlet"), gap) => {
+                use crate::packet::lb::LoadBalanceKind;
+                let kind = vals.first().and_then(|v| LoadBalanceKind::from_name(v));
+                let lb = match (kind, vals.get(1)) {
+                    (Some(LoadBalanceKind::Flowlet), gap) => {
                         let us = match gap {
                             None => 50.0,
                             Some(g) => g.parse::<f64>().ok().filter(|g| g.is_finite() && *g > 0.0).ok_or_else(|| {
@@ -287,17 +286,18 @@ pub fn parse_config(text: &str, file: &str) -> Result<Ns3Config, PacketError> {
                                 )
                             })?,
                         };
-                        crate::packet::lb::LoadBalance::Flowlet {
-                            gap: SimTime::from_us_f64(us),
-                        }
+                        LoadBalanceKind::Flowlet.with_gap(SimTime::from_us_f64(us))
                     }
+                    (Some(k), None) => k.with_gap(SimTime::ZERO),
                     _ => {
+                        let names: Vec<&str> = LoadBalanceKind::ALL.iter().map(|k| k.name()).collect();
                         return Err(perr(
                             file,
                             ln,
                             format!(
-                                "LOAD_BALANCE {}: give ecmp, spray, adaptive or flowlet [gap_us] (an llmsim extension key)",
-                                vals.join(" ")
+                                "LOAD_BALANCE {}: give one of {} (flowlet takes an idle gap in us); an llmsim extension key",
+                                vals.join(" "),
+                                names.join(", ")
                             ),
                         ));
                     }
