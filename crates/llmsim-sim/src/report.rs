@@ -444,19 +444,7 @@ impl Report {
         );
         for j in &self.jobs {
             let (b, it) = (&j.report.mean, j.iteration_time_s);
-            let _ = writeln!(
-                o,
-                "  {:>12} {:>7.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
-                j.name,
-                pct(b.compute_s, it),
-                pct(b.exposed_tp_s, it),
-                pct(b.exposed_cp_s, it),
-                pct(b.exposed_ep_s, it),
-                pct(b.exposed_pp_s, it),
-                pct(b.exposed_dp_s, it),
-                pct(b.bubble_s, it),
-                pct(b.idle_s, it)
-            );
+            let _ = writeln!(o, "  {:>12} {}", j.name, breakdown_cells(b, it));
         }
         let _ = writeln!(o);
         let _ = writeln!(
@@ -565,19 +553,7 @@ impl Report {
             "stage", "compute", "TP", "CP", "EP", "PP", "DP", "bubble", "idle"
         );
         let row = |o: &mut String, label: &str, b: &Breakdown| {
-            let _ = writeln!(
-                o,
-                "  {:>5} {:>7.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
-                label,
-                pct(b.compute_s, it),
-                pct(b.exposed_tp_s, it),
-                pct(b.exposed_cp_s, it),
-                pct(b.exposed_ep_s, it),
-                pct(b.exposed_pp_s, it),
-                pct(b.exposed_dp_s, it),
-                pct(b.bubble_s, it),
-                pct(b.idle_s, it)
-            );
+            let _ = writeln!(o, "  {label:>5} {}", breakdown_cells(b, it));
         };
         for s in &self.stages {
             row(&mut o, &s.stage.to_string(), &s.breakdown);
@@ -658,4 +634,20 @@ impl Report {
         }
         o
     }
+}
+
+/// A breakdown row's percentage cells (compute, exposed TP/CP/EP/PP/DP, bubble, idle) of an
+/// iteration of `it` seconds, in the summary table's column widths.
+fn breakdown_cells(b: &Breakdown, it: f64) -> String {
+    format!(
+        "{:>7.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
+        pct(b.compute_s, it),
+        pct(b.exposed_tp_s, it),
+        pct(b.exposed_cp_s, it),
+        pct(b.exposed_ep_s, it),
+        pct(b.exposed_pp_s, it),
+        pct(b.exposed_dp_s, it),
+        pct(b.bubble_s, it),
+        pct(b.idle_s, it)
+    )
 }

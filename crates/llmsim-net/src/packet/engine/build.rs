@@ -89,15 +89,12 @@ impl PacketEngine {
         for l in 0..nl {
             let rate = link_rate[l];
             let ecn = if is_switch(link_src[l]) && cfg.ecn {
-                let e = cfg
-                    .ecn_for(rate)
-                    .or_else(|| (cfg.routing == PacketRouting::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
-                    .ok_or_else(|| {
-                        PacketError::Config(format!(
-                            "no ECN thresholds for {} bit/s ports (link {l}); add the rate to KMIN_MAP/KMAX_MAP/PMAX_MAP",
-                            rate
-                        ))
-                    })?;
+                let e = switch_ecn(&cfg, rate).ok_or_else(|| {
+                    PacketError::Config(format!(
+                        "no ECN thresholds for {} bit/s ports (link {l}); add the rate to KMIN_MAP/KMAX_MAP/PMAX_MAP",
+                        rate
+                    ))
+                })?;
                 Some((e.kmin_bytes, e.kmax_bytes, e.pmax))
             } else {
                 None
@@ -313,27 +310,33 @@ impl PacketEngine {
             nscc: crate::packet::transport::uet::NsccParams::new(&UetConfig::default(), 1, 1, 1),
             ts_on: cfg_ts_on,
         };
-        let common = [e.hdr_bytes + e.cfg.mtu, e.ack_bytes];
         for r in 0..e.rates.len() {
-            let rate = e.rates[r].bps;
-            e.rates[r].tx_cache = common.map(|b| (b, e.tx_ps(b, rate)));
+            let mut ri = e.rates[r];
+            e.finish_rate(&mut ri);
+            e.rates[r] = ri;
         }
         e.compute_max_rtt();
         if e.uet_on {
             e.nscc = crate::packet::transport::uet::NsccParams::new(&e.cfg.uet, e.max_rtt_ns * 1000, nic_rate, e.cfg.mtu);
-            // Switch ports mark ECN on their data queue between fractions of the trim threshold.
-            let u = e.cfg.uet;
-            for r in 0..e.rates.len() {
-                let ri = &mut e.rates[r];
-                ri.kmin = (u.trim_threshold_bytes as f64 * u.ecn_kmin_frac) as u64;
-                ri.kmax = (u.trim_threshold_bytes as f64 * u.ecn_kmax_frac) as u64;
-                ri.pmax = 1.0;
-            }
         }
         if e.cfg.wormhole.fast_forward {
             e.ww = Some(Box::new(crate::packet::wormhole::Wormhole::new(&e)));
         }
         Ok(e)
+    }
+
+    /// What follows from a rate entry once the engine exists: the serialization times of the
+    /// two common packet sizes, and under UET the switch ports' marking between fractions of
+    /// the trim threshold (on their data queue) in place of the configuration's thresholds.
+    pub(super) fn finish_rate(&self, ri: &mut RateInfo) {
+        let rate = ri.bps;
+        ri.tx_cache = [self.hdr_bytes + self.cfg.mtu, self.ack_bytes].map(|b| (b, self.tx_ps(b, rate)));
+        if self.uet_on {
+            let u = self.cfg.uet;
+            ri.kmin = (u.trim_threshold_bytes as f64 * u.ecn_kmin_frac) as u64;
+            ri.kmax = (u.trim_threshold_bytes as f64 * u.ecn_kmax_frac) as u64;
+            ri.pmax = 1.0;
+        }
     }
 
     /// Max base RTT and BDP over host pairs (`third.cc`: maxRtt, maxBdp), over routed paths.
@@ -464,4 +467,11 @@ pub(crate) fn check_load_balance(cfg: &PacketConfig) -> Result<(), PacketError> 
         ));
     }
     Ok(())
+}
+
+/// ECN thresholds of a switch port at `rate`: the configuration's for that rate, else (under the
+/// topology's routing) scaled from the configured ones; `None` when neither applies.
+pub(super) fn switch_ecn(cfg: &PacketConfig, rate: u64) -> Option<crate::packet::config::EcnThresholds> {
+    cfg.ecn_for(rate)
+        .or_else(|| (cfg.routing == PacketRouting::Topology).then(|| cfg.ecn_scaled(rate)).flatten())
 }

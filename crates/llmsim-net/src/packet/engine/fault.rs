@@ -200,27 +200,25 @@ impl PacketEngine {
         self.link_rate[li] = bps;
         let from_switch = !self.topo.is_host(llmsim_core::NodeId(self.ports[li].src));
         let ecn = if from_switch && self.cfg.ecn {
-            self.cfg.ecn_for(bps).or_else(|| self.cfg.ecn_scaled(bps))
+            super::build::switch_ecn(&self.cfg, bps)
         } else {
             None
         };
-        let want = (bps, ecn.map(|e| (e.kmin_bytes, e.kmax_bytes)));
-        let r = match (0..self.rates.len()).find(|&r| {
-            let ri = &self.rates[r];
-            (ri.bps, (ri.kmin != u64::MAX).then_some((ri.kmin, ri.kmax))) == want
-        }) {
+        let (kmin, kmax, pmax) = ecn.map_or((u64::MAX, u64::MAX, 0.0), |e| (e.kmin_bytes, e.kmax_bytes, e.pmax));
+        let mut want = RateInfo {
+            bps,
+            tx_cache: [(u32::MAX, 0); 2],
+            kmin,
+            kmax,
+            pmax,
+            int_rate: crate::packet::cc::int::int_rate_index(bps),
+        };
+        self.finish_rate(&mut want);
+        let same = |ri: &RateInfo| (ri.bps, ri.kmin, ri.kmax) == (want.bps, want.kmin, want.kmax);
+        let r = match (0..self.rates.len()).find(|&r| same(&self.rates[r])) {
             Some(r) => r,
             None => {
-                let common = [self.hdr_bytes + self.cfg.mtu, self.ack_bytes];
-                let (kmin, kmax, pmax) = ecn.map_or((u64::MAX, u64::MAX, 0.0), |e| (e.kmin_bytes, e.kmax_bytes, e.pmax));
-                self.rates.push(RateInfo {
-                    bps,
-                    tx_cache: common.map(|b| (b, self.tx_ps(b, bps))),
-                    kmin,
-                    kmax,
-                    pmax,
-                    int_rate: crate::packet::cc::int::int_rate_index(bps),
-                });
+                self.rates.push(want);
                 self.rates.len() - 1
             }
         };
