@@ -265,6 +265,24 @@ impl TrainingConfig {
     }
 }
 
+/// MoE token dispatcher (Megatron-Core `--moe-token-dispatcher-type`). Both move the tokens as
+/// an all-to-all over the expert-parallel group; they differ in the token permutations around it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+pub enum MoeDispatcher {
+    /// `MoEAlltoAllTokenDispatcher`: permute the tokens by expert before the all-to-all, then,
+    /// with more than one local expert, sort the received chunks by local expert
+    /// ("permutation 2", `sort_chunks_by_idxs`) and unsort them before the combine, and
+    /// unpermute after it (Megatron-Core `token_dispatcher.py`, core_v0.9 to HEAD). Default.
+    #[default]
+    #[serde(rename = "alltoall")]
+    AllToAll,
+    /// `MoEFlexTokenDispatcher` (DeepEP / HybridEP): the dispatch kernel lays the tokens out by
+    /// destination, so one permutation by local expert after it and one unpermutation before the
+    /// combine remain. llmsim still times the dispatch and combine as NCCL-style all-to-alls.
+    #[serde(rename = "flex")]
+    Flex,
+}
+
 /// Pipeline schedule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[schemars(transform = schedule_aliases)]
@@ -304,6 +322,7 @@ fn parallel_aliases(s: &mut schemars::Schema) {
             ("data_parallel_size", "dp"),
             ("expert_model_parallel_size", "ep"),
             ("expert_tensor_parallel_size", "etp"),
+            ("moe_token_dispatcher_type", "moe_token_dispatcher"),
             ("context_parallel_size", "cp"),
             ("virtual_pipeline_model_parallel_size", "vpp"),
             ("decoder_first_pipeline_num_layers", "first_stage_layers"),
@@ -338,6 +357,10 @@ pub struct ParallelConfig {
     /// and the expert layer needs no TP all-gather / reduce-scatter.
     #[serde(alias = "expert_tensor_parallel_size")]
     pub etp: u64,
+    /// MoE token dispatcher. Default `alltoall` (the Megatron-Bridge MoE recipes' choice;
+    /// Megatron-Core's own command-line default is `allgather`, which llmsim does not model).
+    #[serde(alias = "moe_token_dispatcher_type")]
+    pub moe_token_dispatcher: MoeDispatcher,
     /// Context parallel degree. Default 1.
     #[serde(alias = "context_parallel_size")]
     pub cp: u64,
@@ -408,6 +431,7 @@ impl Default for ParallelConfig {
             dp: 0,
             ep: 1,
             etp: 0,
+            moe_token_dispatcher: MoeDispatcher::AllToAll,
             cp: 1,
             vpp: 1,
             schedule: PipelineSchedule::OneFOneB,

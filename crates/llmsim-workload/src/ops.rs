@@ -33,9 +33,10 @@
 //!   overlapped with the attention blocks here.
 //! - **MoE** (Megatron-Core all-to-all dispatcher, expert tensor parallelism = tp): router,
 //!   permutation, EP all-to-all dispatch of `tokens·topk·h·dtype`, TP all-gather of the received
-//!   tokens (tp > 1, sequence parallel), grouped expert GEMMs over `b·(s/cp)·topk` tokens per rank
-//!   (balanced routing), TP reduce-scatter, EP all-to-all combine, un-permutation; shared experts
-//!   run as a dense MLP.
+//!   tokens (tp > 1, sequence parallel), with several local experts the sort of the received
+//!   chunks by local expert, grouped expert GEMMs over `b·(s/cp)·topk` tokens per rank (balanced
+//!   routing), the unsort, TP reduce-scatter, EP all-to-all combine, un-permutation; shared
+//!   experts run as a dense MLP. `moe_token_dispatcher: flex` drops the sort and unsort.
 
 use std::ops::Range;
 
@@ -44,7 +45,7 @@ use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{Fp8Recipe, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{Fp8Recipe, MoeDispatcher, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
 use crate::model::{LayerKind, MlaConfig, ModelConfig};
 
 /// Which part of a training step an op belongs to.
@@ -1098,6 +1099,18 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     // Expert GEMMs over all tokens routed to this rank's experts with balanced routing:
     // b·(s/cp)·topk after the TP gather, or the SP shard's b·(s/cp)/tp·topk with etp: 1.
     let et = if whole { d.tok_sp * k } else { d.tok * k };
+    // The all-to-all dispatcher's "permutation 2": with several local experts the received
+    // chunks (one per source rank) are sorted by local expert before the expert GEMMs and
+    // unsorted before the combine, each a gather-copy of the received tokens, forward and
+    // backward (`sort_chunks_by_idxs`, fused in Transformer Engine with `moe_permute_fusion`).
+    let sort = (p.moe_token_dispatcher == MoeDispatcher::AllToAll && local > 1).then(|| (2 * et * d.h) as f64 * dt);
+    let sort_op = |name: &'static str, pass: Pass, bytes: f64| compute(name, pass, OpClass::Router, 0.0, bytes, &shape);
+    if let Some(bytes) = sort {
+        bld.push(
+            vec![sort_op("moe_sort_chunks", Pass::Forward, bytes)],
+            vec![sort_op("moe_sort_chunks_bwd", Pass::BackwardInput, bytes)],
+        );
+    }
     let mf_l = m.moe_intermediate_size / etp;
     let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
     bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, d.h, fc1_n, local * d.h * fc1_n, &shape);
@@ -1105,6 +1118,12 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
         b.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape)
     });
     bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, d.h, local * mf_l * d.h, &shape);
+    if let Some(bytes) = sort {
+        bld.push(
+            vec![sort_op("moe_unsort_chunks", Pass::Forward, bytes)],
+            vec![sort_op("moe_unsort_chunks_bwd", Pass::BackwardInput, bytes)],
+        );
+    }
     if d.tp > 1 && !whole {
         bld.collective(
             ("moe_tp_reducescatter", CollectiveOp::ReduceScatter),
@@ -1249,12 +1268,13 @@ pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps
     bld.norm("final_norm", "final_norm_bwd", d.tok_sp);
     bld.gemm(gemm_names!("logits"), Split::Column, d.tok, d.h, vl, d.h * vl, &shape);
     let e = (d.tok * vl) as f64;
+    let (fwd_b, bwd_b) = cross_entropy_bytes_per_logit(t.cross_entropy_fusion, dt);
     let mut fwd = vec![compute(
         "cross_entropy",
         Pass::Forward,
         OpClass::Softmax,
         5.0 * e,
-        e * (dt + 4.0),
+        e * fwd_b,
         &shape,
     )];
     if d.tp > 1 {
@@ -1272,11 +1292,33 @@ pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps
         Pass::BackwardInput,
         OpClass::Softmax,
         2.0 * e,
-        e * (4.0 + dt),
+        e * bwd_b,
         &shape,
     )];
     bld.push(fwd, bwd);
     bld.finish(Recompute::None, 0)
+}
+
+/// HBM bytes per logit that the loss moves, forward and backward, counted kernel by kernel for
+/// logits of `dt` bytes.
+///
+/// Unfused (Megatron-Core `_VocabParallelCrossEntropy`, `tensor_parallel/cross_entropy.py`, the
+/// same passes since 2021): forward casts the logits to fp32 (`.float()`: read `dt`, write 4; no
+/// copy when they already are fp32), takes the row max (read 4), subtracts it in place (read and
+/// write 4), exponentiates in place (8), sums the rows (4) and divides in place (8), keeping the
+/// fp32 softmax for backward; backward scales it by the incoming gradient in place (8) and casts
+/// the fp32 gradient back to the logits' dtype (read 4, write `dt`).
+///
+/// Fused (`cross_entropy_fusion`, Transformer Engine's Triton kernels as the Megatron-Bridge
+/// recipes select them, `transformer_engine/common/triton/cross_entropy.py`): an online-softmax
+/// pass reads the logits, a second pass reads them again and writes the gradient in their place;
+/// backward scales that gradient by the loss's incoming gradient (read and write).
+fn cross_entropy_bytes_per_logit(fused: bool, dt: f64) -> (f64, f64) {
+    if fused {
+        return (3.0 * dt, 2.0 * dt);
+    }
+    let cast = if dt < 4.0 { dt + 4.0 } else { 0.0 };
+    (cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0, 8.0 + cast)
 }
 
 /// Adam step over this rank's parameters: over `params_on_rank / (dp·cp)` with the distributed
