@@ -5,7 +5,8 @@
 //! and `AV` (the Megatron/Narayanan convention, see `llmsim-workload` ops). So a causal op's
 //! kernel does half the op's FLOPs, at the causal rate. Rates are for the benchmarked GPU
 //! (H100 SXM for Hopper, A100 SXM for Ampere); another GPU of the architecture, or a Blackwell
-//! GPU with no table of its own, runs at the same fraction of its own BF16 peak.
+//! GPU with no table of its own, runs at the same fraction of its own BF16 peak; every rate is
+//! taken at the sustained fraction of a training step ([`seconds`]).
 
 use std::sync::OnceLock;
 
@@ -183,8 +184,16 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 
 /// Seconds for a fused attention op of `op_flops` (llmsim's convention: causal not halved) on
 /// `gpu` with `kernel`, or `None` when the kernel has no table for the GPU's architecture.
+///
+/// The tables are short benchmarks (30 timed repeats in flash-attention's
+/// `benchmark_flash_attention.py`), run before the GPU's clocks settle under its power limit;
+/// in a training step attention runs back to back with the GEMMs, so it takes the same
+/// sustained fraction as they do ([`crate::gemm::SUSTAINED_FRACTION`], 0.880). Attention's own
+/// measurement agrees: FlashAttention-4 in BF16 on a B200, timed back to back, fell from 1,450
+/// to 1,237 TFLOP/s (0.853) as the SM clock dropped from 1,965 to ~1,580 MHz within ~70
+/// iterations (flashinfer-ai/flashinfer PR #2899, 2026-03-26).
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
-    let rate = table_rate(gpu.arch, kernel, shape)?;
+    let rate = table_rate(gpu.arch, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION;
     let scale = gpu.peak_flops(crate::op::DType::Bf16) / 1e12 / table_peak_tflops(gpu.arch);
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
@@ -250,7 +259,8 @@ mod tests {
         let h100 = gpu("H100").unwrap();
         let s = shape(128, 4096, true, false);
         let t = seconds(h100, AttentionKernel::Cudnn, &s, 1e12).unwrap();
-        assert!((t - 0.5 / 518.0).abs() < 1e-12);
+        // The table's causal rate, at the sustained fraction.
+        assert!((t - 0.5 / (518.0 * crate::gemm::SUSTAINED_FRACTION)).abs() < 1e-12);
         let h20 = gpu("H20").unwrap();
         let t20 = seconds(h20, AttentionKernel::Cudnn, &s, 1e12).unwrap();
         assert!((t20 / t - 989.4 / 148.0).abs() < 1e-9);
