@@ -898,3 +898,203 @@ fn cost_proxies_count_a_k4_fat_tree() {
     // The alias UB-Mesh names the full mesh.
     assert_eq!(spec(r#"{"kind":"ub-mesh"}"#), spec(r#"{"kind":"full-mesh"}"#));
 }
+
+/// Host-to-host hop counts from `src` over links that are up (hosts do not forward).
+fn bfs_up(t: &Topology, src: NodeId) -> Vec<u32> {
+    let mut dist = vec![u32::MAX; t.num_nodes()];
+    let mut q = std::collections::VecDeque::from([src]);
+    dist[src.idx()] = 0;
+    while let Some(v) = q.pop_front() {
+        if v != src && t.is_host(v) {
+            continue;
+        }
+        for &l in t.ports(v) {
+            let u = t.link(l).dst;
+            if !t.is_link_down(l) && dist[u.idx()] == u32::MAX {
+                dist[u.idx()] = dist[v.idx()] + 1;
+                q.push_back(u);
+            }
+        }
+    }
+    dist
+}
+
+/// Takes every cable of each leaf (tier-1 switch) down in turn, and checks that every pair still
+/// routes under several flow hashes, never over a down link or the failed leaf, and as short as
+/// the graph without the leaf allows (a BFS over the links that are up). Returns the leaves
+/// tried.
+fn check_every_leaf_failure(t: &Topology) -> u32 {
+    let h = t.num_hosts();
+    let mut tried = 0;
+    let mut path = Vec::new();
+    for leaf in (0..t.num_nodes() as u32).map(NodeId) {
+        if !matches!(t.node(leaf), llmsim_topo::NodeKind::Switch { tier: 1 }) {
+            continue;
+        }
+        let mut f = t.clone();
+        for l in (0..f.num_links() as u32).map(LinkId) {
+            if f.link(l).src == leaf || f.link(l).dst == leaf {
+                f.set_link_down(l, true).unwrap();
+            }
+        }
+        tried += 1;
+        for s in 0..h {
+            let dist = bfs_up(&f, NodeId(s));
+            for d in 0..h {
+                if s == d {
+                    continue;
+                }
+                for hash in [0u64, 1, 0x9e37_79b9, u64::from(s * 131 + d)] {
+                    path.clear();
+                    f.route(NodeId(s), NodeId(d), hash, &mut path)
+                        .unwrap_or_else(|e| panic!("{}: leaf {leaf} down: {s}->{d}: {e}", t.name));
+                    let mut at = NodeId(s);
+                    for &l in &path {
+                        let link = f.link(l);
+                        assert_eq!(link.src, at, "{}: route not contiguous", t.name);
+                        assert!(!f.is_link_down(l) && link.dst != leaf, "{}: {s}->{d} over the failed leaf", t.name);
+                        at = link.dst;
+                    }
+                    assert_eq!(at, NodeId(d));
+                    assert_eq!(
+                        path.len() as u32,
+                        dist[d as usize],
+                        "{}: leaf {leaf} down: {s}->{d} not minimal",
+                        t.name
+                    );
+                }
+            }
+        }
+    }
+    tried
+}
+
+/// Dual-ToR on the `fat-tree` and `rail-fat-tree` kinds: each GPU has two NIC ports of half its
+/// bandwidth on two different leaves, the fabric has twice the leaves of the single-ToR one,
+/// routes are minimal with equal-cost choices and the family's diameter, the ns-3 export
+/// re-imports to the same graph, and with any one leaf down every pair still routes around it,
+/// as short as the remaining graph allows. The fat-tree's is the declared Clos with `dual_tor` on
+/// its tiers (same nodes, cables and routes); the rail-fat-tree's has both leaves of a rail under
+/// the same spines.
+#[test]
+fn fat_tree_and_rail_fat_tree_dual_tor_survive_a_leaf() {
+    let cases = [
+        (
+            r#"{"kind":"fat-tree","k":4,"dual_tor":true}"#,
+            r#"{"kind":"fat-tree","k":4}"#,
+            16u32,
+            1u32,
+        ),
+        (
+            r#"{"kind":"fat-tree","k":4,"dual_tor":true}"#,
+            r#"{"kind":"fat-tree","k":4}"#,
+            16,
+            2,
+        ),
+        // Partly filled: two of three pods, the last edge half full.
+        (
+            r#"{"kind":"fat-tree","k":6,"dual_tor":true}"#,
+            r#"{"kind":"fat-tree","k":6}"#,
+            14,
+            2,
+        ),
+        (
+            r#"{"kind":"rail-fat-tree","servers_per_segment":2,"dual_tor":true}"#,
+            r#"{"kind":"rail-fat-tree","servers_per_segment":2}"#,
+            16,
+            4,
+        ),
+        // Partly filled last segment, one rail, oversubscribed 2:1.
+        (
+            r#"{"kind":"rail-fat-tree","servers_per_segment":3,"oversubscription":2.0,"dual_tor":true}"#,
+            r#"{"kind":"rail-fat-tree","servers_per_segment":3,"oversubscription":2.0}"#,
+            8,
+            1,
+        ),
+    ];
+    for (json, single_json, gpus, g) in cases {
+        let t = build(json, gpus, g);
+        let single = build(single_json, gpus, g);
+        assert!(t.name.contains("dualtor"), "{}", t.name);
+        let leaves = |t: &Topology| {
+            t.nodes()
+                .iter()
+                .filter(|k| matches!(k, llmsim_topo::NodeKind::Switch { tier: 1 }))
+                .count()
+        };
+        assert_eq!(leaves(&t), 2 * leaves(&single), "{json}");
+        for host in 0..gpus {
+            let nics: Vec<_> = t
+                .ports(NodeId(host))
+                .iter()
+                .map(|&l| t.link(l))
+                .filter(|l| l.kind == LinkKind::HostNic)
+                .collect();
+            assert_eq!(nics.len(), 2, "{json}: host {host}");
+            assert_ne!(nics[0].dst, nics[1].dst, "{json}: host {host}: both ports on one leaf");
+            assert_eq!(nics[0].bandwidth.bps(), 200_000_000_000, "{json}: half of 400G");
+        }
+        assert_eq!(t.nic_bandwidth(NodeId(0)), single.nic_bandwidth(NodeId(0)));
+        let longest = check_routes(&t, Minimal::Shortest);
+        assert_eq!(
+            longest,
+            check_routes(&single, Minimal::Shortest),
+            "{json}: same diameter as single-ToR"
+        );
+        assert_eq!(t.describe().diameter_hops, longest, "{json}");
+        assert!(check_ecmp_equal_cost(&t) > 0, "{json}");
+        if gpus != 14 {
+            check_ns3_round_trip(&t);
+        }
+        assert!(check_every_leaf_failure(&t) > 0);
+    }
+    // The fat-tree's dual-ToR is the declared Clos's on the fat-tree tiers.
+    let ft = build(r#"{"kind":"fat-tree","k":4,"dual_tor":true}"#, 16, 2);
+    let c = build(
+        r#"{"kind":"clos","dual_tor":true,"tiers":[{"down":2,"up":2},{"down":2,"up":2},{"radix":4}]}"#,
+        16,
+        2,
+    );
+    assert_eq!(c.nodes(), ft.nodes());
+    assert_eq!(link_set(&c), link_set(&ft));
+    assert_eq!(all_walks(&c), all_walks(&ft));
+    // At the defaults: a 1,024-GPU rail-fat-tree with dual-ToR has 4 segments x 8 rails x 2
+    // leaves, each leaf with 32 x 200G down and so 16 x 400G spines.
+    let t = build(r#"{"kind":"rail-fat-tree","dual_tor":true}"#, 1024, 8);
+    assert_eq!(t.name, "rail-fat-tree-4seg-dualtor-1024");
+    assert_eq!(t.describe().cost.switches, 4 * 8 * 2 + 16);
+    // A k = 16 fat-tree with dual-ToR: two planes of 16 pods x (8 + 8) switches and 64 cores.
+    let t = build(r#"{"kind":"fat-tree","dual_tor":true}"#, 1024, 8);
+    assert_eq!(t.name, "fat-tree-k16-dualtor-1024");
+    assert_eq!(t.describe().cost.switches, 2 * (16 * 16 + 64));
+    // With dual_plane, each NIC's two ports are already on two leaves (one per plane).
+    let a = build(r#"{"kind":"rail-fat-tree","dual_plane":true,"dual_tor":true}"#, 64, 8);
+    let b = build(r#"{"kind":"rail-fat-tree","dual_plane":true}"#, 64, 8);
+    assert_eq!(link_set(&a), link_set(&b));
+}
+
+/// A rail-optimized fabric is the one-pod three-tier Clos: the same nodes, cables, port order
+/// and routes (node by node), full and partly filled, so the rail-fat-tree's dual-ToR can be the
+/// three-tier's.
+#[test]
+fn rail_fat_tree_equals_the_one_pod_three_tier() {
+    for (sps, spines, gpus, g) in [(2u32, 2u32, 16u32, 4u32), (3, 1, 20, 2), (4, 3, 8, 1)] {
+        let rail = build(
+            &format!(r#"{{"kind":"rail-fat-tree","servers_per_segment":{sps},"spines":{spines}}}"#),
+            gpus,
+            g,
+        );
+        let tt = build(
+            &format!(r#"{{"kind":"three-tier","servers_per_segment":{sps},"segments_per_pod":64,"spines":{spines}}}"#),
+            gpus,
+            g,
+        );
+        assert_eq!(rail.nodes(), tt.nodes(), "{gpus}");
+        assert_eq!(link_set(&rail), link_set(&tt), "{gpus}");
+        for n in 0..rail.num_nodes() as u32 {
+            let far = |t: &Topology| t.ports(NodeId(n)).iter().map(|&l| t.link(l).dst).collect::<Vec<_>>();
+            assert_eq!(far(&rail), far(&tt), "port order at node {n}");
+        }
+        assert_eq!(all_walks(&rail), all_walks(&tt), "{gpus}");
+    }
+}

@@ -91,6 +91,11 @@ const FAMILIES: &[(&str, u32, u32)] = &[
     (r#"{"kind":"bcube"}"#, 512, 1),
     (r#"{"kind":"clos"}"#, 1024, 8),
     (r#"{"kind":"clos","dual_tor":true}"#, 1024, 8),
+    (r#"{"kind":"fat-tree","dual_tor":true}"#, 1024, 8),
+    (r#"{"kind":"rail-fat-tree","dual_tor":true}"#, 1024, 8),
+    (r#"{"kind":"rail-only"}"#, 256, 1),
+    (r#"{"kind":"full-mesh","dims":[4,4,4],"hosts_per_router":2}"#, 128, 2),
+    (r#"{"kind":"dragonfly","routing":"valiant"}"#, 256, 1),
 ];
 
 #[test]
