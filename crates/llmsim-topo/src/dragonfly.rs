@@ -25,8 +25,14 @@
 //! route or one of [`UGAL_CANDIDATES`] Valiant routes (through as many intermediate groups),
 //! whichever has the smallest `hops x (1 + load)`; the flow backend takes the
 //! load from the flows already on each route's router links (UGAL-G, global knowledge); the
-//! per-hop rule (analytical and packet backends) has no load and routes minimally. With links
-//! down, and for spreading (`next_hops`), both use the minimal candidates.
+//! per-hop rule (analytical and packet backends) has no load and routes minimally.
+//!
+//! With links down, a Valiant route (and each UGAL class's) keeps its intermediate group where
+//! a route through it avoids the failed links ([`RoutingRule::flow_hops`] lists the flow's
+//! candidates, which failure routing narrows to those that still reach), and falls back to the
+//! minimal route around them where none does; every router decides from (router, destination,
+//! flow hash) alone. Spraying splits a flow over its own route's equal-cost hops the same way.
+//! [`RoutingRule::next_hops`] lists the minimal candidates.
 
 use std::sync::Arc;
 
@@ -463,6 +469,58 @@ impl DragonflyRule {
         }
     }
 
+    /// Every equal-cost hop at `at` toward `dst`, minimal (`valiant: None`) or on the Valiant
+    /// route through the intermediate group `flow_hash` and the salt pick, in port order.
+    fn hops_via(
+        &self,
+        t: &Topology,
+        at: NodeId,
+        dst: NodeId,
+        valiant: Option<u64>,
+        flow_hash: u64,
+        out: &mut Vec<LinkId>,
+    ) -> Result<(), TopoError> {
+        match t.node(at) {
+            NodeKind::Host => return host_hops(t, at, dst, out),
+            NodeKind::NvSwitch => {
+                out.push(nvswitch_hop(t, at, dst)?.link);
+                return Ok(());
+            }
+            NodeKind::Switch { .. } => {}
+        }
+        let me = at.0 - self.router0;
+        let ports = t.ports(at);
+        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
+        match self.target(me, dst, valiant, flow_hash) {
+            Target::Host(p) => out.push(ports[p]),
+            Target::Local(rd) => out.push(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
+            Target::Group(o, rd) => {
+                let from = out.len();
+                self.group_candidates(me, down, o, rd, |p| {
+                    if !out[from..].contains(&ports[p]) {
+                        out.push(ports[p]);
+                    }
+                    false
+                });
+                if out.len() == from {
+                    return Err(Self::unreachable(at, dst));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The Valiant salt of route class `class` (`None`: minimal), as [`RoutingRule::hop`] and
+    /// [`RoutingRule::hop_in_class`] route: Valiant routing is class 0's salt 0, UGAL's class `c`
+    /// is Valiant with salt `c - 1`.
+    fn valiant_salt(&self, class: u32) -> Option<u64> {
+        match self.routing {
+            DragonflyRouting::Minimal => None,
+            DragonflyRouting::Valiant => Some(0),
+            DragonflyRouting::Ugal => class.checked_sub(1).map(u64::from),
+        }
+    }
+
     fn hop_via(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
         match t.node(at) {
             NodeKind::Host => host_hop(t, at, dst, flow_hash),
@@ -487,36 +545,20 @@ impl RoutingRule for DragonflyRule {
     }
 
     /// The minimal rule's equal-cost hops, whatever the routing: Valiant's choice lives in the
-    /// flow hash, which this does not see, so failure routing and spreading use minimal paths.
+    /// flow hash, which this does not see ([`RoutingRule::flow_hops`] does).
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
-        match t.node(at) {
-            NodeKind::Host => return host_hops(t, at, dst, out),
-            NodeKind::NvSwitch => {
-                out.push(nvswitch_hop(t, at, dst)?.link);
-                return Ok(());
-            }
-            NodeKind::Switch { .. } => {}
-        }
-        let me = at.0 - self.router0;
-        let ports = t.ports(at);
-        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
-        match self.target(me, dst, None, 0) {
-            Target::Host(p) => out.push(ports[p]),
-            Target::Local(rd) => out.push(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
-            Target::Group(o, rd) => {
-                let from = out.len();
-                self.group_candidates(me, down, o, rd, |p| {
-                    if !out[from..].contains(&ports[p]) {
-                        out.push(ports[p]);
-                    }
-                    false
-                });
-                if out.len() == from {
-                    return Err(Self::unreachable(at, dst));
-                }
-            }
-        }
-        Ok(())
+        self.hops_via(t, at, dst, None, 0, out)
+    }
+
+    /// The hops of the flow's route in `class` (Valiant: toward its intermediate group, then its
+    /// destination; UGAL: class 0 minimal, class `c` Valiant through the `c`-th intermediate),
+    /// which failure routing keeps where the failed links leave one.
+    fn flow_hops(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, class: u32, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        self.hops_via(t, at, dst, self.valiant_salt(class), flow_hash, out)
+    }
+
+    fn flow_specific(&self) -> bool {
+        self.routing != DragonflyRouting::Minimal && self.groups > 2
     }
 
     /// UGAL: class 0 minimal, classes `1..=UGAL_CANDIDATES` Valiant through as many

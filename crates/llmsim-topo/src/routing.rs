@@ -370,6 +370,32 @@ impl Routing {
         Ok(())
     }
 
+    /// Every next hop flow `flow_hash`'s route in route class `class` may take at `at`
+    /// ([`RoutingRule::flow_hops`]); [`Routing::next_hops`] for a rule whose route depends on
+    /// the flow only through the ECMP pick.
+    ///
+    /// # Errors
+    /// As [`Routing::next_hop`].
+    pub fn flow_hops(
+        &self,
+        t: &Topology,
+        at: NodeId,
+        dst: NodeId,
+        flow_hash: u64,
+        class: u32,
+        out: &mut Vec<LinkId>,
+    ) -> Result<(), TopoError> {
+        match self {
+            Routing::Rule(rule) if rule.flow_specific() => rule.flow_hops(t, at, dst, flow_hash, class, out),
+            _ => self.next_hops(t, at, dst, out),
+        }
+    }
+
+    /// Whether [`Routing::flow_hops`] differs from [`Routing::next_hops`] for some flow.
+    pub fn flow_specific(&self) -> bool {
+        matches!(self, Routing::Rule(rule) if rule.flow_specific())
+    }
+
     /// Short name of the rule, for reports.
     pub fn name(&self) -> &'static str {
         match self {

@@ -1098,3 +1098,110 @@ fn rail_fat_tree_equals_the_one_pod_three_tier() {
         assert_eq!(all_walks(&rail), all_walks(&tt), "{gpus}");
     }
 }
+
+/// Groups a route visits, in order, without repeats.
+fn df_groups(t: &Topology, path: &[LinkId], router0: u32, a: u32) -> Vec<u32> {
+    let mut g: Vec<u32> = path.iter().filter_map(|&l| df_group(t, t.link(l).dst, router0, a)).collect();
+    g.dedup();
+    g
+}
+
+/// Valiant and UGAL routes around a failed global cable (9 groups of 4 routers x 2 hosts, one
+/// cable per pair of groups): a flow keeps the intermediate group its route takes without the
+/// failure wherever the failed cable is neither of its two global hops, and falls back to the
+/// minimal route otherwise; no route crosses the failed cable, and `next_hop` walks (as switches
+/// forward) give the same routes. The candidates a flow spreads over (`flow_next_hops`, followed
+/// along every branch) stay inside its source, intermediate and destination groups and include
+/// every hop `next_hop` picks for it.
+#[test]
+fn dragonfly_valiant_and_ugal_keep_their_intermediate_group_around_a_failed_cable() {
+    let base = r#""routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2"#;
+    let val = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"valiant"}}"#), 72, 1);
+    let ugal = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"ugal"}}"#), 72, 1);
+    let (router0, a) = (72u32, 4u32);
+    let cable = |t: &Topology, x: u32, y: u32| -> Vec<LinkId> {
+        (0..t.num_links() as u32)
+            .map(LinkId)
+            .filter(|&l| {
+                let (s, d) = (t.link(l).src, t.link(l).dst);
+                match (df_group(t, s, router0, a), df_group(t, d, router0, a)) {
+                    (Some(gs), Some(gd)) => (gs, gd) == (x, y) || (gs, gd) == (y, x),
+                    _ => false,
+                }
+            })
+            .collect()
+    };
+    let (mut kept, mut fell_back) = (0, 0);
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for (x, y) in [(0u32, 1u32), (0, 5), (3, 7), (2, 8)] {
+        for (t, class) in [(&val, 0u32), (&ugal, 1), (&ugal, 3)] {
+            let failed = cable(t, x, y);
+            assert_eq!(failed.len(), 2, "one cable per pair of groups");
+            let mut f = t.clone();
+            for &l in &failed {
+                f.set_link_down(l, true).unwrap();
+            }
+            for s in 0..72u32 {
+                for d in (0..72u32).filter(|d| d / 8 != s / 8) {
+                    for hash in [3u64, u64::from(s * 131 + d)] {
+                        p.clear();
+                        t.route_in_class(NodeId(s), NodeId(d), hash, class, &mut p).unwrap();
+                        let before = df_groups(t, &p, router0, a);
+                        q.clear();
+                        if before.len() == 2 {
+                            // The flow's intermediate group is its own source group: its route
+                            // is the minimal one, and no other is a route of this flow.
+                            let direct = before == [x, y] || before == [y, x];
+                            match f.route_in_class(NodeId(s), NodeId(d), hash, class, &mut q) {
+                                Ok(()) => assert!(!direct && df_groups(&f, &q, router0, a) == before),
+                                Err(e) => assert!(direct, "{s}->{d}: {e}"),
+                            }
+                            continue;
+                        }
+                        assert_eq!(before.len(), 3, "{s}->{d}: Valiant visits three groups");
+                        let (sg, via, dg) = (before[0], before[1], before[2]);
+                        f.route_in_class(NodeId(s), NodeId(d), hash, class, &mut q)
+                            .unwrap_or_else(|e| panic!("{s}->{d} class {class}, cable {x}-{y} down: {e}"));
+                        assert!(q.iter().all(|l| !failed.contains(l)), "{s}->{d} crosses the failed cable");
+                        let after = df_groups(&f, &q, router0, a);
+                        let cut = [(sg, via), (via, dg)].iter().any(|&(u, v)| (u, v) == (x, y) || (u, v) == (y, x));
+                        if cut {
+                            assert_eq!(after, vec![sg, dg], "{s}->{d}: minimal fallback");
+                            fell_back += 1;
+                        } else {
+                            assert_eq!(after, before, "{s}->{d} class {class}: keeps group {via}");
+                            kept += 1;
+                        }
+                        if class == 0 {
+                            // Switch by switch, as the packet engine forwards.
+                            let nodes = walk(&f, NodeId(s), NodeId(d), hash);
+                            assert_eq!(nodes.len(), q.len() + 1);
+                            // The spreading candidates stay in the route's groups.
+                            let mut front = vec![NodeId(s)];
+                            let mut seen = BTreeSet::new();
+                            let mut hops = Vec::new();
+                            while let Some(at) = front.pop() {
+                                if at == NodeId(d) || !seen.insert(at) {
+                                    continue;
+                                }
+                                hops.clear();
+                                f.flow_next_hops(at, NodeId(d), hash, 0, &mut hops).unwrap();
+                                let picked = f.next_hop(at, NodeId(d), hash).unwrap();
+                                assert!(hops.contains(&picked), "at {at}: the pick is a candidate");
+                                for &l in &hops {
+                                    assert!(!failed.contains(&l));
+                                    let to = f.link(l).dst;
+                                    if let Some(g) = df_group(&f, to, router0, a) {
+                                        assert!(after.contains(&g), "{s}->{d}: spreads into group {g}");
+                                    }
+                                    front.push(to);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(kept > 1000 && fell_back > 50, "kept {kept}, fell back {fell_back}");
+}
