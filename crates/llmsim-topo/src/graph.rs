@@ -237,6 +237,7 @@ impl TopologyBuilder {
             port_hops,
             num_hosts,
             scale_up,
+            gpus: crate::fastdiv::Divisor::new(scale_up.gpus_per_server),
             routing,
             ecmp_seed,
             link_dst,
@@ -260,6 +261,8 @@ pub struct Topology {
     port_hops: Vec<Hop>,
     num_hosts: u32,
     scale_up: ScaleUp,
+    /// `scale_up.gpus_per_server` as a [`crate::fastdiv::Divisor`], for `server_of` on every hop.
+    gpus: crate::fastdiv::Divisor,
     routing: Routing,
     ecmp_seed: u64,
     /// `links[i].dst`, packed: route expansion touches 4 bytes per hop instead of a whole `Link`.
@@ -335,12 +338,12 @@ impl Topology {
     /// Server (node in NCCL's sense) of a host.
     #[inline]
     pub fn server_of(&self, host: NodeId) -> u32 {
-        host.0 / self.scale_up.gpus_per_server
+        self.gpus.div(host.0)
     }
     /// Index of a host inside its server, which is also its NIC's rail.
     #[inline]
     pub fn local_rank(&self, host: NodeId) -> u32 {
-        host.0 % self.scale_up.gpus_per_server
+        self.gpus.rem(host.0)
     }
     /// The host with local index `local` in server `server`.
     #[inline]

@@ -577,6 +577,44 @@ pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result
     }
 }
 
+/// [`host_hop`] with the far end computed rather than read beside the link, for a family whose
+/// generator lays out hosts and NVSwitches with [`crate::generators::hosts_with_scale_up`] (the
+/// NVSwitch of server `s` is node `num_hosts + s`): `nic_to(i)` is the node NIC port `i` leads
+/// to. The next hop then does not wait on this hop's load (a debug assertion checks the far end
+/// against the table).
+///
+/// # Errors
+/// As [`host_hop`].
+#[inline]
+pub fn host_hop_to(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, nic_to: impl FnOnce(u32) -> u32) -> Result<Hop, TopoError> {
+    let ports = t.port_hops(at);
+    let g = t.gpus_per_server();
+    let (i, to) = if g > 1 && t.server_of(at) == t.server_of(dst) {
+        (0, t.num_hosts() + t.server_of(at))
+    } else {
+        let nic0 = usize::from(g > 1);
+        let n = ports.len().saturating_sub(nic0);
+        let pick = match n {
+            0 => {
+                return Err(TopoError::Unreachable {
+                    src: at,
+                    dst,
+                    reason: "host has no NIC".into(),
+                });
+            }
+            1 => 0,
+            n => t.ecmp_pick(at, flow_hash, n),
+        };
+        (nic0 + pick, nic_to(pick as u32))
+    };
+    let h = ports[i];
+    debug_assert_eq!(h.to.0, to, "host port layout at {at}");
+    Ok(Hop {
+        link: h.link,
+        to: NodeId(to),
+    })
+}
+
 /// Every NIC [`host_hop`] may pick (one unless the host has several planes).
 ///
 /// # Errors
@@ -615,7 +653,9 @@ pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<Hop, TopoEr
             reason: "NVSwitch reached for a GPU of another server".into(),
         });
     }
-    Ok(l)
+    // `dst`, not `l.to`: the same node, but the next hop need not wait on the load (the check
+    // above is a predicted branch).
+    Ok(Hop { link: l.link, to: dst })
 }
 
 /// The next hop of an up-down rule whose switches pick among `count` equal-cost ports starting
@@ -670,7 +710,23 @@ pub fn port_range_hop_to(
         NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
         NodeKind::Switch { tier } => tier,
     };
-    let (first, count, to0, step) = choice(tier)?;
+    range_hop_to(t, at, dst, flow_hash, family, choice(tier)?)
+}
+
+/// The hop at switch `at` that [`port_range_hop_to`] takes for the choice `(first, count, to0,
+/// step)`, for a rule that knows the switch's tier from its id without reading the node table.
+///
+/// # Errors
+/// A port outside the switch.
+#[inline]
+pub fn range_hop_to(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    flow_hash: u64,
+    family: &str,
+    (first, count, to0, step): (u32, u32, u32, u32),
+) -> Result<Hop, TopoError> {
     let i = if count == 1 {
         0
     } else {

@@ -39,10 +39,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
+use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, port_range_hop_to, port_range_hops};
+use crate::routing::{Routing, host_hop_to, nvswitch_hop, port_range_hops, range_hop_to};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -225,6 +226,15 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
         spine0,
         core0,
         pods,
+        div: ThreeTierDivisors {
+            rails: Divisor::new(g),
+            sides: Divisor::new(sides),
+            servers_per_segment: Divisor::new(sps),
+            segments_per_pod: Divisor::new(spp),
+            spines: Divisor::new(n),
+            core_uplinks: Divisor::new(u),
+        },
+        num_hosts,
     };
     let dual = if p.dual_tor { "-dualtor" } else { "" };
     b.build(
@@ -271,6 +281,19 @@ pub struct ThreeTierRule {
     pub core0: u32,
     /// Number of pods.
     pub pods: u32,
+    div: ThreeTierDivisors,
+    num_hosts: u32,
+}
+
+/// The sizes [`ThreeTierRule`] divides by on every hop, as [`Divisor`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ThreeTierDivisors {
+    rails: Divisor,
+    sides: Divisor,
+    servers_per_segment: Divisor,
+    segments_per_pod: Divisor,
+    spines: Divisor,
+    core_uplinks: Divisor,
 }
 
 impl ThreeTierRule {
@@ -321,35 +344,57 @@ impl ThreeTierRule {
 
 impl ThreeTierRule {
     /// [`Self::choice`] with where the ports lead, for [`port_range_hop_to`]: `(first, count,
-    /// to0, step)`, port `first + i` leading to node `to0 + i * step` (module doc's layout).
+    /// to0, step)`, port `first + i` leading to node `to0 + i * step` (module doc's layout). One
+    /// pass of multiply-divisions ([`Divisor`]); [`Self::choice`] is the reference (a debug
+    /// assertion compares them).
     #[inline]
     fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<(u32, u32, u32, u32), TopoError> {
-        let (first, count) = self.choice(at, dst, tier)?;
+        let dv = &self.div;
         let g = self.rails;
-        let (d_server, d_rail) = (dst.0 / g, dst.0 % g);
-        let d_seg = d_server / self.servers_per_segment;
-        let d_pod = d_seg / self.segments_per_pod;
-        let (to0, step) = match tier {
+        let (d_server, d_rail) = dv.rails.div_rem(dst.0);
+        if d_server >= self.servers {
+            return Err(unreachable(at, dst, "destination is not a host of this three-tier fabric"));
+        }
+        let (d_seg, d_in_seg) = dv.servers_per_segment.div_rem(d_server);
+        let d_pod = dv.segments_per_pod.div(d_seg);
+        let out = match tier {
             1 => {
-                let l = (at.0 - self.leaf0) / self.sides;
-                let seg = l / g;
-                if d_seg == seg && d_rail == l % g {
-                    (dst.0, 0)
+                let l = dv.sides.div(at.0 - self.leaf0);
+                let (seg, rail) = dv.rails.div_rem(l);
+                if d_seg == seg && d_rail == rail {
+                    (d_in_seg, 1, dst.0, 0)
                 } else {
-                    (self.spine0 + seg / self.segments_per_pod * self.spines, 1)
+                    let first = self.servers_in(seg);
+                    (first, self.spines, self.spine0 + dv.segments_per_pod.div(seg) * self.spines, 1)
                 }
             }
             2 => {
-                let pod = (at.0 - self.spine0) / self.spines;
+                let (pod, j) = dv.spines.div_rem(at.0 - self.spine0);
                 if d_pod == pod {
-                    (self.leaf0 + (d_seg * g + d_rail) * self.sides, 1)
+                    let first = ((d_seg - pod * self.segments_per_pod) * g + d_rail) * self.sides;
+                    (first, self.sides, self.leaf0 + (d_seg * g + d_rail) * self.sides, 1)
+                } else if self.pods > 1 {
+                    (self.leaves_in(pod), self.core_uplinks, self.core0 + j * self.core_uplinks, 1)
                 } else {
-                    (self.core0 + (at.0 - self.spine0) % self.spines * self.core_uplinks, 1)
+                    return Err(unreachable(at, dst, "one-pod fabric has no core"));
                 }
             }
-            _ => (self.spine0 + d_pod * self.spines + (at.0 - self.core0) / self.core_uplinks, 0),
+            _ => (
+                d_pod,
+                1,
+                self.spine0 + d_pod * self.spines + dv.core_uplinks.div(at.0 - self.core0),
+                0,
+            ),
         };
-        Ok((first, count, to0, step))
+        debug_assert_eq!(self.choice(at, dst, tier).ok(), Some((out.0, out.1)));
+        Ok(out)
+    }
+
+    /// The leaf NIC port `side` of host `h` leads to.
+    #[inline]
+    fn leaf_of(&self, h: u32, side: u32) -> u32 {
+        let (server, rail) = self.div.rails.div_rem(h);
+        self.leaf0 + (self.div.servers_per_segment.div(server) * self.rails + rail) * self.sides + side
     }
 }
 
@@ -360,7 +405,20 @@ impl RoutingRule for ThreeTierRule {
 
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        port_range_hop_to(t, at, dst, flow_hash, "three-tier", |tier| self.choice_to(at, dst, tier))
+        // The node's kind from its id (module doc's layout), without reading the node table.
+        let tier = if at.0 < self.num_hosts {
+            return host_hop_to(t, at, dst, flow_hash, |side| self.leaf_of(at.0, side));
+        } else if at.0 < self.leaf0 {
+            return nvswitch_hop(t, at, dst);
+        } else if at.0 < self.spine0 {
+            1
+        } else if at.0 < self.core0 {
+            2
+        } else {
+            3
+        };
+        debug_assert_eq!(t.node(at), NodeKind::Switch { tier });
+        range_hop_to(t, at, dst, flow_hash, "three-tier", self.choice_to(at, dst, tier)?)
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
