@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
+use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_NIC, LinkSpec};
@@ -180,6 +181,11 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
         per_low: per_low as u32,
         sw0,
         pows,
+        div: BCubeDivisors {
+            n: Divisor::new(n),
+            per_low: Divisor::new(per_low as u32),
+            pows: pows.map(Divisor::new),
+        },
     };
     // Hosts in id order: every switch receives its hosts in digit order.
     for h in 0..num_hosts {
@@ -211,6 +217,15 @@ pub struct BCubeRule {
     sw0: u32,
     /// `n^l` for `l` below [`MAX_LEVELS`] (saturated past `u32`).
     pows: [u32; MAX_LEVELS as usize],
+    div: BCubeDivisors,
+}
+
+/// The sizes [`BCubeRule`] divides by on every hop, as [`Divisor`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BCubeDivisors {
+    n: Divisor,
+    per_low: Divisor,
+    pows: [Divisor; MAX_LEVELS as usize],
 }
 
 impl BCubeRule {
@@ -223,21 +238,31 @@ impl BCubeRule {
     /// Digit `l` of host `h`'s address.
     #[inline]
     pub fn digit(&self, h: u32, l: u32) -> u32 {
-        if l == self.k { h / self.pow(l) } else { h / self.pow(l) % self.n }
+        let q = self.div.pows[l as usize].div(h);
+        if l == self.k { q } else { self.div.n.rem(q) }
     }
 
     /// The level-`l` switch of host `h`.
     #[inline]
     pub fn switch_of(&self, h: u32, l: u32) -> u32 {
         let nl = self.pow(l);
-        let i = (h / (nl * self.n)) * nl + h % nl;
-        self.sw0 + l * self.per_low + if l == self.k { h % nl } else { i }
+        let low = self.div.pows[l as usize].rem(h);
+        let i = if l == self.k {
+            low
+        } else {
+            self.div.pows[l as usize + 1].div(h) * nl + low
+        };
+        self.sw0 + l * self.per_low + i
     }
 
     /// The level of switch `s`.
     #[inline]
     fn level(&self, s: u32) -> u32 {
-        (s - self.sw0).checked_div(self.per_low).map_or(self.k, |l| l.min(self.k))
+        if self.per_low == 0 {
+            self.k
+        } else {
+            self.div.per_low.div(s - self.sw0).min(self.k)
+        }
     }
 
     /// The NIC port offset of a host: 1 behind its NVLink port when servers have several GPUs.
@@ -262,7 +287,16 @@ impl RoutingRule for BCubeRule {
 
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        match t.node(at) {
+        // The node's kind from its id (module doc's layout), without reading the node table.
+        let kind = if at.0 < self.hosts {
+            NodeKind::Host
+        } else if at.0 < self.sw0 {
+            NodeKind::NvSwitch
+        } else {
+            NodeKind::Switch { tier: 1 }
+        };
+        debug_assert_eq!(kind, t.node(at));
+        match kind {
             NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
             NodeKind::Switch { .. } => {
                 let l = self.level(at.0);
@@ -279,7 +313,8 @@ impl RoutingRule for BCubeRule {
                 let to = if l == self.k {
                     v * nl + i
                 } else {
-                    (i / nl) * nl * self.n + v * nl + i % nl
+                    let (q, r) = self.div.pows[l as usize].div_rem(i);
+                    q * nl * self.n + v * nl + r
                 };
                 debug_assert_eq!(h.to.0, to, "bcube port layout at {at}");
                 Ok(Hop {
@@ -290,20 +325,29 @@ impl RoutingRule for BCubeRule {
             NodeKind::Host => {
                 let ports = t.port_hops(at);
                 if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
-                    return Ok(ports[0]);
+                    let h = ports[0];
+                    let to = self.hosts + t.server_of(at);
+                    debug_assert_eq!(h.to.0, to, "bcube NVLink at {at}");
+                    return Ok(Hop {
+                        link: h.link,
+                        to: NodeId(to),
+                    });
                 }
                 // The levels whose digits differ, lowest first, in one pass of divisions.
                 let mut differ = [0u8; MAX_LEVELS as usize];
                 let mut count = 0;
                 let (mut a, mut d) = (at.0, dst.0);
                 for l in 0..=self.k {
-                    let (da, dd) = if l == self.k { (a, d) } else { (a % self.n, d % self.n) };
+                    let ((qa, da), (qd, dd)) = if l == self.k {
+                        ((0, a), (0, d))
+                    } else {
+                        (self.div.n.div_rem(a), self.div.n.div_rem(d))
+                    };
                     if da != dd {
                         differ[count] = l as u8;
                         count += 1;
                     }
-                    a /= self.n;
-                    d /= self.n;
+                    (a, d) = (qa, qd);
                 }
                 if count == 0 {
                     return Err(Self::unreachable(at, dst, "bcube route to itself"));
