@@ -44,7 +44,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop, host_hops, nvswitch_hop};
+use crate::routing::{Routing, host_hop_to, host_hops, nvswitch_hop};
 
 /// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -439,15 +439,48 @@ impl DragonflyRule {
         }
     }
 
+    /// The node port `p` of router `me` (with `down` host ports) leads to (module doc's port
+    /// layout), computed so that the next hop does not wait on this hop's load.
+    #[inline]
+    fn far_end(&self, me: u32, down: usize, p: usize) -> u32 {
+        let a = self.routers_per_group;
+        let (grp, r) = (me / a, me % a);
+        if p < down {
+            return me * self.hosts_per_router + p as u32;
+        }
+        let local = (p - down) as u32;
+        if local + 1 < a {
+            let r2 = if local < r { local } else { local + 1 };
+            return self.router0 + grp * a + r2;
+        }
+        let j = r * self.global_links_per_router + local + 1 - a;
+        let (pg, pr) = self.global_peer(grp, j);
+        self.router0 + pg * a + pr
+    }
+
     /// Next hop at router `at`, minimal or Valiant between groups.
     #[inline]
     fn router_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
-        let me = at.0 - self.router0;
+        let h = self.router_hop_port(t, at, dst, flow_hash, valiant)?;
         let ports = t.port_hops(at);
+        let me = at.0 - self.router0;
+        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
+        let to = self.far_end(me, down, h);
+        debug_assert_eq!(ports[h].to.0, to, "dragonfly port layout at {at}");
+        Ok(Hop {
+            link: ports[h].link,
+            to: NodeId(to),
+        })
+    }
+
+    /// The port [`Self::router_hop`] takes.
+    #[inline]
+    fn router_hop_port(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<usize, TopoError> {
+        let me = at.0 - self.router0;
         let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
         match self.target(me, dst, valiant, flow_hash) {
-            Target::Host(p) => Ok(ports[p]),
-            Target::Local(rd) => Ok(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
+            Target::Host(p) => Ok(p),
+            Target::Local(rd) => Ok(Self::local_port(down, me % self.routers_per_group, rd)),
             Target::Group(o, rd) => {
                 let count = self.group_candidates(me, down, o, rd, |_| false);
                 if count == 0 {
@@ -464,7 +497,7 @@ impl DragonflyRule {
                     seen += 1;
                     false
                 });
-                port.map(|p| ports[p]).ok_or_else(|| Self::unreachable(at, dst))
+                port.ok_or_else(|| Self::unreachable(at, dst))
             }
         }
     }
@@ -522,10 +555,13 @@ impl DragonflyRule {
     }
 
     fn hop_via(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
-        match t.node(at) {
-            NodeKind::Host => host_hop(t, at, dst, flow_hash),
-            NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
-            NodeKind::Switch { .. } => self.router_hop(t, at, dst, flow_hash, valiant),
+        // The node's kind from its id (module doc's layout), without reading the node table.
+        if at.0 < self.hosts {
+            host_hop_to(t, at, dst, flow_hash, |_| self.router0 + at.0 / self.hosts_per_router)
+        } else if at.0 < self.router0 {
+            nvswitch_hop(t, at, dst)
+        } else {
+            self.router_hop(t, at, dst, flow_hash, valiant)
         }
     }
 }

@@ -422,6 +422,7 @@ pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, e
         spines_per_plane: spines,
         leaf0,
         spine0,
+        div: RailRule::divisors(g, sps, segments, spines),
     };
     let name = format!("rail-fat-tree-{segments}seg-{planes}plane-{num_hosts}");
     b.build(name, num_hosts, scale_up, Routing::RailFatTree(rule), ecmp_seed)

@@ -21,10 +21,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
+use crate::fastdiv::Divisor;
 use crate::generators::{SpineCount, check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, up};
+use crate::routing::Routing;
 
 /// `topology: { kind: rail-only, servers_per_leaf: 32 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -137,6 +138,7 @@ pub fn rail_only(num_hosts: u32, p: &RailOnlyParams, scale_up: ScaleUp, ecmp_see
         spines_per_rail: spines,
         leaf0,
         spine0,
+        div: [g, spl, leaves, spines].map(Divisor::new),
     };
     b.build(
         format!("rail-only-{g}r{leaves}l{spines}s-{num_hosts}"),
@@ -162,6 +164,8 @@ pub struct RailOnlyRule {
     pub spines_per_rail: u32,
     leaf0: u32,
     spine0: u32,
+    /// `rails`, `servers_per_leaf`, `leaves_per_rail`, `spines_per_rail` as [`Divisor`]s.
+    div: [Divisor; 4],
 }
 
 impl RoutingRule for RailOnlyRule {
@@ -169,44 +173,60 @@ impl RoutingRule for RailOnlyRule {
         "rail-only (NVLink to the rail, then up-down)"
     }
 
+    /// Every hop's far end is computed from the addresses (module doc's layout), so the next
+    /// hop does not wait on this hop's load; sizes divide as [`Divisor`]s.
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         let g = self.rails;
+        let [rails, spl_div, leaves_div, spines_div] = self.div;
+        let spl = self.servers_per_leaf;
         let ports = t.port_hops(at);
-        let d_server = dst.0 / g;
-        match t.node(at) {
-            NodeKind::Host => {
-                if g == 1 {
-                    return Ok(ports[0]);
-                }
-                // Same server, or another rail: NVLink (port 0); else the NIC (port 1).
-                let same_rail = at.0 % g == dst.0 % g;
-                Ok(ports[usize::from(same_rail && at.0 / g != d_server)])
+        let (d_server, d_rail) = rails.div_rem(dst.0);
+        let a = at.0;
+        let hosts = self.servers * g;
+        let (port, to) = if a < hosts {
+            let (server, rail) = rails.div_rem(a);
+            if g == 1 {
+                (0, self.leaf0 + spl_div.div(server))
+            } else if rail == d_rail && server != d_server {
+                // The NIC (port 1) to its rail leaf.
+                (1, self.leaf0 + rail * self.leaves_per_rail + spl_div.div(server))
+            } else {
+                // Same server, or another rail: NVLink (port 0) to its NVSwitch.
+                (0, hosts + server)
             }
+        } else if a < self.leaf0 {
             // The NVSwitch hands the packet to its GPU on the destination's rail.
-            NodeKind::NvSwitch => Ok(ports[(dst.0 % g) as usize]),
-            NodeKind::Switch { .. } => {
-                let spl = self.servers_per_leaf;
-                let a = at.0;
-                if a < self.spine0 {
-                    let i = (a - self.leaf0) % self.leaves_per_rail;
-                    let first = i * spl;
-                    if d_server / spl == i {
-                        return Ok(ports[(d_server - first) as usize]);
-                    }
-                    if self.spines_per_rail == 0 {
-                        return Err(TopoError::Unreachable {
-                            src: at,
-                            dst,
-                            reason: "rail leaf without spines".into(),
-                        });
-                    }
-                    Ok(up(t, at, self.servers.saturating_sub(first).min(spl), flow_hash))
-                } else {
-                    Ok(ports[(d_server / spl) as usize])
-                }
+            (d_rail, (a - hosts) * g + d_rail)
+        } else if a < self.spine0 {
+            let (rail, i) = leaves_div.div_rem(a - self.leaf0);
+            let first = i * spl;
+            if spl_div.div(d_server) == i {
+                (d_server - first, d_server * g + rail)
+            } else if self.spines_per_rail == 0 {
+                return Err(TopoError::Unreachable {
+                    src: at,
+                    dst,
+                    reason: "rail leaf without spines".into(),
+                });
+            } else {
+                let j = t.ecmp_pick(at, flow_hash, self.spines_per_rail as usize) as u32;
+                (
+                    self.servers.saturating_sub(first).min(spl) + j,
+                    self.spine0 + rail * self.spines_per_rail + j,
+                )
             }
-        }
+        } else {
+            let rail = spines_div.div(a - self.spine0);
+            let leaf = spl_div.div(d_server);
+            (leaf, self.leaf0 + rail * self.leaves_per_rail + leaf)
+        };
+        let h = ports[port as usize];
+        debug_assert_eq!(h.to.0, to, "rail-only port layout at {at}");
+        Ok(Hop {
+            link: h.link,
+            to: NodeId(to),
+        })
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

@@ -27,6 +27,7 @@ use llmsim_core::{LinkId, NodeId};
 
 use crate::TopoError;
 use crate::family::RoutingRule;
+use crate::fastdiv::Divisor;
 use crate::graph::{Hop, LinkKind, NodeKind, Topology};
 
 /// The rule a topology routes by. Every variant except `Bfs` holds O(1) parameters.
@@ -116,6 +117,9 @@ pub struct RailRule {
     pub leaf0: u32,
     /// Node id of the first spine.
     pub spine0: u32,
+    /// `rails`, `servers_per_segment`, `segments * rails` and `spines_per_plane` as
+    /// [`Divisor`]s.
+    pub(crate) div: [Divisor; 4],
 }
 
 /// Hop count in [`BfsRule`] distance arrays meaning "cannot reach".
@@ -329,6 +333,7 @@ impl Routing {
             Routing::Bfs(rule) => return rule.next_hop(t, at, dst, flow_hash).map(|l| t.hop_over(l)),
             Routing::Rule(rule) => return rule.hop(t, at, dst, flow_hash),
             Routing::FatTree(r) if at.0 >= r.hosts => return r.hop(t, at, dst, flow_hash),
+            Routing::RailFatTree(r) => return r.hop(t, at, dst, flow_hash),
             _ => {}
         }
         match t.node(at) {
@@ -532,6 +537,56 @@ impl SpineLeafRule {
 }
 
 impl RailRule {
+    /// The divisors of [`RailRule::div`] for these sizes.
+    pub(crate) fn divisors(rails: u32, servers_per_segment: u32, segments: u32, spines_per_plane: u32) -> [Divisor; 4] {
+        [rails, servers_per_segment, segments * rails, spines_per_plane].map(Divisor::new)
+    }
+
+    /// [`Routing::hop`] with every far end computed from the addresses (see the port layout on
+    /// the struct), so the next hop does not wait on this hop's load.
+    #[inline]
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        let [rails, sps, seg_rails, spines] = self.div;
+        let (g, a) = (self.rails, at.0);
+        if a < self.servers * g {
+            let (server, rail) = rails.div_rem(a);
+            let seg = sps.div(server);
+            return host_hop_to(t, at, dst, flow_hash, |q| self.leaf0 + (q * self.segments + seg) * g + rail);
+        }
+        if a < self.leaf0 {
+            return nvswitch_hop(t, at, dst);
+        }
+        let (d_server, d_rail) = rails.div_rem(dst.0);
+        let d_seg = sps.div(d_server);
+        let (port, to) = if a < self.spine0 {
+            let (q, rem) = seg_rails.div_rem(a - self.leaf0);
+            let (seg, rail) = rails.div_rem(rem);
+            let first = seg * self.servers_per_segment;
+            if d_seg == seg && d_rail == rail {
+                (d_server - first, dst.0)
+            } else {
+                let i = t.ecmp_pick(at, flow_hash, self.spines_per_plane as usize) as u32;
+                (
+                    self.servers.saturating_sub(first).min(self.servers_per_segment) + i,
+                    self.spine0 + q * self.spines_per_plane + i,
+                )
+            }
+        } else {
+            let q = spines.div(a - self.spine0);
+            (d_seg * g + d_rail, self.leaf0 + (q * self.segments + d_seg) * g + d_rail)
+        };
+        let h = t
+            .port_hops(at)
+            .get(port as usize)
+            .copied()
+            .ok_or_else(|| outside(at, dst, "rail-optimized"))?;
+        debug_assert_eq!(h.to.0, to, "rail-optimized port layout at {at}");
+        Ok(Hop {
+            link: h.link,
+            to: NodeId(to),
+        })
+    }
+
     #[inline]
     fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let (g, sps) = (self.rails, self.servers_per_segment);
