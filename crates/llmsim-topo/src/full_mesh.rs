@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, NodeId};
+use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
@@ -31,7 +31,7 @@ use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop_to, nvswitch_hop};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed};
 
 /// Largest number of full-mesh dimensions.
 pub const MAX_DIMS: usize = 4;
@@ -150,6 +150,8 @@ pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_see
         dim_div: dims.map(Divisor::new),
         hpr_div: Divisor::new(hpr),
         num_hosts,
+        host_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
+        ports_per_router: next,
     };
     b.build(
         format!("full-mesh-{}-{num_hosts}", dims_text(&p.dims)),
@@ -177,6 +179,10 @@ pub struct FullMeshRule {
     dim_div: [Divisor; MAX_DIMS],
     hpr_div: Divisor,
     num_hosts: u32,
+    /// Id of the first host NIC link (after the NVLink links).
+    host_links0: u32,
+    /// Links (ports) of every router.
+    ports_per_router: u32,
 }
 
 impl FullMeshRule {
@@ -195,19 +201,26 @@ impl RoutingRule for FullMeshRule {
     /// pass of multiply-divisions ([`Divisor`]).
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        // Link ids are arithmetic too (the generator's order: NVLink links, then each host's
+        // NIC link, then each router's links in port order), so a route reads no table; debug
+        // assertions check each against the port table.
         if at.0 < self.num_hosts {
-            return host_hop_to(t, at, dst, flow_hash, |_| self.router0 + self.hpr_div.div(at.0));
+            let nic = self.host_links0 + at.0;
+            return Ok(host_hop_computed(t, at, dst, nic, self.router0 + self.hpr_div.div(at.0)));
         }
         if at.0 < self.router0 {
-            return nvswitch_hop(t, at, dst);
+            return nvswitch_hop_computed(t, at, dst);
         }
         let r = at.0 - self.router0;
         let (dr, slot) = self.hpr_div.div_rem(dst.0);
-        let ports = t.port_hops(at);
+        let link0 = self.host_links0 + self.num_hosts + r * self.ports_per_router;
         if r == dr {
-            let h = ports[slot as usize];
-            debug_assert_eq!(h.to, dst, "full-mesh host port at {at}");
-            return Ok(Hop { link: h.link, to: dst });
+            let hop = Hop {
+                link: LinkId(link0 + slot),
+                to: dst,
+            };
+            debug_assert_eq!(hop, t.port_hops(at)[slot as usize], "full-mesh host port at {at}");
+            return Ok(hop);
         }
         // The dimensions still to correct, in order, with both coordinates; the flow hash picks
         // one (ECMP).
@@ -233,12 +246,12 @@ impl RoutingRule for FullMeshRule {
         let (i, c, d) = differing[if k == 1 { 0 } else { t.ecmp_pick(at, flow_hash, k) }];
         let port = self.first_port[i] + if d < c { d } else { d - 1 };
         let to = at.0 + d * self.stride[i] - c * self.stride[i];
-        let h = ports[port as usize];
-        debug_assert_eq!(h.to.0, to, "full-mesh line port at {at}");
-        Ok(Hop {
-            link: h.link,
+        let hop = Hop {
+            link: LinkId(link0 + port),
             to: NodeId(to),
-        })
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "full-mesh line port at {at}");
+        Ok(hop)
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

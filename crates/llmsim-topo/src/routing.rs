@@ -670,6 +670,50 @@ pub fn host_hop_to(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, nic_to
     })
 }
 
+/// [`nvswitch_hop`] with the link id computed too, for a family laid out by
+/// [`crate::generators::hosts_with_scale_up`] (NVSwitch -> GPU `h` is link `num_hosts + h`), so
+/// the hop reads no table (a debug assertion checks it against [`nvswitch_hop`]).
+///
+/// # Errors
+/// As [`nvswitch_hop`].
+#[inline]
+pub(crate) fn nvswitch_hop_computed(t: &Topology, at: NodeId, dst: NodeId) -> Result<Hop, TopoError> {
+    if at.0.wrapping_sub(t.num_hosts()) != t.server_of(dst) {
+        return Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "NVSwitch reached for a GPU of another server".into(),
+        });
+    }
+    let hop = Hop {
+        link: LinkId(t.num_hosts() + dst.0),
+        to: dst,
+    };
+    debug_assert_eq!(Ok(hop), nvswitch_hop(t, at, dst), "NVSwitch layout at {at}");
+    Ok(hop)
+}
+
+/// The first hop of a host with one NIC port, link ids and far ends computed for a family laid
+/// out by [`crate::generators::hosts_with_scale_up`] (GPU `h` -> its NVSwitch is link `h`, the
+/// NVSwitch is node `num_hosts + server`): NVLink to a GPU of its own server, else the NIC link
+/// `nic_link` to node `nic_to`. A debug assertion checks it against [`host_hop`].
+#[inline]
+pub(crate) fn host_hop_computed(t: &Topology, at: NodeId, dst: NodeId, nic_link: u32, nic_to: u32) -> Hop {
+    let hop = if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
+        Hop {
+            link: LinkId(at.0),
+            to: NodeId(t.num_hosts() + t.server_of(at)),
+        }
+    } else {
+        Hop {
+            link: LinkId(nic_link),
+            to: NodeId(nic_to),
+        }
+    };
+    debug_assert_eq!(Ok(hop), host_hop(t, at, dst, 0), "host layout at {at}");
+    hop
+}
+
 /// Every NIC [`host_hop`] may pick (one unless the host has several planes).
 ///
 /// # Errors

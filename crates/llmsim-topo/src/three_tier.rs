@@ -43,7 +43,7 @@ use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, host_hop_to, nvswitch_hop, port_range_hops, range_hop_to};
+use crate::routing::{Routing, host_hop_computed, host_hop_to, nvswitch_hop_computed, port_range_hops};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -235,6 +235,7 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
             core_uplinks: Divisor::new(u),
         },
         num_hosts,
+        host_links0: if g > 1 { 2 * num_hosts } else { 0 },
     };
     let dual = if p.dual_tor { "-dualtor" } else { "" };
     b.build(
@@ -283,7 +284,12 @@ pub struct ThreeTierRule {
     pub pods: u32,
     div: ThreeTierDivisors,
     num_hosts: u32,
+    /// Id of the first host NIC link (after the NVLink links).
+    host_links0: u32,
 }
+
+/// A switch's choice: `(first port, count, first far end, far-end step, first link, link step)`.
+type Choice = (u32, u32, u32, u32, u32, u32);
 
 /// The sizes [`ThreeTierRule`] divides by on every hop, as [`Divisor`]s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -348,7 +354,7 @@ impl ThreeTierRule {
     /// pass of multiply-divisions ([`Divisor`]); [`Self::choice`] is the reference (a debug
     /// assertion compares them).
     #[inline]
-    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<(u32, u32, u32, u32), TopoError> {
+    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<Choice, TopoError> {
         let dv = &self.div;
         let g = self.rails;
         let (d_server, d_rail) = dv.rails.div_rem(dst.0);
@@ -357,37 +363,68 @@ impl ThreeTierRule {
         }
         let (d_seg, d_in_seg) = dv.servers_per_segment.div_rem(d_server);
         let d_pod = dv.segments_per_pod.div(d_seg);
+        // Link ids (the generator's cable order, each cable two links): host NIC cables from
+        // `host_links0`, host by host and side by side; leaf-spine cables from `leaf_links0`,
+        // leaf by leaf and spine by spine; spine-core cables from `core_links0`, spine by spine
+        // and core by core. The first link of a cable goes up, the second down.
+        let (n, u) = (self.spines, self.core_uplinks);
+        let leaf_links0 = self.host_links0 + 2 * self.num_hosts * self.sides;
+        let core_links0 = leaf_links0 + 2 * self.segments * g * self.sides * n;
         let out = match tier {
             1 => {
-                let l = dv.sides.div(at.0 - self.leaf0);
+                let lg = at.0 - self.leaf0;
+                let (l, side) = dv.sides.div_rem(lg);
                 let (seg, rail) = dv.rails.div_rem(l);
                 if d_seg == seg && d_rail == rail {
-                    (d_in_seg, 1, dst.0, 0)
+                    let link = self.host_links0 + 2 * (dst.0 * self.sides + side) + 1;
+                    (d_in_seg, 1, dst.0, 0, link, 0)
                 } else {
                     let first = self.servers_in(seg);
-                    (first, self.spines, self.spine0 + dv.segments_per_pod.div(seg) * self.spines, 1)
+                    let to0 = self.spine0 + dv.segments_per_pod.div(seg) * n;
+                    (first, n, to0, 1, leaf_links0 + 2 * lg * n, 2)
                 }
             }
             2 => {
-                let (pod, j) = dv.spines.div_rem(at.0 - self.spine0);
+                let s = at.0 - self.spine0;
+                let (pod, j) = dv.spines.div_rem(s);
                 if d_pod == pod {
                     let first = ((d_seg - pod * self.segments_per_pod) * g + d_rail) * self.sides;
-                    (first, self.sides, self.leaf0 + (d_seg * g + d_rail) * self.sides, 1)
+                    let leaf = (d_seg * g + d_rail) * self.sides;
+                    let link = leaf_links0 + 2 * (leaf * n + j) + 1;
+                    (first, self.sides, self.leaf0 + leaf, 1, link, 2 * n)
                 } else if self.pods > 1 {
-                    (self.leaves_in(pod), self.core_uplinks, self.core0 + j * self.core_uplinks, 1)
+                    (self.leaves_in(pod), u, self.core0 + j * u, 1, core_links0 + 2 * s * u, 2)
                 } else {
                     return Err(unreachable(at, dst, "one-pod fabric has no core"));
                 }
             }
-            _ => (
-                d_pod,
-                1,
-                self.spine0 + d_pod * self.spines + dv.core_uplinks.div(at.0 - self.core0),
-                0,
-            ),
+            _ => {
+                let (j, c) = dv.core_uplinks.div_rem(at.0 - self.core0);
+                let link = core_links0 + 2 * ((d_pod * n + j) * u + c) + 1;
+                (d_pod, 1, self.spine0 + d_pod * n + j, 0, link, 0)
+            }
         };
         debug_assert_eq!(self.choice(at, dst, tier).ok(), Some((out.0, out.1)));
         Ok(out)
+    }
+
+    /// The hop [`Self::choice_to`] describes: the flow hash picks `i` among `count`, port `first
+    /// + i` (its link `link0 + i * link_step`, leading to `to0 + i * step`); read from no table
+    /// (a debug assertion checks it against the port table).
+    #[inline]
+    fn take(t: &Topology, at: NodeId, flow_hash: u64, c: Choice) -> Hop {
+        let (first, count, to0, step, link0, link_step) = c;
+        let i = if count == 1 {
+            0
+        } else {
+            t.ecmp_pick(at, flow_hash, count as usize) as u32
+        };
+        let hop = Hop {
+            link: LinkId(link0 + i * link_step),
+            to: NodeId(to0 + i * step),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get((first + i) as usize), "three-tier layout at {at}");
+        hop
     }
 
     /// The leaf NIC port `side` of host `h` leads to.
@@ -407,9 +444,13 @@ impl RoutingRule for ThreeTierRule {
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         // The node's kind from its id (module doc's layout), without reading the node table.
         let tier = if at.0 < self.num_hosts {
+            if self.sides == 1 {
+                let link = self.host_links0 + 2 * at.0;
+                return Ok(host_hop_computed(t, at, dst, link, self.leaf_of(at.0, 0)));
+            }
             return host_hop_to(t, at, dst, flow_hash, |side| self.leaf_of(at.0, side));
         } else if at.0 < self.leaf0 {
-            return nvswitch_hop(t, at, dst);
+            return nvswitch_hop_computed(t, at, dst);
         } else if at.0 < self.spine0 {
             1
         } else if at.0 < self.core0 {
@@ -418,7 +459,7 @@ impl RoutingRule for ThreeTierRule {
             3
         };
         debug_assert_eq!(t.node(at), NodeKind::Switch { tier });
-        range_hop_to(t, at, dst, flow_hash, "three-tier", self.choice_to(at, dst, tier)?)
+        Ok(Self::take(t, at, flow_hash, self.choice_to(at, dst, tier)?))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
