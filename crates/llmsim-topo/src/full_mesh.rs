@@ -205,8 +205,8 @@ impl RoutingRule for FullMeshRule {
         // NIC link, then each router's links in port order), so a route reads no table; debug
         // assertions check each against the port table.
         if at.0 < self.num_hosts {
-            let nic = self.host_links0 + at.0;
-            return Ok(host_hop_computed(t, at, dst, nic, self.router0 + self.hpr_div.div(at.0)));
+            let nic = (self.host_links0 + at.0, self.router0 + self.hpr_div.div(at.0));
+            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
         }
         if at.0 < self.router0 {
             return nvswitch_hop_computed(t, at, dst);

@@ -156,6 +156,7 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
         edge0,
         agg0,
         core0,
+        div: [h, h * h].map(crate::fastdiv::Divisor::new),
     };
     b.build(
         format!("fat-tree-k{k}-{num_hosts}"),

@@ -43,7 +43,7 @@ use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, host_hop_computed, host_hop_to, nvswitch_hop_computed, port_range_hops};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -444,11 +444,9 @@ impl RoutingRule for ThreeTierRule {
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         // The node's kind from its id (module doc's layout), without reading the node table.
         let tier = if at.0 < self.num_hosts {
-            if self.sides == 1 {
-                let link = self.host_links0 + 2 * at.0;
-                return Ok(host_hop_computed(t, at, dst, link, self.leaf_of(at.0, 0)));
-            }
-            return host_hop_to(t, at, dst, flow_hash, |side| self.leaf_of(at.0, side));
+            return Ok(host_hop_computed(t, at, dst, flow_hash, self.sides, |side| {
+                (self.host_links0 + 2 * (at.0 * self.sides + side), self.leaf_of(at.0, side))
+            }));
         } else if at.0 < self.leaf0 {
             return nvswitch_hop_computed(t, at, dst);
         } else if at.0 < self.spine0 {

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, NodeId};
+use llmsim_core::{Bandwidth, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
@@ -25,7 +25,7 @@ use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop_to, nvswitch_hop};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed};
 
 /// Largest number of torus dimensions.
 pub const MAX_DIMS: usize = 3;
@@ -170,6 +170,8 @@ pub fn torus(num_hosts: u32, p: &TorusParams, scale_up: ScaleUp, ecmp_seed: u64)
         dim_div: dims.map(Divisor::new),
         hpr_div: Divisor::new(hpr),
         num_hosts,
+        host_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
+        ports_per_router: next,
     };
     b.build(
         format!("torus-{}-{num_hosts}", dims_text(&p.dims)),
@@ -194,6 +196,10 @@ pub struct TorusRule {
     dim_div: [Divisor; MAX_DIMS],
     hpr_div: Divisor,
     num_hosts: u32,
+    /// Id of the first host NIC link (after the NVLink links).
+    host_links0: u32,
+    /// Links (ports) of every router.
+    ports_per_router: u32,
 }
 
 impl TorusRule {
@@ -212,19 +218,26 @@ impl RoutingRule for TorusRule {
     /// ([`Divisor`]).
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        // Link ids are arithmetic too (the generator's order: NVLink links, then each host's
+        // NIC link, then each router's links in port order), so a route reads no table; debug
+        // assertions check each against the port table.
         if at.0 < self.num_hosts {
-            return host_hop_to(t, at, dst, flow_hash, |_| self.router0 + self.hpr_div.div(at.0));
+            let nic = (self.host_links0 + at.0, self.router0 + self.hpr_div.div(at.0));
+            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
         }
         if at.0 < self.router0 {
-            return nvswitch_hop(t, at, dst);
+            return nvswitch_hop_computed(t, at, dst);
         }
         let r = at.0 - self.router0;
         let (dr, slot) = self.hpr_div.div_rem(dst.0);
-        let ports = t.port_hops(at);
+        let link0 = self.host_links0 + self.num_hosts + r * self.ports_per_router;
         if r == dr {
-            let h = ports[slot as usize];
-            debug_assert_eq!(h.to, dst, "torus host port at {at}");
-            return Ok(Hop { link: h.link, to: dst });
+            let hop = Hop {
+                link: LinkId(link0 + slot),
+                to: dst,
+            };
+            debug_assert_eq!(hop, t.port_hops(at)[slot as usize], "torus host port at {at}");
+            return Ok(hop);
         }
         let (mut a, mut b) = (r, dr);
         for i in 0..MAX_DIMS {
@@ -255,12 +268,12 @@ impl RoutingRule for TorusRule {
                 }
             };
             let to = at.0 + e * self.stride[i] - c * self.stride[i];
-            let h = ports[port as usize];
-            debug_assert_eq!(h.to.0, to, "torus port at {at}");
-            return Ok(Hop {
-                link: h.link,
+            let hop = Hop {
+                link: LinkId(link0 + port),
                 to: NodeId(to),
-            });
+            };
+            debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "torus port at {at}");
+            return Ok(hop);
         }
         Err(TopoError::Unreachable {
             src: at,
