@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, NodeId};
+use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
@@ -180,29 +180,37 @@ impl RoutingRule for RailOnlyRule {
         let g = self.rails;
         let [rails, spl_div, leaves_div, spines_div] = self.div;
         let spl = self.servers_per_leaf;
-        let ports = t.port_hops(at);
         let (d_server, d_rail) = rails.div_rem(dst.0);
         let a = at.0;
         let hosts = self.servers * g;
-        let (port, to) = if a < hosts {
+        // Link ids from the generator's order (NVLink links, each host's NIC link, each leaf's
+        // links in port order rail by rail, then each spine's), so a route reads no table; a
+        // debug assertion checks each hop against the port table.
+        let nv = if g > 1 { 2 * hosts } else { 0 };
+        let leaf_links0 = nv + hosts;
+        let per_rail = self.servers + self.leaves_per_rail * self.spines_per_rail;
+        let spine_links0 = leaf_links0 + g * per_rail;
+        let (port, to, link) = if a < hosts {
             let (server, rail) = rails.div_rem(a);
             if g == 1 {
-                (0, self.leaf0 + spl_div.div(server))
+                (0, self.leaf0 + spl_div.div(server), a)
             } else if rail == d_rail && server != d_server {
                 // The NIC (port 1) to its rail leaf.
-                (1, self.leaf0 + rail * self.leaves_per_rail + spl_div.div(server))
+                (1, self.leaf0 + rail * self.leaves_per_rail + spl_div.div(server), nv + a)
             } else {
                 // Same server, or another rail: NVLink (port 0) to its NVSwitch.
-                (0, hosts + server)
+                (0, hosts + server, a)
             }
         } else if a < self.leaf0 {
             // The NVSwitch hands the packet to its GPU on the destination's rail.
-            (d_rail, (a - hosts) * g + d_rail)
+            let to = (a - hosts) * g + d_rail;
+            (d_rail, to, hosts + to)
         } else if a < self.spine0 {
             let (rail, i) = leaves_div.div_rem(a - self.leaf0);
             let first = i * spl;
+            let link0 = leaf_links0 + rail * per_rail + i * (spl + self.spines_per_rail);
             if spl_div.div(d_server) == i {
-                (d_server - first, d_server * g + rail)
+                (d_server - first, d_server * g + rail, link0 + d_server - first)
             } else if self.spines_per_rail == 0 {
                 return Err(TopoError::Unreachable {
                     src: at,
@@ -211,22 +219,25 @@ impl RoutingRule for RailOnlyRule {
                 });
             } else {
                 let j = t.ecmp_pick(at, flow_hash, self.spines_per_rail as usize) as u32;
-                (
-                    self.servers.saturating_sub(first).min(spl) + j,
-                    self.spine0 + rail * self.spines_per_rail + j,
-                )
+                let port = self.servers.saturating_sub(first).min(spl) + j;
+                (port, self.spine0 + rail * self.spines_per_rail + j, link0 + port)
             }
         } else {
-            let rail = spines_div.div(a - self.spine0);
+            let sp = a - self.spine0;
+            let rail = spines_div.div(sp);
             let leaf = spl_div.div(d_server);
-            (leaf, self.leaf0 + rail * self.leaves_per_rail + leaf)
+            (
+                leaf,
+                self.leaf0 + rail * self.leaves_per_rail + leaf,
+                spine_links0 + sp * self.leaves_per_rail + leaf,
+            )
         };
-        let h = ports[port as usize];
-        debug_assert_eq!(h.to.0, to, "rail-only port layout at {at}");
-        Ok(Hop {
-            link: h.link,
+        let hop = Hop {
+            link: LinkId(link),
             to: NodeId(to),
-        })
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "rail-only port layout at {at}");
+        Ok(hop)
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

@@ -1211,6 +1211,8 @@ fn dragonfly_valiant_and_ugal_keep_their_intermediate_group_around_a_failed_cabl
 fn partly_filled_clos_fabrics_round_trip_through_ns3() {
     for (json, gpus, g) in [
         (r#"{"kind":"clos","tiers":[{"down":4,"up":2},{"down":4,"up":2},{}]}"#, 36u32, 2u32),
+        // Top switches with more down ports than blocks below them.
+        (r#"{"kind":"clos","tiers":[{"down":4,"up":2},{"down":4,"up":2},{"down":8}]}"#, 40, 2),
         (
             r#"{"kind":"clos","tiers":[{"down":2,"up":2},{"down":3,"up":1},{"down":2,"up":2},{}]}"#,
             14,
