@@ -44,7 +44,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop_to, host_hops, nvswitch_hop};
+use crate::routing::{Routing, host_hop_computed, host_hops, nvswitch_hop, nvswitch_hop_computed};
 
 /// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -462,15 +462,26 @@ impl DragonflyRule {
     #[inline]
     fn router_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
         let h = self.router_hop_port(t, at, dst, flow_hash, valiant)?;
-        let ports = t.port_hops(at);
         let me = at.0 - self.router0;
         let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
-        let to = self.far_end(me, down, h);
-        debug_assert_eq!(ports[h].to.0, to, "dragonfly port layout at {at}");
-        Ok(Hop {
-            link: ports[h].link,
-            to: NodeId(to),
-        })
+        let hop = Hop {
+            link: LinkId(self.first_link(t, me) + h as u32),
+            to: NodeId(self.far_end(me, down, h)),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(h), "dragonfly port layout at {at}");
+        Ok(hop)
+    }
+
+    /// Id of router `me`'s first link, from the generator's order (NVLink links, each host's NIC
+    /// link, then each router's links in port order: its hosts, `a - 1` local links, and its
+    /// global ports, `used` per group), so that a route reads no table.
+    #[inline]
+    fn first_link(&self, t: &Topology, me: u32) -> u32 {
+        let (a, h) = (self.routers_per_group, self.global_links_per_router);
+        let used = self.copies * self.groups.saturating_sub(1);
+        let (grp, r) = (me / a, me % a);
+        let nv = if t.gpus_per_server() > 1 { 2 * self.hosts } else { 0 };
+        nv + self.hosts + (me * self.hosts_per_router).min(self.hosts) + me * (a - 1) + grp * used + (r * h).min(used)
     }
 
     /// The port [`Self::router_hop`] takes.
@@ -557,9 +568,11 @@ impl DragonflyRule {
     fn hop_via(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
         // The node's kind from its id (module doc's layout), without reading the node table.
         if at.0 < self.hosts {
-            host_hop_to(t, at, dst, flow_hash, |_| self.router0 + at.0 / self.hosts_per_router)
+            let nv = if t.gpus_per_server() > 1 { 2 * self.hosts } else { 0 };
+            let nic = (nv + at.0, self.router0 + at.0 / self.hosts_per_router);
+            Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic))
         } else if at.0 < self.router0 {
-            nvswitch_hop(t, at, dst)
+            nvswitch_hop_computed(t, at, dst)
         } else {
             self.router_hop(t, at, dst, flow_hash, valiant)
         }
