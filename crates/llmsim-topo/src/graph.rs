@@ -6,6 +6,9 @@ use serde::Serialize;
 use crate::TopoError;
 use crate::routing::Routing;
 
+/// The next hops a reachability search follows at a node ([`Topology::reaches`]).
+type Candidates<'a> = dyn Fn(NodeId, &mut Vec<LinkId>) -> Result<(), TopoError> + 'a;
+
 /// Longest route, in links, before routing reports a loop.
 const MAX_HOPS: usize = 64;
 
@@ -531,13 +534,7 @@ impl Topology {
         })
     }
 
-    fn reaches_by(
-        &self,
-        l: LinkId,
-        dst: NodeId,
-        hops: usize,
-        candidates: &dyn Fn(NodeId, &mut Vec<LinkId>) -> Result<(), TopoError>,
-    ) -> bool {
+    fn reaches_by(&self, l: LinkId, dst: NodeId, hops: usize, candidates: &Candidates<'_>) -> bool {
         if self.is_link_down(l) {
             return false;
         }

@@ -408,9 +408,9 @@ impl ThreeTierRule {
         Ok(out)
     }
 
-    /// The hop [`Self::choice_to`] describes: the flow hash picks `i` among `count`, port `first
-    /// + i` (its link `link0 + i * link_step`, leading to `to0 + i * step`); read from no table
-    /// (a debug assertion checks it against the port table).
+    /// The hop [`Self::choice_to`] describes: the flow hash picks `i` among `count`, port
+    /// `first + i`, its link `link0 + i * link_step`, leading to `to0 + i * step`; read from no
+    /// table (a debug assertion checks it against the port table).
     #[inline]
     fn take(t: &Topology, at: NodeId, flow_hash: u64, c: Choice) -> Hop {
         let (first, count, to0, step, link0, link_step) = c;
