@@ -1,5 +1,6 @@
-//! Route expansion takes each hop's far end from the rule's [`llmsim_topo::Hop`] (read beside
-//! the link id in `port_hops`) instead of the link table. This checks, for every family, that
+//! Route expansion takes each hop's link and far end from the rule's [`llmsim_topo::Hop`], which
+//! most rules compute from addresses and the generator's link order rather than read from a
+//! table (debug assertions compare each with `port_hops`). This checks, for every family, that
 //! `Topology::route` and `route_in_class` give exactly the links of a reference walk that follows
 //! `next_hop` and each link's `dst` from the link table, on random (src, dst, hash) triples, with
 //! and without a failed link; and prints a digest of the routes (compare it across commits with
