@@ -223,7 +223,7 @@ pub struct SplitScratch {
 
 /// A transfer's route when its packets are spread evenly over the equal-cost paths (`spray`,
 /// `adaptive` in the fluid limit): at every node the share arriving splits evenly over the
-/// rule's candidates ([`Topology::next_hops`], failed links avoided). `out` gets each link
+/// rule's candidates for this flow ([`Topology::flow_next_hops`], failed links avoided). `out` gets each link
 /// with the fraction of the transfer's bytes it carries, summed over legs for `Via`/`Chain`
 /// (a link crossed by every path of two legs carries 2). Latency: the slowest path's (the
 /// last packet's), summed over `Via` legs, the largest leg for `Chain`.
@@ -236,14 +236,17 @@ pub struct SplitScratch {
 pub fn expand_split(topo: &Topology, t: &Transfer, scratch: &mut SplitScratch, out: &mut Vec<(LinkId, f64)>) -> Result<SimTime, TopoError> {
     out.clear();
     scratch.acc.clear();
+    let h = t.flow_hash;
     let latency = match &t.route {
-        RouteSpec::Direct => split_leg(topo, t.src, t.dst, scratch)?,
-        RouteSpec::Via(via) => split_leg(topo, t.src, *via, scratch)? + split_leg(topo, *via, t.dst, scratch)?,
+        RouteSpec::Direct => split_leg(topo, t.src, t.dst, h, scratch)?,
+        RouteSpec::Via(via) => {
+            split_leg(topo, t.src, *via, leg_hash(h, 0), scratch)? + split_leg(topo, *via, t.dst, leg_hash(h, 1), scratch)?
+        }
         RouteSpec::Chain(hops) => {
             let mut prev = t.src;
             let mut max_leg = SimTime::ZERO;
-            for next in hops.iter().copied().chain(std::iter::once(t.dst)) {
-                max_leg = max_leg.max(split_leg(topo, prev, next, scratch)?);
+            for (leg, next) in hops.iter().copied().chain(std::iter::once(t.dst)).enumerate() {
+                max_leg = max_leg.max(split_leg(topo, prev, next, leg_hash(h, leg), scratch)?);
                 prev = next;
             }
             max_leg
@@ -260,8 +263,9 @@ pub fn expand_split(topo: &Topology, t: &Transfer, scratch: &mut SplitScratch, o
 }
 
 /// One leg of [`expand_split`]: appends `(link, share)` to `scratch.acc`; returns the slowest
-/// path's latency.
-fn split_leg(topo: &Topology, src: NodeId, dst: NodeId, s: &mut SplitScratch) -> Result<SimTime, TopoError> {
+/// path's latency. The candidates are the leg's own route's ([`Topology::flow_next_hops`]: a
+/// Valiant dragonfly flow spreads over its route through its intermediate group).
+fn split_leg(topo: &Topology, src: NodeId, dst: NodeId, flow_hash: u64, s: &mut SplitScratch) -> Result<SimTime, TopoError> {
     for h in [src, dst] {
         if h.0 >= topo.num_hosts() {
             return Err(TopoError::NotAHost(h));
@@ -282,7 +286,7 @@ fn split_leg(topo: &Topology, src: NodeId, dst: NodeId, s: &mut SplitScratch) ->
                 continue;
             }
             s.hops.clear();
-            topo.next_hops(at, dst, &mut s.hops)?;
+            topo.flow_next_hops(at, dst, flow_hash, 0, &mut s.hops)?;
             let share = w / s.hops.len() as f64;
             for &l in &s.hops {
                 let link = topo.link(l);

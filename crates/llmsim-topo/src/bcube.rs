@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
+use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_NIC, LinkSpec};
@@ -180,6 +181,12 @@ pub fn bcube(num_hosts: u32, p: &BCubeParams, scale_up: ScaleUp, ecmp_seed: u64)
         per_low: per_low as u32,
         sw0,
         pows,
+        nic_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
+        div: BCubeDivisors {
+            n: Divisor::new(n),
+            per_low: Divisor::new(per_low as u32),
+            pows: pows.map(Divisor::new),
+        },
     };
     // Hosts in id order: every switch receives its hosts in digit order.
     for h in 0..num_hosts {
@@ -211,6 +218,17 @@ pub struct BCubeRule {
     sw0: u32,
     /// `n^l` for `l` below [`MAX_LEVELS`] (saturated past `u32`).
     pows: [u32; MAX_LEVELS as usize],
+    /// Id of the first NIC cable's link (after the NVLink links).
+    nic_links0: u32,
+    div: BCubeDivisors,
+}
+
+/// The sizes [`BCubeRule`] divides by on every hop, as [`Divisor`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BCubeDivisors {
+    n: Divisor,
+    per_low: Divisor,
+    pows: [Divisor; MAX_LEVELS as usize],
 }
 
 impl BCubeRule {
@@ -223,21 +241,31 @@ impl BCubeRule {
     /// Digit `l` of host `h`'s address.
     #[inline]
     pub fn digit(&self, h: u32, l: u32) -> u32 {
-        if l == self.k { h / self.pow(l) } else { h / self.pow(l) % self.n }
+        let q = self.div.pows[l as usize].div(h);
+        if l == self.k { q } else { self.div.n.rem(q) }
     }
 
     /// The level-`l` switch of host `h`.
     #[inline]
     pub fn switch_of(&self, h: u32, l: u32) -> u32 {
         let nl = self.pow(l);
-        let i = (h / (nl * self.n)) * nl + h % nl;
-        self.sw0 + l * self.per_low + if l == self.k { h % nl } else { i }
+        let low = self.div.pows[l as usize].rem(h);
+        let i = if l == self.k {
+            low
+        } else {
+            self.div.pows[l as usize + 1].div(h) * nl + low
+        };
+        self.sw0 + l * self.per_low + i
     }
 
     /// The level of switch `s`.
     #[inline]
     fn level(&self, s: u32) -> u32 {
-        (s - self.sw0).checked_div(self.per_low).map_or(self.k, |l| l.min(self.k))
+        if self.per_low == 0 {
+            self.k
+        } else {
+            self.div.per_low.div(s - self.sw0).min(self.k)
+        }
     }
 
     /// The NIC port offset of a host: 1 behind its NVLink port when servers have several GPUs.
@@ -262,61 +290,91 @@ impl RoutingRule for BCubeRule {
 
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        match t.node(at) {
-            NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
+        // The node's kind from its id (module doc's layout), without reading the node table.
+        let kind = if at.0 < self.hosts {
+            NodeKind::Host
+        } else if at.0 < self.sw0 {
+            NodeKind::NvSwitch
+        } else {
+            NodeKind::Switch { tier: 1 }
+        };
+        debug_assert_eq!(kind, t.node(at));
+        // Link ids too are arithmetic (the generator's cable order, module doc), so a route
+        // reads no table: `hosts_with_scale_up` adds GPU h -> NVSwitch as link h and NVSwitch ->
+        // GPU h as link `hosts + h`, then every GPU's cables in level order, each two links.
+        // Debug assertions check every link and far end against the port table.
+        let g = t.gpus_per_server();
+        let cable = |h: u32, l: u32| self.nic_links0 + 2 * (h * (self.k + 1) + l);
+        match kind {
+            NodeKind::NvSwitch => {
+                if at.0 - self.hosts != t.server_of(dst) {
+                    return Err(Self::unreachable(at, dst, "NVSwitch reached for a GPU of another server"));
+                }
+                let hop = Hop {
+                    link: LinkId(self.hosts + dst.0),
+                    to: dst,
+                };
+                debug_assert_eq!(Ok(hop), nvswitch_hop(t, at, dst), "bcube NVSwitch at {at}");
+                Ok(hop)
+            }
             NodeKind::Switch { .. } => {
                 let l = self.level(at.0);
                 let v = self.digit(dst.0, l);
-                let h = t
-                    .port_hops(at)
-                    .get(v as usize)
-                    .copied()
-                    .ok_or_else(|| Self::unreachable(at, dst, "bcube switch port outside the switch"))?;
-                // The far end from the address, so that the next hop need not wait on the load:
-                // the host whose digit `l` is `v` among the switch's hosts (see `switch_of`).
+                // The host whose digit `l` is `v` among the switch's hosts (see `switch_of`).
                 let i = at.0 - self.sw0 - l * self.per_low;
                 let nl = self.pow(l);
                 let to = if l == self.k {
                     v * nl + i
                 } else {
-                    (i / nl) * nl * self.n + v * nl + i % nl
+                    let (q, r) = self.div.pows[l as usize].div_rem(i);
+                    q * nl * self.n + v * nl + r
                 };
-                debug_assert_eq!(h.to.0, to, "bcube port layout at {at}");
-                Ok(Hop {
-                    link: h.link,
+                if to >= self.hosts {
+                    return Err(Self::unreachable(at, dst, "bcube switch port outside the switch"));
+                }
+                let hop = Hop {
+                    link: LinkId(cable(to, l) + 1),
                     to: NodeId(to),
-                })
+                };
+                debug_assert_eq!(Some(&hop), t.port_hops(at).get(v as usize), "bcube port layout at {at}");
+                Ok(hop)
             }
             NodeKind::Host => {
-                let ports = t.port_hops(at);
-                if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
-                    return Ok(ports[0]);
+                if g > 1 && t.server_of(at) == t.server_of(dst) {
+                    let hop = Hop {
+                        link: LinkId(at.0),
+                        to: NodeId(self.hosts + t.server_of(at)),
+                    };
+                    debug_assert_eq!(hop, t.port_hops(at)[0], "bcube NVLink at {at}");
+                    return Ok(hop);
                 }
                 // The levels whose digits differ, lowest first, in one pass of divisions.
                 let mut differ = [0u8; MAX_LEVELS as usize];
                 let mut count = 0;
                 let (mut a, mut d) = (at.0, dst.0);
                 for l in 0..=self.k {
-                    let (da, dd) = if l == self.k { (a, d) } else { (a % self.n, d % self.n) };
+                    let ((qa, da), (qd, dd)) = if l == self.k {
+                        ((0, a), (0, d))
+                    } else {
+                        (self.div.n.div_rem(a), self.div.n.div_rem(d))
+                    };
                     if da != dd {
                         differ[count] = l as u8;
                         count += 1;
                     }
-                    a /= self.n;
-                    d /= self.n;
+                    (a, d) = (qa, qd);
                 }
                 if count == 0 {
                     return Err(Self::unreachable(at, dst, "bcube route to itself"));
                 }
                 let pick = if count > 1 { t.ecmp_pick(at, flow_hash, count) } else { 0 };
-                let l = differ[pick];
-                let h = ports[Self::nic0(t) + usize::from(l)];
-                let to = self.switch_of(at.0, u32::from(l));
-                debug_assert_eq!(h.to.0, to, "bcube NIC layout at {at}");
-                Ok(Hop {
-                    link: h.link,
-                    to: NodeId(to),
-                })
+                let l = u32::from(differ[pick]);
+                let hop = Hop {
+                    link: LinkId(cable(at.0, l)),
+                    to: NodeId(self.switch_of(at.0, l)),
+                };
+                debug_assert_eq!(hop, t.port_hops(at)[Self::nic0(t) + l as usize], "bcube NIC layout at {at}");
+                Ok(hop)
             }
         }
     }

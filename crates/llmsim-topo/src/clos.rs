@@ -35,7 +35,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, port_range_hop_to, port_range_hops};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops};
 
 /// Most tiers a Clos may have.
 pub const MAX_TIERS: usize = 8;
@@ -279,7 +279,26 @@ pub fn clos(num_hosts: u32, p: &ClosParams, scale_up: ScaleUp, ecmp_seed: u64) -
             }
         }
     }
+    // Link ids, for routes that read no table: the NVLink links, then every host's cables (leaf
+    // -> host first), then tier by tier every parent's cables to its children (parent -> child
+    // first); a top switch has a cable to each existing block below it.
+    let host_links0 = if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 };
+    let mut cab0 = vec![0u32; h + 1];
+    let mut cnt = vec![0u32; h + 1];
+    let mut next = u64::from(host_links0) + 2 * u64::from(num_hosts) * u64::from(w[1]);
+    for i in 1..h {
+        cnt[i] = if i + 1 == h {
+            down[i].min((counts[i - 1] / u64::from(w[i])) as u32)
+        } else {
+            down[i]
+        };
+        cab0[i] = next as u32;
+        next += 2 * counts[i] * u64::from(cnt[i]);
+    }
     let rule = ClosRule {
+        host_links0,
+        cab0: fill(&cab0),
+        cnt: fill(&cnt),
         tiers: h as u32,
         hosts: num_hosts,
         down: fill(&down),
@@ -319,6 +338,12 @@ pub struct ClosRule {
     /// `W_i` for `i = 0..=tiers`.
     w_upto: [u32; MAX_TIERS + 1],
     first: [u32; MAX_TIERS + 1],
+    /// Id of the first host cable's link (after the NVLink links).
+    host_links0: u32,
+    /// `cab0[p]`: id of the first link of the cables from tier-`p + 1` switches (1-based) down to
+    /// their children; `cnt[p]`: cables per such switch.
+    cab0: [u32; MAX_TIERS + 1],
+    cnt: [u32; MAX_TIERS + 1],
 }
 
 impl ClosRule {
@@ -389,7 +414,51 @@ impl RoutingRule for ClosRule {
 
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        port_range_hop_to(t, at, dst, flow_hash, "clos", |tier| self.choice_to(at, dst, tier))
+        // Every far end and link id from the labels and the generator's cable order, so a route
+        // reads no table; a debug assertion checks each hop against the port table.
+        let a = at.0;
+        if a < self.hosts {
+            let w1 = self.w_upto[1];
+            let block = a / self.down[0];
+            return Ok(host_hop_computed(t, at, dst, flow_hash, w1, |side| {
+                (self.host_links0 + 2 * (a * w1 + side) + 1, self.first[0] + block * w1 + side)
+            }));
+        }
+        if a < self.first[0] {
+            return nvswitch_hop_computed(t, at, dst);
+        }
+        let mut tier = 1;
+        while (tier as u32) < self.tiers && a >= self.first[tier] {
+            tier += 1;
+        }
+        debug_assert_eq!(t.node(at), NodeKind::Switch { tier: tier as u8 });
+        let (first, count, to0, step) = self.choice_to(at, dst, tier as u8)?;
+        let i = tier;
+        let s = a - self.first[i - 1];
+        let (x, y) = (s / self.w_upto[i], s % self.w_upto[i]);
+        let (link0, link_step) = if step == 0 && i == 1 {
+            // Down to the host: its cable on this leaf's side `y` (leaf -> host first).
+            (self.host_links0 + 2 * (dst.0 * self.w_upto[1] + y), 0)
+        } else if step == 0 {
+            // Down to child `first`: this switch's cable `first` (parent -> child first).
+            (self.cab0[i - 1] + 2 * (s * self.cnt[i - 1] + first), 0)
+        } else {
+            // Up: parent `j` is `to0 + j` in tier `i + 1`, this switch its child `x % m_{i+1}`.
+            let p0 = to0 - self.first[i];
+            let c = self.cnt[i];
+            (self.cab0[i] + 2 * (p0 * c + x % self.down[i]) + 1, 2 * c)
+        };
+        let j = if count == 1 {
+            0
+        } else {
+            t.ecmp_pick(at, flow_hash, count as usize) as u32
+        };
+        let hop = Hop {
+            link: LinkId(link0 + j * link_step),
+            to: NodeId(to0 + j * step),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get((first + j) as usize), "clos layout at {at}");
+        Ok(hop)
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {

@@ -25,8 +25,14 @@
 //! route or one of [`UGAL_CANDIDATES`] Valiant routes (through as many intermediate groups),
 //! whichever has the smallest `hops x (1 + load)`; the flow backend takes the
 //! load from the flows already on each route's router links (UGAL-G, global knowledge); the
-//! per-hop rule (analytical and packet backends) has no load and routes minimally. With links
-//! down, and for spreading (`next_hops`), both use the minimal candidates.
+//! per-hop rule (analytical and packet backends) has no load and routes minimally.
+//!
+//! With links down, a Valiant route (and each UGAL class's) keeps its intermediate group where
+//! a route through it avoids the failed links ([`RoutingRule::flow_hops`] lists the flow's
+//! candidates, which failure routing narrows to those that still reach), and falls back to the
+//! minimal route around them where none does; every router decides from (router, destination,
+//! flow hash) alone. Spraying splits a flow over its own route's equal-cost hops the same way.
+//! [`RoutingRule::next_hops`] lists the minimal candidates.
 
 use std::sync::Arc;
 
@@ -38,7 +44,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop, host_hops, nvswitch_hop};
+use crate::routing::{Routing, host_hop_computed, host_hops, nvswitch_hop, nvswitch_hop_computed};
 
 /// `topology: { kind: dragonfly, routers_per_group: 16, hosts_per_router: 8, global_links_per_router: 8 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -433,15 +439,59 @@ impl DragonflyRule {
         }
     }
 
+    /// The node port `p` of router `me` (with `down` host ports) leads to (module doc's port
+    /// layout), computed so that the next hop does not wait on this hop's load.
+    #[inline]
+    fn far_end(&self, me: u32, down: usize, p: usize) -> u32 {
+        let a = self.routers_per_group;
+        let (grp, r) = (me / a, me % a);
+        if p < down {
+            return me * self.hosts_per_router + p as u32;
+        }
+        let local = (p - down) as u32;
+        if local + 1 < a {
+            let r2 = if local < r { local } else { local + 1 };
+            return self.router0 + grp * a + r2;
+        }
+        let j = r * self.global_links_per_router + local + 1 - a;
+        let (pg, pr) = self.global_peer(grp, j);
+        self.router0 + pg * a + pr
+    }
+
     /// Next hop at router `at`, minimal or Valiant between groups.
     #[inline]
     fn router_hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
+        let h = self.router_hop_port(t, at, dst, flow_hash, valiant)?;
         let me = at.0 - self.router0;
-        let ports = t.port_hops(at);
+        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
+        let hop = Hop {
+            link: LinkId(self.first_link(t, me) + h as u32),
+            to: NodeId(self.far_end(me, down, h)),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(h), "dragonfly port layout at {at}");
+        Ok(hop)
+    }
+
+    /// Id of router `me`'s first link, from the generator's order (NVLink links, each host's NIC
+    /// link, then each router's links in port order: its hosts, `a - 1` local links, and its
+    /// global ports, `used` per group), so that a route reads no table.
+    #[inline]
+    fn first_link(&self, t: &Topology, me: u32) -> u32 {
+        let (a, h) = (self.routers_per_group, self.global_links_per_router);
+        let used = self.copies * self.groups.saturating_sub(1);
+        let (grp, r) = (me / a, me % a);
+        let nv = if t.gpus_per_server() > 1 { 2 * self.hosts } else { 0 };
+        nv + self.hosts + (me * self.hosts_per_router).min(self.hosts) + me * (a - 1) + grp * used + (r * h).min(used)
+    }
+
+    /// The port [`Self::router_hop`] takes.
+    #[inline]
+    fn router_hop_port(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<usize, TopoError> {
+        let me = at.0 - self.router0;
         let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
         match self.target(me, dst, valiant, flow_hash) {
-            Target::Host(p) => Ok(ports[p]),
-            Target::Local(rd) => Ok(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
+            Target::Host(p) => Ok(p),
+            Target::Local(rd) => Ok(Self::local_port(down, me % self.routers_per_group, rd)),
             Target::Group(o, rd) => {
                 let count = self.group_candidates(me, down, o, rd, |_| false);
                 if count == 0 {
@@ -458,16 +508,73 @@ impl DragonflyRule {
                     seen += 1;
                     false
                 });
-                port.map(|p| ports[p]).ok_or_else(|| Self::unreachable(at, dst))
+                port.ok_or_else(|| Self::unreachable(at, dst))
             }
         }
     }
 
-    fn hop_via(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
+    /// Every equal-cost hop at `at` toward `dst`, minimal (`valiant: None`) or on the Valiant
+    /// route through the intermediate group `flow_hash` and the salt pick, in port order.
+    fn hops_via(
+        &self,
+        t: &Topology,
+        at: NodeId,
+        dst: NodeId,
+        valiant: Option<u64>,
+        flow_hash: u64,
+        out: &mut Vec<LinkId>,
+    ) -> Result<(), TopoError> {
         match t.node(at) {
-            NodeKind::Host => host_hop(t, at, dst, flow_hash),
-            NodeKind::NvSwitch => nvswitch_hop(t, at, dst),
-            NodeKind::Switch { .. } => self.router_hop(t, at, dst, flow_hash, valiant),
+            NodeKind::Host => return host_hops(t, at, dst, out),
+            NodeKind::NvSwitch => {
+                out.push(nvswitch_hop(t, at, dst)?.link);
+                return Ok(());
+            }
+            NodeKind::Switch { .. } => {}
+        }
+        let me = at.0 - self.router0;
+        let ports = t.ports(at);
+        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
+        match self.target(me, dst, valiant, flow_hash) {
+            Target::Host(p) => out.push(ports[p]),
+            Target::Local(rd) => out.push(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
+            Target::Group(o, rd) => {
+                let from = out.len();
+                self.group_candidates(me, down, o, rd, |p| {
+                    if !out[from..].contains(&ports[p]) {
+                        out.push(ports[p]);
+                    }
+                    false
+                });
+                if out.len() == from {
+                    return Err(Self::unreachable(at, dst));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The Valiant salt of route class `class` (`None`: minimal), as [`RoutingRule::hop`] and
+    /// [`RoutingRule::hop_in_class`] route: Valiant routing is class 0's salt 0, UGAL's class `c`
+    /// is Valiant with salt `c - 1`.
+    fn valiant_salt(&self, class: u32) -> Option<u64> {
+        match self.routing {
+            DragonflyRouting::Minimal => None,
+            DragonflyRouting::Valiant => Some(0),
+            DragonflyRouting::Ugal => class.checked_sub(1).map(u64::from),
+        }
+    }
+
+    fn hop_via(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, valiant: Option<u64>) -> Result<Hop, TopoError> {
+        // The node's kind from its id (module doc's layout), without reading the node table.
+        if at.0 < self.hosts {
+            let nv = if t.gpus_per_server() > 1 { 2 * self.hosts } else { 0 };
+            let nic = (nv + at.0, self.router0 + at.0 / self.hosts_per_router);
+            Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic))
+        } else if at.0 < self.router0 {
+            nvswitch_hop_computed(t, at, dst)
+        } else {
+            self.router_hop(t, at, dst, flow_hash, valiant)
         }
     }
 }
@@ -487,36 +594,20 @@ impl RoutingRule for DragonflyRule {
     }
 
     /// The minimal rule's equal-cost hops, whatever the routing: Valiant's choice lives in the
-    /// flow hash, which this does not see, so failure routing and spreading use minimal paths.
+    /// flow hash, which this does not see ([`RoutingRule::flow_hops`] does).
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
-        match t.node(at) {
-            NodeKind::Host => return host_hops(t, at, dst, out),
-            NodeKind::NvSwitch => {
-                out.push(nvswitch_hop(t, at, dst)?.link);
-                return Ok(());
-            }
-            NodeKind::Switch { .. } => {}
-        }
-        let me = at.0 - self.router0;
-        let ports = t.ports(at);
-        let down = self.hosts.saturating_sub(me * self.hosts_per_router).min(self.hosts_per_router) as usize;
-        match self.target(me, dst, None, 0) {
-            Target::Host(p) => out.push(ports[p]),
-            Target::Local(rd) => out.push(ports[Self::local_port(down, me % self.routers_per_group, rd)]),
-            Target::Group(o, rd) => {
-                let from = out.len();
-                self.group_candidates(me, down, o, rd, |p| {
-                    if !out[from..].contains(&ports[p]) {
-                        out.push(ports[p]);
-                    }
-                    false
-                });
-                if out.len() == from {
-                    return Err(Self::unreachable(at, dst));
-                }
-            }
-        }
-        Ok(())
+        self.hops_via(t, at, dst, None, 0, out)
+    }
+
+    /// The hops of the flow's route in `class` (Valiant: toward its intermediate group, then its
+    /// destination; UGAL: class 0 minimal, class `c` Valiant through the `c`-th intermediate),
+    /// which failure routing keeps where the failed links leave one.
+    fn flow_hops(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, class: u32, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        self.hops_via(t, at, dst, self.valiant_salt(class), flow_hash, out)
+    }
+
+    fn flow_specific(&self) -> bool {
+        self.routing != DragonflyRouting::Minimal && self.groups > 2
     }
 
     /// UGAL: class 0 minimal, classes `1..=UGAL_CANDIDATES` Valiant through as many

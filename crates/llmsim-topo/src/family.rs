@@ -57,6 +57,33 @@ pub trait RoutingRule: Send + Sync + Debug {
         Ok(())
     }
 
+    /// Every next hop the route of flow `flow_hash` in route class `class` may take at `at`
+    /// toward `dst`, in port order: the candidates [`RoutingRule::hop_in_class`] picks among by
+    /// the flow hash, for a rule whose route depends on the flow beyond that pick (a dragonfly's
+    /// Valiant intermediate group). Routing around failed links narrows these first and falls
+    /// back to [`RoutingRule::next_hops`] only where failed links cut every one; spraying splits
+    /// over them. Only called when [`RoutingRule::flow_specific`]; default: `next_hops`.
+    ///
+    /// # Errors
+    /// As [`RoutingRule::next_hops`].
+    fn flow_hops(
+        &self,
+        t: &Topology,
+        at: NodeId,
+        dst: NodeId,
+        _flow_hash: u64,
+        _class: u32,
+        out: &mut Vec<LinkId>,
+    ) -> Result<(), TopoError> {
+        self.next_hops(t, at, dst, out)
+    }
+
+    /// Whether [`RoutingRule::flow_hops`] differs from [`RoutingRule::next_hops`] for some flow
+    /// or class. Default false.
+    fn flow_specific(&self) -> bool {
+        false
+    }
+
     /// Longest minimal host-to-host route in links, when the family knows it in closed form;
     /// `None` lets `describe` search by BFS.
     fn diameter(&self, _t: &Topology) -> Option<u32> {

@@ -22,15 +22,16 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, NodeId};
+use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text, grid_routers, grid_shape};
+use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed};
 
 /// Largest number of full-mesh dimensions.
 pub const MAX_DIMS: usize = 4;
@@ -144,6 +145,13 @@ pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_see
         first_port,
         hosts_per_router: hpr,
         router0,
+        ndims: MAX_DIMS - dims.iter().rev().take_while(|&&n| n == 1).count(),
+        routers,
+        dim_div: dims.map(Divisor::new),
+        hpr_div: Divisor::new(hpr),
+        num_hosts,
+        host_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
+        ports_per_router: next,
     };
     b.build(
         format!("full-mesh-{}-{num_hosts}", dims_text(&p.dims)),
@@ -165,15 +173,21 @@ pub struct FullMeshRule {
     pub hosts_per_router: u32,
     /// Node id of the first router.
     pub router0: u32,
+    /// Dimensions up to the last one of more than one router.
+    ndims: usize,
+    routers: u32,
+    dim_div: [Divisor; MAX_DIMS],
+    hpr_div: Divisor,
+    num_hosts: u32,
+    /// Id of the first host NIC link (after the NVLink links).
+    host_links0: u32,
+    /// Links (ports) of every router.
+    ports_per_router: u32,
 }
 
 impl FullMeshRule {
     fn routers(&self) -> u32 {
-        self.dims.iter().product()
-    }
-
-    fn coord(&self, r: u32, i: usize) -> u32 {
-        r / self.stride[i] % self.dims[i]
+        self.routers
     }
 }
 
@@ -182,39 +196,62 @@ impl RoutingRule for FullMeshRule {
         "full-mesh minimal"
     }
 
+    /// The far end of every hop is computed (a host's router, a line neighbour `r + (d - c) *
+    /// stride`), so the next hop does not wait on this hop's load; coordinates come from one
+    /// pass of multiply-divisions ([`Divisor`]).
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        match t.node(at) {
-            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
-            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
-            NodeKind::Switch { .. } => {}
+        // Link ids are arithmetic too (the generator's order: NVLink links, then each host's
+        // NIC link, then each router's links in port order), so a route reads no table; debug
+        // assertions check each against the port table.
+        if at.0 < self.num_hosts {
+            let nic = (self.host_links0 + at.0, self.router0 + self.hpr_div.div(at.0));
+            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
+        }
+        if at.0 < self.router0 {
+            return nvswitch_hop_computed(t, at, dst);
         }
         let r = at.0 - self.router0;
-        let dr = dst.0 / self.hosts_per_router;
-        let ports = t.port_hops(at);
+        let (dr, slot) = self.hpr_div.div_rem(dst.0);
+        let link0 = self.host_links0 + self.num_hosts + r * self.ports_per_router;
         if r == dr {
-            return Ok(ports[(dst.0 - r * self.hosts_per_router) as usize]);
+            let hop = Hop {
+                link: LinkId(link0 + slot),
+                to: dst,
+            };
+            debug_assert_eq!(hop, t.port_hops(at)[slot as usize], "full-mesh host port at {at}");
+            return Ok(hop);
         }
-        // The dimensions still to correct, in order; the flow hash picks one (ECMP).
-        let mut differing = [0usize; MAX_DIMS];
+        // The dimensions still to correct, in order, with both coordinates; the flow hash picks
+        // one (ECMP).
+        let mut differing = [(0usize, 0u32, 0u32); MAX_DIMS];
         let mut k = 0;
-        for i in 0..MAX_DIMS {
-            if self.coord(r, i) != self.coord(dr, i) {
-                differing[k] = i;
+        let (mut a, mut b) = (r, dr);
+        for (i, div) in self.dim_div.iter().enumerate().take(self.ndims) {
+            let (qa, c) = div.div_rem(a);
+            let (qb, d) = div.div_rem(b);
+            if c != d {
+                differing[k] = (i, c, d);
                 k += 1;
             }
+            (a, b) = (qa, qb);
         }
-        if k == 0 || r >= self.routers() {
+        if k == 0 || r >= self.routers {
             return Err(TopoError::Unreachable {
                 src: at,
                 dst,
                 reason: "full-mesh router outside the mesh".into(),
             });
         }
-        let i = differing[if k == 1 { 0 } else { t.ecmp_pick(at, flow_hash, k) }];
-        let (c, d) = (self.coord(r, i), self.coord(dr, i));
+        let (i, c, d) = differing[if k == 1 { 0 } else { t.ecmp_pick(at, flow_hash, k) }];
         let port = self.first_port[i] + if d < c { d } else { d - 1 };
-        Ok(ports[port as usize])
+        let to = at.0 + d * self.stride[i] - c * self.stride[i];
+        let hop = Hop {
+            link: LinkId(link0 + port),
+            to: NodeId(to),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "full-mesh line port at {at}");
+        Ok(hop)
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

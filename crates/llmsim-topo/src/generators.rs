@@ -118,28 +118,9 @@ pub const MAX_FAT_TREE_K: u32 = 1024;
 /// `TopoError::Invalid` for an odd or out-of-range `k`, more GPUs than `k^3/4`, a zero bandwidth,
 /// or the scale-up errors of [`hosts_with_scale_up`].
 pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    check_fat_tree(num_hosts, p)?;
     let k = p.k;
-    if k < 2 || !k.is_multiple_of(2) || k > MAX_FAT_TREE_K {
-        return Err(FieldError::new(
-            "topology.k",
-            format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64"),
-        )
-        .into());
-    }
-    check_hosts(num_hosts)?;
     let h = k / 2;
-    let capacity = u64::from(k).pow(3) / 4;
-    if u64::from(num_hosts) > capacity {
-        let need = smallest_fat_tree_k(num_hosts);
-        return Err(FieldError::new(
-            "topology.k",
-            format!("a k={k} fat-tree holds {capacity} GPUs, fewer than {num_hosts}; use k >= {need}"),
-        )
-        .into());
-    }
-    check_rate("topology.host_link", p.host_link)?;
-    check_rate("topology.edge_agg", p.edge_agg)?;
-    check_rate("topology.agg_core", p.agg_core)?;
     let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
     let pods = num_hosts.div_ceil(h * h);
     let edge0 = b.add_nodes(NodeKind::Switch { tier: 1 }, pods * h).0;
@@ -175,6 +156,7 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
         edge0,
         agg0,
         core0,
+        div: [h, h * h].map(crate::fastdiv::Divisor::new),
     };
     b.build(
         format!("fat-tree-k{k}-{num_hosts}"),
@@ -183,6 +165,58 @@ pub fn fat_tree(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed:
         Routing::FatTree(rule),
         ecmp_seed,
     )
+}
+
+/// A k-ary fat-tree with dual-ToR (Alibaba HPN's dual-ToR, dual-plane): two fat-tree planes of
+/// `p`'s radix above the hosts, each GPU NIC with two ports of half `host_link`'s bandwidth, one
+/// on an edge switch of each plane, so a failed edge switch leaves every GPU reachable. Built by
+/// the declared Clos ([`crate::clos::clos`], XGFT `w_1 = 2`) on the fat-tree's tiers `[{k/2
+/// down, k/2 up}, {k/2 down, k/2 up}, {pods down}]`: twice the edges, aggregations and cores of
+/// [`fat_tree`], every switch still of radix k. Routing: [`crate::clos::ClosRule`] (up-down,
+/// the flow hash picks the NIC port, hence the plane).
+///
+/// # Errors
+/// As [`fat_tree`].
+pub fn fat_tree_dual_tor(num_hosts: u32, p: &FatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    check_fat_tree(num_hosts, p)?;
+    let h = p.k / 2;
+    let half = LinkParams::new(Bandwidth::from_bps(p.host_link.bandwidth.bps() / 2), p.host_link.latency);
+    check_rate("topology.host_link", half)?;
+    let tiers = crate::clos::ClosParams {
+        down: vec![h, h, num_hosts.div_ceil(h * h).max(1)],
+        up: vec![h, h, 0],
+        link: vec![half, p.edge_agg, p.agg_core],
+        host_ports: 2,
+    };
+    let mut t = crate::clos::clos(num_hosts, &tiers, scale_up, ecmp_seed)?;
+    t.name = format!("fat-tree-k{}-dualtor-{num_hosts}", p.k);
+    Ok(t)
+}
+
+/// Checks a fat-tree's radix, size and rates.
+fn check_fat_tree(num_hosts: u32, p: &FatTreeParams) -> Result<(), TopoError> {
+    let k = p.k;
+    if k < 2 || !k.is_multiple_of(2) || k > MAX_FAT_TREE_K {
+        return Err(FieldError::new(
+            "topology.k",
+            format!("k={k} must be an even switch radix in 2..={MAX_FAT_TREE_K}, e.g. 4, 8, 16, 64"),
+        )
+        .into());
+    }
+    check_hosts(num_hosts)?;
+    let capacity = u64::from(k).pow(3) / 4;
+    if u64::from(num_hosts) > capacity {
+        let need = smallest_fat_tree_k(num_hosts);
+        return Err(FieldError::new(
+            "topology.k",
+            format!("a k={k} fat-tree holds {capacity} GPUs, fewer than {num_hosts}; use k >= {need}"),
+        )
+        .into());
+    }
+    check_rate("topology.host_link", p.host_link)?;
+    check_rate("topology.edge_agg", p.edge_agg)?;
+    check_rate("topology.agg_core", p.agg_core)?;
+    Ok(())
 }
 
 /// The smallest even k whose fat-tree holds `num_hosts` hosts.
@@ -389,9 +423,51 @@ pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, e
         spines_per_plane: spines,
         leaf0,
         spine0,
+        div: RailRule::divisors(g, sps, segments, spines),
     };
     let name = format!("rail-fat-tree-{segments}seg-{planes}plane-{num_hosts}");
     b.build(name, num_hosts, scale_up, Routing::RailFatTree(rule), ecmp_seed)
+}
+
+/// A rail-optimized fabric with dual-ToR (Alibaba HPN's dual-ToR in one plane): each rail of a
+/// segment has two leaves, each GPU NIC two ports of half `nic`'s bandwidth, one on each, and
+/// every leaf one uplink to every spine; a failed leaf leaves every GPU reachable. The spines
+/// come from `spines` as in [`rail_fat_tree`], a leaf's downlinks being its half-rate ports. A
+/// rail-optimized fabric is the one-pod three-tier Clos (same nodes, cables and routes: tested),
+/// so this builds [`crate::three_tier::three_tier`] with one pod and `dual_tor`. Routing:
+/// [`crate::three_tier::ThreeTierRule`]. `dual_plane` is not read: a dual-plane fabric already has
+/// each NIC's two ports on two leaves, one per plane ([`rail_fat_tree`]).
+///
+/// # Errors
+/// As [`rail_fat_tree`].
+pub fn rail_fat_tree_dual_tor(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
+    let sps = p.servers_per_segment;
+    if sps == 0 {
+        return Err(FieldError::new("topology.servers_per_segment", "must be at least 1, e.g. 32").into());
+    }
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.uplink", p.uplink)?;
+    let port = Bandwidth::from_bps(p.nic.bandwidth.bps() / 2);
+    if port.is_zero() {
+        return Err(FieldError::new("topology.nic", "bandwidth too small to split over two ports").into());
+    }
+    let down = Bandwidth::from_bps(port.bps().saturating_mul(u64::from(sps)));
+    let spines = p.spines.resolve("topology", down, p.uplink.bandwidth)?;
+    let servers = num_hosts / scale_up.gpus_per_server.max(1);
+    let segments = servers.div_ceil(sps).max(1);
+    let tt = crate::three_tier::ThreeTierParams {
+        servers_per_segment: sps,
+        segments_per_pod: segments,
+        spines,
+        core_uplinks: 1,
+        nic: p.nic,
+        fabric: p.uplink,
+        dual_tor: true,
+    };
+    let mut t = crate::three_tier::three_tier(num_hosts, &tt, scale_up, ecmp_seed)?;
+    t.name = format!("rail-fat-tree-{segments}seg-dualtor-{num_hosts}");
+    Ok(t)
 }
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,9 @@ use serde::Serialize;
 use crate::TopoError;
 use crate::routing::Routing;
 
+/// The next hops a reachability search follows at a node ([`Topology::reaches`]).
+type Candidates<'a> = dyn Fn(NodeId, &mut Vec<LinkId>) -> Result<(), TopoError> + 'a;
+
 /// Longest route, in links, before routing reports a loop.
 const MAX_HOPS: usize = 64;
 
@@ -237,6 +240,7 @@ impl TopologyBuilder {
             port_hops,
             num_hosts,
             scale_up,
+            gpus: crate::fastdiv::Divisor::new(scale_up.gpus_per_server),
             routing,
             ecmp_seed,
             link_dst,
@@ -260,6 +264,8 @@ pub struct Topology {
     port_hops: Vec<Hop>,
     num_hosts: u32,
     scale_up: ScaleUp,
+    /// `scale_up.gpus_per_server` as a [`crate::fastdiv::Divisor`], for `server_of` on every hop.
+    gpus: crate::fastdiv::Divisor,
     routing: Routing,
     ecmp_seed: u64,
     /// `links[i].dst`, packed: route expansion touches 4 bytes per hop instead of a whole `Link`.
@@ -335,12 +341,12 @@ impl Topology {
     /// Server (node in NCCL's sense) of a host.
     #[inline]
     pub fn server_of(&self, host: NodeId) -> u32 {
-        host.0 / self.scale_up.gpus_per_server
+        self.gpus.div(host.0)
     }
     /// Index of a host inside its server, which is also its NIC's rail.
     #[inline]
     pub fn local_rank(&self, host: NodeId) -> u32 {
-        host.0 % self.scale_up.gpus_per_server
+        self.gpus.rem(host.0)
     }
     /// The host with local index `local` in server `server`.
     #[inline]
@@ -517,6 +523,18 @@ impl Topology {
     /// Whether the rule gets from link `l`'s far end to `dst` over links that are up, `l`
     /// included, within `hops` more links.
     fn reaches(&self, l: LinkId, dst: NodeId, hops: usize) -> bool {
+        self.reaches_by(l, dst, hops, &|at, c: &mut Vec<LinkId>| self.routing.next_hops(self, at, dst, c))
+    }
+
+    /// [`Topology::reaches`] following flow `flow_hash`'s candidates in route class `class`
+    /// ([`Routing::flow_hops`]).
+    fn reaches_flow(&self, l: LinkId, dst: NodeId, flow_hash: u64, class: u32) -> bool {
+        self.reaches_by(l, dst, MAX_HOPS, &|at, c: &mut Vec<LinkId>| {
+            self.routing.flow_hops(self, at, dst, flow_hash, class, c)
+        })
+    }
+
+    fn reaches_by(&self, l: LinkId, dst: NodeId, hops: usize, candidates: &Candidates<'_>) -> bool {
         if self.is_link_down(l) {
             return false;
         }
@@ -528,10 +546,47 @@ impl Topology {
             return false;
         }
         let mut c = Vec::new();
-        if self.routing.next_hops(self, at, dst, &mut c).is_err() {
+        if candidates(at, &mut c).is_err() {
             return false;
         }
-        c.into_iter().any(|m| self.reaches(m, dst, hops - 1))
+        c.into_iter().any(|m| self.reaches_by(m, dst, hops - 1, candidates))
+    }
+
+    /// Appends to `out` the next hops at `at` toward host `dst` that flow `flow_hash`'s route in
+    /// route class `class` may take ([`Routing::flow_hops`]: a Valiant dragonfly route's
+    /// candidates toward its intermediate group) and from which it still reaches `dst` with the
+    /// links that are down; where failed links cut every one, [`Topology::next_hops`] (the rule's
+    /// minimal candidates around them). The same as `next_hops` for a rule whose route depends
+    /// on the flow only through the ECMP pick. Class 0 is the route [`Topology::route`] takes.
+    ///
+    /// # Errors
+    /// As [`Topology::next_hops`].
+    pub fn flow_next_hops(&self, at: NodeId, dst: NodeId, flow_hash: u64, class: u32, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
+        if !self.routing.flow_specific() {
+            return self.next_hops(at, dst, out);
+        }
+        if dst.0 >= self.num_hosts {
+            return Err(TopoError::NotAHost(dst));
+        }
+        let from = out.len();
+        if self.routing.flow_hops(self, at, dst, flow_hash, class, out).is_ok() {
+            if self.num_down == 0 {
+                return Ok(());
+            }
+            let mut i = from;
+            while i < out.len() {
+                if self.reaches_flow(out[i], dst, flow_hash, class) {
+                    i += 1;
+                } else {
+                    out.remove(i);
+                }
+            }
+            if out.len() > from {
+                return Ok(());
+            }
+        }
+        out.truncate(from);
+        self.next_hops(at, dst, out)
     }
 
     fn cut_off(&self, at: NodeId, dst: NodeId) -> TopoError {
@@ -552,8 +607,18 @@ impl Topology {
         if self.num_down == 0 {
             return self.routing.hop(self, at, dst, flow_hash);
         }
+        self.hop_around(at, dst, flow_hash, 0)
+    }
+
+    /// The hop of flow `flow_hash`'s route in route class `class` around the links that are
+    /// down: the flow hash picks among [`Topology::flow_next_hops`]. A rule whose route depends
+    /// on the flow (Valiant) keeps its choice where it survives the failures, and every router
+    /// decides from (node, destination, flow hash) alone, as a switch would: once a hop keeps
+    /// the flow's choice, every later router can keep it too; before that, each hop of the
+    /// minimal fallback brings the flow strictly closer, so the route ends.
+    fn hop_around(&self, at: NodeId, dst: NodeId, flow_hash: u64, class: u32) -> Result<Hop, TopoError> {
         let mut c = Vec::new();
-        self.next_hops(at, dst, &mut c)?;
+        self.flow_next_hops(at, dst, flow_hash, class, &mut c)?;
         Ok(self.hop_over(match c.len() {
             1 => c[0],
             n => c[self.ecmp_pick(at, flow_hash, n)],
@@ -600,15 +665,16 @@ impl Topology {
     }
 
     /// [`Topology::route`] in route class `class` ([`Topology::route_classes`]). With links
-    /// down, the plain route around them.
+    /// down, the class's route around them ([`Topology::flow_next_hops`]).
     ///
     /// # Errors
     /// As [`Topology::route`].
     pub fn route_in_class(&self, src: NodeId, dst: NodeId, flow_hash: u64, class: u32, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
         match &self.routing {
-            Routing::Rule(r) if self.num_down == 0 && class > 0 => {
-                self.route_by(src, dst, out, |at| r.hop_in_class(self, at, dst, flow_hash, class))
+            Routing::Rule(_) if self.num_down > 0 && class > 0 => {
+                self.route_by(src, dst, out, |at| self.hop_around(at, dst, flow_hash, class))
             }
+            Routing::Rule(r) if class > 0 => self.route_by(src, dst, out, |at| r.hop_in_class(self, at, dst, flow_hash, class)),
             _ => self.route(src, dst, flow_hash, out),
         }
     }

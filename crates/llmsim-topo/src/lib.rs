@@ -5,6 +5,7 @@ pub mod clos;
 pub mod dragonfly;
 pub mod error;
 pub mod family;
+pub mod fastdiv;
 pub mod full_mesh;
 pub mod generators;
 pub mod graph;

@@ -16,8 +16,12 @@
 //! On import, hosts are the nodes not listed as (NV)switches. **Nodes are renumbered** so that
 //! hosts come first, as [`Topology`] requires: hosts in increasing file id get `0..num_hosts`,
 //! then NVSwitches, then switches, each in increasing file id. [`Ns3Import::file_ids`] maps back.
-//! Switch tiers are their hop distance from the nearest host (1 = ToR). Links touching an
-//! NVSwitch are NVLink. The imported topology routes by [`BfsRule`] (shortest paths, ECMP).
+//! Switch tiers are their hop distance from the nearest host (1 = ToR), except where the file
+//! ends with `# llmsim tiers: id:tier ...` lines, which llmsim writes for the switches whose tier
+//! is not that distance (a partly filled Clos keeps leaves and spines above no host, whose
+//! distance is larger than their tier); ns-3 stops reading after the header's link count, and
+//! other readers skip `#` lines. Links touching an NVSwitch are NVLink. The imported topology
+//! routes by [`BfsRule`] (shortest paths, ECMP).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -223,37 +227,31 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
     if cables.len() != links as usize {
         return Err(err(hline, format!("header says {links} links, the file has {}", cables.len())));
     }
-    // Switch tier = hops from the nearest host, over cables between non-NVSwitch nodes.
-    let n = nodes as usize;
-    let mut adj_start = vec![0u32; n + 1];
-    for c in cables.iter().filter(|c| c.kind != LinkKind::NvLink) {
-        adj_start[c.a as usize + 1] += 1;
-        adj_start[c.b as usize + 1] += 1;
-    }
-    for i in 0..n {
-        adj_start[i + 1] += adj_start[i];
-    }
-    let mut fill = adj_start.clone();
-    let mut adj = vec![0u32; adj_start[n] as usize];
-    for c in cables.iter().filter(|c| c.kind != LinkKind::NvLink) {
-        adj[fill[c.a as usize] as usize] = c.b;
-        fill[c.a as usize] += 1;
-        adj[fill[c.b as usize] as usize] = c.a;
-        fill[c.b as usize] += 1;
-    }
-    let mut tier = vec![u8::MAX; n];
-    let mut queue: Vec<u32> = (0..num_hosts).collect();
-    for &h in &queue {
-        tier[h as usize] = 0;
-    }
-    let mut head = 0;
-    while head < queue.len() {
-        let v = queue[head] as usize;
-        head += 1;
-        for &u in &adj[adj_start[v] as usize..adj_start[v + 1] as usize] {
-            if tier[u as usize] == u8::MAX {
-                tier[u as usize] = tier[v].saturating_add(1).min(u8::MAX - 1);
-                queue.push(u);
+    // Switch tier = hops from the nearest host, over cables between non-NVSwitch nodes, unless
+    // the file's tier lines say otherwise.
+    let mut tier = hop_tiers(
+        nodes as usize,
+        num_hosts,
+        cables.iter().filter(|c| c.kind != LinkKind::NvLink).map(|c| (c.a, c.b)),
+    );
+    for (ln, l) in text.lines().enumerate() {
+        let Some(rest) = l.trim().strip_prefix(TIER_LINE) else {
+            continue;
+        };
+        for entry in rest.split_whitespace() {
+            let parsed = entry
+                .split_once(':')
+                .and_then(|(id, t)| Some((id.parse::<u32>().ok()?, t.parse::<u8>().ok()?)));
+            match parsed {
+                Some((id, t)) if id < nodes && kind[id as usize] == 2 && (1..u8::MAX).contains(&t) => {
+                    tier[new_id[id as usize] as usize] = t;
+                }
+                _ => {
+                    return Err(err(
+                        ln + 1,
+                        format!("tier entry {entry:?} is not `switch_id:tier` with a switch of this file and a tier of 1 to 254"),
+                    ));
+                }
             }
         }
     }
@@ -290,6 +288,48 @@ pub fn parse_ns3(text: &str, file: &str, ecmp_seed: u64) -> Result<Ns3Import, To
     let rule = BfsRule::new(routing_nodes, num_hosts, topology.links());
     topology.set_routing(Routing::Bfs(Box::new(rule)));
     Ok(Ns3Import { topology, file_ids })
+}
+
+/// The comment that starts a line of tier overrides (module doc).
+const TIER_LINE: &str = "# llmsim tiers:";
+
+/// Hop distance of every node from the nearest host (hosts `0..num_hosts`, 0) over the cables
+/// `edges` (both directions), capped at 254; `u8::MAX` where no host is reached. Hosts do not
+/// relay, as in every Clos.
+fn hop_tiers(n: usize, num_hosts: u32, edges: impl Iterator<Item = (u32, u32)> + Clone) -> Vec<u8> {
+    let mut adj_start = vec![0u32; n + 1];
+    for (a, b) in edges.clone() {
+        adj_start[a as usize + 1] += 1;
+        adj_start[b as usize + 1] += 1;
+    }
+    for i in 0..n {
+        adj_start[i + 1] += adj_start[i];
+    }
+    let mut fill = adj_start.clone();
+    let mut adj = vec![0u32; adj_start[n] as usize];
+    for (a, b) in edges {
+        adj[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+        adj[fill[b as usize] as usize] = a;
+        fill[b as usize] += 1;
+    }
+    let mut tier = vec![u8::MAX; n];
+    let mut queue: Vec<u32> = (0..num_hosts).collect();
+    for &h in &queue {
+        tier[h as usize] = 0;
+    }
+    let mut head = 0;
+    while head < queue.len() {
+        let v = queue[head] as usize;
+        head += 1;
+        for &u in &adj[adj_start[v] as usize..adj_start[v + 1] as usize] {
+            if tier[u as usize] == u8::MAX {
+                tier[u as usize] = tier[v].saturating_add(1).min(u8::MAX - 1);
+                queue.push(u);
+            }
+        }
+    }
+    tier
 }
 
 /// ns-3 rate text: exact, in the largest of Gbps/Mbps/Kbps/bps that divides the rate.
@@ -341,10 +381,30 @@ pub fn to_ns3_with_gpu_type(t: &Topology, gpu_type: &str) -> String {
     }
     let ids: Vec<String> = nvs.iter().chain(&sws).map(|i| i.to_string()).collect();
     let _ = writeln!(s, "{}", ids.join(" "));
-    for i in cables {
+    for &i in &cables {
         let l = &t.links()[i];
         let e = t.link_error_rate(llmsim_core::LinkId::from_idx(i));
         let _ = writeln!(s, "{} {} {} {} {e}", l.src, l.dst, rate_text(l.bandwidth), delay_text(l.latency));
+    }
+    // The switches whose tier an import would not read from the hop distance, after the links.
+    let hops = hop_tiers(
+        t.num_nodes(),
+        t.num_hosts(),
+        cables
+            .iter()
+            .map(|&i| &t.links()[i])
+            .filter(|l| l.kind != LinkKind::NvLink)
+            .map(|l| (l.src.0, l.dst.0)),
+    );
+    let differ: Vec<String> = sws
+        .iter()
+        .filter_map(|&i| match t.nodes()[i] {
+            NodeKind::Switch { tier } if tier != if hops[i] == u8::MAX { 1 } else { hops[i] } => Some(format!("{i}:{tier}")),
+            _ => None,
+        })
+        .collect();
+    for chunk in differ.chunks(32) {
+        let _ = writeln!(s, "{TIER_LINE} {}", chunk.join(" "));
     }
     s
 }

@@ -16,15 +16,16 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, NodeId};
+use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
+use crate::fastdiv::Divisor;
 use crate::generators::{SpineCount, check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, up};
+use crate::routing::Routing;
 
 /// `topology: { kind: rail-only, servers_per_leaf: 32 }`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -137,6 +138,7 @@ pub fn rail_only(num_hosts: u32, p: &RailOnlyParams, scale_up: ScaleUp, ecmp_see
         spines_per_rail: spines,
         leaf0,
         spine0,
+        div: [g, spl, leaves, spines].map(Divisor::new),
     };
     b.build(
         format!("rail-only-{g}r{leaves}l{spines}s-{num_hosts}"),
@@ -162,6 +164,8 @@ pub struct RailOnlyRule {
     pub spines_per_rail: u32,
     leaf0: u32,
     spine0: u32,
+    /// `rails`, `servers_per_leaf`, `leaves_per_rail`, `spines_per_rail` as [`Divisor`]s.
+    div: [Divisor; 4],
 }
 
 impl RoutingRule for RailOnlyRule {
@@ -169,44 +173,71 @@ impl RoutingRule for RailOnlyRule {
         "rail-only (NVLink to the rail, then up-down)"
     }
 
+    /// Every hop's far end is computed from the addresses (module doc's layout), so the next
+    /// hop does not wait on this hop's load; sizes divide as [`Divisor`]s.
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         let g = self.rails;
-        let ports = t.port_hops(at);
-        let d_server = dst.0 / g;
-        match t.node(at) {
-            NodeKind::Host => {
-                if g == 1 {
-                    return Ok(ports[0]);
-                }
-                // Same server, or another rail: NVLink (port 0); else the NIC (port 1).
-                let same_rail = at.0 % g == dst.0 % g;
-                Ok(ports[usize::from(same_rail && at.0 / g != d_server)])
+        let [rails, spl_div, leaves_div, spines_div] = self.div;
+        let spl = self.servers_per_leaf;
+        let (d_server, d_rail) = rails.div_rem(dst.0);
+        let a = at.0;
+        let hosts = self.servers * g;
+        // Link ids from the generator's order (NVLink links, each host's NIC link, each leaf's
+        // links in port order rail by rail, then each spine's), so a route reads no table; a
+        // debug assertion checks each hop against the port table.
+        let nv = if g > 1 { 2 * hosts } else { 0 };
+        let leaf_links0 = nv + hosts;
+        let per_rail = self.servers + self.leaves_per_rail * self.spines_per_rail;
+        let spine_links0 = leaf_links0 + g * per_rail;
+        let (port, to, link) = if a < hosts {
+            let (server, rail) = rails.div_rem(a);
+            if g == 1 {
+                (0, self.leaf0 + spl_div.div(server), a)
+            } else if rail == d_rail && server != d_server {
+                // The NIC (port 1) to its rail leaf.
+                (1, self.leaf0 + rail * self.leaves_per_rail + spl_div.div(server), nv + a)
+            } else {
+                // Same server, or another rail: NVLink (port 0) to its NVSwitch.
+                (0, hosts + server, a)
             }
+        } else if a < self.leaf0 {
             // The NVSwitch hands the packet to its GPU on the destination's rail.
-            NodeKind::NvSwitch => Ok(ports[(dst.0 % g) as usize]),
-            NodeKind::Switch { .. } => {
-                let spl = self.servers_per_leaf;
-                let a = at.0;
-                if a < self.spine0 {
-                    let i = (a - self.leaf0) % self.leaves_per_rail;
-                    let first = i * spl;
-                    if d_server / spl == i {
-                        return Ok(ports[(d_server - first) as usize]);
-                    }
-                    if self.spines_per_rail == 0 {
-                        return Err(TopoError::Unreachable {
-                            src: at,
-                            dst,
-                            reason: "rail leaf without spines".into(),
-                        });
-                    }
-                    Ok(up(t, at, self.servers.saturating_sub(first).min(spl), flow_hash))
-                } else {
-                    Ok(ports[(d_server / spl) as usize])
-                }
+            let to = (a - hosts) * g + d_rail;
+            (d_rail, to, hosts + to)
+        } else if a < self.spine0 {
+            let (rail, i) = leaves_div.div_rem(a - self.leaf0);
+            let first = i * spl;
+            let link0 = leaf_links0 + rail * per_rail + i * (spl + self.spines_per_rail);
+            if spl_div.div(d_server) == i {
+                (d_server - first, d_server * g + rail, link0 + d_server - first)
+            } else if self.spines_per_rail == 0 {
+                return Err(TopoError::Unreachable {
+                    src: at,
+                    dst,
+                    reason: "rail leaf without spines".into(),
+                });
+            } else {
+                let j = t.ecmp_pick(at, flow_hash, self.spines_per_rail as usize) as u32;
+                let port = self.servers.saturating_sub(first).min(spl) + j;
+                (port, self.spine0 + rail * self.spines_per_rail + j, link0 + port)
             }
-        }
+        } else {
+            let sp = a - self.spine0;
+            let rail = spines_div.div(sp);
+            let leaf = spl_div.div(d_server);
+            (
+                leaf,
+                self.leaf0 + rail * self.leaves_per_rail + leaf,
+                spine_links0 + sp * self.leaves_per_rail + leaf,
+            )
+        };
+        let hop = Hop {
+            link: LinkId(link),
+            to: NodeId(to),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "rail-only port layout at {at}");
+        Ok(hop)
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {

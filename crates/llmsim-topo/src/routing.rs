@@ -27,6 +27,7 @@ use llmsim_core::{LinkId, NodeId};
 
 use crate::TopoError;
 use crate::family::RoutingRule;
+use crate::fastdiv::Divisor;
 use crate::graph::{Hop, LinkKind, NodeKind, Topology};
 
 /// The rule a topology routes by. Every variant except `Bfs` holds O(1) parameters.
@@ -69,6 +70,8 @@ pub struct FatTreeRule {
     pub agg0: u32,
     /// Node id of the first core switch.
     pub core0: u32,
+    /// `half_k` and `half_k^2` as [`Divisor`]s.
+    pub(crate) div: [Divisor; 2],
 }
 
 /// Leaf-spine addresses. Node layout: hosts, NVSwitches, `leaves`, `spines`.
@@ -116,6 +119,9 @@ pub struct RailRule {
     pub leaf0: u32,
     /// Node id of the first spine.
     pub spine0: u32,
+    /// `rails`, `servers_per_segment`, `segments * rails` and `spines_per_plane` as
+    /// [`Divisor`]s.
+    pub(crate) div: [Divisor; 4],
 }
 
 /// Hop count in [`BfsRule`] distance arrays meaning "cannot reach".
@@ -328,7 +334,8 @@ impl Routing {
         match self {
             Routing::Bfs(rule) => return rule.next_hop(t, at, dst, flow_hash).map(|l| t.hop_over(l)),
             Routing::Rule(rule) => return rule.hop(t, at, dst, flow_hash),
-            Routing::FatTree(r) if at.0 >= r.hosts => return r.hop(t, at, dst, flow_hash),
+            Routing::FatTree(r) => return r.hop(t, at, dst, flow_hash),
+            Routing::RailFatTree(r) => return r.hop(t, at, dst, flow_hash),
             _ => {}
         }
         match t.node(at) {
@@ -368,6 +375,32 @@ impl Routing {
             NodeKind::Switch { .. } => self.switch_choice(at, dst).all(t, at, out),
         }
         Ok(())
+    }
+
+    /// Every next hop flow `flow_hash`'s route in route class `class` may take at `at`
+    /// ([`RoutingRule::flow_hops`]); [`Routing::next_hops`] for a rule whose route depends on
+    /// the flow only through the ECMP pick.
+    ///
+    /// # Errors
+    /// As [`Routing::next_hop`].
+    pub fn flow_hops(
+        &self,
+        t: &Topology,
+        at: NodeId,
+        dst: NodeId,
+        flow_hash: u64,
+        class: u32,
+        out: &mut Vec<LinkId>,
+    ) -> Result<(), TopoError> {
+        match self {
+            Routing::Rule(rule) if rule.flow_specific() => rule.flow_hops(t, at, dst, flow_hash, class, out),
+            _ => self.next_hops(t, at, dst, out),
+        }
+    }
+
+    /// Whether [`Routing::flow_hops`] differs from [`Routing::next_hops`] for some flow.
+    pub fn flow_specific(&self) -> bool {
+        matches!(self, Routing::Rule(rule) if rule.flow_specific())
     }
 
     /// Short name of the rule, for reports.
@@ -424,44 +457,60 @@ pub(crate) fn up(t: &Topology, at: NodeId, first_up: u32, flow_hash: u64) -> Hop
 }
 
 impl FatTreeRule {
-    /// [`Routing::hop`] at an NVSwitch or a switch, with the far end computed from the
-    /// addresses (see the port layout on the struct) rather than read beside the link: the next
-    /// hop then does not wait on this hop's load, and the loads of successive hops overlap.
+    /// [`Routing::hop`] with every far end and link id computed from the addresses (see the port
+    /// layout on the struct) and the generator's cable order (NVLink links, host cables, then
+    /// edge-aggregation cables pod by pod, edge by edge, then aggregation-core cables; a cable's
+    /// first link goes up), so a route reads no table; a debug assertion checks each hop against
+    /// the port table.
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
         let h = self.half_k;
+        let [hd, hhd] = self.div;
         let (a, d) = (at.0, dst.0);
-        let (port, to) = if a < self.edge0 {
+        let host_links0 = if t.gpus_per_server() > 1 { 2 * self.hosts } else { 0 };
+        let edge_links0 = host_links0 + 2 * self.hosts;
+        let agg_links0 = edge_links0 + 2 * self.pods * h * h;
+        if a < self.hosts {
+            let nic = (host_links0 + 2 * a, self.edge0 + hd.div(a));
+            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
+        }
+        let (port, to, link) = if a < self.edge0 {
             // An NVSwitch: its hop ends the route.
-            return nvswitch_hop(t, at, dst);
+            return nvswitch_hop_computed(t, at, dst);
         } else if a < self.agg0 {
             let e = a - self.edge0;
             let first = e * h;
-            if d / h == e {
-                (d - first, d)
+            if hd.div(d) == e {
+                (d - first, d, host_links0 + 2 * d + 1)
             } else {
                 let j = t.ecmp_pick(at, flow_hash, h as usize) as u32;
-                (self.hosts.saturating_sub(first).min(h) + j, self.agg0 + (e / h) * h + j)
+                (
+                    self.hosts.saturating_sub(first).min(h) + j,
+                    self.agg0 + hd.div(e) * h + j,
+                    edge_links0 + 2 * (e * h + j),
+                )
             }
         } else if a < self.core0 {
-            let pod = (a - self.agg0) / h;
-            if d / (h * h) == pod {
-                ((d / h) % h, self.edge0 + d / h)
+            let (pod, j) = hd.div_rem(a - self.agg0);
+            let (d_pod, d_rest) = hhd.div_rem(d);
+            if d_pod == pod {
+                let i = hd.div(d_rest);
+                (i, self.edge0 + pod * h + i, edge_links0 + 2 * ((pod * h + i) * h + j) + 1)
             } else {
                 let m = t.ecmp_pick(at, flow_hash, h as usize) as u32;
-                let j = (a - self.agg0) % h;
-                (h + m, self.core0 + j * h + m)
+                (h + m, self.core0 + j * h + m, agg_links0 + 2 * ((pod * h + j) * h + m))
             }
         } else {
-            let pod = d / (h * h);
-            (pod, self.agg0 + pod * h + (a - self.core0) / h)
+            let pod = hhd.div(d);
+            let (j, m) = hd.div_rem(a - self.core0);
+            (pod, self.agg0 + pod * h + j, agg_links0 + 2 * ((pod * h + j) * h + m) + 1)
         };
-        let link = t.port_hops(at)[port as usize];
-        debug_assert_eq!(link.to.0, to, "fat-tree port layout");
-        Ok(Hop {
-            link: link.link,
+        let hop = Hop {
+            link: LinkId(link),
             to: NodeId(to),
-        })
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "fat-tree port layout");
+        Ok(hop)
     }
 
     #[inline]
@@ -506,6 +555,66 @@ impl SpineLeafRule {
 }
 
 impl RailRule {
+    /// The divisors of [`RailRule::div`] for these sizes.
+    pub(crate) fn divisors(rails: u32, servers_per_segment: u32, segments: u32, spines_per_plane: u32) -> [Divisor; 4] {
+        [rails, servers_per_segment, segments * rails, spines_per_plane].map(Divisor::new)
+    }
+
+    /// [`Routing::hop`] with every far end computed from the addresses (see the port layout on
+    /// the struct), so the next hop does not wait on this hop's load.
+    #[inline]
+    fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
+        let [rails, sps, seg_rails, spines] = self.div;
+        let (g, a) = (self.rails, at.0);
+        // Link ids follow the generator's cable order (NVLink links, then each host's cables
+        // plane by plane, then each leaf's spine cables; a cable's first link goes up), so a
+        // route reads no table; a debug assertion checks each hop against the port table.
+        let host_links0 = if g > 1 { 2 * self.servers * g } else { 0 };
+        let leaf_links0 = host_links0 + 2 * self.servers * g * self.planes;
+        if a < self.servers * g {
+            let (server, rail) = rails.div_rem(a);
+            let seg = sps.div(server);
+            return Ok(host_hop_computed(t, at, dst, flow_hash, self.planes, |q| {
+                (
+                    host_links0 + 2 * (a * self.planes + q),
+                    self.leaf0 + (q * self.segments + seg) * g + rail,
+                )
+            }));
+        }
+        if a < self.leaf0 {
+            return nvswitch_hop_computed(t, at, dst);
+        }
+        let (d_server, d_rail) = rails.div_rem(dst.0);
+        let d_seg = sps.div(d_server);
+        let n = self.spines_per_plane;
+        let (port, to, link) = if a < self.spine0 {
+            let lg = a - self.leaf0;
+            let (q, rem) = seg_rails.div_rem(lg);
+            let (seg, rail) = rails.div_rem(rem);
+            let first = seg * self.servers_per_segment;
+            if d_seg == seg && d_rail == rail {
+                (d_server - first, dst.0, host_links0 + 2 * (dst.0 * self.planes + q) + 1)
+            } else {
+                let i = t.ecmp_pick(at, flow_hash, n as usize) as u32;
+                (
+                    self.servers.saturating_sub(first).min(self.servers_per_segment) + i,
+                    self.spine0 + q * n + i,
+                    leaf_links0 + 2 * (lg * n + i),
+                )
+            }
+        } else {
+            let (q, j) = spines.div_rem(a - self.spine0);
+            let leaf = (q * self.segments + d_seg) * g + d_rail;
+            (d_seg * g + d_rail, self.leaf0 + leaf, leaf_links0 + 2 * (leaf * n + j) + 1)
+        };
+        let hop = Hop {
+            link: LinkId(link),
+            to: NodeId(to),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "rail-optimized port layout at {at}");
+        Ok(hop)
+    }
+
     #[inline]
     fn switch_hop(&self, at: NodeId, dst: NodeId) -> Choice {
         let (g, sps) = (self.rails, self.servers_per_segment);
@@ -551,6 +660,102 @@ pub fn host_hop(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result
     }
 }
 
+/// [`host_hop`] with the far end computed rather than read beside the link, for a family whose
+/// generator lays out hosts and NVSwitches with [`crate::generators::hosts_with_scale_up`] (the
+/// NVSwitch of server `s` is node `num_hosts + s`): `nic_to(i)` is the node NIC port `i` leads
+/// to. The next hop then does not wait on this hop's load (a debug assertion checks the far end
+/// against the table).
+///
+/// # Errors
+/// As [`host_hop`].
+#[inline]
+pub fn host_hop_to(t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64, nic_to: impl FnOnce(u32) -> u32) -> Result<Hop, TopoError> {
+    let ports = t.port_hops(at);
+    let g = t.gpus_per_server();
+    let (i, to) = if g > 1 && t.server_of(at) == t.server_of(dst) {
+        (0, t.num_hosts() + t.server_of(at))
+    } else {
+        let nic0 = usize::from(g > 1);
+        let n = ports.len().saturating_sub(nic0);
+        let pick = match n {
+            0 => {
+                return Err(TopoError::Unreachable {
+                    src: at,
+                    dst,
+                    reason: "host has no NIC".into(),
+                });
+            }
+            1 => 0,
+            n => t.ecmp_pick(at, flow_hash, n),
+        };
+        (nic0 + pick, nic_to(pick as u32))
+    };
+    let h = ports[i];
+    debug_assert_eq!(h.to.0, to, "host port layout at {at}");
+    Ok(Hop {
+        link: h.link,
+        to: NodeId(to),
+    })
+}
+
+/// [`nvswitch_hop`] with the link id computed too, for a family laid out by
+/// [`crate::generators::hosts_with_scale_up`] (NVSwitch -> GPU `h` is link `num_hosts + h`), so
+/// the hop reads no table (a debug assertion checks it against [`nvswitch_hop`]).
+///
+/// # Errors
+/// As [`nvswitch_hop`].
+#[inline]
+pub(crate) fn nvswitch_hop_computed(t: &Topology, at: NodeId, dst: NodeId) -> Result<Hop, TopoError> {
+    if at.0.wrapping_sub(t.num_hosts()) != t.server_of(dst) {
+        return Err(TopoError::Unreachable {
+            src: at,
+            dst,
+            reason: "NVSwitch reached for a GPU of another server".into(),
+        });
+    }
+    let hop = Hop {
+        link: LinkId(t.num_hosts() + dst.0),
+        to: dst,
+    };
+    debug_assert_eq!(Ok(hop), nvswitch_hop(t, at, dst), "NVSwitch layout at {at}");
+    Ok(hop)
+}
+
+/// The first hop of a host with `nics` NIC ports, link ids and far ends computed for a family
+/// laid out by [`crate::generators::hosts_with_scale_up`] (GPU `h` -> its NVSwitch is link `h`,
+/// the NVSwitch is node `num_hosts + server`): NVLink to a GPU of its own server, else NIC port
+/// `i` (the flow hash picks it, as [`host_hop`] does), whose `(link, far end)` is `nic(i)`. A
+/// debug assertion checks it against [`host_hop`].
+#[inline]
+pub(crate) fn host_hop_computed(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    flow_hash: u64,
+    nics: u32,
+    nic: impl FnOnce(u32) -> (u32, u32),
+) -> Hop {
+    let hop = if t.gpus_per_server() > 1 && t.server_of(at) == t.server_of(dst) {
+        Hop {
+            link: LinkId(at.0),
+            to: NodeId(t.num_hosts() + t.server_of(at)),
+        }
+    } else {
+        let i = if nics == 1 {
+            0
+        } else {
+            t.ecmp_pick(at, flow_hash, nics as usize) as u32
+        };
+        let (link, to) = nic(i);
+        Hop {
+            link: LinkId(link),
+            to: NodeId(to),
+        }
+    };
+    debug_assert_eq!(Ok(hop), host_hop(t, at, dst, flow_hash), "host layout at {at}");
+    hop
+}
+
 /// Every NIC [`host_hop`] may pick (one unless the host has several planes).
 ///
 /// # Errors
@@ -589,7 +794,9 @@ pub fn nvswitch_hop(t: &Topology, at: NodeId, dst: NodeId) -> Result<Hop, TopoEr
             reason: "NVSwitch reached for a GPU of another server".into(),
         });
     }
-    Ok(l)
+    // `dst`, not `l.to`: the same node, but the next hop need not wait on the load (the check
+    // above is a predicted branch).
+    Ok(Hop { link: l.link, to: dst })
 }
 
 /// The next hop of an up-down rule whose switches pick among `count` equal-cost ports starting
@@ -644,7 +851,23 @@ pub fn port_range_hop_to(
         NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
         NodeKind::Switch { tier } => tier,
     };
-    let (first, count, to0, step) = choice(tier)?;
+    range_hop_to(t, at, dst, flow_hash, family, choice(tier)?)
+}
+
+/// The hop at switch `at` that [`port_range_hop_to`] takes for the choice `(first, count, to0,
+/// step)`, for a rule that knows the switch's tier from its id without reading the node table.
+///
+/// # Errors
+/// A port outside the switch.
+#[inline]
+pub fn range_hop_to(
+    t: &Topology,
+    at: NodeId,
+    dst: NodeId,
+    flow_hash: u64,
+    family: &str,
+    (first, count, to0, step): (u32, u32, u32, u32),
+) -> Result<Hop, TopoError> {
     let i = if count == 1 {
         0
     } else {

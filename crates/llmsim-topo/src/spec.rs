@@ -82,6 +82,12 @@ pub enum TopologySpec {
         /// Aggregation <-> core. Default 400Gbps / 600ns.
         #[serde(default)]
         agg_core: LinkSpec,
+        /// Two fat-tree planes, each GPU NIC with two ports of half `host_link`'s bandwidth, one
+        /// on an edge switch of each (Alibaba HPN's dual-ToR, dual-plane): an edge switch down
+        /// leaves every GPU reachable. Twice the switches, each still of radix k; the same graph
+        /// as `kind: clos` with `dual_tor` on the fat-tree's tiers. Default false.
+        #[serde(default)]
+        dual_tor: bool,
     },
     /// Two-tier leaf-spine Clos.
     SpineLeaf {
@@ -130,6 +136,13 @@ pub enum TopologySpec {
         /// Bandwidth of one NIC port in dual-plane mode. Default half the NIC bandwidth.
         #[serde(default)]
         plane_bandwidth: Option<Bandwidth>,
+        /// Two leaves per rail and segment, each GPU NIC with two ports of half its bandwidth, one
+        /// on each, both leaves cabled to every spine (Alibaba HPN's dual-ToR): a leaf down leaves
+        /// every GPU reachable. The same graph as a one-pod `three-tier` with `dual_tor`. With
+        /// `dual_plane` the NIC's two ports are already on two leaves, one per plane, and this
+        /// adds nothing. Default false.
+        #[serde(default)]
+        dual_tor: bool,
     },
     }
     families {
@@ -214,6 +227,7 @@ impl Default for TopologySpec {
             uplink: LinkSpec::default(),
             dual_plane: false,
             plane_bandwidth: None,
+            dual_tor: false,
         }
     }
 }
@@ -234,6 +248,7 @@ impl TopologySpec {
                 host_link,
                 edge_agg,
                 agg_core,
+                dual_tor,
             } => {
                 let k = k.unwrap_or_else(|| generators::smallest_fat_tree_k(gpus.min(generators::MAX_HOSTS)));
                 let p = FatTreeParams {
@@ -242,7 +257,11 @@ impl TopologySpec {
                     edge_agg: edge_agg.resolve(DEFAULT_FABRIC),
                     agg_core: agg_core.resolve(DEFAULT_FABRIC),
                 };
-                generators::fat_tree(gpus, &p, scale_up, seed)
+                if *dual_tor {
+                    generators::fat_tree_dual_tor(gpus, &p, scale_up, seed)
+                } else {
+                    generators::fat_tree(gpus, &p, scale_up, seed)
+                }
             }
             TopologySpec::SpineLeaf {
                 hosts_per_leaf,
@@ -269,6 +288,7 @@ impl TopologySpec {
                 uplink,
                 dual_plane,
                 plane_bandwidth,
+                dual_tor,
             } => {
                 let p = RailFatTreeParams {
                     servers_per_segment: *servers_per_segment,
@@ -278,7 +298,11 @@ impl TopologySpec {
                     dual_plane: *dual_plane,
                     plane_bandwidth: *plane_bandwidth,
                 };
-                generators::rail_fat_tree(gpus, &p, scale_up, seed)
+                if *dual_tor && !*dual_plane {
+                    generators::rail_fat_tree_dual_tor(gpus, &p, scale_up, seed)
+                } else {
+                    generators::rail_fat_tree(gpus, &p, scale_up, seed)
+                }
             }
             TopologySpec::Ns3 { path } => {
                 let t = crate::ns3::read_ns3(path, seed)?.topology;

@@ -39,10 +39,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, RoutingRule};
+use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, port_range_hop_to, port_range_hops};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -225,6 +226,16 @@ pub fn three_tier(num_hosts: u32, p: &ThreeTierParams, scale_up: ScaleUp, ecmp_s
         spine0,
         core0,
         pods,
+        div: ThreeTierDivisors {
+            rails: Divisor::new(g),
+            sides: Divisor::new(sides),
+            servers_per_segment: Divisor::new(sps),
+            segments_per_pod: Divisor::new(spp),
+            spines: Divisor::new(n),
+            core_uplinks: Divisor::new(u),
+        },
+        num_hosts,
+        host_links0: if g > 1 { 2 * num_hosts } else { 0 },
     };
     let dual = if p.dual_tor { "-dualtor" } else { "" };
     b.build(
@@ -271,6 +282,24 @@ pub struct ThreeTierRule {
     pub core0: u32,
     /// Number of pods.
     pub pods: u32,
+    div: ThreeTierDivisors,
+    num_hosts: u32,
+    /// Id of the first host NIC link (after the NVLink links).
+    host_links0: u32,
+}
+
+/// A switch's choice: `(first port, count, first far end, far-end step, first link, link step)`.
+type Choice = (u32, u32, u32, u32, u32, u32);
+
+/// The sizes [`ThreeTierRule`] divides by on every hop, as [`Divisor`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ThreeTierDivisors {
+    rails: Divisor,
+    sides: Divisor,
+    servers_per_segment: Divisor,
+    segments_per_pod: Divisor,
+    spines: Divisor,
+    core_uplinks: Divisor,
 }
 
 impl ThreeTierRule {
@@ -321,35 +350,88 @@ impl ThreeTierRule {
 
 impl ThreeTierRule {
     /// [`Self::choice`] with where the ports lead, for [`port_range_hop_to`]: `(first, count,
-    /// to0, step)`, port `first + i` leading to node `to0 + i * step` (module doc's layout).
+    /// to0, step)`, port `first + i` leading to node `to0 + i * step` (module doc's layout). One
+    /// pass of multiply-divisions ([`Divisor`]); [`Self::choice`] is the reference (a debug
+    /// assertion compares them).
     #[inline]
-    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<(u32, u32, u32, u32), TopoError> {
-        let (first, count) = self.choice(at, dst, tier)?;
+    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<Choice, TopoError> {
+        let dv = &self.div;
         let g = self.rails;
-        let (d_server, d_rail) = (dst.0 / g, dst.0 % g);
-        let d_seg = d_server / self.servers_per_segment;
-        let d_pod = d_seg / self.segments_per_pod;
-        let (to0, step) = match tier {
+        let (d_server, d_rail) = dv.rails.div_rem(dst.0);
+        if d_server >= self.servers {
+            return Err(unreachable(at, dst, "destination is not a host of this three-tier fabric"));
+        }
+        let (d_seg, d_in_seg) = dv.servers_per_segment.div_rem(d_server);
+        let d_pod = dv.segments_per_pod.div(d_seg);
+        // Link ids (the generator's cable order, each cable two links): host NIC cables from
+        // `host_links0`, host by host and side by side; leaf-spine cables from `leaf_links0`,
+        // leaf by leaf and spine by spine; spine-core cables from `core_links0`, spine by spine
+        // and core by core. The first link of a cable goes up, the second down.
+        let (n, u) = (self.spines, self.core_uplinks);
+        let leaf_links0 = self.host_links0 + 2 * self.num_hosts * self.sides;
+        let core_links0 = leaf_links0 + 2 * self.segments * g * self.sides * n;
+        let out = match tier {
             1 => {
-                let l = (at.0 - self.leaf0) / self.sides;
-                let seg = l / g;
-                if d_seg == seg && d_rail == l % g {
-                    (dst.0, 0)
+                let lg = at.0 - self.leaf0;
+                let (l, side) = dv.sides.div_rem(lg);
+                let (seg, rail) = dv.rails.div_rem(l);
+                if d_seg == seg && d_rail == rail {
+                    let link = self.host_links0 + 2 * (dst.0 * self.sides + side) + 1;
+                    (d_in_seg, 1, dst.0, 0, link, 0)
                 } else {
-                    (self.spine0 + seg / self.segments_per_pod * self.spines, 1)
+                    let first = self.servers_in(seg);
+                    let to0 = self.spine0 + dv.segments_per_pod.div(seg) * n;
+                    (first, n, to0, 1, leaf_links0 + 2 * lg * n, 2)
                 }
             }
             2 => {
-                let pod = (at.0 - self.spine0) / self.spines;
+                let s = at.0 - self.spine0;
+                let (pod, j) = dv.spines.div_rem(s);
                 if d_pod == pod {
-                    (self.leaf0 + (d_seg * g + d_rail) * self.sides, 1)
+                    let first = ((d_seg - pod * self.segments_per_pod) * g + d_rail) * self.sides;
+                    let leaf = (d_seg * g + d_rail) * self.sides;
+                    let link = leaf_links0 + 2 * (leaf * n + j) + 1;
+                    (first, self.sides, self.leaf0 + leaf, 1, link, 2 * n)
+                } else if self.pods > 1 {
+                    (self.leaves_in(pod), u, self.core0 + j * u, 1, core_links0 + 2 * s * u, 2)
                 } else {
-                    (self.core0 + (at.0 - self.spine0) % self.spines * self.core_uplinks, 1)
+                    return Err(unreachable(at, dst, "one-pod fabric has no core"));
                 }
             }
-            _ => (self.spine0 + d_pod * self.spines + (at.0 - self.core0) / self.core_uplinks, 0),
+            _ => {
+                let (j, c) = dv.core_uplinks.div_rem(at.0 - self.core0);
+                let link = core_links0 + 2 * ((d_pod * n + j) * u + c) + 1;
+                (d_pod, 1, self.spine0 + d_pod * n + j, 0, link, 0)
+            }
         };
-        Ok((first, count, to0, step))
+        debug_assert_eq!(self.choice(at, dst, tier).ok(), Some((out.0, out.1)));
+        Ok(out)
+    }
+
+    /// The hop [`Self::choice_to`] describes: the flow hash picks `i` among `count`, port
+    /// `first + i`, its link `link0 + i * link_step`, leading to `to0 + i * step`; read from no
+    /// table (a debug assertion checks it against the port table).
+    #[inline]
+    fn take(t: &Topology, at: NodeId, flow_hash: u64, c: Choice) -> Hop {
+        let (first, count, to0, step, link0, link_step) = c;
+        let i = if count == 1 {
+            0
+        } else {
+            t.ecmp_pick(at, flow_hash, count as usize) as u32
+        };
+        let hop = Hop {
+            link: LinkId(link0 + i * link_step),
+            to: NodeId(to0 + i * step),
+        };
+        debug_assert_eq!(Some(&hop), t.port_hops(at).get((first + i) as usize), "three-tier layout at {at}");
+        hop
+    }
+
+    /// The leaf NIC port `side` of host `h` leads to.
+    #[inline]
+    fn leaf_of(&self, h: u32, side: u32) -> u32 {
+        let (server, rail) = self.div.rails.div_rem(h);
+        self.leaf0 + (self.div.servers_per_segment.div(server) * self.rails + rail) * self.sides + side
     }
 }
 
@@ -360,7 +442,22 @@ impl RoutingRule for ThreeTierRule {
 
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        port_range_hop_to(t, at, dst, flow_hash, "three-tier", |tier| self.choice_to(at, dst, tier))
+        // The node's kind from its id (module doc's layout), without reading the node table.
+        let tier = if at.0 < self.num_hosts {
+            return Ok(host_hop_computed(t, at, dst, flow_hash, self.sides, |side| {
+                (self.host_links0 + 2 * (at.0 * self.sides + side), self.leaf_of(at.0, side))
+            }));
+        } else if at.0 < self.leaf0 {
+            return nvswitch_hop_computed(t, at, dst);
+        } else if at.0 < self.spine0 {
+            1
+        } else if at.0 < self.core0 {
+            2
+        } else {
+            3
+        };
+        debug_assert_eq!(t.node(at), NodeKind::Switch { tier });
+        Ok(Self::take(t, at, flow_hash, self.choice_to(at, dst, tier)?))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {

@@ -16,15 +16,16 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, NodeId};
+use llmsim_core::{Bandwidth, LinkId, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
 use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text, grid_routers, grid_shape};
+use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop, nvswitch_hop};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed};
 
 /// Largest number of torus dimensions.
 pub const MAX_DIMS: usize = 3;
@@ -166,6 +167,11 @@ pub fn torus(num_hosts: u32, p: &TorusParams, scale_up: ScaleUp, ecmp_seed: u64)
         first_port,
         hosts_per_router: hpr,
         router0,
+        dim_div: dims.map(Divisor::new),
+        hpr_div: Divisor::new(hpr),
+        num_hosts,
+        host_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
+        ports_per_router: next,
     };
     b.build(
         format!("torus-{}-{num_hosts}", dims_text(&p.dims)),
@@ -187,6 +193,13 @@ pub struct TorusRule {
     pub hosts_per_router: u32,
     /// Node id of the first router.
     pub router0: u32,
+    dim_div: [Divisor; MAX_DIMS],
+    hpr_div: Divisor,
+    num_hosts: u32,
+    /// Id of the first host NIC link (after the NVLink links).
+    host_links0: u32,
+    /// Links (ports) of every router.
+    ports_per_router: u32,
 }
 
 impl TorusRule {
@@ -200,36 +213,67 @@ impl RoutingRule for TorusRule {
         "torus dimension-order"
     }
 
+    /// Every hop's far end is computed (a host's router, the `+1` / `-1` neighbour), so the
+    /// next hop does not wait on this hop's load; coordinates come from multiply-divisions
+    /// ([`Divisor`]).
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        match t.node(at) {
-            NodeKind::Host => return host_hop(t, at, dst, flow_hash),
-            NodeKind::NvSwitch => return nvswitch_hop(t, at, dst),
-            NodeKind::Switch { .. } => {}
+        // Link ids are arithmetic too (the generator's order: NVLink links, then each host's
+        // NIC link, then each router's links in port order), so a route reads no table; debug
+        // assertions check each against the port table.
+        if at.0 < self.num_hosts {
+            let nic = (self.host_links0 + at.0, self.router0 + self.hpr_div.div(at.0));
+            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
+        }
+        if at.0 < self.router0 {
+            return nvswitch_hop_computed(t, at, dst);
         }
         let r = at.0 - self.router0;
-        let dr = dst.0 / self.hosts_per_router;
-        let ports = t.port_hops(at);
+        let (dr, slot) = self.hpr_div.div_rem(dst.0);
+        let link0 = self.host_links0 + self.num_hosts + r * self.ports_per_router;
         if r == dr {
-            return Ok(ports[(dst.0 - r * self.hosts_per_router) as usize]);
+            let hop = Hop {
+                link: LinkId(link0 + slot),
+                to: dst,
+            };
+            debug_assert_eq!(hop, t.port_hops(at)[slot as usize], "torus host port at {at}");
+            return Ok(hop);
         }
+        let (mut a, mut b) = (r, dr);
         for i in 0..MAX_DIMS {
             let n = self.dims[i];
-            let (c, d) = (r / self.stride[i] % n, dr / self.stride[i] % n);
+            let (qa, c) = self.dim_div[i].div_rem(a);
+            let (qb, d) = self.dim_div[i].div_rem(b);
+            (a, b) = (qa, qb);
             if c == d {
                 continue;
             }
-            let first = self.first_port[i] as usize;
-            if n == 2 {
-                return Ok(ports[first]);
-            }
-            let ahead = (d + n - c) % n;
-            let port = match (2 * ahead).cmp(&n) {
-                std::cmp::Ordering::Less => first,
-                std::cmp::Ordering::Greater => first + 1,
-                std::cmp::Ordering::Equal => first + t.ecmp_pick(at, flow_hash, 2),
+            let first = self.first_port[i];
+            let plus = if c + 1 == n { 0 } else { c + 1 };
+            let minus = if c == 0 { n - 1 } else { c - 1 };
+            let (port, e) = if n == 2 {
+                (first, plus)
+            } else {
+                let ahead = if d >= c { d - c } else { d + n - c };
+                match (2 * ahead).cmp(&n) {
+                    std::cmp::Ordering::Less => (first, plus),
+                    std::cmp::Ordering::Greater => (first + 1, minus),
+                    std::cmp::Ordering::Equal => {
+                        if t.ecmp_pick(at, flow_hash, 2) == 0 {
+                            (first, plus)
+                        } else {
+                            (first + 1, minus)
+                        }
+                    }
+                }
             };
-            return Ok(ports[port]);
+            let to = at.0 + e * self.stride[i] - c * self.stride[i];
+            let hop = Hop {
+                link: LinkId(link0 + port),
+                to: NodeId(to),
+            };
+            debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "torus port at {at}");
+            return Ok(hop);
         }
         Err(TopoError::Unreachable {
             src: at,

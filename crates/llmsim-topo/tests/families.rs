@@ -666,11 +666,10 @@ fn clos_four_tiers_route_up_down_minimally() {
         assert_eq!(longest, 8, "{gpus}");
         assert_eq!(t.describe().diameter_hops, 8);
         assert!(check_ecmp_equal_cost(&t) > 0);
-        // Partly filled (30): switches without a host below them read back from ns-3 at another
-        // tier (tier = hops from the nearest host), as in every Clos generator.
-        if gpus % 12 == 0 {
-            check_ns3_round_trip(&t);
-        }
+        // Partly filled (30): switches without a host below them are farther from a host than
+        // their tier; the export's tier lines carry their tiers through the round trip.
+        check_ns3_round_trip(&t);
+        assert_eq!(to_ns3(&t).contains("# llmsim tiers:"), gpus % 12 != 0, "{gpus}");
     }
 }
 
@@ -897,4 +896,361 @@ fn cost_proxies_count_a_k4_fat_tree() {
     assert_eq!(c.optics, 2 * (16 + 16));
     // The alias UB-Mesh names the full mesh.
     assert_eq!(spec(r#"{"kind":"ub-mesh"}"#), spec(r#"{"kind":"full-mesh"}"#));
+}
+
+/// Host-to-host hop counts from `src` over links that are up (hosts do not forward).
+fn bfs_up(t: &Topology, src: NodeId) -> Vec<u32> {
+    let mut dist = vec![u32::MAX; t.num_nodes()];
+    let mut q = std::collections::VecDeque::from([src]);
+    dist[src.idx()] = 0;
+    while let Some(v) = q.pop_front() {
+        if v != src && t.is_host(v) {
+            continue;
+        }
+        for &l in t.ports(v) {
+            let u = t.link(l).dst;
+            if !t.is_link_down(l) && dist[u.idx()] == u32::MAX {
+                dist[u.idx()] = dist[v.idx()] + 1;
+                q.push_back(u);
+            }
+        }
+    }
+    dist
+}
+
+/// Takes every cable of each leaf (tier-1 switch) down in turn, and checks that every pair still
+/// routes under several flow hashes, never over a down link or the failed leaf, and as short as
+/// the graph without the leaf allows (a BFS over the links that are up). Returns the leaves
+/// tried.
+fn check_every_leaf_failure(t: &Topology) -> u32 {
+    let h = t.num_hosts();
+    let mut tried = 0;
+    let mut path = Vec::new();
+    for leaf in (0..t.num_nodes() as u32).map(NodeId) {
+        if !matches!(t.node(leaf), llmsim_topo::NodeKind::Switch { tier: 1 }) {
+            continue;
+        }
+        let mut f = t.clone();
+        for l in (0..f.num_links() as u32).map(LinkId) {
+            if f.link(l).src == leaf || f.link(l).dst == leaf {
+                f.set_link_down(l, true).unwrap();
+            }
+        }
+        tried += 1;
+        for s in 0..h {
+            let dist = bfs_up(&f, NodeId(s));
+            for d in 0..h {
+                if s == d {
+                    continue;
+                }
+                for hash in [0u64, 1, 0x9e37_79b9, u64::from(s * 131 + d)] {
+                    path.clear();
+                    f.route(NodeId(s), NodeId(d), hash, &mut path)
+                        .unwrap_or_else(|e| panic!("{}: leaf {leaf} down: {s}->{d}: {e}", t.name));
+                    let mut at = NodeId(s);
+                    for &l in &path {
+                        let link = f.link(l);
+                        assert_eq!(link.src, at, "{}: route not contiguous", t.name);
+                        assert!(!f.is_link_down(l) && link.dst != leaf, "{}: {s}->{d} over the failed leaf", t.name);
+                        at = link.dst;
+                    }
+                    assert_eq!(at, NodeId(d));
+                    assert_eq!(
+                        path.len() as u32,
+                        dist[d as usize],
+                        "{}: leaf {leaf} down: {s}->{d} not minimal",
+                        t.name
+                    );
+                }
+            }
+        }
+    }
+    tried
+}
+
+/// Dual-ToR on the `fat-tree` and `rail-fat-tree` kinds: each GPU has two NIC ports of half its
+/// bandwidth on two different leaves, the fabric has twice the leaves of the single-ToR one,
+/// routes are minimal with equal-cost choices and the family's diameter, the ns-3 export
+/// re-imports to the same graph, and with any one leaf down every pair still routes around it,
+/// as short as the remaining graph allows. The fat-tree's is the declared Clos with `dual_tor` on
+/// its tiers (same nodes, cables and routes); the rail-fat-tree's has both leaves of a rail under
+/// the same spines.
+#[test]
+fn fat_tree_and_rail_fat_tree_dual_tor_survive_a_leaf() {
+    let cases = [
+        (
+            r#"{"kind":"fat-tree","k":4,"dual_tor":true}"#,
+            r#"{"kind":"fat-tree","k":4}"#,
+            16u32,
+            1u32,
+        ),
+        (
+            r#"{"kind":"fat-tree","k":4,"dual_tor":true}"#,
+            r#"{"kind":"fat-tree","k":4}"#,
+            16,
+            2,
+        ),
+        // Partly filled: two of three pods, the last edge half full.
+        (
+            r#"{"kind":"fat-tree","k":6,"dual_tor":true}"#,
+            r#"{"kind":"fat-tree","k":6}"#,
+            14,
+            2,
+        ),
+        (
+            r#"{"kind":"rail-fat-tree","servers_per_segment":2,"dual_tor":true}"#,
+            r#"{"kind":"rail-fat-tree","servers_per_segment":2}"#,
+            16,
+            4,
+        ),
+        // Partly filled last segment, one rail, oversubscribed 2:1.
+        (
+            r#"{"kind":"rail-fat-tree","servers_per_segment":3,"oversubscription":2.0,"dual_tor":true}"#,
+            r#"{"kind":"rail-fat-tree","servers_per_segment":3,"oversubscription":2.0}"#,
+            8,
+            1,
+        ),
+    ];
+    for (json, single_json, gpus, g) in cases {
+        let t = build(json, gpus, g);
+        let single = build(single_json, gpus, g);
+        assert!(t.name.contains("dualtor"), "{}", t.name);
+        let leaves = |t: &Topology| {
+            t.nodes()
+                .iter()
+                .filter(|k| matches!(k, llmsim_topo::NodeKind::Switch { tier: 1 }))
+                .count()
+        };
+        assert_eq!(leaves(&t), 2 * leaves(&single), "{json}");
+        for host in 0..gpus {
+            let nics: Vec<_> = t
+                .ports(NodeId(host))
+                .iter()
+                .map(|&l| t.link(l))
+                .filter(|l| l.kind == LinkKind::HostNic)
+                .collect();
+            assert_eq!(nics.len(), 2, "{json}: host {host}");
+            assert_ne!(nics[0].dst, nics[1].dst, "{json}: host {host}: both ports on one leaf");
+            assert_eq!(nics[0].bandwidth.bps(), 200_000_000_000, "{json}: half of 400G");
+        }
+        assert_eq!(t.nic_bandwidth(NodeId(0)), single.nic_bandwidth(NodeId(0)));
+        let longest = check_routes(&t, Minimal::Shortest);
+        assert_eq!(
+            longest,
+            check_routes(&single, Minimal::Shortest),
+            "{json}: same diameter as single-ToR"
+        );
+        assert_eq!(t.describe().diameter_hops, longest, "{json}");
+        assert!(check_ecmp_equal_cost(&t) > 0, "{json}");
+        check_ns3_round_trip(&t);
+        assert!(check_every_leaf_failure(&t) > 0);
+    }
+    // The fat-tree's dual-ToR is the declared Clos's on the fat-tree tiers.
+    let ft = build(r#"{"kind":"fat-tree","k":4,"dual_tor":true}"#, 16, 2);
+    let c = build(
+        r#"{"kind":"clos","dual_tor":true,"tiers":[{"down":2,"up":2},{"down":2,"up":2},{"radix":4}]}"#,
+        16,
+        2,
+    );
+    assert_eq!(c.nodes(), ft.nodes());
+    assert_eq!(link_set(&c), link_set(&ft));
+    assert_eq!(all_walks(&c), all_walks(&ft));
+    // At the defaults: a 1,024-GPU rail-fat-tree with dual-ToR has 4 segments x 8 rails x 2
+    // leaves, each leaf with 32 x 200G down and so 16 x 400G spines.
+    let t = build(r#"{"kind":"rail-fat-tree","dual_tor":true}"#, 1024, 8);
+    assert_eq!(t.name, "rail-fat-tree-4seg-dualtor-1024");
+    assert_eq!(t.describe().cost.switches, 4 * 8 * 2 + 16);
+    // A k = 16 fat-tree with dual-ToR: two planes of 16 pods x (8 + 8) switches and 64 cores.
+    let t = build(r#"{"kind":"fat-tree","dual_tor":true}"#, 1024, 8);
+    assert_eq!(t.name, "fat-tree-k16-dualtor-1024");
+    assert_eq!(t.describe().cost.switches, 2 * (16 * 16 + 64));
+    // With dual_plane, each NIC's two ports are already on two leaves (one per plane).
+    let a = build(r#"{"kind":"rail-fat-tree","dual_plane":true,"dual_tor":true}"#, 64, 8);
+    let b = build(r#"{"kind":"rail-fat-tree","dual_plane":true}"#, 64, 8);
+    assert_eq!(link_set(&a), link_set(&b));
+}
+
+/// A rail-optimized fabric is the one-pod three-tier Clos: the same nodes, cables, port order
+/// and routes (node by node), full and partly filled, so the rail-fat-tree's dual-ToR can be the
+/// three-tier's.
+#[test]
+fn rail_fat_tree_equals_the_one_pod_three_tier() {
+    for (sps, spines, gpus, g) in [(2u32, 2u32, 16u32, 4u32), (3, 1, 20, 2), (4, 3, 8, 1)] {
+        let rail = build(
+            &format!(r#"{{"kind":"rail-fat-tree","servers_per_segment":{sps},"spines":{spines}}}"#),
+            gpus,
+            g,
+        );
+        let tt = build(
+            &format!(r#"{{"kind":"three-tier","servers_per_segment":{sps},"segments_per_pod":64,"spines":{spines}}}"#),
+            gpus,
+            g,
+        );
+        assert_eq!(rail.nodes(), tt.nodes(), "{gpus}");
+        assert_eq!(link_set(&rail), link_set(&tt), "{gpus}");
+        for n in 0..rail.num_nodes() as u32 {
+            let far = |t: &Topology| t.ports(NodeId(n)).iter().map(|&l| t.link(l).dst).collect::<Vec<_>>();
+            assert_eq!(far(&rail), far(&tt), "port order at node {n}");
+        }
+        assert_eq!(all_walks(&rail), all_walks(&tt), "{gpus}");
+    }
+}
+
+/// Groups a route visits, in order, without repeats.
+fn df_groups(t: &Topology, path: &[LinkId], router0: u32, a: u32) -> Vec<u32> {
+    let mut g: Vec<u32> = path.iter().filter_map(|&l| df_group(t, t.link(l).dst, router0, a)).collect();
+    g.dedup();
+    g
+}
+
+/// Valiant and UGAL routes around a failed global cable (9 groups of 4 routers x 2 hosts, one
+/// cable per pair of groups): a flow keeps the intermediate group its route takes without the
+/// failure wherever the failed cable is neither of its two global hops, and falls back to the
+/// minimal route otherwise; no route crosses the failed cable, and `next_hop` walks (as switches
+/// forward) give the same routes. The candidates a flow spreads over (`flow_next_hops`, followed
+/// along every branch) stay inside its source, intermediate and destination groups and include
+/// every hop `next_hop` picks for it.
+#[test]
+fn dragonfly_valiant_and_ugal_keep_their_intermediate_group_around_a_failed_cable() {
+    let base = r#""routers_per_group":4,"hosts_per_router":2,"global_links_per_router":2"#;
+    let val = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"valiant"}}"#), 72, 1);
+    let ugal = build(&format!(r#"{{"kind":"dragonfly",{base},"routing":"ugal"}}"#), 72, 1);
+    let (router0, a) = (72u32, 4u32);
+    let cable = |t: &Topology, x: u32, y: u32| -> Vec<LinkId> {
+        (0..t.num_links() as u32)
+            .map(LinkId)
+            .filter(|&l| {
+                let (s, d) = (t.link(l).src, t.link(l).dst);
+                match (df_group(t, s, router0, a), df_group(t, d, router0, a)) {
+                    (Some(gs), Some(gd)) => (gs, gd) == (x, y) || (gs, gd) == (y, x),
+                    _ => false,
+                }
+            })
+            .collect()
+    };
+    let (mut kept, mut fell_back) = (0, 0);
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for (x, y) in [(0u32, 1u32), (0, 5), (3, 7), (2, 8)] {
+        for (t, class) in [(&val, 0u32), (&ugal, 1), (&ugal, 3)] {
+            let failed = cable(t, x, y);
+            assert_eq!(failed.len(), 2, "one cable per pair of groups");
+            let mut f = t.clone();
+            for &l in &failed {
+                f.set_link_down(l, true).unwrap();
+            }
+            for s in 0..72u32 {
+                for d in (0..72u32).filter(|d| d / 8 != s / 8) {
+                    for hash in [3u64, u64::from(s * 131 + d)] {
+                        p.clear();
+                        t.route_in_class(NodeId(s), NodeId(d), hash, class, &mut p).unwrap();
+                        let before = df_groups(t, &p, router0, a);
+                        q.clear();
+                        if before.len() == 2 {
+                            // The flow's intermediate group is its own source group: its route
+                            // is the minimal one, and no other is a route of this flow.
+                            let direct = before == [x, y] || before == [y, x];
+                            match f.route_in_class(NodeId(s), NodeId(d), hash, class, &mut q) {
+                                Ok(()) => assert!(!direct && df_groups(&f, &q, router0, a) == before),
+                                Err(e) => assert!(direct, "{s}->{d}: {e}"),
+                            }
+                            continue;
+                        }
+                        assert_eq!(before.len(), 3, "{s}->{d}: Valiant visits three groups");
+                        let (sg, via, dg) = (before[0], before[1], before[2]);
+                        f.route_in_class(NodeId(s), NodeId(d), hash, class, &mut q)
+                            .unwrap_or_else(|e| panic!("{s}->{d} class {class}, cable {x}-{y} down: {e}"));
+                        assert!(q.iter().all(|l| !failed.contains(l)), "{s}->{d} crosses the failed cable");
+                        let after = df_groups(&f, &q, router0, a);
+                        let cut = [(sg, via), (via, dg)].iter().any(|&(u, v)| (u, v) == (x, y) || (u, v) == (y, x));
+                        if cut {
+                            assert_eq!(after, vec![sg, dg], "{s}->{d}: minimal fallback");
+                            fell_back += 1;
+                        } else {
+                            assert_eq!(after, before, "{s}->{d} class {class}: keeps group {via}");
+                            kept += 1;
+                        }
+                        if class == 0 {
+                            // Switch by switch, as the packet engine forwards.
+                            let nodes = walk(&f, NodeId(s), NodeId(d), hash);
+                            assert_eq!(nodes.len(), q.len() + 1);
+                            // The spreading candidates stay in the route's groups.
+                            let mut front = vec![NodeId(s)];
+                            let mut seen = BTreeSet::new();
+                            let mut hops = Vec::new();
+                            while let Some(at) = front.pop() {
+                                if at == NodeId(d) || !seen.insert(at) {
+                                    continue;
+                                }
+                                hops.clear();
+                                f.flow_next_hops(at, NodeId(d), hash, 0, &mut hops).unwrap();
+                                let picked = f.next_hop(at, NodeId(d), hash).unwrap();
+                                assert!(hops.contains(&picked), "at {at}: the pick is a candidate");
+                                for &l in &hops {
+                                    assert!(!failed.contains(&l));
+                                    let to = f.link(l).dst;
+                                    if let Some(g) = df_group(&f, to, router0, a) {
+                                        assert!(after.contains(&g), "{s}->{d}: spreads into group {g}");
+                                    }
+                                    front.push(to);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(kept > 1000 && fell_back > 50, "kept {kept}, fell back {fell_back}");
+}
+
+/// Partly filled Clos fabrics through ns-3 topology text: leaves and spines above no host keep
+/// their tiers (the export's `# llmsim tiers:` lines), so export then import gives the same graph
+/// and node kinds; a fabric whose every switch sits at its hop distance from a host writes no
+/// tier line; bad tier entries are parse errors naming the line.
+#[test]
+fn partly_filled_clos_fabrics_round_trip_through_ns3() {
+    for (json, gpus, g) in [
+        (r#"{"kind":"clos","tiers":[{"down":4,"up":2},{"down":4,"up":2},{}]}"#, 36u32, 2u32),
+        // Top switches with more down ports than blocks below them.
+        (r#"{"kind":"clos","tiers":[{"down":4,"up":2},{"down":4,"up":2},{"down":8}]}"#, 40, 2),
+        (
+            r#"{"kind":"clos","tiers":[{"down":2,"up":2},{"down":3,"up":1},{"down":2,"up":2},{}]}"#,
+            14,
+            1,
+        ),
+        (
+            r#"{"kind":"clos","dual_tor":true,"tiers":[{"down":4,"up":2},{"down":2,"up":2},{}]}"#,
+            20,
+            2,
+        ),
+        (r#"{"kind":"fat-tree","k":6}"#, 20, 1),
+        (
+            r#"{"kind":"three-tier","servers_per_segment":2,"segments_per_pod":3,"spines":2}"#,
+            10,
+            1,
+        ),
+    ] {
+        let t = build(json, gpus, g);
+        check_ns3_round_trip(&t);
+        let imp = parse_ns3(&to_ns3(&t), "partial.txt", 7).unwrap();
+        // The imported graph routes every pair (BFS rule) as short as the generated rule.
+        for s in 0..gpus {
+            for d in 0..gpus {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                t.route(NodeId(s), NodeId(d), 3, &mut a).unwrap();
+                imp.topology.route(NodeId(s), NodeId(d), 3, &mut b).unwrap();
+                assert_eq!(a.len(), b.len(), "{json}: {s}->{d}");
+            }
+        }
+    }
+    let full = build(r#"{"kind":"fat-tree","k":4}"#, 16, 1);
+    assert!(!to_ns3(&full).contains('#'));
+    let partial = build(r#"{"kind":"clos","tiers":[{"down":4,"up":2},{"down":4,"up":2},{}]}"#, 36, 1);
+    let text = to_ns3(&partial);
+    let tiers = text.lines().find(|l| l.starts_with("# llmsim tiers:")).unwrap();
+    for bad in ["0:1", "1000000:1", "x:2"] {
+        let broken = text.replace(tiers, &format!("# llmsim tiers: {bad}"));
+        let e = parse_ns3(&broken, "bad.txt", 1).unwrap_err().to_string();
+        assert!(e.contains("bad.txt") && e.contains(bad), "{bad}: {e}");
+    }
 }

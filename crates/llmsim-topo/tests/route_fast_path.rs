@@ -1,5 +1,6 @@
-//! Route expansion takes each hop's far end from the rule's [`llmsim_topo::Hop`] (read beside
-//! the link id in `port_hops`) instead of the link table. This checks, for every family, that
+//! Route expansion takes each hop's link and far end from the rule's [`llmsim_topo::Hop`], which
+//! most rules compute from addresses and the generator's link order rather than read from a
+//! table (debug assertions compare each with `port_hops`). This checks, for every family, that
 //! `Topology::route` and `route_in_class` give exactly the links of a reference walk that follows
 //! `next_hop` and each link's `dst` from the link table, on random (src, dst, hash) triples, with
 //! and without a failed link; and prints a digest of the routes (compare it across commits with
@@ -91,6 +92,11 @@ const FAMILIES: &[(&str, u32, u32)] = &[
     (r#"{"kind":"bcube"}"#, 512, 1),
     (r#"{"kind":"clos"}"#, 1024, 8),
     (r#"{"kind":"clos","dual_tor":true}"#, 1024, 8),
+    (r#"{"kind":"fat-tree","dual_tor":true}"#, 1024, 8),
+    (r#"{"kind":"rail-fat-tree","dual_tor":true}"#, 1024, 8),
+    (r#"{"kind":"rail-only"}"#, 256, 1),
+    (r#"{"kind":"full-mesh","dims":[4,4,4],"hosts_per_router":2}"#, 128, 2),
+    (r#"{"kind":"dragonfly","routing":"valiant"}"#, 256, 1),
 ];
 
 #[test]
