@@ -51,6 +51,7 @@ KNOWN_OPS = tuple(
             b + x
             for b in ("core_attention", *NORMS, *RESIDUALS, *ACTIVATIONS)
             + ("embedding_dropout", "cross_entropy", "moe_permute", "moe_unpermute")
+            + ("moe_sort_chunks", "moe_unsort_chunks")
             for x in ("", "_bwd")
         }
         | {"embedding", "embedding_wgrad", "optimizer_step"}
@@ -212,6 +213,13 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
         # permute gathers tokens into expert order, unpermute scatters them back; backwards swap.
         gather = (base == "moe_permute") == (variant == "fwd")
         k.kind, k.dims = ("gather" if gather else "scatter"), {"tokens": tok_sp, "routed": tok_sp * s["topk"], "h": h}
+    elif base in ("moe_sort_chunks", "moe_unsort_chunks"):
+        # The all-to-all dispatcher's second permutation: a gather of the received rows into
+        # local-expert order (ops.rs: read and write `routed · h` activations).
+        routed = round(nbytes / (2 * h * act_bytes))
+        if routed <= 0:
+            raise ProfileError(f"op `{op}` shape `{row['shape']}`: no received rows in bytes={row['bytes']}")
+        k.kind, k.dims = "gather", {"tokens": routed, "routed": routed, "h": h}
     elif base == "optimizer_step":
         k.kind, k.dims = "optimizer", {"params": s["params"]}
     else:
