@@ -71,6 +71,24 @@ pub struct ExpandParams {
     /// Piece size of a pipelined tree across servers (NCCL's NVLSTree chunk); sets the
     /// pipeline fill. Default 128 KiB (nvls.cc NCCL_NVLS_CHUNKSIZE).
     pub tree_chunk: Bytes,
+    /// Pieces the collective is split into, as ASTRA-sim's "number of chunks" (the ASTRA-sim +
+    /// ns-3 DLRM study, Table IV): the chunks of a double binary tree (over both trees: tree 0
+    /// takes the odd one), of a hierarchical all-reduce and the loops of a ring step DAG; each
+    /// all-to-all pair's bytes in that many transfers. Overrides the count derived from `chunk`
+    /// and `max_loops`. A pipelined ring (a fluid model) and halving-doubling ignore it.
+    /// Default: none (the derived count; one piece per all-to-all pair).
+    pub chunks: Option<u32>,
+    /// How many pieces a sender may have in flight (ASTRA-sim's "chunk parallelism"): on a
+    /// double binary tree per edge (piece `c` waits for piece `c - chunks_in_flight` on the same
+    /// edge), on an all-to-all per rank (its sends of piece `c` wait for all its sends of piece
+    /// `c - chunks_in_flight`). Default: none (a tree sends its pieces one after
+    /// another on an edge, as NCCL pipelines them; an all-to-all sends every piece at once).
+    pub chunks_in_flight: Option<u32>,
+    /// Time a piece takes from the NIC to the GPU's memory and back (the study's "injection
+    /// latency", a proxy for memory copies): added to the overhead of every transfer that
+    /// crosses servers, so it is paid once per piece per data dependency and before the first
+    /// send. Default zero.
+    pub injection_latency: SimTime,
 }
 
 impl Default for ExpandParams {
@@ -87,6 +105,9 @@ impl Default for ExpandParams {
             hierarchical_tree: false,
             nvls: None,
             tree_chunk: Bytes::kib(128),
+            chunks: None,
+            chunks_in_flight: None,
+            injection_latency: SimTime::ZERO,
         }
     }
 }
@@ -142,8 +163,14 @@ fn overhead(topo: &Topology, p: &ExpandParams, src: NodeId, dst: NodeId) -> SimT
     if topo.server_of(src) == topo.server_of(dst) {
         p.step_overhead_intra
     } else {
-        p.step_overhead_inter
+        p.step_overhead_inter + p.injection_latency
     }
+}
+
+/// The piece that piece `c` on an edge waits for (order, no latency), with `in_flight` pieces
+/// allowed on the edge at once.
+fn in_flight_gate(c: u64, in_flight: u64) -> Option<u64> {
+    c.checked_sub(in_flight.max(1))
 }
 
 /// NCCL-style rings: one ring per rotation of the ranks inside each server, so successive channels
@@ -212,7 +239,10 @@ pub fn ring(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p
     let nsteps = ring_steps(op, n)?;
     let nch = p.channels.max(1) as u64;
     let per_channel = bytes.0 / nch;
-    let loops = per_channel.div_ceil((n * p.chunk.0).max(1)).clamp(1, p.max_loops.max(1) as u64);
+    let loops = match p.chunks {
+        Some(c) => u64::from(c.max(1)),
+        None => per_channel.div_ceil((n * p.chunk.0).max(1)).clamp(1, p.max_loops.max(1) as u64),
+    };
     let step_transfers = (loops * nsteps * n) as usize * rs.len();
     let pipelined = match p.granularity {
         Granularity::Pipelined => true,
@@ -445,9 +475,13 @@ pub fn double_binary_tree(
         order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let tree_bytes = split_bytes(bytes.0, 2, ti as u64).0;
         let half_channels = (p.channels / 2).max(1) as u64;
-        let chunks = (tree_bytes / half_channels)
-            .div_ceil(p.chunk.0.max(1))
-            .clamp(1, p.max_loops.max(1) as u64);
+        let chunks = match p.chunks {
+            Some(c) => split_bytes(u64::from(c), 2, ti as u64).0.max(1),
+            None => (tree_bytes / half_channels)
+                .div_ceil(p.chunk.0.max(1))
+                .clamp(1, p.max_loops.max(1) as u64),
+        };
+        let in_flight = u64::from(p.chunks_in_flight.unwrap_or(1));
         let mut up: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (sender, chunk) -> reduce transfer
         let mut down: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (receiver, chunk) -> bcast transfer
         let children = |v: NodeId| parent.iter().filter(move |(_, u)| **u == v).map(|(c, _)| *c);
@@ -456,7 +490,7 @@ pub fn double_binary_tree(
             for (_, v) in order.iter().filter(|(_, v)| *v != root) {
                 let u = parent[v];
                 let data: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
-                let order: Vec<u32> = if c > 0 { vec![up[&(*v, c - 1)]] } else { Vec::new() };
+                let order: Vec<u32> = in_flight_gate(c, in_flight).map(|e| up[&(*v, e)]).into_iter().collect();
                 let id = plan.push_ordered(
                     PlanNode {
                         step: Step::Transfer {
@@ -485,7 +519,7 @@ pub fn double_binary_tree(
                 } else {
                     vec![down[&(u, c)]]
                 };
-                let order: Vec<u32> = if c > 0 { vec![down[&(*v, c - 1)]] } else { Vec::new() };
+                let order: Vec<u32> = in_flight_gate(c, in_flight).map(|e| down[&(*v, e)]).into_iter().collect();
                 let id = plan.push_ordered(
                     PlanNode {
                         step: Step::Transfer {
@@ -665,34 +699,71 @@ fn bruck(topo: &Topology, op: CollectiveOp, bytes: Bytes, g: &[NodeId], p: &Expa
     plan
 }
 
-/// Direct all-to-all: every rank sends `bytes / n` to every other rank at once.
+/// Direct all-to-all: every rank sends `bytes / n` to every other rank at once, in
+/// `p.chunks` pieces per pair (default 1). With `p.chunks_in_flight` = P below the piece count,
+/// a rank works on at most P pieces at once, as ASTRA-sim's per-node chunk parallelism: its
+/// sends of piece `c` wait until all its sends of piece `c - P` are done (a zero-time local
+/// step per rank and piece joins them).
 ///
 /// # Errors
 /// A bad group.
 pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
     let g = sorted_group(topo, group)?;
     let n = g.len() as u64;
+    let chunks = u64::from(p.chunks.unwrap_or(1).max(1));
+    let in_flight = p.chunks_in_flight.map_or(chunks, u64::from).max(1);
+    let gated = in_flight < chunks;
     let mut plan = CollectivePlan::new(Expansion::DirectAllToAll);
-    for (i, src) in g.iter().enumerate() {
-        for (j, dst) in g.iter().enumerate() {
-            if i == j {
-                continue;
-            }
-            plan.push(
-                PlanNode {
-                    step: Step::Transfer {
-                        src: *src,
-                        dst: *dst,
-                        bytes: split_bytes(bytes.0, n, j as u64),
-                        route: route_for(topo, *src, *dst, p.pxn),
-                        flow_hash: hash_of(0, *src, *dst, 3),
+    // done[c % in_flight][rank]: the step that joins the rank's sends of piece c.
+    let window = if gated { in_flight as usize } else { 0 };
+    let mut done: Vec<Vec<u32>> = vec![vec![0; g.len()]; window];
+    let mut sent = Vec::with_capacity(g.len());
+    for c in 0..chunks {
+        for (i, src) in g.iter().enumerate() {
+            let gate: Vec<u32> = if gated {
+                in_flight_gate(c, in_flight).map(|_| done[(c % in_flight) as usize][i]).into_iter().collect()
+            } else {
+                Vec::new()
+            };
+            sent.clear();
+            for (j, dst) in g.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                let pair = split_bytes(bytes.0, n, j as u64).0;
+                sent.push(plan.push_ordered(
+                    PlanNode {
+                        step: Step::Transfer {
+                            src: *src,
+                            dst: *dst,
+                            bytes: split_bytes(pair, chunks, c),
+                            route: route_for(topo, *src, *dst, p.pxn),
+                            flow_hash: hash_of(0, *src, *dst, 3),
+                        },
+                        channel: 0,
+                        phase: c as u32,
+                        overhead: overhead(topo, p, *src, *dst),
                     },
-                    channel: 0,
-                    phase: 0,
-                    overhead: overhead(topo, p, *src, *dst),
-                },
-                &[],
-            );
+                    &gate,
+                    &[],
+                ));
+            }
+            if gated {
+                done[(c % in_flight) as usize][i] = plan.push_ordered(
+                    PlanNode {
+                        step: Step::Local {
+                            rank: *src,
+                            duration: SimTime::ZERO,
+                            bytes: Bytes::ZERO,
+                        },
+                        channel: 0,
+                        phase: c as u32,
+                        overhead: SimTime::ZERO,
+                    },
+                    &sent,
+                    &[],
+                );
+            }
         }
     }
     Ok(plan)
@@ -875,7 +946,10 @@ pub fn hierarchical(
         return scale_up(topo, op, bytes, &g, su);
     }
     let serial = p.nvls.is_some();
-    let chunks = (bytes.0 / (m as u64 * p.chunk.0.max(1))).clamp(1, p.max_loops.max(1) as u64);
+    let chunks = match p.chunks {
+        Some(c) => u64::from(c.max(1)),
+        None => (bytes.0 / (m as u64 * p.chunk.0.max(1))).clamp(1, p.max_loops.max(1) as u64),
+    };
     let mut plan = CollectivePlan::new(Expansion::Hierarchical);
     let local = |plan: &mut CollectivePlan,
                  op: CollectiveOp,
@@ -908,6 +982,8 @@ pub fn hierarchical(
     let inter = ExpandParams {
         channels: (p.channels / m as u32).max(1),
         max_loops: 1,
+        chunks: None,
+        chunks_in_flight: None,
         ..p.clone()
     };
     let server_index = |h: NodeId| servers.iter().position(|s| s.contains(&h)).expect("rank of the group");
