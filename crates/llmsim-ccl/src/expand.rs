@@ -78,11 +78,12 @@ pub struct ExpandParams {
     /// and `max_loops`. A pipelined ring (a fluid model) and halving-doubling ignore it.
     /// Default: none (the derived count; one piece per all-to-all pair).
     pub chunks: Option<u32>,
-    /// How many pieces a sender may have in flight (ASTRA-sim's "chunk parallelism"): on a
-    /// double binary tree per edge (piece `c` waits for piece `c - chunks_in_flight` on the same
-    /// edge), on an all-to-all per rank (its sends of piece `c` wait for all its sends of piece
-    /// `c - chunks_in_flight`). Default: none (a tree sends its pieces one after
-    /// another on an edge, as NCCL pipelines them; an all-to-all sends every piece at once).
+    /// How many pieces a rank may work on at once (ASTRA-sim's "chunk parallelism", P): on a
+    /// double binary tree a piece holds one of the rank's P slots of its tree from its reduce
+    /// send until its result arrives there (the reduce of piece `c` waits for piece `c - P`'s broadcast); on an
+    /// all-to-all the rank's sends of piece `c` wait for all its sends of piece `c - P`.
+    /// Default: none (a tree sends its pieces one after another on each edge, as NCCL
+    /// pipelines them; an all-to-all sends every piece at once).
     pub chunks_in_flight: Option<u32>,
     /// Time a piece takes from the NIC to the GPU's memory and back (the study's "injection
     /// latency", a proxy for memory copies): added to the overhead of every transfer that
@@ -481,62 +482,77 @@ pub fn double_binary_tree(
                 .div_ceil(p.chunk.0.max(1))
                 .clamp(1, p.max_loops.max(1) as u64),
         };
-        let in_flight = u64::from(p.chunks_in_flight.unwrap_or(1));
         let mut up: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (sender, chunk) -> reduce transfer
         let mut down: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (receiver, chunk) -> bcast transfer
         let children = |v: NodeId| parent.iter().filter(move |(_, u)| **u == v).map(|(c, _)| *c);
-        for c in 0..chunks {
+        // (reduce?, chunk) in push order. NCCL's pipeline: every chunk's reduce, then every
+        // chunk's broadcast, each piece after the previous one on its edge. With
+        // `chunks_in_flight` = P (ASTRA-sim's chunk parallelism): a chunk holds one of a rank's P
+        // slots from its reduce send until its result arrives there, so a rank's reduce of chunk
+        // c waits for chunk c - P's broadcast to reach it; chunk by chunk.
+        let schedule: Vec<(bool, u64)> = match p.chunks_in_flight {
+            None => (0..chunks).map(|c| (true, c)).chain((0..chunks).map(|c| (false, c))).collect(),
+            Some(_) => (0..chunks).flat_map(|c| [(true, c), (false, c)]).collect(),
+        };
+        let slots = p.chunks_in_flight.map(u64::from);
+        for (reduce, c) in schedule {
             let piece = split_bytes(tree_bytes, chunks, c);
-            for (_, v) in order.iter().filter(|(_, v)| *v != root) {
-                let u = parent[v];
-                let data: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
-                let order: Vec<u32> = in_flight_gate(c, in_flight).map(|e| up[&(*v, e)]).into_iter().collect();
-                let id = plan.push_ordered(
-                    PlanNode {
-                        step: Step::Transfer {
-                            src: *v,
-                            dst: u,
-                            bytes: piece,
-                            route: route_for(topo, *v, u, p.pxn),
-                            flow_hash: hash_of(ti as u32, *v, u, c),
+            if reduce {
+                for (_, v) in order.iter().filter(|(_, v)| *v != root) {
+                    let u = parent[v];
+                    let data: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
+                    let gate = match slots {
+                        None => in_flight_gate(c, 1).map(|e| up[&(*v, e)]),
+                        Some(k) => in_flight_gate(c, k).map(|e| down[&(*v, e)]),
+                    };
+                    let id = plan.push_ordered(
+                        PlanNode {
+                            step: Step::Transfer {
+                                src: *v,
+                                dst: u,
+                                bytes: piece,
+                                route: route_for(topo, *v, u, p.pxn),
+                                flow_hash: hash_of(ti as u32, *v, u, c),
+                            },
+                            channel: ti as u32,
+                            phase: 2 * c as u32,
+                            overhead: overhead(topo, p, *v, u),
                         },
-                        channel: ti as u32,
-                        phase: 2 * c as u32,
-                        overhead: overhead(topo, p, *v, u),
-                    },
-                    &order,
-                    &data,
-                );
-                up.insert((*v, c), id);
-            }
-        }
-        for c in 0..chunks {
-            let piece = split_bytes(tree_bytes, chunks, c);
-            for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
-                let u = parent[v];
-                let data: Vec<u32> = if u == root {
-                    children(root).map(|ch| up[&(ch, c)]).collect()
-                } else {
-                    vec![down[&(u, c)]]
-                };
-                let order: Vec<u32> = in_flight_gate(c, in_flight).map(|e| down[&(*v, e)]).into_iter().collect();
-                let id = plan.push_ordered(
-                    PlanNode {
-                        step: Step::Transfer {
-                            src: u,
-                            dst: *v,
-                            bytes: piece,
-                            route: route_for(topo, u, *v, p.pxn),
-                            flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB),
+                        gate.as_slice(),
+                        &data,
+                    );
+                    up.insert((*v, c), id);
+                }
+            } else {
+                for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
+                    let u = parent[v];
+                    let data: Vec<u32> = if u == root {
+                        children(root).map(|ch| up[&(ch, c)]).collect()
+                    } else {
+                        vec![down[&(u, c)]]
+                    };
+                    let gate = match slots {
+                        None => in_flight_gate(c, 1).map(|e| down[&(*v, e)]),
+                        Some(_) => None,
+                    };
+                    let id = plan.push_ordered(
+                        PlanNode {
+                            step: Step::Transfer {
+                                src: u,
+                                dst: *v,
+                                bytes: piece,
+                                route: route_for(topo, u, *v, p.pxn),
+                                flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB),
+                            },
+                            channel: ti as u32,
+                            phase: 2 * c as u32 + 1,
+                            overhead: overhead(topo, p, u, *v),
                         },
-                        channel: ti as u32,
-                        phase: 2 * c as u32 + 1,
-                        overhead: overhead(topo, p, u, *v),
-                    },
-                    &order,
-                    &data,
-                );
-                down.insert((*v, c), id);
+                        gate.as_slice(),
+                        &data,
+                    );
+                    down.insert((*v, c), id);
+                }
             }
         }
     }

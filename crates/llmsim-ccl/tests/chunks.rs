@@ -56,12 +56,12 @@ fn transfers(plan: &CollectivePlan) -> impl Iterator<Item = (usize, NodeId, Node
     })
 }
 
-/// Most transfers of one edge (src, dst) that overlap in time in `run`.
+/// Most transfers of one edge (channel, i.e. tree, src, dst) that overlap in time in `run`.
 fn max_overlap_per_edge(plan: &CollectivePlan, run: &PlanRun) -> usize {
-    let mut per_edge: BTreeMap<(NodeId, NodeId), Vec<(SimTime, i32)>> = BTreeMap::new();
+    let mut per_edge: BTreeMap<(u32, NodeId, NodeId), Vec<(SimTime, i32)>> = BTreeMap::new();
     for (i, s, d, b) in transfers(plan) {
         if b.0 > 0 {
-            let e = per_edge.entry((s, d)).or_default();
+            let e = per_edge.entry((plan.node(i as u32).channel, s, d)).or_default();
             e.push((run.node_start[i], 1));
             e.push((run.node_finish[i], -1));
         }

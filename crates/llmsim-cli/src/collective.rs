@@ -84,8 +84,9 @@ pub struct CollectiveArgs {
     /// pair. Default: the expansion's own.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(llmsim_ccl::planner::MAX_CHUNKS)))]
     pub chunks: Option<u32>,
-    /// Pieces a sender may have in flight (as `collectives.chunks_in_flight`: ASTRA-sim's
-    /// "chunk parallelism"): per tree edge, per rank in an all-to-all.
+    /// Pieces a rank may work on at once (as `collectives.chunks_in_flight`: ASTRA-sim's
+    /// "chunk parallelism"): a tree's piece from the rank's reduce send until its result
+    /// arrives (per tree), an all-to-all's until the rank's sends of it are done.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(llmsim_ccl::planner::MAX_CHUNKS)))]
     pub chunks_in_flight: Option<u32>,
     /// NIC-to-GPU time per piece and cross-server step (as `collectives.injection_latency`: the

@@ -1076,9 +1076,11 @@ pub struct CollectivesSpec {
     /// chunks), one transfer per all-to-all pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<u32>,
-    /// How many pieces a sender may have in flight (ASTRA-sim's "chunk parallelism", the study's
-    /// 64 or 128): per tree edge, per rank in an all-to-all. 1..=65536. Default: a tree's pieces
-    /// one after another per edge (NCCL's pipeline), an all-to-all's all at once.
+    /// How many pieces a rank may work on at once (ASTRA-sim's "chunk parallelism", the study's
+    /// 64 or 128): a tree's piece holds one of the rank's slots (per tree) from its reduce send
+    /// until its result arrives at the rank; an all-to-all's until the rank's sends of it are
+    /// done. 1..=65536. Default: a tree's pieces one after another on each edge (NCCL's
+    /// pipeline), an all-to-all's all at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks_in_flight: Option<u32>,
     /// Time each piece takes from the NIC to the GPU and back, a proxy for memory copies (the
