@@ -737,7 +737,10 @@ pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Ex
     for c in 0..chunks {
         for (i, src) in g.iter().enumerate() {
             let gate: Vec<u32> = if gated {
-                in_flight_gate(c, in_flight).map(|_| done[(c % in_flight) as usize][i]).into_iter().collect()
+                in_flight_gate(c, in_flight)
+                    .map(|_| done[(c % in_flight) as usize][i])
+                    .into_iter()
+                    .collect()
             } else {
                 Vec::new()
             };

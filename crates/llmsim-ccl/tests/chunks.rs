@@ -134,7 +134,11 @@ fn chunks_in_flight_bounds_the_pieces_on_an_edge() {
             let run = execute(&p, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap();
             // Leaves (tree) and every pair (all-to-all) have nothing to wait for but the gate,
             // so the bound is reached.
-            assert_eq!(max_overlap_per_edge(&p, &run), in_flight as usize, "{op} {algo:?}, {in_flight} in flight");
+            assert_eq!(
+                max_overlap_per_edge(&p, &run),
+                in_flight as usize,
+                "{op} {algo:?}, {in_flight} in flight"
+            );
         }
     }
 }
@@ -166,12 +170,20 @@ fn injection_latency_delays_the_first_byte_by_exactly_that_latency() {
         injection_latency: inj,
         ..PlanOptions::h100()
     };
-    let p0 = plan(&t, CollectiveOp::AllToAll, AlgoChoice::Direct, Bytes(1_000_000), with(SimTime::ZERO));
+    let p0 = plan(
+        &t,
+        CollectiveOp::AllToAll,
+        AlgoChoice::Direct,
+        Bytes(1_000_000),
+        with(SimTime::ZERO),
+    );
     let pl = plan(&t, CollectiveOp::AllToAll, AlgoChoice::Direct, Bytes(1_000_000), with(l));
     let nets: [(&str, fn(Arc<Topology>) -> Box<dyn Network>); 3] = [
         ("analytical", |t| Box::new(AnalyticalNetwork::new(t))),
         ("flow", |t| Box::new(FlowNetwork::new(t))),
-        ("packet", |t| Box::new(PacketNetwork::new(t, PacketConfig::ns3_defaults(CcMode::Dcqcn)).unwrap())),
+        ("packet", |t| {
+            Box::new(PacketNetwork::new(t, PacketConfig::ns3_defaults(CcMode::Dcqcn)).unwrap())
+        }),
     ];
     for (name, mk) in nets {
         let r0 = execute(&p0, mk(t.clone()).as_mut(), SimTime::ZERO, 0).unwrap();
@@ -212,4 +224,46 @@ fn injection_latency_is_paid_once_per_step_of_the_critical_path() {
             assert!(extra >= l && extra.0 <= l.0 * steps, "{chunks} chunks: {extra:?}");
         }
     }
+}
+
+#[test]
+fn a_tree_chunk_holds_its_slot_until_its_result_arrives() {
+    // ASTRA-sim's chunk parallelism P: rank v starts reducing chunk c only after chunk c - P's
+    // broadcast has reached it (the root, which receives no broadcast, is gated through its
+    // children).
+    let t = flat_switch(16);
+    let p_slots = 3u32;
+    let p = plan(
+        &t,
+        CollectiveOp::AllReduce,
+        AlgoChoice::Tree,
+        Bytes(8_000_000),
+        chunked(Some(24), Some(p_slots)),
+    );
+    let run = execute(&p, &mut FlowNetwork::new(t.clone()), SimTime::ZERO, 0).unwrap();
+    // (tree, rank, chunk) -> when the rank's reduce send started / its broadcast arrived.
+    let mut reduce_start = BTreeMap::new();
+    let mut result_at = BTreeMap::new();
+    for (i, s, d, _) in transfers(&p) {
+        let n = p.node(i as u32);
+        let c = n.phase / 2;
+        if n.phase % 2 == 0 {
+            reduce_start.insert((n.channel, s, c), run.node_start[i]);
+        } else {
+            result_at.insert((n.channel, d, c), run.node_finish[i]);
+        }
+    }
+    let mut checked = 0;
+    for ((tree, v, c), start) in &reduce_start {
+        if let Some(done) = c.checked_sub(p_slots).and_then(|e| result_at.get(&(*tree, *v, e))) {
+            assert!(
+                start >= done,
+                "tree {tree} rank {v} chunk {c}: reduce at {start:?} before chunk {}'s result at {done:?}",
+                c - p_slots
+            );
+            checked += 1;
+        }
+    }
+    // 15 non-root ranks per tree, 12 chunks per tree of which the last 9 are gated.
+    assert_eq!(checked, 2 * 15 * 9);
 }

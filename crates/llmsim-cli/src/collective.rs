@@ -158,7 +158,8 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     if tcp_flags && args.transport != TransportSpec::Tcp {
         bail!("--tcp-min-rto, --tcp-window, --tcp-mss, --tcp-initial-cwnd and --tcp-cc need --transport tcp");
     }
-    if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some() || args.load_balance.is_some())
+    if args.backend != Backend::Packet
+        && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some() || args.load_balance.is_some())
     {
         bail!("--transport, --switch-buffer and --load-balance need --backend packet");
     }
@@ -625,7 +626,8 @@ mod tests {
         assert_eq!(tcp.net.pfc_pauses, 0);
         assert!(tcp.net.drops > 0 && tcp.net.retransmitted_bytes > 0, "{:?}", tcp.net);
         // Per-transfer counters (transfers.csv) add up to the engine's totals.
-        let sum = |o: &CollectiveOutcome, f: fn(&llmsim_net::TransportCounters) -> u32| o.recovered.iter().map(|r| u64::from(f(r))).sum::<u64>();
+        let sum =
+            |o: &CollectiveOutcome, f: fn(&llmsim_net::TransportCounters) -> u32| o.recovered.iter().map(|r| u64::from(f(r))).sum::<u64>();
         assert_eq!(sum(&tcp, |r| r.rtos), tcp.net.tcp_rtos);
         assert_eq!(sum(&tcp, |r| r.fast_retransmits), tcp.net.tcp_fast_retransmits);
         assert!(sum(&tcp, |r| r.retransmitted_packets) > 0);
@@ -650,7 +652,18 @@ mod tests {
 
     #[test]
     fn study_knobs_reach_the_plan_and_the_network() {
-        let fabric = ["--topology", "flat", "--gpus-per-node", "1", "--nic", "100Gbps", "--backend", "packet", "--transport", "tcp"];
+        let fabric = [
+            "--topology",
+            "flat",
+            "--gpus-per-node",
+            "1",
+            "--nic",
+            "100Gbps",
+            "--backend",
+            "packet",
+            "--transport",
+            "tcp",
+        ];
         let a2a = [&fabric[..], &["--op", "all-to-all", "--gpus", "8", "--size", "1MB"]].concat();
         let one = outcome(&a2a);
         let four = outcome(&[&a2a[..], &["--chunks", "4", "--chunks-in-flight", "2"]].concat());

@@ -156,8 +156,7 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
     if sc.output.flows {
         let mut w = csv::Writer::from_path(dir.join("flows.csv"))?;
         // A lossy transport's recovery per transfer: TCP and UET on the packet backend.
-        let lossy = sc.network.backend == Backend::Packet
-            && matches!(sc.network.transport, Some(TransportSpec::Tcp | TransportSpec::Uet));
+        let lossy = sc.network.backend == Backend::Packet && matches!(sc.network.transport, Some(TransportSpec::Tcp | TransportSpec::Uet));
         let mut head = vec!["id", "kind", "src", "dst", "bytes", "start_us", "finish_us", "duration_us"];
         if lossy {
             head.extend(["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"]);
@@ -171,7 +170,20 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
             let (s, e, d) = (start.as_str(), finish.as_str(), dur.as_str());
             if lossy {
                 let r = &f.recovered;
-                w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, s, e, d, r.retransmitted_packets, r.rtos, r.fast_retransmits, r.trimmed))?;
+                w.serialize((
+                    f.id,
+                    f.kind,
+                    f.src,
+                    f.dst,
+                    f.bytes,
+                    s,
+                    e,
+                    d,
+                    r.retransmitted_packets,
+                    r.rtos,
+                    r.fast_retransmits,
+                    r.trimmed,
+                ))?;
             } else {
                 w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, s, e, d))?;
             }

@@ -504,7 +504,12 @@ impl SwiftSpec {
             field: format!("network.swift.{field}"),
             message,
         };
-        let positive = [("fs_min_cwnd", self.fs_min_cwnd), ("fs_max_cwnd", self.fs_max_cwnd), ("ai", self.ai), ("min_cwnd", self.min_cwnd)];
+        let positive = [
+            ("fs_min_cwnd", self.fs_min_cwnd),
+            ("fs_max_cwnd", self.fs_max_cwnd),
+            ("ai", self.ai),
+            ("min_cwnd", self.min_cwnd),
+        ];
         for (f, v) in positive {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad(f, format!("{v}: must be a positive number of packets")));
@@ -849,7 +854,10 @@ impl NetworkSpec {
             if cc != CcMode::Swift {
                 return Err(SimError::Scenario {
                     field: "network.swift".into(),
-                    message: format!("Swift parameters given with cc {}; set network.cc: swift or drop network.swift", cc.name()),
+                    message: format!(
+                        "Swift parameters given with cc {}; set network.cc: swift or drop network.swift",
+                        cc.name()
+                    ),
                 });
             }
             sw.apply(&mut cfg)?;
@@ -1748,12 +1756,18 @@ mod tests {
         let s = network("{backend: packet, cc: swift, swift: {hop_scale: 2us, ai: 0.5, beta: 0.6, fs_range: 0ns}}").unwrap();
         assert_eq!((s.swift_hop_scale, s.swift_ai, s.swift_beta), (SimTime::from_us(2), 0.5, 0.6));
         assert_eq!(s.swift_fs_range, SimTime::ZERO);
-        assert_eq!((s.swift_max_mdf, s.swift_min_cwnd), (d.swift_max_mdf, d.swift_min_cwnd), "the rest keep their defaults");
+        assert_eq!(
+            (s.swift_max_mdf, s.swift_min_cwnd),
+            (d.swift_max_mdf, d.swift_min_cwnd),
+            "the rest keep their defaults"
+        );
         let e = network("{backend: packet, swift: {ai: 2}}").unwrap_err().to_string();
         assert!(e.starts_with("network.swift:") && e.contains("cc: swift"), "{e}");
         let e = network("{backend: packet, cc: swift, swift: {beta: 1.5}}").unwrap_err().to_string();
         assert!(e.starts_with("network.swift.beta:"), "{e}");
-        let e = network("{backend: packet, cc: swift, swift: {fs_min_cwnd: 200}}").unwrap_err().to_string();
+        let e = network("{backend: packet, cc: swift, swift: {fs_min_cwnd: 200}}")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("network.swift.fs_min_cwnd:"), "{e}");
     }
 
@@ -1773,7 +1787,10 @@ mod tests {
         let gpu = llmsim_compute::gpu::gpu("H100").unwrap();
         for bad in ["chunks: 0", "chunks_in_flight: 100000"] {
             let s = Scenario::from_yaml(&format!("{MIN}collectives: {{ {bad} }}\n"), &[], Path::new(".")).unwrap();
-            let e = crate::setup::cluster_setup(&s, gpu, 16, &crate::Shared::default()).err().unwrap().to_string();
+            let e = crate::setup::cluster_setup(&s, gpu, 16, &crate::Shared::default())
+                .err()
+                .unwrap()
+                .to_string();
             assert!(e.starts_with("collectives.chunks") && e.contains("valid 1..=65536"), "{bad}: {e}");
         }
     }
