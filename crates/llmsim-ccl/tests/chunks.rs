@@ -178,7 +178,8 @@ fn injection_latency_delays_the_first_byte_by_exactly_that_latency() {
         with(SimTime::ZERO),
     );
     let pl = plan(&t, CollectiveOp::AllToAll, AlgoChoice::Direct, Bytes(1_000_000), with(l));
-    let nets: [(&str, fn(Arc<Topology>) -> Box<dyn Network>); 3] = [
+    type MakeNet = fn(Arc<Topology>) -> Box<dyn Network>;
+    let nets: [(&str, MakeNet); 3] = [
         ("analytical", |t| Box::new(AnalyticalNetwork::new(t))),
         ("flow", |t| Box::new(FlowNetwork::new(t))),
         ("packet", |t| {
@@ -247,7 +248,7 @@ fn a_tree_chunk_holds_its_slot_until_its_result_arrives() {
     for (i, s, d, _) in transfers(&p) {
         let n = p.node(i as u32);
         let c = n.phase / 2;
-        if n.phase % 2 == 0 {
+        if n.phase.is_multiple_of(2) {
             reduce_start.insert((n.channel, s, c), run.node_start[i]);
         } else {
             result_at.insert((n.channel, d, c), run.node_finish[i]);
