@@ -352,8 +352,9 @@ pub trait Network {
     }
     /// The backend's counters so far.
     fn stats(&self) -> NetStats;
-    /// What the transport did to recover completed transfer `id`'s losses; `None` for a transfer
-    /// that lost nothing, or a backend without lossy transports (the default).
+    /// What the transport did to recover completed transfer `id`'s losses (the last transfer
+    /// submitted with that id); `None` for a transfer that lost nothing, or a backend without
+    /// lossy transports (the default).
     fn transport_counters(&self, id: TransferId) -> Option<TransportCounters> {
         let _ = id;
         None

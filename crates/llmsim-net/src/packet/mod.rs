@@ -202,7 +202,7 @@ pub struct PacketNetwork {
     pending: HashMap<TransferId, Pending>,
     flow_transfer: Vec<TransferId>,
     /// Per transfer, what TCP or UET did to recover its losses; only transfers that lost
-    /// something have an entry.
+    /// something have an entry (until their id is submitted again).
     recovered: HashMap<TransferId, crate::TransportCounters>,
     stats: NetStats,
     scratch: Vec<u32>,
@@ -360,6 +360,11 @@ impl Network for PacketNetwork {
 
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
         NetError::check_new(&t, self.engine.now(), self.pending.contains_key(&t.id))?;
+        // Transfer ids are reused once a transfer has completed (the system simulator reuses a
+        // collective's): the counters are the new transfer's from here on.
+        if !self.recovered.is_empty() {
+            self.recovered.remove(&t.id);
+        }
         let all: Vec<_> = legs(&t).into_iter().filter(|(a, b, _)| a != b).collect();
         // NVLink legs: alpha-beta time over the topology's route.
         let mut nv = t.start;
