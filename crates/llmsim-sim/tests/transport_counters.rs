@@ -18,7 +18,10 @@ collectives: { chunks: 4, chunks_in_flight: 2 }
     let s = Scenario::from_yaml(yaml, &[], Path::new(".")).expect("valid scenario");
     let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).expect("simulates");
     let n = &o.report.net;
-    assert!(n.drops > 0 && n.tcp_rtos + n.tcp_fast_retransmits > 0, "the buffer overflows: {n:?}");
+    assert!(
+        n.drops > 0 && n.tcp_rtos + n.tcp_fast_retransmits > 0,
+        "the buffer overflows: {n:?}"
+    );
     let sum = |f: fn(&llmsim_net::TransportCounters) -> u32| o.engine.flows.iter().map(|x| u64::from(f(&x.recovered))).sum::<u64>();
     assert_eq!(sum(|r| r.rtos), n.tcp_rtos);
     assert_eq!(sum(|r| r.fast_retransmits), n.tcp_fast_retransmits);
