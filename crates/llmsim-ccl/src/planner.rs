@@ -71,6 +71,9 @@ pub struct PlanOptions {
     pub pxn: bool,
     /// Pieces per collective ([`ExpandParams::chunks`]). Default: the expansion's own.
     pub chunks: Option<u32>,
+    /// Pieces per all-to-all pair, where it should differ from `chunks` (a 1,024-chunk
+    /// all-reduce beside an all-to-all whose pairs hold a few KB). Default: `chunks`.
+    pub all_to_all_chunks: Option<u32>,
     /// Pieces in flight per edge ([`ExpandParams::chunks_in_flight`]). Default: the
     /// expansion's own.
     pub chunks_in_flight: Option<u32>,
@@ -96,6 +99,7 @@ impl PlanOptions {
             granularity: Granularity::Auto,
             pxn: true,
             chunks: None,
+            all_to_all_chunks: None,
             chunks_in_flight: None,
             injection_latency: SimTime::ZERO,
         }
@@ -184,7 +188,11 @@ pub fn plan_collective(
     servers.dedup();
     let nnodes = servers.len() as u32;
     let nranks = group.len() as u32;
-    for (field, v) in [("chunks", opts.chunks), ("chunks_in_flight", opts.chunks_in_flight)] {
+    for (field, v) in [
+        ("chunks", opts.chunks),
+        ("all_to_all_chunks", opts.all_to_all_chunks),
+        ("chunks_in_flight", opts.chunks_in_flight),
+    ] {
         if v.is_some_and(|v| v == 0 || v > MAX_CHUNKS) {
             return Err(CclError::Invalid {
                 field: field.into(),
@@ -195,7 +203,10 @@ pub fn plan_collective(
     let mut params = ExpandParams {
         pxn: opts.pxn,
         granularity: opts.granularity,
-        chunks: opts.chunks,
+        chunks: match op {
+            CollectiveOp::AllToAll => opts.all_to_all_chunks.or(opts.chunks),
+            _ => opts.chunks,
+        },
         chunks_in_flight: opts.chunks_in_flight,
         injection_latency: opts.injection_latency,
         ..ExpandParams::default()

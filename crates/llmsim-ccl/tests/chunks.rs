@@ -268,3 +268,29 @@ fn a_tree_chunk_holds_its_slot_until_its_result_arrives() {
     // 15 non-root ranks per tree, 12 chunks per tree of which the last 9 are gated.
     assert_eq!(checked, 2 * 15 * 9);
 }
+
+#[test]
+fn all_to_all_chunks_split_only_the_all_to_alls() {
+    let t = flat_switch(8);
+    let opts = PlanOptions {
+        all_to_all_chunks: Some(2),
+        ..chunked(Some(6), None)
+    };
+    let a2a = plan(&t, CollectiveOp::AllToAll, AlgoChoice::Direct, Bytes(800_000), opts.clone());
+    assert_eq!(a2a.num_transfers(), 2 * 8 * 7, "two pieces per pair");
+    let tree = plan(&t, CollectiveOp::AllReduce, AlgoChoice::Tree, Bytes(800_000), opts);
+    assert_eq!(tree.num_transfers(), 6 * 7 * 2, "six chunks over the two trees");
+    let e = plan_collective(
+        &t,
+        CollectiveOp::AllToAll,
+        Bytes(800_000),
+        &group(&t),
+        &PlanOptions {
+            all_to_all_chunks: Some(0),
+            ..PlanOptions::h100()
+        },
+        &su(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().starts_with("all_to_all_chunks:"), "{e}");
+}

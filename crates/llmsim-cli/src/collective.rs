@@ -186,6 +186,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         granularity: args.granularity,
         pxn: !args.no_pxn,
         chunks: args.chunks,
+        all_to_all_chunks: None,
         chunks_in_flight: args.chunks_in_flight,
         injection_latency,
     };

@@ -1084,6 +1084,11 @@ pub struct CollectivesSpec {
     /// chunks), one transfer per all-to-all pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<u32>,
+    /// Pieces of each all-to-all pair, where they should differ from `chunks` (the study's
+    /// 1,024 chunks would split a DLRM all-to-all's 512-byte pairs into millions of transfers).
+    /// 1..=65536. Default: `chunks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_to_all_chunks: Option<u32>,
     /// How many pieces a rank may work on at once (ASTRA-sim's "chunk parallelism", the study's
     /// 64 or 128): a tree's piece holds one of the rank's slots (per tree) from its reduce send
     /// until its result arrives at the rank; an all-to-all's until the rank's sends of it are
@@ -1122,6 +1127,7 @@ impl Default for CollectivesSpec {
             granularity: pipelined(),
             pxn: true,
             chunks: None,
+            all_to_all_chunks: None,
             chunks_in_flight: None,
             injection_latency: SimTime::ZERO,
         }
@@ -1785,13 +1791,17 @@ mod tests {
         let d = Scenario::from_yaml(MIN, &[], Path::new(".")).unwrap();
         assert_eq!((d.collectives.chunks, d.collectives.injection_latency), (None, SimTime::ZERO));
         let gpu = llmsim_compute::gpu::gpu("H100").unwrap();
-        for bad in ["chunks: 0", "chunks_in_flight: 100000"] {
+        for bad in ["chunks: 0", "chunks_in_flight: 100000", "all_to_all_chunks: 0"] {
             let s = Scenario::from_yaml(&format!("{MIN}collectives: {{ {bad} }}\n"), &[], Path::new(".")).unwrap();
             let e = crate::setup::cluster_setup(&s, gpu, 16, &crate::Shared::default())
                 .err()
                 .unwrap()
                 .to_string();
-            assert!(e.starts_with("collectives.chunks") && e.contains("valid 1..=65536"), "{bad}: {e}");
+            let field = bad.split(':').next().unwrap();
+            assert!(
+                e.starts_with(&format!("collectives.{field}:")) && e.contains("valid 1..=65536"),
+                "{bad}: {e}"
+            );
         }
     }
 
