@@ -5,7 +5,7 @@
 # DLRM experiments on it: 2 (injection latency), 3 (switch buffer) and 4 (chunks and chunks in
 # flight). Prints and appends one row per run: iteration time, compute, exposed communication
 # (the study's Figs 13-16 ratio is exposed / compute), drops, RTOs.
-# Usage: bench/tcp_dlrm_iter.sh [base|exp2|exp3|exp4|all] [out.csv]   (default base,
+# Usage: bench/tcp_dlrm_iter.sh [base|exp2|exp2c|exp3|exp4|all] [out.csv]   (default base,
 # bench/tcp-dlrm-iter.csv). LLMSIM=path/to/llmsim runs that binary instead of building.
 # NICS (default "100Gbps") adds the flat800 system with "100Gbps 800Gbps".
 set -euo pipefail
@@ -31,6 +31,7 @@ one() {
   [[ $inj != - ]] && sets+=(--set "collectives.injection_latency=$inj")
   [[ $chunks != - ]] && sets+=(--set "collectives.chunks=$chunks")
   [[ $infl != - ]] && sets+=(--set "collectives.chunks_in_flight=$infl")
+  [[ -n ${A2A_CHUNKS:-} ]] && sets+=(--set "collectives.all_to_all_chunks=$A2A_CHUNKS")
   local t0 t1
   t0=$(date +%s.%N)
   "$bin" run bench/tcp-dlrm-flat100.yaml "${sets[@]}" --out "$tmp/o" > "$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
@@ -56,6 +57,11 @@ for nic in ${NICS:-100Gbps}; do
   fi
   if [[ $which == exp2 || $which == all ]]; then
     for inj in 10ns 1us 10us 100us; do one exp2 "$nic" tcp 1GiB "$inj" - -; done
+  fi
+  if [[ $which == exp2c || $which == all ]]; then
+    # The study's 1,024 chunks and 64 slots on the all-reduces; the all-to-alls in A2A_CHUNKS
+    # pieces per pair (default 1: their 65.5 KB pairs would be 16.6 M transfers at 1,024).
+    for inj in 10ns 100us; do A2A_CHUNKS=${A2A_CHUNKS:-1} one exp2c "$nic" tcp 1GiB "$inj" 1024 64; done
   fi
   if [[ $which == exp3 || $which == all ]]; then
     for buf in 64MiB 128MiB 1GiB; do one exp3 "$nic" tcp "$buf" - - -; done
