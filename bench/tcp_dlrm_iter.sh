@@ -5,7 +5,7 @@
 # DLRM experiments on it: 2 (injection latency), 3 (switch buffer) and 4 (chunks and chunks in
 # flight). Prints and appends one row per run: iteration time, compute, exposed communication
 # (the study's Figs 13-16 ratio is exposed / compute), drops, RTOs.
-# Usage: bench/tcp_dlrm_iter.sh [base|exp2|exp2c|exp3|exp4|all] [out.csv]   (default base,
+# Usage: bench/tcp_dlrm_iter.sh [base|exp2|exp2c|exp3|exp4|exp4c|all] [out.csv]   (default base,
 # bench/tcp-dlrm-iter.csv). LLMSIM=path/to/llmsim runs that binary instead of building.
 # NICS (default "100Gbps") adds the flat800 system with "100Gbps 800Gbps".
 set -euo pipefail
@@ -62,6 +62,10 @@ for nic in ${NICS:-100Gbps}; do
     # The study's 1,024 chunks and 64 slots on the all-reduces; the all-to-alls in A2A_CHUNKS
     # pieces per pair (default 1: their 65.5 KB pairs would be 16.6 M transfers at 1,024).
     for inj in 10ns 100us; do A2A_CHUNKS=${A2A_CHUNKS:-1} one exp2c "$nic" tcp 1GiB "$inj" 1024 64; done
+  fi
+  if [[ $which == exp4c || $which == all ]]; then
+    # Experiment 4's 1,024 chunks on the all-reduces (the all-to-alls as in exp2c).
+    for f in 64 128; do A2A_CHUNKS=${A2A_CHUNKS:-1} one exp4c "$nic" tcp 1GiB - 1024 "$f"; done
   fi
   if [[ $which == exp3 || $which == all ]]; then
     for buf in 64MiB 128MiB 1GiB; do one exp3 "$nic" tcp "$buf" - - -; done
