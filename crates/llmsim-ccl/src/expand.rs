@@ -71,6 +71,25 @@ pub struct ExpandParams {
     /// Piece size of a pipelined tree across servers (NCCL's NVLSTree chunk); sets the
     /// pipeline fill. Default 128 KiB (nvls.cc NCCL_NVLS_CHUNKSIZE).
     pub tree_chunk: Bytes,
+    /// Pieces the collective is split into, as ASTRA-sim's "number of chunks" (the ASTRA-sim +
+    /// ns-3 DLRM study, Table IV): the chunks of a double binary tree (over both trees: tree 0
+    /// takes the odd one), of a hierarchical all-reduce and the loops of a ring step DAG; each
+    /// all-to-all pair's bytes in that many transfers. Overrides the count derived from `chunk`
+    /// and `max_loops`. A pipelined ring (a fluid model) and halving-doubling ignore it.
+    /// Default: none (the derived count; one piece per all-to-all pair).
+    pub chunks: Option<u32>,
+    /// How many pieces a rank may work on at once (ASTRA-sim's "chunk parallelism", P): on a
+    /// double binary tree a piece holds one of the rank's P slots of its tree from its reduce
+    /// send until its result arrives there (the reduce of piece `c` waits for piece `c - P`'s broadcast); on an
+    /// all-to-all the rank's sends of piece `c` wait for all its sends of piece `c - P`.
+    /// Default: none (a tree sends its pieces one after another on each edge, as NCCL
+    /// pipelines them; an all-to-all sends every piece at once).
+    pub chunks_in_flight: Option<u32>,
+    /// Time a piece takes from the NIC to the GPU's memory and back (the study's "injection
+    /// latency", a proxy for memory copies): added to the overhead of every transfer that
+    /// crosses servers, so it is paid once per piece per data dependency and before the first
+    /// send. Default zero.
+    pub injection_latency: SimTime,
 }
 
 impl Default for ExpandParams {
@@ -87,6 +106,9 @@ impl Default for ExpandParams {
             hierarchical_tree: false,
             nvls: None,
             tree_chunk: Bytes::kib(128),
+            chunks: None,
+            chunks_in_flight: None,
+            injection_latency: SimTime::ZERO,
         }
     }
 }
@@ -142,8 +164,14 @@ fn overhead(topo: &Topology, p: &ExpandParams, src: NodeId, dst: NodeId) -> SimT
     if topo.server_of(src) == topo.server_of(dst) {
         p.step_overhead_intra
     } else {
-        p.step_overhead_inter
+        p.step_overhead_inter + p.injection_latency
     }
+}
+
+/// The piece that piece `c` on an edge waits for (order, no latency), with `in_flight` pieces
+/// allowed on the edge at once.
+fn in_flight_gate(c: u64, in_flight: u64) -> Option<u64> {
+    c.checked_sub(in_flight.max(1))
 }
 
 /// NCCL-style rings: one ring per rotation of the ranks inside each server, so successive channels
@@ -212,7 +240,10 @@ pub fn ring(topo: &Topology, op: CollectiveOp, bytes: Bytes, group: &[NodeId], p
     let nsteps = ring_steps(op, n)?;
     let nch = p.channels.max(1) as u64;
     let per_channel = bytes.0 / nch;
-    let loops = per_channel.div_ceil((n * p.chunk.0).max(1)).clamp(1, p.max_loops.max(1) as u64);
+    let loops = match p.chunks {
+        Some(c) => u64::from(c.max(1)),
+        None => per_channel.div_ceil((n * p.chunk.0).max(1)).clamp(1, p.max_loops.max(1) as u64),
+    };
     let step_transfers = (loops * nsteps * n) as usize * rs.len();
     let pipelined = match p.granularity {
         Granularity::Pipelined => true,
@@ -445,64 +476,83 @@ pub fn double_binary_tree(
         order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let tree_bytes = split_bytes(bytes.0, 2, ti as u64).0;
         let half_channels = (p.channels / 2).max(1) as u64;
-        let chunks = (tree_bytes / half_channels)
-            .div_ceil(p.chunk.0.max(1))
-            .clamp(1, p.max_loops.max(1) as u64);
+        let chunks = match p.chunks {
+            Some(c) => split_bytes(u64::from(c), 2, ti as u64).0.max(1),
+            None => (tree_bytes / half_channels)
+                .div_ceil(p.chunk.0.max(1))
+                .clamp(1, p.max_loops.max(1) as u64),
+        };
         let mut up: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (sender, chunk) -> reduce transfer
         let mut down: BTreeMap<(NodeId, u64), u32> = BTreeMap::new(); // (receiver, chunk) -> bcast transfer
         let children = |v: NodeId| parent.iter().filter(move |(_, u)| **u == v).map(|(c, _)| *c);
-        for c in 0..chunks {
+        // (reduce?, chunk) in push order. NCCL's pipeline: every chunk's reduce, then every
+        // chunk's broadcast, each piece after the previous one on its edge. With
+        // `chunks_in_flight` = P (ASTRA-sim's chunk parallelism): a chunk holds one of a rank's P
+        // slots from its reduce send until its result arrives there, so a rank's reduce of chunk
+        // c waits for chunk c - P's broadcast to reach it; chunk by chunk.
+        let schedule: Vec<(bool, u64)> = match p.chunks_in_flight {
+            None => (0..chunks).map(|c| (true, c)).chain((0..chunks).map(|c| (false, c))).collect(),
+            Some(_) => (0..chunks).flat_map(|c| [(true, c), (false, c)]).collect(),
+        };
+        let slots = p.chunks_in_flight.map(u64::from);
+        for (reduce, c) in schedule {
             let piece = split_bytes(tree_bytes, chunks, c);
-            for (_, v) in order.iter().filter(|(_, v)| *v != root) {
-                let u = parent[v];
-                let data: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
-                let order: Vec<u32> = if c > 0 { vec![up[&(*v, c - 1)]] } else { Vec::new() };
-                let id = plan.push_ordered(
-                    PlanNode {
-                        step: Step::Transfer {
-                            src: *v,
-                            dst: u,
-                            bytes: piece,
-                            route: route_for(topo, *v, u, p.pxn),
-                            flow_hash: hash_of(ti as u32, *v, u, c),
+            if reduce {
+                for (_, v) in order.iter().filter(|(_, v)| *v != root) {
+                    let u = parent[v];
+                    let data: Vec<u32> = children(*v).map(|ch| up[&(ch, c)]).collect();
+                    let gate = match slots {
+                        None => in_flight_gate(c, 1).map(|e| up[&(*v, e)]),
+                        Some(k) => in_flight_gate(c, k).map(|e| down[&(*v, e)]),
+                    };
+                    let id = plan.push_ordered(
+                        PlanNode {
+                            step: Step::Transfer {
+                                src: *v,
+                                dst: u,
+                                bytes: piece,
+                                route: route_for(topo, *v, u, p.pxn),
+                                flow_hash: hash_of(ti as u32, *v, u, c),
+                            },
+                            channel: ti as u32,
+                            phase: 2 * c as u32,
+                            overhead: overhead(topo, p, *v, u),
                         },
-                        channel: ti as u32,
-                        phase: 2 * c as u32,
-                        overhead: overhead(topo, p, *v, u),
-                    },
-                    &order,
-                    &data,
-                );
-                up.insert((*v, c), id);
-            }
-        }
-        for c in 0..chunks {
-            let piece = split_bytes(tree_bytes, chunks, c);
-            for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
-                let u = parent[v];
-                let data: Vec<u32> = if u == root {
-                    children(root).map(|ch| up[&(ch, c)]).collect()
-                } else {
-                    vec![down[&(u, c)]]
-                };
-                let order: Vec<u32> = if c > 0 { vec![down[&(*v, c - 1)]] } else { Vec::new() };
-                let id = plan.push_ordered(
-                    PlanNode {
-                        step: Step::Transfer {
-                            src: u,
-                            dst: *v,
-                            bytes: piece,
-                            route: route_for(topo, u, *v, p.pxn),
-                            flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB),
+                        gate.as_slice(),
+                        &data,
+                    );
+                    up.insert((*v, c), id);
+                }
+            } else {
+                for (_, v) in order.iter().rev().filter(|(_, v)| *v != root) {
+                    let u = parent[v];
+                    let data: Vec<u32> = if u == root {
+                        children(root).map(|ch| up[&(ch, c)]).collect()
+                    } else {
+                        vec![down[&(u, c)]]
+                    };
+                    let gate = match slots {
+                        None => in_flight_gate(c, 1).map(|e| down[&(*v, e)]),
+                        Some(_) => None,
+                    };
+                    let id = plan.push_ordered(
+                        PlanNode {
+                            step: Step::Transfer {
+                                src: u,
+                                dst: *v,
+                                bytes: piece,
+                                route: route_for(topo, u, *v, p.pxn),
+                                flow_hash: hash_of(ti as u32, u, *v, c ^ 0xB),
+                            },
+                            channel: ti as u32,
+                            phase: 2 * c as u32 + 1,
+                            overhead: overhead(topo, p, u, *v),
                         },
-                        channel: ti as u32,
-                        phase: 2 * c as u32 + 1,
-                        overhead: overhead(topo, p, u, *v),
-                    },
-                    &order,
-                    &data,
-                );
-                down.insert((*v, c), id);
+                        gate.as_slice(),
+                        &data,
+                    );
+                    down.insert((*v, c), id);
+                }
             }
         }
     }
@@ -665,34 +715,74 @@ fn bruck(topo: &Topology, op: CollectiveOp, bytes: Bytes, g: &[NodeId], p: &Expa
     plan
 }
 
-/// Direct all-to-all: every rank sends `bytes / n` to every other rank at once.
+/// Direct all-to-all: every rank sends `bytes / n` to every other rank at once, in
+/// `p.chunks` pieces per pair (default 1). With `p.chunks_in_flight` = P below the piece count,
+/// a rank works on at most P pieces at once, as ASTRA-sim's per-node chunk parallelism: its
+/// sends of piece `c` wait until all its sends of piece `c - P` are done (a zero-time local
+/// step per rank and piece joins them).
 ///
 /// # Errors
 /// A bad group.
 pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &ExpandParams) -> Result<CollectivePlan, CclError> {
     let g = sorted_group(topo, group)?;
     let n = g.len() as u64;
+    let chunks = u64::from(p.chunks.unwrap_or(1).max(1));
+    let in_flight = p.chunks_in_flight.map_or(chunks, u64::from).max(1);
+    let gated = in_flight < chunks;
     let mut plan = CollectivePlan::new(Expansion::DirectAllToAll);
-    for (i, src) in g.iter().enumerate() {
-        for (j, dst) in g.iter().enumerate() {
-            if i == j {
-                continue;
-            }
-            plan.push(
-                PlanNode {
-                    step: Step::Transfer {
-                        src: *src,
-                        dst: *dst,
-                        bytes: split_bytes(bytes.0, n, j as u64),
-                        route: route_for(topo, *src, *dst, p.pxn),
-                        flow_hash: hash_of(0, *src, *dst, 3),
+    // done[c % in_flight][rank]: the step that joins the rank's sends of piece c.
+    let window = if gated { in_flight as usize } else { 0 };
+    let mut done: Vec<Vec<u32>> = vec![vec![0; g.len()]; window];
+    let mut sent = Vec::with_capacity(g.len());
+    for c in 0..chunks {
+        for (i, src) in g.iter().enumerate() {
+            let gate: Vec<u32> = if gated {
+                in_flight_gate(c, in_flight)
+                    .map(|_| done[(c % in_flight) as usize][i])
+                    .into_iter()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            sent.clear();
+            for (j, dst) in g.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                let pair = split_bytes(bytes.0, n, j as u64).0;
+                sent.push(plan.push_ordered(
+                    PlanNode {
+                        step: Step::Transfer {
+                            src: *src,
+                            dst: *dst,
+                            bytes: split_bytes(pair, chunks, c),
+                            route: route_for(topo, *src, *dst, p.pxn),
+                            flow_hash: hash_of(0, *src, *dst, 3),
+                        },
+                        channel: 0,
+                        phase: c as u32,
+                        overhead: overhead(topo, p, *src, *dst),
                     },
-                    channel: 0,
-                    phase: 0,
-                    overhead: overhead(topo, p, *src, *dst),
-                },
-                &[],
-            );
+                    &gate,
+                    &[],
+                ));
+            }
+            if gated {
+                done[(c % in_flight) as usize][i] = plan.push_ordered(
+                    PlanNode {
+                        step: Step::Local {
+                            rank: *src,
+                            duration: SimTime::ZERO,
+                            bytes: Bytes::ZERO,
+                        },
+                        channel: 0,
+                        phase: c as u32,
+                        overhead: SimTime::ZERO,
+                    },
+                    &sent,
+                    &[],
+                );
+            }
         }
     }
     Ok(plan)
@@ -875,7 +965,10 @@ pub fn hierarchical(
         return scale_up(topo, op, bytes, &g, su);
     }
     let serial = p.nvls.is_some();
-    let chunks = (bytes.0 / (m as u64 * p.chunk.0.max(1))).clamp(1, p.max_loops.max(1) as u64);
+    let chunks = match p.chunks {
+        Some(c) => u64::from(c.max(1)),
+        None => (bytes.0 / (m as u64 * p.chunk.0.max(1))).clamp(1, p.max_loops.max(1) as u64),
+    };
     let mut plan = CollectivePlan::new(Expansion::Hierarchical);
     let local = |plan: &mut CollectivePlan,
                  op: CollectiveOp,
@@ -908,6 +1001,8 @@ pub fn hierarchical(
     let inter = ExpandParams {
         channels: (p.channels / m as u32).max(1),
         max_loops: 1,
+        chunks: None,
+        chunks_in_flight: None,
         ..p.clone()
     };
     let server_index = |h: NodeId| servers.iter().position(|s| s.contains(&h)).expect("rank of the group");

@@ -69,7 +69,22 @@ pub struct PlanOptions {
     /// Route inter-node traffic through the GPU on the destination's rail (NCCL PXN). Default
     /// true.
     pub pxn: bool,
+    /// Pieces per collective ([`ExpandParams::chunks`]). Default: the expansion's own.
+    pub chunks: Option<u32>,
+    /// Pieces per all-to-all pair, where it should differ from `chunks` (a 1,024-chunk
+    /// all-reduce beside an all-to-all whose pairs hold a few KB). Default: `chunks`.
+    pub all_to_all_chunks: Option<u32>,
+    /// Pieces in flight per edge ([`ExpandParams::chunks_in_flight`]). Default: the
+    /// expansion's own.
+    pub chunks_in_flight: Option<u32>,
+    /// Injection latency per piece and cross-server step ([`ExpandParams::injection_latency`]).
+    /// Default zero.
+    pub injection_latency: SimTime,
 }
+
+/// Most pieces a collective may be split into (`chunks`): beyond it a 128-rank all-to-all
+/// would hold billions of plan nodes.
+pub const MAX_CHUNKS: u32 = 65_536;
 
 impl PlanOptions {
     /// H100 defaults: NVLink4 450 GB/s per direction, 400 Gbit/s NICs, NCCL's choice.
@@ -83,6 +98,10 @@ impl PlanOptions {
             channels: None,
             granularity: Granularity::Auto,
             pxn: true,
+            chunks: None,
+            all_to_all_chunks: None,
+            chunks_in_flight: None,
+            injection_latency: SimTime::ZERO,
         }
     }
 }
@@ -148,7 +167,8 @@ pub fn tuning_kind(op: CollectiveOp) -> Option<CollKind> {
 /// per server (one NIC each).
 ///
 /// # Errors
-/// An empty group, hosts out of range, or an expansion that does not support the op.
+/// An empty group, hosts out of range, `chunks` or `chunks_in_flight` out of 1..=[`MAX_CHUNKS`],
+/// or an expansion that does not support the op.
 pub fn plan_collective(
     topo: &Topology,
     op: CollectiveOp,
@@ -168,9 +188,27 @@ pub fn plan_collective(
     servers.dedup();
     let nnodes = servers.len() as u32;
     let nranks = group.len() as u32;
+    for (field, v) in [
+        ("chunks", opts.chunks),
+        ("all_to_all_chunks", opts.all_to_all_chunks),
+        ("chunks_in_flight", opts.chunks_in_flight),
+    ] {
+        if v.is_some_and(|v| v == 0 || v > MAX_CHUNKS) {
+            return Err(CclError::Invalid {
+                field: field.into(),
+                message: format!("{} is out of range: valid 1..={MAX_CHUNKS}", v.unwrap_or(0)),
+            });
+        }
+    }
     let mut params = ExpandParams {
         pxn: opts.pxn,
         granularity: opts.granularity,
+        chunks: match op {
+            CollectiveOp::AllToAll => opts.all_to_all_chunks.or(opts.chunks),
+            _ => opts.chunks,
+        },
+        chunks_in_flight: opts.chunks_in_flight,
+        injection_latency: opts.injection_latency,
         ..ExpandParams::default()
     };
     let mut decision = None;

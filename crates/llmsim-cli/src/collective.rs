@@ -15,7 +15,7 @@ use llmsim_core::{Bytes, NodeId, SimTime, parse_field};
 use llmsim_net::NetStats;
 use llmsim_net::packet::CcMode;
 use llmsim_sim::Backend;
-use llmsim_sim::scenario::{NetworkSpec, TcpCcSpec, TcpSpec, TransportSpec};
+use llmsim_sim::scenario::{LoadBalanceSpec, NetworkSpec, TcpCcSpec, TcpSpec, TransportSpec};
 use llmsim_topo::Topology;
 use serde::Serialize;
 use serde_json::json;
@@ -79,9 +79,34 @@ pub struct CollectiveArgs {
     /// Do not relay inter-node traffic through the GPU on the destination's rail (NCCL PXN).
     #[arg(long)]
     pub no_pxn: bool,
+    /// Pieces the collective is split into (as `collectives.chunks`: ASTRA-sim's "number of
+    /// chunks"): tree and hierarchical chunks, ring step-DAG loops, transfers per all-to-all
+    /// pair. Default: the expansion's own.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(llmsim_ccl::planner::MAX_CHUNKS)))]
+    pub chunks: Option<u32>,
+    /// Pieces a rank may work on at once (as `collectives.chunks_in_flight`: ASTRA-sim's
+    /// "chunk parallelism"): a tree's piece from the rank's reduce send until its result
+    /// arrives (per tree), an all-to-all's until the rank's sends of it are done.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(llmsim_ccl::planner::MAX_CHUNKS)))]
+    pub chunks_in_flight: Option<u32>,
+    /// NIC-to-GPU time per piece and cross-server step (as `collectives.injection_latency`: the
+    /// study's "injection latency"), e.g. "10us". Default 0.
+    #[arg(long)]
+    pub injection_latency: Option<String>,
+    /// Load balancing of the packet backend (as `network.load_balance`): ecmp | spray |
+    /// flowlet | adaptive. Default ecmp.
+    #[arg(long, value_parser = parse_load_balance)]
+    pub load_balance: Option<LoadBalanceSpec>,
     /// Write transfers.csv, steps.csv, trace.json (Perfetto) and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+fn parse_load_balance(s: &str) -> Result<LoadBalanceSpec, String> {
+    LoadBalanceSpec::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+        let valid: Vec<&str> = LoadBalanceSpec::ALL.iter().map(|k| k.name()).collect();
+        format!("{s}: valid {}", valid.join(" | "))
+    })
 }
 
 /// Everything one collective run produced.
@@ -97,6 +122,11 @@ pub struct CollectiveOutcome {
     pub topo: Arc<Topology>,
     pub backend: Backend,
     pub transport: TransportSpec,
+    /// Per plan node, what TCP or UET did to recover its losses; empty under RoCE and off the
+    /// packet backend.
+    pub recovered: Vec<llmsim_net::TransportCounters>,
+    /// `--load-balance` as given.
+    pub load_balance: Option<LoadBalanceSpec>,
     /// Why the simulated expansion differs from NCCL's choice, when it does.
     pub note: Option<&'static str>,
 }
@@ -128,9 +158,15 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     if tcp_flags && args.transport != TransportSpec::Tcp {
         bail!("--tcp-min-rto, --tcp-window, --tcp-mss, --tcp-initial-cwnd and --tcp-cc need --transport tcp");
     }
-    if args.backend != Backend::Packet && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some()) {
-        bail!("--transport and --switch-buffer need --backend packet");
+    if args.backend != Backend::Packet
+        && (args.transport != TransportSpec::Roce || args.switch_buffer.is_some() || args.load_balance.is_some())
+    {
+        bail!("--transport, --switch-buffer and --load-balance need --backend packet");
     }
+    let injection_latency: SimTime = match &args.injection_latency {
+        Some(s) => parse_field("--injection-latency", s)?,
+        None => SimTime::ZERO,
+    };
     let topo = Arc::new(args.topo.build()?);
     let gpus = topo.num_hosts();
     let group: Vec<NodeId> = (0..gpus).map(NodeId).collect();
@@ -149,6 +185,10 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         channels: args.channels,
         granularity: args.granularity,
         pxn: !args.no_pxn,
+        chunks: args.chunks,
+        all_to_all_chunks: None,
+        chunks_in_flight: args.chunks_in_flight,
+        injection_latency,
     };
     let PlannedCollective { plan, decision, note } =
         plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -180,6 +220,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
             .map(|s| parse_field("--switch-buffer", s))
             .transpose()?,
         tcp: tcp.transpose()?,
+        load_balance: args.load_balance,
         ..NetworkSpec::default()
     };
     for w in spec.warnings() {
@@ -188,6 +229,14 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     let mut net = spec.build(topo.clone(), args.topo.seed)?;
     let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
+    let lossy = args.backend == Backend::Packet && args.transport != TransportSpec::Roce;
+    let recovered = if lossy {
+        (0..plan.len() as u64)
+            .map(|i| net.transport_counters(llmsim_core::TransferId(i)).unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(CollectiveOutcome {
         op,
         bytes,
@@ -200,6 +249,8 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         topo,
         backend: args.backend,
         transport: args.transport,
+        recovered,
+        load_balance: args.load_balance,
         note,
     })
 }
@@ -418,6 +469,7 @@ pub fn summary_json(o: &CollectiveOutcome) -> serde_json::Value {
         "topology": o.topo.name,
         "backend": o.backend,
         "transport": o.transport,
+        "load_balance": o.load_balance.unwrap_or_default().name(),
         "expansion": o.expansion,
         "nccl": o.decision,
         "time_us": o.time().as_us_f64(),
@@ -433,7 +485,7 @@ pub fn summary_json(o: &CollectiveOutcome) -> serde_json::Value {
 pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
     let mut w = csv::Writer::from_path(dir.join("transfers.csv"))?;
-    w.write_record([
+    let mut head = vec![
         "id",
         "kind",
         "src",
@@ -445,7 +497,12 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
         "start_us",
         "finish_us",
         "duration_us",
-    ])?;
+    ];
+    let lossy = !o.recovered.is_empty();
+    if lossy {
+        head.extend(["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"]);
+    }
+    w.write_record(&head)?;
     let mut spans = Vec::new();
     for (i, n) in o.plan.nodes().iter().enumerate() {
         let (s, f) = (o.run.node_start[i], o.run.node_finish[i]);
@@ -462,7 +519,7 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
             }
             Step::Local { rank, bytes, .. } => ("local", rank.to_string(), rank.to_string(), String::new(), bytes.0, rank.0),
         };
-        w.write_record([
+        let mut row = vec![
             i.to_string(),
             kind.into(),
             src.clone(),
@@ -474,7 +531,12 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
             format!("{:.6}", s.as_us_f64()),
             format!("{:.6}", f.as_us_f64()),
             format!("{:.6}", (f - s).as_us_f64()),
-        ])?;
+        ];
+        if lossy {
+            let r = o.recovered[i];
+            row.extend([r.retransmitted_packets, r.rtos, r.fast_retransmits, r.trimmed].map(|x| x.to_string()));
+        }
+        w.write_record(&row)?;
         spans.push(TraceEvent {
             pid,
             name: if kind == "transfer" {
@@ -564,6 +626,13 @@ mod tests {
         assert_eq!(tcp.net.net_payload_bytes, roce.net.net_payload_bytes, "every byte is delivered");
         assert_eq!(tcp.net.pfc_pauses, 0);
         assert!(tcp.net.drops > 0 && tcp.net.retransmitted_bytes > 0, "{:?}", tcp.net);
+        // Per-transfer counters (transfers.csv) add up to the engine's totals.
+        let sum =
+            |o: &CollectiveOutcome, f: fn(&llmsim_net::TransportCounters) -> u32| o.recovered.iter().map(|r| u64::from(f(r))).sum::<u64>();
+        assert_eq!(sum(&tcp, |r| r.rtos), tcp.net.tcp_rtos);
+        assert_eq!(sum(&tcp, |r| r.fast_retransmits), tcp.net.tcp_fast_retransmits);
+        assert!(sum(&tcp, |r| r.retransmitted_packets) > 0);
+        assert!(roce.recovered.is_empty(), "RoCE has no per-transfer recovery counters");
         assert!(render(&tcp).contains("packet (tcp):"));
         // UET on the same fabric: the incast trims instead of dropping, every byte arrives.
         let uet = outcome(&[&base[..], &["--transport", "uet", "--switch-buffer", "64KB"]].concat());
@@ -572,10 +641,57 @@ mod tests {
         assert_eq!(uet.net.net_payload_bytes, roce.net.net_payload_bytes, "every byte is delivered");
         assert_eq!((uet.net.pfc_pauses, uet.net.drops), (0, 0));
         assert!(uet.net.trimmed > 0 && uet.net.nacks == uet.net.trimmed, "{:?}", uet.net);
+        assert_eq!(sum(&uet, |r| r.trimmed), uet.net.trimmed);
+        assert_eq!(sum(&uet, |r| r.rtos), uet.net.uet_rtos);
         assert!(render(&uet).contains("packet (uet):"));
         let cli = Cli::try_parse_from(["x", "--transport", "tcp"]).expect("flags parse");
         let Err(e) = run(&cli.args) else {
             panic!("--transport tcp without --backend packet ran")
+        };
+        assert!(e.to_string().contains("--backend packet"), "{e}");
+    }
+
+    #[test]
+    fn study_knobs_reach_the_plan_and_the_network() {
+        let fabric = [
+            "--topology",
+            "flat",
+            "--gpus-per-node",
+            "1",
+            "--nic",
+            "100Gbps",
+            "--backend",
+            "packet",
+            "--transport",
+            "tcp",
+        ];
+        let a2a = [&fabric[..], &["--op", "all-to-all", "--gpus", "8", "--size", "1MB"]].concat();
+        let one = outcome(&a2a);
+        let four = outcome(&[&a2a[..], &["--chunks", "4", "--chunks-in-flight", "2"]].concat());
+        assert_eq!(four.plan.num_transfers(), 4 * one.plan.num_transfers(), "4 pieces per pair");
+        assert_eq!(four.net.completed as usize, four.plan.num_transfers(), "every piece completes");
+        assert_eq!(four.net.net_payload_bytes, one.net.net_payload_bytes, "no byte lost or added");
+        // An idle fabric: one transfer each way between two ranks; the whole run moves by the
+        // injection latency.
+        let pair = [&fabric[..], &["--op", "all-to-all", "--gpus", "2", "--size", "1MB"]].concat();
+        let base = outcome(&pair);
+        let late = outcome(&[&pair[..], &["--injection-latency", "3us"]].concat());
+        assert_eq!(late.time(), base.time() + SimTime::from_us(3));
+        let spray = outcome(&[&a2a[..], &["--load-balance", "spray"]].concat());
+        assert_eq!(summary_json(&spray)["load_balance"], "spray");
+        assert_eq!(summary_json(&one)["load_balance"], "ecmp");
+        for (bad, says) in [
+            (vec!["--chunks", "0"], "0"),
+            (vec!["--load-balance", "random"], "ecmp | spray | flowlet | adaptive"),
+        ] {
+            let Err(e) = Cli::try_parse_from(["x"].into_iter().chain(a2a.iter().copied()).chain(bad.iter().copied())) else {
+                panic!("{bad:?} parsed")
+            };
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let cli = Cli::try_parse_from(["x", "--load-balance", "spray"]).expect("flags parse");
+        let Err(e) = run(&cli.args) else {
+            panic!("--load-balance without --backend packet ran")
         };
         assert!(e.to_string().contains("--backend packet"), "{e}");
     }

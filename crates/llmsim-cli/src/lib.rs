@@ -56,7 +56,7 @@ enum Cmd {
     /// Simulate one training iteration of a scenario file (model, parallelism, cluster).
     Run(run::RunArgs),
     /// Simulate one collective (NCCL's algorithm/protocol/channel choice, then the network).
-    Collective(collective::CollectiveArgs),
+    Collective(Box<collective::CollectiveArgs>),
     /// Build a topology: describe it, or export it in ns-3 format.
     Topo(topo_cmd::TopoCmdArgs),
     /// Run a sweep file (base scenario + axes) on this machine's cores; results are resumable.

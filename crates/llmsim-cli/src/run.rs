@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use llmsim_core::{NodeId, SimTime};
 use llmsim_sim::engine::Span;
+use llmsim_sim::scenario::TransportSpec;
 use llmsim_sim::{Backend, Outcome, RunOptions, Scenario};
 use llmsim_topo::{NodeKind, Topology};
 use llmsim_workload::dag::{DagNodeKind, Stream};
@@ -154,13 +155,38 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
     }
     if sc.output.flows {
         let mut w = csv::Writer::from_path(dir.join("flows.csv"))?;
-        w.write_record(["id", "kind", "src", "dst", "bytes", "start_us", "finish_us", "duration_us"])?;
+        // A lossy transport's recovery per transfer: TCP and UET on the packet backend.
+        let lossy = sc.network.backend == Backend::Packet && matches!(sc.network.transport, Some(TransportSpec::Tcp | TransportSpec::Uet));
+        let mut head = vec!["id", "kind", "src", "dst", "bytes", "start_us", "finish_us", "duration_us"];
+        if lossy {
+            head.extend(["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"]);
+        }
+        w.write_record(&head)?;
         let mut flows: Vec<_> = o.engine.flows.iter().collect();
         flows.sort_by_key(|f| (f.start, f.id));
         for f in flows {
             // A tuple: the writer's own integer formatting, no string per field.
             let (start, finish, dur) = (Us3::new(f.start), Us3::new(f.finish), Us3::new(f.finish - f.start));
-            w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, start.as_str(), finish.as_str(), dur.as_str()))?;
+            let (s, e, d) = (start.as_str(), finish.as_str(), dur.as_str());
+            if lossy {
+                let r = &f.recovered;
+                w.serialize((
+                    f.id,
+                    f.kind,
+                    f.src,
+                    f.dst,
+                    f.bytes,
+                    s,
+                    e,
+                    d,
+                    r.retransmitted_packets,
+                    r.rtos,
+                    r.fast_retransmits,
+                    r.trimmed,
+                ))?;
+            } else {
+                w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, s, e, d))?;
+            }
         }
         w.flush()?;
     }

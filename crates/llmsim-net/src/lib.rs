@@ -97,6 +97,27 @@ pub struct Completion {
     pub finish: SimTime,
 }
 
+/// What a lossy transport did to recover one transfer's losses (summed over its network legs):
+/// the packet backend under TCP or UET.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TransportCounters {
+    /// Packets (TCP segments) sent again.
+    pub retransmitted_packets: u32,
+    /// Retransmission timeouts that fired.
+    pub rtos: u32,
+    /// TCP fast retransmits (entries into fast recovery).
+    pub fast_retransmits: u32,
+    /// Data packets trimmed by switches (UET).
+    pub trimmed: u32,
+}
+
+impl TransportCounters {
+    /// Whether nothing was recovered.
+    pub fn is_zero(&self) -> bool {
+        *self == TransportCounters::default()
+    }
+}
+
 /// Counters a backend keeps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NetStats {
@@ -331,6 +352,13 @@ pub trait Network {
     }
     /// The backend's counters so far.
     fn stats(&self) -> NetStats;
+    /// What the transport did to recover completed transfer `id`'s losses (the last transfer
+    /// submitted with that id); `None` for a transfer that lost nothing, or a backend without
+    /// lossy transports (the default).
+    fn transport_counters(&self, id: TransferId) -> Option<TransportCounters> {
+        let _ = id;
+        None
+    }
     /// Per-port queues and PFC frames, from a backend that simulates packets. Default `None`.
     fn packet_details(&self) -> Option<PacketDetails> {
         None

@@ -151,6 +151,8 @@ pub struct FlowRecord {
     pub start: SimTime,
     /// When its last byte arrived.
     pub finish: SimTime,
+    /// What TCP or UET did to recover its losses (packet backend; zero elsewhere).
+    pub recovered: llmsim_net::TransportCounters,
 }
 
 /// Where one unit's compute stream spent the iteration.
@@ -812,6 +814,7 @@ impl<'a> SystemEngine<'a> {
                 bytes: c.bytes.0,
                 start,
                 finish: c.finish,
+                recovered: self.net.transport_counters(c.id).unwrap_or_default(),
             });
         }
         if id & P2P_BIT != 0 {
@@ -1484,6 +1487,9 @@ impl Network for JobNet {
     }
     fn stats(&self) -> NetStats {
         self.shared.borrow().stats()
+    }
+    fn transport_counters(&self, id: TransferId) -> Option<llmsim_net::TransportCounters> {
+        self.shared.borrow().transport_counters(TransferId(id.0 | self.job << JOB_SHIFT))
     }
     fn packet_details(&self) -> Option<llmsim_net::PacketDetails> {
         self.shared.borrow().packet_details()

@@ -455,6 +455,89 @@ impl Default for UetSpec {
     }
 }
 
+/// `network.swift:` (with `cc: swift`). Defaults: the Swift paper's (Kumar et al., SIGCOMM
+/// 2020, section 3.1-3.2), as the packet engine's `swift_*` settings.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SwiftSpec {
+    /// Target delay added per hop of a flow's path (default 1us).
+    pub hop_scale: SimTime,
+    /// Flow scaling: the most the target grows as the window shrinks (default 5us).
+    pub fs_range: SimTime,
+    /// Window in packets where the target adds all of `fs_range` (default 0.1).
+    pub fs_min_cwnd: f64,
+    /// Window in packets where the target adds nothing (default 100).
+    pub fs_max_cwnd: f64,
+    /// Additive increase, packets per RTT (default 1).
+    pub ai: f64,
+    /// Multiplicative-decrease gain (default 0.8).
+    pub beta: f64,
+    /// Largest decrease per cut, a fraction of the window (default 0.5).
+    pub max_mdf: f64,
+    /// Smallest window in packets (default 0.001: one packet every 1000 RTTs).
+    pub min_cwnd: f64,
+}
+
+impl Default for SwiftSpec {
+    fn default() -> Self {
+        let d = llmsim_net::packet::PacketConfig::ns3_defaults(CcMode::Swift);
+        SwiftSpec {
+            hop_scale: d.swift_hop_scale,
+            fs_range: d.swift_fs_range,
+            fs_min_cwnd: d.swift_fs_min_cwnd,
+            fs_max_cwnd: d.swift_fs_max_cwnd,
+            ai: d.swift_ai,
+            beta: d.swift_beta,
+            max_mdf: d.swift_max_mdf,
+            min_cwnd: d.swift_min_cwnd,
+        }
+    }
+}
+
+impl SwiftSpec {
+    /// Writes these parameters into `cfg`.
+    ///
+    /// # Errors
+    /// A parameter out of range, named.
+    fn apply(&self, cfg: &mut llmsim_net::packet::PacketConfig) -> Result<(), SimError> {
+        let bad = |field: &str, message: String| SimError::Scenario {
+            field: format!("network.swift.{field}"),
+            message,
+        };
+        let positive = [
+            ("fs_min_cwnd", self.fs_min_cwnd),
+            ("fs_max_cwnd", self.fs_max_cwnd),
+            ("ai", self.ai),
+            ("min_cwnd", self.min_cwnd),
+        ];
+        for (f, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(f, format!("{v}: must be a positive number of packets")));
+            }
+        }
+        if self.fs_min_cwnd >= self.fs_max_cwnd {
+            return Err(bad(
+                "fs_min_cwnd",
+                format!("{} must be below fs_max_cwnd {}", self.fs_min_cwnd, self.fs_max_cwnd),
+            ));
+        }
+        for (f, v) in [("beta", self.beta), ("max_mdf", self.max_mdf)] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(bad(f, format!("{v}: valid above 0 up to 1")));
+            }
+        }
+        cfg.swift_hop_scale = self.hop_scale;
+        cfg.swift_fs_range = self.fs_range;
+        cfg.swift_fs_min_cwnd = self.fs_min_cwnd;
+        cfg.swift_fs_max_cwnd = self.fs_max_cwnd;
+        cfg.swift_ai = self.ai;
+        cfg.swift_beta = self.beta;
+        cfg.swift_max_mdf = self.max_mdf;
+        cfg.swift_min_cwnd = self.min_cwnd;
+        Ok(())
+    }
+}
+
 /// `network:`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -523,6 +606,9 @@ pub struct NetworkSpec {
     /// UET's parameters (with `transport: uet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uet: Option<UetSpec>,
+    /// Swift's parameters (with `cc: swift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swift: Option<SwiftSpec>,
     /// Folding of identical data-parallel replicas on the flow backend (simulate replica 0's
     /// programs; every replica's traffic still goes on the network): auto (where it gives the
     /// plain run's result: checked during the run, else every replica is simulated) |
@@ -764,6 +850,18 @@ impl NetworkSpec {
                 message: format!("TCP parameters given with transport {transport}; set network.transport: tcp or drop network.tcp"),
             });
         }
+        if let Some(sw) = &self.swift {
+            if cc != CcMode::Swift {
+                return Err(SimError::Scenario {
+                    field: "network.swift".into(),
+                    message: format!(
+                        "Swift parameters given with cc {}; set network.cc: swift or drop network.swift",
+                        cc.name()
+                    ),
+                });
+            }
+            sw.apply(&mut cfg)?;
+        }
         if self.uet.is_some() && transport != TransportSpec::Uet {
             return Err(SimError::Scenario {
                 field: "network.uet".into(),
@@ -978,10 +1076,40 @@ pub struct CollectivesSpec {
     /// PXN (NCCL_PXN_DISABLE=0). Default true.
     #[serde(default = "yes")]
     pub pxn: bool,
+    /// Pieces every collective that crosses servers is split into, as ASTRA-sim's "number of
+    /// chunks" (the ASTRA-sim + ns-3 DLRM study's experiment 4: 1024 flat, 128 hierarchical):
+    /// the chunks of a tree or hierarchical all-reduce, the loops of a ring step DAG (a
+    /// pipelined ring, the default granularity, is a fluid model and ignores it), and each
+    /// all-to-all pair's transfers. 1..=65536. Default: NCCL's chunk size decides (at most 8
+    /// chunks), one transfer per all-to-all pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u32>,
+    /// Pieces of each all-to-all pair, where they should differ from `chunks` (the study's
+    /// 1,024 chunks would split a DLRM all-to-all's 512-byte pairs into millions of transfers).
+    /// 1..=65536. Default: `chunks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_to_all_chunks: Option<u32>,
+    /// How many pieces a rank may work on at once (ASTRA-sim's "chunk parallelism", the study's
+    /// 64 or 128): a tree's piece holds one of the rank's slots (per tree) from its reduce send
+    /// until its result arrives at the rank; an all-to-all's until the rank's sends of it are
+    /// done. 1..=65536. Default: a tree's pieces one after another on each edge (NCCL's
+    /// pipeline), an all-to-all's all at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks_in_flight: Option<u32>,
+    /// Time each piece takes from the NIC to the GPU and back, a proxy for memory copies (the
+    /// study's "injection latency", its experiment 2: 10ns to 100us): added before every
+    /// cross-server send of a piece, the first one and each one that waits on received data.
+    /// Default 0.
+    #[serde(default, skip_serializing_if = "is_zero_time")]
+    pub injection_latency: SimTime,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero_time(t: &SimTime) -> bool {
+    *t == SimTime::ZERO
 }
 
 fn pipelined() -> Granularity {
@@ -998,6 +1126,10 @@ impl Default for CollectivesSpec {
             channels: None,
             granularity: pipelined(),
             pxn: true,
+            chunks: None,
+            all_to_all_chunks: None,
+            chunks_in_flight: None,
+            injection_latency: SimTime::ZERO,
         }
     }
 }
@@ -1622,6 +1754,55 @@ mod tests {
         let msg = network("{backend: packet, transport: tcp, ecn: {}}").unwrap_err().to_string();
         assert!(msg.starts_with("network.ecn:"), "{msg}");
         assert!(spec("{backend: packet, transport: uet}").build(topo, 1).is_ok());
+    }
+
+    #[test]
+    fn swift_parameters_reach_the_packet_engine() {
+        let d = network("{backend: packet, cc: swift}").unwrap();
+        let s = network("{backend: packet, cc: swift, swift: {hop_scale: 2us, ai: 0.5, beta: 0.6, fs_range: 0ns}}").unwrap();
+        assert_eq!((s.swift_hop_scale, s.swift_ai, s.swift_beta), (SimTime::from_us(2), 0.5, 0.6));
+        assert_eq!(s.swift_fs_range, SimTime::ZERO);
+        assert_eq!(
+            (s.swift_max_mdf, s.swift_min_cwnd),
+            (d.swift_max_mdf, d.swift_min_cwnd),
+            "the rest keep their defaults"
+        );
+        let e = network("{backend: packet, swift: {ai: 2}}").unwrap_err().to_string();
+        assert!(e.starts_with("network.swift:") && e.contains("cc: swift"), "{e}");
+        let e = network("{backend: packet, cc: swift, swift: {beta: 1.5}}").unwrap_err().to_string();
+        assert!(e.starts_with("network.swift.beta:"), "{e}");
+        let e = network("{backend: packet, cc: swift, swift: {fs_min_cwnd: 200}}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("network.swift.fs_min_cwnd:"), "{e}");
+    }
+
+    #[test]
+    fn collectives_study_knobs_parse_and_are_checked() {
+        let s = Scenario::from_yaml(
+            &format!("{MIN}collectives: {{ chunks: 1024, chunks_in_flight: 64, injection_latency: 10us }}\n"),
+            &[],
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(s.collectives.chunks, Some(1024));
+        assert_eq!(s.collectives.chunks_in_flight, Some(64));
+        assert_eq!(s.collectives.injection_latency, SimTime::from_us(10));
+        let d = Scenario::from_yaml(MIN, &[], Path::new(".")).unwrap();
+        assert_eq!((d.collectives.chunks, d.collectives.injection_latency), (None, SimTime::ZERO));
+        let gpu = llmsim_compute::gpu::gpu("H100").unwrap();
+        for bad in ["chunks: 0", "chunks_in_flight: 100000", "all_to_all_chunks: 0"] {
+            let s = Scenario::from_yaml(&format!("{MIN}collectives: {{ {bad} }}\n"), &[], Path::new(".")).unwrap();
+            let e = crate::setup::cluster_setup(&s, gpu, 16, &crate::Shared::default())
+                .err()
+                .unwrap()
+                .to_string();
+            let field = bad.split(':').next().unwrap();
+            assert!(
+                e.starts_with(&format!("collectives.{field}:")) && e.contains("valid 1..=65536"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -201,6 +201,9 @@ pub struct PacketNetwork {
     topo: Arc<Topology>,
     pending: HashMap<TransferId, Pending>,
     flow_transfer: Vec<TransferId>,
+    /// Per transfer, what TCP or UET did to recover its losses; only transfers that lost
+    /// something have an entry (until their id is submitted again).
+    recovered: HashMap<TransferId, crate::TransportCounters>,
     stats: NetStats,
     scratch: Vec<u32>,
     done_buf: Vec<Completion>,
@@ -229,6 +232,7 @@ impl PacketNetwork {
             topo,
             pending: HashMap::new(),
             flow_transfer: Vec::new(),
+            recovered: HashMap::new(),
             stats: NetStats::default(),
             scratch: Vec::new(),
             done_buf: Vec::new(),
@@ -282,6 +286,14 @@ impl PacketNetwork {
             let finish = SimTime::from_ps(self.engine.flows[f as usize].finish);
             let Some(entry) = self.pending.get_mut(&tid) else { continue };
             entry.legs_left -= 1;
+            let c = self.engine.transport_counters(f);
+            if !c.is_zero() {
+                let e = self.recovered.entry(tid).or_default();
+                e.retransmitted_packets += c.retransmitted_packets;
+                e.rtos += c.rtos;
+                e.fast_retransmits += c.fast_retransmits;
+                e.trimmed += c.trimmed;
+            }
             if entry.legs_left == 0 {
                 let p = self.pending.remove(&tid).expect("present");
                 self.finish(&p.t, &p.links, finish.max(p.nv_done));
@@ -348,6 +360,11 @@ impl Network for PacketNetwork {
 
     fn submit(&mut self, t: Transfer) -> Result<(), NetError> {
         NetError::check_new(&t, self.engine.now(), self.pending.contains_key(&t.id))?;
+        // Transfer ids are reused once a transfer has completed (the system simulator reuses a
+        // collective's): the counters are the new transfer's from here on.
+        if !self.recovered.is_empty() {
+            self.recovered.remove(&t.id);
+        }
         let all: Vec<_> = legs(&t).into_iter().filter(|(a, b, _)| a != b).collect();
         // NVLink legs: alpha-beta time over the topology's route.
         let mut nv = t.start;
@@ -455,6 +472,10 @@ impl Network for PacketNetwork {
 
     fn fault_error(&self) -> Option<NetError> {
         self.engine.fault_error().map(|m| NetError::Fault(m.to_string()))
+    }
+
+    fn transport_counters(&self, id: TransferId) -> Option<crate::TransportCounters> {
+        self.recovered.get(&id).copied()
     }
 
     fn stats(&self) -> NetStats {

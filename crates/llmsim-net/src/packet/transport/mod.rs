@@ -273,6 +273,28 @@ pub struct UetFlowStats {
 }
 
 impl super::engine::PacketEngine {
+    /// What flow `f`'s transport did to recover its losses (zero under RoCE, whose go-back-N
+    /// retransmissions are in the engine's totals only).
+    pub fn transport_counters(&self, f: u32) -> crate::TransportCounters {
+        if let Some(t) = self.tcp_flow_stats(f) {
+            return crate::TransportCounters {
+                retransmitted_packets: t.retransmitted_segments,
+                rtos: t.rtos,
+                fast_retransmits: t.fast_retransmits,
+                trimmed: 0,
+            };
+        }
+        if let Some(u) = self.uet_flow_stats(f) {
+            return crate::TransportCounters {
+                retransmitted_packets: u.retransmitted_packets,
+                rtos: u.rtos,
+                fast_retransmits: 0,
+                trimmed: u.trimmed,
+            };
+        }
+        crate::TransportCounters::default()
+    }
+
     /// The NIC of host `h` of a window-based transport sends, if its port is idle: an ACK (or
     /// NACK) first, else `make_data`'s packet of the next flow [`Self::next_window_flow`] picks.
     pub(crate) fn window_host_send(

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One training iteration of the ASTRA-sim + ns-3 DLRM study's model on its flat system
+# (bench/tcp-dlrm-flat100.yaml: 128 V100s, one 100 Gb/s NIC each on one switch, DBT all-reduce,
+# a 1 GiB switch buffer) over TCP on a lossy fabric vs RoCE on a lossless one, and the study's
+# DLRM experiments on it: 2 (injection latency), 3 (switch buffer) and 4 (chunks and chunks in
+# flight). Prints and appends one row per run: iteration time, compute, exposed communication
+# (the study's Figs 13-16 ratio is exposed / compute), drops, RTOs.
+# Usage: bench/tcp_dlrm_iter.sh [base|exp2|exp2c|exp3|exp4|exp4c|all] [out.csv]   (default base,
+# bench/tcp-dlrm-iter.csv). LLMSIM=path/to/llmsim runs that binary instead of building.
+# NICS (default "100Gbps") adds the flat800 system with "100Gbps 800Gbps".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-base}
+csv=${2:-bench/tcp-dlrm-iter.csv}
+if [[ -n ${LLMSIM:-} ]]; then
+  bin=$(realpath "$LLMSIM")
+else
+  cargo build --release -q -p llmsim-cli
+  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[[ -f $csv ]] || echo "experiment,nic,transport,buffer,injection_latency,chunks,in_flight,iteration_us,compute_us,exposed_comm_us,exposed_over_compute,drops,rtos,fast_retx,events,wall_s" > "$csv"
+printf "%-5s %-7s %-5s %-6s %6s %6s %6s %12s %10s %10s %7s %8s %6s %7s\n" exp nic proto buffer inj chunks inflt "iter us" "compute" "exposed" "exp/cmp" drops RTOs "wall s"
+# one EXP NIC TRANSPORT BUFFER INJ CHUNKS IN_FLIGHT ("-": not given)
+one() {
+  local exp=$1 nic=$2 tr=$3 buf=$4 inj=$5 chunks=$6 infl=$7
+  local sets=(--set "network.transport=$tr" --set "network.switch_buffer=$buf"
+    --set "cluster.topology.nic.bandwidth=$nic")
+  [[ $tr != tcp ]] && sets+=(--set "network.tcp=null")
+  [[ $inj != - ]] && sets+=(--set "collectives.injection_latency=$inj")
+  [[ $chunks != - ]] && sets+=(--set "collectives.chunks=$chunks")
+  [[ $infl != - ]] && sets+=(--set "collectives.chunks_in_flight=$infl")
+  [[ -n ${A2A_CHUNKS:-} ]] && sets+=(--set "collectives.all_to_all_chunks=$A2A_CHUNKS")
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$bin" run bench/tcp-dlrm-flat100.yaml "${sets[@]}" --out "$tmp/o" > "$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
+  t1=$(date +%s.%N)
+  python3 - "$tmp/o/summary.json" "$csv" "$t0" "$t1" "$@" <<'PY'
+import json, sys
+s, csv, t0, t1, exp, nic, tr, buf, inj, chunks, infl = sys.argv[1:]
+j = json.load(open(s))["report"]
+m, n = j["mean"], j["net"]
+comp = m["compute_s"] * 1e6
+exposed = sum(m[k] for k in ("exposed_tp_s", "exposed_cp_s", "exposed_ep_s", "exposed_dp_s", "exposed_pp_s")) * 1e6
+it = j["iteration_time_s"] * 1e6
+row = [exp, nic, tr, buf, inj, chunks, infl, f"{it:.1f}", f"{comp:.1f}", f"{exposed:.1f}", f"{exposed / comp:.3f}", n["drops"], n["tcp_rtos"],
+       n["tcp_fast_retransmits"], n["packet_events"], f"{float(t1) - float(t0):.1f}"]
+open(csv, "a").write(",".join(map(str, row)) + "\n")
+print(f"{exp:<5} {nic:<7} {tr:<5} {buf:<6} {inj:>6} {chunks:>6} {infl:>6} {it:>12.1f} {comp:>10.1f} {exposed:>10.1f} {exposed / comp:>7.3f} {row[11]:>8} {row[12]:>6} {row[15]:>7}")
+PY
+}
+for nic in ${NICS:-100Gbps}; do
+  if [[ $which == base || $which == all ]]; then
+    one base "$nic" tcp 1GiB - - -
+    one base "$nic" roce 1GiB - - -
+  fi
+  if [[ $which == exp2 || $which == all ]]; then
+    for inj in 10ns 1us 10us 100us; do one exp2 "$nic" tcp 1GiB "$inj" - -; done
+  fi
+  if [[ $which == exp2c || $which == all ]]; then
+    # The study's 1,024 chunks and 64 slots on the all-reduces; the all-to-alls in A2A_CHUNKS
+    # pieces per pair (default 1: their 65.5 KB pairs would be 16.6 M transfers at 1,024).
+    for inj in 10ns 100us; do A2A_CHUNKS=${A2A_CHUNKS:-1} one exp2c "$nic" tcp 1GiB "$inj" 1024 64; done
+  fi
+  if [[ $which == exp4c || $which == all ]]; then
+    # Experiment 4's 1,024 chunks on the all-reduces (the all-to-alls as in exp2c).
+    for f in 64 128; do A2A_CHUNKS=${A2A_CHUNKS:-1} one exp4c "$nic" tcp 1GiB - 1024 "$f"; done
+  fi
+  if [[ $which == exp3 || $which == all ]]; then
+    for buf in 64MiB 128MiB 1GiB; do one exp3 "$nic" tcp "$buf" - - -; done
+  fi
+  if [[ $which == exp4 || $which == all ]]; then
+    # The study's 1024 chunks would split each 512 B all-to-all pair into 1024 transfers (16.6 M
+    # per all-to-all): too many to simulate here. With 32 chunks, 64 and 128 in flight are the
+    # same (every chunk at once).
+    for cf in "32 64" "128 64" "128 128"; do
+      read -r c f <<< "$cf"
+      one exp4 "$nic" tcp 1GiB - "$c" "$f"
+    done
+  fi
+done
