@@ -433,6 +433,13 @@ pub struct FlowNetwork {
     link_flows: Vec<Vec<(u32, u32)>>,
     link_bytes: Vec<Bytes>,
     arrivals: BinaryHeap<TimedSlot>,
+    /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
+    /// submits at the time it is at), as `(transfer id, slot)`: kept out of `arrivals` and
+    /// sorted by id when they start, which is the order the heap would give them.
+    arrive_now: Vec<(u64, u32)>,
+    arrive_now_at: u64,
+    /// The arrivals of one step, in activation order.
+    arrive_batch: Vec<(u64, u32)>,
     drains: BinaryHeap<DrainEvent>,
     deliveries: BinaryHeap<TimedSlot>,
     active: usize,
@@ -496,6 +503,9 @@ impl FlowNetwork {
             link_flows: vec![Vec::new(); n],
             link_bytes: vec![Bytes::ZERO; n],
             arrivals: BinaryHeap::new(),
+            arrive_now: Vec::new(),
+            arrive_now_at: 0,
+            arrive_batch: Vec::new(),
             drains: BinaryHeap::new(),
             deliveries: BinaryHeap::new(),
             active: 0,
@@ -855,7 +865,12 @@ impl FlowNetwork {
         f.state = State::Pending;
         f.class_load = false;
         f.priority = self.next_priority;
-        self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+        if t.start == self.now && (self.arrive_now.is_empty() || self.arrive_now_at == t.start.0) {
+            self.arrive_now_at = t.start.0;
+            self.arrive_now.push((t.id.0, slot));
+        } else {
+            self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+        }
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
         slot
@@ -1058,13 +1073,24 @@ impl FlowNetwork {
         if !self.changes.is_empty() {
             self.apply_changes();
         }
-        while let Some(&Reverse((at, _, slot))) = self.arrivals.peek() {
+        // In (time, id) order, as one heap of every arrival would give them.
+        let mut batch = std::mem::take(&mut self.arrive_batch);
+        while let Some(&Reverse((at, id, slot))) = self.arrivals.peek() {
             if at != t.0 {
                 break;
             }
             self.arrivals.pop();
+            batch.push((id, slot));
+        }
+        if !self.arrive_now.is_empty() && self.arrive_now_at == t.0 {
+            batch.append(&mut self.arrive_now);
+            batch.sort_unstable();
+        }
+        for &(_, slot) in &batch {
             self.activate(slot);
         }
+        batch.clear();
+        self.arrive_batch = batch;
         while let Some(&top) = self.drains.peek() {
             if top.0.0 != t.0 {
                 break;
@@ -1112,6 +1138,11 @@ impl FlowNetwork {
 
     fn next_rate_event(&self) -> Option<u64> {
         let a = self.arrivals.peek().map(|e| e.0.0);
+        let a = match (a, self.arrive_now.is_empty()) {
+            (Some(a), false) => Some(a.min(self.arrive_now_at)),
+            (None, false) => Some(self.arrive_now_at),
+            (a, true) => a,
+        };
         let d = self.drains.peek().map(|e| e.0.0);
         let c = self.changes.peek().map(|e| e.0.0);
         [a, d, c].into_iter().flatten().min()
@@ -1349,7 +1380,7 @@ mod tests {
         let done = crate::run_all(&mut n, ts).unwrap();
         assert_eq!(done.len(), 50);
         assert!(n.flows.len() <= 50);
-        assert!(n.drains.is_empty() && n.arrivals.is_empty() && n.deliveries.is_empty());
+        assert!(n.drains.is_empty() && n.arrivals.is_empty() && n.arrive_now.is_empty() && n.deliveries.is_empty());
         assert!(n.link_flows.iter().all(|l| l.is_empty()));
         assert!(n.violations().is_empty(), "{:?}", n.violations());
     }
