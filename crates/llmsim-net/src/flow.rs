@@ -52,39 +52,30 @@ struct PathEntry {
     pos: u32,
 }
 
-/// Laid out by use: the first 64 bytes hold what an arrival and a drain read and write (the
-/// path, the rate state, the byte count and flags), the next what a rate change and a
-/// delivery add, the rest what only a reroute needs; aligned to a cache line, so that the
-/// arrival of a flow touches one line of it and a drain or delivery two (with the compiler's
-/// layout the 144-byte record straddled three lines at random offsets).
-#[repr(C, align(64))]
 struct Flow {
-    // Line 1.
-    path: Vec<PathEntry>,
-    rate_bps: f64,
-    remaining_bits: f64,
-    updated_at: SimTime,
-    bytes: Bytes,
-    state: State,
-    /// The path is counted in [`FlowNetwork::class_load`].
-    class_load: bool,
-    /// Traffic class ([`Network::submit_in_class`]): higher classes are filled first.
-    priority: u8,
-    // Line 2.
-    latency: SimTime,
     id: TransferId,
+    src: NodeId,
+    dst: NodeId,
+    bytes: Bytes,
     start: SimTime,
-    solo_rate: f64,
+    latency: SimTime,
+    path: Vec<PathEntry>,
     /// Bottleneck of the route alone: bandwidth, multiplicity, and `bandwidth / multiplicity`.
     solo_bw: Bandwidth,
     /// 0: no exact integer drain (a spread flow's fractional shares).
     solo_mult: u32,
-    src: NodeId,
-    dst: NodeId,
-    // Line 3.
+    solo_rate: f64,
+    remaining_bits: f64,
+    rate_bps: f64,
+    updated_at: SimTime,
+    state: State,
     /// How the transfer was routed, to route it again when a link on its path changes.
     flow_hash: u64,
     route: RouteSpec,
+    /// The path is counted in [`FlowNetwork::class_load`].
+    class_load: bool,
+    /// Traffic class ([`Network::submit_in_class`]): higher classes are filled first.
+    priority: u8,
 }
 
 impl Flow {
@@ -1319,15 +1310,6 @@ mod tests {
         let mut n = FlowNetwork::new(Arc::new(flat(hosts, nic, ScaleUp::none(), 1).unwrap()));
         n.set_rate_checks(true);
         n
-    }
-
-    /// The hot fields of [`Flow`] share its first cache line, and the record is three lines.
-    #[test]
-    fn flow_layout_keeps_hot_fields_in_one_line() {
-        assert_eq!(std::mem::offset_of!(Flow, path), 0);
-        assert!(std::mem::offset_of!(Flow, priority) < 64);
-        assert!(std::mem::offset_of!(Flow, latency) >= 64 && std::mem::offset_of!(Flow, dst) < 128);
-        assert_eq!(std::mem::size_of::<Flow>(), 192);
     }
 
     #[test]
