@@ -120,21 +120,21 @@ impl FoldReport {
     pub(crate) fn line(&self, dp: u32) -> String {
         match self.outcome {
             "exact" if self.mirrored_messages == 0 => format!(
-                "data-parallel replicas folded: replica 0 of {dp} simulated (exact: no pipeline traffic tells replicas apart; collectives still span every replica's hosts); flow fast path: max-min filling over shared links"
+                "data-parallel replicas folded: replica 0 of {dp} simulated (exact: no pipeline traffic tells replicas apart; collectives still span every replica's hosts); flow fast path: max-min filling over shared links; arrivals at the current time kept off the event heap"
             ),
             "exact" => format!(
-                "data-parallel replicas folded: replica 0 of {dp} simulated, every replica's pipeline sends on the network ({} messages; exact: every replica's copy arrived with replica 0's); flow fast path: max-min filling over shared links",
+                "data-parallel replicas folded: replica 0 of {dp} simulated, every replica's pipeline sends on the network ({} messages; exact: every replica's copy arrived with replica 0's); flow fast path: max-min filling over shared links; arrivals at the current time kept off the event heap",
                 self.mirrored_messages
             ),
             "approximate" => format!(
-                "data-parallel replicas folded (network.fold: approximate): replica 0 of {dp} simulated, every replica's pipeline sends on the network; {} of {} messages arrived apart across replicas (max spread {:.3} us, mean {:.3} us), each taken at replica 0's copy; flow fast path: max-min filling over shared links",
+                "data-parallel replicas folded (network.fold: approximate): replica 0 of {dp} simulated, every replica's pipeline sends on the network; {} of {} messages arrived apart across replicas (max spread {:.3} us, mean {:.3} us), each taken at replica 0's copy; flow fast path: max-min filling over shared links; arrivals at the current time kept off the event heap",
                 self.diverged_messages,
                 self.mirrored_messages,
                 self.max_spread_s * 1e6,
                 self.mean_spread_s * 1e6
             ),
             _ => format!(
-                "fold tried and dropped: a pipeline message's copies arrived apart across replicas at {:.6} s (network.fold: approximate would keep it); every data-parallel replica simulated; flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates)",
+                "fold tried and dropped: a pipeline message's copies arrived apart across replicas at {:.6} s (network.fold: approximate would keep it); every data-parallel replica simulated; flow fast path: max-min filling over shared links and each flow's tightest own link; arrivals at the current time kept off the event heap (exact: bit-identical rates)",
                 self.first_divergence_s.unwrap_or(0.0)
             ),
         }

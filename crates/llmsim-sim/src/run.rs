@@ -17,7 +17,7 @@ use crate::setup::{TpOverlapTimer, cluster_setup, compute_model, resolve, tp_ove
 use crate::{Backend, EngineRun, Layout, Report, Scenario, Shared, SimError, engine, estimate, report, scenario};
 
 /// The flow backend's report line where it simulates every replica.
-pub(crate) const FLOW_PLAIN: &str = "flow fast path: max-min filling over shared links and each flow's tightest own link (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)";
+pub(crate) const FLOW_PLAIN: &str = "flow fast path: max-min filling over shared links and each flow's tightest own link; arrivals at the current time kept off the event heap (exact: bit-identical rates); every data-parallel replica simulated (their traffic can share links)";
 
 /// Everything a run produced.
 pub struct Outcome {
