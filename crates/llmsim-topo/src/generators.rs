@@ -352,6 +352,18 @@ pub struct RailFatTreeParams {
     pub plane_bandwidth: Option<Bandwidth>,
 }
 
+/// The checks both rail-optimized builders share; returns `servers_per_segment`.
+fn check_rail_params(num_hosts: u32, p: &RailFatTreeParams) -> Result<u32, TopoError> {
+    let sps = p.servers_per_segment;
+    if sps == 0 {
+        return Err(FieldError::new("topology.servers_per_segment", "must be at least 1, e.g. 32").into());
+    }
+    check_hosts(num_hosts)?;
+    check_rate("topology.nic", p.nic)?;
+    check_rate("topology.uplink", p.uplink)?;
+    Ok(sps)
+}
+
 /// A rail-optimized two-tier fabric holding `num_hosts` GPUs; segments are derived from the GPU
 /// count (the last one may be partly filled). Routing: [`RailRule`]; the host picks the plane by
 /// flow hash.
@@ -360,13 +372,7 @@ pub struct RailFatTreeParams {
 /// `TopoError::Invalid` for zero sizes or bandwidths, a bad oversubscription, or the scale-up
 /// errors of [`hosts_with_scale_up`] (GPUs not a multiple of `gpus_per_server`).
 pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
-    let sps = p.servers_per_segment;
-    if sps == 0 {
-        return Err(FieldError::new("topology.servers_per_segment", "must be at least 1, e.g. 32").into());
-    }
-    check_hosts(num_hosts)?;
-    check_rate("topology.nic", p.nic)?;
-    check_rate("topology.uplink", p.uplink)?;
+    let sps = check_rail_params(num_hosts, p)?;
     let planes = if p.dual_plane { 2 } else { 1 };
     let port_bw = match (p.dual_plane, p.plane_bandwidth) {
         (true, Some(bw)) => bw,
@@ -441,13 +447,7 @@ pub fn rail_fat_tree(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, e
 /// # Errors
 /// As [`rail_fat_tree`].
 pub fn rail_fat_tree_dual_tor(num_hosts: u32, p: &RailFatTreeParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
-    let sps = p.servers_per_segment;
-    if sps == 0 {
-        return Err(FieldError::new("topology.servers_per_segment", "must be at least 1, e.g. 32").into());
-    }
-    check_hosts(num_hosts)?;
-    check_rate("topology.nic", p.nic)?;
-    check_rate("topology.uplink", p.uplink)?;
+    let sps = check_rail_params(num_hosts, p)?;
     let port = Bandwidth::from_bps(p.nic.bandwidth.bps() / 2);
     if port.is_zero() {
         return Err(FieldError::new("topology.nic", "bandwidth too small to split over two ports").into());
