@@ -146,11 +146,11 @@ def _shape(key: str) -> dict[str, int]:
     return out
 
 
-def _exact(num: float, den: int, what: str, row: dict[str, str]) -> int:
+def _exact(num: float, den: int, what: str, row: dict[str, str], field: str = "flops") -> int:
     v = round(num / den) if den else 0
     if v <= 0 or abs(v * den - num) > 1e-6 * max(num, 1.0):
         raise ProfileError(
-            f"op `{row['op']}` shape `{row['shape']}`: cannot derive {what} from flops={row['flops']}; "
+            f"op `{row['op']}` shape `{row['shape']}`: cannot derive {what} from {field}={row[field]}; "
             "the profiler's op table (python/llmsim/profile.py) does not match the workload generator"
         )
     return v
@@ -216,9 +216,7 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
     elif base in ("moe_sort_chunks", "moe_unsort_chunks"):
         # The all-to-all dispatcher's second permutation: a gather of the received rows into
         # local-expert order (ops.rs: read and write `routed · h` activations).
-        routed = round(nbytes / (2 * h * act_bytes))
-        if routed <= 0:
-            raise ProfileError(f"op `{op}` shape `{row['shape']}`: no received rows in bytes={row['bytes']}")
+        routed = _exact(nbytes, 2 * h * act_bytes, "the received rows", row, "bytes")
         k.kind, k.dims = "gather", {"tokens": routed, "routed": routed, "h": h}
     elif base == "optimizer_step":
         k.kind, k.dims = "optimizer", {"params": s["params"]}
