@@ -500,7 +500,7 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
     ];
     let lossy = !o.recovered.is_empty();
     if lossy {
-        head.extend(["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"]);
+        head.extend(llmsim_net::TransportCounters::COLUMNS);
     }
     w.write_record(&head)?;
     let mut spans = Vec::new();
@@ -533,8 +533,7 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
             format!("{:.6}", (f - s).as_us_f64()),
         ];
         if lossy {
-            let r = o.recovered[i];
-            row.extend([r.retransmitted_packets, r.rtos, r.fast_retransmits, r.trimmed].map(|x| x.to_string()));
+            row.extend(o.recovered[i].values().map(|x| x.to_string()));
         }
         w.write_record(&row)?;
         spans.push(TraceEvent {

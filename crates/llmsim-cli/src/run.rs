@@ -159,7 +159,7 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
         let lossy = sc.network.backend == Backend::Packet && matches!(sc.network.transport, Some(TransportSpec::Tcp | TransportSpec::Uet));
         let mut head = vec!["id", "kind", "src", "dst", "bytes", "start_us", "finish_us", "duration_us"];
         if lossy {
-            head.extend(["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"]);
+            head.extend(llmsim_net::TransportCounters::COLUMNS);
         }
         w.write_record(&head)?;
         let mut flows: Vec<_> = o.engine.flows.iter().collect();
@@ -169,21 +169,8 @@ fn write_outputs(o: &Outcome, sc: &Scenario, dir: &Path) -> Result<()> {
             let (start, finish, dur) = (Us3::new(f.start), Us3::new(f.finish), Us3::new(f.finish - f.start));
             let (s, e, d) = (start.as_str(), finish.as_str(), dur.as_str());
             if lossy {
-                let r = &f.recovered;
-                w.serialize((
-                    f.id,
-                    f.kind,
-                    f.src,
-                    f.dst,
-                    f.bytes,
-                    s,
-                    e,
-                    d,
-                    r.retransmitted_packets,
-                    r.rtos,
-                    r.fast_retransmits,
-                    r.trimmed,
-                ))?;
+                let [rp, rto, fr, tr] = f.recovered.values();
+                w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, s, e, d, rp, rto, fr, tr))?;
             } else {
                 w.serialize((f.id, f.kind, f.src, f.dst, f.bytes, s, e, d))?;
             }

@@ -112,9 +112,26 @@ pub struct TransportCounters {
 }
 
 impl TransportCounters {
+    /// Column names of [`Self::values`], as flows.csv and transfers.csv head them.
+    pub const COLUMNS: [&'static str; 4] = ["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"];
+
     /// Whether nothing was recovered.
     pub fn is_zero(&self) -> bool {
         *self == TransportCounters::default()
+    }
+
+    /// The counters in [`Self::COLUMNS`] order.
+    pub fn values(&self) -> [u32; 4] {
+        [self.retransmitted_packets, self.rtos, self.fast_retransmits, self.trimmed]
+    }
+}
+
+impl std::ops::AddAssign for TransportCounters {
+    fn add_assign(&mut self, o: Self) {
+        self.retransmitted_packets += o.retransmitted_packets;
+        self.rtos += o.rtos;
+        self.fast_retransmits += o.fast_retransmits;
+        self.trimmed += o.trimmed;
     }
 }
 

@@ -288,11 +288,7 @@ impl PacketNetwork {
             entry.legs_left -= 1;
             let c = self.engine.transport_counters(f);
             if !c.is_zero() {
-                let e = self.recovered.entry(tid).or_default();
-                e.retransmitted_packets += c.retransmitted_packets;
-                e.rtos += c.rtos;
-                e.fast_retransmits += c.fast_retransmits;
-                e.trimmed += c.trimmed;
+                *self.recovered.entry(tid).or_default() += c;
             }
             if entry.legs_left == 0 {
                 let p = self.pending.remove(&tid).expect("present");
