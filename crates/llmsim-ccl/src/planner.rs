@@ -104,6 +104,26 @@ impl PlanOptions {
             injection_latency: SimTime::ZERO,
         }
     }
+
+    /// Checks `chunks`, `all_to_all_chunks` and `chunks_in_flight` against 1..=[`MAX_CHUNKS`].
+    ///
+    /// # Errors
+    /// `CclError::Invalid` naming the first option out of range.
+    pub fn check_chunks(&self) -> Result<(), CclError> {
+        for (field, v) in [
+            ("chunks", self.chunks),
+            ("all_to_all_chunks", self.all_to_all_chunks),
+            ("chunks_in_flight", self.chunks_in_flight),
+        ] {
+            if let Some(v) = v.filter(|&v| v == 0 || v > MAX_CHUNKS) {
+                return Err(CclError::Invalid {
+                    field: field.into(),
+                    message: format!("{v} is out of range: valid 1..={MAX_CHUNKS}"),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A plan with the NCCL decision behind it.
@@ -188,18 +208,7 @@ pub fn plan_collective(
     servers.dedup();
     let nnodes = servers.len() as u32;
     let nranks = group.len() as u32;
-    for (field, v) in [
-        ("chunks", opts.chunks),
-        ("all_to_all_chunks", opts.all_to_all_chunks),
-        ("chunks_in_flight", opts.chunks_in_flight),
-    ] {
-        if v.is_some_and(|v| v == 0 || v > MAX_CHUNKS) {
-            return Err(CclError::Invalid {
-                field: field.into(),
-                message: format!("{} is out of range: valid 1..={MAX_CHUNKS}", v.unwrap_or(0)),
-            });
-        }
-    }
+    opts.check_chunks()?;
     let mut params = ExpandParams {
         pxn: opts.pxn,
         granularity: opts.granularity,

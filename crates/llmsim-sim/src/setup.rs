@@ -238,17 +238,12 @@ pub(crate) fn cluster_setup(
         chunks_in_flight: s.collectives.chunks_in_flight,
         injection_latency: s.collectives.injection_latency,
     };
-    for (field, v) in [
-        ("chunks", plan.chunks),
-        ("all_to_all_chunks", plan.all_to_all_chunks),
-        ("chunks_in_flight", plan.chunks_in_flight),
-    ] {
-        if v.is_some_and(|v| v == 0 || v > llmsim_ccl::planner::MAX_CHUNKS) {
-            return Err(SimError::Scenario {
-                field: format!("collectives.{field}"),
-                message: format!("{}: valid 1..={}", v.unwrap_or(0), llmsim_ccl::planner::MAX_CHUNKS),
-            });
-        }
-    }
+    plan.check_chunks().map_err(|e| match e {
+        llmsim_ccl::CclError::Invalid { field, message } => SimError::Scenario {
+            field: format!("collectives.{field}"),
+            message,
+        },
+        e => SimError::Ccl(e),
+    })?;
     Ok((topo, su, plan))
 }
