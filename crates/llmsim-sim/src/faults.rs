@@ -54,7 +54,8 @@ fn one() -> u64 {
     1
 }
 
-fn is_zero(t: &SimTime) -> bool {
+/// For `skip_serializing_if`: a zero time is left out of serialized scenarios.
+pub(crate) fn is_zero(t: &SimTime) -> bool {
     *t == SimTime::ZERO
 }
 

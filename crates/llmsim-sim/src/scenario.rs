@@ -1100,16 +1100,12 @@ pub struct CollectivesSpec {
     /// study's "injection latency", its experiment 2: 10ns to 100us): added before every
     /// cross-server send of a piece, the first one and each one that waits on received data.
     /// Default 0.
-    #[serde(default, skip_serializing_if = "is_zero_time")]
+    #[serde(default, skip_serializing_if = "crate::faults::is_zero")]
     pub injection_latency: SimTime,
 }
 
 fn yes() -> bool {
     true
-}
-
-fn is_zero_time(t: &SimTime) -> bool {
-    *t == SimTime::ZERO
 }
 
 fn pipelined() -> Granularity {
