@@ -14,14 +14,7 @@ cd "$(dirname "$0")/.."
 ref=$(cd "${1:-../shared/reference/ns3}" && pwd)
 ccs=${2:-"dcqcn hp"}
 runs=${3:-1}
-if [[ -n ${LLMSIM:-} ]]; then
-  bin=$(realpath "$LLMSIM")
-else
-  cargo build --release -q -p llmsim-cli
-  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 mkdir -p "$tmp/inputs"
 cp "$ref/inputs/fat.txt" "$tmp/inputs/"
 "$bin" ns3 gen --topology "$tmp/inputs/fat.txt" --load 0.3 --duration 0.005 --seed 1 > "$tmp/inputs/websearch.txt"

@@ -16,14 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=${1:-"1 2 4 8 16 32 64"}
 csv=${2:-bench/tcp-dlrm.csv}
-if [[ -n ${LLMSIM:-} ]]; then
-  bin=$(realpath "$LLMSIM")
-else
-  cargo build --release -q -p llmsim-cli
-  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 topo=(--topology flat --gpus 128 --gpus-per-node 1 --nic 100Gbps --nic-latency 500ns)
 echo "algo,buffer,transport,size_mb,time_us,analytical_us,ratio,drops,rtos,fast_retx,retx_bytes,pfc_pauses,events,wall_s" > "$csv"
 printf "%-5s %-6s %-5s %6s %12s %12s %8s %8s %6s %8s %12s %8s\n" algo buffer proto MB "time us" "analyt us" ratio drops RTOs fastrtx "retx bytes" "wall s"

@@ -12,14 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-base}
 csv=${2:-bench/tcp-dlrm-iter.csv}
-if [[ -n ${LLMSIM:-} ]]; then
-  bin=$(realpath "$LLMSIM")
-else
-  cargo build --release -q -p llmsim-cli
-  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 [[ -f $csv ]] || echo "experiment,nic,transport,buffer,injection_latency,chunks,in_flight,iteration_us,compute_us,exposed_comm_us,exposed_over_compute,drops,rtos,fast_retx,events,wall_s" > "$csv"
 printf "%-5s %-7s %-5s %-6s %6s %6s %6s %12s %10s %10s %7s %8s %6s %7s\n" exp nic proto buffer inj chunks inflt "iter us" "compute" "exposed" "exp/cmp" drops RTOs "wall s"
 # one EXP NIC TRANSPORT BUFFER INJ CHUNKS IN_FLIGHT ("-": not given)

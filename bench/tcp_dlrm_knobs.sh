@@ -18,14 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
 csv=${2:-bench/tcp-dlrm-knobs.csv}
-if [[ -n ${LLMSIM:-} ]]; then
-  bin=$(realpath "$LLMSIM")
-else
-  cargo build --release -q -p llmsim-cli
-  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 [[ -f $csv ]] || echo "experiment,op,nic,buffer,transport,size_mb,injection_latency,chunks,in_flight,time_us,transfers,drops,rtos,fast_retx,retx_bytes,events,wall_s" > "$csv"
 printf "%-5s %-4s %-7s %-6s %-5s %6s %8s %6s %6s %12s %8s %8s %6s %8s %7s\n" exp op nic buffer proto MB inj chunks inflt "time us" transfers drops RTOs fastrtx "wall s"
 # one EXP OP NIC BUF TRANSPORT MB INJ CHUNKS IN_FLIGHT ("-": not given)

@@ -13,14 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 ref=$(cd "${2:-../shared/reference/ns3}" && pwd)
-if [[ -n ${LLMSIM:-} ]]; then
-  bin=$(realpath "$LLMSIM")
-else
-  cargo build --release -q -p llmsim-cli
-  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 topo=(--topology flat --gpus 128 --gpus-per-node 1 --nic 100Gbps --nic-latency 500ns)
 coll() {
   local tr=$1 i=$2 t0 t1

@@ -14,14 +14,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-3}
 ref=$(cd "${2:-../shared/reference/ns3}" && pwd)
 cargo run --release -q -p llmsim-net --example uet_bench
-if [[ -n ${LLMSIM:-} ]]; then
-  bin=$(realpath "$LLMSIM")
-else
-  cargo build --release -q -p llmsim-cli
-  bin=$(realpath "${CARGO_TARGET_DIR:-target}")/release/llmsim
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 mkdir -p "$tmp/inputs"
 cp "$ref/inputs/fat.txt" "$tmp/inputs/"
 "$bin" ns3 gen --topology "$tmp/inputs/fat.txt" --load 0.3 --duration 0.005 --seed 1 > "$tmp/inputs/websearch.txt"
