@@ -22,16 +22,15 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, FieldError, LinkId, NodeId};
+use llmsim_core::{Bandwidth, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
-use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text, grid_routers, grid_shape};
-use crate::fastdiv::Divisor;
-use crate::generators::{check_hosts, hosts_with_scale_up};
-use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
-use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed};
+use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text};
+use crate::graph::{Hop, ScaleUp, Topology};
+use crate::grid::{Grid, GridParams, GridStep};
+use crate::link_spec::LinkSpec;
+use crate::routing::Routing;
 
 /// Largest number of full-mesh dimensions.
 pub const MAX_DIMS: usize = 4;
@@ -55,103 +54,45 @@ pub struct FullMeshSpec {
 
 impl FamilySpec for FullMeshSpec {
     fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
-        check_hosts(gpus)?;
         let rules = GridRules {
             family: "full-mesh",
             max_dims: MAX_DIMS,
             default_dimensions: 2,
         };
-        let (dims, hpr) = grid_shape(&rules, self.dims.as_deref(), self.dimensions, self.hosts_per_router, gpus, scale_up)?;
-        let p = FullMeshParams {
-            dims,
-            hosts_per_router: hpr,
-            nic: self.nic.resolve(DEFAULT_NIC),
-            fabric: self.fabric.resolve(DEFAULT_FABRIC),
-        };
+        let (dims, dimensions, hpr) = (self.dims.as_deref(), self.dimensions, self.hosts_per_router);
+        let p = GridParams::resolve(&rules, dims, dimensions, hpr, &self.nic, &self.fabric, gpus, scale_up)?;
         full_mesh(gpus, &p, scale_up, seed)
     }
 }
 
 /// A resolved full mesh.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FullMeshParams {
-    /// Routers per dimension; product times `hosts_per_router` is the GPU count.
-    pub dims: Vec<u32>,
-    /// GPU NICs per router.
-    pub hosts_per_router: u32,
-    /// Host NIC <-> router.
-    pub nic: LinkParams,
-    /// Router <-> router, in every dimension.
-    pub fabric: LinkParams,
-}
+pub type FullMeshParams = GridParams;
 
 /// Builds an n-D full mesh holding exactly `num_hosts` GPUs. Routing: [`FullMeshRule`].
 ///
 /// # Errors
 /// `TopoError::Invalid` when the dims times `hosts_per_router` differ from `num_hosts`, for a
-/// zero bandwidth, or the scale-up errors of [`hosts_with_scale_up`].
+/// zero bandwidth, a mesh of more than 2^31 router links, or the scale-up errors of
+/// [`crate::generators::hosts_with_scale_up`].
 pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
-    let hpr = p.hosts_per_router;
-    let routers = grid_routers(num_hosts, &p.dims, hpr, MAX_DIMS, p.nic, p.fabric)?;
-    let mut dims = [1u32; MAX_DIMS];
-    dims[..p.dims.len()].copy_from_slice(&p.dims);
-    let mut stride = [1u32; MAX_DIMS];
-    let mut first_port = [0u32; MAX_DIMS];
-    let mut next = hpr;
-    for i in 0..MAX_DIMS {
-        stride[i] = if i == 0 { 1 } else { stride[i - 1] * dims[i - 1] };
-        first_port[i] = next;
-        next += dims[i] - 1;
-    }
-    // Router ports beyond the hosts: sum of (n - 1); u64 so a huge mesh is refused, not wrapped.
-    let fabric_links = u64::from(routers) * u64::from(next - hpr);
-    if fabric_links > 1 << 31 {
-        return Err(FieldError::new(
-            "topology.dims",
-            format!(
-                "{} needs {fabric_links} router links; use fewer routers per dimension",
-                dims_text(&p.dims)
-            ),
-        )
-        .into());
-    }
-    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
-    let router0 = b.add_nodes(NodeKind::Switch { tier: 1 }, routers).0;
-    b.reserve_links(2 * num_hosts as usize + fabric_links as usize);
-    for h in 0..num_hosts {
-        b.add_link(NodeId(h), NodeId(router0 + h / hpr), p.nic, LinkKind::HostNic);
-    }
-    // Each router's outgoing links in port order: hosts, then per dimension its line in order.
-    for r in 0..routers {
-        for h in r * hpr..(r + 1) * hpr {
-            b.add_link(NodeId(router0 + r), NodeId(h), p.nic, LinkKind::HostNic);
-        }
-        for i in 0..MAX_DIMS {
-            let c = r / stride[i] % dims[i];
-            let base = r - c * stride[i];
-            for d in (0..dims[i]).filter(|&d| d != c) {
-                b.add_link(
-                    NodeId(router0 + r),
-                    NodeId(router0 + base + d * stride[i]),
-                    p.fabric,
-                    LinkKind::Fabric,
-                );
-            }
-        }
-    }
-    let rule = FullMeshRule {
-        dims,
-        stride,
-        first_port,
-        hosts_per_router: hpr,
-        router0,
-        ndims: MAX_DIMS - dims.iter().rev().take_while(|&&n| n == 1).count(),
-        routers,
-        dim_div: dims.map(Divisor::new),
-        hpr_div: Divisor::new(hpr),
+    // Ports per dimension: every other router of the line, in coordinate order.
+    let (b, grid) = Grid::lay_out(
         num_hosts,
-        host_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
-        ports_per_router: next,
+        &p.dims,
+        p.hosts_per_router,
+        p.nic,
+        p.fabric,
+        scale_up,
+        |n| n - 1,
+        |n, c, add| {
+            for e in (0..n).filter(|&e| e != c) {
+                add(e);
+            }
+        },
+    )?;
+    let rule = FullMeshRule {
+        ndims: MAX_DIMS - grid.dims.iter().rev().take_while(|&&n| n == 1).count(),
+        grid,
     };
     b.build(
         format!("full-mesh-{}-{num_hosts}", dims_text(&p.dims)),
@@ -165,29 +106,19 @@ pub fn full_mesh(num_hosts: u32, p: &FullMeshParams, scale_up: ScaleUp, ecmp_see
 /// Minimal routing on an n-D full mesh; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FullMeshRule {
-    /// Routers per dimension; unused dimensions hold 1.
-    pub dims: [u32; MAX_DIMS],
-    stride: [u32; MAX_DIMS],
-    first_port: [u32; MAX_DIMS],
-    /// GPU NICs per router.
-    pub hosts_per_router: u32,
-    /// Node id of the first router.
-    pub router0: u32,
+    grid: Grid<MAX_DIMS>,
     /// Dimensions up to the last one of more than one router.
     ndims: usize,
-    routers: u32,
-    dim_div: [Divisor; MAX_DIMS],
-    hpr_div: Divisor,
-    num_hosts: u32,
-    /// Id of the first host NIC link (after the NVLink links).
-    host_links0: u32,
-    /// Links (ports) of every router.
-    ports_per_router: u32,
 }
 
 impl FullMeshRule {
+    /// Routers per dimension; unused dimensions hold 1.
+    pub fn dims(&self) -> [u32; MAX_DIMS] {
+        self.grid.dims
+    }
+
     fn routers(&self) -> u32 {
-        self.routers
+        self.grid.routers
     }
 }
 
@@ -198,36 +129,20 @@ impl RoutingRule for FullMeshRule {
 
     /// The far end of every hop is computed (a host's router, a line neighbour `r + (d - c) *
     /// stride`), so the next hop does not wait on this hop's load; coordinates come from one
-    /// pass of multiply-divisions ([`Divisor`]).
+    /// pass of multiply-divisions ([`crate::fastdiv::Divisor`]).
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        // Link ids are arithmetic too (the generator's order: NVLink links, then each host's
-        // NIC link, then each router's links in port order), so a route reads no table; debug
-        // assertions check each against the port table.
-        if at.0 < self.num_hosts {
-            let nic = (self.host_links0 + at.0, self.router0 + self.hpr_div.div(at.0));
-            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
-        }
-        if at.0 < self.router0 {
-            return nvswitch_hop_computed(t, at, dst);
-        }
-        let r = at.0 - self.router0;
-        let (dr, slot) = self.hpr_div.div_rem(dst.0);
-        let link0 = self.host_links0 + self.num_hosts + r * self.ports_per_router;
-        if r == dr {
-            let hop = Hop {
-                link: LinkId(link0 + slot),
-                to: dst,
-            };
-            debug_assert_eq!(hop, t.port_hops(at)[slot as usize], "full-mesh host port at {at}");
-            return Ok(hop);
-        }
+        let g = &self.grid;
+        let (r, dr, link0) = match g.step(t, at, dst, flow_hash)? {
+            GridStep::Done(hop) => return Ok(hop),
+            GridStep::Router { r, dr, link0 } => (r, dr, link0),
+        };
         // The dimensions still to correct, in order, with both coordinates; the flow hash picks
         // one (ECMP).
         let mut differing = [(0usize, 0u32, 0u32); MAX_DIMS];
         let mut k = 0;
         let (mut a, mut b) = (r, dr);
-        for (i, div) in self.dim_div.iter().enumerate().take(self.ndims) {
+        for (i, div) in g.dim_div.iter().enumerate().take(self.ndims) {
             let (qa, c) = div.div_rem(a);
             let (qb, d) = div.div_rem(b);
             if c != d {
@@ -236,7 +151,7 @@ impl RoutingRule for FullMeshRule {
             }
             (a, b) = (qa, qb);
         }
-        if k == 0 || r >= self.routers {
+        if k == 0 || r >= g.routers {
             return Err(TopoError::Unreachable {
                 src: at,
                 dst,
@@ -244,14 +159,8 @@ impl RoutingRule for FullMeshRule {
             });
         }
         let (i, c, d) = differing[if k == 1 { 0 } else { t.ecmp_pick(at, flow_hash, k) }];
-        let port = self.first_port[i] + if d < c { d } else { d - 1 };
-        let to = at.0 + d * self.stride[i] - c * self.stride[i];
-        let hop = Hop {
-            link: LinkId(link0 + port),
-            to: NodeId(to),
-        };
-        debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "full-mesh line port at {at}");
-        Ok(hop)
+        let port = g.first_port[i] + if d < c { d } else { d - 1 };
+        Ok(g.hop(t, at, link0, port, (i, c, d)))
     }
 
     fn diameter(&self, t: &Topology) -> Option<u32> {
@@ -263,24 +172,24 @@ impl RoutingRule for FullMeshRule {
         }
         // Two servers on routers that differ in every dimension exist only when servers do not
         // span routers.
-        if !self.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
+        if !self.grid.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
             return None;
         }
-        Some(2 + self.dims.iter().filter(|&&n| n > 1).count() as u32)
+        Some(2 + self.grid.dims.iter().filter(|&&n| n > 1).count() as u32)
     }
 
     /// The cut across the last (slowest) dimension at its middle: hosts `0..H/2` are exactly
     /// the routers below it when that dimension is even; each of its lines is a complete graph
     /// cut in halves, `(n/2)^2` links.
     fn bisection(&self, t: &Topology) -> Option<Bandwidth> {
-        let last = (0..MAX_DIMS).rev().find(|&i| self.dims[i] > 1)?;
-        let n = self.dims[last];
+        let last = (0..MAX_DIMS).rev().find(|&i| self.grid.dims[i] > 1)?;
+        let n = self.grid.dims[last];
         if !n.is_multiple_of(2) {
             return None;
         }
         let lines = self.routers() / n;
-        let r0 = NodeId(self.router0);
-        let fabric = t.link(t.ports(r0)[self.first_port[last] as usize]).bandwidth;
+        let r0 = NodeId(self.grid.router0);
+        let fabric = t.link(t.ports(r0)[self.grid.first_port[last] as usize]).bandwidth;
         let cross = u128::from(fabric.bps()) * u128::from(lines) * u128::from(n / 2) * u128::from(n / 2);
         let half = u128::from(t.num_hosts() / 2) * u128::from(t.nic_bandwidth(NodeId(0)).bps());
         Some(Bandwidth::from_bps(u64::try_from(cross.min(half)).unwrap_or(u64::MAX)))

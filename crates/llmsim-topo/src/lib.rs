@@ -9,6 +9,7 @@ pub mod fastdiv;
 pub mod full_mesh;
 pub mod generators;
 pub mod graph;
+pub mod grid;
 pub mod link_spec;
 pub mod names;
 pub mod ns3;

@@ -16,16 +16,15 @@
 
 use std::sync::Arc;
 
-use llmsim_core::{Bandwidth, LinkId, NodeId};
+use llmsim_core::{Bandwidth, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::TopoError;
-use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text, grid_routers, grid_shape};
-use crate::fastdiv::Divisor;
-use crate::generators::{check_hosts, hosts_with_scale_up};
-use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
-use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed};
+use crate::family::{FamilySpec, GridRules, RoutingRule, dims_text};
+use crate::graph::{Hop, ScaleUp, Topology};
+use crate::grid::{Grid, GridParams, GridStep};
+use crate::link_spec::LinkSpec;
+use crate::routing::Routing;
 
 /// Largest number of torus dimensions.
 pub const MAX_DIMS: usize = 3;
@@ -81,35 +80,19 @@ pub fn balanced_dims(n: u32, d: usize) -> Vec<u32> {
 
 impl FamilySpec for TorusSpec {
     fn build(&self, gpus: u32, scale_up: ScaleUp, seed: u64) -> Result<Topology, TopoError> {
-        check_hosts(gpus)?;
         let rules = GridRules {
             family: "torus",
             max_dims: MAX_DIMS,
             default_dimensions: 3,
         };
-        let (dims, hpr) = grid_shape(&rules, self.dims.as_deref(), self.dimensions, self.hosts_per_router, gpus, scale_up)?;
-        let p = TorusParams {
-            dims,
-            hosts_per_router: hpr,
-            nic: self.nic.resolve(DEFAULT_NIC),
-            fabric: self.fabric.resolve(DEFAULT_FABRIC),
-        };
+        let (dims, dimensions, hpr) = (self.dims.as_deref(), self.dimensions, self.hosts_per_router);
+        let p = GridParams::resolve(&rules, dims, dimensions, hpr, &self.nic, &self.fabric, gpus, scale_up)?;
         torus(gpus, &p, scale_up, seed)
     }
 }
 
 /// A resolved torus.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TorusParams {
-    /// Routers per dimension; product times `hosts_per_router` is the GPU count.
-    pub dims: Vec<u32>,
-    /// GPU NICs per router.
-    pub hosts_per_router: u32,
-    /// Host NIC <-> router.
-    pub nic: LinkParams,
-    /// Router <-> router, in every dimension.
-    pub fabric: LinkParams,
-}
+pub type TorusParams = GridParams;
 
 fn ports_of(n: u32) -> u32 {
     match n {
@@ -123,61 +106,31 @@ fn ports_of(n: u32) -> u32 {
 ///
 /// # Errors
 /// `TopoError::Invalid` when the dims times `hosts_per_router` differ from `num_hosts`, for a
-/// zero bandwidth, or the scale-up errors of [`hosts_with_scale_up`].
+/// zero bandwidth, or the scale-up errors of [`crate::generators::hosts_with_scale_up`].
 pub fn torus(num_hosts: u32, p: &TorusParams, scale_up: ScaleUp, ecmp_seed: u64) -> Result<Topology, TopoError> {
-    let hpr = p.hosts_per_router;
-    let routers = grid_routers(num_hosts, &p.dims, hpr, MAX_DIMS, p.nic, p.fabric)?;
-    let mut dims = [1u32; MAX_DIMS];
-    dims[..p.dims.len()].copy_from_slice(&p.dims);
-    let mut first_port = [0u32; MAX_DIMS];
-    let mut next = hpr;
-    for i in 0..MAX_DIMS {
-        first_port[i] = next;
-        next += ports_of(dims[i]);
-    }
-    let mut b = hosts_with_scale_up(num_hosts, scale_up)?;
-    let router0 = b.add_nodes(NodeKind::Switch { tier: 1 }, routers).0;
-    b.reserve_links(2 * num_hosts as usize + (routers * (next - hpr)) as usize);
-    for h in 0..num_hosts {
-        b.add_link(NodeId(h), NodeId(router0 + h / hpr), p.nic, LinkKind::HostNic);
-    }
-    // Each router's outgoing links in port order: hosts, then +1/-1 per dimension.
-    let stride = [1, dims[0], dims[0] * dims[1]];
-    for r in 0..routers {
-        for h in r * hpr..(r + 1) * hpr {
-            b.add_link(NodeId(router0 + r), NodeId(h), p.nic, LinkKind::HostNic);
-        }
-        for i in 0..MAX_DIMS {
-            let n = dims[i];
-            let c = r / stride[i] % n;
-            let base = r - c * stride[i];
+    // Ports per dimension: `+1`, then `-1` (one port when the dimension has 2 routers).
+    let (b, grid) = Grid::lay_out(
+        num_hosts,
+        &p.dims,
+        p.hosts_per_router,
+        p.nic,
+        p.fabric,
+        scale_up,
+        ports_of,
+        |n, c, add| {
             if n >= 2 {
-                let plus = base + (c + 1) % n * stride[i];
-                b.add_link(NodeId(router0 + r), NodeId(router0 + plus), p.fabric, LinkKind::Fabric);
+                add((c + 1) % n);
             }
             if n >= 3 {
-                let minus = base + (c + n - 1) % n * stride[i];
-                b.add_link(NodeId(router0 + r), NodeId(router0 + minus), p.fabric, LinkKind::Fabric);
+                add((c + n - 1) % n);
             }
-        }
-    }
-    let rule = TorusRule {
-        dims,
-        stride,
-        first_port,
-        hosts_per_router: hpr,
-        router0,
-        dim_div: dims.map(Divisor::new),
-        hpr_div: Divisor::new(hpr),
-        num_hosts,
-        host_links0: if scale_up.gpus_per_server > 1 { 2 * num_hosts } else { 0 },
-        ports_per_router: next,
-    };
+        },
+    )?;
     b.build(
         format!("torus-{}-{num_hosts}", dims_text(&p.dims)),
         num_hosts,
         scale_up,
-        Routing::Rule(Arc::new(rule)),
+        Routing::Rule(Arc::new(TorusRule { grid })),
         ecmp_seed,
     )
 }
@@ -185,26 +138,17 @@ pub fn torus(num_hosts: u32, p: &TorusParams, scale_up: ScaleUp, ecmp_seed: u64)
 /// Dimension-order routing on a torus; see the module doc for addresses and ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TorusRule {
-    /// Routers per dimension; unused dimensions hold 1.
-    pub dims: [u32; MAX_DIMS],
-    stride: [u32; MAX_DIMS],
-    first_port: [u32; MAX_DIMS],
-    /// GPU NICs per router.
-    pub hosts_per_router: u32,
-    /// Node id of the first router.
-    pub router0: u32,
-    dim_div: [Divisor; MAX_DIMS],
-    hpr_div: Divisor,
-    num_hosts: u32,
-    /// Id of the first host NIC link (after the NVLink links).
-    host_links0: u32,
-    /// Links (ports) of every router.
-    ports_per_router: u32,
+    grid: Grid<MAX_DIMS>,
 }
 
 impl TorusRule {
+    /// Routers per dimension; unused dimensions hold 1.
+    pub fn dims(&self) -> [u32; MAX_DIMS] {
+        self.grid.dims
+    }
+
     fn routers(&self) -> u32 {
-        self.dims.iter().product()
+        self.grid.routers
     }
 }
 
@@ -215,40 +159,24 @@ impl RoutingRule for TorusRule {
 
     /// Every hop's far end is computed (a host's router, the `+1` / `-1` neighbour), so the
     /// next hop does not wait on this hop's load; coordinates come from multiply-divisions
-    /// ([`Divisor`]).
+    /// ([`crate::fastdiv::Divisor`]).
     #[inline]
     fn hop(&self, t: &Topology, at: NodeId, dst: NodeId, flow_hash: u64) -> Result<Hop, TopoError> {
-        // Link ids are arithmetic too (the generator's order: NVLink links, then each host's
-        // NIC link, then each router's links in port order), so a route reads no table; debug
-        // assertions check each against the port table.
-        if at.0 < self.num_hosts {
-            let nic = (self.host_links0 + at.0, self.router0 + self.hpr_div.div(at.0));
-            return Ok(host_hop_computed(t, at, dst, flow_hash, 1, |_| nic));
-        }
-        if at.0 < self.router0 {
-            return nvswitch_hop_computed(t, at, dst);
-        }
-        let r = at.0 - self.router0;
-        let (dr, slot) = self.hpr_div.div_rem(dst.0);
-        let link0 = self.host_links0 + self.num_hosts + r * self.ports_per_router;
-        if r == dr {
-            let hop = Hop {
-                link: LinkId(link0 + slot),
-                to: dst,
-            };
-            debug_assert_eq!(hop, t.port_hops(at)[slot as usize], "torus host port at {at}");
-            return Ok(hop);
-        }
+        let g = &self.grid;
+        let (r, dr, link0) = match g.step(t, at, dst, flow_hash)? {
+            GridStep::Done(hop) => return Ok(hop),
+            GridStep::Router { r, dr, link0 } => (r, dr, link0),
+        };
         let (mut a, mut b) = (r, dr);
         for i in 0..MAX_DIMS {
-            let n = self.dims[i];
-            let (qa, c) = self.dim_div[i].div_rem(a);
-            let (qb, d) = self.dim_div[i].div_rem(b);
+            let n = g.dims[i];
+            let (qa, c) = g.dim_div[i].div_rem(a);
+            let (qb, d) = g.dim_div[i].div_rem(b);
             (a, b) = (qa, qb);
             if c == d {
                 continue;
             }
-            let first = self.first_port[i];
+            let first = g.first_port[i];
             let plus = if c + 1 == n { 0 } else { c + 1 };
             let minus = if c == 0 { n - 1 } else { c - 1 };
             let (port, e) = if n == 2 {
@@ -267,13 +195,7 @@ impl RoutingRule for TorusRule {
                     }
                 }
             };
-            let to = at.0 + e * self.stride[i] - c * self.stride[i];
-            let hop = Hop {
-                link: LinkId(link0 + port),
-                to: NodeId(to),
-            };
-            debug_assert_eq!(Some(&hop), t.port_hops(at).get(port as usize), "torus port at {at}");
-            return Ok(hop);
+            return Ok(g.hop(t, at, link0, port, (i, c, e)));
         }
         Err(TopoError::Unreachable {
             src: at,
@@ -290,10 +212,10 @@ impl RoutingRule for TorusRule {
             return Some(2);
         }
         // The antipodal routers hold different servers only when servers do not span routers.
-        if !self.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
+        if !self.grid.hosts_per_router.is_multiple_of(t.gpus_per_server()) {
             return None;
         }
-        Some(2 + self.dims.iter().map(|n| n / 2).sum::<u32>())
+        Some(2 + self.grid.dims.iter().map(|n| n / 2).sum::<u32>())
     }
 
     /// Rings along the torus: variant `v` walks dimension `v / 2` fastest (the others in order
@@ -306,7 +228,7 @@ impl RoutingRule for TorusRule {
         // The dimensions longer than 1, in order (no allocation: sorting a group calls this often).
         let mut used = [0usize; MAX_DIMS];
         let mut n = 0;
-        for i in (0..MAX_DIMS).filter(|&i| self.dims[i] > 1) {
+        for i in (0..MAX_DIMS).filter(|&i| self.grid.dims[i] > 1) {
             used[n] = i;
             n += 1;
         }
@@ -316,15 +238,15 @@ impl RoutingRule for TorusRule {
         }
         let v = variant as usize % (2 * used.len());
         let fast = used[v / 2];
-        let r = host.0 / self.hosts_per_router;
+        let r = host.0 / self.grid.hosts_per_router;
         // Mixed radix from the slowest digit (the other dimensions, last first) to `fast`, each
         // digit reflected when the position so far is odd (reflected mixed-radix Gray order).
         let mut key = 0u64;
         let mut weight = 1u64;
         let slow = used.iter().rev().copied().filter(|&i| i != fast);
         for i in slow.chain(std::iter::once(fast)) {
-            let size = u64::from(self.dims[i]);
-            let c = u64::from(r / self.stride[i] % self.dims[i]);
+            let size = u64::from(self.grid.dims[i]);
+            let c = u64::from(self.grid.coord(r, i));
             let digit = if key % 2 == 1 { size - 1 - c } else { c };
             key = key * size + digit;
             weight *= size;
@@ -335,15 +257,15 @@ impl RoutingRule for TorusRule {
     /// The cut across the last (slowest) dimension at its middle: hosts `0..H/2` are exactly
     /// the routers below it when that dimension is even.
     fn bisection(&self, t: &Topology) -> Option<Bandwidth> {
-        let last = (0..MAX_DIMS).rev().find(|&i| self.dims[i] > 1)?;
-        let n = self.dims[last];
+        let last = (0..MAX_DIMS).rev().find(|&i| self.grid.dims[i] > 1)?;
+        let n = self.grid.dims[last];
         if !n.is_multiple_of(2) {
             return None;
         }
         let plane = self.routers() / n;
         let cuts = if n == 2 { 1 } else { 2 };
-        let r0 = NodeId(self.router0);
-        let fabric = t.link(t.ports(r0)[self.first_port[last] as usize]).bandwidth;
+        let r0 = NodeId(self.grid.router0);
+        let fabric = t.link(t.ports(r0)[self.grid.first_port[last] as usize]).bandwidth;
         let cross = u128::from(fabric.bps()) * u128::from(plane * cuts);
         let half = u128::from(t.num_hosts() / 2) * u128::from(t.nic_bandwidth(NodeId(0)).bps());
         Some(Bandwidth::from_bps(u64::try_from(cross.min(half)).unwrap_or(u64::MAX)))
