@@ -3,6 +3,8 @@
 #
 # Usage: bench/validation.sh [extra llmsim run args, e.g. --backend analytical]
 #   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
+#   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio) as CSV, for
+#                            bench/validation_plot.py (which draws bench/validation.png)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -126,6 +128,7 @@ def run(name):
 print("| row | GPUs | parallel | published | convention | llmsim | ratio | paper-formula TFLOP/s | iter published (s) | iter llmsim (s) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 ratios, rejected = [], []
+csv_rows = []
 for name, conv, pub, pub_iter, cite, dims, group in REF:
     r, err = run(name)
     if group == "approx":
@@ -134,6 +137,7 @@ for name, conv, pub, pub_iter, cite, dims, group in REF:
         if group != "approx":
             rejected.append((name, group))
         print(f"| {name} | | | {pub} | {conv} | REJECTED: {err} | | | {pub_iter or ''} | |")
+        csv_rows.append([name, group, "", "", "", conv, pub, "", "", err])
         continue
     peak = r["model_tflops_per_gpu"] / r["mfu"]  # TFLOP/s, the GPU's dense peak for the dtype
     it = r["iteration_time_s"]
@@ -158,7 +162,14 @@ for name, conv, pub, pub_iter, cite, dims, group in REF:
         ratios.append((name, val / pub, group))
     print(f"| {name} | {r['gpus']} | {r['parallel']} | {pub_s} | {convs} | {val_s} | {val / pub:.2f} | "
           f"{formula} | {pub_iter or ''} | {it:.3f} |")
+    csv_rows.append([name, group, r["gpu"], r["gpus"], r["parallel"], conv, pub, f"{val:.6g}", f"{val / pub:.4f}", ""])
 print()
+if os.environ.get("VALIDATION_CSV"):
+    import csv
+    with open(os.environ["VALIDATION_CSV"], "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"])
+        w.writerows(csv_rows)
 
 def summary(label, rows, rej, total):
     errs = sorted(abs(q - 1.0) for _, q, _ in rows)
