@@ -51,7 +51,7 @@ KNOWN_OPS = tuple(
             b + x
             for b in ("core_attention", *NORMS, *RESIDUALS, *ACTIVATIONS)
             + ("embedding_dropout", "cross_entropy", "moe_permute", "moe_unpermute")
-            + ("moe_sort_chunks", "moe_unsort_chunks")
+            + ("moe_sort_chunks", "moe_unsort_chunks", "rope", "attn_qk_norm")
             for x in ("", "_bwd")
         }
         | {"embedding", "embedding_wgrad", "optimizer_step"}
@@ -71,7 +71,7 @@ class Kernel:
     shape: str
     op_class: str
     kind: str
-    """gemm, attention, norm, residual, activation, dropout, cross_entropy, embedding,
+    """gemm, attention, norm, residual, activation, dropout, rope, cross_entropy, embedding,
     embedding_wgrad, gather, scatter, optimizer"""
     variant: str = "fwd"
     """fwd or bwd; for a GEMM fwd, dgrad or wgrad"""
@@ -193,6 +193,18 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
         k.flags = {"flash": cls == "FlashAttention", "causal": skv == sl}
     elif base in NORMS:
         k.kind, k.dims = "norm", {"tokens": tok_sp, "h": h}
+    elif base == "attn_qk_norm":
+        # An RMSNorm over each query and key head (ops.rs `norm_width`): 4 (fwd) or 8 (bwd) FLOPs
+        # an element; the forward's bytes are 2 per element plus the head-wide weight.
+        e = _exact(flops, 8 if variant == "bwd" else 4, "the element count", row)
+        if variant == "fwd":
+            width = _exact(nbytes - 2 * e * act_bytes, act_bytes, "the head size", row, "bytes")
+        else:
+            width = _exact(nbytes - 3 * e * act_bytes, 4, "the head size", row, "bytes")
+        k.kind, k.dims = "norm", {"tokens": e // width, "h": width}
+    elif base == "rope":
+        # Rotary embedding over the queries and keys (ops.rs `rope`): 3 FLOPs an element.
+        k.kind, k.dims = "rope", {"elements": _exact(flops, 3, "the element count", row)}
     elif base in RESIDUALS:
         k.kind, k.dims = "residual", {"elements": tok_sp * h}
     elif base in ACTIVATIONS:
@@ -339,6 +351,12 @@ class NumpyBackend(Backend):
                 return dx, (dy * xh).sum(0)
 
             return norm
+        if k.kind == "rope":
+            x = self._r(d["elements"] // 2, 2)
+            cos, sin = np.cos(x[:, :1]), np.sin(x[:, :1])
+            sign = np.array([-1.0, 1.0], dtype=x.dtype)
+            # Forward rotates x; backward rotates the gradient the other way: the same traffic.
+            return lambda: x * cos + x[:, ::-1] * sign * sin
         if k.kind in ("residual", "dropout"):
             e = d["elements"]
             x, r = self._r(e), self._r(e)
@@ -509,6 +527,12 @@ class TorchBackend(Backend):
             y = F.layer_norm(x, (h,), w, bias)
             dy = torch.randn_like(y)
             return lambda: grad(y, (x, w, bias), dy, retain_graph=True)
+        if k.kind == "rope":
+            x = self._r(d["elements"] // 2, 2)
+            cos, sin = torch.cos(x[:, :1]), torch.sin(x[:, :1])
+            sign = torch.tensor([-1.0, 1.0], device=x.device, dtype=x.dtype)
+            # Forward rotates x; backward rotates the gradient the other way: the same traffic.
+            return lambda: x * cos + x.flip(-1) * sign * sin
         if k.kind in ("residual", "dropout"):
             e = d["elements"]
             x, r = self._r(e), self._r(e)

@@ -113,6 +113,29 @@ pub enum AttentionType {
     SlidingAttention,
 }
 
+/// How token positions enter the model (Megatron `--position-embedding-type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PositionEmbedding {
+    /// A learned position table added to the token embedding (GPT-3; Megatron's default). Its
+    /// add is part of the embedding op.
+    #[default]
+    LearnedAbsolute,
+    /// Rotary embeddings applied to every query and key head before attention (Llama, Mixtral,
+    /// Qwen, DeepSeek's RoPE dimensions, GPT-OSS, Nemotron): one fused kernel over the queries and
+    /// keys forward and one over their gradients backward (Megatron-Core `apply_rope_fusion`,
+    /// Transformer Engine's `fused_apply_rotary_pos_emb`).
+    Rope,
+    /// None (Nemotron-H: its Mamba layers carry the positions).
+    None,
+}
+
+impl PositionEmbedding {
+    fn is_learned(&self) -> bool {
+        *self == PositionEmbedding::LearnedAbsolute
+    }
+}
+
 /// What one layer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LayerKind {
@@ -231,6 +254,9 @@ pub struct ModelConfig {
     /// The Mamba-2 mixer of the `M` layers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba: Option<MambaConfig>,
+    /// How token positions enter the model: `learned_absolute` (default), `rope` or `none`.
+    #[serde(default, skip_serializing_if = "PositionEmbedding::is_learned")]
+    pub position_embedding_type: PositionEmbedding,
     /// Multi-token-prediction modules (DeepSeek-V3 `num_nextn_predict_layers`). Counted by
     /// [`ModelConfig::mtp_param_count`]; not part of [`ModelConfig::param_count`] nor simulated.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -655,6 +681,7 @@ impl ModelConfig {
             mla: None,
             hybrid_override_pattern: None,
             mamba: None,
+            position_embedding_type: PositionEmbedding::Rope,
             num_nextn_predict_layers: 0,
         }
     }
@@ -670,7 +697,10 @@ struct Preset {
 
 /// GPT-3 (Brown et al. 2020, Table 2.1; SimAI Table 3): h, layers, heads, FFN = 4h, GPT-2 BPE vocab 50257, GeLU.
 fn gpt3(name: &str, h: u64, layers: u64, heads: u64) -> ModelConfig {
-    ModelConfig::dense(name, h, layers, heads, heads, 4 * h, 50257, false)
+    ModelConfig {
+        position_embedding_type: PositionEmbedding::LearnedAbsolute,
+        ..ModelConfig::dense(name, h, layers, heads, heads, 4 * h, 50257, false)
+    }
 }
 
 const PRESETS: &[Preset] = &[
@@ -911,6 +941,9 @@ fn nemotron_h(name: &str, h: u64, heads: u64, ffn: u64, pattern: &str, mamba_hea
             conv_kernel: 4,
             chunk_size: 128,
         }),
+        // Megatron-Core's `MambaModel` has no position embedding by default; Nemotron-H's
+        // config.json carries no RoPE parameters.
+        position_embedding_type: PositionEmbedding::None,
         ..ModelConfig::dense(name, h, pattern.len() as u64, heads, 8, ffn, 131072, false)
     }
 }
@@ -1024,6 +1057,8 @@ fn hf_required(obj: &serde_json::Map<String, Value>, aliases: &[&str]) -> Result
 ///   `conv_kernel` | `mamba_d_conv` (4), `chunk_size` (128); `mlp_hidden_act` (`relu2` ⇒ plain).
 /// - `attention_bias`, `mlp_bias`; `model_type: gpt_oss` implies both and attention sinks,
 ///   `qwen3`/`qwen3_moe` q/k norms.
+/// - positions: no embedding for a hybrid model, a learned table for the GPT-2 family
+///   (`n_positions`, `model_type` `gpt2`/`gpt_bigcode`/`opt`), RoPE otherwise.
 ///
 /// # Errors
 /// [`WorkloadError::HfConfig`] for invalid JSON or a missing required field, and the errors of
@@ -1123,6 +1158,15 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         mlp_bias: flag("mlp_bias") || gpt_oss,
         attention_sinks: gpt_oss,
         qk_norm: matches!(model_type, "qwen3" | "qwen3_moe"),
+        // A hybrid Mamba model has none; the GPT-2 family (`n_positions`, and OPT) a learned
+        // table; every other decoder config here (Llama, Mistral, Qwen, DeepSeek, GPT-OSS) RoPE.
+        position_embedding_type: if hybrid_override_pattern.is_some() {
+            PositionEmbedding::None
+        } else if obj.contains_key("n_positions") || matches!(model_type, "gpt2" | "gpt_bigcode" | "opt") {
+            PositionEmbedding::LearnedAbsolute
+        } else {
+            PositionEmbedding::Rope
+        },
         sliding_window,
         layer_types,
         mla,
@@ -1297,6 +1341,12 @@ pub struct ModelOverrides {
     /// Multi-token-prediction modules (DeepSeek-V3). Not simulated. Default (no base): 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_nextn_predict_layers: Option<u64>,
+    /// How token positions enter the model: `learned_absolute` (a learned table added to the
+    /// embedding), `rope` (rotary embeddings on every query and key head: one fused kernel forward
+    /// and one backward per attention layer) or `none`. Presets and `config.json` set it; default
+    /// (no base): `learned_absolute`, Megatron's `--position-embedding-type` default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position_embedding_type: Option<PositionEmbedding>,
 }
 
 /// The `model:` section of a scenario: a string (a preset name, or a path ending in `.json` to a
@@ -1395,6 +1445,9 @@ impl ModelOverrides {
                     layer_types,
                     num_nextn_predict_layers
                 );
+                if let Some(x) = self.position_embedding_type {
+                    m.position_embedding_type = x;
+                }
                 if let Some(d) = self.head_dim {
                     m.explicit_head_dim = Some(d);
                 }
@@ -1443,6 +1496,7 @@ impl ModelOverrides {
                     hybrid_override_pattern: self.hybrid_override_pattern.clone(),
                     mamba: self.mamba.clone(),
                     num_nextn_predict_layers: self.num_nextn_predict_layers.unwrap_or(0),
+                    position_embedding_type: self.position_embedding_type.unwrap_or_default(),
                 }
             }
         };

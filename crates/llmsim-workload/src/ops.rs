@@ -27,6 +27,9 @@
 //!   column-parallel GEMM and a reduce-scatter after each row-parallel one, and in backward the
 //!   swapped pair plus the re-all-gather of the column-parallel input that Megatron issues for the
 //!   weight gradient (`LinearWithGradAccumulationAndAsyncCommunication.backward`).
+//! - **Positions and head norms**: with `position_embedding_type: rope` one fused rotary kernel
+//!   over the local query and key heads after the QKV projection (MLA: over their RoPE parts),
+//!   and its backward; with `qk_norm` an RMSNorm over each query and key head before it.
 //! - **Context parallelism** is modelled as the ring traffic Megatron's CP attention sends: an
 //!   all-gather over the CP group of the local heads' K and V for the whole sequence in forward,
 //!   and in backward the same all-gather plus a reduce-scatter of dK/dV. The ring steps are not
@@ -46,7 +49,7 @@ use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::config::{Fp8Recipe, MoeDispatcher, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
-use crate::model::{LayerKind, MlaConfig, ModelConfig};
+use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
 /// Which part of a training step an op belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -668,6 +671,26 @@ impl<'a> Builder<'a> {
         );
     }
 
+    /// Rotary position embedding over `elems` query and key elements: Transformer Engine's fused
+    /// kernel (`fused_apply_rotary_pos_emb`, used by Megatron-Core with `apply_rope_fusion`, on by
+    /// default) reads each element and writes the rotated one; backward does the same to the
+    /// gradients. The cos/sin table (fp32, one row per position) is small beside them and left out.
+    fn rope(&mut self, elems: u64, shape: &str) {
+        let e = elems as f64;
+        let dt = self.d.dt as f64;
+        self.push(
+            vec![compute("rope", Pass::Forward, OpClass::Elementwise, 3.0 * e, 2.0 * e * dt, shape)],
+            vec![compute(
+                "rope_bwd",
+                Pass::BackwardInput,
+                OpClass::Elementwise,
+                3.0 * e,
+                2.0 * e * dt,
+                shape,
+            )],
+        );
+    }
+
     /// MLP activation over `tokens · ffn_local` outputs: GeLU reads 1, writes 1; SwiGLU reads 2,
     /// writes 1 (backward: reads dy and the inputs, writes their gradients).
     fn activation(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64, ffn_l: u64, gated: bool, shape: &str) {
@@ -884,12 +907,26 @@ fn attention(bld: &mut Builder, m: &ModelConfig, t: &TrainingConfig, layer: u64)
     let d = bld.d;
     let attn_shape = d.shape_with(&format!("heads={},kv={}", d.a_l, d.kv_l));
     let keys = m.attended_keys(layer, d.s);
+    let rope = m.position_embedding_type == PositionEmbedding::Rope;
     match &m.mla {
         None => {
             let qkv_n = (d.a_l + 2 * d.kv_l) * d.d;
             bld.gemm(gemm_names!("attn_qkv"), Split::Column, d.tok, d.h, qkv_n, d.h * qkv_n, &attn_shape);
+            if m.qk_norm {
+                // Megatron-Core's q_layernorm and k_layernorm: an RMSNorm over each head.
+                bld.norm_width("attn_qk_norm", "attn_qk_norm_bwd", d.tok * (d.a_l + d.kv_l), d.d, &attn_shape);
+            }
+            if rope {
+                bld.rope(d.tok * (d.a_l + d.kv_l) * d.d, &attn_shape);
+            }
         }
-        Some(mla) => mla_projections(bld, mla, &attn_shape),
+        Some(mla) => {
+            mla_projections(bld, mla, &attn_shape);
+            if rope {
+                // MLA rotates only the RoPE part: each query head's and the one shared key's.
+                bld.rope(d.tok * (d.a_l + 1) * mla.qk_rope_head_dim, &attn_shape);
+            }
+        }
     }
     bld.core_attention(t.flash_attention, keys);
     let proj_k = d.a_l * d.dv;
