@@ -101,7 +101,10 @@ fn position_embedding_from_config_json_and_overrides() {
         "num_attention_heads": 32, "intermediate_size": 11008, "vocab_size": 32000, "rope_theta": 10000.0}"#;
     let gpt2 = r#"{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
         "vocab_size": 50257, "n_positions": 1024, "activation_function": "gelu_new"}"#;
-    assert_eq!(from_hf_config_json(llama, "l").unwrap().position_embedding_type, PositionEmbedding::Rope);
+    assert_eq!(
+        from_hf_config_json(llama, "l").unwrap().position_embedding_type,
+        PositionEmbedding::Rope
+    );
     assert_eq!(
         from_hf_config_json(gpt2, "g").unwrap().position_embedding_type,
         PositionEmbedding::LearnedAbsolute
