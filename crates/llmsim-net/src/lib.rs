@@ -109,15 +109,25 @@ pub struct TransportCounters {
     pub fast_retransmits: u32,
     /// Data packets trimmed by switches (UET).
     pub trimmed: u32,
+    /// TCP round-trip-time samples taken (RFC 6298: one timed segment per round trip, none of
+    /// a retransmitted segment).
+    pub rtt_samples: u32,
+    /// Their sum, in ps: [`Self::mean_rtt`] is the study's per-flow average RTT.
+    pub rtt_sum_ps: u64,
 }
 
 impl TransportCounters {
     /// Column names of [`Self::values`], as flows.csv and transfers.csv head them.
     pub const COLUMNS: [&'static str; 4] = ["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"];
 
-    /// Whether nothing was recovered.
+    /// Whether nothing was recovered and no RTT was sampled.
     pub fn is_zero(&self) -> bool {
         *self == TransportCounters::default()
+    }
+
+    /// Mean of the RTT samples; none without samples.
+    pub fn mean_rtt(&self) -> Option<SimTime> {
+        (self.rtt_samples > 0).then(|| SimTime::from_ps(self.rtt_sum_ps / u64::from(self.rtt_samples)))
     }
 
     /// The counters in [`Self::COLUMNS`] order.
@@ -132,6 +142,8 @@ impl std::ops::AddAssign for TransportCounters {
         self.rtos += o.rtos;
         self.fast_retransmits += o.fast_retransmits;
         self.trimmed += o.trimmed;
+        self.rtt_samples += o.rtt_samples;
+        self.rtt_sum_ps += o.rtt_sum_ps;
     }
 }
 
