@@ -7,7 +7,8 @@
 # i-th segment to node i, then node i sends the reduced segment to all: two direct all-to-alls
 # of D bytes per rank, run here as one all-to-all of D per rank, timed twice; see tcp-dlrm.md).
 # Prints one row per (algorithm, buffer, transport, size): completion time, its ratio to the
-# study's analytical time 2 D / 100 Gb/s, drops, RTOs, fast retransmits, retransmitted bytes.
+# study's analytical time 2 D / 100 Gb/s, drops, RTOs, fast retransmits, retransmitted bytes,
+# and in the CSV the mean NIC utilization and TCP's RTT statistics (the study's Figs 8-10).
 # Usage: bench/tcp_dlrm.sh [sizes_MB] [out.csv]   (default "1 2 4 8 16 32 64", bench/tcp-dlrm.csv)
 # LLMSIM=path/to/llmsim runs that binary instead of building this checkout. ALGOS (default
 # "A2A DBT"), BUFS (default "64MiB 1GiB") and ROCE (default 1; 0 skips the RoCE rows) narrow the
@@ -29,7 +30,7 @@ case $system in
   hier) topo=(--topology flat --gpus 128 --gpus-per-node 8 --gpu V100 --nvlink 1200Gbps --nic 100Gbps --nic-latency 500ns) ;;
   *) echo "SYSTEM: flat | hier" >&2; exit 2 ;;
 esac
-echo "algo,buffer,transport,size_mb,time_us,analytical_us,ratio,drops,rtos,fast_retx,retx_bytes,pfc_pauses,events,wall_s" > "$csv"
+echo "algo,buffer,transport,size_mb,time_us,analytical_us,ratio,drops,rtos,fast_retx,retx_bytes,pfc_pauses,events,wall_s,nic_util,rtt_mean_us,rtt_p50_us,rtt_p99_us" > "$csv"
 printf "%-5s %-6s %-5s %6s %12s %12s %8s %8s %6s %8s %12s %8s\n" algo buffer proto MB "time us" "analyt us" ratio drops RTOs fastrtx "retx bytes" "wall s"
 one() {
   local algo=$1 buf=$2 tr=$3 mb=$4
@@ -65,6 +66,10 @@ k = phases
 row = [algo, buf, tr, mb, f"{t:.1f}", f"{analytical:.1f}", f"{t/analytical:.2f}", n["drops"] * k, n["tcp_rtos"] * k,
        n["tcp_fast_retransmits"] * k, n["retransmitted_bytes"] * k, n["pfc_pauses"] * k, n["packet_events"] * k,
        f"{float(t1) - float(t0):.1f}"]
+# The study's Figs 8-10: mean NIC-uplink utilization (every packet on the wire) and TCP's
+# per-transfer mean RTT, its mean, p50 and p99 over transfers (empty under RoCE).
+rtt = j.get("tcp_rtt_us") or {}
+row += [f"{j.get('nic_utilization') or 0:.3f}"] + [f"{rtt[k]:.1f}" if k in rtt else "" for k in ("mean", "p50", "p99")]
 open(csv, "a").write(",".join(map(str, row)) + "\n")
 print(f"{algo:<5} {buf:<6} {tr:<5} {mb:>6} {t:>12.1f} {analytical:>12.1f} {t/analytical:>8.2f} {row[7]:>8} {row[8]:>6} {row[9]:>8} {row[10]:>12} {row[13]:>8}")
 PY

@@ -321,9 +321,16 @@ fn hierarchical_tree_crosses_servers_on_each_rails_double_binary_tree() {
         }
         e
     };
-    let hier = plan_collective(&t, CollectiveOp::AllReduce, bytes, &group(&t), &opts(AlgoChoice::HierarchicalTree), &su4)
-        .unwrap()
-        .plan;
+    let hier = plan_collective(
+        &t,
+        CollectiveOp::AllReduce,
+        bytes,
+        &group(&t),
+        &opts(AlgoChoice::HierarchicalTree),
+        &su4,
+    )
+    .unwrap()
+    .plan;
     let got = cross(&hier);
     // Every transfer stays on its rail (same local rank, different servers).
     for (s, d) in got.keys() {
@@ -338,7 +345,10 @@ fn hierarchical_tree_crosses_servers_on_each_rails_double_binary_tree() {
         let p = plan_collective(&t, CollectiveOp::AllReduce, rail_bytes, &rail, &opts(AlgoChoice::Tree), &su4)
             .unwrap()
             .plan;
-        assert!(p.nodes().iter().all(|n| matches!(n.step, Step::Transfer { .. })), "a rail is one rank per server");
+        assert!(
+            p.nodes().iter().all(|n| matches!(n.step, Step::Transfer { .. })),
+            "a rail is one rank per server"
+        );
         for (k, v) in cross(&p) {
             *want.entry(k).or_default() += v;
         }
@@ -350,9 +360,16 @@ fn hierarchical_tree_crosses_servers_on_each_rails_double_binary_tree() {
     // Plain hierarchical follows NCCL's choice: here (H100, 8 nodes) NVLSTree, whose tree
     // across servers is a fluid pipelined tree with a zero-byte local step for its fill; the
     // chunked DBT has none (its only local steps are the reduce-scatters and all-gathers).
-    let nccl = plan_collective(&t, CollectiveOp::AllReduce, bytes, &group(&t), &opts(AlgoChoice::Hierarchical), &su4)
-        .unwrap()
-        .plan;
+    let nccl = plan_collective(
+        &t,
+        CollectiveOp::AllReduce,
+        bytes,
+        &group(&t),
+        &opts(AlgoChoice::Hierarchical),
+        &su4,
+    )
+    .unwrap()
+    .plan;
     let fills = |p: &CollectivePlan| {
         p.nodes()
             .iter()

@@ -584,7 +584,11 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
             row.extend(o.recovered[i].values().map(|x| x.to_string()));
         }
         if tcp {
-            row.push(o.recovered[i].mean_rtt().map_or_else(String::new, |t| format!("{:.6}", t.as_us_f64())));
+            row.push(
+                o.recovered[i]
+                    .mean_rtt()
+                    .map_or_else(String::new, |t| format!("{:.6}", t.as_us_f64())),
+            );
         }
         w.write_record(&row)?;
         spans.push(TraceEvent {
@@ -734,8 +738,19 @@ mod tests {
         let u = one.nic_utilization.expect("the packet backend reports it");
         assert!(u > goodput && u < goodput * 2.0 * 1514.0 / 1460.0, "{u} vs {goodput}");
         // An all-to-all incast on a 64 KB switch: queues build, the RTTs grow.
-        let inc = outcome(&[&fabric[..], &tcp, &["--op", "all-to-all", "--gpus", "8", "--size", "4MiB", "--switch-buffer", "64KB"]].concat());
-        assert!(rtt(&inc, "p99") > hi && rtt(&inc, "p50") <= rtt(&inc, "p99"), "{}", rtt_summary(&inc));
+        let inc = outcome(
+            &[
+                &fabric[..],
+                &tcp,
+                &["--op", "all-to-all", "--gpus", "8", "--size", "4MiB", "--switch-buffer", "64KB"],
+            ]
+            .concat(),
+        );
+        assert!(
+            rtt(&inc, "p99") > hi && rtt(&inc, "p50") <= rtt(&inc, "p99"),
+            "{}",
+            rtt_summary(&inc)
+        );
         assert_eq!(rtt_summary(&inc)["transfers"].as_u64(), Some(inc.plan.num_transfers() as u64));
         // RoCE keeps no RTT samples.
         let roce = outcome(&[&fabric[..], &["--op", "all-to-all", "--gpus", "8", "--size", "1MiB"]].concat());

@@ -50,14 +50,16 @@
 //!   branch" of the study).
 //! - `bottom_mlp.bwd`: as the top MLP; layer 0 has no input-gradient GEMM (the dense features
 //!   need no gradient).
-//! - Gradient reduction (with [`DlrmConfig::grad_bucket_size`] set: buckets of layers, each
-//!   reduced once its last layer's weight gradient is computed, the backward all-to-all on no
-//!   stream so that it does not queue behind them; by default:) one bucket per MLP, an all-reduce over [`Group::Dp`] on the dp stream of
+//! - Gradient reduction: by default one bucket per MLP, an all-reduce over [`Group::Dp`] on the dp stream of
 //!   `params · grad_bytes` bytes, `params = Σ (in·out + out)` (weights and biases), started when
 //!   that MLP's backward finished. Gradients are reduced in fp32 (4 bytes), or fp16 (2 bytes)
 //!   when `dtype` is fp16: the rule of [`crate::TrainingConfig::grad_dtype`]. On the dp stream
 //!   the backward all-to-all is issued before the top MLP's all-reduce: the all-to-all is on the
 //!   critical path (the embedding update waits for it), the all-reduce only gates the optimizer.
+//!   With [`DlrmConfig::grad_bucket_size`] each MLP's backward is split into buckets of layers
+//!   (DDP's rule, in backward order), each bucket's all-reduce issued on the dp stream as soon as
+//!   its last layer's weight gradient is done; the backward all-to-all then runs on no stream
+//!   ([`Stream::Free`]) so that it does not queue behind the top MLP's all-reduces.
 //! - `optimizer` ([`OpClass::Optimizer`]): plain SGD on the MLP parameters (the MLPerf reference
 //!   DLRM trains with SGD), after both all-reduces: `2` FLOPs and `4 + grad_bytes + 4` bytes per
 //!   parameter (read fp32 weight and gradient, write the weight). The embedding tables are
