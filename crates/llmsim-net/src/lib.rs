@@ -97,8 +97,8 @@ pub struct Completion {
     pub finish: SimTime,
 }
 
-/// What a lossy transport did to recover one transfer's losses (summed over its network legs):
-/// the packet backend under TCP or UET.
+/// What a lossy transport did to recover one transfer's losses, and TCP's RTT samples of it
+/// (summed over its network legs): the packet backend under TCP or UET.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TransportCounters {
     /// Packets (TCP segments) sent again.
@@ -381,9 +381,10 @@ pub trait Network {
     }
     /// The backend's counters so far.
     fn stats(&self) -> NetStats;
-    /// What the transport did to recover completed transfer `id`'s losses (the last transfer
-    /// submitted with that id); `None` for a transfer that lost nothing, or a backend without
-    /// lossy transports (the default).
+    /// What the transport did to recover completed transfer `id`'s losses, and TCP's RTT
+    /// samples of it (the last transfer submitted with that id); `None` for a transfer that
+    /// lost nothing and took no RTT sample, or a backend without lossy transports (the
+    /// default).
     fn transport_counters(&self, id: TransferId) -> Option<TransportCounters> {
         let _ = id;
         None
