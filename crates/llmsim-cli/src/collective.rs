@@ -97,6 +97,10 @@ pub struct CollectiveArgs {
     /// flowlet | adaptive. Default ecmp.
     #[arg(long, value_parser = parse_load_balance)]
     pub load_balance: Option<LoadBalanceSpec>,
+    /// Packet backend: record each link's utilization in bins of this width ("100us") and
+    /// write util.csv (link, src, dst, kind, bin start, utilization) with `--out`.
+    #[arg(long)]
+    pub util_bin: Option<String>,
     /// Write transfers.csv, steps.csv, trace.json (Perfetto) and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -133,6 +137,9 @@ pub struct CollectiveOutcome {
     /// (every packet: data, retransmissions, ACKs) over its capacity for the collective's time
     /// (the ASTRA-sim + ns-3 DLRM study's "average link utilization", its Fig. 8).
     pub nic_utilization: Option<f64>,
+    /// With `--util-bin`: per link and bin with traffic, (link, bin start, utilization of the
+    /// bin: bytes on the wire over what the link could carry in it).
+    pub util: Vec<(u32, SimTime, f64)>,
 }
 
 impl CollectiveOutcome {
@@ -230,8 +237,28 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     for w in spec.warnings() {
         eprintln!("warning: {w}");
     }
-    let mut net = spec.build(topo.clone(), args.topo.seed)?;
-    let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let util_bin: Option<SimTime> = match &args.util_bin {
+        Some(_) if args.backend != Backend::Packet => bail!("--util-bin needs --backend packet"),
+        Some(s) => {
+            let t: SimTime = parse_field("--util-bin", s)?;
+            if t == SimTime::ZERO {
+                bail!("--util-bin must be positive, e.g. 100us");
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    // With --util-bin the packet network is kept by type, to read its bins after the run.
+    let (mut packet, mut boxed) = (None, None);
+    let net: &mut dyn llmsim_net::Network = match util_bin {
+        Some(bin) => {
+            let mut p = llmsim_net::packet::PacketNetwork::new(topo.clone(), spec.packet_config(args.topo.seed)?)?;
+            p.engine_mut().set_util_bin(bin);
+            packet.insert(p)
+        }
+        None => boxed.insert(spec.build(topo.clone(), args.topo.seed)?).as_mut(),
+    };
+    let run = execute(&plan, net, SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
     let nic_utilization = net.packet_details().map(|d| {
         let secs = run.duration().as_secs_f64();
@@ -256,6 +283,15 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     } else {
         Vec::new()
     };
+    let util = match (&packet, util_bin) {
+        (Some(p), Some(bin)) => p
+            .engine()
+            .link_utilization()
+            .into_iter()
+            .map(|(l, b, u)| (l, SimTime::from_ps(bin.as_ps() * b as u64), u))
+            .collect(),
+        _ => Vec::new(),
+    };
     Ok(CollectiveOutcome {
         op,
         bytes,
@@ -272,6 +308,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         load_balance: args.load_balance,
         note,
         nic_utilization,
+        util,
     })
 }
 
@@ -620,6 +657,27 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
     });
     std::fs::write(dir.join("trace.json"), serde_json::to_vec(&tr)?)?;
     std::fs::write(dir.join("summary.json"), serde_json::to_vec_pretty(&summary_json(o))?)?;
+    if !o.util.is_empty() {
+        let mut w = csv::Writer::from_path(dir.join("util.csv"))?;
+        w.write_record(["link", "src", "dst", "kind", "bin_start_us", "utilization"])?;
+        for &(l, t, u) in &o.util {
+            let link = o.topo.link(llmsim_core::LinkId(l));
+            let kind = match link.kind {
+                llmsim_topo::LinkKind::NvLink => "nvlink",
+                llmsim_topo::LinkKind::HostNic => "nic",
+                llmsim_topo::LinkKind::Fabric => "fabric",
+            };
+            w.write_record([
+                l.to_string(),
+                link.src.to_string(),
+                link.dst.to_string(),
+                kind.to_string(),
+                format!("{:.3}", t.as_us_f64()),
+                format!("{u:.4}"),
+            ])?;
+        }
+        w.flush()?;
+    }
     Ok(())
 }
 
@@ -734,6 +792,29 @@ mod tests {
         // NIC utilization: each of the 2 uplinks carries 1 MB of payload (plus headers and
         // ACKs) in the collective's time: at least 1 MB's share of the capacity, at most that
         // plus headers (54 B per 1460) and ACKs (no larger than the data's packets).
+        // --util-bin: each link's bins add up to the bytes its port put on the wire (two counters
+        // of the engine: the bins and the port's total).
+        let binned = outcome(
+            &[
+                &fabric[..],
+                &tcp,
+                &["--op", "all-gather", "--gpus", "2", "--size", "2MB", "--util-bin", "50us"],
+            ]
+            .concat(),
+        );
+        assert_eq!(binned.time(), one.time(), "recording changes nothing");
+        let mut per_link = std::collections::BTreeMap::new();
+        for &(l, _, u) in &binned.util {
+            let bw = binned.topo.link(llmsim_core::LinkId(l)).bandwidth.bps_f64();
+            *per_link.entry(l).or_insert(0.0) += u * bw * 50e-6 / 8.0;
+        }
+        let uplinks: f64 = per_link
+            .iter()
+            .filter(|(l, _)| binned.topo.link(llmsim_core::LinkId(**l)).src.0 < 2)
+            .map(|(_, b)| b)
+            .sum();
+        let wire = binned.nic_utilization.expect("packet") * 2.0 * 100e9 * binned.time().as_secs_f64() / 8.0;
+        assert!((uplinks - wire).abs() <= 1e-6 * wire, "binned {uplinks} B vs on the wire {wire} B");
         let goodput = 1e6 * 8.0 / (100e9 * one.time().as_secs_f64());
         let u = one.nic_utilization.expect("the packet backend reports it");
         assert!(u > goodput && u < goodput * 2.0 * 1514.0 / 1460.0, "{u} vs {goodput}");
