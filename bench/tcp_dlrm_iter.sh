@@ -7,13 +7,17 @@
 # (the study's Figs 13-16 ratio is exposed / compute), drops, RTOs.
 # Usage: bench/tcp_dlrm_iter.sh [base|exp2|exp2c|exp3|exp4|exp4c|all] [out.csv]   (default base,
 # bench/tcp-dlrm-iter.csv). LLMSIM=path/to/llmsim runs that binary instead of building.
-# NICS (default "100Gbps") adds the flat800 system with "100Gbps 800Gbps".
+# NICS (default "100Gbps") adds the flat800 system with "100Gbps 800Gbps". SCENARIO (default
+# bench/tcp-dlrm-flat100.yaml) picks the system: bench/tcp-dlrm-hier100.yaml is the study's
+# hierarchical optimal one. GRAD_BUCKET (default unset: one bucket per MLP) sets
+# dlrm.grad_bucket_size; 1 gives the study's per-layer all-reduces. Both are in the CSV rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-base}
 csv=${2:-bench/tcp-dlrm-iter.csv}
 source bench/lib.sh
-[[ -f $csv ]] || echo "experiment,nic,transport,buffer,injection_latency,chunks,in_flight,iteration_us,compute_us,exposed_comm_us,exposed_over_compute,drops,rtos,fast_retx,events,wall_s" > "$csv"
+scenario=${SCENARIO:-bench/tcp-dlrm-flat100.yaml}
+[[ -f $csv ]] || echo "scenario,grad_bucket,experiment,nic,transport,buffer,injection_latency,chunks,in_flight,iteration_us,compute_us,exposed_comm_us,exposed_over_compute,drops,rtos,fast_retx,events,wall_s" > "$csv"
 printf "%-5s %-7s %-5s %-6s %6s %6s %6s %12s %10s %10s %7s %8s %6s %7s\n" exp nic proto buffer inj chunks inflt "iter us" "compute" "exposed" "exp/cmp" drops RTOs "wall s"
 # one EXP NIC TRANSPORT BUFFER INJ CHUNKS IN_FLIGHT ("-": not given)
 one() {
@@ -25,22 +29,23 @@ one() {
   [[ $chunks != - ]] && sets+=(--set "collectives.chunks=$chunks")
   [[ $infl != - ]] && sets+=(--set "collectives.chunks_in_flight=$infl")
   [[ -n ${A2A_CHUNKS:-} ]] && sets+=(--set "collectives.all_to_all_chunks=$A2A_CHUNKS")
+  [[ -n ${GRAD_BUCKET:-} ]] && sets+=(--set "dlrm.grad_bucket_size=$GRAD_BUCKET")
   local t0 t1
   t0=$(date +%s.%N)
-  "$bin" run bench/tcp-dlrm-flat100.yaml "${sets[@]}" --out "$tmp/o" > "$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
+  "$bin" run "$scenario" "${sets[@]}" --out "$tmp/o" > "$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
   t1=$(date +%s.%N)
-  python3 - "$tmp/o/summary.json" "$csv" "$t0" "$t1" "$@" <<'PY'
+  python3 - "$tmp/o/summary.json" "$csv" "$t0" "$t1" "$(basename "$scenario" .yaml)" "${GRAD_BUCKET:--}" "$@" <<'PY'
 import json, sys
-s, csv, t0, t1, exp, nic, tr, buf, inj, chunks, infl = sys.argv[1:]
+s, csv, t0, t1, scen, gb, exp, nic, tr, buf, inj, chunks, infl = sys.argv[1:]
 j = json.load(open(s))["report"]
 m, n = j["mean"], j["net"]
 comp = m["compute_s"] * 1e6
 exposed = sum(m[k] for k in ("exposed_tp_s", "exposed_cp_s", "exposed_ep_s", "exposed_dp_s", "exposed_pp_s")) * 1e6
 it = j["iteration_time_s"] * 1e6
-row = [exp, nic, tr, buf, inj, chunks, infl, f"{it:.1f}", f"{comp:.1f}", f"{exposed:.1f}", f"{exposed / comp:.3f}", n["drops"], n["tcp_rtos"],
+row = [scen, gb, exp, nic, tr, buf, inj, chunks, infl, f"{it:.1f}", f"{comp:.1f}", f"{exposed:.1f}", f"{exposed / comp:.3f}", n["drops"], n["tcp_rtos"],
        n["tcp_fast_retransmits"], n["packet_events"], f"{float(t1) - float(t0):.1f}"]
 open(csv, "a").write(",".join(map(str, row)) + "\n")
-print(f"{exp:<5} {nic:<7} {tr:<5} {buf:<6} {inj:>6} {chunks:>6} {infl:>6} {it:>12.1f} {comp:>10.1f} {exposed:>10.1f} {exposed / comp:>7.3f} {row[11]:>8} {row[12]:>6} {row[15]:>7}")
+print(f"{exp:<5} {nic:<7} {tr:<5} {buf:<6} {inj:>6} {chunks:>6} {infl:>6} {it:>12.1f} {comp:>10.1f} {exposed:>10.1f} {exposed / comp:>7.3f} {row[13]:>8} {row[14]:>6} {row[17]:>7}")
 PY
 }
 for nic in ${NICS:-100Gbps}; do

@@ -60,9 +60,8 @@ pub struct ExpandParams {
     pub pxn: bool,
     /// How finely a ring is simulated. Default: auto.
     pub granularity: Granularity,
-    /// Hierarchical all-reduce crosses servers on a double binary tree (NCCL NVLSTree) rather
-    /// than a ring.
-    pub hierarchical_tree: bool,
+    /// How a hierarchical all-reduce crosses servers. Default: a ring.
+    pub hierarchical_cross: CrossServer,
     /// NVLink SHARP inside a server (NCCL chose NVLS or NVLSTree for an all-reduce): the
     /// NVSwitch reduction's latency and busbw cap, used instead of the NVLink scale-up model.
     /// The switch is one resource per server, so in a hierarchical all-reduce its
@@ -92,6 +91,21 @@ pub struct ExpandParams {
     pub injection_latency: SimTime,
 }
 
+/// The cross-server step of a hierarchical all-reduce (one per rail, `bytes / m` each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrossServer {
+    /// A ring over the rail ([`ring`]): NCCL's plain hierarchical all-reduce.
+    #[default]
+    Ring,
+    /// A double binary tree run as pipelined flows ([`tree_pipelined`]): NCCL's NVLSTree.
+    PipelinedTree,
+    /// A double binary tree of chunks ([`double_binary_tree`], honouring `chunks` and
+    /// `chunks_in_flight`): the ASTRA-sim + ns-3 DLRM study's "hierarchical optimal"
+    /// all-reduce (local reduce-scatter, DBT in the scale-out dimension, local all-gather).
+    Tree,
+}
+
 impl Default for ExpandParams {
     fn default() -> Self {
         ExpandParams {
@@ -103,7 +117,7 @@ impl Default for ExpandParams {
             step_overhead_inter: SimTime::from_us(14),
             pxn: true,
             granularity: Granularity::Auto,
-            hierarchical_tree: false,
+            hierarchical_cross: CrossServer::Ring,
             nvls: None,
             tree_chunk: Bytes::kib(128),
             chunks: None,
@@ -905,8 +919,9 @@ pub fn tree_pipelined(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Expan
 
 /// Hierarchical all-reduce: intra-server reduce-scatter (scale-up model), an all-reduce of
 /// `bytes / m` across servers per local index (one rail each, ring), then an intra-server
-/// all-gather (scale-up model); with `p.hierarchical_tree` the cross-server step is a double
-/// binary tree, as in NCCL's NVLSTree, run as pipelined flows ([`tree_pipelined`]). The three
+/// all-gather (scale-up model). `p.hierarchical_cross` picks the cross-server step: a ring, a
+/// double binary tree run as pipelined flows as in NCCL's NVLSTree ([`tree_pipelined`]), or a
+/// chunked double binary tree ([`double_binary_tree`]) as in the ASTRA-sim + ns-3 DLRM study. The three
 /// phases are pipelined over `p.max_loops` chunks, as NCCL's NVLSTree pipelines them: chunk c's
 /// inter-server step starts when chunk c's reduce-scatter is done, while chunk c+1 is being
 /// reduced.
@@ -1060,11 +1075,11 @@ pub fn hierarchical(
         for j in 0..m {
             let rail: Vec<NodeId> = servers.iter().map(|s| s[j]).collect();
             let rail_bytes = Bytes(split_bytes(cb.0, m as u64, j as u64).0);
-            // NVLSTree crosses servers on a tree; plain hierarchical on a ring.
-            let sub = if p.hierarchical_tree {
-                tree_pipelined(topo, rail_bytes, &rail, &inter)?
-            } else {
-                ring(topo, op, rail_bytes, &rail, &inter)?
+            // NVLSTree crosses servers on a pipelined tree; plain hierarchical on a ring.
+            let sub = match p.hierarchical_cross {
+                CrossServer::Ring => ring(topo, op, rail_bytes, &rail, &inter)?,
+                CrossServer::PipelinedTree => tree_pipelined(topo, rail_bytes, &rail, &inter)?,
+                CrossServer::Tree => double_binary_tree(topo, op, rail_bytes, &rail, &inter)?,
             };
             let off = plan.append(&sub, |node| match &node.step {
                 Step::Transfer { src, .. } => rs[server_index(*src)].clone(),

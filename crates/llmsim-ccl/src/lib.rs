@@ -12,7 +12,7 @@ pub mod runner;
 pub mod scaleup;
 pub mod tuning;
 
-pub use expand::{ExpandParams, Granularity};
+pub use expand::{CrossServer, ExpandParams, Granularity};
 pub use plan::{CollectivePlan, Expansion, PlanNode, Step};
 pub use planner::{AlgoChoice, PlanOptions, PlannedCollective, plan_collective};
 pub use runner::{PlanCursor, PlanEdges, PlanRun, execute};

@@ -7,7 +7,7 @@
 use llmsim_core::{Bandwidth, Bytes, NodeId, SimTime};
 use llmsim_topo::Topology;
 
-use crate::expand::{self, ExpandParams, Granularity};
+use crate::expand::{self, CrossServer, ExpandParams, Granularity};
 use crate::plan::{CollectivePlan, Expansion};
 use crate::scaleup::AlphaBeta;
 use crate::tuning::{self, Algo, CollKind, GpuArch, Proto, TuningDecision};
@@ -34,6 +34,10 @@ pub enum AlgoChoice {
     Direct,
     /// Force the hierarchical expansion (intra-server, then inter-server, then intra-server).
     Hierarchical,
+    /// The hierarchical expansion with a chunked double binary tree across servers: the
+    /// ASTRA-sim + ns-3 DLRM study's "hierarchical optimal" all-reduce (local reduce-scatter,
+    /// DBT per rail, local all-gather). All-reduce only.
+    HierarchicalTree,
 }
 
 impl AlgoChoice {
@@ -44,7 +48,7 @@ impl AlgoChoice {
             AlgoChoice::Auto | AlgoChoice::Ring | AlgoChoice::Tree => None,
             AlgoChoice::HalvingDoubling => Some(Expansion::HalvingDoubling),
             AlgoChoice::Direct => Some(Expansion::DirectAllToAll),
-            AlgoChoice::Hierarchical => Some(Expansion::Hierarchical),
+            AlgoChoice::Hierarchical | AlgoChoice::HierarchicalTree => Some(Expansion::Hierarchical),
         }
     }
 }
@@ -252,7 +256,13 @@ pub fn plan_collective(
                 params.chunk = d.chunk_bytes;
             }
             let (e, n) = expansion_for(d.algo, nnodes > 1);
-            params.hierarchical_tree = d.algo == Algo::NvlsTree;
+            params.hierarchical_cross = if opts.algo == AlgoChoice::HierarchicalTree {
+                CrossServer::Tree
+            } else if d.algo == Algo::NvlsTree {
+                CrossServer::PipelinedTree
+            } else {
+                CrossServer::Ring
+            };
             if d.algo == Algo::NvlsTree {
                 params.tree_chunk = d.chunk_bytes;
             }

@@ -294,3 +294,88 @@ fn all_to_all_chunks_split_only_the_all_to_alls() {
     .unwrap_err();
     assert!(e.to_string().starts_with("all_to_all_chunks:"), "{e}");
 }
+
+/// `hierarchical-tree` (the study's hierarchical optimal all-reduce): inside servers the
+/// scale-up model, across them, per rail, exactly the double binary tree that llmsim plans for
+/// that rail alone on `bytes / m`.
+#[test]
+fn hierarchical_tree_crosses_servers_on_each_rails_double_binary_tree() {
+    let (servers, m) = (8u32, 4u32);
+    let nic = LinkParams::new(Bandwidth::from_gbps(100), SimTime::from_ns(500));
+    let su_spec = ScaleUp {
+        gpus_per_server: m,
+        ..ScaleUp::dgx_h100()
+    };
+    let t = Arc::new(flat(servers * m, nic, su_spec, 7).unwrap());
+    let bytes = Bytes(8_000_000);
+    let su4 = ScaleUpModel::from_nvlink("H100", Bandwidth::from_gbytes_per_sec(450), m);
+    let opts = |algo| PlanOptions {
+        algo,
+        nic_bw: Bandwidth::from_gbps(100),
+        ..PlanOptions::h100()
+    };
+    let cross = |p: &CollectivePlan| -> BTreeMap<(NodeId, NodeId), u64> {
+        let mut e = BTreeMap::new();
+        for (_, s, d, b) in transfers(p) {
+            *e.entry((s, d)).or_default() += b.0;
+        }
+        e
+    };
+    let hier = plan_collective(
+        &t,
+        CollectiveOp::AllReduce,
+        bytes,
+        &group(&t),
+        &opts(AlgoChoice::HierarchicalTree),
+        &su4,
+    )
+    .unwrap()
+    .plan;
+    let got = cross(&hier);
+    // Every transfer stays on its rail (same local rank, different servers).
+    for (s, d) in got.keys() {
+        assert_eq!(s.0 % m, d.0 % m, "transfer {s:?} -> {d:?} leaves its rail");
+        assert_ne!(s.0 / m, d.0 / m, "transfer {s:?} -> {d:?} does not cross servers");
+    }
+    // The same edges and bytes as a double binary tree planned on each rail alone.
+    let mut want = BTreeMap::new();
+    for j in 0..m {
+        let rail: Vec<NodeId> = (0..servers).map(|s| NodeId(s * m + j)).collect();
+        let rail_bytes = Bytes(bytes.0 / u64::from(m));
+        let p = plan_collective(&t, CollectiveOp::AllReduce, rail_bytes, &rail, &opts(AlgoChoice::Tree), &su4)
+            .unwrap()
+            .plan;
+        assert!(
+            p.nodes().iter().all(|n| matches!(n.step, Step::Transfer { .. })),
+            "a rail is one rank per server"
+        );
+        for (k, v) in cross(&p) {
+            *want.entry(k).or_default() += v;
+        }
+    }
+    assert_eq!(got, want);
+    // The intra-server phases are scale-up steps, two per rank (reduce-scatter, all-gather) per chunk.
+    let locals = hier.nodes().iter().filter(|n| matches!(n.step, Step::Local { .. })).count();
+    assert!(locals > 0 && locals % (2 * (servers * m) as usize) == 0, "{locals} local steps");
+    // Plain hierarchical follows NCCL's choice: here (H100, 8 nodes) NVLSTree, whose tree
+    // across servers is a fluid pipelined tree with a zero-byte local step for its fill; the
+    // chunked DBT has none (its only local steps are the reduce-scatters and all-gathers).
+    let nccl = plan_collective(
+        &t,
+        CollectiveOp::AllReduce,
+        bytes,
+        &group(&t),
+        &opts(AlgoChoice::Hierarchical),
+        &su4,
+    )
+    .unwrap()
+    .plan;
+    let fills = |p: &CollectivePlan| {
+        p.nodes()
+            .iter()
+            .filter(|n| matches!(n.step, Step::Local { bytes, .. } if bytes.0 == 0))
+            .count()
+    };
+    assert!(fills(&nccl) > 0);
+    assert_eq!(fills(&hier), 0);
+}

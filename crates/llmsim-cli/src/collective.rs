@@ -97,6 +97,10 @@ pub struct CollectiveArgs {
     /// flowlet | adaptive. Default ecmp.
     #[arg(long, value_parser = parse_load_balance)]
     pub load_balance: Option<LoadBalanceSpec>,
+    /// Packet backend: record each link's utilization in bins of this width ("100us") and
+    /// write util.csv (link, src, dst, kind, bin start, utilization) with `--out`.
+    #[arg(long)]
+    pub util_bin: Option<String>,
     /// Write transfers.csv, steps.csv, trace.json (Perfetto) and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -129,6 +133,13 @@ pub struct CollectiveOutcome {
     pub load_balance: Option<LoadBalanceSpec>,
     /// Why the simulated expansion differs from NCCL's choice, when it does.
     pub note: Option<&'static str>,
+    /// Packet backend: the mean over the hosts' NIC uplinks of the bytes each put on the wire
+    /// (every packet: data, retransmissions, ACKs) over its capacity for the collective's time
+    /// (the ASTRA-sim + ns-3 DLRM study's "average link utilization", its Fig. 8).
+    pub nic_utilization: Option<f64>,
+    /// With `--util-bin`: per link and bin with traffic, (link, bin start, utilization of the
+    /// bin: bytes on the wire over what the link could carry in it).
+    pub util: Vec<(u32, SimTime, f64)>,
 }
 
 impl CollectiveOutcome {
@@ -226,9 +237,44 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
     for w in spec.warnings() {
         eprintln!("warning: {w}");
     }
-    let mut net = spec.build(topo.clone(), args.topo.seed)?;
-    let run = execute(&plan, net.as_mut(), SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let util_bin: Option<SimTime> = match &args.util_bin {
+        Some(_) if args.backend != Backend::Packet => bail!("--util-bin needs --backend packet"),
+        Some(s) => {
+            let t: SimTime = parse_field("--util-bin", s)?;
+            if t == SimTime::ZERO {
+                bail!("--util-bin must be positive, e.g. 100us");
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    // With --util-bin the packet network is kept by type, to read its bins after the run.
+    let (mut packet, mut boxed) = (None, None);
+    let net: &mut dyn llmsim_net::Network = match util_bin {
+        Some(bin) => {
+            let mut p = llmsim_net::packet::PacketNetwork::new(topo.clone(), spec.packet_config(args.topo.seed)?)?;
+            p.engine_mut().set_util_bin(bin);
+            packet.insert(p)
+        }
+        None => boxed.insert(spec.build(topo.clone(), args.topo.seed)?).as_mut(),
+    };
+    let run = execute(&plan, net, SimTime::ZERO, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stats = net.stats();
+    let nic_utilization = net.packet_details().map(|d| {
+        let secs = run.duration().as_secs_f64();
+        let mut tx = vec![0u64; topo.links().len()];
+        for p in &d.ports {
+            tx[p.link.idx()] = p.tx_bytes;
+        }
+        let up: Vec<f64> = topo
+            .links()
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.kind == llmsim_topo::LinkKind::HostNic && l.src.0 < topo.num_hosts())
+            .map(|(i, l)| tx[i] as f64 * 8.0 / (l.bandwidth.bps_f64() * secs))
+            .collect();
+        up.iter().sum::<f64>() / up.len().max(1) as f64
+    });
     let lossy = args.backend == Backend::Packet && args.transport != TransportSpec::Roce;
     let recovered = if lossy {
         (0..plan.len() as u64)
@@ -236,6 +282,15 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
             .collect()
     } else {
         Vec::new()
+    };
+    let util = match (&packet, util_bin) {
+        (Some(p), Some(bin)) => p
+            .engine()
+            .link_utilization()
+            .into_iter()
+            .map(|(l, b, u)| (l, SimTime::from_ps(bin.as_ps() * b as u64), u))
+            .collect(),
+        _ => Vec::new(),
     };
     Ok(CollectiveOutcome {
         op,
@@ -252,6 +307,8 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         recovered,
         load_balance: args.load_balance,
         note,
+        nic_utilization,
+        util,
     })
 }
 
@@ -479,6 +536,30 @@ pub fn summary_json(o: &CollectiveOutcome) -> serde_json::Value {
         "plan_steps": o.plan.len(),
         "transfers": o.plan.num_transfers(),
         "network": o.net,
+        "tcp_rtt_us": rtt_summary(o),
+        "nic_utilization": o.nic_utilization,
+    })
+}
+
+/// TCP's per-transfer mean RTTs (the ASTRA-sim + ns-3 DLRM study's per-flow average RTT,
+/// its Figs 9-10): how many transfers were sampled and the mean, p50 and p99 over them, in us;
+/// null unless the transport is TCP.
+pub fn rtt_summary(o: &CollectiveOutcome) -> serde_json::Value {
+    if o.transport != TransportSpec::Tcp {
+        return serde_json::Value::Null;
+    }
+    let mut v: Vec<f64> = o.recovered.iter().filter_map(|r| r.mean_rtt()).map(|t| t.as_us_f64()).collect();
+    if v.is_empty() {
+        return serde_json::Value::Null;
+    }
+    v.sort_by(f64::total_cmp);
+    // Nearest rank: the smallest sample with at least q of them at or below it.
+    let q = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    json!({
+        "transfers": v.len(),
+        "mean": v.iter().sum::<f64>() / v.len() as f64,
+        "p50": q(0.5),
+        "p99": q(0.99),
     })
 }
 
@@ -499,8 +580,12 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
         "duration_us",
     ];
     let lossy = !o.recovered.is_empty();
+    let tcp = lossy && o.transport == TransportSpec::Tcp;
     if lossy {
         head.extend(llmsim_net::TransportCounters::COLUMNS);
+    }
+    if tcp {
+        head.push("mean_rtt_us");
     }
     w.write_record(&head)?;
     let mut spans = Vec::new();
@@ -535,6 +620,13 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
         if lossy {
             row.extend(o.recovered[i].values().map(|x| x.to_string()));
         }
+        if tcp {
+            row.push(
+                o.recovered[i]
+                    .mean_rtt()
+                    .map_or_else(String::new, |t| format!("{:.6}", t.as_us_f64())),
+            );
+        }
         w.write_record(&row)?;
         spans.push(TraceEvent {
             pid,
@@ -565,6 +657,27 @@ pub fn write_outputs(o: &CollectiveOutcome, dir: &std::path::Path) -> Result<()>
     });
     std::fs::write(dir.join("trace.json"), serde_json::to_vec(&tr)?)?;
     std::fs::write(dir.join("summary.json"), serde_json::to_vec_pretty(&summary_json(o))?)?;
+    if !o.util.is_empty() {
+        let mut w = csv::Writer::from_path(dir.join("util.csv"))?;
+        w.write_record(["link", "src", "dst", "kind", "bin_start_us", "utilization"])?;
+        for &(l, t, u) in &o.util {
+            let link = o.topo.link(llmsim_core::LinkId(l));
+            let kind = match link.kind {
+                llmsim_topo::LinkKind::NvLink => "nvlink",
+                llmsim_topo::LinkKind::HostNic => "nic",
+                llmsim_topo::LinkKind::Fabric => "fabric",
+            };
+            w.write_record([
+                l.to_string(),
+                link.src.to_string(),
+                link.dst.to_string(),
+                kind.to_string(),
+                format!("{:.3}", t.as_us_f64()),
+                format!("{u:.4}"),
+            ])?;
+        }
+        w.flush()?;
+    }
     Ok(())
 }
 
@@ -648,6 +761,81 @@ mod tests {
             panic!("--transport tcp without --backend packet ran")
         };
         assert!(e.to_string().contains("--backend packet"), "{e}");
+    }
+
+    #[test]
+    fn tcp_rtt_is_the_path_delay_when_idle_and_grows_under_incast() {
+        let fabric = [
+            "--topology",
+            "flat",
+            "--gpus-per-node",
+            "1",
+            "--nic",
+            "100Gbps",
+            "--nic-latency",
+            "500ns",
+            "--backend",
+            "packet",
+        ];
+        let tcp = ["--transport", "tcp"];
+        let rtt = |o: &CollectiveOutcome, k: &str| rtt_summary(o)[k].as_f64().expect("an RTT statistic");
+        // One 1 MB send between two hosts: nothing queues, so every sample is the path's delay:
+        // 4 x 500 ns of links, the data packet serialized twice (host, switch) at 100 Gb/s, and
+        // the ACK twice (no larger than a data packet). Full-size packets: 1460 B + 54 B of headers.
+        let one = outcome(&[&fabric[..], &tcp, &["--op", "all-gather", "--gpus", "2", "--size", "2MB"]].concat());
+        let ser_us = 1514.0 * 8.0 / 100e9 * 1e6;
+        let (lo, hi) = (4.0 * 0.5 + 2.0 * ser_us, 4.0 * 0.5 + 4.0 * ser_us);
+        for k in ["mean", "p50", "p99"] {
+            let r = rtt(&one, k);
+            assert!((lo..=hi).contains(&r), "{k} {r} us outside {lo}..{hi}");
+        }
+        // NIC utilization: each of the 2 uplinks carries 1 MB of payload (plus headers and
+        // ACKs) in the collective's time: at least 1 MB's share of the capacity, at most that
+        // plus headers (54 B per 1460) and ACKs (no larger than the data's packets).
+        // --util-bin: each link's bins add up to the bytes its port put on the wire (two counters
+        // of the engine: the bins and the port's total).
+        let binned = outcome(
+            &[
+                &fabric[..],
+                &tcp,
+                &["--op", "all-gather", "--gpus", "2", "--size", "2MB", "--util-bin", "50us"],
+            ]
+            .concat(),
+        );
+        assert_eq!(binned.time(), one.time(), "recording changes nothing");
+        let mut per_link = std::collections::BTreeMap::new();
+        for &(l, _, u) in &binned.util {
+            let bw = binned.topo.link(llmsim_core::LinkId(l)).bandwidth.bps_f64();
+            *per_link.entry(l).or_insert(0.0) += u * bw * 50e-6 / 8.0;
+        }
+        let uplinks: f64 = per_link
+            .iter()
+            .filter(|(l, _)| binned.topo.link(llmsim_core::LinkId(**l)).src.0 < 2)
+            .map(|(_, b)| b)
+            .sum();
+        let wire = binned.nic_utilization.expect("packet") * 2.0 * 100e9 * binned.time().as_secs_f64() / 8.0;
+        assert!((uplinks - wire).abs() <= 1e-6 * wire, "binned {uplinks} B vs on the wire {wire} B");
+        let goodput = 1e6 * 8.0 / (100e9 * one.time().as_secs_f64());
+        let u = one.nic_utilization.expect("the packet backend reports it");
+        assert!(u > goodput && u < goodput * 2.0 * 1514.0 / 1460.0, "{u} vs {goodput}");
+        // An all-to-all incast on a 64 KB switch: queues build, the RTTs grow.
+        let inc = outcome(
+            &[
+                &fabric[..],
+                &tcp,
+                &["--op", "all-to-all", "--gpus", "8", "--size", "4MiB", "--switch-buffer", "64KB"],
+            ]
+            .concat(),
+        );
+        assert!(
+            rtt(&inc, "p99") > hi && rtt(&inc, "p50") <= rtt(&inc, "p99"),
+            "{}",
+            rtt_summary(&inc)
+        );
+        assert_eq!(rtt_summary(&inc)["transfers"].as_u64(), Some(inc.plan.num_transfers() as u64));
+        // RoCE keeps no RTT samples.
+        let roce = outcome(&[&fabric[..], &["--op", "all-to-all", "--gpus", "8", "--size", "1MiB"]].concat());
+        assert!(rtt_summary(&roce).is_null());
     }
 
     #[test]

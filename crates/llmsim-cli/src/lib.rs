@@ -291,7 +291,8 @@ where
             out!("{}", collective::render(&o));
             if let Some(dir) = &a.out {
                 collective::write_outputs(&o, dir)?;
-                outln!("wrote {}/{{transfers.csv,steps.csv,trace.json,summary.json}}", dir.display());
+                let util = if o.util.is_empty() { "" } else { ",util.csv" };
+                outln!("wrote {}/{{transfers.csv,steps.csv,trace.json,summary.json{util}}}", dir.display());
             }
             Ok(())
         }),

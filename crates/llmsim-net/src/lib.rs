@@ -97,8 +97,8 @@ pub struct Completion {
     pub finish: SimTime,
 }
 
-/// What a lossy transport did to recover one transfer's losses (summed over its network legs):
-/// the packet backend under TCP or UET.
+/// What a lossy transport did to recover one transfer's losses, and TCP's RTT samples of it
+/// (summed over its network legs): the packet backend under TCP or UET.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TransportCounters {
     /// Packets (TCP segments) sent again.
@@ -109,15 +109,25 @@ pub struct TransportCounters {
     pub fast_retransmits: u32,
     /// Data packets trimmed by switches (UET).
     pub trimmed: u32,
+    /// TCP round-trip-time samples taken (RFC 6298: one timed segment per round trip, none of
+    /// a retransmitted segment).
+    pub rtt_samples: u32,
+    /// Their sum, in ps: [`Self::mean_rtt`] is the study's per-flow average RTT.
+    pub rtt_sum_ps: u64,
 }
 
 impl TransportCounters {
     /// Column names of [`Self::values`], as flows.csv and transfers.csv head them.
     pub const COLUMNS: [&'static str; 4] = ["retransmitted_packets", "rtos", "fast_retransmits", "trimmed"];
 
-    /// Whether nothing was recovered.
+    /// Whether nothing was recovered and no RTT was sampled.
     pub fn is_zero(&self) -> bool {
         *self == TransportCounters::default()
+    }
+
+    /// Mean of the RTT samples; none without samples.
+    pub fn mean_rtt(&self) -> Option<SimTime> {
+        (self.rtt_samples > 0).then(|| SimTime::from_ps(self.rtt_sum_ps / u64::from(self.rtt_samples)))
     }
 
     /// The counters in [`Self::COLUMNS`] order.
@@ -132,6 +142,8 @@ impl std::ops::AddAssign for TransportCounters {
         self.rtos += o.rtos;
         self.fast_retransmits += o.fast_retransmits;
         self.trimmed += o.trimmed;
+        self.rtt_samples += o.rtt_samples;
+        self.rtt_sum_ps += o.rtt_sum_ps;
     }
 }
 
@@ -369,9 +381,10 @@ pub trait Network {
     }
     /// The backend's counters so far.
     fn stats(&self) -> NetStats;
-    /// What the transport did to recover completed transfer `id`'s losses (the last transfer
-    /// submitted with that id); `None` for a transfer that lost nothing, or a backend without
-    /// lossy transports (the default).
+    /// What the transport did to recover completed transfer `id`'s losses, and TCP's RTT
+    /// samples of it (the last transfer submitted with that id); `None` for a transfer that
+    /// lost nothing and took no RTT sample, or a backend without lossy transports (the
+    /// default).
     fn transport_counters(&self, id: TransferId) -> Option<TransportCounters> {
         let _ = id;
         None

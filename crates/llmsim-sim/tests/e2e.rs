@@ -301,6 +301,22 @@ fn errors_name_the_field() {
     }
 }
 
+/// Per-layer gradient buckets reduce every gradient byte once, as one bucket per MLP does: on a
+/// ring (whose bytes are linear in the collective's size) the data-parallel flows carry the
+/// same bytes.
+#[test]
+fn dlrm_per_layer_buckets_move_the_same_bytes_as_per_mlp_buckets() {
+    let yaml = "dlrm: { batch_size_per_gpu: 256 }\ncluster: { gpus: 16, gpus_per_node: 1, topology: { kind: flat } }\ncollectives: { algo: ring }\n";
+    let per_mlp = run(&scenario(yaml, &[]), RunOptions::default());
+    let per_layer = run(&scenario(yaml, &["dlrm.grad_bucket_size=1"]), RunOptions::default());
+    let dp = |o: &Outcome| o.engine.flows.iter().filter(|f| f.kind == "dp").map(|f| f.bytes).sum::<u64>();
+    assert!(dp(&per_mlp) > 0);
+    assert_eq!(dp(&per_layer), dp(&per_mlp));
+    // More collectives: the per-layer run has more data-parallel flows.
+    let n = |o: &Outcome| o.engine.flows.iter().filter(|f| f.kind == "dp").count();
+    assert!(n(&per_layer) > n(&per_mlp), "{} vs {}", n(&per_layer), n(&per_mlp));
+}
+
 #[test]
 fn dlrm_runs_and_its_all_to_all_crosses_the_network() {
     let s = scenario("dlrm: { batch_size_per_gpu: 256 }\ncluster: { gpus: 16 }\n", &[]);

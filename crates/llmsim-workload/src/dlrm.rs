@@ -50,12 +50,16 @@
 //!   branch" of the study).
 //! - `bottom_mlp.bwd`: as the top MLP; layer 0 has no input-gradient GEMM (the dense features
 //!   need no gradient).
-//! - Gradient reduction: one bucket per MLP, an all-reduce over [`Group::Dp`] on the dp stream of
+//! - Gradient reduction: by default one bucket per MLP, an all-reduce over [`Group::Dp`] on the dp stream of
 //!   `params · grad_bytes` bytes, `params = Σ (in·out + out)` (weights and biases), started when
 //!   that MLP's backward finished. Gradients are reduced in fp32 (4 bytes), or fp16 (2 bytes)
 //!   when `dtype` is fp16: the rule of [`crate::TrainingConfig::grad_dtype`]. On the dp stream
 //!   the backward all-to-all is issued before the top MLP's all-reduce: the all-to-all is on the
 //!   critical path (the embedding update waits for it), the all-reduce only gates the optimizer.
+//!   With [`DlrmConfig::grad_bucket_size`] each MLP's backward is split into buckets of layers
+//!   (DDP's rule, in backward order), each bucket's all-reduce issued on the dp stream as soon as
+//!   its last layer's weight gradient is done; the backward all-to-all then runs on no stream
+//!   ([`Stream::Free`]) so that it does not queue behind the top MLP's all-reduces.
 //! - `optimizer` ([`OpClass::Optimizer`]): plain SGD on the MLP parameters (the MLPerf reference
 //!   DLRM trains with SGD), after both all-reduces: `2` FLOPs and `4 + grad_bytes + 4` bytes per
 //!   parameter (read fp32 weight and gradient, write the weight). The embedding tables are
@@ -105,6 +109,16 @@ pub struct DlrmConfig {
     /// Math and storage dtype of MLPs, activations and embeddings.
     #[schemars(with = "crate::schema::DTypeSchema")]
     pub dtype: DType,
+    /// Parameters per gradient bucket, as PyTorch DDP's `bucket_cap_mb` (in parameters, as
+    /// Megatron's `grad_bucket_size`): each MLP's layers fill buckets in backward order (last
+    /// layer first), a bucket closes once it holds at least this many parameters or at the
+    /// MLP's first layer, and its all-reduce starts as soon as the weight gradient of its last
+    /// layer is computed. `1` gives one all-reduce per layer, as ASTRA-sim's DLRM workload (the
+    /// ASTRA-sim + ns-3 study's 19 per-layer all-reduces). The all-reduces run one at a time on
+    /// the data-parallel stream in issue order; the backward all-to-all then bypasses that queue
+    /// (the study gives the all-to-alls top priority). Default: none, one bucket per MLP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grad_bucket_size: Option<u64>,
 }
 
 impl Default for DlrmConfig {
@@ -119,6 +133,7 @@ impl Default for DlrmConfig {
             lookups_per_table: 1,
             batch_size_per_gpu: 2048,
             dtype: DType::Fp32,
+            grad_bucket_size: None,
         }
     }
 }
@@ -145,6 +160,7 @@ impl DlrmConfig {
             lookups_per_table: 60,
             batch_size_per_gpu: 512,
             dtype: DType::Fp16,
+            grad_bucket_size: None,
         }
     }
 
@@ -262,6 +278,12 @@ impl DlrmConfig {
                 ));
             }
         }
+        if self.grad_bucket_size == Some(0) {
+            return Err(WorkloadError::invalid(
+                "dlrm.grad_bucket_size",
+                "must be at least 1 parameter (1 = one all-reduce per layer; leave it out for one per MLP)",
+            ));
+        }
         let last = *self.bottom_mlp.last().unwrap_or(&0);
         if last != self.embedding_dim {
             return Err(WorkloadError::invalid(
@@ -319,8 +341,21 @@ fn mlp_forward(prefix: &str, layers: &[(u64, u64)], b: u64, e: u64, sigmoid_last
 /// Backward ops of one MLP, last layer first: activation gradient, input-gradient GEMM (not
 /// for layer 0 when `first_needs_dx` is false), weight-gradient GEMM.
 fn mlp_backward(prefix: &str, layers: &[(u64, u64)], b: u64, e: u64, g: u64, first_needs_dx: bool) -> Vec<OpSpec> {
-    let mut ops = Vec::with_capacity(3 * layers.len());
-    for (l, &(i, o)) in layers.iter().enumerate().rev() {
+    mlp_backward_range(prefix, layers, 0..layers.len(), b, e, g, first_needs_dx)
+}
+
+/// [`mlp_backward`] of the layers in `range` only (still last first).
+fn mlp_backward_range(
+    prefix: &str,
+    layers: &[(u64, u64)],
+    range: std::ops::Range<usize>,
+    b: u64,
+    e: u64,
+    g: u64,
+    first_needs_dx: bool,
+) -> Vec<OpSpec> {
+    let mut ops = Vec::with_capacity(3 * range.len());
+    for (l, &(i, o)) in layers.iter().enumerate().take(range.end).skip(range.start).rev() {
         let shape = format!("{prefix}.{l},b={b},k={i},n={o}");
         ops.push(compute(
             "mlp_act_bwd",
@@ -350,6 +385,23 @@ fn mlp_backward(prefix: &str, layers: &[(u64, u64)], b: u64, e: u64, g: u64, fir
         ));
     }
     ops
+}
+
+/// The gradient buckets of one MLP for a bucket cap of `cap` parameters, in backward order:
+/// each the range of layers it holds and its parameter count (weights and biases).
+pub fn grad_buckets(layers: &[(u64, u64)], cap: u64) -> Vec<(std::ops::Range<usize>, u64)> {
+    let mut out = Vec::new();
+    let (mut hi, mut acc) = (layers.len(), 0u64);
+    for l in (0..layers.len()).rev() {
+        let (i, o) = layers[l];
+        acc += i * o + o;
+        if acc >= cap || l == 0 {
+            out.push((l..hi, acc));
+            hi = l;
+            acc = 0;
+        }
+    }
+    out
 }
 
 struct Builder {
@@ -383,6 +435,11 @@ impl Builder {
 
     /// Pushes a collective over [`Group::Dp`] on the dp stream.
     fn coll(&mut self, op: CollectiveOp, bytes: u64, phase: Phase, deps: &[u32]) -> u32 {
+        self.coll_on(Stream::Dp, op, bytes, phase, deps)
+    }
+
+    /// Pushes a collective over [`Group::Dp`] on `stream`.
+    fn coll_on(&mut self, stream: Stream, op: CollectiveOp, bytes: u64, phase: Phase, deps: &[u32]) -> u32 {
         let microbatch = if phase == Phase::GradSync { NONE } else { 0 };
         self.prog.push(
             Node {
@@ -391,7 +448,7 @@ impl Builder {
                     group: Group::Dp,
                     bytes,
                 },
-                stream: Stream::Dp,
+                stream,
                 phase,
                 microbatch,
                 chunk: 0,
@@ -489,8 +546,26 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
         3 * b * out * e,
         format!("b={b},n={out}"),
     )];
-    top_bwd.extend(mlp_backward("top", &top, b, e, g, true));
-    let top_done = w.comp("top_mlp.bwd", Phase::Backward, top_bwd, &[]);
+    let mut reduces = Vec::new();
+    let top_done = match c.grad_bucket_size {
+        None => {
+            top_bwd.extend(mlp_backward("top", &top, b, e, g, true));
+            w.comp("top_mlp.bwd", Phase::Backward, top_bwd, &[])
+        }
+        Some(cap) => {
+            let mut first = Some(top_bwd);
+            let mut last = 0;
+            for (k, (range, params)) in grad_buckets(&top, cap).into_iter().enumerate() {
+                let mut ops = first.take().unwrap_or_default();
+                ops.extend(mlp_backward_range("top", &top, range, b, e, g, true));
+                last = w.comp(&format!("top_mlp.bwd.{k}"), Phase::Backward, ops, &[]);
+                if comm {
+                    reduces.push(w.coll(CollectiveOp::AllReduce, params * g, Phase::GradSync, &[last]));
+                }
+            }
+            last
+        }
+    };
     let int_bwd = vec![
         compute(
             "interaction_scatter_bwd",
@@ -510,19 +585,34 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
         ),
     ];
     let int_done = w.comp("interaction.bwd", Phase::Backward, int_bwd, &[]);
-    let a2a_bwd = comm.then(|| w.coll(CollectiveOp::AllToAll, a2a, Phase::Backward, &[int_done]));
-    let mut reduces = Vec::new();
-    if comm {
-        reduces.push(w.coll(CollectiveOp::AllReduce, c.top_params() * g, Phase::GradSync, &[top_done]));
-    }
-    let bottom_done = w.comp(
-        "bottom_mlp.bwd",
-        Phase::Backward,
-        mlp_backward("bottom", &bottom, b, e, g, false),
-        &[],
-    );
-    if comm {
-        reduces.push(w.coll(CollectiveOp::AllReduce, c.bottom_params() * g, Phase::GradSync, &[bottom_done]));
+    // Bucketed, the top MLP's all-reduces are already queued on the dp stream: the backward
+    // all-to-all bypasses them (the study's top priority for the all-to-alls).
+    let a2a_stream = if c.grad_bucket_size.is_some() { Stream::Free } else { Stream::Dp };
+    let a2a_bwd = comm.then(|| w.coll_on(a2a_stream, CollectiveOp::AllToAll, a2a, Phase::Backward, &[int_done]));
+    match c.grad_bucket_size {
+        None => {
+            if comm {
+                reduces.push(w.coll(CollectiveOp::AllReduce, c.top_params() * g, Phase::GradSync, &[top_done]));
+            }
+            let bottom_done = w.comp(
+                "bottom_mlp.bwd",
+                Phase::Backward,
+                mlp_backward("bottom", &bottom, b, e, g, false),
+                &[],
+            );
+            if comm {
+                reduces.push(w.coll(CollectiveOp::AllReduce, c.bottom_params() * g, Phase::GradSync, &[bottom_done]));
+            }
+        }
+        Some(cap) => {
+            for (k, (range, params)) in grad_buckets(&bottom, cap).into_iter().enumerate() {
+                let ops = mlp_backward_range("bottom", &bottom, range, b, e, g, false);
+                let done = w.comp(&format!("bottom_mlp.bwd.{k}"), Phase::Backward, ops, &[]);
+                if comm {
+                    reduces.push(w.coll(CollectiveOp::AllReduce, params * g, Phase::GradSync, &[done]));
+                }
+            }
+        }
     }
     let deps: Vec<u32> = a2a_bwd.into_iter().collect();
     let emb_done = w.comp(

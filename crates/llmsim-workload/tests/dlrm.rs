@@ -322,3 +322,117 @@ fn config_deserializes_with_defaults_and_rejects_unknown_fields() {
     assert_eq!(c.bottom_mlp, DlrmConfig::default().bottom_mlp);
     assert!(serde_yaml_ng::from_str::<DlrmConfig>("tables: 8\n").is_err());
 }
+
+/// Each all-reduce of a bucketed iteration with the compute segment it waits on.
+fn bucketed_reduces(w: &Workload) -> Vec<(u64, String)> {
+    let prog = &w.stages[0];
+    prog.nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match n.kind {
+            DagNodeKind::CommColl {
+                op: CollectiveOp::AllReduce,
+                bytes,
+                ..
+            } => {
+                assert_eq!(n.stream, Stream::Dp);
+                let dep = prog.deps(i as u32);
+                assert_eq!(dep.len(), 1);
+                let DagNodeKind::Comp { segment } = prog.nodes[dep[0] as usize].kind else {
+                    panic!("an all-reduce waits on a compute node")
+                };
+                Some((bytes, w.segments[segment as usize].name.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Layer indices whose weight gradient a segment computes ("top.3,b=..." -> 3 for prefix "top").
+fn wgrad_layers(w: &Workload, seg: &str, prefix: &str) -> Vec<usize> {
+    segment(w, seg)
+        .ops
+        .iter()
+        .filter(|o| o.name == "mlp_gemm_wgrad")
+        .map(|o| {
+            let shape = o.shape.strip_prefix(&format!("{prefix}.")).expect("layer shape");
+            shape.split(',').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_bucket_of_one_parameter_reduces_every_layer_after_its_weight_gradient() {
+    let mut c = DlrmConfig::astrasim_ns3();
+    c.grad_bucket_size = Some(1);
+    let w = generate(&c, 128).unwrap();
+    let g = 2; // fp16 gradients
+    let top = pairs(c.top_input(), &c.top_mlp);
+    let bottom = pairs(c.dense_features, &c.bottom_mlp);
+    // One all-reduce per layer, in backward order: the top MLP last layer first, then the bottom.
+    let mut want = Vec::new();
+    for (l, (i, o)) in top.iter().enumerate().rev() {
+        want.push(((i * o + o) * g, "top", l));
+    }
+    for (l, (i, o)) in bottom.iter().enumerate().rev() {
+        want.push(((i * o + o) * g, "bottom", l));
+    }
+    let got = bucketed_reduces(&w);
+    assert_eq!(got.len(), top.len() + bottom.len());
+    for ((bytes, seg), (wb, prefix, l)) in got.iter().zip(&want) {
+        assert_eq!(bytes, wb, "{seg}");
+        // The segment it waits on ends with that layer's weight gradient and holds no other.
+        assert_eq!(wgrad_layers(&w, seg, prefix), [*l], "{seg}");
+    }
+    // The same bytes and backward FLOPs as one bucket per MLP: splitting loses nothing.
+    let one = generate(&DlrmConfig::astrasim_ns3(), 128).unwrap();
+    let total = |w: &Workload| colls(w).iter().filter(|c| c.0 == CollectiveOp::AllReduce).map(|c| c.2).sum::<u64>();
+    assert_eq!(total(&w), total(&one));
+    let bwd = |w: &Workload, p: &str| -> f64 {
+        w.segments
+            .iter()
+            .filter(|s| s.name.starts_with(p))
+            .map(|s| gemm_flops(w, &s.name, None))
+            .sum()
+    };
+    for p in ["top_mlp.bwd", "bottom_mlp.bwd"] {
+        assert_eq!(bwd(&w, p), bwd(&one, p), "{p}");
+    }
+    // The backward all-to-all does not queue behind the top MLP's all-reduces.
+    let a2a: Vec<Stream> = colls(&w).iter().filter(|c| c.0 == CollectiveOp::AllToAll).map(|c| c.3).collect();
+    assert_eq!(a2a, [Stream::Dp, Stream::Free]);
+}
+
+#[test]
+fn buckets_close_at_the_first_layer_that_fills_them() {
+    let c0 = DlrmConfig::astrasim_ns3();
+    let top = pairs(c0.top_input(), &c0.top_mlp);
+    let bottom = pairs(c0.dense_features, &c0.bottom_mlp);
+    let params = |ls: &[(u64, u64)], r: std::ops::Range<usize>| -> u64 { ls[r].iter().map(|(i, o)| i * o + o).sum() };
+    for cap in [1, 2_000_000, 4_196_352, 8_392_704, 25_000_000, u64::MAX] {
+        let mut c = c0.clone();
+        c.grad_bucket_size = Some(cap);
+        let w = generate(&c, 16).unwrap();
+        let got: Vec<u64> = bucketed_reduces(&w).iter().map(|r| r.0 / 2).collect();
+        // Rebuild the expected buckets from the rule: in backward order, a bucket is the
+        // shortest run of layers holding at least `cap` parameters, or what is left.
+        let mut want = Vec::new();
+        for ls in [&top, &bottom] {
+            let mut hi = ls.len();
+            while hi > 0 {
+                let lo = (0..hi).rev().find(|&lo| params(ls, lo..hi) >= cap).unwrap_or(0);
+                want.push(params(ls, lo..hi));
+                hi = lo;
+            }
+        }
+        assert_eq!(got, want, "cap {cap}");
+    }
+    // A cap over the whole MLP is one bucket per MLP, the default's sizes.
+    let mut c = c0.clone();
+    c.grad_bucket_size = Some(u64::MAX);
+    let got: Vec<u64> = bucketed_reduces(&generate(&c, 16).unwrap()).iter().map(|r| r.0).collect();
+    assert_eq!(got, [c0.top_params() * 2, c0.bottom_params() * 2]);
+    // Zero is refused, naming the field.
+    c.grad_bucket_size = Some(0);
+    assert!(invalid_field(&c, 16).contains("dlrm.grad_bucket_size"));
+}

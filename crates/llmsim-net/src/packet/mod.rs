@@ -259,6 +259,12 @@ impl PacketNetwork {
         &self.engine
     }
 
+    /// The packet engine underneath, to set its recording options before a run
+    /// ([`PacketEngine::set_util_bin`]).
+    pub fn engine_mut(&mut self) -> &mut PacketEngine {
+        &mut self.engine
+    }
+
     fn finish(&mut self, t: &Transfer, links: &[LinkId], finish: SimTime) {
         self.stats.completed += 1;
         self.stats.bytes_delivered += t.bytes.0;

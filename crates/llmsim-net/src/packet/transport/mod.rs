@@ -176,6 +176,10 @@ pub struct TcpFlowStats {
     pub retransmitted_segments: u32,
     /// The flow's packets (data and ACKs) dropped by switches.
     pub drops: u32,
+    /// RTT samples taken (RFC 6298's timed segments).
+    pub rtt_samples: u32,
+    /// Their sum, in ps.
+    pub rtt_sum_ps: u64,
 }
 
 /// UET's parameters (`network.uet`). Defaults follow uet-htsim (`htsim/sim/uec.cpp`,
@@ -282,6 +286,8 @@ impl super::engine::PacketEngine {
                 rtos: t.rtos,
                 fast_retransmits: t.fast_retransmits,
                 trimmed: 0,
+                rtt_samples: t.rtt_samples,
+                rtt_sum_ps: t.rtt_sum_ps,
             };
         }
         if let Some(u) = self.uet_flow_stats(f) {
@@ -290,6 +296,7 @@ impl super::engine::PacketEngine {
                 rtos: u.rtos,
                 fast_retransmits: 0,
                 trimmed: u.trimmed,
+                ..Default::default()
             };
         }
         crate::TransportCounters::default()

@@ -339,6 +339,8 @@ impl PacketEngine {
     fn tcp_rtt_sample(&mut self, fi: usize, r: u64) {
         let (min_rto, max_rto) = (self.cfg.tcp.min_rto.as_ps(), self.cfg.tcp.max_rto.as_ps());
         let t = &mut self.tcp[fi];
+        t.stats.rtt_samples += 1;
+        t.stats.rtt_sum_ps += r;
         if t.has_rtt {
             t.rttvar = (3 * t.rttvar + t.srtt.abs_diff(r)) / 4;
             t.srtt = (7 * t.srtt + r) / 8;
