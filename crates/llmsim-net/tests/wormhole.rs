@@ -946,36 +946,3 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
         );
     }
 }
-
-/// A repeated partition of long flows (5 MB at 100 Gbit/s outlasts the sampling window, so the
-/// first wave turns steady and is fast-forwarded) replays the first wave's stored run: the
-/// second wave moves its bytes with no packets, each flow finishing at its counterpart's
-/// offset, within the error band that fast-forwarding and the memo allow the first wave.
-#[test]
-fn a_repeated_long_partition_replays_its_stored_run() {
-    let flows = two_waves(5_000_000, 3000);
-    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
-        let (exact, plain, memo) = three_runs(cc, &flows);
-        let w = memo.wormhole_stats().expect("on");
-        assert!(w.run_replays >= 1, "{cc:?}: the second wave replayed the first's run ({w:?})");
-        assert!(
-            memo.stats().events * 10 < plain.stats().events * 6,
-            "{cc:?}: the replayed wave ran no packets ({} events, {} fast-forwarding alone)",
-            memo.stats().events,
-            plain.stats().events
-        );
-        let (ex, me, pl) = (fcts(&exact), fcts(&memo), fcts(&plain));
-        let dur = |v: &[(u64, u64)], i: usize| (v[i].1 - v[i].0) as f64;
-        for f in 0..3 {
-            // The replay copies the first wave's run, which misses and runs as without memo.
-            assert_eq!(me[f], pl[f], "{cc:?} flow {f}: a miss runs as without memo");
-            assert_eq!(dur(&me, f + 3), dur(&me, f), "{cc:?}: flow {} finishes as flow {f} did", f + 3);
-            let err = |i: usize| (dur(&me, i) - dur(&ex, i)).abs() / dur(&ex, i);
-            let theta = memo_knobs().theta;
-            let e_ff = (dur(&pl, f) - dur(&ex, f)).abs() / dur(&ex, f);
-            let asym = (dur(&ex, f) - dur(&ex, f + 3)).abs() / dur(&ex, f + 3);
-            println!("{cc:?} flow {}: replay error {:.4} (first wave's {e_ff:.4})", f + 3, err(f + 3));
-            assert!(err(f + 3) <= e_ff + asym + 1e-9 || err(f + 3) < 2.0 * theta, "{cc:?} flow {}: error {:.4}", f + 3, err(f + 3));
-        }
-    }
-}
