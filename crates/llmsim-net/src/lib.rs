@@ -158,9 +158,6 @@ pub struct NetStats {
     /// Of those lookups, partitions that waited for (or mirrored) an identical one started at
     /// the same instant (counted as hits or misses by that one's outcome).
     pub memo_deferred: u64,
-    /// Of the memo hits, fresh partitions that replayed a stored run to every flow's
-    /// completion with no packets.
-    pub run_replays: u64,
     /// Episodes in the Wormhole memo database at the end of the run.
     pub memo_entries: u64,
     /// Packet backend: events the engine ran (Wormhole's own included), and payload bytes that

@@ -618,15 +618,14 @@ impl Report {
             if n.ff_freezes + n.memo_hits + n.memo_misses > 0 {
                 let _ = writeln!(
                     o,
-                    "  wormhole: {} of the {} the flows carried moved without packets ({:.1}%), {} freezes, memo {} hits / {} misses ({} entries), {} whole-run replays",
+                    "  wormhole: {} of the {} the flows carried moved without packets ({:.1}%), {} freezes, memo {} hits / {} misses ({} entries)",
                     Bytes(n.ff_skipped_bytes),
                     Bytes(n.net_payload_bytes),
                     100.0 * n.ff_skipped_bytes as f64 / n.net_payload_bytes.max(1) as f64,
                     n.ff_freezes,
                     n.memo_hits,
                     n.memo_misses,
-                    n.memo_entries,
-                    n.run_replays
+                    n.memo_entries
                 );
             }
         }

@@ -268,19 +268,6 @@ impl PacketEngine {
                 let sizes: Vec<u64> = flows.iter().map(|&f| self.flow(f).size).collect();
                 run_key(&graph, &sizes)
             });
-            // A fresh partition whose whole run (to its last completion) is stored: replay it
-            // with no packets, long or short (it still leads any twins that start with it; if a
-            // flow joins, it resumes on packets and they follow it).
-            if let Some((rg, rh, rorder)) = &start
-                && let Some((val, map)) = m.db.lookup(m.context, *rh, rg)
-            {
-                let (fin, cc) = stored_run(val, &map, rorder, flows.len());
-                self.ww_replay_freeze(w, &flows, &fin, cc);
-                new_mirror(&mut m, flows, self.now_ps(), hash, graph, Some(*rh));
-                w.stats.memo_hits += 1;
-                w.stats.run_replays += 1;
-                continue;
-            }
             let plan = m.db.lookup(m.context, hash, &graph).map(|(val, map)| {
                 let per: Vec<MemoFlow> = (0..flows.len()).map(|v| val.flows[map[v] as usize]).collect();
                 (val.t_conv_ps, per)
@@ -289,12 +276,9 @@ impl PacketEngine {
                 && self.ww_memo_freeze(w, &flows, t_conv, &per)
             {
                 w.stats.memo_hits += 1;
-                if let Some((rg, rh, rorder)) = start {
-                    // Frozen on its stored transient, it still leads the same-instant twins, and
-                    // its run is recorded for the next fresh partition with its key.
-                    let n = flows.len();
-                    let g = new_mirror(&mut m, flows, self.now_ps(), hash, graph, Some(rh));
-                    m.mirrors[g].record = Some(RunRecord::new(self.now_ps(), rh, rg, rorder, n));
+                if let Some((_, sh, _)) = start {
+                    // Frozen on its stored transient, it still leads the same-instant twins.
+                    new_mirror(&mut m, flows, self.now_ps(), hash, graph, Some(sh));
                 }
                 continue;
             }
@@ -325,7 +309,7 @@ impl PacketEngine {
             });
             // A short partition of fresh flows: the key of its run to its last completion.
             let start_hist = start.as_ref().map(|r| r.1);
-            let run = start.filter(|_| replay.is_none());
+            let run = start.filter(|_| replay.is_none() && !long);
 
             if replay.is_none()
                 && long
@@ -342,6 +326,17 @@ impl PacketEngine {
                 });
                 ep.followers.push((s, w.slots[s as usize].generation));
                 w.stats.memo_deferred += 1;
+                continue;
+            }
+            // A stored run with the same key: replay it (this partition still leads any twins
+            // that start with it; if a flow joins, it resumes on packets and they follow it).
+            if let Some((rg, rh, rorder)) = &run
+                && let Some((val, map)) = m.db.lookup(m.context, *rh, rg)
+            {
+                let (fin, cc) = stored_run(val, &map, rorder, flows.len());
+                self.ww_replay_freeze(w, &flows, &fin, cc);
+                new_mirror(&mut m, flows, self.now_ps(), hash, graph, Some(*rh));
+                w.stats.memo_hits += 1;
                 continue;
             }
             if replay.is_none() {

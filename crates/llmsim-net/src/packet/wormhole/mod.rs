@@ -115,9 +115,6 @@ pub struct WormholeStats {
     /// that episode ended unsteady), or mirrored it to its completions (a hit when every flow
     /// finished with its leader counterpart, a miss when an arrival ended the mirror first).
     pub memo_deferred: u64,
-    /// Of the memo hits, fresh partitions (long or short) that replayed a stored run to each
-    /// flow's completion with no packets (`memo_hits` counts them too).
-    pub run_replays: u64,
     /// Partitions recomputed from scratch (union-find over every running flow's links).
     pub repartitions: u64,
 }
