@@ -820,12 +820,12 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         fl["is_last"] = jnp.arange(H)[None, :] == fl["last_hop"][:, None]
         fl["fseed"] = _hash32(jnp, fl["fkey"] * jnp.uint32(0x27D4EB2F) + jnp.uint32(0x165667B1))
         if onehot:
-            oh = lambda idx: jax.nn.one_hot(idx.reshape(-1), L + 1, dtype=f32)  # noqa: E731
+            oh = lambda idx: jax.nn.one_hot(idx.reshape(-1), L + 1, dtype=f32)
             fl["mats"] = {"nic": oh(fl["path"][:, 0]), "path": oh(fl["path"]), "ack": oh(fl["ack_path"])}
             fl["mats"]["ingress"] = oh(fl["ingress"])
             if K > 1:
                 Pw = fl["pw"].shape[0]
-                ohp = lambda idx: jax.nn.one_hot(idx.reshape(-1), Pw, dtype=f32)  # noqa: E731
+                ohp = lambda idx: jax.nn.one_hot(idx.reshape(-1), Pw, dtype=f32)
                 fl["mats"].update(pslot=ohp(fl["pslot"]), pnic=ohp(fl["pslot"][:, 0]), pw=oh(fl["pw"]))
             fl["node_mat"] = jax.nn.one_hot(ingress_node, N + 1, dtype=f32)
         else:
