@@ -106,6 +106,7 @@ class BatchResult:
     step_ps: int
     device: str
     windows: int = 1  # live-flow windows run (WINDOW_STEPS)
+    slots: int = 0  # the most flow slots a window held (the flows padded to a power of two)
 
     @property
     def mean_fct_ns(self) -> np.ndarray:
@@ -267,7 +268,7 @@ def run_batch(
             _CACHE.pop(next(iter(_CACHE)))
     eng = _CACHE[key][1]
     with jax.default_device(dev):
-        fin, steps, max_q, pause_steps, sent, windows = eng.run(cols, seed, limit, window_steps)
+        fin, steps, max_q, pause_steps, sent, windows, slots = eng.run(cols, seed, limit, window_steps)
     fct = np.where(fin >= 0, (fin * st["step_ps"] - st["start_ps"][None, :]) / 1000.0, np.nan)
     return BatchResult(
         fct_ns=fct,
@@ -278,6 +279,7 @@ def run_batch(
         step_ps=st["step_ps"],
         device=f"{dev.platform}:{dev.id}",
         windows=windows,
+        slots=slots,
     )
 
 
@@ -343,7 +345,7 @@ class _Engine:
         pslots = np.zeros(0, np.int64)  # link of each port slot now held
         state: Any = None
         pk: Any = None
-        windows = 0
+        windows = max_slots = 0
         while t < limit:
             end = limit if window_steps == 0 else min(limit, t + window_steps)
             live = np.flatnonzero((start < end) & ~done_all)
@@ -379,6 +381,7 @@ class _Engine:
             )
             pslots = used
             windows += 1
+            max_slots = max(max_slots, S)
             f_fin, f_sent = (np.asarray(x, np.float64) for x in self.window.results(state))
             fin[:, live] = f_fin[:, : len(live)]
             sent[:, live] = f_sent[:, : len(live)]
@@ -388,7 +391,7 @@ class _Engine:
             if window_steps == 0:
                 break
         max_q, pause_steps = (np.asarray(x, np.float64)[:, : st["L"]] for x in self.window.port_stats(ports))
-        return fin, t, max_q, pause_steps, sent, windows
+        return fin, t, max_q, pause_steps, sent, windows, max_slots
 
 
 def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: int, B: int) -> _Engine:
