@@ -64,6 +64,9 @@ def main() -> int:
     ap.add_argument("--exact-points", type=int, default=None, help="run the exact engine on the first N points only")
     ap.add_argument("--backend", default=None, help="JAX backend (cpu, gpu); default: JAX's default device")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument(
+        "--runs", type=int, default=3, help="timed batch runs after the first (which compiles); 0: time the first"
+    )
     a = ap.parse_args()
     results = []
     for cfg in a.configs:
@@ -72,8 +75,9 @@ def main() -> int:
         t = time.perf_counter()
         first = batch.run_batch(inp, points, backend=a.backend)
         t_first = time.perf_counter() - t
-        runs = []
-        for _ in range(3):
+        runs = [] if a.runs > 0 else [t_first]
+        res = first
+        for _ in range(a.runs):
             t = time.perf_counter()
             res = batch.run_batch(inp, points, backend=a.backend)
             runs.append(time.perf_counter() - t)
@@ -97,7 +101,10 @@ def main() -> int:
             "fifo_cohorts_x_steps": list(engine.FIFO_COHORTS[inp.cc]),
             "flows": inp.num_flows,
             "batch_s_with_compile": round(t_first, 3),
-            "batch_s_median_of_3": round(t_batch, 3),
+            "batch_s_median": round(t_batch, 3),
+            "batch_timed_runs": a.runs if a.runs > 0 else "first run, with compile",
+            "batch_end_step": res.steps,
+            "batch_windows": res.windows,
             "batch_experiments_per_s": round(len(points) / t_batch, 2),
             "exact_points": n_exact,
             "exact_s_per_point_median": round(statistics.median(walls), 3),
@@ -109,6 +116,7 @@ def main() -> int:
             "points_within_5pct": int((abs_mean <= 0.05).sum()),
             "p99_fct_err_median_abs": round(float(np.median(np.abs(p99_err))), 4),
             "p99_fct_err_max_abs": round(float(np.max(np.abs(p99_err))), 4),
+            "mean_fct_err_per_point": [round(x, 4) for x in mean_err],
         }
         results.append(r)
         print(json.dumps(r), flush=True)

@@ -159,3 +159,36 @@ def test_a_backend_without_a_device_is_a_clear_error(experiments: dict) -> None:
     assert batch.device_info(None).startswith("cpu")
     with pytest.raises(RuntimeError, match="no JAX 'gpu' device here"):
         batch.run_batch(experiments["dcqcn"][1], [{}], backend="gpu")
+
+
+def _staggered(tmp_path: Path, cc: str) -> Path:
+    """config.txt for 40 flows of 200 KB-1 MB on the bundled fat-tree, one starting every 20 us:
+    at any time a few are live, so live-flow windows hold a changing subset of them."""
+    lines = ["40"]
+    for i in range(40):
+        src, dst = i % 16, (i * 5 + 3) % 16
+        lines.append(f"{src} {dst} 3 100 {200_000 * (1 + i % 5)} {2.0 + i * 20e-6:.9f}")
+    (tmp_path / "staggered.txt").write_text("\n".join(lines) + "\n")
+    text = _experiment(tmp_path, cc).read_text()
+    text = re.sub(r"(?m)^FLOW_FILE .*$", f"FLOW_FILE {tmp_path / 'staggered.txt'}", text)
+    cfg = tmp_path / f"config_staggered_{cc}.txt"
+    cfg.write_text(text)
+    return cfg
+
+
+@pytest.mark.parametrize("cc", ["dcqcn", "hpcc"])
+def test_live_flow_windows_match_one_window_with_every_flow(tmp_path: Path, cc: str) -> None:
+    """Windows that hold only the live flows (carried between slots as flows come and go) give
+    the FCTs of one window holding all 40 flows: they only drop flows done in every experiment
+    (and the under-half-packet rest they leave in queues)."""
+    inp = batch.load_ns3(_staggered(tmp_path, cc))
+    assert inp.num_flows == 40 and inp.cc == cc
+    points = [{}, {"rate_ai_bps": 4 * inp.base_params()["rate_ai_bps"]}]
+    whole = batch.run_batch(inp, points, backend="cpu", window_steps=0)
+    win = batch.run_batch(inp, points, backend="cpu", window_steps=32)
+    assert whole.windows == 1 and whole.slots == 40
+    assert win.windows > 10 and win.slots < 40
+    assert not np.isnan(whole.fct_ns).any() and not np.isnan(win.fct_ns).any()
+    err = np.abs(win.fct_ns / whole.fct_ns - 1)
+    print(f"{cc}: windows {win.windows}, slots {win.slots}, FCT difference max {err.max():.2e}")
+    np.testing.assert_allclose(win.fct_ns, whole.fct_ns, rtol=1e-3)

@@ -105,6 +105,8 @@ class BatchResult:
     steps: int
     step_ps: int
     device: str
+    windows: int = 1  # live-flow windows run (WINDOW_STEPS)
+    slots: int = 0  # the most flow slots a window held (the flows padded to a power of two)
 
     @property
     def mean_fct_ns(self) -> np.ndarray:
@@ -232,12 +234,15 @@ def run_batch(
     max_steps: int | None = None,
     fifo_cohorts: int | None = None,
     cohort_steps: int | None = None,
+    window_steps: int | None = None,
 ) -> BatchResult:
     """Runs one experiment per parameter point (``{"rate_ai_bps": 4e7, ...}``; a parameter a point
     leaves out keeps ``config.txt``'s value) in one batch on JAX's ``backend`` (``None``: JAX's
     default device, a GPU when a CUDA jaxlib finds one). Deterministic for a seed and backend.
     ``fifo_cohorts`` x ``cohort_steps``: the ports' FIFO age cohorts (``None``: the CC's default
-    in ``FIFO_COHORTS``; 1 cohort: proportional sharing, a queue state that many times smaller)."""
+    in ``FIFO_COHORTS``; 1 cohort: proportional sharing, a queue state that many times smaller).
+    ``window_steps``: the live-flow windows (``None``: ``WINDOW_STEPS`` when the experiment has
+    more than ``DENSE_FLOWS`` flows, else one window holding every flow; 0: one window)."""
     if not points:
         raise ValueError("run_batch needs at least one parameter point")
     if inp.cc not in ("dcqcn", "hpcc"):
@@ -247,6 +252,10 @@ def run_batch(
     cohort_steps = b0 if cohort_steps is None else cohort_steps
     if fifo_cohorts < 1 or cohort_steps < 1:
         raise ValueError("fifo_cohorts and cohort_steps must be at least 1")
+    if window_steps is None:
+        window_steps = WINDOW_STEPS if inp.num_flows > DENSE_FLOWS else 0
+    if window_steps < 0:
+        raise ValueError("window_steps must be at least 0")
     jax = _jax()
     st = _static(inp)
     cols = _param_columns(inp, points)
@@ -257,11 +266,10 @@ def run_batch(
         _CACHE[key] = (inp, _compiled(jax, st, inp.cc, inp.config, fifo_cohorts, cohort_steps))
         while len(_CACHE) > 8:
             _CACHE.pop(next(iter(_CACHE)))
-    fn = _CACHE[key][1]
+    eng = _CACHE[key][1]
     with jax.default_device(dev):
-        fct, steps, max_q, pause_steps, sent = fn(cols, np.uint32(seed), np.int32(limit))
-        fct = np.asarray(fct, dtype=np.float64)
-    fct[fct < 0] = np.nan
+        fin, steps, max_q, pause_steps, sent, windows, slots = eng.run(cols, seed, limit, window_steps)
+    fct = np.where(fin >= 0, (fin * st["step_ps"] - st["start_ps"][None, :]) / 1000.0, np.nan)
     return BatchResult(
         fct_ns=fct,
         max_queue_bytes=max_q,
@@ -270,15 +278,123 @@ def run_batch(
         steps=int(steps),
         step_ps=st["step_ps"],
         device=f"{dev.platform}:{dev.id}",
+        windows=windows,
+        slots=slots,
     )
 
 
 # Jitted engines by experiment (kept alive with it) and backend: a second batch over the same
-# inputs reuses the compiled step (JAX recompiles only for a new number of points).
+# inputs reuses the compiled step (JAX recompiles only for a new number of points or a new
+# live-flow bucket).
 _CACHE: dict[tuple[int, str | None, int, int], tuple[Ns3Inputs, Any]] = {}
 
+# Live-flow windows. The engine holds only the flows that can move in the next WINDOW_STEPS
+# steps (started before the window ends, not yet done in every experiment), in slots padded to a
+# power of two (at least MIN_SLOTS; each bucket compiles once). On the web-search fabric (3,491
+# flows over 5 ms) a 128-step window holds about 100 flows on average and 330 at most, so a step
+# costs a few percent of the dense one. Flows done in every experiment leave at the next window;
+# what they left in queues (under half a packet) is dropped. Experiments of at most DENSE_FLOWS
+# flows run in one window with every flow.
+WINDOW_STEPS = 128
+MIN_SLOTS = 16
+DENSE_FLOWS = 64
+# Segment sums (flows' bytes into ports) as a one-hot matmul while the one-hot matrix of the
+# whole experiment's flow-hops has at most this many entries, else as scatter-adds.
+ONEHOT_MAX = 2**18
 
-def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: int, B: int) -> Any:
+
+def _hash32(jnp: Any, x: Any) -> Any:
+    """murmur3's 32-bit finaliser: a well-mixed uint32 of a uint32."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+class _Engine:
+    """One experiment's jitted window function (per slot bucket and batch size) and the host loop
+    that moves flows in and out of the slots between windows."""
+
+    def __init__(self, jax: Any, st: dict[str, Any], window: Any, flows: dict[str, np.ndarray]) -> None:
+        self.jax, self.st, self.window, self.flows = jax, st, window, flows
+
+    def _slots(self, idx: np.ndarray, S: int) -> dict[str, np.ndarray]:
+        """The per-flow static columns of flows ``idx`` in S slots (the rest padding)."""
+        out = {}
+        for k, v in self.flows.items():
+            pad = self.flows_pad[k]
+            a = np.broadcast_to(pad, (S, *v.shape[1:])).copy()
+            a[: len(idx)] = v[idx]
+            out[k] = a
+        return out
+
+    def run(self, cols: Mapping[str, np.ndarray], seed: int, limit: int, window_steps: int) -> Any:
+        jax, st = self.jax, self.st
+        jnp = jax.numpy
+        F = st["F"]
+        E = len(next(iter(cols.values())))
+        P = {k: jnp.asarray(v, jnp.float32) for k, v in cols.items()}
+        start = st["start_step"]
+        fin = np.full((E, F), -1.0)
+        sent = np.zeros((E, F))
+        done_all = np.zeros(F, bool)
+        t = int(start.min())
+        ports = self.window.ports(E, t)
+        slots = np.zeros(0, np.int64)  # flow of each slot now held
+        pslots = np.zeros(0, np.int64)  # link of each port slot now held
+        state: Any = None
+        pk: Any = None
+        windows = max_slots = 0
+        while t < limit:
+            end = limit if window_steps == 0 else min(limit, t + window_steps)
+            live = np.flatnonzero((start < end) & ~done_all)
+            if len(live) == 0:
+                later = start[(start >= end) & ~done_all]
+                if len(later) == 0:
+                    break
+                t = int(later.min())
+                continue
+            S = len(live) if window_steps == 0 else max(MIN_SLOTS, 1 << int(len(live) - 1).bit_length())
+            # Carry the flows held before into their new slots; new flows start fresh.
+            pos = {int(f): i for i, f in enumerate(slots)}
+            src = np.array([pos.get(int(f), -1) for f in live] + [-1] * (S - len(live)), np.int32)
+            fresh = src < 0
+            fl = self._slots(live, S)
+            # The window's port slots: the links its flows' data cross (their cohorts), and an
+            # empty one (the padding link) last.
+            L = st["L"]
+            used = np.unique(st["path"][live][st["valid"][live]])
+            Pw = len(used) + 1 if window_steps == 0 else max(MIN_SLOTS, 1 << len(used).bit_length())
+            pw = np.full(Pw, L, np.int32)
+            pw[: len(used)] = used
+            lut = np.full(L + 1, Pw - 1, np.int32)
+            lut[used] = np.arange(len(used))
+            fl["pslot"] = lut[fl["path"]]
+            fl["pw"] = pw
+            ppos = {int(x): i for i, x in enumerate(pslots)}
+            psrc = np.array([ppos.get(int(x), -1) for x in used] + [-1] * (Pw - len(used)), np.int32)
+            state = self.window.remap(state, src, fresh, fl, E, S)
+            pk = self.window.remap_ports(pk, psrc, E, Pw)
+            state, ports, pk, t_out = self.window.run(
+                state, ports, pk, fl, P, np.uint32(seed), np.int32(t), np.int32(end)
+            )
+            pslots = used
+            windows += 1
+            max_slots = max(max_slots, S)
+            f_fin, f_sent = (np.asarray(x, np.float64) for x in self.window.results(state))
+            fin[:, live] = f_fin[:, : len(live)]
+            sent[:, live] = f_sent[:, : len(live)]
+            done_all[live] = (f_fin[:, : len(live)] >= 0).all(axis=0)
+            slots = live
+            t = int(t_out)
+            if window_steps == 0:
+                break
+        max_q, pause_steps = (np.asarray(x, np.float64)[:, : st["L"]] for x in self.window.port_stats(ports))
+        return fin, t, max_q, pause_steps, sent, windows, max_slots
+
+
+def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: int, B: int) -> _Engine:
     jnp = jax.numpy
     lax = jax.lax
     f32 = jnp.float32
@@ -286,17 +402,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
     Ha = st["ack_path"].shape[1]
     dt = st["dt"]
     step_ns = st["step_ps"] / 1000.0
-    path = jnp.asarray(st["path"])
-    valid = jnp.asarray(st["valid"])
-    last_hop = jnp.asarray(st["last_hop"])
     cap = jnp.asarray(st["cap"], f32)
     ecn_port = jnp.asarray(st["ecn_port"])
     ratio = jnp.asarray(st["ratio_100g"], f32)
-    size_wire = jnp.asarray(st["size_wire"], f32)
-    start_step = jnp.asarray(st["start_step"], jnp.int32)
-    start_ps = np.asarray(st["start_ps"])
-    line_bps = jnp.asarray(st["line_bps"], f32)
-    ack_path = jnp.asarray(st["ack_path"])
     ingress_node = jnp.asarray(st["ingress_node"])
     shift = jnp.asarray(np.exp2(-st["shift"].astype(np.float64)), f32)
     free_base = jnp.asarray(st["free_base"], f32)
@@ -304,6 +412,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
     ack_ratio = st["ack_ratio"]
     reserve = float(cfg["reserve_bytes"])
     resume_off = float(cfg["resume_offset_bytes"])
+    line_max = float(st["line_bps"].max())
     # Delay lines: served bytes enter the next hop after the link's delay; feedback reaches the
     # sender after fb_delay steps. Ring buffers indexed by step modulo their length.
     dsteps = st["dsteps"]
@@ -317,12 +426,40 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
     D2 = int(max(fb_delay.max(), ack_delay.max())) + QDELAY_MAX + 1
     # Bytes served at hop h reach hop h + 1 after hop h's link delay: one mask per distinct delay.
     arrive_delay = np.concatenate([np.ones((F, 1), np.int64), hop_delay[:, :-1]], axis=1)
-    uniq = np.unique(arrive_delay)
-    delay_masks = [(int(d), None if len(uniq) == 1 else jnp.asarray(arrive_delay == d, f32)) for d in uniq]
-    fb_delay = jnp.asarray(fb_delay)
-    ack_delay = jnp.asarray(ack_delay)
-    fidx = jnp.arange(F)
-    is_last = jnp.arange(H)[None, :] == last_hop[:, None]
+    uniq = [int(d) for d in np.unique(arrive_delay)]
+    # The per-flow columns a window's slots hold, and the padding of an empty slot: on the
+    # padding link (index L, never queues), never starting, already done.
+    big_i = 2**30
+    flows = {
+        "path": st["path"].astype(np.int32),
+        "valid": st["valid"],
+        "last_hop": st["last_hop"].astype(np.int32),
+        "ack_path": st["ack_path"].astype(np.int32),
+        "ingress": st["ingress"].astype(np.int32),
+        "fb_delay": fb_delay.astype(np.int32),
+        "ack_delay": ack_delay.astype(np.int32),
+        "arrive_delay": arrive_delay.astype(np.int32),
+        "size_wire": st["size_wire"].astype(np.float32),
+        "start_step": np.minimum(st["start_step"], big_i).astype(np.int32),
+        "line_bps": st["line_bps"].astype(np.float32),
+        # The flow's own stream of ECN draws (by flow, not slot: windows do not change them).
+        "fkey": np.arange(F, dtype=np.uint32),
+    }
+    flows_pad = {
+        "path": np.int32(L),
+        "valid": False,
+        "last_hop": np.int32(0),
+        "ack_path": np.int32(L),
+        "ingress": np.int32(L),
+        "fb_delay": np.int32(1),
+        "ack_delay": np.int32(1),
+        "arrive_delay": np.int32(1),
+        "size_wire": np.float32(0.0),
+        "start_step": np.int32(big_i),
+        "line_bps": np.float32(line_max),
+        "fkey": np.uint32(0),
+    }
+    onehot = F * H * (L + 1) <= ONEHOT_MAX
     # CC constants.
     T_ns = st["max_rtt_ns"]
     win_wire = st["max_bdp"] * float(np.max(st["wire_per_payload"])) if cfg["has_win"] else 0.0
@@ -334,58 +471,60 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
     fast_react = bool(cfg["fast_react"])
     hpcc = cc == "hpcc"
     hp_w = 1.0 - math.exp(-min(step_ns, T_ns) / T_ns)
-    big = jnp.int32(2**30)
+    big = jnp.int32(big_i)
 
-    def gather_matrix(idx: np.ndarray, n: int) -> Any:
-        """The one-hot matrix that sums entries into slots ``idx`` (``None``: too large, scatter)."""
-        idx = np.asarray(idx).reshape(-1)
-        if idx.size * n > 2**24:
-            return None
-        m = np.zeros((idx.size, n), np.float32)
-        m[np.arange(idx.size), idx] = 1.0
-        return m
-
-    mats: dict[str, Any] = {}
-
-    def seg(vals: Any, idx: Any, n: int, name: str) -> Any:
-        """Sums ``vals[e, ...]`` into ``out[e, idx[...]]`` (n slots): a matmul with a one-hot
-        matrix (dense, fast on CPU and GPU) where it is small, else a scatter-add."""
+    def seg(vals: Any, idx: Any, n: int, m: Any) -> Any:
+        """Sums ``vals[e, x, ...]`` into ``out[e, idx[x], ...]`` (n slots; idx flattened over
+        vals' axes after the first): a matmul with the one-hot matrix ``m`` of idx when given,
+        else a scatter-add."""
         e = vals.shape[0]
-        if name not in mats:
-            mats[name] = gather_matrix(np.asarray(idx), n)
-        m = mats[name]
+        flat = idx.reshape(-1)
+        x = vals.reshape(e, flat.shape[0], -1)
         if m is None:
-            return jnp.zeros((e, n), vals.dtype).at[:, jnp.asarray(idx).reshape(-1)].add(vals.reshape(e, -1))
-        return vals.reshape(e, -1) @ m
+            out = jnp.zeros((e, n, x.shape[2]), vals.dtype).at[:, flat].add(x)
+        else:
+            out = jnp.einsum("exk,xl->elk", x, m)
+        return out if vals.ndim - idx.ndim > 1 else out[..., 0]
 
-    def seg_k(qk: Any) -> Any:
-        """Sums ``qk[e, f, h, k]`` into ``out[e, path[f, h], k]``: the ports' bytes per cohort."""
-        e = qk.shape[0]
-        if "path" not in mats:
-            mats["path"] = gather_matrix(st["path"], L + 1)
-        m = mats["path"]
-        x = qk.reshape(e, F * H, K)
-        if m is None:
-            return jnp.zeros((e, L + 1, K), qk.dtype).at[:, jnp.asarray(st["path"]).reshape(-1)].add(x)
-        return jnp.einsum("exk,xl->elk", x, m)
-
-    def step(carry: dict[str, Any], key: Any) -> dict[str, Any]:
+    def step(carry: dict[str, Any], fl: dict[str, Any], P: dict[str, Any], seed: Any) -> dict[str, Any]:
         t = carry["t"]
-        P = carry["P"]
+        S = fl["path"].shape[0]
         E = carry["q"].shape[0]
         eidx = jnp.arange(E)
-        qk, pipe, fb = carry["q"], carry["pipe"], carry["fb"]
+        fidx = jnp.arange(S)
+        path, valid, last_hop, is_last = fl["path"], fl["valid"], fl["last_hop"], fl["is_last"]
+        line_bps, size_wire, start_step = fl["line_bps"], fl["size_wire"], fl["start_step"]
+        mats = fl["mats"]
+        qk, pipe, fb_ack, fb_cc = carry["q"], carry["pipe"], carry["fb_ack"], carry["fb_cc"]
         rate, sent, acked = carry["rate"], carry["sent"], carry["acked"]
         active = (t >= start_step)[None, :] & (carry["fct"] < 0)
         # 0. The FIFO cohort that takes this step's arrivals: on entering a slot, bytes still in
         #    it (older than the horizon) fold into the next oldest.
+        #    The ports keep their bytes per cohort (Qk) and, per cohort, the bytes older than it
+        #    (``before``) up to date as bytes arrive and leave, so no step sums the flows' cohorts
+        #    into ports: a cohort that becomes the newest has every queued byte before it, the one
+        #    after it becomes the oldest (nothing before it).
         c = (t // B) % K
         if K > 1:
-            stale = jnp.where(c != carry["cohort"], qk[..., c], 0.0)
-            qk = qk.at[..., (c + 1) % K].add(stale).at[..., c].add(-stale)
+
+            def roll(x: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+                qk, Qk, before = x
+                nxt = (c + 1) % K
+                qk = qk.at[..., nxt].add(qk[..., c]).at[..., c].set(0.0)
+                Qk = Qk.at[..., nxt].add(Qk[..., c]).at[..., c].set(0.0)
+                before = before.at[..., c].set(jnp.sum(Qk, axis=2)).at[..., nxt].set(0.0)
+                return qk, Qk, before
+
+            # Only every B steps (a cond: the other steps skip the passes over the cohorts).
+            qk, Qk, before = lax.cond(c != carry["cohort"], roll, lambda x: x, (qk, carry["Qk"], carry["before"]))
+            pslot, pw = fl["pslot"], fl["pw"]
+            Pw = pw.shape[0]
         # 1. Arrivals from the links' delay lines.
         slot = t % D
-        qk = qk.at[..., c].add(pipe[slot])
+        arr = pipe[slot]
+        qk = qk.at[..., c].add(arr)
+        if K > 1:
+            Qk = Qk.at[..., c].add(seg(arr, pslot, Pw, mats.get("pslot")))
         q = jnp.sum(qk, axis=3)
         pipe = pipe.at[slot].set(0.0)
         # 2. The sender's NIC: paced at the CC rate, within the window, at most one step of line rate.
@@ -395,20 +534,22 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             want = jnp.minimum(want, jnp.maximum(w - (sent - acked), 0.0))
         want = jnp.where(active, jnp.minimum(want, size_wire[None, :] - sent), 0.0)
         nic = path[:, 0]
-        nic_q = seg(q[:, :, 0], st["path"][:, 0], L + 1, "nic")
-        nic_want = seg(want, st["path"][:, 0], L + 1, "nic")
+        nic_q = seg(q[:, :, 0], nic, L + 1, mats.get("nic"))
+        nic_want = seg(want, nic, L + 1, mats.get("nic"))
         room = jnp.maximum(cap[None, :] - nic_q, 0.0) * (1.0 - carry["paused"])
         scale = jnp.where(nic_want > 0, jnp.minimum(room / jnp.maximum(nic_want, 1e-9), 1.0), 0.0)
         want = want * scale[:, nic]
         sent = sent + want
         q = q.at[:, :, 0].add(want)
         qk = qk.at[:, :, 0, c].add(want)
+        if K > 1:
+            Qk = Qk.at[..., c].add(seg(want, pslot[:, 0], Pw, mats.get("pnic")))
         # 3. Every egress port pulls from the flows queued at it (oldest cohort first, a cohort in
         #    proportion to its flows' bytes); ACK bytes (last step's deliveries) take their share
         #    of the reverse links.
-        Q = seg(q, st["path"], L + 1, "path")
+        Q = seg(q, path, L + 1, mats.get("path")) if K == 1 else seg(jnp.sum(Qk, axis=2), pw, L + 1, mats.get("pw"))
         ack_load = seg(
-            jnp.broadcast_to(carry["deliv"][:, :, None] * ack_ratio, (E, F, Ha)), st["ack_path"], L + 1, "ack"
+            jnp.broadcast_to(carry["deliv"][:, :, None] * ack_ratio, (E, S, Ha)), fl["ack_path"], L + 1, mats.get("ack")
         )
         avail = jnp.maximum(cap[None, :] - ack_load, 0.0) * (1.0 - carry["paused"])
         served_port = jnp.minimum(Q, avail)
@@ -419,39 +560,44 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         else:
             # Oldest cohort first: a cohort is served once the older ones are; its flows share
             # it in proportion to their bytes.
-            Qk = seg_k(qk)
-            age = (c - jnp.arange(K)) % K
-            older = (age[:, None] > age[None, :]).astype(f32)
-            before = Qk @ older
-            fk = jnp.where(Qk > 0, jnp.clip((served_port[..., None] - before) / jnp.maximum(Qk, 1e-9), 0.0, 1.0), 0.0)
-            served_k = qk * fk[:, path, :]
+            sp = served_port[:, pw, None]
+            fk = jnp.where(Qk > 0, jnp.clip((sp - before) / jnp.maximum(Qk, 1e-9), 0.0, 1.0), 0.0)
+            served_k = qk * fk[:, pslot, :]
             qk = qk - served_k
             served = jnp.sum(served_k, axis=3)
+            Qk = Qk * (1.0 - fk)
+            before = jnp.maximum(before - sp, 0.0)
         q = jnp.sum(qk, axis=3)
         Qa = Q - served_port
         # 4. Served bytes travel to the next hop; the last hop's come back as ACKs.
         to_next = jnp.where(is_last[None], 0.0, served)
         arrive = jnp.concatenate([jnp.zeros_like(to_next[:, :, :1]), to_next[:, :, :-1]], axis=2)
-        for d, m in delay_masks:
+        for d in uniq:
+            m = None if len(uniq) == 1 else (fl["arrive_delay"] == d).astype(f32)
             pipe = pipe.at[(t + d) % D].add(arrive * m[None] if m is not None else arrive)
         deliv = jnp.sum(jnp.where(is_last[None], served, 0.0), axis=2)
         qd_link = jnp.where(Qa > 0, Qa / jnp.maximum(avail, 1e-3 * cap[None, :]), 0.0)
         qd_path = jnp.where(valid[None], qd_link[:, path], 0.0)
         qd_down = jnp.flip(jnp.cumsum(jnp.flip(qd_path, 2), 2), 2) - qd_path  # queues after hop h
-        qd_ack = jnp.sum(qd_link[:, ack_path], axis=2)
+        qd_ack = jnp.sum(qd_link[:, fl["ack_path"]], axis=2)
         q_fb = jnp.minimum(jnp.rint(qd_down + qd_ack[:, :, None]), QDELAY_MAX).astype(jnp.int32)
-        fb_slot = (t + fb_delay[None] + q_fb) % D2
-        ack_slot = (t + ack_delay[None, :] + q_fb[:, fidx, last_hop]) % D2
-        fb = fb.at[ack_slot, 0, fidx[None, :], eidx[:, None]].add(deliv)
+        # The feedback rings are (D2, E, S), written through flat indices (one scatter of scalars).
+        fb_slot = (t + fl["fb_delay"][None] + q_fb) % D2
+        fb_at = (fb_slot * E + eidx[:, None, None]) * S + fidx[None, :, None]
+        ack_slot = (t + fl["ack_delay"][None, :] + q_fb[:, fidx, last_hop]) % D2
+        ack_at = (ack_slot * E + eidx[:, None]) * S + fidx[None, :]
+        fb_ack = fb_ack.reshape(-1).at[ack_at.reshape(-1)].add(deliv.reshape(-1), mode="promise_in_bounds")
+        fb_ack = fb_ack.reshape(D2, E, S)
         # 5. Feedback the served packets carry: ECN marks, HPCC's per-hop utilisation.
         if hpcc:
             tx = (served_port + ack_load) / cap[None, :]
             qmin = jnp.minimum(Qa, carry["Qprev"])
-            u_hop = tx + qmin / f32(max(st["max_bdp"], 1.0)) * (line_bps.max() / (cap * 8 / dt))[None, :]
+            u_hop = tx + qmin / f32(max(st["max_bdp"], 1.0)) * (line_max / (cap * 8 / dt))[None, :]
             u_fh = jnp.where(valid[None] & (served > 0), u_hop[:, path], 0.0)
             # Each hop's word reaches the sender at its own delay (the INT words of one packet
             # arrive together); the sender takes the largest.
-            fb = fb.at[fb_slot, 2, fidx[None, :, None], eidx[:, None, None]].max(u_fh)
+            fb_cc = fb_cc.reshape(-1).at[fb_at.reshape(-1)].max(u_fh.reshape(-1), mode="promise_in_bounds")
+            fb_cc = fb_cc.reshape(D2, E, S)
         else:
             kmin = P["kmin_bytes"][:, None] * ratio[None, :]
             kmax = P["kmax_bytes"][:, None] * ratio[None, :]
@@ -464,20 +610,21 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             lognm = served / f32(wire) * jnp.log1p(-p[:, path])
             # Each hop's marks reach the sender at that hop's delay: a packet marked upstream still
             # waits in the queues after it, one marked at the last hop does not.
-            fb = fb.at[fb_slot, 1, fidx[None, :, None], eidx[:, None, None]].add(lognm)
+            fb_cc = fb_cc.reshape(-1).at[fb_at.reshape(-1)].add(lognm.reshape(-1), mode="promise_in_bounds")
+            fb_cc = fb_cc.reshape(D2, E, S)
         # 6. PFC: pause the upstream port of an ingress holding more than its dynamic threshold.
-        held = seg(q, st["ingress"], L + 1, "ingress")
+        held = seg(q, fl["ingress"], L + 1, mats.get("ingress"))
         shared = jnp.maximum(held - reserve, 0.0)
-        used = seg(shared, st["ingress_node"], N + 1, "node")
+        used = seg(shared, ingress_node, N + 1, fl["node_mat"])
         thr = jnp.maximum(free_base[None, :] - used, 0.0)[:, ingress_node] * shift[None, :]
         pause = shared > thr
         resume = shared + resume_off <= thr
         paused = jnp.where(pause, 1.0, jnp.where(resume, 0.0, carry["paused"]))
         # 7. The sender reads this step's feedback.
         s2 = t % D2
-        got = fb[s2]
-        fb = fb.at[s2].set(0.0)
-        new_acked = got[0].T
+        new_acked, got_cc = fb_ack[s2], fb_cc[s2]
+        fb_ack = fb_ack.at[s2].set(0.0)
+        fb_cc = fb_cc.at[s2].set(0.0)
         has_ack = new_acked > 0
         acked_before = acked
         acked = acked + new_acked
@@ -488,24 +635,29 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         fct = jnp.where(done_now, (t + part).astype(f32), carry["fct"])
         cc_state = dict(carry["cc"])
         if hpcc:
-            rate, cc_state = _hpcc(jnp, cc_state, P, rate, sent, acked, has_ack & active, got[2].T)
+            rate, cc_state = _hpcc(jnp, cc_state, P, rate, sent, acked, has_ack & active, got_cc, line_bps)
         else:
-            u = jax.random.uniform(key, (E, F))
+            # A seeded draw per experiment, flow and step (a hash of the four: the flow's draws
+            # do not depend on the slot it holds).
+            h = _hash32(jnp, fl["fseed"] ^ (t.astype(jnp.uint32) * jnp.uint32(0x9E3779B1)))
+            h = _hash32(jnp, h[None, :] + (eidx.astype(jnp.uint32) * jnp.uint32(0x85EBCA77) + seed)[:, None])
+            u = (h >> 8).astype(f32) * f32(2.0**-24)
             # A mark comes back on its own ACK: the feedback word is that ACK (no separate
             # ACK delivery needed in the same step).
-            cnp = active & (u < -jnp.expm1(got[1].T))
-            rate, cc_state = _dcqcn(jnp, cc_state, P, rate, cnp, t, active)
-        # Nothing started, queued or in flight: jump to the next flow's start.
+            cnp = active & (u < -jnp.expm1(got_cc))
+            rate, cc_state = _dcqcn(jnp, cc_state, P, rate, cnp, t, active, line_bps)
+        # Nothing started, queued or in flight: jump to the next flow's start (within the window).
         idle = ~jnp.any(active)
         later = jnp.where(start_step > t, start_step, big)
         t_next = jnp.where(idle, jnp.maximum(jnp.min(later), t + 1), t + 1)
         return {
-            "t": t_next,
-            "P": P,
+            "t": jnp.minimum(t_next, carry["t_stop"]),
+            "t_stop": carry["t_stop"],
             "q": qk,
             "cohort": c,
             "pipe": pipe,
-            "fb": fb,
+            "fb_ack": fb_ack,
+            "fb_cc": fb_cc,
             "rate": rate,
             "sent": sent,
             "acked": acked,
@@ -516,9 +668,12 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             "cc": cc_state,
             "max_q": jnp.maximum(carry["max_q"], Qa),
             "pause_steps": carry["pause_steps"] + paused,
+            **({"Qk": Qk, "before": before} if K > 1 else {}),
         }
 
-    def _dcqcn(jnp: Any, c: dict[str, Any], P: dict[str, Any], rate: Any, cnp: Any, t: Any, active: Any) -> Any:
+    def _dcqcn(
+        jnp: Any, c: dict[str, Any], P: dict[str, Any], rate: Any, cnp: Any, t: Any, active: Any, line_bps: Any
+    ) -> Any:
         rp_iv = jnp.maximum(jnp.round(P["rp_timer_us"] * 1e6 / st["step_ps"]), 1).astype(jnp.int32)[:, None]
         g = P["ewma_gain"][:, None]
         # RdmaHw::cnp_received_mlx.
@@ -568,7 +723,15 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         }
 
     def _hpcc(
-        jnp: Any, c: dict[str, Any], P: dict[str, Any], rate: Any, sent: Any, acked: Any, ack: Any, U: Any
+        jnp: Any,
+        c: dict[str, Any],
+        P: dict[str, Any],
+        rate: Any,
+        sent: Any,
+        acked: Any,
+        ack: Any,
+        U: Any,
+        line_bps: Any,
     ) -> Any:
         init = ack & ~c["started"]
         upd = ack & c["started"]
@@ -588,72 +751,153 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             "last_seq": jnp.where(init | commit, sent, c["last_seq"]),
         }
 
-    def run(cols: dict[str, Any], seed: Any, limit: Any) -> Any:
-        P = {k: jnp.asarray(v, f32) for k, v in cols.items()}
-        E = P["pmax"].shape[0]
-        zeros = jnp.zeros((E, F), f32)
-        line = jnp.broadcast_to(line_bps[None, :], (E, F))
+    # The per-flow state, by its slot axis, and a new flow's value there (a callable of the
+    # slots' line rates: the sender starts at line rate).
+    def fresh(E: int, S: int, line: Any) -> dict[str, Any]:
+        zeros = jnp.zeros((E, S), f32)
+        line = jnp.broadcast_to(line[None, :], (E, S))
         if hpcc:
             cc0 = {
-                "started": jnp.zeros((E, F), bool),
-                "u": jnp.ones((E, F), f32),
+                "started": jnp.zeros((E, S), bool),
+                "u": jnp.ones((E, S), f32),
                 "cur": line,
-                "stage": jnp.zeros((E, F), jnp.int32),
+                "stage": jnp.zeros((E, S), jnp.int32),
                 "last_seq": zeros,
             }
         else:
             cc0 = {
-                "alpha": jnp.ones((E, F), f32),
-                "alpha_cnp": jnp.zeros((E, F), bool),
-                "dec_cnp": jnp.zeros((E, F), bool),
-                "first": jnp.ones((E, F), bool),
+                "alpha": jnp.ones((E, S), f32),
+                "alpha_cnp": jnp.zeros((E, S), bool),
+                "dec_cnp": jnp.zeros((E, S), bool),
+                "first": jnp.ones((E, S), bool),
                 "target": line,
-                "stage": jnp.zeros((E, F), jnp.int32),
-                "t_alpha": jnp.full((E, F), big),
-                "t_dec": jnp.full((E, F), big),
-                "t_inc": jnp.full((E, F), big),
+                "stage": jnp.zeros((E, S), jnp.int32),
+                "t_alpha": jnp.full((E, S), big),
+                "t_dec": jnp.full((E, S), big),
+                "t_inc": jnp.full((E, S), big),
             }
-        carry = {
-            "t": jnp.min(start_step).astype(jnp.int32),
-            "P": P,
-            "q": jnp.zeros((E, F, H, K), f32),
-            "cohort": (jnp.min(start_step) // B % K).astype(jnp.int32),
-            "pipe": jnp.zeros((D, E, F, H), f32),
-            "fb": jnp.zeros((D2, 3, F, E), f32),
+        return {
+            "q": jnp.zeros((E, S, H, K), f32),
+            "pipe": jnp.zeros((D, E, S, H), f32),
+            "fb_ack": jnp.zeros((D2, E, S), f32),
+            "fb_cc": jnp.zeros((D2, E, S), f32),
             "rate": line,
             "sent": zeros,
             "acked": zeros,
             "deliv": zeros,
-            "paused": jnp.zeros((E, L + 1), f32),
-            "Qprev": jnp.zeros((E, L + 1), f32),
-            "fct": jnp.full((E, F), -1.0, f32),
+            "fct": jnp.full((E, S), -1.0, f32),
             "cc": cc0,
-            "max_q": jnp.zeros((E, L + 1), f32),
-            "pause_steps": jnp.zeros((E, L + 1), f32),
         }
-        key = jax.random.PRNGKey(seed)
+
+    axis = {"q": 1, "pipe": 2, "fb_ack": 2, "fb_cc": 2}
+
+    @jax.jit
+    def remap_jit(old: Any, src: Any, fresh_mask: Any, line: Any, pad: Any) -> Any:
+        E = old["rate"].shape[0]
+        S = src.shape[0]
+        new = fresh(E, S, line)
+        j = jnp.maximum(src, 0)
+
+        def one(key: str, o: Any, n: Any) -> Any:
+            a = axis.get(key, 1)
+            shape = [1] * n.ndim
+            shape[a] = S
+            took = jnp.take(o, j, axis=a)
+            return jnp.where(fresh_mask.reshape(shape), n, took)
+
+        out = {k: one(k, old[k], new[k]) for k in new if k != "cc"}
+        out["cc"] = {k: one(k, old["cc"][k], new["cc"][k]) for k in new["cc"]}
+        # An empty slot is done from the start (the loop waits for no one there).
+        out["fct"] = jnp.where(pad[None, :], 0.0, out["fct"])
+        return out
+
+    @jax.jit
+    def fresh_jit(line: Any, pad: Any, e: Any) -> Any:
+        out = fresh(e.shape[0], line.shape[0], line)
+        out["fct"] = jnp.where(pad[None, :], 0.0, out["fct"])
+        return out
+
+    def prepare(fl: dict[str, Any]) -> dict[str, Any]:
+        """A window's per-flow columns as the step uses them (loop invariants)."""
+        fl = dict(fl)
+        fl["is_last"] = jnp.arange(H)[None, :] == fl["last_hop"][:, None]
+        fl["fseed"] = _hash32(jnp, fl["fkey"] * jnp.uint32(0x27D4EB2F) + jnp.uint32(0x165667B1))
+        if onehot:
+            oh = lambda idx: jax.nn.one_hot(idx.reshape(-1), L + 1, dtype=f32)
+            fl["mats"] = {"nic": oh(fl["path"][:, 0]), "path": oh(fl["path"]), "ack": oh(fl["ack_path"])}
+            fl["mats"]["ingress"] = oh(fl["ingress"])
+            if K > 1:
+                Pw = fl["pw"].shape[0]
+                ohp = lambda idx: jax.nn.one_hot(idx.reshape(-1), Pw, dtype=f32)
+                fl["mats"].update(pslot=ohp(fl["pslot"]), pnic=ohp(fl["pslot"][:, 0]), pw=oh(fl["pw"]))
+            fl["node_mat"] = jax.nn.one_hot(ingress_node, N + 1, dtype=f32)
+        else:
+            fl["mats"] = {}
+            fl["node_mat"] = None
+        return fl
+
+    def run_window(state: Any, ports: Any, pk: Any, fl: Any, P: Any, seed: Any, t0: Any, t_stop: Any) -> Any:
+        fl = prepare(fl)
+        carry = dict(state, **ports, **pk, t=t0, t_stop=t_stop)
 
         def cond(c: dict[str, Any]) -> Any:
-            return (c["t"] < limit) & jnp.any(c["fct"] < 0)
+            return (c["t"] < c["t_stop"]) & jnp.any(c["fct"] < 0)
 
         def body(c: dict[str, Any]) -> Any:
-            return step(c, jax.random.fold_in(key, c["t"]))
+            return step(c, fl, P, seed)
 
         out = lax.while_loop(cond, body, carry)
-        return out["fct"], out["t"], out["max_q"][:, :L], out["pause_steps"][:, :L], out["sent"]
+        state = {k: out[k] for k in state}
+        ports = {k: out[k] for k in ports}
+        pk = {k: out[k] for k in pk}
+        return state, ports, pk, out["t"]
 
-    jitted = jax.jit(run)
+    window_jit = jax.jit(run_window, donate_argnums=(0, 1, 2))
 
-    def call(cols: dict[str, np.ndarray], seed: Any, limit: Any) -> Any:
-        fin_steps, steps, max_q, pause_steps, sent = jitted(cols, seed, limit)
-        fin = np.asarray(fin_steps, dtype=np.float64)
-        fct = np.where(fin >= 0, (fin * st["step_ps"] - start_ps[None, :]) / 1000.0, -1.0)
-        return (
-            fct,
-            steps,
-            np.asarray(max_q, np.float64),
-            np.asarray(pause_steps, np.float64),
-            np.asarray(sent, np.float64),
-        )
+    @jax.jit
+    def remap_ports_jit(old: Any, src: Any) -> Any:
+        keep = (src >= 0)[None, :, None]
+        return {k: jnp.where(keep, jnp.take(v, jnp.maximum(src, 0), axis=1), 0.0) for k, v in old.items()}
 
-    return call
+    class Window:
+        @staticmethod
+        def ports(E: int, t0: int) -> dict[str, Any]:
+            return {
+                "cohort": jnp.int32(t0 // B % K),
+                **{k: jnp.zeros((E, L + 1), f32) for k in ("paused", "Qprev", "max_q", "pause_steps")},
+            }
+
+        @staticmethod
+        def remap_ports(pk: Any, src: np.ndarray, E: int, Pw: int) -> Any:
+            """The ports' cohort columns (``Qk``, ``before``) moved to a window's port slots."""
+            if K == 1:
+                return {}
+            if pk is None:
+                return {k: jnp.zeros((E, Pw, K), f32) for k in ("Qk", "before")}
+            return remap_ports_jit(pk, jnp.asarray(src))
+
+        @staticmethod
+        def remap(
+            state: Any, src: np.ndarray, fresh_mask: np.ndarray, fl: dict[str, np.ndarray], E: int, S: int
+        ) -> Any:
+            line = jnp.asarray(fl["line_bps"])
+            pad = jnp.asarray(fl["start_step"] >= big_i)
+            if state is None:
+                return fresh_jit(line, pad, jnp.zeros(E))
+            return remap_jit(state, jnp.asarray(src), jnp.asarray(fresh_mask), line, pad)
+
+        @staticmethod
+        def run(state: Any, ports: Any, pk: Any, fl: Any, P: Any, seed: Any, t0: Any, t_stop: Any) -> Any:
+            return window_jit(state, ports, pk, fl, P, seed, t0, t_stop)
+
+        @staticmethod
+        def results(state: Any) -> Any:
+            return state["fct"], state["sent"]
+
+        @staticmethod
+        def port_stats(ports: Any) -> Any:
+            return ports["max_q"], ports["pause_steps"]
+
+    eng = _Engine(jax, st, Window, flows)
+    eng.flows_pad = flows_pad
+    return eng
