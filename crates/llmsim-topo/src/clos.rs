@@ -35,7 +35,7 @@ use crate::family::{FamilySpec, RoutingRule};
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec};
-use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops};
+use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops, take_choice};
 
 /// Most tiers a Clos may have.
 pub const MAX_TIERS: usize = 8;
@@ -448,17 +448,7 @@ impl RoutingRule for ClosRule {
             let c = self.cnt[i];
             (self.cab0[i] + 2 * (p0 * c + x % self.down[i]) + 1, 2 * c)
         };
-        let j = if count == 1 {
-            0
-        } else {
-            t.ecmp_pick(at, flow_hash, count as usize) as u32
-        };
-        let hop = Hop {
-            link: LinkId(link0 + j * link_step),
-            to: NodeId(to0 + j * step),
-        };
-        debug_assert_eq!(Some(&hop), t.port_hops(at).get((first + j) as usize), "clos layout at {at}");
-        Ok(hop)
+        Ok(take_choice(t, at, flow_hash, (first, count, to0, step, link0, link_step), "clos"))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {

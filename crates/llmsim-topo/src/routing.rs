@@ -721,6 +721,29 @@ pub(crate) fn nvswitch_hop_computed(t: &Topology, at: NodeId, dst: NodeId) -> Re
     Ok(hop)
 }
 
+/// An arithmetic switch choice: `(first port, count, first far end, far-end step, first link,
+/// link step)`: `count` equal-cost ports laid out at fixed strides.
+pub(crate) type PortChoice = (u32, u32, u32, u32, u32, u32);
+
+/// The hop a [`PortChoice`] describes: the flow hash picks `i` among `count`, port `first + i`, its
+/// link `link0 + i * link_step`, leading to `to0 + i * step`; read from no table (a debug
+/// assertion, naming `family`, checks it against the port table).
+#[inline]
+pub(crate) fn take_choice(t: &Topology, at: NodeId, flow_hash: u64, c: PortChoice, family: &str) -> Hop {
+    let (first, count, to0, step, link0, link_step) = c;
+    let i = if count == 1 {
+        0
+    } else {
+        t.ecmp_pick(at, flow_hash, count as usize) as u32
+    };
+    let hop = Hop {
+        link: LinkId(link0 + i * link_step),
+        to: NodeId(to0 + i * step),
+    };
+    debug_assert_eq!(Some(&hop), t.port_hops(at).get((first + i) as usize), "{family} layout at {at}");
+    hop
+}
+
 /// The first hop of a host with `nics` NIC ports, link ids and far ends computed for a family
 /// laid out by [`crate::generators::hosts_with_scale_up`] (GPU `h` -> its NVSwitch is link `h`,
 /// the NVSwitch is node `num_hosts + server`): NVLink to a GPU of its own server, else NIC port

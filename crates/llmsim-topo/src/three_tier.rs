@@ -43,7 +43,7 @@ use crate::fastdiv::Divisor;
 use crate::generators::{check_hosts, check_rate, hosts_with_scale_up};
 use crate::graph::{Hop, LinkKind, LinkParams, NodeKind, ScaleUp, Topology};
 use crate::link_spec::{DEFAULT_FABRIC, DEFAULT_NIC, LinkSpec, spine_count};
-use crate::routing::{Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops};
+use crate::routing::{PortChoice, Routing, host_hop_computed, nvswitch_hop_computed, port_range_hops, take_choice};
 
 /// `topology: { kind: three-tier, servers_per_segment: 32, segments_per_pod: 8,
 /// core_oversubscription: 2.0 }`.
@@ -288,9 +288,6 @@ pub struct ThreeTierRule {
     host_links0: u32,
 }
 
-/// A switch's choice: `(first port, count, first far end, far-end step, first link, link step)`.
-type Choice = (u32, u32, u32, u32, u32, u32);
-
 /// The sizes [`ThreeTierRule`] divides by on every hop, as [`Divisor`]s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ThreeTierDivisors {
@@ -354,7 +351,7 @@ impl ThreeTierRule {
     /// pass of multiply-divisions ([`Divisor`]); [`Self::choice`] is the reference (a debug
     /// assertion compares them).
     #[inline]
-    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<Choice, TopoError> {
+    fn choice_to(&self, at: NodeId, dst: NodeId, tier: u8) -> Result<PortChoice, TopoError> {
         let dv = &self.div;
         let g = self.rails;
         let (d_server, d_rail) = dv.rails.div_rem(dst.0);
@@ -408,25 +405,6 @@ impl ThreeTierRule {
         Ok(out)
     }
 
-    /// The hop [`Self::choice_to`] describes: the flow hash picks `i` among `count`, port
-    /// `first + i`, its link `link0 + i * link_step`, leading to `to0 + i * step`; read from no
-    /// table (a debug assertion checks it against the port table).
-    #[inline]
-    fn take(t: &Topology, at: NodeId, flow_hash: u64, c: Choice) -> Hop {
-        let (first, count, to0, step, link0, link_step) = c;
-        let i = if count == 1 {
-            0
-        } else {
-            t.ecmp_pick(at, flow_hash, count as usize) as u32
-        };
-        let hop = Hop {
-            link: LinkId(link0 + i * link_step),
-            to: NodeId(to0 + i * step),
-        };
-        debug_assert_eq!(Some(&hop), t.port_hops(at).get((first + i) as usize), "three-tier layout at {at}");
-        hop
-    }
-
     /// The leaf NIC port `side` of host `h` leads to.
     #[inline]
     fn leaf_of(&self, h: u32, side: u32) -> u32 {
@@ -457,7 +435,7 @@ impl RoutingRule for ThreeTierRule {
             3
         };
         debug_assert_eq!(t.node(at), NodeKind::Switch { tier });
-        Ok(Self::take(t, at, flow_hash, self.choice_to(at, dst, tier)?))
+        Ok(take_choice(t, at, flow_hash, self.choice_to(at, dst, tier)?, "three-tier"))
     }
 
     fn next_hops(&self, t: &Topology, at: NodeId, dst: NodeId, out: &mut Vec<LinkId>) -> Result<(), TopoError> {
