@@ -51,7 +51,7 @@ KNOWN_OPS = tuple(
             b + x
             for b in ("core_attention", *NORMS, *RESIDUALS, *ACTIVATIONS)
             + ("embedding_dropout", "cross_entropy", "moe_permute", "moe_unpermute")
-            + ("moe_sort_chunks", "moe_unsort_chunks", "rope", "attn_qk_norm")
+            + ("moe_sort_chunks", "moe_unsort_chunks", "rope", "attn_qk_norm", "cp_attn_merge")
             for x in ("", "_bwd")
         }
         | {"embedding", "embedding_wgrad", "optimizer_step"}
@@ -71,7 +71,7 @@ class Kernel:
     shape: str
     op_class: str
     kind: str
-    """gemm, attention, norm, residual, activation, dropout, rope, cross_entropy, embedding,
+    """gemm, attention, norm, residual, activation, dropout, rope, merge, cross_entropy, embedding,
     embedding_wgrad, gather, scatter, optimizer"""
     variant: str = "fwd"
     """fwd or bwd; for a GEMM fwd, dgrad or wgrad"""
@@ -205,6 +205,10 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
     elif base == "rope":
         # Rotary embedding over the queries and keys (ops.rs `rope`): 3 FLOPs an element.
         k.kind, k.dims = "rope", {"elements": _exact(flops, 3, "the element count", row)}
+    elif base == "cp_attn_merge":
+        # Context-parallel attention's per-step merges (ops.rs `cp_merges`): 2 FLOPs a merged
+        # element; timed as a scaled accumulate, `acc + x * s`, over those elements.
+        k.kind, k.dims = "merge", {"elements": _exact(flops, 2, "the merged element count", row)}
     elif base in RESIDUALS:
         k.kind, k.dims = "residual", {"elements": tok_sp * h}
     elif base in ACTIVATIONS:
@@ -351,6 +355,10 @@ class NumpyBackend(Backend):
                 return dx, (dy * xh).sum(0)
 
             return norm
+        if k.kind == "merge":
+            acc, x = self._r(d["elements"]), self._r(d["elements"])
+            s = np.float32(0.5)
+            return lambda: acc + x * s
         if k.kind == "rope":
             x = self._r(d["elements"] // 2, 2)
             cos, sin = np.cos(x[:, :1]), np.sin(x[:, :1])
@@ -527,6 +535,9 @@ class TorchBackend(Backend):
             y = F.layer_norm(x, (h,), w, bias)
             dy = torch.randn_like(y)
             return lambda: grad(y, (x, w, bias), dy, retain_graph=True)
+        if k.kind == "merge":
+            acc, x = self._r(d["elements"]), self._r(d["elements"])
+            return lambda: acc.add_(x, alpha=0.5)
         if k.kind == "rope":
             x = self._r(d["elements"] // 2, 2)
             cos, sin = torch.cos(x[:, :1]), torch.sin(x[:, :1])

@@ -33,7 +33,8 @@
 //! - **Context parallelism** is modelled as the ring traffic Megatron's CP attention sends: an
 //!   all-gather over the CP group of the local heads' K and V for the whole sequence in forward,
 //!   and in backward the same all-gather plus a reduce-scatter of dK/dV. The ring steps are not
-//!   overlapped with the attention blocks here.
+//!   overlapped with the attention blocks here. The per-step merges of partial outputs and
+//!   gradients (`cp_attn_merge`, `cp_attn_merge_bwd`) are memory-bound ops of their own.
 //! - **MoE** (Megatron-Core all-to-all dispatcher, expert tensor parallelism = tp): router,
 //!   permutation, EP all-to-all dispatch of `tokens·topk·h·dtype`, TP all-gather of the received
 //!   tokens (tp > 1, sequence parallel), with several local experts the sort of the received
@@ -806,6 +807,9 @@ impl<'a> Builder<'a> {
         b.kernel = Some(KernelShape::Attention(AttentionShape { backward: true, ..attn }));
         bwd.push(b);
         if d.cp > 1 {
+            let (merge_f, merge_b) = self.cp_merges(q, o, keys == d.s, &shape);
+            fwd.push(merge_f);
+            bwd.push(merge_b);
             let b = kv_full * d.dt;
             bwd.push(comm(
                 "cp_dkv_reducescatter",
@@ -821,6 +825,49 @@ impl<'a> Builder<'a> {
             bwd,
             modules: self.cur | RecomputeModule::CoreAttn.bit(),
         });
+    }
+
+    /// The merges of Transformer Engine's context-parallel attention (`AttnFuncWithCPAndKVP2P`,
+    /// Megatron's default `cp_comm_type: p2p`): the attention runs as `cp` kernels, one per ring
+    /// step, and each step's partial result is merged into the running one. Forward: the running
+    /// softmax statistics (fp32, one per query row and head: read both, write one) and the output
+    /// (`flash_attn_fwd_out_correction`: read the step's output and the running output, write it;
+    /// the first step writes a scaled copy). Backward: `dq` and `dk`/`dv` accumulate each step's
+    /// partial gradients the same way (read both, write one; the first step copies). With a causal
+    /// mask and the load-balanced chunk order, every step after the first covers half of the local
+    /// queries or half of the received keys on half of the ranks, so steps `1..cp` merge 3/4 of
+    /// the elements on average. The per-step kernels themselves are timed as the one kernel of
+    /// [`Self::core_attention`] (same FLOPs); FP8 attention's fp32 buffers are not modelled.
+    /// FLOPs: 2 per merged element (scale, add); the profiler reads the element count from them.
+    fn cp_merges(&self, q: f64, o: f64, causal: bool, shape: &str) -> (OpSpec, OpSpec) {
+        let d = self.d;
+        let dt = d.dt as f64;
+        let steps = (d.cp - 1) as f64;
+        let part = if causal { 0.75 } else { 1.0 };
+        // Elements merged over the cp steps, and bytes: a copy (2) then read-read-write (3).
+        let merged = |e: f64| (e * (1.0 + part * steps), dt * e * (2.0 + 3.0 * part * steps));
+        let rows = (d.tok * d.a_l) as f64;
+        let (fe, fb) = merged(o);
+        let fwd = compute(
+            "cp_attn_merge",
+            Pass::Forward,
+            OpClass::Elementwise,
+            2.0 * fe,
+            fb + 12.0 * rows * steps,
+            shape,
+        );
+        let kv_local = (d.tok * d.kv_l * (d.dqk + d.dv)) as f64;
+        let (qe, qb) = merged(q);
+        let (ke, kb) = merged(kv_local);
+        let bwd = compute(
+            "cp_attn_merge_bwd",
+            Pass::BackwardInput,
+            OpClass::Elementwise,
+            2.0 * (qe + ke),
+            qb + kb,
+            shape,
+        );
+        (fwd, bwd)
     }
 
     /// The layer's ops: forward, then backward preceded by what `recompute` (and, selectively,
