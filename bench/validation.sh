@@ -5,6 +5,7 @@
 #   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
 #   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio) as CSV, for
 #                            bench/validation_plot.py (which draws bench/validation.png)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -116,7 +117,34 @@ REF += [
     ("real-bridge-h100-qwen3-30b-a3b-16", "tokens_per_gpu", 5275, None, NB, None, "new"),
     ("real-bridge-h100-qwen3-235b-a22b-256", "tokens_per_gpu", 1575, None, NB, None, "new"),
 ]
+# Third held-out set, added 2026-11-26: Megatron-Bridge performance summary, 26.02.01 NeMo
+# container (docs/performance-summary.md at tag v0.4.0 = 0fbfe7d3e; bench/validation-third-set.md),
+# rows llmsim was never run against before (GB300/B300, MXFP8 dense, Nemotron 3 Nano, ...). Groups:
+# "third" (statistics), "third-flex" (statistics too, but its MoE layers use the HybridEP flex
+# dispatcher, timed as all-to-alls: a second summary line leaves them out), "third-approx" (an
+# unmodelled module, e.g. DeepSeek-V3's MTP: shown, in no statistic), "third-nx" (a setting llmsim
+# cannot express, e.g. NVFP4: shown with llmsim's own error, in no statistic, not counted rejected).
+NB26 = "Megatron-Bridge performance summary 26.02.01 (tag v0.4.0; DGX-GB300/GB200/B300/B200/H100)"
+REF += [
+    ("real-bridge26-gb300-llama3-70b-64", "tokens_per_gpu", 5243, None, NB26, None, "third"),
+    ("real-bridge26-gb200-llama3-70b-64", "tokens_per_gpu", 3837, None, NB26, None, "third"),
+    ("real-bridge26-gb300-llama31-405b-256", "tokens_per_gpu", 949, None, NB26, None, "third"),
+    ("real-bridge26-b300-qwen3-235b-a22b-256", "tokens_per_gpu", 2644, None, NB26, None, "third"),
+    ("real-bridge26-b300-gpt-oss-120b-64", "tokens_per_gpu", 15031, None, NB26, None, "third-flex"),
+    ("real-bridge26-b200-gpt-oss-120b-64", "tokens_per_gpu", 13722, None, NB26, None, "third-flex"),
+    ("real-bridge26-gb300-qwen3-30b-a3b-8", "tokens_per_gpu", 30411, None, NB26, None, "third-flex"),
+    ("real-bridge26-b200-qwen3-30b-a3b-8", "tokens_per_gpu", 26695, None, NB26, None, "third-flex"),
+    ("real-bridge26-h100-nemotron3-nano-16", "tokens_per_gpu", 14890, None, NB26, None, "third-flex"),
+    ("real-bridge26-gb200-nemotron3-nano-8", "tokens_per_gpu", 33934, None, NB26, None, "third-flex"),
+    ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-approx"),
+    ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third-nx"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
+if os.environ.get("VALIDATION_ONLY"):
+    # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
+    REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
+NOSTAT = {"approx", "third-approx", "third-nx"}
+LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)"}
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -131,10 +159,9 @@ ratios, rejected = [], []
 csv_rows = []
 for name, conv, pub, pub_iter, cite, dims, group in REF:
     r, err = run(name)
-    if group == "approx":
-        name = name + " (approximate)"
+    name = name + LABEL.get(group, "")
     if r is None:
-        if group != "approx":
+        if group not in NOSTAT:
             rejected.append((name, group))
         print(f"| {name} | | | {pub} | {conv} | REJECTED: {err} | | | {pub_iter or ''} | |")
         csv_rows.append([name, group, "", "", "", conv, pub, "", "", err])
@@ -158,7 +185,7 @@ for name, conv, pub, pub_iter, cite, dims, group in REF:
         val = r["mfu"]
         pub_s, val_s = "%.1f%% MFU" % (100 * pub), "%.1f%% MFU" % (100 * val)
         convs = "MFU (no recompute)"
-    if group != "approx":
+    if group not in NOSTAT:
         ratios.append((name, val / pub, group))
     print(f"| {name} | {r['gpus']} | {r['parallel']} | {pub_s} | {convs} | {val_s} | {val / pub:.2f} | "
           f"{formula} | {pub_iter or ''} | {it:.3f} |")
@@ -184,12 +211,18 @@ def summary(label, rows, rej, total):
           f"max {100 * errs[-1]:.1f}%; within 5%: {within(0.05)}/{n}, within 10%: {within(0.10)}/{n}, "
           f"within 20%: {within(0.20)}/{n}; optimistic (llmsim faster): {opt}/{n}.")
 
-for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 2026-11-25", {"new"}), ("All", {"base", "new"})]:
+for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 2026-11-25", {"new"}), ("All", {"base", "new"}),
+                      ("Third set added 2026-11-26 (Bridge 26.02.01)", {"third", "third-flex"}),
+                      ("Third set without its HybridEP (flex dispatcher) rows", {"third"}),
+                      ("All three sets", {"base", "new", "third", "third-flex"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
-napprox = sum(1 for r in REF if r[6] == "approx")
+napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
+nnx = sum(1 for r in REF if r[6] == "third-nx")
+if nnx:
+    print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()
 print("Sources: " + "; ".join(sorted({r[4] for r in REF})) + ". See bench/megatron-reference.md.")
 PY
