@@ -2,9 +2,9 @@
 
 Reads the CSV that `VALIDATION_CSV=rows.csv bench/validation.sh` writes and draws each row's
 ratio llmsim / published (right of 1: llmsim predicts a faster run than the real one), the rows
-of the first set and of the held-out set apart, sorted, coloured by GPU, with the 5% and 10%
-bands and each set's MAPE in its title. Approximate rows are hollow and in no statistic;
-rejected rows are listed in red at the left edge.
+of each set (first, held-out, third) in its own panel, sorted, coloured by GPU, with the 5% and
+10% bands and each set's MAPE in its title. Approximate rows are hollow and in no statistic;
+rejected rows are listed in red at the left edge, rows llmsim cannot express in grey.
 
     python bench/validation_plot.py rows.csv bench/validation.png
 """
@@ -16,9 +16,30 @@ import csv
 import sys
 from pathlib import Path
 
-SETS = [("base", "first set"), ("new", "held-out set")]
+SETS = [("base", "first set"), ("new", "held-out set"), ("third", "third set (Megatron-Bridge 26.02)")]
+# Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
+# no statistic.
+PANEL = {
+    "base": "base",
+    "new": "new",
+    "approx": "new",
+    "third": "third",
+    "third-flex": "third",
+    "third-approx": "third",
+    "third-nx": "third",
+}
+NO_STATISTIC = {"approx", "third-approx", "third-nx"}
+APPROX = {"approx", "third-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
-GPU_COLOURS = {"A100": "#4c72b0", "H100": "#55a868", "H200": "#8172b3", "B200": "#dd8452", "GB200": "#c44e52"}
+GPU_COLOURS = {
+    "A100": "#4c72b0",
+    "H100": "#55a868",
+    "H200": "#8172b3",
+    "B200": "#dd8452",
+    "GB200": "#c44e52",
+    "B300": "#937860",
+    "GB300": "#da8bc3",
+}
 
 
 class RowsError(ValueError):
@@ -36,8 +57,8 @@ def load(path: Path) -> list[dict[str, str]]:
             )
         rows = list(reader)
     for i, r in enumerate(rows, start=2):
-        if r["set"] not in ("base", "new", "approx"):
-            raise RowsError(f"{path}:{i}: set {r['set']!r} is not base, new or approx")
+        if r["set"] not in PANEL:
+            raise RowsError(f"{path}:{i}: set {r['set']!r} is not one of {', '.join(PANEL)}")
         if not r["rejected"]:
             try:
                 if float(r["ratio"]) <= 0:
@@ -65,11 +86,17 @@ def draw(rows: list[dict[str, str]], out: Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    groups = [
-        (label, [r for r in rows if r["set"] == key or (key == "new" and r["set"] == "approx")]) for key, label in SETS
-    ]
-    heights = [max(len(g), 1) for _, g in groups]
-    fig, axes = plt.subplots(2, 1, figsize=(9, 0.22 * sum(heights) + 2.4), gridspec_kw={"height_ratios": heights})
+    groups = [(label, [r for r in rows if PANEL[r["set"]] == key]) for key, label in SETS]
+    groups = [(label, g) for label, g in groups if g]
+    heights = [len(g) for _, g in groups]
+    fig, axes = plt.subplots(
+        len(groups),
+        1,
+        figsize=(9, 0.22 * sum(heights) + 1.2 * len(groups) + 0.6),
+        gridspec_kw={"height_ratios": heights},
+    )
+    if len(groups) == 1:
+        axes = [axes]
     simulated = [float(r["ratio"]) for r in rows if not r["rejected"]]
     lo = min([0.8, *simulated]) * 0.97
     hi = max([1.2, *simulated]) * 1.03
@@ -79,13 +106,16 @@ def draw(rows: list[dict[str, str]], out: Path) -> Path:
         ax.axvspan(0.95, 1.05, color="#d9d9d9", zorder=0)
         ax.axvline(1.0, color="black", lw=0.8)
         for y, r in enumerate(group):
-            name = r["row"].replace(" (approximate)", "")
+            name = r["row"].replace(" (approximate)", "").replace(" (not expressible)", "")
+            if r["rejected"] and r["set"] == "third-nx":
+                ax.text(lo, y, "  not expressible in llmsim", va="center", fontsize=7, color="#777777")
+                continue
             if r["rejected"]:
                 ax.plot([lo], [y], marker="x", color="red", ms=7, clip_on=False)
                 ax.text(lo, y, f"  {name}: rejected", va="center", fontsize=7, color="red")
                 continue
             colour = GPU_COLOURS.get(r["gpu"], "#777777")
-            approx = r["set"] == "approx"
+            approx = r["set"] in APPROX
             ax.plot(float(r["ratio"]), y, "o", ms=6, color=colour, mfc="white" if approx else colour)
         ax.set_yticks(range(len(group)))
         ax.set_yticklabels([r["row"] for r in group], fontsize=7)
@@ -96,7 +126,7 @@ def draw(rows: list[dict[str, str]], out: Path) -> Path:
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=8)
         ax.minorticks_off()
-        m, within5, n = mape([r for r in group if r["set"] != "approx"])
+        m, within5, n = mape([r for r in group if r["set"] not in NO_STATISTIC])
         ax.set_title(f"{label}: MAPE {m:.1f}%, {within5}/{n} within 5%", fontsize=9, loc="left")
         ax.grid(axis="x", color="#bbbbbb", lw=0.4)
     axes[-1].set_xlabel("llmsim / published throughput (> 1: llmsim predicts a faster run)", fontsize=8)

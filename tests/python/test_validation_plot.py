@@ -31,7 +31,10 @@ def test_draws_every_set_and_counts_only_simulated_rows(tmp_path: Path):
             "b,base,A100,8,tp1,mfu,0.5,0.45,0.9,\n"
             "c,new,B200,8,tp1,tokens_per_gpu,100,104,1.04,\n"
             "d (approximate),approx,GB200,8,tp1,tokens_per_gpu,100,300,3.0,\n"
-            "e,new,,,,tokens_per_gpu,100,,,out of memory\n",
+            "e,new,,,,tokens_per_gpu,100,,,out of memory\n"
+            "f,third,GB300,64,tp1,tokens_per_gpu,100,90,0.9,\n"
+            "g,third-flex,B300,64,tp1,tokens_per_gpu,100,120,1.2,\n"
+            "h (not expressible),third-nx,,,,tokens_per_gpu,100,,,unknown variant fp4\n",
         )
     )
     base = [r for r in rows if r["set"] == "base"]
@@ -39,6 +42,9 @@ def test_draws_every_set_and_counts_only_simulated_rows(tmp_path: Path):
     assert (round(m, 6), within5, n) == (10.0, 0, 2)
     # The rejected row is in no statistic; the approximate one is left out by the caller.
     assert vp.mape([r for r in rows if r["set"] == "new"]) == (pytest.approx(4.0), 1, 1)
+    # The third set's panel counts its HybridEP rows, not the row llmsim cannot express.
+    third = [r for r in rows if vp.PANEL[r["set"]] == "third" and r["set"] not in vp.NO_STATISTIC]
+    assert vp.mape(third) == (pytest.approx(15.0), 0, 2)
     out = vp.draw(rows, tmp_path / "v.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
