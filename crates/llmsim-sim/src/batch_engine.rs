@@ -357,16 +357,22 @@ pub(crate) fn unfold(run: &mut engine::EngineRun, wl: &Workload, layout: Layout)
             c.on_network += on_network;
         }
     }
-    let folded = std::mem::take(&mut run.units);
-    let mut units = Vec::with_capacity(layout.units() as usize);
-    for u in 0..layout.units() {
-        let (c, _, p) = layout.coords(u);
-        let rep = layout.unit(c, 0, p);
-        if let Some((_, a)) = folded.iter().find(|(x, _)| *x == rep) {
-            units.push((u, a.clone()));
+    // Every replica's account is replica 0's (the first iteration's too, with several).
+    let unfold = |folded: Vec<(u32, engine::UnitAccount)>| {
+        let mut units = Vec::with_capacity(layout.units() as usize);
+        for u in 0..layout.units() {
+            let (c, _, p) = layout.coords(u);
+            let rep = layout.unit(c, 0, p);
+            if let Some((_, a)) = folded.iter().find(|(x, _)| *x == rep) {
+                units.push((u, a.clone()));
+            }
         }
+        units
+    };
+    run.units = unfold(std::mem::take(&mut run.units));
+    if !run.first_units.is_empty() {
+        run.first_units = unfold(std::mem::take(&mut run.first_units));
     }
-    run.units = units;
 }
 
 /// How a sweep's points split between the batch engine and the thread pool.

@@ -3,8 +3,12 @@
 //! - A unit is one tensor-parallel group (see [`llmsim_workload::dag`]); units are numbered in
 //!   Megatron's order tp-cp-ep-dp-pp: unit `u = cp_i + cp * (dp_i + dp * pp_i)` holds ranks
 //!   `u * tp .. (u + 1) * tp`, and rank `r` is host `r` of the topology (servers filled in order).
-//! - Nodes of one stream run in program order; a node starts when its stream reaches it and its
-//!   explicit dependencies finished.
+//! - Nodes of one stream run one at a time in program order; a node starts when its stream
+//!   reaches it and its explicit dependencies finished. A LIFO stream
+//!   ([`Program::stream_order`]) instead runs, when free, its ready node latest in program order;
+//!   collectives still match by the order each member issues them, so the members of a group
+//!   must pick alike (they do when they run one program in lockstep, as DLRM's units); a
+//!   mismatch is an error, not a silent wrong pairing.
 //! - A collective starts when every member unit reached it. Inside one server it takes the
 //!   scale-up alpha-beta time; otherwise its NCCL plan (one per tp rank's sub-group) is run
 //!   transfer by transfer on the shared network, so DP, PP, EP and CP traffic contend.
@@ -27,7 +31,7 @@ use llmsim_core::csr::Reversed;
 use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
-use llmsim_workload::dag::{DagNodeKind, Group, P2pTag, Program, Stream, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, P2pTag, Program, SchedulingPolicy, Stream, Workload};
 use serde::Serialize;
 
 use crate::SimError;
@@ -247,6 +251,8 @@ pub struct EngineRun {
     /// (unit, account) of every simulated unit; with several iterations, the mean account of
     /// iterations 2..N.
     pub units: Vec<(u32, UnitAccount)>,
+    /// With several iterations: (unit, account) of the first iteration. Empty for one.
+    pub first_units: Vec<(u32, UnitAccount)>,
     /// Timeline spans of the traced units ([`EngineOptions::trace_units`]).
     pub spans: Vec<Span>,
     /// Every network transfer, when [`EngineOptions::record_flows`] is set.
@@ -387,6 +393,9 @@ pub struct SystemEngine<'a> {
     stream_pos: Vec<[u32; Stream::COUNT]>,
     /// A node of the stream is running.
     stream_busy: Vec<[bool; Stream::COUNT]>,
+    /// LIFO streams ([`SchedulingPolicy::Lifo`]): the nodes whose dependencies finished and that
+    /// wait for the stream, per unit and stream.
+    stream_ready: Vec<[Vec<u32>; Stream::COUNT]>,
     node_start: Vec<Vec<SimTime>>,
     dp_in_flight: Vec<u32>,
     /// Accounts per (iteration, unit): index `iteration * units + unit`.
@@ -532,6 +541,7 @@ impl<'a> SystemEngine<'a> {
             deps_left,
             stream_pos: vec![[0; Stream::COUNT]; units],
             stream_busy: vec![[false; Stream::COUNT]; units],
+            stream_ready: (0..units).map(|_| Default::default()).collect(),
             node_start,
             dp_in_flight: vec![0; units],
             acct: vec![UnitAccount::default(); units * iterations],
@@ -563,6 +573,7 @@ impl<'a> SystemEngine<'a> {
                 iteration_time: SimTime::ZERO,
                 iteration_ends: Vec::new(),
                 units: Vec::new(),
+                first_units: Vec::new(),
                 spans: Vec::new(),
                 flows: Vec::new(),
                 net: NetStats::default(),
@@ -663,7 +674,13 @@ impl<'a> SystemEngine<'a> {
             }
             let p = self.prog_of[u as usize] as usize;
             for s in Stream::ALL {
-                if let Some(&first) = self.stream_nodes[p][s as usize].first() {
+                if self.prog(u).stream_order[s as usize] == SchedulingPolicy::Lifo {
+                    // Every node without dependencies is ready at once.
+                    for k in 0..self.stream_nodes[p][s as usize].len() {
+                        let node = self.stream_nodes[p][s as usize][k];
+                        self.try_start(u, node, SimTime::ZERO)?;
+                    }
+                } else if let Some(&first) = self.stream_nodes[p][s as usize].first() {
                     self.try_start(u, first, SimTime::ZERO)?;
                 }
             }
@@ -760,6 +777,10 @@ impl<'a> SystemEngine<'a> {
                 .collect();
             self.run.iteration_time = SimTime::from_ps((ends[n - 1] - ends[0]).as_ps() / (n as u64 - 1));
             self.run.iteration_ends = ends;
+            self.run.first_units = (0..units as u32)
+                .filter(|u| self.active(*u))
+                .map(|u| (u, self.acct[u as usize].clone()))
+                .collect();
             for u in 0..units {
                 let mut mean = UnitAccount::default();
                 for k in 1..n {
@@ -876,6 +897,13 @@ impl<'a> SystemEngine<'a> {
         }
         let st = self.prog_of[unit as usize] as usize;
         let n = self.prog(unit).nodes[node as usize];
+        if n.stream != Stream::Free && self.prog(unit).stream_order[n.stream as usize] == SchedulingPolicy::Lifo {
+            // A LIFO stream: queue the node; a free stream runs the last issued ready node.
+            let s = n.stream as usize;
+            debug_assert!(n.stream != Stream::Compute, "the compute stream runs in program order");
+            self.stream_ready[u][s].push(node);
+            return self.run_lifo(unit, s, t);
+        }
         if n.stream != Stream::Free {
             let s = n.stream as usize;
             // One node per stream at a time: a node can be released twice (as its stream's next
@@ -909,6 +937,21 @@ impl<'a> SystemEngine<'a> {
                 return Ok(());
             }
         }
+        self.start_node(unit, node, t)
+    }
+
+    /// A LIFO stream `s` of `unit`: if it is free, starts its ready node latest in program order.
+    fn run_lifo(&mut self, unit: u32, s: usize, t: SimTime) -> Result<(), SimError> {
+        let u = unit as usize;
+        if self.stream_busy[u][s] {
+            return Ok(());
+        }
+        let ready = &mut self.stream_ready[u][s];
+        let Some((k, _)) = ready.iter().enumerate().max_by_key(|(_, n)| **n) else {
+            return Ok(());
+        };
+        let node = ready.swap_remove(k);
+        self.stream_busy[u][s] = true;
         self.start_node(unit, node, t)
     }
 
@@ -1184,6 +1227,20 @@ impl<'a> SystemEngine<'a> {
             arrived: 0,
             members: Vec::with_capacity(n as usize),
         });
+        // Members match by the order they issue their collectives. A LIFO stream picks among
+        // its ready collectives, so members that share a program must pick alike.
+        if let Some(&(u0, n0)) = p.members.first()
+            && n0 != node
+            && self.prog_of[u0 as usize] == self.prog_of[unit as usize]
+            && self.wl.stages[self.prog_of[unit as usize] as usize]
+                .stream_order
+                .contains(&SchedulingPolicy::Lifo)
+        {
+            return Err(SimError::Internal(format!(
+                "units {u0} and {unit} issued different collectives (program nodes {n0} and {node}) as their collective {seq} over group {}: a LIFO stream needs its group's members to see the same ready collectives",
+                group.name()
+            )));
+        }
         p.arrived += 1;
         p.members.push((unit, node));
         if p.arrived < n {
@@ -1393,7 +1450,13 @@ impl<'a> SystemEngine<'a> {
             });
         }
         let s = n.stream as usize;
+        let lifo = n.stream != Stream::Free && prog.stream_order[s] == SchedulingPolicy::Lifo;
         let next = if n.stream == Stream::Free {
+            None
+        } else if lifo {
+            // Its ready nodes are started below, once this completion released its dependents.
+            self.stream_busy[u][s] = false;
+            self.stream_pos[u][s] += 1;
             None
         } else {
             self.stream_busy[u][s] = false;
@@ -1409,6 +1472,9 @@ impl<'a> SystemEngine<'a> {
         }
         if let Some(nx) = next {
             self.try_start(unit, nx, t)?;
+        }
+        if lifo {
+            self.run_lifo(unit, s, t)?;
         }
         Ok(())
     }

@@ -409,6 +409,7 @@ fn combined(s: &Scenario, jobs: &[JobReport], runs: &[EngineRun], wall_s: f64, s
         hfu: None,
         stages: Vec::new(),
         mean,
+        first_iteration: None,
         ranks: Vec::new(),
         memory: None,
         collectives: runs.iter().map(|r| r.collectives).sum(),

@@ -180,6 +180,10 @@ pub struct Report {
     pub stages: Vec<StageReport>,
     /// The mean breakdown over every simulated unit.
     pub mean: Breakdown,
+    /// With several iterations: the first iteration's mean breakdown over every simulated unit
+    /// (its shares of `first_iteration_time_s`); `mean` is that of iterations 2..N.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_iteration: Option<Breakdown>,
     /// Per simulated unit: its breakdown.
     pub ranks: Vec<UnitReport>,
     /// The memory footprint per GPU; `None` where an imported workload does not record it.
@@ -341,6 +345,13 @@ pub fn build(
         hfu: (hw_flops > 0.0).then(|| hw_flops / it_s / peak),
         stages,
         mean,
+        first_iteration: run.iteration_ends.first().map(|&first| {
+            let mut b = Breakdown::default();
+            for (_, a) in &run.first_units {
+                b.add(&Breakdown::of(a, first), 1.0 / run.first_units.len().max(1) as f64);
+            }
+            b
+        }),
         ranks,
         memory: (r.memory.total > 0).then(|| MemoryReport {
             footprint: r.memory.clone(),

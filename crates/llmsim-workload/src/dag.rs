@@ -5,7 +5,8 @@
 //!   `comm_type` ([`CollectiveOp`]), `comm_size` (bytes, nccl-tests size) and process group
 //!   ([`Group`]).
 //! - Dependencies are explicit (Chakra's data/control deps) *plus* stream order: nodes of one
-//!   [`Stream`] run one at a time in program order, as kernels on one CUDA stream do.
+//!   [`Stream`] run one at a time in program order, as kernels on one CUDA stream do (or, on a
+//!   stream whose [`Program::stream_order`] is LIFO, the last issued ready node first).
 //! - The unit of execution is one tensor-parallel group (`tp` ranks run the same program in
 //!   lockstep; their TP collectives synchronize them). Rank `r`'s own DAG is its unit's program
 //!   with every group resolved to `r`'s member of it, so a per-rank Chakra export is a thin
@@ -89,6 +90,21 @@ impl Stream {
             Stream::Offload => "offload",
         }
     }
+}
+
+/// The order in which a stream runs its nodes: ASTRA-sim's system-layer `scheduling-policy`
+/// (astra-sim/astra-sim, `astra-sim/system/Sys.cc`, `Sys::get_priority`: under LIFO a later
+/// issued collective gets a higher priority).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulingPolicy {
+    /// Program order: a node waits for the stream's previous node even when it is ready first
+    /// (a CUDA stream). The default.
+    #[default]
+    Fifo,
+    /// Last issued first: when the stream is free it runs, among its nodes whose dependencies
+    /// finished, the one latest in program order. A running node is never pre-empted.
+    Lifo,
 }
 
 /// The peer stage of a pipeline send or receive.
@@ -226,6 +242,14 @@ pub struct Program {
     /// iterations back to back, each one's nodes contiguous). Empty for one iteration.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub iteration_starts: Vec<u32>,
+    /// Each stream's [`SchedulingPolicy`], indexed by [`Stream`] (FIFO unless a generator says
+    /// otherwise; [`Stream::Free`] has no order).
+    #[serde(skip_serializing_if = "all_fifo")]
+    pub stream_order: [SchedulingPolicy; Stream::COUNT],
+}
+
+fn all_fifo(o: &[SchedulingPolicy; Stream::COUNT]) -> bool {
+    o.iter().all(|p| *p == SchedulingPolicy::Fifo)
 }
 
 impl Program {
@@ -236,6 +260,7 @@ impl Program {
             dep_start: vec![0],
             deps: Vec::new(),
             iteration_starts: Vec::new(),
+            stream_order: [SchedulingPolicy::Fifo; Stream::COUNT],
         }
     }
 

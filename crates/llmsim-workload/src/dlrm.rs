@@ -66,6 +66,24 @@
 //!   updated by `embedding.bwd`.
 //!
 //! With one GPU there is no communication: no all-to-all, no all-reduce.
+//!
+//! # Several iterations, and the order of the data-parallel stream
+//! [`DlrmConfig::iterations`] appends iterations back to back ([`Program::iteration_starts`]).
+//! The first is the one-iteration program without its optimizer step. Each later one splits
+//! each MLP's forward per gradient bucket (one bucket per MLP without
+//! [`DlrmConfig::grad_bucket_size`]); before a bucket's layers it runs that bucket's SGD update
+//! (`{mlp}.update.{k}`, the optimizer's FLOPs and bytes for its parameters), which waits for the
+//! previous iteration's all-reduce of the bucket. The study's rule (its §III-A, footnote 3):
+//! a layer's forward proceeds only once the previous iteration's weight update of that layer
+//! finished. The last iteration ends with the optimizer step after all its reductions, so N
+//! iterations compute and move exactly N times one.
+//!
+//! [`DlrmConfig::scheduling_policy`] sets the data-parallel stream's order
+//! ([`Program::stream_order`]). With `lifo` the stream runs, whenever it is free, the last issued
+//! of its ready collectives. The bottom MLP's all-reduces, issued last, then go before the top
+//! MLP's, and iteration k+1's forward all-to-all goes before iteration k's queued all-reduces.
+//! A running collective is never pre-empted, as in the study ("with the exception of the chunks
+//! at the head of the queue which are already committed to execution").
 
 use llmsim_compute::{DType, OpClass};
 use llmsim_core::CollectiveOp;
@@ -73,7 +91,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::WorkloadError;
-use crate::dag::{DagNodeKind, Group, NONE, Node, Phase, Program, Segment, Stream, Workload};
+use crate::dag::{DagNodeKind, Group, NONE, Node, Phase, Program, SchedulingPolicy, Segment, Stream, Workload};
 use crate::memory::MemoryFootprint;
 use crate::ops::{OpSpec, Pass};
 
@@ -115,10 +133,34 @@ pub struct DlrmConfig {
     /// MLP's first layer, and its all-reduce starts as soon as the weight gradient of its last
     /// layer is computed. `1` gives one all-reduce per layer, as ASTRA-sim's DLRM workload (the
     /// ASTRA-sim + ns-3 study's 19 per-layer all-reduces). The all-reduces run one at a time on
-    /// the data-parallel stream in issue order; the backward all-to-all then bypasses that queue
-    /// (the study gives the all-to-alls top priority). Default: none, one bucket per MLP.
+    /// the data-parallel stream, in `scheduling_policy`'s order; the backward all-to-all then
+    /// bypasses that queue (the study gives the all-to-alls top priority). Default: none, one
+    /// bucket per MLP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grad_bucket_size: Option<u64>,
+    /// Training iterations to simulate back to back, as the study's two. From the second on,
+    /// each gradient bucket's SGD update runs just before its layers' forward, once the
+    /// previous iteration's all-reduce of that bucket finished (the study: "the forward pass for
+    /// each layer is proceed ONLY after making sure that the weight update corresponding to the
+    /// previous training iteration is finished"); the last iteration ends with one optimizer
+    /// step after all its reductions. Default 1.
+    #[serde(skip_serializing_if = "is_one")]
+    pub iterations: u64,
+    /// The order in which the data-parallel stream runs its collectives (ASTRA-sim's
+    /// `scheduling-policy`): `fifo`, one at a time in issue order (a CUDA stream), or `lifo`,
+    /// one at a time, the last issued of the ready ones first (the study's system layer: "all
+    /// chunks of layer N-1 all-reduce take priority over all chunks of layer N"), so a forward
+    /// all-to-all issued behind queued all-reduces goes next. Default fifo.
+    #[serde(skip_serializing_if = "is_fifo")]
+    pub scheduling_policy: SchedulingPolicy,
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
+fn is_fifo(p: &SchedulingPolicy) -> bool {
+    *p == SchedulingPolicy::Fifo
 }
 
 impl Default for DlrmConfig {
@@ -134,6 +176,8 @@ impl Default for DlrmConfig {
             batch_size_per_gpu: 2048,
             dtype: DType::Fp32,
             grad_bucket_size: None,
+            iterations: 1,
+            scheduling_policy: SchedulingPolicy::Fifo,
         }
     }
 }
@@ -161,6 +205,8 @@ impl DlrmConfig {
             batch_size_per_gpu: 512,
             dtype: DType::Fp16,
             grad_bucket_size: None,
+            iterations: 1,
+            scheduling_policy: SchedulingPolicy::Fifo,
         }
     }
 
@@ -258,6 +304,7 @@ impl DlrmConfig {
             ("dlrm.embedding_dim", self.embedding_dim),
             ("dlrm.lookups_per_table", self.lookups_per_table),
             ("dlrm.batch_size_per_gpu", self.batch_size_per_gpu),
+            ("dlrm.iterations", self.iterations),
         ];
         for (field, v) in positive {
             if v == 0 {
@@ -317,8 +364,20 @@ fn compute(name: &'static str, pass: Pass, class: OpClass, flops: u64, bytes: u6
 /// Forward ops of one MLP: per layer a GEMM and its activation (ReLU, or sigmoid for the top
 /// MLP's last layer).
 fn mlp_forward(prefix: &str, layers: &[(u64, u64)], b: u64, e: u64, sigmoid_last: bool) -> Vec<OpSpec> {
-    let mut ops = Vec::with_capacity(2 * layers.len());
-    for (l, &(i, o)) in layers.iter().enumerate() {
+    mlp_forward_range(prefix, layers, 0..layers.len(), b, e, sigmoid_last)
+}
+
+/// [`mlp_forward`] of the layers in `range` only.
+fn mlp_forward_range(
+    prefix: &str,
+    layers: &[(u64, u64)],
+    range: std::ops::Range<usize>,
+    b: u64,
+    e: u64,
+    sigmoid_last: bool,
+) -> Vec<OpSpec> {
+    let mut ops = Vec::with_capacity(2 * range.len());
+    for (l, &(i, o)) in layers.iter().enumerate().take(range.end).skip(range.start) {
         let shape = format!("{prefix}.{l},b={b},k={i},n={o}");
         ops.push(compute(
             "mlp_gemm",
@@ -459,7 +518,35 @@ impl Builder {
     }
 }
 
-/// Generates one training iteration of `c` on `gpus` GPUs (see the module documentation).
+/// A gradient bucket of one iteration: its layers, its parameters and its all-reduce (none on
+/// one GPU), in backward order.
+struct Reduced {
+    range: std::ops::Range<usize>,
+    params: u64,
+    reduce: Option<u32>,
+}
+
+/// What the next iteration's forward waits on: each MLP's buckets (bottom, top).
+struct Carry {
+    bottom: Vec<Reduced>,
+    top: Vec<Reduced>,
+}
+
+/// Plain SGD on `n` parameters with `g`-byte gradients (see the module documentation).
+fn sgd(n: u64, g: u64) -> OpSpec {
+    compute(
+        "optimizer_step",
+        Pass::BackwardWeight,
+        OpClass::Optimizer,
+        2 * n,
+        (8 + g) * n,
+        format!("params={n}"),
+    )
+}
+
+/// Generates `c.iterations` training iterations of `c` on `gpus` GPUs (see the module
+/// documentation), back to back in one program ([`Program::iteration_starts`] marks them
+/// when there are several); the data-parallel stream runs in `c.scheduling_policy`'s order.
 ///
 /// # Errors
 /// [`WorkloadError::Invalid`] for an invalid config ([`DlrmConfig::validate`]) or `gpus == 0`.
@@ -468,6 +555,62 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
     if gpus == 0 {
         return Err(WorkloadError::invalid("gpus", "a DLRM workload needs at least 1 GPU"));
     }
+    let mut w = Builder {
+        prog: Program::new(),
+        segments: Vec::new(),
+    };
+    w.prog.stream_order[Stream::Dp as usize] = c.scheduling_policy;
+    let mut carry = None;
+    for k in 0..c.iterations {
+        if c.iterations > 1 {
+            w.prog.iteration_starts.push(w.prog.len() as u32);
+        }
+        carry = Some(iteration(&mut w, c, gpus, carry.as_ref(), k + 1 == c.iterations));
+    }
+    Ok(Workload {
+        stages: vec![w.prog],
+        segments: w.segments,
+        microbatches: 1,
+        vpp: 1,
+        explicit: None,
+    })
+}
+
+/// The forward of one MLP: one segment, or after a previous iteration (`prev`) per bucket, in
+/// forward order, that bucket's SGD update (after its all-reduce) then its layers. `tail` is
+/// appended to the segment of the last layer.
+#[allow(clippy::too_many_arguments)]
+fn mlp_forward_nodes(
+    w: &mut Builder,
+    name: &str,
+    prefix: &str,
+    layers: &[(u64, u64)],
+    (b, e, g): (u64, u64, u64),
+    sigmoid_last: bool,
+    prev: Option<&[Reduced]>,
+    tail: Vec<OpSpec>,
+) {
+    let Some(prev) = prev else {
+        let mut ops = mlp_forward(prefix, layers, b, e, sigmoid_last);
+        ops.extend(tail);
+        w.comp(&format!("{name}.fwd"), Phase::Forward, ops, &[]);
+        return;
+    };
+    let mut tail = Some(tail);
+    for (k, r) in prev.iter().enumerate().rev() {
+        let deps: Vec<u32> = r.reduce.into_iter().collect();
+        w.comp(&format!("{name}.update.{k}"), Phase::Optimizer, vec![sgd(r.params, g)], &deps);
+        let mut ops = mlp_forward_range(prefix, layers, r.range.clone(), b, e, sigmoid_last);
+        if r.range.end == layers.len() {
+            ops.extend(tail.take().unwrap_or_default());
+        }
+        w.comp(&format!("{name}.fwd.{k}"), Phase::Forward, ops, &[]);
+    }
+}
+
+/// Appends one iteration to `w`; `prev` is what the previous one left, `last` whether this
+/// one ends with the optimizer step over all reductions.
+fn iteration(w: &mut Builder, c: &DlrmConfig, gpus: u64, prev: Option<&Carry>, last: bool) -> Carry {
     let b = c.batch_size_per_gpu;
     let global = b * gpus;
     let d = c.embedding_dim;
@@ -484,11 +627,6 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
     let bottom = c.bottom_layers();
     let top = c.top_layers();
 
-    let mut w = Builder {
-        prog: Program::new(),
-        segments: Vec::new(),
-    };
-
     // Forward.
     let emb_fwd = w.comp(
         "embedding.fwd",
@@ -504,7 +642,16 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
         &[],
     );
     let a2a_fwd = comm.then(|| w.coll(CollectiveOp::AllToAll, a2a, Phase::Forward, &[emb_fwd]));
-    w.comp("bottom_mlp.fwd", Phase::Forward, mlp_forward("bottom", &bottom, b, e, false), &[]);
+    mlp_forward_nodes(
+        w,
+        "bottom_mlp",
+        "bottom",
+        &bottom,
+        (b, e, g),
+        false,
+        prev.map(|x| x.bottom.as_slice()),
+        Vec::new(),
+    );
     let int_fwd = vec![
         compute(
             "interaction_bmm",
@@ -525,17 +672,16 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
     ];
     let deps: Vec<u32> = a2a_fwd.into_iter().collect();
     w.comp("interaction.fwd", Phase::Forward, int_fwd, &deps);
-    let mut top_fwd = mlp_forward("top", &top, b, e, true);
     let out = top.last().map_or(1, |l| l.1);
-    top_fwd.push(compute(
+    let loss = vec![compute(
         "bce_loss",
         Pass::Forward,
         OpClass::Elementwise,
         4 * b * out,
         2 * b * out * e,
         format!("b={b},n={out}"),
-    ));
-    w.comp("top_mlp.fwd", Phase::Forward, top_fwd, &[]);
+    )];
+    mlp_forward_nodes(w, "top_mlp", "top", &top, (b, e, g), true, prev.map(|x| x.top.as_slice()), loss);
 
     // Backward.
     let mut top_bwd = vec![compute(
@@ -546,7 +692,10 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
         3 * b * out * e,
         format!("b={b},n={out}"),
     )];
-    let mut reduces = Vec::new();
+    let mut reduced = Carry {
+        bottom: Vec::new(),
+        top: Vec::new(),
+    };
     let top_done = match c.grad_bucket_size {
         None => {
             top_bwd.extend(mlp_backward("top", &top, b, e, g, true));
@@ -557,11 +706,10 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
             let mut last = 0;
             for (k, (range, params)) in grad_buckets(&top, cap).into_iter().enumerate() {
                 let mut ops = first.take().unwrap_or_default();
-                ops.extend(mlp_backward_range("top", &top, range, b, e, g, true));
+                ops.extend(mlp_backward_range("top", &top, range.clone(), b, e, g, true));
                 last = w.comp(&format!("top_mlp.bwd.{k}"), Phase::Backward, ops, &[]);
-                if comm {
-                    reduces.push(w.coll(CollectiveOp::AllReduce, params * g, Phase::GradSync, &[last]));
-                }
+                let reduce = comm.then(|| w.coll(CollectiveOp::AllReduce, params * g, Phase::GradSync, &[last]));
+                reduced.top.push(Reduced { range, params, reduce });
             }
             last
         }
@@ -591,26 +739,31 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
     let a2a_bwd = comm.then(|| w.coll_on(a2a_stream, CollectiveOp::AllToAll, a2a, Phase::Backward, &[int_done]));
     match c.grad_bucket_size {
         None => {
-            if comm {
-                reduces.push(w.coll(CollectiveOp::AllReduce, c.top_params() * g, Phase::GradSync, &[top_done]));
-            }
+            let reduce = comm.then(|| w.coll(CollectiveOp::AllReduce, c.top_params() * g, Phase::GradSync, &[top_done]));
+            reduced.top.push(Reduced {
+                range: 0..top.len(),
+                params: c.top_params(),
+                reduce,
+            });
             let bottom_done = w.comp(
                 "bottom_mlp.bwd",
                 Phase::Backward,
                 mlp_backward("bottom", &bottom, b, e, g, false),
                 &[],
             );
-            if comm {
-                reduces.push(w.coll(CollectiveOp::AllReduce, c.bottom_params() * g, Phase::GradSync, &[bottom_done]));
-            }
+            let reduce = comm.then(|| w.coll(CollectiveOp::AllReduce, c.bottom_params() * g, Phase::GradSync, &[bottom_done]));
+            reduced.bottom.push(Reduced {
+                range: 0..bottom.len(),
+                params: c.bottom_params(),
+                reduce,
+            });
         }
         Some(cap) => {
             for (k, (range, params)) in grad_buckets(&bottom, cap).into_iter().enumerate() {
-                let ops = mlp_backward_range("bottom", &bottom, range, b, e, g, false);
+                let ops = mlp_backward_range("bottom", &bottom, range.clone(), b, e, g, false);
                 let done = w.comp(&format!("bottom_mlp.bwd.{k}"), Phase::Backward, ops, &[]);
-                if comm {
-                    reduces.push(w.coll(CollectiveOp::AllReduce, params * g, Phase::GradSync, &[done]));
-                }
+                let reduce = comm.then(|| w.coll(CollectiveOp::AllReduce, params * g, Phase::GradSync, &[done]));
+                reduced.bottom.push(Reduced { range, params, reduce });
             }
         }
     }
@@ -629,29 +782,13 @@ pub fn generate(c: &DlrmConfig, gpus: u64) -> Result<Workload, WorkloadError> {
         &deps,
     );
 
-    // Optimizer (SGD on the MLPs) after both reductions.
-    let n = c.bottom_params() + c.top_params();
-    let mut deps = reduces;
-    deps.push(emb_done);
-    w.comp(
-        "optimizer",
-        Phase::Optimizer,
-        vec![compute(
-            "optimizer_step",
-            Pass::BackwardWeight,
-            OpClass::Optimizer,
-            2 * n,
-            (8 + g) * n,
-            format!("params={n}"),
-        )],
-        &deps,
-    );
-
-    Ok(Workload {
-        stages: vec![w.prog],
-        segments: w.segments,
-        microbatches: 1,
-        vpp: 1,
-        explicit: None,
-    })
+    // Optimizer (SGD on the MLPs) after both reductions; before the last iteration it is split
+    // per bucket into the next iteration's forward.
+    if last {
+        let n = c.bottom_params() + c.top_params();
+        let mut deps: Vec<u32> = reduced.top.iter().chain(&reduced.bottom).filter_map(|r| r.reduce).collect();
+        deps.push(emb_done);
+        w.comp("optimizer", Phase::Optimizer, vec![sgd(n, g)], &deps);
+    }
+    reduced
 }

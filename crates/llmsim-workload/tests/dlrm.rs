@@ -436,3 +436,175 @@ fn buckets_close_at_the_first_layer_that_fills_them() {
     c.grad_bucket_size = Some(0);
     assert!(invalid_field(&c, 16).contains("dlrm.grad_bucket_size"));
 }
+
+/// The segment name of node `i` of the program, or the collective's kind.
+fn node_name(w: &Workload, i: u32) -> String {
+    match w.stages[0].nodes[i as usize].kind {
+        DagNodeKind::Comp { segment } => w.segments[segment as usize].name.clone(),
+        DagNodeKind::CommColl { op, .. } => format!("{op:?}"),
+        _ => "p2p".into(),
+    }
+}
+
+/// (FLOPs, HBM bytes) of every compute op, and all-reduce and all-to-all bytes, of a workload.
+fn totals(w: &Workload) -> (f64, f64, u64, u64) {
+    let (mut flops, mut hbm) = (0.0, 0.0);
+    for n in &w.stages[0].nodes {
+        if let DagNodeKind::Comp { segment } = n.kind {
+            for o in &w.segments[segment as usize].ops {
+                if let OpSpecKind::Compute { flops: f, bytes: b, .. } = o.kind {
+                    flops += f;
+                    hbm += b;
+                }
+            }
+        }
+    }
+    let sum = |op| colls(w).iter().filter(|c| c.0 == op).map(|c| c.2).sum::<u64>();
+    (flops, hbm, sum(CollectiveOp::AllReduce), sum(CollectiveOp::AllToAll))
+}
+
+#[test]
+fn two_iterations_wait_per_layer_on_the_previous_all_reduce() {
+    let mut c = DlrmConfig::astrasim_ns3();
+    c.grad_bucket_size = Some(1);
+    let one = generate(&c, 128).unwrap();
+    c.iterations = 2;
+    let w = generate(&c, 128).unwrap();
+    let prog = &w.stages[0];
+    assert_eq!(prog.iterations(), 2);
+    let second = prog.iteration_starts[1];
+    assert_eq!(prog.iteration_starts[0], 0);
+    // Iteration 1 is the one-iteration program without its optimizer step.
+    let p1 = &one.stages[0];
+    assert_eq!(node_name(&one, p1.len() as u32 - 1), "optimizer");
+    assert_eq!(second as usize, p1.len() - 1);
+    for i in 0..second {
+        assert_eq!(prog.nodes[i as usize], p1.nodes[i as usize], "node {i}");
+        assert_eq!(prog.deps(i), p1.deps(i), "node {i}");
+        assert_eq!(node_name(&w, i), node_name(&one, i), "node {i}");
+    }
+    // Every MLP layer's forward in iteration 2 runs right after an SGD update of that layer,
+    // which waits for exactly iteration 1's all-reduce of that layer's gradients.
+    let g = 2; // fp16 gradients
+    let mut seen = 0;
+    for (prefix, mlp, layers) in [
+        ("top", "top_mlp", pairs(c.top_input(), &c.top_mlp)),
+        ("bottom", "bottom_mlp", pairs(c.dense_features, &c.bottom_mlp)),
+    ] {
+        for (l, (i, o)) in layers.iter().enumerate() {
+            let shape = format!("{prefix}.{l},");
+            let fwd = (second..prog.len() as u32)
+                .find(|&n| {
+                    let name = node_name(&w, n);
+                    name.starts_with(&format!("{mlp}.fwd.")) && {
+                        let DagNodeKind::Comp { segment } = prog.nodes[n as usize].kind else {
+                            unreachable!()
+                        };
+                        w.segments[segment as usize]
+                            .ops
+                            .iter()
+                            .any(|op| op.name == "mlp_gemm" && op.shape.starts_with(&shape))
+                    }
+                })
+                .unwrap_or_else(|| panic!("no iteration-2 forward of {prefix} layer {l}"));
+            assert!(prog.deps(fwd).is_empty());
+            let upd = fwd - 1;
+            let k = node_name(&w, fwd).rsplit('.').next().unwrap().to_string();
+            assert_eq!(node_name(&w, upd), format!("{mlp}.update.{k}"));
+            assert_eq!(prog.nodes[upd as usize].stream, Stream::Compute);
+            assert_eq!(prog.nodes[upd as usize].phase, Phase::Optimizer);
+            let DagNodeKind::Comp { segment } = prog.nodes[upd as usize].kind else {
+                unreachable!()
+            };
+            let OpSpecKind::Compute { flops, .. } = w.segments[segment as usize].ops[0].kind else {
+                unreachable!()
+            };
+            assert_eq!(flops, (2 * (i * o + o)) as f64, "{prefix} layer {l}: SGD on its weights and biases");
+            let deps = prog.deps(upd);
+            assert_eq!(deps.len(), 1, "{prefix} layer {l}");
+            let ar = deps[0];
+            assert!(ar < second, "the update waits on iteration 1");
+            let DagNodeKind::CommColl {
+                op: CollectiveOp::AllReduce,
+                bytes,
+                ..
+            } = prog.nodes[ar as usize].kind
+            else {
+                panic!("{prefix} layer {l}: the update waits on an all-reduce")
+            };
+            assert_eq!(bytes, (i * o + o) * g);
+            // That all-reduce is the one after layer l's weight gradient.
+            let bwd = node_name(&w, prog.deps(ar)[0]);
+            assert_eq!(wgrad_layers(&w, &bwd, prefix), [l], "{prefix} layer {l}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, c.top_mlp.len() + c.bottom_mlp.len());
+    // No optimizer step in iteration 1; iteration 2's waits for all of its own all-reduces.
+    let opts: Vec<u32> = (0..prog.len() as u32).filter(|&i| node_name(&w, i) == "optimizer").collect();
+    assert_eq!(opts, [prog.len() as u32 - 1]);
+    let ars2: Vec<u32> = (second..prog.len() as u32).filter(|&i| node_name(&w, i) == "AllReduce").collect();
+    assert_eq!(ars2.len(), seen);
+    for a in ars2 {
+        assert!(prog.deps(opts[0]).contains(&a));
+    }
+}
+
+#[test]
+fn one_bucket_per_mlp_waits_per_mlp_in_the_next_iteration() {
+    let c = DlrmConfig {
+        iterations: 2,
+        ..DlrmConfig::astrasim_ns3()
+    };
+    let w = generate(&c, 16).unwrap();
+    let prog = &w.stages[0];
+    let second = prog.iteration_starts[1];
+    for mlp in ["bottom_mlp", "top_mlp"] {
+        let upd = (second..prog.len() as u32)
+            .find(|&i| node_name(&w, i) == format!("{mlp}.update.0"))
+            .unwrap();
+        assert_eq!(node_name(&w, upd + 1), format!("{mlp}.fwd.0"));
+        let ar = prog.deps(upd)[0];
+        assert_eq!(node_name(&w, prog.deps(ar)[0]), format!("{mlp}.bwd"));
+    }
+}
+
+#[test]
+fn n_iterations_compute_and_move_n_times_one() {
+    for cap in [None, Some(1), Some(5_000_000)] {
+        for gpus in [1, 128] {
+            let mut c = DlrmConfig::astrasim_ns3();
+            c.grad_bucket_size = cap;
+            let (f1, b1, ar1, a2a1) = totals(&generate(&c, gpus).unwrap());
+            c.iterations = 3;
+            let (f3, b3, ar3, a2a3) = totals(&generate(&c, gpus).unwrap());
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
+            assert!(close(f3, 3.0 * f1), "{cap:?} {gpus}: FLOPs {f3} vs 3 x {f1}");
+            assert!(close(b3, 3.0 * b1), "{cap:?} {gpus}: bytes {b3} vs 3 x {b1}");
+            assert_eq!(ar3, 3 * ar1, "{cap:?} {gpus}");
+            assert_eq!(a2a3, 3 * a2a1, "{cap:?} {gpus}");
+            assert_eq!(gpus == 1, ar1 == 0);
+        }
+    }
+}
+
+#[test]
+fn scheduling_policy_orders_the_dp_stream_and_iterations_parse() {
+    use llmsim_workload::dag::SchedulingPolicy;
+    let c: DlrmConfig = serde_yaml_ng::from_str("iterations: 2\nscheduling_policy: lifo\ngrad_bucket_size: 1\n").unwrap();
+    assert_eq!((c.iterations, c.scheduling_policy), (2, SchedulingPolicy::Lifo));
+    let w = generate(&c, 8).unwrap();
+    let order = w.stages[0].stream_order;
+    assert_eq!(order[Stream::Dp as usize], SchedulingPolicy::Lifo);
+    assert_eq!(order[Stream::Compute as usize], SchedulingPolicy::Fifo);
+    // The default keeps every stream in program order and one iteration.
+    let d = generate(&DlrmConfig::default(), 8).unwrap();
+    assert_eq!(d.stages[0].stream_order, [SchedulingPolicy::Fifo; Stream::COUNT]);
+    assert!(d.stages[0].iteration_starts.is_empty());
+    assert!(serde_yaml_ng::from_str::<DlrmConfig>("scheduling_policy: random\n").is_err());
+    let zero = DlrmConfig {
+        iterations: 0,
+        ..DlrmConfig::default()
+    };
+    assert_eq!(invalid_field(&zero, 8), "dlrm.iterations");
+}
