@@ -14,7 +14,8 @@
 //!   (H100: 900 GB/s bidirectional -> 450 GB/s each way).
 //! - `host_bandwidth` is the GPU's link to host memory, **per direction**, from the same
 //!   datasheets: PCIe Gen3 x16 32 GB/s bidirectional (V100), Gen4 64 GB/s (A100), Gen5 128 GB/s
-//!   (H100, H800, H20, H200, B200, MI300X): half each way. GB200's GPUs reach Grace's memory over
+//!   (H100, H800, H20, H200, B200, B300 on its Gen5 hosts, MI300X): half each way. GB200's and
+//!   GB300's GPUs reach Grace's memory over
 //!   NVLink-C2C, 900 GB/s bidirectional per Grace CPU and shared by its two GPUs (GB200
 //!   datasheet): 225 GB/s per GPU and direction, assuming an even split. These are link peaks;
 //!   pinned-memory copies reach less (PCIe: protocol overhead), so offload times are a lower bound.
@@ -119,7 +120,7 @@ impl GpuSpec {
 const TB: f64 = 1e12;
 const MIB: u64 = 1 << 20;
 
-static CATALOG: [GpuSpec; 10] = [
+static CATALOG: [GpuSpec; 12] = [
     GpuSpec {
         name: "V100",
         variant: "SXM2 32GB",
@@ -324,6 +325,68 @@ static CATALOG: [GpuSpec; 10] = [
                  as B200 (same die)",
     },
     GpuSpec {
+        name: "B300",
+        variant: "HGX B300 (Blackwell Ultra SXM6 AC) 288GB",
+        peak_tflops: PeakTflops {
+            fp32: 80.0,
+            tf32: Some(1125.0),
+            bf16: Some(2250.0),
+            fp16: 2250.0,
+            fp8: Some(4500.0),
+        },
+        hbm_bandwidth_bytes_per_s: 8.0 * TB,
+        memory_bytes: 275040 * MIB,
+        nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
+        arch: GpuArch::Blackwell,
+        sm_count: 148,
+        memory_tokens: &["288gb", "ac"],
+        base: None,
+        source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
+                 (from the NVIDIA DGX B300 datasheet: FP32 80, TF32 1125, FP16/BF16 2250, FP8 4500 TFLOPS, the HGX B200 \
+                 figures; NVIDIA's HGX page prints the 8-GPU sparse sums, FP8 72 and BF16 36 PFLOPS = 2x dense); dense FP4 \
+                 is where Blackwell Ultra differs (13.5 PF per HGX GPU, 15 PF for the full-power chip; B200 9 PF) and is \
+                 not a catalog field here. 288 GB HBM3e (8 x 12-Hi stacks) at 8 TB/s and NVLink 5 1.8 TB/s bidirectional: \
+                 NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025-08). \
+                 memory.total 275,040 MiB as nvidia-smi prints it for 'NVIDIA B300 SXM6 AC' (public nvidia-smi dumps, drivers \
+                 580.82.07/580.95.05/580.126.09/580.159.04); 148 SMs enabled (CUDA multi_processor_count in the same public \
+                 logs; the full die has 160). Host link: the GPU has a PCIe Gen6 interface but DGX B300's Xeon 6 hosts are \
+                 PCIe Gen5 (64 GB/s each way). Not modelled: Blackwell Ultra's doubled SFU (MUFU.EX2) rate for attention \
+                 softmax (10.7 vs 5 TeraExponentials/s, same blog); the cut INT8/FP64 rates; power (1,000 W \
+                 maximum TGP, NVIDIA DGX B300 user guide 'Power capping', as tabulated in the same README)",
+    },
+    GpuSpec {
+        name: "GB300",
+        variant: "GB300 NVL72, per GPU (1400 W) 288GB",
+        peak_tflops: PeakTflops {
+            fp32: 80.0,
+            tf32: Some(1250.0),
+            bf16: Some(2500.0),
+            fp16: 2500.0,
+            fp8: Some(5000.0),
+        },
+        hbm_bandwidth_bytes_per_s: 8.0 * TB,
+        memory_bytes: 284208 * MIB,
+        nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
+        arch: GpuArch::Blackwell,
+        sm_count: 152,
+        memory_tokens: &["288gb"],
+        base: Some("GB200"),
+        source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
+                 (NVIDIA GB300 NVL72 specifications, https://www.nvidia.com/en-us/data-center/gb300-nvl72/: FP8 720 PF, \
+                 FP16/BF16 360 PF, TF32 180 PF sparse per 72 GPUs = 5 / 2.5 / 1.25 PF dense per GPU, the GB200 NVL72 \
+                 figures; FP4 1,440 PF sparse / 1,080 PF dense = 15 PF dense per GPU vs GB200's 10, not a catalog field \
+                 here). 288 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional, 1,400 W: NVIDIA Technical Blog, 'Inside \
+                 NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025-08). memory.total 284,208 MiB as \
+                 nvidia-smi prints it on GB300 NVL72 compute trays (4 GPUs + Grace; public nvidia-smi dumps, drivers \
+                 580.95.05/580.173.02; the single-GPU DGX Station GB300 reports 256,703 MiB and is another product); \
+                 152 SMs (CUDA multi_processor_count in public GB300 kernel logs, driver 580.159.03). Host link: NVLink-C2C, \
+                 900 GB/s bidirectional per Grace shared by its two GPUs, as GB200. No GB300 GEMM measurement is \
+                 published in that MAMF table: GB200's efficiency rows apply (`base`). Not modelled: the doubled SFU \
+                 (MUFU.EX2) rate for attention softmax (10.7 vs 5 TeraExponentials/s, same blog)",
+    },
+    GpuSpec {
         name: "MI300X",
         variant: "OAM 192GB",
         peak_tflops: PeakTflops {
@@ -433,6 +496,12 @@ mod tests {
             ("Tesla V100-SXM2-32GB", "V100"),
             ("v100", "V100"),
             ("NVIDIA GB200", "GB200"),
+            ("B300", "B300"),
+            ("NVIDIA B300 SXM6 AC", "B300"),
+            ("b300-288gb", "B300"),
+            ("GB300", "GB300"),
+            ("NVIDIA GB300", "GB300"),
+            ("gb300-288gb", "GB300"),
             ("AMD Instinct MI300X", "MI300X"),
             ("mi300x-192gb", "MI300X"),
         ] {
@@ -492,6 +561,35 @@ mod tests {
         assert_eq!(a80.peak_tflops, a40.peak_tflops);
         assert!(a40.hbm_bandwidth_bytes_per_s < a80.hbm_bandwidth_bytes_per_s);
         assert_eq!(a40.base, Some("A100"));
+    }
+
+    #[test]
+    fn blackwell_ultra_entries_carry_the_cited_figures() {
+        let b300 = gpu("NVIDIA B300 SXM6 AC").unwrap();
+        let gb300 = gpu("gb300").unwrap();
+        // Dense per-GPU peaks: HGX B300 as HGX B200, GB300 NVL72 as GB200 NVL72.
+        assert_eq!(b300.peak_flops(DType::Bf16), 2250e12);
+        assert_eq!(b300.peak_flops(DType::Fp8), 4500e12);
+        assert_eq!(b300.peak_flops(DType::Tf32), 1125e12);
+        assert_eq!(gb300.peak_flops(DType::Bf16), 2500e12);
+        assert_eq!(gb300.peak_flops(DType::Fp8), 5000e12);
+        assert_eq!(gb300.peak_flops(DType::Tf32), 1250e12);
+        for g in [b300, gb300] {
+            assert_eq!(g.arch, GpuArch::Blackwell);
+            assert_eq!(g.hbm_bandwidth_bytes_per_s, 8e12);
+            assert_eq!(g.nvlink_bandwidth.gbytes_per_sec_f64(), 900.0);
+            // nvidia-smi's memory.total: below the raw HBM3e (8 stacks x 12 dies x 24 Gbit =
+            // 288 GiB; ECC and reserved pages come off it), above GB200's.
+            assert!(g.memory_bytes < 288 << 30, "{}", g.name);
+            assert!(g.memory_bytes > gpu("GB200").unwrap().memory_bytes, "{}", g.name);
+        }
+        assert_eq!((b300.memory_bytes, gb300.memory_bytes), (275040 * MIB, 284208 * MIB));
+        assert_eq!((b300.sm_count, gb300.sm_count), (148, 152));
+        // NVLink-C2C to Grace as GB200; HGX B300 over PCIe Gen5 hosts as B200.
+        assert_eq!(gb300.host_bandwidth, gpu("GB200").unwrap().host_bandwidth);
+        assert_eq!(b300.host_bandwidth, gpu("B200").unwrap().host_bandwidth);
+        // GB300 has no GEMM measurement of its own: GB200's efficiency rows apply.
+        assert_eq!((b300.base, gb300.base), (None, Some("GB200")));
     }
 
     #[test]

@@ -205,8 +205,8 @@ pub struct RandomPlacement {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
-    /// GPU: a catalog name (V100, A100, A100-40GB, H100, H800, H20, H200, B200, GB200, MI300X),
-    /// or a custom GPU as a map, e.g. `{ name: H100-96, base: H100, memory: 96GiB }`
+    /// GPU: a catalog name (V100, A100, A100-40GB, H100, H800, H20, H200, B200, GB200, B300, GB300,
+    /// MI300X), or a custom GPU as a map, e.g. `{ name: H100-96, base: H100, memory: 96GiB }`
     /// (fields: [`llmsim_compute::CustomGpu`]). Default H100.
     #[serde(default = "default_gpu")]
     pub gpu: GpuChoice,
