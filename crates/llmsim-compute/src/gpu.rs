@@ -48,6 +48,8 @@ pub struct PeakTflops {
     pub fp16: f64,
     /// Tensor-core FP8, dense; `None` where the GPU has no FP8 tensor cores (A100).
     pub fp8: Option<f64>,
+    /// Tensor-core FP4 (NVFP4: E2M1 with E4M3 block scales), dense; `None` before Blackwell.
+    pub fp4: Option<f64>,
 }
 
 /// One GPU model.
@@ -89,6 +91,7 @@ impl GpuSpec {
     pub fn supports(&self, dtype: DType) -> bool {
         match dtype {
             DType::Fp8 => self.peak_tflops.fp8.is_some(),
+            DType::Fp4 => self.peak_tflops.fp4.is_some(),
             DType::Tf32 => self.peak_tflops.tf32.is_some(),
             DType::Bf16 => self.peak_tflops.bf16.is_some(),
             DType::Fp32 | DType::Fp16 => true,
@@ -97,7 +100,8 @@ impl GpuSpec {
 
     /// Peak dense FLOP/s for `dtype`, with fallbacks where the GPU lacks the tensor cores:
     /// FP8 runs at the BF16 peak (the op would run in BF16: what Transformer Engine does on A100),
-    /// BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at the FP32 peak.
+    /// BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at the FP32 peak, FP4 at the
+    /// FP8 peak (a training scenario asking for FP4 on such a GPU is rejected before this).
     pub fn peak_flops(&self, dtype: DType) -> f64 {
         let p = &self.peak_tflops;
         let bf16 = p.bf16.unwrap_or(p.fp16);
@@ -107,6 +111,7 @@ impl GpuSpec {
             DType::Bf16 => bf16,
             DType::Fp16 => p.fp16,
             DType::Fp8 => p.fp8.unwrap_or(bf16),
+            DType::Fp4 => p.fp4.or(p.fp8).unwrap_or(bf16),
         };
         tflops * 1e12
     }
@@ -130,6 +135,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: None,
             fp16: 125.0,
             fp8: None,
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 0.9 * TB,
         memory_bytes: 32768 * MIB,
@@ -154,6 +160,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(312.0),
             fp16: 312.0,
             fp8: None,
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 2.039 * TB,
         memory_bytes: 81920 * MIB,
@@ -176,6 +183,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(312.0),
             fp16: 312.0,
             fp8: None,
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 1.555 * TB,
         memory_bytes: 40960 * MIB,
@@ -199,6 +207,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(989.4),
             fp16: 989.4,
             fp8: Some(1978.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
         memory_bytes: 81559 * MIB,
@@ -221,6 +230,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(989.4),
             fp16: 989.4,
             fp8: Some(1978.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
         memory_bytes: 81559 * MIB,
@@ -243,6 +253,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(148.0),
             fp16: 148.0,
             fp8: Some(296.0),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 4.0 * TB,
         memory_bytes: 97871 * MIB,
@@ -264,6 +275,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(989.4),
             fp16: 989.4,
             fp8: Some(1978.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 4.8 * TB,
         memory_bytes: 143771 * MIB,
@@ -285,6 +297,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(2250.0),
             fp16: 2250.0,
             fp8: Some(4500.0),
+            fp4: Some(9000.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 183359 * MIB,
@@ -294,7 +307,8 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 148,
         memory_tokens: &["180gb", "192gb"],
         base: None,
-        source: "NVIDIA HGX B200 datasheet, per GPU, dense = sparse/2 (FP8 4.5 PF, FP16/BF16 2.25 PF, TF32 1.1 PF; \
+        source: "NVIDIA HGX B200 datasheet, per GPU, dense = sparse/2 (FP8 4.5 PF, FP16/BF16 2.25 PF, TF32 1.1 PF, FP4 9 PF: \
+                 144 PF sparse per 8 GPUs, 9000 in the TFLOPS table of stas00/ml-engineering at 744d01e; \
                  the DGX/GB200 sheets quote 2.5 PF BF16 at higher power); DGX B200 datasheet: 1,440 GB and 64 TB/s HBM3e \
                  per 8 GPUs (180 GB, 8 TB/s each); NVLink 5 1.8 TB/s bidirectional, https://www.nvidia.com/en-us/data-center/hgx/",
     },
@@ -307,6 +321,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(2500.0),
             fp16: 2500.0,
             fp8: Some(5000.0),
+            fp4: Some(10000.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 189471 * MIB,
@@ -317,7 +332,8 @@ static CATALOG: [GpuSpec; 12] = [
         memory_tokens: &["186gb"],
         base: None,
         source: "NVIDIA GB200 NVL72 datasheet, per Blackwell GPU at 1200 W, dense = sparse/2 (FP8 5 PF, FP16/BF16 2.5 PF, \
-                 TF32 1.25 PF, FP32 90 TFLOPS) as tabulated at glennklockwood.com/garden/processors/B200; 186 GB HBM3e at \
+                 TF32 1.25 PF, FP32 90 TFLOPS; FP4 10 PF: 1,440 PF sparse per 72 GPUs) as tabulated at \
+                 glennklockwood.com/garden/processors/B200; 186 GB HBM3e at \
                  8 TB/s (stas00/ml-engineering compute/accelerator/README.md, 744d01e); memory.total 189,471 MiB as nvidia-smi \
                  prints it on GB200 (public nvidia-smi dumps, drivers 580.95.05/580.126.09/595.58.03; Azure/AI-benchmarking-guide \
                  Azure_Results/ND_GB200_v6_results.md at fa799957: \"NVIDIA GB200 185GB\"; PyTorch OOM messages show 184.31 GiB, \
@@ -333,6 +349,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(2250.0),
             fp16: 2250.0,
             fp8: Some(4500.0),
+            fp4: Some(12600.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 275040 * MIB,
@@ -344,9 +361,10 @@ static CATALOG: [GpuSpec; 12] = [
         base: None,
         source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
                  (from the NVIDIA DGX B300 datasheet: FP32 80, TF32 1125, FP16/BF16 2250, FP8 4500 TFLOPS, the HGX B200 \
-                 figures; NVIDIA's HGX page prints the 8-GPU sparse sums, FP8 72 and BF16 36 PFLOPS = 2x dense); dense FP4 \
-                 is where Blackwell Ultra differs (13.5 PF per HGX GPU, 15 PF for the full-power chip; B200 9 PF) and is \
-                 not a catalog field here. 288 GB HBM3e (8 x 12-Hi stacks) at 8 TB/s and NVLink 5 1.8 TB/s bidirectional: \
+                 figures; NVIDIA's HGX page prints the 8-GPU sparse sums, FP8 72 and BF16 36 PFLOPS = 2x dense). Dense FP4 \
+                 is where Blackwell Ultra differs: 12,600 in that table's fp4 column (B200: 9,000); its nvfp4 column has \
+                 the full-power chip's 15 PF of NVIDIA's blog, and the DGX B300 datasheet's 108 PF dense per 8 GPUs would \
+                 give 13.5: the HGX figure is uncertain within that range. 288 GB HBM3e (8 x 12-Hi stacks) at 8 TB/s and NVLink 5 1.8 TB/s bidirectional: \
                  NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025-08). \
                  memory.total 275,040 MiB as nvidia-smi prints it for 'NVIDIA B300 SXM6 AC' (public nvidia-smi dumps, drivers \
                  580.82.07/580.95.05/580.126.09/580.159.04); 148 SMs enabled (CUDA multi_processor_count in the same public \
@@ -364,6 +382,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(2500.0),
             fp16: 2500.0,
             fp8: Some(5000.0),
+            fp4: Some(15000.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 284208 * MIB,
@@ -376,8 +395,8 @@ static CATALOG: [GpuSpec; 12] = [
         source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
                  (NVIDIA GB300 NVL72 specifications, https://www.nvidia.com/en-us/data-center/gb300-nvl72/: FP8 720 PF, \
                  FP16/BF16 360 PF, TF32 180 PF sparse per 72 GPUs = 5 / 2.5 / 1.25 PF dense per GPU, the GB200 NVL72 \
-                 figures; FP4 1,440 PF sparse / 1,080 PF dense = 15 PF dense per GPU vs GB200's 10, not a catalog field \
-                 here). 288 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional, 1,400 W: NVIDIA Technical Blog, 'Inside \
+                 figures; FP4 1,440 PF sparse / 1,080 PF dense = 15 PF dense per GPU vs GB200's 10: where Blackwell Ultra \
+                 differs). 288 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional, 1,400 W: NVIDIA Technical Blog, 'Inside \
                  NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025-08). memory.total 284,208 MiB as \
                  nvidia-smi prints it on GB300 NVL72 compute trays (4 GPUs + Grace; public nvidia-smi dumps, drivers \
                  580.95.05/580.173.02; the single-GPU DGX Station GB300 reports 256,703 MiB and is another product); \
@@ -395,6 +414,7 @@ static CATALOG: [GpuSpec; 12] = [
             bf16: Some(1307.4),
             fp16: 1307.4,
             fp8: Some(2614.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 5.3 * TB,
         memory_bytes: 206_141_652_992,
@@ -545,6 +565,18 @@ mod tests {
     }
 
     #[test]
+    fn fp4_is_blackwell_only_with_the_cited_dense_peaks() {
+        for (name, tflops) in [("B200", 9000.0), ("GB200", 10000.0), ("B300", 12600.0), ("GB300", 15000.0)] {
+            let g = gpu(name).unwrap();
+            assert!(g.supports(DType::Fp4), "{name}");
+            assert_eq!(g.peak_flops(DType::Fp4), tflops * 1e12, "{name}");
+        }
+        for name in ["V100", "A100", "H100", "H200", "MI300X"] {
+            assert!(!gpu(name).unwrap().supports(DType::Fp4), "{name}");
+        }
+    }
+
+    #[test]
     fn v100_falls_back_to_fp16_and_fp32_peaks() {
         let v100 = gpu("V100").unwrap();
         assert!(!v100.supports(DType::Bf16) && !v100.supports(DType::Tf32) && !v100.supports(DType::Fp8));
@@ -606,6 +638,11 @@ mod tests {
             }
             if let Some(fp8) = p.fp8 {
                 assert!((fp8 / p.fp16 - 2.0).abs() < 1e-3, "{}", g.name);
+            }
+            // FP4 only on Blackwell, at two (Blackwell) to three (Blackwell Ultra) times FP8.
+            if let Some(fp4) = p.fp4 {
+                let ratio = fp4 / p.fp8.unwrap();
+                assert!(g.arch == GpuArch::Blackwell && (2.0..=3.0).contains(&ratio), "{}", g.name);
             }
             assert!(g.hbm_bandwidth_bytes_per_s > 0.5e12 && g.memory_bytes >= 16 << 30, "{}", g.name);
             assert!(

@@ -241,7 +241,8 @@ pub enum GpuChoice {
     /// A catalog name, with the decorations `llmsim_compute::gpu` accepts.
     Catalog(String),
     /// A GPU declared in the scenario.
-    Custom(#[schemars(with = "crate::schema::CustomGpuSchema")] CustomGpu),
+    // Boxed: the declaration is several times the size of a name.
+    Custom(#[schemars(with = "crate::schema::CustomGpuSchema")] Box<CustomGpu>),
 }
 
 impl GpuChoice {
@@ -277,7 +278,7 @@ impl<'de> Deserialize<'de> for GpuChoice {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GpuChoice, A::Error> {
                 // Through CustomGpu's own derive, so an unknown key is named in the error.
-                CustomGpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(GpuChoice::Custom)
+                CustomGpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|c| GpuChoice::Custom(Box::new(c)))
             }
         }
         d.deserialize_any(V)
