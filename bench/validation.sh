@@ -123,7 +123,7 @@ REF += [
 # "third" (statistics), "third-flex" (statistics too, but its MoE layers use the HybridEP flex
 # dispatcher, timed as all-to-alls: a second summary line leaves them out), "third-approx" (an
 # unmodelled module, e.g. DeepSeek-V3's MTP: shown, in no statistic), "third-nx" (a setting llmsim
-# cannot express, e.g. NVFP4: shown with llmsim's own error, in no statistic, not counted rejected).
+# cannot express: shown with llmsim's own error, in no statistic, not counted rejected).
 NB26 = "Megatron-Bridge performance summary 26.02.01 (tag v0.4.0; DGX-GB300/GB200/B300/B200/H100)"
 REF += [
     ("real-bridge26-gb300-llama3-70b-64", "tokens_per_gpu", 5243, None, NB26, None, "third"),
@@ -137,7 +137,7 @@ REF += [
     ("real-bridge26-h100-nemotron3-nano-16", "tokens_per_gpu", 14890, None, NB26, None, "third-flex"),
     ("real-bridge26-gb200-nemotron3-nano-8", "tokens_per_gpu", 33934, None, NB26, None, "third-flex"),
     ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-approx"),
-    ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third-nx"),
+    ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third"),
 ]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):

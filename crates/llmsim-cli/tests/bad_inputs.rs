@@ -921,10 +921,10 @@ fn repeated_part(stderr: &str) -> Option<String> {
 
 #[test]
 fn repeated_parts_are_found() {
-    let gpu = "unknown GPU `B300`; valid: V100, A100, H100 (case-insensitive)";
+    let gpu = "unknown GPU `MI355X`; valid: V100, A100, H100 (case-insensitive)";
     assert_eq!(
         repeated_part(&format!("error: cluster.gpu: {gpu}: {gpu}\n")).as_deref(),
-        Some("unknown GPU `B300`; valid")
+        Some("unknown GPU `MI355X`; valid")
     );
     assert_eq!(repeated_part(&format!("error: cluster.gpu: {gpu}\n")), None);
 }

@@ -49,6 +49,10 @@ pub struct CustomGpu {
     /// Tensor-core FP8 peak. Default: the base's, else none (FP8 ops run at the BF16 peak).
     #[serde(default)]
     pub fp8_tflops: Option<f64>,
+    /// Tensor-core FP4 (NVFP4) peak. Default: the base's, else none (`training.dtype: fp4` is
+    /// then rejected).
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
     /// Peak HBM bandwidth, e.g. `4TB/s`. Required without `base`.
     #[serde(default)]
     pub hbm_bandwidth: Option<Bandwidth>,
@@ -151,6 +155,7 @@ impl CustomGpu {
             (None, None) => bf16.map(|b| b / 2.0),
         };
         let fp8 = tflops("fp8_tflops", self.fp8_tflops)?.or(bp.and_then(|p| p.fp8));
+        let fp4 = tflops("fp4_tflops", self.fp4_tflops)?.or(bp.and_then(|p| p.fp4));
         let hbm = required("hbm_bandwidth", self.hbm_bandwidth, base.map(|b| b.hbm_bandwidth()))?;
         if hbm.is_zero() {
             return Err(err("hbm_bandwidth", "must be positive, e.g. `3.35TB/s`"));
@@ -191,6 +196,7 @@ impl CustomGpu {
                 bf16,
                 fp16,
                 fp8,
+                fp4,
             },
             hbm_bandwidth_bytes_per_s: hbm.bps_f64() / 8.0,
             memory_bytes: memory.get(),

@@ -14,7 +14,8 @@
 //!   (H100: 900 GB/s bidirectional -> 450 GB/s each way).
 //! - `host_bandwidth` is the GPU's link to host memory, **per direction**, from the same
 //!   datasheets: PCIe Gen3 x16 32 GB/s bidirectional (V100), Gen4 64 GB/s (A100), Gen5 128 GB/s
-//!   (H100, H800, H20, H200, B200, MI300X): half each way. GB200's GPUs reach Grace's memory over
+//!   (H100, H800, H20, H200, B200, B300 on its Gen5 hosts, MI300X): half each way. GB200's and
+//!   GB300's GPUs reach Grace's memory over
 //!   NVLink-C2C, 900 GB/s bidirectional per Grace CPU and shared by its two GPUs (GB200
 //!   datasheet): 225 GB/s per GPU and direction, assuming an even split. These are link peaks;
 //!   pinned-memory copies reach less (PCIe: protocol overhead), so offload times are a lower bound.
@@ -47,6 +48,8 @@ pub struct PeakTflops {
     pub fp16: f64,
     /// Tensor-core FP8, dense; `None` where the GPU has no FP8 tensor cores (A100).
     pub fp8: Option<f64>,
+    /// Tensor-core FP4 (NVFP4: E2M1 with E4M3 block scales), dense; `None` before Blackwell.
+    pub fp4: Option<f64>,
 }
 
 /// One GPU model.
@@ -88,6 +91,7 @@ impl GpuSpec {
     pub fn supports(&self, dtype: DType) -> bool {
         match dtype {
             DType::Fp8 => self.peak_tflops.fp8.is_some(),
+            DType::Fp4 => self.peak_tflops.fp4.is_some(),
             DType::Tf32 => self.peak_tflops.tf32.is_some(),
             DType::Bf16 => self.peak_tflops.bf16.is_some(),
             DType::Fp32 | DType::Fp16 => true,
@@ -96,7 +100,8 @@ impl GpuSpec {
 
     /// Peak dense FLOP/s for `dtype`, with fallbacks where the GPU lacks the tensor cores:
     /// FP8 runs at the BF16 peak (the op would run in BF16: what Transformer Engine does on A100),
-    /// BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at the FP32 peak.
+    /// BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at the FP32 peak, FP4 at the
+    /// FP8 peak (a training scenario asking for FP4 on such a GPU is rejected before this).
     pub fn peak_flops(&self, dtype: DType) -> f64 {
         let p = &self.peak_tflops;
         let bf16 = p.bf16.unwrap_or(p.fp16);
@@ -106,6 +111,7 @@ impl GpuSpec {
             DType::Bf16 => bf16,
             DType::Fp16 => p.fp16,
             DType::Fp8 => p.fp8.unwrap_or(bf16),
+            DType::Fp4 => p.fp4.or(p.fp8).unwrap_or(bf16),
         };
         tflops * 1e12
     }
@@ -119,7 +125,7 @@ impl GpuSpec {
 const TB: f64 = 1e12;
 const MIB: u64 = 1 << 20;
 
-static CATALOG: [GpuSpec; 10] = [
+static CATALOG: [GpuSpec; 12] = [
     GpuSpec {
         name: "V100",
         variant: "SXM2 32GB",
@@ -129,6 +135,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: None,
             fp16: 125.0,
             fp8: None,
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 0.9 * TB,
         memory_bytes: 32768 * MIB,
@@ -153,6 +160,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(312.0),
             fp16: 312.0,
             fp8: None,
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 2.039 * TB,
         memory_bytes: 81920 * MIB,
@@ -175,6 +183,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(312.0),
             fp16: 312.0,
             fp8: None,
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 1.555 * TB,
         memory_bytes: 40960 * MIB,
@@ -198,6 +207,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(989.4),
             fp16: 989.4,
             fp8: Some(1978.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
         memory_bytes: 81559 * MIB,
@@ -220,6 +230,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(989.4),
             fp16: 989.4,
             fp8: Some(1978.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 3.35 * TB,
         memory_bytes: 81559 * MIB,
@@ -242,6 +253,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(148.0),
             fp16: 148.0,
             fp8: Some(296.0),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 4.0 * TB,
         memory_bytes: 97871 * MIB,
@@ -263,6 +275,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(989.4),
             fp16: 989.4,
             fp8: Some(1978.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 4.8 * TB,
         memory_bytes: 143771 * MIB,
@@ -284,6 +297,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(2250.0),
             fp16: 2250.0,
             fp8: Some(4500.0),
+            fp4: Some(9000.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 183359 * MIB,
@@ -293,7 +307,8 @@ static CATALOG: [GpuSpec; 10] = [
         sm_count: 148,
         memory_tokens: &["180gb", "192gb"],
         base: None,
-        source: "NVIDIA HGX B200 datasheet, per GPU, dense = sparse/2 (FP8 4.5 PF, FP16/BF16 2.25 PF, TF32 1.1 PF; \
+        source: "NVIDIA HGX B200 datasheet, per GPU, dense = sparse/2 (FP8 4.5 PF, FP16/BF16 2.25 PF, TF32 1.1 PF, FP4 9 PF: \
+                 144 PF sparse per 8 GPUs, 9000 in the TFLOPS table of stas00/ml-engineering at 744d01e; \
                  the DGX/GB200 sheets quote 2.5 PF BF16 at higher power); DGX B200 datasheet: 1,440 GB and 64 TB/s HBM3e \
                  per 8 GPUs (180 GB, 8 TB/s each); NVLink 5 1.8 TB/s bidirectional, https://www.nvidia.com/en-us/data-center/hgx/",
     },
@@ -306,6 +321,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(2500.0),
             fp16: 2500.0,
             fp8: Some(5000.0),
+            fp4: Some(10000.0),
         },
         hbm_bandwidth_bytes_per_s: 8.0 * TB,
         memory_bytes: 189471 * MIB,
@@ -316,12 +332,78 @@ static CATALOG: [GpuSpec; 10] = [
         memory_tokens: &["186gb"],
         base: None,
         source: "NVIDIA GB200 NVL72 datasheet, per Blackwell GPU at 1200 W, dense = sparse/2 (FP8 5 PF, FP16/BF16 2.5 PF, \
-                 TF32 1.25 PF, FP32 90 TFLOPS) as tabulated at glennklockwood.com/garden/processors/B200; 186 GB HBM3e at \
+                 TF32 1.25 PF, FP32 90 TFLOPS; FP4 10 PF: 1,440 PF sparse per 72 GPUs) as tabulated at \
+                 glennklockwood.com/garden/processors/B200; 186 GB HBM3e at \
                  8 TB/s (stas00/ml-engineering compute/accelerator/README.md, 744d01e); memory.total 189,471 MiB as nvidia-smi \
                  prints it on GB200 (public nvidia-smi dumps, drivers 580.95.05/580.126.09/595.58.03; Azure/AI-benchmarking-guide \
                  Azure_Results/ND_GB200_v6_results.md at fa799957: \"NVIDIA GB200 185GB\"; PyTorch OOM messages show 184.31 GiB, \
                  the same ~0.7 GiB CUDA context below it as on H100 and B200); NVLink 5 1.8 TB/s bidirectional; 148 SMs assumed \
                  as B200 (same die)",
+    },
+    GpuSpec {
+        name: "B300",
+        variant: "HGX B300 (Blackwell Ultra SXM6 AC) 288GB",
+        peak_tflops: PeakTflops {
+            fp32: 80.0,
+            tf32: Some(1125.0),
+            bf16: Some(2250.0),
+            fp16: 2250.0,
+            fp8: Some(4500.0),
+            fp4: Some(12600.0),
+        },
+        hbm_bandwidth_bytes_per_s: 8.0 * TB,
+        memory_bytes: 275040 * MIB,
+        nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
+        arch: GpuArch::Blackwell,
+        sm_count: 148,
+        memory_tokens: &["288gb", "ac"],
+        base: None,
+        source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
+                 (from the NVIDIA DGX B300 datasheet: FP32 80, TF32 1125, FP16/BF16 2250, FP8 4500 TFLOPS, the HGX B200 \
+                 figures; NVIDIA's HGX page prints the 8-GPU sparse sums, FP8 72 and BF16 36 PFLOPS = 2x dense). Dense FP4 \
+                 is where Blackwell Ultra differs: 12,600 in that table's fp4 column (B200: 9,000); its nvfp4 column has \
+                 the full-power chip's 15 PF of NVIDIA's blog, and the DGX B300 datasheet's 108 PF dense per 8 GPUs would \
+                 give 13.5: the HGX figure is uncertain within that range. 288 GB HBM3e (8 x 12-Hi stacks) at 8 TB/s and NVLink 5 1.8 TB/s bidirectional: \
+                 NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025-08). \
+                 memory.total 275,040 MiB as nvidia-smi prints it for 'NVIDIA B300 SXM6 AC' (public nvidia-smi dumps, drivers \
+                 580.82.07/580.95.05/580.126.09/580.159.04); 148 SMs enabled (CUDA multi_processor_count in the same public \
+                 logs; the full die has 160). Host link: the GPU has a PCIe Gen6 interface but DGX B300's Xeon 6 hosts are \
+                 PCIe Gen5 (64 GB/s each way). Not modelled: Blackwell Ultra's doubled SFU (MUFU.EX2) rate for attention \
+                 softmax (10.7 vs 5 TeraExponentials/s, same blog); the cut INT8/FP64 rates; power (1,000 W \
+                 maximum TGP, NVIDIA DGX B300 user guide 'Power capping', as tabulated in the same README)",
+    },
+    GpuSpec {
+        name: "GB300",
+        variant: "GB300 NVL72, per GPU (1400 W) 288GB",
+        peak_tflops: PeakTflops {
+            fp32: 80.0,
+            tf32: Some(1250.0),
+            bf16: Some(2500.0),
+            fp16: 2500.0,
+            fp8: Some(5000.0),
+            fp4: Some(15000.0),
+        },
+        hbm_bandwidth_bytes_per_s: 8.0 * TB,
+        memory_bytes: 284208 * MIB,
+        nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
+        host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
+        arch: GpuArch::Blackwell,
+        sm_count: 152,
+        memory_tokens: &["288gb"],
+        base: Some("GB200"),
+        source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
+                 (NVIDIA GB300 NVL72 specifications, https://www.nvidia.com/en-us/data-center/gb300-nvl72/: FP8 720 PF, \
+                 FP16/BF16 360 PF, TF32 180 PF sparse per 72 GPUs = 5 / 2.5 / 1.25 PF dense per GPU, the GB200 NVL72 \
+                 figures; FP4 1,440 PF sparse / 1,080 PF dense = 15 PF dense per GPU vs GB200's 10: where Blackwell Ultra \
+                 differs). 288 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional, 1,400 W: NVIDIA Technical Blog, 'Inside \
+                 NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025-08). memory.total 284,208 MiB as \
+                 nvidia-smi prints it on GB300 NVL72 compute trays (4 GPUs + Grace; public nvidia-smi dumps, drivers \
+                 580.95.05/580.173.02; the single-GPU DGX Station GB300 reports 256,703 MiB and is another product); \
+                 152 SMs (CUDA multi_processor_count in public GB300 kernel logs, driver 580.159.03). Host link: NVLink-C2C, \
+                 900 GB/s bidirectional per Grace shared by its two GPUs, as GB200. No GB300 GEMM measurement is \
+                 published in that MAMF table: GB200's efficiency rows apply (`base`). Not modelled: the doubled SFU \
+                 (MUFU.EX2) rate for attention softmax (10.7 vs 5 TeraExponentials/s, same blog)",
     },
     GpuSpec {
         name: "MI300X",
@@ -332,6 +414,7 @@ static CATALOG: [GpuSpec; 10] = [
             bf16: Some(1307.4),
             fp16: 1307.4,
             fp8: Some(2614.9),
+            fp4: None,
         },
         hbm_bandwidth_bytes_per_s: 5.3 * TB,
         memory_bytes: 206_141_652_992,
@@ -433,6 +516,12 @@ mod tests {
             ("Tesla V100-SXM2-32GB", "V100"),
             ("v100", "V100"),
             ("NVIDIA GB200", "GB200"),
+            ("B300", "B300"),
+            ("NVIDIA B300 SXM6 AC", "B300"),
+            ("b300-288gb", "B300"),
+            ("GB300", "GB300"),
+            ("NVIDIA GB300", "GB300"),
+            ("gb300-288gb", "GB300"),
             ("AMD Instinct MI300X", "MI300X"),
             ("mi300x-192gb", "MI300X"),
         ] {
@@ -476,6 +565,18 @@ mod tests {
     }
 
     #[test]
+    fn fp4_is_blackwell_only_with_the_cited_dense_peaks() {
+        for (name, tflops) in [("B200", 9000.0), ("GB200", 10000.0), ("B300", 12600.0), ("GB300", 15000.0)] {
+            let g = gpu(name).unwrap();
+            assert!(g.supports(DType::Fp4), "{name}");
+            assert_eq!(g.peak_flops(DType::Fp4), tflops * 1e12, "{name}");
+        }
+        for name in ["V100", "A100", "H100", "H200", "MI300X"] {
+            assert!(!gpu(name).unwrap().supports(DType::Fp4), "{name}");
+        }
+    }
+
+    #[test]
     fn v100_falls_back_to_fp16_and_fp32_peaks() {
         let v100 = gpu("V100").unwrap();
         assert!(!v100.supports(DType::Bf16) && !v100.supports(DType::Tf32) && !v100.supports(DType::Fp8));
@@ -495,6 +596,35 @@ mod tests {
     }
 
     #[test]
+    fn blackwell_ultra_entries_carry_the_cited_figures() {
+        let b300 = gpu("NVIDIA B300 SXM6 AC").unwrap();
+        let gb300 = gpu("gb300").unwrap();
+        // Dense per-GPU peaks: HGX B300 as HGX B200, GB300 NVL72 as GB200 NVL72.
+        assert_eq!(b300.peak_flops(DType::Bf16), 2250e12);
+        assert_eq!(b300.peak_flops(DType::Fp8), 4500e12);
+        assert_eq!(b300.peak_flops(DType::Tf32), 1125e12);
+        assert_eq!(gb300.peak_flops(DType::Bf16), 2500e12);
+        assert_eq!(gb300.peak_flops(DType::Fp8), 5000e12);
+        assert_eq!(gb300.peak_flops(DType::Tf32), 1250e12);
+        for g in [b300, gb300] {
+            assert_eq!(g.arch, GpuArch::Blackwell);
+            assert_eq!(g.hbm_bandwidth_bytes_per_s, 8e12);
+            assert_eq!(g.nvlink_bandwidth.gbytes_per_sec_f64(), 900.0);
+            // nvidia-smi's memory.total: below the raw HBM3e (8 stacks x 12 dies x 24 Gbit =
+            // 288 GiB; ECC and reserved pages come off it), above GB200's.
+            assert!(g.memory_bytes < 288 << 30, "{}", g.name);
+            assert!(g.memory_bytes > gpu("GB200").unwrap().memory_bytes, "{}", g.name);
+        }
+        assert_eq!((b300.memory_bytes, gb300.memory_bytes), (275040 * MIB, 284208 * MIB));
+        assert_eq!((b300.sm_count, gb300.sm_count), (148, 152));
+        // NVLink-C2C to Grace as GB200; HGX B300 over PCIe Gen5 hosts as B200.
+        assert_eq!(gb300.host_bandwidth, gpu("GB200").unwrap().host_bandwidth);
+        assert_eq!(b300.host_bandwidth, gpu("B200").unwrap().host_bandwidth);
+        // GB300 has no GEMM measurement of its own: GB200's efficiency rows apply.
+        assert_eq!((b300.base, gb300.base), (None, Some("GB200")));
+    }
+
+    #[test]
     fn catalog_is_sane() {
         for g in catalog() {
             let p = g.peak_tflops;
@@ -508,6 +638,11 @@ mod tests {
             }
             if let Some(fp8) = p.fp8 {
                 assert!((fp8 / p.fp16 - 2.0).abs() < 1e-3, "{}", g.name);
+            }
+            // FP4 only on Blackwell, at two (Blackwell) to three (Blackwell Ultra) times FP8.
+            if let Some(fp4) = p.fp4 {
+                let ratio = fp4 / p.fp8.unwrap();
+                assert!(g.arch == GpuArch::Blackwell && (2.0..=3.0).contains(&ratio), "{}", g.name);
             }
             assert!(g.hbm_bandwidth_bytes_per_s > 0.5e12 && g.memory_bytes >= 16 << 30, "{}", g.name);
             assert!(

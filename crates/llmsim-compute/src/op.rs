@@ -18,24 +18,42 @@ pub enum DType {
     Fp16,
     /// 8-bit floating point (E4M3/E5M2), tensor-core math.
     Fp8,
+    /// 4-bit floating point (E2M1) with block scales: NVFP4 (Transformer Engine's
+    /// `NVFP4BlockScaling`), tensor-core math on Blackwell. Also spelled `nvfp4`.
+    #[serde(alias = "nvfp4")]
+    Fp4,
 }
 
 impl DType {
     /// Every format.
-    pub const ALL: [DType; 5] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8];
+    pub const ALL: [DType; 6] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4];
 
     /// Position in [`DType::ALL`], for per-dtype arrays.
     pub const fn index(self) -> usize {
         self as usize
     }
 
-    /// Bytes per element.
+    /// Bytes per element, in whole bytes: FP4 packs two elements per byte and counts as 1 here
+    /// (an upper bound); the NVFP4 tensors themselves are counted with their scales by
+    /// [`DType::NVFP4_BYTES_PER_ELEMENT`].
     pub fn bytes(self) -> u64 {
         match self {
             DType::Fp32 | DType::Tf32 => 4,
             DType::Bf16 | DType::Fp16 => 2,
-            DType::Fp8 => 1,
+            DType::Fp8 | DType::Fp4 => 1,
         }
+    }
+
+    /// Bytes of one NVFP4 copy of an element: half a byte of E2M1 data plus one E4M3 scale per
+    /// 16 elements (Transformer Engine `recipe/__init__.py`, `NVFP4BlockScaling`: 16-element 1D
+    /// blocks; the per-tensor FP32 scale is negligible). 2D-scaled weights (16x16 blocks) carry
+    /// their scales at the same 1/16 per element along each quantized direction.
+    pub const NVFP4_BYTES_PER_ELEMENT: f64 = 0.5 + 1.0 / 16.0;
+
+    /// Whether GEMMs in this dtype run on Transformer Engine's quantized path (FP8 or NVFP4):
+    /// inputs cast by separate kernels, attention and the memory-bound ops in BF16.
+    pub fn is_te_quantized(self) -> bool {
+        matches!(self, DType::Fp8 | DType::Fp4)
     }
 }
 
@@ -47,6 +65,7 @@ impl fmt::Display for DType {
             DType::Bf16 => "bf16",
             DType::Fp16 => "fp16",
             DType::Fp8 => "fp8",
+            DType::Fp4 => "fp4",
         })
     }
 }

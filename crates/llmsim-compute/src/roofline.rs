@@ -122,7 +122,7 @@ impl Efficiencies {
                     DType::ALL
                         .into_iter()
                         .find(|x| x.to_string().eq_ignore_ascii_case(d))
-                        .ok_or_else(|| row.error("dtype", format!("unknown dtype `{d}`; valid: *, fp32, tf32, bf16, fp16, fp8")))?,
+                        .ok_or_else(|| row.error("dtype", format!("unknown dtype `{d}`; valid: *, fp32, tf32, bf16, fp16, fp8, fp4")))?,
                 ),
             };
             let compute_eff = row.number("compute_eff", 0.0, true, 1.0)?;
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(t.get_for(a100, OpClass::Gemm, Some(DType::Fp8)).compute_eff, 0.5);
         // (*, fp8) applies where the GPU has no row of its own for the class.
         assert_eq!(t.get_for(h100, OpClass::Norm, Some(DType::Fp8)).compute_eff, 0.5);
-        let (line, col, msg) = csv_err("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,fp4\n");
+        let (line, col, msg) = csv_err("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,fp6\n");
         assert_eq!((line, col.as_deref()), (2, Some("dtype")), "{msg}");
     }
 

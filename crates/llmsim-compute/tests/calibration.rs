@@ -21,6 +21,8 @@ const MAMF: &[(&str, DType, u64, u64, u64, f64)] = &[
     ("H200", DType::Fp8, 1280, 4096, 12032, 1453.4),
     ("B200", DType::Bf16, 1792, 16128, 3072, 1745.0),
     ("B200", DType::Fp8, 15360, 4096, 3072, 3432.5),
+    ("B300", DType::Bf16, 12288, 18432, 1024, 1769.0),
+    ("B300", DType::Fp8, 3072, 6144, 7168, 3353.3),
     ("GB200", DType::Bf16, 4096, 9728, 2048, 1822.0),
     ("GB200", DType::Fp8, 19456, 5120, 1536, 3615.6),
     ("MI300X", DType::Bf16, 10240, 15360, 8192, 668.4),
@@ -77,7 +79,7 @@ fn shipped_gemm_efficiency_reproduces_the_cited_best_shapes() {
 fn fp8_gemms_are_faster_than_bf16_but_not_beyond_the_peak_ratio() {
     // Not GB200: its cited FP8 best shape sustains a slightly larger fraction of the FP8 peak
     // (eff 0.789) than the BF16 one does of the BF16 peak (0.786), within the table's noise.
-    for g in ["H100", "H200", "B200"] {
+    for g in ["H100", "H200", "B200", "B300"] {
         let spec = gpu(g).unwrap();
         let ratio = spec.peak_flops(DType::Fp8) / spec.peak_flops(DType::Bf16);
         for (m, n, k) in [

@@ -205,8 +205,8 @@ pub struct RandomPlacement {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
-    /// GPU: a catalog name (V100, A100, A100-40GB, H100, H800, H20, H200, B200, GB200, MI300X),
-    /// or a custom GPU as a map, e.g. `{ name: H100-96, base: H100, memory: 96GiB }`
+    /// GPU: a catalog name (V100, A100, A100-40GB, H100, H800, H20, H200, B200, GB200, B300, GB300,
+    /// MI300X), or a custom GPU as a map, e.g. `{ name: H100-96, base: H100, memory: 96GiB }`
     /// (fields: [`llmsim_compute::CustomGpu`]). Default H100.
     #[serde(default = "default_gpu")]
     pub gpu: GpuChoice,
@@ -241,7 +241,8 @@ pub enum GpuChoice {
     /// A catalog name, with the decorations `llmsim_compute::gpu` accepts.
     Catalog(String),
     /// A GPU declared in the scenario.
-    Custom(#[schemars(with = "crate::schema::CustomGpuSchema")] CustomGpu),
+    // Boxed: the declaration is several times the size of a name.
+    Custom(#[schemars(with = "crate::schema::CustomGpuSchema")] Box<CustomGpu>),
 }
 
 impl GpuChoice {
@@ -277,7 +278,7 @@ impl<'de> Deserialize<'de> for GpuChoice {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GpuChoice, A::Error> {
                 // Through CustomGpu's own derive, so an unknown key is named in the error.
-                CustomGpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(GpuChoice::Custom)
+                CustomGpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|c| GpuChoice::Custom(Box::new(c)))
             }
         }
         d.deserialize_any(V)

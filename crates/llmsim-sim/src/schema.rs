@@ -40,6 +40,9 @@ pub struct CustomGpuSchema {
     /// Tensor-core FP8 peak, dense TFLOP/s. Default: the base's, else none (FP8 ops run at the
     /// BF16 peak).
     fp8_tflops: Option<f64>,
+    /// Tensor-core FP4 (NVFP4) peak, dense TFLOP/s. Default: the base's, else none
+    /// (`training.dtype: fp4` is then rejected).
+    fp4_tflops: Option<f64>,
     /// Peak HBM bandwidth, e.g. `4TB/s`. Required without `base`.
     hbm_bandwidth: Option<Bandwidth>,
     /// Memory capacity the framework can allocate into (`nvidia-smi` memory.total), e.g.

@@ -63,6 +63,15 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
             ),
         });
     }
+    if s.training.dtype == llmsim_compute::DType::Fp4 && !gpu.supports(llmsim_compute::DType::Fp4) {
+        return Err(SimError::Scenario {
+            field: "training.dtype".into(),
+            message: format!(
+                "fp4 (NVFP4) needs FP4 tensor cores (Blackwell: B200, GB200, B300, GB300); {} has none: use fp8 or bf16",
+                gpu.name
+            ),
+        });
+    }
     let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
     let mem = memory::footprint_on(&model, &s.training, &parallel, gpu.arch);
     if mem.firm() > gpu.memory_bytes {

@@ -465,3 +465,37 @@ fn a_custom_gpu_with_a_missing_field_names_it() {
     .unwrap_err();
     assert!(e.to_string().contains("sm_cout"), "{e}");
 }
+
+/// `training.dtype: fp4` (NVFP4, also spelled `nvfp4`) needs FP4 tensor cores: Hopper is rejected
+/// with an error naming the field; on GB300 the layers' GEMMs run at its dense FP4 peak.
+#[test]
+fn nvfp4_needs_blackwell_and_runs_its_gemms_at_the_fp4_peak() {
+    let yaml = |gpu: &str, dtype: &str| {
+        format!(
+            "model: llama3-8b\ntraining: {{ seq_length: 2048, micro_batch_size: 1, global_batch_size: 8, dtype: {dtype} }}\n\
+             parallel: {{ tp: 1 }}\ncluster: {{ gpu: {gpu}, gpus: 8, gpus_per_node: 8, topology: {{ kind: flat }} }}\n\
+             output: {{ flows: false }}\n"
+        )
+    };
+    for gpu in ["H100", "H200", "A100"] {
+        match err(&yaml(gpu, "nvfp4")) {
+            SimError::Scenario { field, message } => {
+                assert_eq!(field, "training.dtype");
+                assert!(message.contains("fp4") && message.contains(gpu), "{message}");
+            }
+            other => panic!("{gpu}: {other}"),
+        }
+    }
+    let r = llmsim_sim::resolve(&scenario(&yaml("GB300", "fp4"), &[])).unwrap();
+    assert_eq!(r.training.dtype, llmsim_compute::DType::Fp4);
+    assert_eq!(r.gpu.peak_flops(llmsim_compute::DType::Fp4), 15000e12);
+    // Faster than FP8 on the same GPU, slower than three times faster (attention, norms and the
+    // quantize ops do not speed up).
+    let step = |dtype: &str| {
+        run(&scenario(&yaml("GB300", dtype), &[]), RunOptions::default())
+            .report
+            .iteration_time_s
+    };
+    let (t4, t8) = (step("fp4"), step("fp8"));
+    assert!(t4 < t8 && t4 > t8 / 3.0, "fp4 {t4} fp8 {t8}");
+}

@@ -67,7 +67,9 @@ pub struct TrainingConfig {
     /// Samples per iteration over all replicas. Default 0, meaning `micro_batch_size · dp`
     /// (one micro-batch per DP rank). Megatron `--global-batch-size`.
     pub global_batch_size: u64,
-    /// Math and activation dtype. Default bf16.
+    /// Math and activation dtype. Default bf16. `fp8` and `fp4` (NVFP4, Transformer Engine's
+    /// `NVFP4BlockScaling`, Blackwell only) run the linear layers' GEMMs in that format and
+    /// keep activations, attention and the memory-bound ops in bf16.
     #[schemars(with = "crate::schema::DTypeSchema")]
     pub dtype: DType,
     /// Activation recomputation. Default none.
@@ -215,7 +217,7 @@ impl TrainingConfig {
     /// activations between layers (Transformer Engine), so fp8 counts 2.
     pub fn activation_bytes(&self) -> u64 {
         match self.dtype {
-            DType::Fp8 => 2,
+            DType::Fp8 | DType::Fp4 => 2,
             d => d.bytes(),
         }
     }
@@ -256,10 +258,12 @@ impl TrainingConfig {
     }
 
     /// Bytes per element of the inputs a linear layer saves for its weight gradient: 1 in FP8
-    /// training (Transformer Engine keeps the FP8 cast), else the activation dtype.
+    /// training (Transformer Engine keeps the FP8 cast), else the activation dtype. NVFP4 keeps
+    /// its column-wise FP4 copy, [`DType::NVFP4_BYTES_PER_ELEMENT`] (0.5625), counted here as 1
+    /// (whole bytes: an upper bound).
     pub fn saved_linear_input_bytes(&self) -> u64 {
         match self.dtype {
-            DType::Fp8 => 1,
+            DType::Fp8 | DType::Fp4 => 1,
             d => d.bytes(),
         }
     }
@@ -682,10 +686,10 @@ impl ParallelConfig {
                 ));
             }
         }
-        if training.store_param_remainders && training.dtype != DType::Bf16 && training.dtype != DType::Fp8 {
+        if training.store_param_remainders && !matches!(training.dtype, DType::Bf16 | DType::Fp8 | DType::Fp4) {
             return Err(WorkloadError::invalid(
                 "training.store_param_remainders",
-                "keeps the low 16 bits of fp32 main parameters beside bf16 model weights; it needs dtype bf16 (or fp8, whose weights are bf16)",
+                "keeps the low 16 bits of fp32 main parameters beside bf16 model weights; it needs dtype bf16 (or fp8/fp4, whose weights are bf16)",
             ));
         }
         if training.fp8_param && training.dtype != DType::Fp8 {

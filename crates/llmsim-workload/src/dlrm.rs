@@ -255,7 +255,7 @@ impl DlrmConfig {
     /// Bytes per activation / embedding element (fp8 keeps them in 16 bits).
     pub fn element_bytes(&self) -> u64 {
         match self.dtype {
-            DType::Fp8 => 2,
+            DType::Fp8 | DType::Fp4 => 2,
             d => d.bytes(),
         }
     }

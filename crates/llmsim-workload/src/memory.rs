@@ -263,16 +263,25 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     // that resharded its weights after forward, only the gathered units have a cast (below).
     // MXFP8 keeps both copies everywhere (its block scales run along the reduction dimension),
     // each with a scale byte per 32 elements.
-    let mx = t.fp8_recipe == Fp8Recipe::Mxfp8;
+    // NVFP4 keeps a row-wise and a column-wise copy of each weight too (16x16-block scaled;
+    // TE `NVFP4Tensor`), each half a byte plus an E4M3 scale per 16: 2 x 9/16 bytes.
+    let nvfp4 = t.dtype == DType::Fp4;
+    let mx = t.fp8_recipe == Fp8Recipe::Mxfp8 && !nvfp4;
     let fp8_copies: u64 = match arch {
-        GpuArch::Blackwell if !mx => 1,
+        GpuArch::Blackwell if !mx && !nvfp4 => 1,
         _ => 2,
     };
     let cast_bytes = |weights: u64| -> u64 {
         let b = fp8_copies * weights;
-        if mx { b + b.div_ceil(32) } else { b }
+        if nvfp4 {
+            (9 * b).div_ceil(16)
+        } else if mx {
+            b + b.div_ceil(32)
+        } else {
+            b
+        }
     };
-    let fp8 = t.dtype == DType::Fp8;
+    let fp8 = t.dtype.is_te_quantized();
     // FP8 primary weights (`fp8_param`): the linear layers' weights *are* their FP8 copies (no
     // bf16 copy): the FP8 bytes below stay, the activation-dtype bytes of those weights go.
     // The embedding, output layer (the vocab parameters) and, approximately, the norms keep dt.

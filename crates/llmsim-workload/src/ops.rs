@@ -212,10 +212,11 @@ impl OpSpec {
     /// The compute-model query for this op in a run training in `dtype` (the op's own
     /// [`OpSpec::dtype`] where it has one); `None` for a collective or a host copy.
     pub fn query(&self, dtype: DType) -> Option<OpQuery> {
-        // FP8 training runs only Transformer Engine's GEMMs in FP8; attention (FlashAttention,
-        // unfused, the Mamba scan) and the memory-bound kernels compute in BF16.
+        // FP8 (and NVFP4) training runs only Transformer Engine's GEMMs in FP8 (FP4); attention
+        // (FlashAttention, unfused, the Mamba scan) and the memory-bound kernels compute in BF16
+        // (TE's NVFP4BlockScaling: fp8_dpa = fp8_mha = False).
         let own = match self.kind {
-            OpSpecKind::Compute { class, .. } if dtype == DType::Fp8 && class != OpClass::Gemm => DType::Bf16,
+            OpSpecKind::Compute { class, .. } if dtype.is_te_quantized() && class != OpClass::Gemm => DType::Bf16,
             _ => dtype,
         };
         match &self.kind {
@@ -310,12 +311,30 @@ struct Dims {
     fp8: bool,
     /// FP8 with current scaling: every GEMM input needs its own amax pass and cast.
     fp8_current: bool,
+    /// NVFP4 training: every GEMM input and output gradient is quantized with a per-tensor amax
+    /// pass, as with current scaling, into NVFP4 row- and column-wise copies.
+    nvfp4: bool,
     /// Bytes of one FP8 copy of an element with its scales (MXFP8: 1 + 1/32).
     fp8_elem: f64,
     /// The GEMMs' math dtype where it is not the training dtype (see [`OpSpec::dtype`]).
     gemm_dtype: Option<DType>,
     shape: String,
 }
+
+/// HBM bytes per element of one NVFP4 quantization of a BF16 GEMM input or output gradient in
+/// Transformer Engine (NVIDIA/TransformerEngine at d0067d0da, `pytorch/csrc/quantizer.cpp`
+/// `NVFP4Quantizer::quantize_impl`, lines 2508-2735): with the random Hadamard transform (inputs
+/// and gradients, `common/recipe/__init__.py` lines 595-609, `fp4_quant_fwd_inp` /
+/// `fp4_quant_bwd_grad`) one kernel, `nvte_hadamard_transform_amax` (line 2641), reads the tensor
+/// (2 bytes) for the row-wise amax and the amax of its transformed transpose, the per-tensor
+/// FP32 scales; a second, `nvte_quantize_with_hadamard_transform` (line 2709), reads it again (2)
+/// and writes the row-wise copy and
+/// the Hadamard-transformed column-wise copy for the weight gradient, each 0.5 + 1/16 bytes
+/// (E2M1 plus an E4M3 scale per 16). The 16x16 transform runs on tensor cores inside that
+/// kernel and stochastic rounding of gradients adds no traffic: both are memory-bound. The
+/// weights' 2D-block quantization (once per step, cached across micro-batches) is not an op
+/// here, as FP8's weight casts are not.
+const NVFP4_QUANTIZE_BYTES_PER_ELEMENT: f64 = 2.0 + 2.0 + 2.0 * DType::NVFP4_BYTES_PER_ELEMENT;
 
 impl Dims {
     fn new(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Self {
@@ -345,8 +364,9 @@ impl Dims {
             tok,
             tok_sp: if sp { tok / tp } else { tok },
             ub: p.tp_comm_overlap && sp,
-            fp8: t.dtype == DType::Fp8,
+            fp8: t.dtype.is_te_quantized(),
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
+            nvfp4: t.dtype == DType::Fp4,
             fp8_elem: t.fp8_recipe.bytes_per_element(),
             gemm_dtype: None,
             shape,
@@ -601,15 +621,26 @@ impl<'a> Builder<'a> {
             // each output gradient is cast and transposed. Read 2 bytes, write 1 + 1; current
             // scaling reads the tensor once more for its amax, and casts every GEMM input.
             let gshape = format!("{shape},gemm={}", names.fwd);
-            let per_elem = if d.fp8_current { 6.0 } else { 2.0 + 2.0 * d.fp8_elem };
+            let per_elem = if d.nvfp4 {
+                NVFP4_QUANTIZE_BYTES_PER_ELEMENT
+            } else if d.fp8_current {
+                6.0
+            } else {
+                2.0 + 2.0 * d.fp8_elem
+            };
             let cast = |name: &'static str, pass: Pass, elems: u64| {
                 let e = elems as f64;
                 compute(name, pass, OpClass::Elementwise, e, per_elem * e, &gshape)
             };
-            if split == Split::Row || d.fp8_current {
-                fwd.insert(0, cast("fp8_cast", Pass::Forward, m * k));
+            let (fwd_name, bwd_name) = if d.nvfp4 {
+                ("nvfp4_quantize_rht", "nvfp4_quantize_rht_bwd")
+            } else {
+                ("fp8_cast", "fp8_cast_transpose_bwd")
+            };
+            if split == Split::Row || d.fp8_current || d.nvfp4 {
+                fwd.insert(0, cast(fwd_name, Pass::Forward, m * k));
             }
-            bwd.insert(0, cast("fp8_cast_transpose_bwd", Pass::BackwardInput, m * n));
+            bwd.insert(0, cast(bwd_name, Pass::BackwardInput, m * n));
         }
         self.push(fwd, bwd);
     }
@@ -1336,11 +1367,12 @@ pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Lay
 /// logit, sum of exponentials; Megatron's `_VocabParallelCrossEntropy`), and their backward.
 pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps {
     // The output layer is Megatron's own `ColumnParallelLinear`, not a Transformer Engine
-    // module, so FP8 training leaves it in BF16: no FP8 casts, BF16 GEMMs.
-    let fp8 = t.dtype == DType::Fp8;
+    // module, so FP8 (and NVFP4) training leaves it in BF16: no casts, BF16 GEMMs.
+    let fp8 = t.dtype.is_te_quantized();
     let d = Dims {
         fp8: false,
         fp8_current: false,
+        nvfp4: false,
         gemm_dtype: fp8.then_some(DType::Bf16),
         ..Dims::new(m, t, p)
     };

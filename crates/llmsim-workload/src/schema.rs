@@ -19,7 +19,7 @@ impl JsonSchema for DTypeSchema {
         json_schema!({
             "type": "string",
             "enum": names,
-            "description": "Numeric format: fp32, tf32, bf16, fp16 or fp8.",
+            "description": "Numeric format: fp32, tf32, bf16, fp16, fp8 or fp4 (NVFP4, also `nvfp4`).",
         })
     }
 }

@@ -287,6 +287,34 @@ fn mxfp8_weight_cache_has_two_scaled_copies() {
     assert_eq!(two, 2 * one + (2 * one).div_ceil(32));
 }
 
+/// NVFP4 keeps a row-wise and a column-wise weight copy, each 0.5 + 1/16 bytes per weight.
+#[test]
+fn nvfp4_weight_cache_has_two_half_byte_copies() {
+    use llmsim_compute::DType;
+    use llmsim_core::GpuArch;
+    use llmsim_workload::memory::footprint_on;
+    let m = preset("llama3-8b").unwrap();
+    let bf16 = TrainingConfig {
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let fp8 = TrainingConfig {
+        dtype: DType::Fp8,
+        ..bf16.clone()
+    };
+    let fp4 = TrainingConfig {
+        dtype: DType::Fp4,
+        ..bf16.clone()
+    };
+    let p = plan(&m, &bf16, 8, "{ tp: 1, use_distributed_optimizer: true }");
+    let cache = |t: &TrainingConfig| {
+        footprint_on(&m, t, &p, GpuArch::Blackwell).parameters - footprint_on(&m, &bf16, &p, GpuArch::Blackwell).parameters
+    };
+    // FP8 on Blackwell: one 1-byte copy per linear weight.
+    let linear = cache(&fp8);
+    assert_eq!(cache(&fp4), (9 * 2 * linear).div_ceil(16));
+}
+
 /// Optimizer-state precision: bf16 moments and NeMo's 2-byte main-parameter remainders shrink the
 /// optimizer states by their bytes; an FP8 moment or remainders without bf16 weights are errors.
 #[test]

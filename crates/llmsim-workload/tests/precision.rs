@@ -60,3 +60,48 @@ fn fp8_training_keeps_the_output_layer_in_bf16() {
         .collect();
     assert!(!attn.is_empty() && attn.iter().all(|q| q.dtype == DType::Bf16));
 }
+
+/// NVFP4 (`dtype: fp4`): the layers' GEMMs query FP4, everything else BF16; every GEMM input and
+/// output gradient gets one quantize op of 2 + 2 + 2 x (0.5 + 1/16) bytes per element (Transformer
+/// Engine's amax pass, then the fused quantize writing row-wise and Hadamard-transformed
+/// column-wise NVFP4 copies).
+#[test]
+fn nvfp4_training_quantizes_every_gemm_input_and_gradient() {
+    let m = preset("llama3-8b").unwrap();
+    let t = TrainingConfig {
+        dtype: DType::Fp4,
+        ..TrainingConfig::default()
+    };
+    let p: ParallelConfig = serde_yaml_ng::from_str("{tp: 1}").unwrap();
+    let p = p.resolve(1, &m, &t).unwrap();
+    let l = transformer_layer(&m, &t, &p, 0);
+    let queries: Vec<_> = l.forward.iter().chain(&l.backward).filter_map(|o| o.query(t.dtype)).collect();
+    let gemms = queries.iter().filter(|q| q.class == OpClass::Gemm).count();
+    assert!(gemms > 0);
+    assert!(queries.iter().all(|q| (q.class == OpClass::Gemm) == (q.dtype == DType::Fp4)));
+    // Forward: QKV, attention output, fc1, fc2 inputs; backward: their output gradients.
+    let quant = |ops: &[llmsim_workload::ops::OpSpec], name: &str| -> Vec<(f64, f64)> {
+        ops.iter()
+            .filter(|o| o.name == name)
+            .filter_map(|o| o.query(t.dtype))
+            .map(|q| (q.flops, q.bytes))
+            .collect()
+    };
+    let fwd = quant(&l.forward, "nvfp4_quantize_rht");
+    let bwd = quant(&l.backward, "nvfp4_quantize_rht_bwd");
+    assert_eq!((fwd.len(), bwd.len()), (4, 4));
+    let (s, h) = (t.seq_length as f64, m.hidden_size as f64);
+    // The QKV input is the [s, h] norm output (micro-batch 1): 5.125 bytes per element.
+    assert!(fwd.iter().any(|&(e, b)| e == s * h && b == 5.125 * s * h), "{fwd:?}");
+    assert!(fwd.iter().chain(&bwd).all(|&(e, b)| b == 5.125 * e));
+    assert!(l.forward.iter().chain(&l.backward).all(|o| !o.name.starts_with("fp8_cast")));
+    // The output layer stays BF16, as under FP8.
+    let hd = head(&m, &t, &p);
+    assert!(
+        hd.forward
+            .iter()
+            .chain(&hd.backward)
+            .filter_map(|o| o.query(t.dtype))
+            .all(|q| q.dtype == DType::Bf16)
+    );
+}
