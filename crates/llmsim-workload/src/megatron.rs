@@ -585,7 +585,10 @@ fn stage_iteration(
     let act_bytes = {
         // Megatron sends b x s x h activations per micro-batch; with sequence parallelism each
         // tp rank sends its 1/tp slice (scatter-gather optimization), and CP splits the sequence.
-        let full = t.micro_batch_size * t.seq_length / p.cp.max(1) * mc.hidden_size * t.dtype.bytes();
+        // In `pipeline_dtype`, which Megatron sets to `params_dtype` (`training.py`,
+        // `core_transformer_config_from_args`): 16 bits under FP8 and FP4 training too, whose
+        // low-precision tensors live inside the GEMMs only.
+        let full = t.micro_batch_size * t.seq_length / p.cp.max(1) * mc.hidden_size * t.activation_bytes();
         if p.sequence_parallel && p.tp > 1 { full / p.tp } else { full }
     };
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;

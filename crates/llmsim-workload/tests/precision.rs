@@ -105,3 +105,40 @@ fn nvfp4_training_quantizes_every_gemm_input_and_gradient() {
             .all(|q| q.dtype == DType::Bf16)
     );
 }
+
+/// Pipeline sends carry the hidden states in Megatron's `pipeline_dtype`, `params_dtype`: 2
+/// bytes an element under FP8 and FP4 training as under BF16 (the 1-byte tensors live inside
+/// TE's GEMMs only).
+#[test]
+fn pipeline_sends_stay_in_16_bits_under_low_precision_training() {
+    use llmsim_workload::dag::DagNodeKind;
+    use llmsim_workload::megatron::generate;
+    let m = preset("llama3-8b").unwrap();
+    let sends = |dtype: DType| -> Vec<u64> {
+        let t = TrainingConfig {
+            dtype,
+            seq_length: 4096,
+            micro_batch_size: 2,
+            global_batch_size: 8,
+            ..TrainingConfig::default()
+        };
+        let p: ParallelConfig = serde_yaml_ng::from_str("{tp: 2, pp: 2, sequence_parallel: true}").unwrap();
+        let p = p.resolve(4, &m, &t).unwrap();
+        let w = generate(&m, &t, &p).unwrap();
+        w.stages
+            .iter()
+            .flat_map(|s| s.nodes.iter())
+            .filter_map(|n| match n.kind {
+                DagNodeKind::CommSend { bytes, .. } | DagNodeKind::CommRecv { bytes, .. } => Some(bytes),
+                _ => None,
+            })
+            .collect()
+    };
+    // b · s · h · 2 bytes, split over the tp ranks by sequence parallelism.
+    let expect = 2 * 4096 * 4096 * 2 / 2;
+    for dtype in [DType::Bf16, DType::Fp8] {
+        let b = sends(dtype);
+        assert!(!b.is_empty(), "{dtype:?}: a two-stage pipeline sends");
+        assert!(b.iter().all(|&x| x == expect), "{dtype:?}: {b:?}");
+    }
+}
