@@ -221,6 +221,29 @@ fn mamba2_flops_and_tp_sharding() {
         s * (g * 2.0 * q * n + nh * (2.0 * q * pd + 4.0 * n * pd))
     );
     assert_eq!(flops_of(&lo, "mamba_out_proj"), 2.0 * s * di * h);
+    // The scan carries its TP-local kernel shape; its bytes are the kernels' summed traffic.
+    let ssd = llmsim_compute::SsdShape {
+        tokens: 4096,
+        heads: 32,
+        head_dim: 64,
+        state: 128,
+        groups: 2,
+        chunk: 128,
+        backward: false,
+    };
+    for (ops, name, shape) in [
+        (&lo.forward, "mamba_ssd_scan", ssd),
+        (
+            &lo.backward,
+            "mamba_ssd_scan_bwd",
+            llmsim_compute::SsdShape { backward: true, ..ssd },
+        ),
+    ] {
+        let op = ops.iter().find(|o| o.name == name).unwrap();
+        assert_eq!(op.kernel, Some(llmsim_compute::KernelShape::Ssd(shape)), "{name}");
+        let q = op.query(t.dtype).unwrap();
+        assert_eq!(q.bytes, llmsim_compute::ssd::hbm_bytes(&shape), "{name}");
+    }
     assert!(lo.forward.iter().all(|o| o.name != "core_attention"));
     // Mixer parameters sharded over TP, the pre-norm replicated.
     assert_eq!(layer_params(&m, &p, 0).dense, m.mamba_params() / 4 + 4096);
