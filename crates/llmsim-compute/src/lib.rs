@@ -4,6 +4,7 @@
 //! - [`gpu`](mod@gpu): the GPU catalog (peak dense FLOP/s per dtype, HBM bandwidth and capacity, sources).
 //! - [`custom`]: a GPU declared in a scenario, from a catalog `base` or from scratch.
 //! - [`roofline`]: roofline time with per-op-class efficiencies shipped as data.
+//! - [`ssd`]: the Mamba-2 SSD scan, HBM traffic summed over its Triton kernels.
 //! - [`db`]: the op-time database (CSV, like SimAI-CP Table 4) that takes precedence.
 //! - [`model`]: [`ComputeModel`], database first then roofline, plus the overlap slowdown.
 //!
@@ -19,6 +20,7 @@ pub mod gpu;
 pub mod model;
 pub mod op;
 pub mod roofline;
+pub mod ssd;
 
 pub use attention::{AttentionKernel, AttentionShape};
 pub use custom::CustomGpu;
@@ -28,3 +30,4 @@ pub use gpu::{GpuSpec, PeakTflops, catalog, gpu};
 pub use model::{ComputeModel, OpTime, OverlapModel, TimeSource};
 pub use op::{DType, GemmShape, KernelShape, OpClass, OpQuery};
 pub use roofline::{Bound, ClassEfficiency, Efficiencies};
+pub use ssd::SsdShape;

@@ -177,6 +177,8 @@ pub enum KernelShape {
     Gemm(GemmShape),
     /// A fused attention kernel.
     Attention(AttentionShape),
+    /// The Mamba-2 SSD chunked scan (mamba_ssm's Triton kernels, [`crate::ssd`]).
+    Ssd(crate::ssd::SsdShape),
 }
 
 /// One fused attention call: `batch_heads` independent heads of `s_q` queries over `s_kv` keys.

@@ -235,7 +235,11 @@ pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTim
         }
         _ => q.flops.max(0.0) / (peak * e.compute_eff),
     };
-    let memory_s = q.bytes.max(0.0) / (gpu.hbm_bandwidth_bytes_per_s * e.memory_eff);
+    let memory_s = match q.kernel {
+        // The SSD kernels' own traffic at their measured bandwidth fraction (crate::ssd).
+        Some(KernelShape::Ssd(shape)) => crate::ssd::memory_seconds(&shape, gpu.hbm_bandwidth_bytes_per_s),
+        _ => q.bytes.max(0.0) / (gpu.hbm_bandwidth_bytes_per_s * e.memory_eff),
+    };
     let (secs, bound) = if compute_s >= memory_s {
         (compute_s, Bound::Compute)
     } else {

@@ -148,3 +148,51 @@ fn grouped_expert_gemms_match_transformer_engines_loop() {
         "16 x 2048 ({sixteen:.0}) must be slower than 8 x 4096 ({eight:.0})"
     );
 }
+
+/// The Mamba-2 SSD forward (mamba_ssm's five unfused Triton kernels) on one H100: vLLM PR #27299
+/// (cyang49, comment of 2025-10-25), "Original" column, granite-4.0-h-small shape (128 heads,
+/// head dim 64, 1 group, state 128, chunk 256), tokens/s by tokens. The model times the op as
+/// the workload builds it (FLOPs of `mamba_mixer`, traffic of `ssd::hbm_bytes`); every point is
+/// within 12% (the spread of the measurement around the shipped mean efficiency).
+#[test]
+fn ssd_scan_reproduces_the_cited_triton_forward() {
+    use llmsim_compute::{SsdShape, ssd};
+    const VLLM_27299: &[(u64, f64)] = &[
+        (8192, 1.262327e7),
+        (16384, 1.292440e7),
+        (32768, 1.180002e7),
+        (65536, 1.106830e7),
+        (131072, 1.070444e7),
+        (262144, 1.081547e7),
+    ];
+    let cm = ComputeModel::new(gpu("H100").unwrap());
+    for &(tokens, measured) in VLLM_27299 {
+        let s = SsdShape {
+            tokens,
+            heads: 128,
+            head_dim: 64,
+            state: 128,
+            groups: 1,
+            chunk: 256,
+            backward: false,
+        };
+        // llmsim-workload `mamba_mixer`: G·2QN + H·(2QP + 4NP) per token.
+        let flops = tokens as f64 * (2.0 * 256.0 * 128.0 + 128.0 * (2.0 * 256.0 * 64.0 + 4.0 * 128.0 * 64.0));
+        let q = OpQuery {
+            name: "mamba_ssd_scan".into(),
+            class: OpClass::Attention,
+            dtype: DType::Bf16,
+            flops,
+            bytes: ssd::hbm_bytes(&s),
+            shape: String::new(),
+            kernel: Some(KernelShape::Ssd(s)),
+        };
+        let t = cm.time(&q);
+        assert_eq!(t.bound, llmsim_compute::Bound::Memory, "{tokens}");
+        let got = tokens as f64 / t.time.as_secs_f64();
+        assert!(
+            (got / measured - 1.0).abs() < 0.12,
+            "{tokens} tokens: model {got:.3e} tokens/s, measured {measured:.3e}"
+        );
+    }
+}

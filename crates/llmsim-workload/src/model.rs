@@ -902,6 +902,39 @@ const PRESETS: &[Preset] = &[
             )
         },
     },
+    // Nemotron 3 Nano 30B-A3B (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 config.json;
+    // Megatron-Bridge v0.4.0 nemotron_h_provider.py Nemotron3NanoProvider): 52 layers per
+    // hybrid_override_pattern, 23 Mamba-2 (M), 23 MoE (E), 6 attention (*); hidden 2688, 32 query
+    // heads of 128 with 2 KV heads; Mamba-2 64 heads of 64, state 128, 8 groups, conv 4, chunk 128;
+    // 128 routed experts top-6 of FFN 1856 plus one shared expert of 3712 (= 2 x 1856), squared
+    // ReLU (not gated); no position embedding; vocab 131072, untied. The checkpoint holds 31.6B
+    // parameters (the card rounds to "30B total, 3.5B active").
+    Preset {
+        name: "nemotron-3-nano-30b-a3b",
+        aliases: &["nemotron-3-nano", "nemotron3-nano", "nemotron 3 nano 30b a3b"],
+        published_params: 31.6e9,
+        build: || {
+            let pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+            ModelConfig {
+                num_experts: 128,
+                num_experts_per_tok: 6,
+                moe_intermediate_size: 1856,
+                num_shared_experts: 2,
+                explicit_head_dim: Some(128),
+                hybrid_override_pattern: Some(pattern.to_string()),
+                mamba: Some(MambaConfig {
+                    num_heads: 64,
+                    head_dim: 64,
+                    state_size: 128,
+                    n_groups: 8,
+                    conv_kernel: 4,
+                    chunk_size: 128,
+                }),
+                position_embedding_type: PositionEmbedding::None,
+                ..ModelConfig::dense("nemotron-3-nano-30b-a3b", 2688, pattern.len() as u64, 32, 2, 1856, 131072, false)
+            }
+        },
+    },
 ];
 
 fn qwen3_moe(name: &str, h: u64, layers: u64, heads: u64, ffn: u64, moe_ffn: u64) -> ModelConfig {
@@ -967,6 +1000,7 @@ const PRESET_NAMES: &[&str] = &[
     "deepseek-v3",
     "nemotron-h-8b",
     "nemotron-h-56b",
+    "nemotron-3-nano-30b-a3b",
 ];
 
 /// Canonical names of the presets.

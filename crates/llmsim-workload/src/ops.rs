@@ -44,7 +44,7 @@
 
 use std::ops::Range;
 
-use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery};
+use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery, SsdShape};
 use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
@@ -1069,7 +1069,8 @@ fn mla_projections(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
 /// the state-to-output `C·state` per head `2·N·P`; the inter-chunk state recurrence (`2·N·P/Q` per
 /// head) is negligible and left out. The scan is counted in full within a chunk, as attention is
 /// counted without causal halving. Backward is 2× (each product has two gradient products);
-/// its HBM traffic reads x, B, C, dt and writes y, plus the fp32 chunk states.
+/// HBM traffic and time are those of mamba_ssm's Triton kernels, summed over the kernels
+/// (`llmsim_compute::ssd`).
 fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
     let Some(mb) = &m.mamba else { return };
     let d = bld.d;
@@ -1111,26 +1112,35 @@ fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
     let tokf = d.tok as f64;
     let per_tok = g_l as f64 * 2.0 * q * nf + nh_l as f64 * (2.0 * q * pf + 4.0 * nf * pf);
     let flops = tokf * per_tok;
-    let io = tokf * (2 * di_l + 2 * g_l * n + nh_l) as f64 * dt;
-    let states = (d.tok.div_ceil(mb.chunk_size.max(1)) * nh_l * mb.head_dim * n) as f64 * 4.0;
-    bld.push(
-        vec![compute(
-            "mamba_ssd_scan",
-            Pass::Forward,
-            OpClass::Attention,
-            flops,
-            io + 2.0 * states,
-            &shape,
-        )],
-        vec![compute(
-            "mamba_ssd_scan_bwd",
-            Pass::BackwardInput,
-            OpClass::Attention,
-            2.0 * flops,
-            2.0 * io + 2.0 * states,
-            &shape,
-        )],
+    let ssd = SsdShape {
+        tokens: d.tok,
+        heads: nh_l,
+        head_dim: mb.head_dim,
+        state: n,
+        groups: g_l,
+        chunk: mb.chunk_size.min(d.sl).max(1),
+        backward: false,
+    };
+    let bwd = SsdShape { backward: true, ..ssd };
+    let mut f = compute(
+        "mamba_ssd_scan",
+        Pass::Forward,
+        OpClass::Attention,
+        flops,
+        llmsim_compute::ssd::hbm_bytes(&ssd),
+        &shape,
     );
+    f.kernel = Some(KernelShape::Ssd(ssd));
+    let mut b = compute(
+        "mamba_ssd_scan_bwd",
+        Pass::BackwardInput,
+        OpClass::Attention,
+        2.0 * flops,
+        llmsim_compute::ssd::hbm_bytes(&bwd),
+        &shape,
+    );
+    b.kernel = Some(KernelShape::Ssd(bwd));
+    bld.push(vec![f], vec![b]);
     // Gated RMSNorm: y·silu(z), normalised per group over d_inner/tp.
     bld.norm_width("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape);
     bld.gemm(gemm_names!("mamba_out_proj"), Split::Row, d.tok, di_l, d.h, di_l * d.h, &shape);

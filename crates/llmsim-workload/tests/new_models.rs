@@ -204,6 +204,25 @@ fn sliding_window_flops_use_the_window() {
     assert_eq!(diff, per_score * 64 * 4096 * (4096 - 128) / 8);
 }
 
+/// Nemotron 3 Nano: 31.6B parameters in the checkpoint
+/// (huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16); 23 Mamba-2, 23 MoE and 6
+/// attention layers (the card); the preset is the model the validation scenarios spell out.
+#[test]
+fn nemotron_3_nano_param_count_and_scenario() {
+    let m = preset("nemotron-3-nano").unwrap();
+    within(m.param_count(), 31.6e9, 0.01, "nemotron-3-nano-30b-a3b total");
+    let kinds = |k: LayerKind| (0..m.num_hidden_layers).filter(|&l| m.layer_kind(l) == k).count();
+    assert_eq!(
+        (kinds(LayerKind::Mamba), kinds(LayerKind::MoeMlp), kinds(LayerKind::Attention)),
+        (23, 23, 6)
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios/real-bridge26-h100-nemotron3-nano-16.yaml");
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: llmsim_workload::ModelSpec = serde_yaml_ng::from_value(doc["model"].clone()).unwrap();
+    let scen = spec.resolve(Path::new(".")).unwrap();
+    assert_eq!(m, scen);
+}
+
 #[test]
 fn mamba2_flops_and_tp_sharding() {
     let m = preset("nemotron-h-8b").unwrap();
@@ -221,6 +240,29 @@ fn mamba2_flops_and_tp_sharding() {
         s * (g * 2.0 * q * n + nh * (2.0 * q * pd + 4.0 * n * pd))
     );
     assert_eq!(flops_of(&lo, "mamba_out_proj"), 2.0 * s * di * h);
+    // The scan carries its TP-local kernel shape; its bytes are the kernels' summed traffic.
+    let ssd = llmsim_compute::SsdShape {
+        tokens: 4096,
+        heads: 32,
+        head_dim: 64,
+        state: 128,
+        groups: 2,
+        chunk: 128,
+        backward: false,
+    };
+    for (ops, name, shape) in [
+        (&lo.forward, "mamba_ssd_scan", ssd),
+        (
+            &lo.backward,
+            "mamba_ssd_scan_bwd",
+            llmsim_compute::SsdShape { backward: true, ..ssd },
+        ),
+    ] {
+        let op = ops.iter().find(|o| o.name == name).unwrap();
+        assert_eq!(op.kernel, Some(llmsim_compute::KernelShape::Ssd(shape)), "{name}");
+        let q = op.query(t.dtype).unwrap();
+        assert_eq!(q.bytes, llmsim_compute::ssd::hbm_bytes(&shape), "{name}");
+    }
     assert!(lo.forward.iter().all(|o| o.name != "core_attention"));
     // Mixer parameters sharded over TP, the pre-norm replicated.
     assert_eq!(layer_params(&m, &p, 0).dense, m.mamba_params() / 4 + 4096);
