@@ -143,6 +143,9 @@ class Report:
     stages: list[dict[str, Any]]
     #: The breakdown (seconds) averaged over the simulated ranks.
     mean: dict[str, float]
+    #: With ``training.iterations > 1``: the first iteration's breakdown (seconds) averaged over
+    #: the simulated ranks; ``mean`` is then that of iterations 2..N. None for one iteration.
+    first_iteration: dict[str, float] | None
     ranks: list[dict[str, Any]]
     #: ``{"footprint": {...bytes...}, "capacity", "fraction"}``, or None where unknown.
     memory: dict[str, Any] | None
@@ -171,6 +174,7 @@ class Report:
         "overrides": [],
         "iterations": 1,
         "first_iteration_time_s": None,
+        "first_iteration": None,
         "iteration_times_s": [],
         "fold": None,
         "packet_engine": None,
