@@ -55,6 +55,12 @@ impl DType {
     pub fn is_te_quantized(self) -> bool {
         matches!(self, DType::Fp8 | DType::Fp4)
     }
+
+    /// Bytes per element of the tensors outside the quantized GEMMs (activations between
+    /// layers, embedding rows): the quantized formats keep them in 16 bits.
+    pub fn activation_bytes(self) -> u64 {
+        if self.is_te_quantized() { 2 } else { self.bytes() }
+    }
 }
 
 impl fmt::Display for DType {

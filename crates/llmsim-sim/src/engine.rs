@@ -1453,15 +1453,14 @@ impl<'a> SystemEngine<'a> {
         let lifo = n.stream != Stream::Free && prog.stream_order[s] == SchedulingPolicy::Lifo;
         let next = if n.stream == Stream::Free {
             None
-        } else if lifo {
-            // Its ready nodes are started below, once this completion released its dependents.
-            self.stream_busy[u][s] = false;
-            self.stream_pos[u][s] += 1;
-            None
         } else {
             self.stream_busy[u][s] = false;
             self.stream_pos[u][s] += 1;
-            self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied()
+            // A LIFO stream's ready nodes are started below, once this completion released its
+            // dependents.
+            (!lifo)
+                .then(|| self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied())
+                .flatten()
         };
         for k in self.dependents[st].range(node) {
             let d = self.dependents[st].node[k];

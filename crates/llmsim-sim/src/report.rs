@@ -64,6 +64,16 @@ impl Breakdown {
         }
     }
 
+    /// The mean of `parts`, each weighted `1/len` (zero for none).
+    fn mean(parts: impl ExactSizeIterator<Item = Breakdown>) -> Breakdown {
+        let w = 1.0 / parts.len().max(1) as f64;
+        let mut m = Breakdown::default();
+        for b in parts {
+            m.add(&b, w);
+        }
+        m
+    }
+
     pub(crate) fn add(&mut self, o: &Breakdown, w: f64) {
         self.compute_s += o.compute_s * w;
         self.exposed_tp_s += o.exposed_tp_s * w;
@@ -285,10 +295,7 @@ pub fn build(
             breakdown: b,
         });
     }
-    let mut mean = Breakdown::default();
-    for (_, b) in &per_unit {
-        mean.add(b, 1.0 / per_unit.len().max(1) as f64);
-    }
+    let mean = Breakdown::mean(per_unit.iter().map(|(_, b)| b.clone()));
     let ranks = per_unit
         .iter()
         .map(|(u, b)| {
@@ -345,13 +352,10 @@ pub fn build(
         hfu: (hw_flops > 0.0).then(|| hw_flops / it_s / peak),
         stages,
         mean,
-        first_iteration: run.iteration_ends.first().map(|&first| {
-            let mut b = Breakdown::default();
-            for (_, a) in &run.first_units {
-                b.add(&Breakdown::of(a, first), 1.0 / run.first_units.len().max(1) as f64);
-            }
-            b
-        }),
+        first_iteration: run
+            .iteration_ends
+            .first()
+            .map(|&first| Breakdown::mean(run.first_units.iter().map(|(_, a)| Breakdown::of(a, first)))),
         ranks,
         memory: (r.memory.total > 0).then(|| MemoryReport {
             footprint: r.memory.clone(),

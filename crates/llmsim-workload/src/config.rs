@@ -216,10 +216,7 @@ impl TrainingConfig {
     /// Bytes per element of the weights and activations. FP8 training keeps bf16 weights and
     /// activations between layers (Transformer Engine), so fp8 counts 2.
     pub fn activation_bytes(&self) -> u64 {
-        match self.dtype {
-            DType::Fp8 | DType::Fp4 => 2,
-            d => d.bytes(),
-        }
+        self.dtype.activation_bytes()
     }
 
     /// The dtype of gradients as accumulated and reduced across DP. Megatron-LM turns on

@@ -254,10 +254,7 @@ impl DlrmConfig {
 
     /// Bytes per activation / embedding element (fp8 keeps them in 16 bits).
     pub fn element_bytes(&self) -> u64 {
-        match self.dtype {
-            DType::Fp8 | DType::Fp4 => 2,
-            d => d.bytes(),
-        }
+        self.dtype.activation_bytes()
     }
 
     /// Bytes per gradient element in the MLP all-reduce: fp16 for fp16, otherwise fp32.

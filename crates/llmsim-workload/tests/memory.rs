@@ -257,13 +257,20 @@ fn fp8_weight_cache_follows_the_architecture_and_fsdp() {
     assert!(extra > 0 && extra < hopper / 4, "{extra} vs {hopper}");
 }
 
+/// Parameter bytes `t` keeps on a Blackwell GPU beyond those of `bf16` (its low-precision weight
+/// copies), on 8 GPUs with TP 1 and the distributed optimizer.
+fn blackwell_weight_cache(m: &ModelConfig, bf16: &TrainingConfig, t: &TrainingConfig) -> u64 {
+    use llmsim_core::GpuArch;
+    use llmsim_workload::memory::footprint_on;
+    let p = plan(m, bf16, 8, "{ tp: 1, use_distributed_optimizer: true }");
+    footprint_on(m, t, &p, GpuArch::Blackwell).parameters - footprint_on(m, bf16, &p, GpuArch::Blackwell).parameters
+}
+
 /// MXFP8 keeps both weight copies even on Blackwell, each with a scale byte per 32 elements.
 #[test]
 fn mxfp8_weight_cache_has_two_scaled_copies() {
     use llmsim_compute::DType;
-    use llmsim_core::GpuArch;
     use llmsim_workload::Fp8Recipe;
-    use llmsim_workload::memory::footprint_on;
     let m = preset("llama3-8b").unwrap();
     let bf16 = TrainingConfig {
         global_batch_size: 64,
@@ -278,10 +285,7 @@ fn mxfp8_weight_cache_has_two_scaled_copies() {
         fp8_recipe: Fp8Recipe::Mxfp8,
         ..cs.clone()
     };
-    let p = plan(&m, &bf16, 8, "{ tp: 1, use_distributed_optimizer: true }");
-    let cache = |t: &TrainingConfig| {
-        footprint_on(&m, t, &p, GpuArch::Blackwell).parameters - footprint_on(&m, &bf16, &p, GpuArch::Blackwell).parameters
-    };
+    let cache = |t: &TrainingConfig| blackwell_weight_cache(&m, &bf16, t);
     let one = cache(&cs);
     let two = cache(&mx);
     assert_eq!(two, 2 * one + (2 * one).div_ceil(32));
@@ -291,8 +295,6 @@ fn mxfp8_weight_cache_has_two_scaled_copies() {
 #[test]
 fn nvfp4_weight_cache_has_two_half_byte_copies() {
     use llmsim_compute::DType;
-    use llmsim_core::GpuArch;
-    use llmsim_workload::memory::footprint_on;
     let m = preset("llama3-8b").unwrap();
     let bf16 = TrainingConfig {
         global_batch_size: 64,
@@ -306,10 +308,7 @@ fn nvfp4_weight_cache_has_two_half_byte_copies() {
         dtype: DType::Fp4,
         ..bf16.clone()
     };
-    let p = plan(&m, &bf16, 8, "{ tp: 1, use_distributed_optimizer: true }");
-    let cache = |t: &TrainingConfig| {
-        footprint_on(&m, t, &p, GpuArch::Blackwell).parameters - footprint_on(&m, &bf16, &p, GpuArch::Blackwell).parameters
-    };
+    let cache = |t: &TrainingConfig| blackwell_weight_cache(&m, &bf16, t);
     // FP8 on Blackwell: one 1-byte copy per linear weight.
     let linear = cache(&fp8);
     assert_eq!(cache(&fp4), (9 * 2 * linear).div_ceil(16));
