@@ -25,10 +25,11 @@ if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     # numpy: llmsim profile's CPU backend (tests/python/test_profile.py); PyTorch is not installed
     # here (a GPU-sized wheel), so the torch test skips. jsonschema: the schema tests validate the
     # examples with it (crates/llmsim-cli/tests/schema.rs). pyarrow: Parquet results (test_parquet.py).
-    # jax (CPU wheels): the batch packet engine, llmsim.batch (test_batch_packet.py; skips without it).
+    # jax (CPU wheels): the batch packet engine, llmsim.batch (test_batch_packet.py; skips without it);
+    # pyyaml: its packet-level sweep files (test_batch_sweep.py).
     extra="ray"   # the Ray sweep test (a single-node Ray); LLMSIM_SKIP_RAY=1 leaves it out (the test then skips)
     [ "${LLMSIM_SKIP_RAY:-0}" = 1 ] && extra=""
-    .venv/bin/pip install -q --disable-pip-version-check -c tests/python/constraints.txt maturin pandas numpy matplotlib pytest ruff optuna protobuf jsonschema pyarrow "jax[cpu]" $extra
+    .venv/bin/pip install -q --disable-pip-version-check -c tests/python/constraints.txt maturin pandas numpy matplotlib pytest ruff optuna protobuf jsonschema pyarrow "jax[cpu]" pyyaml $extra
     .venv/bin/pip install -q --disable-pip-version-check -c tests/python/constraints.txt --no-deps mlc-chakra
     export LLMSIM_PYTHON="$PWD/.venv/bin/python"
 fi

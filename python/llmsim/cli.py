@@ -20,6 +20,8 @@ from . import _native
 PYTHON_COMMANDS = """
 Python package commands:
   sweep ... --ray ADDR   Run a sweep on a Ray cluster (auto, an address, or local)
+  sweep NS3SPEC          A packet-level CC sweep of an ns-3 experiment (a sweep file with `ns3:`)
+                         on the batch packet engine: --engine gpu|batch|threads (pip install .[batch])
   plot                   Plot a sweep's results or a packet run (ns3 run --out); write an HTML report
   search                 Best TP/PP/DP/EP/CP/VPP/micro-batch for a model and GPU count
   profile                Time a scenario's compute ops on this GPU (PyTorch) or CPU; write an op database CSV
@@ -59,6 +61,14 @@ def _sweep_ray(argv: Sequence[str]) -> int:
     return 0
 
 
+def _ns3_spec(args: Sequence[str]) -> bool:
+    """Whether a sweep's file is a packet-level CC sweep of an ns-3 experiment (`ns3:`), which
+    runs on the batch packet engine here rather than in the Rust tool."""
+    from .batch.sweep import is_ns3_spec
+
+    return any(not a.startswith("-") and os.path.isfile(a) and is_ns3_spec(a) for a in args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv[0] if argv else ""
@@ -81,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return export_main(argv[1:])
         if cmd == "sweep" and any(a == "--ray" or a.startswith("--ray=") for a in argv[1:]):
             return _sweep_ray(argv[1:])
+        if cmd == "sweep" and _ns3_spec(argv[1:]):
+            from .batch.sweep import main as ns3_sweep_main
+
+            return ns3_sweep_main(argv[1:])
     except _native.LlmsimError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

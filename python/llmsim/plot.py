@@ -133,7 +133,16 @@ def report_html(results_dir: str, out: str | None = None, top: int = 10) -> str:
         f"<h1>Sweep {html.escape(df.attrs.get('name', ''))}</h1>",
         f"<p>{len(df)} points: {len(ok)} ok, {len(df) - len(ok)} failed or invalid.</p>",
     ]
-    if len(ok):
+    if len(ok) and "iteration_time_s" not in df.columns:
+        # A packet-level CC sweep of an ns-3 experiment (llmsim.batch.sweep): flow completion
+        # times, no iteration or breakdown.
+        for a in axes:
+            img = _png_b64(plot_axis(df, a, "mean_fct_us"))
+            parts.append(f'<h2>mean FCT vs {html.escape(a)}</h2><img src="data:image/png;base64,{img}">')
+        cols = axes + [c for c in ("mean_fct_us", "p99_fct_us", "unfinished", "mean_fct_error") if c in df.columns]
+        best = ok.sort_values("mean_fct_us").head(top)[cols]
+        parts.append("<h2>Best points (lowest mean FCT)</h2>" + best.to_html(index=False))
+    elif len(ok):
         for a in axes:
             parts.append(
                 f'<h2>iteration time vs {html.escape(a)}</h2><img src="data:image/png;base64,{_png_b64(plot_axis(df, a))}">'

@@ -56,9 +56,16 @@ pub fn run(a: &SweepArgs) -> Result<()> {
         EngineArg::Batch => llmsim_sweep::SweepEngine::Batch,
         EngineArg::Threads => llmsim_sweep::SweepEngine::Threads,
         EngineArg::Gpu => bail!(
-            "--engine gpu: the GPU batch engine is the Python package's `llmsim.batch` module, not this command; use --engine auto|batch|threads here"
+            "--engine gpu: the GPU engine runs packet-level CC sweeps of an ns-3 experiment (a sweep file with `ns3:`) in the Python package's `llmsim.batch` (pip install '.[batch]', then its `llmsim sweep SPEC --engine gpu`); flow-level sweeps of a scenario run on the CPU: --engine auto|batch|threads"
         ),
     };
+    if is_ns3_spec(&a.spec) {
+        bail!(
+            "{}: a packet-level CC sweep of an ns-3 experiment (`ns3:`): it runs on the Python package's batch packet engine (`llmsim.batch`): pip install '.[batch]', then `llmsim sweep {} [--engine gpu|batch|threads]` with the package's console script",
+            a.spec.display(),
+            a.spec.display()
+        );
+    }
     if a.ray.is_some() {
         bail!(
             "--ray runs through the Python package: `pip install .[ray]`, then `llmsim sweep {} --ray auto`",
@@ -149,4 +156,13 @@ pub fn run(a: &SweepArgs) -> Result<()> {
     }
     outln!("results: {}", store.path().display());
     Ok(())
+}
+
+/// Whether `spec` has a top-level `ns3:` key: a packet-level CC sweep (the Python package's
+/// `llmsim.batch.sweep`), not a scenario sweep.
+fn is_ns3_spec(spec: &std::path::Path) -> bool {
+    std::fs::read_to_string(spec).is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.strip_prefix("ns3").is_some_and(|r| r.trim_start().starts_with(':')))
+    })
 }

@@ -85,6 +85,14 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("llmsim plot out/", "Python package (tests/python/test_netplot.py)"),
     (
+        "llmsim sweep examples/ns3/sweep-dcqcn.yaml --out runs/ft16-dcqcn/ --compare-exact 2",
+        "a packet-level (`ns3:`) sweep: the Python package's console script with JAX (tests/python/test_batch_sweep.py)",
+    ),
+    (
+        "llmsim plot runs/ft16-dcqcn/ --x rate_ai_bps --y mean_fct_us --hue kmin_bytes",
+        "Python package (tests/python/test_batch_sweep.py), and needs the skipped sweep",
+    ),
+    (
         "llmsim search examples/llama3-70b-1024gpu.yaml --gpus 1024 --objective tokens_per_s --backend analytical",
         "Python package; 147 simulations (tests/python/test_search.py)",
     ),

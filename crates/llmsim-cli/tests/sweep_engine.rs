@@ -1,6 +1,7 @@
 //! `llmsim sweep --engine` (issue 36): `auto` says how the points split between the batch
 //! engine and the thread pool; `batch` refuses, naming the point and field, a sweep with points
-//! it cannot take; `gpu` answers in one line where the GPU path is.
+//! it cannot take; `gpu` answers in one line where the GPU path is, as does a packet-level
+//! (`ns3:`) sweep file.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -62,4 +63,33 @@ fn gpu_points_at_the_python_module_in_one_line() {
     assert!(o.status.code().is_some_and(|c| c != 0 && c != 101), "{stderr}");
     assert!(stderr.contains("llmsim.batch"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn an_ns3_sweep_points_at_the_python_package() {
+    // A packet-level CC sweep (`ns3:` instead of `base:`) runs in the Python package; this binary
+    // says so in one line instead of a schema error about `base`.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep_engine").join("ns3");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("cc.yaml"),
+        "name: cc\nns3: config.txt\ngrid:\n  rate_ai_bps: [5.0e+6, 2.0e+7]\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["sweep", "cc.yaml", "--out", "out"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run llmsim");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code().is_some_and(|c| c != 0 && c != 101), "{stderr}");
+    assert!(
+        stderr.contains("packet-level CC sweep") && stderr.contains("llmsim.batch"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--engine gpu|batch|threads"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!dir.join("out").exists(), "nothing written");
 }
