@@ -90,7 +90,15 @@ pub(crate) fn progress_bar(template: &str) -> indicatif::ProgressBar {
 pub(crate) struct Progress {
     bar: indicatif::ProgressBar,
     plain: Option<PlainProgress>,
+    /// On a terminal with a [`Detail`]: the thread that puts it in the bar's message.
+    message: Option<Ticker>,
 }
+
+/// What a progress line adds after the counts (the simulated time, the network's events, the
+/// memory in use), given the time elapsed.
+pub(crate) type Detail = std::sync::Arc<dyn Fn(std::time::Duration) -> String + Send + Sync>;
+
+type Ticker = (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>);
 
 struct PlainProgress {
     what: &'static str,
@@ -101,27 +109,22 @@ struct PlainProgress {
     /// With an interval above zero, a thread prints the lines on a clock, so a run is never
     /// silent longer than the interval even while one step takes long (a packet-level
     /// collective, a big plan); `stop` ends it.
-    ticker: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
+    ticker: Option<Ticker>,
+    detail: Option<Detail>,
 }
 
 /// One plain progress line.
-fn plain_line(what: &str, unit: &str, done: u64, total: u64, elapsed: std::time::Duration) -> String {
+fn plain_line(what: &str, unit: &str, done: u64, total: u64, elapsed: std::time::Duration, detail: Option<&Detail>) -> String {
     let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 0.0 };
+    let more = detail.map(|d| format!("; {}", d(elapsed))).unwrap_or_default();
     format!(
-        "llmsim: {what} {done}/{total} {unit} ({pct:.0}%), {:.0} s elapsed",
+        "llmsim: {what} {done}/{total} {unit} ({pct:.0}%), {:.0} s elapsed{more}",
         elapsed.as_secs_f64()
     )
 }
 
-/// Hands `emit` a line from `bar`'s position every `interval` until `stop`.
-fn spawn_ticker(
-    bar: indicatif::ProgressBar,
-    what: &'static str,
-    unit: &'static str,
-    start: std::time::Instant,
-    interval: std::time::Duration,
-    emit: impl Fn(String) + Send + 'static,
-) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+/// Calls `tick(elapsed)` every `interval` from `start` until the returned flag is set.
+fn spawn_ticker(start: std::time::Instant, interval: std::time::Duration, tick: impl Fn(std::time::Duration) + Send + 'static) -> Ticker {
     use std::sync::atomic::Ordering;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
@@ -132,12 +135,47 @@ fn spawn_ticker(
             std::thread::sleep(step);
             let now = std::time::Instant::now();
             if now >= next && !flag.load(Ordering::Relaxed) {
-                emit(plain_line(what, unit, bar.position(), bar.length().unwrap_or(0), now - start));
+                tick(now - start);
                 next = now + interval;
             }
         }
     });
     (stop, handle)
+}
+
+/// This process's resident memory (Linux: `/proc/self/status`), in MiB.
+fn rss_mib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
+/// A simulation's [`Detail`]: the simulated time it reached, the transfers done, the packet
+/// events and their rate (packet backend), and the memory in use.
+pub(crate) fn live_detail(live: std::sync::Arc<llmsim_sim::engine::LiveStatus>) -> Detail {
+    std::sync::Arc::new(move |elapsed: std::time::Duration| {
+        let mut d = format!(
+            "simulated {:.6} s, {} transfers done",
+            live.sim_time().as_secs_f64(),
+            live.transfers_done()
+        );
+        let ev = live.packet_events();
+        if ev > 0 {
+            let rate = ev as f64 / elapsed.as_secs_f64().max(1e-9);
+            d.push_str(&format!(", {:.1} M packet events ({:.1} M/s)", ev as f64 / 1e6, rate / 1e6));
+        }
+        if let Some(m) = rss_mib() {
+            d.push_str(&format!(", RSS {m} MiB"));
+        }
+        d
+    })
 }
 
 /// Where the running command is, for Ctrl-C: what it does and counts, and its bar (a clone:
@@ -190,6 +228,18 @@ impl Progress {
 
     /// [`Progress::new`] whose Ctrl-C message ends with `note` (what is kept, how to resume).
     pub(crate) fn with_note(template: &str, what: &'static str, unit: &'static str, note: &'static str) -> Progress {
+        Progress::with_detail(template, what, unit, note, None)
+    }
+
+    /// [`Progress::with_note`] whose lines (or, on a terminal, the bar's `{msg}`, refreshed
+    /// every second) end with `detail`.
+    pub(crate) fn with_detail(
+        template: &str,
+        what: &'static str,
+        unit: &'static str,
+        note: &'static str,
+        detail: Option<Detail>,
+    ) -> Progress {
         use std::io::IsTerminal;
         let bar = progress_bar(template);
         on_interrupt_say_where();
@@ -199,7 +249,14 @@ impl Progress {
             bar: bar.clone(),
             note,
         });
-        let plain = (!std::io::stderr().is_terminal()).then(|| {
+        let terminal = std::io::stderr().is_terminal();
+        let message = detail.clone().filter(|_| terminal).map(|d| {
+            let b = bar.clone();
+            spawn_ticker(std::time::Instant::now(), std::time::Duration::from_secs(1), move |el| {
+                b.set_message(d(el))
+            })
+        });
+        let plain = (!terminal).then(|| {
             let secs = std::env::var("LLMSIM_PROGRESS_INTERVAL_S")
                 .ok()
                 .and_then(|v| v.parse::<f64>().ok())
@@ -213,10 +270,16 @@ impl Progress {
                 start: now,
                 last: std::cell::Cell::new(now),
                 interval,
-                ticker: (!interval.is_zero()).then(|| spawn_ticker(bar.clone(), what, unit, now, interval, |l| eprintln!("{l}"))),
+                ticker: (!interval.is_zero()).then(|| {
+                    let (b, d) = (bar.clone(), detail.clone());
+                    spawn_ticker(now, interval, move |el| {
+                        eprintln!("{}", plain_line(what, unit, b.position(), b.length().unwrap_or(0), el, d.as_ref()));
+                    })
+                }),
+                detail,
             }
         });
-        Progress { bar, plain }
+        Progress { bar, plain, message }
     }
 
     pub(crate) fn update(&self, done: u64, total: u64) {
@@ -227,7 +290,10 @@ impl Progress {
             let now = std::time::Instant::now();
             if now.duration_since(p.last.get()) >= p.interval {
                 p.last.set(now);
-                eprintln!("{}", plain_line(p.what, p.unit, done, total, now.duration_since(p.start)));
+                eprintln!(
+                    "{}",
+                    plain_line(p.what, p.unit, done, total, now.duration_since(p.start), p.detail.as_ref())
+                );
             }
         }
     }
@@ -238,7 +304,8 @@ impl Progress {
     }
 
     fn stop_ticker(&self) {
-        if let Some((stop, _)) = self.plain.as_ref().and_then(|p| p.ticker.as_ref()) {
+        let plain = self.plain.as_ref().and_then(|p| p.ticker.as_ref());
+        for (stop, _) in plain.into_iter().chain(self.message.as_ref()) {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -248,6 +315,9 @@ impl Drop for Progress {
     fn drop(&mut self) {
         self.stop_ticker();
         if let Some((_, handle)) = self.plain.as_mut().and_then(|p| p.ticker.take()) {
+            let _ = handle.join();
+        }
+        if let Some((_, handle)) = self.message.take() {
             let _ = handle.join();
         }
     }
@@ -360,8 +430,10 @@ mod tests {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
         let start = Instant::now();
-        let (stop, handle) = super::spawn_ticker(bar, "simulating", "nodes", start, Duration::from_millis(100), move |l| {
-            sink.lock().unwrap().push(l)
+        let detail: super::Detail = Arc::new(|_| "simulated 0.5 s".to_string());
+        let (stop, handle) = super::spawn_ticker(start, Duration::from_millis(100), move |el| {
+            let line = super::plain_line("simulating", "nodes", bar.position(), bar.length().unwrap_or(0), el, Some(&detail));
+            sink.lock().unwrap().push(line)
         });
         std::thread::sleep(Duration::from_millis(550));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -370,7 +442,9 @@ mod tests {
         // About five; at least two even on a loaded machine, none before the first interval.
         assert!(lines.len() >= 2, "{lines:?}");
         assert!(
-            lines.iter().all(|l| l.starts_with("llmsim: simulating 3/10 nodes (30%), ")),
+            lines
+                .iter()
+                .all(|l| l.starts_with("llmsim: simulating 3/10 nodes (30%), ") && l.ends_with(" s elapsed; simulated 0.5 s")),
             "{lines:?}"
         );
         // Stopped means stopped: nothing comes after.

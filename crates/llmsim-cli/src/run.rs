@@ -85,10 +85,15 @@ pub fn run(a: &RunArgs) -> Result<()> {
     for w in sc.network.warnings() {
         eprintln!("warning: {w}");
     }
-    let bar = crate::Progress::new(
-        "{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta})",
+    // The progress line says, besides the program nodes, the simulated time reached and the
+    // network's work: a long packet-level collective otherwise looks like a hang.
+    let live = std::sync::Arc::new(llmsim_sim::engine::LiveStatus::default());
+    let bar = crate::Progress::with_detail(
+        "{spinner} simulating [{bar:40}] {pos}/{len} nodes ({eta}) {msg}",
         "simulating",
         "program nodes",
+        "no report was written",
+        Some(crate::live_detail(live.clone())),
     );
     let mut progress = |done: u64, total: u64| bar.update(done, total);
     let ro = RunOptions {
@@ -96,6 +101,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         no_fold: a.no_fold,
         ignore_memory_estimate: a.ignore_memory_estimate,
         on_estimate: Some(|e| eprintln!("llmsim: estimated before the run: {e}")),
+        live: Some(live),
     };
     if a.workload.is_some() && sc.workload.is_some() {
         bail!(

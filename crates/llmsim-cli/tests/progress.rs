@@ -1,5 +1,6 @@
 //! A run whose stderr is not a terminal prints plain progress lines (issue 35: piped and logged
-//! runs were silent for minutes). The interval is shortened through the environment so a small
+//! runs were silent for minutes), with the simulated time reached, the transfers done and the
+//! memory in use (issue 29). The interval is shortened through the environment so a small
 //! run shows it; at the default 5 s a short run prints nothing.
 
 use std::process::Command;
@@ -47,17 +48,37 @@ fn plain_progress_lines_come_on_a_clock() {
         .spawn()
         .expect("runs");
     let mut arrivals = vec![start];
+    let mut simulated = Vec::new();
     for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
-        if line.unwrap().starts_with("llmsim: simulating ") {
+        let line = line.unwrap();
+        if line.starts_with("llmsim: simulating ") {
             arrivals.push(Instant::now());
+            // Each line says how far the simulation got, not only how many nodes finished
+            // (those stand still through a long collective).
+            let t: f64 = line
+                .split("; simulated ")
+                .nth(1)
+                .and_then(|r| r.split(" s, ").next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no simulated time in {line:?}"));
+            assert!(line.contains(" transfers done"), "{line}");
+            if cfg!(target_os = "linux") {
+                assert!(line.contains(", RSS ") && line.ends_with(" MiB"), "{line}");
+            }
+            simulated.push(t);
         }
     }
     assert!(child.wait().unwrap().success());
     let wall = start.elapsed();
     eprintln!("{} progress lines in {wall:?}", arrivals.len() - 1);
+    assert!(
+        simulated.windows(2).all(|w| w[0] <= w[1]),
+        "simulated time went back: {simulated:?}"
+    );
     if wall < Duration::from_secs(2) {
         return; // too short a run on this machine to say anything
     }
+    assert!(simulated.last().is_some_and(|&t| t > 0.0), "{simulated:?}");
     let gap = arrivals.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     assert!(arrivals.len() >= 3, "{} lines in {wall:?}", arrivals.len() - 1);
     assert!(

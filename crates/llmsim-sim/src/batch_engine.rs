@@ -286,6 +286,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         host: timed.2.clone(),
         hosts: None,
         traffic_classes: None,
+        live: None,
     };
     let mut run = engine::SystemEngine::new(topo.clone(), net, &wl, layout, seg_time, eopts).run(&mut |_, _| {})?;
     if fold && !single_fold {

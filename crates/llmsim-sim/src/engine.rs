@@ -74,6 +74,51 @@ pub struct EngineOptions {
     pub hosts: Option<Arc<[u32]>>,
     /// `network.traffic_classes`: each transfer goes in its kind's class; `None`: one class.
     pub traffic_classes: Option<crate::scenario::TrafficClasses>,
+    /// Where the run stands, for a progress line on another thread ([`LiveStatus`]); `None`:
+    /// not recorded.
+    pub live: Option<Arc<LiveStatus>>,
+}
+
+/// How far a running simulation has got, readable from another thread while it runs (the
+/// CLI's progress line, which would otherwise sit still through a long packet-level
+/// collective): the simulated time reached, the transfers the network completed and its packet
+/// events. The engine writes it every [`LIVE_EVERY`] steps with relaxed stores; nothing reads
+/// it back into the simulation, so results do not depend on it.
+#[derive(Debug, Default)]
+pub struct LiveStatus {
+    sim_time_ps: std::sync::atomic::AtomicU64,
+    transfers_done: std::sync::atomic::AtomicU64,
+    packet_events: std::sync::atomic::AtomicU64,
+}
+
+/// Engine steps (local event batches or network completions) between two [`LiveStatus`]
+/// writes.
+pub const LIVE_EVERY: u64 = 256;
+
+impl LiveStatus {
+    /// The simulated time the run has reached (it starts again from zero when a folded run
+    /// falls back to every replica).
+    pub fn sim_time(&self) -> SimTime {
+        SimTime(self.sim_time_ps.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Network transfers completed so far.
+    pub fn transfers_done(&self) -> u64 {
+        self.transfers_done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Packet events so far (0 below the packet backend).
+    pub fn packet_events(&self) -> u64 {
+        self.packet_events.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records `now` and the network's counters.
+    pub fn record(&self, now: SimTime, net: &NetStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.sim_time_ps.store(now.0, Relaxed);
+        self.transfers_done.store(net.completed, Relaxed);
+        self.packet_events.store(net.packet_events, Relaxed);
+    }
 }
 
 /// Host (CPU) dispatch, as a PyTorch training process does it: one thread per rank walks the
@@ -619,12 +664,21 @@ impl<'a> SystemEngine<'a> {
         // nodes otherwise reported nothing until its end.
         let report_every = (total / 200).clamp(1, 65_536);
         progress(0, total);
+        let live = self.opts.live.clone();
+        let (mut steps, mut now) = (0u64, SimTime::ZERO);
         loop {
             let tl = self.queue.peek_time();
             let tn = self.net.next_event_time();
+            steps += 1;
+            if let Some(l) = live.as_deref().filter(|_| steps.is_multiple_of(LIVE_EVERY)) {
+                l.record(now.max(self.net.now()), &self.net.stats());
+            }
             match (tl, tn) {
                 (None, None) => break,
-                (Some(l), _) if tn.is_none_or(|n| l <= n) => self.run_local(l, &mut finished)?,
+                (Some(l), _) if tn.is_none_or(|n| l <= n) => {
+                    now = l;
+                    self.run_local(l, &mut finished)?
+                }
                 (_, Some(_)) => {
                     let mut done = std::mem::take(&mut self.done);
                     done.clear();
@@ -645,6 +699,9 @@ impl<'a> SystemEngine<'a> {
                 last_report = self.run.nodes_executed;
                 progress(last_report, total);
             }
+        }
+        if let Some(l) = live.as_deref() {
+            l.record(now.max(self.net.now()), &self.net.stats());
         }
         progress(self.run.nodes_executed, total);
         self.end(total)
@@ -1593,12 +1650,20 @@ pub fn run_jobs(
     let mut last_report = 0u64;
     let report_every = (total / 200).clamp(1, 65_536);
     progress(0, total);
+    let live = engines.iter().find_map(|e| e.opts.live.clone());
+    let (mut steps, mut now) = (0u64, SimTime::ZERO);
     loop {
         let tl = engines.iter().filter_map(|e| e.queue.peek_time()).min();
         let tn = shared.borrow().next_event_time();
+        steps += 1;
+        if let Some(l) = live.as_deref().filter(|_| steps.is_multiple_of(LIVE_EVERY)) {
+            let net = shared.borrow();
+            l.record(now.max(net.now()), &net.stats());
+        }
         match (tl, tn) {
             (None, None) => break,
             (Some(l), _) if tn.is_none_or(|n| l <= n) => {
+                now = l;
                 for e in &mut engines {
                     if e.queue.peek_time() == Some(l) {
                         e.run_local(l, &mut finished)?;

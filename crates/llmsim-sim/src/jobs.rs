@@ -243,6 +243,7 @@ fn run_set(
             host: j.host.clone(),
             hosts: Some(j.hosts.clone()),
             traffic_classes: s.network.traffic_classes,
+            live: opts.live.clone(),
         };
         let net = Box::new(JobNet::new(shared.clone(), topo.clone(), i));
         engines.push((i, engine::SystemEngine::new(topo.clone(), net, &j.wl, j.layout, &j.seg_time, eopts)));

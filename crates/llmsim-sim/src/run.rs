@@ -49,6 +49,9 @@ pub struct RunOptions {
     /// Called with the run's own estimate (memory, time, sizes) once it is known, before the
     /// simulation starts (the CLI prints it so a long run says what to expect).
     pub on_estimate: Option<fn(&estimate::Estimate)>,
+    /// Where the run stands while it runs, for a progress line on another thread (the engine
+    /// writes it; [`engine::LiveStatus`]). `None`: not recorded.
+    pub live: Option<std::sync::Arc<engine::LiveStatus>>,
 }
 
 /// Runs a scenario.
@@ -267,6 +270,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
             host: host.clone(),
             hosts: None,
             traffic_classes: s.network.traffic_classes,
+            live: opts.live.clone(),
         };
         engine::SystemEngine::new(topo.clone(), net, &wl, layout, &seg_time, eopts).run(progress)
     };
