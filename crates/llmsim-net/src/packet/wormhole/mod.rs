@@ -199,6 +199,9 @@ const GUARD_RTTS: u64 = 2;
 /// this share of the transient (the rest is pro rata, see `ww_memo_freeze`).
 const PRO_RATA_MIN: f64 = 0.9;
 
+/// Contended partitions above this many flows keep eq. 6's full window (`at_fair_share`).
+const FAIR_MAX_FLOWS: usize = SPLIT_DEFER_FLOWS;
+
 /// Partitions above this many flows are not memoized (graph search cost).
 const MEMO_MAX_FLOWS: usize = 64;
 /// A partition this much larger than `MEMO_MAX_FLOWS` is not repartitioned at an episode
@@ -821,8 +824,10 @@ pub(crate) fn max_min_shares(e: &PacketEngine, flows: &[u32]) -> Vec<f64> {
 /// max-min fair share ([`max_min_shares`]): a contended partition whose CCs have converged to
 /// the shares they keep (a DCQCN flow recovering from a cut, or still taking bandwidth from
 /// another, is below or above it), where eq. 6 may then run on the last `k` samples.
+/// Only partitions of up to `FAIR_MAX_FLOWS` flows whose flows are all steady on those `k`
+/// samples (what the caller then asks anyway) are filled: the filling costs flows x links.
 fn at_fair_share(e: &PacketEngine, w: &Wormhole, members: &[(u32, u32)], k: usize) -> bool {
-    if members.iter().any(|&(_, f)| (w.nsamp[f as usize] as usize) < k) {
+    if members.len() > FAIR_MAX_FLOWS || !members.iter().all(|&(_, f)| steady(w, f as usize, k)) {
         return false;
     }
     let flows: Vec<u32> = members.iter().map(|&(_, f)| f).collect();
