@@ -34,6 +34,12 @@ pub mod yaml;
 /// the worst transfer 15-29% off.
 const UNCONTENDED_WINDOW: usize = 3;
 
+/// Rate samples per steadiness test of a contended partition at its max-min fair shares in
+/// `llmsim run` when `network.fast_forward.fair_window` is not given. On GPT-3 175B / 1,024 GPUs
+/// (bench/README.md, issue 29) the packet run's pipeline sends that collide on spine links
+/// otherwise run 80 us of DCQCN's 8-sample window on packets, most of their 130-250 us.
+const FAIR_WINDOW: usize = 4;
+
 /// `network.fast_forward.window` (l) when not given: 4 samples under HPCC, 8 under the other
 /// CCs, one every `sample_us` (default 10 us). Measured from empty memo databases on the MoE
 /// 8x7B / 64-GPU workload on H100 and on A100 (bench/HISTORY.md, 2026-11-24): HPCC with 4 skips

@@ -798,6 +798,7 @@ impl NetworkSpec {
                 SimTime::from_us(ff.sample_us),
                 ff.memo || ff.memo_db.is_some(),
             );
+            cfg.wormhole.fair_window = ff.fair_window.unwrap_or(crate::FAIR_WINDOW.min(window));
             cfg.wormhole.validate().map_err(|message| SimError::Scenario {
                 field: "network.fast_forward".into(),
                 message,
@@ -1028,6 +1029,11 @@ pub struct FastForwardSpec {
     /// (default 3, or `window` if smaller; set it to `window` for eq. 6 everywhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uncontended_window: Option<usize>,
+    /// Samples per test of a contended partition whose flows each hold, over these samples,
+    /// their max-min fair share of its links to within θ: they have converged (default 4, or
+    /// `window` if smaller; set it to `window` for eq. 6 everywhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair_window: Option<usize>,
     /// Microseconds between two rate samples (default 10: with l = 4, a 40 us window, several
     /// periods of HPCC's steady-state oscillation on a 400G rail, as NSDI'26 eq. 23-24 ask).
     pub sample_us: u64,
@@ -1050,6 +1056,7 @@ impl Default for FastForwardSpec {
             theta: 0.05,
             window: None,
             uncontended_window: None,
+            fair_window: None,
             sample_us: 10,
             memo: false,
             memo_db: None,

@@ -188,6 +188,12 @@ pub struct WormholeConfig {
     /// each flow must also be at line rate). Default `window`, i.e. eq. 6 unchanged;
     /// `llmsim run` uses 3.
     pub uncontended_window: usize,
+    /// Rate samples per steadiness test of a contended partition whose flows each run, over
+    /// these samples, within θ of their max-min fair share of the partition's links (the
+    /// contended counterpart of `uncontended_window`'s line rate: the flows have converged to
+    /// the shares they keep, not passing through them). Default `window`, i.e. eq. 6 unchanged;
+    /// `llmsim run` uses 4.
+    pub fair_window: usize,
     /// Time between two rate samples of a flow (default 50 us: with `window` 8, a 400 us
     /// window, longer than DCQCN's fairness transients on 100G).
     pub sample_interval: SimTime,
@@ -203,6 +209,7 @@ impl Default for WormholeConfig {
             theta: 0.05,
             window: 8,
             uncontended_window: 8,
+            fair_window: 8,
             sample_interval: SimTime::from_us(50),
             memo: false,
         }
@@ -212,7 +219,8 @@ impl Default for WormholeConfig {
 impl WormholeConfig {
     /// Fast-forwarding on with these knobs: what `network.fast_forward` of a scenario and
     /// `llmsim ns3 run --fast-forward` build (their defaults differ, this does not choose them).
-    /// Not checked: [`WormholeConfig::validate`] does that.
+    /// Not checked: [`WormholeConfig::validate`] does that. `fair_window` is `window` (eq. 6
+    /// for contended partitions); set it after.
     #[must_use]
     pub fn fast_forwarding(theta: f64, window: usize, uncontended_window: usize, sample_interval: SimTime, memo: bool) -> Self {
         WormholeConfig {
@@ -220,6 +228,7 @@ impl WormholeConfig {
             theta,
             window,
             uncontended_window,
+            fair_window: window,
             sample_interval,
             memo,
         }
@@ -238,6 +247,12 @@ impl WormholeConfig {
             return Err(format!(
                 "wormhole.uncontended_window={} must be between 2 and window={}",
                 self.uncontended_window, self.window
+            ));
+        }
+        if !(2..=self.window).contains(&self.fair_window) {
+            return Err(format!(
+                "wormhole.fair_window={} must be between 2 and window={}",
+                self.fair_window, self.window
             ));
         }
         if self.memo && !self.fast_forward {

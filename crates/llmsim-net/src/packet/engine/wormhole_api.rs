@@ -126,6 +126,15 @@ impl PacketEngine {
         f64::from(self.cfg.mtu) * 8.0 / (tx as f64 * 1e-12)
     }
 
+    /// Link `l`'s payload rate in bit/s: full packets back to back (as [`Self::payload_cap`]).
+    pub(in crate::packet) fn link_payload_bps(&self, l: u32) -> f64 {
+        let tx = self.tx_ps(self.cfg.mtu + self.hdr_bytes, self.link_rate[l as usize]);
+        if tx == 0 {
+            return 0.0;
+        }
+        f64::from(self.cfg.mtu) * 8.0 / (tx as f64 * 1e-12)
+    }
+
     /// Counts `bytes` of payload delivered without packets (fast-forwarded).
     #[inline]
     pub(in crate::packet) fn count_delivered(&mut self, bytes: u64) {

@@ -199,6 +199,9 @@ const GUARD_RTTS: u64 = 2;
 /// this share of the transient (the rest is pro rata, see `ww_memo_freeze`).
 const PRO_RATA_MIN: f64 = 0.9;
 
+/// Contended partitions above this many flows keep eq. 6's full window (`at_fair_share`).
+const FAIR_MAX_FLOWS: usize = SPLIT_DEFER_FLOWS;
+
 /// Partitions above this many flows are not memoized (graph search cost).
 const MEMO_MAX_FLOWS: usize = 64;
 /// A partition this much larger than `MEMO_MAX_FLOWS` is not repartitioned at an episode
@@ -769,6 +772,72 @@ fn uncontended(e: &PacketEngine, members: &[(u32, u32)], mark: &mut [bool]) -> b
     !shared
 }
 
+/// Max-min fair shares (bit/s) of `flows` on their data links, each link at its payload rate
+/// (progressive filling: the most loaded link fixes its flows' share, which leaves the other
+/// links; repeated). ACKs are not counted, so a share is an upper bound on what a flow can get.
+pub(crate) fn max_min_shares(e: &PacketEngine, flows: &[u32]) -> Vec<f64> {
+    let mut links: Vec<(u32, usize)> = Vec::new();
+    for (k, &f) in flows.iter().enumerate() {
+        links.extend(e.flow_paths(f).0.iter().map(|&l| (l, k)));
+    }
+    links.sort_unstable();
+    links.dedup();
+    let mut share = vec![f64::NAN; flows.len()];
+    // Per distinct link: its remaining capacity and the unfixed flows on it.
+    let mut cap: Vec<(u32, f64)> = Vec::new();
+    for run in links.chunk_by(|a, b| a.0 == b.0) {
+        cap.push((run[0].0, e.link_payload_bps(run[0].0)));
+    }
+    loop {
+        let mut best: Option<(f64, u32)> = None;
+        for run in links.chunk_by(|a, b| a.0 == b.0) {
+            let n = run.iter().filter(|&&(_, k)| share[k].is_nan()).count();
+            if n == 0 {
+                continue;
+            }
+            let c = cap[cap.partition_point(|x| x.0 < run[0].0)].1;
+            let s = (c / n as f64).max(0.0);
+            if best.is_none_or(|(b, _)| s < b) {
+                best = Some((s, run[0].0));
+            }
+        }
+        let Some((s, l)) = best else { break };
+        let fixed: Vec<usize> = links
+            .iter()
+            .filter(|&&(x, k)| x == l && share[k].is_nan())
+            .map(|&(_, k)| k)
+            .collect();
+        for k in fixed {
+            share[k] = s;
+            for &(x, j) in &links {
+                if j == k {
+                    let i = cap.partition_point(|y| y.0 < x);
+                    cap[i].1 -= s;
+                }
+            }
+        }
+    }
+    share
+}
+
+/// Whether every flow of `members`' partition has `k` samples whose mean is within θ of its
+/// max-min fair share ([`max_min_shares`]): a contended partition whose CCs have converged to
+/// the shares they keep (a DCQCN flow recovering from a cut, or still taking bandwidth from
+/// another, is below or above it), where eq. 6 may then run on the last `k` samples.
+/// Only partitions of up to `FAIR_MAX_FLOWS` flows whose flows are all steady on those `k`
+/// samples (what the caller then asks anyway) are filled: the filling costs flows x links.
+fn at_fair_share(e: &PacketEngine, w: &Wormhole, members: &[(u32, u32)], k: usize) -> bool {
+    if members.len() > FAIR_MAX_FLOWS || !members.iter().all(|&(_, f)| steady(w, f as usize, k)) {
+        return false;
+    }
+    let flows: Vec<u32> = members.iter().map(|&(_, f)| f).collect();
+    let shares = max_min_shares(e, &flows);
+    flows.iter().zip(&shares).all(|(&f, &s)| {
+        let mean = window_estimate(last_samples(w, f as usize, k), w.cfg.theta).1;
+        s > 0.0 && (mean - s).abs() < w.cfg.theta * s
+    })
+}
+
 /// Eq. 6 on flow `f`'s last `k` samples (see [`last_samples`]).
 fn steady(w: &Wormhole, f: usize, k: usize) -> bool {
     (w.nsamp[f] as usize) >= k && window_estimate(last_samples(w, f, k), w.cfg.theta).0
@@ -804,4 +873,61 @@ fn window_estimate(samples: impl Iterator<Item = f64>, theta: f64) -> (bool, f64
     }
     let mean = sum / n as f64;
     (mean > 0.0 && (hi - lo) / mean < theta, mean)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use llmsim_core::{NodeId, SimTime};
+
+    use super::*;
+    use crate::packet::config::{CcMode, PacketConfig};
+    use crate::packet::engine::FlowSpec;
+
+    /// Hosts 0, 1, 2 on switch 3; host 2's link is 50 Gbit/s, the others 100.
+    fn star() -> PacketEngine {
+        let text = "4 1 3\n3\n0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 50Gbps 1000ns 0\n";
+        let imp = llmsim_topo::ns3::parse_ns3(text, "test.txt", 1).expect("topology parses");
+        PacketEngine::new(
+            Arc::new(imp.topology),
+            Some(imp.file_ids),
+            PacketConfig::ns3_defaults(CcMode::Dcqcn),
+        )
+        .expect("engine")
+    }
+
+    fn add(e: &mut PacketEngine, src: u32, dst: u32) -> u32 {
+        e.add_flow(FlowSpec {
+            src: NodeId(src),
+            dst: NodeId(dst),
+            size: 1_000_000,
+            start: SimTime::ZERO,
+            pg: 3,
+            dport: 100,
+            tag: 0,
+            flow_hash: 0,
+        })
+        .expect("flow")
+    }
+
+    /// Progressive filling: A (0 -> 2) and B (1 -> 2) split host 2's 50 Gbit/s link; C (1 -> 0)
+    /// takes what B leaves of host 1's uplink; D (0 -> 1) shares nothing with B or C's
+    /// bottlenecks: host 0's uplink less A's share. Each at the links' payload rate.
+    #[test]
+    fn max_min_shares_fill_the_most_loaded_link_first() {
+        let mut e = star();
+        let (a, b, c, d) = (add(&mut e, 0, 2), add(&mut e, 1, 2), add(&mut e, 1, 0), add(&mut e, 0, 1));
+        let fast = e.link_payload_bps(e.flow_paths(c).0[0]);
+        let slow = e.link_payload_bps(*e.flow_paths(a).0.last().expect("a path"));
+        assert!((slow / fast - 0.5).abs() < 0.02, "host 2's link is half as fast: {slow} vs {fast}");
+        let s = max_min_shares(&e, &[a, b, c, d]);
+        let want = [slow / 2.0, slow / 2.0, fast - slow / 2.0, fast - slow / 2.0];
+        for (k, (&got, &w)) in s.iter().zip(&want).enumerate() {
+            assert!((got - w).abs() < 1e-6 * w, "flow {k}: share {got} vs {w}");
+        }
+        // A lone flow gets its bottleneck's payload rate, as `payload_cap` says.
+        let lone = max_min_shares(&e, &[a]);
+        assert!((lone[0] - e.payload_cap(a)).abs() < 1e-6 * lone[0]);
+    }
 }

@@ -115,9 +115,12 @@ impl PacketEngine {
                 }
             } else if !frozen {
                 // Eq. 6 over `window` samples; over the last `uncontended_window` when the
-                // partition is uncontended (see `uncontended`).
+                // partition is uncontended (see `uncontended`), over the last `fair_window`
+                // when its flows hold their max-min fair shares (see `at_fair_share`).
                 let k = if w.cfg.uncontended_window < l && uncontended(self, members, &mut w.link_mark) {
                     w.cfg.uncontended_window
+                } else if w.cfg.fair_window < l && at_fair_share(self, w, members, w.cfg.fair_window) {
+                    w.cfg.fair_window
                 } else {
                     l
                 };
