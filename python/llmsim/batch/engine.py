@@ -25,9 +25,10 @@ Model (fluid per step, not per packet):
   hop's own delay (the rest of the path, the queues after the hop and the ACK path).
 - DCQCN (Mellanox variant, ``cc/dcqcn.rs``): alpha update, rate decrease and rate increase
   timers on the step grid; first-CNP cut, fast recovery, additive and hyper increase.
-- HPCC (``cc/hpcc.rs``): the per-hop utilisation ``tx/C + q/win`` the INT words carry, the
-  EWMA over the base RTT, ``rate = cur_rate / (U / eta) + rai`` applied on every ACK (fast
-  react) and committed once per RTT of acked data, ``MI_THRESH`` stages.
+- HPCC (``cc/hpcc.rs``): the per-hop utilisation ``tx/C + q/win`` the INT words of the switch
+  ports carry (a host's NIC stamps none), the EWMA over the base RTT,
+  ``rate = cur_rate / (U / eta) + rai`` applied on every ACK (fast react) and committed once per
+  RTT of acked data, ``MI_THRESH`` stages.
 - PFC: a switch ingress pauses its upstream port while the bytes it holds exceed the dynamic
   threshold ``(free buffer - shared used) >> shift`` (ns-3's ``SwitchMmu``), resuming 3 KiB
   under it.
@@ -608,7 +609,11 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             tx = (served_port + ack_load) / cap[None, :]
             qmin = jnp.minimum(Qa, carry["Qprev"])
             u_hop = tx + qmin / f32(max(st["max_bdp"], 1.0)) * (line_max / (cap * 8 / dt))[None, :]
-            u_fh = jnp.where(valid[None] & (served > 0), u_hop[:, path], 0.0)
+            # Switches stamp the INT words (at dequeue); a host's NIC does not (the exact engine's
+            # ``engine/switch.rs``, as ns-3's SwitchNode), so the sender's own link is not in U:
+            # several flows of one host may fill its link together while each sees only the
+            # switch ports of its path.
+            u_fh = jnp.where(valid[None] & (served > 0) & ecn_port[path][None], u_hop[:, path], 0.0)
             # Each hop's word reaches the sender at its own delay (the INT words of one packet
             # arrive together); the sender takes the largest.
             fb_cc = fb_cc.reshape(-1).at[fb_at.reshape(-1)].max(u_fh.reshape(-1), mode="promise_in_bounds")
