@@ -192,3 +192,50 @@ def test_live_flow_windows_match_one_window_with_every_flow(tmp_path: Path, cc: 
     err = np.abs(win.fct_ns / whole.fct_ns - 1)
     print(f"{cc}: windows {win.windows}, slots {win.slots}, FCT difference max {err.max():.2e}")
     np.testing.assert_allclose(win.fct_ns, whole.fct_ns, rtol=1e-3)
+
+
+def test_hpcc_int_words_come_from_switches_not_the_senders_nic(tmp_path: Path) -> None:
+    """One host sends to three others at once (HPCC, U_TARGET 0.8): its NIC is the only busy
+    link. Switches stamp HPCC's INT words, a host's NIC does not (the exact engine, as ns-3), so
+    each flow sees its switch ports about a third used and the three fill the NIC together.
+    Counting the NIC's utilisation in U held the host at U_TARGET of its line rate (its flows'
+    mean FCT 11% long here (measured), the fat320 web-search points' 4-9% long)."""
+    lines = ["3"] + [f"1 {dst} 3 100 2000000 2.000000000" for dst in (2, 6, 11)]
+    (tmp_path / "fanout.txt").write_text("\n".join(lines) + "\n")
+    text = _experiment(tmp_path, "hpcc").read_text()
+    text = re.sub(r"(?m)^FLOW_FILE .*$", f"FLOW_FILE {tmp_path / 'fanout.txt'}", text)
+    text = re.sub(r"(?m)^U_TARGET .*$", "U_TARGET 0.8", text)
+    cfg = tmp_path / "config_fanout.txt"
+    cfg.write_text(text)
+    inp = batch.load_ns3(cfg)
+    assert inp.cc == "hpcc" and inp.num_flows == 3 and inp.base_params()["u_target"] == pytest.approx(0.8)
+    res = batch.run_batch(inp, [{}], backend="cpu")
+    exact = batch.exact_fct_ns(cfg, {}, seed=1)
+    err = res.fct_ns[0].mean() / exact.mean() - 1
+    print(f"fan-out: exact {exact.mean():.0f} ns, batch error {err:+.2%}")
+    assert abs(err) <= MEAN_FCT_BOUND, f"fan-out mean FCT error {err:+.1%}"
+
+
+def test_large_flows_finish_their_byte_sums_do_not_drift(tmp_path: Path) -> None:
+    """Four 200 MB DCQCN flows (host 1 sends three, host 3 one into host 2 with host 1's first):
+    a flow's sent and acked bytes are float32 sums of one increment per step, which drifted apart
+    by more than the half packet the done test allows (a unit of 16 bytes at 200 MB): flows sent
+    every byte and were never all acked, live to the stop time (as 11 of the 100 fat320 DCQCN
+    points' 20-27 MB flows). With compensated sums every flow finishes (in about 50 ms)."""
+    lines = ["4"] + [f"{s} {d} 3 100 200000000 2.000000000" for s, d in ((1, 2), (3, 2), (1, 6), (1, 11))]
+    (tmp_path / "big.txt").write_text("\n".join(lines) + "\n")
+    text = _experiment(tmp_path, "dcqcn").read_text()
+    text = re.sub(r"(?m)^FLOW_FILE .*$", f"FLOW_FILE {tmp_path / 'big.txt'}", text)
+    text = re.sub(r"(?m)^SIMULATOR_STOP_TIME .*$", "SIMULATOR_STOP_TIME 2.1", text)
+    cfg = tmp_path / "config_big.txt"
+    cfg.write_text(text)
+    inp = batch.load_ns3(cfg)
+    assert inp.cc == "dcqcn" and inp.num_flows == 4
+    res = batch.run_batch(inp, [{}, {"rate_ai_bps": 8e7, "pmax": 0.5}], backend="cpu")
+    print(f"200 MB flows: FCTs {np.round(res.fct_ns / 1e6, 3).tolist()} ms, end step {res.steps}")
+    assert not np.isnan(res.fct_ns).any()
+    stop_step = round(2.1e12 / res.step_ps)
+    assert res.steps < stop_step
+    # Four flows of 200 MB over host 1's and host 2's 100 Gb/s links: at least 3 x 200 MB at
+    # 100 Gb/s (48 ms) for host 1's.
+    assert res.fct_ns.max() >= 48e6

@@ -25,9 +25,10 @@ Model (fluid per step, not per packet):
   hop's own delay (the rest of the path, the queues after the hop and the ACK path).
 - DCQCN (Mellanox variant, ``cc/dcqcn.rs``): alpha update, rate decrease and rate increase
   timers on the step grid; first-CNP cut, fast recovery, additive and hyper increase.
-- HPCC (``cc/hpcc.rs``): the per-hop utilisation ``tx/C + q/win`` the INT words carry, the
-  EWMA over the base RTT, ``rate = cur_rate / (U / eta) + rai`` applied on every ACK (fast
-  react) and committed once per RTT of acked data, ``MI_THRESH`` stages.
+- HPCC (``cc/hpcc.rs``): the per-hop utilisation ``tx/C + q/win`` the INT words of the switch
+  ports carry (a host's NIC stamps none), the EWMA over the base RTT,
+  ``rate = cur_rate / (U / eta) + rai`` applied on every ACK (fast react) and committed once per
+  RTT of acked data, ``MI_THRESH`` stages.
 - PFC: a switch ingress pauses its upstream port while the bytes it holds exceed the dynamic
   threshold ``(free buffer - shared used) >> shift`` (ns-3's ``SwitchMmu``), resuming 3 KiB
   under it.
@@ -303,6 +304,21 @@ DENSE_FLOWS = 64
 ONEHOT_MAX = 2**18
 
 
+def _kahan_add(total: Any, comp: Any, x: Any) -> tuple[Any, Any]:
+    """``total + x`` with Kahan's compensation ``comp`` (the low-order bits the last sums lost,
+    carried into the next): a flow's sent and acked bytes are float32 sums of one increment per
+    step, and a plain sum drifts by up to half a unit in the last place per step, the same way
+    while the increment stays the same (a flow at a steady rate). Above 2^24 bytes (a unit of 2
+    bytes) that is kilobytes over a few thousand steps, more than the half packet the done test
+    allows, and sent and acked drift apart (their increments differ when a port splits its
+    service): 11 of the 100 fat320 DCQCN points kept a 20-27 MB flow live to the stop time
+    (every byte sent, never all acked; bench/README.md). Compensated, each sum stays within a
+    unit of the exact one."""
+    y = x - comp
+    t = total + y
+    return t, (t - total) - y
+
+
 def _hash32(jnp: Any, x: Any) -> Any:
     """murmur3's 32-bit finaliser: a well-mixed uint32 of a uint32."""
     x = x ^ (x >> 16)
@@ -539,7 +555,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         room = jnp.maximum(cap[None, :] - nic_q, 0.0) * (1.0 - carry["paused"])
         scale = jnp.where(nic_want > 0, jnp.minimum(room / jnp.maximum(nic_want, 1e-9), 1.0), 0.0)
         want = want * scale[:, nic]
-        sent = sent + want
+        sent, sent_c = _kahan_add(sent, carry["sent_c"], want)
         q = q.at[:, :, 0].add(want)
         qk = qk.at[:, :, 0, c].add(want)
         if K > 1:
@@ -593,7 +609,11 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             tx = (served_port + ack_load) / cap[None, :]
             qmin = jnp.minimum(Qa, carry["Qprev"])
             u_hop = tx + qmin / f32(max(st["max_bdp"], 1.0)) * (line_max / (cap * 8 / dt))[None, :]
-            u_fh = jnp.where(valid[None] & (served > 0), u_hop[:, path], 0.0)
+            # Switches stamp the INT words (at dequeue); a host's NIC does not (the exact engine's
+            # ``engine/switch.rs``, as ns-3's SwitchNode), so the sender's own link is not in U:
+            # several flows of one host may fill its link together while each sees only the
+            # switch ports of its path.
+            u_fh = jnp.where(valid[None] & (served > 0) & ecn_port[path][None], u_hop[:, path], 0.0)
             # Each hop's word reaches the sender at its own delay (the INT words of one packet
             # arrive together); the sender takes the largest.
             fb_cc = fb_cc.reshape(-1).at[fb_at.reshape(-1)].max(u_fh.reshape(-1), mode="promise_in_bounds")
@@ -627,9 +647,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         fb_cc = fb_cc.at[s2].set(0.0)
         has_ack = new_acked > 0
         acked_before = acked
-        acked = acked + new_acked
-        # Within half a packet: float32 sums of a flow's bytes drift by a few bytes, and the
-        # proportional service leaves a vanishing tail in the queues.
+        acked, acked_c = _kahan_add(acked, carry["acked_c"], new_acked)
+        # Within half a packet: the (compensated) float32 sums of a flow's bytes are a few bytes
+        # off, and the proportional service leaves a vanishing tail in the queues.
         done_now = active & (acked >= size_wire[None, :] - f32(wire / 2))
         part = jnp.clip((size_wire[None, :] - acked_before) / jnp.maximum(new_acked, 1e-9), 0.0, 1.0)
         fct = jnp.where(done_now, (t + part).astype(f32), carry["fct"])
@@ -660,7 +680,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             "fb_cc": fb_cc,
             "rate": rate,
             "sent": sent,
+            "sent_c": sent_c,
             "acked": acked,
+            "acked_c": acked_c,
             "deliv": deliv,
             "paused": paused,
             "Qprev": Qa,
@@ -783,7 +805,9 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             "fb_cc": jnp.zeros((D2, E, S), f32),
             "rate": line,
             "sent": zeros,
+            "sent_c": zeros,
             "acked": zeros,
+            "acked_c": zeros,
             "deliv": zeros,
             "fct": jnp.full((E, S), -1.0, f32),
             "cc": cc0,
