@@ -145,9 +145,9 @@ impl Slotted {
     }
 }
 
-/// A current slot's remainder up to this long is kept in order by insertion (a push out of
-/// order, the slot's first pop) instead of `sort_unstable` (whose calls on a few entries took
-/// 17-19% of a 1,024-GPU packet run).
+/// A slot's entries up to this many are put in order at its first pop by insertion instead of
+/// `sort_unstable` (whose calls on a few entries took 17-19% of a 1,024-GPU packet run). A push
+/// out of order into the sorted current slot is always inserted in place (`place`).
 const INSERT_MAX: usize = 32;
 
 /// Sorts a few entries by key (unique keys: the same order as any sort).
@@ -286,14 +286,14 @@ impl EvQueue {
         if abs == self.base {
             if self.sorted && self.cur.len() > self.pos && w.key < self.cur[self.cur.len() - 1].key {
                 // Keys are unique (they hold the sequence number), so inserting in place gives
-                // the order a sort would; a short remainder (the common case: slots are ~1 ns)
-                // is cheaper to shift than to sort again at the next pop.
-                if self.cur.len() - self.pos <= INSERT_MAX {
-                    let at = self.pos + self.cur[self.pos..].partition_point(|x| x.key < w.key);
-                    self.cur.insert(at, w);
-                    return;
-                }
-                self.sorted = false;
+                // the order a sort would. Always in place, whatever the remainder's length: a
+                // binary search and one shift of 16-byte entries, where marking the slot
+                // unsorted made the next pop sort the whole remainder again, once per such
+                // push (quadratic in a dense slot: issue 29's 4,096-GPU run spent 57% of its
+                // time in that sort, measured in bench/README.md).
+                let at = self.pos + self.cur[self.pos..].partition_point(|x| x.key < w.key);
+                self.cur.insert(at, w);
+                return;
             }
             self.cur.push(w);
             return;
@@ -670,8 +670,8 @@ mod tests {
     #[test]
     fn pushes_into_the_current_slot_between_pops_keep_the_order() {
         // Pushes into the slot being popped, out of order, with remainders below and above
-        // INSERT_MAX (inserted in place, or sorted again at the next pop): popped as a
-        // (time, seq) order gives them.
+        // INSERT_MAX (all inserted in place; the first pop of a slot sorts it by insertion or
+        // by `sort_unstable`): popped as a (time, seq) order gives them.
         let mut rng = llmsim_core::SimRng::seed(29);
         for burst in [3u64, 20, 31, 32, 33, 200] {
             let mut q = EvQueue::default();
