@@ -119,16 +119,18 @@ impl PacketEngine {
     /// 1048 bytes take 20 ns at 400 Gbit/s, not 20.96), so never faster than the packets could go.
     pub(in crate::packet) fn payload_cap(&self, f: u32) -> f64 {
         let rate = self.flow_paths(f).0.iter().map(|&k| self.link_rate[k as usize]).min().unwrap_or(0);
-        let tx = self.tx_ps(self.cfg.mtu + self.hdr_bytes, rate);
-        if tx == 0 {
-            return 0.0;
-        }
-        f64::from(self.cfg.mtu) * 8.0 / (tx as f64 * 1e-12)
+        self.payload_bps_at(rate)
     }
 
     /// Link `l`'s payload rate in bit/s: full packets back to back (as [`Self::payload_cap`]).
     pub(in crate::packet) fn link_payload_bps(&self, l: u32) -> f64 {
-        let tx = self.tx_ps(self.cfg.mtu + self.hdr_bytes, self.link_rate[l as usize]);
+        self.payload_bps_at(self.link_rate[l as usize])
+    }
+
+    /// The payload rate in bit/s of full packets back to back on a link of `rate`, at the
+    /// engine's own serialization time.
+    fn payload_bps_at(&self, rate: u64) -> f64 {
+        let tx = self.tx_ps(self.cfg.mtu + self.hdr_bytes, rate);
         if tx == 0 {
             return 0.0;
         }
