@@ -1,4 +1,7 @@
+from __future__ import annotations
+
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -15,6 +18,42 @@ parallel: { tp: 2, pp: 1 }
 cluster: { gpu: H100, gpus: 16, gpus_per_node: 8, topology: { kind: rail-fat-tree, nic: { bandwidth: 400Gbps } } }
 network: { backend: flow }
 """
+
+
+NS3 = ROOT / "examples" / "ns3"
+
+# HPCC's settings for the bundled ns-3 experiment (whose config.txt runs DCQCN).
+HPCC = {
+    "CC_MODE": "3",
+    "RATE_AI": "40Mb/s",
+    "RATE_HAI": "40Mb/s",
+    "HAS_WIN": "1",
+    "VAR_WIN": "1",
+    "FAST_REACT": "1",
+    "INT_MULTI": "4",
+    "ACK_HIGH_PRIO": "0",
+}
+
+
+def ns3_experiment(d: Path, cc: str, flows: list[str] | None = None, *, tag: str | None = None, **sets: str) -> Path:
+    """An ns-3 experiment on the bundled k = 4 fat-tree (16 hosts): the bundled run's config.txt
+    under `cc` (dcqcn as bundled, or hpcc with `HPCC`), its keys in `sets` replaced, and `flows`
+    (ns-3 flow-file lines; default: the bundled permutation cut to 16 flows of 1 MB). Written in
+    `d` as flows_<tag>.txt and config_<tag>.txt (`tag` defaults to `cc`); returns the config."""
+    tag = tag or cc
+    if flows is None:
+        perm = (NS3 / "inputs" / "flow_perm16_10MB.txt").read_text().splitlines()
+        flows = [perm[0]] + [re.sub(r" 10000000 ", " 1000000 ", line) for line in perm[1:]]
+    (d / f"flows_{tag}.txt").write_text("\n".join(flows) + "\n")
+    keys = {"TOPOLOGY_FILE": str(NS3 / "inputs" / "fattree_k4_16h.txt"), "FLOW_FILE": str(d / f"flows_{tag}.txt")}
+    if cc == "hpcc":
+        keys.update(HPCC)
+    keys.update(sets)
+    text = (NS3 / "runs" / "ft16_perm_dcqcn" / "config.txt").read_text()
+    lines = [f"{k} {keys[k]}" if (k := line.split(" ", 1)[0]) in keys else line for line in text.splitlines()]
+    cfg = d / f"config_{tag}.txt"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
 
 
 @pytest.fixture

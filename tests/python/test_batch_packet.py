@@ -4,17 +4,15 @@ under DCQCN and HPCC. The exact engine runs inside the test (no stored numbers).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ns3_experiment
 from llmsim import batch
 
 jax = pytest.importorskip("jax")
 
-ROOT = Path(__file__).resolve().parents[2]
-NS3 = ROOT / "examples" / "ns3"
 # The bound the batch engine is validated to (bench/README.md): mean FCT within 5% of the
 # exact engine's.
 MEAN_FCT_BOUND = 0.05
@@ -23,39 +21,13 @@ MEAN_FCT_BOUND = 0.05
 # and per-hop mark delays that fixed the incast it was 1.6% fast). Its bound is 7%.
 DCQCN_PERM_1MB_BOUND = 0.07
 
-HPCC = {
-    "CC_MODE": "3",
-    "RATE_AI": "40Mb/s",
-    "RATE_HAI": "40Mb/s",
-    "HAS_WIN": "1",
-    "VAR_WIN": "1",
-    "FAST_REACT": "1",
-    "INT_MULTI": "4",
-    "ACK_HIGH_PRIO": "0",
-}
-
-
-def _experiment(tmp_path: Path, cc: str) -> Path:
-    """config.txt for 16 flows of 1 MB, the permutation of the bundled 10 MB run."""
-    perm = (NS3 / "inputs" / "flow_perm16_10MB.txt").read_text().splitlines()
-    flows = [perm[0]] + [re.sub(r" 10000000 ", " 1000000 ", line) for line in perm[1:]]
-    (tmp_path / "flows.txt").write_text("\n".join(flows) + "\n")
-    text = (NS3 / "runs" / "ft16_perm_dcqcn" / "config.txt").read_text()
-    sets = {"TOPOLOGY_FILE": str(NS3 / "inputs" / "fattree_k4_16h.txt"), "FLOW_FILE": str(tmp_path / "flows.txt")}
-    if cc == "hpcc":
-        sets.update(HPCC)
-    lines = [f"{k} {sets[k]}" if (k := line.split(" ", 1)[0]) in sets else line for line in text.splitlines()]
-    cfg = tmp_path / f"config_{cc}.txt"
-    cfg.write_text("\n".join(lines) + "\n")
-    return cfg
-
 
 @pytest.fixture(scope="module")
 def experiments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, batch.Ns3Inputs]]:
     d = tmp_path_factory.mktemp("ns3")
     out = {}
     for cc in ("dcqcn", "hpcc"):
-        cfg = _experiment(d, cc)
+        cfg = ns3_experiment(d, cc)
         out[cc] = (cfg, batch.load_ns3(cfg))
     return out
 
@@ -85,13 +57,7 @@ def _incast(tmp_path: Path) -> Path:
     """config.txt for the ft16 incast of the ns-3 reference runs: hosts 1..15 each send 1 MB to
     host 0 at t = 2 s, DCQCN with the bundled run's parameters."""
     lines = ["15"] + [f"{h} 0 3 100 1000000 2.000000000" for h in range(1, 16)]
-    (tmp_path / "incast.txt").write_text("\n".join(lines) + "\n")
-    text = (NS3 / "runs" / "ft16_perm_dcqcn" / "config.txt").read_text()
-    sets = {"TOPOLOGY_FILE": str(NS3 / "inputs" / "fattree_k4_16h.txt"), "FLOW_FILE": str(tmp_path / "incast.txt")}
-    lines = [f"{k} {sets[k]}" if (k := line.split(" ", 1)[0]) in sets else line for line in text.splitlines()]
-    cfg = tmp_path / "config_incast.txt"
-    cfg.write_text("\n".join(lines) + "\n")
-    return cfg
+    return ns3_experiment(tmp_path, "dcqcn", lines, tag="incast")
 
 
 # The DCQCN incast's bound (bench/README.md): the exact engine is unfair there (flows whose
@@ -168,12 +134,7 @@ def _staggered(tmp_path: Path, cc: str) -> Path:
     for i in range(40):
         src, dst = i % 16, (i * 5 + 3) % 16
         lines.append(f"{src} {dst} 3 100 {200_000 * (1 + i % 5)} {2.0 + i * 20e-6:.9f}")
-    (tmp_path / "staggered.txt").write_text("\n".join(lines) + "\n")
-    text = _experiment(tmp_path, cc).read_text()
-    text = re.sub(r"(?m)^FLOW_FILE .*$", f"FLOW_FILE {tmp_path / 'staggered.txt'}", text)
-    cfg = tmp_path / f"config_staggered_{cc}.txt"
-    cfg.write_text(text)
-    return cfg
+    return ns3_experiment(tmp_path, cc, lines, tag=f"staggered_{cc}")
 
 
 @pytest.mark.parametrize("cc", ["dcqcn", "hpcc"])
@@ -201,12 +162,7 @@ def test_hpcc_int_words_come_from_switches_not_the_senders_nic(tmp_path: Path) -
     Counting the NIC's utilisation in U held the host at U_TARGET of its line rate (its flows'
     mean FCT 11% long here (measured), the fat320 web-search points' 4-9% long)."""
     lines = ["3"] + [f"1 {dst} 3 100 2000000 2.000000000" for dst in (2, 6, 11)]
-    (tmp_path / "fanout.txt").write_text("\n".join(lines) + "\n")
-    text = _experiment(tmp_path, "hpcc").read_text()
-    text = re.sub(r"(?m)^FLOW_FILE .*$", f"FLOW_FILE {tmp_path / 'fanout.txt'}", text)
-    text = re.sub(r"(?m)^U_TARGET .*$", "U_TARGET 0.8", text)
-    cfg = tmp_path / "config_fanout.txt"
-    cfg.write_text(text)
+    cfg = ns3_experiment(tmp_path, "hpcc", lines, tag="fanout", U_TARGET="0.8")
     inp = batch.load_ns3(cfg)
     assert inp.cc == "hpcc" and inp.num_flows == 3 and inp.base_params()["u_target"] == pytest.approx(0.8)
     res = batch.run_batch(inp, [{}], backend="cpu")
@@ -223,12 +179,7 @@ def test_large_flows_finish_their_byte_sums_do_not_drift(tmp_path: Path) -> None
     every byte and were never all acked, live to the stop time (as 11 of the 100 fat320 DCQCN
     points' 20-27 MB flows). With compensated sums every flow finishes (in about 50 ms)."""
     lines = ["4"] + [f"{s} {d} 3 100 200000000 2.000000000" for s, d in ((1, 2), (3, 2), (1, 6), (1, 11))]
-    (tmp_path / "big.txt").write_text("\n".join(lines) + "\n")
-    text = _experiment(tmp_path, "dcqcn").read_text()
-    text = re.sub(r"(?m)^FLOW_FILE .*$", f"FLOW_FILE {tmp_path / 'big.txt'}", text)
-    text = re.sub(r"(?m)^SIMULATOR_STOP_TIME .*$", "SIMULATOR_STOP_TIME 2.1", text)
-    cfg = tmp_path / "config_big.txt"
-    cfg.write_text(text)
+    cfg = ns3_experiment(tmp_path, "dcqcn", lines, tag="big", SIMULATOR_STOP_TIME="2.1")
     inp = batch.load_ns3(cfg)
     assert inp.cc == "dcqcn" and inp.num_flows == 4
     res = batch.run_batch(inp, [{}, {"rate_ai_bps": 8e7, "pmax": 0.5}], backend="cpu")

@@ -4,37 +4,20 @@ engine's refusal without a GPU, the exact engine point by point, and the plots."
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, ns3_experiment
 from llmsim import cli
 from llmsim.batch import sweep as bsweep
 
-ROOT = Path(__file__).resolve().parents[2]
 NS3 = ROOT / "examples" / "ns3"
-HPCC = {
-    "CC_MODE": "3",
-    "RATE_AI": "40Mb/s",
-    "RATE_HAI": "40Mb/s",
-    "HAS_WIN": "1",
-    "VAR_WIN": "1",
-    "FAST_REACT": "1",
-    "INT_MULTI": "4",
-}
 
 
 def _experiment(d: Path) -> Path:
-    """config.txt: HPCC on the bundled k = 4 fat-tree, its permutation cut to 1 MB flows."""
-    perm = (NS3 / "inputs" / "flow_perm16_10MB.txt").read_text().splitlines()
-    flows = [perm[0]] + [re.sub(r" 10000000 ", " 1000000 ", line) for line in perm[1:]]
-    (d / "flows.txt").write_text("\n".join(flows) + "\n")
-    sets = {"TOPOLOGY_FILE": str(NS3 / "inputs" / "fattree_k4_16h.txt"), "FLOW_FILE": str(d / "flows.txt"), **HPCC}
-    text = (NS3 / "runs" / "ft16_perm_dcqcn" / "config.txt").read_text()
-    lines = [f"{k} {sets[k]}" if (k := line.split(" ", 1)[0]) in sets else line for line in text.splitlines()]
-    (d / "config.txt").write_text("\n".join(lines) + "\n")
-    return d / "config.txt"
+    """config_hpcc.txt: HPCC on the bundled k = 4 fat-tree, its permutation cut to 1 MB flows."""
+    return ns3_experiment(d, "hpcc")
 
 
 def _spec(d: Path, body: str) -> Path:
@@ -47,7 +30,7 @@ def test_expansion_is_grid_times_zip_times_random(tmp_path: Path) -> None:
     _experiment(tmp_path)
     spec = _spec(
         tmp_path,
-        "ns3: config.txt\ngrid:\n  u_target: [0.9, 0.95]\n  rate_ai_bps: [1e7, 4.0e+7, 8.0e+7]\n"
+        "ns3: config_hpcc.txt\ngrid:\n  u_target: [0.9, 0.95]\n  rate_ai_bps: [1e7, 4.0e+7, 8.0e+7]\n"
         "zip:\n  rate_hai_bps: [1.0e+8, 2.0e+8]\n  mi_thresh: [0, 5]\n"
         "random:\n  samples: 4\n  seed: 3\n  axes:\n    ewma_gain: { log_uniform: [0.001, 0.1] }\n",
     )
@@ -66,16 +49,16 @@ def test_expansion_is_grid_times_zip_times_random(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
-        ("ns3: config.txt\ngrid:\n  rate_ai: [1]\n", "grid.rate_ai: not a batch parameter; valid: "),
-        ("base: x.yaml\nns3: config.txt\n", "base: unknown field of a packet-level sweep"),
+        ("ns3: config_hpcc.txt\ngrid:\n  rate_ai: [1]\n", "grid.rate_ai: not a batch parameter; valid: "),
+        ("base: x.yaml\nns3: config_hpcc.txt\n", "base: unknown field of a packet-level sweep"),
         ("ns3: missing.txt\ngrid:\n  pmax: [0.1]\n", "ns3: "),
-        ("ns3: config.txt\nzip:\n  pmax: [0.1, 0.2]\n  kmin_bytes: [1]\n", "zip: every list must have one length"),
-        ("ns3: config.txt\ngrid:\n  pmax: [high]\n", "grid.pmax[0]: 'high' is not a number"),
+        ("ns3: config_hpcc.txt\nzip:\n  pmax: [0.1, 0.2]\n  kmin_bytes: [1]\n", "zip: every list must have one length"),
+        ("ns3: config_hpcc.txt\ngrid:\n  pmax: [high]\n", "grid.pmax[0]: 'high' is not a number"),
         (
-            "ns3: config.txt\nrandom:\n  samples: 2\n  axes:\n    pmax: { normal: [0, 1] }\n",
+            "ns3: config_hpcc.txt\nrandom:\n  samples: 2\n  axes:\n    pmax: { normal: [0, 1] }\n",
             "random.axes.pmax: expected exactly one of",
         ),
-        ("ns3: config.txt\ngrid:\n  pmax: [0.1]\nzip:\n  pmax: [0.2]\n", "pmax: an axis may appear in only one"),
+        ("ns3: config_hpcc.txt\ngrid:\n  pmax: [0.1]\nzip:\n  pmax: [0.2]\n", "pmax: an axis may appear in only one"),
     ],
 )
 def test_bad_spec_names_the_field(tmp_path: Path, body: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +87,8 @@ def test_batch_sweep_matches_run_batch_and_the_exact_engine(tmp_path: Path, caps
 
     cfg = _experiment(tmp_path)
     spec = _spec(
-        tmp_path, "name: hpcc-cc\nns3: config.txt\ngrid:\n  u_target: [0.9, 0.95]\n  rate_ai_bps: [2.0e+7, 8.0e+7]\n"
+        tmp_path,
+        "name: hpcc-cc\nns3: config_hpcc.txt\ngrid:\n  u_target: [0.9, 0.95]\n  rate_ai_bps: [2.0e+7, 8.0e+7]\n",
     )
     out = tmp_path / "out"
     args = ["sweep", str(spec), "--out", str(out), "--compare-exact", "4", "--no-progress", "--batch-size", "3"]
@@ -143,7 +127,7 @@ def test_batch_sweep_matches_run_batch_and_the_exact_engine(tmp_path: Path, caps
     assert "3 already done, 1 ran" in capsys.readouterr().out
     assert len(load(out)) == 4
     # Another sweep into the same directory is refused unless --merge.
-    other = _spec(tmp_path, "ns3: config.txt\ngrid:\n  u_target: [0.8]\n")
+    other = _spec(tmp_path, "ns3: config_hpcc.txt\ngrid:\n  u_target: [0.8]\n")
     assert cli.main(["sweep", str(other), "--out", str(out), "--no-progress"]) == 2
     assert "holds the results of another sweep" in capsys.readouterr().err
     # The plots read it as a sweep: a metric against an axis, and the HTML page.
@@ -158,7 +142,7 @@ def test_threads_engine_is_the_exact_engine(tmp_path: Path, capsys: pytest.Captu
     from llmsim.sweep import load
 
     cfg = _experiment(tmp_path)
-    spec = _spec(tmp_path, "ns3: config.txt\ngrid:\n  rate_ai_bps: [2.0e+7, 8.0e+7]\n")
+    spec = _spec(tmp_path, "ns3: config_hpcc.txt\ngrid:\n  rate_ai_bps: [2.0e+7, 8.0e+7]\n")
     out = tmp_path / "out"
     assert cli.main(["sweep", str(spec), "--out", str(out), "--engine", "threads", "--no-progress"]) == 0
     assert "ran (exact engine" in capsys.readouterr().out
@@ -177,7 +161,7 @@ def test_gpu_engine_without_a_gpu_says_so(tmp_path: Path, capsys: pytest.Capture
     if has_gpu:
         pytest.skip("this machine has a GPU: --engine gpu runs")
     _experiment(tmp_path)
-    spec = _spec(tmp_path, "ns3: config.txt\ngrid:\n  rate_ai_bps: [2.0e+7]\n")
+    spec = _spec(tmp_path, "ns3: config_hpcc.txt\ngrid:\n  rate_ai_bps: [2.0e+7]\n")
     assert cli.main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--engine", "gpu"]) == 2
     err = capsys.readouterr().err
     assert "--engine gpu: JAX finds no GPU here (devices: cpu:0)" in err and "--engine batch" in err, err
