@@ -86,4 +86,4 @@ def rust_cli() -> list[str]:
 def pytest_collection_modifyitems(config, items):
     """The JAX tests (the batch packet engine) run last: JAX starts threads when imported, and a
     later os.fork() in the same process (the Ray test's workers) may deadlock on them."""
-    items.sort(key=lambda item: "test_batch_packet" in item.nodeid)
+    items.sort(key=lambda item: any(m in item.nodeid for m in ("test_batch_packet", "test_batch_sweep")))
