@@ -153,6 +153,24 @@ def test_threads_engine_is_the_exact_engine(tmp_path: Path, capsys: pytest.Captu
         )
 
 
+def test_a_changed_flow_file_is_another_experiment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Points are keyed by the experiment's files, not only its config.txt: results of an edited
+    flow file are never taken for the old one's."""
+    cfg = _experiment(tmp_path)
+    spec = _spec(tmp_path, "ns3: config_hpcc.txt\ngrid:\n  rate_ai_bps: [2.0e+7]\n")
+    out = tmp_path / "out"
+    args = ["sweep", str(spec), "--out", str(out), "--engine", "threads", "--no-progress"]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    flows = next(line.split()[1] for line in cfg.read_text().splitlines() if line.startswith("FLOW_FILE "))
+    text = Path(flows).read_text()
+    Path(flows).write_text(text.replace(" 1000000 ", " 500000 ", 1))
+    assert cli.main(args) == 2
+    assert "holds the results of another sweep" in capsys.readouterr().err
+    assert cli.main([*args, "--merge"]) == 0
+    assert "0 already done, 1 ran" in capsys.readouterr().out
+
+
 def test_gpu_engine_without_a_gpu_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     try:
         has_gpu = bool(jax.devices("gpu"))

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from .inputs import PARAMS
+from .inputs import PARAMS, input_files
 
 RESULTS_FILE = "results.sqlite"
 SPEC_KEYS = ("name", "ns3", "seed", "grid", "zip", "random")
@@ -103,6 +103,8 @@ class Ns3Plan:
     axes: list[str]
     points: list[dict[str, float]] = field(default_factory=list)
     fingerprint: str = ""
+    inputs_hash: str = ""
+    """SHA-256 of the experiment's files: config.txt, and the topology and flow files it names."""
 
 
 def _number(spec: Path, where: str, v: Any) -> float:
@@ -238,15 +240,30 @@ def plan(spec: str | os.PathLike[str]) -> Ns3Plan:
     name = doc.get("name") or spec.stem
     if not isinstance(name, str):
         raise SpecError(f"{spec}: name: expected a string")
-    cfg_hash = hashlib.sha256(config.read_bytes()).hexdigest()
-    fp = hashlib.sha256(json.dumps([cfg_hash, seed, axes, points]).encode()).hexdigest()[:16]
-    return Ns3Plan(name=name, spec=spec, config=config, seed=seed, axes=axes, points=points, fingerprint=fp)
+    try:
+        files = [config, *input_files(config)]
+    except (ValueError, FileNotFoundError) as e:
+        raise SpecError(f"{spec}: ns3: {e}") from None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    inputs_hash = h.hexdigest()
+    fp = hashlib.sha256(json.dumps([inputs_hash, seed, axes, points]).encode()).hexdigest()[:16]
+    return Ns3Plan(
+        name=name,
+        spec=spec,
+        config=config,
+        seed=seed,
+        axes=axes,
+        points=points,
+        fingerprint=fp,
+        inputs_hash=inputs_hash,
+    )
 
 
 def point_key(p: Ns3Plan, point: Mapping[str, float], engine: str) -> str:
-    """The point's identity across re-runs: experiment file contents, parameters, seed, engine."""
-    cfg_hash = hashlib.sha256(p.config.read_bytes()).hexdigest()
-    body = json.dumps([cfg_hash, sorted(point.items()), p.seed, engine])
+    """The point's identity across re-runs: the experiment's files, parameters, seed, engine."""
+    body = json.dumps([p.inputs_hash, sorted(point.items()), p.seed, engine])
     return hashlib.sha256(body.encode()).hexdigest()[:20]
 
 
@@ -365,7 +382,7 @@ def _engine(requested: str) -> tuple[str, str | None]:
 
 
 def run_sweep(
-    spec: str | os.PathLike[str],
+    spec: str | os.PathLike[str] | Ns3Plan,
     out: str | os.PathLike[str],
     *,
     engine: str = "auto",
@@ -374,7 +391,8 @@ def run_sweep(
     progress: bool = True,
     merge: bool = False,
 ) -> dict[str, Any]:
-    """Runs a packet-level sweep file; returns a summary (points, skipped, ran, engine, device)."""
+    """Runs a packet-level sweep file (or its :func:`plan`); returns a summary (points,
+    skipped, ran, engine, device)."""
     from . import exact_fct_ns, load_ns3, run_batch
     from .engine import device_info
 
@@ -382,7 +400,7 @@ def run_sweep(
         raise SpecError(f"--batch-size: expected at least 1, got {batch_size}")
     if compare_exact < 0:
         raise SpecError(f"--compare-exact: expected 0 or more points, got {compare_exact}")
-    p = plan(spec)
+    p = spec if isinstance(spec, Ns3Plan) else plan(spec)
     kind, backend = _engine(engine)
     store = _Store(Path(out), p, merge)
     try:
@@ -400,8 +418,9 @@ def run_sweep(
 
         bar = Progress(len(todo), enabled=progress and sys.stderr.isatty())
         ran = 0
-        for c in range(0, len(todo), batch_size if kind == "batch" else 1):
-            chunk = todo[c : c + (batch_size if kind == "batch" else 1)]
+        step = batch_size if kind == "batch" else 1
+        for c in range(0, len(todo), step):
+            chunk = todo[c : c + step]
             t0 = time.monotonic()
             rows = []
             if kind == "batch":
@@ -485,16 +504,15 @@ def main(argv: Sequence[str]) -> int:
     )
     a = ap.parse_args(argv)
     try:
+        p = plan(a.spec)
         if a.dry_run:
-            p = plan(a.spec)
             print(f"sweep {p.name}: {len(p.points)} points over {len(p.axes)} axes of {p.config}")
             for i, pt in enumerate(p.points):
                 print(f"{i}\t" + " ".join(f"{k}={v:g}" for k, v in pt.items()))
             return 0
-        p_name = plan(a.spec).name
-        out = Path(a.out or os.path.join("runs", p_name))
+        out = Path(a.out or os.path.join("runs", p.name))
         s = run_sweep(
-            a.spec,
+            p,
             out,
             engine=a.engine,
             batch_size=a.batch_size,
@@ -506,7 +524,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(
-        f"sweep {p_name}: {s['points']} points, {s['skipped']} already done, {s['ran']} ran ({s['engine']} engine, {s['device']})"
+        f"sweep {p.name}: {s['points']} points, {s['skipped']} already done, {s['ran']} ran ({s['engine']} engine, {s['device']})"
     )
     print(f"results: {out / RESULTS_FILE}  (llmsim plot {out} --x AXIS --y mean_fct_us)")
     return 0
