@@ -105,6 +105,29 @@ fn fcts(e: &PacketEngine) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// `flows` fast-forwarded under `cc` with `knobs`, run to the end and checked safe.
+fn ff_run(cc: CcMode, knobs: WormholeConfig, flows: &[FlowSpec], what: &str) -> PacketEngine {
+    let mut e = engine(cc, Some(knobs), flows);
+    e.run();
+    assert_safe(&e, flows, what);
+    e
+}
+
+/// Flow `f`'s skips in `e`'s Wormhole log.
+fn skips(e: &PacketEngine, f: usize) -> Vec<llmsim_net::packet::SkipRecord> {
+    e.wormhole_log().iter().filter(|r| r.flow as usize == f).copied().collect()
+}
+
+/// When flow `f` was first skipped.
+fn first_skip(e: &PacketEngine, f: usize) -> SimTime {
+    skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped")
+}
+
+/// Relative error of FCT `y` against `x` ((start, finish) pairs).
+fn fct_err(x: (u64, u64), y: (u64, u64)) -> f64 {
+    ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64
+}
+
 /// Theorem 2 on the engine, over random steady scenarios (incast + a disjoint pair, DCQCN or
 /// HPCC, random θ, sizes, stagger): for every fast-forwarded interval whose exact-run rate
 /// samples satisfy the theorem's premise (each within θ·R̂ of R̂), the exact run's average rate
@@ -808,18 +831,17 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
     for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
         let mut exact = engine(cc, None, &flows);
         exact.run();
-        let mut runs = Vec::new();
-        for u in [8, 3] {
-            let knobs = WormholeConfig {
-                fast_forward: true,
-                uncontended_window: u,
-                ..WormholeConfig::default()
-            };
-            let mut e = engine(cc, Some(knobs), &flows);
-            e.run();
-            assert_safe(&e, &flows, &format!("{cc:?} uncontended_window {u}"));
-            runs.push(e);
-        }
+        let runs: Vec<PacketEngine> = [8, 3]
+            .into_iter()
+            .map(|u| {
+                let knobs = WormholeConfig {
+                    fast_forward: true,
+                    uncontended_window: u,
+                    ..WormholeConfig::default()
+                };
+                ff_run(cc, knobs, &flows, &format!("{cc:?} uncontended_window {u}"))
+            })
+            .collect();
         let (eq6, short) = (&runs[0], &runs[1]);
         println!(
             "{cc:?}: packet events {} (window 8) / {} (uncontended 3) / {} exact",
@@ -828,23 +850,14 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
             exact.stats().events
         );
         assert!(short.stats().events < eq6.stats().events, "{cc:?}: fewer packet events");
-        let skips = |e: &PacketEngine, f: usize| {
-            e.wormhole_log()
-                .iter()
-                .filter(|r| r.flow as usize == f)
-                .copied()
-                .collect::<Vec<_>>()
-        };
-        let first_skip = |e: &PacketEngine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
         let (e_fct, s_fct, q_fct) = (fcts(&exact), fcts(short), fcts(eq6));
-        let err = |x: (u64, u64), y: (u64, u64)| ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64;
         let sooner = if cc == CcMode::Hpcc { vec![a, c] } else { vec![c] };
         for &f in &sooner {
             let (t8, t3) = (first_skip(eq6, f), first_skip(short, f));
-            let e3 = err(e_fct[f], s_fct[f]);
+            let e3 = fct_err(e_fct[f], s_fct[f]);
             println!(
                 "{cc:?} flow {f}: first skipped at {t8} (window 8), {t3} (uncontended 3); FCT error {e3:.4} (window 8: {:.4})",
-                err(e_fct[f], q_fct[f])
+                fct_err(e_fct[f], q_fct[f])
             );
             assert!(t3 < t8, "{cc:?} flow {f}: turns steady sooner ({t3} vs {t8})");
             assert!(e3 < 2.0 * 0.05, "{cc:?} flow {f}: FCT error {e3:.4}");
@@ -968,19 +981,18 @@ fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
     for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
         let mut exact = engine(cc, None, &flows);
         exact.run();
-        let mut runs = Vec::new();
-        for fw in [8, 4] {
-            let knobs = WormholeConfig {
-                fast_forward: true,
-                uncontended_window: 3,
-                fair_window: fw,
-                ..WormholeConfig::default()
-            };
-            let mut e = engine(cc, Some(knobs), &flows);
-            e.run();
-            assert_safe(&e, &flows, &format!("{cc:?} fair_window {fw}"));
-            runs.push(e);
-        }
+        let runs: Vec<PacketEngine> = [8, 4]
+            .into_iter()
+            .map(|fw| {
+                let knobs = WormholeConfig {
+                    fast_forward: true,
+                    uncontended_window: 3,
+                    fair_window: fw,
+                    ..WormholeConfig::default()
+                };
+                ff_run(cc, knobs, &flows, &format!("{cc:?} fair_window {fw}"))
+            })
+            .collect();
         let (eq6, fair) = (&runs[0], &runs[1]);
         println!(
             "{cc:?}: packet events {} (window 8) / {} (fair 4) / {} exact",
@@ -993,29 +1005,20 @@ fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
         } else {
             assert_eq!(fair.stats().events, eq6.stats().events, "{cc:?}: the same run");
         }
-        let skips = |e: &PacketEngine, f: usize| {
-            e.wormhole_log()
-                .iter()
-                .filter(|r| r.flow as usize == f)
-                .copied()
-                .collect::<Vec<_>>()
-        };
-        let first_skip = |e: &PacketEngine, f: usize| skips(e, f).iter().map(|r| r.start).min().expect("the flow was skipped");
         let (e_fct, f_fct, q_fct) = (fcts(&exact), fcts(fair), fcts(eq6));
-        let err = |x: (u64, u64), y: (u64, u64)| ((y.1 - y.0) as f64 - (x.1 - x.0) as f64).abs() / (x.1 - x.0) as f64;
         for f in incast {
             let (t8, t4) = (first_skip(eq6, f), first_skip(fair, f));
-            let e4 = err(e_fct[f], f_fct[f]);
+            let e4 = fct_err(e_fct[f], f_fct[f]);
             println!(
                 "{cc:?} flow {f}: first skipped at {t8} (window 8), {t4} (fair 4); FCT error {e4:.4} (window 8: {:.4})",
-                err(e_fct[f], q_fct[f])
+                fct_err(e_fct[f], q_fct[f])
             );
             if cc == CcMode::Dcqcn {
                 assert!(t4 < t8, "{cc:?} flow {f}: turns steady sooner ({t4} vs {t8})");
             } else {
                 assert_eq!(t4, t8, "{cc:?} flow {f}: steady as soon on the full window");
             }
-            let e8 = err(e_fct[f], q_fct[f]);
+            let e8 = fct_err(e_fct[f], q_fct[f]);
             assert!(e4 < e8 + 0.01, "{cc:?} flow {f}: FCT error {e4:.4} vs {e8:.4} on the full window");
         }
         assert_eq!(
