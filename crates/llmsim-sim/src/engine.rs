@@ -515,8 +515,15 @@ impl<'a> SystemEngine<'a> {
             None => (0..units as u32).map(|u| layout.stage(u)).collect(),
         };
         // Explicit groups match collectives by their order in each member's program (imported
-        // nodes without a stream may be issued out of order).
-        let coll_seq: Vec<Vec<u32>> = if wl.explicit.is_some() {
+        // nodes without a stream may be issued out of order), and so does a generated workload
+        // with collectives on no stream (`parallel.moe_a2a_overlap`: two passes' all-to-alls in
+        // flight at once, issued in the order their dependencies finish).
+        let free_colls = wl.stages.iter().any(|prog| {
+            prog.nodes
+                .iter()
+                .any(|n| n.stream == Stream::Free && matches!(n.kind, DagNodeKind::CommColl { .. }))
+        });
+        let coll_seq: Vec<Vec<u32>> = if wl.explicit.is_some() || free_colls {
             wl.stages
                 .iter()
                 .map(|prog| {

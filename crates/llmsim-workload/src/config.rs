@@ -417,6 +417,17 @@ pub struct ParallelConfig {
     /// `--tp-comm-overlap`, Transformer Engine userbuffers): needs sequence parallelism and a TP
     /// group inside one server. Default false.
     pub tp_comm_overlap: bool,
+    /// Hide the MoE token all-to-alls behind another micro-batch's computation (Megatron-Core
+    /// `--overlap-moe-expert-parallel-comm`, Megatron-Bridge `moe_a2a_overlap`): each steady-state
+    /// forward runs merged with the backward that follows it, layer by layer, and each pass's
+    /// dispatch and combine all-to-alls run on a communication stream beside the other pass's
+    /// attention and expert computation (the combined 1F1B schedule,
+    /// `pipeline_parallel/combined_1f1b.py`; per layer pair the order of
+    /// `TransformerLayerSchedulePlan.run`). The interleaved schedule warms up one micro-batch
+    /// more. Needs `ep > 1`, the `alltoall` or `flex` dispatcher, no full recomputation and,
+    /// with `pp > 1`, `vpp > 1` (as Megatron asserts). Default false.
+    #[serde(alias = "overlap_moe_expert_parallel_comm")]
+    pub moe_a2a_overlap: bool,
     /// Set by [`ParallelConfig::resolve`] when it derived `pipeline_layers` from the options above
     /// (not read from a scenario): resolving again (another GPU count, another pp) derives them
     /// anew instead of taking them for a layout the user gave.
@@ -449,6 +460,7 @@ impl Default for ParallelConfig {
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
             tp_comm_overlap: false,
+            moe_a2a_overlap: false,
             pipeline_layers_derived: false,
         }
     }
@@ -711,6 +723,33 @@ impl ParallelConfig {
             ));
         }
 
+        if p.moe_a2a_overlap {
+            let field = "parallel.moe_a2a_overlap";
+            let why = if p.ep <= 1 {
+                Some("overlaps the expert-parallel all-to-alls, but ep is 1; set parallel.ep > 1 or remove moe_a2a_overlap".to_string())
+            } else if model.num_experts == 0 {
+                Some(format!(
+                    "overlaps MoE all-to-alls, but {} has no experts; remove moe_a2a_overlap",
+                    model.name
+                ))
+            } else if training.recompute == Recompute::Full {
+                Some("cannot run with full recomputation (Megatron asserts it); use recompute: selective or none".to_string())
+            } else if p.pp > 1 && p.vpp <= 1 {
+                Some(format!(
+                    "with pp={} needs the interleaved schedule (Megatron asserts vpp or dualpipev); set parallel.vpp > 1",
+                    p.pp
+                ))
+            } else if p.zero_stage >= 3 {
+                Some("is not modelled together with ZeRO-3/FSDP in llmsim; remove one of the two".to_string())
+            } else if training.cpu_offload_layers > 0 {
+                Some("is not modelled together with activation offloading in llmsim; remove one of the two".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(WorkloadError::invalid(field, why));
+            }
+        }
         if training.cpu_offload_layers > 0 {
             let n = training.cpu_offload_layers;
             let field = "training.cpu_offload_layers";

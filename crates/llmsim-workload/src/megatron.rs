@@ -74,6 +74,9 @@ pub struct ScheduleStep {
     pub microbatch: u64,
     /// The model chunk (virtual pipeline stage), from 0.
     pub chunk: u64,
+    /// A forward that runs merged with the backward step after it (`parallel.moe_a2a_overlap`,
+    /// Megatron-Core's combined 1F1B steady state).
+    pub merged: bool,
 }
 
 impl ScheduleStep {
@@ -82,6 +85,7 @@ impl ScheduleStep {
             dir: Direction::Forward,
             microbatch,
             chunk,
+            merged: false,
         }
     }
 
@@ -90,6 +94,7 @@ impl ScheduleStep {
             dir: Direction::Backward,
             microbatch,
             chunk,
+            merged: false,
         }
     }
 
@@ -101,15 +106,25 @@ impl ScheduleStep {
 
 /// Megatron's schedule for one stage: its passes in order.
 pub fn schedule(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: bool) -> Vec<ScheduleStep> {
+    schedule_with(stage, pp, microbatches, vpp, interleaved, false)
+}
+
+/// [`schedule`], with `merged` (`parallel.moe_a2a_overlap`): Megatron-Core's combined 1F1B,
+/// which warms up one micro-batch more (`get_pp_rank_microbatches` in `schedules.py`; without
+/// pipelining, `combined_1f1b_schedule_for_no_pipelining` runs the first forward alone) and
+/// marks each steady-state forward as merged with the backward after it.
+pub fn schedule_with(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: bool, merged: bool) -> Vec<ScheduleStep> {
     let m = microbatches;
+    let extra = u64::from(merged);
     let mut out = Vec::with_capacity((2 * m * vpp) as usize);
+    let steady = |f: ScheduleStep| ScheduleStep { merged, ..f };
     if !interleaved || vpp <= 1 {
-        let warmup = (pp - stage - 1).min(m);
+        let warmup = (pp - stage - 1 + extra).min(m);
         for i in 0..warmup {
             out.push(ScheduleStep::forward(i, 0));
         }
         for i in 0..m - warmup {
-            out.push(ScheduleStep::forward(warmup + i, 0));
+            out.push(steady(ScheduleStep::forward(warmup + i, 0)));
             out.push(ScheduleStep::backward(i, 0));
         }
         for i in m - warmup..m {
@@ -125,13 +140,13 @@ pub fn schedule(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: b
     let warmup = if m == pp {
         total
     } else {
-        ((pp - stage - 1) * 2 + (vpp - 1) * pp).min(total)
+        ((pp - stage - 1) * 2 + (vpp - 1) * pp + extra).min(total)
     };
     for k in 0..warmup {
         out.push(ScheduleStep::forward(mb_of(k), fwd_chunk(k)));
     }
     for k in 0..total - warmup {
-        out.push(ScheduleStep::forward(mb_of(warmup + k), fwd_chunk(warmup + k)));
+        out.push(steady(ScheduleStep::forward(mb_of(warmup + k), fwd_chunk(warmup + k))));
         out.push(ScheduleStep::backward(mb_of(k), bwd_chunk(k)));
     }
     for k in total - warmup..total {
@@ -259,6 +274,72 @@ fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> O
 }
 
 /// A data-parallel bucket being filled in backward order.
+/// A layer's items cut at its expert-parallel collectives: the parts between them, and the
+/// collectives.
+fn ep_parts(items: &[Item]) -> (Vec<&[Item]>, Vec<Item>) {
+    let mut parts = Vec::new();
+    let mut colls = Vec::new();
+    let mut from = 0;
+    for (i, it) in items.iter().enumerate() {
+        if let Item::Coll { group: Group::Ep, .. } = it {
+            parts.push(&items[from..i]);
+            colls.push(*it);
+            from = i + 1;
+        }
+    }
+    parts.push(&items[from..]);
+    (parts, colls)
+}
+
+/// One layer's forward (`f`) and another micro-batch's backward of a layer (`b`), merged as
+/// Megatron-Core's combined 1F1B runs them (`TransformerLayerSchedulePlan.run`): the compute
+/// stream alternates the two passes' parts between their expert-parallel all-to-alls,
+/// backward first (combine-backward beside the forward's attention, the forward's dispatch
+/// beside the expert backward, the backward's dispatch beside the forward's experts, the
+/// forward's combine beside the attention backward), and each all-to-all runs on its own
+/// stream ([`Stream::Free`]) after the part before it; the part after it waits for it.
+/// `wait` holds what each pass's first node waits for (forward, backward); on return, what its
+/// next node must wait for (an all-to-all that ended the layer). Returns the last node of each
+/// pass.
+/// With `send_first` (the chunk's last layer pair) the forward's last part goes before the
+/// backward's, so the forward's output leaves for the next stage without waiting for the
+/// attention backward (Megatron calls `post_forward` there, before `attn.backward`).
+fn emit_merged(prog: &mut Program, f: (&[Item], Node), b: (&[Item], Node), wait: &mut [Vec<u32>; 2], send_first: bool) -> [Option<u32>; 2] {
+    let (fp, fc) = ep_parts(f.0);
+    let (bp, bc) = ep_parts(b.0);
+    let mut last: [Option<u32>; 2] = [None, None];
+    let passes = [(&fp, &fc, f.1), (&bp, &bc, b.1)];
+    let n = fp.len().max(bp.len());
+    for k in 0..n {
+        // Backward (index 1) first, but for the forward's last part with `send_first`.
+        let order = if send_first && k + 1 == fp.len() { [0, 1] } else { [1, 0] };
+        for side in order {
+            let (parts, colls, base) = passes[side];
+            let Some(part) = parts.get(k) else { continue };
+            if let Some(n) = emit(prog, part, base, &wait[side]) {
+                last[side] = Some(n);
+                wait[side].clear();
+            }
+            if let Some(&Item::Coll { op, group, bytes }) = colls.get(k) {
+                let deps: Vec<u32> = if part.is_empty() {
+                    std::mem::take(&mut wait[side])
+                } else {
+                    last[side].into_iter().collect()
+                };
+                let node = Node {
+                    kind: DagNodeKind::CommColl { op, group, bytes },
+                    stream: Stream::Free,
+                    ..base
+                };
+                let n = prog.push(node, &deps);
+                last[side] = Some(n);
+                wait[side] = vec![n];
+            }
+        }
+    }
+    last
+}
+
 struct Bucket {
     dense: u64,
     expert: u64,
@@ -619,7 +700,7 @@ fn stage_iteration(
         stream: Stream::Dp,
         ..base(Phase::GradSync, NONE as u64, 0, NONE as u64)
     };
-    let sched = schedule(s, pp, m, vpp, interleaved);
+    let sched = schedule_with(s, pp, m, vpp, interleaved, p.moe_a2a_overlap);
     // FSDP: every unit computation of the iteration, in program order. With reshard after
     // forward, each micro-batch gathers a unit before its forward and its backward and
     // reduce-scatters its gradients after the backward (Megatron-FSDP reduce-scatters every
@@ -641,6 +722,7 @@ fn stage_iteration(
             dir,
             microbatch: mb,
             chunk: c,
+            ..
         } in &sched
         {
             let bks = &chunk_buckets[c as usize];
@@ -688,12 +770,185 @@ fn stage_iteration(
     let mut d2h: Vec<u32> = vec![NONE; n_off as usize];
     let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
-    for ScheduleStep {
+    let mut steps = sched.into_iter();
+    while let Some(ScheduleStep {
         dir,
         microbatch: mb,
         chunk: c,
-    } in sched
+        merged,
+    }) = steps.next()
     {
+        if merged {
+            // Combined 1F1B (`parallel.moe_a2a_overlap`; no FSDP, no offloading): this forward
+            // and the backward after it run as one step.
+            let Some(ScheduleStep {
+                microbatch: bm, chunk: bc, ..
+            }) = steps.next()
+            else {
+                break;
+            };
+            let (fm, fc) = (mb, c);
+            // Both passes' receives first (the forward's input, the backward's gradient).
+            let mut fdeps: Vec<u32> = std::mem::take(&mut entry_deps);
+            if !first_virtual(fc) {
+                let tag = P2pTag {
+                    dir: Direction::Forward,
+                    microbatch: fm as u32,
+                    chunk: fc as u32,
+                    seq: 0,
+                };
+                let kind = DagNodeKind::CommRecv {
+                    peer: Peer::Prev,
+                    bytes: act_bytes,
+                    tag,
+                };
+                prog.push(
+                    Node {
+                        kind,
+                        ..base(Phase::Forward, fm, fc, NONE as u64)
+                    },
+                    &fdeps,
+                );
+                fdeps.clear();
+            }
+            if !last_virtual(bc) {
+                let tag = P2pTag {
+                    dir: Direction::Backward,
+                    microbatch: bm as u32,
+                    chunk: bc as u32,
+                    seq: 0,
+                };
+                let kind = DagNodeKind::CommRecv {
+                    peer: Peer::Next,
+                    bytes: act_bytes,
+                    tag,
+                };
+                prog.push(
+                    Node {
+                        kind,
+                        ..base(Phase::Backward, bm, bc, NONE as u64)
+                    },
+                    &[],
+                );
+            }
+            // A backward item's bucket: the DDP gradient reduction of the last micro-batch.
+            let mut close = |prog: &mut Program, item: BucketItem, after: Option<u32>| {
+                let Some(&bi) = closes.get(&(bc, item)) else { return };
+                if bm != m - 1 {
+                    return;
+                }
+                if p.overlap_grad_reduce {
+                    let op = if dist_opt {
+                        CollectiveOp::ReduceScatter
+                    } else {
+                        CollectiveOp::AllReduce
+                    };
+                    let after: Vec<u32> = after.into_iter().collect();
+                    reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, Width::uniform(grad_b), &after));
+                } else {
+                    pending_buckets.push(bi);
+                }
+            };
+            let mut flast: Option<u32> = None;
+            let mut blast: Option<u32> = None;
+            if last_virtual(bc) {
+                blast = emit(prog, &tpl.head_bwd, base(Phase::Backward, bm, bc, NONE as u64), &[]);
+                close(prog, BucketItem::Head, blast);
+            }
+            if first_virtual(fc) {
+                if prefetch
+                    && let Some(&bi) = item_bucket.get(&(fc, BucketItem::Embedding))
+                    && gathered.insert(bi)
+                {
+                    fdeps.extend(gather_node[bi]);
+                }
+                flast = emit(prog, &tpl.emb_fwd, base(Phase::Forward, fm, fc, NONE as u64), &fdeps).or(flast);
+                fdeps.clear();
+            }
+            let f_layers: Vec<u64> = chunk_layers(mc, p, s, fc).collect();
+            let b_layers: Vec<u64> = chunk_layers(mc, p, s, bc).rev().collect();
+            let mut wait: [Vec<u32>; 2] = [fdeps, Vec::new()];
+            for k in 0..f_layers.len().max(b_layers.len()) {
+                let fl = f_layers.get(k).copied();
+                let bl = b_layers.get(k).copied();
+                if let Some(l) = fl
+                    && prefetch
+                    && let Some(&bi) = item_bucket.get(&(fc, BucketItem::Layer(l)))
+                    && gathered.insert(bi)
+                {
+                    wait[0].extend(gather_node[bi]);
+                }
+                let none: &[Item] = &[];
+                let f_items = fl.map_or(none, |l| &tpl.layer_fwd[tpl.layer_class[l as usize]]);
+                let b_items = bl.map_or(none, |l| &tpl.layer_bwd[tpl.layer_class[l as usize]]);
+                let fb = base(Phase::Forward, fm, fc, fl.unwrap_or(NONE as u64));
+                let bb = base(Phase::Backward, bm, bc, bl.unwrap_or(NONE as u64));
+                let send_first = k + 1 == f_layers.len();
+                let [f_end, b_end] = emit_merged(prog, (f_items, fb), (b_items, bb), &mut wait, send_first);
+                flast = f_end.or(flast);
+                blast = b_end.or(blast);
+                if let Some(l) = bl {
+                    close(prog, BucketItem::Layer(l), blast);
+                }
+            }
+            let [fwait, bwait] = wait;
+            if last_virtual(fc) {
+                flast = emit(prog, &tpl.head_fwd, base(Phase::Forward, fm, fc, NONE as u64), &fwait).or(flast);
+            } else {
+                let recv_chunk = if s == pp - 1 { fc + 1 } else { fc };
+                let tag = P2pTag {
+                    dir: Direction::Forward,
+                    microbatch: fm as u32,
+                    chunk: recv_chunk as u32,
+                    seq: 0,
+                };
+                let mut dep: Vec<u32> = flast.into_iter().collect();
+                dep.extend(fwait);
+                let kind = DagNodeKind::CommSend {
+                    peer: Peer::Next,
+                    bytes: act_bytes,
+                    tag,
+                };
+                prog.push(
+                    Node {
+                        kind,
+                        stream: Stream::PpSend,
+                        ..base(Phase::Forward, fm, fc, NONE as u64)
+                    },
+                    &dep,
+                );
+            }
+            if first_virtual(bc) {
+                blast = emit(prog, &tpl.emb_bwd, base(Phase::Backward, bm, bc, NONE as u64), &bwait).or(blast);
+                close(prog, BucketItem::Embedding, blast);
+            } else {
+                let recv_chunk = if s == 0 { bc - 1 } else { bc };
+                let tag = P2pTag {
+                    dir: Direction::Backward,
+                    microbatch: bm as u32,
+                    chunk: recv_chunk as u32,
+                    seq: 0,
+                };
+                let mut dep: Vec<u32> = blast.into_iter().collect();
+                dep.extend(bwait);
+                let kind = DagNodeKind::CommSend {
+                    peer: Peer::Prev,
+                    bytes: act_bytes,
+                    tag,
+                };
+                prog.push(
+                    Node {
+                        kind,
+                        stream: Stream::PpSend,
+                        ..base(Phase::Backward, bm, bc, NONE as u64)
+                    },
+                    &dep,
+                );
+            }
+            // The compute stream's last node, for what follows the step.
+            last_compute = flast.max(blast).or(last_compute);
+            continue;
+        }
         if dir == Direction::Forward {
             let mut deps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(c) {
@@ -1029,6 +1284,39 @@ mod tests {
                     .unwrap();
                 assert!(f < i);
             }
+        }
+    }
+
+    #[test]
+    fn combined_1f1b_merges_each_steady_forward_with_the_next_backward() {
+        // (stage, pp, micro-batches, vpp, interleaved): interleaved stages, and no pipelining.
+        for (stage, pp, m, vpp, il) in [(0, 4, 8, 2, true), (3, 4, 8, 2, true), (1, 2, 6, 3, true), (0, 1, 5, 1, false)] {
+            let plain = schedule(stage, pp, m, vpp, il);
+            let merged = schedule_with(stage, pp, m, vpp, il, true);
+            // The same passes, each once; the first warms up one more forward.
+            assert_eq!(plain.len(), merged.len());
+            let key = |x: &ScheduleStep| (x.dir == Direction::Forward, x.microbatch, x.chunk);
+            let mut a: Vec<_> = plain.iter().map(key).collect();
+            let mut b: Vec<_> = merged.iter().map(key).collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b);
+            let warm = |s: &[ScheduleStep]| s.iter().take_while(|x| x.is_forward()).count();
+            assert_eq!(warm(&merged), (warm(&plain) + 1).min(plain.len() / 2), "stage {stage} pp {pp}");
+            assert!(plain.iter().all(|x| !x.merged));
+            // Every merged forward is followed by a backward of another micro-batch; every
+            // forward between the warm-up and the last one is merged.
+            let forwards = merged.iter().filter(|x| x.is_forward()).count();
+            for (i, x) in merged.iter().enumerate().filter(|(_, x)| x.merged) {
+                assert!(x.is_forward());
+                let next = merged[i + 1];
+                assert_eq!(next.dir, Direction::Backward);
+                assert_ne!((next.microbatch, next.chunk), (x.microbatch, x.chunk));
+            }
+            // ... that is, each forward followed by a backward, unless every forward comes first.
+            let fb = merged.windows(2).filter(|w| w[0].is_forward() && !w[1].is_forward()).count();
+            let all_first = warm(&merged) == forwards;
+            assert_eq!(merged.iter().filter(|x| x.merged).count(), fb - usize::from(all_first));
         }
     }
 }
