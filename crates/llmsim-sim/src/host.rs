@@ -5,7 +5,7 @@
 use llmsim_compute::{KernelShape, OpClass};
 use llmsim_core::{CollectiveOp, SimTime};
 use llmsim_workload::OpSpecKind;
-use llmsim_workload::dag::{DagNodeKind, Group, Phase, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, Phase, Stream, Workload};
 use llmsim_workload::ops::{OpSpec, Pass};
 
 use crate::SimError;
@@ -83,7 +83,8 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
             // The forward dispatch is the first forward EP all-to-all of each (micro-batch,
             // chunk, layer); the combine follows it.
             let mut last = None;
-            prog.nodes
+            let mut flags: Vec<bool> = prog
+                .nodes
                 .iter()
                 .map(|n| {
                     let is_a2a = matches!(
@@ -102,7 +103,19 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                     last = Some(key);
                     first
                 })
-                .collect()
+                .collect();
+            // A dispatch on no stream (`parallel.moe_a2a_overlap`) is not issued from the
+            // compute stream's order: the host waits before the next node it issues there.
+            let mut pending = false;
+            for (flag, n) in flags.iter_mut().zip(&prog.nodes) {
+                if n.stream == Stream::Free {
+                    pending |= std::mem::take(flag);
+                } else if n.stream == Stream::Compute && pending {
+                    *flag = true;
+                    pending = false;
+                }
+            }
+            flags
         })
         .collect();
     Ok(Some(HostDispatch { seg, call, sync }))

@@ -105,3 +105,26 @@ fn what_megatron_refuses_is_refused_by_name() {
         assert!(msg.contains("moe_a2a_overlap"), "{sets:?}: {msg}");
     }
 }
+
+#[test]
+fn the_dispatch_sync_still_holds_the_host_under_overlap() {
+    // The dispatcher's host read of the token counts (`compute.host.moe_sync`) makes the host
+    // wait for the GPU before each forward dispatch, also when the dispatch runs beside the
+    // other micro-batch's backward: the host time it exposes grows with the merged forwards
+    // (all but the first), not only with the one forward that runs alone.
+    let host = ["compute.host.op_us=1", "compute.host.linear_us=1", "compute.host.expert_gemm_us=0"];
+    let cost = |gbs: &str| {
+        let with = |sync: &str| {
+            let sets: Vec<&str> = host.iter().copied().chain([ON, sync, gbs]).collect();
+            run(MOE, &sets).report.mean.exposed_host_s
+        };
+        with("compute.host.moe_sync=true") - with("compute.host.moe_sync=false")
+    };
+    // 4 and 16 micro-batches per rank: 3 and 15 merged forwards.
+    let (few, many) = (cost("training.global_batch_size=8"), cost("training.global_batch_size=32"));
+    assert!(few > 0.0, "the sync exposes host time: {few} s");
+    assert!(
+        many > 1.5 * few,
+        "exposed by the sync: {many} s with 16 micro-batches, {few} s with 4"
+    );
+}
