@@ -16,9 +16,12 @@ jax = pytest.importorskip("jax")
 # The bound the batch engine is validated to (bench/README.md): mean FCT within 5% of the
 # exact engine's.
 MEAN_FCT_BOUND = 0.05
-# DCQCN on this 1 MB permutation: the batch is 4% slow on average over seeds (+4.1% against 6
+# DCQCN on this 1 MB permutation: the batch is 3-4% slow on average over seeds (+4.1% against 6
 # seeds of the exact engine, +5.6% against seeds 1-4 at the base point; before the FIFO cohorts
-# and per-hop mark delays that fixed the incast it was 1.6% fast). Its bound is 7%.
+# and per-hop mark delays that fixed the incast it was 1.6% fast). Its bound is 7%. One draw's
+# mean FCT spreads widely here (which of two colliding flows is marked first): the mean of 8
+# draws against seeds 1-4 ranged over +1.5% to +9.8% with the batch's seed (1-5, measured), so
+# DCQCN compares 32 draws against 6 seeds (batch seeds 1-3: +1.0% to +5.7%).
 DCQCN_PERM_1MB_BOUND = 0.07
 
 
@@ -37,14 +40,15 @@ def test_batch_mean_fct_within_bound_of_the_exact_engine(experiments: dict, cc: 
     cfg, inp = experiments[cc]
     assert inp.cc == cc and inp.num_flows == 16
     points = [{}, {"rate_ai_bps": 2 * inp.base_params()["rate_ai_bps"]}]
-    # DCQCN's ECN marks are random draws (in both engines): each point runs 8 times with its own
-    # draws in the batch and with 4 seeds on the exact engine, and the means are compared.
-    reps, seeds = 8, (1, 2, 3, 4)
+    # DCQCN's ECN marks are random draws (in both engines): each point runs 32 times with its own
+    # draws in the batch and with 6 seeds on the exact engine, and the means are compared. HPCC
+    # draws nothing: one exact run (its 8 batch runs are the same experiment).
+    reps, seeds = (32, (1, 2, 3, 4, 5, 6)) if cc == "dcqcn" else (8, (1,))
     res = batch.run_batch(inp, [p for p in points for _ in range(reps)], backend="cpu")
     assert res.device.startswith("cpu")
     assert res.fct_ns.shape == (2 * reps, 16) and not np.isnan(res.fct_ns).any()
     for e, point in enumerate(points):
-        exact = [batch.exact_fct_ns(cfg, point, seed=s) for s in (seeds if cc == "dcqcn" else seeds[:1])]
+        exact = [batch.exact_fct_ns(cfg, point, seed=s) for s in seeds]
         assert not np.isnan(exact).any()
         err = res.fct_ns[e * reps : (e + 1) * reps].mean() / np.mean(exact) - 1
         bound = DCQCN_PERM_1MB_BOUND if cc == "dcqcn" else MEAN_FCT_BOUND
@@ -86,6 +90,28 @@ def test_dcqcn_incast_mean_fct_within_bound_of_the_exact_engine(tmp_path: Path) 
     exact0 = batch.exact_fct_ns(cfg, {}, seed=1)
     assert (exact0.max() - exact0.min()) / exact0.mean() > 0.25
     assert ((res.fct_ns[:reps].max(1) - res.fct_ns[:reps].min(1)) / res.fct_ns[:reps].mean(1) > 0.25).all()
+
+
+def test_dcqcn_incast_small_kmin_cnps_come_one_per_acked_packet(tmp_path: Path) -> None:
+    """The ft16 incast at small ECN thresholds (kmin/kmax 100/400 KB): the bottleneck's queue
+    stays above kmax for hundreds of microseconds while the senders sit at MIN_RATE (1 Gb/s, a
+    packet every 8.4 us). The exact engine's receiver ACKs each packet and echoes its mark, so a
+    flow there sees at most one CNP a packet and its alpha decays between them; the batch drew a
+    CNP every 1 us step on the fractional packets served (~80% of steps above kmax), held alpha
+    near 1 and cut the recovering flows too deep: these two points were +9.2% and +13.6% slow
+    (measured, 8 draws against 4 seeds as here). With one draw per whole ACK: +1.3% and +2.4%."""
+    cfg = _incast(tmp_path)
+    inp = batch.load_ns3(cfg)
+    small = {"rate_ai_bps": 5e6, "kmin_bytes": 100e3, "kmax_bytes": 400e3}
+    points = [{**small, "pmax": 0.05}, {**small, "pmax": 0.5}]
+    reps, seeds = 8, (1, 2, 3, 4)
+    res = batch.run_batch(inp, [p for p in points for _ in range(reps)], backend="cpu")
+    assert not np.isnan(res.fct_ns).any()
+    for e, point in enumerate(points):
+        exact = np.mean([batch.exact_fct_ns(cfg, point, seed=s).mean() for s in seeds])
+        err = res.fct_ns[e * reps : (e + 1) * reps].mean() / exact - 1
+        print(f"small-kmin incast {point}: exact {exact:.0f} ns, batch error {err:+.2%}")
+        assert abs(err) <= INCAST_MEAN_FCT_BOUND, f"small-kmin incast point {point}: mean FCT error {err:+.1%}"
 
 
 def test_batch_is_deterministic_and_points_are_independent(experiments: dict) -> None:

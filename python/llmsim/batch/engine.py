@@ -19,10 +19,11 @@ Model (fluid per step, not per packet):
 - ACKs take their own path (the exact engine's ECMP choice for them, found by the bindings); they
   arrive after its propagation delay plus the queueing delay of the queues they pass (ACKs queue
   with data in the switches), and their bytes load its links.
-- ECN: each switch egress marks with ns-3's kmin/kmax/pmax rule on its queue after the step; a
-  flow sees a CNP in a step with the probability that any of its packets served that step was
-  marked (a seeded Bernoulli draw per flow and step); each hop's marks reach the sender at that
-  hop's own delay (the rest of the path, the queues after the hop and the ACK path).
+- ECN: each switch egress marks with ns-3's kmin/kmax/pmax rule on its queue after the step;
+  each hop's marks reach the sender at that hop's own delay (the rest of the path, the queues
+  after the hop and the ACK path). Marks come back on ACKs, one per data packet: a flow sees a
+  CNP in a step where a whole ACK packet arrives, with the probability that any packet acked
+  since its last whole ACK was marked (a seeded Bernoulli draw per flow and step).
 - DCQCN (Mellanox variant, ``cc/dcqcn.rs``): alpha update, rate decrease and rate increase
   timers on the step grid; first-CNP cut, fast recovery, additive and hyper increase.
 - HPCC (``cc/hpcc.rs``): the per-hop utilisation ``tx/C + q/win`` the INT words of the switch
@@ -662,10 +663,25 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             h = _hash32(jnp, fl["fseed"] ^ (t.astype(jnp.uint32) * jnp.uint32(0x9E3779B1)))
             h = _hash32(jnp, h[None, :] + (eidx.astype(jnp.uint32) * jnp.uint32(0x85EBCA77) + seed)[:, None])
             u = (h >> 8).astype(f32) * f32(2.0**-24)
-            # A mark comes back on its own ACK: the feedback word is that ACK (no separate
-            # ACK delivery needed in the same step).
-            cnp = active & (u < -jnp.expm1(got_cc))
-            rate, cc_state = _dcqcn(jnp, cc_state, P, rate, cnp, t, active, line_bps)
+            # A mark comes back on its own ACK (the receiver ACKs every data packet and echoes
+            # its CE bit as the CNP flag: ``receive_data`` in the exact engine's nic.rs), so a
+            # CNP can reach the sender only in a step where a whole ACK does. A flow under one
+            # packet a step (below ~8 Gb/s: at MIN_RATE, 1 Gb/s, a packet every 8.4 us) gathers
+            # its fractional packets' no-mark log-probabilities until its next whole ACK, and
+            # draws then. Drawing every step on fractional packets made a flow at MIN_RATE under a
+            # queue above kmax see a CNP in ~80% of its 1 us steps (1 - 1e-6 ** 0.12) instead of
+            # one per packet, which kept its alpha near 1 (set once per packet, alpha decays to
+            # about 1/8 of that rate), so its cuts after recovering were deeper than the exact
+            # engine's: the small-kmin incast points were 5-14% slow (bench/README.md).
+            # The chance of no CNP over many packets is the same either way.
+            n_ack = carry["cc"]["ack_pk"] + new_acked / f32(wire)
+            whole = n_ack >= 1.0
+            ack_pk = jnp.where(whole, n_ack - jnp.floor(n_ack), n_ack)
+            marks = carry["cc"]["ack_marks"] + got_cc
+            cnp = active & whole & (u < -jnp.expm1(marks))
+            ack_marks = jnp.where(whole, 0.0, marks)
+            rate, cc_dcqcn = _dcqcn(jnp, cc_state, P, rate, cnp, t, active, line_bps)
+            cc_state = {**cc_dcqcn, "ack_pk": ack_pk, "ack_marks": ack_marks}
         # Nothing started, queued or in flight: jump to the next flow's start (within the window).
         idle = ~jnp.any(active)
         later = jnp.where(start_step > t, start_step, big)
@@ -797,6 +813,10 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
                 "t_alpha": jnp.full((E, S), big),
                 "t_dec": jnp.full((E, S), big),
                 "t_inc": jnp.full((E, S), big),
+                # ACK packets (fractional) since the last whole one, and the no-mark
+                # log-probability their marks gathered since then.
+                "ack_pk": zeros,
+                "ack_marks": zeros,
             }
         return {
             "q": jnp.zeros((E, S, H, K), f32),
