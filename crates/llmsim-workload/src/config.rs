@@ -328,6 +328,7 @@ fn parallel_aliases(s: &mut schemars::Schema) {
             ("virtual_pipeline_model_parallel_size", "vpp"),
             ("decoder_first_pipeline_num_layers", "first_stage_layers"),
             ("decoder_last_pipeline_num_layers", "last_stage_layers"),
+            ("overlap_moe_expert_parallel_comm", "moe_a2a_overlap"),
         ],
     );
 }
