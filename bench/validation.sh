@@ -5,7 +5,7 @@
 #   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
 #   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio) as CSV, for
 #                            bench/validation_plot.py (which draws bench/validation.png)
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -18,7 +18,7 @@
 #   korthikanti-* published MFU (eq. 7 model FLOPs, no recompute) vs llmsim's MFU.
 #   megatron-h100-* published MFU (Megatron num_floating_point_operations, = eq. 7 for GPT) vs MFU.
 #   real-llama3-*  Llama 3 paper's BF16 MFU vs llmsim's MFU.
-#   real-mlperf-*, real-nemo-*  tokens/s per GPU (no FLOP convention involved).
+#   real-mlperf-*, real-nemo-*, real-bridge*-*, real-automodel-*  tokens/s per GPU (no FLOP convention).
 # Only published numbers are constants here; every llmsim number comes from the run.
 #
 # No row is used to calibrate anything: llmsim's compute model is calibrated on kernel benchmarks
@@ -139,12 +139,31 @@ REF += [
     ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-approx"),
     ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third"),
 ]
+# Fourth held-out set, added 2026-11-27: NeMo Automodel's pre-training table (DGX-H100, BF16,
+# PyTorch FSDP2 + Transformer Engine + DeepEP; docs/performance-summary.md, each row at the commit
+# that added it, recipes examples/benchmark/configs/* there; bench/validation-fourth-set.md), written
+# before llmsim was run on them. A different framework from the Megatron rows above. Groups: "fourth"
+# (statistics), "fourth-nx" (a model llmsim cannot express: shown with llmsim's error, in no
+# statistic). The DeepSeek-V3 1,024-GPU row takes about 10 minutes on the flow backend here.
+NA = "NeMo Automodel performance summary (DGX-H100, BF16; docs/performance-summary.md at 8d9bfb90e / bb0c0bfb0 / c0e4fe1bc / 2013a4dd6)"
+REF += [
+    ("real-automodel-h100-qwen3-30b-a3b-8", "tokens_per_gpu", 12040, None, NA, None, "fourth"),
+    ("real-automodel-h100-gpt-oss-20b-8", "tokens_per_gpu", 13058, None, NA, None, "fourth"),
+    ("real-automodel-h100-gpt-oss-120b-64", "tokens_per_gpu", 7626, None, NA, None, "fourth"),
+    ("real-automodel-h100-deepseek-v3-256", "tokens_per_gpu", 1002, None, NA, None, "fourth"),
+    ("real-automodel-h100-deepseek-v3-1024", "tokens_per_gpu", 865, None, NA, None, "fourth"),
+    ("real-automodel-h100-kimi-k2-256", "tokens_per_gpu", 924, None, NA, None, "fourth"),
+    ("real-automodel-h100-nemotron3-nano-8", "tokens_per_gpu", 16789, None, NA, None, "fourth"),
+    ("real-automodel-h100-llama3-70b-64", "tokens_per_gpu", 866.77, None, NA, None, "fourth"),
+    ("real-automodel-h100-nemotron3-super-64", "tokens_per_gpu", 4497, None, NA, None, "fourth-nx"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
-NOSTAT = {"approx", "third-approx", "third-nx"}
-LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)"}
+NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx"}
+LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
+         "fourth-nx": " (not expressible)"}
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -179,7 +198,7 @@ for name, conv, pub, pub_iter, cite, dims, group in REF:
         convs = "HFU TFLOP/s (full recompute counted)"
     elif conv == "tokens_per_gpu":
         val = r["tokens_per_s_per_gpu"]
-        pub_s, val_s = "%d tok/s/GPU" % pub, "%.0f tok/s/GPU" % val
+        pub_s, val_s = "%s tok/s/GPU" % f"{pub:g}", "%.0f tok/s/GPU" % val
         convs = "tokens/s per GPU"
     else:
         val = r["mfu"]
@@ -214,13 +233,15 @@ def summary(label, rows, rej, total):
 for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 2026-11-25", {"new"}), ("All", {"base", "new"}),
                       ("Third set added 2026-11-26 (Bridge 26.02.01)", {"third", "third-flex"}),
                       ("Third set without its HybridEP (flex dispatcher) rows", {"third"}),
-                      ("All three sets", {"base", "new", "third", "third-flex"})]:
+                      ("All three sets", {"base", "new", "third", "third-flex"}),
+                      ("Fourth set added 2026-11-27 (NeMo Automodel)", {"fourth"}),
+                      ("All four sets", {"base", "new", "third", "third-flex", "fourth"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
 napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
-nnx = sum(1 for r in REF if r[6] == "third-nx")
+nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx"))
 if nnx:
     print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()

@@ -2,7 +2,7 @@
 
 Reads the CSV that `VALIDATION_CSV=rows.csv bench/validation.sh` writes and draws each row's
 ratio llmsim / published (right of 1: llmsim predicts a faster run than the real one), the rows
-of each set (first, held-out, third) in its own panel, sorted, coloured by GPU, with the 5% and
+of each set (first, held-out, third, fourth) in its own panel, sorted, coloured by GPU, with the 5% and
 10% bands and each set's MAPE in its title. Approximate rows are hollow and in no statistic;
 rejected rows are listed in red at the left edge, rows llmsim cannot express in grey.
 
@@ -16,7 +16,12 @@ import csv
 import sys
 from pathlib import Path
 
-SETS = [("base", "first set"), ("new", "held-out set"), ("third", "third set (Megatron-Bridge 26.02)")]
+SETS = [
+    ("base", "first set"),
+    ("new", "held-out set"),
+    ("third", "third set (Megatron-Bridge 26.02)"),
+    ("fourth", "fourth set (NeMo Automodel)"),
+]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
 PANEL = {
@@ -27,8 +32,11 @@ PANEL = {
     "third-flex": "third",
     "third-approx": "third",
     "third-nx": "third",
+    "fourth": "fourth",
+    "fourth-nx": "fourth",
 }
-NO_STATISTIC = {"approx", "third-approx", "third-nx"}
+NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx"}
+NOT_EXPRESSIBLE = {"third-nx", "fourth-nx"}
 APPROX = {"approx", "third-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
@@ -107,7 +115,7 @@ def draw(rows: list[dict[str, str]], out: Path) -> Path:
         ax.axvline(1.0, color="black", lw=0.8)
         for y, r in enumerate(group):
             name = r["row"].replace(" (approximate)", "").replace(" (not expressible)", "")
-            if r["rejected"] and r["set"] == "third-nx":
+            if r["rejected"] and r["set"] in NOT_EXPRESSIBLE:
                 ax.text(lo, y, "  not expressible in llmsim", va="center", fontsize=7, color="#777777")
                 continue
             if r["rejected"]:

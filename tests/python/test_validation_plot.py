@@ -34,7 +34,9 @@ def test_draws_every_set_and_counts_only_simulated_rows(tmp_path: Path):
             "e,new,,,,tokens_per_gpu,100,,,out of memory\n"
             "f,third,GB300,64,tp1,tokens_per_gpu,100,90,0.9,\n"
             "g,third-flex,B300,64,tp1,tokens_per_gpu,100,120,1.2,\n"
-            "h (not expressible),third-nx,,,,tokens_per_gpu,100,,,unknown variant fp4\n",
+            "h (not expressible),third-nx,,,,tokens_per_gpu,100,,,unknown variant fp4\n"
+            "i,fourth,H100,8,tp1,tokens_per_gpu,100,80,0.8,\n"
+            "j (not expressible),fourth-nx,,,,tokens_per_gpu,100,,,unknown field `moe_latent_size`\n",
         )
     )
     base = [r for r in rows if r["set"] == "base"]
@@ -45,6 +47,9 @@ def test_draws_every_set_and_counts_only_simulated_rows(tmp_path: Path):
     # The third set's panel counts its HybridEP rows, not the row llmsim cannot express.
     third = [r for r in rows if vp.PANEL[r["set"]] == "third" and r["set"] not in vp.NO_STATISTIC]
     assert vp.mape(third) == (pytest.approx(15.0), 0, 2)
+    # The fourth set (NeMo Automodel) has its own panel; its not-expressible row is in no statistic.
+    fourth = [r for r in rows if vp.PANEL[r["set"]] == "fourth" and r["set"] not in vp.NO_STATISTIC]
+    assert vp.mape(fourth) == (pytest.approx(20.0), 0, 1)
     out = vp.draw(rows, tmp_path / "v.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
