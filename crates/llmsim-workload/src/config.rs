@@ -279,9 +279,68 @@ pub enum MoeDispatcher {
     AllToAll,
     /// `MoEFlexTokenDispatcher` (DeepEP / HybridEP): the dispatch kernel lays the tokens out by
     /// destination, so one permutation by local expert after it and one unpermutation before the
-    /// combine remain. llmsim still times the dispatch and combine as NCCL-style all-to-alls.
+    /// combine remain. It sends a token once to each EP rank holding one of its experts (DeepEP
+    /// `get_dispatch_layout`'s `is_token_in_rank`; the combine reduces a token's outputs on each
+    /// rank before sending them back), where `alltoall` sends one copy per expert: the bytes
+    /// follow [`ParallelConfig::moe_routing`]. llmsim times the dispatch and combine as
+    /// NCCL-style all-to-alls of those bytes (DeepEP's further per-server deduplication of its
+    /// RDMA traffic is not modelled).
     #[serde(rename = "flex")]
     Flex,
+}
+
+/// Which experts a token goes to, for the bytes of a deduplicating dispatcher (`flex`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+pub enum MoeRouting {
+    /// A uniformly random set of `num_experts_per_tok` experts per token: Megatron-Core's
+    /// benchmark routing (`--moe-router-force-load-balancing`: random router logits,
+    /// `RandomSTE`), and the balanced limit of a learned router. Default.
+    #[default]
+    #[serde(rename = "random")]
+    Random,
+    /// Token `t` goes to experts `t·k .. t·k + k - 1` (mod the expert count): NeMo Automodel's
+    /// `FakeBalancedGate` with `noise: 0`, which its benchmark recipes use; a token's experts
+    /// then sit on one or two EP ranks.
+    #[serde(rename = "round_robin")]
+    RoundRobin,
+}
+
+impl MoeRouting {
+    /// Expected number of EP ranks a token's `k` of `e` experts are on, with `e / ep` experts per
+    /// rank (consecutive expert ids per rank, as Megatron-Core and Automodel place them).
+    pub fn ranks_per_token(self, e: u64, k: u64, ep: u64) -> f64 {
+        let (e, ep) = (e.max(1), ep.max(1));
+        let k = k.clamp(1, e);
+        let local = (e / ep).max(1);
+        match self {
+            MoeRouting::Random => {
+                // ep · (1 - C(e - local, k) / C(e, k)): the chance a rank holds none of the k.
+                let mut none = 1.0f64;
+                for i in 0..k {
+                    none *= (e.saturating_sub(local).saturating_sub(i)) as f64 / (e - i) as f64;
+                }
+                ep as f64 * (1.0 - none)
+            }
+            MoeRouting::RoundRobin => {
+                // The windows start at multiples of k (mod e); average the ranks each touches.
+                let starts = e / gcd(e, k);
+                let total: u64 = (0..starts)
+                    .map(|t| {
+                        let s = (t * k) % e;
+                        let mut ranks: Vec<u64> = (0..k).map(|j| ((s + j) % e) / local).collect();
+                        ranks.sort_unstable();
+                        ranks.dedup();
+                        ranks.len() as u64
+                    })
+                    .sum();
+                total as f64 / starts as f64
+            }
+        }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// Pipeline schedule.
@@ -363,6 +422,9 @@ pub struct ParallelConfig {
     /// Megatron-Core's own command-line default is `allgather`, which llmsim does not model).
     #[serde(alias = "moe_token_dispatcher_type")]
     pub moe_token_dispatcher: MoeDispatcher,
+    /// Which experts each token goes to, for the `flex` dispatcher's bytes (it sends a token
+    /// once per EP rank holding one of its experts). Default `random`.
+    pub moe_routing: MoeRouting,
     /// Context parallel degree. Default 1.
     #[serde(alias = "context_parallel_size")]
     pub cp: u64,
@@ -445,6 +507,7 @@ impl Default for ParallelConfig {
             ep: 1,
             etp: 0,
             moe_token_dispatcher: MoeDispatcher::AllToAll,
+            moe_routing: MoeRouting::Random,
             cp: 1,
             vpp: 1,
             schedule: PipelineSchedule::OneFOneB,

@@ -1204,7 +1204,15 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             &shape,
         )],
     );
-    let a2a = routed * d.h * d.dt;
+    // The all-to-all dispatcher sends a copy per (token, expert); the flex dispatcher one per
+    // (token, destination rank) (see `MoeDispatcher::Flex`).
+    let a2a = match p.moe_token_dispatcher {
+        MoeDispatcher::AllToAll => routed * d.h * d.dt,
+        MoeDispatcher::Flex => {
+            let ranks = p.moe_routing.ranks_per_token(e, k, ep);
+            (d.tok_sp as f64 * ranks * (d.h * d.dt) as f64).round() as u64
+        }
+    };
     if ep > 1 {
         bld.collective(
             ("ep_dispatch", CollectiveOp::AllToAll),

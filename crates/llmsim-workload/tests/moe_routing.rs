@@ -1,0 +1,102 @@
+//! The flex (DeepEP / HybridEP) dispatcher sends a token once per EP rank holding one of its
+//! experts: the expected number of such ranks per token, by routing, against brute force.
+
+use llmsim_workload::MoeRouting;
+
+/// Average over every k-subset of e experts of the ranks it touches (e / ep experts per rank).
+fn brute_random(e: u64, k: u64, ep: u64) -> f64 {
+    let local = e / ep;
+    let (mut sum, mut n) = (0u64, 0u64);
+    for mask in 0u64..(1 << e) {
+        if mask.count_ones() as u64 != k {
+            continue;
+        }
+        let ranks: std::collections::BTreeSet<u64> = (0..e).filter(|i| mask >> i & 1 == 1).map(|i| i / local).collect();
+        sum += ranks.len() as u64;
+        n += 1;
+    }
+    sum as f64 / n as f64
+}
+
+/// Automodel's `FakeBalancedGate` (noise 0): token t's experts are (t·k + j) mod e, j < k.
+fn brute_round_robin(e: u64, k: u64, ep: u64, tokens: u64) -> f64 {
+    let local = e / ep;
+    let sum: u64 = (0..tokens)
+        .map(|t| {
+            let ranks: std::collections::BTreeSet<u64> = (0..k).map(|j| ((t * k + j) % e) / local).collect();
+            ranks.len() as u64
+        })
+        .sum();
+    sum as f64 / tokens as f64
+}
+
+#[test]
+fn random_routing_matches_enumeration() {
+    for (e, k, ep) in [(8, 2, 4), (12, 3, 4), (16, 4, 8), (16, 2, 2), (12, 12, 3), (10, 1, 5)] {
+        let got = MoeRouting::Random.ranks_per_token(e, k, ep);
+        let want = brute_random(e, k, ep);
+        assert!((got - want).abs() < 1e-9, "e {e} k {k} ep {ep}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn round_robin_routing_matches_the_gate() {
+    // Qwen3-30B on EP8 (one rank per token), DeepSeek-V3 on EP64 (two), GPT-OSS-120B on EP64,
+    // and shapes whose windows straddle ranks unevenly.
+    for (e, k, ep) in [(128, 8, 8), (256, 8, 64), (128, 4, 64), (32, 3, 8), (24, 5, 6), (60, 4, 12)] {
+        let got = MoeRouting::RoundRobin.ranks_per_token(e, k, ep);
+        // Over a whole number of periods (e tokens cover every start).
+        let want = brute_round_robin(e, k, ep, e * 7);
+        assert!((got - want).abs() < 1e-9, "e {e} k {k} ep {ep}: {got} vs {want}");
+    }
+    assert_eq!(MoeRouting::RoundRobin.ranks_per_token(128, 8, 8), 1.0);
+    assert_eq!(MoeRouting::RoundRobin.ranks_per_token(256, 8, 64), 2.0);
+}
+
+#[test]
+fn a_token_reaches_at_least_one_and_at_most_min_k_ep_ranks() {
+    for routing in [MoeRouting::Random, MoeRouting::RoundRobin] {
+        for (e, k, ep) in [(128, 8, 8), (256, 8, 64), (64, 6, 64), (8, 2, 1), (160, 6, 16)] {
+            let r = routing.ranks_per_token(e, k, ep);
+            assert!(
+                r >= 1.0 - 1e-12 && r <= k.min(ep) as f64 + 1e-12,
+                "{routing:?} e {e} k {k} ep {ep}: {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_flex_dispatcher_moves_one_copy_per_destination_rank() {
+    use llmsim_workload::model::preset;
+    use llmsim_workload::ops::transformer_layer;
+    use llmsim_workload::{OpSpecKind, ParallelConfig, TrainingConfig};
+    // Qwen3-30B-A3B on 8 GPUs with EP 8: 128 experts, 16 per rank, top-8.
+    let m = preset("qwen3-30b-a3b").unwrap();
+    let t = TrainingConfig {
+        seq_length: 4096,
+        micro_batch_size: 1,
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let dispatch = |yaml: &str| -> u64 {
+        let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
+        let p = p.resolve(8, &m, &t).unwrap();
+        let layer = transformer_layer(&m, &t, &p, 0);
+        let op = layer.forward.iter().find(|o| o.name == "ep_dispatch").expect("a dispatch");
+        match op.kind {
+            OpSpecKind::Comm { bytes, .. } => bytes,
+            _ => unreachable!(),
+        }
+    };
+    let copies = dispatch("{ ep: 8, etp: 1 }");
+    let random = dispatch("{ ep: 8, etp: 1, moe_token_dispatcher: flex }");
+    let rr = dispatch("{ ep: 8, etp: 1, moe_token_dispatcher: flex, moe_routing: round_robin }");
+    // b·s·k·h·2 bytes with one copy per expert.
+    assert_eq!(copies, 4096 * 8 * 2048 * 2);
+    let per_rank = MoeRouting::Random.ranks_per_token(128, 8, 8);
+    assert_eq!(random, (4096.0 * per_rank * 2048.0 * 2.0_f64).round() as u64);
+    assert!(random < copies);
+    // Round robin: a token's 8 experts sit on one rank.
+    assert_eq!(rr, 4096 * 2048 * 2);
+}
