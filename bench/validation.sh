@@ -5,7 +5,11 @@
 #   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
 #   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio) as CSV, for
 #                            bench/validation_plot.py (which draws bench/validation.png)
+<<<<<<< HEAD
 #   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth)
+=======
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fifth)
+>>>>>>> val5
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -139,6 +143,7 @@ REF += [
     ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-approx"),
     ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third"),
 ]
+<<<<<<< HEAD
 # Fourth held-out set, added 2026-11-27: NeMo Automodel's pre-training table (DGX-H100, BF16,
 # PyTorch FSDP2 + Transformer Engine + DeepEP; docs/performance-summary.md, each row at the commit
 # that added it, recipes examples/benchmark/configs/* there; bench/validation-fourth-set.md), written
@@ -156,14 +161,57 @@ REF += [
     ("real-automodel-h100-nemotron3-nano-8", "tokens_per_gpu", 16789, None, NA, None, "fourth"),
     ("real-automodel-h100-llama3-70b-64", "tokens_per_gpu", 866.77, None, NA, None, "fourth"),
     ("real-automodel-h100-nemotron3-super-64", "tokens_per_gpu", 4497, None, NA, None, "fourth-nx"),
+=======
+# Fifth held-out set, added 2026-11-27 (bench/validation-fifth-set.md): TorchTitan's Llama 3.1 runs on
+# H100 (pytorch/torchtitan docs/performance.md at d4c86e3, the TorchTitan paper's tables), BLOOM 176B
+# and MT-NLG 530B, written from the publications before llmsim was run. "fifth": statistics;
+# "fifth-eager": runs without torch.compile (eager kernels llmsim cannot express) and "fifth-approx"
+# (secondary source): shown, in no statistic.
+TT = "TorchTitan docs/performance.md at d4c86e3 (Llama 3.1, H100 96GB 500W)"
+REF += [
+    ("real-titan-llama31-8b-8-eager", "tokens_per_gpu", 5762, None, TT, None, "fifth-eager"),
+    ("real-titan-llama31-8b-8-compile", "tokens_per_gpu", 6667, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-8-compile-fp8", "tokens_per_gpu", 8532, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-8-cp1-32k", "tokens_per_gpu", 3890, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-8-cp2-64k", "tokens_per_gpu", 2540, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-8-cp4-128k", "tokens_per_gpu", 1071, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-8-cp8-256k", "tokens_per_gpu", 548, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-128-eager", "tokens_per_gpu", 5605, None, TT, None, "fifth-eager"),
+    ("real-titan-llama31-8b-128-compile", "tokens_per_gpu", 6514, None, TT, None, "fifth"),
+    ("real-titan-llama31-8b-128-compile-fp8", "tokens_per_gpu", 8380, None, TT, None, "fifth"),
+    ("real-titan-llama31-70b-256-2d", "tokens_per_gpu", 829, None, TT, None, "fifth"),
+    ("real-titan-llama31-70b-256-2d-asynctp", "tokens_per_gpu", 876, None, TT, None, "fifth"),
+    ("real-titan-llama31-405b-512-1f1b", "tokens_per_gpu", 100, None, TT, None, "fifth"),
+    ("real-titan-llama31-405b-512-interleaved", "tokens_per_gpu", 128, None, TT, None, "fifth"),
+    ("real-titan-llama31-405b-512-cp1-32k", "tokens_per_gpu", 76, None, TT, None, "fifth"),
+    ("real-titan-llama31-405b-512-cp2-64k", "tokens_per_gpu", 47, None, TT, None, "fifth"),
+    ("real-titan-llama31-405b-512-cp4-128k", "tokens_per_gpu", 31, None, TT, None, "fifth"),
+    ("real-titan-llama31-405b-512-cp8-256k", "tokens_per_gpu", 16, None, TT, None, "fifth"),
+    # BLOOM 176B production run (bigscience train/tr11-176B-ml README: 19.561 samples/s x 2048 / 384).
+    ("real-bloom-176b-384", "tokens_per_gpu", 19.561 * 2048 / 384, 104.70, "BigScience tr11-176B-ml README (BLOOM)", None, "fifth"),
+    # MT-NLG 530B (arXiv 2201.11990 sec. 2.4 as quoted by cli99/llm-analysis; micro-batch unknown):
+    # "fifth-approx", shown, in no statistic. tokens/s/GPU = 1920 x 2048 / (iteration time x GPUs).
+    ("real-mtnlg-530b-2240", "tokens_per_gpu", 1920 * 2048 / (60.1 * 2240), 60.1, "MT-NLG 530B via llm-analysis", None, "fifth-approx"),
+    ("real-mtnlg-530b-2800", "tokens_per_gpu", 1920 * 2048 / (50.2 * 2800), 50.2, "MT-NLG 530B via llm-analysis", None, "fifth-approx"),
+    ("real-mtnlg-530b-3360", "tokens_per_gpu", 1920 * 2048 / (44.4 * 3360), 44.4, "MT-NLG 530B via llm-analysis", None, "fifth-approx"),
+    # Megatron-Core MoE README (0b981f9c53): 438 TFLOPS for Mixtral 8x7B, paired with its v0.8 reference
+    # mapping by inference: "fifth-approx".
+    ("real-mcore-mixtral-8x7b-64", "mfu", 438 / 989.4, None, "Megatron-Core MoE README (0b981f9c53)", None, "fifth-approx"),
+>>>>>>> val5
 ]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
+<<<<<<< HEAD
 NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx"}
 LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
          "fourth-nx": " (not expressible)"}
+=======
+NOSTAT = {"approx", "third-approx", "third-nx", "fifth-eager", "fifth-approx"}
+LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
+         "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)"}
+>>>>>>> val5
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -234,11 +282,15 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("Third set added 2026-11-26 (Bridge 26.02.01)", {"third", "third-flex"}),
                       ("Third set without its HybridEP (flex dispatcher) rows", {"third"}),
                       ("All three sets", {"base", "new", "third", "third-flex"}),
+<<<<<<< HEAD
                       ("Fourth set added 2026-11-27 (NeMo Automodel)", {"fourth"}),
                       ("All four sets", {"base", "new", "third", "third-flex", "fourth"})]:
+=======
+                      ("Fifth set added 2026-11-27 (TorchTitan, BLOOM)", {"fifth"})]:
+>>>>>>> val5
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
-napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx"))
+napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
 nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx"))
