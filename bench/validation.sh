@@ -5,11 +5,7 @@
 #   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
 #   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio) as CSV, for
 #                            bench/validation_plot.py (which draws bench/validation.png)
-<<<<<<< HEAD
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth)
-=======
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fifth)
->>>>>>> val5
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -143,7 +139,6 @@ REF += [
     ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-approx"),
     ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third"),
 ]
-<<<<<<< HEAD
 # Fourth held-out set, added 2026-11-27: NeMo Automodel's pre-training table (DGX-H100, BF16,
 # PyTorch FSDP2 + Transformer Engine + DeepEP; docs/performance-summary.md, each row at the commit
 # that added it, recipes examples/benchmark/configs/* there; bench/validation-fourth-set.md), written
@@ -161,7 +156,7 @@ REF += [
     ("real-automodel-h100-nemotron3-nano-8", "tokens_per_gpu", 16789, None, NA, None, "fourth"),
     ("real-automodel-h100-llama3-70b-64", "tokens_per_gpu", 866.77, None, NA, None, "fourth"),
     ("real-automodel-h100-nemotron3-super-64", "tokens_per_gpu", 4497, None, NA, None, "fourth-nx"),
-=======
+]
 # Fifth held-out set, added 2026-11-27 (bench/validation-fifth-set.md): TorchTitan's Llama 3.1 runs on
 # H100 (pytorch/torchtitan docs/performance.md at d4c86e3, the TorchTitan paper's tables), BLOOM 176B
 # and MT-NLG 530B, written from the publications before llmsim was run. "fifth": statistics;
@@ -197,21 +192,14 @@ REF += [
     # Megatron-Core MoE README (0b981f9c53): 438 TFLOPS for Mixtral 8x7B, paired with its v0.8 reference
     # mapping by inference: "fifth-approx".
     ("real-mcore-mixtral-8x7b-64", "mfu", 438 / 989.4, None, "Megatron-Core MoE README (0b981f9c53)", None, "fifth-approx"),
->>>>>>> val5
 ]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
-<<<<<<< HEAD
-NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx"}
+NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx"}
 LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
-         "fourth-nx": " (not expressible)"}
-=======
-NOSTAT = {"approx", "third-approx", "third-nx", "fifth-eager", "fifth-approx"}
-LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
-         "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)"}
->>>>>>> val5
+         "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)"}
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -282,12 +270,10 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("Third set added 2026-11-26 (Bridge 26.02.01)", {"third", "third-flex"}),
                       ("Third set without its HybridEP (flex dispatcher) rows", {"third"}),
                       ("All three sets", {"base", "new", "third", "third-flex"}),
-<<<<<<< HEAD
                       ("Fourth set added 2026-11-27 (NeMo Automodel)", {"fourth"}),
-                      ("All four sets", {"base", "new", "third", "third-flex", "fourth"})]:
-=======
-                      ("Fifth set added 2026-11-27 (TorchTitan, BLOOM)", {"fifth"})]:
->>>>>>> val5
+                      ("All four sets", {"base", "new", "third", "third-flex", "fourth"}),
+                      ("Fifth set added 2026-11-27 (TorchTitan, BLOOM)", {"fifth"}),
+                      ("All five sets", {"base", "new", "third", "third-flex", "fourth", "fifth"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
 napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx"))
