@@ -491,6 +491,14 @@ pub struct ParallelConfig {
     /// with `pp > 1`, `vpp > 1` (as Megatron asserts). Default false.
     #[serde(alias = "overlap_moe_expert_parallel_comm")]
     pub moe_a2a_overlap: bool,
+    /// Pipeline schedules per training step: the step's micro-batches run as this many
+    /// consecutive fill-and-drain schedules of `micro-batches / pipeline_flushes` each, with one
+    /// gradient reduction and optimizer step after the last. NeMo Automodel (and TorchTitan)
+    /// with pipeline parallelism run the whole schedule once per gradient-accumulation step
+    /// (`local_batch_size / micro_batch_size` micro-batches each), so each pays its own bubble;
+    /// Megatron runs one schedule over all micro-batches. Must divide the micro-batch count.
+    /// Default 1.
+    pub pipeline_flushes: u64,
     /// Set by [`ParallelConfig::resolve`] when it derived `pipeline_layers` from the options above
     /// (not read from a scenario): resolving again (another GPU count, another pp) derives them
     /// anew instead of taking them for a layout the user gave.
@@ -525,6 +533,7 @@ impl Default for ParallelConfig {
             account_for_loss_in_pipeline_split: false,
             tp_comm_overlap: false,
             moe_a2a_overlap: false,
+            pipeline_flushes: 1,
             pipeline_layers_derived: false,
         }
     }
@@ -787,6 +796,9 @@ impl ParallelConfig {
             ));
         }
 
+        if p.pipeline_flushes == 0 {
+            return Err(WorkloadError::invalid("parallel.pipeline_flushes", "must be at least 1"));
+        }
         if p.moe_a2a_overlap {
             let field = "parallel.moe_a2a_overlap";
             let why = if p.ep <= 1 {
@@ -1090,6 +1102,14 @@ impl ParallelConfig {
             ));
         }
 
+        let flushes = p.pipeline_flushes;
+        let m_all = p.micro_batches(training);
+        if !m_all.is_multiple_of(flushes) {
+            return Err(WorkloadError::divisibility(
+                "parallel.pipeline_flushes",
+                format!("{flushes} schedules per step must divide the {m_all} micro-batches per step; use a divisor of {m_all}"),
+            ));
+        }
         // Interleaving.
         if p.schedule == PipelineSchedule::Interleaved {
             if p.vpp < 2 {
@@ -1098,14 +1118,14 @@ impl ParallelConfig {
             if p.pp < 2 {
                 return Err(WorkloadError::invalid("parallel.pp", "the interleaved schedule needs pp >= 2"));
             }
-            let m = p.micro_batches(training);
+            let m = p.micro_batches(training) / flushes;
             if !m.is_multiple_of(p.pp) {
                 return Err(WorkloadError::divisibility(
                     "parallel.vpp",
                     format!(
-                        "the interleaved schedule needs the micro-batch count ({m}) to be a multiple of pp={}; raise training.global_batch_size to a multiple of {}",
+                        "the interleaved schedule needs the micro-batch count per schedule ({m}) to be a multiple of pp={}; raise training.global_batch_size to a multiple of {}",
                         p.pp,
-                        per * p.pp
+                        per * p.pp * flushes
                     ),
                 ));
             }

@@ -114,6 +114,38 @@ pub fn schedule(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: b
 /// pipelining, `combined_1f1b_schedule_for_no_pipelining` runs the first forward alone) and
 /// marks each steady-state forward as merged with the backward after it.
 pub fn schedule_with(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: bool, merged: bool) -> Vec<ScheduleStep> {
+    schedule_flushes(stage, pp, microbatches, vpp, interleaved, merged, 1)
+}
+
+/// [`schedule_with`] run as `flushes` consecutive schedules of `microbatches / flushes`
+/// micro-batches each (`parallel.pipeline_flushes`), numbered on from one to the next.
+pub fn schedule_flushes(
+    stage: u64,
+    pp: u64,
+    microbatches: u64,
+    vpp: u64,
+    interleaved: bool,
+    merged: bool,
+    flushes: u64,
+) -> Vec<ScheduleStep> {
+    let f = flushes.max(1);
+    if f == 1 || !microbatches.is_multiple_of(f) {
+        return schedule_one(stage, pp, microbatches, vpp, interleaved, merged);
+    }
+    let per = microbatches / f;
+    (0..f)
+        .flat_map(|i| {
+            schedule_one(stage, pp, per, vpp, interleaved, merged)
+                .into_iter()
+                .map(move |s| ScheduleStep {
+                    microbatch: s.microbatch + i * per,
+                    ..s
+                })
+        })
+        .collect()
+}
+
+fn schedule_one(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: bool, merged: bool) -> Vec<ScheduleStep> {
     let m = microbatches;
     let extra = u64::from(merged);
     let mut out = Vec::with_capacity((2 * m * vpp) as usize);
@@ -700,7 +732,7 @@ fn stage_iteration(
         stream: Stream::Dp,
         ..base(Phase::GradSync, NONE as u64, 0, NONE as u64)
     };
-    let sched = schedule_with(s, pp, m, vpp, interleaved, p.moe_a2a_overlap);
+    let sched = schedule_flushes(s, pp, m, vpp, interleaved, p.moe_a2a_overlap, p.pipeline_flushes);
     // FSDP: every unit computation of the iteration, in program order. With reshard after
     // forward, each micro-batch gathers a unit before its forward and its backward and
     // reduce-scatters its gradients after the backward (Megatron-FSDP reduce-scatters every
@@ -1285,6 +1317,29 @@ mod tests {
                 assert!(f < i);
             }
         }
+    }
+
+    #[test]
+    fn pipeline_flushes_run_whole_schedules_back_to_back() {
+        for (stage, pp, m, vpp, il, f) in [(0, 4, 16, 1, false, 4), (2, 4, 16, 2, true, 2), (0, 1, 6, 1, false, 3)] {
+            let s = schedule_flushes(stage, pp, m, vpp, il, false, f);
+            let per = m / f;
+            let one = schedule(stage, pp, per, vpp, il);
+            assert_eq!(s.len(), one.len() * f as usize);
+            for (i, chunk) in s.chunks(one.len()).enumerate() {
+                // Each flush is the one-schedule order over its own micro-batches.
+                let shifted: Vec<ScheduleStep> = one
+                    .iter()
+                    .map(|x| ScheduleStep {
+                        microbatch: x.microbatch + i as u64 * per,
+                        ..*x
+                    })
+                    .collect();
+                assert_eq!(chunk, &shifted[..]);
+            }
+        }
+        // One flush is the plain schedule.
+        assert_eq!(schedule_flushes(1, 4, 8, 2, true, false, 1), schedule(1, 4, 8, 2, true));
     }
 
     #[test]

@@ -209,7 +209,8 @@ fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_chunk: 
     let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
     let mb = p.micro_batches(t).max(1);
     let (mut cur, mut peak) = (0u64, 0u64);
-    for step in crate::megatron::schedule_with(stage, pp, mb, if interleaved { vpp } else { 1 }, interleaved, p.moe_a2a_overlap) {
+    let v = if interleaved { vpp } else { 1 };
+    for step in crate::megatron::schedule_flushes(stage, pp, mb, v, interleaved, p.moe_a2a_overlap, p.pipeline_flushes) {
         let b = per_chunk.get(step.chunk as usize).copied().unwrap_or(0);
         if step.is_forward() {
             cur += b;
