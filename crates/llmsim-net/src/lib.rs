@@ -200,6 +200,15 @@ pub struct NetStats {
     pub trimmed: u64,
     /// UET retransmission timeouts.
     pub uet_rtos: u64,
+    /// Packet backend with Wormhole: frozen partitions resumed by the watchdog's deadline
+    /// because nothing else ended their wait; their flows finished late, so the run's times
+    /// are too long. Zero, and omitted from JSON, in a sound run.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ff_watchdog_resumes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One egress port of a packet-level run: its queue (p50/p99 from samples at every 8th dequeue,

@@ -692,6 +692,49 @@ fn a_flow_arriving_on_a_mirrored_twin_or_its_leader_ends_the_mirror() {
     }
 }
 
+/// Four identical incasts of long flows (5 MB into host 4p of pod p from hosts 4p+1 and 4p+2)
+/// start together: one leads, three mirror it. 100 us in, a short flow from a sender of pod
+/// 2's incast into pod 3's incast's receiver joins both those twins' partitions at once: both
+/// are released to packets. (Before, only the first twin of the merged partition was; the other
+/// stayed frozen, parking the new flow's packets on its links until its leader's end, 800+ us
+/// later; at 4,096 GPUs such waits chained into a stall until the 10 s watchdog.) The late
+/// flow finishes within twice its exact FCT, every flow finishes safely, and no watchdog fired.
+#[test]
+fn a_flow_joining_two_mirrored_twins_releases_both() {
+    let mut flows = Vec::new();
+    for p in 0..4u32 {
+        for (j, src) in [4 * p + 1, 4 * p + 2].into_iter().enumerate() {
+            flows.push(FlowSpec {
+                flow_hash: j as u64,
+                ..flow(src, 4 * p, 5_000_000, 0, u64::from(10 * p) + j as u64)
+            });
+        }
+    }
+    flows.push(FlowSpec {
+        flow_hash: 7,
+        ..flow(9, 12, 200_000, 100, 99)
+    });
+    let late = flows.len() - 1;
+    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+        let (exact, _, memo) = three_runs(cc, &flows);
+        let w = memo.wormhole_stats().expect("on");
+        assert!(w.memo_deferred >= 3, "{cc:?}: three twins mirrored the leader");
+        assert_eq!(w.watchdog_resumes, 0, "{cc:?}: no twin waited for the watchdog");
+        let (ex, me) = (fcts(&exact)[late], fcts(&memo)[late]);
+        println!(
+            "{cc:?}: late flow FCT exact {} ns, memo {} ns",
+            (ex.1 - ex.0) / 1000,
+            (me.1 - me.0) / 1000
+        );
+        assert!(
+            me.1 - me.0 < 2 * (ex.1 - ex.0),
+            "{cc:?}: the late flow took {} ns, {} ns exact: held by a frozen twin",
+            (me.1 - me.0) / 1000,
+            (ex.1 - ex.0) / 1000
+        );
+    }
+}
+
 /// Run entries: the first wave's 2-to-1 incast of short flows (1 MB, never steady) runs on
 /// packets from its fresh start to its last completion with nothing joining, so the run is
 /// stored: each flow's completion offset, under the graph weighted by the flow sizes. The

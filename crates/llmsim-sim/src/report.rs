@@ -643,6 +643,13 @@ impl Report {
                     n.memo_entries
                 );
             }
+            if n.ff_watchdog_resumes > 0 {
+                let _ = writeln!(
+                    o,
+                    "  WARNING: wormhole: {} frozen partitions waited for the watchdog's deadline (10 s simulated) with no event to end it: their flows finished late and the iteration time is too long; rerun with network.fast_forward: {{}} or --exact, and report it",
+                    n.ff_watchdog_resumes
+                );
+            }
         }
         if !self.symmetry.is_empty() {
             let _ = writeln!(o, "  symmetry: {}", self.symmetry);

@@ -500,6 +500,7 @@ impl Network for PacketNetwork {
             s.memo_hits = w.memo_hits;
             s.memo_misses = w.memo_misses;
             s.memo_deferred = w.memo_deferred;
+            s.ff_watchdog_resumes = w.watchdog_resumes;
             s.memo_entries = self.engine.memo_db().map_or(0, |d| d.len() as u64);
         }
         s

@@ -212,8 +212,17 @@ impl PacketEngine {
         for &k in links {
             let ki = k as usize;
             let pt = &self.ports[ki];
-            if !pt.busy && pt.total > 0 && self.ports[ki].src >= self.topo.num_hosts() {
-                self.switch_send(k);
+            let src = pt.src;
+            if src >= self.topo.num_hosts() {
+                if !pt.busy && pt.total > 0 {
+                    self.switch_send(k);
+                }
+            } else if !pt.busy && self.nics[src as usize].next_send.is_none() {
+                // An idle NIC with no wake-up pending: a flow that started on it while its link
+                // was frozen (a mirrored twin's, joined at the instant's episode check) found
+                // `host_send` returning at once and left no event to park, so nothing else
+                // would ever send its packets. With nothing to send this does nothing.
+                self.host_send(src);
             }
         }
     }

@@ -163,6 +163,7 @@ impl PacketEngine {
                 continue;
             }
             if sl.resume_at <= self.now_ps() {
+                w.stats.watchdog_resumes += 1;
                 self.ww_resume(w, s as u32);
             } else {
                 next = next.min(sl.resume_at);

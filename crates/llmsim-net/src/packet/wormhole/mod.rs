@@ -117,6 +117,15 @@ pub struct WormholeStats {
     pub memo_deferred: u64,
     /// Partitions recomputed from scratch (union-find over every running flow's links).
     pub repartitions: u64,
+    /// Frozen partitions that no event resolved and the `TWIN_MAX_PS` watchdog resumed (a
+    /// twin whose leader never ended its wait): their flows moved nothing while frozen, so
+    /// they finish late and the run's times with them. Zero (and not serialized) in a sound run.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub watchdog_resumes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Writes a time as its picoseconds (the `skipped_ps` key of reports).
@@ -362,6 +371,8 @@ pub(crate) struct Wormhole {
     link_slot: Vec<u32>,
     /// Links a flow started or finished on since the last tick (their partitions restart sampling).
     link_touched: Vec<bool>,
+    /// The links marked in `link_touched` (the tick clears only these).
+    link_touched_list: Vec<u32>,
     uf: Vec<u32>,
     root: Vec<u32>,
     slots: Vec<Frozen>,
@@ -386,6 +397,14 @@ impl Memo {
 }
 
 impl Wormhole {
+    /// Marks link `l` touched by a flow starting or finishing (its partition restarts sampling).
+    fn touch_link(&mut self, l: u32) {
+        if !self.link_touched[l as usize] {
+            self.link_touched[l as usize] = true;
+            self.link_touched_list.push(l);
+        }
+    }
+
     pub(crate) fn new(e: &PacketEngine) -> Wormhole {
         let nl = e.num_links();
         Wormhole {
@@ -403,6 +422,7 @@ impl Wormhole {
             flow_slot: Vec::new(),
             link_slot: vec![NONE; nl],
             link_touched: vec![false; nl],
+            link_touched_list: Vec::new(),
             uf: (0..nl as u32).collect(),
             root: Vec::new(),
             slots: Vec::new(),
@@ -882,7 +902,7 @@ mod tests {
     use llmsim_core::{NodeId, SimTime};
 
     use super::*;
-    use crate::packet::config::{CcMode, PacketConfig};
+    use crate::packet::config::{CcMode, PacketConfig, WormholeConfig};
     use crate::packet::engine::FlowSpec;
 
     /// Hosts 0, 1, 2 on switch 3; host 2's link is 50 Gbit/s, the others 100.
@@ -909,6 +929,25 @@ mod tests {
             flow_hash: 0,
         })
         .expect("flow")
+    }
+
+    /// The watchdog is the last resort for a slot frozen with no resume event of its own (a
+    /// twin no leader resolves): it resumes it at `TWIN_MAX_PS`, having moved nothing, and the
+    /// run counts it (`watchdog_resumes`, which the report turns into a warning).
+    #[test]
+    fn a_slot_no_event_resolves_is_resumed_by_the_watchdog_and_counted() {
+        let mut e = star();
+        let knobs = WormholeConfig::fast_forwarding(0.05, 4, 4, SimTime::from_us(100), true);
+        e.set_wormhole(knobs).expect("knobs");
+        let f = add(&mut e, 0, 1);
+        e.run_until(SimTime::from_us(2));
+        let mut w = e.ww_slot().take().expect("on");
+        e.ww_freeze_slot(&mut w, vec![f], vec![0.0], TWIN_MAX_PS, None);
+        *e.ww_slot() = Some(w);
+        e.run();
+        assert_eq!(e.wormhole_stats().expect("on").watchdog_resumes, 1);
+        let r = e.flow_result(f).expect("flow");
+        assert!(r.finish.as_ps() > TWIN_MAX_PS, "it moved nothing while frozen: {:?}", r.finish);
     }
 
     /// Progressive filling: A (0 -> 2) and B (1 -> 2) split host 2's 50 Gbit/s link; C (1 -> 0)

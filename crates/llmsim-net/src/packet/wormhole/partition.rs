@@ -15,7 +15,7 @@ impl PacketEngine {
         w.dirty = true;
         w.merged = true;
         for &l in self.flow_links(f) {
-            w.link_touched[l as usize] = true;
+            w.touch_link(l);
         }
         self.memo_touch(&mut w, f);
         if !w.tick_pending {
@@ -31,7 +31,7 @@ impl PacketEngine {
         let mut w = self.ww_slot().take().expect("wormhole on");
         w.dirty = true;
         for &l in self.flow_links(f) {
-            w.link_touched[l as usize] = true;
+            w.touch_link(l);
         }
         if w.memo.is_some() {
             self.memo_record_completion(&mut w, f);
@@ -81,11 +81,13 @@ impl PacketEngine {
         let flows = self.flow_table();
         w.active.retain(|&f| !flows[f as usize].done);
         // Rate samples of the running, unfrozen flows.
+        let mut unfrozen = false;
         for k in 0..w.active.len() {
             let f = w.active[k] as usize;
             if w.flow_slot[f] != NONE {
                 continue;
             }
+            unfrozen = true;
             let una = self.flow(f as u32).snd_una;
             let r = (una.saturating_sub(w.last_una[f])) as f64 * 8.0 / iv_s;
             w.last_una[f] = una;
@@ -97,10 +99,14 @@ impl PacketEngine {
         if w.dirty {
             self.ww_repartition(w);
         }
-        // Group the flows by partition; test each for steadiness.
+        // Group the flows by partition; test each for steadiness. With every running flow
+        // frozen no group has anything to sample, reset or freeze: skip the grouping (while
+        // twins wait for their leaders' ends the tick runs every interval over them all).
         let mut groups = std::mem::take(&mut w.scratch);
         groups.clear();
-        groups.extend(w.active.iter().map(|&f| (w.root[f as usize], f)));
+        if unfrozen {
+            groups.extend(w.active.iter().map(|&f| (w.root[f as usize], f)));
+        }
         groups.sort_unstable();
         for members in groups.chunk_by(|a, b| a.0 == b.0) {
             let touched = members
@@ -134,7 +140,10 @@ impl PacketEngine {
             }
         }
         w.scratch = groups;
-        w.link_touched.iter_mut().for_each(|t| *t = false);
+        for &l in &w.link_touched_list {
+            w.link_touched[l as usize] = false;
+        }
+        w.link_touched_list.clear();
         if !w.active.is_empty() {
             w.tick_pending = true;
             self.ww_schedule(self.now_ps() + iv, ev(EV_SAMPLE, 0, 0));

@@ -20,7 +20,8 @@ impl PacketEngine {
             r.cc[k] = crate::packet::cc::snapshot(self.flow(f));
         }
         let followers = mi.followers.clone();
-        if mi.leaders.iter().all(|&x| self.flow(x).done) {
+        let ended = mi.leaders.iter().all(|&x| self.flow(x).done);
+        if ended {
             mi.live = false;
             mi.followers.clear();
             // A clean run to its last completion: store each flow's completion offset (in
@@ -41,7 +42,7 @@ impl PacketEngine {
                 m.store(&mut w.stats, r.hash, r.graph, value);
             }
         }
-        for (s, g) in followers {
+        for (s, g) in followers.iter().copied() {
             let si = s as usize;
             if !w.slots[si].live || w.slots[si].generation != g || w.slots[si].twin.is_none() {
                 continue;
@@ -56,6 +57,18 @@ impl PacketEngine {
                 self.ww_resume(w, s);
             } else {
                 self.ww_slot_shrink(w, s);
+            }
+        }
+        // The leader's last flow is done: its outcome is known, and nothing else will end a
+        // twin that still waits (flows with no counterpart), so it resumes on packets now
+        // rather than at the watchdog's deadline.
+        if ended {
+            for (s, g) in followers {
+                let sl = &w.slots[s as usize];
+                if sl.live && sl.generation == g && sl.twin.is_some() {
+                    w.stats.memo_misses += 1;
+                    self.ww_resume(w, s);
+                }
             }
         }
     }
@@ -86,7 +99,7 @@ impl PacketEngine {
         self.finish_flow(t);
         w.dirty = true;
         for &l in self.flow_links(t) {
-            w.link_touched[l as usize] = true;
+            w.touch_link(l);
         }
         if let Some(m) = w.memo.as_mut() {
             let twins = end_episode(m, t);
@@ -187,15 +200,25 @@ impl PacketEngine {
             let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
             self.ww_mirror_extend(w, m, g, &members, groups, orphans);
         }
+        // Every twin of such a partition, not only the first: a flow that starts on two twins'
+        // links (or on a twin's and on running flows') joins them all, and a twin left frozen
+        // there parks that flow's packets, and any running flow's, until its own leader ends
+        // (at 4,096 GPUs two leaders each stuck on the other's twin: no flow moved until the
+        // watchdog).
         for run in groups.chunk_by(|a, b| a.0 == b.0) {
-            let twin = run
-                .iter()
-                .map(|&(_, f)| w.flow_slot[f as usize])
-                .find(|&s| s != NONE && w.slots[s as usize].mirror);
-            if let Some(s) = twin
-                && run.iter().any(|&(_, f)| w.flow_slot[f as usize] == NONE)
-            {
-                orphans.push((s, w.slots[s as usize].generation));
+            let s0 = w.flow_slot[run[0].1 as usize];
+            if s0 != NONE && run.iter().all(|&(_, f)| w.flow_slot[f as usize] == s0) {
+                continue;
+            }
+            let from = orphans.len();
+            for &(_, f) in run {
+                let s = w.flow_slot[f as usize];
+                if s != NONE && w.slots[s as usize].mirror {
+                    let key = (s, w.slots[s as usize].generation);
+                    if !orphans[from..].contains(&key) {
+                        orphans.push(key);
+                    }
+                }
             }
         }
     }
