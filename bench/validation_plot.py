@@ -2,7 +2,7 @@
 
 Reads the CSV that `VALIDATION_CSV=rows.csv bench/validation.sh` writes and draws each row's
 ratio llmsim / published (right of 1: llmsim predicts a faster run than the real one), the rows
-of each set (first, held-out, third, fourth) in its own panel, sorted, coloured by GPU, with the 5% and
+of each set (first, held-out, third, fourth, fifth) in its own panel, sorted, coloured by GPU, with the 5% and
 10% bands and each set's MAPE in its title. Approximate rows are hollow and in no statistic;
 rejected rows are listed in red at the left edge, rows llmsim cannot express in grey.
 
@@ -21,6 +21,7 @@ SETS = [
     ("new", "held-out set"),
     ("third", "third set (Megatron-Bridge 26.02)"),
     ("fourth", "fourth set (NeMo Automodel)"),
+    ("fifth", "fifth set (TorchTitan, BLOOM)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -34,10 +35,13 @@ PANEL = {
     "third-nx": "third",
     "fourth": "fourth",
     "fourth-nx": "fourth",
+    "fifth": "fifth",
+    "fifth-eager": "fifth",
+    "fifth-approx": "fifth",
 }
-NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx"}
+NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx"}
 NOT_EXPRESSIBLE = {"third-nx", "fourth-nx"}
-APPROX = {"approx", "third-approx"}
+APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
