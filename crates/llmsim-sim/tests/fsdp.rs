@@ -169,3 +169,24 @@ fn multi_iteration_runs_every_plan() {
         assert!(o.report.iteration_time_s > 0.0, "{sets:?}");
     }
 }
+
+#[test]
+fn zero3_shards_over_the_context_parallel_ranks_too() {
+    // dp 1, cp 4 on 4 GPUs: the data-parallel group (dp x cp) has 4 ranks, so ZeRO-3 gathers and
+    // reduce-scatters per unit over it (Megatron-FSDP's dp_cp group, TorchTitan's dp_shard_cp),
+    // as with dp 4, cp 1.
+    let sets = [
+        "parallel.zero_stage=3",
+        "parallel.pp=1",
+        "parallel.cp=4",
+        "cluster.gpus=4",
+        "training.global_batch_size=4",
+    ];
+    let s = scenario(&sets);
+    let r = resolve(&s).unwrap();
+    assert_eq!((r.parallel.dp, r.parallel.cp), (1, 4));
+    assert!(r.parallel.fsdp());
+    let o = run(&s);
+    assert!(dp_bytes(&o, 0, CollectiveOp::AllGather) > 0, "FSDP gathers over the cp ranks");
+    assert!(dp_bytes(&o, 0, CollectiveOp::ReduceScatter) > 0);
+}

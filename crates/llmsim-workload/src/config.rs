@@ -689,9 +689,11 @@ impl ParallelConfig {
     }
 
     /// Whether parameters are sharded and gathered per FSDP unit during forward and backward
-    /// (ZeRO-3 / FSDP with more than one data-parallel rank). Call on a resolved config.
+    /// (ZeRO-3 / FSDP over more than one rank of the data-parallel group, which spans the
+    /// context-parallel ranks too: Megatron-FSDP's `dp_cp` group, TorchTitan's `dp_shard_cp`
+    /// mesh, and the group the memory model shards over). Call on a resolved config.
     pub fn fsdp(&self) -> bool {
-        self.zero_stage >= 3 && self.dp > 1
+        self.zero_stage >= 3 && self.dense_dp_group() > 1
     }
 
     /// Ranks the expert parameters' gradients are reduced over: `tp · dp · cp / (etp · ep)`
