@@ -114,6 +114,38 @@ def test_dcqcn_incast_small_kmin_cnps_come_one_per_acked_packet(tmp_path: Path) 
         assert abs(err) <= INCAST_MEAN_FCT_BOUND, f"small-kmin incast point {point}: mean FCT error {err:+.1%}"
 
 
+def _hpcc_incast(tmp_path: Path) -> Path:
+    """The ft16 incast (hosts 1..15 each send 1 MB to host 0 at t = 2 s) under HPCC."""
+    lines = ["15"] + [f"{h} 0 3 100 1000000 2.000000000" for h in range(1, 16)]
+    return ns3_experiment(tmp_path, "hpcc", lines, tag="incast_hp")
+
+
+# At a small RATE_AI the exact engine keeps the unfairness of the incast's first drain (HPCC's
+# multiplicative update preserves the flows' rate ratios; a small additive step evens them out
+# slowly): the flows whose first window leaves the bottleneck last wait without ACKs and come out
+# at a higher rate. The batch follows it with FIFO cohorts and an EWMA that weighs the gap since
+# a flow's last INT sample; with a fixed weight per step (and proportional sharing) the batch's
+# mean FCT was +8.8% and +8.5% off at these two points (bench/README.md, issue 36).
+def test_hpcc_incast_small_rate_ai_mean_fct_within_bound_of_the_exact_engine(tmp_path: Path) -> None:
+    cfg = _hpcc_incast(tmp_path)
+    inp = batch.load_ns3(cfg)
+    assert inp.cc == "hpcc" and inp.num_flows == 15
+    points = [{"u_target": 0.80, "rate_ai_bps": 10e6}, {"u_target": 0.85, "rate_ai_bps": 10e6}]
+    res = batch.run_batch(inp, points, backend="cpu")
+    assert not np.isnan(res.fct_ns).any()
+    errs = []
+    for e, point in enumerate(points):
+        exact = batch.exact_fct_ns(cfg, point, seed=1)
+        assert not np.isnan(exact).any()
+        errs.append(res.fct_ns[e].mean() / exact.mean() - 1)
+        b = res.fct_ns[e]
+        spread = ((b.max() - b.min()) / b.mean(), (exact.max() - exact.min()) / exact.mean())
+        print(f"HPCC incast {point}: exact {exact.mean():.0f} ns, batch error {errs[-1]:+.2%}, spread {spread}")
+        # Both engines' FCTs spread by over a third of their mean (the old batch's: under a fifth).
+        assert min(spread) > 1 / 3, f"HPCC incast {point}: FCT spread (batch, exact) {spread}"
+    assert max(abs(x) for x in errs) <= INCAST_MEAN_FCT_BOUND, f"HPCC incast mean FCT errors {errs}"
+
+
 def test_batch_is_deterministic_and_points_are_independent(experiments: dict) -> None:
     inp = experiments["dcqcn"][1]
     a = batch.run_batch(inp, [{"kmin_bytes": 100e3}, {}], seed=3, backend="cpu")

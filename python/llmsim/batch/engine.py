@@ -27,9 +27,11 @@ Model (fluid per step, not per packet):
 - DCQCN (Mellanox variant, ``cc/dcqcn.rs``): alpha update, rate decrease and rate increase
   timers on the step grid; first-CNP cut, fast recovery, additive and hyper increase.
 - HPCC (``cc/hpcc.rs``): the per-hop utilisation ``tx/C + q/win`` the INT words of the switch
-  ports carry (a host's NIC stamps none), the EWMA over the base RTT,
+  ports carry (a host's NIC stamps none), the EWMA over the base RTT (a sample weighs the time
+  since the flow's last one, up to the base RTT),
   ``rate = cur_rate / (U / eta) + rai`` applied on every ACK (fast react) and committed once per
-  RTT of acked data, ``MI_THRESH`` stages.
+  RTT of acked data (an ACK a whole packet beyond the data sent at the last commit), ``MI_THRESH``
+  stages.
 - PFC: a switch ingress pauses its upstream port while the bytes it holds exceed the dynamic
   threshold ``(free buffer - shared used) >> shift`` (ns-3's ``SwitchMmu``), resuming 3 KiB
   under it.
@@ -40,7 +42,6 @@ RNG streams of ns-3, queueing delay beyond QDELAY_MAX steps, PFC headroom.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,11 @@ QDELAY_MAX = 256
 # shares all its bytes in proportion (processor sharing). Bytes older than the horizon (K x B
 # steps) fold into the oldest cohort. Defaults (K, B) by CC, measured on the ft16 incast against
 # the exact engine (bench/README.md): DCQCN needs the FIFO (its incast unfairness comes from
-# which flows' packets the bottleneck serves, and so marks, first); HPCC's incast is closer
-# with proportional sharing (6% too fast with FIFO cohorts, 3% too slow without), so it keeps it.
-FIFO_COHORTS = {"dcqcn": (64, 8), "hpcc": (1, 1)}
+# which flows' packets the bottleneck serves, and so marks, first); so does HPCC's (which flows'
+# first window leaves the queue last, and so waits without ACKs, sets its rate after the drain).
+# HPCC ran with proportional sharing (K = 1) until its EWMA weighed the gap since a flow's last
+# sample: before that fix FIFO cohorts made its incast 6% too fast and sharing 3% too slow.
+FIFO_COHORTS = {"dcqcn": (64, 8), "hpcc": (64, 8)}
 
 
 def _jax() -> Any:
@@ -487,7 +490,6 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
     clamp_cfg = bool(cfg["clamp_target_rate"])
     fast_react = bool(cfg["fast_react"])
     hpcc = cc == "hpcc"
-    hp_w = 1.0 - math.exp(-min(step_ns, T_ns) / T_ns)
     big = jnp.int32(big_i)
 
     def seg(vals: Any, idx: Any, n: int, m: Any) -> Any:
@@ -656,7 +658,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         fct = jnp.where(done_now, (t + part).astype(f32), carry["fct"])
         cc_state = dict(carry["cc"])
         if hpcc:
-            rate, cc_state = _hpcc(jnp, cc_state, P, rate, sent, acked, has_ack & active, got_cc, line_bps)
+            rate, cc_state = _hpcc(jnp, cc_state, P, rate, sent, acked, has_ack & active, got_cc, line_bps, t)
         else:
             # A seeded draw per experiment, flow and step (a hash of the four: the flow's draws
             # do not depend on the slot it holds).
@@ -770,16 +772,29 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
         ack: Any,
         U: Any,
         line_bps: Any,
+        t: Any,
     ) -> Any:
         init = ack & ~c["started"]
         upd = ack & c["started"]
-        u = jnp.where(upd, c["u"] + (U - c["u"]) * f32(hp_w), c["u"])
+        # The EWMA weighs a sample by the time since the flow's last one, up to the base RTT
+        # (``hpcc.rs``: tau, the INT time delta at the hop, capped at T): a flow that got no ACK
+        # for a while (window-bound behind a deep queue) takes the first sample after the gap at
+        # full weight, as the exact engine does, instead of a step's worth. With a fixed weight
+        # per step such a flow kept the utilisation of the queue it waited behind for many RTTs
+        # and came out of an incast's first drain far slower than the flows ACKed throughout,
+        # which FIFO service made the most of (bench/README.md, issue 36).
+        gap = jnp.minimum((t - c["t_int"]).astype(f32) * f32(step_ns), f32(T_ns))
+        u = jnp.where(upd, c["u"] + (U - c["u"]) * (gap / f32(T_ns)), c["u"])
         max_c = u / P["u_target"][:, None]
         mi = (max_c >= 1.0) | (c["stage"].astype(jnp.float32) >= P["mi_thresh"][:, None])
         r = jnp.where(mi, c["cur"] / jnp.maximum(max_c, 1e-6), c["cur"]) + P["rate_ai_bps"][:, None]
         r = jnp.clip(r, P["min_rate_bps"][:, None], line_bps[None, :])
         new_stage = jnp.where(mi, 0, c["stage"] + 1)
-        commit = upd & (acked > c["last_seq"])
+        # A commit needs an ACK beyond the data sent at the last one (``pk.seq > last_update_seq``,
+        # seq and snd_nxt at packet boundaries): one more whole packet acked. A fluid flow at a few
+        # Gb/s would otherwise commit (and multiply its rate) once per RTT instead of once per
+        # RTT plus a packet's pacing gap.
+        commit = upd & (acked >= c["last_seq"] + f32(wire))
         rate = jnp.where(commit | (upd & fast_react), r, rate)
         return rate, {
             "started": c["started"] | init,
@@ -787,6 +802,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
             "cur": jnp.where(commit, r, c["cur"]),
             "stage": jnp.where(commit, new_stage, c["stage"]),
             "last_seq": jnp.where(init | commit, sent, c["last_seq"]),
+            "t_int": jnp.where(ack, t, c["t_int"]),
         }
 
     # The per-flow state, by its slot axis, and a new flow's value there (a callable of the
@@ -801,6 +817,7 @@ def _compiled(jax: Any, st: dict[str, Any], cc: str, cfg: Mapping[str, Any], K: 
                 "cur": line,
                 "stage": jnp.zeros((E, S), jnp.int32),
                 "last_seq": zeros,
+                "t_int": jnp.zeros((E, S), jnp.int32),  # the step of the flow's last INT sample
             }
         else:
             cc0 = {
