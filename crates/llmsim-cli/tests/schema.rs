@@ -90,6 +90,13 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Validation scenarios written from a publication that llmsim cannot express, with the field
+/// they fail on (`bench/validation.sh` shows them as "not expressible").
+const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
+    // NeMo Automodel's Nemotron V3 Super: LatentMoE (bench/validation-fourth-set.md).
+    ("bench/scenarios/real-automodel-h100-nemotron3-super-64.yaml", "moe_latent_size"),
+];
+
 #[test]
 fn every_shipped_yaml_validates_and_loads() {
     let root = root();
@@ -130,6 +137,13 @@ fn every_shipped_yaml_validates_and_loads() {
             }
             _ => llmsim_sim::Scenario::load_cluster(f, &[]).map(drop).map_err(|e| e.to_string()),
         };
+        // A validation row llmsim cannot express yet is kept as written from its source and
+        // must fail on exactly the missing feature (remove it here once llmsim has it).
+        if let Some((_, field)) = NOT_EXPRESSIBLE.iter().find(|(path, _)| rel == *path) {
+            let err = loaded.expect_err("a not-expressible row loads: remove it from NOT_EXPRESSIBLE");
+            assert!(err.contains(field), "{rel} fails on something else than `{field}`: {err}");
+            continue;
+        }
         assert!(loaded.is_ok(), "{rel} does not load: {}", loaded.unwrap_err());
         instances.push((kind, v));
         names.push(rel);
