@@ -306,6 +306,25 @@ fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> O
 }
 
 /// A data-parallel bucket being filled in backward order.
+/// Pushes a pipeline message of `bytes`: a receive on `at`'s stream (the compute stream waits
+/// for it) or, with `send`, a send on the pipeline-send stream; `tag` names the micro-batch and
+/// the chunk the message is for. Returns the node.
+#[allow(clippy::too_many_arguments)]
+fn push_p2p(prog: &mut Program, at: Node, send: bool, peer: Peer, dir: Direction, mb: u64, chunk: u64, bytes: u64, deps: &[u32]) -> u32 {
+    let tag = P2pTag {
+        dir,
+        microbatch: mb as u32,
+        chunk: chunk as u32,
+        seq: 0,
+    };
+    let (kind, stream) = if send {
+        (DagNodeKind::CommSend { peer, bytes, tag }, Stream::PpSend)
+    } else {
+        (DagNodeKind::CommRecv { peer, bytes, tag }, at.stream)
+    };
+    prog.push(Node { kind, stream, ..at }, deps)
+}
+
 /// A layer's items cut at its expert-parallel collectives: the parts between them, and the
 /// collectives.
 fn ep_parts(items: &[Item]) -> (Vec<&[Item]>, Vec<Item>) {
@@ -823,45 +842,13 @@ fn stage_iteration(
             // Both passes' receives first (the forward's input, the backward's gradient).
             let mut fdeps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(fc) {
-                let tag = P2pTag {
-                    dir: Direction::Forward,
-                    microbatch: fm as u32,
-                    chunk: fc as u32,
-                    seq: 0,
-                };
-                let kind = DagNodeKind::CommRecv {
-                    peer: Peer::Prev,
-                    bytes: act_bytes,
-                    tag,
-                };
-                prog.push(
-                    Node {
-                        kind,
-                        ..base(Phase::Forward, fm, fc, NONE as u64)
-                    },
-                    &fdeps,
-                );
+                let at = base(Phase::Forward, fm, fc, NONE as u64);
+                push_p2p(prog, at, false, Peer::Prev, Direction::Forward, fm, fc, act_bytes, &fdeps);
                 fdeps.clear();
             }
             if !last_virtual(bc) {
-                let tag = P2pTag {
-                    dir: Direction::Backward,
-                    microbatch: bm as u32,
-                    chunk: bc as u32,
-                    seq: 0,
-                };
-                let kind = DagNodeKind::CommRecv {
-                    peer: Peer::Next,
-                    bytes: act_bytes,
-                    tag,
-                };
-                prog.push(
-                    Node {
-                        kind,
-                        ..base(Phase::Backward, bm, bc, NONE as u64)
-                    },
-                    &[],
-                );
+                let at = base(Phase::Backward, bm, bc, NONE as u64);
+                push_p2p(prog, at, false, Peer::Next, Direction::Backward, bm, bc, act_bytes, &[]);
             }
             // A backward item's bucket: the DDP gradient reduction of the last micro-batch.
             let mut close = |prog: &mut Program, item: BucketItem, after: Option<u32>| {
@@ -928,54 +915,20 @@ fn stage_iteration(
                 flast = emit(prog, &tpl.head_fwd, base(Phase::Forward, fm, fc, NONE as u64), &fwait).or(flast);
             } else {
                 let recv_chunk = if s == pp - 1 { fc + 1 } else { fc };
-                let tag = P2pTag {
-                    dir: Direction::Forward,
-                    microbatch: fm as u32,
-                    chunk: recv_chunk as u32,
-                    seq: 0,
-                };
                 let mut dep: Vec<u32> = flast.into_iter().collect();
                 dep.extend(fwait);
-                let kind = DagNodeKind::CommSend {
-                    peer: Peer::Next,
-                    bytes: act_bytes,
-                    tag,
-                };
-                prog.push(
-                    Node {
-                        kind,
-                        stream: Stream::PpSend,
-                        ..base(Phase::Forward, fm, fc, NONE as u64)
-                    },
-                    &dep,
-                );
+                let at = base(Phase::Forward, fm, fc, NONE as u64);
+                push_p2p(prog, at, true, Peer::Next, Direction::Forward, fm, recv_chunk, act_bytes, &dep);
             }
             if first_virtual(bc) {
                 blast = emit(prog, &tpl.emb_bwd, base(Phase::Backward, bm, bc, NONE as u64), &bwait).or(blast);
                 close(prog, BucketItem::Embedding, blast);
             } else {
                 let recv_chunk = if s == 0 { bc - 1 } else { bc };
-                let tag = P2pTag {
-                    dir: Direction::Backward,
-                    microbatch: bm as u32,
-                    chunk: recv_chunk as u32,
-                    seq: 0,
-                };
                 let mut dep: Vec<u32> = blast.into_iter().collect();
                 dep.extend(bwait);
-                let kind = DagNodeKind::CommSend {
-                    peer: Peer::Prev,
-                    bytes: act_bytes,
-                    tag,
-                };
-                prog.push(
-                    Node {
-                        kind,
-                        stream: Stream::PpSend,
-                        ..base(Phase::Backward, bm, bc, NONE as u64)
-                    },
-                    &dep,
-                );
+                let at = base(Phase::Backward, bm, bc, NONE as u64);
+                push_p2p(prog, at, true, Peer::Prev, Direction::Backward, bm, recv_chunk, act_bytes, &dep);
             }
             // The compute stream's last node, for what follows the step.
             last_compute = flast.max(blast).or(last_compute);
@@ -984,23 +937,8 @@ fn stage_iteration(
         if dir == Direction::Forward {
             let mut deps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(c) {
-                let tag = P2pTag {
-                    dir: Direction::Forward,
-                    microbatch: mb as u32,
-                    chunk: c as u32,
-                    seq: 0,
-                };
-                prog.push(
-                    Node {
-                        kind: DagNodeKind::CommRecv {
-                            peer: Peer::Prev,
-                            bytes: act_bytes,
-                            tag,
-                        },
-                        ..base(Phase::Forward, mb, c, NONE as u64)
-                    },
-                    &deps,
-                );
+                let at = base(Phase::Forward, mb, c, NONE as u64);
+                push_p2p(prog, at, false, Peer::Prev, Direction::Forward, mb, c, act_bytes, &deps);
                 deps.clear();
             }
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
@@ -1054,46 +992,15 @@ fn stage_iteration(
                 fwd_item(prog, &mut deps, BucketItem::Head, &tpl.head_fwd, NONE as u64);
             } else {
                 let recv_chunk = if s == pp - 1 { c + 1 } else { c };
-                let tag = P2pTag {
-                    dir: Direction::Forward,
-                    microbatch: mb as u32,
-                    chunk: recv_chunk as u32,
-                    seq: 0,
-                };
                 let dep: Vec<u32> = last_compute.into_iter().collect();
-                prog.push(
-                    Node {
-                        kind: DagNodeKind::CommSend {
-                            peer: Peer::Next,
-                            bytes: act_bytes,
-                            tag,
-                        },
-                        stream: Stream::PpSend,
-                        ..base(Phase::Forward, mb, c, NONE as u64)
-                    },
-                    &dep,
-                );
+                let at = base(Phase::Forward, mb, c, NONE as u64);
+                push_p2p(prog, at, true, Peer::Next, Direction::Forward, mb, recv_chunk, act_bytes, &dep);
             }
         } else {
             let last_mb = mb == m - 1;
             if !last_virtual(c) {
-                let tag = P2pTag {
-                    dir: Direction::Backward,
-                    microbatch: mb as u32,
-                    chunk: c as u32,
-                    seq: 0,
-                };
-                prog.push(
-                    Node {
-                        kind: DagNodeKind::CommRecv {
-                            peer: Peer::Next,
-                            bytes: act_bytes,
-                            tag,
-                        },
-                        ..base(Phase::Backward, mb, c, NONE as u64)
-                    },
-                    &[],
-                );
+                let at = base(Phase::Backward, mb, c, NONE as u64);
+                push_p2p(prog, at, false, Peer::Next, Direction::Backward, mb, c, act_bytes, &[]);
             }
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
             // after the unit's last item, or the DDP bucket's in the last micro-batch.
@@ -1154,25 +1061,9 @@ fn stage_iteration(
                 bwd_item(prog, BucketItem::Embedding, &tpl.emb_bwd, NONE as u64);
             } else {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
-                let tag = P2pTag {
-                    dir: Direction::Backward,
-                    microbatch: mb as u32,
-                    chunk: recv_chunk as u32,
-                    seq: 0,
-                };
                 let dep: Vec<u32> = last_compute.into_iter().collect();
-                prog.push(
-                    Node {
-                        kind: DagNodeKind::CommSend {
-                            peer: Peer::Prev,
-                            bytes: act_bytes,
-                            tag,
-                        },
-                        stream: Stream::PpSend,
-                        ..base(Phase::Backward, mb, c, NONE as u64)
-                    },
-                    &dep,
-                );
+                let at = base(Phase::Backward, mb, c, NONE as u64);
+                push_p2p(prog, at, true, Peer::Prev, Direction::Backward, mb, recv_chunk, act_bytes, &dep);
             }
         }
     }
