@@ -70,21 +70,27 @@ def _incast(tmp_path: Path) -> Path:
 INCAST_MEAN_FCT_BOUND = 0.05
 
 
-def test_dcqcn_incast_mean_fct_within_bound_of_the_exact_engine(tmp_path: Path) -> None:
-    cfg = _incast(tmp_path)
-    inp = batch.load_ns3(cfg)
-    assert inp.cc == "dcqcn" and inp.num_flows == 15
-    points = [{}, {"kmin_bytes": 800e3, "kmax_bytes": 3200e3}, {"rate_ai_bps": 80e6, "pmax": 0.5}]
-    # Both engines draw ECN marks at random: 8 draws of the batch against 4 seeds of the exact
-    # engine (their spread is 2-3% of the mean per draw).
+def _assert_incast_mean_fcts(cfg: Path, inp, points: list[dict], label: str):
+    """Each point's mean FCT within INCAST_MEAN_FCT_BOUND of the exact engine's. Both engines
+    draw ECN marks at random: 8 draws of the batch against 4 seeds of the exact engine (their
+    spread is 2-3% of the mean per draw). Returns the batch result and the draws per point."""
     reps, seeds = 8, (1, 2, 3, 4)
     res = batch.run_batch(inp, [p for p in points for _ in range(reps)], backend="cpu")
     assert not np.isnan(res.fct_ns).any()
     for e, point in enumerate(points):
         exact = np.mean([batch.exact_fct_ns(cfg, point, seed=s).mean() for s in seeds])
         err = res.fct_ns[e * reps : (e + 1) * reps].mean() / exact - 1
-        print(f"incast {point}: exact {exact:.0f} ns, batch error {err:+.2%}")
-        assert abs(err) <= INCAST_MEAN_FCT_BOUND, f"incast point {point}: mean FCT error {err:+.1%}"
+        print(f"{label} {point}: exact {exact:.0f} ns, batch error {err:+.2%}")
+        assert abs(err) <= INCAST_MEAN_FCT_BOUND, f"{label} point {point}: mean FCT error {err:+.1%}"
+    return res, reps
+
+
+def test_dcqcn_incast_mean_fct_within_bound_of_the_exact_engine(tmp_path: Path) -> None:
+    cfg = _incast(tmp_path)
+    inp = batch.load_ns3(cfg)
+    assert inp.cc == "dcqcn" and inp.num_flows == 15
+    points = [{}, {"kmin_bytes": 800e3, "kmax_bytes": 3200e3}, {"rate_ai_bps": 80e6, "pmax": 0.5}]
+    res, reps = _assert_incast_mean_fcts(cfg, inp, points, "incast")
     # The exact engine's flows do not finish together; neither do the batch's (the spread of one
     # experiment's FCTs is at least a quarter of its mean in both).
     exact0 = batch.exact_fct_ns(cfg, {}, seed=1)
@@ -104,14 +110,7 @@ def test_dcqcn_incast_small_kmin_cnps_come_one_per_acked_packet(tmp_path: Path) 
     inp = batch.load_ns3(cfg)
     small = {"rate_ai_bps": 5e6, "kmin_bytes": 100e3, "kmax_bytes": 400e3}
     points = [{**small, "pmax": 0.05}, {**small, "pmax": 0.5}]
-    reps, seeds = 8, (1, 2, 3, 4)
-    res = batch.run_batch(inp, [p for p in points for _ in range(reps)], backend="cpu")
-    assert not np.isnan(res.fct_ns).any()
-    for e, point in enumerate(points):
-        exact = np.mean([batch.exact_fct_ns(cfg, point, seed=s).mean() for s in seeds])
-        err = res.fct_ns[e * reps : (e + 1) * reps].mean() / exact - 1
-        print(f"small-kmin incast {point}: exact {exact:.0f} ns, batch error {err:+.2%}")
-        assert abs(err) <= INCAST_MEAN_FCT_BOUND, f"small-kmin incast point {point}: mean FCT error {err:+.1%}"
+    _assert_incast_mean_fcts(cfg, inp, points, "small-kmin incast")
 
 
 def _hpcc_incast(tmp_path: Path) -> Path:
