@@ -724,6 +724,13 @@ fn stage_iteration(
         if p.sequence_parallel && p.tp > 1 { full / p.tp } else { full }
     };
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
+    // The DDP gradient reduction: a reduce-scatter into the distributed optimizer's shards, else an
+    // all-reduce.
+    let grad_op = if dist_opt {
+        CollectiveOp::ReduceScatter
+    } else {
+        CollectiveOp::AllReduce
+    };
     let fsdp = p.fsdp();
     let grad_b = t.grad_dtype().bytes();
     let param_w = Width::params(t);
@@ -857,13 +864,15 @@ fn stage_iteration(
                     return;
                 }
                 if p.overlap_grad_reduce {
-                    let op = if dist_opt {
-                        CollectiveOp::ReduceScatter
-                    } else {
-                        CollectiveOp::AllReduce
-                    };
                     let after: Vec<u32> = after.into_iter().collect();
-                    reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, Width::uniform(grad_b), &after));
+                    reduce_nodes.push(push_bucket_colls(
+                        prog,
+                        dp_base,
+                        &buckets[bi],
+                        grad_op,
+                        Width::uniform(grad_b),
+                        &after,
+                    ));
                 } else {
                     pending_buckets.push(bi);
                 }
@@ -1039,12 +1048,14 @@ fn stage_iteration(
                     }
                 } else if last_mb {
                     if p.overlap_grad_reduce {
-                        let op = if dist_opt {
-                            CollectiveOp::ReduceScatter
-                        } else {
-                            CollectiveOp::AllReduce
-                        };
-                        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, Width::uniform(grad_b), &after));
+                        reduce_nodes.push(push_bucket_colls(
+                            prog,
+                            dp_base,
+                            &buckets[bi],
+                            grad_op,
+                            Width::uniform(grad_b),
+                            &after,
+                        ));
                     } else {
                         pending_buckets.push(bi);
                     }
@@ -1068,14 +1079,16 @@ fn stage_iteration(
         }
     }
     // Reductions not overlapped: all after the backward.
-    let op = if dist_opt {
-        CollectiveOp::ReduceScatter
-    } else {
-        CollectiveOp::AllReduce
-    };
     for bi in pending_buckets {
         let dep: Vec<u32> = last_compute.into_iter().collect();
-        reduce_nodes.push(push_bucket_colls(prog, dp_base, &buckets[bi], op, Width::uniform(grad_b), &dep));
+        reduce_nodes.push(push_bucket_colls(
+            prog,
+            dp_base,
+            &buckets[bi],
+            grad_op,
+            Width::uniform(grad_b),
+            &dep,
+        ));
     }
     // Tied embedding: first and last stage all-reduce the embedding gradient.
     if tied_copy && (s == 0 || s == pp - 1) {
