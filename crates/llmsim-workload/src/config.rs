@@ -22,6 +22,16 @@ pub enum Recompute {
     None,
     /// Recompute core attention only (Korthikanti et al. 2022, §4.2).
     Selective,
+    /// TorchTitan's op-level selective activation checkpointing
+    /// (`activation_checkpoint.mode: selective`, `selective_ac_option: op`; torchtitan
+    /// `parallelize_llama.py`, `_save_list` and `_custom_policy`): per block, the outputs of
+    /// `aten.mm`, of SDPA and of reduce-scatters are saved, except every second `mm` (counted in
+    /// forward order: wq, wk, wv, wo, w1, w3, w2, so wk, wo and w3 are re-run); every other op
+    /// (norms, RoPE, the activation, residual adds, the FP8 casts, TP all-gathers) is re-run.
+    /// Under FP8 training (torchao `Float8Linear`, whose GEMMs are `_scaled_mm`, not in the
+    /// list) every linear layer is re-run. Dense Llama-style blocks only.
+    #[serde(rename = "selective_op")]
+    SelectiveOp,
     /// Store each layer's input only; re-run the whole layer forward before its backward.
     Full,
 }
@@ -204,7 +214,7 @@ impl TrainingConfig {
             Recompute::Full => 0,
             _ if !self.recompute_modules.is_empty() => self.recompute_modules.iter().fold(0, |m, r| m | r.bit()),
             Recompute::Selective => RecomputeModule::CoreAttn.bit(),
-            Recompute::None => 0,
+            Recompute::None | Recompute::SelectiveOp => 0,
         }
     }
 
@@ -790,6 +800,21 @@ impl ParallelConfig {
                 "training.store_param_remainders",
                 "keeps part of a main copy, but store_params: false keeps none; remove one of the two",
             ));
+        }
+        if training.recompute == Recompute::SelectiveOp {
+            let why = if !training.recompute_modules.is_empty() {
+                Some("is TorchTitan's op-level policy, which names no modules: remove training.recompute_modules".to_string())
+            } else if model.num_experts > 0 || model.mla.is_some() || model.mamba.is_some() {
+                Some(format!(
+                    "selective_op models TorchTitan's op-level checkpointing of dense Llama-style blocks; {} has MoE, MLA or Mamba layers: use recompute: selective (with recompute_modules) or full",
+                    model.name
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(WorkloadError::invalid("training.recompute", why));
+            }
         }
         if training.recompute == Recompute::Full && !training.recompute_modules.is_empty() {
             return Err(WorkloadError::invalid(

@@ -91,6 +91,37 @@ impl MemoryFootprint {
     }
 }
 
+/// One dense layer's saved activations per micro-batch under TorchTitan's op-level selective
+/// checkpointing ([`Recompute::SelectiveOp`]): the block's input (the checkpoint's), SDPA's
+/// output and log-sum-exp, the reduce-scatter outputs (TP with sequence parallelism), and the
+/// outputs of the `mm`s at odd positions in forward order (wq, wv, w1, w2 of a gated MLP; wq,
+/// wv, fc1 otherwise; none under FP8, whose linears are `_scaled_mm`s). Everything else is
+/// rebuilt from these before the block's backward. A row-parallel `mm`'s output is the full
+/// `[tokens, h]` partial sum before its reduce-scatter.
+fn op_policy_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> u64 {
+    let tp = p.tp.max(1);
+    let dt = t.activation_bytes();
+    let tok = t.micro_batch_size * t.seq_length / p.cp.max(1);
+    let h = m.hidden_size;
+    let (a, kv, d, ffn) = (m.num_attention_heads, m.num_key_value_heads, m.head_dim(), m.intermediate_size);
+    let seq_sharded = if p.sp() { tok * h / tp } else { tok * h };
+    let mut bytes = dt * seq_sharded + dt * tok * a * d / tp + 4 * a * tok / tp;
+    if p.sp() {
+        bytes += 2 * dt * seq_sharded;
+    }
+    if !matches!(t.dtype, DType::Fp8 | DType::Fp4) {
+        // Output columns per rank of each `mm` in forward order; the odd ones are saved.
+        let mut mms = vec![a * d / tp, kv * d / tp, kv * d / tp, h];
+        if m.gated_mlp {
+            mms.extend([ffn / tp, ffn / tp, h]);
+        } else {
+            mms.extend([ffn / tp, h]);
+        }
+        bytes += mms.iter().step_by(2).map(|&cols| dt * tok * cols).sum::<u64>();
+    }
+    bytes
+}
+
 /// Activation bytes one transformer layer stores for one micro-batch on one rank, before any
 /// recomputation (`recompute: none`), per the module doc. Each block (attention, MLP, MoE, Mamba)
 /// stores its norm input, its first GEMM's input and a 1-byte dropout mask (replicated over TP
@@ -103,6 +134,9 @@ impl MemoryFootprint {
 ///   its inputs and recomputes the chunk states): the in_proj output, the conv output, dt in fp32,
 ///   the scan output and the gated-norm output.
 pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> u64 {
+    if t.recompute == Recompute::SelectiveOp {
+        return op_policy_activation_bytes(m, t, p);
+    }
     let tp = p.tp.max(1);
     let cp = p.cp.max(1);
     let sp = p.sp();

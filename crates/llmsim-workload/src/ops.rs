@@ -396,6 +396,34 @@ pub(crate) fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64
     }
 }
 
+/// The re-run (pass `Recompute`) of part `index` of a forward GEMM that fuses several `mm`s:
+/// the `cols` of its `total` output columns one of the fused weights produces. FLOPs, weight
+/// and output bytes scale with the columns; the input is read whole.
+fn sub_gemm(op: &OpSpec, cols: u64, total: u64, index: usize) -> OpSpec {
+    let frac = cols as f64 / total.max(1) as f64;
+    let mut sub = op.with_pass(Pass::Recompute);
+    if let (OpSpecKind::Compute { class, flops, bytes }, Some(KernelShape::Gemm(g))) = (&op.kind, op.kernel) {
+        let (input, weights, output) = ((g.m * g.k) as f64, (g.k * g.n) as f64, (g.m * g.n) as f64);
+        let input_bytes = bytes * input / (input + weights + output);
+        sub.kind = OpSpecKind::Compute {
+            class: *class,
+            flops: flops * frac,
+            bytes: input_bytes + (bytes - input_bytes) * frac,
+        };
+        sub.kernel = Some(KernelShape::Gemm(GemmShape { n: cols, ..g }));
+    }
+    sub.name = match (op.name, index) {
+        ("attn_qkv", 0) => "attn_qkv_q",
+        ("attn_qkv", 1) => "attn_qkv_k",
+        ("attn_qkv", _) => "attn_qkv_v",
+        ("mlp_fc1", 0) => "mlp_fc1_gate",
+        ("mlp_fc1", _) => "mlp_fc1_up",
+        (name, _) => name,
+    };
+    sub.shape = format!("{},cols={cols}", op.shape);
+    sub
+}
+
 fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, bytes: u64, shape: &str) -> OpSpec {
     OpSpec {
         name,
@@ -901,12 +929,68 @@ impl<'a> Builder<'a> {
         (fwd, bwd)
     }
 
+    /// What TorchTitan's op-level selective checkpointing ([`Recompute::SelectiveOp`]) re-runs
+    /// of `forward`: every compute op but the fused attention kernels (SDPA's output is saved,
+    /// and Transformer Engine's context-parallel merges belong to that kernel); TP all-gathers
+    /// and all-reduces but not reduce-scatters (saved); and of the GEMMs, the `aten.mm` calls at
+    /// even positions in the block's forward order. TorchTitan runs Q, K, V and the gated MLP's
+    /// w1 and w3 as separate `mm`s where llmsim fuses them, so a fused GEMM contributes one
+    /// sub-GEMM per `mm` (its columns split as the weights are), and a re-run part is a GEMM of
+    /// that many columns. Under FP8 every linear layer is a `_scaled_mm`, never saved: all re-run.
+    fn op_policy_recompute(&self, forward: &[OpSpec], gated_mlp: bool) -> Vec<OpSpec> {
+        let d = self.d;
+        let mut mm_count = 0u64;
+        let mut out = Vec::new();
+        for op in forward {
+            match op.kind {
+                OpSpecKind::Comm { op: c, group, .. } => {
+                    if group == CommGroup::Tp && c != CollectiveOp::ReduceScatter {
+                        out.push(op.with_pass(Pass::Recompute));
+                    }
+                }
+                OpSpecKind::HostCopy { .. } => {}
+                OpSpecKind::Compute { class, .. } => match class {
+                    OpClass::FlashAttention | OpClass::Attention => {}
+                    _ if op.name == "cp_attn_merge" => {}
+                    OpClass::Gemm if !d.fp8 && !d.nvfp4 => {
+                        // The `mm`s this GEMM stands for, as column counts of its output.
+                        let parts: Vec<u64> = match op.name {
+                            "attn_qkv" => vec![d.a_l * d.d, d.kv_l * d.d, d.kv_l * d.d],
+                            "mlp_fc1" if gated_mlp => {
+                                let n = op.kernel.map_or(0, |k| match k {
+                                    KernelShape::Gemm(g) => g.n / 2,
+                                    _ => 0,
+                                });
+                                vec![n, n]
+                            }
+                            _ => vec![0],
+                        };
+                        for (i, &cols) in parts.iter().enumerate() {
+                            mm_count += 1;
+                            if !mm_count.is_multiple_of(2) {
+                                continue;
+                            }
+                            if parts.len() == 1 {
+                                out.push(op.with_pass(Pass::Recompute));
+                            } else {
+                                out.push(sub_gemm(op, cols, parts.iter().sum(), i));
+                            }
+                        }
+                    }
+                    _ => out.push(op.with_pass(Pass::Recompute)),
+                },
+            }
+        }
+        out
+    }
+
     /// The layer's ops: forward, then backward preceded by what `recompute` (and, selectively,
     /// the submodules in `mask`) re-runs.
-    fn finish(self, recompute: Recompute, mask: u8) -> LayerOps {
+    fn finish(self, recompute: Recompute, mask: u8, gated_mlp: bool) -> LayerOps {
         let forward: Vec<OpSpec> = self.steps.iter().flat_map(|s| s.fwd.iter().cloned()).collect();
         let mut backward: Vec<OpSpec> = match recompute {
             Recompute::Full => forward.iter().map(|o| o.with_pass(Pass::Recompute)).collect(),
+            Recompute::SelectiveOp => self.op_policy_recompute(&forward, gated_mlp),
             Recompute::None | Recompute::Selective => self
                 .steps
                 .iter()
@@ -961,7 +1045,7 @@ pub fn transformer_layer(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig
             bld.residual("mixer_residual", "mixer_residual_bwd");
         }
     }
-    bld.finish(t.recompute, t.recompute_mask())
+    bld.finish(t.recompute, t.recompute_mask(), m.gated_mlp)
 }
 
 /// A block's pre-norm (the `layernorm` recompute module).
@@ -1377,7 +1461,7 @@ pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Lay
             &d.shape,
         )],
     );
-    bld.finish(Recompute::None, 0)
+    bld.finish(Recompute::None, 0, false)
 }
 
 /// The head of the last pipeline stage: final norm, vocab-parallel logits GEMM (`V/tp` columns),
@@ -1430,7 +1514,7 @@ pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps
         &shape,
     )];
     bld.push(fwd, bwd);
-    bld.finish(Recompute::None, 0)
+    bld.finish(Recompute::None, 0, false)
 }
 
 /// HBM bytes per logit that the loss moves, forward and backward, counted kernel by kernel for
