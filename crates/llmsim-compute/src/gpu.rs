@@ -270,7 +270,7 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 132,
         memory_tokens: &["80gb"],
         base: None,
-        // no public datasheet.
+        // No public datasheet states its TDP: the power cannot be capped.
         tdp: None,
         power_limit: None,
         source: "H100 SXM5 silicon with NVLink cut to 400 GB/s bidirectional (export variant; no public NVIDIA SXM datasheet): \
@@ -296,7 +296,7 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 78,
         memory_tokens: &["96gb"],
         base: None,
-        // no public datasheet.
+        // No public datasheet states its TDP: the power cannot be capped.
         tdp: None,
         power_limit: None,
         source: "NVIDIA HGX H20 specification as distributed to OEMs and reported by the press (no public NVIDIA datasheet): \
