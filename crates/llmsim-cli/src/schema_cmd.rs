@@ -85,7 +85,7 @@ pub fn markdown() -> String {
         o,
         "Scenario and sweep files are YAML. Keys are strict: an unknown key is an error that names \
          its section and the valid keys. `--set a.b=value` overrides any key. Sizes, times and \
-         rates are strings with a unit ([Size](#size), [Time](#time), [Bandwidth](#bandwidth)).\n"
+         rates are strings with a unit ([Size](#size), [Time](#time), [Bandwidth](#bandwidth), [Power](#power)).\n"
     );
     let _ = writeln!(
         o,

@@ -236,25 +236,26 @@ fn schema_rejects_what_llmsim_rejects() {
 /// The unit patterns of the schema accept exactly what `FromStr` accepts, on samples.
 #[test]
 fn unit_patterns_match_the_parsers() {
-    use llmsim_core::{Bandwidth, Bytes, SimTime};
+    use llmsim_core::{Bandwidth, Bytes, Power, SimTime};
     let samples = [
         "400Gbps", "400 Gbps", "1.5Tbps", "100Mbps", "900GBps", "4TB/s", "50GB/s", "10Gb/s", "1Gibps", "400Gbs", "400", "Gbps", "4tb/s",
         "1us", "2.5ms", "10ps", "1s", "0.5 ns", "3µs", "1 sec", "us", "-1us", "1e3us", "32MiB", "32MB", "4096", "4096B", "1.5KiB", "1kB",
-        "96GiB", "1GB", "32Mib", "32mb", "1_000us", "1GB ",
+        "96GiB", "1GB", "32Mib", "32mb", "1_000us", "1GB ", "500W", "500 W", "1.2kW", "750mW", "500", "500w", "-500W", "W", "5e2W",
     ];
     let defs = schema_cmd::scenario_schema()["definitions"].clone();
     let mut schemas = serde_json::Map::new();
-    for name in ["Time", "Size", "Bandwidth"] {
+    for name in ["Time", "Size", "Bandwidth", "Power"] {
         schemas.insert(
             name.into(),
             json!({ "definitions": defs, "allOf": [{ "$ref": format!("#/definitions/{name}") }] }),
         );
     }
     type Parser = fn(&str) -> bool;
-    let parsers: [(&str, Parser); 3] = [
+    let parsers: [(&str, Parser); 4] = [
         ("Time", |s| s.parse::<SimTime>().is_ok()),
         ("Size", |s| s.parse::<Bytes>().is_ok()),
         ("Bandwidth", |s| s.parse::<Bandwidth>().is_ok()),
+        ("Power", |s| s.parse::<Power>().is_ok()),
     ];
     let mut instances = Vec::new();
     let mut expected = Vec::new();

@@ -18,7 +18,7 @@
 use std::sync::Mutex;
 
 use llmsim_core::GpuArch;
-use llmsim_core::{Bandwidth, Bytes};
+use llmsim_core::{Bandwidth, Bytes, Power};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ComputeError;
@@ -73,6 +73,15 @@ pub struct CustomGpu {
     /// NCCL tuning / GEMM tile architecture: ampere | hopper | blackwell. Required without `base`.
     #[serde(default)]
     pub arch: Option<String>,
+    /// Board power the peaks and efficiencies stand for (the datasheet's default power limit),
+    /// e.g. `700W`. Default: the base's; needed only with `power_limit`.
+    #[serde(default)]
+    pub tdp: Option<Power>,
+    /// Power limit set on the board (`nvidia-smi -pl`), e.g. `500W`. Default: `tdp` (no cap).
+    /// Below `tdp`, compute-bound kernels (GEMM, attention, other compute roofs) run slower by
+    /// the kernel-calibrated curve of [`crate::power`]; memory-bound ones are unchanged.
+    #[serde(default)]
+    pub power_limit: Option<Power>,
 }
 
 fn err(field: &'static str, message: impl Into<String>) -> ComputeError {
@@ -99,6 +108,15 @@ fn tflops(field: &'static str, v: Option<f64>) -> Result<Option<f64>, ComputeErr
     }
 }
 
+/// A power above zero and at most [`crate::power::MAX_POWER`].
+fn check_power(field: &'static str, p: Power) -> Result<(), ComputeError> {
+    let max = crate::power::MAX_POWER;
+    if p.is_zero() || p > max {
+        return Err(err(field, format!("must be above 0 W and at most {max}, e.g. `500W`; got {p}")));
+    }
+    Ok(())
+}
+
 fn parse_arch(s: &str) -> Result<GpuArch, ComputeError> {
     match s.to_ascii_lowercase().as_str() {
         "ampere" => Ok(GpuArch::Ampere),
@@ -114,7 +132,8 @@ impl CustomGpu {
     /// # Errors
     /// [`ComputeError::CustomGpu`] naming the field: a missing required field, a `name` that is
     /// empty or a catalog GPU, an unknown `base` or `arch`, a non-positive rate, capacity or SM
-    /// count.
+    /// count, a `tdp` or `power_limit` of 0 or above 3 kW, a `power_limit` without a known `tdp`
+    /// or below a quarter of it.
     pub fn build(&self) -> Result<&'static GpuSpec, ComputeError> {
         let name = match self.name.as_deref().map(str::trim) {
             None | Some("") => return Err(err("name", "required for a custom GPU (the name reports use)")),
@@ -180,6 +199,32 @@ impl CustomGpu {
             Some(a) => parse_arch(a)?,
             None => required("arch", None, base.map(|b| b.arch))?,
         };
+        let tdp = self.tdp.or(base.and_then(|b| b.tdp));
+        if let Some(t) = self.tdp {
+            check_power("tdp", t)?;
+        }
+        let power_limit = match self.power_limit {
+            None => None,
+            Some(p) => {
+                check_power("power_limit", p)?;
+                let Some(t) = tdp else {
+                    return Err(err(
+                        "power_limit",
+                        "needs the board's `tdp` (e.g. `tdp: 700W`), which neither this GPU nor its `base` gives",
+                    ));
+                };
+                if p.watts_f64() < crate::power::MIN_LIMIT_FRACTION * t.watts_f64() {
+                    return Err(err(
+                        "power_limit",
+                        format!(
+                            "{p} is below a quarter of the TDP ({t}): outside what boards accept and the calibrated range; give at least {}",
+                            Power::from_milliwatts(t.milliwatts().div_ceil(4))
+                        ),
+                    ));
+                }
+                Some(p)
+            }
+        };
         let (variant, source) = match base {
             Some(b) => (
                 format!("custom, from {} {}", b.name, b.variant),
@@ -207,6 +252,8 @@ impl CustomGpu {
             memory_tokens: &[],
             source: intern_str(&source),
             base: base.map(|b| b.name),
+            tdp,
+            power_limit,
         }))
     }
 }
@@ -369,5 +416,89 @@ mod tests {
             .0,
             "bf16_tflops"
         );
+    }
+
+    #[test]
+    fn a_power_limit_below_the_base_tdp_slows_compute_only() {
+        let capped = CustomGpu {
+            name: Some("H100-500W".into()),
+            base: Some("H100".into()),
+            power_limit: Some("500W".parse().unwrap()),
+            ..CustomGpu::default()
+        }
+        .build()
+        .unwrap();
+        let h100 = gpu::gpu("H100").unwrap();
+        assert_eq!((capped.tdp, capped.power_limit), (h100.tdp, Some(Power::from_watts(500))));
+        let f = capped.compute_rate_fraction();
+        assert!((f - crate::power::compute_rate_fraction(Power::from_watts(500), Power::from_watts(700))).abs() < 1e-15);
+        assert!(f > 0.75 && f < 0.85, "{f}");
+        // Peaks and HBM as declared: the cap is applied to kernel rates, not to the datasheet.
+        assert_eq!(capped.peak_tflops, h100.peak_tflops);
+        assert_eq!(capped.hbm_bandwidth_bytes_per_s, h100.hbm_bandwidth_bytes_per_s);
+        // At or above the TDP nothing changes.
+        for w in ["700W", "0.7kW", "900W"] {
+            let c = CustomGpu {
+                name: Some("H100-uncapped".into()),
+                base: Some("H100".into()),
+                power_limit: Some(w.parse().unwrap()),
+                ..CustomGpu::default()
+            }
+            .build()
+            .unwrap();
+            assert_eq!(c.compute_rate_fraction(), 1.0, "{w}");
+        }
+        // Without a base the TDP is declared.
+        let own = CustomGpu {
+            tdp: Some(Power::from_watts(1000)),
+            power_limit: Some(Power::from_watts(500)),
+            ..full()
+        }
+        .build()
+        .unwrap();
+        assert!(own.compute_rate_fraction() < f);
+    }
+
+    #[test]
+    fn a_bad_power_limit_errors_naming_the_field() {
+        let field_of = |c: CustomGpu| match c.build() {
+            Err(ComputeError::CustomGpu { field, message }) => (field, message),
+            other => panic!("{other:?}"),
+        };
+        let capped = |p: Power| CustomGpu {
+            name: Some("H100-capped".into()),
+            base: Some("H100".into()),
+            power_limit: Some(p),
+            ..CustomGpu::default()
+        };
+        for (p, want) in [
+            (Power::ZERO, "above 0 W"),
+            (Power::from_watts(5000), "at most 3000W"),
+            (Power::from_watts(100), "at least 175W"),
+        ] {
+            let (f, m) = field_of(capped(p));
+            assert_eq!(f, "power_limit", "{p}");
+            assert!(m.contains(want), "{p}: {m}");
+        }
+        // No TDP to scale against: H20 has no public one, a bare GPU declares none.
+        let (f, m) = field_of(CustomGpu {
+            base: Some("H20".into()),
+            ..capped(Power::from_watts(300))
+        });
+        assert_eq!(f, "power_limit");
+        assert!(m.contains("tdp"), "{m}");
+        let (f, _) = field_of(CustomGpu {
+            power_limit: Some(Power::from_watts(300)),
+            ..full()
+        });
+        assert_eq!(f, "power_limit");
+        let (f, _) = field_of(CustomGpu {
+            tdp: Some(Power::ZERO),
+            ..full()
+        });
+        assert_eq!(f, "tdp");
+        // A bare number (no unit) does not deserialize; the error names the expected unit.
+        let e = serde_json::from_str::<CustomGpu>(r#"{"name": "X", "base": "H100", "power_limit": "500"}"#).unwrap_err();
+        assert!(e.to_string().contains("watts"), "{e}");
     }
 }

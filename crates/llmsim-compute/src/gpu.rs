@@ -28,9 +28,13 @@
 //!   GEMM schedule, FlashAttention-2-class attention scaled by peak. For V100 this is NCCL's
 //!   nearest modelled generation (25 GB/s NVLink lanes, as NVLink2); for MI300X, RCCL and its
 //!   Infinity Fabric mesh are not modelled at all: treat its collective times as rough.
+//! - `tdp` is the board power the peaks and efficiency rows stand for: the datasheet's maximum
+//!   (default) power limit of that board. Given only where a datasheet states it; H800 and H20
+//!   have none public, so their power cannot be capped. A `power_limit` below it (a custom GPU)
+//!   slows compute-bound kernels ([`crate::power`]).
 
-use llmsim_core::Bandwidth;
 use llmsim_core::GpuArch;
+use llmsim_core::{Bandwidth, Power};
 
 use crate::error::ComputeError;
 use crate::op::DType;
@@ -84,6 +88,11 @@ pub struct GpuSpec {
     /// The catalog GPU whose efficiency rows (`data/efficiency.csv`) apply where this one has none
     /// of its own: the same silicon (A100 40GB -> A100) or the `base` of a custom GPU.
     pub base: Option<&'static str>,
+    /// Board power the figures stand for (the datasheet's maximum, default power limit); `None`
+    /// where no datasheet states it.
+    pub tdp: Option<Power>,
+    /// Power limit set on the board (`nvidia-smi -pl`); `None`: the TDP. Only a custom GPU sets it.
+    pub power_limit: Option<Power>,
 }
 
 impl GpuSpec {
@@ -116,6 +125,15 @@ impl GpuSpec {
         tflops * 1e12
     }
 
+    /// Fraction of its rate at TDP that a compute-bound kernel sustains under the board's power
+    /// limit ([`crate::power::compute_rate_fraction`]): 1 without a limit below the TDP.
+    pub fn compute_rate_fraction(&self) -> f64 {
+        match (self.power_limit, self.tdp) {
+            (Some(limit), Some(tdp)) => crate::power::compute_rate_fraction(limit, tdp),
+            _ => 1.0,
+        }
+    }
+
     /// HBM bandwidth as a [`Bandwidth`] (bits/s).
     pub fn hbm_bandwidth(&self) -> Bandwidth {
         Bandwidth::from_bps_f64(self.hbm_bandwidth_bytes_per_s * 8.0)
@@ -145,6 +163,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 80,
         memory_tokens: &["32gb"],
         base: None,
+        // NVIDIA V100 datasheet: SXM2 max power consumption 300 W.
+        tdp: Some(Power::from_watts(300)),
+        power_limit: None,
         source: "NVIDIA, 'Programming Tensor Cores in CUDA 9' (V100: 125 tensor TFLOPS, FP16 only; no BF16/TF32/FP8), \
                  https://developer.nvidia.com/blog/programming-tensor-cores-cuda-9/; Cornell Virtual Workshop 'GPU example: \
                  Tesla V100' (80 SMs, 1.53 GHz, FP32 15.7 TFLOPS); NVIDIA V100 datasheet (SXM2: 32 GB HBM2, 900 GB/s, \
@@ -170,6 +191,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 108,
         memory_tokens: &["80gb"],
         base: None,
+        // NVIDIA A100 datasheet: SXM max TDP 400 W.
+        tdp: Some(Power::from_watts(400)),
+        power_limit: None,
         source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column; TF32/BF16/FP16 dense = sparse/2), \
                  https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf; \
                  NVLink 600 GB/s bidirectional",
@@ -193,6 +217,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 108,
         memory_tokens: &["40gb"],
         base: Some("A100"),
+        // NVIDIA A100 datasheet: SXM max TDP 400 W.
+        tdp: Some(Power::from_watts(400)),
+        power_limit: None,
         source: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column: compute as the 80GB, 40 GB HBM2 at 1,555 GB/s, \
                  NVLink 600 GB/s bidirectional), \
                  https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf; \
@@ -217,6 +244,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 132,
         memory_tokens: &["80gb"],
         base: None,
+        // NVIDIA H100 datasheet: SXM max TDP up to 700 W (configurable).
+        tdp: Some(Power::from_watts(700)),
+        power_limit: None,
         source: "NVIDIA H100 Tensor Core GPU Architecture whitepaper (H100 SXM5: FP16/BF16 989.4, FP8 1978.9, TF32 494.7, \
                  FP32 66.9 dense TFLOPS) and NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s \
                  bidirectional), https://www.nvidia.com/en-us/data-center/h100/",
@@ -240,6 +270,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 132,
         memory_tokens: &["80gb"],
         base: None,
+        // No public datasheet states its TDP: the power cannot be capped.
+        tdp: None,
+        power_limit: None,
         source: "H100 SXM5 silicon with NVLink cut to 400 GB/s bidirectional (export variant; no public NVIDIA SXM datasheet): \
                  compute and HBM as the H100 SXM whitepaper/datasheet; NVLink figure as stated in DeepSeek, \
                  'Insights into DeepSeek-V3: Scaling Challenges and Reflections on Hardware for AI Architectures' (ISCA 2025)",
@@ -263,6 +296,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 78,
         memory_tokens: &["96gb"],
         base: None,
+        // No public datasheet states its TDP: the power cannot be capped.
+        tdp: None,
+        power_limit: None,
         source: "NVIDIA HGX H20 specification as distributed to OEMs and reported by the press (no public NVIDIA datasheet): \
                  BF16/FP16 148, FP8 296, TF32 74, FP32 44 dense TFLOPS; 96 GB HBM3 at 4.0 TB/s; NVLink 900 GB/s bidirectional",
     },
@@ -285,6 +321,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 132,
         memory_tokens: &["141gb"],
         base: None,
+        // NVIDIA H200 datasheet: SXM max TDP up to 700 W (configurable).
+        tdp: Some(Power::from_watts(700)),
+        power_limit: None,
         source: "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column: compute as H100 SXM, 141 GB HBM3e, 4.8 TB/s, \
                  NVLink 900 GB/s bidirectional), https://www.nvidia.com/en-us/data-center/h200/",
     },
@@ -307,6 +346,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 148,
         memory_tokens: &["180gb", "192gb"],
         base: None,
+        // HGX B200 max TDP configurable up to 1,000 W (NVIDIA Blackwell specifications table; the variant above).
+        tdp: Some(Power::from_watts(1000)),
+        power_limit: None,
         source: "NVIDIA HGX B200 datasheet, per GPU, dense = sparse/2 (FP8 4.5 PF, FP16/BF16 2.25 PF, TF32 1.1 PF, FP4 9 PF: \
                  144 PF sparse per 8 GPUs, 9000 in the TFLOPS table of stas00/ml-engineering at 744d01e; \
                  the DGX/GB200 sheets quote 2.5 PF BF16 at higher power); DGX B200 datasheet: 1,440 GB and 64 TB/s HBM3e \
@@ -331,6 +373,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 148,
         memory_tokens: &["186gb"],
         base: None,
+        // GB200 NVL72 max TDP configurable up to 1,200 W (same table; the variant above).
+        tdp: Some(Power::from_watts(1200)),
+        power_limit: None,
         source: "NVIDIA GB200 NVL72 datasheet, per Blackwell GPU at 1200 W, dense = sparse/2 (FP8 5 PF, FP16/BF16 2.5 PF, \
                  TF32 1.25 PF, FP32 90 TFLOPS; FP4 10 PF: 1,440 PF sparse per 72 GPUs) as tabulated at \
                  glennklockwood.com/garden/processors/B200; 186 GB HBM3e at \
@@ -359,6 +404,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 148,
         memory_tokens: &["288gb", "ac"],
         base: None,
+        // 1,000 W maximum TGP (NVIDIA DGX B300 user guide, as cited in the source).
+        tdp: Some(Power::from_watts(1000)),
+        power_limit: None,
         source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
                  (from the NVIDIA DGX B300 datasheet: FP32 80, TF32 1125, FP16/BF16 2250, FP8 4500 TFLOPS, the HGX B200 \
                  figures; NVIDIA's HGX page prints the 8-GPU sparse sums, FP8 72 and BF16 36 PFLOPS = 2x dense). Dense FP4 \
@@ -392,6 +440,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 152,
         memory_tokens: &["288gb"],
         base: Some("GB200"),
+        // 1,400 W (NVIDIA Technical Blog, Blackwell Ultra, as cited in the source).
+        tdp: Some(Power::from_watts(1400)),
+        power_limit: None,
         source: "Dense per-GPU peaks of the TFLOPS table in stas00/ml-engineering compute/accelerator/README.md at 744d01e \
                  (NVIDIA GB300 NVL72 specifications, https://www.nvidia.com/en-us/data-center/gb300-nvl72/: FP8 720 PF, \
                  FP16/BF16 360 PF, TF32 180 PF sparse per 72 GPUs = 5 / 2.5 / 1.25 PF dense per GPU, the GB200 NVL72 \
@@ -424,6 +475,9 @@ static CATALOG: [GpuSpec; 12] = [
         sm_count: 304,
         memory_tokens: &["192gb"],
         base: None,
+        // AMD Instinct MI300X data sheet: 750 W peak total board power.
+        tdp: Some(Power::from_watts(750)),
+        power_limit: None,
         source: "AMD Instinct MI300X data sheet (dense: FP16/BF16 1307.4, FP8 2614.9, TF32 653.7, FP32 163.4 TFLOPS; \
                  192 GB HBM3 at 5.3 TB/s; 2100 MHz x 1216 matrix cores x 512 FLOP/clk = 1307.4); ROCm docs GPU specs \
                  (304 CUs, 38 per XCD); rocm-smi VRAM Total Memory 206,141,652,992 B (github.com/ROCm/legacy-rocm-build \
@@ -651,6 +705,11 @@ mod tests {
                 g.name
             );
             assert_eq!(find(g.name).map(|s| s.name), Some(g.name));
+            // Catalog boards run at their TDP; the TDPs are board-class figures.
+            assert!(g.power_limit.is_none() && g.compute_rate_fraction() == 1.0, "{}", g.name);
+            if let Some(t) = g.tdp {
+                assert!((250.0..=1400.0).contains(&t.watts_f64()), "{}", g.name);
+            }
             if let Some(b) = g.base {
                 assert_eq!(find(b).map(|s| s.name), Some(b), "{}: base {b}", g.name);
             }

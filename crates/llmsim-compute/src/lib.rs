@@ -3,6 +3,7 @@
 //! - [`op`]: what is asked (class, dtype, FLOPs, bytes, shape).
 //! - [`gpu`](mod@gpu): the GPU catalog (peak dense FLOP/s per dtype, HBM bandwidth and capacity, sources).
 //! - [`custom`]: a GPU declared in a scenario, from a catalog `base` or from scratch.
+//! - [`power`]: a board power limit below the TDP as a lower rate of compute-bound kernels.
 //! - [`roofline`]: roofline time with per-op-class efficiencies shipped as data.
 //! - [`ssd`]: the Mamba-2 SSD scan, HBM traffic summed over its Triton kernels.
 //! - [`db`]: the op-time database (CSV, like SimAI-CP Table 4) that takes precedence.
@@ -19,6 +20,7 @@ pub mod gemm;
 pub mod gpu;
 pub mod model;
 pub mod op;
+pub mod power;
 pub mod roofline;
 pub mod ssd;
 

@@ -4,6 +4,8 @@
 //! `time = max(flops / (peak(dtype) * compute_eff), bytes / (hbm_bw * memory_eff)) + launch`.
 //! `peak` is the tensor-core peak of the op's dtype for classes that use tensor cores
 //! ([`OpClass::uses_tensor_cores`]) and the FP32 CUDA-core peak for the others.
+//! A board power limit below the TDP lowers the compute roof of every class by
+//! [`GpuSpec::compute_rate_fraction`] (the SM clock drops); the memory roof is unchanged.
 
 use std::sync::OnceLock;
 
@@ -234,7 +236,7 @@ pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTim
                 .unwrap_or_else(|| q.flops.max(0.0) / (peak * e.compute_eff))
         }
         _ => q.flops.max(0.0) / (peak * e.compute_eff),
-    };
+    } / gpu.compute_rate_fraction();
     let memory_s = match q.kernel {
         // The SSD kernels' own traffic at their measured bandwidth fraction (crate::ssd).
         Some(KernelShape::Ssd(shape)) => crate::ssd::memory_seconds(&shape, gpu.hbm_bandwidth_bytes_per_s),
@@ -377,5 +379,90 @@ mod tests {
         assert_eq!((line, col.as_deref()), (3, Some("compute_eff")));
         let (line, col, _) = csv_err("gpu,class,compute_eff,memory_eff,launch_us\n*,gemm,0.7,0.8,-1\n");
         assert_eq!((line, col.as_deref()), (2, Some("launch_us")));
+    }
+
+    #[test]
+    fn a_power_limit_slows_compute_bound_ops_only_and_never_past_the_roof() {
+        use crate::op::{AttentionShape, GemmShape};
+        let capped = |w: u64| {
+            crate::CustomGpu {
+                name: Some(format!("H100-{w}W")),
+                base: Some("H100".into()),
+                power_limit: Some(llmsim_core::Power::from_watts(w)),
+                ..Default::default()
+            }
+            .build()
+            .unwrap()
+        };
+        let h100 = gpu("H100").unwrap();
+        let t = Efficiencies::default_table();
+        let op = |class, flops: f64, bytes: f64, kernel| OpQuery {
+            name: "x".into(),
+            class,
+            dtype: DType::Bf16,
+            flops,
+            bytes,
+            shape: String::new(),
+            kernel,
+        };
+        let gemm = GemmShape::new(8192, 8192, 8192);
+        let attn = AttentionShape {
+            batch_heads: 64,
+            s_q: 8192,
+            s_kv: 8192,
+            head_dim: 128,
+            causal: true,
+            backward: false,
+        };
+        let ops = [
+            op(
+                OpClass::Gemm,
+                gemm.flops(),
+                3.0 * 2.0 * 8192.0 * 8192.0,
+                Some(KernelShape::Gemm(gemm)),
+            ),
+            op(
+                OpClass::FlashAttention,
+                4.0 * 64.0 * 8192.0 * 8192.0 * 128.0,
+                1e8,
+                Some(KernelShape::Attention(attn)),
+            ),
+            op(OpClass::Elementwise, 1e12, 1e6, None),
+        ];
+        let memory_bound = op(OpClass::Elementwise, 1e6, 1e10, None);
+        let time = |g: &GpuSpec, q: &OpQuery| {
+            let e = t.get_for(g, q.class, Some(q.dtype));
+            roofline_time(g, &e, q)
+        };
+        for q in &ops {
+            let (uncapped, bound) = time(h100, q);
+            assert_eq!(bound, Bound::Compute, "{:?}", q.class);
+            let mut last = SimTime::MAX;
+            for w in [175, 200, 250, 300, 400, 500, 600, 650, 699, 700, 701, 1000] {
+                let g = capped(w);
+                let (tc, _) = time(g, q);
+                // Slower with a lower limit, never faster than the uncapped GPU or the peak.
+                assert!(tc <= last, "{:?} {w}: {tc} > {last}", q.class);
+                assert!(tc >= uncapped, "{:?} {w}", q.class);
+                assert!(
+                    tc.as_secs_f64() >= q.flops / g.peak_flops(DType::Bf16).max(g.peak_flops(DType::Fp32)),
+                    "{:?} {w}",
+                    q.class
+                );
+                if w >= 700 {
+                    assert_eq!(tc, uncapped, "{:?} {w}", q.class);
+                }
+                last = tc;
+            }
+            // At 500 W the compute roof is the curve's fraction of the uncapped one.
+            let (t500, _) = time(capped(500), q);
+            let e = t.get_for(h100, q.class, Some(q.dtype));
+            let compute = |t: SimTime| t.as_secs_f64() - e.launch.as_secs_f64();
+            let f = capped(500).compute_rate_fraction();
+            assert!((compute(uncapped) / compute(t500) / f - 1.0).abs() < 1e-6, "{:?}", q.class);
+        }
+        // HBM keeps its own clock: a memory-bound op takes the same time.
+        assert_eq!(time(capped(300), &memory_bound), time(h100, &memory_bound));
+        assert_eq!(time(h100, &memory_bound).1, Bound::Memory);
     }
 }

@@ -13,5 +13,5 @@ pub use error::{FieldError, UnitError, parse_field};
 pub use ids::{LinkId, NodeId, TransferId};
 pub use queue::EventQueue;
 pub use rng::{SimRng, mix64};
-pub use units::{Bandwidth, Bytes, SimTime};
+pub use units::{Bandwidth, Bytes, Power, SimTime};
 pub use vocab::{CollectiveOp, GpuArch};

@@ -6,6 +6,7 @@
 //! - In rates, lower-case `b` means bits and upper-case `B` means bytes: `400Gbps` is
 //!   400·10^9 bit/s, `900GBps` is 900·10^9 byte/s.
 //! - In sizes, `B` is optional: `32MiB`, `32Mi`, `4096`, `4096B` are all accepted.
+//! - Power is in watts with a required `W`: `500W`, `1.2kW`.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
@@ -401,6 +402,72 @@ impl FromStr for Bandwidth {
     }
 }
 
+/// Electrical power, in integer milliwatts: a GPU board's power limit (`500W`, `1.2kW`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Power(u64);
+
+impl Power {
+    /// No power.
+    pub const ZERO: Power = Power(0);
+    /// `w` watts.
+    pub const fn from_watts(w: u64) -> Self {
+        Power(w * 1000)
+    }
+    /// `mw` milliwatts.
+    pub const fn from_milliwatts(mw: u64) -> Self {
+        Power(mw)
+    }
+    /// In milliwatts.
+    pub const fn milliwatts(self) -> u64 {
+        self.0
+    }
+    /// In watts, as a float (for ratios).
+    pub fn watts_f64(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+    /// Zero power.
+    pub fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl fmt::Display for Power {
+    /// Watts, with a fraction only where needed: `500W`, `1200W`, `0.5W`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_multiple_of(1000) {
+            write!(f, "{}W", self.0 / 1000)
+        } else {
+            write!(f, "{}W", self.0 as f64 / 1000.0)
+        }
+    }
+}
+
+impl FromStr for Power {
+    type Err = UnitError;
+    /// `500W`, `500 W`, `1.2kW`, `1.2KW`, `750mW`. The unit is required: a bare `500` is rejected.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || {
+            UnitError::new(
+                s,
+                "power",
+                "a number of watts with the unit: W, kW or mW (e.g. \"500W\", \"1.2kW\")",
+            )
+        };
+        let (num, unit) = split_number(s).ok_or_else(err)?;
+        let scale_mw = match unit {
+            "W" => 1e3,
+            "kW" | "KW" => 1e6,
+            "mW" => 1.0,
+            _ => return Err(err()),
+        };
+        let mw = num * scale_mw;
+        if !mw.is_finite() || mw < 0.0 || mw >= u64::MAX as f64 {
+            return Err(err());
+        }
+        Ok(Power(mw.round() as u64))
+    }
+}
+
 fn prefix_scale(p: &str) -> Option<f64> {
     Some(match p {
         "" => 1.0,
@@ -445,6 +512,7 @@ macro_rules! serde_via_str {
 serde_via_str!(SimTime);
 serde_via_str!(Bytes);
 serde_via_str!(Bandwidth);
+serde_via_str!(Power);
 
 /// JSON Schema of a unit string, for `llmsim schema`: the patterns accept what `FromStr` does
 /// (checked against it in llmsim-cli's schema tests).
@@ -485,6 +553,13 @@ schema_via_str!(
     r"^\s*([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)\s*(|k|K|M|G|T|Ki|Mi|Gi|Ti)(bps|b/s|Bps|B/s)\s*$",
     "A rate: a number with a unit in bits (bps, Kbps, Mbps, Gbps, Tbps; b/s) or bytes (Bps, GBps, GB/s; powers of 10, or Ki/Mi/Gi/Ti for powers of 2).",
     ["400Gbps", "900GBps", "4TB/s"]
+);
+schema_via_str!(
+    Power,
+    "Power",
+    r"^\s*([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)\s*(W|kW|KW|mW)\s*$",
+    "Electrical power: a number with the unit W, kW or mW.",
+    ["500W", "700W", "1.2kW"]
 );
 
 #[cfg(test)]
@@ -535,6 +610,21 @@ mod tests {
         let e = "400Gbsp".parse::<Bandwidth>().unwrap_err();
         assert!(e.to_string().contains("400Gbsp"), "{e}");
         assert!(e.to_string().contains("Gbps"), "{e}");
+    }
+
+    #[test]
+    fn parses_power_with_a_required_unit() {
+        assert_eq!("500W".parse::<Power>().unwrap(), Power::from_watts(500));
+        assert_eq!("500 W".parse::<Power>().unwrap(), Power::from_watts(500));
+        assert_eq!("1.2kW".parse::<Power>().unwrap(), Power::from_watts(1200));
+        assert_eq!("750mW".parse::<Power>().unwrap(), Power::from_milliwatts(750));
+        for bad in ["500", "W", "-500W", "500w", "500 watts", "5e2W"] {
+            let e = bad.parse::<Power>().unwrap_err();
+            assert!(e.to_string().contains("watts"), "{bad}: {e}");
+        }
+        assert_eq!(Power::from_watts(700).to_string(), "700W");
+        assert_eq!("0.5W".parse::<Power>().unwrap().to_string(), "0.5W");
+        assert_eq!(serde_json::from_str::<Power>("\"500W\"").unwrap(), Power::from_watts(500));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The JSON Schema of a scenario file (`llmsim schema`), derived from the serde types with
 //! schemars. Draft-07, the draft editors' YAML language servers read best.
 
-use llmsim_core::{Bandwidth, Bytes};
+use llmsim_core::{Bandwidth, Bytes, Power};
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 
@@ -57,6 +57,14 @@ pub struct CustomGpuSchema {
     sm_count: Option<u32>,
     /// NCCL tuning / GEMM tile architecture: ampere | hopper | blackwell. Required without `base`.
     arch: Option<String>,
+    /// Board power the peaks and efficiencies stand for (the datasheet's default power limit),
+    /// e.g. `700W`. Default: the base's; needed only with `power_limit`.
+    tdp: Option<Power>,
+    /// Power limit set on the board (`nvidia-smi -pl`), e.g. `500W`. Default: `tdp` (no cap).
+    /// Below `tdp`, compute-bound kernels (GEMM, attention, other compute roofs) run slower by a
+    /// kernel-calibrated curve (`bench/kernels.md`, "Power limit"); memory-bound ones are
+    /// unchanged. At least a quarter of `tdp`, at most 3kW.
+    power_limit: Option<Power>,
 }
 
 #[cfg(test)]

@@ -436,6 +436,20 @@ fn a_custom_gpu_equal_to_h100_gives_h100_times() {
         &["cluster.gpu={ name: H100x2, base: H100, bf16_tflops: 1978.8, fp16_tflops: 1978.8 }"],
     );
     assert!(run(&fast, RunOptions::default()).report.iteration_time_s < h100.report.iteration_time_s);
+    // A power limit at the base's 700 W TDP changes nothing; below it the step is slower, and by
+    // at most the compute rate's fraction (memory-bound ops and communication keep their times).
+    let at = |limit: &str| {
+        let s = scenario(
+            CUSTOM_BASE,
+            &[&format!("cluster.gpu={{ name: H100-capped, base: H100, power_limit: {limit} }}")],
+        );
+        run(&s, RunOptions::default()).report.iteration_time_s
+    };
+    assert_eq!(at("700W"), h100.report.iteration_time_s);
+    let (t500, t300) = (at("500W"), at("300W"));
+    let f500 = llmsim_compute::power::compute_rate_fraction(llmsim_core::Power::from_watts(500), llmsim_core::Power::from_watts(700));
+    assert!(t500 > h100.report.iteration_time_s && t500 <= h100.report.iteration_time_s / f500 * (1.0 + 1e-9));
+    assert!(t300 > t500);
 }
 
 #[test]
@@ -448,6 +462,22 @@ fn a_custom_gpu_with_a_missing_field_names_it() {
         ("{ name: H100, base: H100 }", "cluster.gpu.name:"),
         ("{ name: X, base: Z100 }", "cluster.gpu.base: unknown GPU `Z100`"),
         ("{ name: X, base: H100, arch: volta }", "cluster.gpu.arch:"),
+        (
+            "{ name: X, base: H100, power_limit: 0W }",
+            "cluster.gpu.power_limit: must be above 0 W",
+        ),
+        (
+            "{ name: X, base: H100, power_limit: 100W }",
+            "cluster.gpu.power_limit: 100W is below a quarter",
+        ),
+        (
+            "{ name: X, base: H20, power_limit: 300W }",
+            "cluster.gpu.power_limit: needs the board's `tdp`",
+        ),
+        (
+            "{ name: X, base: H100, tdp: 9kW }",
+            "cluster.gpu.tdp: must be above 0 W and at most 3000W",
+        ),
     ] {
         let s = scenario(CUSTOM_BASE, &[&format!("cluster.gpu={decl}")]);
         let m = match simulate(&s, &RunOptions::default(), &mut |_, _| {}) {
