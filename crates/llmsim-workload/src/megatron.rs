@@ -339,40 +339,45 @@ struct Templates {
 /// An asynchronous collective's node is the template's last when its wait ends the template:
 /// what comes next then waits for it.
 fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> Option<u32> {
-    let mut last = None;
-    // Dependencies of the next compute-stream node: `first_deps` for the first, then the
-    // asynchronous collective an `Item::Wait` names.
-    let mut deps: Vec<u32> = first_deps.to_vec();
+    let mut last: Option<u32> = None;
+    // The asynchronous collective in flight, and the one the next compute-stream node waits for.
     let mut pending: Option<u32> = None;
+    let mut wait: Option<u32> = None;
     for it in items {
         let kind = match *it {
             Item::Seg(s) => DagNodeKind::Comp { segment: s },
             Item::Coll { op, group, bytes } => DagNodeKind::CommColl { op, group, bytes },
             Item::AsyncColl { op, group, bytes } => {
-                // After the stream's last node (and whatever that node's successor would wait for).
-                let mut after = deps.clone();
-                after.extend(last);
                 let node = Node {
                     kind: DagNodeKind::CommColl { op, group, bytes },
                     stream: Stream::Free,
                     ..base
                 };
-                pending = Some(prog.push(node, &after));
+                // After the stream's last node (and what that node's successor would wait for).
+                let n = match (last, wait) {
+                    (None, None) => prog.push(node, first_deps),
+                    (None, Some(w)) => prog.push(node, &[w]),
+                    (Some(l), None) => prog.push(node, &[l]),
+                    (Some(l), Some(w)) => prog.push(node, &[l, w]),
+                };
+                pending = Some(n);
                 continue;
             }
             Item::Wait => {
-                deps.extend(pending.take());
+                wait = pending.take().or(wait);
                 continue;
             }
         };
-        last = Some(prog.push(Node { kind, ..base }, &deps));
-        deps.clear();
+        let node = Node { kind, ..base };
+        // A waited-for collective already follows `first_deps`.
+        last = Some(match (last, wait.take()) {
+            (None, None) => prog.push(node, first_deps),
+            (_, Some(w)) => prog.push(node, &[w]),
+            (Some(_), None) => prog.push(node, &[]),
+        });
     }
     // A wait with nothing after it in the template: the caller's next node waits instead.
-    if !deps.is_empty() && last.is_some() {
-        return deps.last().copied();
-    }
-    last
+    wait.or(last)
 }
 
 /// A data-parallel bucket being filled in backward order.
