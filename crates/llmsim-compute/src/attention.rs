@@ -212,6 +212,7 @@ mod tests {
             head_dim: d,
             causal,
             backward,
+            kernel: None,
         }
     }
 

@@ -202,6 +202,11 @@ pub struct AttentionShape {
     pub causal: bool,
     /// The backward kernel (dQ, dK, dV) rather than the forward.
     pub backward: bool,
+    /// The kernel that runs, where the workload knows it (e.g. PyTorch SDPA's flash backend,
+    /// FlashAttention-2); `None`: Transformer Engine's default for the GPU
+    /// ([`crate::AttentionKernel::default_for`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<crate::AttentionKernel>,
 }
 
 /// `batch` independent GEMMs `[m,k]·[k,n]` (a grouped expert GEMM has one per local expert).

@@ -232,7 +232,7 @@ pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTim
     let compute_s = match (q.class, q.kernel) {
         (OpClass::Gemm, Some(KernelShape::Gemm(shape))) => gemm::plan(gpu, q.dtype, e.compute_eff, &shape).secs,
         (OpClass::FlashAttention, Some(KernelShape::Attention(shape))) => {
-            attention::seconds(gpu, AttentionKernel::default_for(gpu.arch), &shape, q.flops)
+            attention::seconds(gpu, shape.kernel.unwrap_or(AttentionKernel::default_for(gpu.arch)), &shape, q.flops)
                 .unwrap_or_else(|| q.flops.max(0.0) / (peak * e.compute_eff))
         }
         _ => q.flops.max(0.0) / (peak * e.compute_eff),
@@ -262,6 +262,44 @@ fn class_names() -> String {
 mod tests {
     use super::*;
     use crate::gpu::gpu;
+
+    #[test]
+    fn an_attention_shape_naming_its_kernel_is_timed_from_that_kernels_table() {
+        use crate::attention::{self, AttentionKernel, AttentionShape};
+        use crate::op::{DType, KernelShape, OpQuery};
+        let h100 = gpu("H100").unwrap();
+        let e = Efficiencies::default_table().get(h100, OpClass::FlashAttention);
+        let shape = |kernel| AttentionShape {
+            batch_heads: 32,
+            s_q: 8192,
+            s_kv: 8192,
+            head_dim: 128,
+            causal: true,
+            backward: false,
+            kernel,
+        };
+        let time = |kernel| {
+            let q = OpQuery {
+                name: "core_attention".into(),
+                class: OpClass::FlashAttention,
+                dtype: DType::Bf16,
+                flops: 1e13,
+                bytes: 1e8,
+                shape: String::new(),
+                kernel: Some(KernelShape::Attention(shape(kernel))),
+            };
+            roofline_time(h100, &e, &q).0
+        };
+        // None: Transformer Engine's default, cuDNN on Hopper.
+        assert_eq!(time(None), time(Some(AttentionKernel::Cudnn)));
+        let fa2 = attention::seconds(h100, AttentionKernel::Fa2, &shape(None), 1e13).unwrap();
+        assert_eq!(
+            time(Some(AttentionKernel::Fa2)),
+            SimTime::from_secs_f64(fa2).saturating_add(e.launch)
+        );
+        // FA2 on an H100: 333 against cuDNN's 529 TFLOP/s (causal, 8k, head dim 128).
+        assert!(time(Some(AttentionKernel::Fa2)) > time(None));
+    }
 
     #[test]
     fn shipped_table_covers_every_class_on_every_gpu() {

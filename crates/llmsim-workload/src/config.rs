@@ -86,6 +86,12 @@ pub struct TrainingConfig {
     pub recompute: Recompute,
     /// Fused (Flash) attention. Default true.
     pub flash_attention: bool,
+    /// Which fused attention kernel runs (with `flash_attention`). Default `auto`: Transformer
+    /// Engine's choice, cuDNN fused attention on Hopper and later, FlashAttention-2 on Ampere.
+    /// `fa2` is also what PyTorch's `scaled_dot_product_attention` runs on its flash backend
+    /// (the first in its default priority order, and the one TorchTitan's context parallelism
+    /// selects).
+    pub attention_kernel: AttentionKernelChoice,
     /// Iterations to simulate. Default 1.
     pub iterations: u64,
     /// Hidden and attention dropout probability (Megatron `--hidden-dropout` /
@@ -188,6 +194,7 @@ impl Default for TrainingConfig {
             dtype: DType::Bf16,
             recompute: Recompute::None,
             flash_attention: true,
+            attention_kernel: AttentionKernelChoice::Auto,
             iterations: 1,
             dropout: None,
             grad_reduce_in_fp32: None,
@@ -274,6 +281,69 @@ impl TrainingConfig {
             d => d.bytes(),
         }
     }
+}
+
+/// The fused attention kernel (`training.attention_kernel`), timed from its published
+/// benchmarks (`llmsim-compute` `data/attention.csv`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKernelChoice {
+    /// Transformer Engine's default for the GPU: cuDNN fused attention on Hopper and later,
+    /// FlashAttention-2 on Ampere. Default.
+    #[default]
+    Auto,
+    /// cuDNN 9 fused attention (Transformer Engine `FusedAttention`).
+    Cudnn,
+    /// FlashAttention-2: the `flash-attn` package, and the kernels of PyTorch's SDPA flash
+    /// backend (`aten/src/ATen/native/transformers/cuda/flash_attn`).
+    Fa2,
+    /// FlashAttention-3 (Hopper only; elsewhere the roofline of class `flash_attention`).
+    Fa3,
+}
+
+impl AttentionKernelChoice {
+    /// The kernel the compute model times, `None` for the GPU's default.
+    pub fn kernel(self) -> Option<llmsim_compute::AttentionKernel> {
+        use llmsim_compute::AttentionKernel as K;
+        match self {
+            AttentionKernelChoice::Auto => None,
+            AttentionKernelChoice::Cudnn => Some(K::Cudnn),
+            AttentionKernelChoice::Fa2 => Some(K::Fa2),
+            AttentionKernelChoice::Fa3 => Some(K::Fa3),
+        }
+    }
+}
+
+/// How context-parallel attention runs (`parallel.cp_impl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CpImpl {
+    /// Megatron-Core / Transformer Engine's p2p ring (`AttnFuncWithCPAndKVP2P`) with
+    /// load-balanced chunks, timed as one attention kernel over the local queries and the whole
+    /// sequence's keys, the K/V all-gather and dK/dV reduce-scatter it amounts to, and the
+    /// per-step merges. Default.
+    #[default]
+    Megatron,
+    /// PyTorch's experimental ring attention (`torch.distributed.tensor.experimental`
+    /// `context_parallel`, `_attention.py`) as TorchTitan runs it, compiled (`torch.compile` of
+    /// each block): rotate method `allgather` (TorchTitan's default), causal load balancing on.
+    /// Forward: one all-gather of the K/V the SDPA call receives (TorchTitan's Llama repeats the
+    /// K/V heads to the query heads first), then one SDPA call per ring step (the local causal
+    /// block, then `cp - 1` non-causal calls over half the local keys, the slowest rank's
+    /// share), each merged into the running fp32 output by one fused element-wise kernel.
+    /// Backward: the all-gather again, one SDPA backward call per step, and after every step the
+    /// fp32 dK/dV passed to the next rank (`permute_tensor`, an all-to-all in which each rank
+    /// sends to one peer) with fused fp32 accumulations. Traced, each collective is waited for
+    /// right after it is issued, so none overlaps the kernels. Needs
+    /// `training.flash_attention`; sliding-window layers (which PyTorch's ring does not
+    /// support) keep the `megatron` model. The kernel is `training.attention_kernel` (PyTorch's
+    /// flash backend: `fa2`).
+    TorchRing,
+    /// As `torch_ring`, without torch.compile: each collective is waited for at first use, so
+    /// the all-gather runs beside the first step's kernel and each dK/dV exchange beside the
+    /// next step's; the merges and accumulations run as PyTorch's separate element-wise kernels
+    /// (fp32 casts, eight kernels per forward merge, fp32 zeros, the K/V `cat` at every step).
+    TorchRingEager,
 }
 
 /// MoE token dispatcher (Megatron-Core `--moe-token-dispatcher-type`). Both move the tokens as
@@ -438,6 +508,10 @@ pub struct ParallelConfig {
     /// Context parallel degree. Default 1.
     #[serde(alias = "context_parallel_size")]
     pub cp: u64,
+    /// How context-parallel attention runs: `megatron` (default), `torch_ring` (PyTorch's
+    /// experimental ring attention as TorchTitan runs it, compiled) or `torch_ring_eager`. No
+    /// effect with `cp: 1`.
+    pub cp_impl: CpImpl,
     /// Virtual pipeline stages (model chunks) per pipeline rank. Default 1. `vpp > 1` implies the
     /// interleaved schedule, as in Megatron.
     #[serde(alias = "virtual_pipeline_model_parallel_size")]
@@ -527,6 +601,7 @@ impl Default for ParallelConfig {
             moe_token_dispatcher: MoeDispatcher::AllToAll,
             moe_routing: MoeRouting::Random,
             cp: 1,
+            cp_impl: CpImpl::Megatron,
             vpp: 1,
             schedule: PipelineSchedule::OneFOneB,
             sequence_parallel: false,
@@ -1101,6 +1176,12 @@ impl ParallelConfig {
                     2 * p.cp,
                     training.seq_length
                 ),
+            ));
+        }
+        if p.cp > 1 && p.cp_impl != CpImpl::Megatron && !training.flash_attention {
+            return Err(WorkloadError::invalid(
+                "parallel.cp_impl",
+                "torch_ring and torch_ring_eager run PyTorch's SDPA flash or efficient kernels, fused attention: set training.flash_attention: true or cp_impl: megatron",
             ));
         }
         if p.sp() && !(training.seq_length / p.cp).is_multiple_of(p.tp) {

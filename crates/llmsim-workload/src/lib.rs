@@ -23,7 +23,10 @@ pub mod schema;
 /// The workload formats under their historical paths.
 pub use formats::{chakra, simai};
 
-pub use config::{Fp8Recipe, MoeDispatcher, MoeRouting, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
+pub use config::{
+    AttentionKernelChoice, CpImpl, Fp8Recipe, MoeDispatcher, MoeRouting, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule,
+    TrainingConfig,
+};
 pub use error::WorkloadError;
 pub use import::ImportError;
 pub use memory::MemoryFootprint;

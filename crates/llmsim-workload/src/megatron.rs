@@ -48,7 +48,20 @@ use crate::{ModelConfig, ParallelConfig, PipelineSchedule, TrainingConfig, Workl
 #[derive(Clone, Copy, Debug)]
 enum Item {
     Seg(u32),
-    Coll { op: CollectiveOp, group: Group, bytes: u64 },
+    Coll {
+        op: CollectiveOp,
+        group: Group,
+        bytes: u64,
+    },
+    /// A collective issued on its own stream ([`Stream::Free`]) after the compute stream's last
+    /// node; the compute stream goes on until the [`Item::Wait`] that follows.
+    AsyncColl {
+        op: CollectiveOp,
+        group: Group,
+        bytes: u64,
+    },
+    /// The compute stream's next node waits for the last [`Item::AsyncColl`].
+    Wait,
 }
 
 /// Bytes per parameter element in the distributed optimizer's parameter all-gather.
@@ -237,6 +250,8 @@ impl Builder<'_> {
         let mut items = Vec::new();
         let mut cur: Vec<OpSpec> = Vec::new();
         let mut part = 0;
+        // Kernels still to run beside the last asynchronous collective before the stream waits.
+        let mut beside_left = 0u32;
         let flush = |b: &mut Self, cur: &mut Vec<OpSpec>, items: &mut Vec<Item>, part: &mut u32| {
             if cur.is_empty() {
                 return;
@@ -247,9 +262,28 @@ impl Builder<'_> {
         };
         for op in ops {
             match &op.kind {
-                OpSpecKind::Compute { .. } | OpSpecKind::HostCopy { .. } => cur.push(op.clone()),
-                OpSpecKind::Comm { op: coll, group, bytes } => {
+                OpSpecKind::Compute { .. } | OpSpecKind::HostCopy { .. } => {
+                    cur.push(op.clone());
+                    if beside_left > 0 {
+                        beside_left -= 1;
+                        if beside_left == 0 {
+                            flush(self, &mut cur, &mut items, &mut part);
+                            items.push(Item::Wait);
+                        }
+                    }
+                }
+                OpSpecKind::Comm {
+                    op: coll,
+                    group,
+                    bytes,
+                    beside,
+                } => {
                     flush(self, &mut cur, &mut items, &mut part);
+                    if beside_left > 0 {
+                        // A collective before the kernels it was to run beside: wait here.
+                        items.push(Item::Wait);
+                        beside_left = 0;
+                    }
                     let group = match group {
                         CommGroup::Tp => Group::Tp,
                         CommGroup::Cp => Group::Cp,
@@ -262,7 +296,14 @@ impl Builder<'_> {
                             });
                         }
                     };
-                    if *bytes > 0 {
+                    if *bytes > 0 && *beside > 0 {
+                        items.push(Item::AsyncColl {
+                            op: *coll,
+                            group,
+                            bytes: *bytes,
+                        });
+                        beside_left = *beside;
+                    } else if *bytes > 0 {
                         items.push(Item::Coll {
                             op: *coll,
                             group,
@@ -273,6 +314,9 @@ impl Builder<'_> {
             }
         }
         flush(self, &mut cur, &mut items, &mut part);
+        if beside_left > 0 {
+            items.push(Item::Wait);
+        }
         Ok(items)
     }
 }
@@ -292,17 +336,48 @@ struct Templates {
 }
 
 /// Emits a template's items into the program; returns the last node emitted (or `after`).
+/// An asynchronous collective's node is the template's last when its wait ends the template:
+/// what comes next then waits for it.
 fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> Option<u32> {
-    let mut last = None;
-    for (i, it) in items.iter().enumerate() {
+    let mut last: Option<u32> = None;
+    // The asynchronous collective in flight, and the one the next compute-stream node waits for.
+    let mut pending: Option<u32> = None;
+    let mut wait: Option<u32> = None;
+    for it in items {
         let kind = match *it {
             Item::Seg(s) => DagNodeKind::Comp { segment: s },
             Item::Coll { op, group, bytes } => DagNodeKind::CommColl { op, group, bytes },
+            Item::AsyncColl { op, group, bytes } => {
+                let node = Node {
+                    kind: DagNodeKind::CommColl { op, group, bytes },
+                    stream: Stream::Free,
+                    ..base
+                };
+                // After the stream's last node (and what that node's successor would wait for).
+                let n = match (last, wait) {
+                    (None, None) => prog.push(node, first_deps),
+                    (None, Some(w)) => prog.push(node, &[w]),
+                    (Some(l), None) => prog.push(node, &[l]),
+                    (Some(l), Some(w)) => prog.push(node, &[l, w]),
+                };
+                pending = Some(n);
+                continue;
+            }
+            Item::Wait => {
+                wait = pending.take().or(wait);
+                continue;
+            }
         };
-        let deps: &[u32] = if i == 0 { first_deps } else { &[] };
-        last = Some(prog.push(Node { kind, ..base }, deps));
+        let node = Node { kind, ..base };
+        // A waited-for collective already follows `first_deps`.
+        last = Some(match (last, wait.take()) {
+            (None, None) => prog.push(node, first_deps),
+            (_, Some(w)) => prog.push(node, &[w]),
+            (Some(_), None) => prog.push(node, &[]),
+        });
     }
-    last
+    // A wait with nothing after it in the template: the caller's next node waits instead.
+    wait.or(last)
 }
 
 /// A data-parallel bucket being filled in backward order.

@@ -35,6 +35,9 @@
 //!   and in backward the same all-gather plus a reduce-scatter of dK/dV. The ring steps are not
 //!   overlapped with the attention blocks here. The per-step merges of partial outputs and
 //!   gradients (`cp_attn_merge`, `cp_attn_merge_bwd`) are memory-bound ops of their own.
+//!   `parallel.cp_impl: torch_ring` models PyTorch's experimental ring attention instead (one
+//!   SDPA call per ring step, an all-gather overlapped with the first, fp32 merges and a dK/dV
+//!   exchange per backward step; `Builder::torch_ring_attention`).
 //! - **MoE** (Megatron-Core all-to-all dispatcher, expert tensor parallelism = tp): router,
 //!   permutation, EP all-to-all dispatch of `tokens·topk·h·dtype`, TP all-gather of the received
 //!   tokens (tp > 1, sequence parallel), with several local experts the sort of the received
@@ -44,12 +47,12 @@
 
 use std::ops::Range;
 
-use llmsim_compute::{AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery, SsdShape};
+use llmsim_compute::{AttentionKernel, AttentionShape, DType, GemmShape, KernelShape, OpClass, OpQuery, SsdShape};
 use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{Fp8Recipe, MoeDispatcher, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{CpImpl, Fp8Recipe, MoeDispatcher, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
 /// Which part of a training step an op belongs to.
@@ -102,6 +105,12 @@ pub enum OpSpecKind {
         group: CommGroup,
         /// Size per rank, in bytes (nccl-tests convention).
         bytes: u64,
+        /// 0: blocking, the compute stream waits for it (Megatron's TP/CP/EP collectives). `n > 0`:
+        /// issued asynchronously on its own stream, the next `n` kernels run beside it and the
+        /// compute stream waits for it before the kernel after them (PyTorch's async functional
+        /// collectives waited on at first use, e.g. the `torch_ring` K/V all-gather).
+        #[serde(skip_serializing_if = "is_zero")]
+        beside: u32,
     },
     /// A copy of `bytes` between GPU and host memory on a copy engine, over the GPU's host link
     /// (activation CPU offloading: device-to-host in forward, host-to-device in backward).
@@ -244,7 +253,7 @@ impl OpSpec {
     /// `(op, group, bytes)` of a collective.
     pub fn comm(&self) -> Option<(CollectiveOp, CommGroup, u64)> {
         match self.kind {
-            OpSpecKind::Comm { op, group, bytes } => Some((op, group, bytes)),
+            OpSpecKind::Comm { op, group, bytes, .. } => Some((op, group, bytes)),
             OpSpecKind::Compute { .. } | OpSpecKind::HostCopy { .. } => None,
         }
     }
@@ -318,6 +327,11 @@ struct Dims {
     fp8_elem: f64,
     /// The GEMMs' math dtype where it is not the training dtype (see [`OpSpec::dtype`]).
     gemm_dtype: Option<DType>,
+    /// `parallel.cp_impl: torch_ring` (`Some(false)`) or `torch_ring_eager` (`Some(true)`) with
+    /// cp > 1.
+    torch_ring: Option<bool>,
+    /// `training.attention_kernel`: the fused attention kernel, `None` for the GPU's default.
+    attn_kernel: Option<AttentionKernel>,
     shape: String,
 }
 
@@ -369,6 +383,13 @@ impl Dims {
             nvfp4: t.dtype == DType::Fp4,
             fp8_elem: t.fp8_recipe.bytes_per_element(),
             gemm_dtype: None,
+            torch_ring: match p.cp_impl {
+                _ if cp == 1 => None,
+                CpImpl::Megatron => None,
+                CpImpl::TorchRing => Some(false),
+                CpImpl::TorchRingEager => Some(true),
+            },
+            attn_kernel: t.attention_kernel.kernel(),
             shape,
         }
     }
@@ -424,11 +445,30 @@ fn sub_gemm(op: &OpSpec, cols: u64, total: u64, index: usize) -> OpSpec {
     sub
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A collective issued asynchronously with `beside` kernels running beside it (see
+/// [`OpSpecKind::Comm`]).
+fn comm_async(name: &'static str, pass: Pass, op: CollectiveOp, bytes: u64, beside: u32, shape: &str) -> OpSpec {
+    let mut c = comm(name, pass, op, CommGroup::Cp, bytes, shape);
+    if let OpSpecKind::Comm { beside: b, .. } = &mut c.kind {
+        *b = beside;
+    }
+    c
+}
+
 fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, bytes: u64, shape: &str) -> OpSpec {
     OpSpec {
         name,
         pass,
-        kind: OpSpecKind::Comm { op, group, bytes },
+        kind: OpSpecKind::Comm {
+            op,
+            group,
+            bytes,
+            beside: 0,
+        },
         shape: shape.to_string(),
         kernel: None,
         overlap: None,
@@ -796,6 +836,13 @@ impl<'a> Builder<'a> {
     /// `QKᵀ` over `dqk` and `AV` over `dv`, `2·tok·a·keys·(dqk + dv)` FLOPs.
     fn core_attention(&mut self, flash: bool, keys: u64) {
         let d = self.d;
+        if let Some(eager) = d.torch_ring
+            && flash
+            && keys == d.s
+        {
+            self.torch_ring_attention(eager);
+            return;
+        }
         let dt = d.dt as f64;
         let mut shape = if d.cp > 1 {
             d.shape_with(&format!("heads={},kv={},kv_s={}", d.a_l, d.kv_l, d.s))
@@ -851,6 +898,7 @@ impl<'a> Builder<'a> {
             head_dim: d.dqk,
             causal: keys == d.s,
             backward: false,
+            kernel: d.attn_kernel,
         };
         let mut f = compute("core_attention", Pass::Forward, class, flops, bytes, &shape);
         f.kernel = Some(KernelShape::Attention(attn));
@@ -879,6 +927,196 @@ impl<'a> Builder<'a> {
                 &shape,
             ));
         }
+        self.steps.push(Step {
+            fwd,
+            bwd,
+            modules: self.cur | RecomputeModule::CoreAttn.bit(),
+        });
+    }
+
+    /// Core attention as PyTorch's experimental ring attention runs it under TorchTitan
+    /// (`parallel.cp_impl: torch_ring` / `torch_ring_eager`; pytorch/pytorch
+    /// `torch/distributed/tensor/experimental/_attention.py`, `_templated_ring_attention` and
+    /// `_templated_ring_attention_backward`; rotate method `allgather`, TorchTitan's
+    /// `context_parallel_rotate_method` default at 9dec370; causal load balancing,
+    /// `enable_load_balance = True`). Per rank, with `sl` local queries in two chunks:
+    /// - forward: the K/V packed into one send buffer (`torch.cat`), one all-gather of the K/V
+    ///   that SDPA receives (`_AllGatherRotater`; TorchTitan's Llama repeats the K/V heads to the
+    ///   query heads before SDPA, so `a_l` heads of `dqk + dv`), then one SDPA call per step:
+    ///   step 0 over the local block with the causal mask, steps `1..cp` without a mask over half
+    ///   the block (`i <= rank`: all queries, the first key chunk; `i > rank`: the second query
+    ///   chunk, all keys). The last rank runs the first kind at every step, the smaller kernels
+    ///   (`s_kv = sl/2`), and sets the pace: its shapes are the ones timed. After each step
+    ///   `_SDPAMerger` folds the step's output and logsumexp into the running ones in fp32
+    ///   (`convert_to_f32`).
+    /// - backward: the same pack and all-gather, one SDPA backward call per step, and per step
+    ///   the fp32 dK/dV accumulated (`_partial_update`: the received sum plus this step's half,
+    ///   written whole) and sent on to the next rank (`_AllToAllRotater`, `permute_tensor`: an
+    ///   all-to-all in which each rank sends its buffer to one peer); dQ accumulates in fp32.
+    ///   At the end dQ, dK, dV are cast back.
+    ///
+    /// Compiled (`torch_ring`, TorchTitan's `apply_compile` with `fullgraph=True`): the ring is
+    /// traced into the block's graph, where a functional collective's `wait_tensor` follows it
+    /// at once (`_functional_collectives.py` `_maybe_wrap_tensor` while tracing) and Inductor
+    /// moves no wait without `reorder_for_compute_comm_overlap` (default off, not set by
+    /// TorchTitan at 9dec370): every exchange blocks. The element-wise work fuses: one merge
+    /// kernel per step (read the running output, fp32, the first step's own in bf16; read the
+    /// step's; write fp32, the last in bf16; the fp32 logsumexp read twice, written once), one
+    /// accumulation kernel each for dK/dV and dQ; the `cat`s after the first feed nothing under
+    /// the all-gather rotater and are dead code.
+    /// Eager (`torch_ring_eager`): collectives return `AsyncCollectiveTensor`s, waited at first
+    /// use, so the all-gather runs beside step 0 and each dK/dV exchange beside the next step's
+    /// kernel; every tensor op is its own kernel: the merge is a cast and eight element-wise
+    /// kernels per step, the `cat` of the K/V runs at every step, dQ/dK/dV start as fp32 zeros.
+    ///
+    /// Sliding-window layers (which PyTorch's ring does not support) keep the `megatron` model.
+    fn torch_ring_attention(&mut self, eager: bool) {
+        let d = self.d;
+        let dt = d.dt as f64;
+        let mut shape = d.shape_with(&format!("heads={},kv={},kv_s={},cp_impl=torch_ring", d.a_l, d.kv_l, d.s));
+        if eager {
+            shape.push_str(",eager=1");
+        }
+        if d.dqk != d.d || d.dv != d.d {
+            shape.push_str(&format!(",dqk={},dv={}", d.dqk, d.dv));
+        }
+        let steps = d.cp - 1;
+        let half = d.sl / 2;
+        let q = (d.tok * d.a_l * d.dqk) as f64;
+        let o = (d.tok * d.a_l * d.dv) as f64;
+        let rows = (d.tok * d.a_l) as f64;
+        // K/V elements of the local block as SDPA gets them (query heads).
+        let kv = d.tok * d.a_l * (d.dqk + d.dv);
+        let kvf = kv as f64;
+        let gather_bytes = kv * d.cp * d.dt;
+        // One rank's whole fp32 dK/dV to one peer, timed as an all-to-all moving those bytes off
+        // the rank: an all-to-all keeps 1/cp of its per-rank buffer home, so the buffer is
+        // cp/(cp-1) of them (rounded up).
+        let permute_bytes = (4 * kv * d.cp).div_ceil(steps);
+        // Kernels beside a collective before the stream waits for it (0: it blocks).
+        let beside = |n: u32| if eager { n } else { 0 };
+        let attn = |s_kv: u64, causal: bool, backward: bool| AttentionShape {
+            batch_heads: d.b * d.a_l,
+            s_q: d.sl,
+            s_kv,
+            head_dim: d.dqk,
+            causal,
+            backward,
+            kernel: d.attn_kernel,
+        };
+        // One SDPA call over `s_kv` keys: FLOPs in the module's convention (the full QKᵀ and AV;
+        // the causal step's kernel does half), bytes q, o and the keys' K/V once.
+        let kernel = |name: &'static str, pass: Pass, s_kv: u64, causal: bool| {
+            let flops = 2.0 * (q + o) * s_kv as f64;
+            let bytes = (q + o + (d.b * s_kv * d.a_l * (d.dqk + d.dv)) as f64) * dt;
+            let backward = pass != Pass::Forward;
+            let (flops, bytes) = if backward { (2.5 * flops, 2.0 * bytes) } else { (flops, bytes) };
+            let mut k = compute(name, pass, OpClass::FlashAttention, flops, bytes, &shape);
+            k.kernel = Some(KernelShape::Attention(attn(s_kv, causal, backward)));
+            k
+        };
+        let ew =
+            |name: &'static str, pass: Pass, elems: f64, bytes: f64| compute(name, pass, OpClass::Elementwise, 2.0 * elems, bytes, &shape);
+        // The all-gather's send buffer, `torch.cat` of the flattened K and V (read, written).
+        // Eager first copies the transposed K and V contiguous (`key.contiguous()`).
+        let pack = |pass: Pass, first: bool| {
+            let copies = if eager && first { 2.0 } else { 1.0 };
+            ew("cp_ring_kv_pack", pass, kvf, copies * 2.0 * kvf * dt)
+        };
+        // The cast of a step's bf16 output to fp32 (`convert_to_f32`).
+        let cast_in = |pass: Pass| ew("cp_ring_merge_cast", pass, o, o * (dt + 4.0));
+
+        let mut fwd = vec![
+            pack(Pass::Forward, true),
+            comm_async(
+                "cp_kv_allgather",
+                Pass::Forward,
+                CollectiveOp::AllGather,
+                gather_bytes,
+                beside(2),
+                &shape,
+            ),
+            kernel("core_attention", Pass::Forward, d.sl, true),
+        ];
+        if eager {
+            fwd.push(cast_in(Pass::Forward));
+        }
+        for i in 1..=steps {
+            if eager && i < steps {
+                fwd.push(pack(Pass::Forward, false));
+            }
+            fwd.push(kernel("core_attention_ring", Pass::Forward, half, false));
+            let merge = if eager {
+                fwd.push(cast_in(Pass::Forward));
+                // lse: block - running, sigmoid, running - block, logsigmoid, running - that
+                // (12, 8, 12, 8, 12 bytes per row); out: running - block (12 per element), the
+                // sigmoid times it (8, and the row's factor), running - that (12).
+                o * 32.0 + rows * 56.0
+            } else {
+                let read_running = if i == 1 { dt } else { 4.0 };
+                let write = if i == steps { dt } else { 4.0 };
+                o * (read_running + dt + write) + 12.0 * rows
+            };
+            fwd.push(ew("cp_ring_merge", Pass::Forward, o, merge));
+        }
+        if eager {
+            fwd.push(ew("cp_ring_merge_cast", Pass::Forward, o, o * (4.0 + dt)));
+        }
+
+        let bi = Pass::BackwardInput;
+        let mut bwd = Vec::new();
+        if eager {
+            bwd.push(ew("cp_ring_grad_zeros", bi, q + kvf, 4.0 * (q + kvf)));
+        }
+        bwd.push(pack(bi, true));
+        bwd.push(comm_async(
+            "cp_kv_allgather_bwd",
+            bi,
+            CollectiveOp::AllGather,
+            gather_bytes,
+            beside(2),
+            &shape,
+        ));
+        bwd.push(kernel("core_attention_bwd", bi, d.sl, true));
+        for i in 0..=steps {
+            if i > 0 {
+                if eager && i < steps {
+                    bwd.push(pack(bi, false));
+                }
+                bwd.push(kernel("core_attention_ring_bwd", bi, half, false));
+            }
+            // dK/dV in fp32: step 0 adds its own to zeros (compiled: casts them); later steps
+            // add theirs (half the keys) to the received sum and write it whole (eager: the add
+            // in place on the half, then `torch.cat` of the two halves); eager then packs dK
+            // and dV into the send buffer (`torch.cat`, fp32).
+            let dkv = match (eager, i) {
+                (false, 0) => kvf * (dt + 4.0),
+                (false, _) => kvf * (4.0 + dt / 2.0 + 4.0),
+                (true, 0) => kvf * (4.0 + dt + 4.0) + kvf * 8.0,
+                (true, _) => kvf / 2.0 * (4.0 + dt + 4.0) + kvf * 8.0 + kvf * 8.0,
+            };
+            bwd.push(ew("cp_ring_dkv_accum", bi, kvf, dkv));
+            // Beside the exchange: this step's dQ accumulation and, but after the last step,
+            // the next step's kernel (eager: and its K/V `cat`).
+            let next = if i == steps {
+                0
+            } else if eager && i + 1 < steps {
+                2
+            } else {
+                1
+            };
+            bwd.push(comm_async(
+                "cp_dkv_permute",
+                bi,
+                CollectiveOp::AllToAll,
+                permute_bytes,
+                beside(1 + next),
+                &shape,
+            ));
+            let dq = if i == 0 && !eager { q * (dt + 4.0) } else { q * (4.0 + dt + 4.0) };
+            bwd.push(ew("cp_ring_dq_accum", bi, q, dq));
+        }
+        bwd.push(ew("cp_ring_grad_cast", bi, q + kvf, (q + kvf) * (4.0 + dt)));
         self.steps.push(Step {
             fwd,
             bwd,

@@ -95,6 +95,7 @@ fn etp1_moe_layer_keeps_experts_whole() {
                 op,
                 group: CommGroup::Ep,
                 bytes,
+                ..
             } => Some((op, bytes)),
             _ => None,
         })

@@ -510,7 +510,7 @@ fn layer_lines(name: &str, lo: &ops::LayerOps, time: &dyn Fn(&OpSpec) -> u64, ou
                         a += time(op);
                     }
                 }
-                OpSpecKind::Comm { op: c, group, bytes } => {
+                OpSpecKind::Comm { op: c, group, bytes, .. } => {
                     let scope = if group == CommGroup::Ep {
                         CommScope::Ep
                     } else {
