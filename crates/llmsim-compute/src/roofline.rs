@@ -451,6 +451,7 @@ mod tests {
             head_dim: 128,
             causal: true,
             backward: false,
+            kernel: None,
         };
         let ops = [
             op(
