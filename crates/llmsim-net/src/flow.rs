@@ -1080,6 +1080,7 @@ impl FlowNetwork {
         let now = self.now;
         let f = &mut self.flows[slot as usize];
         if f.rate_bps == rate {
+            self.stats.rates_unchanged += 1;
             return;
         }
         if f.rate_bps > 0.0 {

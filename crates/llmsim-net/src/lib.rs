@@ -168,6 +168,10 @@ pub struct NetStats {
     /// Flows rerated by `rate_fills_full`.
     #[serde(skip_serializing_if = "is_zero")]
     pub flows_rerated_full: u64,
+    /// Of `flows_rerated`, those whose new rate is the old one to the bit: what an exact
+    /// filling that found the changed flows alone would not have had to visit.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rates_unchanged: u64,
     /// Flow backend: fillings resumed at a level below which every rate stays (after
     /// departures and arrivals); the rest of `rate_recomputations` are lone flows.
     #[serde(skip_serializing_if = "is_zero")]

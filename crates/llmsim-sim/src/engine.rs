@@ -94,6 +94,7 @@ pub struct LiveStatus {
     rate_fills_resumed: std::sync::atomic::AtomicU64,
     flows_rerated: std::sync::atomic::AtomicU64,
     flows_rerated_full: std::sync::atomic::AtomicU64,
+    rates_unchanged: std::sync::atomic::AtomicU64,
 }
 
 /// Engine steps (local event batches or network completions) between two [`LiveStatus`]
@@ -119,14 +120,15 @@ impl LiveStatus {
 
     /// Flow backend: max-min fillings so far, of whole components and resumed
     /// ([`NetStats::rate_fills_full`], [`NetStats::rate_fills_resumed`]), the flows rerated,
-    /// and of those the ones whole-component fillings rerated.
-    pub fn rate_fills(&self) -> [u64; 4] {
+    /// of those the ones whole-component fillings rerated, and the ones whose rate stayed.
+    pub fn rate_fills(&self) -> [u64; 5] {
         use std::sync::atomic::Ordering::Relaxed;
         [
             self.rate_fills_full.load(Relaxed),
             self.rate_fills_resumed.load(Relaxed),
             self.flows_rerated.load(Relaxed),
             self.flows_rerated_full.load(Relaxed),
+            self.rates_unchanged.load(Relaxed),
         ]
     }
 
@@ -140,6 +142,7 @@ impl LiveStatus {
         self.rate_fills_resumed.store(net.rate_fills_resumed, Relaxed);
         self.flows_rerated.store(net.flows_rerated, Relaxed);
         self.flows_rerated_full.store(net.flows_rerated_full, Relaxed);
+        self.rates_unchanged.store(net.rates_unchanged, Relaxed);
     }
 }
 
