@@ -7,9 +7,10 @@
 //!   saturates first and freezes its flows at that share. A link carried `k` times by a flow
 //!   counts that flow `k` times.
 //! - Rates are recomputed after the events of one timestamp, and only for the connected
-//!   components (flows joined by shared links) that those arrivals and departures touched. A
-//!   component of one flow — the common case of disjoint transfers — takes a fast path: its rate
-//!   is its route's bottleneck.
+//!   components (flows joined by shared links) that those arrivals and departures touched,
+//!   resuming the filling at a level below which no rate changes (bit-identical to a filling
+//!   of the whole component; `FlowNetwork::recompute`). A component of one flow — the common
+//!   case of disjoint transfers — takes a fast path: its rate is its route's bottleneck.
 //! - Time is integer picoseconds. Rates and remaining bits are `f64`; a predicted drain is
 //!   rounded up to the picosecond and a flow completes exactly when its drain fires. Each rate
 //!   change bumps the flow's version, and drain events of an older version are skipped.
@@ -32,6 +33,9 @@ use crate::{Completion, LinkChange, NetError, NetStats, Network, RouteSpec, Tran
 const PS_PER_S: f64 = SimTime::PS_PER_S as f64;
 /// Relative tolerance of the rate checks.
 const CHECK_TOL: f64 = 1e-9;
+/// The relative margin of [`RateScratch::arrival_level`]'s comparisons: room for rounding
+/// between a link's heap key, its share and the rates it freezes (of the order of 1e-16).
+const ARRIVAL_MARGIN: f64 = 1.0 / (1u64 << 20) as f64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -242,6 +246,96 @@ impl RateScratch {
                 self.private[f as usize] = private;
             }
         }
+    }
+
+    /// The level below which the flows `arrived` (now on their links, rate `INFINITY` in
+    /// `rate`) change no rate, for a filling resumed there (with the departures' level
+    /// `r_drained`, `INFINITY` if none); `None` where that cannot be shown on the floats.
+    ///
+    /// An arrival only adds weight to its links; every other link starts a full filling of the
+    /// new state with the remaining capacity and weight it had. Walk an arrival's link `e`
+    /// through its other flows in the order the last fillings froze them (`seq`, in which their
+    /// rates do not fall): its share starts at `cap / weight` and, while the next flow's rate
+    /// is below it, that flow freezes first and the share rises to `(rem - m r) / (w - m)`. Where
+    /// the next rate is not below it, `e` saturates: its level `L_e`. Below `R = min L_e` a full
+    /// filling of the new state pops the same links as the last one, in the same order (an
+    /// arrival's link re-enters the heap at its risen share each time it is popped), and
+    /// freezes the same flows at the same rates and in the same order. So every flow below `R`
+    /// keeps its rate, as below a departure's rate.
+    ///
+    /// On the floats a share can fall by rounding, and a heap key can sit a rounding above its
+    /// flow's rate. So the walk goes on only while the next rate is a relative
+    /// [`ARRIVAL_MARGIN`] below the share and the share strictly rises, the level is `R` less
+    /// that margin, and each arrival's link is replayed over exactly the flows below the level
+    /// (as the full filling takes them off, in freeze order): each must be a margin below the
+    /// share it freezes under and raise it, and the last share must end above the level by
+    /// half the margin; otherwise `None` (the caller fills the components in full).
+    fn arrival_level(&mut self, arrived: &[u32], r_drained: f64, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) -> Option<f64> {
+        let weight = |li: usize| -> f64 { link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum() };
+        let below = 1.0 - ARRIVAL_MARGIN;
+        let mut first = f64::INFINITY;
+        for &a in arrived {
+            for e in &flows[a as usize].path {
+                let li = e.link as usize;
+                let on = &link_flows[li];
+                let (mut rem, mut w) = (cap[li], weight(li));
+                let mut share = rem / w;
+                if on.len() > 1 {
+                    self.prefix.clear();
+                    for &(f, i) in on {
+                        let r = self.rate[f as usize];
+                        if r.is_finite() {
+                            self.prefix.push((self.seq[f as usize], flows[f as usize].path[i as usize].mult, r));
+                        }
+                    }
+                    self.prefix.sort_unstable_by_key(|p| p.0);
+                    for &(_, m, r) in &self.prefix {
+                        let next = (rem - m * r).max(0.0) / (w - m);
+                        if !(lt(r, share * below) && lt(share, next)) {
+                            break;
+                        }
+                        (rem, w, share) = (rem - m * r, w - m, next);
+                    }
+                }
+                first = first.min(share);
+            }
+        }
+        let r_min = r_drained.min(first * below);
+        for &a in arrived {
+            for e in &flows[a as usize].path {
+                let li = e.link as usize;
+                let on = &link_flows[li];
+                if on.len() < 2 {
+                    continue;
+                }
+                self.prefix.clear();
+                for &(f, i) in on {
+                    let r = self.rate[f as usize];
+                    if r < r_min {
+                        self.prefix.push((self.seq[f as usize], flows[f as usize].path[i as usize].mult, r));
+                    }
+                }
+                if self.prefix.is_empty() {
+                    continue;
+                }
+                self.prefix.sort_unstable_by_key(|p| p.0);
+                let (mut rem, mut w) = (cap[li], weight(li));
+                let mut share = rem / w;
+                for &(_, m, r) in &self.prefix {
+                    rem -= m * r;
+                    w -= m;
+                    let next = rem.max(0.0) / w;
+                    if !(lt(r, share * below) && lt(share, next)) {
+                        return None;
+                    }
+                    share = next;
+                }
+                if !lt(r_min, share * (1.0 - 0.5 * ARRIVAL_MARGIN)) {
+                    return None;
+                }
+            }
+        }
+        Some(r_min)
     }
 
     /// Progressive filling over the flows [`Self::collect_resumed`] collected, from the state a
@@ -492,6 +586,11 @@ pub struct FlowNetwork {
     full_refill: bool,
     /// Resume fillings after departures instead of filling whole components again.
     incremental: bool,
+    /// Flows that started holding links at this timestamp, for the resumed filling after
+    /// arrivals ([`RateScratch::arrival_level`]).
+    arrived: Vec<u32>,
+    /// Resume fillings after arrivals too (off: an arrival fills its components in full).
+    incremental_arrivals: bool,
 }
 
 impl FlowNetwork {
@@ -544,6 +643,10 @@ impl FlowNetwork {
             drained_min_rate: f64::INFINITY,
             full_refill: false,
             incremental: true,
+            arrived: Vec::new(),
+            // A timing knob (the rates do not change): `LLMSIM_FLOW_FULL_ARRIVALS=1` fills in
+            // full after arrivals, as before the resumed filling, for paired runs of one binary.
+            incremental_arrivals: std::env::var_os("LLMSIM_FLOW_FULL_ARRIVALS").is_none(),
         }
     }
 
@@ -604,6 +707,14 @@ impl FlowNetwork {
     #[doc(hidden)]
     pub fn set_incremental(&mut self, on: bool) {
         self.incremental = on;
+    }
+
+    /// Turns off resumed fillings after arrivals ([`RateScratch::arrival_level`]): an arrival
+    /// fills its components in full (the rates must not change: for tests and timing
+    /// comparisons).
+    #[doc(hidden)]
+    pub fn set_incremental_arrivals(&mut self, on: bool) {
+        self.incremental_arrivals = on;
     }
 
     /// Turns off the lane that keeps transfers submitted to start at the network's time out of
@@ -925,8 +1036,10 @@ impl FlowNetwork {
         f.state = State::Active;
         f.updated_at = now;
         f.rate_bps = 0.0;
-        self.scratch.rate[slot as usize] = 0.0;
-        self.full_refill = true;
+        // Above every level, so that a resumed filling collects and fills it; set to its rate
+        // at the end of the recomputation.
+        self.scratch.rate[slot as usize] = f64::INFINITY;
+        self.arrived.push(slot);
         for (i, e) in f.path.iter_mut().enumerate() {
             let list = &mut self.link_flows[e.link as usize];
             e.pos = list.len() as u32;
@@ -967,6 +1080,7 @@ impl FlowNetwork {
         let now = self.now;
         let f = &mut self.flows[slot as usize];
         if f.rate_bps == rate {
+            self.stats.rates_unchanged += 1;
             return;
         }
         if f.rate_bps > 0.0 {
@@ -989,18 +1103,37 @@ impl FlowNetwork {
 
     /// Recomputes the rates of every component a dirty link belongs to.
     ///
-    /// When flows only departed at this timestamp (no arrival, no link change), the filling
+    /// When flows departed at this timestamp (and no link changed), the filling
     /// resumes where it reaches the lowest rate `r` of the departed flows: a departed flow's
     /// links saturate at its rate or above (else it would have frozen lower), and taking it
     /// away only delays them, so a full filling of the new state freezes exactly the flows below
     /// `r`, at the same rates and in the same order, before any departed link matters. Those
     /// keep their rates; only flows at `r` or above, reached from the departed links over
-    /// shared links, are filled again ([`RateScratch::water_fill_resumed`]).
+    /// shared links, are filled again ([`RateScratch::water_fill_resumed`]). Arrivals resume
+    /// the same way, at the lowest level at which one of their links would saturate
+    /// ([`RateScratch::arrival_level`]); with departures too, at the lower of the two levels.
+    /// Under traffic classes, after a link change, and where `arrival_level` cannot show its
+    /// level on the floats, the components are filled in full.
     fn recompute(&mut self) {
-        let r_min = std::mem::replace(&mut self.drained_min_rate, f64::INFINITY);
-        let full = std::mem::replace(&mut self.full_refill, false);
+        let mut r_min = std::mem::replace(&mut self.drained_min_rate, f64::INFINITY);
+        let mut full = std::mem::replace(&mut self.full_refill, false);
         if self.scratch.dirty.is_empty() {
+            debug_assert!(self.arrived.is_empty());
             return;
+        }
+        let mut arrived = std::mem::take(&mut self.arrived);
+        if !arrived.is_empty() && !full {
+            if !(self.incremental && self.incremental_arrivals) || self.priorities || self.scratch.plain {
+                full = true;
+            } else if let Some(r) = self
+                .scratch
+                .arrival_level(&arrived, r_min, &self.flows, &self.link_flows, &self.link_cap)
+            {
+                r_min = r;
+            } else {
+                self.stats.arrival_full_fallbacks += 1;
+                full = true;
+            }
         }
         let resume = self.incremental && !full && !self.scratch.plain && r_min.is_finite() && r_min > 0.0;
         let epoch = self.scratch.next_epoch();
@@ -1035,7 +1168,9 @@ impl FlowNetwork {
                 // Strict priority between traffic classes: the resumed filling's argument is for
                 // one class; fill the component class by class.
                 self.stats.rate_recomputations += 1;
+                self.stats.rate_fills_full += 1;
                 self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
+                self.stats.flows_rerated_full += self.scratch.comp_flows.len() as u64;
                 self.scratch.water_fill_prio(&self.flows, &self.link_flows, &self.link_cap);
             } else if resume {
                 self.scratch
@@ -1045,11 +1180,14 @@ impl FlowNetwork {
                     continue;
                 }
                 self.stats.rate_recomputations += 1;
+                self.stats.rate_fills_resumed += 1;
                 self.scratch
                     .water_fill_resumed(r_min, &self.flows, &self.link_flows, &self.link_cap);
             } else {
                 self.stats.rate_recomputations += 1;
+                self.stats.rate_fills_full += 1;
                 self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
+                self.stats.flows_rerated_full += self.scratch.comp_flows.len() as u64;
                 self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
             }
             self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;
@@ -1062,6 +1200,11 @@ impl FlowNetwork {
         }
         dirty.clear();
         self.scratch.dirty = dirty;
+        for &a in &arrived {
+            self.scratch.rate[a as usize] = self.flows[a as usize].rate_bps;
+        }
+        arrived.clear();
+        self.arrived = arrived;
         if self.checks
             && self.violations.len() < 16
             && let Err(e) = self.check_rates()
@@ -1169,6 +1312,12 @@ impl FlowNetwork {
         let c = self.changes.peek().map(|e| e.0.0);
         [a, d, c].into_iter().flatten().min()
     }
+}
+
+/// `a < b`, false where either is NaN (so that a negated test fails safe).
+#[inline]
+fn lt(a: f64, b: f64) -> bool {
+    a < b
 }
 
 /// `x` picoseconds rounded up, except that a value within float noise of an integer is that

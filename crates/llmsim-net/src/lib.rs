@@ -160,6 +160,26 @@ pub struct NetStats {
     pub rate_recomputations: u64,
     /// Flows whose rate was recomputed, summed over recomputations.
     pub flows_rerated: u64,
+    /// Flow backend: of `rate_recomputations`, the max-min fillings of whole components (after
+    /// a link change, under traffic classes, or where an arrival could not resume), and the
+    /// flows those rerated (a share of `flows_rerated`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rate_fills_full: u64,
+    /// Flows rerated by `rate_fills_full`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub flows_rerated_full: u64,
+    /// Of `flows_rerated`, those whose new rate is the old one to the bit: what an exact
+    /// filling that found the changed flows alone would not have had to visit.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rates_unchanged: u64,
+    /// Flow backend: fillings resumed at a level below which every rate stays (after
+    /// departures and arrivals); the rest of `rate_recomputations` are lone flows.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rate_fills_resumed: u64,
+    /// Flow backend: timestamps with arrivals whose resumed filling was refused (the filling's
+    /// floats could not be shown to replay the full one's) and that filled in full instead.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub arrival_full_fallbacks: u64,
     /// Packet backend with Wormhole: partitions fast-forwarded, memo hits and misses, and the
     /// memo database's entries at the end.
     pub ff_freezes: u64,

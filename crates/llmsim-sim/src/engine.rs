@@ -90,6 +90,11 @@ pub struct LiveStatus {
     sim_time_ps: std::sync::atomic::AtomicU64,
     transfers_done: std::sync::atomic::AtomicU64,
     packet_events: std::sync::atomic::AtomicU64,
+    rate_fills_full: std::sync::atomic::AtomicU64,
+    rate_fills_resumed: std::sync::atomic::AtomicU64,
+    flows_rerated: std::sync::atomic::AtomicU64,
+    flows_rerated_full: std::sync::atomic::AtomicU64,
+    rates_unchanged: std::sync::atomic::AtomicU64,
 }
 
 /// Engine steps (local event batches or network completions) between two [`LiveStatus`]
@@ -113,12 +118,31 @@ impl LiveStatus {
         self.packet_events.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Flow backend: max-min fillings so far, of whole components and resumed
+    /// ([`NetStats::rate_fills_full`], [`NetStats::rate_fills_resumed`]), the flows rerated,
+    /// of those the ones whole-component fillings rerated, and the ones whose rate stayed.
+    pub fn rate_fills(&self) -> [u64; 5] {
+        use std::sync::atomic::Ordering::Relaxed;
+        [
+            self.rate_fills_full.load(Relaxed),
+            self.rate_fills_resumed.load(Relaxed),
+            self.flows_rerated.load(Relaxed),
+            self.flows_rerated_full.load(Relaxed),
+            self.rates_unchanged.load(Relaxed),
+        ]
+    }
+
     /// Records `now` and the network's counters.
     pub fn record(&self, now: SimTime, net: &NetStats) {
         use std::sync::atomic::Ordering::Relaxed;
         self.sim_time_ps.store(now.0, Relaxed);
         self.transfers_done.store(net.completed, Relaxed);
         self.packet_events.store(net.packet_events, Relaxed);
+        self.rate_fills_full.store(net.rate_fills_full, Relaxed);
+        self.rate_fills_resumed.store(net.rate_fills_resumed, Relaxed);
+        self.flows_rerated.store(net.flows_rerated, Relaxed);
+        self.flows_rerated_full.store(net.flows_rerated_full, Relaxed);
+        self.rates_unchanged.store(net.rates_unchanged, Relaxed);
     }
 }
 
