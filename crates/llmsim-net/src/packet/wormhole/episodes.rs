@@ -190,6 +190,8 @@ impl PacketEngine {
         groups.sort_unstable();
         let mut orphans = Vec::new();
         self.ww_mirror_changes(w, &mut m, &groups, &mut orphans);
+        // Released twins resume now, before the lookups, which then take their partitions too.
+        self.ww_release_twins(w, &mut orphans, &mut groups);
         for run in groups.chunk_by(|a, b| a.0 == b.0) {
             let members: Vec<u32> = run.iter().map(|&(_, f)| f).collect();
             for &f in &members {

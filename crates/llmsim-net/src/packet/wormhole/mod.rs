@@ -46,9 +46,12 @@
 //!   flow of a twin finishes at the instant its leader counterpart does, with no packets of its
 //!   own; the twin's links thaw when its last flow is done. A flow that joins the leader's
 //!   partition, or arrives on a twin's links, ends the mirror: the twin resumes on packets where
-//!   its leader stands (as a deferred twin does, below). Flows that start on a leader's and on
-//!   each twin's partition at the same instant, matching flow by flow on corresponding links,
-//!   join the mirror instead (a DP ring meeting a rail's all-to-all on every rail).
+//!   its leader stands (as a deferred twin does, below), at that instant's episode check and
+//!   before its lookups, so the released twin's partition is looked up like any other (a
+//!   stored transient skips it; identical twins released together defer to the first). Flows
+//!   that start on a leader's and on each twin's partition at the same instant, matching flow
+//!   by flow on corresponding links, join the mirror instead (a DP ring meeting a rail's
+//!   all-to-all on every rail).
 //! - **Deferred twins**: identical partitions whose flow sets change at one instant without
 //!   being fresh (a flow of each ended together) look up once: the first simulates its
 //!   transient, the others freeze and take its outcome (or resume where it stands).
