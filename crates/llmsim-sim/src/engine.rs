@@ -293,7 +293,7 @@ impl UnitAccount {
         match kind {
             Group::Tp => &mut self.exposed_tp,
             Group::Cp => &mut self.exposed_cp,
-            Group::Ep => &mut self.exposed_ep,
+            Group::Ep | Group::EpInter | Group::EpIntra => &mut self.exposed_ep,
             _ => &mut self.exposed_dp,
         }
     }
@@ -349,7 +349,7 @@ pub struct EngineRun {
 /// Collectives of one process-group kind.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct GroupCount {
-    /// The process-group kind: tp, cp, ep, dp, edp, embd or pg.
+    /// The process-group kind: tp, cp, ep, ep_inter, ep_intra, dp, edp, embd or pg.
     pub group: &'static str,
     /// Collectives run.
     pub collectives: u64,

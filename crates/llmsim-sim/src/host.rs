@@ -5,7 +5,7 @@
 use llmsim_compute::{KernelShape, OpClass};
 use llmsim_core::{CollectiveOp, SimTime};
 use llmsim_workload::OpSpecKind;
-use llmsim_workload::dag::{DagNodeKind, Group, Phase, Stream, Workload};
+use llmsim_workload::dag::{DagNodeKind, Phase, Stream, Workload};
 use llmsim_workload::ops::{OpSpec, Pass};
 
 use crate::SimError;
@@ -91,9 +91,9 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                         n.kind,
                         DagNodeKind::CommColl {
                             op: CollectiveOp::AllToAll,
-                            group: Group::Ep,
+                            group,
                             ..
-                        }
+                        } if group.is_ep()
                     ) && n.phase == Phase::Forward;
                     if !spec.moe_sync || !is_a2a {
                         return false;

@@ -202,8 +202,9 @@ pub struct Report {
     pub collectives: u64,
     /// Collectives that crossed the network (the rest stayed inside a server).
     pub collectives_on_network: u64,
-    /// Per process-group kind (`tp`, `cp`, `ep`, `dp`, `edp`, `embd`, `pg`): collectives run and
-    /// how many crossed the network (the rest stayed inside a server's NVLink domain).
+    /// Per process-group kind (`tp`, `cp`, `ep`, `ep_inter`, `ep_intra`, `dp`, `edp`, `embd`, `pg`):
+    /// collectives run and how many crossed the network (the rest stayed inside a server's
+    /// NVLink domain).
     pub collectives_by_group: Vec<crate::engine::GroupCount>,
     /// Distinct collective plans built (the rest were reused).
     pub plans_built: usize,

@@ -128,6 +128,7 @@ fn simulate_dlrm(
         pp: 1,
         ep: 1,
         ep_spans_tp: false,
+        ep_server_units: 0,
     };
     let info = report::RunInfo {
         model: "dlrm".into(),

@@ -72,7 +72,8 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
             ),
         });
     }
-    let parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
+    let mut parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
+    parallel.gpus_per_node = u64::from(s.cluster.gpus_per_node);
     let mem = memory::footprint_on(&model, &s.training, &parallel, gpu.arch);
     if mem.firm() > gpu.memory_bytes {
         // The suggestion names the first single change to this plan that fits.

@@ -362,9 +362,14 @@ pub enum MoeDispatcher {
     /// combine remain. It sends a token once to each EP rank holding one of its experts (DeepEP
     /// `get_dispatch_layout`'s `is_token_in_rank`; the combine reduces a token's outputs on each
     /// rank before sending them back), where `alltoall` sends one copy per expert: the bytes
-    /// follow [`ParallelConfig::moe_routing`]. llmsim times the dispatch and combine as
-    /// NCCL-style all-to-alls of those bytes (DeepEP's further per-server deduplication of its
-    /// RDMA traffic is not modelled).
+    /// follow [`ParallelConfig::moe_routing`]. Inside one server llmsim times the dispatch and
+    /// combine as all-to-alls of those bytes. When the EP group spans servers, a token crosses
+    /// the network once per destination server, to the GPU with the same local index there,
+    /// which forwards it over NVLink (DeepEP's internode kernels, `get_dispatch_layout`'s
+    /// `num_tokens_per_rdma_rank`; HybridEP): the dispatch runs as an all-to-all among those
+    /// GPUs (one per server) of a copy per (token, destination server), then an NVLink
+    /// all-to-all of the per-rank copies; the combine in reverse. The two phases run one after
+    /// the other (DeepEP pipelines them in one kernel).
     #[serde(rename = "flex")]
     Flex,
 }
@@ -416,6 +421,21 @@ impl MoeRouting {
                 total as f64 / starts as f64
             }
         }
+    }
+}
+
+impl MoeRouting {
+    /// Expected number of servers other than its own that a token's `k` of `e` experts are on,
+    /// with the `ep` ranks on `servers` servers (`ep / servers` consecutive ranks each), averaged
+    /// over the source servers: the tokens a deduplicating dispatcher sends once per destination
+    /// server over the network (DeepEP's internode kernels, HybridEP). A server holds
+    /// consecutive experts as a rank does, so it counts as a rank of `e / servers` experts
+    /// ([`MoeRouting::ranks_per_token`]); each server is as likely to be the source, so the own
+    /// server is among a token's `D` servers `D / servers` of the time.
+    pub fn other_servers_per_token(self, e: u64, k: u64, servers: u64) -> f64 {
+        let servers = servers.max(1);
+        let d = self.ranks_per_token(e, k, servers);
+        d * (servers - 1) as f64 / servers as f64
     }
 }
 
@@ -588,6 +608,11 @@ pub struct ParallelConfig {
     /// anew instead of taking them for a layout the user gave.
     #[serde(skip)]
     pub pipeline_layers_derived: bool,
+    /// GPUs per server of the cluster the plan runs on (`cluster.gpus_per_node`), set by the
+    /// simulator, not read from a scenario. 0: unknown, and an expert-parallel group counts as
+    /// one server (see [`ParallelConfig::ep_servers`]).
+    #[serde(skip)]
+    pub gpus_per_node: u64,
 }
 
 impl Default for ParallelConfig {
@@ -620,6 +645,7 @@ impl Default for ParallelConfig {
             moe_a2a_overlap: false,
             pipeline_flushes: 1,
             pipeline_layers_derived: false,
+            gpus_per_node: 0,
         }
     }
 }
@@ -796,6 +822,23 @@ impl ParallelConfig {
     /// expert-parallel group spans the tensor-parallel ranks.
     pub fn ep_spans_tp(&self) -> bool {
         self.expert_tp() == 1 && self.tp > 1
+    }
+
+    /// How an expert-parallel group spreads over servers of [`ParallelConfig::gpus_per_node`]
+    /// GPUs: `(units per server, servers)`, a unit being a TP group. `None` when the group sits
+    /// in one server, the server size is unknown, or the group does not split evenly (it then
+    /// runs as one all-to-all). An EP group's ranks are `ep` consecutive ranks with `etp: 1`,
+    /// else `ep` ranks `tp` apart (one lane of `ep` consecutive units), so a server holds
+    /// `gpus_per_node / tp` of its units either way.
+    pub fn ep_servers(&self) -> Option<(u64, u64)> {
+        let (gpn, tp, ep) = (self.gpus_per_node, self.tp.max(1), self.ep.max(1));
+        if gpn == 0 || !gpn.is_multiple_of(tp) {
+            return None;
+        }
+        let units_per_server = gpn / tp;
+        let group_units = if self.ep_spans_tp() { ep / tp } else { ep };
+        (group_units > units_per_server && group_units.is_multiple_of(units_per_server))
+            .then(|| (units_per_server, group_units / units_per_server))
     }
 
     /// Whether sequence parallelism is in effect (requested and tp > 1).

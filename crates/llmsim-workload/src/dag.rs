@@ -36,6 +36,13 @@ pub enum Group {
     Dp,
     /// Expert data parallel: the (cp, dp) ranks of one pp stage with the same ep index.
     ExpertDp,
+    /// The ranks of one expert-parallel group with the same local GPU index, one per server of
+    /// the group (a rail): the network phase of the `flex` dispatcher's all-to-all when the
+    /// group spans servers ([`Layout::ep_server_units`]).
+    EpInter,
+    /// The ranks of one expert-parallel group inside one server: the NVLink phase of the `flex`
+    /// dispatcher's all-to-all when the group spans servers.
+    EpIntra,
     /// The first and last pipeline stage, for the tied embedding's gradient all-reduce.
     Embedding,
     /// An explicit process group: [`Explicit::groups`]`[i]` (imported traces).
@@ -51,9 +58,16 @@ impl Group {
             Group::Ep => "ep",
             Group::Dp => "dp",
             Group::ExpertDp => "edp",
+            Group::EpInter => "ep_inter",
+            Group::EpIntra => "ep_intra",
             Group::Embedding => "embd",
             Group::Pg(_) => "pg",
         }
+    }
+
+    /// Whether it is an expert-parallel group (the whole group or one of its phases).
+    pub fn is_ep(self) -> bool {
+        matches!(self, Group::Ep | Group::EpInter | Group::EpIntra)
     }
 }
 
@@ -391,6 +405,15 @@ pub struct Layout {
     /// whole units, all their lanes ([`Layout::spans_lanes`]); an expert-DP group is one lane of
     /// every `ep / tp`-th unit.
     pub ep_spans_tp: bool,
+    /// Units of one EP group in each server when the group spans servers and the `flex`
+    /// dispatcher splits its all-to-alls, for [`Group::EpInter`] and [`Group::EpIntra`]
+    /// ([`crate::ParallelConfig::ep_servers`]); 0 otherwise.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub ep_server_units: u32,
+}
+
+fn is_zero_u32(x: &u32) -> bool {
+    *x == 0
 }
 
 impl Layout {
@@ -403,6 +426,11 @@ impl Layout {
             pp: p.pp as u32,
             ep: p.ep as u32,
             ep_spans_tp: p.ep_spans_tp(),
+            // Only the flex dispatcher splits its all-to-alls into the server phases.
+            ep_server_units: match p.moe_token_dispatcher {
+                crate::MoeDispatcher::Flex => p.ep_servers().map_or(0, |(u, _)| u as u32),
+                crate::MoeDispatcher::AllToAll => 0,
+            },
         }
     }
 
@@ -442,7 +470,7 @@ impl Layout {
     /// Whether a collective over a symbolic `group` runs over all lanes of its units at once
     /// (TP; EP with experts kept whole) rather than one sub-group per lane.
     pub fn spans_lanes(&self, group: Group) -> bool {
-        group == Group::Tp || (group == Group::Ep && self.ep_spans_tp)
+        group == Group::Tp || (matches!(group, Group::Ep | Group::EpIntra) && self.ep_spans_tp)
     }
 
     /// The member units of `unit`'s instance of a symbolic `group`, in ring order, and a key that
@@ -491,6 +519,23 @@ impl Layout {
                         .map(|j| l.unit(j % l.cp, j / l.cp, p))
                         .collect(),
                 )
+            }
+            Group::EpInter | Group::EpIntra => {
+                // The EP group's units in rank order; a server holds `ep_server_units` in a row.
+                let (key, units) = l.group_units(unit, Group::Ep)?;
+                let n = units.len() as u32;
+                let s = if l.ep_server_units == 0 { n } else { l.ep_server_units.min(n) };
+                let pos = units.iter().position(|x| *x == unit)? as u32;
+                if group == Group::EpIntra {
+                    let srv = pos / s;
+                    (
+                        key * n.div_ceil(s) + srv,
+                        units[(srv * s) as usize..((srv + 1) * s).min(n) as usize].to_vec(),
+                    )
+                } else {
+                    let i = pos % s;
+                    (key * s + i, units.iter().copied().skip(i as usize).step_by(s as usize).collect())
+                }
             }
             Group::Embedding => (c + l.cp * d, vec![l.unit(c, d, 0), l.unit(c, d, l.pp - 1)]),
             Group::Pg(_) => return None,

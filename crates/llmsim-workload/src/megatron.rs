@@ -288,6 +288,8 @@ impl Builder<'_> {
                         CommGroup::Tp => Group::Tp,
                         CommGroup::Cp => Group::Cp,
                         CommGroup::Ep => Group::Ep,
+                        CommGroup::EpInter => Group::EpInter,
+                        CommGroup::EpIntra => Group::EpIntra,
                         CommGroup::Dp => Group::Dp,
                         CommGroup::Pp => {
                             return Err(WorkloadError::Invalid {
@@ -401,16 +403,24 @@ fn push_p2p(prog: &mut Program, at: Node, send: bool, peer: Peer, dir: Direction
 }
 
 /// A layer's items cut at its expert-parallel collectives: the parts between them, and the
-/// collectives.
-fn ep_parts(items: &[Item]) -> (Vec<&[Item]>, Vec<Item>) {
+/// collectives, adjacent ones together (the `flex` dispatcher's network and NVLink phases over
+/// servers run one after the other as one dispatch or combine).
+fn ep_parts(items: &[Item]) -> (Vec<&[Item]>, Vec<&[Item]>) {
+    let is_ep = |it: &Item| matches!(it, Item::Coll { group, .. } if group.is_ep());
     let mut parts = Vec::new();
     let mut colls = Vec::new();
-    let mut from = 0;
-    for (i, it) in items.iter().enumerate() {
-        if let Item::Coll { group: Group::Ep, .. } = it {
-            parts.push(&items[from..i]);
-            colls.push(*it);
-            from = i + 1;
+    let (mut from, mut i) = (0, 0);
+    while i < items.len() {
+        if is_ep(&items[i]) {
+            let start = i;
+            while i < items.len() && is_ep(&items[i]) {
+                i += 1;
+            }
+            parts.push(&items[from..start]);
+            colls.push(&items[start..i]);
+            from = i;
+        } else {
+            i += 1;
         }
     }
     parts.push(&items[from..]);
@@ -446,8 +456,9 @@ fn emit_merged(prog: &mut Program, f: (&[Item], Node), b: (&[Item], Node), wait:
                 last[side] = Some(n);
                 wait[side].clear();
             }
-            if let Some(&Item::Coll { op, group, bytes }) = colls.get(k) {
-                let deps: Vec<u32> = if part.is_empty() {
+            for (j, it) in colls.get(k).copied().unwrap_or_default().iter().enumerate() {
+                let &Item::Coll { op, group, bytes } = it else { continue };
+                let deps: Vec<u32> = if j == 0 && part.is_empty() {
                     std::mem::take(&mut wait[side])
                 } else {
                     last[side].into_iter().collect()

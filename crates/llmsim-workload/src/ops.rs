@@ -43,7 +43,9 @@
 //!   tokens (tp > 1, sequence parallel), with several local experts the sort of the received
 //!   chunks by local expert, grouped expert GEMMs over `b·(s/cp)·topk` tokens per rank (balanced
 //!   routing), the unsort, TP reduce-scatter, EP all-to-all combine, un-permutation; shared
-//!   experts run as a dense MLP. `moe_token_dispatcher: flex` drops the sort and unsort.
+//!   experts run as a dense MLP. `moe_token_dispatcher: flex` drops the sort and unsort and, with
+//!   the EP group over servers, runs each all-to-all as a network phase (one copy per token and
+//!   destination server) and an NVLink phase.
 
 use std::ops::Range;
 
@@ -79,6 +81,12 @@ pub enum CommGroup {
     Cp,
     /// Expert parallel.
     Ep,
+    /// The network phase of an expert-parallel all-to-all that spans servers: the EP ranks with
+    /// the same local GPU index, one per server (`Group::EpInter`).
+    EpInter,
+    /// The NVLink phase of an expert-parallel all-to-all that spans servers: the EP ranks of one
+    /// server (`Group::EpIntra`).
+    EpIntra,
     /// Data parallel (with cp > 1, Megatron's data-parallel group with context parallelism).
     Dp,
     /// Pipeline parallel. Layer ops never use it: the schedule generates pipeline traffic.
@@ -1535,13 +1543,41 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             (d.tok_sp as f64 * ranks * (d.h * d.dt) as f64).round() as u64
         }
     };
-    if ep > 1 {
-        bld.collective(
+    // Over servers, flex sends a token once per destination server to the rank with its local
+    // index there, which forwards it over NVLink (DeepEP internode normal kernels, HybridEP):
+    // an all-to-all among the rails of `servers` ranks, in the all-to-all size convention
+    // `tok · D · h · dt` for a token's `D` servers, of which `(servers - 1) / servers` leaves
+    // the server; then an NVLink all-to-all of the per-rank copies (`a2a`). The combine runs
+    // the reverse.
+    let inter = match (p.moe_token_dispatcher, p.ep_servers()) {
+        (MoeDispatcher::Flex, Some((_, servers))) if ep > 1 => {
+            let d_srv = p.moe_routing.ranks_per_token(e, k, servers);
+            Some((d.tok_sp as f64 * d_srv * (d.h * d.dt) as f64).round() as u64)
+        }
+        _ => None,
+    };
+    match inter {
+        Some(bytes) => {
+            bld.collective(
+                ("ep_dispatch_inter", CollectiveOp::AllToAll),
+                Some(("ep_dispatch_inter_bwd", CollectiveOp::AllToAll)),
+                CommGroup::EpInter,
+                bytes,
+            );
+            bld.collective(
+                ("ep_dispatch_intra", CollectiveOp::AllToAll),
+                Some(("ep_dispatch_intra_bwd", CollectiveOp::AllToAll)),
+                CommGroup::EpIntra,
+                a2a,
+            );
+        }
+        None if ep > 1 => bld.collective(
             ("ep_dispatch", CollectiveOp::AllToAll),
             Some(("ep_dispatch_bwd", CollectiveOp::AllToAll)),
             CommGroup::Ep,
             a2a,
-        );
+        ),
+        None => {}
     }
     if d.tp > 1 && !whole {
         bld.collective(
@@ -1587,13 +1623,28 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             a2a * d.tp,
         );
     }
-    if ep > 1 {
-        bld.collective(
+    match inter {
+        Some(bytes) => {
+            bld.collective(
+                ("ep_combine_intra", CollectiveOp::AllToAll),
+                Some(("ep_combine_intra_bwd", CollectiveOp::AllToAll)),
+                CommGroup::EpIntra,
+                a2a,
+            );
+            bld.collective(
+                ("ep_combine_inter", CollectiveOp::AllToAll),
+                Some(("ep_combine_inter_bwd", CollectiveOp::AllToAll)),
+                CommGroup::EpInter,
+                bytes,
+            );
+        }
+        None if ep > 1 => bld.collective(
             ("ep_combine", CollectiveOp::AllToAll),
             Some(("ep_combine_bwd", CollectiveOp::AllToAll)),
             CommGroup::Ep,
             a2a,
-        );
+        ),
+        None => {}
     }
     bld.push(
         vec![compute(

@@ -395,6 +395,7 @@ pub fn to_workload(w: &SimaiWorkload) -> Result<Imported, ImportError> {
         pp: 1,
         ep: h.ep,
         ep_spans_tp: false,
+        ep_server_units: 0,
     };
     let mut segments: Vec<Segment> = Vec::new();
     let mut seg_index: std::collections::HashMap<(String, u64), u32> = std::collections::HashMap::new();
@@ -489,7 +490,7 @@ fn comm_name(op: CollectiveOp, group: CommGroup, wg: bool) -> String {
         CollectiveOp::Broadcast | CollectiveOp::Reduce => "ALLREDUCE",
     };
     match (group, wg) {
-        (CommGroup::Ep, _) => format!("{base}_EP"),
+        (CommGroup::Ep | CommGroup::EpInter | CommGroup::EpIntra, _) => format!("{base}_EP"),
         _ => base.to_string(),
     }
 }
@@ -511,7 +512,7 @@ fn layer_lines(name: &str, lo: &ops::LayerOps, time: &dyn Fn(&OpSpec) -> u64, ou
                     }
                 }
                 OpSpecKind::Comm { op: c, group, bytes, .. } => {
-                    let scope = if group == CommGroup::Ep {
+                    let scope = if matches!(group, CommGroup::Ep | CommGroup::EpInter | CommGroup::EpIntra) {
                         CommScope::Ep
                     } else {
                         CommScope::Default
@@ -798,6 +799,7 @@ mod tests {
                 pp: 1,
                 ep: 1,
                 ep_spans_tp: false,
+                ep_server_units: 0,
             }
         );
     }

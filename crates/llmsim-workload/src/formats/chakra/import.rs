@@ -57,6 +57,8 @@ fn group_from_name(s: &str) -> Option<Group> {
         "ep" => Group::Ep,
         "dp" => Group::Dp,
         "edp" => Group::ExpertDp,
+        "ep_inter" => Group::EpInter,
+        "ep_intra" => Group::EpIntra,
         "embd" => Group::Embedding,
         _ => return None,
     })
@@ -261,6 +263,7 @@ impl Importer {
                 pp: 1,
                 ep: 1,
                 ep_spans_tp: false,
+                ep_server_units: 0,
             },
         };
         let mut workload = build_units(progs, pgs, lanes, self.it.segments, &self.opts);
@@ -287,6 +290,7 @@ fn layout_hint(m: &GlobalMetadata) -> Option<Layout> {
                 pp: v[3],
                 ep: v[4],
                 ep_spans_tp: false,
+                ep_server_units: 0,
             })
         }
         _ => None,
