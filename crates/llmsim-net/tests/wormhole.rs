@@ -692,15 +692,9 @@ fn a_flow_arriving_on_a_mirrored_twin_or_its_leader_ends_the_mirror() {
     }
 }
 
-/// Four identical incasts of long flows (5 MB into host 4p of pod p from hosts 4p+1 and 4p+2)
-/// start together: one leads, three mirror it. 100 us in, a short flow from a sender of pod
-/// 2's incast into pod 3's incast's receiver joins both those twins' partitions at once: both
-/// are released to packets. (Before, only the first twin of the merged partition was; the other
-/// stayed frozen, parking the new flow's packets on its links until its leader's end, 800+ us
-/// later; at 4,096 GPUs such waits chained into a stall until the 10 s watchdog.) The late
-/// flow finishes within twice its exact FCT, every flow finishes safely, and no watchdog fired.
-#[test]
-fn a_flow_joining_two_mirrored_twins_releases_both() {
+/// Four identical incasts of long flows starting together: 5 MB into host 4p of pod p from
+/// hosts 4p+1 and 4p+2, for the four pods of a k=4 fat-tree.
+fn four_identical_incasts() -> Vec<FlowSpec> {
     let mut flows = Vec::new();
     for p in 0..4u32 {
         for (j, src) in [4 * p + 1, 4 * p + 2].into_iter().enumerate() {
@@ -710,6 +704,19 @@ fn a_flow_joining_two_mirrored_twins_releases_both() {
             });
         }
     }
+    flows
+}
+
+/// Four identical incasts of long flows (5 MB into host 4p of pod p from hosts 4p+1 and 4p+2)
+/// start together: one leads, three mirror it. 100 us in, a short flow from a sender of pod
+/// 2's incast into pod 3's incast's receiver joins both those twins' partitions at once: both
+/// are released to packets. (Before, only the first twin of the merged partition was; the other
+/// stayed frozen, parking the new flow's packets on its links until its leader's end, 800+ us
+/// later; at 4,096 GPUs such waits chained into a stall until the 10 s watchdog.) The late
+/// flow finishes within twice its exact FCT, every flow finishes safely, and no watchdog fired.
+#[test]
+fn a_flow_joining_two_mirrored_twins_releases_both() {
+    let mut flows = four_identical_incasts();
     flows.push(FlowSpec {
         flow_hash: 7,
         ..flow(9, 12, 200_000, 100, 99)
@@ -746,15 +753,7 @@ fn a_flow_joining_two_mirrored_twins_releases_both() {
 /// twin does in `a_flow_arriving_on_a_waiting_twin_or_its_leader_releases_the_twin`).
 #[test]
 fn twins_released_together_by_their_leader_look_up_and_defer_to_one() {
-    let mut flows = Vec::new();
-    for p in 0..4u32 {
-        for (j, src) in [4 * p + 1, 4 * p + 2].into_iter().enumerate() {
-            flows.push(FlowSpec {
-                flow_hash: j as u64,
-                ..flow(src, 4 * p, 5_000_000, 0, u64::from(10 * p) + j as u64)
-            });
-        }
-    }
+    let mut flows = four_identical_incasts();
     flows.push(FlowSpec {
         flow_hash: 7,
         ..flow(3, 0, 2_500_000, 60, 99)
