@@ -139,6 +139,10 @@ pub struct Report {
     pub params: Option<u64>,
     /// The GPU's name.
     pub gpu: String,
+    /// For the text report: the GPU's power limit where it slows compute-bound kernels (empty
+    /// otherwise). Not in the JSON, whose `gpu` is the name alone.
+    #[serde(skip)]
+    pub gpu_note: String,
     /// GPUs in the cluster.
     pub gpus: u32,
     /// The topology in one line (the first line of `llmsim topo`'s description).
@@ -317,6 +321,13 @@ pub fn build(
         model: r.model.clone(),
         params: known(r.params),
         gpu: r.gpu.name.to_string(),
+        gpu_note: match (r.gpu.power_limit, r.gpu.tdp) {
+            (Some(limit), Some(tdp)) if r.gpu.compute_rate_fraction() < 1.0 => format!(
+                " (power limit {limit} of its {tdp} TDP: compute-bound kernels at {:.3} of their rate)",
+                r.gpu.compute_rate_fraction()
+            ),
+            _ => String::new(),
+        },
         gpus: r.gpus,
         topology: described
             .to_string()
@@ -408,7 +419,7 @@ impl Report {
         if !self.overrides.is_empty() {
             let _ = writeln!(o, "  --set      {}", self.overrides.join(", "));
         }
-        let _ = writeln!(o, "  cluster    {} x {}, {}", self.gpus, self.gpu, self.topology);
+        let _ = writeln!(o, "  cluster    {} x {}{}, {}", self.gpus, self.gpu, self.gpu_note, self.topology);
         if !self.fabric.is_empty() {
             let _ = writeln!(o, "  fabric     {}", self.fabric);
         }
@@ -495,7 +506,7 @@ impl Report {
             or_unknown(self.global_batch_size, |n| n.to_string()),
             self.microbatches
         );
-        let _ = writeln!(o, "  cluster    {} x {}, {}", self.gpus, self.gpu, self.topology);
+        let _ = writeln!(o, "  cluster    {} x {}{}, {}", self.gpus, self.gpu, self.gpu_note, self.topology);
         if !self.fabric.is_empty() {
             let _ = writeln!(o, "  fabric     {}", self.fabric);
         }

@@ -438,14 +438,18 @@ fn a_custom_gpu_equal_to_h100_gives_h100_times() {
     assert!(run(&fast, RunOptions::default()).report.iteration_time_s < h100.report.iteration_time_s);
     // A power limit at the base's 700 W TDP changes nothing; below it the step is slower, and by
     // at most the compute rate's fraction (memory-bound ops and communication keep their times).
-    let at = |limit: &str| {
+    let capped = |limit: &str| {
         let s = scenario(
             CUSTOM_BASE,
             &[&format!("cluster.gpu={{ name: H100-capped, base: H100, power_limit: {limit} }}")],
         );
-        run(&s, RunOptions::default()).report.iteration_time_s
+        run(&s, RunOptions::default()).report
     };
+    let at = |limit: &str| capped(limit).iteration_time_s;
     assert_eq!(at("700W"), h100.report.iteration_time_s);
+    // The text report names a limit that slows the GPU, and only then.
+    assert!(capped("500W").render().contains("x H100-capped (power limit 500W of its 700W TDP"));
+    assert!(capped("700W").render().contains("x H100-capped, "));
     let (t500, t300) = (at("500W"), at("300W"));
     let f500 = llmsim_compute::power::compute_rate_fraction(llmsim_core::Power::from_watts(500), llmsim_core::Power::from_watts(700));
     assert!(t500 > h100.report.iteration_time_s && t500 <= h100.report.iteration_time_s / f500 * (1.0 + 1e-9));
