@@ -914,6 +914,22 @@ fn stage_iteration(
     let mut d2h: Vec<u32> = vec![NONE; n_off as usize];
     let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
+    // The DDP gradient reduction of bucket `bi` after the last micro-batch's backward of it:
+    // issued at once with `overlap_grad_reduce`, else left for after the whole backward.
+    let ddp_reduce = |prog: &mut Program, bi: usize, after: &[u32], reduce_nodes: &mut Vec<u32>, pending: &mut Vec<usize>| {
+        if p.overlap_grad_reduce {
+            reduce_nodes.push(push_bucket_colls(
+                prog,
+                dp_base,
+                &buckets[bi],
+                grad_op,
+                Width::uniform(grad_b),
+                after,
+            ));
+        } else {
+            pending.push(bi);
+        }
+    };
     let mut steps = sched.into_iter();
     while let Some(ScheduleStep {
         dir,
@@ -946,21 +962,9 @@ fn stage_iteration(
             // A backward item's bucket: the DDP gradient reduction of the last micro-batch.
             let mut close = |prog: &mut Program, item: BucketItem, after: Option<u32>| {
                 let Some(&bi) = closes.get(&(bc, item)) else { return };
-                if bm != m - 1 {
-                    return;
-                }
-                if p.overlap_grad_reduce {
+                if bm == m - 1 {
                     let after: Vec<u32> = after.into_iter().collect();
-                    reduce_nodes.push(push_bucket_colls(
-                        prog,
-                        dp_base,
-                        &buckets[bi],
-                        grad_op,
-                        Width::uniform(grad_b),
-                        &after,
-                    ));
-                } else {
-                    pending_buckets.push(bi);
+                    ddp_reduce(prog, bi, &after, &mut reduce_nodes, &mut pending_buckets);
                 }
             };
             let mut flast: Option<u32> = None;
@@ -1133,18 +1137,7 @@ fn stage_iteration(
                         reduce_nodes.push(rs);
                     }
                 } else if last_mb {
-                    if p.overlap_grad_reduce {
-                        reduce_nodes.push(push_bucket_colls(
-                            prog,
-                            dp_base,
-                            &buckets[bi],
-                            grad_op,
-                            Width::uniform(grad_b),
-                            &after,
-                        ));
-                    } else {
-                        pending_buckets.push(bi);
-                    }
+                    ddp_reduce(prog, bi, &after, &mut reduce_nodes, &mut pending_buckets);
                 }
             };
             if last_virtual(c) {
