@@ -1330,18 +1330,11 @@ impl<'a> SystemEngine<'a> {
             None => {
                 let units: Vec<u32> = all_units.iter().copied().filter(|x| l.coords(*x).1 < self.opts.active_dp).collect();
                 let hosts = &self.opts.hosts;
-                let host_sets: Vec<Vec<NodeId>> = if spans_lanes {
-                    vec![
-                        all_units
-                            .iter()
-                            .flat_map(|uu| (0..l.tp).map(move |i| host_of(hosts, l.rank(*uu, i))))
-                            .collect(),
-                    ]
-                } else {
-                    (0..l.tp)
-                        .map(|i| all_units.iter().map(|uu| host_of(hosts, l.rank(*uu, i))).collect())
-                        .collect()
-                };
+                let host_sets: Vec<Vec<NodeId>> = l
+                    .lane_rank_sets(&all_units, spans_lanes)
+                    .into_iter()
+                    .map(|ranks| ranks.into_iter().map(|r| host_of(hosts, r)).collect())
+                    .collect();
                 let intra_server = host_sets.iter().all(|hs| {
                     let s0 = self.topo.server_of(hs[0]);
                     hs.iter().all(|h| self.topo.server_of(*h) == s0)

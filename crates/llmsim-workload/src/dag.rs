@@ -473,6 +473,17 @@ impl Layout {
         group == Group::Tp || (matches!(group, Group::Ep | Group::EpIntra) && self.ep_spans_tp)
     }
 
+    /// The global ranks of a group over `units`: one set over every lane of every unit when the
+    /// group spans lanes ([`Layout::spans_lanes`]), else one set per lane (`tp` sets), each in
+    /// the units' order.
+    pub fn lane_rank_sets(&self, units: &[u32], spans_lanes: bool) -> Vec<Vec<u32>> {
+        if spans_lanes {
+            vec![units.iter().flat_map(|&u| (0..self.tp).map(move |i| self.rank(u, i))).collect()]
+        } else {
+            (0..self.tp).map(|i| units.iter().map(|&u| self.rank(u, i)).collect()).collect()
+        }
+    }
+
     /// The member units of `unit`'s instance of a symbolic `group`, in ring order, and a key that
     /// tells that instance apart from the other instances of the same kind. `None` for
     /// [`Group::Pg`] (explicit groups are listed in [`Explicit::groups`]).

@@ -19,11 +19,10 @@ fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> Result<Pa
 /// else one set per lane.
 fn rank_sets(l: &Layout, unit: u32, group: Group) -> Vec<BTreeSet<u32>> {
     let (_, units) = l.group_units(unit, group).unwrap();
-    if l.spans_lanes(group) {
-        vec![units.iter().flat_map(|u| (0..l.tp).map(move |i| l.rank(*u, i))).collect()]
-    } else {
-        (0..l.tp).map(|i| units.iter().map(|u| l.rank(*u, i)).collect()).collect()
-    }
+    l.lane_rank_sets(&units, l.spans_lanes(group))
+        .into_iter()
+        .map(|ranks| ranks.into_iter().collect())
+        .collect()
 }
 
 /// Megatron-Core's expert groups for etp = 1: within a pipeline stage of `n` ranks (rank index
