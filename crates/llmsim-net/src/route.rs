@@ -1,8 +1,6 @@
 //! Expansion of a [`RouteSpec`] into the links a transfer holds, shared by every backend so
 //! that they see the same paths, multiplicities and latencies.
 
-use std::hash::{BuildHasherDefault, Hasher};
-
 use llmsim_core::{Bandwidth, Bytes, LinkId, NodeId, SimTime, mix64};
 use llmsim_topo::{TopoError, Topology};
 
@@ -374,29 +372,8 @@ pub fn serialization_ps(bytes: Bytes, bw: Bandwidth, mult: u32) -> u64 {
     u64::try_from(num.div_ceil(bw.bps() as u128)).unwrap_or(u64::MAX)
 }
 
-/// A hasher for ids that are already well spread: one `mix64` per key.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = mix64(self.0 ^ b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        self.0 = mix64(self.0 ^ x);
-    }
-}
-
-/// A set of transfer ids in flight, for duplicate detection.
-pub type IdSet = std::collections::HashSet<u64, BuildHasherDefault<IdHasher>>;
+/// A set of transfer ids in flight, for duplicate detection (FxHash: one multiply per id).
+pub type IdSet = rustc_hash::FxHashSet<u64>;
 
 #[cfg(test)]
 mod tests {

@@ -22,7 +22,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -371,59 +370,9 @@ enum Ev {
 
 /// The engine's lookup tables (groups, pending collectives, mail, plans): keyed by small
 /// integers and tags, looked up per event, never iterated, so the hash only has to spread keys,
-/// not resist attack; SipHash (the std default) took 7% of a 16k-GPU flow run.
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
-
-/// Folds each written word into the state with a multiply (FxHash's step), and mixes the
-/// state once at the end so that hashbrown's top-bit control bytes see every input bit.
-#[derive(Default)]
-struct WordHasher(u64);
-
-impl WordHasher {
-    #[inline]
-    fn add(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for WordHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        llmsim_core::mix64(self.0)
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, x: u8) {
-        self.add(u64::from(x));
-    }
-    #[inline]
-    fn write_u16(&mut self, x: u16) {
-        self.add(u64::from(x));
-    }
-    #[inline]
-    fn write_u32(&mut self, x: u32) {
-        self.add(u64::from(x));
-    }
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        self.add(x);
-    }
-    #[inline]
-    fn write_usize(&mut self, x: usize) {
-        self.add(x as u64);
-    }
-    #[inline]
-    fn write_isize(&mut self, x: isize) {
-        self.add(x as u64);
-    }
-}
+/// not resist attack; SipHash (the std default) took 7% of a 16k-GPU flow run. FxHash
+/// (`rustc-hash`) is one multiply per word.
+type FastMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// A plan with its reverse edges, shared by every run of it.
 struct Prepared {
