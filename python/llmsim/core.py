@@ -117,6 +117,9 @@ class Report:
     params: int | None
     gpu: str
     gpus: int
+    #: Compute-bound kernels' time over the calibrated board's: the job's expected slowest GPU
+    #: (``compute.gpu_variability``); 1.0 when off.
+    gpu_pace: float
     topology: str
     #: Switches per tier, NIC bandwidth per GPU, oversubscription and bisection, in one line.
     fabric: str

@@ -58,11 +58,20 @@ def test_database_round_trips_through_compute_database(dense, tmp_path):
         assert what in text, what
     db = {(r["op"], r["shape"]): float(r["time_us"]) for r in _db_rows(out)}
     assert len(db) == len(p.rows) > 30
-    # A run with the database: every compute op takes its time from it.
-    ran = prof.run_ops(dense, [f"compute.database={out}"])
+    # A run with the database: every compute op takes its time from it (the board-to-board
+    # spread off, so that the times are the file's own).
+    ran = prof.run_ops(dense, [f"compute.database={out}", "compute.gpu_variability={sigma: 0}"])
     assert ran and {r["source"] for r in ran} == {"database"}
     for r in ran:
         assert float(r["time_us"]) == pytest.approx(db[(r["op"], r["shape"])], abs=1e-6)
+    # With the spread on (the default), the job's slowest board paces the compute-bound ops, all
+    # by one factor above 1; memory-bound ops keep the file's times.
+    paced = prof.run_ops(dense, [f"compute.database={out}"])
+    ratios = {r["bound"]: set() for r in paced}
+    for r in paced:
+        ratios[r["bound"]].add(round(float(r["time_us"]) / db[(r["op"], r["shape"])], 4))
+    assert len(ratios["compute"]) == 1 and min(ratios["compute"]) > 1.0, ratios
+    assert ratios.get("memory", {1.0}) == {1.0}, ratios
     assert prof.database_coverage(dense, out) == {"database": len(db)}
     # The same file from the scenario itself (a path relative to the scenario's directory).
     sc = tmp_path / "with_db.yaml"

@@ -54,7 +54,7 @@ fn export(a: &ExportArgs) -> Result<()> {
     match a.format {
         Format::Simai => {
             let r = llmsim_sim::resolve(&sc)?;
-            let cm = llmsim_sim::compute_model(&sc, r.gpu)?;
+            let cm = llmsim_sim::compute_model(&sc, r.gpu, r.parallel.world_size())?;
             let text = simai::export(&r.model, &r.training, &r.parallel, &cm)?;
             std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
             let path = a.out.join(format!("{prefix}.txt"));

@@ -5,6 +5,7 @@
 //! - [`custom`]: a GPU declared in a scenario, from a catalog `base` or from scratch.
 //! - [`power`]: a board power limit below the TDP as a lower rate of compute-bound kernels.
 //! - [`roofline`]: roofline time with per-op-class efficiencies shipped as data.
+//! - [`variability`]: a job's compute at the pace of its slowest GPU (board-to-board spread).
 //! - [`ssd`]: the Mamba-2 SSD scan, HBM traffic summed over its Triton kernels.
 //! - [`db`]: the op-time database (CSV, like SimAI-CP Table 4) that takes precedence.
 //! - [`model`]: [`ComputeModel`], database first then roofline, plus the overlap slowdown.
@@ -23,6 +24,7 @@ pub mod op;
 pub mod power;
 pub mod roofline;
 pub mod ssd;
+pub mod variability;
 
 pub use attention::{AttentionKernel, AttentionShape};
 pub use custom::CustomGpu;

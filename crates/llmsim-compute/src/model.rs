@@ -120,6 +120,9 @@ pub struct ComputeModel {
     resolved: [[ClassEfficiency; OpClass::ALL.len()]; roofline::N_DTYPES],
     /// Index of `gpu`'s table in `db`, if it has one.
     db_table: Option<usize>,
+    /// Compute-bound kernels take this many times their median board's time: the job's slowest
+    /// board ([`crate::variability`]); 1 by default.
+    pace: f64,
 }
 
 impl ComputeModel {
@@ -134,6 +137,7 @@ impl ComputeModel {
             overlap: OverlapModel::default(),
             resolved,
             db_table: None,
+            pace: 1.0,
         }
     }
 
@@ -155,6 +159,19 @@ impl ComputeModel {
     pub fn with_overlap(mut self, overlap: OverlapModel) -> ComputeModel {
         self.overlap = overlap;
         self
+    }
+
+    /// Compute-bound kernels (roofline and database) run `pace` times longer: the expected
+    /// slowest board of the job ([`crate::variability::slowest_of`]). Values below 1 or not
+    /// finite count as 1.
+    pub fn with_pace(mut self, pace: f64) -> ComputeModel {
+        self.pace = if pace.is_finite() && pace > 1.0 { pace } else { 1.0 };
+        self
+    }
+
+    /// The factor of [`ComputeModel::with_pace`] in use (1: none).
+    pub fn pace(&self) -> f64 {
+        self.pace
     }
 
     /// The GPU this model times ops on.
@@ -190,14 +207,19 @@ impl ComputeModel {
     /// Duration of `q` run alone: its database entry for this GPU if there is one, else the
     /// roofline. Deterministic (rounded to the nearest picosecond) and allocation-free.
     pub fn time(&self, q: &OpQuery) -> OpTime {
-        let (roof, bound) = roofline::roofline_time(self.gpu, &self.resolved[q.dtype.index()][q.class.index()], q);
+        let (roof, bound) = roofline::roofline_time_paced(self.gpu, &self.resolved[q.dtype.index()][q.class.index()], q, self.pace);
         let measured = match (&self.db, self.db_table) {
             (Some(db), Some(i)) => db.table_at(i).and_then(|t| db::lookup_in(t, q)),
             _ => None,
         };
         match measured {
             Some(time) => OpTime {
-                time,
+                // A measured time is one board's; the job's slowest board paces compute-bound ops.
+                time: if bound == Bound::Compute && self.pace > 1.0 {
+                    SimTime::from_ps_f64(time.as_ps() as f64 * self.pace)
+                } else {
+                    time
+                },
                 source: TimeSource::Database,
                 bound,
             },

@@ -224,6 +224,12 @@ pub const N_DTYPES: usize = DType::ALL.len();
 /// `e.launch`. Negative or NaN FLOPs/bytes count as zero; infinite ones saturate at `SimTime::MAX`.
 /// Ties between the two roofs count as [`Bound::Compute`].
 pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTime, Bound) {
+    roofline_time_paced(gpu, e, q, 1.0)
+}
+
+/// [`roofline_time`] with the compute roof `pace` times longer (a job paced by its slowest
+/// board, [`crate::variability`]); the memory roof is unchanged. `pace` 1 is [`roofline_time`].
+pub fn roofline_time_paced(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery, pace: f64) -> (SimTime, Bound) {
     let peak = if q.class.uses_tensor_cores() {
         gpu.peak_flops(q.dtype)
     } else {
@@ -236,7 +242,8 @@ pub fn roofline_time(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery) -> (SimTim
                 .unwrap_or_else(|| q.flops.max(0.0) / (peak * e.compute_eff))
         }
         _ => q.flops.max(0.0) / (peak * e.compute_eff),
-    } / gpu.compute_rate_fraction();
+    } / gpu.compute_rate_fraction()
+        * pace;
     let memory_s = match q.kernel {
         // The SSD kernels' own traffic at their measured bandwidth fraction (crate::ssd).
         Some(KernelShape::Ssd(shape)) => crate::ssd::memory_seconds(&shape, gpu.hbm_bandwidth_bytes_per_s),

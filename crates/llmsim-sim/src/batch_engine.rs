@@ -197,7 +197,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
             s.cluster.gpus_per_node,
         ),
         || {
-            let cm = compute_model(s, gpu)?;
+            let cm = compute_model(s, gpu, r.parallel.world_size())?;
             let (seg_time, ops) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
             let host = match &s.compute.host {
                 Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
@@ -209,7 +209,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     // In `run_workload`'s order: the compute model's errors, the slowdown check, the memory
     // estimate, the topology and protocol; the segment timing's own errors last.
     if timed.is_err() {
-        compute_model(s, gpu)?;
+        compute_model(s, gpu, r.parallel.world_size())?;
     }
     if !(s.compute.overlap_slowdown >= 1.0 && s.compute.overlap_slowdown.is_finite()) {
         return Err(SimError::Scenario {

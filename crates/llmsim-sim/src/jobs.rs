@@ -189,7 +189,7 @@ fn prepare(s: &Scenario, j: &JobSpec, servers: Vec<u32>, opts: &RunOptions, shar
     let layout = Layout::of(&r.parallel);
     let info = transformer_info(&r, &wl);
     let ub: Option<TpOverlapTimer> = tp_overlap_timer(&js, &r.parallel, r.gpu, opts.ideal_comm)?;
-    let cm = compute_model(&js, r.gpu)?;
+    let cm = compute_model(&js, r.gpu, r.parallel.world_size())?;
     let (seg_time, timed) = time_segments(&wl, &cm, &js.training, ub.as_ref())?;
     let host = match &js.compute.host {
         Some(h) => crate::host::dispatch(h, &wl, &timed)?.map(Arc::new),

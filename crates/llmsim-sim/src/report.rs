@@ -145,6 +145,9 @@ pub struct Report {
     pub gpu_note: String,
     /// GPUs in the cluster.
     pub gpus: u32,
+    /// How many times longer compute-bound kernels take than on the calibrated (median) board:
+    /// the job's expected slowest GPU (`compute.gpu_variability`); 1 when off.
+    pub gpu_pace: f64,
     /// The topology in one line (the first line of `llmsim topo`'s description).
     pub topology: String,
     /// The scale-out fabric in one line: switches per tier, NIC bandwidth per GPU,
@@ -265,6 +268,15 @@ pub struct RunInfo {
     pub layers_per_stage: u64,
 }
 
+/// The cluster line's note on the slowest-board pace (empty when off).
+pub(crate) fn pace_note(pace: f64, gpus: u32) -> String {
+    if pace > 1.0 {
+        format!(" (slowest of {gpus} boards: compute-bound kernels x{pace:.3}, compute.gpu_variability)")
+    } else {
+        String::new()
+    }
+}
+
 /// The report of a run from the engine's result, the per-op table and the run's facts.
 #[allow(clippy::too_many_arguments)]
 pub fn build(
@@ -315,6 +327,7 @@ pub fn build(
         })
         .collect();
     let described = topo.describe();
+    let pace = crate::setup::slowest_gpu_pace(s, u64::from(r.gpus)).unwrap_or(1.0);
     Report {
         scenario: s.name.clone(),
         overrides: s.overrides.clone(),
@@ -327,8 +340,9 @@ pub fn build(
                 r.gpu.compute_rate_fraction()
             ),
             _ => String::new(),
-        },
+        } + &pace_note(pace, r.gpus),
         gpus: r.gpus,
+        gpu_pace: pace,
         topology: described
             .to_string()
             .lines()

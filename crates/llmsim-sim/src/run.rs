@@ -197,7 +197,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         shared,
     } = cx;
     let gpu = info.gpu;
-    let cm = compute_model(s, gpu)?;
+    let cm = compute_model(s, gpu, u64::from(info.gpus))?;
     if !(s.compute.overlap_slowdown >= 1.0 && s.compute.overlap_slowdown.is_finite()) {
         return Err(SimError::Scenario {
             field: "compute.overlap_slowdown".into(),
@@ -340,7 +340,7 @@ pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
     let r = resolve(s)?;
     let wl = megatron::generate(&r.model, &r.training, &r.parallel)?;
     let layout = Layout::of(&r.parallel);
-    let cm = compute_model(s, r.gpu)?;
+    let cm = compute_model(s, r.gpu, r.parallel.world_size())?;
     let ub = tp_overlap_timer(s, &r.parallel, r.gpu, false)?;
     let (seg_time, _) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
     let ri = transformer_info(&r, &wl);

@@ -1166,6 +1166,48 @@ pub struct ComputeSpec {
     /// (`bench/validation.md`).
     #[serde(default)]
     pub host: Option<HostSpec>,
+    /// Board-to-board spread of compute speed: a synchronous job's compute-bound kernels run at
+    /// the pace of its slowest GPU, in expectation over the boards it gets (see
+    /// [`GpuVariabilitySpec`]). On by default; `gpu_variability: {sigma: 0}` turns it off.
+    #[serde(default)]
+    pub gpu_variability: GpuVariabilitySpec,
+}
+
+/// `compute.gpu_variability`: how much compute-bound kernel time varies between boards of one
+/// GPU model, and where fleets screen them (`llmsim_compute::variability`). A job of N GPUs
+/// runs its compute-bound kernels `1 + sigma * E[max of N]` times longer than the calibrated
+/// (median) board, the normal spread truncated at `screen`: 1.023 at 8 GPUs, 1.047 at 1,024,
+/// 1.050 at 16,384 with the defaults. Memory-bound kernels are unchanged.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuVariabilitySpec {
+    /// Standard deviation of a board's compute-bound kernel time over the fleet median, as a
+    /// fraction. Default 0.016: V100 SGEMM on 392 boards at their power cap (Sinha et al., SC
+    /// 2022, per-GPU data of TACC Longhorn); no per-board distribution of newer GPUs is
+    /// published. 0 turns the effect off; at most 0.5.
+    #[serde(default = "default_variability_sigma")]
+    pub sigma: f64,
+    /// Boards slower than the median by more than this fraction are screened out of the fleet.
+    /// Default 0.05: SuperBench's GEMM diagnosis rule (ATC 2024). Above 0, at most 1.
+    #[serde(default = "default_variability_screen")]
+    pub screen: f64,
+}
+
+impl Default for GpuVariabilitySpec {
+    fn default() -> Self {
+        GpuVariabilitySpec {
+            sigma: default_variability_sigma(),
+            screen: default_variability_screen(),
+        }
+    }
+}
+
+fn default_variability_sigma() -> f64 {
+    llmsim_compute::variability::DEFAULT_SIGMA
+}
+
+fn default_variability_screen() -> f64 {
+    llmsim_compute::variability::DEFAULT_SCREEN
 }
 
 /// `compute.host`: what issuing work costs the host thread of one rank (see
@@ -1247,6 +1289,7 @@ impl Default for ComputeSpec {
             database: None,
             overlap_slowdown: DEFAULT_OVERLAP_SLOWDOWN,
             host: None,
+            gpu_variability: GpuVariabilitySpec::default(),
         }
     }
 }

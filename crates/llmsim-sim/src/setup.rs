@@ -124,13 +124,36 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
     }
 }
 
-/// The scenario's compute model: the GPU's roofline with the scenario's efficiency table and
-/// op-time database.
+/// How many times longer a job of `gpus` GPUs' compute-bound kernels take than the calibrated
+/// board's, from `compute.gpu_variability` (`llmsim_compute::variability::slowest_of`).
 ///
 /// # Errors
-/// An unreadable efficiency table or op database.
-pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec) -> Result<ComputeModel, SimError> {
-    let mut cm = ComputeModel::new(gpu);
+/// A `sigma` or `screen` out of range, naming the field.
+pub fn slowest_gpu_pace(s: &Scenario, gpus: u64) -> Result<f64, SimError> {
+    let v = &s.compute.gpu_variability;
+    let max_sigma = llmsim_compute::variability::MAX_SIGMA;
+    if !(v.sigma.is_finite() && (0.0..=max_sigma).contains(&v.sigma)) {
+        return Err(SimError::Scenario {
+            field: "compute.gpu_variability.sigma".into(),
+            message: format!("{} must be a fraction from 0 (off) to {max_sigma}, e.g. 0.016", v.sigma),
+        });
+    }
+    if !(v.screen.is_finite() && v.screen > 0.0 && v.screen <= 1.0) {
+        return Err(SimError::Scenario {
+            field: "compute.gpu_variability.screen".into(),
+            message: format!("{} must be a fraction above 0 and at most 1, e.g. 0.05", v.screen),
+        });
+    }
+    Ok(llmsim_compute::variability::slowest_of(gpus, v.sigma, v.screen))
+}
+
+/// The scenario's compute model for a job of `gpus` GPUs: the GPU's roofline with the
+/// scenario's efficiency table and op-time database, paced by the job's slowest board.
+///
+/// # Errors
+/// An unreadable efficiency table or op database; `compute.gpu_variability` out of range.
+pub fn compute_model(s: &Scenario, gpu: &'static GpuSpec, gpus: u64) -> Result<ComputeModel, SimError> {
+    let mut cm = ComputeModel::new(gpu).with_pace(slowest_gpu_pace(s, gpus)?);
     if let Some(p) = &s.compute.efficiency {
         let text = std::fs::read_to_string(s.base_dir.join(p)).map_err(|e| SimError::Scenario {
             field: "compute.efficiency".into(),

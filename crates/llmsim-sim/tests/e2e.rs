@@ -449,7 +449,8 @@ fn a_custom_gpu_equal_to_h100_gives_h100_times() {
     assert_eq!(at("700W"), h100.report.iteration_time_s);
     // The text report names a limit that slows the GPU, and only then.
     assert!(capped("500W").render().contains("x H100-capped (power limit 500W of its 700W TDP"));
-    assert!(capped("700W").render().contains("x H100-capped, "));
+    let at_tdp = capped("700W").render();
+    assert!(at_tdp.contains("x H100-capped") && !at_tdp.contains("power limit"), "{at_tdp}");
     let (t500, t300) = (at("500W"), at("300W"));
     let f500 = llmsim_compute::power::compute_rate_fraction(llmsim_core::Power::from_watts(500), llmsim_core::Power::from_watts(700));
     assert!(t500 > h100.report.iteration_time_s && t500 <= h100.report.iteration_time_s / f500 * (1.0 + 1e-9));
@@ -532,4 +533,50 @@ fn nvfp4_needs_blackwell_and_runs_its_gemms_at_the_fp4_peak() {
     };
     let (t4, t8) = (step("fp4"), step("fp8"));
     assert!(t4 < t8 && t4 > t8 / 3.0, "fp4 {t4} fp8 {t8}");
+}
+
+#[test]
+fn a_job_runs_at_its_slowest_boards_pace() {
+    use llmsim_compute::variability::{DEFAULT_SCREEN, DEFAULT_SIGMA, slowest_of};
+    let at = |gpus: u32, sets: &[&str]| {
+        let mut all = vec![format!("cluster.gpus={gpus}")];
+        all.extend(sets.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        run(&scenario(CUSTOM_BASE, &refs), RunOptions::default()).report
+    };
+    let (on, off) = (at(8, &[]), at(8, &["compute.gpu_variability={sigma: 0}"]));
+    // The report carries the expected slowest of the job's 8 boards, and the text report says so.
+    assert_eq!(on.gpu_pace, slowest_of(8, DEFAULT_SIGMA, DEFAULT_SCREEN));
+    assert!(on.gpu_pace > 1.0 && off.gpu_pace == 1.0);
+    assert!(on.render().contains("(slowest of 8 boards: compute-bound kernels x1.023"));
+    assert!(!off.render().contains("slowest of"));
+    // Only compute-bound kernels slow: the step is slower, by at most the pace.
+    assert!(on.iteration_time_s > off.iteration_time_s);
+    assert!(on.iteration_time_s <= off.iteration_time_s * on.gpu_pace * (1.0 + 1e-9));
+    // More boards, a slower expected slowest one (four TP-4 replicas against two).
+    let sixteen = at(16, &[]);
+    assert!(sixteen.gpu_pace > on.gpu_pace && sixteen.gpu_pace == slowest_of(16, DEFAULT_SIGMA, DEFAULT_SCREEN));
+    // A wider spread slows more; out-of-range values name the field.
+    assert!(at(8, &["compute.gpu_variability={sigma: 0.03, screen: 0.1}"]).gpu_pace > on.gpu_pace);
+    for (set, needle) in [
+        (
+            "compute.gpu_variability={sigma: -0.01}",
+            "compute.gpu_variability.sigma: -0.01 must be a fraction",
+        ),
+        (
+            "compute.gpu_variability={sigma: 0.9}",
+            "compute.gpu_variability.sigma: 0.9 must be a fraction",
+        ),
+        (
+            "compute.gpu_variability={screen: 0}",
+            "compute.gpu_variability.screen: 0 must be a fraction above 0",
+        ),
+    ] {
+        let s = scenario(CUSTOM_BASE, &[set]);
+        let m = match simulate(&s, &RunOptions::default(), &mut |_, _| {}) {
+            Ok(_) => panic!("expected an error for {set}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(m.contains(needle), "{needle:?} not in {m:?}");
+    }
 }

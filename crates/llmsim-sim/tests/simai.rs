@@ -16,7 +16,7 @@ const FIXTURE: &str = "examples/interop/gpt3-13b-world_size128-tp2-pp1-ep1-gbs10
 fn fixture_is_llmsims_own_export_of_the_13b_example() {
     let sc = Scenario::load(&root().join("examples/gpt3-13b-128gpu.yaml"), &[]).unwrap();
     let r = llmsim_sim::resolve(&sc).unwrap();
-    let cm = llmsim_sim::compute_model(&sc, r.gpu).unwrap();
+    let cm = llmsim_sim::compute_model(&sc, r.gpu, r.parallel.world_size()).unwrap();
     let text = simai::export(&r.model, &r.training, &r.parallel, &cm).unwrap();
     let committed = std::fs::read_to_string(root().join(FIXTURE)).unwrap();
     assert!(
