@@ -198,11 +198,19 @@ impl PacketEngine {
         }
     }
 
-    /// Link `l` joins a slot frozen `back` ps ago: a port busy past now is set back by `back`.
+    /// Link `l` joins a slot frozen `back` ps ago (at `t0 = now - back`), whose resume moves
+    /// every clock past `t0` on by the whole skip ([`Self::shift_port_clocks`]): a port busy past
+    /// now is set back by `back`; one whose last transmission ended between `t0` and now is idle
+    /// and must stay so, so its end is moved to `t0`, which the resume leaves alone (moved on,
+    /// it read busy for the skip's length after the resume, and what was queued there waited).
     pub(in crate::packet) fn set_back_port_clock(&mut self, l: u32, back: u64) {
+        let now = self.now;
+        let t0 = now - back;
         let pt = &mut self.ports[l as usize];
-        if pt.busy_until > self.now {
+        if pt.busy_until > now {
             pt.busy_until -= back;
+        } else if pt.busy_until > t0 {
+            pt.busy_until = t0;
         }
     }
 
