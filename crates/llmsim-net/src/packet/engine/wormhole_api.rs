@@ -222,7 +222,11 @@ impl PacketEngine {
             let pt = &self.ports[ki];
             let src = pt.src;
             if src >= self.topo.num_hosts() {
-                if !pt.busy && pt.total > 0 {
+                // A busy port with no TxDone queued has a deferred one (`transmit`), which
+                // `switch_send` settles (it sends now if that time is past, else queues it).
+                // Kicking only idle ports left what queued while the link was frozen waiting
+                // for the next packet to arrive at the port.
+                if pt.total > 0 && !(pt.busy && pt.txdone_pending) {
                     self.switch_send(k);
                 }
             } else if !pt.busy && self.nics[src as usize].next_send.is_none() {

@@ -1034,6 +1034,49 @@ mod tests {
         );
     }
 
+    /// Packets queued at a frozen switch port whose last transmission's TxDone was deferred
+    /// (the port reads busy with no TxDone queued, see `transmit`) leave when the port thaws.
+    /// The thaw kicked only ports that read idle, so they waited for the next packet to arrive
+    /// at the port: here a flow that starts 1 s later.
+    #[test]
+    fn packets_queued_at_a_frozen_port_with_a_deferred_txdone_leave_at_the_thaw() {
+        let mut e = star5();
+        let knobs = WormholeConfig::fast_forwarding(1e-9, 4, 4, SimTime::from_us(10), false);
+        e.set_wormhole(knobs).expect("knobs");
+        // Leaves the switch's port to host 0 with a deferred TxDone.
+        let early = add_at(&mut e, 1, 0, 10_000, 0);
+        // The slot's flow: its links hold that port; it starts long after everything else.
+        let held = add_at(&mut e, 3, 0, 10_000, 1_000_000);
+        let queued = add_at(&mut e, 2, 0, 20_000, 20);
+        let into_0 = e.flow_paths(queued).0[1];
+        assert_eq!(e.flow_paths(held).0[1], into_0);
+        e.run_until(SimTime::from_us(10));
+        assert!(e.flow_result(early).is_some_and(|r| r.finish.as_ps() > 0), "the early flow is done");
+        let pt = &e.ports[into_0 as usize];
+        assert!(pt.busy && !pt.txdone_pending, "its last TxDone was deferred");
+        let mut w = e.ww_slot().take().expect("on");
+        let s = e.ww_freeze_slot(&mut w, vec![held], vec![0.0], TWIN_MAX_PS, None);
+        // As a mirrored twin: a flow starting on its links does not resume it (the episode
+        // check would).
+        w.slots[s as usize].mirror = true;
+        *e.ww_slot() = Some(w);
+        e.run_until(SimTime::from_us(50));
+        assert!(
+            e.ports[into_0 as usize].total > 0,
+            "the late flow's packets wait at the frozen port"
+        );
+        let mut w = e.ww_slot().take().expect("on");
+        e.ww_resume(&mut w, s);
+        *e.ww_slot() = Some(w);
+        e.run_until(SimTime::from_us(500));
+        let r = e.flow_result(queued).expect("flow");
+        assert!(
+            r.finish.as_ps() > 0 && r.finish.as_ps() < 100_000_000,
+            "the queued flow finishes soon after the thaw at 50 us: {:?}",
+            r.finish
+        );
+    }
+
     /// Progressive filling: A (0 -> 2) and B (1 -> 2) split host 2's 50 Gbit/s link; C (1 -> 0)
     /// takes what B leaves of host 1's uplink; D (0 -> 1) shares nothing with B or C's
     /// bottlenecks: host 0's uplink less A's share. Each at the links' payload rate.
