@@ -198,11 +198,19 @@ impl PacketEngine {
         }
     }
 
-    /// Link `l` joins a slot frozen `back` ps ago: a port busy past now is set back by `back`.
+    /// Link `l` joins a slot frozen `back` ps ago (at `t0 = now - back`), whose resume moves
+    /// every clock past `t0` on by the whole skip ([`Self::shift_port_clocks`]): a port busy past
+    /// now is set back by `back`; one whose last transmission ended between `t0` and now is idle
+    /// and must stay so, so its end is moved to `t0`, which the resume leaves alone (moved on,
+    /// it read busy for the skip's length after the resume, and what was queued there waited).
     pub(in crate::packet) fn set_back_port_clock(&mut self, l: u32, back: u64) {
+        let now = self.now;
+        let t0 = now - back;
         let pt = &mut self.ports[l as usize];
-        if pt.busy_until > self.now {
+        if pt.busy_until > now {
             pt.busy_until -= back;
+        } else if pt.busy_until > t0 {
+            pt.busy_until = t0;
         }
     }
 
@@ -214,7 +222,11 @@ impl PacketEngine {
             let pt = &self.ports[ki];
             let src = pt.src;
             if src >= self.topo.num_hosts() {
-                if !pt.busy && pt.total > 0 {
+                // A busy port with no TxDone queued has a deferred one (`transmit`), which
+                // `switch_send` settles (it sends now if that time is past, else queues it).
+                // Kicking only idle ports left what queued while the link was frozen waiting
+                // for the next packet to arrive at the port.
+                if pt.total > 0 && !(pt.busy && pt.txdone_pending) {
                     self.switch_send(k);
                 }
             } else if !pt.busy && self.nics[src as usize].next_send.is_none() {

@@ -953,6 +953,130 @@ mod tests {
         assert!(r.finish.as_ps() > TWIN_MAX_PS, "it moved nothing while frozen: {:?}", r.finish);
     }
 
+    /// Hosts 0-4 on switch 5, all links 100 Gbit/s.
+    fn star5() -> PacketEngine {
+        let mut text = String::from("6 1 5\n5\n");
+        for h in 0..5 {
+            text.push_str(&format!("{h} 5 100Gbps 1000ns 0\n"));
+        }
+        let imp = llmsim_topo::ns3::parse_ns3(&text, "test.txt", 1).expect("topology parses");
+        PacketEngine::new(
+            Arc::new(imp.topology),
+            Some(imp.file_ids),
+            PacketConfig::ns3_defaults(CcMode::Dcqcn),
+        )
+        .expect("engine")
+    }
+
+    fn add_at(e: &mut PacketEngine, src: u32, dst: u32, size: u64, start_us: u64) -> u32 {
+        e.add_flow(FlowSpec {
+            src: NodeId(src),
+            dst: NodeId(dst),
+            size,
+            start: SimTime::from_us(start_us),
+            pg: 3,
+            dport: 100,
+            tag: 0,
+            flow_hash: 0,
+        })
+        .expect("flow")
+    }
+
+    /// A switch port that joins a frozen slot (a flow added to a mirrored twin) idle, its last
+    /// transmission having ended after the slot froze, stays idle when the slot resumes. The
+    /// resume moves every port clock past the freeze on by the whole skip; moved on, this one
+    /// read busy for the skip's length after the resume, and the added flow's packets waited
+    /// behind it (on the 1,024-GPU example a pipeline send's ACKs, for 5 ms).
+    #[test]
+    fn a_port_idle_when_it_joins_a_frozen_slot_is_idle_after_the_resume() {
+        let mut e = star5();
+        // theta this small: nothing turns steady, only the slot made below is frozen.
+        let knobs = WormholeConfig::fast_forwarding(1e-9, 4, 4, SimTime::from_us(10), false);
+        e.set_wormhole(knobs).expect("knobs");
+        let twin = add_at(&mut e, 3, 4, 10_000_000, 0);
+        // Into host 0 until about 10 us, after the freeze at 2 us, long before the join at 50.
+        let early = add_at(&mut e, 1, 0, 100_000, 0);
+        let late = add_at(&mut e, 2, 0, 1_000_000, 50);
+        let into_0 = e.flow_paths(late).0[1];
+        assert_eq!(e.flow_paths(early).0[1], into_0, "both flows end on the switch's port to host 0");
+        e.run_until(SimTime::from_us(2));
+        let mut w = e.ww_slot().take().expect("on");
+        let s = e.ww_freeze_slot(&mut w, vec![twin], vec![0.0], TWIN_MAX_PS, None);
+        *e.ww_slot() = Some(w);
+        e.run_until(SimTime::from_us(50));
+        assert!(
+            e.flow_result(early)
+                .is_some_and(|r| r.finish.as_ps() > 0 && r.finish.as_ps() < 20_000_000),
+            "the early flow is done"
+        );
+        let ended = e.ports[into_0 as usize].busy_until;
+        assert!(
+            ended > 2_000_000 && ended < 50_000_000,
+            "its port's last transmission ended in between: {ended}"
+        );
+        let mut w = e.ww_slot().take().expect("on");
+        e.ww_slot_add(&mut w, s, &[late]);
+        *e.ww_slot() = Some(w);
+        e.run_until(SimTime::from_us(100));
+        let mut w = e.ww_slot().take().expect("on");
+        e.ww_resume(&mut w, s);
+        *e.ww_slot() = Some(w);
+        let until = e.ports[into_0 as usize].busy_until;
+        assert!(until <= 100_000_000, "the port reads idle after the resume, busy until {until} ps");
+        e.run_until(SimTime::from_us(300));
+        let r = e.flow_result(late).expect("the late flow");
+        // 1 MB at 100 Gbit/s is 80 us from its resume at 100 us; the old clock held its packets
+        // at the port until about 108 us, then the rest paced behind them.
+        assert!(
+            r.finish.as_ps() > 0 && r.finish.as_ps() < 200_000_000,
+            "the late flow finishes: {:?}",
+            r.finish
+        );
+    }
+
+    /// Packets queued at a frozen switch port whose last transmission's TxDone was deferred
+    /// (the port reads busy with no TxDone queued, see `transmit`) leave when the port thaws.
+    /// The thaw kicked only ports that read idle, so they waited for the next packet to arrive
+    /// at the port: here a flow that starts 1 s later.
+    #[test]
+    fn packets_queued_at_a_frozen_port_with_a_deferred_txdone_leave_at_the_thaw() {
+        let mut e = star5();
+        let knobs = WormholeConfig::fast_forwarding(1e-9, 4, 4, SimTime::from_us(10), false);
+        e.set_wormhole(knobs).expect("knobs");
+        // Leaves the switch's port to host 0 with a deferred TxDone.
+        let early = add_at(&mut e, 1, 0, 10_000, 0);
+        // The slot's flow: its links hold that port; it starts long after everything else.
+        let held = add_at(&mut e, 3, 0, 10_000, 1_000_000);
+        let queued = add_at(&mut e, 2, 0, 20_000, 20);
+        let into_0 = e.flow_paths(queued).0[1];
+        assert_eq!(e.flow_paths(held).0[1], into_0);
+        e.run_until(SimTime::from_us(10));
+        assert!(e.flow_result(early).is_some_and(|r| r.finish.as_ps() > 0), "the early flow is done");
+        let pt = &e.ports[into_0 as usize];
+        assert!(pt.busy && !pt.txdone_pending, "its last TxDone was deferred");
+        let mut w = e.ww_slot().take().expect("on");
+        let s = e.ww_freeze_slot(&mut w, vec![held], vec![0.0], TWIN_MAX_PS, None);
+        // As a mirrored twin: a flow starting on its links does not resume it (the episode
+        // check would).
+        w.slots[s as usize].mirror = true;
+        *e.ww_slot() = Some(w);
+        e.run_until(SimTime::from_us(50));
+        assert!(
+            e.ports[into_0 as usize].total > 0,
+            "the late flow's packets wait at the frozen port"
+        );
+        let mut w = e.ww_slot().take().expect("on");
+        e.ww_resume(&mut w, s);
+        *e.ww_slot() = Some(w);
+        e.run_until(SimTime::from_us(500));
+        let r = e.flow_result(queued).expect("flow");
+        assert!(
+            r.finish.as_ps() > 0 && r.finish.as_ps() < 100_000_000,
+            "the queued flow finishes soon after the thaw at 50 us: {:?}",
+            r.finish
+        );
+    }
+
     /// Progressive filling: A (0 -> 2) and B (1 -> 2) split host 2's 50 Gbit/s link; C (1 -> 0)
     /// takes what B leaves of host 1's uplink; D (0 -> 1) shares nothing with B or C's
     /// bottlenecks: host 0's uplink less A's share. Each at the links' payload rate.
