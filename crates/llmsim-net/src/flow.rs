@@ -1405,16 +1405,24 @@ impl FlowNetwork {
         }
     }
 
+    #[inline]
     fn next_rate_event(&self) -> Option<u64> {
-        let a = self.arrivals.peek().map(|e| e.0.0);
-        let a = match (a, self.arrive_now.is_empty()) {
-            (Some(a), false) => Some(a.min(self.arrive_now_at)),
-            (None, false) => Some(self.arrive_now_at),
-            (a, true) => a,
-        };
-        let d = self.drains.peek().map(|e| e.0.0);
-        let c = self.changes.peek().map(|e| e.0.0);
-        [a, d, c].into_iter().flatten().min()
+        let mut t = self.arrivals.peek().map(|e| e.0.0);
+        if !self.arrive_now.is_empty() {
+            t = min_opt(t, Some(self.arrive_now_at));
+        }
+        t = min_opt(t, self.drains.peek().map(|e| e.0.0));
+        min_opt(t, self.changes.peek().map(|e| e.0.0))
+    }
+}
+
+/// The earlier of two optional times.
+#[inline]
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
 }
 
