@@ -1,12 +1,12 @@
-//! A 4-ary min-heap: the priority queue under the event queues and the flow backend's event
-//! and filling heaps.
+//! A 4-ary min-heap: the priority queue under [`crate::EventQueue`].
 //!
 //! It pops the smallest element first, as `BinaryHeap<Reverse<T>>` does. For a total order the
 //! sequence of popped values does not depend on the heap's layout (a pop always returns the
 //! minimum, and equal values are indistinguishable), so swapping one for the other changes no
 //! result. Four children per node halve the depth of a binary heap: a pop compares more
-//! siblings, which sit in one or two cache lines, but moves through half as many levels (a
-//! 16k-GPU flow run spent a tenth of its time in `BinaryHeap::pop`).
+//! siblings, which sit in one or two cache lines, but moves through half as many levels. On the
+//! 16k-GPU Llama-3 flow run it made the engine's queue faster; under the flow backend's drain,
+//! delivery and arrival heaps it gained nothing (bench/README.md, branch `flow29c`).
 
 /// A min-heap with four children per node.
 #[derive(Clone, Debug)]
