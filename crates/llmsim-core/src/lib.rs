@@ -2,6 +2,7 @@
 
 pub mod csr;
 pub mod error;
+pub mod heap;
 pub mod ids;
 pub mod queue;
 pub mod rng;
@@ -10,6 +11,7 @@ pub mod units;
 pub mod vocab;
 
 pub use error::{FieldError, UnitError, parse_field};
+pub use heap::MinHeap4;
 pub use ids::{LinkId, NodeId, TransferId};
 pub use queue::EventQueue;
 pub use rng::{SimRng, mix64};

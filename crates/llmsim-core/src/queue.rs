@@ -1,9 +1,9 @@
 //! A deterministic event queue: earliest time first, ties in insertion order.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::cmp::Ordering;
 
 use crate::SimTime;
+use crate::heap::MinHeap4;
 
 struct Entry<E> {
     time: SimTime,
@@ -31,7 +31,7 @@ impl<E> Ord for Entry<E> {
 /// Min-heap of `(time, event)`. Two events at the same time pop in the order they were pushed,
 /// so a run is reproducible whatever the heap's internal layout.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Reverse<Entry<E>>>,
+    heap: MinHeap4<Entry<E>>,
     seq: u64,
 }
 
@@ -45,36 +45,36 @@ impl<E> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            heap: BinaryHeap::new(),
+            heap: MinHeap4::new(),
             seq: 0,
         }
     }
     /// An empty queue with room for `n` events.
     pub fn with_capacity(n: usize) -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(n),
+            heap: MinHeap4::with_capacity(n),
             seq: 0,
         }
     }
     /// Schedules `event` at `time`; events at equal times pop in push order.
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) {
-        self.heap.push(Reverse(Entry {
+        self.heap.push(Entry {
             time,
             seq: self.seq,
             event,
-        }));
+        });
         self.seq += 1;
     }
     /// The time of the earliest event.
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.0.time)
+        self.heap.peek().map(|e| e.time)
     }
     /// Removes and returns the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        self.heap.pop().map(|Reverse(e)| (e.time, e.event))
+        self.heap.pop().map(|e| (e.time, e.event))
     }
     /// Pops the earliest event if it is at or before `t`.
     #[inline]

@@ -17,6 +17,7 @@
 //! - A flow that runs at its bottleneck rate from start to drain gets the exact integer
 //!   serialization time, the same as the analytical backend.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -54,7 +55,7 @@ struct PathEntry {
     /// How many times the flow's rate crosses the link: the legs over it (an integer) under
     /// one path per flow, the share of its paths over it when spread (`LoadBalance::Spread`).
     mult: f64,
-    /// Index of this flow in `link_flows[link]`, for O(1) swap-remove.
+    /// Index of this flow in `links[link].flows`, for O(1) swap-remove.
     pos: u32,
 }
 
@@ -114,6 +115,49 @@ impl Flow {
 /// entries in one cache line instead of two (the 16k-GPU runs spent a tenth of their time on
 /// those misses).
 type LinkFlows = SmallVec<[(u32, u32); 2]>;
+
+/// What a transfer's routing, its arrival and departure and the component search read of a
+/// link, together in one cache line: the flow list's header, the search's mark, the capacity
+/// and the topology's bandwidth and latency (as separate arrays, each touch of a link cost up
+/// to four misses on the 16k-GPU runs).
+#[derive(Clone)]
+#[repr(align(64))]
+struct LinkRec {
+    /// Active flows: `(slot, index in the flow's path)`.
+    flows: LinkFlows,
+    /// The [`RateScratch`] epoch that last visited the link.
+    mark: Cell<u32>,
+    /// Capacity, bit/s.
+    cap: f64,
+    /// The multiplicities of `flows`, summed as they come and go: exact where they are
+    /// integers (one path per flow), so equal to a sum over the list in any order there.
+    weight: f64,
+    /// The topology's line rate and latency of the link, for [`route::expand_with`].
+    bandwidth: Bandwidth,
+    latency: SimTime,
+}
+
+// One cache line a link.
+const _: () = assert!(std::mem::size_of::<LinkRec>() == 64);
+
+impl LinkRec {
+    /// Lists leg `i` of flow `slot`, carried `mult` times; returns its index in the list.
+    #[inline]
+    fn add(&mut self, slot: u32, i: u32, mult: f64) -> u32 {
+        self.weight += mult;
+        self.flows.push((slot, i));
+        (self.flows.len() - 1) as u32
+    }
+
+    /// Unlists the entry at `pos` (carried `mult` times) by swap-remove; returns the entry moved
+    /// into `pos`, whose back-pointer the caller updates.
+    #[inline]
+    fn remove(&mut self, pos: u32, mult: f64) -> Option<(u32, u32)> {
+        self.weight -= mult;
+        self.flows.swap_remove(pos as usize);
+        self.flows.get(pos as usize).copied()
+    }
+}
 /// A flow's links, inline up to four (a route across a two-tier Clos), for the same reason:
 /// a departure updates the back-pointer of the flow moved in each of its links' lists.
 type FlowPath = SmallVec<[PathEntry; 4]>;
@@ -127,7 +171,6 @@ type DrainEvent = Reverse<(u64, u64, u32, u32)>;
 #[derive(Default)]
 struct RateScratch {
     epoch: u32,
-    link_mark: Vec<u32>,
     flow_mark: Vec<u32>,
     dirty: Vec<u32>,
     bfs: Vec<u32>,
@@ -139,12 +182,20 @@ struct RateScratch {
     weight: Vec<f64>,
     open: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// The filling's first keys, sorted ([`RateScratch::fill`]).
+    initial: Vec<(u64, u32)>,
+    /// Put the first keys into the heap too, one push each (the plain loop, for tests of the
+    /// sorted merge).
+    one_heap: bool,
     new_rate: Vec<f64>,
     /// Per flow slot: the share and id of its tightest link that no other flow holds
     /// (`u32::MAX`: none), from the last `collect_component`.
     private: Vec<(f64, u32)>,
     /// The traffic classes of a component, highest first (strict-priority filling).
     classes: Vec<u8>,
+    /// Every multiplicity is an integer (one path per flow, not spread): [`LinkRec::weight`] is
+    /// the exact sum of a link's multiplicities.
+    integer_mults: bool,
     /// Put every link into the filling heap, not just each flow's tightest private one (the
     /// plain progressive filling, for tests of the fast path).
     plain: bool,
@@ -160,9 +211,9 @@ struct RateScratch {
 }
 
 impl RateScratch {
-    fn next_epoch(&mut self) -> u32 {
+    fn next_epoch(&mut self, links: &[LinkRec]) -> u32 {
         if self.epoch == u32::MAX {
-            self.link_mark.fill(0);
+            links.iter().for_each(|l| l.mark.set(0));
             self.flow_mark.fill(0);
             self.epoch = 0;
         }
@@ -173,14 +224,14 @@ impl RateScratch {
     /// Collects into `comp_flows` the component reachable from link `start`, and into
     /// `comp_links` its shared links (two or more flows). A link that only one flow holds
     /// joins nothing; of those, each flow keeps only its tightest (`private` below).
-    fn collect_component(&mut self, start: u32, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) {
+    fn collect_component(&mut self, start: u32, flows: &[Flow], links: &[LinkRec]) {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
-        self.link_mark[start as usize] = epoch;
+        links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
-            let on = &link_flows[l as usize];
+            let on = &links[l as usize].flows;
             if on.len() > 1 || self.plain {
                 self.comp_links.push(l);
             }
@@ -193,14 +244,14 @@ impl RateScratch {
                 let mut private = (f64::INFINITY, u32::MAX);
                 for e in &flows[f as usize].path {
                     let el = e.link as usize;
-                    if link_flows[el].len() == 1 && !self.plain {
+                    if links[el].flows.len() == 1 && !self.plain {
                         // Keyed as the plain filling keys a link: (share, link id).
-                        let key = (cap[el] / e.mult, e.link);
+                        let key = (links[el].cap / e.mult, e.link);
                         if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                             private = key;
                         }
-                    } else if self.link_mark[el] != epoch {
-                        self.link_mark[el] = epoch;
+                    } else if links[el].mark.get() != epoch {
+                        links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
@@ -213,14 +264,14 @@ impl RateScratch {
     /// flows whose rate is `r_min` or more (those below keep their rates, see
     /// [`FlowNetwork::recompute`]), reached from link `start` over shared links through such
     /// flows, into `comp_flows`, and into `comp_links` the shared links they cross.
-    fn collect_resumed(&mut self, start: u32, r_min: f64, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) {
+    fn collect_resumed(&mut self, start: u32, r_min: f64, flows: &[Flow], links: &[LinkRec]) {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
-        self.link_mark[start as usize] = epoch;
+        links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
-            let on = &link_flows[l as usize];
+            let on = &links[l as usize].flows;
             if on.len() > 1 {
                 self.comp_links.push(l);
             }
@@ -233,13 +284,13 @@ impl RateScratch {
                 let mut private = (f64::INFINITY, u32::MAX);
                 for e in &flows[f as usize].path {
                     let el = e.link as usize;
-                    if link_flows[el].len() == 1 {
-                        let key = (cap[el] / e.mult, e.link);
+                    if links[el].flows.len() == 1 {
+                        let key = (links[el].cap / e.mult, e.link);
                         if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                             private = key;
                         }
-                    } else if self.link_mark[el] != epoch {
-                        self.link_mark[el] = epoch;
+                    } else if links[el].mark.get() != epoch {
+                        links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
@@ -270,15 +321,16 @@ impl RateScratch {
     /// (as the full filling takes them off, in freeze order): each must be a margin below the
     /// share it freezes under and raise it, and the last share must end above the level by
     /// half the margin; otherwise `None` (the caller fills the components in full).
-    fn arrival_level(&mut self, arrived: &[u32], r_drained: f64, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) -> Option<f64> {
-        let weight = |li: usize| -> f64 { link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum() };
+    fn arrival_level(&mut self, arrived: &[u32], r_drained: f64, flows: &[Flow], links: &[LinkRec]) -> Option<f64> {
+        let integer = self.integer_mults;
+        let weight = |li: usize| link_weight(integer, li, flows, links);
         let below = 1.0 - ARRIVAL_MARGIN;
         let mut first = f64::INFINITY;
         for &a in arrived {
             for e in &flows[a as usize].path {
                 let li = e.link as usize;
-                let on = &link_flows[li];
-                let (mut rem, mut w) = (cap[li], weight(li));
+                let on = &links[li].flows;
+                let (mut rem, mut w) = (links[li].cap, weight(li));
                 let mut share = rem / w;
                 if on.len() > 1 {
                     self.prefix.clear();
@@ -304,7 +356,7 @@ impl RateScratch {
         for &a in arrived {
             for e in &flows[a as usize].path {
                 let li = e.link as usize;
-                let on = &link_flows[li];
+                let on = &links[li].flows;
                 if on.len() < 2 {
                     continue;
                 }
@@ -319,7 +371,7 @@ impl RateScratch {
                     continue;
                 }
                 self.prefix.sort_unstable_by_key(|p| p.0);
-                let (mut rem, mut w) = (cap[li], weight(li));
+                let (mut rem, mut w) = (links[li].cap, weight(li));
                 let mut share = rem / w;
                 for &(_, m, r) in &self.prefix {
                     rem -= m * r;
@@ -342,13 +394,13 @@ impl RateScratch {
     /// full filling reaches once it has frozen every flow below `r_min`: each shared link's
     /// remaining capacity and unfrozen weight are its capacity and weight less those flows',
     /// taken off in the order the fillings that set their rates froze them.
-    fn water_fill_resumed(&mut self, r_min: f64, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) {
-        self.heap.clear();
+    fn water_fill_resumed(&mut self, r_min: f64, flows: &[Flow], links: &[LinkRec]) {
+        self.initial.clear();
         let mut level = 0.0f64;
         for &l in &self.comp_links {
             let li = l as usize;
-            let on = &link_flows[li];
-            let mut w: f64 = on.iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum();
+            let on = &links[li].flows;
+            let mut w = link_weight(self.integer_mults, li, flows, links);
             self.prefix.clear();
             for &(f, i) in on {
                 let r = self.rate[f as usize];
@@ -357,7 +409,7 @@ impl RateScratch {
                 }
             }
             self.prefix.sort_unstable_by_key(|p| p.0);
-            let mut rem = cap[li];
+            let mut rem = links[li].cap;
             for &(_, m, r) in &self.prefix {
                 rem -= m * r;
                 w -= m;
@@ -367,10 +419,10 @@ impl RateScratch {
             self.weight[li] = w;
             self.open[li] = (on.len() - self.prefix.len()) as u32;
             if self.open[li] > 0 {
-                self.heap.push(Reverse(((rem.max(0.0) / w).to_bits(), l)));
+                self.initial.push(((rem.max(0.0) / w).to_bits(), l));
             }
         }
-        self.fill(flows, link_flows, level);
+        self.fill(flows, links, level);
     }
 
     /// Progressive filling over the collected component; leaves rates in `new_rate`.
@@ -384,34 +436,60 @@ impl RateScratch {
     /// first of a flow's such links to pop can freeze it; so the heap holds, per flow, just its
     /// tightest one, keyed as the others would be. The pops that freeze flows are the same, in
     /// the same order, as with every link in the heap: the rates are bit-identical.
-    fn water_fill(&mut self, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) {
-        self.heap.clear();
+    fn water_fill(&mut self, flows: &[Flow], links: &[LinkRec]) {
+        self.initial.clear();
         for &l in &self.comp_links {
             let li = l as usize;
-            let w: f64 = link_flows[li].iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum();
-            self.rem[li] = cap[li];
+            let w = link_weight(self.integer_mults, li, flows, links);
+            self.rem[li] = links[li].cap;
             self.weight[li] = w;
-            self.open[li] = link_flows[li].len() as u32;
-            self.heap.push(Reverse(((cap[li] / w).to_bits(), l)));
+            self.open[li] = links[li].flows.len() as u32;
+            self.initial.push(((links[li].cap / w).to_bits(), l));
         }
-        self.fill(flows, link_flows, 0.0);
+        self.fill(flows, links, 0.0);
     }
 
-    /// The filling loop of [`Self::water_fill`] from the links already in the heap, the
-    /// collected flows' private links, and `level`.
-    fn fill(&mut self, flows: &[Flow], link_flows: &[LinkFlows], level: f64) {
+    /// The filling loop of [`Self::water_fill`] from the links in `initial`, the collected
+    /// flows' private links, and `level`.
+    ///
+    /// Every key but the pushed-back ones is known before the first pop: those are sorted once
+    /// and merged with a heap of the pushed-back ones, which pops the same entries in the same
+    /// order as one heap of all of them (the smallest entry left, each time), at the cost of a
+    /// sort instead of a heap pop per entry.
+    fn fill(&mut self, flows: &[Flow], links: &[LinkRec], level: f64) {
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
             let (share, l) = self.private[f as usize];
             if l != u32::MAX {
-                self.heap.push(Reverse((share.to_bits(), l)));
+                self.initial.push((share.to_bits(), l));
             }
         }
+        self.heap.clear();
+        if self.one_heap {
+            self.heap.extend(self.initial.drain(..).map(Reverse));
+        }
+        self.initial.sort_unstable();
+        let mut next_initial = 0;
         // `level` absorbs float noise: the share of a later bottleneck is never below it.
         let mut level = level;
-        while let Some(Reverse((key, l))) = self.heap.pop() {
+        loop {
+            let (key, l) = match (self.initial.get(next_initial), self.heap.peek()) {
+                (Some(&a), Some(&Reverse(b))) if b < a => {
+                    self.heap.pop();
+                    b
+                }
+                (Some(&a), _) => {
+                    next_initial += 1;
+                    a
+                }
+                (None, Some(&Reverse(b))) => {
+                    self.heap.pop();
+                    b
+                }
+                (None, None) => break,
+            };
             let li = l as usize;
-            if let [(f, _)] = link_flows[li][..] {
+            if let [(f, _)] = links[li].flows[..] {
                 // A flow's own link: its share is its key until the flow freezes.
                 let fi = f as usize;
                 if self.new_rate[fi] >= 0.0 {
@@ -419,7 +497,7 @@ impl RateScratch {
                 }
                 let share = f64::from_bits(key).max(level);
                 level = share;
-                self.freeze(fi, share, flows, link_flows);
+                self.freeze(fi, share, flows, links);
                 continue;
             }
             if self.open[li] == 0 {
@@ -432,12 +510,12 @@ impl RateScratch {
             }
             let share = current.max(level);
             level = share;
-            for &(f, _) in &link_flows[li] {
+            for &(f, _) in &links[li].flows {
                 let fi = f as usize;
                 if self.new_rate[fi] >= 0.0 {
                     continue;
                 }
-                self.freeze(fi, share, flows, link_flows);
+                self.freeze(fi, share, flows, links);
             }
         }
     }
@@ -445,14 +523,14 @@ impl RateScratch {
     /// Strict-priority max-min over the collected component (flows of several traffic
     /// classes): the highest class is filled first on the full link capacities, each lower
     /// class then max-min on what the classes above left; leaves rates in `new_rate`.
-    fn water_fill_prio(&mut self, flows: &[Flow], link_flows: &[LinkFlows], cap: &[f64]) {
+    fn water_fill_prio(&mut self, flows: &[Flow], links: &[LinkRec]) {
         self.classes.clear();
         for &f in &self.comp_flows {
             let fl = &flows[f as usize];
             self.new_rate[f as usize] = -1.0;
             self.classes.push(fl.priority);
             for e in &fl.path {
-                self.rem[e.link as usize] = cap[e.link as usize];
+                self.rem[e.link as usize] = links[e.link as usize].cap;
             }
         }
         self.classes.sort_unstable_by(|a, b| b.cmp(a));
@@ -493,7 +571,7 @@ impl RateScratch {
                 }
                 let share = current.max(level);
                 level = share;
-                for &(f, _) in &link_flows[li] {
+                for &(f, _) in &links[li].flows {
                     let fi = f as usize;
                     if self.new_rate[fi] >= 0.0 || flows[fi].priority != class {
                         continue;
@@ -512,13 +590,13 @@ impl RateScratch {
 
     /// Fixes flow `fi` at `share` and takes it off its shared links.
     #[inline]
-    fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow], link_flows: &[LinkFlows]) {
+    fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow], links: &[LinkRec]) {
         self.new_rate[fi] = share;
         self.seq[fi] = self.next_seq;
         self.next_seq += 1;
         for e in &flows[fi].path {
             let el = e.link as usize;
-            if link_flows[el].len() > 1 {
+            if links[el].flows.len() > 1 {
                 self.rem[el] -= e.mult * share;
                 self.weight[el] -= e.mult;
                 self.open[el] -= 1;
@@ -533,9 +611,8 @@ pub struct FlowNetwork {
     now: SimTime,
     flows: Vec<Flow>,
     free: Vec<u32>,
-    link_cap: Vec<f64>,
-    /// Active flows on each link: `(slot, index in the flow's path)`.
-    link_flows: Vec<LinkFlows>,
+    /// Per link: its flows, search mark and capacity.
+    links: Vec<LinkRec>,
     link_bytes: Vec<Bytes>,
     arrivals: BinaryHeap<TimedSlot>,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
@@ -597,13 +674,24 @@ impl FlowNetwork {
     /// A flow network over `topo` with no transfers yet.
     pub fn new(topo: Arc<Topology>) -> Self {
         let n = topo.num_links();
-        let link_cap = topo.links().iter().map(|l| l.bandwidth.bps_f64()).collect();
+        let links = topo
+            .links()
+            .iter()
+            .map(|l| LinkRec {
+                flows: LinkFlows::new(),
+                mark: Cell::new(0),
+                cap: l.bandwidth.bps_f64(),
+                weight: 0.0,
+                bandwidth: l.bandwidth,
+                latency: l.latency,
+            })
+            .collect();
         let class_load = if topo.route_classes() > 1 { vec![0; n] } else { Vec::new() };
         let scratch = RateScratch {
-            link_mark: vec![0; n],
             rem: vec![0.0; n],
             weight: vec![0.0; n],
             open: vec![0; n],
+            integer_mults: true,
             ..RateScratch::default()
         };
         FlowNetwork {
@@ -611,8 +699,7 @@ impl FlowNetwork {
             now: SimTime::ZERO,
             flows: Vec::new(),
             free: Vec::new(),
-            link_cap,
-            link_flows: vec![LinkFlows::new(); n],
+            links,
             link_bytes: vec![Bytes::ZERO; n],
             arrivals: BinaryHeap::new(),
             arrive_now: Vec::new(),
@@ -657,6 +744,11 @@ impl FlowNetwork {
     /// have). Set it before submitting.
     pub fn set_load_balance(&mut self, lb: LoadBalance) {
         self.spread = matches!(lb, LoadBalance::Spray | LoadBalance::Adaptive);
+        // Kept weights only where every multiplicity is an integer (summing the lists is always
+        // exact, so a later switch back to one path merely keeps the slower path).
+        if self.spread {
+            self.scratch.integer_mults = false;
+        }
     }
 
     /// Like [`Network::submit`], but along explicit `path` (links from `t.src` to `t.dst`)
@@ -699,6 +791,15 @@ impl FlowNetwork {
     #[doc(hidden)]
     pub fn set_plain_filling(&mut self, on: bool) {
         self.scratch.plain = on;
+    }
+
+    /// The reference paths of the compact per-link state, for tests (the rates must not
+    /// change): every filling key goes through one heap instead of a sorted merge, and a link's
+    /// weight is summed over its flow list instead of read from [`LinkRec::weight`].
+    #[doc(hidden)]
+    pub fn set_reference_filling(&mut self, on: bool) {
+        self.scratch.one_heap = on;
+        self.scratch.integer_mults = !on && !self.spread;
     }
 
     /// Turns off resumed fillings after departures ([`FlowNetwork::recompute`]'s incremental
@@ -745,11 +846,21 @@ impl FlowNetwork {
     /// # Errors
     /// A message naming the first link or flow that breaks max-min fairness.
     pub fn check_rates(&self) -> Result<(), String> {
-        let n = self.link_cap.len();
+        let n = self.links.len();
         let mut load = vec![0.0f64; n];
         let mut fastest = vec![0.0f64; n];
-        for (l, fl) in self.link_flows.iter().enumerate() {
-            for &(f, i) in fl {
+        for (l, rec) in self.links.iter().enumerate() {
+            if !self.spread {
+                let sum: f64 = rec.flows.iter().map(|&(f, i)| self.flows[f as usize].path[i as usize].mult).sum();
+                if !rec.flows.is_empty() && rec.weight != sum {
+                    return Err(format!("link {l} keeps weight {} but its flows sum to {sum}", rec.weight));
+                }
+            }
+            let topo_link = self.topo.link(LinkId(l as u32));
+            if (rec.bandwidth, rec.latency) != (topo_link.bandwidth, topo_link.latency) || rec.cap != rec.bandwidth.bps_f64() {
+                return Err(format!("link {l}'s record disagrees with the topology"));
+            }
+            for &(f, i) in &rec.flows {
                 let flow = &self.flows[f as usize];
                 if flow.state != State::Active {
                     return Err(format!("link {l} lists flow {} which is not active", flow.id));
@@ -757,10 +868,10 @@ impl FlowNetwork {
                 load[l] += flow.path[i as usize].mult * flow.rate_bps;
                 fastest[l] = fastest[l].max(flow.rate_bps);
             }
-            if load[l] > self.link_cap[l] * (1.0 + CHECK_TOL) {
+            if load[l] > self.links[l].cap * (1.0 + CHECK_TOL) {
                 return Err(format!(
                     "link {l} carries {} bit/s over its capacity {} bit/s",
-                    load[l], self.link_cap[l]
+                    load[l], self.links[l].cap
                 ));
             }
         }
@@ -773,7 +884,7 @@ impl FlowNetwork {
             }
             let has_bottleneck = f.path.iter().any(|e| {
                 let l = e.link as usize;
-                load[l] >= self.link_cap[l] * (1.0 - CHECK_TOL) && f.rate_bps >= fastest[l] * (1.0 - CHECK_TOL)
+                load[l] >= self.links[l].cap * (1.0 - CHECK_TOL) && f.rate_bps >= fastest[l] * (1.0 - CHECK_TOL)
             });
             if !has_bottleneck {
                 return Err(format!("flow {} at {} bit/s has no bottleneck link: not max-min", f.id, f.rate_bps));
@@ -790,7 +901,7 @@ impl FlowNetwork {
             let has_bottleneck = f.path.iter().any(|e| {
                 let l = e.link as usize;
                 let (mut load, mut fastest) = (0.0f64, 0.0f64);
-                for &(g, i) in &self.link_flows[l] {
+                for &(g, i) in &self.links[l].flows {
                     let g = &self.flows[g as usize];
                     if g.priority >= f.priority {
                         load += g.path[i as usize].mult * g.rate_bps;
@@ -799,7 +910,7 @@ impl FlowNetwork {
                         fastest = fastest.max(g.rate_bps);
                     }
                 }
-                load >= self.link_cap[l] * (1.0 - CHECK_TOL) && f.rate_bps >= fastest * (1.0 - CHECK_TOL)
+                load >= self.links[l].cap * (1.0 - CHECK_TOL) && f.rate_bps >= fastest * (1.0 - CHECK_TOL)
             });
             if !has_bottleneck {
                 return Err(format!(
@@ -844,14 +955,18 @@ impl FlowNetwork {
     }
 
     /// Sets `f`'s path to `split` (link, share of the bytes) and its lone-flow bottleneck.
-    fn fill_split(f: &mut Flow, split: &[(LinkId, f64)], cap: &[f64]) {
+    fn fill_split(f: &mut Flow, split: &[(LinkId, f64)], links: &[LinkRec]) {
         f.path.clear();
         f.path.extend(split.iter().map(|&(l, w)| PathEntry {
             link: l.0,
             mult: w,
             pos: 0,
         }));
-        let solo = f.path.iter().map(|e| cap[e.link as usize] / e.mult).fold(f64::INFINITY, f64::min);
+        let solo = f
+            .path
+            .iter()
+            .map(|e| links[e.link as usize].cap / e.mult)
+            .fold(f64::INFINITY, f64::min);
         f.solo_bw = Bandwidth::ZERO;
         f.solo_mult = 0;
         f.solo_rate = if solo.is_finite() { solo } else { 0.0 };
@@ -874,14 +989,15 @@ impl FlowNetwork {
                 LinkChange::Loss(_) => unreachable!("refused when scheduled"),
             };
             if let LinkChange::Bandwidth(bw) = change {
-                self.link_cap[link.idx()] = bw.bps_f64();
+                self.links[link.idx()].cap = bw.bps_f64();
+                self.links[link.idx()].bandwidth = bw;
             }
             if change == LinkChange::Up {
                 continue;
             }
             self.full_refill = true;
             // Flows holding the link, and flows not started whose path crosses it.
-            let mut touched: Vec<u32> = self.link_flows[link.idx()].iter().map(|&(f, _)| f).collect();
+            let mut touched: Vec<u32> = self.links[link.idx()].flows.iter().map(|&(f, _)| f).collect();
             touched.extend((0..self.flows.len() as u32).filter(|&f| {
                 self.flows[f as usize].state == State::Pending && self.flows[f as usize].path.iter().any(|e| e.link == link.0)
             }));
@@ -910,9 +1026,7 @@ impl FlowNetwork {
             self.scratch.rate[si] = 0.0;
             for i in 0..self.flows[si].path.len() {
                 let e = self.flows[si].path[i];
-                let list = &mut self.link_flows[e.link as usize];
-                list.swap_remove(e.pos as usize);
-                if let Some(&(moved, mi)) = list.get(e.pos as usize) {
+                if let Some((moved, mi)) = self.links[e.link as usize].remove(e.pos, e.mult) {
                     self.flows[moved as usize].path[mi as usize].pos = e.pos;
                 }
                 self.scratch.dirty.push(e.link);
@@ -932,11 +1046,12 @@ impl FlowNetwork {
         let routed = if self.spread {
             route::expand_split(&self.topo, &t, &mut self.split_scratch, &mut self.split_route).map(|lat| {
                 let f = &mut self.flows[si];
-                Self::fill_split(f, &self.split_route, &self.link_cap);
+                Self::fill_split(f, &self.split_route, &self.links);
                 f.latency = lat;
             })
         } else {
-            route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route).map(|sum| {
+            let links = &self.links;
+            route::expand_with(&self.topo, |l| link_attrs(links, l), &t, &mut self.route_scratch, &mut self.route).map(|sum| {
                 let f = &mut self.flows[si];
                 Self::fill_path(f, &self.route, sum);
                 f.latency = sum.latency;
@@ -960,9 +1075,7 @@ impl FlowNetwork {
         if active {
             let f = &mut self.flows[si];
             for (i, e) in f.path.iter_mut().enumerate() {
-                let list = &mut self.link_flows[e.link as usize];
-                e.pos = list.len() as u32;
-                list.push((slot, i as u32));
+                e.pos = self.links[e.link as usize].add(slot, i as u32, e.mult);
                 self.scratch.dirty.push(e.link);
             }
         }
@@ -971,7 +1084,7 @@ impl FlowNetwork {
     /// Queues `t` spread over the links of `self.split_route` (link, share of its bytes).
     fn enqueue_split(&mut self, t: Transfer, latency: SimTime) {
         let slot = self.enqueue_slot(t, latency);
-        Self::fill_split(&mut self.flows[slot as usize], &self.split_route, &self.link_cap);
+        Self::fill_split(&mut self.flows[slot as usize], &self.split_route, &self.links);
     }
 
     /// Queues `t` on the one path of `self.route`.
@@ -1041,9 +1154,7 @@ impl FlowNetwork {
         self.scratch.rate[slot as usize] = f64::INFINITY;
         self.arrived.push(slot);
         for (i, e) in f.path.iter_mut().enumerate() {
-            let list = &mut self.link_flows[e.link as usize];
-            e.pos = list.len() as u32;
-            list.push((slot, i as u32));
+            e.pos = self.links[e.link as usize].add(slot, i as u32, e.mult);
             self.scratch.dirty.push(e.link);
         }
         self.active += 1;
@@ -1056,9 +1167,7 @@ impl FlowNetwork {
         self.drained_min_rate = self.drained_min_rate.min(self.flows[si].rate_bps);
         for i in 0..self.flows[si].path.len() {
             let e = self.flows[si].path[i];
-            let list = &mut self.link_flows[e.link as usize];
-            list.swap_remove(e.pos as usize);
-            if let Some(&(moved, mi)) = list.get(e.pos as usize) {
+            if let Some((moved, mi)) = self.links[e.link as usize].remove(e.pos, e.mult) {
                 self.flows[moved as usize].path[mi as usize].pos = e.pos;
             }
             self.scratch.dirty.push(e.link);
@@ -1125,10 +1234,7 @@ impl FlowNetwork {
         if !arrived.is_empty() && !full {
             if !(self.incremental && self.incremental_arrivals) || self.priorities || self.scratch.plain {
                 full = true;
-            } else if let Some(r) = self
-                .scratch
-                .arrival_level(&arrived, r_min, &self.flows, &self.link_flows, &self.link_cap)
-            {
+            } else if let Some(r) = self.scratch.arrival_level(&arrived, r_min, &self.flows, &self.links) {
                 r_min = r;
             } else {
                 self.stats.arrival_full_fallbacks += 1;
@@ -1136,26 +1242,26 @@ impl FlowNetwork {
             }
         }
         let resume = self.incremental && !full && !self.scratch.plain && r_min.is_finite() && r_min > 0.0;
-        let epoch = self.scratch.next_epoch();
+        let epoch = self.scratch.next_epoch(&self.links);
         let mut dirty = std::mem::take(&mut self.scratch.dirty);
         for &d in &dirty {
             let di = d as usize;
-            if self.scratch.link_mark[di] == epoch || self.link_flows[di].is_empty() {
+            if self.links[di].mark.get() == epoch || self.links[di].flows.is_empty() {
                 continue;
             }
             // A link of one flow whose component was already rerated (links only one flow
             // holds are not marked by the component search).
-            if let [(f, _)] = self.link_flows[di][..]
+            if let [(f, _)] = self.links[di].flows[..]
                 && self.scratch.flow_mark[f as usize] == epoch
             {
                 continue;
             }
-            if let [(f, _)] = self.link_flows[di][..] {
+            if let [(f, _)] = self.links[di].flows[..] {
                 let flow = &self.flows[f as usize];
-                if flow.path.iter().all(|e| self.link_flows[e.link as usize].len() == 1) {
+                if flow.path.iter().all(|e| self.links[e.link as usize].flows.len() == 1) {
                     self.stats.rate_recomputations += 1;
                     for e in &flow.path {
-                        self.scratch.link_mark[e.link as usize] = epoch;
+                        self.links[e.link as usize].mark.set(epoch);
                     }
                     self.scratch.flow_mark[f as usize] = epoch;
                     let rate = flow.solo_rate;
@@ -1169,26 +1275,24 @@ impl FlowNetwork {
                 // one class; fill the component class by class.
                 self.stats.rate_recomputations += 1;
                 self.stats.rate_fills_full += 1;
-                self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
+                self.scratch.collect_component(d, &self.flows, &self.links);
                 self.stats.flows_rerated_full += self.scratch.comp_flows.len() as u64;
-                self.scratch.water_fill_prio(&self.flows, &self.link_flows, &self.link_cap);
+                self.scratch.water_fill_prio(&self.flows, &self.links);
             } else if resume {
-                self.scratch
-                    .collect_resumed(d, r_min, &self.flows, &self.link_flows, &self.link_cap);
+                self.scratch.collect_resumed(d, r_min, &self.flows, &self.links);
                 // Every flow this link reaches keeps its rate.
                 if self.scratch.comp_flows.is_empty() {
                     continue;
                 }
                 self.stats.rate_recomputations += 1;
                 self.stats.rate_fills_resumed += 1;
-                self.scratch
-                    .water_fill_resumed(r_min, &self.flows, &self.link_flows, &self.link_cap);
+                self.scratch.water_fill_resumed(r_min, &self.flows, &self.links);
             } else {
                 self.stats.rate_recomputations += 1;
                 self.stats.rate_fills_full += 1;
-                self.scratch.collect_component(d, &self.flows, &self.link_flows, &self.link_cap);
+                self.scratch.collect_component(d, &self.flows, &self.links);
                 self.stats.flows_rerated_full += self.scratch.comp_flows.len() as u64;
-                self.scratch.water_fill(&self.flows, &self.link_flows, &self.link_cap);
+                self.scratch.water_fill(&self.flows, &self.links);
             }
             self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;
             let comp = std::mem::take(&mut self.scratch.comp_flows);
@@ -1301,16 +1405,42 @@ impl FlowNetwork {
         }
     }
 
+    #[inline]
     fn next_rate_event(&self) -> Option<u64> {
-        let a = self.arrivals.peek().map(|e| e.0.0);
-        let a = match (a, self.arrive_now.is_empty()) {
-            (Some(a), false) => Some(a.min(self.arrive_now_at)),
-            (None, false) => Some(self.arrive_now_at),
-            (a, true) => a,
-        };
-        let d = self.drains.peek().map(|e| e.0.0);
-        let c = self.changes.peek().map(|e| e.0.0);
-        [a, d, c].into_iter().flatten().min()
+        let mut t = self.arrivals.peek().map(|e| e.0.0);
+        if !self.arrive_now.is_empty() {
+            t = min_opt(t, Some(self.arrive_now_at));
+        }
+        t = min_opt(t, self.drains.peek().map(|e| e.0.0));
+        min_opt(t, self.changes.peek().map(|e| e.0.0))
+    }
+}
+
+/// The earlier of two optional times.
+#[inline]
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Link `l`'s bandwidth and latency, from its record (the topology's values).
+#[inline]
+fn link_attrs(links: &[LinkRec], l: LinkId) -> (Bandwidth, SimTime) {
+    let r = &links[l.idx()];
+    (r.bandwidth, r.latency)
+}
+
+/// The summed multiplicities of link `li`'s flows, in list order: as kept in
+/// [`LinkRec::weight`] where every multiplicity is an integer (`integer`).
+#[inline]
+fn link_weight(integer: bool, li: usize, flows: &[Flow], links: &[LinkRec]) -> f64 {
+    if integer {
+        links[li].weight
+    } else {
+        links[li].flows.iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum()
     }
 }
 
@@ -1375,7 +1505,8 @@ impl Network for FlowNetwork {
             }
             return Ok(());
         }
-        let sum = route::expand(&self.topo, &t, &mut self.route_scratch, &mut self.route)
+        let links = &self.links;
+        let sum = route::expand_with(&self.topo, |l| link_attrs(links, l), &t, &mut self.route_scratch, &mut self.route)
             .map_err(|source| NetError::Route { id: t.id, source })?;
         self.enqueue(t, sum);
         Ok(())
@@ -1421,11 +1552,11 @@ impl Network for FlowNetwork {
                 self.now
             )));
         }
-        if link.idx() >= self.link_cap.len() {
+        if link.idx() >= self.links.len() {
             return Err(NetError::Fault(format!(
                 "no link {} (the topology has {})",
                 link.0,
-                self.link_cap.len()
+                self.links.len()
             )));
         }
         if let LinkChange::Loss(_) = change {
@@ -1536,10 +1667,10 @@ mod tests {
         assert_eq!((n.arrive_now.len(), n.arrivals.len()), (4, 0), "all in the lane");
         n.advance_to(SimTime::ZERO, &mut Vec::new());
         let lists: Vec<Vec<u64>> = n
-            .link_flows
+            .links
             .iter()
-            .filter(|l| !l.is_empty())
-            .map(|l| l.iter().map(|&(f, _)| n.flows[f as usize].id.0).collect())
+            .filter(|l| !l.flows.is_empty())
+            .map(|l| l.flows.iter().map(|&(f, _)| n.flows[f as usize].id.0).collect())
             .collect();
         assert!(!lists.is_empty());
         for l in lists {
@@ -1577,7 +1708,7 @@ mod tests {
         assert_eq!(done.len(), 50);
         assert!(n.flows.len() <= 50);
         assert!(n.drains.is_empty() && n.arrivals.is_empty() && n.arrive_now.is_empty() && n.deliveries.is_empty());
-        assert!(n.link_flows.iter().all(|l| l.is_empty()));
+        assert!(n.links.iter().all(|l| l.flows.is_empty()));
         assert!(n.violations().is_empty(), "{:?}", n.violations());
     }
 }

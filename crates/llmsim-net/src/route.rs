@@ -44,6 +44,29 @@ pub struct RouteScratch {
 /// # Errors
 /// The topology's routing error for any leg.
 pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &mut Vec<RouteLink>) -> Result<RouteSummary, TopoError> {
+    expand_with(topo, |l| topo_attrs(topo, l), t, scratch, out)
+}
+
+/// A link's bandwidth and latency as the topology holds them.
+#[inline]
+fn topo_attrs(topo: &Topology, l: LinkId) -> (Bandwidth, SimTime) {
+    let link = topo.link(l);
+    (link.bandwidth, link.latency)
+}
+
+/// [`expand`], reading each link's bandwidth and latency from `attrs` instead of the topology
+/// (for a backend that keeps them beside its own per-link state, in the cache line it touches
+/// next; they must equal the topology's for the result to be `expand`'s).
+///
+/// # Errors
+/// As [`expand`].
+pub fn expand_with(
+    topo: &Topology,
+    attrs: impl Fn(LinkId) -> (Bandwidth, SimTime) + Copy,
+    t: &Transfer,
+    scratch: &mut RouteScratch,
+    out: &mut Vec<RouteLink>,
+) -> Result<RouteSummary, TopoError> {
     out.clear();
     let s = &mut scratch.links;
     s.clear();
@@ -51,12 +74,12 @@ pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &m
         RouteSpec::Direct => {
             topo.route(t.src, t.dst, t.flow_hash, s)?;
             out.extend(s.iter().map(|&link| RouteLink { link, mult: 1 }));
-            return Ok(summarize(topo, out, sum_latency(topo, s)));
+            return Ok(summarize(attrs, out, sum_latency(attrs, s)));
         }
         RouteSpec::Via(via) => {
             topo.route(t.src, *via, leg_hash(t.flow_hash, 0), s)?;
             topo.route(*via, t.dst, leg_hash(t.flow_hash, 1), s)?;
-            sum_latency(topo, s)
+            sum_latency(attrs, s)
         }
         RouteSpec::Chain(hops) => {
             let mut prev = t.src;
@@ -65,7 +88,7 @@ pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &m
             for (leg, next) in nodes.enumerate() {
                 let from = s.len();
                 topo.route(prev, next, leg_hash(t.flow_hash, leg), s)?;
-                max_leg = max_leg.max(sum_latency(topo, &s[from..]));
+                max_leg = max_leg.max(sum_latency(attrs, &s[from..]));
                 prev = next;
             }
             max_leg
@@ -78,7 +101,7 @@ pub fn expand(topo: &Topology, t: &Transfer, scratch: &mut RouteScratch, out: &m
             _ => out.push(RouteLink { link, mult: 1 }),
         }
     }
-    Ok(summarize(topo, out, latency))
+    Ok(summarize(attrs, out, latency))
 }
 
 /// [`expand`], choosing per transfer among the topology's route classes
@@ -120,7 +143,11 @@ pub fn expand_classes(
         }
     }
     out.extend(scratch.best.iter().map(|&link| RouteLink { link, mult: 1 }));
-    Ok(summarize(topo, out, sum_latency(topo, &scratch.best)))
+    Ok(summarize(
+        |l| topo_attrs(topo, l),
+        out,
+        sum_latency(|l| topo_attrs(topo, l), &scratch.best),
+    ))
 }
 
 /// The part of an expanded route that depends only on the topology's structure (which links,
@@ -199,14 +226,14 @@ impl RouteShape {
             let mut from = 0usize;
             let mut max_leg = SimTime::ZERO;
             for &end in &self.leg_ends {
-                max_leg = max_leg.max(sum_latency(topo, &self.raw[from..end as usize]));
+                max_leg = max_leg.max(sum_latency(|l| topo_attrs(topo, l), &self.raw[from..end as usize]));
                 from = end as usize;
             }
             max_leg
         } else {
-            sum_latency(topo, &self.raw)
+            sum_latency(|l| topo_attrs(topo, l), &self.raw)
         };
-        summarize(topo, &self.links, latency)
+        summarize(|l| topo_attrs(topo, l), &self.links, latency)
     }
 }
 
@@ -338,17 +365,17 @@ pub fn explicit(topo: &Topology, src: NodeId, dst: NodeId, path: &[LinkId], out:
     if at != dst {
         return Err(bad("explicit path does not end at the destination"));
     }
-    Ok(summarize(topo, out, sum_latency(topo, path)))
+    Ok(summarize(|l| topo_attrs(topo, l), out, sum_latency(|l| topo_attrs(topo, l), path)))
 }
 
-fn sum_latency(topo: &Topology, links: &[LinkId]) -> SimTime {
-    links.iter().fold(SimTime::ZERO, |acc, l| acc + topo.link(*l).latency)
+fn sum_latency(attrs: impl Fn(LinkId) -> (Bandwidth, SimTime), links: &[LinkId]) -> SimTime {
+    links.iter().fold(SimTime::ZERO, |acc, l| acc + attrs(*l).1)
 }
 
-fn summarize(topo: &Topology, links: &[RouteLink], latency: SimTime) -> RouteSummary {
+fn summarize(attrs: impl Fn(LinkId) -> (Bandwidth, SimTime), links: &[RouteLink], latency: SimTime) -> RouteSummary {
     let mut bottleneck: Option<(Bandwidth, u32)> = None;
     for rl in links {
-        let bw = topo.link(rl.link).bandwidth;
+        let bw = attrs(rl.link).0;
         // mult / bw larger <=> mult * bw_best > mult_best * bw.
         let worse = match bottleneck {
             None => true,

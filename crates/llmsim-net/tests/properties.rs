@@ -176,6 +176,32 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
 
+    /// The compact per-link state's fast paths (a filling's first keys sorted once and merged
+    /// with a heap of the pushed-back ones; link weights kept as flows come and go) give
+    /// bit-identical completions to one heap and weights summed over the flow lists, with the
+    /// rate checks (which also compare the kept weights with the sums) on.
+    #[test]
+    fn sorted_filling_and_kept_weights_are_bit_identical_to_reference(
+        raw in raw_strategy(),
+        topo_kind in 0u8..2,
+        caps in prop::collection::vec(prop_oneof![Just(10u64), Just(25), Just(100), Just(400)], 12),
+    ) {
+        let topo = topo_for(topo_kind, &caps);
+        let ts = transfers(&raw, topo.num_hosts());
+        let mut fast = FlowNetwork::new(topo.clone());
+        fast.set_rate_checks(true);
+        let a = run(&mut fast, &ts)?;
+        prop_assert!(fast.violations().is_empty(), "rate checks: {:?}", fast.violations());
+        let mut reference = FlowNetwork::new(topo.clone());
+        reference.set_reference_filling(true);
+        let b = run(&mut reference, &ts)?;
+        prop_assert_eq!(a, b);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
     /// Fillings resumed after departures give bit-identical completions to full fillings.
     #[test]
     fn resumed_filling_is_bit_identical_to_full(
