@@ -132,17 +132,24 @@ impl<T: Ord> MinHeap4<T> {
             if first >= n {
                 break;
             }
-            let end = (first + D).min(n);
-            let mut min = first;
-            for c in first + 1..end {
-                if self.data[c] < self.data[min] {
-                    min = c;
-                }
-            }
+            let min = self.min_child(first, n);
             self.data.swap(min, pos);
             pos = min;
         }
         self.sift_up(pos);
+    }
+
+    /// The smallest of the up to `D` children starting at `first` (`first < n`).
+    #[inline]
+    fn min_child(&self, first: usize, n: usize) -> usize {
+        let end = (first + D).min(n);
+        let mut min = first;
+        for c in first + 1..end {
+            if self.data[c] < self.data[min] {
+                min = c;
+            }
+        }
+        min
     }
 
     #[inline]
@@ -153,13 +160,7 @@ impl<T: Ord> MinHeap4<T> {
             if first >= n {
                 break;
             }
-            let end = (first + D).min(n);
-            let mut min = first;
-            for c in first + 1..end {
-                if self.data[c] < self.data[min] {
-                    min = c;
-                }
-            }
+            let min = self.min_child(first, n);
             if self.data[min] >= self.data[pos] {
                 break;
             }

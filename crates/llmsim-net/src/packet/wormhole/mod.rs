@@ -944,9 +944,7 @@ mod tests {
         e.set_wormhole(knobs).expect("knobs");
         let f = add(&mut e, 0, 1);
         e.run_until(SimTime::from_us(2));
-        let mut w = e.ww_slot().take().expect("on");
-        e.ww_freeze_slot(&mut w, vec![f], vec![0.0], TWIN_MAX_PS, None);
-        *e.ww_slot() = Some(w);
+        with_ww(&mut e, |e, w| e.ww_freeze_slot(w, vec![f], vec![0.0], TWIN_MAX_PS, None));
         e.run();
         assert_eq!(e.wormhole_stats().expect("on").watchdog_resumes, 1);
         let r = e.flow_result(f).expect("flow");
@@ -982,6 +980,15 @@ mod tests {
         .expect("flow")
     }
 
+    /// Runs `f` with the engine's Wormhole state taken out of it (as the engine's own handlers
+    /// do), then puts it back.
+    fn with_ww<R>(e: &mut PacketEngine, f: impl FnOnce(&mut PacketEngine, &mut Wormhole) -> R) -> R {
+        let mut w = e.ww_slot().take().expect("on");
+        let r = f(e, &mut w);
+        *e.ww_slot() = Some(w);
+        r
+    }
+
     /// A switch port that joins a frozen slot (a flow added to a mirrored twin) idle, its last
     /// transmission having ended after the slot froze, stays idle when the slot resumes. The
     /// resume moves every port clock past the freeze on by the whole skip; moved on, this one
@@ -1000,9 +1007,7 @@ mod tests {
         let into_0 = e.flow_paths(late).0[1];
         assert_eq!(e.flow_paths(early).0[1], into_0, "both flows end on the switch's port to host 0");
         e.run_until(SimTime::from_us(2));
-        let mut w = e.ww_slot().take().expect("on");
-        let s = e.ww_freeze_slot(&mut w, vec![twin], vec![0.0], TWIN_MAX_PS, None);
-        *e.ww_slot() = Some(w);
+        let s = with_ww(&mut e, |e, w| e.ww_freeze_slot(w, vec![twin], vec![0.0], TWIN_MAX_PS, None));
         e.run_until(SimTime::from_us(50));
         assert!(
             e.flow_result(early)
@@ -1014,13 +1019,9 @@ mod tests {
             ended > 2_000_000 && ended < 50_000_000,
             "its port's last transmission ended in between: {ended}"
         );
-        let mut w = e.ww_slot().take().expect("on");
-        e.ww_slot_add(&mut w, s, &[late]);
-        *e.ww_slot() = Some(w);
+        with_ww(&mut e, |e, w| e.ww_slot_add(w, s, &[late]));
         e.run_until(SimTime::from_us(100));
-        let mut w = e.ww_slot().take().expect("on");
-        e.ww_resume(&mut w, s);
-        *e.ww_slot() = Some(w);
+        with_ww(&mut e, |e, w| e.ww_resume(w, s));
         let until = e.ports[into_0 as usize].busy_until;
         assert!(until <= 100_000_000, "the port reads idle after the resume, busy until {until} ps");
         e.run_until(SimTime::from_us(300));
@@ -1054,20 +1055,19 @@ mod tests {
         assert!(e.flow_result(early).is_some_and(|r| r.finish.as_ps() > 0), "the early flow is done");
         let pt = &e.ports[into_0 as usize];
         assert!(pt.busy && !pt.txdone_pending, "its last TxDone was deferred");
-        let mut w = e.ww_slot().take().expect("on");
-        let s = e.ww_freeze_slot(&mut w, vec![held], vec![0.0], TWIN_MAX_PS, None);
-        // As a mirrored twin: a flow starting on its links does not resume it (the episode
-        // check would).
-        w.slots[s as usize].mirror = true;
-        *e.ww_slot() = Some(w);
+        let s = with_ww(&mut e, |e, w| {
+            let s = e.ww_freeze_slot(w, vec![held], vec![0.0], TWIN_MAX_PS, None);
+            // As a mirrored twin: a flow starting on its links does not resume it (the episode
+            // check would).
+            w.slots[s as usize].mirror = true;
+            s
+        });
         e.run_until(SimTime::from_us(50));
         assert!(
             e.ports[into_0 as usize].total > 0,
             "the late flow's packets wait at the frozen port"
         );
-        let mut w = e.ww_slot().take().expect("on");
-        e.ww_resume(&mut w, s);
-        *e.ww_slot() = Some(w);
+        with_ww(&mut e, |e, w| e.ww_resume(w, s));
         e.run_until(SimTime::from_us(500));
         let r = e.flow_result(queued).expect("flow");
         assert!(
