@@ -144,4 +144,42 @@ fn main() {
         let new = if new > 0.0 { format!("{new:.0}") } else { "-".to_string() };
         println!("| expert | {g} | {m} | {n} | {k} | {old:.0} / {new} | {model:.0} | {vs} |");
     }
+
+    // The same layer's four forward GEMMs on an H200 NVL, BF16: Transformer Engine's GEMM
+    // profiling guide, "Worked Example: 5B Model on H200" (NVIDIA/TransformerEngine
+    // docs/examples/gemm_profiling/gemm_profiling.rst at d0067d0da), Fprop sum 10.653 ms per
+    // layer (autocast; 15,872 tokens, hidden 4096, FFN 16384). H200 NVL is not in the catalog: a
+    // custom GPU on H200 with its datasheet's 835 dense BF16 TFLOP/s at its 600 W board power
+    // (NVIDIA H200 NVL datasheet: 1,671 TFLOP/s BF16 with sparsity).
+    let nvl = llmsim_compute::CustomGpu {
+        name: Some("H200-NVL".into()),
+        base: Some("H200".into()),
+        bf16_tflops: Some(835.0),
+        fp16_tflops: Some(835.0),
+        ..Default::default()
+    }
+    .build()
+    .expect("custom GPU");
+    let cm = ComputeModel::new(nvl);
+    let launch = cm.efficiency_for(OpClass::Gemm, DType::Bf16).launch;
+    let mut total = 0.0;
+    for &(_, m, n, k, _) in te {
+        let s = GemmShape::new(m, n, k);
+        let q = OpQuery {
+            name: "gemm".into(),
+            class: OpClass::Gemm,
+            dtype: DType::Bf16,
+            flops: s.flops(),
+            bytes: (2 * (m * k + k * n + m * n)) as f64,
+            shape: String::new(),
+            kernel: Some(KernelShape::Gemm(s)),
+        };
+        total += (cm.time(&q).time - launch).as_secs_f64() * 1e3;
+    }
+    println!("\n| TE layer forward GEMMs (H200 NVL BF16) | measured ms | llmsim ms | llmsim / measured time |");
+    println!("|---|---|---|---|");
+    println!(
+        "| qkv + attn_out + mlp_up + mlp_down | 10.653 | {total:.3} | {:.2} |",
+        total / 10.653
+    );
 }
