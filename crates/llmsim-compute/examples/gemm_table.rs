@@ -9,6 +9,21 @@
 
 use llmsim_compute::{ComputeModel, DType, GemmShape, KernelShape, OpClass, OpQuery, gpu};
 
+/// Seconds the model gives one GEMM kernel of shape `s` moving `bytes` of HBM, without the
+/// per-op launch cost (the benchmarks time kernels back to back).
+fn kernel_secs(cm: &ComputeModel, dtype: DType, s: GemmShape, bytes: u64) -> f64 {
+    let q = OpQuery {
+        name: "gemm".into(),
+        class: OpClass::Gemm,
+        dtype,
+        flops: s.flops(),
+        bytes: bytes as f64,
+        shape: String::new(),
+        kernel: Some(KernelShape::Gemm(s)),
+    };
+    (cm.time(&q).time - cm.efficiency_for(OpClass::Gemm, dtype).launch).as_secs_f64()
+}
+
 fn main() {
     // (groups, m per group, n, k, published TFLOP/s)
     let rows: &[(u64, u64, u64, u64, f64)] = &[
@@ -37,24 +52,14 @@ fn main() {
     ];
     let spec = gpu("H800").expect("catalog GPU");
     let cm = ComputeModel::new(spec);
-    let launch = cm.efficiency_for(OpClass::Gemm, DType::Fp8).launch;
     println!("| groups | m | n | k | DeepGEMM TFLOP/s | llmsim TFLOP/s | llmsim / DeepGEMM |");
     println!("|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     for &(g, m, n, k, published) in rows {
         let s = GemmShape { m, n, k, batch: g };
-        let q = OpQuery {
-            name: "gemm".into(),
-            class: OpClass::Gemm,
-            dtype: DType::Fp8,
-            flops: s.flops(),
-            // FP8 operands, bf16 output.
-            bytes: (g * (m * k + k * n) + 2 * g * m * n) as f64,
-            shape: String::new(),
-            kernel: Some(KernelShape::Gemm(s)),
-        };
-        let t = cm.time(&q).time - launch;
-        let tflops = s.flops() / t.as_secs_f64() / 1e12;
+        // FP8 operands, bf16 output.
+        let secs = kernel_secs(&cm, DType::Fp8, s, g * (m * k + k * n) + 2 * g * m * n);
+        let tflops = s.flops() / secs / 1e12;
         ratios.push(tflops / published);
         println!(
             "| {g} | {m} | {n} | {k} | {published:.0} | {tflops:.0} | {:.2} |",
@@ -82,22 +87,12 @@ fn main() {
     ];
     let b200 = gpu("B200").expect("catalog GPU");
     let cm = ComputeModel::new(b200);
-    let launch = cm.efficiency_for(OpClass::Gemm, DType::Bf16).launch;
     println!("\n| TE layer GEMM (B300 BF16) | m | n | k | measured TFLOP/s | llmsim (B200, sustained) TFLOP/s | llmsim / measured |");
     println!("|---|---|---|---|---|---|---|");
     for &(name, m, n, k, ms) in te {
         let s = GemmShape::new(m, n, k);
-        let q = OpQuery {
-            name: "gemm".into(),
-            class: OpClass::Gemm,
-            dtype: DType::Bf16,
-            flops: s.flops(),
-            bytes: (2 * (m * k + k * n + m * n)) as f64,
-            shape: String::new(),
-            kernel: Some(KernelShape::Gemm(s)),
-        };
-        let t = cm.time(&q).time - launch;
-        let model = s.flops() / t.as_secs_f64() / 1e12;
+        let secs = kernel_secs(&cm, DType::Bf16, s, 2 * (m * k + k * n + m * n));
+        let model = s.flops() / secs / 1e12;
         let measured = s.flops() / (ms * 1e-3) / 1e12;
         println!(
             "| {name} | {m} | {n} | {k} | {measured:.0} | {model:.0} | {:.2} |",
@@ -118,24 +113,14 @@ fn main() {
     ];
     let h100 = gpu("H100").expect("catalog GPU");
     let cm = ComputeModel::new(h100);
-    let launch = cm.efficiency_for(OpClass::Gemm, DType::Bf16).launch;
     println!(
         "\n| grouped GEMM (H100 BF16) | groups | m | n | k | published TFLOP/s (TE 2.2 or loop / TE 2.7) | llmsim TFLOP/s | llmsim / TE 2.7 |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for &(g, m, n, k, old, new) in grouped {
         let s = GemmShape { m, n, k, batch: g };
-        let q = OpQuery {
-            name: "gemm".into(),
-            class: OpClass::Gemm,
-            dtype: DType::Bf16,
-            flops: s.flops(),
-            bytes: (2 * g * (m * k + k * n + m * n)) as f64,
-            shape: String::new(),
-            kernel: Some(KernelShape::Gemm(s)),
-        };
-        let t = cm.time(&q).time - launch;
-        let model = s.flops() / t.as_secs_f64() / 1e12;
+        let secs = kernel_secs(&cm, DType::Bf16, s, 2 * g * (m * k + k * n + m * n));
+        let model = s.flops() / secs / 1e12;
         let vs = if new > 0.0 {
             format!("{:.2}", model / new)
         } else {
@@ -161,20 +146,11 @@ fn main() {
     .build()
     .expect("custom GPU");
     let cm = ComputeModel::new(nvl);
-    let launch = cm.efficiency_for(OpClass::Gemm, DType::Bf16).launch;
     let mut total = 0.0;
     for &(_, m, n, k, _) in te {
         let s = GemmShape::new(m, n, k);
-        let q = OpQuery {
-            name: "gemm".into(),
-            class: OpClass::Gemm,
-            dtype: DType::Bf16,
-            flops: s.flops(),
-            bytes: (2 * (m * k + k * n + m * n)) as f64,
-            shape: String::new(),
-            kernel: Some(KernelShape::Gemm(s)),
-        };
-        total += (cm.time(&q).time - launch).as_secs_f64() * 1e3;
+        let secs = kernel_secs(&cm, DType::Bf16, s, 2 * (m * k + k * n + m * n));
+        total += secs * 1e3;
     }
     println!("\n| TE layer forward GEMMs (H200 NVL BF16) | measured ms | llmsim ms | llmsim / measured time |");
     println!("|---|---|---|---|");
