@@ -2,8 +2,11 @@
 //! with `etp: 1` experts stay whole, the expert-parallel group runs across the TP ranks in
 //! Megatron-Core's expert rank order (etp-ep-edp-pp), and the MoE layer needs no TP gather.
 
+mod common;
+
 use std::collections::BTreeSet;
 
+use common::rank_sets;
 use llmsim_core::CollectiveOp;
 use llmsim_workload::dag::{Group, Layout};
 use llmsim_workload::model::preset;
@@ -13,16 +16,6 @@ use llmsim_workload::{CommGroup, ModelConfig, OpSpecKind, ParallelConfig, Traini
 fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> Result<ParallelConfig, WorkloadError> {
     let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
     p.resolve(gpus, m, t)
-}
-
-/// The ranks of `unit`'s instance of `group`: all lanes of its units when the group spans lanes,
-/// else one set per lane.
-fn rank_sets(l: &Layout, unit: u32, group: Group) -> Vec<BTreeSet<u32>> {
-    let (_, units) = l.group_units(unit, group).unwrap();
-    l.lane_rank_sets(&units, l.spans_lanes(group))
-        .into_iter()
-        .map(|ranks| ranks.into_iter().collect())
-        .collect()
 }
 
 /// Megatron-Core's expert groups for etp = 1: within a pipeline stage of `n` ranks (rank index

@@ -3,8 +3,11 @@
 //! destination rank inside the server. Expected servers per token against brute force, the two
 //! phases' groups against the rank layout, and their bytes against the mechanism.
 
+mod common;
+
 use std::collections::BTreeSet;
 
+use common::rank_sets;
 use llmsim_core::CollectiveOp;
 use llmsim_workload::dag::{Group, Layout};
 use llmsim_workload::model::preset;
@@ -79,15 +82,6 @@ fn round_robin_other_servers_match_the_gate() {
     // DeepSeek-V3 on EP64 over 8 servers: a token's 8 consecutive experts sit in one server
     // (32 per server), the source's own one time in eight.
     assert_eq!(MoeRouting::RoundRobin.other_servers_per_token(256, 8, 8), 7.0 / 8.0);
-}
-
-/// The ranks of `unit`'s instance of `group`, one set per lane unless it spans lanes.
-fn rank_sets(l: &Layout, unit: u32, group: Group) -> Vec<BTreeSet<u32>> {
-    let (_, units) = l.group_units(unit, group).unwrap();
-    l.lane_rank_sets(&units, l.spans_lanes(group))
-        .into_iter()
-        .map(|ranks| ranks.into_iter().collect())
-        .collect()
 }
 
 fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, gpn: u64, yaml: &str) -> ParallelConfig {
