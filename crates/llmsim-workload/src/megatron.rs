@@ -914,18 +914,15 @@ fn stage_iteration(
     let mut d2h: Vec<u32> = vec![NONE; n_off as usize];
     let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
-    // The DDP gradient reduction of bucket `bi` after the last micro-batch's backward of it:
-    // issued at once with `overlap_grad_reduce`, else left for after the whole backward.
+    // The DDP gradient reduction of bucket `bi`, after `after`.
+    let issue_reduce = |prog: &mut Program, bi: usize, after: &[u32]| {
+        push_bucket_colls(prog, dp_base, &buckets[bi], grad_op, Width::uniform(grad_b), after)
+    };
+    // The reduction of bucket `bi` after the last micro-batch's backward of it: issued at once
+    // with `overlap_grad_reduce`, else left for after the whole backward.
     let ddp_reduce = |prog: &mut Program, bi: usize, after: &[u32], reduce_nodes: &mut Vec<u32>, pending: &mut Vec<usize>| {
         if p.overlap_grad_reduce {
-            reduce_nodes.push(push_bucket_colls(
-                prog,
-                dp_base,
-                &buckets[bi],
-                grad_op,
-                Width::uniform(grad_b),
-                after,
-            ));
+            reduce_nodes.push(issue_reduce(prog, bi, after));
         } else {
             pending.push(bi);
         }
@@ -1160,14 +1157,7 @@ fn stage_iteration(
     // Reductions not overlapped: all after the backward.
     for bi in pending_buckets {
         let dep: Vec<u32> = last_compute.into_iter().collect();
-        reduce_nodes.push(push_bucket_colls(
-            prog,
-            dp_base,
-            &buckets[bi],
-            grad_op,
-            Width::uniform(grad_b),
-            &dep,
-        ));
+        reduce_nodes.push(issue_reduce(prog, bi, &dep));
     }
     // Tied embedding: first and last stage all-reduce the embedding gradient.
     if tied_copy && (s == 0 || s == pp - 1) {
