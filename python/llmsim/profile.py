@@ -41,6 +41,8 @@ NORMS = ("input_norm", "post_attn_norm", "final_norm")
 RESIDUALS = ("attn_residual", "mlp_residual")
 ACTIVATIONS = ("mlp_act", "shared_act", "expert_act")
 DROPOUT_P = 0.1
+SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient")
+SPIN_S = 1e-3  # the GPU's wait before each timed run while the host queues the op (TorchBackend)
 
 # Every compute op name the transformer generator emits: a database row with another name never
 # matches (check_database says so).
@@ -442,20 +444,39 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def __init__(self, device: str, dtype: str) -> None:
+    def __init__(self, device: str, dtype: str, sdpa: str = "auto", compile: bool = False) -> None:
         import torch
 
         self.torch = torch
+        if sdpa not in SDPA_BACKENDS:
+            raise ProfileError(f"--sdpa {sdpa}: valid: {', '.join(SDPA_BACKENDS)}")
         if device == "cuda" and not torch.cuda.is_available():
             raise ProfileError("--device cuda: torch.cuda.is_available() is False; valid here: cpu")
-        if dtype == "fp8":
+        self.fp8 = dtype == "fp8"
+        if self.fp8 and (
+            device != "cuda" or not hasattr(torch, "float8_e4m3fn") or torch.cuda.get_device_capability() < (8, 9)
+        ):
             raise ProfileError(
-                "--dtype fp8: the torch backend does not time FP8 GEMMs yet; valid: fp32, tf32, bf16, fp16"
+                "--dtype fp8: FP8 GEMMs (torch._scaled_mm) need a CUDA GPU of compute capability 8.9+ "
+                "(Ada, Hopper, Blackwell); valid here: fp32, tf32, bf16, fp16"
             )
         self.device = device
-        self.dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-            dtype
-        ]
+        # Under FP8 only Transformer Engine's linear layers run in FP8; everything else (attention,
+        # norms, activations, the output layer, the router) stays BF16, as in ops.rs.
+        self.dtype = {
+            "fp32": torch.float32,
+            "tf32": torch.float32,
+            "bf16": torch.bfloat16,
+            "fp16": torch.float16,
+            "fp8": torch.bfloat16,
+        }[dtype]
+        self.sdpa = sdpa
+        self.compile = compile
+        self._flush = None
+        self.spin_cycles = 0
+        if device == "cuda":
+            clock_khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 2_000_000)
+            self.spin_cycles = int(clock_khz * 1e3 * SPIN_S)
         if device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
             torch.backends.cudnn.allow_tf32 = dtype == "tf32"
@@ -471,7 +492,14 @@ class TorchBackend(Backend):
         line = f"torch {t.__version__}"
         if self.device == "cuda":
             line += f", CUDA {t.version.cuda}, cuDNN {t.backends.cudnn.version()}, device {t.cuda.get_device_name()}"
-            line += f" (cuda:{t.cuda.current_device()} of {t.cuda.device_count()}); times: CUDA events"
+            line += f" (cuda:{t.cuda.current_device()} of {t.cuda.device_count()}); times: CUDA events, median"
+            line += f", L2 flushed and the GPU held {SPIN_S * 1e3:g} ms before each timed run (no host launch gaps)"
+            line += f"; attention: SDPA backend {self.sdpa}"
+            line += "; norms, residuals, activations, RoPE: " + (
+                "torch.compile (Inductor)" if self.compile else "eager"
+            )
+            if self.fp8:
+                line += "; FP8: torch._scaled_mm E4M3 x E4M3, tensorwise scales, fast accumulation in the forward"
         else:
             line += f", CPU ({self.device_name()}, {t.get_num_threads()} threads); times: wall clock"
         return [line]
@@ -491,6 +519,9 @@ class TorchBackend(Backend):
             # Megatron's layouts: weight [n, k]; y = x·wᵀ, dx = dy·w, dw = dyᵀ·x.
             g, n, kk = d["groups"], d["n"], d["k"]
             m = -(-d["m"] // g)
+            base = k.op.removesuffix("_" + v)
+            if self.fp8 and base not in ("logits", "moe_router"):
+                return self._fp8_gemm(g, m, n, kk, v)
             x, w, dy = self._r(g, m, kk), self._r(g, n, kk), self._r(g, m, n)
             if v == "dgrad":
                 return lambda: torch.bmm(dy, w)
@@ -509,9 +540,11 @@ class TorchBackend(Backend):
             vv = self._r(b, d["kv_heads"], skv, hd).repeat_interleave(rep, 1).requires_grad_(v != "fwd")
             causal = bool(k.flags["causal"])
             if k.flags["flash"]:
+                ctx = self._sdpa_context()
 
                 def attn() -> Any:
-                    return F.scaled_dot_product_attention(q, kt, vv, is_causal=causal)
+                    with ctx():
+                        return F.scaled_dot_product_attention(q, kt, vv, is_causal=causal)
             else:
                 mask = torch.ones(sq, skv, dtype=torch.bool, device=self.device).triu(1) if causal else None
 
@@ -530,9 +563,10 @@ class TorchBackend(Backend):
             h = d["h"]
             x = self._r(d["tokens"], h, grad=v != "fwd")
             w, bias = self._r(h, grad=v != "fwd"), self._r(h, grad=v != "fwd")
+            norm = self._c(lambda: F.layer_norm(x, (h,), w, bias))
             if v == "fwd":
-                return lambda: F.layer_norm(x, (h,), w, bias)
-            y = F.layer_norm(x, (h,), w, bias)
+                return norm
+            y = norm()
             dy = torch.randn_like(y)
             return lambda: grad(y, (x, w, bias), dy, retain_graph=True)
         if k.kind == "merge":
@@ -543,16 +577,16 @@ class TorchBackend(Backend):
             cos, sin = torch.cos(x[:, :1]), torch.sin(x[:, :1])
             sign = torch.tensor([-1.0, 1.0], device=x.device, dtype=x.dtype)
             # Forward rotates x; backward rotates the gradient the other way: the same traffic.
-            return lambda: x * cos + x.flip(-1) * sign * sin
+            return self._c(lambda: x * cos + x.flip(-1) * sign * sin)
         if k.kind in ("residual", "dropout"):
             e = d["elements"]
             x, r = self._r(e), self._r(e)
             if v != "fwd":
                 mask = torch.rand(e, device=self.device, generator=self.gen) >= DROPOUT_P
-                return lambda: x * mask * (1.0 / (1.0 - DROPOUT_P))
+                return self._c(lambda: x * mask * (1.0 / (1.0 - DROPOUT_P)))
             if k.kind == "residual":
-                return lambda: F.dropout(x, DROPOUT_P, True) + r
-            return lambda: F.dropout(x, DROPOUT_P, True)
+                return self._c(lambda: F.dropout(x, DROPOUT_P, True) + r)
+            return self._c(lambda: F.dropout(x, DROPOUT_P, True))
         if k.kind == "activation":
             e = d["elements"]
             gated = k.flags["gated"]
@@ -564,6 +598,7 @@ class TorchBackend(Backend):
                     return F.silu(a) * b
                 return F.gelu(x, approximate="tanh")
 
+            act = self._c(act)
             if v == "fwd":
                 return act
             y = act()
@@ -610,6 +645,61 @@ class TorchBackend(Backend):
             return step
         raise ProfileError(f"torch backend: no kernel for {k.kind}")
 
+    def _fp8_gemm(self, g: int, m: int, n: int, kk: int, v: str) -> Callable[[], Any]:
+        """Transformer Engine's FP8 GEMMs: E4M3 operands already in the layout each pass reads (the
+        casts and transposes are separate ops in llmsim), a BF16 output, one kernel per group."""
+        torch = self.torch
+        f8 = torch.float8_e4m3fn
+        m, n, kk = (-(-x // 16) * 16 for x in (m, n, kk))  # _scaled_mm wants multiples of 16
+        one = torch.ones((), device=self.device, dtype=torch.float32)
+        # (rows of A, inner, columns of B) of the pass: fwd x·wᵀ, dgrad dy·w, wgrad dyᵀ·x.
+        r, inner, c = {"fwd": (m, kk, n), "dgrad": (m, n, kk), "wgrad": (n, m, kk)}[v]
+        a = [self._r(r, inner).to(f8) for _ in range(g)]
+        b = [self._r(c, inner).to(f8).t() for _ in range(g)]  # column-major [inner, c]
+        fast = v == "fwd"
+
+        def run() -> Any:
+            return [
+                torch._scaled_mm(x, y, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast)
+                for x, y in zip(a, b)
+            ]
+
+        return run
+
+    def _c(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``--compile``: the memory-bound op as torch.compile (Inductor) fuses it, forward and
+        backward, in place of PyTorch's eager kernels."""
+        if not self.compile:
+            return fn
+        # Every op compiles the same few lambdas at new shapes: past Dynamo's default limit of 8
+        # recompilations it would silently run them eagerly.
+        cfg = self.torch._dynamo.config
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(cfg, name):
+                setattr(cfg, name, max(getattr(cfg, name), 1024))
+        return self.torch.compile(fn, dynamic=False)
+
+    def _sdpa_context(self) -> Callable[[], Any]:
+        if self.sdpa == "auto":
+            return contextlib.nullcontext
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        which = {
+            "flash": SDPBackend.FLASH_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        }[self.sdpa]
+        return lambda: sdpa_kernel(which)
+
+    def _flush_l2(self) -> None:
+        """Overwrite the L2 so a timed kernel reads its operands from HBM, as in a training step
+        where every op's inputs were written several ops earlier."""
+        torch = self.torch
+        if self._flush is None:
+            size = 2 * getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 64 << 20)
+            self._flush = torch.empty(max(size, 64 << 20), dtype=torch.uint8, device=self.device)
+        self._flush.zero_()
+
     def time_us(self, fn: Callable[[], Any], warmup: int, iters: int) -> float:
         torch = self.torch
         if self.device != "cuda":
@@ -621,6 +711,10 @@ class TorchBackend(Backend):
         start = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         end = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for i in range(n):
+            # The GPU spins for ~1 ms first, so the host has queued the whole op before its start
+            # event runs: the events then time the GPU's work, not the host's launch gaps.
+            torch.cuda._sleep(self.spin_cycles)
+            self._flush_l2()
             start[i].record()
             fn()
             end[i].record()
@@ -640,9 +734,14 @@ def torch_available() -> bool:
     return True
 
 
-def make_backend(backend: str = "auto", device: str = "auto", dtype: str = "bf16") -> Backend:
+def make_backend(
+    backend: str = "auto", device: str = "auto", dtype: str = "bf16", sdpa: str = "auto", compile: bool = False
+) -> Backend:
     """``backend``: auto (torch if importable, else numpy), torch or numpy; ``device``: auto
-    (cuda if available), cuda or cpu."""
+    (cuda if available), cuda or cpu; ``sdpa``: PyTorch's attention kernel (auto, flash, cudnn,
+    efficient; torch only)."""
+    if sdpa not in SDPA_BACKENDS:
+        raise ProfileError(f"--sdpa {sdpa}: valid: {', '.join(SDPA_BACKENDS)}")
     if backend not in ("auto", "torch", "numpy"):
         raise ProfileError(f"--backend {backend}: valid: auto, torch, numpy")
     if device not in ("auto", "cuda", "cpu"):
@@ -659,7 +758,7 @@ def make_backend(backend: str = "auto", device: str = "auto", dtype: str = "bf16
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    return TorchBackend(device, dtype)
+    return TorchBackend(device, dtype, sdpa, compile)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -687,6 +786,8 @@ def profile(
     gpu: str | None = None,
     sets: Sequence[str] = (),
     log: Callable[[str], None] | None = None,
+    sdpa: str = "auto",
+    compile: bool = False,
 ) -> Profile:
     """Times every distinct compute op of ``scenario`` and writes the op database CSV to ``out``.
 
@@ -701,7 +802,7 @@ def profile(
         raise ProfileError(f"--dtype {dtype}: valid: {', '.join(DTYPES)}")
     act_bytes = 4 if res["training"]["dtype"] in ("fp32", "tf32") else 2
     ks, skipped = kernels(run_ops(scenario, sets), act_bytes)
-    be = backend if isinstance(backend, Backend) else make_backend(backend, device, dtype)
+    be = backend if isinstance(backend, Backend) else make_backend(backend, device, dtype, sdpa, compile)
     label = gpu or (be.device_name() if be.device == "cuda" else res["cluster"]["gpu"])
     rows: list[tuple[Kernel, float]] = []
     for i, k in enumerate(ks):
@@ -911,6 +1012,17 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--backend", choices=["auto", "torch", "numpy"], default="auto", help="auto: torch if installed")
     p.add_argument("--gpu", help="the rows' gpu column (default: the CUDA device's name; on a CPU the scenario's GPU)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--sdpa",
+        choices=SDPA_BACKENDS,
+        default="auto",
+        help="PyTorch attention kernel (torch backend): auto, flash (FA2), cudnn (Megatron+TE's), efficient",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="time norms, residuals, activations and RoPE as torch.compile fuses them (torch backend)",
+    )
     p.add_argument("--list", action="store_true", help="list the ops and their kernels; time nothing")
     p.add_argument("--collectives", metavar="CSV", help="also time NCCL collectives over this node's GPUs into CSV")
     p.add_argument("--no-check", action="store_true", help="skip re-running the scenario with the new database")
@@ -944,6 +1056,8 @@ def main(argv: Sequence[str]) -> int:
             gpu=a.gpu,
             sets=a.sets,
             log=lambda s: print(s, flush=True),
+            sdpa=a.sdpa,
+            compile=a.compile,
         )
         print(f"wrote {prof.path}: {len(prof.rows)} ops on {prof.gpu}", end="")
         print(f", {len(prof.skipped)} left to the roofline" if prof.skipped else "")

@@ -183,3 +183,26 @@ def test_collectives_hint_is_a_valid_scenario_setting(dense):
     key, value = hint.split(" (")[0].split(": ")
     sc = llmsim.Scenario.from_yaml(dense, set=[f"{key}={value}"])
     assert sc.resolved()["cluster"]["nvlink_bandwidth"]
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "data" / "op-db" / "h200").glob("*.csv"))
+SHIPPED_DBS = [p for p in SHIPPED if p.read_text().startswith("# llmsim op-time database")]
+
+
+def test_shipped_h200_databases_cover_their_scenarios():
+    """Every op database measured on the H200 (data/op-db/h200) names only known ops, and its own
+    scenario, on cluster.gpu H200, takes every op the database timed from it (the rest, FP8 casts
+    and attention kernels SDPA lacks, keep the roofline, as each file's header lists)."""
+    assert len(SHIPPED_DBS) >= 12
+    root = Path(__file__).resolve().parents[2]
+    for db in SHIPPED_DBS:
+        text = db.read_text()
+        scenario = text.split("# scenario: ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+        assert "device NVIDIA H200" in text, db.name
+        rows = _db_rows(db)
+        assert prof.check_database(db) == len(rows)
+        assert {r["gpu"] for r in rows} == {"H200"}
+        left_out = text.count("# not measured (the roofline stays)")
+        cov = prof.database_coverage(root / scenario, db, ["cluster.gpu=H200"])
+        assert cov.get("database", 0) == len(rows), db.name
+        assert cov.get("roofline", 0) == left_out, db.name
