@@ -174,6 +174,14 @@ fn table_arch(arch: GpuArch) -> &'static str {
     }
 }
 
+/// SMs of the GPU each architecture's table was measured on (A100 SXM 108, H100 SXM 132).
+fn table_sms(arch: GpuArch) -> u32 {
+    match arch {
+        GpuArch::Ampere => 108,
+        GpuArch::Hopper | GpuArch::Blackwell => 132,
+    }
+}
+
 /// BF16 dense peak of the GPU each architecture's table was measured on (A100 SXM, H100 SXM).
 fn table_peak_tflops(arch: GpuArch) -> f64 {
     match arch {
@@ -192,8 +200,13 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 /// measurement agrees: FlashAttention-4 in BF16 on a B200, timed back to back, fell from 1,450
 /// to 1,237 TFLOP/s (0.853) as the SM clock dropped from 1,965 to ~1,580 MHz within ~70
 /// iterations (flashinfer-ai/flashinfer PR #2899, 2026-03-26).
+///
+/// The tables' launches had thousands of thread blocks; an op's launch with fewer ends on a tail
+/// of its longest blocks, so the rate also takes [`crate::tile_schedule::relative`]'s factor
+/// (e.g. 0.69 forward for 8 heads of 128 at 4k tokens on an H100).
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
-    let rate = table_rate(gpu.arch, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION;
+    let fill = crate::tile_schedule::relative(kernel, shape, gpu.sm_count, table_sms(gpu.arch));
+    let rate = table_rate(gpu.arch, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
     let scale = gpu.peak_flops(crate::op::DType::Bf16) / 1e12 / table_peak_tflops(gpu.arch);
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
@@ -260,11 +273,16 @@ mod tests {
         let h100 = gpu("H100").unwrap();
         let s = shape(128, 4096, true, false);
         let t = seconds(h100, AttentionKernel::Cudnn, &s, 1e12).unwrap();
-        // The table's causal rate, at the sustained fraction.
-        assert!((t - 0.5 / (518.0 * crate::gemm::SUSTAINED_FRACTION)).abs() < 1e-12);
+        // The table's causal rate, at the sustained fraction and the launch's fill against the
+        // table's (16 heads here, 64 in the benchmark's launch at 4k tokens).
+        let fill = crate::tile_schedule::relative(AttentionKernel::Cudnn, &s, 132, 132);
+        assert!(fill < 1.0);
+        assert!((t - 0.5 / (518.0 * crate::gemm::SUSTAINED_FRACTION * fill)).abs() < 1e-12);
         let h20 = gpu("H20").unwrap();
         let t20 = seconds(h20, AttentionKernel::Cudnn, &s, 1e12).unwrap();
-        assert!((t20 / t - 989.4 / 148.0).abs() < 1e-9);
+        // H20: its peak, and its 78 SMs' fill of the same launch.
+        let fill20 = crate::tile_schedule::relative(AttentionKernel::Cudnn, &s, h20.sm_count, 132);
+        assert!((t20 / t - 989.4 / 148.0 * fill / fill20).abs() < 1e-9);
         // Never faster than the dense peak.
         for g in crate::gpu::catalog() {
             let k = AttentionKernel::default_for(g.arch);

@@ -24,6 +24,7 @@ pub mod op;
 pub mod power;
 pub mod roofline;
 pub mod ssd;
+pub mod tile_schedule;
 pub mod variability;
 
 pub use attention::{AttentionKernel, AttentionShape};
