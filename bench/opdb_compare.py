@@ -1,12 +1,11 @@
 """Set a measured op database beside llmsim's own model of the same ops (bench/kernels.md).
 
-    .venv/bin/python bench/opdb_compare.py data/op-db/h200/*.csv [--ops] [--gpu H200]
+    .venv/bin/python bench/opdb_compare.py data/op-db/h200/*.csv [--ops]
     .venv/bin/python bench/opdb_compare.py --layers data/op-db/h200/layers-sustained.csv
 
-For each database, its scenario (named in the file's `#` lines) runs on `--gpu` with the
-slowest-board pace off (`compute.gpu_variability.sigma=0`: one board, as measured), and each op's
-measured time is divided by llmsim's. Prints per database the time-weighted ratio by op class
-(weights: the op's count in one iteration of the scenario) and, with --ops, every op.
+For each database, `llmsim profile SCENARIO --compare DB` on the scenario named in its `#` lines
+(on the database's GPU, one board: no slowest-board pace): per op class the time-weighted
+measured / llmsim (weights: each op's count in one iteration) and, with --ops, every op.
 With --layers, bench/gpu_layer.py's whole-layer times against the sum of llmsim's ops of one
 layer (forward, backward) at the same shapes.
 """
@@ -14,7 +13,6 @@ layer (forward, backward) at the same shapes.
 from __future__ import annotations
 
 import argparse
-import collections
 import csv
 import sys
 from pathlib import Path
@@ -24,36 +22,11 @@ from llmsim import profile as prof
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measured(db: Path) -> tuple[str, dict[tuple[str, str], float]]:
+def compare(db: Path, ops: bool) -> None:
     text = db.read_text()
     scenario = text.split("# scenario: ", 1)[1].split("(", 1)[1].split(")", 1)[0]
-    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return scenario, {(r["op"], r["shape"]): float(r["time_us"]) for r in rows}
-
-
-def compare(db: Path, gpu: str, ops: bool) -> dict[str, list[float]]:
-    scenario, meas = measured(db)
-    rows = prof.run_ops(ROOT / scenario, [f"cluster.gpu={gpu}", "compute.gpu_variability.sigma=0"])
-    count: collections.Counter = collections.Counter()
-    for r in rows:
-        count[(r["op"], r["shape"])] += float(r["count"])
-    by_class: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     print(f"\n{db.name} ({scenario})")
-    for r in prof.distinct_ops(rows):
-        key = (r["op"], r["shape"])
-        if key not in meas:
-            continue
-        model, m, n = float(r["time_us"]), meas[key], count[key]
-        cls = f"{r['class']} ({r['bound']})"
-        by_class[cls][0] += m * n
-        by_class[cls][1] += model * n
-        if ops:
-            print(f"  {r['op']:<24} {cls:<26} llmsim {model:10.1f} us  measured {m:10.1f} us  ratio {m / model:5.2f}")
-    tm, tl = (sum(v[i] for v in by_class.values()) for i in (0, 1))
-    for cls, (m, model) in sorted(by_class.items(), key=lambda kv: -kv[1][0]):
-        print(f"  {cls:<26} {100 * m / tm:5.1f}% of measured time, measured / llmsim {m / model:5.2f}")
-    print(f"  {'all ops':<26} measured / llmsim {tm / tl:5.3f}")
-    return by_class
+    print("\n".join("  " + line for line in prof.comparison_table(prof.compare_database(ROOT / scenario, db), ops)))
 
 
 # bench/gpu_layer.py's layers as scenarios: the same shapes on one GPU (no TP, SP or CP).
@@ -92,14 +65,14 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("databases", nargs="*", type=Path)
     p.add_argument("--layers", type=Path, help="bench/gpu_layer.py's CSV")
-    p.add_argument("--gpu", default="H200")
+    p.add_argument("--gpu", default="H200", help="with --layers: the GPU of the layers CSV")
     p.add_argument("--ops", action="store_true", help="print every op")
     a = p.parse_args(argv)
     if a.layers:
         layers(a.layers, a.gpu)
     for db in a.databases:
         if db.read_text().startswith("# llmsim op-time database"):
-            compare(db, a.gpu, a.ops)
+            compare(db, a.ops)
     return 0
 
 

@@ -856,6 +856,65 @@ def database_coverage(scenario: PathLike, database: PathLike, sets: Sequence[str
     return count
 
 
+@dataclass
+class Comparison:
+    """One distinct op: the database's measured time beside llmsim's own model of it."""
+
+    op: str
+    shape: str
+    op_class: str
+    bound: str
+    model_us: float
+    measured_us: float
+    count: float
+    """times the op runs in one iteration (the weight of time-weighted ratios)"""
+
+
+def compare_database(scenario: PathLike, database: PathLike, sets: Sequence[str] = ()) -> list[Comparison]:
+    """Every op of ``scenario`` that ``database`` times, beside llmsim's model of the same op on
+    the database's GPU, one board (``compute.gpu_variability.sigma=0``: a profile times one GPU)."""
+    with open(database, newline="") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    gpus = sorted({r["gpu"] for r in rows})
+    if len(gpus) != 1:
+        raise ProfileError(f"{database}: --compare needs one GPU's rows; found {', '.join(gpus) or 'none'}")
+    measured = {(r["op"], r["shape"]): float(r["time_us"]) for r in rows}
+    ops = run_ops(scenario, [*sets, f"cluster.gpu={gpus[0]}", "compute.gpu_variability.sigma=0"])
+    count: dict[tuple[str, str], float] = {}
+    for r in ops:
+        count[(r["op"], r["shape"])] = count.get((r["op"], r["shape"]), 0.0) + float(r["count"])
+    return [
+        Comparison(r["op"], r["shape"], r["class"], r["bound"], float(r["time_us"]), measured[k], count[k])
+        for r in distinct_ops(ops)
+        if (k := (r["op"], r["shape"])) in measured
+    ]
+
+
+def comparison_table(rows: Sequence[Comparison], per_op: bool = False) -> list[str]:
+    """Per op class (and with ``per_op`` per op): share of the measured time and measured / llmsim,
+    time-weighted by each op's count in one iteration."""
+    by: dict[str, list[float]] = {}
+    for c in rows:
+        m = by.setdefault(f"{c.op_class} ({c.bound})", [0.0, 0.0])
+        m[0] += c.measured_us * c.count
+        m[1] += c.model_us * c.count
+    total_m = sum(v[0] for v in by.values()) or 1.0
+    total_l = sum(v[1] for v in by.values()) or 1.0
+    out = [f"{'op class':<28} {'share':>6}  measured / llmsim"]
+    for cls, (m, mod) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        out.append(f"{cls:<28} {100 * m / total_m:5.1f}%  {m / mod if mod else float('nan'):6.2f}")
+    out.append(f"{'all ops':<28} {100.0:5.1f}%  {total_m / total_l:6.3f}")
+    if per_op:
+        out.append("")
+        out.append(f"{'op':<26} {'class':<26} {'llmsim us':>11} {'measured us':>12} {'ratio':>6}")
+        for c in rows:
+            cls = f"{c.op_class} ({c.bound})"
+            out.append(
+                f"{c.op:<26} {cls:<26} {c.model_us:11.1f} {c.measured_us:12.1f} {c.measured_us / c.model_us:6.2f}"
+            )
+    return out
+
+
 def check_database(database: PathLike, known: Sequence[str] = KNOWN_OPS) -> int:
     """Raises ``ProfileError`` naming the line and the ``op`` column of the first row whose op
     no llmsim workload produces (the Rust reader keeps such a row: it never matches). Returns
@@ -1027,8 +1086,21 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--collectives", metavar="CSV", help="also time NCCL collectives over this node's GPUs into CSV")
     p.add_argument("--no-check", action="store_true", help="skip re-running the scenario with the new database")
     p.add_argument("--check", metavar="CSV", help="check an existing database against the scenario; time nothing")
+    p.add_argument(
+        "--compare",
+        metavar="CSV",
+        help="set a database's measured times beside llmsim's model of the same ops; time nothing (--ops: every op)",
+    )
+    p.add_argument("--ops", action="store_true", help="with --compare: print every op, not only the classes")
     a = p.parse_args(argv)
     try:
+        if a.compare:
+            rows = compare_database(a.scenario, a.compare, a.sets)
+            if not rows:
+                raise ProfileError(f"{a.compare}: no row matches an op of {a.scenario} (wrong scenario or --set?)")
+            print(f"{a.compare} against llmsim's model of {a.scenario}: {len(rows)} ops (one board, no pace)")
+            print("\n".join(comparison_table(rows, a.ops)))
+            return 0
         if a.check:
             n = check_database(a.check)
             cov = database_coverage(a.scenario, a.check, a.sets)

@@ -206,3 +206,27 @@ def test_shipped_h200_databases_cover_their_scenarios():
         cov = prof.database_coverage(root / scenario, db, ["cluster.gpu=H200"])
         assert cov.get("database", 0) == len(rows), db.name
         assert cov.get("roofline", 0) == left_out, db.name
+
+
+def test_compare_sets_measured_beside_the_model(dense, tmp_path, capsys):
+    """`--compare`: every op of the database, its measured time from the file and llmsim's from a
+    run of the scenario; the class table's ratios are the count-weighted sums of those."""
+    out = tmp_path / "db.csv"
+    prof.profile(dense, out, backend="numpy", warmup=0, iters=1)
+    rows = prof.compare_database(dense, out)
+    db = {(r["op"], r["shape"]): float(r["time_us"]) for r in _db_rows(out)}
+    assert len(rows) == len(db)
+    one_board = prof.run_ops(dense, ["compute.gpu_variability.sigma=0"])
+    model = {(r["op"], r["shape"]): float(r["time_us"]) for r in prof.distinct_ops(one_board)}
+    for c in rows:
+        assert c.measured_us == db[(c.op, c.shape)]
+        assert c.model_us == model[(c.op, c.shape)]
+        assert c.count >= 1
+    total = sum(c.measured_us * c.count for c in rows) / sum(c.model_us * c.count for c in rows)
+    table = prof.comparison_table(rows, per_op=True)
+    assert table[len({c.op_class + c.bound for c in rows}) + 1].split()[-1] == f"{total:.3f}"
+    assert prof.main([str(dense), "--compare", str(out)]) == 0
+    assert "measured / llmsim" in capsys.readouterr().out
+    other = tmp_path / "other.csv"
+    other.write_text("gpu,op,shape,time_us\nH100,nothing,x,1\n")
+    assert prof.main([str(dense), "--compare", str(other)]) == 2
