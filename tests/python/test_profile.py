@@ -189,7 +189,7 @@ SHIPPED = sorted((Path(__file__).resolve().parents[2] / "data" / "op-db" / "h200
 SHIPPED_DBS = [p for p in SHIPPED if p.read_text().startswith("# llmsim op-time database")]
 
 
-def test_shipped_h200_databases_cover_their_scenarios():
+def test_shipped_h200_databases_cover_their_scenarios(monkeypatch):
     """Every op database measured on the H200 (data/op-db/h200) names only known ops, and its own
     scenario, on cluster.gpu H200, takes every op the database timed from it (the rest, FP8 casts
     and attention kernels SDPA lacks, keep the roofline, as each file's header lists)."""
@@ -206,6 +206,9 @@ def test_shipped_h200_databases_cover_their_scenarios():
         cov = prof.database_coverage(root / scenario, db, ["cluster.gpu=H200"])
         assert cov.get("database", 0) == len(rows), db.name
         assert cov.get("roofline", 0) == left_out, db.name
+    # The README's command, as written, from the repository's root.
+    monkeypatch.chdir(root)
+    assert prof.main(["examples/gpt3-13b-128gpu.yaml", "--compare", "data/op-db/h200/gpt3-13b.csv"]) == 0
 
 
 def test_compare_sets_measured_beside_the_model(dense, tmp_path, capsys):

@@ -109,6 +109,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "Python package (tests/python/test_profile.py)",
     ),
     (
+        "llmsim profile examples/gpt3-13b-128gpu.yaml --compare data/op-db/h200/gpt3-13b.csv",
+        "Python package (tests/python/test_profile.py runs it as written)",
+    ),
+    (
         "llmsim sweep examples/sweep-simai-nic.yaml --out runs/simai-nic/",
         "6 GPT-3 175B points on 1,024 GPUs: 82 s in a debug build",
     ),

@@ -218,15 +218,7 @@ mod tests {
     use crate::gpu::gpu;
 
     fn shape(d: u64, s: u64, causal: bool, backward: bool) -> AttentionShape {
-        AttentionShape {
-            batch_heads: 16,
-            s_q: s,
-            s_kv: s,
-            head_dim: d,
-            causal,
-            backward,
-            kernel: None,
-        }
+        AttentionShape::square(16, s, d, causal, backward)
     }
 
     #[test]

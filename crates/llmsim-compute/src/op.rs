@@ -209,6 +209,22 @@ pub struct AttentionShape {
     pub kernel: Option<crate::AttentionKernel>,
 }
 
+#[cfg(test)]
+impl AttentionShape {
+    /// Self-attention of `batch_heads` heads over `s` tokens (the tests' shape).
+    pub(crate) fn square(batch_heads: u64, s: u64, head_dim: u64, causal: bool, backward: bool) -> AttentionShape {
+        AttentionShape {
+            batch_heads,
+            s_q: s,
+            s_kv: s,
+            head_dim,
+            causal,
+            backward,
+            kernel: None,
+        }
+    }
+}
+
 /// `batch` independent GEMMs `[m,k]·[k,n]` (a grouped expert GEMM has one per local expert).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GemmShape {

@@ -139,15 +139,7 @@ mod tests {
     use super::*;
 
     fn shape(heads: u64, s: u64, d: u64, causal: bool, backward: bool) -> AttentionShape {
-        AttentionShape {
-            batch_heads: heads,
-            s_q: s,
-            s_kv: s,
-            head_dim: d,
-            causal,
-            backward,
-            kernel: None,
-        }
+        AttentionShape::square(heads, s, d, causal, backward)
     }
 
     #[test]
