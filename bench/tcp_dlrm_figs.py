@@ -16,7 +16,7 @@ from collections import defaultdict
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def load(path):
@@ -59,7 +59,12 @@ def main():
         a8r.set(yscale="symlog", ylabel="RTOs")
         a8r.set_ylim(bottom=0)
         a9.set(title=f"{name}: RTT p50 / p99 over transfers, us (Fig 9)", xscale="log", yscale="log", xlabel="MB")
-        a10.set(title=f"{name}: mean RTT us (lines), retransmitted packets (dashed, right) (Fig 10)", xscale="log", yscale="log", xlabel="MB")
+        a10.set(
+            title=f"{name}: mean RTT us (lines), retransmitted packets (dashed, right) (Fig 10)",
+            xscale="log",
+            yscale="log",
+            xlabel="MB",
+        )
         a10r.set(yscale="symlog", ylabel="retransmitted packets")
         a10r.set_ylim(bottom=0)
         for a in (a7, a8, a9, a10):

@@ -11,7 +11,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def main():
@@ -19,16 +19,28 @@ def main():
     fig, (a, b) = plt.subplots(1, 2, figsize=(16, 5))
     for path in sorted(glob.glob(os.path.join(d, "*.util.csv"))):
         name = os.path.basename(path)[: -len(".util.csv")]
-        rows = list(csv.DictReader(open(path)))
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
         t = [float(r["bin_start_us"]) / 1000 for r in rows]
         u = [float(r["mean_nic_uplink_utilization"]) * 100 for r in rows]
         (line,) = a.plot(t, u, drawstyle="steps-post", label=name)
-        rtt = sorted(float(r["mean_rtt_us"]) for r in csv.DictReader(open(os.path.join(d, f"{name}.rtt.csv"))))
+        with open(os.path.join(d, f"{name}.rtt.csv")) as f:
+            rtt = sorted(float(r["mean_rtt_us"]) for r in csv.DictReader(f))
         if rtt:
             n = len(rtt)
-            b.plot(rtt, [(i + 1) / n for i in range(n)], color=line.get_color(), label=f"{name} (p50 {rtt[(n - 1) // 2]:.1f}, p99 {rtt[max(0, -(-99 * n // 100) - 1)]:.1f} us)")
+            b.plot(
+                rtt,
+                [(i + 1) / n for i in range(n)],
+                color=line.get_color(),
+                label=f"{name} (p50 {rtt[(n - 1) // 2]:.1f}, p99 {rtt[max(0, -(-99 * n // 100) - 1)]:.1f} us)",
+            )
     a.set(title="16 MB, TCP: mean NIC-uplink utilization over time", xlabel="ms", ylabel="%", xscale="symlog")
-    b.set(title="16 MB, TCP: per-transfer mean RTT, CDF over transfers", xlabel="us", xscale="log", ylabel="fraction of transfers")
+    b.set(
+        title="16 MB, TCP: per-transfer mean RTT, CDF over transfers",
+        xlabel="us",
+        xscale="log",
+        ylabel="fraction of transfers",
+    )
     for x in (a, b):
         x.grid(True, which="both", alpha=0.3)
         x.legend(fontsize=8)
