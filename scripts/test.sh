@@ -42,8 +42,8 @@ cargo test --release --quiet -p llmsim-net --test out_of_range_ids 2>&1 | tee -a
 if [ "${LLMSIM_SKIP_PYTHON:-0}" != 1 ]; then
     cargo build --quiet -p llmsim-cli   # target/debug/llmsim: the Python-vs-CLI equality test runs it
     VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q > "$log.maturin" 2>&1 || { cat "$log.maturin"; exit 1; }
-    .venv/bin/ruff check -q python tests/python
-    .venv/bin/ruff format --check -q python tests/python
+    .venv/bin/ruff check -q python tests/python bench
+    .venv/bin/ruff format --check -q python tests/python bench
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee -a "$log"
 fi
 # A plain closing line any CI reader understands.
