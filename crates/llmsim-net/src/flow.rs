@@ -158,9 +158,11 @@ impl LinkRec {
         self.flows.get(pos as usize).copied()
     }
 }
-/// A flow's links, inline up to four (a route across a two-tier Clos), for the same reason:
-/// a departure updates the back-pointer of the flow moved in each of its links' lists.
-type FlowPath = SmallVec<[PathEntry; 4]>;
+/// A flow's links, inline up to six (a route across a three-tier fat-tree), for the same
+/// reason: a departure updates the back-pointer of the flow moved in each of its links' lists,
+/// and the component search and the filling read every collected flow's path (on the k=60
+/// fat-tree, a spilled path's heap block was a cache miss of its own per flow).
+type FlowPath = SmallVec<[PathEntry; 6]>;
 
 /// `(time_ps, transfer id, slot)`: earliest first, ties by transfer id.
 type TimedSlot = Reverse<(u64, u64, u32)>;
