@@ -158,9 +158,11 @@ impl LinkRec {
         self.flows.get(pos as usize).copied()
     }
 }
-/// A flow's links, inline up to four (a route across a two-tier Clos), for the same reason:
-/// a departure updates the back-pointer of the flow moved in each of its links' lists.
-type FlowPath = SmallVec<[PathEntry; 4]>;
+/// A flow's links, inline up to six (a route across a three-tier fat-tree), for the same
+/// reason: a departure updates the back-pointer of the flow moved in each of its links' lists,
+/// and the component search and the filling read every collected flow's path (on the k=60
+/// fat-tree, a spilled path's heap block was a cache miss of its own per flow).
+type FlowPath = SmallVec<[PathEntry; 6]>;
 
 /// `(time_ps, transfer id, slot)`: earliest first, ties by transfer id.
 type TimedSlot = Reverse<(u64, u64, u32)>;
@@ -172,6 +174,10 @@ type DrainEvent = Reverse<(u64, u64, u32, u32)>;
 struct RateScratch {
     epoch: u32,
     flow_mark: Vec<u32>,
+    /// Per link: how many flows hold it (the length of [`LinkRec::flows`]), packed: the
+    /// component search and [`Self::freeze`] test it for every link of a flow they visit, and
+    /// on the k=60 fat-tree those reads of whole link records were most of their cache misses.
+    link_len: Vec<u32>,
     dirty: Vec<u32>,
     bfs: Vec<u32>,
     comp_links: Vec<u32>,
@@ -244,7 +250,7 @@ impl RateScratch {
                 let mut private = (f64::INFINITY, u32::MAX);
                 for e in &flows[f as usize].path {
                     let el = e.link as usize;
-                    if links[el].flows.len() == 1 && !self.plain {
+                    if self.link_len[el] == 1 && !self.plain {
                         // Keyed as the plain filling keys a link: (share, link id).
                         let key = (links[el].cap / e.mult, e.link);
                         if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
@@ -284,7 +290,7 @@ impl RateScratch {
                 let mut private = (f64::INFINITY, u32::MAX);
                 for e in &flows[f as usize].path {
                     let el = e.link as usize;
-                    if links[el].flows.len() == 1 {
+                    if self.link_len[el] == 1 {
                         let key = (links[el].cap / e.mult, e.link);
                         if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                             private = key;
@@ -497,7 +503,7 @@ impl RateScratch {
                 }
                 let share = f64::from_bits(key).max(level);
                 level = share;
-                self.freeze(fi, share, flows, links);
+                self.freeze(fi, share, flows);
                 continue;
             }
             if self.open[li] == 0 {
@@ -515,7 +521,7 @@ impl RateScratch {
                 if self.new_rate[fi] >= 0.0 {
                     continue;
                 }
-                self.freeze(fi, share, flows, links);
+                self.freeze(fi, share, flows);
             }
         }
     }
@@ -590,13 +596,13 @@ impl RateScratch {
 
     /// Fixes flow `fi` at `share` and takes it off its shared links.
     #[inline]
-    fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow], links: &[LinkRec]) {
+    fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow]) {
         self.new_rate[fi] = share;
         self.seq[fi] = self.next_seq;
         self.next_seq += 1;
         for e in &flows[fi].path {
             let el = e.link as usize;
-            if links[el].flows.len() > 1 {
+            if self.link_len[el] > 1 {
                 self.rem[el] -= e.mult * share;
                 self.weight[el] -= e.mult;
                 self.open[el] -= 1;
@@ -688,6 +694,7 @@ impl FlowNetwork {
             .collect();
         let class_load = if topo.route_classes() > 1 { vec![0; n] } else { Vec::new() };
         let scratch = RateScratch {
+            link_len: vec![0; n],
             rem: vec![0.0; n],
             weight: vec![0.0; n],
             open: vec![0; n],
@@ -850,6 +857,13 @@ impl FlowNetwork {
         let mut load = vec![0.0f64; n];
         let mut fastest = vec![0.0f64; n];
         for (l, rec) in self.links.iter().enumerate() {
+            if self.scratch.link_len[l] as usize != rec.flows.len() {
+                return Err(format!(
+                    "link {l} counts {} flows but lists {}",
+                    self.scratch.link_len[l],
+                    rec.flows.len()
+                ));
+            }
             if !self.spread {
                 let sum: f64 = rec.flows.iter().map(|&(f, i)| self.flows[f as usize].path[i as usize].mult).sum();
                 if !rec.flows.is_empty() && rec.weight != sum {
@@ -1029,6 +1043,7 @@ impl FlowNetwork {
                 if let Some((moved, mi)) = self.links[e.link as usize].remove(e.pos, e.mult) {
                     self.flows[moved as usize].path[mi as usize].pos = e.pos;
                 }
+                self.scratch.link_len[e.link as usize] -= 1;
                 self.scratch.dirty.push(e.link);
             }
             self.versions[si] = self.versions[si].wrapping_add(1);
@@ -1076,6 +1091,7 @@ impl FlowNetwork {
             let f = &mut self.flows[si];
             for (i, e) in f.path.iter_mut().enumerate() {
                 e.pos = self.links[e.link as usize].add(slot, i as u32, e.mult);
+                self.scratch.link_len[e.link as usize] += 1;
                 self.scratch.dirty.push(e.link);
             }
         }
@@ -1155,6 +1171,7 @@ impl FlowNetwork {
         self.arrived.push(slot);
         for (i, e) in f.path.iter_mut().enumerate() {
             e.pos = self.links[e.link as usize].add(slot, i as u32, e.mult);
+            self.scratch.link_len[e.link as usize] += 1;
             self.scratch.dirty.push(e.link);
         }
         self.active += 1;
@@ -1170,6 +1187,7 @@ impl FlowNetwork {
             if let Some((moved, mi)) = self.links[e.link as usize].remove(e.pos, e.mult) {
                 self.flows[moved as usize].path[mi as usize].pos = e.pos;
             }
+            self.scratch.link_len[e.link as usize] -= 1;
             self.scratch.dirty.push(e.link);
         }
         let f = &mut self.flows[si];
@@ -1258,7 +1276,7 @@ impl FlowNetwork {
             }
             if let [(f, _)] = self.links[di].flows[..] {
                 let flow = &self.flows[f as usize];
-                if flow.path.iter().all(|e| self.links[e.link as usize].flows.len() == 1) {
+                if flow.path.iter().all(|e| self.scratch.link_len[e.link as usize] == 1) {
                     self.stats.rate_recomputations += 1;
                     for e in &flow.path {
                         self.links[e.link as usize].mark.set(epoch);
