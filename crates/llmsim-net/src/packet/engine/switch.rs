@@ -42,6 +42,11 @@ impl PacketEngine {
 
     /// `SwitchNode::SendToDev`: route, classify, admit, enqueue.
     pub(super) fn switch_receive(&mut self, s: u32, in_link: u32, out: u32, p: u32) {
+        if self.ww.is_some() && self.ww_passes(out, p) {
+            // Before any buffer accounting: the packet never enters this port.
+            self.ww_pass(out, p);
+            return;
+        }
         let pk = &self.pkts[p as usize];
         let (kind, pg, size) = (pk.kind, pk.pg, pk.size);
         let mut q = if kind != Kind::Data && self.cfg.switch_ack_high_prio {
@@ -239,6 +244,11 @@ impl PacketEngine {
             s.skip();
         }
         let p = self.alloc(pk);
+        if self.ww.is_some() && self.ww_passes(port, p) {
+            // Out of a frozen port: the port it pauses or resumes may be running.
+            self.ww_pass(port, p);
+            return;
+        }
         self.ports[port as usize].enqueue(&mut self.pkts, 0, p, u64::from(PFC_FRAME_BYTES));
         self.switch_send(port);
     }

@@ -9,7 +9,8 @@
 use std::ops::Range;
 
 use super::PacketEngine;
-use crate::packet::tables::Flow;
+use crate::packet::events::{EV_ARRIVE, EV_HOP, ev};
+use crate::packet::tables::{Flow, Kind};
 use crate::packet::wormhole::Wormhole;
 
 impl PacketEngine {
@@ -211,6 +212,121 @@ impl PacketEngine {
             pt.busy_until -= back;
         } else if pt.busy_until > t0 {
             pt.busy_until = t0;
+        }
+    }
+
+    /// Whether packet `p`, about to enter link `l`'s port, is a PFC frame or an ACK, NACK or CNP
+    /// of a running flow while `l` is frozen: partitions are made of data links only, so a running flow's ACK
+    /// path may cross a frozen partition's data link, and the ACK must not wait for its resume.
+    #[inline]
+    pub(in crate::packet) fn ww_passes(&self, l: u32, p: u32) -> bool {
+        let Some(w) = self.ww.as_deref() else { return false };
+        let pk = &self.pkts[p as usize];
+        w.link_frozen(l) && !matches!(pk.kind, Kind::Data) && (pk.kind.is_pfc() || !w.flow_frozen(pk.flow))
+    }
+
+    /// Sends packet `p` ([`Self::ww_passes`]) over frozen link `l` without its port: it reaches
+    /// the far end one serialization and the propagation delay from now, as through an idle
+    /// port; the frozen port's queues, clocks and buffer accounting stay as they are. The error
+    /// is the wait the ACK would have had there: none behind a NIC's data (ACKs go first), the
+    /// port's queue at a switch, where ACKs share the data's class by default (ns-3's).
+    pub(in crate::packet) fn ww_pass(&mut self, l: u32, p: u32) {
+        let li = l as usize;
+        let tx = self.tx_ps(u32::from(self.pkts[p as usize].size), self.link_rate[li]);
+        let at = self.now + tx + self.ports[li].delay;
+        let e = if self.ports[li].dst >= self.hosts && !self.pkts[p as usize].kind.is_pfc() {
+            let pk = &mut self.pkts[p as usize];
+            pk.in_link = l;
+            let out = self.paths[pk.path as usize + usize::from(pk.hop) + 1];
+            ev(EV_HOP, out, p)
+        } else {
+            ev(EV_ARRIVE, l, p)
+        };
+        self.schedule(at, e);
+    }
+
+    /// Frozen flow `f`, moving at `rate_bps`, would keep sending an ACK per data packet over its
+    /// ACK path: each of those links loses that share of its time to them while `f` is frozen
+    /// (a frozen flow sends no packets; without this a flow running on one of those links, a
+    /// ring's next flow, ran at line rate where its packets shared the link with those ACKs:
+    /// 4.8% faster at 400 Gbit/s). Adds the loads (1/65536 of the link's time) and appends
+    /// them to `out` for [`Self::remove_ack_load`].
+    pub(in crate::packet) fn add_ack_load(&mut self, f: u32, rate_bps: f64, out: &mut Vec<(u32, u32)>) {
+        if self.ack_load.is_empty() {
+            self.ack_load = vec![0; self.link_rate.len()];
+        }
+        if rate_bps.is_nan() || rate_bps <= 0.0 {
+            return;
+        }
+        // Time between two of the flow's data packets, in ps.
+        let gap_ps = f64::from(self.cfg.mtu) * 8.0 / rate_bps * 1e12;
+        for i in 0..self.flow_paths(f).1.len() {
+            let l = self.flow_paths(f).1[i];
+            let ack_ps = self.tx_ps(self.ack_bytes, self.link_rate[l as usize]) as f64;
+            let x = ((ack_ps / gap_ps).min(0.25) * 65536.0).round() as u32;
+            if x > 0 {
+                self.ack_load[l as usize] += x;
+                out.push((l, x));
+            }
+        }
+    }
+
+    /// Link `l` has just frozen: the ACKs, NACKs and CNPs of running flows queued at its port
+    /// (or its NIC's ACK queue) leave now over it ([`Self::ww_pass`]), in order, with the
+    /// port's buffer accounting as at a dequeue; they would otherwise wait for the resume (a
+    /// flow's last ACK among them left the flow unfinished until then).
+    pub(in crate::packet) fn ww_release_foreign(&mut self, w: &Wormhole, l: u32) {
+        let li = l as usize;
+        let foreign = |e: &PacketEngine, p: u32| {
+            let pk = &e.pkts[p as usize];
+            !matches!(pk.kind, Kind::Data) && (pk.kind.is_pfc() || !w.flow_frozen(pk.flow))
+        };
+        let src = self.ports[li].src;
+        let mut keep = Vec::new();
+        let mut out = Vec::new();
+        if src < self.hosts {
+            while let Some(p) = self.nics[src as usize].ackq.pop_front(&self.pkts) {
+                if foreign(self, p) { out.push(p) } else { keep.push(p) }
+            }
+            for &p in &keep {
+                self.nics[src as usize].ackq.push_back(&mut self.pkts, p);
+            }
+            for &p in &out {
+                self.ww_pass(l, p);
+            }
+            return;
+        }
+        for q in 0..crate::packet::tables::NQ {
+            if !self.ports[li].has(q) {
+                continue;
+            }
+            keep.clear();
+            out.clear();
+            while let Some((p, _)) = self.ports[li].dequeue(&self.pkts, q) {
+                if foreign(self, p) { out.push(p) } else { keep.push(p) }
+            }
+            for &p in &keep {
+                let size = u64::from(self.pkts[p as usize].size);
+                self.ports[li].enqueue(&mut self.pkts, q, p, size);
+            }
+            for &p in &out {
+                let size = u64::from(self.pkts[p as usize].size);
+                if q != 0 && self.lossy {
+                    self.bufs[src as usize].shared_used -= size;
+                } else if q != 0 {
+                    let in_link = self.pkts[p as usize].in_link;
+                    self.remove_ingress(src, in_link, q, size);
+                    self.check_and_send_resume(src, in_link, q);
+                }
+                self.ww_pass(l, p);
+            }
+        }
+    }
+
+    /// Takes back loads [`Self::add_ack_load`] added.
+    pub(in crate::packet) fn remove_ack_load(&mut self, loads: &[(u32, u32)]) {
+        for &(l, x) in loads {
+            self.ack_load[l as usize] -= x;
         }
     }
 

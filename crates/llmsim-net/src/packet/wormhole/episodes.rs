@@ -154,10 +154,13 @@ impl PacketEngine {
             // before many more finish, and a sample tick repartitions before then. Skip the
             // repartition (it walks every running flow's path: at every completion instant of
             // a 128-GPU all-to-all it made a memo run 2.5x slower than the exact engine).
+            // (A touched link no flow sent data over at the last repartition, on an ACK path
+            // only, is in no partition: size 0.)
             if !w.merged
                 && m.touched_list.iter().all(|&l| {
                     let r = w.find(l);
-                    w.part_size[r as usize] as usize > SPLIT_DEFER_FLOWS
+                    let n = w.part_size[r as usize] as usize;
+                    n == 0 || n > SPLIT_DEFER_FLOWS
                 })
             {
                 for &l in &m.touched_list {
@@ -407,8 +410,10 @@ impl PacketEngine {
                 let rate = if measured > 0.0 { measured } else { fl.rate as f64 };
                 let step = (rate / fl.max_rate.max(1) as f64 * 20.0).round() as u64;
                 let d = self.flow_desc(f, step);
+                // The ACK streams (its partition's and others') its data shares links with.
+                let acks: u64 = d.data.iter().map(|&l| u64::from(w.ack_users[l as usize])).sum();
                 FlowDesc {
-                    label: mix(d.label, u64::from(fl.snd_una == 0)),
+                    label: mix(mix(d.label, u64::from(fl.snd_una == 0)), acks),
                     ..d
                 }
             })
@@ -426,8 +431,8 @@ impl PacketEngine {
         (canon, hash, order[..nf].to_vec())
     }
 
-    /// Flow `f`'s data and ACK paths, and a label of `seed` with its line rate, path delays and
-    /// bottleneck rate.
+    /// Flow `f`'s data and ACK paths, and a label of `seed` with its line rate, path delays,
+    /// bottleneck rate and priority class.
     pub(super) fn flow_desc(&self, f: u32, seed: u64) -> FlowDesc<'_> {
         let fl = self.flow(f);
         let (data, ack) = self.flow_paths(f);
@@ -437,6 +442,8 @@ impl PacketEngine {
         label = mix(label, delay(data));
         label = mix(label, delay(ack));
         label = mix(label, bottleneck);
+        // Its priority class: how switches serve it against the other classes.
+        label = mix(label, u64::from(fl.pg));
         FlowDesc { label, data, ack }
     }
 

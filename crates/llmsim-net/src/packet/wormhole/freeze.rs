@@ -14,7 +14,7 @@ impl PacketEngine {
         // completion of a mirrored leader flow, for each twin).
         for &f in &w.slots[si].flows {
             if !self.flow(f).done {
-                for &l in self.flow_links(f) {
+                for &l in self.flow_paths(f).0 {
                     w.link_mark[l as usize] = true;
                 }
             }
@@ -104,7 +104,7 @@ impl PacketEngine {
     ) -> u32 {
         let mut links = Vec::new();
         for &f in &flows {
-            for &l in self.flow_links(f) {
+            for &l in self.flow_paths(f).0 {
                 links.push(l);
             }
         }
@@ -123,9 +123,19 @@ impl PacketEngine {
         for &f in &flows {
             w.flow_slot[f as usize] = s as u32;
         }
+        for &l in &links {
+            self.ww_release_foreign(w, l);
+        }
         let mut parked = std::mem::take(&mut w.slots[s].parked);
         parked.clear();
         self.take_slot_events(w, s as u32, &mut parked);
+        let mut acks = std::mem::take(&mut w.slots[s].acks);
+        acks.clear();
+        for (k, &f) in flows.iter().enumerate() {
+            // A twin's rate is its leader's, unknown here: its line rate.
+            let r = if rates[k] > 0.0 { rates[k] } else { self.payload_cap(f) };
+            self.add_ack_load(f, r, &mut acks);
+        }
         let slot = &mut w.slots[s];
         slot.live = true;
         slot.generation = slot.generation.wrapping_add(1);
@@ -137,6 +147,7 @@ impl PacketEngine {
         slot.parked = parked;
         slot.plan = plan;
         slot.twin = None;
+        slot.acks = acks;
         slot.mirror = false;
         slot.finish.clear();
         slot.watched = skip_ps >= TWIN_MAX_PS;
@@ -185,7 +196,7 @@ impl PacketEngine {
         let mut links = Vec::new();
         for &f in flows {
             w.flow_slot[f as usize] = s;
-            for &l in self.flow_links(f) {
+            for &l in self.flow_paths(f).0 {
                 if w.link_slot[l as usize] != s {
                     links.push(l);
                 }
@@ -197,12 +208,19 @@ impl PacketEngine {
             w.link_slot[l as usize] = s;
             self.set_back_port_clock(l, back);
         }
+        for &l in &links {
+            self.ww_release_foreign(w, l);
+        }
         let mut fresh = Vec::new();
         self.take_slot_events(w, s, &mut fresh);
+        let mut acks = std::mem::take(&mut w.slots[si].acks);
         for &f in flows {
             let fl = self.flow_mut(f);
             fl.next_avail = fl.next_avail.saturating_sub(back);
+            let r = self.payload_cap(f);
+            self.add_ack_load(f, r, &mut acks);
         }
+        w.slots[si].acks = acks;
         let slot = &mut w.slots[si];
         slot.parked.extend(fresh.into_iter().map(|(t, q, e)| (t - back, q, e)));
         slot.links.extend_from_slice(&links);
@@ -234,6 +252,7 @@ impl PacketEngine {
                 ..Frozen::default()
             },
         );
+        self.remove_ack_load(&slot.acks);
         // Bytes each flow moved during the skip.
         let mut moved = Vec::with_capacity(slot.flows.len());
         let rtt_ns: Vec<u64> = slot.flows.iter().map(|&f| self.own_rtt_ns(f)).collect();
@@ -308,6 +327,27 @@ impl PacketEngine {
                 self.shift_packet(p, &moved, d_ns);
             }
             self.shift_port_clocks(k, t0, d);
+        }
+        // The flows' ACKs queued on other partitions' links (their ACK paths; partitions are
+        // made of data links).
+        for &k in &slot.links {
+            w.link_mark[k as usize] = true;
+        }
+        let mut acks: Vec<u32> = Vec::new();
+        for &f in &slot.flows {
+            acks.extend(self.flow_paths(f).1.iter().filter(|&&l| !w.link_mark[l as usize]));
+        }
+        for &k in &slot.links {
+            w.link_mark[k as usize] = false;
+        }
+        acks.sort_unstable();
+        acks.dedup();
+        for &k in &acks {
+            queued.clear();
+            self.queued_packets(k, &mut queued);
+            for &p in &queued {
+                self.shift_packet(p, &moved, d_ns);
+            }
         }
         // Packets on the wire, then the parked events themselves.
         for &(_, _, e) in &slot.parked {

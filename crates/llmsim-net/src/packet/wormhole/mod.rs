@@ -1,7 +1,18 @@
 //! Wormhole steady-state fast-forwarding (Long et al., NSDI'26, §3 and §5), native to the engine.
 //!
-//! - **Partitions** (§3.1.1, App. B): union-find over the links (data and ACK paths) of the running
-//!   flows, recomputed at a sample tick after any flow started or finished.
+//! - **Partitions** (§3.1.1, App. B): union-find over the data links of the running flows,
+//!   recomputed at a sample tick after any flow started or finished. ACK paths do not join
+//!   partitions: a ring's flows, each alone on its data path but each one's ACKs leaving on the
+//!   next one's data link, are as many partitions. A frozen partition owns its data links
+//!   (their ports' transmissions, NIC wake-ups) and its flows' packets wherever they are; an
+//!   ACK (or NACK, CNP) of a running flow reaching a frozen link crosses it as through an idle
+//!   port (`PacketEngine::ww_pass`, also for those queued there when it froze). A frozen flow
+//!   sends no ACKs, so the links of its ACK path lose the share of their time its ACKs would
+//!   take (`PacketEngine::add_ack_load`: 4.8% at 400 Gbit/s for a flow at line rate; without
+//!   it a ring's flow ran at line rate beside its frozen neighbours). A flow starting or
+//!   finishing with its ACK path on a frozen partition's data link resumes it, as a flow
+//!   starting on it does. Memo keys count the ACK streams on each flow's data links and its
+//!   priority class.
 //! - **Steady state** (§5.1.2, eq. 6): every `sample_interval` each running flow samples its rate
 //!   (bytes acknowledged over the interval). A flow is steady when the last `l` samples satisfy
 //!   `(max - min) / mean < θ`; a partition when all its flows are.
@@ -173,6 +184,8 @@ struct Frozen {
     mirror: bool,
     /// A run entry's replay: each flow's completion time (empty otherwise).
     finish: Vec<u64>,
+    /// The ACK loads its flows put on their ACK paths' links while frozen (`add_ack_load`).
+    acks: Vec<(u32, u32)>,
     /// Frozen with no resume event of its own (a twin, a replay, until `TWIN_MAX_PS`): the
     /// watchdog event stands in for it.
     watched: bool,
@@ -376,6 +389,11 @@ pub(crate) struct Wormhole {
     link_touched: Vec<bool>,
     /// The links marked in `link_touched` (the tick clears only these).
     link_touched_list: Vec<u32>,
+    /// Running flows whose ACK path crosses each link (a memo key counts them on a flow's data
+    /// links: partitions are made of data links, and ACKs sharing a link slow its data).
+    ack_users: Vec<u32>,
+    /// The engine's reverse of each link.
+    link_rev: Vec<u32>,
     uf: Vec<u32>,
     root: Vec<u32>,
     slots: Vec<Frozen>,
@@ -426,6 +444,8 @@ impl Wormhole {
             link_slot: vec![NONE; nl],
             link_touched: vec![false; nl],
             link_touched_list: Vec::new(),
+            ack_users: vec![0; nl],
+            link_rev: e.link_rev.clone(),
             uf: (0..nl as u32).collect(),
             root: Vec::new(),
             slots: Vec::new(),
@@ -494,9 +514,18 @@ impl Wormhole {
     pub(crate) fn owner(&self, nics: &[Nic], pkts: &[Pkt], e: u64) -> u32 {
         let a = events::op_a(e);
         match events::kind(e) {
-            EV_ARRIVE | EV_TXDONE => self.link_slot[a as usize],
-            // A packet into a switch: the link it is on (the event carries its next one).
-            EV_HOP => self.link_slot[pkts[events::op_b(e) as usize].in_link as usize],
+            // A packet belongs to its flow's slot, wherever it is: partitions are made of data
+            // links, so a flow's ACKs may cross another partition's links (see `ww_pass`).
+            // A PFC frame belongs to the port it pauses or resumes (the reverse of its link).
+            EV_ARRIVE | EV_HOP => {
+                let pk = &pkts[events::op_b(e) as usize];
+                if pk.kind.is_pfc() {
+                    self.link_slot[self.link_rev[a as usize] as usize]
+                } else {
+                    self.flow_slot.get(pk.flow as usize).copied().unwrap_or(NONE)
+                }
+            }
+            EV_TXDONE => self.link_slot[a as usize],
             EV_WAKE => self.link_slot[nics[a as usize].link as usize],
             EV_CC_TIMER..=EV_CC_TIMER_LAST => self.flow_slot.get(a as usize).copied().unwrap_or(NONE),
             _ => NONE,

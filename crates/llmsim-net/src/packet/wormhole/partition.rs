@@ -17,6 +17,9 @@ impl PacketEngine {
         for &l in self.flow_links(f) {
             w.touch_link(l);
         }
+        for &l in self.flow_paths(f).1 {
+            w.ack_users[l as usize] += 1;
+        }
         self.memo_touch(&mut w, f);
         if !w.tick_pending {
             w.tick_pending = true;
@@ -33,6 +36,9 @@ impl PacketEngine {
         for &l in self.flow_links(f) {
             w.touch_link(l);
         }
+        for &l in self.flow_paths(f).1 {
+            w.ack_users[l as usize] -= 1;
+        }
         if w.memo.is_some() {
             self.memo_record_completion(&mut w, f);
         }
@@ -42,6 +48,17 @@ impl PacketEngine {
         }
         self.memo_touch(&mut w, f);
         self.ww_mirror_finish(&mut w, f);
+        // Its ACKs no longer cross the data links of the frozen partitions on its ACK path
+        // (partitions are made of data links): they resume, as for a flow starting there.
+        for i in 0..self.flow_paths(f).1.len() {
+            let s = w.link_slot[self.flow_paths(f).1[i] as usize];
+            if s != NONE && w.flow_slot[f as usize] != s && w.slots[s as usize].live && !w.slots[s as usize].mirror {
+                if self.now_ps() < w.slots[s as usize].resume_at {
+                    w.stats.skip_backs += 1;
+                }
+                self.ww_resume(&mut w, s);
+            }
+        }
         *self.ww_slot() = Some(w);
     }
 
@@ -55,7 +72,7 @@ impl PacketEngine {
         }
         for k in 0..w.active.len() {
             let f = w.active[k] as usize;
-            let links = self.flow_links(f as u32);
+            let links = self.flow_paths(f as u32).0;
             let first = links[0];
             for &l in links {
                 let (x, y) = (w.find(first), w.find(l));

@@ -101,6 +101,9 @@ impl PacketEngine {
         for &l in self.flow_links(t) {
             w.touch_link(l);
         }
+        for &l in self.flow_paths(t).1 {
+            w.ack_users[l as usize] -= 1;
+        }
         if let Some(m) = w.memo.as_mut() {
             let twins = end_episode(m, t);
             debug_assert!(twins.is_empty(), "a twin leads no episode");
