@@ -32,8 +32,9 @@ use super::PacketError;
 pub(crate) const ROLE_DATA: u8 = 0;
 pub(crate) const ROLE_ACK: u8 = 1;
 
-/// Bumped when the graph or value encoding changes (older rows are then never matched).
-const SCHEMA: u64 = 1;
+/// Bumped when the graph or value encoding changes (older rows are then never matched). 2: flow
+/// labels count the ACK streams on the flow's data links and its priority class (2026-11-27).
+const SCHEMA: u64 = 2;
 
 /// Refinement calls one isomorphism search may spend, per vertex.
 const SEARCH_BUDGET_PER_VERTEX: usize = 8;
