@@ -54,16 +54,22 @@ impl PacketEngine {
             pt.txdone_pending = false;
         }
         let delay = self.ports[li].delay;
-        let e = if self.ports[li].dst >= self.hosts && !self.pkts[p as usize].kind.is_pfc() {
-            // Into a switch: its egress is the path's next link.
+        let e = self.far_end_event(link, p);
+        self.schedule(now + tx + delay, e);
+    }
+
+    /// The event of packet `p` reaching the far end of `link`: into a switch, a hop onto the
+    /// path's next link (PFC frames stop there); at a host, an arrival.
+    #[inline]
+    pub(in crate::packet) fn far_end_event(&mut self, link: u32, p: u32) -> u64 {
+        if self.ports[link as usize].dst >= self.hosts && !self.pkts[p as usize].kind.is_pfc() {
             let pk = &mut self.pkts[p as usize];
             pk.in_link = link;
             let out = self.paths[pk.path as usize + usize::from(pk.hop) + 1];
             ev(EV_HOP, out, p)
         } else {
             ev(EV_ARRIVE, link, p)
-        };
-        self.schedule(now + tx + delay, e);
+        }
     }
 
     /// Counts a transmission of `size` bytes over [`start`, `start + tx`) in port `li`'s

@@ -9,7 +9,6 @@
 use std::ops::Range;
 
 use super::PacketEngine;
-use crate::packet::events::{EV_ARRIVE, EV_HOP, ev};
 use crate::packet::tables::{Flow, Kind};
 use crate::packet::wormhole::Wormhole;
 
@@ -234,14 +233,7 @@ impl PacketEngine {
         let li = l as usize;
         let tx = self.tx_ps(u32::from(self.pkts[p as usize].size), self.link_rate[li]);
         let at = self.now + tx + self.ports[li].delay;
-        let e = if self.ports[li].dst >= self.hosts && !self.pkts[p as usize].kind.is_pfc() {
-            let pk = &mut self.pkts[p as usize];
-            pk.in_link = l;
-            let out = self.paths[pk.path as usize + usize::from(pk.hop) + 1];
-            ev(EV_HOP, out, p)
-        } else {
-            ev(EV_ARRIVE, l, p)
-        };
+        let e = self.far_end_event(l, p);
         self.schedule(at, e);
     }
 
