@@ -148,6 +148,11 @@ impl PacketEngine {
             if self.flows[f as usize].done || !self.crosses(f, link) {
                 continue;
             }
+            // Wormhole counts a running flow's ACK stream on each link of its ACK path.
+            let counted = self.flows[f as usize].started && self.ww.is_some();
+            if counted {
+                self.ww_count_acks(f, false);
+            }
             if let Err(e) = self.new_paths(f) {
                 let fl = &mut self.flows[f as usize];
                 // It never finishes: no completion, its timers stop; the run reports why.
@@ -160,6 +165,9 @@ impl PacketEngine {
                     fs.error.get_or_insert(msg);
                 }
                 continue;
+            }
+            if counted {
+                self.ww_count_acks(f, true);
             }
             let sent = self.flows[f as usize].max_sent.max(self.flows[f as usize].snd_nxt);
             self.watch(f, sent);

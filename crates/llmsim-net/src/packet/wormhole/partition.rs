@@ -62,6 +62,20 @@ impl PacketEngine {
         *self.ww_slot() = Some(w);
     }
 
+    /// Adds (`add`) or removes flow `f`'s ACK path in the links' counts of ACK streams. A
+    /// running flow that a link failure routes again moves its count from its old ACK path to
+    /// its new one; without that, its finish would uncount links it was never counted on.
+    #[cold]
+    pub(crate) fn ww_count_acks(&mut self, f: u32, add: bool) {
+        let mut w = self.ww_slot().take().expect("wormhole on");
+        for &l in self.flow_paths(f).1 {
+            let n = &mut w.ack_users[l as usize];
+            *n = if add { *n + 1 } else { *n - 1 };
+        }
+        w.dirty = true;
+        *self.ww_slot() = Some(w);
+    }
+
     /// Recomputes the partitions (union-find over the links of the running flows).
     pub(super) fn ww_repartition(&mut self, w: &mut Wormhole) {
         w.dirty = false;
