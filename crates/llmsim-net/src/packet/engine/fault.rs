@@ -148,11 +148,6 @@ impl PacketEngine {
             if self.flows[f as usize].done || !self.crosses(f, link) {
                 continue;
             }
-            // Wormhole counts a running flow's ACK stream on each link of its ACK path.
-            let counted = self.flows[f as usize].started && self.ww.is_some();
-            if counted {
-                self.ww_count_acks(f, false);
-            }
             if let Err(e) = self.new_paths(f) {
                 let fl = &mut self.flows[f as usize];
                 // It never finishes: no completion, its timers stop; the run reports why.
@@ -165,9 +160,6 @@ impl PacketEngine {
                     fs.error.get_or_insert(msg);
                 }
                 continue;
-            }
-            if counted {
-                self.ww_count_acks(f, true);
             }
             let sent = self.flows[f as usize].max_sent.max(self.flows[f as usize].snd_nxt);
             self.watch(f, sent);
@@ -254,7 +246,14 @@ impl PacketEngine {
     }
 
     /// Gives flow `f` new data and ACK paths on the topology as it is now (as `add_flow` does).
+    /// Wormhole counts a running flow's ACK stream on each link of its ACK path: the count
+    /// leaves the old path here and, if a new one is found, moves onto it (a flow left with no
+    /// route never finishes and stays uncounted).
     fn new_paths(&mut self, f: u32) -> Result<(), PacketError> {
+        let counted = self.flows[f as usize].started && self.ww.is_some();
+        if counted {
+            self.ww_count_acks(f, false);
+        }
         let fl = &self.flows[f as usize];
         let (s, d, ports) = (fl.src, fl.dst, (fl.dport, fl.sport, fl.hash));
         let first = self.paths.len();
@@ -275,6 +274,9 @@ impl PacketEngine {
                 fl.path_ack = at as u32;
                 fl.npaths = npaths;
                 fl.path_idx = 0;
+                if counted {
+                    self.ww_count_acks(f, true);
+                }
                 Ok(())
             }
             Err(e) => {
