@@ -23,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def compare(db: Path, ops: bool) -> None:
-    text = db.read_text()
-    scenario = text.split("# scenario: ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+    scenario = prof.database_scenario(db)
     print(f"\n{db.name} ({scenario})")
     print("\n".join("  " + line for line in prof.comparison_table(prof.compare_database(ROOT / scenario, db), ops)))
 

@@ -472,6 +472,13 @@ class TorchBackend(Backend):
         }[dtype]
         self.sdpa = sdpa
         self.compile = compile
+        if compile:
+            # Every op compiles the same few lambdas at new shapes: past Dynamo's default limit
+            # of 8 recompilations it would silently run them eagerly.
+            cfg = torch._dynamo.config
+            for name in ("recompile_limit", "cache_size_limit"):
+                if hasattr(cfg, name):
+                    setattr(cfg, name, max(getattr(cfg, name), 1024))
         self._flush = None
         self.spin_cycles = 0
         if device == "cuda":
@@ -669,15 +676,7 @@ class TorchBackend(Backend):
     def _c(self, fn: Callable[[], Any]) -> Callable[[], Any]:
         """``--compile``: the memory-bound op as torch.compile (Inductor) fuses it, forward and
         backward, in place of PyTorch's eager kernels."""
-        if not self.compile:
-            return fn
-        # Every op compiles the same few lambdas at new shapes: past Dynamo's default limit of 8
-        # recompilations it would silently run them eagerly.
-        cfg = self.torch._dynamo.config
-        for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(cfg, name):
-                setattr(cfg, name, max(getattr(cfg, name), 1024))
-        return self.torch.compile(fn, dynamic=False)
+        return self.torch.compile(fn, dynamic=False) if self.compile else fn
 
     def _sdpa_context(self) -> Callable[[], Any]:
         if self.sdpa == "auto":
@@ -870,15 +869,55 @@ class Comparison:
     """times the op runs in one iteration (the weight of time-weighted ratios)"""
 
 
+def database_scenario(database: PathLike) -> str | None:
+    """The scenario path a database written by ``llmsim profile`` names in its ``# scenario:``
+    line (as given to the profiler), or None."""
+    with open(database, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("# scenario: ") and "(" in line:
+                return line.split("(", 1)[1].rsplit(")", 1)[0]
+    return None
+
+
+def _records(database: PathLike) -> tuple[str, list[tuple[int, list[str]]]]:
+    """A database's path and its CSV records with their line numbers (blank and ``#`` lines
+    left out); the first record is the header."""
+    path = os.fspath(database)
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = [(i, line) for i, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")]
+    return path, list(zip((i for i, _ in lines), csv.reader(line for _, line in lines)))
+
+
+def read_database(database: PathLike) -> list[tuple[str, str, str, float]]:
+    """The rows ``(gpu, op, shape, time_us)`` of a database; ``ProfileError`` naming the line
+    and column of a missing column or a time that is not a number."""
+    path, numbered = _records(database)
+    if not numbered:
+        return []
+    (first, head), body = numbered[0], numbered[1:]
+    header = [h.strip().lower() for h in head]
+    missing = [c for c in ("gpu", "op", "shape", "time_us") if c not in header]
+    if missing:
+        cols = "`, `".join(missing)
+        raise ProfileError(f"{path}, line {first}: no `{cols}` column; expected: gpu,op,shape,time_us")
+    g, o, sh, t = (header.index(c) for c in ("gpu", "op", "shape", "time_us"))
+    rows = []
+    for n, rec in body:
+        try:
+            rows.append((rec[g].strip(), rec[o].strip(), rec[sh].strip(), float(rec[t])))
+        except (IndexError, ValueError):
+            raise ProfileError(f"{path}, line {n}, column `time_us`: expected a number of microseconds") from None
+    return rows
+
+
 def compare_database(scenario: PathLike, database: PathLike, sets: Sequence[str] = ()) -> list[Comparison]:
     """Every op of ``scenario`` that ``database`` times, beside llmsim's model of the same op on
     the database's GPU, one board (``compute.gpu_variability.sigma=0``: a profile times one GPU)."""
-    with open(database, newline="") as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    gpus = sorted({r["gpu"] for r in rows})
+    rows = read_database(database)
+    gpus = sorted({gpu for gpu, *_ in rows})
     if len(gpus) != 1:
         raise ProfileError(f"{database}: --compare needs one GPU's rows; found {', '.join(gpus) or 'none'}")
-    measured = {(r["op"], r["shape"]): float(r["time_us"]) for r in rows}
+    measured = {(op, shape): t for _, op, shape, t in rows}
     ops = run_ops(scenario, [*sets, f"cluster.gpu={gpus[0]}", "compute.gpu_variability.sigma=0"])
     count: dict[tuple[str, str], float] = {}
     for r in ops:
@@ -921,17 +960,15 @@ def check_database(database: PathLike, known: Sequence[str] = KNOWN_OPS) -> int:
     the number of rows. The reader itself checks the rest (GPU names, times, duplicates)."""
     import difflib
 
-    path = os.fspath(database)
-    with open(path, newline="", encoding="utf-8") as f:
-        lines = [(i, line) for i, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
+    path, numbered = _records(database)
+    if not numbered:
         return 0
-    records = list(csv.reader(line for _, line in lines))
-    header = [h.strip().lower() for h in records[0]]
+    (first, head), body = numbered[0], numbered[1:]
+    header = [h.strip().lower() for h in head]
     if "op" not in header:
-        raise ProfileError(f"{path}, line {lines[0][0]}: no `op` column; expected: gpu,op,shape,time_us")
+        raise ProfileError(f"{path}, line {first}: no `op` column; expected: gpu,op,shape,time_us")
     col = header.index("op")
-    for (n, _), rec in zip(lines[1:], records[1:]):
+    for n, rec in body:
         op = rec[col].strip() if col < len(rec) else ""
         if op not in known:
             near = difflib.get_close_matches(op, known, n=3)
@@ -940,7 +977,7 @@ def check_database(database: PathLike, known: Sequence[str] = KNOWN_OPS) -> int:
                 f"{path}, line {n}, column `op`: unknown op `{op}`; {hint}"
                 "valid: the op names of a scenario's ops.csv (`llmsim profile SCENARIO --list`)"
             )
-    return len(records) - 1
+    return len(body)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -197,7 +197,7 @@ def test_shipped_h200_databases_cover_their_scenarios(monkeypatch):
     root = Path(__file__).resolve().parents[2]
     for db in SHIPPED_DBS:
         text = db.read_text()
-        scenario = text.split("# scenario: ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+        scenario = prof.database_scenario(db)
         assert "device NVIDIA H200" in text, db.name
         rows = _db_rows(db)
         assert prof.check_database(db) == len(rows)
@@ -233,3 +233,10 @@ def test_compare_sets_measured_beside_the_model(dense, tmp_path, capsys):
     other = tmp_path / "other.csv"
     other.write_text("gpu,op,shape,time_us\nH100,nothing,x,1\n")
     assert prof.main([str(dense), "--compare", str(other)]) == 2
+    # A bad file is an error naming the line and the column, not a traceback.
+    other.write_text("gpu,op,time_us\nH100,attn_qkv,1\n")
+    assert prof.main([str(dense), "--compare", str(other)]) == 2
+    assert "line 1: no `shape` column" in capsys.readouterr().err
+    other.write_text("gpu,op,shape,time_us\nH100,attn_qkv,x,fast\n")
+    assert prof.main([str(dense), "--compare", str(other)]) == 2
+    assert "line 2, column `time_us`" in capsys.readouterr().err
