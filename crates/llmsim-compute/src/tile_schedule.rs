@@ -23,7 +23,7 @@
 //! `bench/kernels.md`, "Hopper measured on an H200".
 
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use crate::attention::AttentionKernel;
 use crate::op::AttentionShape;
@@ -48,13 +48,13 @@ struct Key {
 
 /// Fraction of `sms x makespan` the launch's blocks keep busy, in (0, 1].
 fn fill(k: Key) -> f64 {
-    static MEMO: Mutex<Option<HashMap<Key, f64>>> = Mutex::new(None);
-    if let Some(v) = MEMO.lock().ok().and_then(|m| m.as_ref().and_then(|m| m.get(&k).copied())) {
+    static MEMO: LazyLock<Mutex<HashMap<Key, f64>>> = LazyLock::new(Default::default);
+    if let Some(&v) = MEMO.lock().ok().as_ref().and_then(|m| m.get(&k)) {
         return v;
     }
     let v = simulate(k);
     if let Ok(mut m) = MEMO.lock() {
-        m.get_or_insert_with(HashMap::new).insert(k, v);
+        m.insert(k, v);
     }
     v
 }
