@@ -35,8 +35,11 @@ from .core import PathLike, Scenario
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 # GEMMs by the role of the hidden size h (crates/llmsim-workload/src/ops.rs): `[m,k]·[k,n]`.
-GEMM_K_IS_H = ("attn_qkv", "mlp_fc1", "shared_fc1", "expert_fc1", "logits", "moe_router")
-GEMM_N_IS_H = ("attn_proj", "mlp_fc2", "shared_fc2", "expert_fc2")
+# LatentMoE's experts take latent-wide tokens: h is then the shape's `latent` for expert_fc1/fc2.
+GEMM_K_IS_H = ("attn_qkv", "mlp_fc1", "shared_fc1", "expert_fc1", "logits", "moe_router", "moe_latent_down")
+GEMM_N_IS_H = ("attn_proj", "mlp_fc2", "shared_fc2", "expert_fc2", "moe_latent_up")
+# GEMMs over the rank's own (sequence-parallel) tokens, before the MoE dispatch or after it.
+GEMM_M_IS_TOK_SP = ("moe_router", "moe_latent_down", "moe_latent_up")
 NORMS = ("input_norm", "post_attn_norm", "final_norm")
 RESIDUALS = ("attn_residual", "mlp_residual")
 ACTIVATIONS = ("mlp_act", "shared_act", "expert_act")
@@ -175,12 +178,12 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
             base, variant = op[: -len(suffix)], suffix[1:]
     k.variant = variant
     if base in GEMM_K_IS_H + GEMM_N_IS_H:
-        m = tok_sp if base == "moe_router" else tok
-        groups = 1
+        m = tok_sp if base in GEMM_M_IS_TOK_SP else tok
+        groups, width = 1, h
         if base.startswith("expert_"):
-            m, groups = tok * s["topk"], s["experts"]
-        other = _exact(flops, 2 * m * h, "the GEMM's other dimension", row)
-        kk, n = (h, other) if base in GEMM_K_IS_H else (other, h)
+            m, groups, width = tok * s["topk"], s["experts"], s.get("latent", h)
+        other = _exact(flops, 2 * m * width, "the GEMM's other dimension", row)
+        kk, n = (width, other) if base in GEMM_K_IS_H else (other, width)
         k.kind, k.dims = "gemm", {"m": m, "k": kk, "n": n, "groups": groups}
         if base == "moe_router" and variant == "fwd":
             k.flags["topk"] = s.get("topk", 1)

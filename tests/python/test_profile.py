@@ -31,6 +31,17 @@ VARIANTS = {
         "parallel.sequence_parallel=false",
         "parallel.ep=4",
     ],
+    # LatentMoE: the experts take 64-wide tokens behind two projections.
+    "moe-latent": [
+        (
+            'model={"preset": "deepseek-v2-lite", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,'
+            ' "num_key_value_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "num_experts": 8,'
+            ' "num_experts_per_tok": 2, "moe_intermediate_size": 128, "moe_latent_size": 64}'
+        ),
+        "parallel.tp=1",
+        "parallel.sequence_parallel=false",
+        "parallel.ep=4",
+    ],
     "gqa-cp": ["model.num_attention_heads=8", "model.num_key_value_heads=2", "parallel.cp=2"],
     "unfused-recompute": ["training.flash_attention=false", "training.recompute=full"],
     "fp32-pp": ["training.dtype=fp32", "parallel.pp=2", "parallel.tp=1", "parallel.sequence_parallel=false"],
@@ -112,6 +123,11 @@ def test_enumeration_covers_every_compute_op(dense, variant):
         assert {"gather", "scatter"} <= kinds
         assert any(k.op == "expert_fc1" and k.dims["groups"] == 2 for k in ks)  # 8 experts / ep 4
         assert any(k.op == "shared_act" and k.flags["gated"] for k in ks)
+    if variant == "moe-latent":
+        dims = {k.op: k.dims for k in ks if k.variant == "fwd"}
+        assert (dims["expert_fc1"]["k"], dims["expert_fc2"]["n"]) == (64, 64)
+        assert (dims["moe_latent_down"]["k"], dims["moe_latent_down"]["n"]) == (256, 64)
+        assert (dims["moe_latent_up"]["k"], dims["moe_latent_up"]["n"]) == (64, 256)
     if variant == "gqa-cp":
         attn = next(k for k in ks if k.op == "core_attention")
         assert (attn.dims["kv_heads"], attn.dims["sq"], attn.dims["skv"], attn.flags["causal"]) == (1, 64, 128, False)

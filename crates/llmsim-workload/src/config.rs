@@ -385,7 +385,8 @@ pub enum MoeRouting {
     Random,
     /// Token `t` goes to experts `t·k .. t·k + k - 1` (mod the expert count): NeMo Automodel's
     /// `FakeBalancedGate` with `noise: 0`, which its benchmark recipes use; a token's experts
-    /// then sit on one or two EP ranks.
+    /// then sit on one or two EP ranks. That gate has no weights: no router GEMM runs, forward
+    /// or backward.
     #[serde(rename = "round_robin")]
     RoundRobin,
 }

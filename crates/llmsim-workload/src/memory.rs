@@ -196,11 +196,15 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
             if !rc(RecomputeModule::Moe) {
                 // With etp: 1 the experts see the SP shard's tokens only (no TP gather), whole
                 // experts over a tp-th of the tokens: the same intermediates.
+                // LatentMoE: the experts take latent-wide tokens, and the up-projection keeps its
+                // (latent) input.
+                let w = m.expert_width();
                 let expert_in = if p.ep_spans_tp() {
-                    lin * tok * k * h / tp
+                    lin * tok * k * w / tp
                 } else {
-                    lin * tok * k * h
+                    lin * tok * k * w
                 };
+                replicated += lin * tok * m.moe_latent_size;
                 // `moe_act` rebuilds the experts' fc2 input.
                 let act_out = if rc(RecomputeModule::MoeAct) {
                     tok * k * lin * m.moe_intermediate_size / tp

@@ -261,6 +261,13 @@ pub struct ModelConfig {
     /// [`ModelConfig::mtp_param_count`]; not part of [`ModelConfig::param_count`] nor simulated.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub num_nextn_predict_layers: u64,
+    /// LatentMoE (Nemotron 3 Super): the routed experts work in a latent space of this width
+    /// behind a `hidden -> latent` projection before the dispatch and a `latent -> hidden` one
+    /// after the combine, so expert GEMMs, permutes and the EP all-to-all carry latent-wide
+    /// tokens; the router and the shared experts keep the hidden size (NeMo Automodel
+    /// `components/moe/layers.py` `fc1_latent_proj`/`fc2_latent_proj`). 0 = none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moe_latent_size: u64,
 }
 
 impl ModelConfig {
@@ -406,9 +413,40 @@ impl ModelConfig {
         self.num_shared_experts * self.moe_intermediate_size
     }
 
+    /// Width of the tokens the routed experts take and return: `moe_latent_size` with LatentMoE,
+    /// else the hidden size.
+    pub fn expert_width(&self) -> u64 {
+        if self.moe_latent_size > 0 {
+            self.moe_latent_size
+        } else {
+            self.hidden_size
+        }
+    }
+
+    /// Parameters of one routed expert: an MLP of FFN size `moe_intermediate_size` over
+    /// [`ModelConfig::expert_width`] (with `mlp_bias`, its fc1 and fc2 biases).
+    pub fn expert_params(&self) -> u64 {
+        let (w, ffn) = (self.expert_width(), self.moe_intermediate_size);
+        if ffn == 0 {
+            return 0;
+        }
+        let bias = if self.mlp_bias { ffn * (self.mlp_matrices() - 1) + w } else { 0 };
+        self.mlp_matrices() * w * ffn + bias
+    }
+
+    /// Parameters of LatentMoE's two projections, `hidden -> latent` and `latent -> hidden`
+    /// (with `mlp_bias`, their biases); 0 without a latent space.
+    pub fn latent_proj_params(&self) -> u64 {
+        let (h, l) = (self.hidden_size, self.moe_latent_size);
+        if l == 0 {
+            return 0;
+        }
+        2 * h * l + if self.mlp_bias { h + l } else { 0 }
+    }
+
     /// Parameters of an MoE block with `experts` routed experts counted.
     fn moe_block_params(&self, experts: u64) -> u64 {
-        self.router_params() + experts * self.mlp_params(self.moe_intermediate_size) + self.mlp_params(self.shared_ffn())
+        self.router_params() + experts * self.expert_params() + self.mlp_params(self.shared_ffn()) + self.latent_proj_params()
     }
 
     /// Parameters of one layer with `experts` routed experts counted (all of them for the total,
@@ -516,6 +554,11 @@ impl ModelConfig {
                     format!("must be at most num_hidden_layers={}", self.num_hidden_layers),
                 ));
             }
+        } else if self.moe_latent_size > 0 {
+            return Err(WorkloadError::invalid(
+                "model.moe_latent_size",
+                "is a latent space of routed experts: set num_experts too, or remove moe_latent_size",
+            ));
         }
         if let Some(mla) = &self.mla {
             for (field, v) in [
@@ -609,6 +652,7 @@ impl ModelConfig {
             ("num_experts", self.num_experts, MAX_EXPERTS),
             ("num_shared_experts", self.num_shared_experts, MAX_EXPERTS),
             ("num_nextn_predict_layers", self.num_nextn_predict_layers, MAX_MTP_LAYERS),
+            ("moe_latent_size", self.moe_latent_size, MAX_HIDDEN_SIZE),
             ("head_dim", self.explicit_head_dim.unwrap_or(1), MAX_HEAD_DIM),
         ];
         if let Some(m) = &self.mla {
@@ -683,6 +727,7 @@ impl ModelConfig {
             mamba: None,
             position_embedding_type: PositionEmbedding::Rope,
             num_nextn_predict_layers: 0,
+            moe_latent_size: 0,
         }
     }
 }
@@ -1086,6 +1131,7 @@ fn hf_required(obj: &serde_json::Map<String, Value>, aliases: &[&str]) -> Result
 ///   some layer is sliding.
 /// - MLA when `kv_lora_rank` is present: `q_lora_rank` (null = 0), `kv_lora_rank`,
 ///   `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`; `num_nextn_predict_layers` (MTP).
+/// - `moe_latent_size` (LatentMoE, Nemotron 3 Super), with experts only.
 /// - hybrid: `hybrid_override_pattern`; Mamba-2 `mamba_num_heads` (default `expand·h /
 ///   mamba_head_dim`), `mamba_head_dim` (64), `ssm_state_size` | `mamba_d_state`, `n_groups` (8),
 ///   `conv_kernel` | `mamba_d_conv` (4), `chunk_size` (128); `mlp_hidden_act` (`relu2` ⇒ plain).
@@ -1207,6 +1253,11 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         hybrid_override_pattern,
         mamba,
         num_nextn_predict_layers: hf_u64(obj, &["num_nextn_predict_layers"])?.unwrap_or(0),
+        moe_latent_size: if experts > 0 {
+            hf_u64(obj, &["moe_latent_size"])?.unwrap_or(0)
+        } else {
+            0
+        },
     };
     m.validate()?;
     Ok(m)
@@ -1375,6 +1426,11 @@ pub struct ModelOverrides {
     /// Multi-token-prediction modules (DeepSeek-V3). Not simulated. Default (no base): 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_nextn_predict_layers: Option<u64>,
+    /// LatentMoE (Nemotron 3 Super): the routed experts' width, behind a `hidden -> latent`
+    /// projection before the dispatch and a `latent -> hidden` one after the combine. Default (no
+    /// base): 0, experts take the hidden size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_latent_size: Option<u64>,
     /// How token positions enter the model: `learned_absolute` (a learned table added to the
     /// embedding), `rope` (rotary embeddings on every query and key head: one fused kernel forward
     /// and one backward per attention layer) or `none`. Presets and `config.json` set it; default
@@ -1477,7 +1533,8 @@ impl ModelOverrides {
                     qk_norm,
                     sliding_window,
                     layer_types,
-                    num_nextn_predict_layers
+                    num_nextn_predict_layers,
+                    moe_latent_size
                 );
                 if let Some(x) = self.position_embedding_type {
                     m.position_embedding_type = x;
@@ -1530,6 +1587,7 @@ impl ModelOverrides {
                     hybrid_override_pattern: self.hybrid_override_pattern.clone(),
                     mamba: self.mamba.clone(),
                     num_nextn_predict_layers: self.num_nextn_predict_layers.unwrap_or(0),
+                    moe_latent_size: self.moe_latent_size.unwrap_or(0),
                     position_embedding_type: self.position_embedding_type.unwrap_or_default(),
                 }
             }

@@ -54,7 +54,7 @@ use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{CpImpl, Fp8Recipe, MoeDispatcher, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{CpImpl, Fp8Recipe, MoeDispatcher, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
 /// Which part of a training step an op belongs to.
@@ -1491,38 +1491,59 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     if whole {
         shape.push_str(",etp=1");
     }
+    if m.moe_latent_size > 0 {
+        shape.push_str(&format!(",latent={}", m.moe_latent_size));
+    }
     // Router: [tok_sp, h]·[h, E] (replicated over TP), then top-k.
     let (ts, hf, ef) = (d.tok_sp as f64, d.h as f64, e as f64);
-    bld.push(
-        vec![compute(
-            "moe_router",
-            Pass::Forward,
-            OpClass::Router,
-            2.0 * ts * hf * ef,
-            (ts * hf + hf * ef + ts * ef) * dt,
-            &shape,
-        )],
-        vec![
-            compute(
-                "moe_router_dgrad",
-                Pass::BackwardInput,
+    if p.moe_routing == MoeRouting::RoundRobin {
+        // NeMo Automodel's `FakeBalancedGate` (noise 0) has no weights: it writes each token's
+        // k expert ids (int64) and weights (fp32) from an arange, with nothing to differentiate
+        // (`components/moe/layers.py`, c0e4fe1bc).
+        let kf = k as f64;
+        bld.push(
+            vec![compute("moe_router", Pass::Forward, OpClass::Router, 0.0, ts * kf * 12.0, &shape)],
+            Vec::new(),
+        );
+    } else {
+        bld.push(
+            vec![compute(
+                "moe_router",
+                Pass::Forward,
                 OpClass::Router,
                 2.0 * ts * hf * ef,
                 (ts * hf + hf * ef + ts * ef) * dt,
                 &shape,
-            ),
-            compute(
-                "moe_router_wgrad",
-                Pass::BackwardWeight,
-                OpClass::Router,
-                2.0 * ts * hf * ef,
-                (ts * hf + ts * ef) * dt + hf * ef * 8.0,
-                &shape,
-            ),
-        ],
-    );
+            )],
+            vec![
+                compute(
+                    "moe_router_dgrad",
+                    Pass::BackwardInput,
+                    OpClass::Router,
+                    2.0 * ts * hf * ef,
+                    (ts * hf + hf * ef + ts * ef) * dt,
+                    &shape,
+                ),
+                compute(
+                    "moe_router_wgrad",
+                    Pass::BackwardWeight,
+                    OpClass::Router,
+                    2.0 * ts * hf * ef,
+                    (ts * hf + ts * ef) * dt + hf * ef * 8.0,
+                    &shape,
+                ),
+            ],
+        );
+    }
+    // LatentMoE: tokens enter the experts' latent space before the permutation; everything up to
+    // the un-permutation carries `w`-wide tokens.
+    let w = m.expert_width();
+    let latent = m.moe_latent_size > 0;
+    if latent {
+        bld.gemm(gemm_names!("moe_latent_down"), Split::Local, d.tok_sp, d.h, w, d.h * w, &shape);
+    }
     let routed = d.tok_sp * k;
-    let perm_bytes = 2.0 * (routed * d.h) as f64 * dt;
+    let perm_bytes = 2.0 * (routed * w) as f64 * dt;
     bld.push(
         vec![compute("moe_permute", Pass::Forward, OpClass::Router, 0.0, perm_bytes, &shape)],
         vec![compute(
@@ -1537,10 +1558,10 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     // The all-to-all dispatcher sends a copy per (token, expert); the flex dispatcher one per
     // (token, destination rank) (see `MoeDispatcher::Flex`).
     let a2a = match p.moe_token_dispatcher {
-        MoeDispatcher::AllToAll => routed * d.h * d.dt,
+        MoeDispatcher::AllToAll => routed * w * d.dt,
         MoeDispatcher::Flex => {
             let ranks = p.moe_routing.ranks_per_token(e, k, ep);
-            (d.tok_sp as f64 * ranks * (d.h * d.dt) as f64).round() as u64
+            (d.tok_sp as f64 * ranks * (w * d.dt) as f64).round() as u64
         }
     };
     // Over servers, flex sends a token once per destination server to the rank with its local
@@ -1552,7 +1573,7 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     let inter = match (p.moe_token_dispatcher, p.ep_servers()) {
         (MoeDispatcher::Flex, Some((_, servers))) if ep > 1 => {
             let d_srv = p.moe_routing.ranks_per_token(e, k, servers);
-            Some((d.tok_sp as f64 * d_srv * (d.h * d.dt) as f64).round() as u64)
+            Some((d.tok_sp as f64 * d_srv * (w * d.dt) as f64).round() as u64)
         }
         _ => None,
     };
@@ -1594,7 +1615,7 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     // chunks (one per source rank) are sorted by local expert before the expert GEMMs and
     // unsorted before the combine, each a gather-copy of the received tokens, forward and
     // backward (`sort_chunks_by_idxs`, fused in Transformer Engine with `moe_permute_fusion`).
-    let sort = (p.moe_token_dispatcher == MoeDispatcher::AllToAll && local > 1).then(|| (2 * et * d.h) as f64 * dt);
+    let sort = (p.moe_token_dispatcher == MoeDispatcher::AllToAll && local > 1).then(|| (2 * et * w) as f64 * dt);
     let sort_op = |name: &'static str, pass: Pass, bytes: f64| compute(name, pass, OpClass::Router, 0.0, bytes, &shape);
     if let Some(bytes) = sort {
         bld.push(
@@ -1604,11 +1625,11 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     }
     let mf_l = m.moe_intermediate_size / etp;
     let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
-    bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, d.h, fc1_n, local * d.h * fc1_n, &shape);
+    bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, w, fc1_n, local * w * fc1_n, &shape);
     bld.within(RecomputeModule::MoeAct, |b| {
         b.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape)
     });
-    bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, d.h, local * mf_l * d.h, &shape);
+    bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, w, local * mf_l * w, &shape);
     if let Some(bytes) = sort {
         bld.push(
             vec![sort_op("moe_unsort_chunks", Pass::Forward, bytes)],
@@ -1651,7 +1672,7 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             "moe_unpermute",
             Pass::Forward,
             OpClass::Router,
-            (routed * d.h) as f64,
+            (routed * w) as f64,
             perm_bytes,
             &shape,
         )],
@@ -1659,11 +1680,14 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             "moe_unpermute_bwd",
             Pass::BackwardInput,
             OpClass::Router,
-            (routed * d.h) as f64,
+            (routed * w) as f64,
             perm_bytes,
             &shape,
         )],
     );
+    if latent {
+        bld.gemm(gemm_names!("moe_latent_up"), Split::Local, d.tok_sp, w, d.h, w * d.h, &shape);
+    }
     if m.num_shared_experts > 0 {
         bld.within(RecomputeModule::SharedExperts, |b| {
             b.mlp(
@@ -1885,8 +1909,9 @@ pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StagePar
     let (attn_sharded, attn_replicated) = m.attention_params_split();
     let attn = attn_sharded / tp + attn_replicated;
     let moe = || StageParams {
-        dense: m.router_params() + m.mlp_params(m.shared_ffn()) / tp,
-        expert: m.num_experts / p.ep.max(1) * m.mlp_params(m.moe_intermediate_size) / p.expert_tp(),
+        // LatentMoE's projections act on each rank's own tokens: replicated over TP, as the router.
+        dense: m.router_params() + m.latent_proj_params() + m.mlp_params(m.shared_ffn()) / tp,
+        expert: m.num_experts / p.ep.max(1) * m.expert_params() / p.expert_tp(),
     };
     let dense = |dense: u64| StageParams { dense, expert: 0 };
     let (block, norms) = match m.layer_kind(layer) {

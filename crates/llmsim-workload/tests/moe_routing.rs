@@ -100,3 +100,37 @@ fn the_flex_dispatcher_moves_one_copy_per_destination_rank() {
     // Round robin: a token's 8 experts sit on one rank.
     assert_eq!(rr, 4096 * 2048 * 2);
 }
+
+/// `round_robin` is NeMo Automodel's `FakeBalancedGate`: no router weights, so no router GEMM
+/// forward or backward, only the write of each token's expert ids and weights; the learned
+/// router (`random`, Megatron-Core's forced balancing, which still runs the gating GEMM) keeps
+/// its `[tokens, h]·[h, E]` GEMM and both backward ops.
+#[test]
+fn the_fake_balanced_gate_runs_no_router_gemm() {
+    use llmsim_workload::model::preset;
+    use llmsim_workload::ops::transformer_layer;
+    use llmsim_workload::{OpSpecKind, ParallelConfig, TrainingConfig};
+    let m = preset("qwen3-30b-a3b").unwrap();
+    let t = TrainingConfig {
+        seq_length: 4096,
+        micro_batch_size: 1,
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    };
+    let router = |yaml: &str| {
+        let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
+        let p = p.resolve(8, &m, &t).unwrap();
+        let layer = transformer_layer(&m, &t, &p, 0);
+        let fwd: Vec<_> = layer.forward.iter().filter(|o| o.name.starts_with("moe_router")).cloned().collect();
+        let bwd = layer.backward.iter().filter(|o| o.name.starts_with("moe_router")).count();
+        (fwd, bwd)
+    };
+    let (fwd, bwd) = router("{ ep: 8, etp: 1, moe_token_dispatcher: flex }");
+    assert_eq!((fwd.len(), bwd), (1, 2));
+    assert_eq!(fwd[0].flops(), 2.0 * 4096.0 * 2048.0 * 128.0);
+    let (fwd, bwd) = router("{ ep: 8, etp: 1, moe_token_dispatcher: flex, moe_routing: round_robin }");
+    assert_eq!((fwd.len(), bwd), (1, 0));
+    assert_eq!(fwd[0].flops(), 0.0);
+    // int64 ids and fp32 weights of 4096 tokens x top-8.
+    assert!(matches!(fwd[0].kind, OpSpecKind::Compute { bytes, .. } if bytes == 4096.0 * 8.0 * 12.0));
+}
