@@ -3,8 +3,11 @@
 #
 # Usage: bench/validation.sh [extra llmsim run args, e.g. --backend analytical]
 #   LLMSIM=path/to/llmsim  (default: target/release/llmsim, else `cargo run --release -p llmsim-cli`)
-#   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio) as CSV, for
-#                            bench/validation_plot.py (which draws bench/validation.png)
+#   VALIDATION_CSV=rows.csv  also write every row (set, GPU, published, llmsim, ratio, the run's
+#                            fidelity class, whether it is in the statistics) as CSV, for
+#                            bench/validation_plot.py (which draws bench/validation.png) and
+#                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
+#                            committed copy is bench/validation-rows.csv
 #   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
@@ -220,7 +223,7 @@ for name, conv, pub, pub_iter, cite, dims, group in REF:
         if group not in NOSTAT:
             rejected.append((name, group))
         print(f"| {name} | | | {pub} | {conv} | REJECTED: {err} | | | {pub_iter or ''} | |")
-        csv_rows.append([name, group, "", "", "", conv, pub, "", "", err])
+        csv_rows.append([name, group, "", "", "", conv, pub, "", "", err, "", "no"])
         continue
     peak = r["model_tflops_per_gpu"] / r["mfu"]  # TFLOP/s, the GPU's dense peak for the dtype
     it = r["iteration_time_s"]
@@ -245,13 +248,15 @@ for name, conv, pub, pub_iter, cite, dims, group in REF:
         ratios.append((name, val / pub, group))
     print(f"| {name} | {r['gpus']} | {r['parallel']} | {pub_s} | {convs} | {val_s} | {val / pub:.2f} | "
           f"{formula} | {pub_iter or ''} | {it:.3f} |")
-    csv_rows.append([name, group, r["gpu"], r["gpus"], r["parallel"], conv, pub, f"{val:.6g}", f"{val / pub:.4f}", ""])
+    csv_rows.append([name, group, r["gpu"], r["gpus"], r["parallel"], conv, pub, f"{val:.6g}", f"{val / pub:.4f}", "",
+                     r.get("fidelity_class", ""), "no" if group in NOSTAT else "yes"])
 print()
 if os.environ.get("VALIDATION_CSV"):
     import csv
     with open(os.environ["VALIDATION_CSV"], "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"])
+        w.writerow(["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected",
+                    "class", "in_statistics"])
         w.writerows(csv_rows)
 
 def summary(label, rows, rej, total):

@@ -167,6 +167,12 @@ class Report:
     #: The packet backend's engine (exact, or Wormhole fast-forward and its bound); None elsewhere.
     packet_engine: str | None
     sim_wall_s: float | None
+    #: The run's class for the validation record (``"Hopper, dense, BF16/FP16"``), or None for
+    #: workloads llmsim did not generate and GPUs the validation has no runs on.
+    fidelity_class: str | None
+    #: How far llmsim has been from published runs of that class (``bench/validation.md``):
+    #: ``{"class", "rows", "median_ratio", "min_ratio", "max_ratio", "within_10pct"}``, or None.
+    fidelity: dict[str, Any] | None
     #: A scenario with ``jobs:``: per job ``{"name", "gpus", "placement", "servers",
     #: "iteration_time_s", "alone_iteration_time_s", "slowdown", "report": {...}}`` (the job's own
     #: report; :meth:`job_reports` wraps them). Empty for one job.
@@ -181,6 +187,8 @@ class Report:
         "iteration_times_s": [],
         "fold": None,
         "packet_engine": None,
+        "fidelity_class": None,
+        "fidelity": None,
         "jobs": [],
     }
 

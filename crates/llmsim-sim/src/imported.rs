@@ -55,6 +55,7 @@ pub fn simulate_imported(
         sample_unit: "tokens",
         memory: imp.memory,
         layers_per_stage: imp.layers_per_stage,
+        moe: None,
     };
     let training = TrainingConfig::default();
     run_workload(

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod estimate;
 pub mod faults;
+pub mod fidelity;
 pub mod fold;
 pub(crate) mod host;
 pub mod imported;

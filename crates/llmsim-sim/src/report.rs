@@ -232,6 +232,15 @@ pub struct Report {
     pub packet_engine: Option<String>,
     /// Wall time of the run, in seconds.
     pub sim_wall_s: f64,
+    /// The run's class for the validation record (GPU generation, dense or MoE, precision);
+    /// absent for workloads llmsim did not generate (DLRM, imported traces) and GPUs the
+    /// validation has no runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity_class: Option<String>,
+    /// How far llmsim has been from published runs of that class (`bench/validation.md`); absent
+    /// where the validation has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::fidelity::Fidelity>,
     /// A scenario with `jobs:`: each job's iteration time together and alone, its slowdown and
     /// its own report. Empty (omitted) for one job. The fields above then describe the whole
     /// run: the cluster, the shared network's counters, the longest job iteration
@@ -266,6 +275,9 @@ pub struct RunInfo {
     pub memory: MemoryFootprint,
     /// Transformer layers per pipeline stage (0: not recorded).
     pub layers_per_stage: u64,
+    /// Whether the model has routed experts; `None` for workloads llmsim did not generate
+    /// (DLRM, imported traces), which the validation record does not cover.
+    pub moe: Option<bool>,
 }
 
 /// The cluster line's note on the slowest-board pace (empty when off).
@@ -398,6 +410,8 @@ pub fn build(
         fold: None,
         packet_engine: s.packet_engine(),
         sim_wall_s: wall_s,
+        fidelity_class: crate::fidelity::class_of(r.gpu, r.moe, r.dtype),
+        fidelity: crate::fidelity::class_of(r.gpu, r.moe, r.dtype).and_then(|c| crate::fidelity::lookup(&c)),
         jobs: Vec::new(),
     }
 }
@@ -585,6 +599,15 @@ impl Report {
                     "  memory/GPU       unknown (the workload does not record its footprint; not checked)"
                 );
             }
+        }
+        match (&self.fidelity, &self.fidelity_class) {
+            (Some(f), _) => {
+                let _ = writeln!(o, "  validated        {}", f.line());
+            }
+            (None, Some(c)) => {
+                let _ = writeln!(o, "  validated        {c}: no published run of this class in bench/validation.md");
+            }
+            (None, None) => {}
         }
         let _ = writeln!(o);
         let it = self.iteration_time_s;

@@ -142,6 +142,7 @@ fn simulate_dlrm(
         sample_unit: "samples",
         memory: mem,
         layers_per_stage: 0,
+        moe: None,
     };
     run_workload(
         Prepared {

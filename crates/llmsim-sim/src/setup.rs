@@ -121,6 +121,7 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
         sample_unit: "tokens",
         memory: r.memory.clone(),
         layers_per_stage: r.model.num_hidden_layers / p.pp,
+        moe: Some(r.model.num_experts > 0),
     }
 }
 

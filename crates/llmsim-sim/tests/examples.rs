@@ -32,3 +32,28 @@ fn every_example_runs() {
     }
     assert!(n >= 3, "expected the bundled examples, found {n}");
 }
+
+/// The report quotes the validation's record for the run's class: the 13B GPT example (H100,
+/// dense, BF16) is in a class with published runs; the DLRM example and a workload file are not
+/// classed at all; the text report says so in its `validated` line.
+#[test]
+fn the_report_quotes_the_validation_record_of_its_class() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let run = |f: &str| {
+        let s = Scenario::load(&dir.join(f), &["network.backend=analytical".into()]).unwrap();
+        simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap().report
+    };
+    let gpt = run("gpt3-13b-128gpu.yaml");
+    assert_eq!(gpt.fidelity_class.as_deref(), Some("Hopper, dense, BF16/FP16"));
+    let f = gpt.fidelity.as_ref().expect("published runs of this class");
+    assert_eq!(Some(f), llmsim_sim::fidelity::lookup("Hopper, dense, BF16/FP16").as_ref());
+    assert!(f.rows > 0);
+    assert!(gpt.render().contains(&format!("validated        {}", f.line())));
+    let moe = run("qwen3-30b-a3b-64gpu.yaml");
+    assert!(moe.fidelity_class.as_deref().is_some_and(|c| c.contains("MoE")));
+    for f in ["dlrm-mlperf-64gpu.yaml", "workload-simai-gpt3-13b-128gpu.yaml"] {
+        let r = run(f);
+        assert!(r.fidelity_class.is_none() && r.fidelity.is_none(), "{f}");
+        assert!(!r.render().contains("validated"), "{f}");
+    }
+}
