@@ -93,8 +93,8 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Validation scenarios written from a publication that llmsim cannot express, with the field
 /// they fail on (`bench/validation.sh` shows them as "not expressible").
 const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
-    // NeMo Automodel's Nemotron V3 Super: LatentMoE (bench/validation-fourth-set.md).
-    ("bench/scenarios/real-automodel-h100-nemotron3-super-64.yaml", "moe_latent_size"),
+    // None since 2026-11-27: NeMo Automodel's Nemotron V3 Super (LatentMoE,
+    // bench/validation-fourth-set.md) was the last; `model.moe_latent_size` expresses it.
 ];
 
 #[test]
