@@ -8,7 +8,7 @@
 #                            bench/validation_plot.py (which draws bench/validation.png) and
 #                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
 #                            committed copy is bench/validation-rows.csv
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -21,7 +21,8 @@
 #   korthikanti-* published MFU (eq. 7 model FLOPs, no recompute) vs llmsim's MFU.
 #   megatron-h100-* published MFU (Megatron num_floating_point_operations, = eq. 7 for GPT) vs MFU.
 #   real-llama3-*  Llama 3 paper's BF16 MFU vs llmsim's MFU.
-#   real-mlperf-*, real-nemo-*, real-bridge*-*, real-automodel-*  tokens/s per GPU (no FLOP convention).
+#   real-mlperf-*, real-nemo-*, real-bridge*-*, real-automodel-*, real-titan-*, real-megascale-*  tokens/s per GPU
+#                 (no FLOP convention).
 # Only published numbers are constants here; every llmsim number comes from the run.
 #
 # No row is used to calibrate anything: llmsim's compute model is calibrated on kernel benchmarks
@@ -197,6 +198,29 @@ REF += [
     # mapping by inference: "fifth-approx".
     ("real-mcore-mixtral-8x7b-64", "mfu", 438 / 989.4, None, "Megatron-Core MoE README (0b981f9c53)", None, "fifth-approx"),
 ]
+# Sixth held-out set, added 2026-11-27 (bench/validation-sixth-set.md): the Megatron-LM baseline of
+# MegaScale (Jiang et al., NSDI 2024, arXiv 2402.15627v1; Megatron-LM 285068c8 on ByteDance's Ampere
+# cluster), written from the paper before llmsim was run. tokens/s/GPU. "sixth": Table 2 (175B strong
+# scaling; batch x 2048 / (iteration time x GPUs)); "sixth-t3": Table 3's baseline and "sixth-f9":
+# Figure 9's 530B bars, which publish an MFU only, converted with the paper's formula (72 l h^2 (1 + s/6h
+# + V/12lh) tokens/s over 312 TFLOP/s, checked on all eight Table 2 rows). All in the statistics.
+MS = "MegaScale (arXiv 2402.15627v1) Megatron-LM baseline, Table 2 / Table 3 / Figure 9"
+def _ms_mfu_to_tokens(mfu, h, l):
+    return mfu * 312e12 / (72 * l * h * h * (1 + 2048 / (6 * h) + 64000 / (12 * l * h)))
+REF += [
+    ("real-megascale-175b-256", "tokens_per_gpu", 768 * 2048 / (40.0 * 256), 40.0, MS, None, "sixth"),
+    ("real-megascale-175b-512", "tokens_per_gpu", 768 * 2048 / (21.2 * 512), 21.2, MS, None, "sixth"),
+    ("real-megascale-175b-768", "tokens_per_gpu", 768 * 2048 / (15.2 * 768), 15.2, MS, None, "sixth"),
+    ("real-megascale-175b-1024", "tokens_per_gpu", 768 * 2048 / (11.9 * 1024), 11.9, MS, None, "sixth"),
+    ("real-megascale-175b-3072", "tokens_per_gpu", 6144 * 2048 / (29.02 * 3072), 29.02, MS, None, "sixth"),
+    ("real-megascale-175b-6144", "tokens_per_gpu", 6144 * 2048 / (14.78 * 6144), 14.78, MS, None, "sixth"),
+    ("real-megascale-175b-8192", "tokens_per_gpu", 6144 * 2048 / (12.24 * 8192), 12.24, MS, None, "sixth"),
+    ("real-megascale-175b-12288", "tokens_per_gpu", 6144 * 2048 / (8.57 * 12288), 8.57, MS, None, "sixth"),
+    ("real-megascale-175b-256-b256", "tokens_per_gpu", _ms_mfu_to_tokens(0.477, 12288, 96), None, MS, None, "sixth-t3"),
+    ("real-megascale-530b-2240", "tokens_per_gpu", _ms_mfu_to_tokens(0.492, 20480, 105), None, MS, None, "sixth-f9"),
+    ("real-megascale-530b-4480", "tokens_per_gpu", _ms_mfu_to_tokens(0.488, 20480, 105), None, MS, None, "sixth-f9"),
+    ("real-megascale-530b-11200", "tokens_per_gpu", _ms_mfu_to_tokens(0.482, 20480, 105), None, MS, None, "sixth-f9"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
@@ -279,7 +303,10 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("Fourth set added 2026-11-27 (NeMo Automodel)", {"fourth"}),
                       ("All four sets", {"base", "new", "third", "third-flex", "fourth"}),
                       ("Fifth set added 2026-11-27 (TorchTitan, BLOOM)", {"fifth"}),
-                      ("All five sets", {"base", "new", "third", "third-flex", "fourth", "fifth"})]:
+                      ("All five sets", {"base", "new", "third", "third-flex", "fourth", "fifth"}),
+                      ("Sixth set added 2026-11-27 (MegaScale's Megatron-LM baseline)", {"sixth", "sixth-t3", "sixth-f9"}),
+                      ("Sixth set, Table 2 rows only (measured iteration times)", {"sixth"}),
+                      ("All six sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
 napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx"))

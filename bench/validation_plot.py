@@ -2,7 +2,7 @@
 
 Reads the CSV that `VALIDATION_CSV=rows.csv bench/validation.sh` writes and draws each row's
 ratio llmsim / published (right of 1: llmsim predicts a faster run than the real one), the rows
-of each set (first, held-out, third, fourth, fifth) in its own panel, sorted, coloured by GPU, with the 5% and
+of each set (first, held-out, third, fourth, fifth, sixth) in its own panel, sorted, coloured by GPU, with the 5% and
 10% bands and each set's MAPE in its title. Approximate rows are hollow and in no statistic;
 rejected rows are listed in red at the left edge, rows llmsim cannot express in grey.
 
@@ -22,6 +22,7 @@ SETS = [
     ("third", "third set (Megatron-Bridge 26.02)"),
     ("fourth", "fourth set (NeMo Automodel)"),
     ("fifth", "fifth set (TorchTitan, BLOOM)"),
+    ("sixth", "sixth set (MegaScale's Megatron-LM baseline)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -38,6 +39,9 @@ PANEL = {
     "fifth": "fifth",
     "fifth-eager": "fifth",
     "fifth-approx": "fifth",
+    "sixth": "sixth",
+    "sixth-t3": "sixth",
+    "sixth-f9": "sixth",
 }
 NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx"}
 NOT_EXPRESSIBLE = {"third-nx", "fourth-nx"}

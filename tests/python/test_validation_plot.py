@@ -65,3 +65,20 @@ def test_bad_input_names_the_row_and_field(tmp_path: Path):
     with pytest.raises(vp.RowsError, match="missing column"):
         vp.load(p)
     assert vp.main([str(p), str(tmp_path / "x.png")]) == 2
+
+
+def test_the_sixth_sets_groups_share_one_panel_and_count(tmp_path: Path):
+    vp = module()
+    rows = vp.load(
+        write(
+            tmp_path,
+            "a,sixth,A100,256,tp8,tokens_per_gpu,100,96,0.96,\n"
+            "b,sixth-t3,A100,256,tp8,tokens_per_gpu,100,100,1.0,\n"
+            "c,sixth-f9,A100,2240,tp8,tokens_per_gpu,100,111,1.11,\n",
+        )
+    )
+    # Table 2, Table 3 and Figure 9 rows (bench/validation-sixth-set.md) are all statistics rows.
+    sixth = [r for r in rows if vp.PANEL[r["set"]] == "sixth" and r["set"] not in vp.NO_STATISTIC]
+    assert vp.mape(sixth) == (pytest.approx(5.0), 2, 3)
+    out = vp.draw(rows, tmp_path / "v.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

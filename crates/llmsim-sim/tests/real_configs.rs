@@ -94,6 +94,20 @@ const FIT: &[&str] = &[
     "real-mtnlg-530b-2800",
     "real-mtnlg-530b-3360",
     "real-mcore-mixtral-8x7b-64",
+    // The sixth held-out set (bench/validation-sixth-set.md): MegaScale's Megatron-LM baseline,
+    // 175B on 256-12,288 and 530B on 2,240-11,200 A100s (80GB assumed).
+    "real-megascale-175b-256",
+    "real-megascale-175b-512",
+    "real-megascale-175b-768",
+    "real-megascale-175b-1024",
+    "real-megascale-175b-3072",
+    "real-megascale-175b-6144",
+    "real-megascale-175b-8192",
+    "real-megascale-175b-12288",
+    "real-megascale-175b-256-b256",
+    "real-megascale-530b-2240",
+    "real-megascale-530b-4480",
+    "real-megascale-530b-11200",
 ];
 
 /// Rows whose tensors fit but not with the fragmentation allowance (accepted as tight).
