@@ -66,12 +66,12 @@ fn a_token_reaches_at_least_one_and_at_most_min_k_ep_ranks() {
     }
 }
 
-#[test]
-fn the_flex_dispatcher_moves_one_copy_per_destination_rank() {
+/// Layer 0 of Qwen3-30B-A3B on 8 GPUs (128 experts, top-8; 4,096 tokens a micro-batch) under the
+/// `parallel` section `yaml`.
+fn qwen3_layer(yaml: &str) -> llmsim_workload::LayerOps {
     use llmsim_workload::model::preset;
     use llmsim_workload::ops::transformer_layer;
-    use llmsim_workload::{OpSpecKind, ParallelConfig, TrainingConfig};
-    // Qwen3-30B-A3B on 8 GPUs with EP 8: 128 experts, 16 per rank, top-8.
+    use llmsim_workload::{ParallelConfig, TrainingConfig};
     let m = preset("qwen3-30b-a3b").unwrap();
     let t = TrainingConfig {
         seq_length: 4096,
@@ -79,10 +79,17 @@ fn the_flex_dispatcher_moves_one_copy_per_destination_rank() {
         global_batch_size: 64,
         ..TrainingConfig::default()
     };
+    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
+    let p = p.resolve(8, &m, &t).unwrap();
+    transformer_layer(&m, &t, &p, 0)
+}
+
+#[test]
+fn the_flex_dispatcher_moves_one_copy_per_destination_rank() {
+    use llmsim_workload::OpSpecKind;
+    // Qwen3-30B-A3B on 8 GPUs with EP 8: 128 experts, 16 per rank, top-8.
     let dispatch = |yaml: &str| -> u64 {
-        let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-        let p = p.resolve(8, &m, &t).unwrap();
-        let layer = transformer_layer(&m, &t, &p, 0);
+        let layer = qwen3_layer(yaml);
         let op = layer.forward.iter().find(|o| o.name == "ep_dispatch").expect("a dispatch");
         match op.kind {
             OpSpecKind::Comm { bytes, .. } => bytes,
@@ -107,20 +114,9 @@ fn the_flex_dispatcher_moves_one_copy_per_destination_rank() {
 /// its `[tokens, h]·[h, E]` GEMM and both backward ops.
 #[test]
 fn the_fake_balanced_gate_runs_no_router_gemm() {
-    use llmsim_workload::model::preset;
-    use llmsim_workload::ops::transformer_layer;
-    use llmsim_workload::{OpSpecKind, ParallelConfig, TrainingConfig};
-    let m = preset("qwen3-30b-a3b").unwrap();
-    let t = TrainingConfig {
-        seq_length: 4096,
-        micro_batch_size: 1,
-        global_batch_size: 64,
-        ..TrainingConfig::default()
-    };
+    use llmsim_workload::OpSpecKind;
     let router = |yaml: &str| {
-        let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-        let p = p.resolve(8, &m, &t).unwrap();
-        let layer = transformer_layer(&m, &t, &p, 0);
+        let layer = qwen3_layer(yaml);
         let fwd: Vec<_> = layer.forward.iter().filter(|o| o.name.starts_with("moe_router")).cloned().collect();
         let bwd = layer.backward.iter().filter(|o| o.name.starts_with("moe_router")).count();
         (fwd, bwd)
