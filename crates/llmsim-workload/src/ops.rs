@@ -1909,7 +1909,8 @@ pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StagePar
     let (attn_sharded, attn_replicated) = m.attention_params_split();
     let attn = attn_sharded / tp + attn_replicated;
     let moe = || StageParams {
-        // LatentMoE's projections act on each rank's own tokens: replicated over TP, as the router.
+        // LatentMoE's projections act on each rank's own tokens: replicated over TP, as the router
+        // (Megatron-Core `moe_layer.py`: `TELinear(..., parallel_mode="duplicated")`).
         dense: m.router_params() + m.latent_proj_params() + m.mlp_params(m.shared_ffn()) / tp,
         expert: m.num_experts / p.ep.max(1) * m.expert_params() / p.expert_tp(),
     };
