@@ -356,10 +356,25 @@ pub struct GroupCount {
     pub on_network: u64,
 }
 
+/// A running compute node under the overlap slowdown (`EngineOptions::overlap_slowdown`): it
+/// runs `overlap_slowdown` times slower while its unit has DP communication in flight, at full
+/// speed otherwise, so only the overlapped part of a node (a whole layer's segment, say) pays.
+#[derive(Clone, Copy, Debug)]
+struct Slowed {
+    node: u32,
+    /// Work left, in picoseconds at full speed, as of `since`.
+    left_ps: f64,
+    since: SimTime,
+    /// The node ends no earlier than this (the host issuing its last kernel).
+    floor: SimTime,
+    epoch: u32,
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Ev {
-    /// A compute node or a scale-up collective of one unit finished.
-    NodeDone { unit: u32, node: u32 },
+    /// A compute node or a scale-up collective of one unit finished. `epoch` 0: final; otherwise
+    /// the [`Slowed`] record's epoch it was scheduled for (a later record makes it stale).
+    NodeDone { unit: u32, node: u32, epoch: u32 },
     /// A collective finished on every member.
     CollDone { coll: u32 },
     /// A local (fixed-time) step of a running plan finished.
@@ -487,6 +502,11 @@ pub struct SystemEngine<'a> {
     /// in cache, where `node_start` of the 6.8 M nodes of a 16k-GPU run missed on every access.
     stream_start: Vec<[SimTime; Stream::COUNT]>,
     dp_in_flight: Vec<u32>,
+    /// Per unit: its running compute nodes whose speed follows `dp_in_flight` (the overlap
+    /// slowdown applies while DP communication is in flight, not for the whole node).
+    slowed: Vec<Vec<Slowed>>,
+    /// The last epoch handed to a [`Slowed`] record.
+    slowed_epoch: u32,
     /// Accounts per (iteration, unit): index `iteration * units + unit`.
     acct: Vec<UnitAccount>,
     /// Iterations the programs hold.
@@ -643,6 +663,8 @@ impl<'a> SystemEngine<'a> {
             node_start,
             stream_start: vec![[SimTime::ZERO; Stream::COUNT]; units],
             dp_in_flight: vec![0; units],
+            slowed: vec![Vec::new(); units],
+            slowed_epoch: 0,
             acct: vec![UnitAccount::default(); units * iterations],
             iterations,
             last_compute_end: vec![SimTime::ZERO; units],
@@ -928,12 +950,22 @@ impl<'a> SystemEngine<'a> {
 
     fn on_event(&mut self, t: SimTime, e: Ev) -> Result<(), SimError> {
         match e {
-            Ev::NodeDone { unit, node } => {
+            Ev::NodeDone { unit, node, epoch } => {
+                if epoch != 0 {
+                    let list = &mut self.slowed[unit as usize];
+                    match list.iter().position(|r| r.node == node) {
+                        Some(i) if list[i].epoch == epoch => {
+                            list.swap_remove(i);
+                        }
+                        // Rescheduled since: a later event ends it.
+                        _ => return Ok(()),
+                    }
+                }
                 // A collective of one unit alone (closed form, `arrive`) ends here, not in
                 // `finish_coll`: it leaves the DP in-flight count here too.
                 let n = self.prog(unit).nodes[node as usize];
                 if n.stream == Stream::Dp && matches!(n.kind, DagNodeKind::CommColl { .. }) {
-                    self.dp_in_flight[unit as usize] -= 1;
+                    self.dp_left(unit, t);
                 }
                 self.complete(unit, node, t)
             }
@@ -1103,25 +1135,46 @@ impl<'a> SystemEngine<'a> {
                         d = SimTime::from_ps_f64(d.as_ps() as f64 * x);
                     }
                 }
-                // Host copies run on a copy engine: no SMs for NCCL to take.
-                if n.stream != Stream::Offload && self.dp_in_flight[u] > 0 && self.opts.overlap_slowdown > 1.0 {
+                // Host copies run on a copy engine: no SMs for NCCL to take. Other nodes run
+                // slower while DP communication is in flight (and only then: `Slowed`).
+                let slowable = n.stream != Stream::Offload && self.opts.overlap_slowdown > 1.0;
+                let work = d;
+                if slowable && self.dp_in_flight[u] > 0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
                 }
                 // The segment's last kernel runs only after the host issued it.
+                let mut floor = SimTime::ZERO;
                 if n.stream == Stream::Compute
                     && let Some(h) = self.opts.host.as_deref()
                 {
                     let end = self.host_at[u] + h.seg[segment as usize].last_gpu;
+                    floor = end;
                     if end > t + d {
                         self.host_tail[u] = end - (t + d);
                         d = end - t;
                     }
                 }
-                self.queue.push(t + d, Ev::NodeDone { unit, node });
+                let epoch = if slowable {
+                    self.slowed_epoch += 1;
+                    self.slowed[u].push(Slowed {
+                        node,
+                        left_ps: work.as_ps() as f64,
+                        since: t,
+                        floor,
+                        epoch: self.slowed_epoch,
+                    });
+                    self.slowed_epoch
+                } else {
+                    0
+                };
+                self.queue.push(t + d, Ev::NodeDone { unit, node, epoch });
             }
             DagNodeKind::CommColl { op, group, bytes } => {
                 if n.stream == Stream::Dp {
                     self.dp_in_flight[u] += 1;
+                    if self.dp_in_flight[u] == 1 {
+                        self.reslow(unit, t, false);
+                    }
                 }
                 self.arrive(unit, node, op, group, bytes, t)?;
             }
@@ -1326,7 +1379,7 @@ impl<'a> SystemEngine<'a> {
         } else {
             self.opts.scale_up.time(op, Bytes(bytes), c.ranks)
         };
-        self.queue.push(t + d, Ev::NodeDone { unit, node });
+        self.queue.push(t + d, Ev::NodeDone { unit, node, epoch: 0 });
     }
 
     fn arrive(&mut self, unit: u32, node: u32, op: CollectiveOp, group: Group, bytes: u64, t: SimTime) -> Result<(), SimError> {
@@ -1497,13 +1550,43 @@ impl<'a> SystemEngine<'a> {
         Ok(())
     }
 
+    /// One of `unit`'s DP collectives finished at `t`: the last one lets its slowed nodes run at
+    /// full speed again.
+    fn dp_left(&mut self, unit: u32, t: SimTime) {
+        let u = unit as usize;
+        self.dp_in_flight[u] -= 1;
+        if self.dp_in_flight[u] == 0 {
+            self.reslow(unit, t, true);
+        }
+    }
+
+    /// `unit`'s DP communication started (`was_slow` false) or stopped (true) at `t`: each of its
+    /// running [`Slowed`] nodes banks the work done at the old speed and is rescheduled at the
+    /// new one (the event already queued goes stale).
+    fn reslow(&mut self, unit: u32, t: SimTime, was_slow: bool) {
+        let s = self.opts.overlap_slowdown;
+        let (old, new) = if was_slow { (s, 1.0) } else { (1.0, s) };
+        let u = unit as usize;
+        for i in 0..self.slowed[u].len() {
+            self.slowed_epoch += 1;
+            let r = &mut self.slowed[u][i];
+            let done = (t - r.since).as_ps() as f64 / old;
+            r.left_ps = (r.left_ps - done).max(0.0);
+            r.since = t;
+            r.epoch = self.slowed_epoch;
+            let end = (t + SimTime::from_ps_f64(r.left_ps * new)).max(r.floor);
+            let (node, epoch) = (r.node, r.epoch);
+            self.queue.push(end, Ev::NodeDone { unit, node, epoch });
+        }
+    }
+
     fn finish_coll(&mut self, coll: u32, t: SimTime) -> Result<(), SimError> {
         let c = self.colls[coll as usize].take().expect("live collective");
         self.free_colls.push(coll);
         for &(unit, node) in &c.members {
             let n = self.prog(unit).nodes[node as usize];
             if n.stream == Stream::Dp {
-                self.dp_in_flight[unit as usize] -= 1;
+                self.dp_left(unit, t);
             }
             self.complete(unit, node, t)?;
         }

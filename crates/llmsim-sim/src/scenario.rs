@@ -1148,9 +1148,11 @@ pub struct ComputeSpec {
     /// Op-time database CSV (gpu,op,shape,time_us); its entries take precedence over the roofline.
     #[serde(default)]
     pub database: Option<PathBuf>,
-    /// How many times slower compute runs while communication overlaps it (Multiverse §4.1): a
-    /// kernel started while the unit's DP communication is in flight, and the overlapped part of
-    /// a GEMM beside its TP collective (`parallel.tp_comm_overlap`). Default 1.189: the average
+    /// How many times slower compute runs while communication overlaps it (Multiverse §4.1):
+    /// compute while the unit's DP communication is in flight (only that part of a node: a
+    /// layer's segment pays for the milliseconds an FSDP all-gather overlaps it, not its whole
+    /// length), and the overlapped part of a GEMM beside its TP collective
+    /// (`parallel.tp_comm_overlap`). Default 1.189: the average
     /// compute slowdown under overlapped communication measured for GPT and Llama training on
     /// A100 and H100 (18.9%; "Characterizing Compute-Communication Overlap in GPU-Accelerated
     /// Distributed Deep Learning", arXiv 2507.03114). 1.0 turns it off.
