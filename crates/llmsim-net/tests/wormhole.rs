@@ -484,7 +484,9 @@ fn a_repeated_lone_short_flow_replays_its_completion() {
 
 /// §5.3 skip-back inside a replayed transient: a flow that joins the incast while the second
 /// wave is frozen on a memo hit ends the skip at its start (the stored transient's bytes move
-/// pro rata); every flow still finishes, once, never faster than its line rate.
+/// pro rata); every flow still finishes, once, never faster than its line rate. HPCC only:
+/// a DCQCN incast stays in fast recovery to its end, never steady, so no transient is stored
+/// (see `a_dcqcn_incast_in_fast_recovery_is_not_frozen`).
 #[test]
 fn a_flow_arriving_inside_a_replayed_transient_skips_back() {
     let mut flows = two_waves(5_000_000, 3000);
@@ -492,7 +494,8 @@ fn a_flow_arriving_inside_a_replayed_transient_skips_back() {
         flow_hash: 7,
         ..flow(9, 0, 2_000_000, 3030, 99)
     });
-    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+    {
+        let cc = CcMode::Hpcc;
         let mut memo = wave_engine(cc, Some(memo_knobs()), &flows);
         memo.run();
         assert_safe(&memo, &flows, "memo");
@@ -979,7 +982,9 @@ fn an_uncontended_partition_turns_steady_on_the_shorter_window() {
 /// hit used to be refused and the wave ran on packets. Now it freezes and resumes pro rata
 /// where that flow's last stretch is left to packets (over 90% of the transient). The second
 /// wave's flows stay within 2θ of the exact run, the run is safe and complete, and it runs
-/// fewer packet events than fast-forwarding alone. A second flow of X / 2 is refused.
+/// fewer packet events than fast-forwarding alone. A second flow of X / 2 is refused. HPCC
+/// only: the DCQCN incast never turns steady (it stays in fast recovery, see
+/// `a_dcqcn_incast_in_fast_recovery_is_not_frozen`), so there is no stored transient.
 #[test]
 fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
     let knobs = WormholeConfig {
@@ -996,7 +1001,8 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
             })
             .collect()
     };
-    for cc in [CcMode::Hpcc, CcMode::Dcqcn] {
+    {
+        let cc = CcMode::Hpcc;
         // The probe: when the first wave froze, and what its second flow had moved by then.
         let first = wave(0, 10_000_000, 0);
         let mut probe = wave_engine(cc, Some(knobs), &first);
@@ -1058,24 +1064,29 @@ fn a_flow_shorter_than_the_stored_transient_resumes_it_pro_rata() {
     }
 }
 
-/// The shorter steadiness test for contended partitions at their max-min fair shares
-/// (`fair_window`). Two 20 MB flows into host 0 share its link from the start (an incast of
-/// two); a lone 20 MB flow in pod 2 runs at line rate. With `fair_window` 4 instead of `window`
-/// 8 (50 us samples), the DCQCN incast, once both flows hold half the link, turns steady 200 us
-/// sooner, with fewer packet events, and its FCT errors against the exact run stay those of
-/// eq. 6's full window (DCQCN's own drift from fairness after the freeze: 7.7% and 10.9%
-/// against 7.9% and 11.0%). Under HPCC the incast is steady on the full window as soon (the
-/// same run). The uncontended lone flow is not concerned (the same skips). Safe and complete
-/// in every run.
-#[test]
-fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
-    let flows = vec![
+/// Two 20 MB flows into host 0 sharing its link from the start (an incast of two) and a lone
+/// 20 MB flow in pod 2 at line rate.
+fn incast_and_lone() -> Vec<FlowSpec> {
+    vec![
         flow(5, 0, 20_000_000, 0, 1),
         flow(6, 0, 20_000_000, 0, 2),
         flow(8, 10, 20_000_000, 0, 3),
-    ];
+    ]
+}
+
+/// The shorter steadiness test for contended partitions at their max-min fair shares
+/// (`fair_window`), on [`incast_and_lone`]. With `fair_window` 4 instead of `window` 8 (50 us
+/// samples), under HPCC the incast is steady on the full window as soon (the same run). The
+/// uncontended lone flow is not concerned (the same skips). Safe and complete in every run.
+/// (Under DCQCN the incast, once both flows held half the link, used to turn steady 200 us
+/// sooner, with FCT errors of 7.7% and 10.9%: frozen in fast recovery. It is no longer frozen
+/// there: `a_dcqcn_incast_in_fast_recovery_is_not_frozen`.)
+#[test]
+fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
+    let flows = incast_and_lone();
     let (incast, lone) = ([0usize, 1], 2usize);
-    for cc in [CcMode::Dcqcn, CcMode::Hpcc] {
+    {
+        let cc = CcMode::Hpcc;
         let mut exact = engine(cc, None, &flows);
         exact.run();
         let runs: Vec<PacketEngine> = [8, 4]
@@ -1097,11 +1108,7 @@ fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
             fair.stats().events,
             exact.stats().events
         );
-        if cc == CcMode::Dcqcn {
-            assert!(fair.stats().events < eq6.stats().events, "{cc:?}: fewer packet events");
-        } else {
-            assert_eq!(fair.stats().events, eq6.stats().events, "{cc:?}: the same run");
-        }
+        assert_eq!(fair.stats().events, eq6.stats().events, "{cc:?}: the same run");
         let (e_fct, f_fct, q_fct) = (fcts(&exact), fcts(fair), fcts(eq6));
         for f in incast {
             let (t8, t4) = (first_skip(eq6, f), first_skip(fair, f));
@@ -1110,11 +1117,7 @@ fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
                 "{cc:?} flow {f}: first skipped at {t8} (window 8), {t4} (fair 4); FCT error {e4:.4} (window 8: {:.4})",
                 fct_err(e_fct[f], q_fct[f])
             );
-            if cc == CcMode::Dcqcn {
-                assert!(t4 < t8, "{cc:?} flow {f}: turns steady sooner ({t4} vs {t8})");
-            } else {
-                assert_eq!(t4, t8, "{cc:?} flow {f}: steady as soon on the full window");
-            }
+            assert_eq!(t4, t8, "{cc:?} flow {f}: steady as soon on the full window");
             let e8 = fct_err(e_fct[f], q_fct[f]);
             assert!(e4 < e8 + 0.01, "{cc:?} flow {f}: FCT error {e4:.4} vs {e8:.4} on the full window");
         }
@@ -1123,6 +1126,47 @@ fn a_contended_partition_at_its_fair_shares_turns_steady_on_the_fair_window() {
             skips(eq6, lone),
             "{cc:?}: the lone flow skips the same stretches"
         );
+    }
+}
+
+/// Issue 29: a contended DCQCN partition is not frozen while a flow is in fast recovery (its
+/// rate more than θ below its target: the next `RP_TIMER` halves the gap, overshoots the link,
+/// and a cut follows). On [`incast_and_lone`] (50 us samples) the two incast flows hold half
+/// of host 0's link each with targets above it, and were frozen there: 7.9% and 11.0% off the
+/// exact run's FCTs on the full window, 7.7% and 10.9% with `fair_window` 4, since the cycle's
+/// mean is not its flat stretch. Now, on the full window, they run on packets to their end
+/// (the lone flow's skips in pod 2 share nothing with them: within 1%, measured 0). With
+/// `fair_window` 4 they freeze later, once a cut left their targets within θ of their rates,
+/// at their fair shares: 4.3% and 5.3% measured; the bound, 6%, is that plus a margin, below
+/// the 10.9% of the freeze in fast recovery. The lone flow, at line rate, is still
+/// fast-forwarded. Safe and complete.
+#[test]
+fn a_dcqcn_incast_in_fast_recovery_is_not_frozen() {
+    let flows = incast_and_lone();
+    let cc = CcMode::Dcqcn;
+    let mut exact = engine(cc, None, &flows);
+    exact.run();
+    let e_fct = fcts(&exact);
+    for fw in [8, 4] {
+        let knobs = WormholeConfig {
+            fast_forward: true,
+            uncontended_window: 3,
+            fair_window: fw,
+            ..WormholeConfig::default()
+        };
+        let run = ff_run(cc, knobs, &flows, &format!("fair_window {fw}"));
+        let f_fct = fcts(&run);
+        for f in [0usize, 1] {
+            let err = fct_err(e_fct[f], f_fct[f]);
+            println!("fair_window {fw} flow {f}: {} skips, FCT error {err:.4}", skips(&run, f).len());
+            if fw == 8 {
+                assert!(skips(&run, f).is_empty(), "flow {f}: not frozen in fast recovery");
+                assert!(err < 0.01, "flow {f}: FCT error {err:.4}");
+            } else {
+                assert!(err < 0.06, "fair_window {fw} flow {f}: FCT error {err:.4}");
+            }
+        }
+        assert!(!skips(&run, 2).is_empty(), "fair_window {fw}: the lone flow is fast-forwarded");
     }
 }
 

@@ -81,6 +81,37 @@ fn one_job_is_the_single_job_run_exactly() {
     }
 }
 
+/// Issue 29: the one-job case on the packet backend (TP2 PP2 DP8 on the spine-leaf, 2:1 over
+/// its uplinks; DCQCN, ECN, PFC), Wormhole (the default) against the exact engine. Its
+/// iteration is 5.5-7 ms of pipeline sends and DP rings that collide on leaf uplinks under
+/// ECMP. Wormhole froze those contended DCQCN partitions in fast recovery (rate below target,
+/// raised at the next 300 us `RP_TIMER`), or below their fair shares between two such timers:
+/// -5.1% of the exact engine at the default seed (5.4732 against 5.7677 ms), and from -7.9% to
+/// +28.9% over ECMP seeds 1-12 (+127% without memo, seed 2). Such partitions now stay on
+/// packets: -0.69% here, within 2.9% over seeds 1-12 (release runs, bench/README.md). The bound,
+/// 3%, is that spread; a frozen cycle's error sign is not fixed, so the check is two-sided.
+#[test]
+fn the_packet_job_on_wormhole_is_within_3_percent_of_the_exact_engine() {
+    let text = format!(
+        "model: {MODEL}\ntraining: {TRAINING}\nparallel: {PARALLEL}\n{}network: {{ backend: packet, fold: off }}\n",
+        cluster(4)
+    );
+    let at = |sets: &[String]| {
+        let s = Scenario::from_yaml(&text, sets, Path::new(".")).unwrap();
+        run(&s).expect("packet run").report.iteration_time_s
+    };
+    let wormhole = at(&[]);
+    let exact = at(&["network.fast_forward=off".to_string()]);
+    let err = wormhole / exact - 1.0;
+    println!(
+        "Wormhole {:.4} ms, exact {:.4} ms: {:+.2}%",
+        wormhole * 1e3,
+        exact * 1e3,
+        err * 100.0
+    );
+    assert!(err.abs() < 0.03, "Wormhole {wormhole} s vs exact {exact} s: {:+.2}%", err * 100.0);
+}
+
 /// Two jobs, each packed under its own leaf (two servers of one leaf each, so their traffic
 /// never leaves the leaf): nothing is shared, and each job's iteration time with the other
 /// equals its time alone to the picosecond.

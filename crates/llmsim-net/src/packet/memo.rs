@@ -34,7 +34,9 @@ pub(crate) const ROLE_ACK: u8 = 1;
 
 /// Bumped when the graph or value encoding changes (older rows are then never matched). 2: flow
 /// labels count the ACK streams on the flow's data links and its priority class (2026-11-27).
-const SCHEMA: u64 = 2;
+/// 3: an episode of a contended DCQCN partition ends later, never in fast recovery or below
+/// line rate off its fair shares (`wormhole/partition.rs`), so stored transients are longer.
+const SCHEMA: u64 = 3;
 
 /// Refinement calls one isomorphism search may spend, per vertex.
 const SEARCH_BUDGET_PER_VERTEX: usize = 8;

@@ -96,6 +96,12 @@ pub(crate) trait CongestionControl: Clone + Sized {
     fn settles_alone(_fl: &Flow) -> bool {
         true
     }
+    /// Whether flow `fl`'s rate is on its way up to a target more than `theta` above it, a move
+    /// that comes at a timer rather than with the ACKs (DCQCN's fast recovery), so that flat
+    /// samples over Wormhole's window are no steady state.
+    fn recovering(_fl: &Flow, _theta: f64) -> bool {
+        false
+    }
 }
 
 /// Truncating `DataRate * double`.
@@ -276,6 +282,14 @@ macro_rules! registry {
             match cc {
                 $(CcMode::$variant => <$ty>::settles_alone(fl),)*
                 CcMode::None => true,
+            }
+        }
+
+        /// Whether flow `fl`'s algorithm is still raising its rate towards a target.
+        pub(crate) fn recovering(cc: CcMode, fl: &Flow, theta: f64) -> bool {
+            match cc {
+                $(CcMode::$variant => <$ty>::recovering(fl, theta),)*
+                CcMode::None => false,
             }
         }
 

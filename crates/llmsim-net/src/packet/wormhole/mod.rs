@@ -15,7 +15,12 @@
 //!   priority class.
 //! - **Steady state** (§5.1.2, eq. 6): every `sample_interval` each running flow samples its rate
 //!   (bytes acknowledged over the interval). A flow is steady when the last `l` samples satisfy
-//!   `(max - min) / mean < θ`; a partition when all its flows are.
+//!   `(max - min) / mean < θ`; a partition when all its flows are. A contended partition is
+//!   not steady while a flow's CC will move its rate at a timer longer than the window
+//!   (`cc::recovering`: DCQCN more than θ below its target, whose next `RP_TIMER` halves the
+//!   gap), nor below its fair shares where its CC rises only at such a timer (DCQCN under line
+//!   rate): flat samples there are a stretch of a cycle whose mean is lower (issue 29: a
+//!   32-GPU DCQCN job came out -8% to +127% of the exact engine over ECMP seeds 1-12).
 //! - **Fast-forward** (§5.3, §6.2): a steady partition is frozen at `t0`. Its pending events
 //!   (packet arrivals and transmissions on its links, NIC wake-ups, CC timers) leave the event
 //!   queue and are parked; its queues and their shared-buffer occupancy stay as they are, so the

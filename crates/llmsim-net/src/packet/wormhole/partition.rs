@@ -154,12 +154,27 @@ impl PacketEngine {
                 // Eq. 6 over `window` samples; over the last `uncontended_window` when the
                 // partition is uncontended (see `uncontended`), over the last `fair_window`
                 // when its flows hold their max-min fair shares (see `at_fair_share`).
+                let cc = self.config().cc;
                 let k = if w.cfg.uncontended_window < l && uncontended(self, members, &mut w.link_mark) {
                     w.cfg.uncontended_window
+                } else if members
+                    .iter()
+                    .any(|&(_, f)| crate::packet::cc::recovering(cc, self.flow(f), w.cfg.theta))
+                {
+                    // A contended flow whose CC will raise its rate at a timer longer than the
+                    // window (DCQCN's fast recovery): flat samples are the stretch between two
+                    // moves of a cycle whose mean is below them. Left to packets.
+                    continue;
                 } else if w.cfg.fair_window < l && at_fair_share(self, w, members, w.cfg.fair_window) {
                     w.cfg.fair_window
-                } else {
+                } else if members.iter().all(|&(_, f)| crate::packet::cc::settles_alone(cc, self.flow(f))) {
                     l
+                } else {
+                    // A contended partition below its fair shares whose CC raises rates only on
+                    // a timer longer than the window (DCQCN under line rate: RP_TIMER, 300 us):
+                    // the link idles under flows frozen there (`jobs.rs`' 32-GPU job, seed 2:
+                    // three flows at 30-56 Gbit/s of a 400 Gbit/s link frozen for 2 ms).
+                    continue;
                 };
                 if members.iter().all(|&(_, f)| steady(w, f as usize, k)) {
                     let fl: Vec<u32> = members.iter().map(|&(_, f)| f).collect();
