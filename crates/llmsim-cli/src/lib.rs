@@ -171,12 +171,13 @@ pub(crate) fn live_detail(live: std::sync::Arc<llmsim_sim::engine::LiveStatus>) 
             let rate = ev as f64 / elapsed.as_secs_f64().max(1e-9);
             d.push_str(&format!(", {:.1} M packet events ({:.1} M/s)", ev as f64 / 1e6, rate / 1e6));
         }
-        let [full, resumed, rerated, rerated_full, unchanged] = live.rate_fills();
-        if full + resumed > 0 {
+        let [full, resumed, local, rerated, rerated_full, unchanged] = live.rate_fills();
+        if full + resumed + local > 0 {
             d.push_str(&format!(
-                ", {:.2} M rate fillings ({:.2} M full), {:.1} M flows rerated ({:.1} M in full, {:.1} M unchanged)",
-                (full + resumed) as f64 / 1e6,
+                ", {:.2} M rate fillings ({:.2} M full, {:.2} M local), {:.1} M flows rerated ({:.1} M in full, {:.1} M unchanged)",
+                (full + resumed + local) as f64 / 1e6,
                 full as f64 / 1e6,
+                local as f64 / 1e6,
                 rerated as f64 / 1e6,
                 rerated_full as f64 / 1e6,
                 unchanged as f64 / 1e6

@@ -11,6 +11,12 @@
 //!   resuming the filling at a level below which no rate changes (bit-identical to a filling
 //!   of the whole component; `FlowNetwork::recompute`). A component of one flow — the common
 //!   case of disjoint transfers — takes a fast path: its rate is its route's bottleneck.
+//! - With `LLMSIM_FLOW_LOCAL=1`, a *local filling* is tried first: each flow keeps the key `(rate, link that froze
+//!   it)`, and only the links whose flow set changed, and the flows and links that a changed
+//!   saturation reaches in key order, are visited; the rest saturate as before. It is used only
+//!   where it gives the component filling's rates to the bit (multiplicities 1, no rounding dip
+//!   in any walk above the resume level: [`RateScratch::walk`], [`RateScratch::local_fill`]);
+//!   elsewhere the component filling runs.
 //! - Time is integer picoseconds. Rates and remaining bits are `f64`; a predicted drain is
 //!   rounded up to the picosecond and a flow completes exactly when its drain fires. Each rate
 //!   change bumps the flow's version, and drain events of an older version are skipped.
@@ -209,12 +215,57 @@ struct RateScratch {
     /// filling replays the freezes below its level in the order a full one makes them.
     seq: Vec<u64>,
     next_seq: u64,
-    /// `(freeze order, multiplicity, rate)` of one link's flows frozen below the resume level.
+    /// `(freeze order, multiplicity, rate)` of one link's flows frozen below the resume level,
+    /// sorted by `(rate, freeze order)`: on a link, freeze order never has a rate fall (a
+    /// filling freezes in ascending share and refills every flow above its level), so this is
+    /// freeze order, and it stays so after the local filling, which moves keys without
+    /// renumbering.
     prefix: Vec<(u64, f64, f64)>,
     /// Per flow slot: its current rate (`Flow::rate_bps`), packed for the resumed search,
     /// which tests the rate of every flow on the links it visits.
     rate: Vec<f64>,
+    /// Per flow slot: the link whose saturation froze it in the filling that set its rate. With
+    /// the rate it makes the flow's *freeze key* `(rate bits, link)`: the order in which a
+    /// filling without rounding dips freezes flows ([`Self::walk`]).
+    bott: Vec<u32>,
+    /// Per flow slot: the link [`Self::freeze`] froze it at, in the filling now running.
+    bott_new: Vec<u32>,
+    /// Per link: the level from which its walk over its flows' freeze keys is not safe
+    /// ([`Self::walk`]), `NEG_INFINITY` where it is safe throughout; the unsafe links, and each
+    /// link's index among them (`u32::MAX`: safe). The local filling runs only below the level
+    /// at which the fillings of the components would resume, and only above every unsafe one.
+    link_dip: Vec<f64>,
+    unsafe_links: Vec<u32>,
+    unsafe_pos: Vec<u32>,
+    /// The local filling's ([`Self::local_fill`]) epoch; per flow: marked changed, and its new
+    /// freeze key ([`UNFROZEN`] while not yet frozen); per link: marked changed, fired, the
+    /// key it fired at, its pending candidate key.
+    lepoch: u32,
+    dev_mark: Vec<u32>,
+    dev_key: Vec<(u64, u32)>,
+    dev_flows: Vec<u32>,
+    dev_links: Vec<u32>,
+    ldev: Vec<u32>,
+    lfired: Vec<u32>,
+    lfired_bits: Vec<u64>,
+    lcand: Vec<u64>,
+    /// `(share bits, link, 0: the link saturates | 1: check flow, flow)`, earliest first.
+    lheap: BinaryHeap<Reverse<(u64, u32, u8, u32)>>,
+    walk_keys: Vec<(u64, u32)>,
+    /// Links whose walk may have changed in a filling of the components (to walk again).
+    retrace: Vec<u32>,
+    /// Flows visited by the local filling's walks, against [`LOCAL_BUDGET`].
+    local_work: usize,
+    /// The bits of the level the fillings of the components would resume at: the local filling
+    /// moves no key below it.
+    local_floor: u64,
 }
+
+/// A flow of the local filling that lost its old freeze and is not frozen again yet.
+const UNFROZEN: (u64, u32) = (u64::MAX, u32::MAX);
+/// The local filling gives up past this many flow visits (a filling of the component is then
+/// cheaper).
+const LOCAL_BUDGET: usize = 1 << 16;
 
 impl RateScratch {
     fn next_epoch(&mut self, links: &[LinkRec]) -> u32 {
@@ -346,7 +397,7 @@ impl RateScratch {
                             self.prefix.push((self.seq[f as usize], flows[f as usize].path[i as usize].mult, r));
                         }
                     }
-                    self.prefix.sort_unstable_by_key(|p| p.0);
+                    self.prefix.sort_unstable_by_key(|p| (p.2.to_bits(), p.0));
                     for &(_, m, r) in &self.prefix {
                         let next = (rem - m * r).max(0.0) / (w - m);
                         if !(lt(r, share * below) && lt(share, next)) {
@@ -376,7 +427,7 @@ impl RateScratch {
                 if self.prefix.is_empty() {
                     continue;
                 }
-                self.prefix.sort_unstable_by_key(|p| p.0);
+                self.prefix.sort_unstable_by_key(|p| (p.2.to_bits(), p.0));
                 let (mut rem, mut w) = (links[li].cap, weight(li));
                 let mut share = rem / w;
                 for &(_, m, r) in &self.prefix {
@@ -414,7 +465,7 @@ impl RateScratch {
                     self.prefix.push((self.seq[f as usize], flows[f as usize].path[i as usize].mult, r));
                 }
             }
-            self.prefix.sort_unstable_by_key(|p| p.0);
+            self.prefix.sort_unstable_by_key(|p| (p.2.to_bits(), p.0));
             let mut rem = links[li].cap;
             for &(_, m, r) in &self.prefix {
                 rem -= m * r;
@@ -503,7 +554,7 @@ impl RateScratch {
                 }
                 let share = f64::from_bits(key).max(level);
                 level = share;
-                self.freeze(fi, share, flows);
+                self.freeze(fi, share, l, flows);
                 continue;
             }
             if self.open[li] == 0 {
@@ -521,7 +572,7 @@ impl RateScratch {
                 if self.new_rate[fi] >= 0.0 {
                     continue;
                 }
-                self.freeze(fi, share, flows);
+                self.freeze(fi, share, l, flows);
             }
         }
     }
@@ -594,10 +645,313 @@ impl RateScratch {
         }
     }
 
+    /// Flow `f`'s freeze key for the local filling: its new one where the filling changed it,
+    /// else `(rate bits, link that froze it)`.
+    #[inline]
+    fn eff_key(&self, f: u32) -> (u64, u32) {
+        let fi = f as usize;
+        if self.dev_mark[fi] == self.lepoch {
+            self.dev_key[fi]
+        } else {
+            (self.rate[fi].to_bits(), self.bott[fi])
+        }
+    }
+
+    /// Link `l` alone in a filling without rounding dips, its flows freezing elsewhere at their
+    /// keys ([`Self::eff_key`]): its share starts at `cap / flows`; while the next key in
+    /// ascending order is below `(share, l)`, that flow is taken off (`rem -= rate`, one less
+    /// flow) and the share is taken again. `Ok(Some(share))`: the link saturates at `(share,
+    /// l)`; `Ok(None)`: every flow freezes elsewhere first.
+    ///
+    /// `Err(level)`: the walk is not safe up to `level`: a share that falls as a flow of rate
+    /// `level` is taken off (a rounding dip: a filling's heap key could then sit above the
+    /// share, which [`Self::fill`] resolves by its running level, a global quantity); with
+    /// `last`, flows left at saturation whose key is not `(share, l)` (the keys are not this
+    /// link's filling: a dip the filling resolved so), up to the highest of their rates; a
+    /// multiplicity other than 1 (subtraction order would matter among equal rates):
+    /// `INFINITY`. With `trace`, the highest such level over the whole walk; without, the
+    /// first. A filling resumed above the level subtracts the flows up to it as its prefix and
+    /// sees only the safe rest of the walk.
+    ///
+    /// With multiplicities 1, [`Self::fill`] (full, or resumed below every unsafe level)
+    /// saturates the link that is the minimum of `(share, link)` each time (its heap keys are
+    /// lower bounds met with equality when popped), and subtracts rates from a link's remaining
+    /// capacity in ascending order (a filling freezes in ascending share; a resumed one replays
+    /// the prefix in the same order): so a link's saturation depends only on its own flows'
+    /// keys, and the filling's result is the one assignment of keys above its resume level in
+    /// which every link's walk is consistent.
+    fn walk(&mut self, l: u32, last: bool, trace: bool, flows: &[Flow], links: &[LinkRec]) -> Result<Option<f64>, f64> {
+        let li = l as usize;
+        let on = &links[li].flows;
+        self.walk_keys.clear();
+        for &(f, i) in on {
+            if flows[f as usize].path[i as usize].mult != 1.0 {
+                return Err(f64::INFINITY);
+            }
+            let k = self.eff_key(f);
+            self.walk_keys.push(k);
+        }
+        self.local_work += on.len();
+        self.walk_keys.sort_unstable();
+        let n = self.walk_keys.len();
+        let (mut rem, mut w) = (links[li].cap, n as f64);
+        let mut share = rem / w;
+        let mut dip = f64::NEG_INFINITY;
+        let mut i = 0;
+        while i < n {
+            let k = self.walk_keys[i];
+            if k >= (share.to_bits(), l) {
+                break;
+            }
+            let rate = f64::from_bits(k.0);
+            rem -= rate;
+            w -= 1.0;
+            i += 1;
+            if i == n {
+                break;
+            }
+            let mut next = rem.max(0.0) / w;
+            if rate.to_bits() == share.to_bits() && next < share {
+                // A flow frozen at this link's share by a link of lower id (a tie): the filling
+                // pops this link at its key `share` right after, its running level at `share`,
+                // so it saturates at `share` however its remaining capacity rounds.
+                next = share;
+            }
+            // A fall, or NaN (fails safe).
+            let rises = matches!(
+                next.partial_cmp(&share),
+                Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+            );
+            if !rises || next.is_sign_negative() {
+                if !trace {
+                    return Err(rate);
+                }
+                dip = dip.max(rate);
+            }
+            share = next;
+        }
+        if i == n {
+            return if dip > f64::NEG_INFINITY { Err(dip) } else { Ok(None) };
+        }
+        if last && self.walk_keys[i..].iter().any(|&k| k != (share.to_bits(), l)) {
+            // Unsafe up to the highest rate it leaves (a filling resumed above it replays them).
+            let top = self.walk_keys[i..].iter().map(|k| f64::from_bits(k.0)).fold(share, f64::max);
+            return Err(dip.max(top));
+        }
+        if dip > f64::NEG_INFINITY { Err(dip) } else { Ok(Some(share)) }
+    }
+
+    /// Walks link `l` again in the local filling and queues its saturation; `false` where it
+    /// would saturate before the filling's current point `at` or cannot be walked.
+    fn local_queue(&mut self, l: u32, at: (u64, u32, u8), flows: &[Flow], links: &[LinkRec]) -> bool {
+        let li = l as usize;
+        match self.walk(l, false, false, flows, links) {
+            Err(_) => false,
+            Ok(None) => {
+                self.lcand[li] = u64::MAX;
+                true
+            }
+            Ok(Some(share)) => {
+                let bits = share.to_bits();
+                if (bits, l, 0) < at || bits < self.local_floor {
+                    return false;
+                }
+                if self.lcand[li] != bits {
+                    self.lcand[li] = bits;
+                    self.lheap.push(Reverse((bits, l, 0, 0)));
+                }
+                true
+            }
+        }
+    }
+
+    /// Marks link `l` changed in the local filling (its flows frozen there are checked at their
+    /// old keys) and queues it; `false` as [`Self::local_queue`], or where `l` has saturated
+    /// already in this filling.
+    fn local_touch(&mut self, l: u32, at: (u64, u32, u8), flows: &[Flow], links: &[LinkRec]) -> bool {
+        let li = l as usize;
+        let ep = self.lepoch;
+        if self.ldev[li] == ep {
+            return self.lfired[li] != ep && self.local_queue(l, at, flows, links);
+        }
+        self.ldev[li] = ep;
+        self.lcand[li] = u64::MAX;
+        self.dev_links.push(l);
+        for &(g, _) in &links[li].flows {
+            let gi = g as usize;
+            if self.dev_mark[gi] != ep && self.bott[gi] == l {
+                let item = (self.rate[gi].to_bits(), l, 1);
+                if item < at || item.0 < self.local_floor {
+                    return false;
+                }
+                self.lheap.push(Reverse((item.0, l, 1, g)));
+            }
+        }
+        self.local_queue(l, at, flows, links)
+    }
+
+    /// Marks flow `f` changed and not frozen, and every link of it changed.
+    fn local_unfreeze(&mut self, f: u32, at: (u64, u32, u8), flows: &[Flow], links: &[LinkRec]) -> bool {
+        let fi = f as usize;
+        if self.dev_mark[fi] != self.lepoch {
+            self.dev_mark[fi] = self.lepoch;
+            self.dev_flows.push(f);
+        }
+        self.dev_key[fi] = UNFROZEN;
+        for e in &flows[fi].path {
+            if !self.local_touch(e.link, at, flows, links) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The local filling: the rates a filling of the components would give after the arrivals
+    /// `arrived` and the changes of the links in `dirty`, found by visiting only what moves.
+    ///
+    /// The caller runs it only where the fillings of the components would resume at `r_min` and
+    /// every link is safe above `r_min` ([`Self::walk`]): such a filling's result above `r_min`
+    /// is then the one in which every link's walk is consistent, and a link's saturation
+    /// changes only if its flow set changed or one of its flows freezes at another key. The filling runs over keys in ascending order with only such links in its queue:
+    /// the dirty links; a link saturating freezes its flows not yet frozen at its key, and a
+    /// flow whose key so changes marks its links; a flow whose old freezing link changed is
+    /// checked at its old key, and if that link has not saturated there, it is unfrozen and
+    /// marks its links. The other links saturate as before and need no visit. No key below
+    /// `r_min` may move. At the end every changed link is walked with the final keys: each must
+    /// be consistent and safe throughout, which makes the keys the filling's. Leaves the changed
+    /// flows in `dev_flows` and their keys in `dev_key`; `false` where it gives up (the caller
+    /// fills the components; the lockstep property tests check the result against theirs after
+    /// every event).
+    fn local_fill(&mut self, r_min: f64, arrived: &[u32], flows: &[Flow], links: &[LinkRec]) -> bool {
+        let ep = self.next_lepoch();
+        self.local_floor = r_min.to_bits();
+        self.dev_flows.clear();
+        self.dev_links.clear();
+        self.lheap.clear();
+        self.local_work = 0;
+        let start = (0u64, 0u32, 0u8);
+        for &a in arrived {
+            self.dev_mark[a as usize] = ep;
+            self.dev_key[a as usize] = UNFROZEN;
+            self.dev_flows.push(a);
+        }
+        for i in 0..self.dirty.len() {
+            let d = self.dirty[i];
+            if !links[d as usize].flows.is_empty() && !self.local_touch(d, start, flows, links) {
+                return false;
+            }
+        }
+        while let Some(Reverse((bits, l, kind, f))) = self.lheap.pop() {
+            if self.local_work > LOCAL_BUDGET {
+                return false;
+            }
+            let at = (bits, l, kind);
+            let li = l as usize;
+            if kind == 0 {
+                if self.lfired[li] == ep || self.lcand[li] != bits {
+                    continue;
+                }
+                self.lfired[li] = ep;
+                self.lfired_bits[li] = bits;
+                let key = (bits, l);
+                for &(g, _) in &links[li].flows {
+                    let gi = g as usize;
+                    let eff = self.eff_key(g);
+                    if eff < key || (eff == key && self.dev_mark[gi] != ep) {
+                        continue;
+                    }
+                    if self.dev_mark[gi] != ep {
+                        self.dev_mark[gi] = ep;
+                        self.dev_flows.push(g);
+                    }
+                    self.dev_key[gi] = key;
+                    for e in &flows[gi].path {
+                        if e.link != l && !self.local_touch(e.link, at, flows, links) {
+                            return false;
+                        }
+                    }
+                }
+            } else {
+                let fi = f as usize;
+                if self.dev_mark[fi] == ep || (self.lfired[li] == ep && self.lfired_bits[li] == bits) {
+                    continue;
+                }
+                if !self.local_unfreeze(f, at, flows, links) {
+                    return false;
+                }
+            }
+        }
+        for i in 0..self.dev_flows.len() {
+            if self.dev_key[self.dev_flows[i] as usize] == UNFROZEN {
+                return false;
+            }
+        }
+        for i in 0..self.dev_links.len() {
+            let l = self.dev_links[i];
+            if self.walk(l, true, false, flows, links).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A fresh epoch of the local filling's marks (none of the flows or links is marked in it).
+    fn next_lepoch(&mut self) -> u32 {
+        self.lepoch = self.lepoch.wrapping_add(1);
+        if self.lepoch == 0 {
+            self.dev_mark.fill(0);
+            self.ldev.fill(0);
+            self.lfired.fill(0);
+            self.lepoch = 1;
+        }
+        self.lepoch
+    }
+
+    /// Walks link `l` with the flows' current keys and updates its unsafe level.
+    fn retrace_link(&mut self, l: u32, flows: &[Flow], links: &[LinkRec]) {
+        let li = l as usize;
+        let dip = if links[li].flows.is_empty() {
+            f64::NEG_INFINITY
+        } else {
+            self.walk(l, true, true, flows, links).err().unwrap_or(f64::NEG_INFINITY)
+        };
+        self.set_link_dip(l, dip);
+    }
+
+    /// Sets link `l`'s unsafe level, keeping `unsafe_links`.
+    fn set_link_dip(&mut self, l: u32, dip: f64) {
+        let li = l as usize;
+        self.link_dip[li] = dip;
+        let pos = self.unsafe_pos[li];
+        if dip > f64::NEG_INFINITY && pos == u32::MAX {
+            self.unsafe_pos[li] = self.unsafe_links.len() as u32;
+            self.unsafe_links.push(l);
+        } else if dip == f64::NEG_INFINITY && pos != u32::MAX {
+            self.unsafe_links.swap_remove(pos as usize);
+            if let Some(&moved) = self.unsafe_links.get(pos as usize) {
+                self.unsafe_pos[moved as usize] = pos;
+            }
+            self.unsafe_pos[li] = u32::MAX;
+        }
+    }
+
+    /// The highest unsafe level of any link (`NEG_INFINITY`: none); `INFINITY` where too many
+    /// links are unsafe to look.
+    fn max_dip(&self) -> f64 {
+        if self.unsafe_links.len() > 64 {
+            return f64::INFINITY;
+        }
+        self.unsafe_links
+            .iter()
+            .map(|&l| self.link_dip[l as usize])
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
     /// Fixes flow `fi` at `share` and takes it off its shared links.
     #[inline]
-    fn freeze(&mut self, fi: usize, share: f64, flows: &[Flow]) {
+    fn freeze(&mut self, fi: usize, share: f64, link: u32, flows: &[Flow]) {
         self.new_rate[fi] = share;
+        self.bott_new[fi] = link;
         self.seq[fi] = self.next_seq;
         self.next_seq += 1;
         for e in &flows[fi].path {
@@ -674,6 +1028,15 @@ pub struct FlowNetwork {
     arrived: Vec<u32>,
     /// Resume fillings after arrivals too (off: an arrival fills its components in full).
     incremental_arrivals: bool,
+    /// Try the local filling first ([`RateScratch::local_fill`]).
+    local: bool,
+    /// Link walks are kept, and the local filling tried: from the start with
+    /// `LLMSIM_FLOW_LOCAL=1` (or [`Self::set_local_from_start`]), else never. Off by default:
+    /// on the 16k-GPU Llama run, whose component fillings are small, it costs 1.3x the CPU
+    /// time; on the k=60 fat-tree it is what lets the run end (bench/README.md, issue 29).
+    /// Turning it on mid-run (walking every link then) was tried: the walks then found links
+    /// unsafe at levels the fillings resume below, and the local filling was seldom used.
+    walks_on: bool,
 }
 
 impl FlowNetwork {
@@ -698,6 +1061,12 @@ impl FlowNetwork {
             rem: vec![0.0; n],
             weight: vec![0.0; n],
             open: vec![0; n],
+            link_dip: vec![f64::NEG_INFINITY; n],
+            unsafe_pos: vec![u32::MAX; n],
+            ldev: vec![0; n],
+            lfired: vec![0; n],
+            lfired_bits: vec![0; n],
+            lcand: vec![u64::MAX; n],
             integer_mults: true,
             ..RateScratch::default()
         };
@@ -741,6 +1110,9 @@ impl FlowNetwork {
             // A timing knob (the rates do not change): `LLMSIM_FLOW_FULL_ARRIVALS=1` fills in
             // full after arrivals, as before the resumed filling, for paired runs of one binary.
             incremental_arrivals: std::env::var_os("LLMSIM_FLOW_FULL_ARRIVALS").is_none(),
+            // Also a timing knob: `LLMSIM_FLOW_NO_LOCAL=1` turns the local filling off.
+            local: std::env::var_os("LLMSIM_FLOW_NO_LOCAL").is_none(),
+            walks_on: std::env::var_os("LLMSIM_FLOW_LOCAL").is_some_and(|v| v == "1"),
         }
     }
 
@@ -823,6 +1195,21 @@ impl FlowNetwork {
     #[doc(hidden)]
     pub fn set_incremental_arrivals(&mut self, on: bool) {
         self.incremental_arrivals = on;
+    }
+
+    /// Turns off the local filling ([`RateScratch::local_fill`]): recomputations fill the
+    /// components (resumed or in full) as before (the rates must not change: for tests and
+    /// timing comparisons).
+    #[doc(hidden)]
+    pub fn set_local_filling(&mut self, on: bool) {
+        self.local = on;
+    }
+
+    /// Turns the local filling on from the first recomputation, as `LLMSIM_FLOW_LOCAL=1` does
+    /// (the rates must not change: for tests and timing comparisons).
+    #[doc(hidden)]
+    pub fn set_local_from_start(&mut self) {
+        self.walks_on = true;
     }
 
     /// Turns off the lane that keeps transfers submitted to start at the network's time out of
@@ -950,6 +1337,10 @@ impl FlowNetwork {
         self.scratch.private.push((f64::INFINITY, u32::MAX));
         self.scratch.seq.push(0);
         self.scratch.rate.push(0.0);
+        self.scratch.bott.push(u32::MAX);
+        self.scratch.bott_new.push(u32::MAX);
+        self.scratch.dev_mark.push(0);
+        self.scratch.dev_key.push(UNFROZEN);
         self.versions.push(0);
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
@@ -1260,8 +1651,66 @@ impl FlowNetwork {
             }
         }
         let resume = self.incremental && !full && !self.scratch.plain && r_min.is_finite() && r_min > 0.0;
+        // Freeze keys are kept for the local filling except under traffic classes (filled class
+        // by class, never locally), and link walks once it is on. It gives what the resumed
+        // filling would only where every link is safe above the level that one resumes at.
+        let keep_walks = !self.priorities;
+        let local = keep_walks && self.walks_on && resume && self.local && self.shares_a_link() && self.scratch.max_dip() < r_min;
+        if local && self.scratch.local_fill(r_min, &arrived, &self.flows, &self.links) {
+            self.stats.rate_recomputations += 1;
+            self.stats.rate_fills_local += 1;
+            let changed = std::mem::take(&mut self.scratch.dev_flows);
+            self.stats.flows_rerated += changed.len() as u64;
+            for &f in &changed {
+                let (bits, link) = self.scratch.dev_key[f as usize];
+                self.scratch.bott[f as usize] = link;
+                self.set_rate(f, f64::from_bits(bits));
+            }
+            self.scratch.dev_flows = changed;
+            for &a in &arrived {
+                self.scratch.rate[a as usize] = self.flows[a as usize].rate_bps;
+            }
+            // Every link it marked was walked with the final keys, safe throughout.
+            for i in 0..self.scratch.dev_links.len() {
+                let l = self.scratch.dev_links[i];
+                self.scratch.set_link_dip(l, f64::NEG_INFINITY);
+            }
+            self.scratch.dirty.clear();
+        } else {
+            if local {
+                self.stats.local_fill_fallbacks += 1;
+            }
+            self.fill_components(r_min, resume, keep_walks, &arrived);
+        }
+        arrived.clear();
+        self.arrived = arrived;
+        if self.checks
+            && self.violations.len() < 16
+            && let Err(e) = self.check_rates()
+        {
+            self.violations.push(format!("at {}: {e}", self.now));
+        }
+    }
+
+    /// Some dirty link belongs to a component of more than one flow (else the lone-flow fast
+    /// path of [`Self::fill_components`] is cheaper than the local filling, and where every
+    /// dirty link is empty there is nothing to do).
+    fn shares_a_link(&self) -> bool {
+        let len = &self.scratch.link_len;
+        self.scratch.dirty.iter().any(|&d| match self.links[d as usize].flows[..] {
+            [] => false,
+            [(f, _)] => self.flows[f as usize].path.iter().any(|e| len[e.link as usize] > 1),
+            _ => true,
+        })
+    }
+
+    /// [`Self::recompute`] by fillings of the components the dirty links belong to (resumed at
+    /// `r_min` with `resume`, else full); with `keep_walks`, records the freeze keys and walks again the links
+    /// whose flows' keys changed ([`RateScratch::retrace_link`]).
+    fn fill_components(&mut self, r_min: f64, resume: bool, keep_walks: bool, arrived: &[u32]) {
         let epoch = self.scratch.next_epoch(&self.links);
         let mut dirty = std::mem::take(&mut self.scratch.dirty);
+        self.scratch.retrace.clear();
         for &d in &dirty {
             let di = d as usize;
             if self.links[di].mark.get() == epoch || self.links[di].flows.is_empty() {
@@ -1278,12 +1727,22 @@ impl FlowNetwork {
                 let flow = &self.flows[f as usize];
                 if flow.path.iter().all(|e| self.scratch.link_len[e.link as usize] == 1) {
                     self.stats.rate_recomputations += 1;
+                    // Its key: its tightest link, as the filling's heap orders private links.
+                    let mut tight = (f64::INFINITY, u32::MAX);
                     for e in &flow.path {
                         self.links[e.link as usize].mark.set(epoch);
+                        let key = (self.links[e.link as usize].cap / e.mult, e.link);
+                        if (key.0.to_bits(), key.1) < (tight.0.to_bits(), tight.1) {
+                            tight = key;
+                        }
                     }
                     self.scratch.flow_mark[f as usize] = epoch;
                     let rate = flow.solo_rate;
                     self.stats.flows_rerated += 1;
+                    if keep_walks {
+                        self.scratch.bott_new[f as usize] = tight.1;
+                        self.note_key(f, rate);
+                    }
                     self.set_rate(f, rate);
                     continue;
                 }
@@ -1316,25 +1775,49 @@ impl FlowNetwork {
             let comp = std::mem::take(&mut self.scratch.comp_flows);
             for &f in &comp {
                 let rate = self.scratch.new_rate[f as usize];
+                if keep_walks {
+                    self.note_key(f, rate);
+                }
                 self.set_rate(f, rate);
             }
             self.scratch.comp_flows = comp;
         }
-        dirty.clear();
-        self.scratch.dirty = dirty;
-        for &a in &arrived {
+        for &a in arrived {
             self.scratch.rate[a as usize] = self.flows[a as usize].rate_bps;
         }
-        arrived.clear();
-        self.arrived = arrived;
-        if self.checks
-            && self.violations.len() < 16
-            && let Err(e) = self.check_rates()
-        {
-            self.violations.push(format!("at {}: {e}", self.now));
+        if keep_walks && self.walks_on {
+            // The links whose walks may have changed: those whose flows came, went or changed
+            // key, and those whose capacity changed (all dirty).
+            self.scratch.next_lepoch();
+            let mut retrace = std::mem::take(&mut self.scratch.retrace);
+            retrace.extend_from_slice(&dirty);
+            let ep = self.scratch.lepoch;
+            for &l in &retrace {
+                if self.scratch.ldev[l as usize] != ep {
+                    self.scratch.ldev[l as usize] = ep;
+                    self.scratch.retrace_link(l, &self.flows, &self.links);
+                }
+            }
+            retrace.clear();
+            self.scratch.retrace = retrace;
         }
+        dirty.clear();
+        self.scratch.dirty = dirty;
     }
 
+    /// Records flow `f`'s new freeze key (`rate`, and the link in `bott_new`) before its rate is
+    /// set; where it changed, its links are walked again after the filling.
+    #[inline]
+    fn note_key(&mut self, f: u32, rate: f64) {
+        let fi = f as usize;
+        let link = self.scratch.bott_new[fi];
+        if (rate.to_bits(), link) != (self.scratch.rate[fi].to_bits(), self.scratch.bott[fi]) {
+            self.scratch.bott[fi] = link;
+            if self.walks_on {
+                self.scratch.retrace.extend(self.flows[fi].path.iter().map(|e| e.link));
+            }
+        }
+    }
     fn drain_is_live(&self, e: &DrainEvent) -> bool {
         let (_, _, slot, ver) = e.0;
         self.versions[slot as usize] == ver

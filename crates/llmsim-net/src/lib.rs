@@ -180,6 +180,14 @@ pub struct NetStats {
     /// floats could not be shown to replay the full one's) and that filled in full instead.
     #[serde(skip_serializing_if = "is_zero")]
     pub arrival_full_fallbacks: u64,
+    /// Flow backend: recomputations done by the local filling (only the flows whose rate or
+    /// bottleneck can move are visited; the rest of `rate_recomputations` filled components).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rate_fills_local: u64,
+    /// Flow backend: local fillings given up (a link's share could fall by rounding, or the
+    /// region grew past its budget), after which the component was filled as before.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub local_fill_fallbacks: u64,
     /// Packet backend with Wormhole: partitions fast-forwarded, memo hits and misses, and the
     /// memo database's entries at the end.
     pub ff_freezes: u64,

@@ -94,6 +94,7 @@ pub struct LiveStatus {
     flows_rerated: std::sync::atomic::AtomicU64,
     flows_rerated_full: std::sync::atomic::AtomicU64,
     rates_unchanged: std::sync::atomic::AtomicU64,
+    rate_fills_local: std::sync::atomic::AtomicU64,
 }
 
 /// Engine steps (local event batches or network completions) between two [`LiveStatus`]
@@ -117,14 +118,16 @@ impl LiveStatus {
         self.packet_events.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Flow backend: max-min fillings so far, of whole components and resumed
-    /// ([`NetStats::rate_fills_full`], [`NetStats::rate_fills_resumed`]), the flows rerated,
-    /// of those the ones whole-component fillings rerated, and the ones whose rate stayed.
-    pub fn rate_fills(&self) -> [u64; 5] {
+    /// Flow backend: max-min fillings so far, of whole components, resumed and local
+    /// ([`NetStats::rate_fills_full`], [`NetStats::rate_fills_resumed`],
+    /// [`NetStats::rate_fills_local`]), the flows rerated, of those the ones whole-component
+    /// fillings rerated, and the ones whose rate stayed.
+    pub fn rate_fills(&self) -> [u64; 6] {
         use std::sync::atomic::Ordering::Relaxed;
         [
             self.rate_fills_full.load(Relaxed),
             self.rate_fills_resumed.load(Relaxed),
+            self.rate_fills_local.load(Relaxed),
             self.flows_rerated.load(Relaxed),
             self.flows_rerated_full.load(Relaxed),
             self.rates_unchanged.load(Relaxed),
@@ -142,6 +145,7 @@ impl LiveStatus {
         self.flows_rerated.store(net.flows_rerated, Relaxed);
         self.flows_rerated_full.store(net.flows_rerated_full, Relaxed);
         self.rates_unchanged.store(net.rates_unchanged, Relaxed);
+        self.rate_fills_local.store(net.rate_fills_local, Relaxed);
     }
 }
 
