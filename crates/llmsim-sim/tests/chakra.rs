@@ -10,13 +10,17 @@ use llmsim_sim::{ImportedRun, Outcome, RunOptions, Scenario, generate, simulate,
 use llmsim_workload::chakra::{self, ImportOptions};
 use serde_json::{Value, json};
 
-/// The whole report but the simulator's own wall time and the folding note and account.
+/// The whole report but the simulator's own wall time, the folding note and account, and the
+/// validation record (an imported trace does not say whether its model is dense or MoE, so it
+/// has no class).
 fn report(o: &Outcome) -> Value {
     let mut v = serde_json::to_value(&o.report).unwrap();
     let m = v.as_object_mut().unwrap();
     m.remove("sim_wall_s");
     m.remove("symmetry");
     m.remove("fold");
+    m.remove("fidelity_class");
+    m.remove("fidelity");
     assert!(m.len() > 20, "the report's fields");
     json!(m)
 }
