@@ -393,6 +393,22 @@ fn fat_tree_topo(k: u32, gpus: u32, caps: &[u64]) -> Arc<Topology> {
     Arc::new(fat_tree(k * k * k / 4, &p, su, 3).unwrap())
 }
 
+/// The inputs of the filling lockstep properties: a flat or star topology (`topo_kind` 0-1) or a
+/// k=4 fat-tree with one or two GPUs per server (2-3), and the transfers of `raw` with their
+/// starts on a grid of `grid_ns` (1 ns: apart; coarser: many at one timestamp).
+fn grid_case(raw: &[Raw], topo_kind: u8, caps: &[u64], grid_ns: u64) -> (Arc<Topology>, Vec<Transfer>) {
+    let topo = match topo_kind {
+        0 | 1 => topo_for(topo_kind, caps),
+        2 => fat_tree_topo(4, 1, caps),
+        _ => fat_tree_topo(4, 2, caps),
+    };
+    let mut ts = transfers(raw, topo.num_hosts());
+    for t in &mut ts {
+        t.start = SimTime::from_ns(t.start.0 / 1_000 / grid_ns * grid_ns);
+    }
+    (topo, ts)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -408,15 +424,7 @@ proptest! {
         grid_ns in prop_oneof![Just(1u64), Just(1_000), Just(20_000)],
         spread in any::<bool>(),
     ) {
-        let topo = match topo_kind {
-            0 | 1 => topo_for(topo_kind, &caps),
-            2 => fat_tree_topo(4, 1, &caps),
-            _ => fat_tree_topo(4, 2, &caps),
-        };
-        let mut ts = transfers(&raw, topo.num_hosts());
-        for t in &mut ts {
-            t.start = SimTime::from_ns(t.start.0 / 1_000 / grid_ns * grid_ns);
-        }
+        let (topo, ts) = grid_case(&raw, topo_kind, &caps, grid_ns);
         let mk = |arrivals: bool| {
             let mut n = FlowNetwork::new(topo.clone());
             n.set_incremental_arrivals(arrivals);
@@ -495,15 +503,7 @@ proptest! {
         grid_ns in prop_oneof![Just(1u64), Just(1_000), Just(20_000)],
         spread in any::<bool>(),
     ) {
-        let topo = match topo_kind {
-            0 | 1 => topo_for(topo_kind, &caps),
-            2 => fat_tree_topo(4, 1, &caps),
-            _ => fat_tree_topo(4, 2, &caps),
-        };
-        let mut ts = transfers(&raw, topo.num_hosts());
-        for t in &mut ts {
-            t.start = SimTime::from_ns(t.start.0 / 1_000 / grid_ns * grid_ns);
-        }
+        let (topo, ts) = grid_case(&raw, topo_kind, &caps, grid_ns);
         let mk = |local: bool, incremental: bool| {
             let mut n = FlowNetwork::new(topo.clone());
             n.set_local_filling(local);
