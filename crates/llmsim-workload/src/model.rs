@@ -383,15 +383,20 @@ impl ModelConfig {
 
     /// Parameters of one dense MLP with FFN size `ffn` (with `mlp_bias`, the fc1 and fc2 biases).
     pub fn mlp_params(&self, ffn: u64) -> u64 {
+        self.mlp_params_over(self.hidden_size, ffn)
+    }
+
+    /// Parameters of an MLP of FFN size `ffn` taking and returning `width`-wide tokens.
+    fn mlp_params_over(&self, width: u64, ffn: u64) -> u64 {
         if ffn == 0 {
             return 0;
         }
         let bias = if self.mlp_bias {
-            ffn * (self.mlp_matrices() - 1) + self.hidden_size
+            ffn * (self.mlp_matrices() - 1) + width
         } else {
             0
         };
-        self.mlp_matrices() * self.hidden_size * ffn + bias
+        self.mlp_matrices() * width * ffn + bias
     }
 
     /// Router parameters of one MoE layer: `h × E` (+ `E` biases).
@@ -426,12 +431,7 @@ impl ModelConfig {
     /// Parameters of one routed expert: an MLP of FFN size `moe_intermediate_size` over
     /// [`ModelConfig::expert_width`] (with `mlp_bias`, its fc1 and fc2 biases).
     pub fn expert_params(&self) -> u64 {
-        let (w, ffn) = (self.expert_width(), self.moe_intermediate_size);
-        if ffn == 0 {
-            return 0;
-        }
-        let bias = if self.mlp_bias { ffn * (self.mlp_matrices() - 1) + w } else { 0 };
-        self.mlp_matrices() * w * ffn + bias
+        self.mlp_params_over(self.expert_width(), self.moe_intermediate_size)
     }
 
     /// Parameters of LatentMoE's two projections, `hidden -> latent` and `latent -> hidden`
