@@ -1159,15 +1159,15 @@ impl<'a> SystemEngine<'a> {
                     }
                 }
                 let epoch = if slowable {
-                    self.slowed_epoch += 1;
+                    let epoch = self.next_epoch();
                     self.slowed[u].push(Slowed {
                         node,
                         left_ps: work.as_ps() as f64,
                         since: t,
                         floor,
-                        epoch: self.slowed_epoch,
+                        epoch,
                     });
-                    self.slowed_epoch
+                    epoch
                 } else {
                     0
                 };
@@ -1554,6 +1554,13 @@ impl<'a> SystemEngine<'a> {
         Ok(())
     }
 
+    /// A new [`Slowed`] epoch. It wraps (a run would need 4 G node starts and reschedules) and
+    /// skips 0, which marks a completion no record tracks.
+    fn next_epoch(&mut self) -> u32 {
+        self.slowed_epoch = self.slowed_epoch.wrapping_add(1).max(1);
+        self.slowed_epoch
+    }
+
     /// One of `unit`'s DP collectives finished at `t`: the last one lets its slowed nodes run at
     /// full speed again.
     fn dp_left(&mut self, unit: u32, t: SimTime) {
@@ -1572,12 +1579,12 @@ impl<'a> SystemEngine<'a> {
         let (old, new) = if was_slow { (s, 1.0) } else { (1.0, s) };
         let u = unit as usize;
         for i in 0..self.slowed[u].len() {
-            self.slowed_epoch += 1;
+            let epoch = self.next_epoch();
             let r = &mut self.slowed[u][i];
             let done = (t - r.since).as_ps() as f64 / old;
             r.left_ps = (r.left_ps - done).max(0.0);
             r.since = t;
-            r.epoch = self.slowed_epoch;
+            r.epoch = epoch;
             let end = (t + SimTime::from_ps_f64(r.left_ps * new)).max(r.floor);
             let (node, epoch) = (r.node, r.epoch);
             self.queue.push(end, Ev::NodeDone { unit, node, epoch });

@@ -340,6 +340,7 @@ pub fn build(
         .collect();
     let described = topo.describe();
     let pace = crate::setup::slowest_gpu_pace(s, u64::from(r.gpus)).unwrap_or(1.0);
+    let fidelity_class = crate::fidelity::class_of(r.gpu, r.moe, r.dtype);
     Report {
         scenario: s.name.clone(),
         overrides: s.overrides.clone(),
@@ -410,8 +411,8 @@ pub fn build(
         fold: None,
         packet_engine: s.packet_engine(),
         sim_wall_s: wall_s,
-        fidelity_class: crate::fidelity::class_of(r.gpu, r.moe, r.dtype),
-        fidelity: crate::fidelity::class_of(r.gpu, r.moe, r.dtype).and_then(|c| crate::fidelity::lookup(&c)),
+        fidelity: fidelity_class.as_deref().and_then(crate::fidelity::lookup),
+        fidelity_class,
         jobs: Vec::new(),
     }
 }
