@@ -9,10 +9,11 @@ use std::sync::LazyLock;
 
 use llmsim_compute::{DType, GpuSpec};
 use llmsim_core::GpuArch;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// The validation's record for one class of runs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The validation's record for one class of runs (a row of `data/fidelity.csv`, whose columns
+/// are these fields).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fidelity {
     /// The class, e.g. `Hopper, dense, BF16/FP16`.
     pub class: String,
@@ -55,30 +56,12 @@ static TABLE: LazyLock<Vec<Fidelity>> = LazyLock::new(|| parse(include_str!("../
 /// max_ratio,within_10pct`). The file is generated and checked by a test, so a malformed line is
 /// a build defect: it is skipped here rather than failing a user's run.
 fn parse(text: &str) -> Vec<Fidelity> {
-    let mut out = Vec::new();
-    let mut lines = text.lines().filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty());
-    let _header = lines.next();
-    for line in lines {
-        // The class holds commas: it is the first field, quoted.
-        let Some(rest) = line.strip_prefix('"') else { continue };
-        let Some((class, nums)) = rest.split_once("\",") else { continue };
-        let f: Vec<&str> = nums.split(',').collect();
-        if f.len() != 5 {
-            continue;
-        }
-        let (Ok(rows), Ok(med), Ok(lo), Ok(hi), Ok(w10)) = (f[0].parse(), f[1].parse(), f[2].parse(), f[3].parse(), f[4].parse()) else {
-            continue;
-        };
-        out.push(Fidelity {
-            class: class.to_string(),
-            rows,
-            median_ratio: med,
-            min_ratio: lo,
-            max_ratio: hi,
-            within_10pct: w10,
-        });
-    }
-    out
+    csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(text.as_bytes())
+        .deserialize()
+        .filter_map(Result::ok)
+        .collect()
 }
 
 /// The validation's record for `class`, if it has published runs of that class.
