@@ -31,11 +31,23 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
     let linear = micros("compute.host.linear_us", spec.linear_us)?;
     let expert = micros("compute.host.expert_gemm_us", spec.expert_gemm_us)?;
     let call = micros("compute.host.call_us", spec.call_us)?;
+    let ops_of = |field: &str, n: f64| -> Result<SimTime, SimError> {
+        if !(n.is_finite() && n >= 0.0) {
+            return Err(SimError::Scenario {
+                field: field.into(),
+                message: format!("{n} must be a finite number of ops >= 0"),
+            });
+        }
+        Ok(SimTime::from_us_f64(n * spec.op_us))
+    };
+    let moe_fwd = ops_of("compute.host.moe_ops_fwd", spec.moe_ops_fwd)?;
+    let moe_bwd = ops_of("compute.host.moe_ops_bwd", spec.moe_ops_bwd)?;
     if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync {
         return Ok(None);
     }
     // Host cost of one op: a GEMM is a linear module's call (its forward, or its backward on
-    // the dgrad op), plus one launch per expert of a grouped GEMM; anything else one op.
+    // the dgrad op), plus one launch per expert of a grouped GEMM; an MoE layer's router and
+    // un-permutation backward carry its dispatcher's measured host work; anything else one op.
     let cost = |o: &OpSpec| -> SimTime {
         match o.kind {
             OpSpecKind::Compute { class: OpClass::Gemm, .. } => {
@@ -46,6 +58,9 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                 };
                 module + SimTime::from_ps(expert.as_ps().saturating_mul(experts))
             }
+            // The MoE layer's router, dispatcher and combine, measured as a whole per pass.
+            _ if o.name == "moe_router" => moe_fwd,
+            _ if o.name == "moe_unpermute_bwd" => moe_bwd,
             _ => op,
         }
     };

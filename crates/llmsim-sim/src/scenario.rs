@@ -1162,11 +1162,13 @@ pub struct ComputeSpec {
     /// Host (CPU) dispatch of kernels: the framework thread that issues each rank's kernels in
     /// program order, so the GPU waits when its kernels are shorter than their issue cost, and
     /// after each host synchronization. Off by default (kernels are issued for free);
-    /// `host: {}` turns it on with the cited costs of [`HostSpec`]. Off because llmsim's ops are
-    /// coarser than the kernels a real run launches (a Megatron-Core MoE layer's forward is
-    /// about 80 launches, llmsim's about 15 ops), so per-op costs at its granularity undercount
-    /// the host; with the cited costs it moves the validation rows by at most 1.5%
-    /// (`bench/validation.md`).
+    /// `host: {}` turns it on with the costs of [`HostSpec`]. An MoE layer's router and
+    /// dispatcher carry their measured host work (`moe_ops_fwd`, `moe_ops_bwd`: Megatron-Core's
+    /// MoE layer issues 62 kernels forward and 73 backward, llmsim has about 15 ops for it).
+    /// Still off because what one eager op costs the host of a published run is not known
+    /// within 3x: 5-7 us cited, 20.8 us measured on the Sapphire Rapids host of a lent H200
+    /// machine; with the first the validation rows move by at most 3%, with the second the MoE
+    /// rows by up to 46% and no dense row by 1% (`bench/validation.md`).
     #[serde(default)]
     pub host: Option<HostSpec>,
     /// Board-to-board spread of compute speed: a synchronous job's compute-bound kernels run at
@@ -1248,6 +1250,20 @@ pub struct HostSpec {
     /// in dropless training, `token_dispatcher.py`, core_v0.9 to HEAD). Default true.
     #[serde(default = "default_true")]
     pub moe_sync: bool,
+    /// Host work of one MoE layer's router, auxiliary loss, dispatcher preprocessing, token
+    /// permutation and combine in the forward pass, in eager ops (each `op_us`), charged to the
+    /// router op in place of its one op; the expert GEMMs keep `linear_us` + `expert_gemm_us`.
+    /// Default 190, measured: Megatron-Core 0.15's MoE layer (all-to-all dispatcher, dropless,
+    /// BF16) issues 62 kernels forward and its host takes 204 times a bare autograd-recorded op
+    /// of the same CPU, 13 of them the stand-in expert GEMMs and activation
+    /// (`bench/gpu_moe_layer.py`, `data/op-db/h200/moe-layer.csv`, an H200 host, 2026-11-27).
+    #[serde(default = "default_moe_ops_fwd")]
+    pub moe_ops_fwd: f64,
+    /// As `moe_ops_fwd`, for the backward pass, charged to the un-permutation's backward (the
+    /// layer's first MoE op in backward order). Default 190: 73 kernels, 235 ops measured, 45 of
+    /// them the stand-in expert GEMMs' gradients.
+    #[serde(default = "default_moe_ops_bwd")]
+    pub moe_ops_bwd: f64,
 }
 
 impl Default for HostSpec {
@@ -1258,6 +1274,8 @@ impl Default for HostSpec {
             expert_gemm_us: default_expert_gemm_us(),
             call_us: default_op_us(),
             moe_sync: true,
+            moe_ops_fwd: default_moe_ops_fwd(),
+            moe_ops_bwd: default_moe_ops_bwd(),
         }
     }
 }
@@ -1272,6 +1290,14 @@ fn default_linear_us() -> f64 {
 
 fn default_expert_gemm_us() -> f64 {
     16.0
+}
+
+fn default_moe_ops_fwd() -> f64 {
+    190.0
+}
+
+fn default_moe_ops_bwd() -> f64 {
+    190.0
 }
 
 fn default_true() -> bool {

@@ -73,6 +73,51 @@ fn a_slow_host_sets_the_pace() {
 }
 
 #[test]
+fn an_moe_layer_costs_its_measured_dispatcher_work() {
+    // A slow host (2 ms per op, nothing else) paces the MoE model: each MoE layer's router
+    // carries `moe_ops_fwd` ops and its un-permutation backward `moe_ops_bwd`, every other op
+    // one. The iteration takes at least that issue time and at most it plus the GPU-only run.
+    let op_us = 2000.0;
+    let (fwd, bwd) = (40.0, 25.0);
+    let base = run(MOE, &[]).unwrap();
+    let sets = [
+        "compute.host.op_us=2000",
+        "compute.host.linear_us=0",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=0",
+        "compute.host.moe_sync=false",
+        "compute.host.moe_ops_fwd=40",
+        "compute.host.moe_ops_bwd=25",
+    ];
+    let h = run(MOE, &sets).unwrap();
+    let ops: f64 = h
+        .ops
+        .iter()
+        .filter(|r| r.class != "Gemm" && r.class != "HostCopy")
+        .map(|r| {
+            let each = match r.op.as_str() {
+                "moe_router" => fwd,
+                "moe_unpermute_bwd" => bwd,
+                _ => 1.0,
+            };
+            each * r.count as f64
+        })
+        .sum();
+    assert!(h.ops.iter().any(|r| r.op == "moe_unpermute_bwd" && r.count > 0));
+    let host_s = ops * op_us * 1e-6;
+    let it = h.report.iteration_time_s;
+    assert!(it >= host_s * (1.0 - 1e-9), "iteration {it} s, host issue alone {host_s} s");
+    assert!(it <= host_s + base.report.iteration_time_s, "iteration {it} s, host {host_s} s");
+    // Without the measured dispatcher work the same host is faster by about that much.
+    let plain = run(
+        MOE,
+        &[&sets[..5], &["compute.host.moe_ops_fwd=1", "compute.host.moe_ops_bwd=1"]].concat(),
+    )
+    .unwrap();
+    assert!(plain.report.iteration_time_s < it, "{} against {it}", plain.report.iteration_time_s);
+}
+
+#[test]
 fn the_moe_dispatch_sync_stops_the_host_running_ahead() {
     // A cheap host (1 us per op, 50 us per call) runs ahead of this GPU work, except at each
     // forward token dispatch, where it waits for the GPU and then needs `call_us` to issue the
@@ -106,6 +151,8 @@ fn negative_costs_name_the_field() {
     assert!(e.contains("compute.host.op_us"), "{e}");
     let e = err(&["compute.host.expert_gemm_us=-3"]);
     assert!(e.contains("compute.host.expert_gemm_us"), "{e}");
+    let e = err(&["compute.host.moe_ops_bwd=-2"]);
+    assert!(e.contains("compute.host.moe_ops_bwd"), "{e}");
 }
 
 #[test]
