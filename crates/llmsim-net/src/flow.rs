@@ -11,12 +11,13 @@
 //!   resuming the filling at a level below which no rate changes (bit-identical to a filling
 //!   of the whole component; `FlowNetwork::recompute`). A component of one flow — the common
 //!   case of disjoint transfers — takes a fast path: its rate is its route's bottleneck.
-//! - With `LLMSIM_FLOW_LOCAL=1`, a *local filling* is tried first: each flow keeps the key `(rate, link that froze
-//!   it)`, and only the links whose flow set changed, and the flows and links that a changed
-//!   saturation reaches in key order, are visited; the rest saturate as before. It is used only
-//!   where it gives the component filling's rates to the bit (multiplicities 1, no rounding dip
-//!   in any walk above the resume level: [`RateScratch::walk`], [`RateScratch::local_fill`]);
-//!   elsewhere the component filling runs.
+//! - Where a changed link's last component filling was large (512 flows or more), a *local
+//!   filling* is tried first: each flow keeps the key `(rate, link that froze it)`, and only the
+//!   links whose flow set changed, and the flows and links that a changed saturation reaches in
+//!   key order, are visited; the rest saturate as before. It is used only where it gives the
+//!   component filling's rates to the bit (multiplicities 1, no rounding dip in any walk above
+//!   the resume level: [`RateScratch::walk`], [`RateScratch::local_fill`]); elsewhere the
+//!   component filling runs. `LLMSIM_FLOW_LOCAL=1` tries it at every recomputation, `=0` never.
 //! - Time is integer picoseconds. Rates and remaining bits are `f64`; a predicted drain is
 //!   rounded up to the picosecond and a flow completes exactly when its drain fires. Each rate
 //!   change bumps the flow's version, and drain events of an older version are skipped.
@@ -252,8 +253,24 @@ struct RateScratch {
     /// `(share bits, link, 0: the link saturates | 1: check flow, flow)`, earliest first.
     lheap: BinaryHeap<Reverse<(u64, u32, u8, u32)>>,
     walk_keys: Vec<(u64, u32)>,
-    /// Links whose walk may have changed in a filling of the components (to walk again).
-    retrace: Vec<u32>,
+    /// Links whose walk may have changed since they were last walked (walked again before the
+    /// next local filling: [`FlowNetwork::walk_stale`]), and a mark per link: listed.
+    stale: Vec<u32>,
+    stale_mark: Vec<bool>,
+    /// Every link's walk may be stale (none is marked): the next local filling walks every
+    /// link first. So while no component is large, the default keeps no walks at all.
+    stale_all: bool,
+    /// The automatic trigger of the local filling ([`FlowNetwork::recompute`]): per link, the
+    /// generation in which a filling of a component through it last collected
+    /// [`LOCAL_MIN_FLOWS`] flows or more (0: never, or a smaller one since); the current
+    /// generation (from 2; one per `gen_len` recomputations), the recomputations left in it,
+    /// and the last generation any link was so. A link counts as large in the generation it was
+    /// marked and the next.
+    big: Vec<u32>,
+    generation: u32,
+    gen_left: u32,
+    gen_len: u32,
+    last_big: u32,
     /// Flows visited by the local filling's walks, against [`LOCAL_BUDGET`].
     local_work: usize,
     /// The bits of the level the fillings of the components would resume at: the local filling
@@ -266,6 +283,28 @@ const UNFROZEN: (u64, u32) = (u64::MAX, u32::MAX);
 /// The local filling gives up past this many flow visits (a filling of the component is then
 /// cheaper).
 const LOCAL_BUDGET: usize = 1 << 16;
+/// The automatic trigger's component size: a recomputation tries the local filling where a
+/// dirty link's last component filling collected this many flows or more. On the 16k-GPU Llama
+/// run no resumed filling collects more than 255 flows, and there the local filling's walks
+/// cost more than the small fillings; late in the k=60 fat-tree run one collects ~4,000
+/// (bench/README.md, issue 29).
+const LOCAL_MIN_FLOWS: usize = 512;
+/// Recomputations in one generation of the trigger: a link counts as large for one to two
+/// generations after a large component filling through it (so that where fillings became
+/// small, or the local filling took over and no component is filled, it is tried again
+/// by a component filling's size).
+const LOCAL_GENERATION: u32 = 1 << 16;
+
+/// When [`FlowNetwork::recompute`] tries the local filling ([`RateScratch::local_fill`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LocalMode {
+    /// Where a dirty link's last component filling collected at least the threshold (flows).
+    Auto(usize),
+    /// At every recomputation it may run at (`LLMSIM_FLOW_LOCAL=1`).
+    Always,
+    /// Never (`LLMSIM_FLOW_LOCAL=0`); link walks are not kept.
+    Never,
+}
 
 impl RateScratch {
     fn next_epoch(&mut self, links: &[LinkRec]) -> u32 {
@@ -907,6 +946,40 @@ impl RateScratch {
         self.lepoch
     }
 
+    /// Lists link `l` as stale: its walk is taken again before the next local filling.
+    #[inline]
+    fn mark_stale(&mut self, l: u32) {
+        if self.stale_all {
+            return;
+        }
+        let m = &mut self.stale_mark[l as usize];
+        if !*m {
+            *m = true;
+            self.stale.push(l);
+        }
+    }
+
+    /// Counts a recomputation towards the trigger's generation; where no link counts as large
+    /// any more, walks are no longer kept (until a component is large again).
+    #[inline]
+    fn tick_generation(&mut self) {
+        self.gen_left -= 1;
+        if self.gen_left == 0 {
+            self.gen_left = self.gen_len;
+            self.generation += 1;
+            if self.last_big + 1 < self.generation {
+                self.stale_all = true;
+            }
+        }
+    }
+
+    /// Some dirty link counts as large ([`Self::big`]).
+    #[inline]
+    fn dirty_is_big(&self) -> bool {
+        let g = self.generation;
+        self.last_big + 1 >= g && self.dirty.iter().any(|&d| self.big[d as usize] + 1 >= g)
+    }
+
     /// Walks link `l` with the flows' current keys and updates its unsafe level.
     fn retrace_link(&mut self, l: u32, flows: &[Flow], links: &[LinkRec]) {
         let li = l as usize;
@@ -1028,15 +1101,13 @@ pub struct FlowNetwork {
     arrived: Vec<u32>,
     /// Resume fillings after arrivals too (off: an arrival fills its components in full).
     incremental_arrivals: bool,
-    /// Try the local filling first ([`RateScratch::local_fill`]).
-    local: bool,
-    /// Link walks are kept, and the local filling tried: from the start with
-    /// `LLMSIM_FLOW_LOCAL=1` (or [`Self::set_local_from_start`]), else never. Off by default:
-    /// on the 16k-GPU Llama run, whose component fillings are small, it costs 1.3x the CPU
+    /// When the local filling ([`RateScratch::local_fill`]) is tried. By default where a
+    /// changed link's last component filling was large ([`LOCAL_MIN_FLOWS`]): on the 16k-GPU
+    /// Llama run, whose component fillings are small, trying it everywhere costs 1.3x the CPU
     /// time; on the k=60 fat-tree it is what lets the run end (bench/README.md, issue 29).
-    /// Turning it on mid-run (walking every link then) was tried: the walks then found links
-    /// unsafe at levels the fillings resume below, and the local filling was seldom used.
-    walks_on: bool,
+    /// Link walks are kept lazily: stale links are walked before a local filling, and while no
+    /// link counts as large none is kept (every link is walked at the next local filling).
+    local_mode: LocalMode,
 }
 
 impl FlowNetwork {
@@ -1067,6 +1138,12 @@ impl FlowNetwork {
             lfired: vec![0; n],
             lfired_bits: vec![0; n],
             lcand: vec![u64::MAX; n],
+            stale_mark: vec![false; n],
+            stale_all: true,
+            big: vec![0; n],
+            generation: 2,
+            gen_left: LOCAL_GENERATION,
+            gen_len: LOCAL_GENERATION,
             integer_mults: true,
             ..RateScratch::default()
         };
@@ -1110,9 +1187,14 @@ impl FlowNetwork {
             // A timing knob (the rates do not change): `LLMSIM_FLOW_FULL_ARRIVALS=1` fills in
             // full after arrivals, as before the resumed filling, for paired runs of one binary.
             incremental_arrivals: std::env::var_os("LLMSIM_FLOW_FULL_ARRIVALS").is_none(),
-            // Also a timing knob: `LLMSIM_FLOW_NO_LOCAL=1` turns the local filling off.
-            local: std::env::var_os("LLMSIM_FLOW_NO_LOCAL").is_none(),
-            walks_on: std::env::var_os("LLMSIM_FLOW_LOCAL").is_some_and(|v| v == "1"),
+            // Also timing knobs: `LLMSIM_FLOW_LOCAL=1` tries the local filling at every
+            // recomputation, `LLMSIM_FLOW_LOCAL=0` (or the older `LLMSIM_FLOW_NO_LOCAL=1`) never.
+            local_mode: match std::env::var_os("LLMSIM_FLOW_LOCAL") {
+                _ if std::env::var_os("LLMSIM_FLOW_NO_LOCAL").is_some() => LocalMode::Never,
+                Some(v) if v == "1" => LocalMode::Always,
+                Some(v) if v == "0" => LocalMode::Never,
+                _ => LocalMode::Auto(LOCAL_MIN_FLOWS),
+            },
         }
     }
 
@@ -1197,19 +1279,29 @@ impl FlowNetwork {
         self.incremental_arrivals = on;
     }
 
-    /// Turns off the local filling ([`RateScratch::local_fill`]): recomputations fill the
-    /// components (resumed or in full) as before (the rates must not change: for tests and
-    /// timing comparisons).
+    /// Turns off the local filling ([`RateScratch::local_fill`]), as `LLMSIM_FLOW_LOCAL=0`
+    /// does: recomputations fill the components (resumed or in full) as before; `on` gives the
+    /// default back (the rates must not change: for tests and timing comparisons).
     #[doc(hidden)]
     pub fn set_local_filling(&mut self, on: bool) {
-        self.local = on;
+        self.local_mode = if on { LocalMode::Auto(LOCAL_MIN_FLOWS) } else { LocalMode::Never };
     }
 
-    /// Turns the local filling on from the first recomputation, as `LLMSIM_FLOW_LOCAL=1` does
-    /// (the rates must not change: for tests and timing comparisons).
+    /// Tries the local filling at every recomputation it may run at, as `LLMSIM_FLOW_LOCAL=1`
+    /// does (the rates must not change: for tests and timing comparisons).
     #[doc(hidden)]
     pub fn set_local_from_start(&mut self) {
-        self.walks_on = true;
+        self.local_mode = LocalMode::Always;
+    }
+
+    /// Tries the local filling where a dirty link's last component filling collected
+    /// `min_flows` flows or more, counting a link as large for one to two generations of
+    /// `generation` recomputations (the default's trigger at other sizes: for tests of it).
+    #[doc(hidden)]
+    pub fn set_local_trigger(&mut self, min_flows: usize, generation: u32) {
+        self.local_mode = LocalMode::Auto(min_flows);
+        self.scratch.gen_len = generation.max(1);
+        self.scratch.gen_left = self.scratch.gen_len;
     }
 
     /// Turns off the lane that keeps transfers submitted to start at the network's time out of
@@ -1652,10 +1744,21 @@ impl FlowNetwork {
         }
         let resume = self.incremental && !full && !self.scratch.plain && r_min.is_finite() && r_min > 0.0;
         // Freeze keys are kept for the local filling except under traffic classes (filled class
-        // by class, never locally), and link walks once it is on. It gives what the resumed
-        // filling would only where every link is safe above the level that one resumes at.
+        // by class, never locally). It gives what the resumed filling would only where every
+        // link is safe above the level that one resumes at: stale walks are taken first.
         let keep_walks = !self.priorities;
-        let local = keep_walks && self.walks_on && resume && self.local && self.shares_a_link() && self.scratch.max_dip() < r_min;
+        let trigger = match self.local_mode {
+            LocalMode::Never => false,
+            LocalMode::Always => true,
+            LocalMode::Auto(_) => {
+                self.scratch.tick_generation();
+                self.scratch.dirty_is_big()
+            }
+        };
+        let local = keep_walks && trigger && resume && self.shares_a_link() && {
+            self.walk_stale();
+            self.scratch.max_dip() < r_min
+        };
         if local && self.scratch.local_fill(r_min, &arrived, &self.flows, &self.links) {
             self.stats.rate_recomputations += 1;
             self.stats.rate_fills_local += 1;
@@ -1692,6 +1795,31 @@ impl FlowNetwork {
         }
     }
 
+    /// Walks every stale link again ([`RateScratch::mark_stale`]), so that every link's unsafe
+    /// level is that of its walk with the current keys.
+    fn walk_stale(&mut self) {
+        let all = std::mem::replace(&mut self.scratch.stale_all, false);
+        if self.scratch.stale.is_empty() && !all {
+            return;
+        }
+        // A fresh epoch: no flow has a local filling's key.
+        self.scratch.next_lepoch();
+        let mut stale = std::mem::take(&mut self.scratch.stale);
+        for &l in &stale {
+            self.scratch.stale_mark[l as usize] = false;
+            if !all {
+                self.scratch.retrace_link(l, &self.flows, &self.links);
+            }
+        }
+        stale.clear();
+        self.scratch.stale = stale;
+        if all {
+            for l in 0..self.links.len() as u32 {
+                self.scratch.retrace_link(l, &self.flows, &self.links);
+            }
+        }
+    }
+
     /// Some dirty link belongs to a component of more than one flow (else the lone-flow fast
     /// path of [`Self::fill_components`] is cheaper than the local filling, and where every
     /// dirty link is empty there is nothing to do).
@@ -1705,12 +1833,19 @@ impl FlowNetwork {
     }
 
     /// [`Self::recompute`] by fillings of the components the dirty links belong to (resumed at
-    /// `r_min` with `resume`, else full); with `keep_walks`, records the freeze keys and walks again the links
-    /// whose flows' keys changed ([`RateScratch::retrace_link`]).
+    /// `r_min` with `resume`, else full); with `keep_walks`, records the freeze keys and marks
+    /// stale the links whose flows' keys changed ([`RateScratch::mark_stale`]), and notes per
+    /// link whether its component was large (the automatic trigger of the local filling).
     fn fill_components(&mut self, r_min: f64, resume: bool, keep_walks: bool, arrived: &[u32]) {
         let epoch = self.scratch.next_epoch(&self.links);
         let mut dirty = std::mem::take(&mut self.scratch.dirty);
-        self.scratch.retrace.clear();
+        let walks = keep_walks && self.local_mode != LocalMode::Never;
+        if walks {
+            // Their flows came or went, or their capacity changed.
+            for &d in &dirty {
+                self.scratch.mark_stale(d);
+            }
+        }
         for &d in &dirty {
             let di = d as usize;
             if self.links[di].mark.get() == epoch || self.links[di].flows.is_empty() {
@@ -1741,7 +1876,7 @@ impl FlowNetwork {
                     self.stats.flows_rerated += 1;
                     if keep_walks {
                         self.scratch.bott_new[f as usize] = tight.1;
-                        self.note_key(f, rate);
+                        self.note_key(f, rate, walks);
                     }
                     self.set_rate(f, rate);
                     continue;
@@ -1772,11 +1907,22 @@ impl FlowNetwork {
                 self.scratch.water_fill(&self.flows, &self.links);
             }
             self.stats.flows_rerated += self.scratch.comp_flows.len() as u64;
+            if let LocalMode::Auto(min_flows) = self.local_mode {
+                let sc = &mut self.scratch;
+                if sc.comp_flows.len() >= min_flows {
+                    for &l in &sc.comp_links {
+                        sc.big[l as usize] = sc.generation;
+                    }
+                    sc.last_big = sc.generation;
+                } else if sc.big[di] != 0 {
+                    sc.big[di] = 0;
+                }
+            }
             let comp = std::mem::take(&mut self.scratch.comp_flows);
             for &f in &comp {
                 let rate = self.scratch.new_rate[f as usize];
                 if keep_walks {
-                    self.note_key(f, rate);
+                    self.note_key(f, rate, walks);
                 }
                 self.set_rate(f, rate);
             }
@@ -1785,36 +1931,22 @@ impl FlowNetwork {
         for &a in arrived {
             self.scratch.rate[a as usize] = self.flows[a as usize].rate_bps;
         }
-        if keep_walks && self.walks_on {
-            // The links whose walks may have changed: those whose flows came, went or changed
-            // key, and those whose capacity changed (all dirty).
-            self.scratch.next_lepoch();
-            let mut retrace = std::mem::take(&mut self.scratch.retrace);
-            retrace.extend_from_slice(&dirty);
-            let ep = self.scratch.lepoch;
-            for &l in &retrace {
-                if self.scratch.ldev[l as usize] != ep {
-                    self.scratch.ldev[l as usize] = ep;
-                    self.scratch.retrace_link(l, &self.flows, &self.links);
-                }
-            }
-            retrace.clear();
-            self.scratch.retrace = retrace;
-        }
         dirty.clear();
         self.scratch.dirty = dirty;
     }
 
     /// Records flow `f`'s new freeze key (`rate`, and the link in `bott_new`) before its rate is
-    /// set; where it changed, its links are walked again after the filling.
+    /// set; where it changed and `walks`, its links are marked stale.
     #[inline]
-    fn note_key(&mut self, f: u32, rate: f64) {
+    fn note_key(&mut self, f: u32, rate: f64, walks: bool) {
         let fi = f as usize;
         let link = self.scratch.bott_new[fi];
         if (rate.to_bits(), link) != (self.scratch.rate[fi].to_bits(), self.scratch.bott[fi]) {
             self.scratch.bott[fi] = link;
-            if self.walks_on {
-                self.scratch.retrace.extend(self.flows[fi].path.iter().map(|e| e.link));
+            if walks {
+                for e in &self.flows[fi].path {
+                    self.scratch.mark_stale(e.link);
+                }
             }
         }
     }

@@ -494,7 +494,10 @@ proptest! {
     /// bit-identical, after every event, to the fillings of whole components (resumed) and to
     /// full fillings, on flat, star and fat-tree topologies with relayed routes
     /// (multiplicities, where it gives up), one path or spread over paths, and starts on a
-    /// coarse or fine grid.
+    /// coarse or fine grid; tried at every recomputation (`min_flows` `None`) or, as by
+    /// default, where a dirty link's last component filling collected `min_flows` flows or more
+    /// (small sizes here, so that recomputations switch between the two and the walks are
+    /// dropped and taken again).
     #[test]
     fn local_filling_keeps_rates_bit_identical(
         raw in raw_strategy(),
@@ -502,13 +505,17 @@ proptest! {
         caps in prop::collection::vec(prop_oneof![Just(10u64), Just(25), Just(100), Just(400)], 12),
         grid_ns in prop_oneof![Just(1u64), Just(1_000), Just(20_000)],
         spread in any::<bool>(),
+        min_flows in prop_oneof![Just(None), Just(Some(1usize)), Just(Some(3)), Just(Some(6))],
     ) {
         let (topo, ts) = grid_case(&raw, topo_kind, &caps, grid_ns);
         let mk = |local: bool, incremental: bool| {
             let mut n = FlowNetwork::new(topo.clone());
             n.set_local_filling(local);
             if local {
-                n.set_local_from_start();
+                match min_flows {
+                    None => n.set_local_from_start(),
+                    Some(m) => n.set_local_trigger(m, 8),
+                }
             }
             n.set_incremental(incremental);
             if spread {
@@ -530,7 +537,9 @@ proptest! {
 /// Ring-like traffic (each rank sends to one peer, sends overlapping) and an all-to-all with
 /// uneven sizes on fat-trees, with equal link speeds (ties everywhere) and unequal ones: the
 /// local filling keeps every rate bit-identical to the resumed fillings after every event, is
-/// used (most recomputations after the first), and rerates fewer flows.
+/// used (most recomputations after the first), and rerates fewer flows; and so does the
+/// automatic trigger at a size these components cross (it fills some components and fills the
+/// others locally).
 #[test]
 fn local_filling_matches_resumed_on_fat_trees() {
     for (k, caps, a2a) in [
@@ -586,5 +595,22 @@ fn local_filling_matches_resumed_on_fat_trees() {
         );
         assert!(st.rate_fills_local > st.rate_recomputations / 2, "{st:?}");
         assert!(st.flows_rerated < sr.flows_rerated);
+
+        for (min_flows, generation) in [(8, 64), (32, 1 << 16)] {
+            let mut auto = FlowNetwork::new(topo.clone());
+            auto.set_local_trigger(min_flows, generation);
+            auto.set_rate_checks(true);
+            let mut resumed = FlowNetwork::new(topo.clone());
+            resumed.set_local_filling(false);
+            let (a, b, st) = lockstep(&mut auto, &mut resumed, &ts).unwrap();
+            assert!(auto.violations().is_empty(), "rate checks: {:?}", auto.violations());
+            assert_eq!(a.len(), ts.len());
+            assert_eq!(a, b);
+            println!(
+                "  auto at {min_flows} flows, generation {generation}: local fillings {} (gave up {}), resumed {}, flows rerated {}",
+                st.rate_fills_local, st.local_fill_fallbacks, st.rate_fills_resumed, st.flows_rerated
+            );
+            assert!(st.rate_fills_local > 0 && st.rate_fills_resumed > 0, "{st:?}");
+        }
     }
 }
