@@ -43,43 +43,48 @@ fn a_free_host_changes_nothing() {
     }
 }
 
+/// Runs `yaml` with a 2 ms-per-op host (`sets`) and checks that the host sets the pace: the
+/// iteration takes at least the issue time of the ops, each weighted by `ops_of` (ops of 2 ms),
+/// and at most that plus the GPU-only run. Returns the slow-host outcome.
+fn paced_by_the_host(yaml: &str, sets: &[&str], ops_of: impl Fn(&llmsim_sim::OpRow) -> f64) -> llmsim_sim::Outcome {
+    let base = run(yaml, &[]).unwrap();
+    let h = run(yaml, sets).unwrap();
+    let ops: f64 = h.ops.iter().map(|r| ops_of(r) * r.count as f64).sum();
+    let host_s = ops * 2000.0 * 1e-6;
+    let it = h.report.iteration_time_s;
+    assert!(it >= host_s * (1.0 - 1e-9), "iteration {it} s, host issue alone {host_s} s");
+    assert!(it <= host_s + base.report.iteration_time_s, "iteration {it} s, host {host_s} s");
+    // Nearly all the GPU's waiting is on the host.
+    let exposed = h.report.mean.exposed_host_s;
+    assert!(exposed >= it - base.report.iteration_time_s - 1e-9, "exposed {exposed} s of {it} s");
+    h
+}
+
 #[test]
 fn a_slow_host_sets_the_pace() {
     // 2 ms per op dwarfs every kernel of this model: the iteration takes at least the host's
     // issue time (every op of ops.csv once per execution, a GEMM's weight-gradient op free as its
     // module's backward is charged to the dgrad op), and at most that plus the GPU-only run.
-    let op_us = 2000.0;
-    let base = run(ONE_GPU, &[]).unwrap();
     let sets = [
         "compute.host.op_us=2000",
         "compute.host.linear_us=2000",
         "compute.host.expert_gemm_us=0",
         "compute.host.call_us=0",
     ];
-    let h = run(ONE_GPU, &sets).unwrap();
-    let issued: u64 = h
-        .ops
-        .iter()
-        .filter(|r| !(r.class == "Gemm" && r.pass == "bwd-weight"))
-        .map(|r| r.count)
-        .sum();
-    let host_s = issued as f64 * op_us * 1e-6;
-    let it = h.report.iteration_time_s;
-    assert!(it >= host_s * (1.0 - 1e-9), "iteration {it} s, host issue alone {host_s} s");
-    assert!(it <= host_s + base.report.iteration_time_s, "iteration {it} s");
-    // Nearly all the GPU's waiting is on the host.
-    let exposed = h.report.mean.exposed_host_s;
-    assert!(exposed >= it - base.report.iteration_time_s - 1e-9, "exposed {exposed} s of {it} s");
+    paced_by_the_host(
+        ONE_GPU,
+        &sets,
+        |r| {
+            if r.class == "Gemm" && r.pass == "bwd-weight" { 0.0 } else { 1.0 }
+        },
+    );
 }
 
 #[test]
 fn an_moe_layer_costs_its_measured_dispatcher_work() {
     // A slow host (2 ms per op, nothing else) paces the MoE model: each MoE layer's router
     // carries `moe_ops_fwd` ops and its un-permutation backward `moe_ops_bwd`, every other op
-    // one. The iteration takes at least that issue time and at most it plus the GPU-only run.
-    let op_us = 2000.0;
-    let (fwd, bwd) = (40.0, 25.0);
-    let base = run(MOE, &[]).unwrap();
+    // one.
     let sets = [
         "compute.host.op_us=2000",
         "compute.host.linear_us=0",
@@ -89,25 +94,14 @@ fn an_moe_layer_costs_its_measured_dispatcher_work() {
         "compute.host.moe_ops_fwd=40",
         "compute.host.moe_ops_bwd=25",
     ];
-    let h = run(MOE, &sets).unwrap();
-    let ops: f64 = h
-        .ops
-        .iter()
-        .filter(|r| r.class != "Gemm" && r.class != "HostCopy")
-        .map(|r| {
-            let each = match r.op.as_str() {
-                "moe_router" => fwd,
-                "moe_unpermute_bwd" => bwd,
-                _ => 1.0,
-            };
-            each * r.count as f64
-        })
-        .sum();
+    let h = paced_by_the_host(MOE, &sets, |r| match (r.class.as_str(), r.op.as_str()) {
+        ("Gemm" | "HostCopy", _) => 0.0,
+        (_, "moe_router") => 40.0,
+        (_, "moe_unpermute_bwd") => 25.0,
+        _ => 1.0,
+    });
     assert!(h.ops.iter().any(|r| r.op == "moe_unpermute_bwd" && r.count > 0));
-    let host_s = ops * op_us * 1e-6;
     let it = h.report.iteration_time_s;
-    assert!(it >= host_s * (1.0 - 1e-9), "iteration {it} s, host issue alone {host_s} s");
-    assert!(it <= host_s + base.report.iteration_time_s, "iteration {it} s, host {host_s} s");
     // Without the measured dispatcher work the same host is faster by about that much.
     let plain = run(
         MOE,
