@@ -1256,12 +1256,15 @@ pub struct HostSpec {
     /// Default 190, measured: Megatron-Core 0.15's MoE layer (all-to-all dispatcher, dropless,
     /// BF16) issues 62 kernels forward and its host takes 204 times a bare autograd-recorded op
     /// of the same CPU, 13 of them the stand-in expert GEMMs and activation
-    /// (`bench/gpu_moe_layer.py`, `data/op-db/h200/moe-layer.csv`, an H200 host, 2026-11-27).
+    /// (`bench/gpu_moe_layer.py`, `data/op-db/h200/moe-layer.csv`, an H200 host, 2026-11-27; 172
+    /// on a second instance of the machine). It is Megatron-Core's all-to-all dispatcher's work:
+    /// for another path (the flex dispatcher, NeMo Automodel's MoE, CUDA graphs over the router)
+    /// set what that path costs.
     #[serde(default = "default_moe_ops_fwd")]
     pub moe_ops_fwd: f64,
     /// As `moe_ops_fwd`, for the backward pass, charged to the un-permutation's backward (the
-    /// layer's first MoE op in backward order). Default 190: 73 kernels, 235 ops measured, 45 of
-    /// them the stand-in expert GEMMs' gradients.
+    /// layer's first MoE op in backward order). Default 190: 73 kernels, 235 ops measured (212 on
+    /// the second instance), 45 of them the stand-in expert GEMMs' gradients.
     #[serde(default = "default_moe_ops_bwd")]
     pub moe_ops_bwd: f64,
 }
