@@ -5,7 +5,10 @@ wrong": the eager dropless MoE rows).
     PYTHONPATH=MCORE python3 bench/gpu_moe_layer.py OUT.csv
 
 MCORE is an unpacked `megatron-core` wheel (0.15.0, the Megatron-Core of NeMo 25.11; nothing else
-is needed: Transformer Engine and Apex are absent, so the layer is Megatron-Core's local spec).
+is needed: Transformer Engine and Apex are absent, so the layer is Megatron-Core's local spec):
+
+    pip download megatron-core==0.15.0 --no-deps --python-version 3.12 --only-binary=:all: -d W
+    python3 -m zipfile -e W/megatron_core-0.15.0-cp312-*.whl MCORE
 One GPU, so expert parallelism is 1, and each case sets the GPU's local experts and top-k so that
 the tokens each local expert multiplies equal those of the published EP run: with T tokens a
 micro-batch per GPU, EP ranks holding E/EP experts each and top-k routing, a GPU's local expert
