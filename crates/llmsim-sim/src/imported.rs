@@ -32,6 +32,9 @@ pub fn simulate_imported(
     }
     let ranks = imp.layout.units() * imp.layout.tp;
     let mut s = s.clone();
+    // Host dispatch (`compute.host`) charges llmsim's own op lists; an imported trace's segments
+    // have none (a Chakra node or SimAI line is its recorded duration), so it runs host-free.
+    s.compute.host = None;
     if s.cluster.gpus.is_none() && s.cluster.nodes.is_none() {
         s.cluster.gpus = Some(ranks);
     }

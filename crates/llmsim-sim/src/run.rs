@@ -112,6 +112,11 @@ fn simulate_dlrm(
     wall: Instant,
     shared: &Shared,
 ) -> Result<Outcome, SimError> {
+    // The DLRM workload is the ASTRA-sim paper's, whose iterations have no host (CPU) dispatch:
+    // as in the paper, it runs host-free (`compute.host` does not apply).
+    let mut host_free = s.clone();
+    host_free.compute.host = None;
+    let s = &host_free;
     let gpus = s.gpus()?;
     let gpu = s.cluster.gpu.resolve()?;
     let wl = shared.workload(&(d, gpus), || dlrm::generate(d, gpus as u64).map_err(SimError::from))?;

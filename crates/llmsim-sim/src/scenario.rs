@@ -1161,15 +1161,18 @@ pub struct ComputeSpec {
     pub overlap_slowdown: f64,
     /// Host (CPU) dispatch of kernels: the framework thread that issues each rank's kernels in
     /// program order, so the GPU waits when its kernels are shorter than their issue cost, and
-    /// after each host synchronization. Off by default (kernels are issued for free);
-    /// `host: {}` turns it on with the costs of [`HostSpec`]. An MoE layer's router and
-    /// dispatcher carry their measured host work (`moe_ops_fwd`, `moe_ops_bwd`: Megatron-Core's
-    /// MoE layer issues 62 kernels forward and 73 backward, llmsim has about 15 ops for it).
-    /// Still off because what one eager op costs the host of a published run is not known
-    /// within 3x: 5-7 us cited, 20.8 us measured on the Sapphire Rapids host of a lent H200
-    /// machine; with the first the validation rows move by at most 3%, with the second the MoE
-    /// rows by up to 46% and no dense row by 1% (`bench/validation.md`).
-    #[serde(default)]
+    /// after each host synchronization. On by default with the costs of [`HostSpec`] (an eager
+    /// PyTorch run without CUDA graphs); `host: null` turns it off (kernels issued for free, as
+    /// under full-iteration CUDA graphs; imported traces always run so, their segments being
+    /// recorded durations with no op list, and DLRM runs, as in the ASTRA-sim paper). An MoE
+    /// layer's router and dispatcher carry their
+    /// measured host work (`moe_ops_fwd`, `moe_ops_bwd`: Megatron-Core's MoE layer issues 62
+    /// kernels forward and 73 backward, llmsim has about 15 ops for it). The per-op cost is the
+    /// one measured on the x86 host of a lent H200 machine (20.8 us); the older citation
+    /// (5-7 us, pytorch/pytorch issue #41383, 2020) is 3x lower, so host-bound predictions carry
+    /// that uncertainty. Dense validation rows are GPU-bound either way; MoE rows move by up to
+    /// 46% (`bench/validation.md`).
+    #[serde(default = "default_host")]
     pub host: Option<HostSpec>,
     /// Board-to-board spread of compute speed: a synchronous job's compute-bound kernels run at
     /// the pace of its slowest GPU, in expectation over the boards it gets (see
@@ -1217,16 +1220,18 @@ fn default_variability_screen() -> f64 {
 
 /// `compute.host`: what issuing work costs the host thread of one rank (see
 /// [`crate::engine::HostDispatch`]). Every cost is host time in microseconds. The defaults are
-/// measurements of PyTorch eager mode with Transformer Engine on x86 hosts of H100 systems
-/// (2024-25 software); a slower host (e.g. Grace, about 2.5x on plain PyTorch ops per
+/// measurements of PyTorch eager mode (with Transformer Engine, for the linear layers) on x86
+/// hosts of H100/H200 systems (2024-26 software); a slower host (e.g. Grace, about 2.5x on plain PyTorch ops per
 /// TransformerEngine issue #2053) or CUDA graphs change them.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
     /// Per compute op of the workload that is not a GEMM (one row of ops.csv: a norm, an
     /// activation, attention, a cast, the router, ...): PyTorch's dispatch of it and its kernel
-    /// launch. Default 7: an autograd-recorded eager op, 5-7 us (pytorch/pytorch issue #41383,
-    /// a PyTorch maintainer's figures).
+    /// launch. Default 20.8: an autograd-recorded eager op (torch 2.11, CUDA 13) measured on the
+    /// Sapphire Rapids host of a lent H200 machine (`bench/gpu_moe_layer.py`,
+    /// `data/op-db/h200/moe-layer.csv`; a bare op 17.8 us). A PyTorch maintainer's 2020 figures
+    /// were 5-7 us (pytorch/pytorch issue #41383).
     #[serde(default = "default_op_us")]
     pub op_us: f64,
     /// Per linear-layer module call: charged to each GEMM's forward op and once to its backward
@@ -1242,7 +1247,7 @@ pub struct HostSpec {
     #[serde(default = "default_expert_gemm_us")]
     pub expert_gemm_us: f64,
     /// Per communication call on the compute stream (a TP/CP/EP collective, a pipeline
-    /// receive). Default 7, as `op_us`.
+    /// receive). Default 20.8, as `op_us`.
     #[serde(default = "default_op_us")]
     pub call_us: f64,
     /// The MoE all-to-all token dispatcher waits for the GPU before each forward dispatch (it
@@ -1284,7 +1289,7 @@ impl Default for HostSpec {
 }
 
 fn default_op_us() -> f64 {
-    7.0
+    20.8
 }
 
 fn default_linear_us() -> f64 {
@@ -1293,6 +1298,10 @@ fn default_linear_us() -> f64 {
 
 fn default_expert_gemm_us() -> f64 {
     16.0
+}
+
+fn default_host() -> Option<HostSpec> {
+    Some(HostSpec::default())
 }
 
 fn default_moe_ops_fwd() -> f64 {
@@ -1320,7 +1329,7 @@ impl Default for ComputeSpec {
             efficiency: None,
             database: None,
             overlap_slowdown: DEFAULT_OVERLAP_SLOWDOWN,
-            host: None,
+            host: default_host(),
             gpu_variability: GpuVariabilitySpec::default(),
         }
     }

@@ -106,9 +106,10 @@ fn two_iterations_report_the_first_and_account_for_the_whole_run() {
     let total = o.engine.iteration_ends[1].as_secs_f64();
     let first = r.first_iteration.as_ref().expect("first iteration breakdown");
     let busy = |b: &llmsim_sim::report::Breakdown| {
-        b.compute_s + b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s + b.exposed_pp_s + b.exposed_dp_s + b.bubble_s
+        b.compute_s + b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s + b.exposed_pp_s + b.exposed_dp_s + b.bubble_s + b.exposed_host_s
     };
-    // The compute stream computes or waits from 0 to the last optimizer step, which ends the run.
+    // The compute stream computes or waits from 0 to the last optimizer step, which ends the run
+    // (DLRM runs host-free; the host column is summed all the same).
     let both = busy(first) + busy(&r.mean);
     assert!((both - total).abs() <= 1e-9 * total, "{both} vs {total}");
     // The second iteration's forward waits on the first's all-reduces: exposed time there.

@@ -7,8 +7,9 @@ use std::path::Path;
 use llmsim_sim::{Outcome, RunOptions, Scenario, SimError, simulate};
 
 /// Data parallel over 32 GPUs, one per server, 8 leaves of 4 under 4 spines: the DP ring
-/// crosses the spines.
+/// crosses the spines. Host-free (`compute.host: null`): these tests time the GPU and network.
 const DP32: &str = "
+compute: { host: null }
 model: { hidden_size: 1024, num_hidden_layers: 4, num_attention_heads: 16, intermediate_size: 4096, vocab_size: 128, gated_mlp: false }
 training: { seq_length: 1024, micro_batch_size: 1, global_batch_size: 32 }
 parallel: { tp: 1, pp: 1 }
@@ -202,8 +203,9 @@ fn a_switch_down_is_routed_around_and_down_then_up_is_no_fault() {
 }
 
 /// Data parallel over 8 GPUs, one per server, 2 leaves of 4 under 2 spines (the DP ring
-/// crosses the spines), on the packet backend.
+/// crosses the spines), on the packet backend; host-free as `DP32`.
 const TINY_PACKET: &str = "
+compute: { host: null }
 model: { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 1024, vocab_size: 128, gated_mlp: false }
 training: { seq_length: 256, micro_batch_size: 1, global_batch_size: 8 }
 parallel: { tp: 1, pp: 1 }

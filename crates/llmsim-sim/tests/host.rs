@@ -1,7 +1,7 @@
 //! Host (CPU) dispatch in time (`compute.host`): the host thread issues each rank's kernels in
 //! program order, the GPU cannot start a kernel before it was issued, and the MoE all-to-all
-//! dispatcher makes the host wait for the GPU before each forward dispatch. Off by default;
-//! `compute.host: {}` turns it on with the cited costs.
+//! dispatcher makes the host wait for the GPU before each forward dispatch. On by default with
+//! the measured and cited costs; `compute.host: null` turns it off.
 
 use std::path::Path;
 
@@ -34,7 +34,7 @@ fn run(yaml: &str, sets: &[&str]) -> Result<llmsim_sim::Outcome, SimError> {
 #[test]
 fn a_free_host_changes_nothing() {
     for yaml in [ONE_GPU, MOE] {
-        let base = run(yaml, &[]).unwrap();
+        let base = run(yaml, &["compute.host=null"]).unwrap();
         let zero = ["op_us", "linear_us", "expert_gemm_us", "call_us"].map(|k| format!("compute.host.{k}=0"));
         let zero: Vec<&str> = zero.iter().map(String::as_str).collect();
         let h = run(yaml, &[&zero[..], &["compute.host.moe_sync=true"]].concat()).unwrap();
@@ -47,7 +47,7 @@ fn a_free_host_changes_nothing() {
 /// iteration takes at least the issue time of the ops, each weighted by `ops_of` (ops of 2 ms),
 /// and at most that plus the GPU-only run. Returns the slow-host outcome.
 fn paced_by_the_host(yaml: &str, sets: &[&str], ops_of: impl Fn(&llmsim_sim::OpRow) -> f64) -> llmsim_sim::Outcome {
-    let base = run(yaml, &[]).unwrap();
+    let base = run(yaml, &["compute.host=null"]).unwrap();
     let h = run(yaml, sets).unwrap();
     let ops: f64 = h.ops.iter().map(|r| ops_of(r) * r.count as f64).sum();
     let host_s = ops * 2000.0 * 1e-6;
@@ -150,14 +150,22 @@ fn negative_costs_name_the_field() {
 }
 
 #[test]
-fn an_empty_host_section_takes_the_cited_costs() {
+fn an_empty_host_section_takes_the_default_costs() {
     let s = Scenario::from_yaml(&format!("{ONE_GPU}compute: {{ host: {{}} }}\n"), &[], Path::new(".")).unwrap();
     let h = s.compute.host.clone().expect("host section");
     assert_eq!(
         (h.op_us, h.linear_us, h.expert_gemm_us, h.call_us, h.moe_sync),
-        (7.0, 115.0, 16.0, 7.0, true)
+        (20.8, 115.0, 16.0, 20.8, true)
     );
+    assert_eq!((h.moe_ops_fwd, h.moe_ops_bwd), (190.0, 190.0));
     // A kernel is issued before it runs: the host's first issue is exposed at least.
     let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap();
-    assert!(o.report.mean.exposed_host_s >= 7e-6 * (1.0 - 1e-9));
+    assert!(o.report.mean.exposed_host_s >= 20.8e-6 * (1.0 - 1e-9));
+    // No section is the same as an empty one; `null` turns the host off.
+    let default = Scenario::from_yaml(ONE_GPU, &[], Path::new(".")).unwrap();
+    assert_eq!(default.compute.host.as_ref(), Some(&h));
+    let off = Scenario::from_yaml(&format!("{ONE_GPU}compute: {{ host: null }}\n"), &[], Path::new(".")).unwrap();
+    assert!(off.compute.host.is_none());
+    let o = simulate(&off, &RunOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(o.report.mean.exposed_host_s, 0.0);
 }
