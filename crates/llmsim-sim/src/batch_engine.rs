@@ -199,10 +199,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         || {
             let cm = compute_model(s, gpu, r.parallel.world_size())?;
             let (seg_time, ops) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
-            let host = match &s.compute.host {
-                Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
-                None => None,
-            };
+            let host = crate::host::for_run(s.compute.host.as_ref(), &wl, &ops)?;
             Ok((seg_time, op_rows(&wl, &ops), host))
         },
     );

@@ -13,14 +13,27 @@ use crate::engine::{HostDispatch, HostSeg};
 use crate::ops::OpTimes;
 use crate::scenario::HostSpec;
 
-fn micros(field: &str, us: f64) -> Result<SimTime, SimError> {
-    if !(us.is_finite() && us >= 0.0) {
+/// `v` if it is finite and >= 0, else an error naming `field` and its unit.
+fn non_negative(field: &str, v: f64, unit: &str) -> Result<f64, SimError> {
+    if !(v.is_finite() && v >= 0.0) {
         return Err(SimError::Scenario {
             field: field.into(),
-            message: format!("{us} must be a finite number of microseconds >= 0"),
+            message: format!("{v} must be a finite number of {unit} >= 0"),
         });
     }
-    Ok(SimTime::from_us_f64(us))
+    Ok(v)
+}
+
+fn micros(field: &str, us: f64) -> Result<SimTime, SimError> {
+    non_negative(field, us, "microseconds").map(SimTime::from_us_f64)
+}
+
+/// The engine's host model for a run (see [`dispatch`]): none where `compute.host` is off.
+pub(crate) fn for_run(spec: Option<&HostSpec>, wl: &Workload, ops: &OpTimes) -> Result<Option<std::sync::Arc<HostDispatch>>, SimError> {
+    match spec {
+        Some(h) => Ok(dispatch(h, wl, ops)?.map(std::sync::Arc::new)),
+        None => Ok(None),
+    }
 }
 
 /// The engine's host model for `wl` under `spec`; `ops` are the per-op GPU times of
@@ -31,15 +44,7 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
     let linear = micros("compute.host.linear_us", spec.linear_us)?;
     let expert = micros("compute.host.expert_gemm_us", spec.expert_gemm_us)?;
     let call = micros("compute.host.call_us", spec.call_us)?;
-    let ops_of = |field: &str, n: f64| -> Result<SimTime, SimError> {
-        if !(n.is_finite() && n >= 0.0) {
-            return Err(SimError::Scenario {
-                field: field.into(),
-                message: format!("{n} must be a finite number of ops >= 0"),
-            });
-        }
-        Ok(SimTime::from_us_f64(n * spec.op_us))
-    };
+    let ops_of = |field: &str, n: f64| non_negative(field, n, "ops").map(|n| SimTime::from_us_f64(n * spec.op_us));
     let moe_fwd = ops_of("compute.host.moe_ops_fwd", spec.moe_ops_fwd)?;
     let moe_bwd = ops_of("compute.host.moe_ops_bwd", spec.moe_ops_bwd)?;
     if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync {

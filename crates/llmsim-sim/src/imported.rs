@@ -32,9 +32,6 @@ pub fn simulate_imported(
     }
     let ranks = imp.layout.units() * imp.layout.tp;
     let mut s = s.clone();
-    // Host dispatch (`compute.host`) charges llmsim's own op lists; an imported trace's segments
-    // have none (a Chakra node or SimAI line is its recorded duration), so it runs host-free.
-    s.compute.host = None;
     if s.cluster.gpus.is_none() && s.cluster.nodes.is_none() {
         s.cluster.gpus = Some(ranks);
     }
@@ -69,6 +66,9 @@ pub fn simulate_imported(
             training: &training,
             info,
             ub: None,
+            // Host dispatch charges llmsim's own op lists; an imported trace's segments have none
+            // (a Chakra node or SimAI line is its recorded duration).
+            host_free: true,
         },
         RunContext {
             opts,

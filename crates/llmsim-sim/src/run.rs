@@ -94,6 +94,7 @@ pub fn simulate_shared(s: &Scenario, opts: &RunOptions, progress: &mut dyn FnMut
             training: &r.training,
             info,
             ub,
+            host_free: false,
         },
         RunContext {
             opts,
@@ -112,11 +113,6 @@ fn simulate_dlrm(
     wall: Instant,
     shared: &Shared,
 ) -> Result<Outcome, SimError> {
-    // The DLRM workload is the ASTRA-sim paper's, whose iterations have no host (CPU) dispatch:
-    // as in the paper, it runs host-free (`compute.host` does not apply).
-    let mut host_free = s.clone();
-    host_free.compute.host = None;
-    let s = &host_free;
     let gpus = s.gpus()?;
     let gpu = s.cluster.gpu.resolve()?;
     let wl = shared.workload(&(d, gpus), || dlrm::generate(d, gpus as u64).map_err(SimError::from))?;
@@ -157,6 +153,8 @@ fn simulate_dlrm(
             training: &training,
             info,
             ub: None,
+            // The ASTRA-sim paper's DLRM iterations have no host (CPU) dispatch: as in the paper.
+            host_free: true,
         },
         RunContext {
             opts,
@@ -176,6 +174,10 @@ pub(crate) struct Prepared<'a> {
     pub info: report::RunInfo,
     /// The TP-overlap timer, when `parallel.tp_comm_overlap` is on.
     pub ub: Option<TpOverlapTimer>,
+    /// Run without host dispatch whatever `compute.host` says: a workload without llmsim's own
+    /// op lists (an imported trace's recorded segments; the ASTRA-sim paper's DLRM, which has
+    /// no host model).
+    pub host_free: bool,
 }
 
 /// How a run goes, beside its scenario: the caller's knobs, progress callback, start time and
@@ -195,6 +197,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
         training,
         info,
         ub,
+        host_free,
     } = p;
     let RunContext {
         opts,
@@ -235,10 +238,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     // Topology.
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
-    let host = match &s.compute.host {
-        Some(h) => crate::host::dispatch(h, &wl, &ops)?.map(std::sync::Arc::new),
-        None => None,
-    };
+    let host = crate::host::for_run(s.compute.host.as_ref().filter(|_| !host_free), &wl, &ops)?;
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {
             scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),

@@ -1165,9 +1165,9 @@ pub struct ComputeSpec {
     /// PyTorch run without CUDA graphs); `host: null` turns it off (kernels issued for free, as
     /// under full-iteration CUDA graphs; imported traces always run so, their segments being
     /// recorded durations with no op list, and DLRM runs, as in the ASTRA-sim paper). An MoE
-    /// layer's router and dispatcher carry their
-    /// measured host work (`moe_ops_fwd`, `moe_ops_bwd`: Megatron-Core's MoE layer issues 62
-    /// kernels forward and 73 backward, llmsim has about 15 ops for it). The per-op cost is the
+    /// layer's router and dispatcher carry their measured host work (`moe_ops_fwd`,
+    /// `moe_ops_bwd`: Megatron-Core's MoE layer issues 62 kernels forward and 73 backward,
+    /// llmsim has about 15 ops for it). The per-op cost is the
     /// one measured on the x86 host of a lent H200 machine (20.8 us); the older citation
     /// (5-7 us, pytorch/pytorch issue #41383, 2020) is 3x lower, so host-bound predictions carry
     /// that uncertainty. Dense validation rows are GPU-bound either way; MoE rows move by up to
@@ -1221,8 +1221,8 @@ fn default_variability_screen() -> f64 {
 /// `compute.host`: what issuing work costs the host thread of one rank (see
 /// [`crate::engine::HostDispatch`]). Every cost is host time in microseconds. The defaults are
 /// measurements of PyTorch eager mode (with Transformer Engine, for the linear layers) on x86
-/// hosts of H100/H200 systems (2024-26 software); a slower host (e.g. Grace, about 2.5x on plain PyTorch ops per
-/// TransformerEngine issue #2053) or CUDA graphs change them.
+/// hosts of H100/H200 systems (2024-26 software); a slower host (e.g. Grace, about 2.5x on plain
+/// PyTorch ops per TransformerEngine issue #2053) or CUDA graphs change them.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
