@@ -47,7 +47,7 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
     let ops_of = |field: &str, n: f64| non_negative(field, n, "ops").map(|n| SimTime::from_us_f64(n * spec.op_us));
     let moe_fwd = ops_of("compute.host.moe_ops_fwd", spec.moe_ops_fwd)?;
     let moe_bwd = ops_of("compute.host.moe_ops_bwd", spec.moe_ops_bwd)?;
-    if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync {
+    if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync && !spec.blocking_copies {
         return Ok(None);
     }
     // Host cost of one op: a GEMM is a linear module's call (its forward, or its backward on
@@ -115,6 +115,10 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                             ..
                         } if group.is_ep()
                     ) && n.phase == Phase::Forward;
+                    // A segment that starts at a synchronizing op (`OpSpec::host_sync`).
+                    if let DagNodeKind::Comp { segment } = n.kind {
+                        return spec.blocking_copies && wl.segments[segment as usize].ops.first().is_some_and(|o| o.host_sync);
+                    }
                     if !spec.moe_sync || !is_a2a {
                         return false;
                     }

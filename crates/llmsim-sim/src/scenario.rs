@@ -1255,6 +1255,13 @@ pub struct HostSpec {
     /// in dropless training, `token_dispatcher.py`, core_v0.9 to HEAD). Default true.
     #[serde(default = "default_true")]
     pub moe_sync: bool,
+    /// The host waits for the GPU where the framework makes a blocking host-to-device copy
+    /// just before an op (ops.csv's `host_sync` ops): Megatron-Core's GPT-OSS activation
+    /// (`activation_func_clamp_value`, `model.swiglu_limit`) builds a scalar with
+    /// `torch.tensor(linear_offset, device=...)` at each call, and PyTorch's blocking copy
+    /// synchronizes the stream (ATen `copy_kernel_cuda`: `memcpy_and_sync`). Default true.
+    #[serde(default = "default_true")]
+    pub blocking_copies: bool,
     /// Host work of one MoE layer's router, auxiliary loss, dispatcher preprocessing, token
     /// permutation and combine in the forward pass, in eager ops (each `op_us`), charged to the
     /// router op in place of its one op; the expert GEMMs keep `linear_us` + `expert_gemm_us`.
@@ -1282,6 +1289,7 @@ impl Default for HostSpec {
             expert_gemm_us: default_expert_gemm_us(),
             call_us: default_op_us(),
             moe_sync: true,
+            blocking_copies: true,
             moe_ops_fwd: default_moe_ops_fwd(),
             moe_ops_bwd: default_moe_ops_bwd(),
         }

@@ -25,6 +25,16 @@ cluster: { gpu: H100, gpus: 2, gpus_per_node: 2, topology: { kind: flat } }
 output: { flows: false }
 ";
 
+/// Two H100s in one server, a 2-layer GPT-OSS-20B (16 experts on each, biases, the clamped
+/// activation with Megatron-Core's blocking scalar copy before it).
+const GPT_OSS: &str = "
+model: { preset: gpt-oss-20b, num_hidden_layers: 2 }
+training: { seq_length: 4096, micro_batch_size: 1, global_batch_size: 8 }
+parallel: { tp: 1, pp: 1, ep: 2 }
+cluster: { gpu: H100, gpus: 2, gpus_per_node: 2, topology: { kind: flat } }
+output: { flows: false }
+";
+
 fn run(yaml: &str, sets: &[&str]) -> Result<llmsim_sim::Outcome, SimError> {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let s = Scenario::from_yaml(yaml, &sets, Path::new(".")).expect("valid scenario");
@@ -33,7 +43,7 @@ fn run(yaml: &str, sets: &[&str]) -> Result<llmsim_sim::Outcome, SimError> {
 
 #[test]
 fn a_free_host_changes_nothing() {
-    for yaml in [ONE_GPU, MOE] {
+    for yaml in [ONE_GPU, MOE, GPT_OSS] {
         let base = run(yaml, &["compute.host=null"]).unwrap();
         let zero = ["op_us", "linear_us", "expert_gemm_us", "call_us"].map(|k| format!("compute.host.{k}=0"));
         let zero: Vec<&str> = zero.iter().map(String::as_str).collect();
@@ -132,6 +142,33 @@ fn the_moe_dispatch_sync_stops_the_host_running_ahead() {
         synced.report.mean.exposed_host_s
     );
     assert!(synced.report.mean.exposed_host_s > free.report.mean.exposed_host_s);
+    assert!(synced.report.iteration_time_s > free.report.iteration_time_s);
+}
+
+#[test]
+fn a_blocking_copy_before_an_op_stops_the_host_running_ahead() {
+    // A cheap host (1 us per op) runs ahead of this GPU work; before each expert activation
+    // (forward only: no recompute) it waits for the GPU and then needs 1 us to issue it: at
+    // least that much more exposed host time per MoE layer and micro-batch than without the
+    // copy's synchronization.
+    let sets = [
+        "compute.host.op_us=1",
+        "compute.host.linear_us=1",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=0",
+        "compute.host.moe_sync=false",
+        "compute.host.moe_ops_fwd=1",
+        "compute.host.moe_ops_bwd=1",
+    ];
+    let free = run(GPT_OSS, &[&sets[..], &["compute.host.blocking_copies=false"]].concat()).unwrap();
+    let synced = run(GPT_OSS, &sets).unwrap();
+    assert!(synced.ops.iter().any(|r| r.op == "expert_act_clamp" && r.count > 0));
+    let syncs = 2.0 * synced.report.microbatches as f64;
+    let (e_free, e_sync) = (free.report.mean.exposed_host_s, synced.report.mean.exposed_host_s);
+    assert!(
+        e_sync >= e_free + syncs * 1e-6 * (1.0 - 1e-9),
+        "exposed {e_sync} s against {e_free} s, {syncs} syncs"
+    );
     assert!(synced.report.iteration_time_s > free.report.iteration_time_s);
 }
 

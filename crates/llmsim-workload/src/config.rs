@@ -391,6 +391,27 @@ pub enum MoeRouting {
     RoundRobin,
 }
 
+/// Which implementation runs the experts' MLP: the code decides the kernels around the expert
+/// GEMMs (bias handling, the gated activation's clamp) and the host synchronizations there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+pub enum MoeExperts {
+    /// Megatron-Core's `TEGroupedMLP` (Megatron-LM, NeMo, Megatron-Bridge): with biases, fc2's is
+    /// added by a Python loop over the local experts and accumulated into `main_grad` by the DDP
+    /// hook; a clamped activation (GPT-OSS) adds two clamp kernels, a concatenation and a
+    /// blocking host-to-device copy before the fused activation (megatron-core 0.15/0.16
+    /// `transformer/moe/experts.py`, `fusions/fused_bias_geglu.py`). Default.
+    #[default]
+    #[serde(rename = "megatron")]
+    Megatron,
+    /// NeMo Automodel's `GroupedExpertsDeepEP` (its GPT-OSS, Qwen3-MoE and DeepSeek benchmark
+    /// recipes): the clamped activation is one `torch.compile`d kernel with no host copy; both
+    /// biases are added by Python loops over the local experts (`_apply_bias`; fc2's scaled by
+    /// the DeepEP dispatcher's FP32 probabilities), each loop followed by a concatenation
+    /// (`nemo_automodel/components/moe/layers.py`, Automodel 8d9bfb90e).
+    #[serde(rename = "automodel")]
+    Automodel,
+}
+
 impl MoeRouting {
     /// Expected number of EP ranks a token's `k` of `e` experts are on, with `e / ep` experts per
     /// rank (consecutive expert ids per rank, as Megatron-Core and Automodel place them).
@@ -526,6 +547,9 @@ pub struct ParallelConfig {
     /// Which experts each token goes to, for the `flex` dispatcher's bytes (it sends a token
     /// once per EP rank holding one of its experts). Default `random`.
     pub moe_routing: MoeRouting,
+    /// Which implementation runs the experts' MLP (`megatron`, the default, or `automodel`):
+    /// the kernels around the expert GEMMs and the host synchronizations there.
+    pub moe_experts: MoeExperts,
     /// Context parallel degree. Default 1.
     #[serde(alias = "context_parallel_size")]
     pub cp: u64,
@@ -626,6 +650,7 @@ impl Default for ParallelConfig {
             etp: 0,
             moe_token_dispatcher: MoeDispatcher::AllToAll,
             moe_routing: MoeRouting::Random,
+            moe_experts: MoeExperts::Megatron,
             cp: 1,
             cp_impl: CpImpl::Megatron,
             vpp: 1,

@@ -223,6 +223,7 @@ impl Builder<'_> {
                 kernel: None,
                 overlap: None,
                 dtype: None,
+                host_sync: false,
             };
             self.intern(format!("{name}.{bytes}"), vec![op])
         };
@@ -263,6 +264,10 @@ impl Builder<'_> {
         for op in ops {
             match &op.kind {
                 OpSpecKind::Compute { .. } | OpSpecKind::HostCopy { .. } => {
+                    // The host waits for the GPU before a syncing op: it starts a segment.
+                    if op.host_sync && beside_left == 0 {
+                        flush(self, &mut cur, &mut items, &mut part);
+                    }
                     cur.push(op.clone());
                     if beside_left > 0 {
                         beside_left -= 1;

@@ -234,6 +234,11 @@ pub struct ModelConfig {
     /// A learned sink logit per head and layer (GPT-OSS).
     #[serde(default, skip_serializing_if = "is_false")]
     pub attention_sinks: bool,
+    /// The gated activation's inputs are clamped to this value (GPT-OSS 7.0: config.json
+    /// `swiglu_limit`; Megatron-Core `activation_func_clamp_value`). Only its presence costs time:
+    /// Megatron-Core clamps the two halves in separate kernels before its fused activation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swiglu_limit: Option<f64>,
     /// RMSNorm over each query and key head (Qwen3): `2·head_dim` weights per layer.
     #[serde(default, skip_serializing_if = "is_false")]
     pub qk_norm: bool,
@@ -571,6 +576,20 @@ impl ModelConfig {
                 }
             }
         }
+        if let Some(limit) = self.swiglu_limit {
+            if !(limit.is_finite() && limit > 0.0) {
+                return Err(WorkloadError::invalid(
+                    "model.swiglu_limit",
+                    format!("{limit} must be a finite number > 0"),
+                ));
+            }
+            if !self.gated_mlp {
+                return Err(WorkloadError::invalid(
+                    "model.swiglu_limit",
+                    "clamps a gated activation's inputs: set gated_mlp: true, or remove swiglu_limit",
+                ));
+            }
+        }
         if self.sliding_window > 0 && self.layer_types.is_empty() {
             return Err(WorkloadError::invalid(
                 "model.layer_types",
@@ -719,6 +738,7 @@ impl ModelConfig {
             attention_bias: false,
             mlp_bias: false,
             attention_sinks: false,
+            swiglu_limit: None,
             qk_norm: false,
             sliding_window: 0,
             layer_types: Vec::new(),
@@ -1002,6 +1022,8 @@ fn gpt_oss(name: &str, layers: u64, experts: u64) -> ModelConfig {
         attention_bias: true,
         mlp_bias: true,
         attention_sinks: true,
+        // openai/gpt-oss-120b and -20b config.json: "swiglu_limit": 7.0.
+        swiglu_limit: Some(7.0),
         sliding_window: 128,
         layer_types: vec![AttentionType::SlidingAttention, AttentionType::FullAttention],
         ..ModelConfig::dense(name, 2880, layers, 64, 8, 2880, 201088, true)
@@ -1237,6 +1259,7 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         attention_bias: flag("attention_bias") || gpt_oss,
         mlp_bias: flag("mlp_bias") || gpt_oss,
         attention_sinks: gpt_oss,
+        swiglu_limit: obj.get("swiglu_limit").and_then(Value::as_f64),
         qk_norm: matches!(model_type, "qwen3" | "qwen3_moe"),
         // A hybrid Mamba model has none; the GPT-2 family (`n_positions`, and OPT) a learned
         // table; every other decoder config here (Llama, Mistral, Qwen, DeepSeek, GPT-OSS) RoPE.
@@ -1403,6 +1426,10 @@ pub struct ModelOverrides {
     /// A learned sink logit per head and layer (GPT-OSS). Default (no base): false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_sinks: Option<bool>,
+    /// Clamp of the gated activation's inputs (GPT-OSS 7.0, config.json `swiglu_limit`;
+    /// Megatron-Core `activation_func_clamp_value`). Default (no base): none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swiglu_limit: Option<f64>,
     /// RMSNorm over each query and key head (Qwen3). Default (no base): false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qk_norm: Option<bool>,
@@ -1539,6 +1566,9 @@ impl ModelOverrides {
                 if let Some(x) = self.position_embedding_type {
                     m.position_embedding_type = x;
                 }
+                if let Some(x) = self.swiglu_limit {
+                    m.swiglu_limit = Some(x);
+                }
                 if let Some(d) = self.head_dim {
                     m.explicit_head_dim = Some(d);
                 }
@@ -1580,6 +1610,7 @@ impl ModelOverrides {
                     attention_bias: self.attention_bias.unwrap_or(false),
                     mlp_bias: self.mlp_bias.unwrap_or(false),
                     attention_sinks: self.attention_sinks.unwrap_or(false),
+                    swiglu_limit: self.swiglu_limit,
                     qk_norm: self.qk_norm.unwrap_or(false),
                     sliding_window: self.sliding_window.unwrap_or(0),
                     layer_types: self.layer_types.clone().unwrap_or_default(),

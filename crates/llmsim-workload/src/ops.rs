@@ -54,7 +54,7 @@ use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{CpImpl, Fp8Recipe, MoeDispatcher, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{CpImpl, Fp8Recipe, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
 /// Which part of a training step an op belongs to.
@@ -151,6 +151,16 @@ pub struct OpSpec {
     /// logits GEMM, `tensor_parallel.ColumnParallelLinear`) stays BF16.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dtype: Option<DType>,
+    /// The host waits for the GPU to finish everything issued before this op, then issues it
+    /// (a synchronizing call just before it in the framework's code, e.g. PyTorch's blocking
+    /// host-to-device copy of a Python scalar: `torch.tensor(x, device=cuda)`). The workload's
+    /// segments start at such an op, so the engine's host model can wait there.
+    #[serde(skip_serializing_if = "is_false")]
+    pub host_sync: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// How Transformer Engine's userbuffers overlap a TP collective with a GEMM. The methods and the
@@ -422,6 +432,7 @@ pub(crate) fn compute(name: &'static str, pass: Pass, class: OpClass, flops: f64
         kernel: None,
         overlap: None,
         dtype: None,
+        host_sync: false,
     }
 }
 
@@ -481,6 +492,7 @@ fn comm(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, byte
         kernel: None,
         overlap: None,
         dtype: None,
+        host_sync: false,
     }
 }
 
@@ -816,6 +828,36 @@ impl<'a> Builder<'a> {
                 shape,
             )],
         );
+    }
+
+    /// Megatron-Core's clamp of a gated activation's inputs (`activation_func_clamp_value`,
+    /// GPT-OSS): with `bias_activation_fusion`, `weighted_bias_quick_geglu_impl` clamps the gate
+    /// half and the linear half of the `[tokens, 2·ffn_l]` input in two eager kernels and
+    /// concatenates them into a new tensor before its fused kernel (`fusions/fused_bias_geglu.py`,
+    /// megatron-core 0.15.0 and 0.16.0). Backward: autograd's two clamp gradients (each reads the
+    /// gradient and the clamped input, writes its gradient) and the gradient of `chunk`, which
+    /// concatenates the two halves.
+    fn glu_clamp(&mut self, tokens: u64, ffn_l: u64, shape: &str) {
+        let e = (tokens * ffn_l) as f64;
+        let dt = self.d.dt as f64;
+        let op = |name, pass, flops, bytes| compute(name, pass, OpClass::Elementwise, flops, bytes, shape);
+        let clamp = || op("expert_act_clamp", Pass::Forward, e, 2.0 * e * dt);
+        let clamp_bwd = || op("expert_act_clamp_bwd", Pass::BackwardInput, e, 3.0 * e * dt);
+        self.push(
+            vec![clamp(), clamp(), op("expert_act_clamp_cat", Pass::Forward, 0.0, 4.0 * e * dt)],
+            vec![
+                clamp_bwd(),
+                clamp_bwd(),
+                op("expert_act_clamp_cat_bwd", Pass::BackwardInput, 0.0, 4.0 * e * dt),
+            ],
+        );
+    }
+
+    /// The host waits for the GPU before issuing the forward op of the step pushed last.
+    fn host_sync_at_last_step(&mut self) {
+        if let Some(op) = self.steps.last_mut().and_then(|s| s.fwd.first_mut()) {
+            op.host_sync = true;
+        }
     }
 
     fn collective(&mut self, fwd: (&'static str, CollectiveOp), bwd: Option<(&'static str, CollectiveOp)>, group: CommGroup, bytes: u64) {
@@ -1626,10 +1668,27 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     let mf_l = m.moe_intermediate_size / etp;
     let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
     bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, w, fc1_n, local * w * fc1_n, &shape);
+    let megatron = p.moe_experts == MoeExperts::Megatron;
+    if m.mlp_bias && !megatron {
+        fc1_bias_loop(bld, et, local, fc1_n, &shape);
+    }
     bld.within(RecomputeModule::MoeAct, |b| {
-        b.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape)
+        if m.swiglu_limit.is_some() && megatron {
+            b.glu_clamp(et, mf_l, &shape);
+        }
+        b.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape);
+        if m.swiglu_limit.is_some() && megatron {
+            // `weighted_bias_quick_geglu_impl` builds its `linear_offset` argument with
+            // `torch.tensor(linear_offset, device=input.device)`: a blocking host-to-device copy,
+            // which synchronizes the stream (ATen `copy_kernel_cuda`: `memcpy_and_sync`), before
+            // the fused activation.
+            b.host_sync_at_last_step();
+        }
     });
     bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, w, local * mf_l * w, &shape);
+    if m.mlp_bias {
+        fc2_biases(bld, p, et, local, w, fc1_n, &shape);
+    }
     if let Some(bytes) = sort {
         bld.push(
             vec![sort_op("moe_unsort_chunks", Pass::Forward, bytes)],
@@ -1697,6 +1756,103 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             );
         });
     }
+}
+
+/// fc2's expert bias, scaled by the router's probabilities and added per local expert by a
+/// Python loop (`_apply_bias`: `t + b * p` on each expert's rows of the `[et, w]` output, then a
+/// `cat`), as Megatron-Core's `TEGroupedMLP` (fc2 built with `skip_bias_add`;
+/// `transformer/moe/experts.py`, megatron-core 0.15.0 and 0.16.0) and NeMo Automodel's
+/// `GroupedExpertsDeepEP` (`nemo_automodel/components/moe/layers.py`, 8d9bfb90e) both do.
+/// `p` is FP32 under DeepEP-style dispatch (Megatron's flex dispatcher upcasts it: "DeepEP only
+/// supports float32 probs", `token_dispatcher.py`; Automodel's DeepEP dispatcher the same),
+/// else in the activation dtype (`moe_router_dtype` unset, as Megatron-Bridge's GPT-OSS
+/// provider leaves it): with FP32 `p` the products, the sum and the `cat` are FP32 and a cast
+/// back follows. Backward: the cast's gradient (FP32 `p`), then per expert the cast of its
+/// rows' gradient back to the activation dtype (FP32 `p`) and autograd's `b * p` gradients,
+/// each a product over the expert's rows and a reduction to the broadcast operand (`b`'s `w`
+/// elements, `p`'s one per row); the add and the `cat` pass gradients through as views, and
+/// the `split` of the output concatenates its pieces' gradients.
+fn fc2_bias_loop(d: &Dims, et: u64, local: u64, w: u64, fp32_probs: bool, shape: &str) -> (Vec<OpSpec>, Vec<OpSpec>) {
+    let dt = d.dt as f64;
+    let r = if fp32_probs { 4.0f64.max(dt) } else { dt };
+    let n = et as f64 / local as f64;
+    let (e, whole, wf) = (n * w as f64, et as f64 * w as f64, w as f64);
+    let op = |name, pass, flops, bytes| compute(name, pass, OpClass::Elementwise, flops, bytes, shape);
+    let cast = r != dt;
+    let (mut fwd, mut bwd) = (Vec::new(), Vec::new());
+    if cast {
+        bwd.push(op("expert_fc2_bias_cast_bwd", Pass::BackwardInput, 0.0, (dt + r) * whole));
+    }
+    for _ in 0..local {
+        fwd.push(op("expert_fc2_bias_scale", Pass::Forward, e, r * e + wf * dt + n * r));
+        fwd.push(op("expert_fc2_bias_add", Pass::Forward, e, (dt + 2.0 * r) * e));
+        if cast {
+            bwd.push(op("expert_fc2_bias_dx_cast", Pass::BackwardInput, 0.0, (r + dt) * e));
+        }
+        bwd.extend([
+            op("expert_fc2_bias_dbias_mul", Pass::BackwardWeight, e, 2.0 * r * e + n * r),
+            op("expert_fc2_bias_dbias_sum", Pass::BackwardWeight, e, r * e + wf * r),
+            op("expert_fc2_bias_dprob_mul", Pass::BackwardInput, e, 2.0 * r * e + wf * dt),
+            op("expert_fc2_bias_dprob_sum", Pass::BackwardInput, e, r * e + n * r),
+        ]);
+    }
+    fwd.push(op("expert_fc2_bias_cat", Pass::Forward, 0.0, 2.0 * r * whole));
+    if cast {
+        fwd.push(op("expert_fc2_bias_cast", Pass::Forward, 0.0, (r + dt) * whole));
+    }
+    bwd.push(op("expert_fc2_split_bwd", Pass::BackwardInput, 0.0, 2.0 * dt * whole));
+    (fwd, bwd)
+}
+
+/// The expert biases after fc2 (`w` wide) over the `et` tokens routed to this rank's `local`
+/// experts (balanced: `et / local` each): [`fc2_bias_loop`]. Megatron-Core: fc1's bias is added
+/// inside Transformer Engine's grouped GEMM, and in backward Megatron's DDP hook adds each
+/// bias's gradient into its FP32 `main_grad`, fc1's and fc2's of every expert (Transformer
+/// Engine fuses only the weights' accumulation; `distributed/distributed_data_parallel.py`
+/// `_make_backward_post_hook`).
+fn fc2_biases(bld: &mut Builder, p: &ParallelConfig, et: u64, local: u64, w: u64, fc1_n: u64, shape: &str) {
+    let d = bld.d;
+    let dt = d.dt as f64;
+    let local = local.max(1);
+    let fp32_probs = p.moe_token_dispatcher == MoeDispatcher::Flex;
+    let (fwd, mut bwd) = fc2_bias_loop(d, et, local, w, fp32_probs, shape);
+    if p.moe_experts == MoeExperts::Megatron {
+        for _ in 0..local {
+            for width in [w, fc1_n] {
+                let x = width as f64;
+                bwd.push(compute(
+                    "expert_bias_grad_acc",
+                    Pass::BackwardWeight,
+                    OpClass::Elementwise,
+                    x,
+                    x * (8.0 + dt),
+                    shape,
+                ));
+            }
+        }
+    }
+    bld.push(fwd, bwd);
+}
+
+/// NeMo Automodel's fc1 expert bias (`GroupedExpertsDeepEP._apply_bias` with no probabilities):
+/// `t + b` on each local expert's rows of the `[et, fc1_n]` output, then a `cat`; backward, per
+/// expert the bias gradient (a reduction over its rows), and the `split`'s concatenation of the
+/// pieces' gradients (`nemo_automodel/components/moe/layers.py`, 8d9bfb90e).
+fn fc1_bias_loop(bld: &mut Builder, et: u64, local: u64, fc1_n: u64, shape: &str) {
+    let dt = bld.d.dt as f64;
+    let local = local.max(1);
+    let n = et as f64 / local as f64;
+    let (e, whole) = (n * fc1_n as f64, et as f64 * fc1_n as f64);
+    let op = |name, pass, flops, bytes| compute(name, pass, OpClass::Elementwise, flops, bytes, shape);
+    let mut fwd: Vec<OpSpec> = (0..local)
+        .map(|_| op("expert_fc1_bias_add", Pass::Forward, e, 2.0 * dt * e + fc1_n as f64 * dt))
+        .collect();
+    fwd.push(op("expert_fc1_bias_cat", Pass::Forward, 0.0, 2.0 * dt * whole));
+    let mut bwd: Vec<OpSpec> = (0..local)
+        .map(|_| op("expert_fc1_bias_dbias_sum", Pass::BackwardWeight, e, dt * e + fc1_n as f64 * dt))
+        .collect();
+    bwd.push(op("expert_fc1_split_bwd", Pass::BackwardInput, 0.0, 2.0 * dt * whole));
+    bld.push(fwd, bwd);
 }
 
 /// The embedding of the first pipeline stage: vocab-parallel lookup, then the TP all-reduce of
