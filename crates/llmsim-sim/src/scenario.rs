@@ -1256,7 +1256,7 @@ pub struct HostSpec {
     #[serde(default = "default_true")]
     pub moe_sync: bool,
     /// The host waits for the GPU where the framework makes a blocking host-to-device copy
-    /// just before an op (ops.csv's `host_sync` ops): Megatron-Core's GPT-OSS activation
+    /// just before an op (the workload's synchronizing ops, `OpSpec::host_sync`, each the first op of its segment in ops.csv): Megatron-Core's GPT-OSS activation
     /// (`activation_func_clamp_value`, `model.swiglu_limit`) builds a scalar with
     /// `torch.tensor(linear_offset, device=...)` at each call, and PyTorch's blocking copy
     /// synchronizes the stream (ATen `copy_kernel_cuda`: `memcpy_and_sync`). Default true.
