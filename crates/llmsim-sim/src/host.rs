@@ -101,28 +101,38 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
         .iter()
         .map(|prog| {
             // The forward dispatch is the first forward EP all-to-all of each (micro-batch,
-            // chunk, layer); the combine follows it.
+            // chunk, layer); the combine follows it. A recomputed layer runs its dispatcher's
+            // forward again in backward, sync included (activation checkpointing re-executes
+            // the forward code: Megatron-Core with full recompute or `recompute_modules: [moe]`,
+            // DeepEP's non-cached dispatch under NeMo Automodel's checkpointing); the gradients'
+            // all-to-alls reuse the forward's split sizes (Megatron-Core keeps them; DeepEP's
+            // cached handle) and do not wait. A recomputed dispatch is the first EP all-to-all
+            // of its layer's backward that follows recomputed forward kernels.
             let mut last = None;
+            let mut after_recompute = false;
             let mut flags: Vec<bool> = prog
                 .nodes
                 .iter()
                 .map(|n| {
-                    let is_a2a = matches!(
+                    // A segment that starts at a synchronizing op (`OpSpec::host_sync`).
+                    if let DagNodeKind::Comp { segment } = n.kind {
+                        let ops = &wl.segments[segment as usize].ops;
+                        after_recompute = ops.last().is_some_and(|o| o.pass == Pass::Recompute);
+                        return spec.blocking_copies && ops.first().is_some_and(|o| o.host_sync);
+                    }
+                    let ep_a2a = matches!(
                         n.kind,
                         DagNodeKind::CommColl {
                             op: CollectiveOp::AllToAll,
                             group,
                             ..
                         } if group.is_ep()
-                    ) && n.phase == Phase::Forward;
-                    // A segment that starts at a synchronizing op (`OpSpec::host_sync`).
-                    if let DagNodeKind::Comp { segment } = n.kind {
-                        return spec.blocking_copies && wl.segments[segment as usize].ops.first().is_some_and(|o| o.host_sync);
-                    }
-                    if !spec.moe_sync || !is_a2a {
+                    );
+                    let dispatch = ep_a2a && (n.phase == Phase::Forward || (n.phase == Phase::Backward && after_recompute));
+                    if !spec.moe_sync || !dispatch {
                         return false;
                     }
-                    let key = (n.microbatch, n.chunk, n.layer);
+                    let key = (n.phase == Phase::Forward, n.microbatch, n.chunk, n.layer);
                     let first = last != Some(key);
                     last = Some(key);
                     first

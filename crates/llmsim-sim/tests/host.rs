@@ -146,6 +146,31 @@ fn the_moe_dispatch_sync_stops_the_host_running_ahead() {
 }
 
 #[test]
+fn a_recomputed_dispatch_syncs_again() {
+    // Full recompute re-runs each MoE layer's forward in backward, its token dispatch and the
+    // host's wait included; the gradients' all-to-alls do not wait. The cheap host of the test
+    // above: at least one `call_us` exposed per dispatch, now two a layer and micro-batch.
+    let sets = [
+        "compute.host.op_us=1",
+        "compute.host.linear_us=1",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=50",
+        "training.recompute=full",
+    ];
+    let synced = run(MOE, &sets).unwrap();
+    let syncs = 2.0 * 4.0 * synced.report.microbatches as f64;
+    let floor = syncs * 50e-6;
+    let exposed = synced.report.mean.exposed_host_s;
+    assert!(
+        exposed >= floor * (1.0 - 1e-9),
+        "exposed {exposed} s, {syncs} syncs x 50 us = {floor} s"
+    );
+    // Without recompute, half the syncs: less exposed host time.
+    let plain = run(MOE, &sets[..4]).unwrap();
+    assert!(plain.report.mean.exposed_host_s < exposed);
+}
+
+#[test]
 fn a_blocking_copy_before_an_op_stops_the_host_running_ahead() {
     // A cheap host (1 us per op) runs ahead of this GPU work; before each expert activation
     // (forward only: no recompute) it waits for the GPU and then needs 1 us to issue it: at
