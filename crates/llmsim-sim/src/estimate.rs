@@ -38,7 +38,8 @@ const BASE_BYTES: u64 = 24 << 20;
 const TOPO_BYTES_PER_GPU: u64 = 256;
 /// Flow backend state per GPU (per-link flow lists, capacities, scratch).
 const FLOW_BYTES_PER_GPU: u64 = 512;
-/// Engine state per node of a simulated unit: dependencies left (u32) and start time (u64).
+/// Engine state per node of a simulated unit: dependencies left (u32; only nodes that have
+/// some hold one since branch `flow29h`, so this is an upper bound) and start time (u64).
 const ENGINE_BYTES_PER_NODE: u64 = 12;
 /// Shared stage programs per node: the node, dependencies, dependents, stream tables.
 const PROGRAM_BYTES_PER_NODE: u64 = 64;
