@@ -1755,6 +1755,22 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
                 m.shared_ffn(),
             );
         });
+        // `MoELayer.combine` adds the shared experts' output to the routed one
+        // (`output + shared_expert_output`, `transformer/moe/moe_layer.py`, megatron-core 0.15.0;
+        // NeMo Automodel's MoE `y + z` the same): one add over the layer's output, read two,
+        // write one; its gradient passes through to both.
+        let e = (d.tok_sp * d.h) as f64;
+        bld.push(
+            vec![compute(
+                "moe_shared_add",
+                Pass::Forward,
+                OpClass::Elementwise,
+                e,
+                3.0 * e * dt,
+                &shape,
+            )],
+            Vec::new(),
+        );
     }
 }
 

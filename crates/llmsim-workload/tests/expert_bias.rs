@@ -199,3 +199,22 @@ fn a_syncing_op_starts_a_segment() {
     }
     assert!(starts >= 1, "the activation's segment");
 }
+
+#[test]
+fn shared_experts_output_is_added_to_the_routed_output_once() {
+    // DeepSeek-V3: one shared expert; the layer's output [b·s, h] bf16: read two, write one.
+    let m = preset("deepseek-v3").unwrap();
+    let t = training();
+    let p = plan(&m, &t, 64, "{ tp: 1, pp: 1, ep: 64 }");
+    let l = transformer_layer(&m, &t, &p, m.first_k_dense_layers);
+    assert_eq!(count(&l.forward, "moe_shared_add"), 1);
+    let add = l.forward.iter().find(|o| o.name == "moe_shared_add").unwrap();
+    let e = (t.micro_batch_size * t.seq_length * m.hidden_size) as f64;
+    assert_eq!(bytes(add), 3.0 * e * 2.0);
+    let pos = |n: &str| l.forward.iter().position(|o| o.name == n).unwrap();
+    assert!(pos("moe_unpermute") < pos("moe_shared_add") && pos("shared_fc2") < pos("moe_shared_add"));
+    // Without shared experts there is nothing to add.
+    let q = preset("qwen3-30b-a3b").unwrap();
+    let lq = transformer_layer(&q, &t, &plan(&q, &t, 8, "{ tp: 1, pp: 1, ep: 8 }"), 0);
+    assert_eq!(count(&lq.forward, "moe_shared_add"), 0);
+}
