@@ -41,7 +41,7 @@ GEMM_N_IS_H = ("attn_proj", "mlp_fc2", "shared_fc2", "expert_fc2", "moe_latent_u
 # GEMMs over the rank's own (sequence-parallel) tokens, before the MoE dispatch or after it.
 GEMM_M_IS_TOK_SP = ("moe_router", "moe_latent_down", "moe_latent_up")
 NORMS = ("input_norm", "post_attn_norm", "final_norm")
-RESIDUALS = ("attn_residual", "mlp_residual")
+RESIDUALS = ("attn_residual", "mlp_residual", "moe_shared_add")  # each adds two [tokens, h] tensors
 ACTIVATIONS = ("mlp_act", "shared_act", "expert_act")
 DROPOUT_P = 0.1
 SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient")
