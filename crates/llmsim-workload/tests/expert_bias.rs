@@ -4,11 +4,12 @@
 //! Counted from the code (megatron-core 0.15/0.16 `transformer/moe/experts.py`,
 //! `fusions/fused_bias_geglu.py`; Automodel 8d9bfb90e `components/moe/layers.py`).
 
+mod common;
+use common::plan;
+
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::transformer_layer;
-use llmsim_workload::{
-    ModelConfig, MoeExperts, OpSpec, OpSpecKind, ParallelConfig, Pass, Recompute, RecomputeModule, TrainingConfig, megatron,
-};
+use llmsim_workload::{ModelConfig, MoeExperts, OpSpec, OpSpecKind, Pass, Recompute, RecomputeModule, TrainingConfig, megatron};
 
 fn bytes(op: &OpSpec) -> f64 {
     match op.kind {
@@ -32,11 +33,6 @@ fn training() -> TrainingConfig {
         global_batch_size: 64,
         ..TrainingConfig::default()
     }
-}
-
-fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
-    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-    p.resolve(gpus, m, t).unwrap()
 }
 
 /// Tokens routed to one rank's experts and the elements of fc2's output over them.

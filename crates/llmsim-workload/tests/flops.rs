@@ -1,15 +1,13 @@
 //! Per-op FLOPs against the standard formulas, and collective sizes against Megatron's.
 
+mod common;
+use common::plan;
+
 use llmsim_compute::OpClass;
 use llmsim_core::CollectiveOp;
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::{embedding, head, padded_vocab, stage_params, transformer_layer};
 use llmsim_workload::{CommGroup, LayerOps, ModelConfig, OpSpec, OpSpecKind, ParallelConfig, Pass, Recompute, TrainingConfig};
-
-fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
-    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-    p.resolve(gpus, m, t).unwrap()
-}
 
 /// GEMMs, core attention and the MoE router's GEMM (the router class also holds the
 /// memory-bound token permutations).

@@ -1,16 +1,14 @@
 //! Memory footprint: Megatron's bytes per parameter, Korthikanti et al.'s activations, OOM.
 
+mod common;
+use common::plan;
+
 use llmsim_workload::memory::{check_config_fits, check_fits, footprint, layer_activation_bytes};
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::stage_params;
 use llmsim_workload::{ModelConfig, ParallelConfig, Recompute, TrainingConfig, WorkloadError};
 
 const GB80: u64 = 80_000_000_000;
-
-fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
-    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-    p.resolve(gpus, m, t).unwrap()
-}
 
 #[test]
 fn gpt3_175b_on_one_gpu_is_out_of_memory() {

@@ -3,18 +3,16 @@
 //! entropy, and an optimizer without a main copy (Apex `store_params: false`). Each expected
 //! difference is counted from the plan's own parameter and token counts.
 
+mod common;
+use common::plan;
+
 use llmsim_core::GpuArch;
 use llmsim_workload::dag::{DagNodeKind, Workload};
 use llmsim_workload::megatron::generate;
 use llmsim_workload::memory::footprint_on;
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::{padded_vocab, stage_param_split, stage_vocab_params};
-use llmsim_workload::{ModelConfig, ParallelConfig, TrainingConfig, WorkloadError};
-
-fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
-    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-    p.resolve(gpus, m, t).unwrap()
-}
+use llmsim_workload::{ParallelConfig, TrainingConfig, WorkloadError};
 
 fn fp8() -> TrainingConfig {
     serde_yaml_ng::from_str("{ dtype: fp8, fp8_recipe: current, seq_length: 4096, micro_batch_size: 1, global_batch_size: 64 }").unwrap()

@@ -2,10 +2,13 @@
 //! second permutation (sort of the received chunks by local expert, and the unsort before the
 //! combine) and the vocabulary-parallel cross-entropy's kernels, fused and unfused.
 
+mod common;
+use common::plan;
+
 use llmsim_compute::DType;
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::{head, padded_vocab, transformer_layer};
-use llmsim_workload::{ModelConfig, MoeDispatcher, OpSpec, OpSpecKind, ParallelConfig, TrainingConfig};
+use llmsim_workload::{MoeDispatcher, OpSpec, OpSpecKind, ParallelConfig, TrainingConfig};
 
 fn bytes(op: &OpSpec) -> f64 {
     match op.kind {
@@ -16,11 +19,6 @@ fn bytes(op: &OpSpec) -> f64 {
 
 fn find<'a>(ops: &'a [OpSpec], name: &str) -> Vec<&'a OpSpec> {
     ops.iter().filter(|o| o.name == name).collect()
-}
-
-fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
-    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-    p.resolve(gpus, m, t).unwrap()
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! Rotary position embeddings and per-head q/k norms as kernels of the attention block, and how a
 //! model's position embedding is chosen (preset, `config.json`, scenario override).
 
+mod common;
+use common::plan;
+
 use llmsim_workload::model::{PositionEmbedding, from_hf_config_json, preset};
 use llmsim_workload::ops::transformer_layer;
-use llmsim_workload::{ModelConfig, ModelSpec, OpSpec, OpSpecKind, ParallelConfig, TrainingConfig};
+use llmsim_workload::{ModelConfig, ModelSpec, OpSpec, OpSpecKind, TrainingConfig};
 
 fn bytes(op: &OpSpec) -> f64 {
     match op.kind {
@@ -16,11 +19,6 @@ fn one<'a>(ops: &'a [OpSpec], name: &str) -> Option<&'a OpSpec> {
     let v: Vec<_> = ops.iter().filter(|o| o.name == name).collect();
     assert!(v.len() <= 1, "{name} more than once");
     v.first().copied()
-}
-
-fn plan(m: &ModelConfig, t: &TrainingConfig, gpus: u64, yaml: &str) -> ParallelConfig {
-    let p: ParallelConfig = serde_yaml_ng::from_str(yaml).unwrap();
-    p.resolve(gpus, m, t).unwrap()
 }
 
 fn training() -> TrainingConfig {
