@@ -160,7 +160,7 @@ impl LayerKind {
     }
 }
 
-fn is_false(b: &bool) -> bool {
+pub(crate) fn is_false(b: &bool) -> bool {
     !*b
 }
 fn is_zero(v: &u64) -> bool {

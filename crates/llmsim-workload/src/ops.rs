@@ -155,12 +155,8 @@ pub struct OpSpec {
     /// (a synchronizing call just before it in the framework's code, e.g. PyTorch's blocking
     /// host-to-device copy of a Python scalar: `torch.tensor(x, device=cuda)`). The workload's
     /// segments start at such an op, so the engine's host model can wait there.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "crate::model::is_false")]
     pub host_sync: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// How Transformer Engine's userbuffers overlap a TP collective with a GEMM. The methods and the
@@ -1672,12 +1668,14 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     if m.mlp_bias && !megatron {
         fc1_bias_loop(bld, et, local, fc1_n, &shape);
     }
+    // Megatron-Core's clamped activation (GPT-OSS); Automodel's is one compiled kernel.
+    let clamp = m.swiglu_limit.is_some() && megatron;
     bld.within(RecomputeModule::MoeAct, |b| {
-        if m.swiglu_limit.is_some() && megatron {
+        if clamp {
             b.glu_clamp(et, mf_l, &shape);
         }
         b.activation("expert_act", "expert_act_bwd", et, mf_l, m.gated_mlp, &shape);
-        if m.swiglu_limit.is_some() && megatron {
+        if clamp {
             // `weighted_bias_quick_geglu_impl` builds its `linear_offset` argument with
             // `torch.tensor(linear_offset, device=input.device)`: a blocking host-to-device copy,
             // which synchronizes the stream (ATen `copy_kernel_cuda`: `memcpy_and_sync`), before
