@@ -4,7 +4,7 @@ use std::path::Path;
 
 use llmsim_ccl::CollectiveOp;
 use llmsim_sim::{Outcome, RunOptions, Scenario, resolve, simulate};
-use llmsim_workload::dag::{DagNodeKind, Group, Stream};
+use llmsim_workload::dag::{DagNodeKind, Group, Phase, Stream};
 use llmsim_workload::megatron::param_bytes_per_param;
 use llmsim_workload::ops;
 
@@ -83,6 +83,137 @@ fn zero3_gathers_params_and_scatters_grads_per_unit() {
         assert_eq!(o.report.nodes_executed, total);
         assert!(o.report.iteration_time_s > 0.0);
     }
+}
+
+/// FSDP2's defaults without `reshard_after_forward` (`fsdp_sync_every_microbatch`): every
+/// backward reduce-scatters the unit's gradients and frees its parameters, so the next forward
+/// gathers again; the compute stream waits for a backward's last reduce-scatter.
+#[test]
+fn fsdp2_without_no_sync_scatters_every_micro_batch() {
+    let sets = |pp: u64, every: bool| {
+        scenario(&[
+            "parallel.zero_stage=3",
+            "parallel.reshard_after_forward=false",
+            &format!("parallel.fsdp_sync_every_microbatch={every}"),
+            &format!("parallel.pp={pp}"),
+            "training.global_batch_size=32",
+        ])
+    };
+    for pp in [1u64, 2] {
+        let s = sets(pp, true);
+        let r = resolve(&s).unwrap();
+        let mb = r.parallel.micro_batches(&r.training);
+        assert!(mb >= 4);
+        let o = run(&s);
+        let param_b = param_bytes_per_param(r.training.dtype);
+        let grad_b = r.training.grad_dtype().bytes();
+        for st in 0..pp {
+            let params = ops::stage_params(&r.model, &r.parallel, st);
+            let gathered = dp_bytes(&o, st as usize, CollectiveOp::AllGather);
+            assert_eq!(
+                dp_bytes(&o, st as usize, CollectiveOp::ReduceScatter),
+                mb * params * grad_b,
+                "pp {pp} stage {st}"
+            );
+            if pp == 1 {
+                // Forward, backward, forward...: a gather before every forward, none in backward.
+                assert_eq!(gathered, mb * params * param_b, "stage {st}");
+            } else {
+                // With forwards in flight, a backward after another backward gathers again.
+                assert!(
+                    gathered >= mb * params * param_b && gathered <= 2 * mb * params * param_b,
+                    "stage {st}"
+                );
+            }
+            // Some forward or backward compute waits for a reduce-scatter (the end of a
+            // backward; the optimizer step's wait does not count).
+            let prog = &o.workload.stages[st as usize];
+            let is_rs = |i: u32| {
+                matches!(
+                    prog.nodes[i as usize].kind,
+                    DagNodeKind::CommColl {
+                        op: CollectiveOp::ReduceScatter,
+                        ..
+                    }
+                )
+            };
+            let waits = (0..prog.len() as u32)
+                .filter(|&i| {
+                    let n = &prog.nodes[i as usize];
+                    n.stream == Stream::Compute && matches!(n.phase, Phase::Forward | Phase::Backward)
+                })
+                .filter(|&i| prog.deps(i).iter().any(|&d| is_rs(d)))
+                .count();
+            assert!(waits >= 1, "pp {pp} stage {st}: no compute waits for a reduce-scatter");
+        }
+        let total: u64 = o.workload.stages.iter().map(|p| p.len() as u64).sum();
+        assert_eq!(o.report.nodes_executed, total);
+        // More traffic and a wait: never faster than gathering once and scattering once.
+        let once = run(&sets(pp, false));
+        assert!(
+            o.report.iteration_time_s >= once.report.iteration_time_s,
+            "pp {pp}: {} < {}",
+            o.report.iteration_time_s,
+            once.report.iteration_time_s
+        );
+        assert!(o.report.collectives > once.report.collectives);
+        // Memory: one unit's unsharded gradient at a time instead of the whole stage's.
+        let grads = |every: bool| {
+            let mut v = vec!["parallel.grad_bucket_size=1".to_string()];
+            v.push(format!("parallel.pp={pp}"));
+            v.extend(
+                [
+                    "parallel.zero_stage=3",
+                    "parallel.reshard_after_forward=false",
+                    "training.global_batch_size=32",
+                ]
+                .map(String::from),
+            );
+            v.push(format!("parallel.fsdp_sync_every_microbatch={every}"));
+            let s = Scenario::from_yaml(BASE, &v, Path::new(".")).unwrap();
+            resolve(&s).unwrap().memory.gradients
+        };
+        assert!(grads(true) < grads(false), "pp {pp}");
+    }
+}
+
+/// `training.expert_grad_reduce_in_fp32: false` reduces the routed experts' gradients in the
+/// weights' dtype (bf16) while the rest stays fp32.
+#[test]
+fn expert_gradients_can_reduce_in_bf16() {
+    let moe = "
+model: { hidden_size: 1024, num_hidden_layers: 4, num_attention_heads: 8, intermediate_size: 4096, vocab_size: 32000, num_experts: 8, moe_intermediate_size: 1024, num_experts_per_tok: 2 }
+training: { seq_length: 1024, micro_batch_size: 1, global_batch_size: 16 }
+parallel: { tp: 1, pp: 1, ep: 2, zero_stage: 3 }
+cluster: { gpu: H100, gpus: 8, gpus_per_node: 4, topology: { kind: flat } }
+network: { backend: analytical }
+output: { flows: false }
+";
+    let bytes = |sets: &[&str], group: Group| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let s = Scenario::from_yaml(moe, &sets, Path::new(".")).unwrap();
+        let o = run(&s);
+        o.workload.stages[0]
+            .nodes
+            .iter()
+            .filter_map(|n| match n.kind {
+                DagNodeKind::CommColl {
+                    op: CollectiveOp::ReduceScatter,
+                    group: g,
+                    bytes,
+                } if g == group => Some(bytes),
+                _ => None,
+            })
+            .sum::<u64>()
+    };
+    let fp32 = bytes(&[], Group::ExpertDp);
+    let bf16 = bytes(&["training.expert_grad_reduce_in_fp32=false"], Group::ExpertDp);
+    assert!(fp32 > 0);
+    assert_eq!(bf16 * 2, fp32);
+    assert_eq!(
+        bytes(&["training.expert_grad_reduce_in_fp32=false"], Group::Dp),
+        bytes(&[], Group::Dp)
+    );
 }
 
 #[test]

@@ -103,6 +103,12 @@ pub struct TrainingConfig {
     /// true for bf16/fp8/fp32 (Megatron-LM forces it for bf16), false for fp16. NeMo's and
     /// MLPerf's benchmark recipes set it false (bf16 gradient buffers and reduction).
     pub grad_reduce_in_fp32: Option<bool>,
+    /// Reduce the routed experts' gradients in fp32. Default: as `grad_reduce_in_fp32`. PyTorch
+    /// FSDP2 units given no `MixedPrecisionPolicy` reduce in the parameters' own dtype: NeMo
+    /// Automodel shards grouped experts over `ep_shard` with a bare `fully_shard` (bf16
+    /// parameters, so bf16 reduce-scatters) while the other units reduce in fp32
+    /// (`components/moe/parallelizer.py` `apply_fsdp`). Only the traffic changes, not memory.
+    pub expert_grad_reduce_in_fp32: Option<bool>,
     /// How FP8 training scales tensors (Transformer Engine recipes), when `dtype: fp8`. Default
     /// delayed.
     pub fp8_recipe: Fp8Recipe,
@@ -198,6 +204,7 @@ impl Default for TrainingConfig {
             iterations: 1,
             dropout: None,
             grad_reduce_in_fp32: None,
+            expert_grad_reduce_in_fp32: None,
             fp8_recipe: Fp8Recipe::Delayed,
             recompute_modules: Vec::new(),
             exp_avg_dtype: DType::Fp32,
@@ -247,6 +254,20 @@ impl TrainingConfig {
             (DType::Fp32 | DType::Tf32, _) => DType::Fp32,
             (_, Some(false)) => DType::Bf16,
             _ => DType::Fp32,
+        }
+    }
+
+    /// The routed experts' gradient reduction dtype: [`TrainingConfig::grad_dtype`] unless
+    /// `expert_grad_reduce_in_fp32` says otherwise (false: the weights' dtype, bf16 below fp32).
+    pub fn expert_grad_dtype(&self) -> DType {
+        match self.expert_grad_reduce_in_fp32 {
+            None => self.grad_dtype(),
+            Some(true) => DType::Fp32,
+            Some(false) => match self.dtype {
+                DType::Fp16 => DType::Fp16,
+                DType::Fp32 | DType::Tf32 => DType::Fp32,
+                _ => DType::Bf16,
+            },
         }
     }
 
@@ -578,6 +599,18 @@ pub struct ParallelConfig {
     /// reduce-scatters its gradients once, in the last micro-batch: Llama 3's FSDP (Dubey et al.
     /// 2024, §3.3.2, "we do not reshard after forward") and TorchTitan with pipeline parallelism.
     pub reshard_after_forward: bool,
+    /// ZeRO-3 / FSDP with `reshard_after_forward: false`: reduce-scatter each unit's gradients
+    /// and free its gathered parameters after *every* micro-batch's backward, gathering the unit
+    /// again at its next forward or backward, instead of once per step. This is PyTorch FSDP2's
+    /// default (`requires_gradient_sync` and `reshard_after_backward` both true) whenever nothing
+    /// turns it off between micro-batches: e.g. `torch.distributed.pipelining` skips gradient
+    /// sync only when a stage's `submod` is itself an FSDP module ("Non-DP submodule, regular
+    /// backward" otherwise, `pipelining/stage.py` `backward_maybe_with_nosync`), which NeMo
+    /// Automodel's stages (the whole `...ForCausalLM`, with `fully_shard` on its inner modules)
+    /// are not. At the end of each stage's backward the compute stream waits for the last
+    /// reduce-scatter (FSDP2's root post-backward callback). Default false. With
+    /// `reshard_after_forward: true` gradients are already reduce-scattered every micro-batch.
+    pub fsdp_sync_every_microbatch: bool,
     /// Overlap the DP gradient reduction with backward. Default false (Megatron's default).
     pub overlap_grad_reduce: bool,
     /// Overlap the distributed optimizer's parameter all-gather with the next forward.
@@ -659,6 +692,7 @@ impl Default for ParallelConfig {
             use_distributed_optimizer: false,
             zero_stage: 0,
             reshard_after_forward: true,
+            fsdp_sync_every_microbatch: false,
             overlap_grad_reduce: false,
             overlap_param_gather: false,
             grad_bucket_size: 0,

@@ -494,11 +494,20 @@ struct Bucket {
 struct Width {
     vocab: u64,
     linear: u64,
+    /// The routed experts' parameters (on the expert-data-parallel group).
+    expert: u64,
 }
 
 impl Width {
-    fn uniform(b: u64) -> Self {
-        Width { vocab: b, linear: b }
+    /// The gradient reduction: [`TrainingConfig::grad_dtype`], the routed experts'
+    /// [`TrainingConfig::expert_grad_dtype`].
+    fn grads(t: &TrainingConfig) -> Self {
+        let b = t.grad_dtype().bytes();
+        Width {
+            vocab: b,
+            linear: b,
+            expert: t.expert_grad_dtype().bytes(),
+        }
     }
 
     /// The parameter all-gather: FP8 primary weights (`fp8_param`) travel as 1 byte, the vocab
@@ -506,9 +515,17 @@ impl Width {
     fn params(t: &TrainingConfig) -> Self {
         let b = param_bytes_per_param(t.dtype);
         if t.dtype == DType::Fp8 && t.fp8_param {
-            Width { vocab: b, linear: 1 }
+            Width {
+                vocab: b,
+                linear: 1,
+                expert: 1,
+            }
         } else {
-            Width::uniform(b)
+            Width {
+                vocab: b,
+                linear: b,
+                expert: b,
+            }
         }
     }
 }
@@ -856,7 +873,9 @@ fn stage_iteration(
     // micro-batch in its gradient-sharding modes, `no_sync` or not; PyTorch FSDP `FULL_SHARD`
     // without `no_sync`). Without, the first forward of the step gathers and the last backward
     // reduce-scatters (TorchTitan's pipeline schedules skip gradient sync and resharding for the
-    // other micro-batches).
+    // other micro-batches), unless `fsdp_sync_every_microbatch`: then every backward
+    // reduce-scatters and frees the unit, and whichever computation of it comes next gathers it
+    // again (FSDP2's defaults, `reshard_after_backward` and `requires_gradient_sync`).
     let mut fs = Fsdp {
         passes: Vec::new(),
         gather_node: Vec::new(),
@@ -866,7 +885,9 @@ fn stage_iteration(
     };
     if fsdp {
         let reshard = p.reshard_after_forward;
-        let mut seen = vec![false; vpp as usize];
+        let every = reshard || p.fsdp_sync_every_microbatch;
+        // Whether each unit (bucket) holds its gathered parameters now.
+        let mut held = vec![false; buckets.len()];
         for &ScheduleStep {
             dir,
             microbatch: mb,
@@ -876,21 +897,23 @@ fn stage_iteration(
         {
             let bks = &chunk_buckets[c as usize];
             if dir == Direction::Forward {
-                let first = !std::mem::replace(&mut seen[c as usize], true);
                 for &bi in bks.iter().rev() {
                     fs.passes.push(UnitPass {
                         bucket: bi,
-                        gather: reshard || first,
+                        gather: !held[bi],
                         scatter: false,
                     });
+                    held[bi] = !reshard;
                 }
             } else {
                 for &bi in bks {
+                    let scatter = every || mb == m - 1;
                     fs.passes.push(UnitPass {
                         bucket: bi,
-                        gather: reshard,
-                        scatter: reshard || mb == m - 1,
+                        gather: !held[bi],
+                        scatter,
                     });
+                    held[bi] = !scatter;
                 }
             }
         }
@@ -920,9 +943,8 @@ fn stage_iteration(
     let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
     // The DDP gradient reduction of bucket `bi`, after `after`.
-    let issue_reduce = |prog: &mut Program, bi: usize, after: &[u32]| {
-        push_bucket_colls(prog, dp_base, &buckets[bi], grad_op, Width::uniform(grad_b), after)
-    };
+    let issue_reduce =
+        |prog: &mut Program, bi: usize, after: &[u32]| push_bucket_colls(prog, dp_base, &buckets[bi], grad_op, Width::grads(t), after);
     // The reduction of bucket `bi` after the last micro-batch's backward of it: issued at once
     // with `overlap_grad_reduce`, else left for after the whole backward.
     let ddp_reduce = |prog: &mut Program, bi: usize, after: &[u32], reduce_nodes: &mut Vec<u32>, pending: &mut Vec<usize>| {
@@ -1103,6 +1125,7 @@ fn stage_iteration(
                 let at = base(Phase::Backward, mb, c, NONE as u64);
                 push_p2p(prog, at, false, Peer::Next, Direction::Backward, mb, c, act_bytes, &[]);
             }
+            let scattered = reduce_nodes.len();
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
             // after the unit's last item, or the DDP bucket's in the last micro-batch.
             let mut bwd_item = |prog: &mut Program, item: BucketItem, items: &[Item], layer: u64| {
@@ -1120,6 +1143,7 @@ fn stage_iteration(
                     h2d[i as usize] = prog.push(node, &after);
                 }
                 let mut deps: Vec<u32> = h2d.get(layer as usize).copied().filter(|&h| h != NONE).into_iter().collect();
+                deps.append(&mut entry_deps);
                 if fsdp && opens.contains_key(&(c, item)) {
                     deps.extend(fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end));
                 }
@@ -1128,14 +1152,7 @@ fn stage_iteration(
                 let after: Vec<u32> = last_compute.into_iter().collect();
                 if fsdp {
                     if fs.end(last_compute.expect("a unit computes")).scatter {
-                        let rs = push_bucket_colls(
-                            prog,
-                            dp_base,
-                            &buckets[bi],
-                            CollectiveOp::ReduceScatter,
-                            Width::uniform(grad_b),
-                            &after,
-                        );
+                        let rs = push_bucket_colls(prog, dp_base, &buckets[bi], CollectiveOp::ReduceScatter, Width::grads(t), &after);
                         reduce_nodes.push(rs);
                     }
                 } else if last_mb {
@@ -1151,9 +1168,16 @@ fn stage_iteration(
             }
             if first_virtual(c) {
                 bwd_item(prog, BucketItem::Embedding, &tpl.emb_bwd, NONE as u64);
-            } else {
+            }
+            // FSDP2's root post-backward callback: the compute stream waits for the step's last
+            // reduce-scatter before anything after this backward runs.
+            if fsdp && p.fsdp_sync_every_microbatch && reduce_nodes.len() > scattered {
+                entry_deps.extend(reduce_nodes.last().copied());
+            }
+            if !first_virtual(c) {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
-                let dep: Vec<u32> = last_compute.into_iter().collect();
+                // The gradient's send is issued after the backward returns, behind that wait.
+                let dep: Vec<u32> = last_compute.into_iter().chain(entry_deps.iter().copied()).collect();
                 let at = base(Phase::Backward, mb, c, NONE as u64);
                 push_p2p(prog, at, true, Peer::Prev, Direction::Backward, mb, recv_chunk, act_bytes, &dep);
             }
@@ -1220,7 +1244,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
                 kind: DagNodeKind::CommColl {
                     op,
                     group: Group::ExpertDp,
-                    bytes: bk.expert * w.linear,
+                    bytes: bk.expert * w.expert,
                 },
                 ..base
             },

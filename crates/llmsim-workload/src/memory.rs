@@ -335,7 +335,9 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     // ZeRO-3 / FSDP: the gathered units on top of the shards. With reshard after forward, two
     // units' parameters (the one computing and the one prefetched, megatron.rs) and one unit's
     // unsharded gradient before its reduce-scatter; without, the whole stage stays gathered
-    // for the step and its gradients accumulate unsharded until the last micro-batch.
+    // for the step (at worst: every unit of the stage between a forward and its backward) and
+    // its gradients accumulate unsharded until the last micro-batch, or, reduce-scattered every
+    // micro-batch (`fsdp_sync_every_microbatch`), one unit's at a time.
     let grad_b = t.grad_dtype().bytes();
     let (gathered_params, unsharded_grads) = match (p.fsdp(), p.reshard_after_forward) {
         (false, _) => (0, 0),
@@ -364,6 +366,16 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         (true, true) => {
             let unit = crate::megatron::fsdp_unit_params(m, p, stage);
             (2 * unit * dt, unit * grad_b)
+        }
+        // Gradients reduce-scattered every micro-batch: one unit's unsharded at a time.
+        (true, false) if p.fsdp_sync_every_microbatch => {
+            let unit = crate::megatron::fsdp_unit_params(m, p, stage);
+            let gathered = if fp8_param {
+                vocab * dt - (vocab * dt).div_ceil(dense_shard).min(vocab * dt)
+            } else {
+                sharded(dt, false) - sharded(dt, true)
+            };
+            (gathered, unit * grad_b)
         }
         // With `fp8_param` the gathered linear weights are `fp8_cache`; only the vocab's rest.
         (true, false) if fp8_param => (
