@@ -86,6 +86,17 @@ pub struct TrainingConfig {
     pub recompute: Recompute,
     /// Fused (Flash) attention. Default true.
     pub flash_attention: bool,
+    /// Rotary embeddings as one fused kernel (Megatron-Core `apply_rope_fusion`, Transformer
+    /// Engine's `fused_apply_rotary_pos_emb`; MLA: its fused q/kv RoPE kernels). Default true.
+    /// `false`: eager PyTorch, as NeMo Automodel's models run it (counted from its code at
+    /// 8d9bfb90e): the `rotate_half` form (`models/gpt_oss/layers.py`: per query and key tensor
+    /// four products, a difference, a sum and a `cat` forward, eight kernels backward) and, for
+    /// MLA, the complex form (`moe/rope_utils.py`: cast to fp32, complex product, cast back,
+    /// each way) plus the eager assembly of the heads (`models/deepseek_v3/layers.py`: `cat` of
+    /// the query's and the key's no-RoPE and RoPE parts, `v.contiguous()`, the latent's
+    /// contiguous copy before its norm; backward, the `cat`s of the split projections' gradients
+    /// and the sum of the shared RoPE key's gradient over heads).
+    pub rope_fusion: bool,
     /// Which fused attention kernel runs (with `flash_attention`). Default `auto`: Transformer
     /// Engine's choice, cuDNN fused attention on Hopper and later, FlashAttention-2 on Ampere.
     /// `fa2` is also what PyTorch's `scaled_dot_product_attention` runs on its flash backend
@@ -200,6 +211,7 @@ impl Default for TrainingConfig {
             dtype: DType::Bf16,
             recompute: Recompute::None,
             flash_attention: true,
+            rope_fusion: true,
             attention_kernel: AttentionKernelChoice::Auto,
             iterations: 1,
             dropout: None,

@@ -807,6 +807,60 @@ impl<'a> Builder<'a> {
         );
     }
 
+    /// Eager `rotate_half` RoPE over `elems` elements of one query or key tensor (NeMo
+    /// Automodel's GPT-OSS, `models/gpt_oss/layers.py` `_apply_rotary_emb`): forward four
+    /// half-width products (each reads and writes half the tensor), their difference and sum,
+    /// and the `cat` of the two halves, 9 tensor sizes of traffic in 7 kernels; backward the
+    /// negation, four products, two sums and the `cat`, 10 sizes in 8 kernels.
+    fn rope_eager(&mut self, name: &'static str, bwd: &'static str, elems: u64, shape: &str) {
+        let e = elems as f64;
+        let b = e * self.d.dt as f64;
+        let k = |n: &'static str, pass: Pass, sizes: f64| compute(n, pass, OpClass::Elementwise, 0.5 * e, sizes * b, shape);
+        let mut f: Vec<OpSpec> = (0..4).map(|_| k(name, Pass::Forward, 1.0)).collect();
+        f.extend([
+            k(name, Pass::Forward, 1.5),
+            k(name, Pass::Forward, 1.5),
+            k(name, Pass::Forward, 2.0),
+        ]);
+        let mut g = vec![k(bwd, Pass::BackwardInput, 1.0)];
+        g.extend((0..4).map(|_| k(bwd, Pass::BackwardInput, 1.0)));
+        g.extend([
+            k(bwd, Pass::BackwardInput, 1.5),
+            k(bwd, Pass::BackwardInput, 1.5),
+            k(bwd, Pass::BackwardInput, 2.0),
+        ]);
+        self.push(f, g);
+    }
+
+    /// Eager complex RoPE over `elems` elements of one tensor (NeMo Automodel's MLA,
+    /// `moe/rope_utils.py`): `.float()` (2 bytes in, 4 out), the complex product (4 in, 4 out)
+    /// and the cast back (4 in, 2 out), 20 bytes an element in 3 kernels each way.
+    fn rope_complex(&mut self, name: &'static str, bwd: &'static str, elems: u64, shape: &str) {
+        let e = elems as f64;
+        let k = |n: &'static str, pass: Pass, bytes: f64, flops: f64| compute(n, pass, OpClass::Elementwise, flops * e, bytes * e, shape);
+        let f = vec![
+            k(name, Pass::Forward, 6.0, 0.0),
+            k(name, Pass::Forward, 8.0, 3.0),
+            k(name, Pass::Forward, 6.0, 0.0),
+        ];
+        let g = vec![
+            k(bwd, Pass::BackwardInput, 6.0, 0.0),
+            k(bwd, Pass::BackwardInput, 8.0, 3.0),
+            k(bwd, Pass::BackwardInput, 6.0, 0.0),
+        ];
+        self.push(f, g);
+    }
+
+    /// One eager copy kernel of `bytes` (read plus written) forward and `bwd_bytes` backward
+    /// (0: none); `None` names skip that direction.
+    fn copy(&mut self, fwd: Option<&'static str>, bwd: Option<&'static str>, bytes: u64, bwd_bytes: u64, shape: &str) {
+        let k = |n: &'static str, pass: Pass, b: u64| compute(n, pass, OpClass::Elementwise, 0.0, b as f64, shape);
+        self.push(
+            fwd.map(|n| k(n, Pass::Forward, bytes)).into_iter().collect(),
+            bwd.map(|n| k(n, Pass::BackwardInput, bwd_bytes)).into_iter().collect(),
+        );
+    }
+
     /// MLP activation over `tokens · ffn_local` outputs: GeLU reads 1, writes 1; SwiGLU reads 2,
     /// writes 1 (backward: reads dy and the inputs, writes their gradients).
     fn activation(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64, ffn_l: u64, gated: bool, shape: &str) {
@@ -1362,21 +1416,58 @@ fn attention(bld: &mut Builder, m: &ModelConfig, t: &TrainingConfig, layer: u64)
                 // Megatron-Core's q_layernorm and k_layernorm: an RMSNorm over each head.
                 bld.norm_width("attn_qk_norm", "attn_qk_norm_bwd", d.tok * (d.a_l + d.kv_l), d.d, &attn_shape);
             }
-            if rope {
+            if rope && t.rope_fusion {
                 bld.rope(d.tok * (d.a_l + d.kv_l) * d.d, &attn_shape);
+            } else if rope {
+                bld.rope_eager("rope_q", "rope_q_bwd", d.tok * d.a_l * d.d, &attn_shape);
+                bld.rope_eager("rope_k", "rope_k_bwd", d.tok * d.kv_l * d.d, &attn_shape);
             }
         }
         Some(mla) => {
             mla_projections(bld, mla, &attn_shape);
-            if rope {
+            if rope && t.rope_fusion {
                 // MLA rotates only the RoPE part: each query head's and the one shared key's.
                 bld.rope(d.tok * (d.a_l + 1) * mla.qk_rope_head_dim, &attn_shape);
+            } else if rope {
+                mla_eager_assembly(bld, mla, &attn_shape);
             }
         }
     }
     bld.core_attention(t.flash_attention, keys);
     let proj_k = d.a_l * d.dv;
     bld.gemm(gemm_names!("attn_proj"), Split::Row, d.tok, proj_k, d.h, proj_k * d.h, &attn_shape);
+}
+
+/// MLA's RoPE and head assembly in eager PyTorch (`training.rope_fusion: false`; NeMo
+/// Automodel `models/deepseek_v3/layers.py` `MLA.forward` at 8d9bfb90e), bytes read plus written
+/// per token and local head `H`: the complex RoPE of the query's RoPE parts (`H · 64` elements)
+/// and of the one shared key; forward the `cat` of the query's parts (768 bytes at 128 + 64
+/// bf16 dims), the key's (its no-RoPE part read and written, the shared part read once: 640),
+/// `v.contiguous()` before Transformer Engine's attention (512), and the latent's contiguous
+/// copy before its norm; backward the `cat`s the projections' splits make of their gradients
+/// (the query's 768, the key-value up-projection's 1,024, the latent's) and the sum of the
+/// shared key's gradient over heads (128).
+fn mla_eager_assembly(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
+    let d = bld.d;
+    let (rope, nope, v, dt) = (mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, d.dt);
+    let th = d.tok * d.a_l;
+    bld.rope_complex("rope_q", "rope_q_bwd", th * rope, shape);
+    bld.rope_complex("rope_k", "rope_k_bwd", d.tok * rope, shape);
+    let q = th * (nope + rope) * dt;
+    bld.copy(Some("mla_cat_q"), Some("mla_cat_q_bwd"), 2 * q, 2 * q, shape);
+    let k = th * (2 * nope + rope) * dt;
+    bld.copy(Some("mla_cat_k"), Some("mla_k_rope_sum_bwd"), k, th * rope * dt, shape);
+    let kv_up = th * (nope + v) * dt;
+    bld.copy(Some("mla_v_contiguous"), Some("mla_cat_kv_bwd"), 2 * th * v * dt, 2 * kv_up, shape);
+    let latent = d.tok_sp * mla.kv_lora_rank * dt;
+    let kv_down = d.tok_sp * (mla.kv_lora_rank + rope) * dt;
+    bld.copy(
+        Some("mla_latent_contiguous"),
+        Some("mla_cat_latent_bwd"),
+        2 * latent,
+        2 * kv_down,
+        shape,
+    );
 }
 
 /// MLA's projections as Megatron-Core's `MLASelfAttention` runs them: the down-projections

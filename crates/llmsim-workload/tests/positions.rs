@@ -124,3 +124,73 @@ fn position_embedding_from_config_json_and_overrides() {
     let msg = bad.unwrap_err().to_string();
     assert!(msg.contains("alibi") && msg.contains("rope"), "{msg}");
 }
+
+/// Sum of the bytes of the ops in `ops` named one of `names`, and their count.
+fn traffic(ops: &[OpSpec], names: &[&str]) -> (f64, usize) {
+    let v: Vec<&OpSpec> = ops.iter().filter(|o| names.contains(&o.name)).collect();
+    (v.iter().map(|o| bytes(o)).sum(), v.len())
+}
+
+#[test]
+fn eager_rope_counts_automodels_kernels() {
+    // GPT-OSS-20B (64 query, 8 key heads of 64), TP 1: `rotate_half` RoPE on q and k, forward 7
+    // kernels and 9 tensor sizes each, backward 8 kernels and 10 sizes; the fused kernel's 2.
+    let m = preset("gpt-oss-20b").unwrap();
+    let fused = training();
+    let eager = TrainingConfig {
+        rope_fusion: false,
+        ..training()
+    };
+    let p = plan(&m, &fused, 8, "{ tp: 1, pp: 1, ep: 8 }");
+    let tok = fused.micro_batch_size * fused.seq_length;
+    let dt = fused.dtype.bytes() as f64;
+    let (q, k) = ((tok * 64 * 64) as f64 * dt, (tok * 8 * 64) as f64 * dt);
+    let layer = transformer_layer(&m, &eager, &p, 0);
+    assert!(one(&layer.forward, "rope").is_none() && one(&layer.backward, "rope_bwd").is_none());
+    assert_eq!(traffic(&layer.forward, &["rope_q"]), (9.0 * q, 7));
+    assert_eq!(traffic(&layer.forward, &["rope_k"]), (9.0 * k, 7));
+    assert_eq!(traffic(&layer.backward, &["rope_q_bwd"]), (10.0 * q, 8));
+    assert_eq!(traffic(&layer.backward, &["rope_k_bwd"]), (10.0 * k, 8));
+    let f = transformer_layer(&m, &fused, &p, 0);
+    assert_eq!(bytes(one(&f.forward, "rope").unwrap()), 2.0 * (q + k));
+    // Between the projection and the attention kernel.
+    let pos = |n: &str| layer.forward.iter().position(|o| o.name == n).unwrap();
+    assert!(pos("attn_qkv") < pos("rope_q") && pos("rope_k") < pos("core_attention"));
+}
+
+#[test]
+fn eager_mla_assembles_its_heads_in_copies() {
+    // DeepSeek-V3, TP 1: 128 heads, RoPE 64, no-RoPE 128, v 128, latent 512 (bf16).
+    let m = preset("deepseek-v3").unwrap();
+    let mla = m.mla.clone().unwrap();
+    assert_eq!(
+        (mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, mla.kv_lora_rank),
+        (64, 128, 128, 512)
+    );
+    let eager = TrainingConfig {
+        rope_fusion: false,
+        ..training()
+    };
+    let p = plan(&m, &eager, 32, "{ tp: 1, pp: 1, ep: 32 }");
+    let layer = transformer_layer(&m, &eager, &p, 3);
+    let t = (eager.micro_batch_size * eager.seq_length) as f64;
+    let th = t * 128.0;
+    // Complex RoPE: 20 bytes an element (2 -> 4, 4 -> 4, 4 -> 2), 3 kernels each way.
+    assert_eq!(traffic(&layer.forward, &["rope_q"]), (20.0 * th * 64.0, 3));
+    assert_eq!(traffic(&layer.backward, &["rope_q_bwd"]), (20.0 * th * 64.0, 3));
+    assert_eq!(traffic(&layer.forward, &["rope_k"]), (20.0 * t * 64.0, 3));
+    // The copies, bytes read plus written per token and head (Automodel's MLA at 8d9bfb90e).
+    let one_bytes = |ops: &[OpSpec], n: &str| bytes(one(ops, n).unwrap_or_else(|| panic!("{n}")));
+    assert_eq!(one_bytes(&layer.forward, "mla_cat_q"), 768.0 * th);
+    assert_eq!(one_bytes(&layer.forward, "mla_cat_k"), 640.0 * th);
+    assert_eq!(one_bytes(&layer.forward, "mla_v_contiguous"), 512.0 * th);
+    assert_eq!(one_bytes(&layer.forward, "mla_latent_contiguous"), 2048.0 * t);
+    assert_eq!(one_bytes(&layer.backward, "mla_cat_q_bwd"), 768.0 * th);
+    assert_eq!(one_bytes(&layer.backward, "mla_k_rope_sum_bwd"), 128.0 * th);
+    assert_eq!(one_bytes(&layer.backward, "mla_cat_kv_bwd"), 1024.0 * th);
+    assert_eq!(one_bytes(&layer.backward, "mla_cat_latent_bwd"), 4.0 * 576.0 * t);
+    // Fused (the default): one RoPE kernel, none of the copies.
+    let f = transformer_layer(&m, &training(), &p, 3);
+    assert!(one(&f.forward, "rope").is_some());
+    assert!(f.forward.iter().chain(&f.backward).all(|o| !o.name.starts_with("mla_")));
+}
