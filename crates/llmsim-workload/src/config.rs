@@ -347,6 +347,31 @@ impl AttentionKernelChoice {
     }
 }
 
+/// How tensor parallelism runs its collectives (`parallel.tp_impl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TpImpl {
+    /// Megatron-Core: with sequence parallelism a column-parallel linear keeps only its input's
+    /// shard and all-gathers it again in backward for the weight gradient
+    /// (`LinearWithGradAccumulationAndAsyncCommunication`); activations travel in the
+    /// activation dtype. Default.
+    #[default]
+    Megatron,
+    /// PyTorch DTensor tensor parallelism as TorchTitan applies it (`PrepareModuleInput`,
+    /// `ColwiseParallel`, `RowwiseParallel`): autograd keeps the gathered input of a
+    /// column-parallel linear for its weight gradient, so backward has no second all-gather
+    /// (the gradient of the gather is one reduce-scatter; under async TP it is fused with the
+    /// input-gradient GEMM). With FP8 (`dtype: fp8`, current scaling = torchao's tensorwise
+    /// Float8) the forward all-gathers of the attention and MLP inputs carry FP8
+    /// (`PrepareFloat8ModuleInput` casts before the gather; TorchTitan `apply_tp` with
+    /// `enable_float8`); gradients stay in the activation dtype. Async TP
+    /// (`tp_comm_overlap`) fuses each collective with its GEMM in one chunk per rank moved by
+    /// copy engines (`torch.distributed._symmetric_memory` `_pipelined_produce_and_all2all`).
+    /// Memory is counted as for `megatron` (the gathered input autograd keeps is not added;
+    /// under full recompute, as in TorchTitan's TP runs, only block inputs are kept anyway).
+    Dtensor,
+}
+
 /// How context-parallel attention runs (`parallel.cp_impl`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -583,6 +608,9 @@ pub struct ParallelConfig {
     /// Which implementation runs the experts' MLP (`megatron`, the default, or `automodel`):
     /// the kernels around the expert GEMMs and the host synchronizations there.
     pub moe_experts: MoeExperts,
+    /// How tensor parallelism runs its collectives: `megatron` (default) or `dtensor`
+    /// (PyTorch DTensor as TorchTitan applies it). No effect with `tp: 1`.
+    pub tp_impl: TpImpl,
     /// Context parallel degree. Default 1.
     #[serde(alias = "context_parallel_size")]
     pub cp: u64,
@@ -696,6 +724,7 @@ impl Default for ParallelConfig {
             moe_token_dispatcher: MoeDispatcher::AllToAll,
             moe_routing: MoeRouting::Random,
             moe_experts: MoeExperts::Megatron,
+            tp_impl: TpImpl::Megatron,
             cp: 1,
             cp_impl: CpImpl::Megatron,
             vpp: 1,

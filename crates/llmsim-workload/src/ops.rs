@@ -54,7 +54,9 @@ use llmsim_core::CollectiveOp;
 use llmsim_core::SimTime;
 use serde::Serialize;
 
-use crate::config::{CpImpl, Fp8Recipe, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{
+    CpImpl, Fp8Recipe, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TpImpl, TrainingConfig,
+};
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
 /// Which part of a training step an op belongs to.
@@ -330,6 +332,9 @@ struct Dims {
     tok_sp: u64,
     /// `parallel.tp_comm_overlap` in effect (tp > 1 with sequence parallelism).
     ub: bool,
+    /// `parallel.tp_impl: dtensor`: no backward re-gather of a column-parallel input; FP8
+    /// forward gathers with FP8 current scaling.
+    dtensor: bool,
     /// FP8 training: GEMM inputs and output gradients are cast to FP8 by separate kernels.
     fp8: bool,
     /// FP8 with current scaling: every GEMM input needs its own amax pass and cast.
@@ -392,6 +397,7 @@ impl Dims {
             tok,
             tok_sp: if sp { tok / tp } else { tok },
             ub: p.tp_comm_overlap && sp,
+            dtensor: p.tp_impl == TpImpl::Dtensor,
             fp8: t.dtype.is_te_quantized(),
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             nvfp4: t.dtype == DType::Fp4,
@@ -610,16 +616,61 @@ impl<'a> Builder<'a> {
             op.dtype = d.gemm_dtype;
         }
         let tp = d.tp > 1;
-        let ov = |op: CollectiveOp, method: OverlapMethod| Some(TpOverlap { op, bytes: ab, method });
+        // DTensor with torchao's tensorwise Float8: the column-parallel input is cast to FP8
+        // before its forward all-gather (one byte an element; the scale is one number).
+        let ag_fwd = if d.dtensor && d.fp8_current { ab / d.dt.max(1) } else { ab };
+        let ovb = |op: CollectiveOp, method: OverlapMethod, bytes: u64| Some(TpOverlap { op, bytes, method });
+        let ov = |op: CollectiveOp, method: OverlapMethod| ovb(op, method, ab);
         let (mut fwd, mut bwd) = match split {
+            Split::Column if tp && d.ub && d.dtensor => {
+                // PyTorch async TP (symmetric memory): the gather fused with the forward GEMM,
+                // the input gradient's reduce-scatter with the dgrad GEMM, each decomposed into
+                // one chunk per rank moved by copy engines; the weight gradient uses the saved
+                // input.
+                g.overlap = ovb(CollectiveOp::AllGather, OverlapMethod::RingExchange, ag_fwd);
+                dg.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::RingExchange);
+                (vec![g], vec![dg, wg])
+            }
             Split::Column if tp && d.ub => {
                 g.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
                 dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::Bulk);
                 wg.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Bulk);
                 (vec![g], vec![dg, wg])
             }
+            Split::Column if tp && d.sp && d.dtensor => (
+                vec![
+                    comm(
+                        names.allgather,
+                        Pass::Forward,
+                        CollectiveOp::AllGather,
+                        CommGroup::Tp,
+                        ag_fwd,
+                        shape,
+                    ),
+                    g,
+                ],
+                vec![
+                    dg,
+                    comm(
+                        names.reducescatter_bwd,
+                        Pass::BackwardInput,
+                        CollectiveOp::ReduceScatter,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    ),
+                    wg,
+                ],
+            ),
             Split::Row if tp && d.ub => {
-                g.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Pipeline);
+                // Transformer Engine's pipelined reduce-scatter; PyTorch async TP's is one chunk
+                // per rank on copy engines.
+                let rs = if d.dtensor {
+                    OverlapMethod::RingExchange
+                } else {
+                    OverlapMethod::Pipeline
+                };
+                g.overlap = ov(CollectiveOp::ReduceScatter, rs);
                 dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
                 (vec![g], vec![dg, wg])
             }
