@@ -95,7 +95,8 @@ impl MemoryFootprint {
 /// checkpointing ([`Recompute::SelectiveOp`]): the block's input (the checkpoint's), SDPA's
 /// output and log-sum-exp, the reduce-scatter outputs (TP with sequence parallelism), and the
 /// outputs of the `mm`s at odd positions in forward order (wq, wv, w1, w2 of a gated MLP; wq,
-/// wv, fc1 otherwise; none under FP8, whose linears are `_scaled_mm`s). Everything else is
+/// wv, fc1 otherwise; the same under torchao's Float8, whose `mm`s the policy sees before they
+/// become `_scaled_mm`s, each output in the activation dtype). Everything else is
 /// rebuilt from these before the block's backward. A row-parallel `mm`'s output is the full
 /// `[tokens, h]` partial sum before its reduce-scatter.
 fn op_policy_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> u64 {
@@ -109,16 +110,14 @@ fn op_policy_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
     if p.sp() {
         bytes += 2 * dt * seq_sharded;
     }
-    if !matches!(t.dtype, DType::Fp8 | DType::Fp4) {
-        // Output columns per rank of each `mm` in forward order; the odd ones are saved.
-        let mut mms = vec![a * d / tp, kv * d / tp, kv * d / tp, h];
-        if m.gated_mlp {
-            mms.extend([ffn / tp, ffn / tp, h]);
-        } else {
-            mms.extend([ffn / tp, h]);
-        }
-        bytes += mms.iter().step_by(2).map(|&cols| dt * tok * cols).sum::<u64>();
+    // Output columns per rank of each `mm` in forward order; the odd ones are saved.
+    let mut mms = vec![a * d / tp, kv * d / tp, kv * d / tp, h];
+    if m.gated_mlp {
+        mms.extend([ffn / tp, ffn / tp, h]);
+    } else {
+        mms.extend([ffn / tp, h]);
     }
+    bytes += mms.iter().step_by(2).map(|&cols| dt * tok * cols).sum::<u64>();
     bytes
 }
 

@@ -1325,7 +1325,11 @@ impl<'a> Builder<'a> {
     /// even positions in the block's forward order. TorchTitan runs Q, K, V and the gated MLP's
     /// w1 and w3 as separate `mm`s where llmsim fuses them, so a fused GEMM contributes one
     /// sub-GEMM per `mm` (its columns split as the weights are), and a re-run part is a GEMM of
-    /// that many columns. Under FP8 every linear layer is a `_scaled_mm`, never saved: all re-run.
+    /// that many columns. Under torchao's Float8 the same `mm`s are saved: the policy is a
+    /// `TorchDispatchMode`, which sees `aten.mm` before the `Float8Tensor` subclass turns it into
+    /// `_scaled_mm` (modes dispatch before subclasses; PyTorch `python_arg_parser.cpp`, note
+    /// "[__torch_dispatch__ dispatching order]"), and TorchTitan's published memory is the same
+    /// with and without Float8 (77.0 and 76.8 GiB, `docs/performance.md` at d4c86e3).
     fn op_policy_recompute(&self, forward: &[OpSpec], gated_mlp: bool) -> Vec<OpSpec> {
         let d = self.d;
         let mut mm_count = 0u64;
@@ -1341,7 +1345,7 @@ impl<'a> Builder<'a> {
                 OpSpecKind::Compute { class, .. } => match class {
                     OpClass::FlashAttention | OpClass::Attention => {}
                     _ if op.name == "cp_attn_merge" => {}
-                    OpClass::Gemm if !d.fp8 && !d.nvfp4 => {
+                    OpClass::Gemm => {
                         // The `mm`s this GEMM stands for, as column counts of its output.
                         let parts: Vec<u64> = match op.name {
                             "attn_qkv" => vec![d.a_l * d.d, d.kv_l * d.d, d.kv_l * d.d],
