@@ -201,9 +201,12 @@ struct RateScratch {
     /// sorted merge).
     one_heap: bool,
     new_rate: Vec<f64>,
-    /// Per flow slot: the share and id of its tightest link that no other flow holds
-    /// (`u32::MAX`: none), from the last `collect_component`.
-    private: Vec<(f64, u32)>,
+    /// The keys `(share bits, link)` of the collected flows' tightest links that no other flow
+    /// holds, sorted: built by [`Self::fill`] only once its next key could reach them.
+    private: Vec<(u64, u32)>,
+    /// A lower bound of the collected flows' private keys, from the last collection: the least
+    /// lone-flow rate ([`Flow::solo_rate`], the least `cap / mult` over a flow's route).
+    private_floor: f64,
     /// The traffic classes of a component, highest first (strict-priority filling).
     classes: Vec<u8>,
     /// Every multiplicity is an integer (one path per flow, not spread): [`LinkRec::weight`] is
@@ -324,6 +327,7 @@ impl RateScratch {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
+        self.private_floor = f64::INFINITY;
         links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
@@ -337,21 +341,15 @@ impl RateScratch {
                 }
                 self.flow_mark[f as usize] = epoch;
                 self.comp_flows.push(f);
-                let mut private = (f64::INFINITY, u32::MAX);
-                for e in &flows[f as usize].path {
+                let flow = &flows[f as usize];
+                self.private_floor = self.private_floor.min(flow.solo_rate);
+                for e in &flow.path {
                     let el = e.link as usize;
-                    if self.link_len[el] == 1 && !self.plain {
-                        // Keyed as the plain filling keys a link: (share, link id).
-                        let key = (links[el].cap / e.mult, e.link);
-                        if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
-                            private = key;
-                        }
-                    } else if links[el].mark.get() != epoch {
+                    if (self.link_len[el] > 1 || self.plain) && links[el].mark.get() != epoch {
                         links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
-                self.private[f as usize] = private;
             }
         }
     }
@@ -364,6 +362,7 @@ impl RateScratch {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
+        self.private_floor = f64::INFINITY;
         links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
@@ -377,20 +376,15 @@ impl RateScratch {
                 }
                 self.flow_mark[f as usize] = epoch;
                 self.comp_flows.push(f);
-                let mut private = (f64::INFINITY, u32::MAX);
-                for e in &flows[f as usize].path {
+                let flow = &flows[f as usize];
+                self.private_floor = self.private_floor.min(flow.solo_rate);
+                for e in &flow.path {
                     let el = e.link as usize;
-                    if self.link_len[el] == 1 {
-                        let key = (links[el].cap / e.mult, e.link);
-                        if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
-                            private = key;
-                        }
-                    } else if links[el].mark.get() != epoch {
+                    if self.link_len[el] > 1 && links[el].mark.get() != epoch {
                         links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
-                self.private[f as usize] = private;
             }
         }
     }
@@ -552,37 +546,61 @@ impl RateScratch {
     /// and merged with a heap of the pushed-back ones, which pops the same entries in the same
     /// order as one heap of all of them (the smallest entry left, each time), at the cost of a
     /// sort instead of a heap pop per entry.
+    ///
+    /// The private links' keys join the merge only once its next key reaches
+    /// [`Self::private_floor`] (below it none can be next), and only those of flows not frozen
+    /// by then (a frozen flow's private entry freezes nothing); the loop ends once every
+    /// collected flow is frozen (what would be left pops without effect). Where every link has
+    /// one speed, as on the 16k-GPU Llama run, a shared link saturates below every private
+    /// key, so the private keys are never built (bench/README.md, branch `flow29i`).
     fn fill(&mut self, flows: &[Flow], links: &[LinkRec], level: f64) {
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
-            let (share, l) = self.private[f as usize];
-            if l != u32::MAX {
-                self.initial.push((share.to_bits(), l));
-            }
         }
         self.heap.clear();
         if self.one_heap {
             self.heap.extend(self.initial.drain(..).map(Reverse));
         }
         self.initial.sort_unstable();
+        self.private.clear();
+        let mut privates_built = false;
+        let floor = self.private_floor.to_bits();
         let mut next_initial = 0;
+        let mut next_private = 0;
+        let mut unfrozen = self.comp_flows.len();
         // `level` absorbs float noise: the share of a later bottleneck is never below it.
         let mut level = level;
-        loop {
-            let (key, l) = match (self.initial.get(next_initial), self.heap.peek()) {
-                (Some(&a), Some(&Reverse(b))) if b < a => {
+        while unfrozen > 0 {
+            let a = self.initial.get(next_initial).copied();
+            let b = self.heap.peek().map(|&Reverse(b)| b);
+            if !privates_built {
+                let next = match (a, b) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (x, None) => x,
+                    (None, y) => y,
+                };
+                if next.is_none_or(|k| k.0 >= floor) {
+                    privates_built = true;
+                    self.build_privates(flows, links);
+                    continue;
+                }
+            }
+            let p = self.private.get(next_private).copied();
+            // The smallest of the three (the entries are distinct: a link is private or shared).
+            let (key, l) = match (a, b, p) {
+                (a, Some(b), p) if a.is_none_or(|a| b < a) && p.is_none_or(|p| b < p) => {
                     self.heap.pop();
                     b
                 }
-                (Some(&a), _) => {
+                (Some(a), _, p) if p.is_none_or(|p| a < p) => {
                     next_initial += 1;
                     a
                 }
-                (None, Some(&Reverse(b))) => {
-                    self.heap.pop();
-                    b
+                (_, _, Some(p)) => {
+                    next_private += 1;
+                    p
                 }
-                (None, None) => break,
+                _ => break,
             };
             let li = l as usize;
             if let [(f, _)] = links[li].flows[..] {
@@ -594,6 +612,7 @@ impl RateScratch {
                 let share = f64::from_bits(key).max(level);
                 level = share;
                 self.freeze(fi, share, l, flows);
+                unfrozen -= 1;
                 continue;
             }
             if self.open[li] == 0 {
@@ -612,7 +631,41 @@ impl RateScratch {
                     continue;
                 }
                 self.freeze(fi, share, l, flows);
+                unfrozen -= 1;
             }
+        }
+    }
+
+    /// The private keys of the collected flows not frozen yet: each flow's tightest link that no
+    /// other flow holds, keyed as the plain filling keys a link, `(share, link id)`; sorted into
+    /// `private` (into the heap under `one_heap`).
+    fn build_privates(&mut self, flows: &[Flow], links: &[LinkRec]) {
+        if self.plain {
+            return;
+        }
+        for &f in &self.comp_flows {
+            if self.new_rate[f as usize] >= 0.0 {
+                continue;
+            }
+            let mut private = (f64::INFINITY, u32::MAX);
+            for e in &flows[f as usize].path {
+                let el = e.link as usize;
+                if self.link_len[el] == 1 {
+                    let key = (links[el].cap / e.mult, e.link);
+                    if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
+                        private = key;
+                    }
+                }
+            }
+            if private.1 != u32::MAX {
+                debug_assert!(private.0.to_bits() >= self.private_floor.to_bits());
+                self.private.push((private.0.to_bits(), private.1));
+            }
+        }
+        if self.one_heap {
+            self.heap.extend(self.private.drain(..).map(Reverse));
+        } else {
+            self.private.sort_unstable();
         }
     }
 
@@ -1426,7 +1479,6 @@ impl FlowNetwork {
         self.flows.push(Flow::empty());
         self.scratch.flow_mark.push(0);
         self.scratch.new_rate.push(0.0);
-        self.scratch.private.push((f64::INFINITY, u32::MAX));
         self.scratch.seq.push(0);
         self.scratch.rate.push(0.0);
         self.scratch.bott.push(u32::MAX);
