@@ -321,3 +321,10 @@ fn zero3_shards_over_the_context_parallel_ranks_too() {
     assert!(dp_bytes(&o, 0, CollectiveOp::AllGather) > 0, "FSDP gathers over the cp ranks");
     assert!(dp_bytes(&o, 0, CollectiveOp::ReduceScatter) > 0);
 }
+
+#[test]
+fn per_micro_batch_sync_without_fsdp_is_refused_by_name() {
+    let s = scenario(&["parallel.fsdp_sync_every_microbatch=true", "parallel.zero_stage=1"]);
+    let e = resolve(&s).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("parallel.fsdp_sync_every_microbatch") && e.contains("zero_stage"), "{e}");
+}

@@ -1045,6 +1045,15 @@ impl ParallelConfig {
         if p.pipeline_flushes == 0 {
             return Err(WorkloadError::invalid("parallel.pipeline_flushes", "must be at least 1"));
         }
+        if p.fsdp_sync_every_microbatch && p.zero_stage < 3 {
+            return Err(WorkloadError::invalid(
+                "parallel.fsdp_sync_every_microbatch",
+                format!(
+                    "applies to ZeRO-3 / FSDP (its per-micro-batch parameter gathers and gradient reduce-scatters), but zero_stage is {}; set parallel.zero_stage: 3 or remove fsdp_sync_every_microbatch",
+                    p.zero_stage
+                ),
+            ));
+        }
         if p.moe_a2a_overlap {
             let field = "parallel.moe_a2a_overlap";
             let why = if p.ep <= 1 {
