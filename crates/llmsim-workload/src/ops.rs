@@ -637,31 +637,6 @@ impl<'a> Builder<'a> {
                 wg.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Bulk);
                 (vec![g], vec![dg, wg])
             }
-            Split::Column if tp && d.sp && d.dtensor => (
-                vec![
-                    comm(
-                        names.allgather,
-                        Pass::Forward,
-                        CollectiveOp::AllGather,
-                        CommGroup::Tp,
-                        ag_fwd,
-                        shape,
-                    ),
-                    g,
-                ],
-                vec![
-                    dg,
-                    comm(
-                        names.reducescatter_bwd,
-                        Pass::BackwardInput,
-                        CollectiveOp::ReduceScatter,
-                        CommGroup::Tp,
-                        ab,
-                        shape,
-                    ),
-                    wg,
-                ],
-            ),
             Split::Row if tp && d.ub => {
                 // Transformer Engine's pipelined reduce-scatter; PyTorch async TP's is one chunk
                 // per rank on copy engines.
@@ -674,12 +649,18 @@ impl<'a> Builder<'a> {
                 dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
                 (vec![g], vec![dg, wg])
             }
-            Split::Column if tp && d.sp => (
-                vec![
-                    comm(names.allgather, Pass::Forward, CollectiveOp::AllGather, CommGroup::Tp, ab, shape),
-                    g,
-                ],
-                vec![
+            Split::Column if tp && d.sp => {
+                let rs_bwd = comm(
+                    names.reducescatter_bwd,
+                    Pass::BackwardInput,
+                    CollectiveOp::ReduceScatter,
+                    CommGroup::Tp,
+                    ab,
+                    shape,
+                );
+                // Megatron keeps only its input's shard and gathers it again for the weight
+                // gradient; DTensor's autograd keeps the gathered input.
+                let regather = (!d.dtensor).then(|| {
                     comm(
                         names.allgather_bwd,
                         Pass::BackwardInput,
@@ -687,19 +668,20 @@ impl<'a> Builder<'a> {
                         CommGroup::Tp,
                         ab,
                         shape,
-                    ),
-                    dg,
-                    comm(
-                        names.reducescatter_bwd,
-                        Pass::BackwardInput,
-                        CollectiveOp::ReduceScatter,
-                        CommGroup::Tp,
-                        ab,
-                        shape,
-                    ),
-                    wg,
-                ],
-            ),
+                    )
+                });
+                let ag = comm(
+                    names.allgather,
+                    Pass::Forward,
+                    CollectiveOp::AllGather,
+                    CommGroup::Tp,
+                    ag_fwd,
+                    shape,
+                );
+                let mut bwd: Vec<OpSpec> = regather.into_iter().collect();
+                bwd.extend([dg, rs_bwd, wg]);
+                (vec![ag, g], bwd)
+            }
             Split::Column if tp => (
                 vec![g],
                 vec![
