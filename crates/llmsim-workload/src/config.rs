@@ -202,6 +202,18 @@ impl Fp8Recipe {
     }
 }
 
+/// Gradient reduction dtype for training `dtype` with `*_reduce_in_fp32` = `in_fp32`
+/// ([`TrainingConfig::grad_dtype`]'s rules).
+fn reduce_dtype(dtype: DType, in_fp32: Option<bool>) -> DType {
+    match (dtype, in_fp32) {
+        (_, Some(true)) => DType::Fp32,
+        (DType::Fp16, _) => DType::Fp16,
+        (DType::Fp32 | DType::Tf32, _) => DType::Fp32,
+        (_, Some(false)) => DType::Bf16,
+        _ => DType::Fp32,
+    }
+}
+
 impl Default for TrainingConfig {
     fn default() -> Self {
         TrainingConfig {
@@ -260,27 +272,13 @@ impl TrainingConfig {
     /// accumulation and all-reduce to be done in fp32"), so bf16/fp8/fp32/tf32 reduce in fp32 (4
     /// bytes); fp16 reduces in fp16 (2 bytes), Megatron's fp16 default.
     pub fn grad_dtype(&self) -> DType {
-        match (self.dtype, self.grad_reduce_in_fp32) {
-            (_, Some(true)) => DType::Fp32,
-            (DType::Fp16, _) => DType::Fp16,
-            (DType::Fp32 | DType::Tf32, _) => DType::Fp32,
-            (_, Some(false)) => DType::Bf16,
-            _ => DType::Fp32,
-        }
+        reduce_dtype(self.dtype, self.grad_reduce_in_fp32)
     }
 
     /// The routed experts' gradient reduction dtype: [`TrainingConfig::grad_dtype`] unless
     /// `expert_grad_reduce_in_fp32` says otherwise (false: the weights' dtype, bf16 below fp32).
     pub fn expert_grad_dtype(&self) -> DType {
-        match self.expert_grad_reduce_in_fp32 {
-            None => self.grad_dtype(),
-            Some(true) => DType::Fp32,
-            Some(false) => match self.dtype {
-                DType::Fp16 => DType::Fp16,
-                DType::Fp32 | DType::Tf32 => DType::Fp32,
-                _ => DType::Bf16,
-            },
-        }
+        reduce_dtype(self.dtype, self.expert_grad_reduce_in_fp32.or(self.grad_reduce_in_fp32))
     }
 
     /// Optimizer-state bytes per parameter: the two moments and, when training below fp32, the

@@ -366,25 +366,21 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
             let unit = crate::megatron::fsdp_unit_params(m, p, stage);
             (2 * unit * dt, unit * grad_b)
         }
-        // Gradients reduce-scattered every micro-batch: one unit's unsharded at a time.
-        (true, false) if p.fsdp_sync_every_microbatch => {
-            let unit = crate::megatron::fsdp_unit_params(m, p, stage);
+        (true, false) => {
+            // With `fp8_param` the gathered linear weights are `fp8_cache`; only the vocab's rest.
             let gathered = if fp8_param {
                 vocab * dt - (vocab * dt).div_ceil(dense_shard).min(vocab * dt)
             } else {
                 sharded(dt, false) - sharded(dt, true)
             };
-            (gathered, unit * grad_b)
+            // Reduce-scattered every micro-batch, one unit's gradient is unsharded at a time.
+            let grads = if p.fsdp_sync_every_microbatch {
+                crate::megatron::fsdp_unit_params(m, p, stage) * grad_b
+            } else {
+                sharded(grad_b, false) - sharded(grad_b, true)
+            };
+            (gathered, grads)
         }
-        // With `fp8_param` the gathered linear weights are `fp8_cache`; only the vocab's rest.
-        (true, false) if fp8_param => (
-            vocab * dt - (vocab * dt).div_ceil(dense_shard).min(vocab * dt),
-            sharded(grad_b, false) - sharded(grad_b, true),
-        ),
-        (true, false) => (
-            sharded(dt, false) - sharded(dt, true),
-            sharded(grad_b, false) - sharded(grad_b, true),
-        ),
     };
     // The model-dtype weights: with `fp8_param` only the vocab parameters (and their shards
     // under ZeRO-3) keep dt bytes; the linear weights' FP8 bytes are `fp8_cache` (or, resharded,

@@ -840,58 +840,38 @@ impl<'a> Builder<'a> {
         );
     }
 
+    /// Eager element-wise kernels, named `names` (forward, backward): one forward kernel per
+    /// `(bytes read plus written, FLOPs)` entry of `fwd`, one backward kernel per entry of `bwd`.
+    fn eager_kernels(&mut self, names: (&'static str, &'static str), fwd: &[(f64, f64)], bwd: &[(f64, f64)], shape: &str) {
+        let k =
+            |name: &'static str, pass: Pass, &(bytes, flops): &(f64, f64)| compute(name, pass, OpClass::Elementwise, flops, bytes, shape);
+        self.push(
+            fwd.iter().map(|x| k(names.0, Pass::Forward, x)).collect(),
+            bwd.iter().map(|x| k(names.1, Pass::BackwardInput, x)).collect(),
+        );
+    }
+
     /// Eager `rotate_half` RoPE over `elems` elements of one query or key tensor (NeMo
     /// Automodel's GPT-OSS, `models/gpt_oss/layers.py` `_apply_rotary_emb`): forward four
     /// half-width products (each reads and writes half the tensor), their difference and sum,
     /// and the `cat` of the two halves, 9 tensor sizes of traffic in 7 kernels; backward the
     /// negation, four products, two sums and the `cat`, 10 sizes in 8 kernels.
-    fn rope_eager(&mut self, name: &'static str, bwd: &'static str, elems: u64, shape: &str) {
+    fn rope_eager(&mut self, names: (&'static str, &'static str), elems: u64, shape: &str) {
         let e = elems as f64;
         let b = e * self.d.dt as f64;
-        let k = |n: &'static str, pass: Pass, sizes: f64| compute(n, pass, OpClass::Elementwise, 0.5 * e, sizes * b, shape);
-        let mut f: Vec<OpSpec> = (0..4).map(|_| k(name, Pass::Forward, 1.0)).collect();
-        f.extend([
-            k(name, Pass::Forward, 1.5),
-            k(name, Pass::Forward, 1.5),
-            k(name, Pass::Forward, 2.0),
-        ]);
-        let mut g = vec![k(bwd, Pass::BackwardInput, 1.0)];
-        g.extend((0..4).map(|_| k(bwd, Pass::BackwardInput, 1.0)));
-        g.extend([
-            k(bwd, Pass::BackwardInput, 1.5),
-            k(bwd, Pass::BackwardInput, 1.5),
-            k(bwd, Pass::BackwardInput, 2.0),
-        ]);
-        self.push(f, g);
+        let k = |sizes: f64| (sizes * b, 0.5 * e);
+        let fwd = [k(1.0), k(1.0), k(1.0), k(1.0), k(1.5), k(1.5), k(2.0)];
+        let bwd = [k(1.0), k(1.0), k(1.0), k(1.0), k(1.0), k(1.5), k(1.5), k(2.0)];
+        self.eager_kernels(names, &fwd, &bwd, shape);
     }
 
     /// Eager complex RoPE over `elems` elements of one tensor (NeMo Automodel's MLA,
     /// `moe/rope_utils.py`): `.float()` (2 bytes in, 4 out), the complex product (4 in, 4 out)
     /// and the cast back (4 in, 2 out), 20 bytes an element in 3 kernels each way.
-    fn rope_complex(&mut self, name: &'static str, bwd: &'static str, elems: u64, shape: &str) {
+    fn rope_complex(&mut self, names: (&'static str, &'static str), elems: u64, shape: &str) {
         let e = elems as f64;
-        let k = |n: &'static str, pass: Pass, bytes: f64, flops: f64| compute(n, pass, OpClass::Elementwise, flops * e, bytes * e, shape);
-        let f = vec![
-            k(name, Pass::Forward, 6.0, 0.0),
-            k(name, Pass::Forward, 8.0, 3.0),
-            k(name, Pass::Forward, 6.0, 0.0),
-        ];
-        let g = vec![
-            k(bwd, Pass::BackwardInput, 6.0, 0.0),
-            k(bwd, Pass::BackwardInput, 8.0, 3.0),
-            k(bwd, Pass::BackwardInput, 6.0, 0.0),
-        ];
-        self.push(f, g);
-    }
-
-    /// One eager copy kernel of `bytes` (read plus written) forward and `bwd_bytes` backward
-    /// (0: none); `None` names skip that direction.
-    fn copy(&mut self, fwd: Option<&'static str>, bwd: Option<&'static str>, bytes: u64, bwd_bytes: u64, shape: &str) {
-        let k = |n: &'static str, pass: Pass, b: u64| compute(n, pass, OpClass::Elementwise, 0.0, b as f64, shape);
-        self.push(
-            fwd.map(|n| k(n, Pass::Forward, bytes)).into_iter().collect(),
-            bwd.map(|n| k(n, Pass::BackwardInput, bwd_bytes)).into_iter().collect(),
-        );
+        let kernels = [(6.0 * e, 0.0), (8.0 * e, 3.0 * e), (6.0 * e, 0.0)];
+        self.eager_kernels(names, &kernels, &kernels, shape);
     }
 
     /// MLP activation over `tokens · ffn_local` outputs: GeLU reads 1, writes 1; SwiGLU reads 2,
@@ -1456,8 +1436,8 @@ fn attention(bld: &mut Builder, m: &ModelConfig, t: &TrainingConfig, layer: u64)
             if rope && t.rope_fusion {
                 bld.rope(d.tok * (d.a_l + d.kv_l) * d.d, &attn_shape);
             } else if rope {
-                bld.rope_eager("rope_q", "rope_q_bwd", d.tok * d.a_l * d.d, &attn_shape);
-                bld.rope_eager("rope_k", "rope_k_bwd", d.tok * d.kv_l * d.d, &attn_shape);
+                bld.rope_eager(("rope_q", "rope_q_bwd"), d.tok * d.a_l * d.d, &attn_shape);
+                bld.rope_eager(("rope_k", "rope_k_bwd"), d.tok * d.kv_l * d.d, &attn_shape);
             }
         }
         Some(mla) => {
@@ -1488,23 +1468,19 @@ fn mla_eager_assembly(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
     let d = bld.d;
     let (rope, nope, v, dt) = (mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.v_head_dim, d.dt);
     let th = d.tok * d.a_l;
-    bld.rope_complex("rope_q", "rope_q_bwd", th * rope, shape);
-    bld.rope_complex("rope_k", "rope_k_bwd", d.tok * rope, shape);
+    bld.rope_complex(("rope_q", "rope_q_bwd"), th * rope, shape);
+    bld.rope_complex(("rope_k", "rope_k_bwd"), d.tok * rope, shape);
+    // One copy kernel each way per piece: (bytes read plus written forward, backward).
+    let copy = |bld: &mut Builder, names, fwd: u64, bwd: u64| bld.eager_kernels(names, &[(fwd as f64, 0.0)], &[(bwd as f64, 0.0)], shape);
     let q = th * (nope + rope) * dt;
-    bld.copy(Some("mla_cat_q"), Some("mla_cat_q_bwd"), 2 * q, 2 * q, shape);
+    copy(bld, ("mla_cat_q", "mla_cat_q_bwd"), 2 * q, 2 * q);
     let k = th * (2 * nope + rope) * dt;
-    bld.copy(Some("mla_cat_k"), Some("mla_k_rope_sum_bwd"), k, th * rope * dt, shape);
+    copy(bld, ("mla_cat_k", "mla_k_rope_sum_bwd"), k, th * rope * dt);
     let kv_up = th * (nope + v) * dt;
-    bld.copy(Some("mla_v_contiguous"), Some("mla_cat_kv_bwd"), 2 * th * v * dt, 2 * kv_up, shape);
+    copy(bld, ("mla_v_contiguous", "mla_cat_kv_bwd"), 2 * th * v * dt, 2 * kv_up);
     let latent = d.tok_sp * mla.kv_lora_rank * dt;
     let kv_down = d.tok_sp * (mla.kv_lora_rank + rope) * dt;
-    bld.copy(
-        Some("mla_latent_contiguous"),
-        Some("mla_cat_latent_bwd"),
-        2 * latent,
-        2 * kv_down,
-        shape,
-    );
+    copy(bld, ("mla_latent_contiguous", "mla_cat_latent_bwd"), 2 * latent, 2 * kv_down);
 }
 
 /// MLA's projections as Megatron-Core's `MLASelfAttention` runs them: the down-projections
