@@ -8,7 +8,7 @@
 #                            bench/validation_plot.py (which draws bench/validation.png) and
 #                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
 #                            committed copy is bench/validation-rows.csv
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -221,13 +221,31 @@ REF += [
     ("real-megascale-530b-4480", "tokens_per_gpu", _ms_mfu_to_tokens(0.488, 20480, 105), None, MS, None, "sixth-f9"),
     ("real-megascale-530b-11200", "tokens_per_gpu", _ms_mfu_to_tokens(0.482, 20480, 105), None, MS, None, "sixth-f9"),
 ]
+# Seventh held-out set, added 2026-11-28 (bench/validation-seventh-set.md): Megatron-Bridge performance
+# summary, 26.08 NeMo container (docs/performance-summary.md at tag v0.6.0 = 51885cf13), the newest
+# public release: every row of its table, written from the row and its recipe (src/megatron/bridge/
+# perf_recipes/ at v0.6.0) before llmsim was run on it. Its MoE recipes replay the whole iteration as
+# a CUDA graph (`cuda_graph_impl: full_iteration`), so these scenarios set `compute.host: null`.
+# Groups as in the third set: "seventh", "seventh-flex" (HybridEP dispatcher timed as all-to-alls;
+# statistics too), "seventh-approx" (DeepSeek-V3's MTP not simulated: no statistic), "seventh-nx"
+# (a model llmsim cannot express: listed in bench/validation-seventh-set.md, no scenario).
+NB2608 = "Megatron-Bridge performance summary 26.08 (tag v0.6.0; DGX-GB300/GB200)"
+REF += [
+    ("real-bridge2608-gb300-deepseekv3-256", "tokens_per_gpu", 6288, None, NB2608, None, "seventh-approx"),
+    ("real-bridge2608-gb200-deepseekv3-256", "tokens_per_gpu", 4912, None, NB2608, None, "seventh-approx"),
+    ("real-bridge2608-gb300-gpt-oss-120b-64", "tokens_per_gpu", 33024, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-gpt-oss-120b-64", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb300-qwen3-235b-a22b-256", "tokens_per_gpu", 8816, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-qwen3-235b-a22b-256", "tokens_per_gpu", 7280, None, NB2608, None, "seventh-flex"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
-NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx"}
+NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx"}
 LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
-         "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)"}
+         "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)",
+         "seventh-approx": " (approximate)", "seventh-nx": " (not expressible)"}
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -306,13 +324,16 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("All five sets", {"base", "new", "third", "third-flex", "fourth", "fifth"}),
                       ("Sixth set added 2026-11-27 (MegaScale's Megatron-LM baseline)", {"sixth", "sixth-t3", "sixth-f9"}),
                       ("Sixth set, Table 2 rows only (measured iteration times)", {"sixth"}),
-                      ("All six sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9"})]:
+                      ("All six sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9"}),
+                      ("Seventh set added 2026-11-28 (Bridge 26.08)", {"seventh", "seventh-flex"}),
+                      ("All seven sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                          "seventh", "seventh-flex"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
-napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx"))
+napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
-nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx"))
+nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx"))
 if nnx:
     print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()
