@@ -91,6 +91,18 @@ fn overlap_keeps_one_more_micro_batch_in_flight() {
 }
 
 #[test]
+fn a_merged_step_frees_the_backward_layer_by_layer() {
+    // Without a pipeline every forward after the first runs merged with the previous micro-batch's
+    // backward, which releases one layer's saved tensors as the forward adds one: the peak is one
+    // micro-batch plus one layer (4 equal layers here), not two whole micro-batches.
+    let act = |o: Outcome| o.report.memory.expect("recorded").footprint.activations;
+    let off = act(run(MOE, &[]));
+    let on = act(run(MOE, &[ON]));
+    assert!(on > off, "activations {on} B with overlap, {off} B without");
+    assert!(on - off < off / 4, "one layer more at most: {on} B with overlap, {off} B without");
+}
+
+#[test]
 fn what_megatron_refuses_is_refused_by_name() {
     let cases: [(&str, &[&str]); 3] = [
         // No expert parallelism: nothing to overlap.

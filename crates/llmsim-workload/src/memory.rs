@@ -237,23 +237,44 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
 }
 
 /// Peak of the activations a stage holds, walking its schedule (Megatron's 1F1B or interleaved
-/// order, [`crate::megatron::schedule`]): a forward of (micro-batch, chunk) adds `per_chunk[chunk]`,
-/// its backward frees it. Exact for uneven chunks (an embedding-only chunk holds nothing) and for
-/// Megatron's all-forward-first case (exactly `pp` micro-batches, interleaved).
-fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_chunk: &[u64]) -> u64 {
+/// order, [`crate::megatron::schedule`]): a forward of (micro-batch, chunk) adds the bytes of
+/// `per_layer[chunk]` (what each of the chunk's layers keeps, in forward order), its backward frees
+/// them. Exact for uneven chunks (an embedding-only chunk holds nothing) and for Megatron's
+/// all-forward-first case (exactly `pp` micro-batches, interleaved). A merged step
+/// (`parallel.moe_a2a_overlap`: Megatron-Core's combined 1F1B, `TransformerLayerSchedulePlan`)
+/// runs the forward's layer `k` beside the backward's `k`-th layer from the end, which releases
+/// that layer's saved tensors: layer by layer, so the step holds the stash it started with plus
+/// at most one layer more than the forward has added and the backward released, not both
+/// micro-batches whole.
+fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_layer: &[Vec<u64>]) -> u64 {
     let pp = p.pp.max(1);
     let vpp = p.vpp.max(1);
     let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
     let mb = p.micro_batches(t).max(1);
     let (mut cur, mut peak) = (0u64, 0u64);
     let v = if interleaved { vpp } else { 1 };
-    for step in crate::megatron::schedule_flushes(stage, pp, mb, v, interleaved, p.moe_a2a_overlap, p.pipeline_flushes) {
-        let b = per_chunk.get(step.chunk as usize).copied().unwrap_or(0);
-        if step.is_forward() {
-            cur += b;
+    let none: &[u64] = &[];
+    let layers = |c: u64| per_layer.get(c as usize).map_or(none, |l| l.as_slice());
+    let mut steps = crate::megatron::schedule_flushes(stage, pp, mb, v, interleaved, p.moe_a2a_overlap, p.pipeline_flushes).into_iter();
+    while let Some(step) = steps.next() {
+        let f = layers(step.chunk);
+        if step.is_forward() && step.merged {
+            // The backward step it runs with: its layers release in reverse order.
+            let b = steps.next().map_or(none, |s| layers(s.chunk));
+            for k in 0..f.len().max(b.len()) {
+                if let Some(&x) = f.get(k) {
+                    cur += x;
+                    peak = peak.max(cur);
+                }
+                if k < b.len() {
+                    cur = cur.saturating_sub(b[b.len() - 1 - k]);
+                }
+            }
+        } else if step.is_forward() {
+            cur += f.iter().sum::<u64>();
             peak = peak.max(cur);
         } else {
-            cur = cur.saturating_sub(b);
+            cur = cur.saturating_sub(f.iter().sum::<u64>());
         }
     }
     peak
@@ -267,7 +288,7 @@ fn in_flight_units(t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> u64 {
     } else {
         1
     };
-    schedule_peak(t, p, stage, &vec![1; chunks as usize])
+    schedule_peak(t, p, stage, &vec![vec![1]; chunks as usize])
 }
 
 fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64, arch: GpuArch) -> MemoryFootprint {
@@ -414,23 +435,23 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         1
     };
     let input = if sp { dt * sbh / tp } else { dt * sbh };
-    // What one micro-batch of each chunk keeps until its backward.
-    let per_chunk: Vec<u64> = (0..chunks)
+    // What one micro-batch of each chunk keeps until its backward, layer by layer.
+    let per_layer: Vec<Vec<u64>> = (0..chunks)
         .map(|c| {
-            let r = layers_of_chunk(m, p, stage, c);
-            match t.recompute {
-                Recompute::Full => (r.end - r.start) * input,
-                // Activation CPU offloading (pp = 1): Transformer Engine's default schedule
-                // offloads layers 0..N and finishes layer i's copy before layer L - N + i runs,
-                // so at the end of forward the GPU holds the last L - N layers' activations.
-                _ => r
-                    .filter(|&l| l >= t.cpu_offload_layers)
-                    .map(|l| layer_activation_bytes(m, t, p, l))
-                    .sum(),
-            }
+            layers_of_chunk(m, p, stage, c)
+                .map(|l| match t.recompute {
+                    Recompute::Full => input,
+                    // Activation CPU offloading (pp = 1): Transformer Engine's default schedule
+                    // offloads layers 0..N and finishes layer i's copy before layer L - N + i
+                    // runs, so at the end of forward the GPU holds the last L - N layers'
+                    // activations.
+                    _ if l < t.cpu_offload_layers => 0,
+                    _ => layer_activation_bytes(m, t, p, l),
+                })
+                .collect()
         })
         .collect();
-    let mut activations = schedule_peak(t, p, stage, &per_chunk);
+    let mut activations = schedule_peak(t, p, stage, &per_layer);
     if t.recompute == Recompute::Full {
         // One layer's full activations, live while it is recomputed.
         activations += layers.iter().map(|&l| layer_activation_bytes(m, t, p, l)).max().unwrap_or(0);
