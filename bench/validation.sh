@@ -237,6 +237,13 @@ REF += [
     ("real-bridge2608-gb200-gpt-oss-120b-64", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb300-qwen3-235b-a22b-256", "tokens_per_gpu", 8816, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb200-qwen3-235b-a22b-256", "tokens_per_gpu", 7280, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb300-qwen3-30b-a3b-8", "tokens_per_gpu", 44544, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-qwen3-30b-a3b-8", "tokens_per_gpu", 39936, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb300-nemotron3-nano-8", "tokens_per_gpu", 39936, None, NB2608, None, "seventh-flex"),
+    # Nemotron 3 Super and Nemotron 3.5 Lightning train an MTP block (run twice) llmsim does not simulate.
+    ("real-bridge2608-gb300-nemotron3-super-64", "tokens_per_gpu", 9856, None, NB2608, None, "seventh-approx"),
+    ("real-bridge2608-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2608, None, "seventh-approx"),
+    ("real-bridge2608-gb200-nemotron3-5-lightning-8", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-approx"),
 ]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
