@@ -62,7 +62,9 @@ enum Pass {
 const SEQS: [f64; 6] = [512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 
 struct Row {
-    arch: &'static str,
+    /// `hopper` / `ampere` (the architecture's reference GPU), or a catalog GPU's lowercase name
+    /// for rates measured on that GPU.
+    arch: String,
     kernel: String,
     head_dim: u64,
     causal: bool,
@@ -85,11 +87,15 @@ fn table() -> &'static [Row] {
         csv.records()
             .map(|r| {
                 let num = |c: &str| r.number(c, 0.0, true, f64::INFINITY).expect("attention.csv numbers");
+                // A blank sequence cell: not measured (see `at_seq`).
+                let rate = |c: &str| if r.field(c).is_empty() { f64::NAN } else { num(c) };
                 Row {
                     arch: match r.field("arch") {
-                        "hopper" => "hopper",
-                        "ampere" => "ampere",
-                        a => panic!("attention.csv: unknown arch {a}"),
+                        a @ ("hopper" | "ampere") => a.to_string(),
+                        a => {
+                            let g = crate::gpu::find(a).unwrap_or_else(|| panic!("attention.csv: unknown arch or GPU {a}"));
+                            g.name.to_ascii_lowercase()
+                        }
                     },
                     kernel: r.field("kernel").to_string(),
                     head_dim: num("head_dim") as u64,
@@ -99,17 +105,23 @@ fn table() -> &'static [Row] {
                         "bwd" => Pass::Bwd,
                         _ => Pass::FwdBwd,
                     },
-                    tflops: ["s512", "s1k", "s2k", "s4k", "s8k", "s16k"].map(num),
+                    tflops: ["s512", "s1k", "s2k", "s4k", "s8k", "s16k"].map(rate),
                 }
             })
             .collect()
     })
 }
 
-/// Linear in log2(seq), clamped to the table's range.
+/// Linear in log2(seq), clamped to the row's measured range (a row may leave its shortest
+/// sequences blank: not measured).
 fn at_seq(v: &[f64; 6], seq: u64) -> f64 {
-    let x = (seq.max(1) as f64).log2().clamp(SEQS[0].log2(), SEQS[5].log2());
-    let i = ((x - 9.0).floor() as usize).min(4);
+    let first = v.iter().position(|x| x.is_finite()).unwrap_or(0);
+    let last = v.iter().rposition(|x| x.is_finite()).unwrap_or(5);
+    let x = (seq.max(1) as f64).log2().clamp(SEQS[first].log2(), SEQS[last].log2());
+    let i = ((x - 9.0).floor() as usize).clamp(first, last.saturating_sub(1).max(first));
+    if i >= last {
+        return v[last];
+    }
     let f = x - (9.0 + i as f64);
     v[i] + (v[i + 1] - v[i]) * f
 }
@@ -142,7 +154,12 @@ fn rate_at_dim(arch: &str, kernel: &str, head_dim: u64, causal: bool, backward: 
 /// architecture's benchmarked GPU, or `None` where the table has nothing for the kernel.
 /// Head dims between tabulated ones are interpolated linearly; outside, clamped.
 pub fn table_rate(arch: GpuArch, kernel: AttentionKernel, shape: &AttentionShape) -> Option<f64> {
-    let (a, k) = (table_arch(arch), kernel.name());
+    rate_in(table_arch(arch), kernel, shape)
+}
+
+/// [`table_rate`] in the rows of `a` (an architecture or a GPU's own table).
+fn rate_in(a: &str, kernel: AttentionKernel, shape: &AttentionShape) -> Option<f64> {
+    let k = kernel.name();
     let seq = shape.s_kv;
     let mut dims: Vec<u64> = table()
         .iter()
@@ -165,6 +182,50 @@ pub fn table_rate(arch: GpuArch, kernel: AttentionKernel, shape: &AttentionShape
     let f = (d - w[0].0) as f64 / (w[1].0 - w[0].0) as f64;
     Some(w[0].1 + (w[1].1 - w[0].1) * f)
 }
+
+/// Blackwell boards without a table of their own take the table of the board on the same die
+/// (B200 and GB200 are both SM100; B300 and GB300 both SM103, Blackwell Ultra), at their own
+/// BF16 peak: the datasheet peaks differ by the boards' power limits.
+const SAME_DIE: [(&str, &str); 2] = [("B200", "GB200"), ("B300", "GB300")];
+
+/// The catalog GPU whose own measured table (`data/attention.csv` rows named after a GPU) gives
+/// `kernel`'s rate on `gpu` at `head_dim`: the GPU itself, its `base` chain, or the board on the
+/// same die; `None` where no such table covers the head dim (the architecture's table applies).
+fn measured_on(gpu: &GpuSpec, kernel: AttentionKernel, head_dim: u64) -> Option<&'static GpuSpec> {
+    let covers = |name: &str| {
+        let key = name.to_ascii_lowercase();
+        let dims = table()
+            .iter()
+            .filter(|r| r.arch == key && r.kernel == kernel.name())
+            .map(|r| r.head_dim);
+        let (lo, hi) = dims.fold((u64::MAX, 0), |(lo, hi), d| (lo.min(d), hi.max(d)));
+        lo <= head_dim && head_dim <= hi
+    };
+    // The GPU, then its `base` chain (a custom GPU's catalog base, A100-40GB -> A100).
+    let mut chain = [None; 5];
+    chain[0] = Some(gpu.name);
+    let mut next = gpu.base;
+    for slot in chain.iter_mut().skip(1) {
+        let Some(b) = next else { break };
+        *slot = Some(b);
+        next = crate::gpu::find(b).and_then(|g| g.base);
+    }
+    for n in chain.into_iter().flatten() {
+        let die = SAME_DIE.iter().find(|(b, _)| b.eq_ignore_ascii_case(n)).map_or(n, |&(_, g)| g);
+        for cand in [n, die] {
+            if covers(cand)
+                && let Some(g) = crate::gpu::find(cand)
+            {
+                return Some(g);
+            }
+        }
+    }
+    None
+}
+
+/// Batch x heads of the launches behind the GPU tables (cudnn-frontend's training SDPA
+/// benchmark: batch 2 x 64 query heads, or batch 1 x 128; DeepSeek-V3's 2 x 128 for head dim 192).
+const GPU_TABLE_BATCH_HEADS: u64 = 128;
 
 /// The architecture whose table stands for `arch` (Blackwell: Hopper's, scaled by peak).
 fn table_arch(arch: GpuArch) -> &'static str {
@@ -204,10 +265,24 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 /// The tables' launches had thousands of thread blocks; an op's launch with fewer ends on a tail
 /// of its longest blocks, so the rate also takes [`crate::tile_schedule::relative`]'s factor
 /// (e.g. 0.69 forward for 8 heads of 128 at 4k tokens on an H100).
+///
+/// A GPU with a measured table of its own (or of its `base`, or of the board on the same die,
+/// [`SAME_DIE`]) uses it at the ratio of its BF16 peak to that board's; any other GPU, the
+/// architecture's table at the ratio of its peak to the architecture's benchmarked GPU.
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
-    let fill = crate::tile_schedule::relative(kernel, shape, gpu.sm_count, table_sms(gpu.arch));
-    let rate = table_rate(gpu.arch, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
-    let scale = gpu.peak_flops(crate::op::DType::Bf16) / 1e12 / table_peak_tflops(gpu.arch);
+    let bf16 = |g: &GpuSpec| g.peak_flops(crate::op::DType::Bf16) / 1e12;
+    let (table, table_sms, table_peak, bench) = match measured_on(gpu, kernel, shape.head_dim) {
+        Some(t) => (t.name.to_ascii_lowercase(), t.sm_count, bf16(t), Some(GPU_TABLE_BATCH_HEADS)),
+        None => (
+            table_arch(gpu.arch).to_string(),
+            table_sms(gpu.arch),
+            table_peak_tflops(gpu.arch),
+            None,
+        ),
+    };
+    let fill = crate::tile_schedule::relative(kernel, shape, gpu.sm_count, table_sms, bench);
+    let rate = rate_in(&table, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
+    let scale = bf16(gpu) / table_peak;
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
 }
@@ -267,13 +342,13 @@ mod tests {
         let t = seconds(h100, AttentionKernel::Cudnn, &s, 1e12).unwrap();
         // The table's causal rate, at the sustained fraction and the launch's fill against the
         // table's (16 heads here, 64 in the benchmark's launch at 4k tokens).
-        let fill = crate::tile_schedule::relative(AttentionKernel::Cudnn, &s, 132, 132);
+        let fill = crate::tile_schedule::relative(AttentionKernel::Cudnn, &s, 132, 132, None);
         assert!(fill < 1.0);
         assert!((t - 0.5 / (518.0 * crate::gemm::SUSTAINED_FRACTION * fill)).abs() < 1e-12);
         let h20 = gpu("H20").unwrap();
         let t20 = seconds(h20, AttentionKernel::Cudnn, &s, 1e12).unwrap();
         // H20: its peak, and its 78 SMs' fill of the same launch.
-        let fill20 = crate::tile_schedule::relative(AttentionKernel::Cudnn, &s, h20.sm_count, 132);
+        let fill20 = crate::tile_schedule::relative(AttentionKernel::Cudnn, &s, h20.sm_count, 132, None);
         assert!((t20 / t - 989.4 / 148.0 * fill / fill20).abs() < 1e-9);
         // Never faster than the dense peak.
         for g in crate::gpu::catalog() {
@@ -287,5 +362,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn blackwell_boards_use_their_measured_tables() {
+        let (gb200, gb300, b200, b300) = (
+            gpu("GB200").unwrap(),
+            gpu("GB300").unwrap(),
+            gpu("B200").unwrap(),
+            gpu("B300").unwrap(),
+        );
+        let k = AttentionKernel::Cudnn;
+        let s = shape(128, 4096, true, false);
+        // The measured point, at the sustained fraction and the fill against the benchmark's
+        // launch (batch x heads = 128), on the board it was measured on.
+        let fill = crate::tile_schedule::relative(k, &s, gb200.sm_count, gb200.sm_count, Some(GPU_TABLE_BATCH_HEADS));
+        let t = seconds(gb200, k, &s, 1e12).unwrap();
+        assert!((t - 0.5 / (1408.0 * crate::gemm::SUSTAINED_FRACTION * fill)).abs() < 1e-12, "{t}");
+        // GB300's own rows: Blackwell Ultra's faster forward (1,703 against 1,408 TFLOP/s here)
+        // and a smaller gain backward (1,248 against 1,148), at the same datasheet BF16 peak.
+        let t300 = seconds(gb300, k, &s, 1e12).unwrap();
+        let fill300 = crate::tile_schedule::relative(k, &s, gb300.sm_count, gb300.sm_count, Some(GPU_TABLE_BATCH_HEADS));
+        assert!((t / t300 - 1703.0 * fill300 / (1408.0 * fill)).abs() < 1e-9);
+        let sb = shape(128, 4096, true, true);
+        let gain_bwd = seconds(gb200, k, &sb, 1e12).unwrap() / seconds(gb300, k, &sb, 1e12).unwrap();
+        assert!(gain_bwd > 1.0 && gain_bwd < t / t300, "{gain_bwd}");
+        // Same die, own peak: B200 runs GB200's table at 2,250 / 2,500, B300 GB300's.
+        assert_eq!(measured_on(b200, k, 128).map(|g| g.name), Some("GB200"));
+        assert_eq!(measured_on(b300, k, 128).map(|g| g.name), Some("GB300"));
+        let tb = seconds(b200, k, &s, 1e12).unwrap();
+        assert!((tb / t - 2500.0 / 2250.0).abs() < 1e-9, "{}", tb / t);
+        // Outside the measured head dims (128-192), the Hopper table at the peak ratio.
+        assert!(measured_on(gb200, k, 64).is_none() && measured_on(gb200, k, 256).is_none());
+        assert!(measured_on(gpu("H100").unwrap(), k, 128).is_none());
+        // FlashAttention-2 on Blackwell runs at its measured ~390 TFLOP/s, far below cuDNN (it does
+        // not use Blackwell's tensor-core instructions); the Hopper table scaled by peak gave ~800.
+        let fa2 = seconds(gb200, AttentionKernel::Fa2, &s, 1e12).unwrap();
+        assert!(fa2 > 3.0 * t, "{fa2} {t}");
+    }
+
+    #[test]
+    fn blank_cells_take_the_shortest_measured_sequence() {
+        // GB200's non-causal rows start at 2k: 1k takes the 2k rate, 512 too.
+        let r = |s| rate_in("gb200", AttentionKernel::Cudnn, &shape(128, s, false, false)).unwrap();
+        assert_eq!(r(2048), 1433.0);
+        assert_eq!((r(1024), r(512)), (1433.0, 1433.0));
+        // Between measured points: linear in log2(seq); past the last: clamped.
+        assert!((r(2896) - (1433.0 + (1599.0 - 1433.0) * (2896f64.log2() - 11.0))).abs() < 1e-9);
+        assert_eq!(r(1 << 20), 1697.0);
+        // A causal row measured from 512 interpolates there as before.
+        let c = |s| rate_in("gb200", AttentionKernel::Cudnn, &shape(128, s, true, false)).unwrap();
+        assert_eq!((c(512), c(1024)), (408.0, 733.0));
     }
 }

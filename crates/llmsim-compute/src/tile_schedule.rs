@@ -119,16 +119,17 @@ fn key(kernel: AttentionKernel, shape: &AttentionShape, heads: u64, sms: u32) ->
 }
 
 /// How well the op's launch fills `sms` SMs, relative to the table's benchmark launch at the same
-/// sequence length (batch x seq = 16k tokens, heads x head dim = 2048) on the table GPU's
-/// `table_sms`: the factor on the table's rate. Below 1 for small launches, slightly above for
-/// launches larger than the benchmark's.
-pub fn relative(kernel: AttentionKernel, shape: &AttentionShape, sms: u32, table_sms: u32) -> f64 {
+/// sequence length on the table GPU's `table_sms`: the factor on the table's rate. The launch is
+/// `bench_batch_heads` (batch x heads) when given, else flash-attention's (batch x seq = 16k
+/// tokens, heads x head dim = 2048). Below 1 for small launches, slightly above for launches
+/// larger than the benchmark's.
+pub fn relative(kernel: AttentionKernel, shape: &AttentionShape, sms: u32, table_sms: u32, bench_batch_heads: Option<u64>) -> f64 {
     let capped = |heads: u64, s: &AttentionShape| {
         let n = s.s_q.div_ceil(TILE).max(s.s_kv.div_ceil(TILE)).max(1);
         heads.min((MAX_BLOCKS / n).max(1))
     };
     let ours = fill(key(kernel, shape, capped(shape.batch_heads, shape), sms));
-    let bench_heads = (16384 / shape.s_kv.max(1)).max(1) * (2048 / shape.head_dim.max(1)).max(1);
+    let bench_heads = bench_batch_heads.unwrap_or_else(|| (16384 / shape.s_kv.max(1)).max(1) * (2048 / shape.head_dim.max(1)).max(1));
     let bench_shape = AttentionShape { s_q: shape.s_kv, ..*shape };
     let bench = fill(key(kernel, &bench_shape, capped(bench_heads, &bench_shape), table_sms));
     ours / bench
@@ -172,12 +173,12 @@ mod tests {
     #[test]
     fn the_benchmark_launch_is_the_reference_and_fills_grow_with_heads() {
         // The table's own launch (16 heads of 128 at 16k tokens) gets exactly 1.
-        let r = relative(AttentionKernel::Cudnn, &shape(16, 16384, 128, true, false), 132, 132);
+        let r = relative(AttentionKernel::Cudnn, &shape(16, 16384, 128, true, false), 132, 132, None);
         assert!((r - 1.0).abs() < 1e-12);
         for bwd in [false, true] {
             let mut last = 0.0;
             for h in [1, 2, 4, 8, 16, 32, 64, 256] {
-                let r = relative(AttentionKernel::Cudnn, &shape(h, 4096, 128, true, bwd), 132, 132);
+                let r = relative(AttentionKernel::Cudnn, &shape(h, 4096, 128, true, bwd), 132, 132, None);
                 assert!(r >= last - 0.02 && r > 0.0 && r < 1.2, "{h} {bwd} {r} {last}");
                 last = r;
             }
