@@ -55,6 +55,11 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
     // un-permutation backward carry its dispatcher's measured host work; anything else one op.
     let cost = |o: &OpSpec| -> SimTime {
         match o.kind {
+            // The MoE layer's router, dispatcher and combine, measured as a whole per pass; the
+            // gating GEMM's backward is one plain call each (not a Transformer Engine module).
+            _ if o.name == "moe_router" => moe_fwd,
+            _ if o.name == "moe_unpermute_bwd" => moe_bwd,
+            _ if o.name == "moe_router_dgrad" || o.name == "moe_router_wgrad" => op,
             OpSpecKind::Compute { class: OpClass::Gemm, .. } => {
                 let module = if o.pass == Pass::BackwardWeight { SimTime::ZERO } else { linear };
                 let experts = match o.kernel {
@@ -63,9 +68,6 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                 };
                 module + SimTime::from_ps(expert.as_ps().saturating_mul(experts))
             }
-            // The MoE layer's router, dispatcher and combine, measured as a whole per pass.
-            _ if o.name == "moe_router" => moe_fwd,
-            _ if o.name == "moe_unpermute_bwd" => moe_bwd,
             _ => op,
         }
     };

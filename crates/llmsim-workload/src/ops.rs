@@ -1648,34 +1648,57 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
             Vec::new(),
         );
     } else {
-        bld.push(
-            vec![compute(
-                "moe_router",
-                Pass::Forward,
-                OpClass::Router,
-                2.0 * ts * hf * ef,
-                (ts * hf + hf * ef + ts * ef) * dt,
-                &shape,
-            )],
-            vec![
-                compute(
-                    "moe_router_dgrad",
-                    Pass::BackwardInput,
-                    OpClass::Router,
-                    2.0 * ts * hf * ef,
-                    (ts * hf + hf * ef + ts * ef) * dt,
-                    &shape,
-                ),
-                compute(
-                    "moe_router_wgrad",
-                    Pass::BackwardWeight,
-                    OpClass::Router,
-                    2.0 * ts * hf * ef,
-                    (ts * hf + ts * ef) * dt + hf * ef * 8.0,
-                    &shape,
-                ),
-            ],
+        // The gating GEMM runs on tensor cores. Megatron-Core 0.13+ (`moe_utils.py`
+        // `RouterGatingLinearFunction`) calls Transformer Engine's `general_gemm` on the BF16
+        // input and weight with an FP32 output (`moe_router_dtype: fp32`, as the Megatron-Bridge
+        // recipes set it), outside FP8 autocast; its backward casts the weight, the FP32 logits'
+        // gradient and the input to FP32, runs both GEMMs in FP32, which Transformer Engine
+        // issues as TF32 (`cublaslt_gemm.cu`: `CUBLAS_COMPUTE_32F_FAST_TF32` for pure-FP32
+        // GEMMs), and casts the gradients back. Before 0.13, `F.linear` on FP32 copies, which
+        // NVIDIA's PyTorch containers also run as TF32 (`TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`).
+        // With `moe_router_dtype` unset (GPT-OSS) the backward is BF16 instead: a small GEMM
+        // either way, charged at TF32 here.
+        let shape_f = GemmShape {
+            m: d.tok_sp,
+            n: e,
+            k: d.h,
+            batch: 1,
+        };
+        let flops = 2.0 * ts * hf * ef;
+        let mut f = compute(
+            "moe_router",
+            Pass::Forward,
+            OpClass::Gemm,
+            flops,
+            (ts * hf + hf * ef) * dt + ts * ef * 4.0,
+            &shape,
         );
+        f.kernel = Some(KernelShape::Gemm(shape_f));
+        f.dtype = d.fp8.then_some(DType::Bf16);
+        // Bytes: each GEMM's operands and output, the logits and their gradient in FP32; the FP32
+        // path's casts of the input, weight and gradients are not counted separately.
+        let mut dg = compute(
+            "moe_router_dgrad",
+            Pass::BackwardInput,
+            OpClass::Gemm,
+            flops,
+            hf * ef * dt + ts * ef * 4.0 + ts * hf * dt,
+            &shape,
+        );
+        dg.kernel = Some(KernelShape::Gemm(shape_f.dgrad()));
+        let mut wg = compute(
+            "moe_router_wgrad",
+            Pass::BackwardWeight,
+            OpClass::Gemm,
+            flops,
+            ts * hf * dt + ts * ef * 4.0 + hf * ef * 4.0,
+            &shape,
+        );
+        wg.kernel = Some(KernelShape::Gemm(shape_f.wgrad()));
+        for op in [&mut dg, &mut wg] {
+            op.dtype = Some(DType::Tf32);
+        }
+        bld.push(vec![f], vec![dg, wg]);
     }
     // LatentMoE: tokens enter the experts' latent space before the permutation; everything up to
     // the un-permutation carries `w`-wide tokens.

@@ -112,3 +112,41 @@ fn unfused_cross_entropy_moves_the_fp32_logits_five_times() {
     // FP8 training keeps the output layer, and so its logits, in BF16.
     assert_eq!(loss(DType::Fp8, false), loss(DType::Bf16, false));
 }
+
+#[test]
+fn the_router_gemm_runs_on_tensor_cores() {
+    // Megatron-Core's gating GEMM is Transformer Engine's `general_gemm`: BF16 forward (FP32
+    // output, outside FP8 autocast), TF32 backward for the FP32 router; DeepSeek-V3's 256
+    // experts over hidden 7168 at 4k tokens. It used to be charged at the FP32 CUDA-core rate.
+    let m = preset("deepseek-v3").unwrap();
+    let t = TrainingConfig {
+        seq_length: 4096,
+        micro_batch_size: 1,
+        global_batch_size: 64,
+        dtype: DType::Fp8,
+        ..TrainingConfig::default()
+    };
+    let p = plan(&m, &t, 64, "{ tp: 1, pp: 1, ep: 64, etp: 1 }");
+    let layer = transformer_layer(&m, &t, &p, m.first_k_dense_layers);
+    let h100 = llmsim_compute::gpu::gpu("H100").unwrap();
+    let cm = llmsim_compute::ComputeModel::new(h100);
+    let tokens = (t.micro_batch_size * t.seq_length) as f64;
+    let flops = 2.0 * tokens * m.hidden_size as f64 * m.num_experts as f64;
+    for (name, dtype) in [
+        ("moe_router", DType::Bf16),
+        ("moe_router_dgrad", DType::Tf32),
+        ("moe_router_wgrad", DType::Tf32),
+    ] {
+        let op = find(&layer.forward, name)
+            .into_iter()
+            .chain(find(&layer.backward, name))
+            .next()
+            .expect(name);
+        let q = op.query(t.dtype).expect("a kernel");
+        assert_eq!((q.class, q.dtype), (llmsim_compute::OpClass::Gemm, dtype), "{name}");
+        let secs = cm.time(&q).time.as_secs_f64();
+        // Never above the tensor-core roof, and far below the CUDA cores' FP32 roof.
+        assert!(secs >= flops / h100.peak_flops(dtype), "{name}: {secs} s");
+        assert!(secs < 0.5 * flops / h100.peak_flops(DType::Fp32), "{name}: {secs} s");
+    }
+}
