@@ -47,8 +47,9 @@ pub struct EngineOptions {
     pub scale_up: ScaleUpModel,
     /// Every communication takes zero time (isolates compute and the pipeline bubble).
     pub ideal_comm: bool,
-    /// Compute kernels that start while this unit's DP communication is in flight take this
-    /// factor longer (Multiverse §4.1 overlap slowdown); 1.0 = none.
+    /// Compute kernels run this factor slower while this unit's DP communication, or an
+    /// expert-parallel all-to-all overlapped with computation, is in flight (Multiverse §4.1
+    /// overlap slowdown; `slows_compute`); 1.0 = none.
     pub overlap_slowdown: f64,
     /// Units whose nodes are recorded as trace spans.
     pub trace_units: Vec<u32>,
@@ -360,9 +361,22 @@ pub struct GroupCount {
     pub on_network: u64,
 }
 
+/// Whether collective node `n` runs beside its unit's compute, taking SMs from it (the overlap
+/// slowdown, `EngineOptions::overlap_slowdown`): DP communication on its own stream, and the
+/// expert-parallel all-to-alls that `parallel.moe_a2a_overlap` runs on their own stream beside
+/// the other micro-batch's computation (their NCCL, DeepEP or HybridEP kernels occupy SMs as
+/// the DP stream's NCCL kernels do). An all-to-all on the compute stream runs alone.
+fn slows_compute(n: &llmsim_workload::dag::Node) -> bool {
+    match n.kind {
+        DagNodeKind::CommColl { group, .. } => n.stream == Stream::Dp || (n.stream == Stream::Free && group.is_ep()),
+        _ => false,
+    }
+}
+
 /// A running compute node under the overlap slowdown (`EngineOptions::overlap_slowdown`): it
-/// runs `overlap_slowdown` times slower while its unit has DP communication in flight, at full
-/// speed otherwise, so only the overlapped part of a node (a whole layer's segment, say) pays.
+/// runs `overlap_slowdown` times slower while its unit has DP communication (or an overlapped
+/// expert-parallel all-to-all, [`slows_compute`]) in flight, at full speed otherwise, so only the
+/// overlapped part of a node (a whole layer's segment, say) pays.
 #[derive(Clone, Copy, Debug)]
 struct Slowed {
     node: u32,
@@ -1000,7 +1014,7 @@ impl<'a> SystemEngine<'a> {
                 // A collective of one unit alone (closed form, `arrive`) ends here, not in
                 // `finish_coll`: it leaves the DP in-flight count here too.
                 let n = self.prog(unit).nodes[node as usize];
-                if n.stream == Stream::Dp && matches!(n.kind, DagNodeKind::CommColl { .. }) {
+                if slows_compute(&n) {
                     self.dp_left(unit, t);
                 }
                 self.complete(unit, node, t)
@@ -1207,7 +1221,7 @@ impl<'a> SystemEngine<'a> {
                 self.queue.push(t + d, Ev::NodeDone { unit, node, epoch });
             }
             DagNodeKind::CommColl { op, group, bytes } => {
-                if n.stream == Stream::Dp {
+                if slows_compute(&n) {
                     self.dp_in_flight[u] += 1;
                     if self.dp_in_flight[u] == 1 {
                         self.reslow(unit, t, false);
@@ -1629,7 +1643,7 @@ impl<'a> SystemEngine<'a> {
         self.free_colls.push(coll);
         for &(unit, node) in &c.members {
             let n = self.prog(unit).nodes[node as usize];
-            if n.stream == Stream::Dp {
+            if slows_compute(&n) {
                 self.dp_left(unit, t);
             }
             self.complete(unit, node, t)?;

@@ -1152,7 +1152,9 @@ pub struct ComputeSpec {
     /// How many times slower compute runs while communication overlaps it (Multiverse §4.1):
     /// compute while the unit's DP communication is in flight (only that part of a node: a
     /// layer's segment pays for the milliseconds an FSDP all-gather overlaps it, not its whole
-    /// length), and the overlapped part of a GEMM beside its TP collective
+    /// length), the same while an expert-parallel all-to-all that `parallel.moe_a2a_overlap`
+    /// runs beside the other micro-batch's compute is in flight, and the overlapped part of a
+    /// GEMM beside its TP collective
     /// (`parallel.tp_comm_overlap`). Default 1.189: the average
     /// compute slowdown under overlapped communication measured for GPT and Llama training on
     /// A100 and H100 (18.9%; "Characterizing Compute-Communication Overlap in GPU-Accelerated
