@@ -23,6 +23,7 @@ SETS = [
     ("fourth", "fourth set (NeMo Automodel)"),
     ("fifth", "fifth set (TorchTitan, BLOOM)"),
     ("sixth", "sixth set (MegaScale's Megatron-LM baseline)"),
+    ("seventh", "seventh set (Megatron-Bridge 26.08)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -42,10 +43,14 @@ PANEL = {
     "sixth": "sixth",
     "sixth-t3": "sixth",
     "sixth-f9": "sixth",
+    "seventh": "seventh",
+    "seventh-flex": "seventh",
+    "seventh-approx": "seventh",
+    "seventh-nx": "seventh",
 }
-NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx"}
-NOT_EXPRESSIBLE = {"third-nx", "fourth-nx"}
-APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx"}
+NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx"}
+NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx"}
+APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
