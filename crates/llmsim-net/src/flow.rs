@@ -134,8 +134,6 @@ struct LinkRec {
     /// Active flows `(slot, index in the flow's path)` while two or more hold the link; empty
     /// otherwise ([`LinkHot::one`]).
     shared: LinkFlows,
-    /// The [`RateScratch`] epoch that last visited the link.
-    mark: Cell<u32>,
     /// Capacity, bit/s.
     cap: f64,
     /// The multiplicities of `shared`, summed as they come and go while two or more flows hold
@@ -150,22 +148,27 @@ struct LinkRec {
 // One cache line a link.
 const _: () = assert!(std::mem::size_of::<LinkRec>() == 64);
 
-/// The part of a link that every flow crossing it touches, 16 bytes (a quarter of a cache line
-/// instead of a whole [`LinkRec`]: 1.5 MiB for the 98,304 links of the 16k-GPU fabric).
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
+/// The part of a link that every flow crossing it touches, 32 bytes (half a cache line instead
+/// of a whole [`LinkRec`] and a counter elsewhere: 3 MiB for the 98,304 links of the 16k-GPU
+/// fabric).
+#[derive(Clone)]
+#[repr(C, align(32))]
 struct LinkHot {
     /// The one flow entry `(slot, index in the flow's path)` while exactly one flow holds the
     /// link.
     one: (u32, u32),
     /// How many flows hold the link.
     len: u32,
+    /// The [`RateScratch`] epoch that last visited the link.
+    mark: Cell<u32>,
+    /// Bytes carried for completed transfers ([`Network::link_bytes`]).
+    bytes: u64,
     /// The link's `(bandwidth, latency, capacity)` in [`LinkTable::classes`];
     /// [`NO_CLASS`]: read them from the record.
     class: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<LinkHot>() == 16);
+const _: () = assert!(std::mem::size_of::<LinkHot>() == 32);
 
 /// [`LinkHot::class`] of a link whose attributes are in its record only.
 const NO_CLASS: u16 = u16::MAX;
@@ -176,6 +179,10 @@ const NO_CLASS: u16 = u16::MAX;
 struct LinkTable {
     hot: Vec<LinkHot>,
     rec: Vec<LinkRec>,
+    /// One bit per link: two or more flows hold it (12 KiB for 98,304 links, so that the
+    /// searches' and fillings' "shared or a flow's own" test on every link of a flow they visit
+    /// stays in the first-level cache).
+    shared_bits: Vec<u64>,
     /// The distinct `(bandwidth, latency, capacity)` of the links (at most [`NO_CLASS`]).
     classes: Vec<(Bandwidth, SimTime, f64)>,
 }
@@ -209,6 +216,8 @@ impl LinkTable {
                 LinkHot {
                     one: (0, 0),
                     len: 0,
+                    mark: Cell::new(0),
+                    bytes: 0,
                     class,
                 }
             })
@@ -218,14 +227,19 @@ impl LinkTable {
             .iter()
             .map(|l| LinkRec {
                 shared: LinkFlows::new(),
-                mark: Cell::new(0),
                 cap: l.bandwidth.bps_f64(),
                 weight: 0.0,
                 bandwidth: l.bandwidth,
                 latency: l.latency,
             })
             .collect();
-        LinkTable { hot, rec, classes }
+        let shared_bits = vec![0; topo.links().len().div_ceil(64)];
+        LinkTable {
+            hot,
+            rec,
+            shared_bits,
+            classes,
+        }
     }
 
     /// Number of links.
@@ -238,6 +252,12 @@ impl LinkTable {
     #[inline]
     fn len(&self, l: usize) -> u32 {
         self.hot[l].len
+    }
+
+    /// Two or more flows hold link `l`.
+    #[inline]
+    fn shared(&self, l: usize) -> bool {
+        (self.shared_bits[l >> 6] >> (l & 63)) & 1 != 0
     }
 
     /// Link `l`'s active flows, `(slot, index in the flow's path)`.
@@ -305,6 +325,7 @@ impl LinkTable {
                 debug_assert!(r.shared.is_empty());
                 r.shared.push(h.one);
                 r.shared.push((slot, i));
+                self.shared_bits[l >> 6] |= 1 << (l & 63);
                 // The running sum from an empty link, as the list order.
                 r.weight = 0.0 + one_mult + mult;
                 1
@@ -335,6 +356,7 @@ impl LinkTable {
             h.one = r.shared[0];
             r.shared.clear();
             r.weight = 0.0;
+            self.shared_bits[l >> 6] &= !(1 << (l & 63));
         }
         moved
     }
@@ -483,7 +505,7 @@ enum LocalMode {
 impl RateScratch {
     fn next_epoch(&mut self, links: &LinkTable) -> u32 {
         if self.epoch == u32::MAX {
-            links.rec.iter().for_each(|l| l.mark.set(0));
+            links.hot.iter().for_each(|l| l.mark.set(0));
             self.flow_mark.fill(0);
             self.epoch = 0;
         }
@@ -499,7 +521,7 @@ impl RateScratch {
         self.comp_links.clear();
         self.comp_flows.clear();
         self.private_floor = f64::INFINITY;
-        links[start as usize].mark.set(epoch);
+        links.hot[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
             let on = links.on(l as usize);
@@ -516,8 +538,8 @@ impl RateScratch {
                 self.private_floor = self.private_floor.min(flow.solo_rate);
                 for e in &flow.path {
                     let el = e.link as usize;
-                    if (links.len(el) > 1 || self.plain) && links[el].mark.get() != epoch {
-                        links[el].mark.set(epoch);
+                    if (links.shared(el) || self.plain) && links.hot[el].mark.get() != epoch {
+                        links.hot[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
@@ -534,7 +556,7 @@ impl RateScratch {
         self.comp_links.clear();
         self.comp_flows.clear();
         self.private_floor = f64::INFINITY;
-        links[start as usize].mark.set(epoch);
+        links.hot[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
             let on = links.on(l as usize);
@@ -551,8 +573,8 @@ impl RateScratch {
                 self.private_floor = self.private_floor.min(flow.solo_rate);
                 for e in &flow.path {
                     let el = e.link as usize;
-                    if links.len(el) > 1 && links[el].mark.get() != epoch {
-                        links[el].mark.set(epoch);
+                    if links.shared(el) && links.hot[el].mark.get() != epoch {
+                        links.hot[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
@@ -821,7 +843,7 @@ impl RateScratch {
             let mut private = (f64::INFINITY, u32::MAX);
             for e in &flows[f as usize].path {
                 let el = e.link as usize;
-                if links.len(el) == 1 {
+                if !links.shared(el) {
                     let key = (links.cap_of(el) / e.mult, e.link);
                     if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                         private = key;
@@ -1253,7 +1275,7 @@ impl RateScratch {
         self.next_seq += 1;
         for e in &flows[fi].path {
             let el = e.link as usize;
-            if links.len(el) > 1 {
+            if links.shared(el) {
                 self.rem[el] -= e.mult * share;
                 self.weight[el] -= e.mult;
                 self.open[el] -= 1;
@@ -1268,9 +1290,11 @@ pub struct FlowNetwork {
     now: SimTime,
     flows: Vec<Flow>,
     free: Vec<u32>,
-    /// Per link: its flows, search mark and capacity.
+    /// Per link: its flows, search mark, capacity and carried bytes.
     links: LinkTable,
-    link_bytes: Vec<Bytes>,
+    /// A copy of the links' byte counters for [`Network::link_bytes`], taken when asked and
+    /// dropped at the next delivery.
+    link_bytes: std::cell::OnceCell<Vec<Bytes>>,
     arrivals: BinaryHeap<TimedSlot>,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
     /// submits at the time it is at), as `(transfer id, slot)`: kept out of `arrivals` and
@@ -1295,6 +1319,11 @@ pub struct FlowNetwork {
     /// so a drain event is live iff its version is the slot's (kept apart from `Flow` so that
     /// the liveness scan of the drain heap touches 4 bytes per event).
     versions: Vec<u32>,
+    /// Per slot: `(drain, pending)`: the predicted drain, and the time of the flow's live event
+    /// in `drains` (`u64::MAX`: none). A rate change that moves the drain later keeps the
+    /// event (one push and pop fewer for every flow slowed by an arrival); popped before the
+    /// drain, it is put back at it ([`Self::tidy_drains`], [`Self::step`]).
+    drain_times: Vec<(u64, u64)>,
     /// Drain predictions of one recomputation, added to `drains` in one batch (a heap rebuild
     /// when a large component was rerated, instead of one sift per flow).
     new_drains: Vec<DrainEvent>,
@@ -1365,7 +1394,7 @@ impl FlowNetwork {
             flows: Vec::new(),
             free: Vec::new(),
             links,
-            link_bytes: vec![Bytes::ZERO; n],
+            link_bytes: std::cell::OnceCell::new(),
             arrivals: BinaryHeap::new(),
             arrive_now: Vec::new(),
             arrive_now_at: 0,
@@ -1383,6 +1412,7 @@ impl FlowNetwork {
             violations: Vec::new(),
             new_drains: Vec::new(),
             versions: Vec::new(),
+            drain_times: Vec::new(),
             spread: false,
             split_scratch: route::SplitScratch::default(),
             split_route: Vec::new(),
@@ -1549,8 +1579,12 @@ impl FlowNetwork {
         let mut fastest = vec![0.0f64; n];
         for (l, rec) in self.links.rec.iter().enumerate() {
             let len = self.links.len(l) as usize;
-            if rec.shared.len() != if len >= 2 { len } else { 0 } {
-                return Err(format!("link {l} counts {len} flows but its record lists {}", rec.shared.len()));
+            if rec.shared.len() != if len >= 2 { len } else { 0 } || self.links.shared(l) != (len >= 2) {
+                return Err(format!(
+                    "link {l} counts {len} flows but its record lists {} (shared: {})",
+                    rec.shared.len(),
+                    self.links.shared(l)
+                ));
             }
             if let [(f, i)] = self.links.on(l)
                 && self.flows[*f as usize].path[*i as usize].link != l as u32
@@ -1651,6 +1685,7 @@ impl FlowNetwork {
         self.scratch.dev_mark.push(0);
         self.scratch.dev_key.push(UNFROZEN);
         self.versions.push(0);
+        self.drain_times.push((u64::MAX, u64::MAX));
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
 
@@ -1745,6 +1780,7 @@ impl FlowNetwork {
                 self.scratch.dirty.push(e.link);
             }
             self.versions[si] = self.versions[si].wrapping_add(1);
+            self.drain_times[si] = (u64::MAX, u64::MAX);
         }
         let f = &self.flows[si];
         let t = Transfer {
@@ -1901,6 +1937,7 @@ impl FlowNetwork {
         f.updated_at = now;
         self.scratch.rate[si] = 0.0;
         self.versions[si] = self.versions[si].wrapping_add(1);
+        self.drain_times[si] = (u64::MAX, u64::MAX);
         self.active -= 1;
         let at = now.saturating_add(f.latency);
         self.deliveries.push(Reverse((at.0, f.id.0, slot)));
@@ -1921,14 +1958,21 @@ impl FlowNetwork {
         f.rate_bps = rate;
         f.updated_at = now;
         self.scratch.rate[slot as usize] = rate;
-        let version = self.versions[slot as usize].wrapping_add(1);
-        self.versions[slot as usize] = version;
         let drain = if now == f.start && rate == f.solo_rate && f.solo_mult > 0 {
             // Alone at full rate from the first byte: exact, as the analytical backend.
             f.start.0.saturating_add(route::serialization_ps(f.bytes, f.solo_bw, f.solo_mult))
         } else {
             now.0.saturating_add(ceil_ps(f.remaining_bits * PS_PER_S / rate))
         };
+        let times = &mut self.drain_times[slot as usize];
+        times.0 = drain;
+        if times.1 <= drain {
+            // The live event comes first; it is moved to `drain` when it pops.
+            return;
+        }
+        times.1 = drain;
+        let version = self.versions[slot as usize].wrapping_add(1);
+        self.versions[slot as usize] = version;
         self.new_drains.push(Reverse((drain, f.id.0, slot, version)));
     }
 
@@ -2047,7 +2091,7 @@ impl FlowNetwork {
     fn shares_a_link(&self) -> bool {
         self.scratch.dirty.iter().any(|&d| match self.links.on(d as usize)[..] {
             [] => false,
-            [(f, _)] => self.flows[f as usize].path.iter().any(|e| self.links.len(e.link as usize) > 1),
+            [(f, _)] => self.flows[f as usize].path.iter().any(|e| self.links.shared(e.link as usize)),
             _ => true,
         })
     }
@@ -2080,7 +2124,7 @@ impl FlowNetwork {
                     continue;
                 }
                 let flow = &self.flows[f as usize];
-                if flow.path.iter().all(|e| self.links.len(e.link as usize) == 1) {
+                if !flow.path.iter().any(|e| self.links.shared(e.link as usize)) {
                     self.stats.rate_recomputations += 1;
                     // Its key: its tightest link, as the filling's heap orders private links.
                     let mut tight = (f64::INFINITY, u32::MAX);
@@ -2101,7 +2145,7 @@ impl FlowNetwork {
                     continue;
                 }
             }
-            if self.links[di].mark.get() == epoch {
+            if self.links.hot[di].mark.get() == epoch {
                 continue;
             }
             if self.priorities {
@@ -2183,12 +2227,29 @@ impl FlowNetwork {
             let versions = &self.versions;
             self.drains.retain(|e| versions[e.0.2 as usize] == e.0.3);
         }
-        while let Some(top) = self.drains.peek() {
-            if self.drain_is_live(top) {
+        while let Some(&top) = self.drains.peek() {
+            if !self.drain_is_live(&top) {
+                self.drains.pop();
+            } else if !self.put_back_early(top) {
                 break;
             }
-            self.drains.pop();
         }
+    }
+
+    /// Where live drain event `e` (at the top of `drains`) comes before its flow's drain (the
+    /// rate fell since it was pushed), moves it there and returns `true`.
+    #[inline]
+    fn put_back_early(&mut self, e: DrainEvent) -> bool {
+        let Reverse((at, id, slot, version)) = e;
+        let times = &mut self.drain_times[slot as usize];
+        if at == times.0 {
+            return false;
+        }
+        debug_assert!(at < times.0);
+        times.1 = times.0;
+        let mut top = self.drains.peek_mut().expect("the event is the top");
+        *top = Reverse((times.0, id, slot, version));
+        true
     }
 
     /// Arrivals and drains at `t`, then one recomputation.
@@ -2219,8 +2280,10 @@ impl FlowNetwork {
             if top.0.0 != t.0 {
                 break;
             }
-            self.drains.pop();
-            if self.drain_is_live(&top) {
+            if !self.drain_is_live(&top) {
+                self.drains.pop();
+            } else if !self.put_back_early(top) {
+                self.drains.pop();
                 self.drain(top.0.2);
             }
         }
@@ -2231,6 +2294,10 @@ impl FlowNetwork {
 
     fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) {
         self.now = t;
+        // The counters move: a copy taken for `link_bytes` is out of date.
+        if self.link_bytes.get().is_some() {
+            self.link_bytes.take();
+        }
         while let Some(&Reverse((at, _, slot))) = self.deliveries.peek() {
             if at != t.0 {
                 break;
@@ -2238,7 +2305,7 @@ impl FlowNetwork {
             self.deliveries.pop();
             let f = &mut self.flows[slot as usize];
             for e in &f.path {
-                self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
+                self.links.hot[e.link as usize].bytes += if e.mult.fract() == 0.0 {
                     f.bytes.0 * e.mult as u64
                 } else {
                     (f.bytes.0 as f64 * e.mult).round() as u64
@@ -2445,7 +2512,10 @@ impl Network for FlowNetwork {
     }
 
     fn link_bytes(&self) -> &[Bytes] {
-        &self.link_bytes
+        // Counted in the links' hot entries, which a delivery touches anyway (as a separate
+        // array, one more cache miss per link of every transfer); copied out when asked.
+        self.link_bytes
+            .get_or_init(|| self.links.hot.iter().map(|h| Bytes(h.bytes)).collect())
     }
 }
 
