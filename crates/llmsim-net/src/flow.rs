@@ -326,8 +326,9 @@ impl LinkTable {
                 r.shared.push(h.one);
                 r.shared.push((slot, i));
                 self.shared_bits[l >> 6] |= 1 << (l & 63);
-                // The running sum from an empty link, as the list order.
-                r.weight = 0.0 + one_mult + mult;
+                // The integer sum the running one would hold (kept weights are read only where
+                // every multiplicity is an integer).
+                r.weight = one_mult + mult;
                 1
             }
             _ => {
