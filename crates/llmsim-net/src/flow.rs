@@ -134,6 +134,8 @@ struct LinkRec {
     /// Active flows `(slot, index in the flow's path)` while two or more hold the link; empty
     /// otherwise ([`LinkHot::one`]).
     shared: LinkFlows,
+    /// The [`RateScratch`] epoch that last visited the link.
+    mark: Cell<u32>,
     /// Capacity, bit/s.
     cap: f64,
     /// The multiplicities of `shared`, summed as they come and go while two or more flows hold
@@ -152,23 +154,19 @@ const _: () = assert!(std::mem::size_of::<LinkRec>() == 64);
 /// of a whole [`LinkRec`] and a counter elsewhere: 3 MiB for the 98,304 links of the 16k-GPU
 /// fabric).
 #[derive(Clone)]
-#[repr(C, align(32))]
+#[repr(C, align(16))]
 struct LinkHot {
     /// The one flow entry `(slot, index in the flow's path)` while exactly one flow holds the
     /// link.
     one: (u32, u32),
     /// How many flows hold the link.
     len: u32,
-    /// The [`RateScratch`] epoch that last visited the link.
-    mark: Cell<u32>,
-    /// Bytes carried for completed transfers ([`Network::link_bytes`]).
-    bytes: u64,
     /// The link's `(bandwidth, latency, capacity)` in [`LinkTable::classes`];
     /// [`NO_CLASS`]: read them from the record.
     class: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<LinkHot>() == 32);
+const _: () = assert!(std::mem::size_of::<LinkHot>() == 16);
 
 /// [`LinkHot::class`] of a link whose attributes are in its record only.
 const NO_CLASS: u16 = u16::MAX;
@@ -216,8 +214,6 @@ impl LinkTable {
                 LinkHot {
                     one: (0, 0),
                     len: 0,
-                    mark: Cell::new(0),
-                    bytes: 0,
                     class,
                 }
             })
@@ -227,6 +223,7 @@ impl LinkTable {
             .iter()
             .map(|l| LinkRec {
                 shared: LinkFlows::new(),
+                mark: Cell::new(0),
                 cap: l.bandwidth.bps_f64(),
                 weight: 0.0,
                 bandwidth: l.bandwidth,
@@ -506,7 +503,7 @@ enum LocalMode {
 impl RateScratch {
     fn next_epoch(&mut self, links: &LinkTable) -> u32 {
         if self.epoch == u32::MAX {
-            links.hot.iter().for_each(|l| l.mark.set(0));
+            links.rec.iter().for_each(|l| l.mark.set(0));
             self.flow_mark.fill(0);
             self.epoch = 0;
         }
@@ -522,7 +519,7 @@ impl RateScratch {
         self.comp_links.clear();
         self.comp_flows.clear();
         self.private_floor = f64::INFINITY;
-        links.hot[start as usize].mark.set(epoch);
+        links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
             let on = links.on(l as usize);
@@ -539,8 +536,8 @@ impl RateScratch {
                 self.private_floor = self.private_floor.min(flow.solo_rate);
                 for e in &flow.path {
                     let el = e.link as usize;
-                    if (links.shared(el) || self.plain) && links.hot[el].mark.get() != epoch {
-                        links.hot[el].mark.set(epoch);
+                    if (links.shared(el) || self.plain) && links[el].mark.get() != epoch {
+                        links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
@@ -557,7 +554,7 @@ impl RateScratch {
         self.comp_links.clear();
         self.comp_flows.clear();
         self.private_floor = f64::INFINITY;
-        links.hot[start as usize].mark.set(epoch);
+        links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
             let on = links.on(l as usize);
@@ -574,8 +571,8 @@ impl RateScratch {
                 self.private_floor = self.private_floor.min(flow.solo_rate);
                 for e in &flow.path {
                     let el = e.link as usize;
-                    if links.shared(el) && links.hot[el].mark.get() != epoch {
-                        links.hot[el].mark.set(epoch);
+                    if links.shared(el) && links[el].mark.get() != epoch {
+                        links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
                 }
@@ -1295,7 +1292,7 @@ pub struct FlowNetwork {
     links: LinkTable,
     /// A copy of the links' byte counters for [`Network::link_bytes`], taken when asked and
     /// dropped at the next delivery.
-    link_bytes: std::cell::OnceCell<Vec<Bytes>>,
+    link_bytes: Vec<Bytes>,
     arrivals: BinaryHeap<TimedSlot>,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
     /// submits at the time it is at), as `(transfer id, slot)`: kept out of `arrivals` and
@@ -1395,7 +1392,7 @@ impl FlowNetwork {
             flows: Vec::new(),
             free: Vec::new(),
             links,
-            link_bytes: std::cell::OnceCell::new(),
+            link_bytes: vec![Bytes::ZERO; n],
             arrivals: BinaryHeap::new(),
             arrive_now: Vec::new(),
             arrive_now_at: 0,
@@ -2146,7 +2143,7 @@ impl FlowNetwork {
                     continue;
                 }
             }
-            if self.links.hot[di].mark.get() == epoch {
+            if self.links[di].mark.get() == epoch {
                 continue;
             }
             if self.priorities {
@@ -2295,10 +2292,6 @@ impl FlowNetwork {
 
     fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) {
         self.now = t;
-        // The counters move: a copy taken for `link_bytes` is out of date.
-        if self.link_bytes.get().is_some() {
-            self.link_bytes.take();
-        }
         while let Some(&Reverse((at, _, slot))) = self.deliveries.peek() {
             if at != t.0 {
                 break;
@@ -2306,7 +2299,7 @@ impl FlowNetwork {
             self.deliveries.pop();
             let f = &mut self.flows[slot as usize];
             for e in &f.path {
-                self.links.hot[e.link as usize].bytes += if e.mult.fract() == 0.0 {
+                self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
                     f.bytes.0 * e.mult as u64
                 } else {
                     (f.bytes.0 as f64 * e.mult).round() as u64
@@ -2515,8 +2508,7 @@ impl Network for FlowNetwork {
     fn link_bytes(&self) -> &[Bytes] {
         // Counted in the links' hot entries, which a delivery touches anyway (as a separate
         // array, one more cache miss per link of every transfer); copied out when asked.
-        self.link_bytes
-            .get_or_init(|| self.links.hot.iter().map(|h| Bytes(h.bytes)).collect())
+        &self.link_bytes
     }
 }
 
