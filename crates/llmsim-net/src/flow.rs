@@ -62,7 +62,7 @@ struct PathEntry {
     /// How many times the flow's rate crosses the link: the legs over it (an integer) under
     /// one path per flow, the share of its paths over it when spread (`LoadBalance::Spread`).
     mult: f64,
-    /// Index of this flow in `links[link].flows`, for O(1) swap-remove.
+    /// Index of this flow in `links.on(link)`, for O(1) swap-remove.
     pos: u32,
 }
 
@@ -117,29 +117,32 @@ impl Flow {
     }
 }
 
-/// A link's active flows, `(slot, index in the flow's path)`: inline up to two (most links hold
-/// one or two flows), so that adding and removing a flow touches the list's header and its
+/// A shared link's active flows, `(slot, index in the flow's path)`: inline up to two (most
+/// shared links hold two), so that adding and removing a flow touches the list's header and its
 /// entries in one cache line instead of two (the 16k-GPU runs spent a tenth of their time on
 /// those misses).
 type LinkFlows = SmallVec<[(u32, u32); 2]>;
 
-/// What a transfer's routing, its arrival and departure and the component search read of a
-/// link, together in one cache line: the flow list's header, the search's mark, the capacity
-/// and the topology's bandwidth and latency (as separate arrays, each touch of a link cost up
-/// to four misses on the 16k-GPU runs).
+/// What the component searches and fillings read of a link that two or more flows hold,
+/// together in one cache line: the flow list, the search's mark, the capacity and the kept
+/// weight, and the topology's bandwidth and latency. A link that one flow or none holds is
+/// described by its [`LinkHot`] entry alone, so that a lone flow's routing, arrival, rate and
+/// departure never load this record (bench/README.md, issue 29, branch `flow29j`).
 #[derive(Clone)]
 #[repr(align(64))]
 struct LinkRec {
-    /// Active flows: `(slot, index in the flow's path)`.
-    flows: LinkFlows,
+    /// Active flows `(slot, index in the flow's path)` while two or more hold the link; empty
+    /// otherwise ([`LinkHot::one`]).
+    shared: LinkFlows,
     /// The [`RateScratch`] epoch that last visited the link.
     mark: Cell<u32>,
     /// Capacity, bit/s.
     cap: f64,
-    /// The multiplicities of `flows`, summed as they come and go: exact where they are
-    /// integers (one path per flow), so equal to a sum over the list in any order there.
+    /// The multiplicities of `shared`, summed as they come and go while two or more flows hold
+    /// the link: exact where they are integers (one path per flow), so equal to a sum over the
+    /// list in any order there.
     weight: f64,
-    /// The topology's line rate and latency of the link, for [`route::expand_with`].
+    /// The topology's line rate and latency of the link.
     bandwidth: Bandwidth,
     latency: SimTime,
 }
@@ -147,24 +150,216 @@ struct LinkRec {
 // One cache line a link.
 const _: () = assert!(std::mem::size_of::<LinkRec>() == 64);
 
-impl LinkRec {
-    /// Lists leg `i` of flow `slot`, carried `mult` times; returns its index in the list.
-    #[inline]
-    fn add(&mut self, slot: u32, i: u32, mult: f64) -> u32 {
-        self.weight += mult;
-        self.flows.push((slot, i));
-        (self.flows.len() - 1) as u32
-    }
+/// The part of a link that every flow crossing it touches, 16 bytes (a quarter of a cache line
+/// instead of a whole [`LinkRec`]: 1.5 MiB for the 98,304 links of the 16k-GPU fabric; a
+/// 32-byte entry that also held the search mark and the byte counter measured slower).
+#[derive(Clone)]
+#[repr(C, align(16))]
+struct LinkHot {
+    /// The one flow entry `(slot, index in the flow's path)` while exactly one flow holds the
+    /// link.
+    one: (u32, u32),
+    /// How many flows hold the link.
+    len: u32,
+    /// The link's `(bandwidth, latency, capacity)` in [`LinkTable::classes`];
+    /// [`NO_CLASS`]: read them from the record.
+    class: u16,
+}
 
-    /// Unlists the entry at `pos` (carried `mult` times) by swap-remove; returns the entry moved
-    /// into `pos`, whose back-pointer the caller updates.
+const _: () = assert!(std::mem::size_of::<LinkHot>() == 16);
+
+/// [`LinkHot::class`] of a link whose attributes are in its record only.
+const NO_CLASS: u16 = u16::MAX;
+
+/// Every link's [`LinkHot`] entry and [`LinkRec`] record. A link's flow list is the hot entry's
+/// `one` while one flow holds it and the record's `shared` list from two on, the same list (in
+/// the same order) as one vector with push and swap-remove would hold.
+struct LinkTable {
+    hot: Vec<LinkHot>,
+    rec: Vec<LinkRec>,
+    /// One bit per link: two or more flows hold it (12 KiB for 98,304 links, so that the
+    /// searches' and fillings' "shared or a flow's own" test on every link of a flow they visit
+    /// stays in the first-level cache).
+    shared_bits: Vec<u64>,
+    /// The distinct `(bandwidth, latency, capacity)` of the links (at most [`NO_CLASS`]).
+    classes: Vec<(Bandwidth, SimTime, f64)>,
+}
+
+impl std::ops::Index<usize> for LinkTable {
+    type Output = LinkRec;
     #[inline]
-    fn remove(&mut self, pos: u32, mult: f64) -> Option<(u32, u32)> {
-        self.weight -= mult;
-        self.flows.swap_remove(pos as usize);
-        self.flows.get(pos as usize).copied()
+    fn index(&self, l: usize) -> &LinkRec {
+        &self.rec[l]
     }
 }
+
+impl LinkTable {
+    fn new(topo: &Topology) -> Self {
+        let mut ids: std::collections::HashMap<(Bandwidth, SimTime), u16> = std::collections::HashMap::new();
+        let mut classes = Vec::new();
+        let hot = topo
+            .links()
+            .iter()
+            .map(|l| {
+                let class = match ids.get(&(l.bandwidth, l.latency)) {
+                    Some(&c) => c,
+                    None if classes.len() < usize::from(NO_CLASS) => {
+                        let c = classes.len() as u16;
+                        classes.push((l.bandwidth, l.latency, l.bandwidth.bps_f64()));
+                        ids.insert((l.bandwidth, l.latency), c);
+                        c
+                    }
+                    None => NO_CLASS,
+                };
+                LinkHot {
+                    one: (0, 0),
+                    len: 0,
+                    class,
+                }
+            })
+            .collect();
+        let rec = topo
+            .links()
+            .iter()
+            .map(|l| LinkRec {
+                shared: LinkFlows::new(),
+                mark: Cell::new(0),
+                cap: l.bandwidth.bps_f64(),
+                weight: 0.0,
+                bandwidth: l.bandwidth,
+                latency: l.latency,
+            })
+            .collect();
+        let shared_bits = vec![0; topo.links().len().div_ceil(64)];
+        LinkTable {
+            hot,
+            rec,
+            shared_bits,
+            classes,
+        }
+    }
+
+    /// Number of links.
+    #[inline]
+    fn count(&self) -> usize {
+        self.rec.len()
+    }
+
+    /// How many flows hold link `l`.
+    #[inline]
+    fn len(&self, l: usize) -> u32 {
+        self.hot[l].len
+    }
+
+    /// Two or more flows hold link `l`.
+    #[inline]
+    fn shared(&self, l: usize) -> bool {
+        (self.shared_bits[l >> 6] >> (l & 63)) & 1 != 0
+    }
+
+    /// Link `l`'s active flows, `(slot, index in the flow's path)`.
+    #[inline]
+    fn on(&self, l: usize) -> &[(u32, u32)] {
+        let h = &self.hot[l];
+        match h.len {
+            0 => &[],
+            1 => std::slice::from_ref(&h.one),
+            _ => &self.rec[l].shared,
+        }
+    }
+
+    /// Link `l`'s bandwidth and latency (the topology's), from its class where it has one.
+    #[inline]
+    fn attrs(&self, l: usize) -> (Bandwidth, SimTime) {
+        match self.hot[l].class {
+            NO_CLASS => (self.rec[l].bandwidth, self.rec[l].latency),
+            c => {
+                let (bw, lat, _) = self.classes[usize::from(c)];
+                (bw, lat)
+            }
+        }
+    }
+
+    /// Link `l`'s capacity ([`LinkRec::cap`]), from its class where it has one.
+    #[inline]
+    fn cap_of(&self, l: usize) -> f64 {
+        match self.hot[l].class {
+            NO_CLASS => self.rec[l].cap,
+            c => self.classes[usize::from(c)].2,
+        }
+    }
+
+    /// Sets link `l`'s bandwidth (and capacity), with its class.
+    fn set_bandwidth(&mut self, l: usize, bw: Bandwidth) {
+        let r = &mut self.rec[l];
+        r.cap = bw.bps_f64();
+        r.bandwidth = bw;
+        let key = (bw, r.latency);
+        self.hot[l].class = match self.classes.iter().position(|c| (c.0, c.1) == key) {
+            Some(c) => c as u16,
+            None if self.classes.len() < usize::from(NO_CLASS) => {
+                self.classes.push((bw, key.1, bw.bps_f64()));
+                (self.classes.len() - 1) as u16
+            }
+            None => NO_CLASS,
+        };
+    }
+
+    /// Lists leg `i` of flow `slot`, carried `mult` times, on link `l`; `one_mult` is the
+    /// multiplicity of the one flow that holds it now, if one does. Returns its index in the
+    /// list.
+    #[inline]
+    fn add(&mut self, l: usize, slot: u32, i: u32, mult: f64, one_mult: f64) -> u32 {
+        let h = &mut self.hot[l];
+        h.len += 1;
+        match h.len {
+            1 => {
+                h.one = (slot, i);
+                0
+            }
+            2 => {
+                let r = &mut self.rec[l];
+                debug_assert!(r.shared.is_empty());
+                r.shared.push(h.one);
+                r.shared.push((slot, i));
+                self.shared_bits[l >> 6] |= 1 << (l & 63);
+                // The integer sum the running one would hold (kept weights are read only where
+                // every multiplicity is an integer).
+                r.weight = one_mult + mult;
+                1
+            }
+            _ => {
+                let r = &mut self.rec[l];
+                r.weight += mult;
+                r.shared.push((slot, i));
+                (r.shared.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Unlists the entry at `pos` of link `l` (carried `mult` times) by swap-remove; returns the
+    /// entry moved into `pos`, whose back-pointer the caller updates.
+    #[inline]
+    fn remove(&mut self, l: usize, pos: u32, mult: f64) -> Option<(u32, u32)> {
+        let h = &mut self.hot[l];
+        h.len -= 1;
+        if h.len == 0 {
+            return None;
+        }
+        let r = &mut self.rec[l];
+        r.weight -= mult;
+        r.shared.swap_remove(pos as usize);
+        let moved = r.shared.get(pos as usize).copied();
+        if h.len == 1 {
+            h.one = r.shared[0];
+            r.shared.clear();
+            r.weight = 0.0;
+            self.shared_bits[l >> 6] &= !(1 << (l & 63));
+        }
+        moved
+    }
+}
+
 /// A flow's links, inline up to six (a route across a three-tier fat-tree), for the same
 /// reason: a departure updates the back-pointer of the flow moved in each of its links' lists,
 /// and the component search and the filling read every collected flow's path (on the k=60
@@ -181,10 +376,6 @@ type DrainEvent = Reverse<(u64, u64, u32, u32)>;
 struct RateScratch {
     epoch: u32,
     flow_mark: Vec<u32>,
-    /// Per link: how many flows hold it (the length of [`LinkRec::flows`]), packed: the
-    /// component search and [`Self::freeze`] test it for every link of a flow they visit, and
-    /// on the k=60 fat-tree those reads of whole link records were most of their cache misses.
-    link_len: Vec<u32>,
     dirty: Vec<u32>,
     bfs: Vec<u32>,
     comp_links: Vec<u32>,
@@ -310,9 +501,9 @@ enum LocalMode {
 }
 
 impl RateScratch {
-    fn next_epoch(&mut self, links: &[LinkRec]) -> u32 {
+    fn next_epoch(&mut self, links: &LinkTable) -> u32 {
         if self.epoch == u32::MAX {
-            links.iter().for_each(|l| l.mark.set(0));
+            links.rec.iter().for_each(|l| l.mark.set(0));
             self.flow_mark.fill(0);
             self.epoch = 0;
         }
@@ -323,7 +514,7 @@ impl RateScratch {
     /// Collects into `comp_flows` the component reachable from link `start`, and into
     /// `comp_links` its shared links (two or more flows). A link that only one flow holds
     /// joins nothing; of those, each flow keeps only its tightest (`private` below).
-    fn collect_component(&mut self, start: u32, flows: &[Flow], links: &[LinkRec]) {
+    fn collect_component(&mut self, start: u32, flows: &[Flow], links: &LinkTable) {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
@@ -331,7 +522,7 @@ impl RateScratch {
         links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
-            let on = &links[l as usize].flows;
+            let on = links.on(l as usize);
             if on.len() > 1 || self.plain {
                 self.comp_links.push(l);
             }
@@ -345,7 +536,7 @@ impl RateScratch {
                 self.private_floor = self.private_floor.min(flow.solo_rate);
                 for e in &flow.path {
                     let el = e.link as usize;
-                    if (self.link_len[el] > 1 || self.plain) && links[el].mark.get() != epoch {
+                    if (links.shared(el) || self.plain) && links[el].mark.get() != epoch {
                         links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
@@ -358,7 +549,7 @@ impl RateScratch {
     /// flows whose rate is `r_min` or more (those below keep their rates, see
     /// [`FlowNetwork::recompute`]), reached from link `start` over shared links through such
     /// flows, into `comp_flows`, and into `comp_links` the shared links they cross.
-    fn collect_resumed(&mut self, start: u32, r_min: f64, flows: &[Flow], links: &[LinkRec]) {
+    fn collect_resumed(&mut self, start: u32, r_min: f64, flows: &[Flow], links: &LinkTable) {
         let epoch = self.epoch;
         self.comp_links.clear();
         self.comp_flows.clear();
@@ -366,7 +557,7 @@ impl RateScratch {
         links[start as usize].mark.set(epoch);
         self.bfs.push(start);
         while let Some(l) = self.bfs.pop() {
-            let on = &links[l as usize].flows;
+            let on = links.on(l as usize);
             if on.len() > 1 {
                 self.comp_links.push(l);
             }
@@ -380,7 +571,7 @@ impl RateScratch {
                 self.private_floor = self.private_floor.min(flow.solo_rate);
                 for e in &flow.path {
                     let el = e.link as usize;
-                    if self.link_len[el] > 1 && links[el].mark.get() != epoch {
+                    if links.shared(el) && links[el].mark.get() != epoch {
                         links[el].mark.set(epoch);
                         self.bfs.push(e.link);
                     }
@@ -411,7 +602,7 @@ impl RateScratch {
     /// (as the full filling takes them off, in freeze order): each must be a margin below the
     /// share it freezes under and raise it, and the last share must end above the level by
     /// half the margin; otherwise `None` (the caller fills the components in full).
-    fn arrival_level(&mut self, arrived: &[u32], r_drained: f64, flows: &[Flow], links: &[LinkRec]) -> Option<f64> {
+    fn arrival_level(&mut self, arrived: &[u32], r_drained: f64, flows: &[Flow], links: &LinkTable) -> Option<f64> {
         let integer = self.integer_mults;
         let weight = |li: usize| link_weight(integer, li, flows, links);
         let below = 1.0 - ARRIVAL_MARGIN;
@@ -419,8 +610,8 @@ impl RateScratch {
         for &a in arrived {
             for e in &flows[a as usize].path {
                 let li = e.link as usize;
-                let on = &links[li].flows;
-                let (mut rem, mut w) = (links[li].cap, weight(li));
+                let on = links.on(li);
+                let (mut rem, mut w) = (links.cap_of(li), weight(li));
                 let mut share = rem / w;
                 if on.len() > 1 {
                     self.prefix.clear();
@@ -446,7 +637,7 @@ impl RateScratch {
         for &a in arrived {
             for e in &flows[a as usize].path {
                 let li = e.link as usize;
-                let on = &links[li].flows;
+                let on = links.on(li);
                 if on.len() < 2 {
                     continue;
                 }
@@ -461,7 +652,7 @@ impl RateScratch {
                     continue;
                 }
                 self.prefix.sort_unstable_by_key(|p| (p.2.to_bits(), p.0));
-                let (mut rem, mut w) = (links[li].cap, weight(li));
+                let (mut rem, mut w) = (links.cap_of(li), weight(li));
                 let mut share = rem / w;
                 for &(_, m, r) in &self.prefix {
                     rem -= m * r;
@@ -484,12 +675,12 @@ impl RateScratch {
     /// full filling reaches once it has frozen every flow below `r_min`: each shared link's
     /// remaining capacity and unfrozen weight are its capacity and weight less those flows',
     /// taken off in the order the fillings that set their rates froze them.
-    fn water_fill_resumed(&mut self, r_min: f64, flows: &[Flow], links: &[LinkRec]) {
+    fn water_fill_resumed(&mut self, r_min: f64, flows: &[Flow], links: &LinkTable) {
         self.initial.clear();
         let mut level = 0.0f64;
         for &l in &self.comp_links {
             let li = l as usize;
-            let on = &links[li].flows;
+            let on = links.on(li);
             let mut w = link_weight(self.integer_mults, li, flows, links);
             self.prefix.clear();
             for &(f, i) in on {
@@ -499,7 +690,7 @@ impl RateScratch {
                 }
             }
             self.prefix.sort_unstable_by_key(|p| (p.2.to_bits(), p.0));
-            let mut rem = links[li].cap;
+            let mut rem = links.cap_of(li);
             for &(_, m, r) in &self.prefix {
                 rem -= m * r;
                 w -= m;
@@ -526,15 +717,15 @@ impl RateScratch {
     /// first of a flow's such links to pop can freeze it; so the heap holds, per flow, just its
     /// tightest one, keyed as the others would be. The pops that freeze flows are the same, in
     /// the same order, as with every link in the heap: the rates are bit-identical.
-    fn water_fill(&mut self, flows: &[Flow], links: &[LinkRec]) {
+    fn water_fill(&mut self, flows: &[Flow], links: &LinkTable) {
         self.initial.clear();
         for &l in &self.comp_links {
             let li = l as usize;
             let w = link_weight(self.integer_mults, li, flows, links);
-            self.rem[li] = links[li].cap;
+            self.rem[li] = links.cap_of(li);
             self.weight[li] = w;
-            self.open[li] = links[li].flows.len() as u32;
-            self.initial.push(((links[li].cap / w).to_bits(), l));
+            self.open[li] = links.on(li).len() as u32;
+            self.initial.push(((links.cap_of(li) / w).to_bits(), l));
         }
         self.fill(flows, links, 0.0);
     }
@@ -553,7 +744,7 @@ impl RateScratch {
     /// collected flow is frozen (what would be left pops without effect). Where every link has
     /// one speed, as on the 16k-GPU Llama run, a shared link saturates below every private
     /// key, so the private keys are never built (bench/README.md, branch `flow29i`).
-    fn fill(&mut self, flows: &[Flow], links: &[LinkRec], level: f64) {
+    fn fill(&mut self, flows: &[Flow], links: &LinkTable, level: f64) {
         for &f in &self.comp_flows {
             self.new_rate[f as usize] = -1.0;
         }
@@ -603,7 +794,7 @@ impl RateScratch {
                 _ => break,
             };
             let li = l as usize;
-            if let [(f, _)] = links[li].flows[..] {
+            if let [(f, _)] = links.on(li)[..] {
                 // A flow's own link: its share is its key until the flow freezes.
                 let fi = f as usize;
                 if self.new_rate[fi] >= 0.0 {
@@ -611,7 +802,7 @@ impl RateScratch {
                 }
                 let share = f64::from_bits(key).max(level);
                 level = share;
-                self.freeze(fi, share, l, flows);
+                self.freeze(fi, share, l, flows, links);
                 unfrozen -= 1;
                 continue;
             }
@@ -625,12 +816,12 @@ impl RateScratch {
             }
             let share = current.max(level);
             level = share;
-            for &(f, _) in &links[li].flows {
+            for &(f, _) in links.on(li) {
                 let fi = f as usize;
                 if self.new_rate[fi] >= 0.0 {
                     continue;
                 }
-                self.freeze(fi, share, l, flows);
+                self.freeze(fi, share, l, flows, links);
                 unfrozen -= 1;
             }
         }
@@ -639,7 +830,7 @@ impl RateScratch {
     /// The private keys of the collected flows not frozen yet: each flow's tightest link that no
     /// other flow holds, keyed as the plain filling keys a link, `(share, link id)`; sorted into
     /// `private` (into the heap under `one_heap`).
-    fn build_privates(&mut self, flows: &[Flow], links: &[LinkRec]) {
+    fn build_privates(&mut self, flows: &[Flow], links: &LinkTable) {
         if self.plain {
             return;
         }
@@ -650,8 +841,8 @@ impl RateScratch {
             let mut private = (f64::INFINITY, u32::MAX);
             for e in &flows[f as usize].path {
                 let el = e.link as usize;
-                if self.link_len[el] == 1 {
-                    let key = (links[el].cap / e.mult, e.link);
+                if !links.shared(el) {
+                    let key = (links.cap_of(el) / e.mult, e.link);
                     if key.0.to_bits() < private.0.to_bits() || (key.0.to_bits() == private.0.to_bits() && key.1 < private.1) {
                         private = key;
                     }
@@ -672,14 +863,14 @@ impl RateScratch {
     /// Strict-priority max-min over the collected component (flows of several traffic
     /// classes): the highest class is filled first on the full link capacities, each lower
     /// class then max-min on what the classes above left; leaves rates in `new_rate`.
-    fn water_fill_prio(&mut self, flows: &[Flow], links: &[LinkRec]) {
+    fn water_fill_prio(&mut self, flows: &[Flow], links: &LinkTable) {
         self.classes.clear();
         for &f in &self.comp_flows {
             let fl = &flows[f as usize];
             self.new_rate[f as usize] = -1.0;
             self.classes.push(fl.priority);
             for e in &fl.path {
-                self.rem[e.link as usize] = links[e.link as usize].cap;
+                self.rem[e.link as usize] = links.cap_of(e.link as usize);
             }
         }
         self.classes.sort_unstable_by(|a, b| b.cmp(a));
@@ -720,7 +911,7 @@ impl RateScratch {
                 }
                 let share = current.max(level);
                 level = share;
-                for &(f, _) in &links[li].flows {
+                for &(f, _) in links.on(li) {
                     let fi = f as usize;
                     if self.new_rate[fi] >= 0.0 || flows[fi].priority != class {
                         continue;
@@ -772,9 +963,9 @@ impl RateScratch {
     /// the prefix in the same order): so a link's saturation depends only on its own flows'
     /// keys, and the filling's result is the one assignment of keys above its resume level in
     /// which every link's walk is consistent.
-    fn walk(&mut self, l: u32, last: bool, trace: bool, flows: &[Flow], links: &[LinkRec]) -> Result<Option<f64>, f64> {
+    fn walk(&mut self, l: u32, last: bool, trace: bool, flows: &[Flow], links: &LinkTable) -> Result<Option<f64>, f64> {
         let li = l as usize;
-        let on = &links[li].flows;
+        let on = links.on(li);
         self.walk_keys.clear();
         for &(f, i) in on {
             if flows[f as usize].path[i as usize].mult != 1.0 {
@@ -786,7 +977,7 @@ impl RateScratch {
         self.local_work += on.len();
         self.walk_keys.sort_unstable();
         let n = self.walk_keys.len();
-        let (mut rem, mut w) = (links[li].cap, n as f64);
+        let (mut rem, mut w) = (links.cap_of(li), n as f64);
         let mut share = rem / w;
         let mut dip = f64::NEG_INFINITY;
         let mut i = 0;
@@ -835,7 +1026,7 @@ impl RateScratch {
 
     /// Walks link `l` again in the local filling and queues its saturation; `false` where it
     /// would saturate before the filling's current point `at` or cannot be walked.
-    fn local_queue(&mut self, l: u32, at: (u64, u32, u8), flows: &[Flow], links: &[LinkRec]) -> bool {
+    fn local_queue(&mut self, l: u32, at: (u64, u32, u8), flows: &[Flow], links: &LinkTable) -> bool {
         let li = l as usize;
         match self.walk(l, false, false, flows, links) {
             Err(_) => false,
@@ -860,7 +1051,7 @@ impl RateScratch {
     /// Marks link `l` changed in the local filling (its flows frozen there are checked at their
     /// old keys) and queues it; `false` as [`Self::local_queue`], or where `l` has saturated
     /// already in this filling.
-    fn local_touch(&mut self, l: u32, at: (u64, u32, u8), flows: &[Flow], links: &[LinkRec]) -> bool {
+    fn local_touch(&mut self, l: u32, at: (u64, u32, u8), flows: &[Flow], links: &LinkTable) -> bool {
         let li = l as usize;
         let ep = self.lepoch;
         if self.ldev[li] == ep {
@@ -869,7 +1060,7 @@ impl RateScratch {
         self.ldev[li] = ep;
         self.lcand[li] = u64::MAX;
         self.dev_links.push(l);
-        for &(g, _) in &links[li].flows {
+        for &(g, _) in links.on(li) {
             let gi = g as usize;
             if self.dev_mark[gi] != ep && self.bott[gi] == l {
                 let item = (self.rate[gi].to_bits(), l, 1);
@@ -883,7 +1074,7 @@ impl RateScratch {
     }
 
     /// Marks flow `f` changed and not frozen, and every link of it changed.
-    fn local_unfreeze(&mut self, f: u32, at: (u64, u32, u8), flows: &[Flow], links: &[LinkRec]) -> bool {
+    fn local_unfreeze(&mut self, f: u32, at: (u64, u32, u8), flows: &[Flow], links: &LinkTable) -> bool {
         let fi = f as usize;
         if self.dev_mark[fi] != self.lepoch {
             self.dev_mark[fi] = self.lepoch;
@@ -914,7 +1105,7 @@ impl RateScratch {
     /// flows in `dev_flows` and their keys in `dev_key`; `false` where it gives up (the caller
     /// fills the components; the lockstep property tests check the result against theirs after
     /// every event).
-    fn local_fill(&mut self, r_min: f64, arrived: &[u32], flows: &[Flow], links: &[LinkRec]) -> bool {
+    fn local_fill(&mut self, r_min: f64, arrived: &[u32], flows: &[Flow], links: &LinkTable) -> bool {
         let ep = self.next_lepoch();
         self.local_floor = r_min.to_bits();
         self.dev_flows.clear();
@@ -929,7 +1120,7 @@ impl RateScratch {
         }
         for i in 0..self.dirty.len() {
             let d = self.dirty[i];
-            if !links[d as usize].flows.is_empty() && !self.local_touch(d, start, flows, links) {
+            if !links.on(d as usize).is_empty() && !self.local_touch(d, start, flows, links) {
                 return false;
             }
         }
@@ -946,7 +1137,7 @@ impl RateScratch {
                 self.lfired[li] = ep;
                 self.lfired_bits[li] = bits;
                 let key = (bits, l);
-                for &(g, _) in &links[li].flows {
+                for &(g, _) in links.on(li) {
                     let gi = g as usize;
                     let eff = self.eff_key(g);
                     if eff < key || (eff == key && self.dev_mark[gi] != ep) {
@@ -1034,9 +1225,9 @@ impl RateScratch {
     }
 
     /// Walks link `l` with the flows' current keys and updates its unsafe level.
-    fn retrace_link(&mut self, l: u32, flows: &[Flow], links: &[LinkRec]) {
+    fn retrace_link(&mut self, l: u32, flows: &[Flow], links: &LinkTable) {
         let li = l as usize;
-        let dip = if links[li].flows.is_empty() {
+        let dip = if links.on(li).is_empty() {
             f64::NEG_INFINITY
         } else {
             self.walk(l, true, true, flows, links).err().unwrap_or(f64::NEG_INFINITY)
@@ -1075,14 +1266,14 @@ impl RateScratch {
 
     /// Fixes flow `fi` at `share` and takes it off its shared links.
     #[inline]
-    fn freeze(&mut self, fi: usize, share: f64, link: u32, flows: &[Flow]) {
+    fn freeze(&mut self, fi: usize, share: f64, link: u32, flows: &[Flow], links: &LinkTable) {
         self.new_rate[fi] = share;
         self.bott_new[fi] = link;
         self.seq[fi] = self.next_seq;
         self.next_seq += 1;
         for e in &flows[fi].path {
             let el = e.link as usize;
-            if self.link_len[el] > 1 {
+            if links.shared(el) {
                 self.rem[el] -= e.mult * share;
                 self.weight[el] -= e.mult;
                 self.open[el] -= 1;
@@ -1098,7 +1289,7 @@ pub struct FlowNetwork {
     flows: Vec<Flow>,
     free: Vec<u32>,
     /// Per link: its flows, search mark and capacity.
-    links: Vec<LinkRec>,
+    links: LinkTable,
     link_bytes: Vec<Bytes>,
     arrivals: BinaryHeap<TimedSlot>,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
@@ -1124,6 +1315,11 @@ pub struct FlowNetwork {
     /// so a drain event is live iff its version is the slot's (kept apart from `Flow` so that
     /// the liveness scan of the drain heap touches 4 bytes per event).
     versions: Vec<u32>,
+    /// Per slot: `(drain, pending)`: the predicted drain, and the time of the flow's live event
+    /// in `drains` (`u64::MAX`: none). A rate change that moves the drain later keeps the
+    /// event (one push and pop fewer for every flow slowed by an arrival); popped before the
+    /// drain, it is put back at it ([`Self::tidy_drains`], [`Self::step`]).
+    drain_times: Vec<(u64, u64)>,
     /// Drain predictions of one recomputation, added to `drains` in one batch (a heap rebuild
     /// when a large component was rerated, instead of one sift per flow).
     new_drains: Vec<DrainEvent>,
@@ -1167,21 +1363,9 @@ impl FlowNetwork {
     /// A flow network over `topo` with no transfers yet.
     pub fn new(topo: Arc<Topology>) -> Self {
         let n = topo.num_links();
-        let links = topo
-            .links()
-            .iter()
-            .map(|l| LinkRec {
-                flows: LinkFlows::new(),
-                mark: Cell::new(0),
-                cap: l.bandwidth.bps_f64(),
-                weight: 0.0,
-                bandwidth: l.bandwidth,
-                latency: l.latency,
-            })
-            .collect();
+        let links = LinkTable::new(&topo);
         let class_load = if topo.route_classes() > 1 { vec![0; n] } else { Vec::new() };
         let scratch = RateScratch {
-            link_len: vec![0; n],
             rem: vec![0.0; n],
             weight: vec![0.0; n],
             open: vec![0; n],
@@ -1224,6 +1408,7 @@ impl FlowNetwork {
             violations: Vec::new(),
             new_drains: Vec::new(),
             versions: Vec::new(),
+            drain_times: Vec::new(),
             spread: false,
             split_scratch: route::SplitScratch::default(),
             split_route: Vec::new(),
@@ -1385,28 +1570,38 @@ impl FlowNetwork {
     /// # Errors
     /// A message naming the first link or flow that breaks max-min fairness.
     pub fn check_rates(&self) -> Result<(), String> {
-        let n = self.links.len();
+        let n = self.links.count();
         let mut load = vec![0.0f64; n];
         let mut fastest = vec![0.0f64; n];
-        for (l, rec) in self.links.iter().enumerate() {
-            if self.scratch.link_len[l] as usize != rec.flows.len() {
+        for (l, rec) in self.links.rec.iter().enumerate() {
+            let len = self.links.len(l) as usize;
+            if rec.shared.len() != if len >= 2 { len } else { 0 } || self.links.shared(l) != (len >= 2) {
                 return Err(format!(
-                    "link {l} counts {} flows but lists {}",
-                    self.scratch.link_len[l],
-                    rec.flows.len()
+                    "link {l} counts {len} flows but its record lists {} (shared: {})",
+                    rec.shared.len(),
+                    self.links.shared(l)
                 ));
             }
+            if let [(f, i)] = self.links.on(l)
+                && self.flows[*f as usize].path[*i as usize].link != l as u32
+            {
+                return Err(format!("link {l}'s one flow does not hold it"));
+            }
             if !self.spread {
-                let sum: f64 = rec.flows.iter().map(|&(f, i)| self.flows[f as usize].path[i as usize].mult).sum();
-                if !rec.flows.is_empty() && rec.weight != sum {
+                let sum: f64 = rec.shared.iter().map(|&(f, i)| self.flows[f as usize].path[i as usize].mult).sum();
+                if len >= 2 && rec.weight != sum {
                     return Err(format!("link {l} keeps weight {} but its flows sum to {sum}", rec.weight));
                 }
             }
             let topo_link = self.topo.link(LinkId(l as u32));
-            if (rec.bandwidth, rec.latency) != (topo_link.bandwidth, topo_link.latency) || rec.cap != rec.bandwidth.bps_f64() {
+            if (rec.bandwidth, rec.latency) != (topo_link.bandwidth, topo_link.latency)
+                || self.links.attrs(l) != (rec.bandwidth, rec.latency)
+                || rec.cap != rec.bandwidth.bps_f64()
+                || self.links.cap_of(l).to_bits() != rec.cap.to_bits()
+            {
                 return Err(format!("link {l}'s record disagrees with the topology"));
             }
-            for &(f, i) in &rec.flows {
+            for &(f, i) in self.links.on(l) {
                 let flow = &self.flows[f as usize];
                 if flow.state != State::Active {
                     return Err(format!("link {l} lists flow {} which is not active", flow.id));
@@ -1447,7 +1642,7 @@ impl FlowNetwork {
             let has_bottleneck = f.path.iter().any(|e| {
                 let l = e.link as usize;
                 let (mut load, mut fastest) = (0.0f64, 0.0f64);
-                for &(g, i) in &self.links[l].flows {
+                for &(g, i) in self.links.on(l) {
                     let g = &self.flows[g as usize];
                     if g.priority >= f.priority {
                         load += g.path[i as usize].mult * g.rate_bps;
@@ -1486,6 +1681,7 @@ impl FlowNetwork {
         self.scratch.dev_mark.push(0);
         self.scratch.dev_key.push(UNFROZEN);
         self.versions.push(0);
+        self.drain_times.push((u64::MAX, u64::MAX));
         u32::try_from(self.flows.len() - 1).expect("more than 2^32 flows in flight")
     }
 
@@ -1504,7 +1700,7 @@ impl FlowNetwork {
     }
 
     /// Sets `f`'s path to `split` (link, share of the bytes) and its lone-flow bottleneck.
-    fn fill_split(f: &mut Flow, split: &[(LinkId, f64)], links: &[LinkRec]) {
+    fn fill_split(f: &mut Flow, split: &[(LinkId, f64)], links: &LinkTable) {
         f.path.clear();
         f.path.extend(split.iter().map(|&(l, w)| PathEntry {
             link: l.0,
@@ -1514,7 +1710,7 @@ impl FlowNetwork {
         let solo = f
             .path
             .iter()
-            .map(|e| links[e.link as usize].cap / e.mult)
+            .map(|e| links.cap_of(e.link as usize) / e.mult)
             .fold(f64::INFINITY, f64::min);
         f.solo_bw = Bandwidth::ZERO;
         f.solo_mult = 0;
@@ -1538,15 +1734,14 @@ impl FlowNetwork {
                 LinkChange::Loss(_) => unreachable!("refused when scheduled"),
             };
             if let LinkChange::Bandwidth(bw) = change {
-                self.links[link.idx()].cap = bw.bps_f64();
-                self.links[link.idx()].bandwidth = bw;
+                self.links.set_bandwidth(link.idx(), bw);
             }
             if change == LinkChange::Up {
                 continue;
             }
             self.full_refill = true;
             // Flows holding the link, and flows not started whose path crosses it.
-            let mut touched: Vec<u32> = self.links[link.idx()].flows.iter().map(|&(f, _)| f).collect();
+            let mut touched: Vec<u32> = self.links.on(link.idx()).iter().map(|&(f, _)| f).collect();
             touched.extend((0..self.flows.len() as u32).filter(|&f| {
                 self.flows[f as usize].state == State::Pending && self.flows[f as usize].path.iter().any(|e| e.link == link.0)
             }));
@@ -1575,13 +1770,13 @@ impl FlowNetwork {
             self.scratch.rate[si] = 0.0;
             for i in 0..self.flows[si].path.len() {
                 let e = self.flows[si].path[i];
-                if let Some((moved, mi)) = self.links[e.link as usize].remove(e.pos, e.mult) {
+                if let Some((moved, mi)) = self.links.remove(e.link as usize, e.pos, e.mult) {
                     self.flows[moved as usize].path[mi as usize].pos = e.pos;
                 }
-                self.scratch.link_len[e.link as usize] -= 1;
                 self.scratch.dirty.push(e.link);
             }
             self.versions[si] = self.versions[si].wrapping_add(1);
+            self.drain_times[si] = (u64::MAX, u64::MAX);
         }
         let f = &self.flows[si];
         let t = Transfer {
@@ -1623,12 +1818,7 @@ impl FlowNetwork {
         // Not the exact lone-flow drain: the flow has moved since its first byte.
         self.flows[si].solo_mult = 0;
         if active {
-            let f = &mut self.flows[si];
-            for (i, e) in f.path.iter_mut().enumerate() {
-                e.pos = self.links[e.link as usize].add(slot, i as u32, e.mult);
-                self.scratch.link_len[e.link as usize] += 1;
-                self.scratch.dirty.push(e.link);
-            }
+            self.hold_links(slot);
         }
     }
 
@@ -1704,12 +1894,24 @@ impl FlowNetwork {
         // at the end of the recomputation.
         self.scratch.rate[slot as usize] = f64::INFINITY;
         self.arrived.push(slot);
-        for (i, e) in f.path.iter_mut().enumerate() {
-            e.pos = self.links[e.link as usize].add(slot, i as u32, e.mult);
-            self.scratch.link_len[e.link as usize] += 1;
+        self.hold_links(slot);
+        self.active += 1;
+    }
+
+    /// Lists flow `slot` on every link of its path and marks them dirty.
+    #[inline]
+    fn hold_links(&mut self, slot: u32) {
+        let si = slot as usize;
+        for i in 0..self.flows[si].path.len() {
+            let e = self.flows[si].path[i];
+            let li = e.link as usize;
+            let one_mult = match self.links.on(li) {
+                [(g, j)] => self.flows[*g as usize].path[*j as usize].mult,
+                _ => 0.0,
+            };
+            self.flows[si].path[i].pos = self.links.add(li, slot, i as u32, e.mult, one_mult);
             self.scratch.dirty.push(e.link);
         }
-        self.active += 1;
     }
 
     fn drain(&mut self, slot: u32) {
@@ -1719,10 +1921,9 @@ impl FlowNetwork {
         self.drained_min_rate = self.drained_min_rate.min(self.flows[si].rate_bps);
         for i in 0..self.flows[si].path.len() {
             let e = self.flows[si].path[i];
-            if let Some((moved, mi)) = self.links[e.link as usize].remove(e.pos, e.mult) {
+            if let Some((moved, mi)) = self.links.remove(e.link as usize, e.pos, e.mult) {
                 self.flows[moved as usize].path[mi as usize].pos = e.pos;
             }
-            self.scratch.link_len[e.link as usize] -= 1;
             self.scratch.dirty.push(e.link);
         }
         let f = &mut self.flows[si];
@@ -1732,6 +1933,7 @@ impl FlowNetwork {
         f.updated_at = now;
         self.scratch.rate[si] = 0.0;
         self.versions[si] = self.versions[si].wrapping_add(1);
+        self.drain_times[si] = (u64::MAX, u64::MAX);
         self.active -= 1;
         let at = now.saturating_add(f.latency);
         self.deliveries.push(Reverse((at.0, f.id.0, slot)));
@@ -1752,14 +1954,21 @@ impl FlowNetwork {
         f.rate_bps = rate;
         f.updated_at = now;
         self.scratch.rate[slot as usize] = rate;
-        let version = self.versions[slot as usize].wrapping_add(1);
-        self.versions[slot as usize] = version;
         let drain = if now == f.start && rate == f.solo_rate && f.solo_mult > 0 {
             // Alone at full rate from the first byte: exact, as the analytical backend.
             f.start.0.saturating_add(route::serialization_ps(f.bytes, f.solo_bw, f.solo_mult))
         } else {
             now.0.saturating_add(ceil_ps(f.remaining_bits * PS_PER_S / rate))
         };
+        let times = &mut self.drain_times[slot as usize];
+        times.0 = drain;
+        if times.1 <= drain {
+            // The live event comes first; it is moved to `drain` when it pops.
+            return;
+        }
+        times.1 = drain;
+        let version = self.versions[slot as usize].wrapping_add(1);
+        self.versions[slot as usize] = version;
         self.new_drains.push(Reverse((drain, f.id.0, slot, version)));
     }
 
@@ -1866,7 +2075,7 @@ impl FlowNetwork {
         stale.clear();
         self.scratch.stale = stale;
         if all {
-            for l in 0..self.links.len() as u32 {
+            for l in 0..self.links.count() as u32 {
                 self.scratch.retrace_link(l, &self.flows, &self.links);
             }
         }
@@ -1876,10 +2085,9 @@ impl FlowNetwork {
     /// path of [`Self::fill_components`] is cheaper than the local filling, and where every
     /// dirty link is empty there is nothing to do).
     fn shares_a_link(&self) -> bool {
-        let len = &self.scratch.link_len;
-        self.scratch.dirty.iter().any(|&d| match self.links[d as usize].flows[..] {
+        self.scratch.dirty.iter().any(|&d| match self.links.on(d as usize)[..] {
             [] => false,
-            [(f, _)] => self.flows[f as usize].path.iter().any(|e| len[e.link as usize] > 1),
+            [(f, _)] => self.flows[f as usize].path.iter().any(|e| self.links.shared(e.link as usize)),
             _ => true,
         })
     }
@@ -1900,25 +2108,24 @@ impl FlowNetwork {
         }
         for &d in &dirty {
             let di = d as usize;
-            if self.links[di].mark.get() == epoch || self.links[di].flows.is_empty() {
+            // A link one flow or none holds is read from its hot entry alone: its record is
+            // loaded only where the flow shares a link (a lone flow's links all hold it alone,
+            // so the flow's mark stands for theirs: no search marks a link of a lone flow).
+            if self.links.len(di) == 0 {
                 continue;
             }
-            // A link of one flow whose component was already rerated (links only one flow
-            // holds are not marked by the component search).
-            if let [(f, _)] = self.links[di].flows[..]
-                && self.scratch.flow_mark[f as usize] == epoch
-            {
-                continue;
-            }
-            if let [(f, _)] = self.links[di].flows[..] {
+            if let [(f, _)] = self.links.on(di)[..] {
+                // A link of one flow whose component was already rerated.
+                if self.scratch.flow_mark[f as usize] == epoch {
+                    continue;
+                }
                 let flow = &self.flows[f as usize];
-                if flow.path.iter().all(|e| self.scratch.link_len[e.link as usize] == 1) {
+                if !flow.path.iter().any(|e| self.links.shared(e.link as usize)) {
                     self.stats.rate_recomputations += 1;
                     // Its key: its tightest link, as the filling's heap orders private links.
                     let mut tight = (f64::INFINITY, u32::MAX);
                     for e in &flow.path {
-                        self.links[e.link as usize].mark.set(epoch);
-                        let key = (self.links[e.link as usize].cap / e.mult, e.link);
+                        let key = (self.links.cap_of(e.link as usize) / e.mult, e.link);
                         if (key.0.to_bits(), key.1) < (tight.0.to_bits(), tight.1) {
                             tight = key;
                         }
@@ -1933,6 +2140,9 @@ impl FlowNetwork {
                     self.set_rate(f, rate);
                     continue;
                 }
+            }
+            if self.links[di].mark.get() == epoch {
+                continue;
             }
             if self.priorities {
                 // Strict priority between traffic classes: the resumed filling's argument is for
@@ -2013,12 +2223,29 @@ impl FlowNetwork {
             let versions = &self.versions;
             self.drains.retain(|e| versions[e.0.2 as usize] == e.0.3);
         }
-        while let Some(top) = self.drains.peek() {
-            if self.drain_is_live(top) {
+        while let Some(&top) = self.drains.peek() {
+            if !self.drain_is_live(&top) {
+                self.drains.pop();
+            } else if !self.put_back_early(top) {
                 break;
             }
-            self.drains.pop();
         }
+    }
+
+    /// Where live drain event `e` (at the top of `drains`) comes before its flow's drain (the
+    /// rate fell since it was pushed), moves it there and returns `true`.
+    #[inline]
+    fn put_back_early(&mut self, e: DrainEvent) -> bool {
+        let Reverse((at, id, slot, version)) = e;
+        let times = &mut self.drain_times[slot as usize];
+        if at == times.0 {
+            return false;
+        }
+        debug_assert!(at < times.0);
+        times.1 = times.0;
+        let mut top = self.drains.peek_mut().expect("the event is the top");
+        *top = Reverse((times.0, id, slot, version));
+        true
     }
 
     /// Arrivals and drains at `t`, then one recomputation.
@@ -2049,8 +2276,10 @@ impl FlowNetwork {
             if top.0.0 != t.0 {
                 break;
             }
-            self.drains.pop();
-            if self.drain_is_live(&top) {
+            if !self.drain_is_live(&top) {
+                self.drains.pop();
+            } else if !self.put_back_early(top) {
+                self.drains.pop();
                 self.drain(top.0.2);
             }
         }
@@ -2111,21 +2340,25 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// Link `l`'s bandwidth and latency, from its record (the topology's values).
+/// Link `l`'s bandwidth and latency (the topology's values), from its class.
 #[inline]
-fn link_attrs(links: &[LinkRec], l: LinkId) -> (Bandwidth, SimTime) {
-    let r = &links[l.idx()];
-    (r.bandwidth, r.latency)
+fn link_attrs(links: &LinkTable, l: LinkId) -> (Bandwidth, SimTime) {
+    links.attrs(l.idx())
 }
 
 /// The summed multiplicities of link `li`'s flows, in list order: as kept in
-/// [`LinkRec::weight`] where every multiplicity is an integer (`integer`).
+/// [`LinkRec::weight`] where two or more flows hold it and every multiplicity is an integer
+/// (`integer`); a lone flow's multiplicity where one does.
 #[inline]
-fn link_weight(integer: bool, li: usize, flows: &[Flow], links: &[LinkRec]) -> f64 {
-    if integer {
-        links[li].weight
-    } else {
-        links[li].flows.iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum()
+fn link_weight(integer: bool, li: usize, flows: &[Flow], links: &LinkTable) -> f64 {
+    match links.len(li) {
+        0 => 0.0,
+        1 => {
+            let (f, i) = links.on(li)[0];
+            flows[f as usize].path[i as usize].mult
+        }
+        _ if integer => links[li].weight,
+        _ => links.on(li).iter().map(|&(f, i)| flows[f as usize].path[i as usize].mult).sum(),
     }
 }
 
@@ -2237,11 +2470,11 @@ impl Network for FlowNetwork {
                 self.now
             )));
         }
-        if link.idx() >= self.links.len() {
+        if link.idx() >= self.links.count() {
             return Err(NetError::Fault(format!(
                 "no link {} (the topology has {})",
                 link.0,
-                self.links.len()
+                self.links.count()
             )));
         }
         if let LinkChange::Loss(_) = change {
@@ -2351,11 +2584,10 @@ mod tests {
         }
         assert_eq!((n.arrive_now.len(), n.arrivals.len()), (4, 0), "all in the lane");
         n.advance_to(SimTime::ZERO, &mut Vec::new());
-        let lists: Vec<Vec<u64>> = n
-            .links
-            .iter()
-            .filter(|l| !l.flows.is_empty())
-            .map(|l| l.flows.iter().map(|&(f, _)| n.flows[f as usize].id.0).collect())
+        let lists: Vec<Vec<u64>> = (0..n.links.count())
+            .map(|l| n.links.on(l))
+            .filter(|on| !on.is_empty())
+            .map(|on| on.iter().map(|&(f, _)| n.flows[f as usize].id.0).collect())
             .collect();
         assert!(!lists.is_empty());
         for l in lists {
@@ -2393,7 +2625,7 @@ mod tests {
         assert_eq!(done.len(), 50);
         assert!(n.flows.len() <= 50);
         assert!(n.drains.is_empty() && n.arrivals.is_empty() && n.arrive_now.is_empty() && n.deliveries.is_empty());
-        assert!(n.links.iter().all(|l| l.flows.is_empty()));
+        assert!((0..n.links.count()).all(|l| n.links.on(l).is_empty()));
         assert!(n.violations().is_empty(), "{:?}", n.violations());
     }
 }
