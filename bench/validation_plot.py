@@ -48,7 +48,16 @@ PANEL = {
     "seventh-approx": "seventh",
     "seventh-nx": "seventh",
 }
-NO_STATISTIC = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx"}
+NO_STATISTIC = {
+    "approx",
+    "third-approx",
+    "third-nx",
+    "fourth-nx",
+    "fifth-eager",
+    "fifth-approx",
+    "seventh-approx",
+    "seventh-nx",
+}
 NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx"}
 APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
