@@ -94,7 +94,8 @@ pub enum OpClass {
     Softmax,
     /// Embedding lookup / its gradient scatter. Memory-bound.
     Embedding,
-    /// MoE router (small GEMM + top-k) and token permutation. Memory-bound.
+    /// MoE routing and token permutation (top-k, sorts, permutes; the gating GEMM itself is a
+    /// [`OpClass::Gemm`]). Memory-bound.
     Router,
     /// Optimizer step (Adam): reads and writes params, grads and states. Memory-bound.
     Optimizer,
