@@ -62,9 +62,9 @@ enum Pass {
 const SEQS: [f64; 6] = [512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 
 struct Row {
-    /// `hopper` / `ampere` (the architecture's reference GPU), or a catalog GPU's lowercase name
-    /// for rates measured on that GPU.
-    arch: String,
+    /// `hopper` / `ampere` (the architecture's reference GPU), or a catalog GPU's name for rates
+    /// measured on that GPU.
+    arch: &'static str,
     kernel: String,
     head_dim: u64,
     causal: bool,
@@ -91,10 +91,12 @@ fn table() -> &'static [Row] {
                 let rate = |c: &str| if r.field(c).is_empty() { f64::NAN } else { num(c) };
                 Row {
                     arch: match r.field("arch") {
-                        a @ ("hopper" | "ampere") => a.to_string(),
+                        "hopper" => "hopper",
+                        "ampere" => "ampere",
                         a => {
-                            let g = crate::gpu::find(a).unwrap_or_else(|| panic!("attention.csv: unknown arch or GPU {a}"));
-                            g.name.to_ascii_lowercase()
+                            crate::gpu::find(a)
+                                .unwrap_or_else(|| panic!("attention.csv: unknown arch or GPU {a}"))
+                                .name
                         }
                     },
                     kernel: r.field("kernel").to_string(),
@@ -193,25 +195,15 @@ const SAME_DIE: [(&str, &str); 2] = [("B200", "GB200"), ("B300", "GB300")];
 /// same die; `None` where no such table covers the head dim (the architecture's table applies).
 fn measured_on(gpu: &GpuSpec, kernel: AttentionKernel, head_dim: u64) -> Option<&'static GpuSpec> {
     let covers = |name: &str| {
-        let key = name.to_ascii_lowercase();
         let dims = table()
             .iter()
-            .filter(|r| r.arch == key && r.kernel == kernel.name())
+            .filter(|r| r.arch == name && r.kernel == kernel.name())
             .map(|r| r.head_dim);
         let (lo, hi) = dims.fold((u64::MAX, 0), |(lo, hi), d| (lo.min(d), hi.max(d)));
         lo <= head_dim && head_dim <= hi
     };
-    // The GPU, then its `base` chain (a custom GPU's catalog base, A100-40GB -> A100).
-    let mut chain = [None; 5];
-    chain[0] = Some(gpu.name);
-    let mut next = gpu.base;
-    for slot in chain.iter_mut().skip(1) {
-        let Some(b) = next else { break };
-        *slot = Some(b);
-        next = crate::gpu::find(b).and_then(|g| g.base);
-    }
-    for n in chain.into_iter().flatten() {
-        let die = SAME_DIE.iter().find(|(b, _)| b.eq_ignore_ascii_case(n)).map_or(n, |&(_, g)| g);
+    for n in gpu.lineage() {
+        let die = SAME_DIE.iter().find(|(b, _)| *b == n).map_or(n, |&(_, g)| g);
         for cand in [n, die] {
             if covers(cand)
                 && let Some(g) = crate::gpu::find(cand)
@@ -272,16 +264,11 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
     let bf16 = |g: &GpuSpec| g.peak_flops(crate::op::DType::Bf16) / 1e12;
     let (table, table_sms, table_peak, bench) = match measured_on(gpu, kernel, shape.head_dim) {
-        Some(t) => (t.name.to_ascii_lowercase(), t.sm_count, bf16(t), Some(GPU_TABLE_BATCH_HEADS)),
-        None => (
-            table_arch(gpu.arch).to_string(),
-            table_sms(gpu.arch),
-            table_peak_tflops(gpu.arch),
-            None,
-        ),
+        Some(t) => (t.name, t.sm_count, bf16(t), Some(GPU_TABLE_BATCH_HEADS)),
+        None => (table_arch(gpu.arch), table_sms(gpu.arch), table_peak_tflops(gpu.arch), None),
     };
     let fill = crate::tile_schedule::relative(kernel, shape, gpu.sm_count, table_sms, bench);
-    let rate = rate_in(&table, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
+    let rate = rate_in(table, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
     let scale = bf16(gpu) / table_peak;
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
@@ -404,14 +391,14 @@ mod tests {
     #[test]
     fn blank_cells_take_the_shortest_measured_sequence() {
         // GB200's non-causal rows start at 2k: 1k takes the 2k rate, 512 too.
-        let r = |s| rate_in("gb200", AttentionKernel::Cudnn, &shape(128, s, false, false)).unwrap();
+        let r = |s| rate_in("GB200", AttentionKernel::Cudnn, &shape(128, s, false, false)).unwrap();
         assert_eq!(r(2048), 1433.0);
         assert_eq!((r(1024), r(512)), (1433.0, 1433.0));
         // Between measured points: linear in log2(seq); past the last: clamped.
         assert!((r(2896) - (1433.0 + (1599.0 - 1433.0) * (2896f64.log2() - 11.0))).abs() < 1e-9);
         assert_eq!(r(1 << 20), 1697.0);
         // A causal row measured from 512 interpolates there as before.
-        let c = |s| rate_in("gb200", AttentionKernel::Cudnn, &shape(128, s, true, false)).unwrap();
+        let c = |s| rate_in("GB200", AttentionKernel::Cudnn, &shape(128, s, true, false)).unwrap();
         assert_eq!((c(512), c(1024)), (408.0, 733.0));
     }
 }

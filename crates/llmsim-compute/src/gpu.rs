@@ -96,6 +96,15 @@ pub struct GpuSpec {
 }
 
 impl GpuSpec {
+    /// This GPU's name, then its [`GpuSpec::base`] chain (a custom GPU's catalog base may have a
+    /// base of its own: A100-40GB -> A100), at most five names: where the GPU has no calibration
+    /// rows of its own, the next name's apply.
+    pub fn lineage(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.name)
+            .chain(std::iter::successors(self.base, |b| find(b).and_then(|g| g.base)))
+            .take(5)
+    }
+
     /// Whether the GPU has native (tensor-core) support for `dtype`.
     pub fn supports(&self, dtype: DType) -> bool {
         match dtype {

@@ -178,15 +178,9 @@ impl Efficiencies {
                 .and_then(|d| self.row(Some(g), Some(d), class))
                 .or_else(|| self.row(Some(g), None, class))
         };
-        // A custom GPU's base may have a base of its own (A100-40GB -> A100): follow the chain.
-        let mut hit = named(gpu.name);
-        let mut next = gpu.base;
-        for _ in 0..4 {
-            let Some(b) = next.filter(|_| hit.is_none()) else { break };
-            hit = named(b);
-            next = gpu::find(b).and_then(|s| s.base);
-        }
-        hit.or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
+        gpu.lineage()
+            .find_map(named)
+            .or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
             .or_else(|| self.row(None, None, class))
     }
 
