@@ -183,6 +183,8 @@ struct LinkTable {
     shared_bits: Vec<u64>,
     /// The distinct `(bandwidth, latency, capacity)` of the links (at most [`NO_CLASS`]).
     classes: Vec<(Bandwidth, SimTime, f64)>,
+    /// Each class's index in `classes`, by `(bandwidth, latency)`.
+    class_ids: std::collections::HashMap<(Bandwidth, SimTime), u16>,
 }
 
 impl std::ops::Index<usize> for LinkTable {
@@ -195,30 +197,22 @@ impl std::ops::Index<usize> for LinkTable {
 
 impl LinkTable {
     fn new(topo: &Topology) -> Self {
-        let mut ids: std::collections::HashMap<(Bandwidth, SimTime), u16> = std::collections::HashMap::new();
-        let mut classes = Vec::new();
-        let hot = topo
-            .links()
-            .iter()
-            .map(|l| {
-                let class = match ids.get(&(l.bandwidth, l.latency)) {
-                    Some(&c) => c,
-                    None if classes.len() < usize::from(NO_CLASS) => {
-                        let c = classes.len() as u16;
-                        classes.push((l.bandwidth, l.latency, l.bandwidth.bps_f64()));
-                        ids.insert((l.bandwidth, l.latency), c);
-                        c
-                    }
-                    None => NO_CLASS,
-                };
-                LinkHot {
-                    one: (0, 0),
-                    len: 0,
-                    class,
-                }
-            })
-            .collect();
-        let rec = topo
+        let mut t = LinkTable {
+            hot: Vec::with_capacity(topo.links().len()),
+            rec: Vec::new(),
+            shared_bits: vec![0; topo.links().len().div_ceil(64)],
+            classes: Vec::new(),
+            class_ids: std::collections::HashMap::new(),
+        };
+        for l in topo.links() {
+            let class = t.class_of(l.bandwidth, l.latency);
+            t.hot.push(LinkHot {
+                one: (0, 0),
+                len: 0,
+                class,
+            });
+        }
+        t.rec = topo
             .links()
             .iter()
             .map(|l| LinkRec {
@@ -230,13 +224,22 @@ impl LinkTable {
                 latency: l.latency,
             })
             .collect();
-        let shared_bits = vec![0; topo.links().len().div_ceil(64)];
-        LinkTable {
-            hot,
-            rec,
-            shared_bits,
-            classes,
+        t
+    }
+
+    /// The class of `(bw, lat)`, added if new; [`NO_CLASS`] once the table is full (such a
+    /// link's attributes stay in its record only).
+    fn class_of(&mut self, bw: Bandwidth, lat: SimTime) -> u16 {
+        if let Some(&c) = self.class_ids.get(&(bw, lat)) {
+            return c;
         }
+        if self.classes.len() >= usize::from(NO_CLASS) {
+            return NO_CLASS;
+        }
+        let c = self.classes.len() as u16;
+        self.classes.push((bw, lat, bw.bps_f64()));
+        self.class_ids.insert((bw, lat), c);
+        c
     }
 
     /// Number of links.
@@ -294,15 +297,8 @@ impl LinkTable {
         let r = &mut self.rec[l];
         r.cap = bw.bps_f64();
         r.bandwidth = bw;
-        let key = (bw, r.latency);
-        self.hot[l].class = match self.classes.iter().position(|c| (c.0, c.1) == key) {
-            Some(c) => c as u16,
-            None if self.classes.len() < usize::from(NO_CLASS) => {
-                self.classes.push((bw, key.1, bw.bps_f64()));
-                (self.classes.len() - 1) as u16
-            }
-            None => NO_CLASS,
-        };
+        let lat = r.latency;
+        self.hot[l].class = self.class_of(bw, lat);
     }
 
     /// Lists leg `i` of flow `slot`, carried `mult` times, on link `l`; `one_mult` is the
