@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# A clean CI clone gains nothing from incremental caches, and they took gigabytes of its disk
+# (CI stop 56 ran out of space). Set CARGO_INCREMENTAL=1 to keep them for local re-runs.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Logs in a private file: several checkouts may run this script at once on one machine.
 log=$(mktemp)
 trap 'rm -f "$log" "$log.maturin" "$log.fuzz"' EXIT
