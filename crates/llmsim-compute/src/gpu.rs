@@ -379,7 +379,7 @@ static CATALOG: [GpuSpec; 12] = [
         nvlink_bandwidth: Bandwidth::from_gbytes_per_sec(900),
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
         arch: GpuArch::Blackwell,
-        sm_count: 148,
+        sm_count: 152,
         memory_tokens: &["186gb"],
         base: None,
         // GB200 NVL72 max TDP configurable up to 1,200 W (same table; the variant above).
@@ -391,8 +391,13 @@ static CATALOG: [GpuSpec; 12] = [
                  8 TB/s (stas00/ml-engineering compute/accelerator/README.md, 744d01e); memory.total 189,471 MiB as nvidia-smi \
                  prints it on GB200 (public nvidia-smi dumps, drivers 580.95.05/580.126.09/595.58.03; Azure/AI-benchmarking-guide \
                  Azure_Results/ND_GB200_v6_results.md at fa799957: \"NVIDIA GB200 185GB\"; PyTorch OOM messages show 184.31 GiB, \
-                 the same ~0.7 GiB CUDA context below it as on H100 and B200); NVLink 5 1.8 TB/s bidirectional; 148 SMs assumed \
-                 as B200 (same die)",
+                 the same ~0.7 GiB CUDA context below it as on H100 and B200); NVLink 5 1.8 TB/s bidirectional; 152 SMs enabled \
+                 (4 more than B200's 148): cuDNN's SDPA benchmark records GB200's dense BF16 MMA peak as 2,568 TFLOP/s \
+                 (FLOP/clk/SM x CUDA multi_processor_count x sampled SM clock; NVIDIA/cudnn-frontend at 20dc108, \
+                 benchmark/sdpa_benchmark_training/results/llama3.1/gb200/llama3.1_20260813_111214.csv, \
+                 peak_mma_tflops) = 152 x 8,192 x 2,062 MHz, and 2,062 MHz is GB200's maximum SM clock (nvidia-smi -q, \
+                 NVIDIA/k8s-test-infra tests/e2e/go/assertions/nvidiasmi/testdata/hardware/qx-gb200.xml at 5f8956a; \
+                 148 SMs would need 2,118 MHz)",
     },
     GpuSpec {
         name: "B300",
