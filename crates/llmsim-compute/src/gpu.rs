@@ -105,10 +105,12 @@ impl GpuSpec {
             .take(5)
     }
 
-    /// Whether the GPU has native (tensor-core) support for `dtype`.
+    /// Whether the GPU has native (tensor-core) support for `dtype`. MXFP8 needs Blackwell's
+    /// block-scaled MMA besides FP8 tensor cores.
     pub fn supports(&self, dtype: DType) -> bool {
         match dtype {
             DType::Fp8 => self.peak_tflops.fp8.is_some(),
+            DType::Mxfp8 => self.arch == GpuArch::Blackwell && self.peak_tflops.fp8.is_some(),
             DType::Fp4 => self.peak_tflops.fp4.is_some(),
             DType::Tf32 => self.peak_tflops.tf32.is_some(),
             DType::Bf16 => self.peak_tflops.bf16.is_some(),
@@ -120,6 +122,7 @@ impl GpuSpec {
     /// FP8 runs at the BF16 peak (the op would run in BF16: what Transformer Engine does on A100),
     /// BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at the FP32 peak, FP4 at the
     /// FP8 peak (a training scenario asking for FP4 on such a GPU is rejected before this).
+    /// MXFP8 runs at the FP8 peak: the block scales are applied inside the MMA.
     pub fn peak_flops(&self, dtype: DType) -> f64 {
         let p = &self.peak_tflops;
         let bf16 = p.bf16.unwrap_or(p.fp16);
@@ -128,7 +131,7 @@ impl GpuSpec {
             DType::Tf32 => p.tf32.unwrap_or(p.fp32),
             DType::Bf16 => bf16,
             DType::Fp16 => p.fp16,
-            DType::Fp8 => p.fp8.unwrap_or(bf16),
+            DType::Fp8 | DType::Mxfp8 => p.fp8.unwrap_or(bf16),
             DType::Fp4 => p.fp4.or(p.fp8).unwrap_or(bf16),
         };
         tflops * 1e12
@@ -642,6 +645,15 @@ mod tests {
         for name in ["V100", "A100", "H100", "H200", "MI300X"] {
             assert!(!gpu(name).unwrap().supports(DType::Fp4), "{name}");
         }
+    }
+
+    #[test]
+    fn mxfp8_is_blackwell_only_at_the_fp8_peak() {
+        for g in catalog() {
+            assert_eq!(g.supports(DType::Mxfp8), g.arch == GpuArch::Blackwell, "{}", g.name);
+            assert_eq!(g.peak_flops(DType::Mxfp8), g.peak_flops(DType::Fp8), "{}", g.name);
+        }
+        assert!(gpu("B200").unwrap().supports(DType::Mxfp8) && !gpu("H100").unwrap().supports(DType::Mxfp8));
     }
 
     #[test]

@@ -22,15 +22,45 @@ pub enum DType {
     /// `NVFP4BlockScaling`), tensor-core math on Blackwell. Also spelled `nvfp4`.
     #[serde(alias = "nvfp4")]
     Fp4,
+    /// MXFP8: E4M3 data with an E8M0 scale per 32 elements (Transformer Engine's
+    /// `MXFP8BlockScaling`), Blackwell's block-scaled tensor-core MMA, at the FP8 peak. The GEMMs
+    /// of a run with `dtype: fp8` and `fp8_recipe: mxfp8` are timed in it, so the efficiency
+    /// table can give block-scaled GEMMs their own rows (`mxfp8`, else the `fp8` rows). Only the
+    /// workload makes it: a scenario says `dtype: fp8` with the recipe, so it never deserializes
+    /// (it is not in [`DType::SCENARIO`]).
+    #[serde(skip_deserializing)]
+    Mxfp8,
 }
 
 impl DType {
     /// Every format.
-    pub const ALL: [DType; 6] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4];
+    pub const ALL: [DType; 7] = [
+        DType::Fp32,
+        DType::Tf32,
+        DType::Bf16,
+        DType::Fp16,
+        DType::Fp8,
+        DType::Fp4,
+        DType::Mxfp8,
+    ];
+
+    /// The formats a scenario's dtype fields accept: all but [`DType::Mxfp8`], which a scenario
+    /// states as `dtype: fp8` with `fp8_recipe: mxfp8`.
+    pub const SCENARIO: [DType; 6] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4];
 
     /// Position in [`DType::ALL`], for per-dtype arrays.
     pub const fn index(self) -> usize {
         self as usize
+    }
+
+    /// The format whose efficiency rows ([`crate::Efficiencies`]) stand in where a table has none
+    /// for this one: MXFP8 GEMMs take FP8's (what they were timed with before they had a dtype
+    /// of their own); the others none.
+    pub const fn efficiency_fallback(self) -> Option<DType> {
+        match self {
+            DType::Mxfp8 => Some(DType::Fp8),
+            _ => None,
+        }
     }
 
     /// Bytes per element, in whole bytes: FP4 packs two elements per byte and counts as 1 here
@@ -40,7 +70,7 @@ impl DType {
         match self {
             DType::Fp32 | DType::Tf32 => 4,
             DType::Bf16 | DType::Fp16 => 2,
-            DType::Fp8 | DType::Fp4 => 1,
+            DType::Fp8 | DType::Fp4 | DType::Mxfp8 => 1,
         }
     }
 
@@ -50,10 +80,10 @@ impl DType {
     /// their scales at the same 1/16 per element along each quantized direction.
     pub const NVFP4_BYTES_PER_ELEMENT: f64 = 0.5 + 1.0 / 16.0;
 
-    /// Whether GEMMs in this dtype run on Transformer Engine's quantized path (FP8 or NVFP4):
+    /// Whether GEMMs in this dtype run on Transformer Engine's quantized path (FP8, MXFP8 or NVFP4):
     /// inputs cast by separate kernels, attention and the memory-bound ops in BF16.
     pub fn is_te_quantized(self) -> bool {
-        matches!(self, DType::Fp8 | DType::Fp4)
+        matches!(self, DType::Fp8 | DType::Fp4 | DType::Mxfp8)
     }
 
     /// Bytes per element of the tensors outside the quantized GEMMs (activations between
@@ -72,6 +102,7 @@ impl fmt::Display for DType {
             DType::Fp16 => "fp16",
             DType::Fp8 => "fp8",
             DType::Fp4 => "fp4",
+            DType::Mxfp8 => "mxfp8",
         })
     }
 }
@@ -268,5 +299,22 @@ impl GemmShape {
             k: self.m,
             batch: self.batch,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mxfp8_serializes_but_never_deserializes() {
+        assert_eq!(serde_json::to_string(&DType::Mxfp8).unwrap(), "\"mxfp8\"");
+        let e = serde_json::from_str::<DType>("\"mxfp8\"").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `mxfp8`") && e.contains("`fp8`"), "{e}");
+        for d in DType::SCENARIO {
+            assert_eq!(serde_json::from_value::<DType>(serde_json::to_value(d).unwrap()).unwrap(), d);
+        }
+        assert_eq!(DType::ALL.map(|d| d.index()), std::array::from_fn(|i| i));
+        assert!(DType::ALL.iter().all(|d| DType::SCENARIO.contains(d) != (*d == DType::Mxfp8)));
     }
 }

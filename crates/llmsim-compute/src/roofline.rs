@@ -90,7 +90,9 @@ impl Efficiencies {
     /// A user table, columns `gpu,class,compute_eff,memory_eff[,launch_us][,dtype]`, `#` comment
     /// lines. Precedence for a (GPU, class, dtype): this table's (GPU, dtype) row, its (GPU, `*`)
     /// row, its (`*`, dtype) row, its (`*`, `*`) row, then the shipped table in the same order. So
-    /// a partial table overrides only what it names.
+    /// a partial table overrides only what it names. A dtype with an
+    /// [`DType::efficiency_fallback`] (`mxfp8`: `fp8`) tries that dtype's row right after its own
+    /// at each step: (GPU, `mxfp8`), (GPU, `fp8`), (GPU, `*`), then the same for `*`.
     ///
     /// # Errors
     /// [`ComputeError::Csv`] naming the line and column: unknown column, unknown GPU, class or
@@ -124,7 +126,7 @@ impl Efficiencies {
                     DType::ALL
                         .into_iter()
                         .find(|x| x.to_string().eq_ignore_ascii_case(d))
-                        .ok_or_else(|| row.error("dtype", format!("unknown dtype `{d}`; valid: *, fp32, tf32, bf16, fp16, fp8, fp4")))?,
+                        .ok_or_else(|| row.error("dtype", format!("unknown dtype `{d}`; valid: *, {}", dtype_names())))?,
                 ),
             };
             let compute_eff = row.number("compute_eff", 0.0, true, 1.0)?;
@@ -171,16 +173,15 @@ impl Efficiencies {
 
     /// This table's own entry for (GPU, class, dtype), without the shipped fallback. The GPU's
     /// own rows first, then its [`GpuSpec::base`]'s (same silicon, or the catalog GPU a custom
-    /// one starts from), then the `*` rows.
+    /// one starts from), then the `*` rows; for each, the dtype's row, its
+    /// [`DType::efficiency_fallback`]'s, then the row without a dtype.
     fn own(&self, gpu: &GpuSpec, class: OpClass, dtype: Option<DType>) -> Option<ClassEfficiency> {
-        let named = |g: &str| {
-            dtype
-                .and_then(|d| self.row(Some(g), Some(d), class))
-                .or_else(|| self.row(Some(g), None, class))
-        };
+        let dtypes = [dtype, dtype.and_then(DType::efficiency_fallback)];
+        let typed = |g: Option<&str>| dtypes.into_iter().flatten().find_map(|d| self.row(g, Some(d), class));
+        let named = |g: &str| typed(Some(g)).or_else(|| self.row(Some(g), None, class));
         gpu.lineage()
             .find_map(named)
-            .or_else(|| dtype.and_then(|d| self.row(None, Some(d), class)))
+            .or_else(|| typed(None))
             .or_else(|| self.row(None, None, class))
     }
 
@@ -253,6 +254,10 @@ pub fn roofline_time_paced(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery, pace
 
 fn catalog_names() -> String {
     gpu::catalog().iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
+}
+
+fn dtype_names() -> String {
+    DType::ALL.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 fn class_names() -> String {
@@ -386,6 +391,78 @@ mod tests {
         assert_eq!(t.get_for(h100, OpClass::Norm, Some(DType::Fp8)).compute_eff, 0.5);
         let (line, col, msg) = csv_err("gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,fp6\n");
         assert_eq!((line, col.as_deref()), (2, Some("dtype")), "{msg}");
+        assert!(msg.contains("fp8, fp4, mxfp8"), "{msg}");
+    }
+
+    #[test]
+    fn an_mxfp8_row_times_mxfp8_gemms_and_without_one_they_take_fp8s() {
+        use crate::op::GemmShape;
+        let t = Efficiencies::from_csv_str(
+            "gpu,class,compute_eff,memory_eff,launch_us,dtype\n*,gemm,0.5,0.6,2,\nH100,gemm,0.9,0.8,2,\n\
+             B300,gemm,0.7,0.8,2,fp8\nGB300,gemm,0.75,0.8,2,fp8\nGB300,gemm,0.6,0.8,2,MXFP8\n\
+             *,norm,0.4,0.5,2,fp8\n*,router,0.3,0.5,2,mxfp8\n",
+        )
+        .unwrap();
+        let eff = |g: &str, c, d| t.get_for(gpu(g).unwrap(), c, Some(d)).compute_eff;
+        // The GPU's mxfp8 row (any case in the CSV) for MXFP8 only.
+        assert_eq!(eff("GB300", OpClass::Gemm, DType::Mxfp8), 0.6);
+        assert_eq!(eff("GB300", OpClass::Gemm, DType::Fp8), 0.75);
+        // No mxfp8 row: the GPU's fp8 row, then its row without a dtype, then the * rows.
+        assert_eq!(eff("B300", OpClass::Gemm, DType::Mxfp8), 0.7);
+        assert_eq!(eff("H100", OpClass::Gemm, DType::Mxfp8), 0.9);
+        assert_eq!(eff("B200", OpClass::Gemm, DType::Mxfp8), 0.5);
+        assert_eq!(eff("B200", OpClass::Norm, DType::Mxfp8), 0.4);
+        assert_eq!(eff("B200", OpClass::Router, DType::Mxfp8), 0.3);
+        assert_eq!(
+            eff("B200", OpClass::Router, DType::Fp8),
+            Efficiencies::default_table().get(gpu("B200").unwrap(), OpClass::Router).compute_eff
+        );
+
+        // Timed: an MXFP8 GEMM at the FP8 peak with its own efficiency, else exactly FP8's time.
+        let s = GemmShape::new(16384, 4096, 16384);
+        let time = |g: &str, d| {
+            let q = OpQuery {
+                name: "fc1".into(),
+                class: OpClass::Gemm,
+                dtype: d,
+                flops: s.flops(),
+                bytes: 2.0 * 16384.0 * 4096.0,
+                shape: String::new(),
+                kernel: Some(KernelShape::Gemm(s)),
+            };
+            crate::ComputeModel::new(gpu(g).unwrap()).with_efficiencies(t.clone()).time(&q).time
+        };
+        assert_eq!(time("B300", DType::Mxfp8), time("B300", DType::Fp8));
+        assert!(time("GB300", DType::Mxfp8) > time("GB300", DType::Fp8));
+        assert!(time("GB300", DType::Mxfp8) < time("GB300", DType::Bf16));
+    }
+
+    #[test]
+    fn the_shipped_table_times_mxfp8_as_fp8_where_it_has_no_mxfp8_row() {
+        let t = Efficiencies::default_table();
+        let custom = crate::CustomGpu {
+            name: Some("GB300-1000W".into()),
+            base: Some("GB300".into()),
+            power_limit: Some(llmsim_core::Power::from_watts(1000)),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        for g in gpu::catalog().iter().chain([custom]) {
+            let resolved = t.resolve_all(g);
+            for c in OpClass::ALL {
+                let has_own =
+                    g.lineage().any(|n| t.row(Some(n), Some(DType::Mxfp8), c).is_some()) || t.row(None, Some(DType::Mxfp8), c).is_some();
+                if !has_own {
+                    assert_eq!(
+                        resolved[DType::Mxfp8.index()][c.index()],
+                        resolved[DType::Fp8.index()][c.index()],
+                        "{} {c}",
+                        g.name
+                    );
+                }
+            }
+        }
     }
 
     fn csv_err(text: &str) -> (u64, Option<String>, String) {

@@ -79,7 +79,7 @@ pub(crate) fn time_segments(
                 }));
                 continue;
             }
-            let q = op.query(t.dtype);
+            let q = op.query(t.gemm_compute_dtype());
             let mut ot = q.as_ref().map(|q| cm.time(q));
             if let (Some(o), Some(ov), Some(ub), Some(q)) = (ot.as_mut(), op.overlap, ub, q) {
                 let comm = if ub.ideal {

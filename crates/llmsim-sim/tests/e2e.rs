@@ -281,6 +281,44 @@ output: { flows: false }
     assert!(e.contains("training.fp8_recipe") && e.contains("H100"), "{e}");
 }
 
+/// MXFP8 GEMMs are timed apart from per-tensor FP8: an efficiency table's `mxfp8` row slows
+/// an mxfp8-recipe run and leaves a delayed-scaling one alone; without one, both recipes' GEMMs
+/// take the `fp8` row. `dtype: mxfp8` itself is no training dtype: refused, naming the field.
+#[test]
+fn mxfp8_gemms_take_their_own_efficiency_row() {
+    let yaml = "
+model: { preset: llama3-8b, num_hidden_layers: 2 }
+training: { seq_length: 4096, global_batch_size: 8, dtype: fp8 }
+parallel: { tp: 1 }
+cluster: { gpu: B200, gpus: 8, gpus_per_node: 8 }
+network: { backend: analytical }
+output: { flows: false }
+";
+    let dir = std::env::temp_dir().join(format!("llmsim-mxfp8-eff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = |name: &str, rows: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("gpu,class,compute_eff,memory_eff,launch_us,dtype\n{rows}")).unwrap();
+        format!("compute.efficiency={}", path.display())
+    };
+    let fp8_only = table("fp8.csv", "B200,gemm,0.6,0.8,2.0,fp8\n");
+    let with_mx = table("mx.csv", "B200,gemm,0.6,0.8,2.0,fp8\nB200,gemm,0.4,0.8,2.0,mxfp8\n");
+    let step = |sets: &[&str]| run(&scenario(yaml, sets), RunOptions::default()).report.iteration_time_s;
+    let mx = "training.fp8_recipe=mxfp8";
+    // Without an mxfp8 row the mxfp8 run's GEMMs take the fp8 row: the shipped table and a user one.
+    let (shipped, fp8_row, mx_row) = (step(&[mx]), step(&[mx, &fp8_only]), step(&[mx, &with_mx]));
+    assert!(fp8_row > shipped, "{fp8_row} {shipped}");
+    assert!(mx_row > fp8_row, "{mx_row} {fp8_row}");
+    assert_eq!(step(&[&fp8_only]), step(&[&with_mx]));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let Err(e) = Scenario::from_yaml(&yaml.replace("dtype: fp8", "dtype: mxfp8"), &[], Path::new(".")) else {
+        panic!("dtype: mxfp8 accepted");
+    };
+    let e = e.to_string();
+    assert!(e.contains("training.dtype") && e.contains("mxfp8"), "{e}");
+}
+
 #[test]
 fn errors_name_the_field() {
     let cases = [

@@ -261,6 +261,19 @@ impl TrainingConfig {
         self.recompute_mask() & module.bit() != 0
     }
 
+    /// The dtype the compute model times this run's GEMMs in (the `dtype` argument of
+    /// [`crate::OpSpec::query`]): `dtype`, except that FP8 training with the `mxfp8` recipe runs
+    /// Blackwell's block-scaled GEMMs, [`DType::Mxfp8`], which the efficiency table may calibrate
+    /// apart from per-tensor FP8 (without an `mxfp8` row they take the `fp8` one). The ops with a
+    /// dtype of their own (the BF16 logits GEMM) and the non-GEMM ops (BF16 under FP8) are
+    /// unaffected; memory accounting keeps `dtype` and `fp8_recipe`.
+    pub fn gemm_compute_dtype(&self) -> DType {
+        match (self.dtype, self.fp8_recipe) {
+            (DType::Fp8, Fp8Recipe::Mxfp8) => DType::Mxfp8,
+            (d, _) => d,
+        }
+    }
+
     /// Bytes per element of the weights and activations. FP8 training keeps bf16 weights and
     /// activations between layers (Transformer Engine), so fp8 counts 2.
     pub fn activation_bytes(&self) -> u64 {
@@ -985,6 +998,16 @@ impl ParallelConfig {
             }
         }
         model.validate()?;
+        if !DType::SCENARIO.contains(&training.dtype) {
+            // Only code can build one (serde rejects it): MXFP8 is fp8 with its recipe.
+            return Err(WorkloadError::invalid(
+                "training.dtype",
+                format!(
+                    "{} is a GEMM compute format, not a training dtype; use dtype: fp8 with fp8_recipe: mxfp8",
+                    training.dtype
+                ),
+            ));
+        }
         for (f, d) in [
             ("exp_avg_dtype", training.exp_avg_dtype),
             ("exp_avg_sq_dtype", training.exp_avg_sq_dtype),

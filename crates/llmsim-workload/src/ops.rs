@@ -234,10 +234,12 @@ pub struct TpOverlap {
 }
 
 impl OpSpec {
-    /// The compute-model query for this op in a run training in `dtype` (the op's own
-    /// [`OpSpec::dtype`] where it has one); `None` for a collective or a host copy.
+    /// The compute-model query for this op in a run whose GEMMs compute in `dtype`
+    /// ([`TrainingConfig::gemm_compute_dtype`]: the training dtype, or MXFP8 for the `mxfp8`
+    /// recipe); the op's own [`OpSpec::dtype`] where it has one; `None` for a collective or a
+    /// host copy.
     pub fn query(&self, dtype: DType) -> Option<OpQuery> {
-        // FP8 (and NVFP4) training runs only Transformer Engine's GEMMs in FP8 (FP4); attention
+        // FP8 (MXFP8, NVFP4) training runs only Transformer Engine's GEMMs in FP8 (FP4); attention
         // (FlashAttention, unfused, the Mamba scan) and the memory-bound kernels compute in BF16
         // (TE's NVFP4BlockScaling: fp8_dpa = fp8_mha = False).
         let own = match self.kind {

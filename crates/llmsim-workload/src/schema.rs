@@ -6,7 +6,7 @@ use llmsim_compute::DType;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 /// The schema of a [`DType`] as a scenario writes it: its serde names, taken from
-/// [`DType::ALL`] so a new dtype appears here without an edit.
+/// [`DType::SCENARIO`] so a new dtype appears here without an edit.
 pub struct DTypeSchema;
 
 impl JsonSchema for DTypeSchema {
@@ -15,7 +15,10 @@ impl JsonSchema for DTypeSchema {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let names: Vec<serde_json::Value> = DType::ALL.iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect();
+        let names: Vec<serde_json::Value> = DType::SCENARIO
+            .iter()
+            .map(|d| serde_json::to_value(d).unwrap_or_default())
+            .collect();
         json_schema!({
             "type": "string",
             "enum": names,

@@ -61,6 +61,86 @@ fn fp8_training_keeps_the_output_layer_in_bf16() {
     assert!(!attn.is_empty() && attn.iter().all(|q| q.dtype == DType::Bf16));
 }
 
+/// MXFP8 (`dtype: fp8`, `fp8_recipe: mxfp8`): the layers' GEMMs, dense and grouped expert ones,
+/// are timed as [`DType::Mxfp8`] (block-scaled, calibrated apart from per-tensor FP8), the ops
+/// with a dtype of their own (the router's, the BF16 logits) keep it, every other op is BF16.
+/// Delayed and current scaling's GEMMs stay [`DType::Fp8`].
+#[test]
+fn mxfp8_recipe_gemms_query_mxfp8_and_the_other_recipes_fp8() {
+    use llmsim_workload::Fp8Recipe;
+    use llmsim_workload::ops::{OpSpec, embedding};
+    let m = preset("qwen3-30b-a3b").unwrap();
+    for (recipe, gemm) in [
+        (Fp8Recipe::Mxfp8, DType::Mxfp8),
+        (Fp8Recipe::Delayed, DType::Fp8),
+        (Fp8Recipe::Current, DType::Fp8),
+    ] {
+        let t = TrainingConfig {
+            dtype: DType::Fp8,
+            fp8_recipe: recipe,
+            seq_length: 4096,
+            ..TrainingConfig::default()
+        };
+        assert_eq!(t.gemm_compute_dtype(), gemm, "{recipe:?}");
+        let p: ParallelConfig = serde_yaml_ng::from_str("{tp: 2, sequence_parallel: true, ep: 4}").unwrap();
+        let p = p.resolve(8, &m, &t).unwrap();
+        let (l, h, e) = (transformer_layer(&m, &t, &p, 0), head(&m, &t, &p), embedding(&m, &t, &p));
+        let ops: Vec<&OpSpec> = [&l, &h, &e].iter().flat_map(|x| x.forward.iter().chain(&x.backward)).collect();
+        let mut timed_as = std::collections::BTreeMap::<String, usize>::new();
+        let mut quantized = Vec::new();
+        for o in ops {
+            let Some(q) = o.query(t.gemm_compute_dtype()) else { continue };
+            let want = o.dtype.unwrap_or(if q.class == OpClass::Gemm { gemm } else { DType::Bf16 });
+            assert_eq!(q.dtype, want, "{recipe:?} {} {:?}", o.name, q.class);
+            *timed_as.entry(format!("{}:{}", q.class, q.dtype)).or_default() += 1;
+            if q.dtype == gemm {
+                quantized.push(q.name);
+            }
+        }
+        // Dense and expert GEMMs in the recipe's format; the logits (and router) GEMMs not.
+        for n in ["attn_qkv", "attn_proj", "expert_fc1", "expert_fc2"] {
+            assert!(quantized.iter().any(|q| q.starts_with(n)), "{recipe:?} {n}: {quantized:?}");
+        }
+        assert!(
+            !quantized.iter().any(|q| q.starts_with("logits") || q.starts_with("moe_router")),
+            "{quantized:?}"
+        );
+        assert!(timed_as["gemm:bf16"] >= 3, "{timed_as:?}");
+        assert!(
+            timed_as.keys().all(|k| k.starts_with("gemm:") || k.ends_with(":bf16")),
+            "{timed_as:?}"
+        );
+        if gemm == DType::Mxfp8 {
+            assert!(!timed_as.contains_key("gemm:fp8"), "{timed_as:?}");
+        }
+    }
+    // Other training dtypes time their GEMMs in their own format, whatever the recipe says.
+    for d in [DType::Bf16, DType::Fp16, DType::Fp32, DType::Fp4] {
+        let t = TrainingConfig {
+            dtype: d,
+            fp8_recipe: Fp8Recipe::Mxfp8,
+            ..TrainingConfig::default()
+        };
+        assert_eq!(t.gemm_compute_dtype(), d);
+    }
+}
+
+/// MXFP8 is a GEMM format, not a training dtype: a config built in code with it is refused,
+/// naming the field and what to write instead.
+#[test]
+fn mxfp8_is_not_a_training_dtype() {
+    let m = preset("llama3-8b").unwrap();
+    let t = TrainingConfig {
+        dtype: DType::Mxfp8,
+        ..TrainingConfig::default()
+    };
+    let p: ParallelConfig = serde_yaml_ng::from_str("{tp: 1}").unwrap();
+    let e = p.resolve(1, &m, &t).unwrap_err().to_string();
+    assert!(e.contains("training.dtype") && e.contains("fp8_recipe: mxfp8"), "{e}");
+    let e = serde_yaml_ng::from_str::<TrainingConfig>("dtype: mxfp8").unwrap_err().to_string();
+    assert!(e.contains("dtype") && e.contains("unknown variant `mxfp8`"), "{e}");
+}
+
 /// NVFP4 (`dtype: fp4`): the layers' GEMMs query FP4, everything else BF16; every GEMM input and
 /// output gradient gets one quantize op of 2 + 2 + 2 x (0.5 + 1/16) bytes per element (Transformer
 /// Engine's amax pass, then the fused quantize writing row-wise and Hadamard-transformed

@@ -565,7 +565,10 @@ pub fn export(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, cm: &Comp
             p.pp, p.cp
         )));
     }
-    let time = |op: &OpSpec| -> u64 { op.query(t.dtype).map_or(0, |q| cm.time(&q).time.as_ps().div_ceil(1000)) };
+    let time = |op: &OpSpec| -> u64 {
+        op.query(t.gemm_compute_dtype())
+            .map_or(0, |q| cm.time(&q).time.as_ps().div_ceil(1000))
+    };
     let ga = p.micro_batches(t);
     let params = ops::stage_params(m, p, 0);
     let grad_b = t.grad_dtype().bytes();
