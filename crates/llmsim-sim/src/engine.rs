@@ -33,6 +33,7 @@ use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
 use llmsim_workload::dag::{DagNodeKind, Group, P2pTag, Program, SchedulingPolicy, Stream, Workload};
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use crate::SimError;
 
@@ -489,6 +490,40 @@ enum Mail {
     Waiting { node: u32, posted: SimTime },
 }
 
+/// A unit's state that its every event touches, in one record: kept as one vector per field,
+/// the 11 fields of a unit sat on as many cache lines, each missed between the unit's events
+/// (thousands of units run in turn), on the 65k-GPU GPT-3 flow run's 212 M nodes.
+#[derive(Clone, Default)]
+#[repr(align(64))]
+struct UnitState {
+    /// Per stream: the position of its next node in the stream.
+    stream_pos: [u32; Stream::COUNT],
+    /// A node of the stream is running.
+    stream_busy: [bool; Stream::COUNT],
+    /// DP communication (or overlapped expert-parallel all-to-alls, [`slows_compute`]) in
+    /// flight.
+    dp_in_flight: u32,
+    /// Start time of each stream's running node (one at a time).
+    stream_start: [SimTime; Stream::COUNT],
+    /// When the compute stream's last node finished.
+    last_compute_end: SimTime,
+    /// The communication that finished last, for time a kernel waits on free (stream-less)
+    /// communication: (report category, the sender's start for a receive).
+    last_comm: Option<WaitOn>,
+    /// What the running kernel waited on before it started.
+    waited_on: Option<WaitOn>,
+    /// When the last host copy (activation offloading) finished.
+    last_offload: Option<SimTime>,
+    /// The last closed-form group, if any.
+    closed_group: Option<ClosedGroup>,
+    /// Running compute nodes whose speed follows `dp_in_flight` (the overlap slowdown applies
+    /// while DP communication is in flight, not for the whole node): one at a time, unless free
+    /// nodes compute.
+    slowed: SmallVec<[Slowed; 1]>,
+    /// The dependencies left of each node that has any, at its `dep_slot`.
+    deps_left: Vec<u32>,
+}
+
 /// The system simulator of one run: every unit's program on one shared network.
 pub struct SystemEngine<'a> {
     topo: Arc<Topology>,
@@ -504,26 +539,16 @@ pub struct SystemEngine<'a> {
     prog_of: Vec<u32>,
     coll_seq: Vec<Vec<u32>>,
     // Per unit state.
-    /// The communication that finished last on a unit, for time a kernel waits on free
-    /// (stream-less) communication: (report category, the sender's start for a receive).
-    last_comm: Vec<Option<WaitOn>>,
-    /// What the running kernel of a unit waited on before it started.
-    waited_on: Vec<Option<WaitOn>>,
-    /// When a unit's last host copy (activation offloading) finished.
-    last_offload: Vec<Option<SimTime>>,
+    /// What each event of a unit reads and writes, one record per unit ([`UnitState`]).
+    us: Vec<UnitState>,
     /// Imported workloads: which nodes finished (for naming a stall); empty otherwise.
     finished: Vec<Vec<bool>>,
-    /// Per unit: the dependencies left of each node that has any, at its `dep_slot`.
-    deps_left: Vec<Vec<u32>>,
     /// Per stage program, per node: its index in its units' `deps_left`, [`NO_DEPS`] for a node
     /// without explicit dependencies. [`Self::try_start`] need not read a unit's own array for
     /// those, and the arrays hold only the nodes that wait: on the 16k-GPU flow run the load of
     /// `deps_left` (then one entry for each of a unit's 3,314 nodes, cold between the unit's
     /// events) was 10% of the time.
     dep_slot: Vec<Vec<u32>>,
-    stream_pos: Vec<[u32; Stream::COUNT]>,
-    /// A node of the stream is running.
-    stream_busy: Vec<[bool; Stream::COUNT]>,
     /// LIFO streams ([`SchedulingPolicy::Lifo`]): the nodes whose dependencies finished and that
     /// wait for the stream, per unit and stream.
     stream_ready: Vec<[Vec<u32>; Stream::COUNT]>,
@@ -535,20 +560,12 @@ pub struct SystemEngine<'a> {
     /// Per stage program, per node: its index in its units' `node_start` (free nodes only;
     /// [`NO_SLOT`] for the others).
     free_slot: Vec<Vec<u32>>,
-    /// Start time of each stream's running node (one at a time), per unit: a few KiB that stay
-    /// in cache, where `node_start` of the 6.8 M nodes of a 16k-GPU run missed on every access.
-    stream_start: Vec<[SimTime; Stream::COUNT]>,
-    dp_in_flight: Vec<u32>,
-    /// Per unit: its running compute nodes whose speed follows `dp_in_flight` (the overlap
-    /// slowdown applies while DP communication is in flight, not for the whole node).
-    slowed: Vec<Vec<Slowed>>,
     /// The last epoch handed to a [`Slowed`] record.
     slowed_epoch: u32,
     /// Accounts per (iteration, unit): index `iteration * units + unit`.
     acct: Vec<UnitAccount>,
     /// Iterations the programs hold.
     iterations: usize,
-    last_compute_end: Vec<SimTime>,
     /// Per unit: when its host thread has issued everything up to the compute stream's current
     /// node (`compute.host`).
     host_at: Vec<SimTime>,
@@ -560,8 +577,6 @@ pub struct SystemEngine<'a> {
     groups: Vec<GroupInst>,
     group_index: FastMap<(Group, u32), u32>,
     unit_groups: Vec<FastMap<Group, u32>>,
-    /// Per unit: its last closed-form group, if any.
-    closed_group: Vec<Option<ClosedGroup>>,
     colls: Vec<Option<CollInst>>,
     free_colls: Vec<u32>,
     plans: Vec<Option<PlanInst>>,
@@ -726,31 +741,27 @@ impl<'a> SystemEngine<'a> {
             dependents,
             prog_of,
             coll_seq,
-            last_comm: vec![None; units],
-            waited_on: vec![None; units],
-            last_offload: vec![None; units],
+            us: deps_left
+                .into_iter()
+                .map(|deps_left| UnitState {
+                    deps_left,
+                    ..UnitState::default()
+                })
+                .collect(),
             finished,
-            deps_left,
             dep_slot,
-            stream_pos: vec![[0; Stream::COUNT]; units],
-            stream_busy: vec![[false; Stream::COUNT]; units],
             stream_ready: (0..units).map(|_| Default::default()).collect(),
             node_start,
             free_slot,
-            stream_start: vec![[SimTime::ZERO; Stream::COUNT]; units],
-            dp_in_flight: vec![0; units],
-            slowed: vec![Vec::new(); units],
             slowed_epoch: 0,
             acct: vec![UnitAccount::default(); units * iterations],
             iterations,
-            last_compute_end: vec![SimTime::ZERO; units],
             host_at: vec![SimTime::ZERO; units],
             host_delay: vec![SimTime::ZERO; units],
             host_tail: vec![SimTime::ZERO; units],
             groups: Vec::new(),
             group_index: FastMap::default(),
             unit_groups: vec![FastMap::default(); units],
-            closed_group: vec![None; units],
             colls: Vec::new(),
             free_colls: Vec::new(),
             plans: Vec::new(),
@@ -812,7 +823,7 @@ impl<'a> SystemEngine<'a> {
                 let slot = self.free_slot[self.prog_of[unit as usize] as usize][node as usize];
                 self.node_start[unit as usize][slot as usize]
             }
-            s => self.stream_start[unit as usize][s as usize],
+            s => self.us[unit as usize].stream_start[s as usize],
         }
     }
 
@@ -956,7 +967,7 @@ impl<'a> SystemEngine<'a> {
                 .find_map(|u| {
                     let st = self.prog_of[u as usize] as usize;
                     (0..Stream::COUNT).find_map(|s| {
-                        let pos = self.stream_pos[u as usize][s] as usize;
+                        let pos = self.us[u as usize].stream_pos[s] as usize;
                         self.stream_nodes[st][s].get(pos).map(|n| (u, *n))
                     })
                 })
@@ -975,11 +986,11 @@ impl<'a> SystemEngine<'a> {
         }
         let units = self.layout.units() as usize;
         if self.iterations == 1 {
-            for (a, end) in self.acct.iter_mut().zip(&self.last_compute_end) {
+            for (a, end) in self.acct.iter_mut().zip(self.us.iter().map(|x| x.last_compute_end)) {
                 // Data-parallel work after the last kernel (parameter all-gathers after the
                 // optimizer when they are not prefetched) is exposed DP time too.
-                if a.finish > *end {
-                    a.exposed_dp += a.finish - *end;
+                if a.finish > end {
+                    a.exposed_dp += a.finish - end;
                 }
             }
             self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
@@ -1031,7 +1042,7 @@ impl<'a> SystemEngine<'a> {
         match e {
             Ev::NodeDone { unit, node, epoch } => {
                 if epoch != 0 {
-                    let list = &mut self.slowed[unit as usize];
+                    let list = &mut self.us[unit as usize].slowed;
                     match list.iter().position(|r| r.node == node) {
                         Some(i) if list[i].epoch == epoch => {
                             list.swap_remove(i);
@@ -1126,7 +1137,7 @@ impl<'a> SystemEngine<'a> {
         let u = unit as usize;
         let st = self.prog_of[u] as usize;
         let slot = self.dep_slot[st][node as usize];
-        if slot != NO_DEPS && self.deps_left[u][slot as usize] != 0 {
+        if slot != NO_DEPS && self.us[u].deps_left[slot as usize] != 0 {
             return Ok(());
         }
         let n = self.prog(unit).nodes[node as usize];
@@ -1141,10 +1152,10 @@ impl<'a> SystemEngine<'a> {
             let s = n.stream as usize;
             // One node per stream at a time: a node can be released twice (as its stream's next
             // node and as a dependent finishing inside the same completion).
-            if self.stream_pos[u][s] != self.pos_in_stream[st][node as usize] || self.stream_busy[u][s] {
+            if self.us[u].stream_pos[s] != self.pos_in_stream[st][node as usize] || self.us[u].stream_busy[s] {
                 return Ok(());
             }
-            self.stream_busy[u][s] = true;
+            self.us[u].stream_busy[s] = true;
         }
         if n.stream == Stream::Compute
             && let Some(h) = self.opts.host.as_deref()
@@ -1176,7 +1187,7 @@ impl<'a> SystemEngine<'a> {
     /// A LIFO stream `s` of `unit`: if it is free, starts its ready node latest in program order.
     fn run_lifo(&mut self, unit: u32, s: usize, t: SimTime) -> Result<(), SimError> {
         let u = unit as usize;
-        if self.stream_busy[u][s] {
+        if self.us[u].stream_busy[s] {
             return Ok(());
         }
         let ready = &mut self.stream_ready[u][s];
@@ -1184,7 +1195,7 @@ impl<'a> SystemEngine<'a> {
             return Ok(());
         };
         let node = ready.swap_remove(k);
-        self.stream_busy[u][s] = true;
+        self.us[u].stream_busy[s] = true;
         self.start_node(unit, node, t)
     }
 
@@ -1197,15 +1208,15 @@ impl<'a> SystemEngine<'a> {
             let slot = self.free_slot[self.prog_of[u] as usize][node as usize];
             self.node_start[u][slot as usize] = t;
         } else {
-            self.stream_start[u][n.stream as usize] = t;
+            self.us[u].stream_start[n.stream as usize] = t;
         }
         match n.kind {
             DagNodeKind::Comp { segment } => {
                 if n.stream == Stream::Compute {
                     // What this kernel waited on: the communication that finished last, or a
                     // host copy that finished just now.
-                    let copy = (self.last_offload[u] == Some(t)).then_some(WaitOn::Offload);
-                    self.waited_on[u] = self.last_comm[u].take().or(copy);
+                    let copy = (self.us[u].last_offload == Some(t)).then_some(WaitOn::Offload);
+                    self.us[u].waited_on = self.us[u].last_comm.take().or(copy);
                 }
                 let mut d = self.seg_time[segment as usize];
                 if let Some(slow) = self.opts.compute_slowdown.get(u)
@@ -1220,7 +1231,7 @@ impl<'a> SystemEngine<'a> {
                 // slower while DP communication is in flight (and only then: `Slowed`).
                 let slowable = n.stream != Stream::Offload && self.opts.overlap_slowdown > 1.0;
                 let work = d;
-                if slowable && self.dp_in_flight[u] > 0 {
+                if slowable && self.us[u].dp_in_flight > 0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
                 }
                 // The segment's last kernel runs only after the host issued it.
@@ -1237,7 +1248,7 @@ impl<'a> SystemEngine<'a> {
                 }
                 let epoch = if slowable {
                     let epoch = self.next_epoch();
-                    self.slowed[u].push(Slowed {
+                    self.us[u].slowed.push(Slowed {
                         node,
                         left_ps: work.as_ps() as f64,
                         since: t,
@@ -1252,8 +1263,8 @@ impl<'a> SystemEngine<'a> {
             }
             DagNodeKind::CommColl { op, group, bytes } => {
                 if slows_compute(&n) {
-                    self.dp_in_flight[u] += 1;
-                    if self.dp_in_flight[u] == 1 {
+                    self.us[u].dp_in_flight += 1;
+                    if self.us[u].dp_in_flight == 1 {
                         self.reslow(unit, t, false);
                     }
                 }
@@ -1361,7 +1372,7 @@ impl<'a> SystemEngine<'a> {
     fn account_recv(&mut self, unit: u32, node: u32, posted: SimTime, sent: SimTime, at: SimTime) {
         if self.prog(unit).nodes[node as usize].stream == Stream::Free {
             // Only the kernels that wait on it see this receive's time (see `complete`).
-            self.last_comm[unit as usize] = Some(WaitOn::Recv { sent });
+            self.us[unit as usize].last_comm = Some(WaitOn::Recv { sent });
             return;
         }
         let ai = self.acct_index(unit, node);
@@ -1464,7 +1475,7 @@ impl<'a> SystemEngine<'a> {
     }
 
     fn arrive(&mut self, unit: u32, node: u32, op: CollectiveOp, group: Group, bytes: u64, t: SimTime) -> Result<(), SimError> {
-        if let Some(c) = self.closed_group[unit as usize]
+        if let Some(c) = self.us[unit as usize].closed_group
             && c.group == group
         {
             self.arrive_closed(unit, node, op, bytes, t, c);
@@ -1478,7 +1489,7 @@ impl<'a> SystemEngine<'a> {
                 ranks: g.host_sets[0].len() as u32,
                 kind: g.kind,
             };
-            self.closed_group[unit as usize] = Some(c);
+            self.us[unit as usize].closed_group = Some(c);
             self.arrive_closed(unit, node, op, bytes, t, c);
             return Ok(());
         }
@@ -1642,8 +1653,8 @@ impl<'a> SystemEngine<'a> {
     /// full speed again.
     fn dp_left(&mut self, unit: u32, t: SimTime) {
         let u = unit as usize;
-        self.dp_in_flight[u] -= 1;
-        if self.dp_in_flight[u] == 0 {
+        self.us[u].dp_in_flight -= 1;
+        if self.us[u].dp_in_flight == 0 {
             self.reslow(unit, t, true);
         }
     }
@@ -1655,9 +1666,9 @@ impl<'a> SystemEngine<'a> {
         let s = self.opts.overlap_slowdown;
         let (old, new) = if was_slow { (s, 1.0) } else { (1.0, s) };
         let u = unit as usize;
-        for i in 0..self.slowed[u].len() {
+        for i in 0..self.us[u].slowed.len() {
             let epoch = self.next_epoch();
-            let r = &mut self.slowed[u][i];
+            let r = &mut self.us[u].slowed[i];
             let done = (t - r.since).as_ps() as f64 / old;
             r.left_ps = (r.left_ps - done).max(0.0);
             r.since = t;
@@ -1701,13 +1712,13 @@ impl<'a> SystemEngine<'a> {
         }
         match n.kind {
             DagNodeKind::Comp { .. } if n.stream == Stream::Offload => {
-                self.last_offload[u] = Some(t);
+                self.us[u].last_offload = Some(t);
             }
             DagNodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[ai];
                 a.compute += t - start - tail;
-                let e = self.last_compute_end[u];
-                let waited_on = self.waited_on[u].take();
+                let e = self.us[u].last_compute_end;
+                let waited_on = self.us[u].waited_on.take();
                 // The wait before the host issued the kernel is the host's, counted above.
                 let start = start.saturating_sub(delay).max(e);
                 if start > e {
@@ -1726,18 +1737,18 @@ impl<'a> SystemEngine<'a> {
                         None => a.exposed_dp += start - e,
                     }
                 }
-                self.last_compute_end[u] = t;
+                self.us[u].last_compute_end = t;
             }
             DagNodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
                 let kind = self.group_kind(group);
                 *self.acct[ai].exposed_mut(kind) += t - start;
-                self.last_compute_end[u] = t;
+                self.us[u].last_compute_end = t;
             }
             DagNodeKind::CommColl { group, .. } if n.stream == Stream::Free => {
-                self.last_comm[u] = Some(WaitOn::Coll(self.group_kind(group)));
+                self.us[u].last_comm = Some(WaitOn::Coll(self.group_kind(group)));
             }
             DagNodeKind::CommRecv { .. } if n.stream != Stream::Free => {
-                self.last_compute_end[u] = t;
+                self.us[u].last_compute_end = t;
             }
             _ => {}
         }
@@ -1758,17 +1769,17 @@ impl<'a> SystemEngine<'a> {
         let next = if n.stream == Stream::Free {
             None
         } else {
-            self.stream_busy[u][s] = false;
-            self.stream_pos[u][s] += 1;
+            self.us[u].stream_busy[s] = false;
+            self.us[u].stream_pos[s] += 1;
             // A LIFO stream's ready nodes are started below, once this completion released its
             // dependents.
             (!lifo)
-                .then(|| self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied())
+                .then(|| self.stream_nodes[st][s].get(self.us[u].stream_pos[s] as usize).copied())
                 .flatten()
         };
         for k in self.dependents[st].range(node) {
             let d = self.dependents[st].node[k];
-            let left = &mut self.deps_left[u][self.dep_slot[st][d as usize] as usize];
+            let left = &mut self.us[u].deps_left[self.dep_slot[st][d as usize] as usize];
             *left -= 1;
             if *left == 0 {
                 self.try_start(unit, d, t)?;
