@@ -28,7 +28,7 @@ use std::sync::Arc;
 use llmsim_ccl::plan::StepStart;
 use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanCursor, PlanEdges, PlanOptions, ScaleUpModel, plan_collective};
 use llmsim_core::csr::Reversed;
-use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
+use llmsim_core::{Bytes, NodeId, RadixQueue, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
 use llmsim_workload::dag::{DagNodeKind, Group, P2pTag, Program, SchedulingPolicy, Stream, Workload};
@@ -593,7 +593,8 @@ pub struct SystemEngine<'a> {
     /// Per p2p slot: when the first replica's copy fully arrived.
     p2p_first: Vec<Option<SimTime>>,
     mail: FastMap<(u32, u32, P2pTag), Mail>,
-    queue: EventQueue<Ev>,
+    /// Local events: a radix heap, as no event is scheduled before the last one popped.
+    queue: RadixQueue<Ev>,
     done: Vec<Completion>,
     /// Per live transfer id (ids are reused once a collective ends): its start, kind and
     /// serial number (submission order, unique in the run: flows.csv's id).
@@ -774,7 +775,7 @@ impl<'a> SystemEngine<'a> {
             p2p_lanes: Vec::new(),
             p2p_first: Vec::new(),
             mail: FastMap::default(),
-            queue: EventQueue::new(),
+            queue: RadixQueue::new(),
             done: Vec::new(),
             flow_start: FastMap::default(),
             flow_serial: 0,
@@ -1912,7 +1913,7 @@ pub fn run_jobs(
     let live = engines.iter().find_map(|e| e.opts.live.clone());
     let (mut steps, mut now) = (0u64, SimTime::ZERO);
     loop {
-        let tl = engines.iter().filter_map(|e| e.queue.peek_time()).min();
+        let tl = engines.iter_mut().filter_map(|e| e.queue.peek_time()).min();
         let tn = shared.borrow().next_event_time();
         steps += 1;
         if let Some(l) = live.as_deref().filter(|_| steps.is_multiple_of(LIVE_EVERY)) {
