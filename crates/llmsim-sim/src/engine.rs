@@ -28,11 +28,12 @@ use std::sync::Arc;
 use llmsim_ccl::plan::StepStart;
 use llmsim_ccl::{CollectiveOp, CollectivePlan, PlanCursor, PlanEdges, PlanOptions, ScaleUpModel, plan_collective};
 use llmsim_core::csr::Reversed;
-use llmsim_core::{Bytes, EventQueue, NodeId, SimTime, TransferId};
+use llmsim_core::{Bytes, NodeId, RadixQueue, SimTime, TransferId};
 use llmsim_net::{Completion, NetStats, Network, RouteSpec, Transfer};
 use llmsim_topo::Topology;
 use llmsim_workload::dag::{DagNodeKind, Group, P2pTag, Program, SchedulingPolicy, Stream, Workload};
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use crate::SimError;
 
@@ -480,10 +481,47 @@ const P2P_BIT: u64 = 1 << 63;
 /// [`SystemEngine::dep_slot`] of a node without explicit dependencies.
 const NO_DEPS: u32 = u32::MAX;
 
+/// [`SystemEngine::free_slot`] of a node on an ordered stream.
+const NO_SLOT: u32 = u32::MAX;
+
 /// Receives: arrival time of a message not yet posted for, or a posted receive waiting.
 enum Mail {
     Arrived { sent: SimTime, at: SimTime },
     Waiting { node: u32, posted: SimTime },
+}
+
+/// A unit's state that its every event touches, in one record: kept as one vector per field,
+/// the 11 fields of a unit sat on as many cache lines, each missed between the unit's events
+/// (thousands of units run in turn), on the 65k-GPU GPT-3 flow run's 212 M nodes.
+#[derive(Clone, Default)]
+#[repr(align(64))]
+struct UnitState {
+    /// Per stream: the position of its next node in the stream.
+    stream_pos: [u32; Stream::COUNT],
+    /// A node of the stream is running.
+    stream_busy: [bool; Stream::COUNT],
+    /// DP communication (or overlapped expert-parallel all-to-alls, [`slows_compute`]) in
+    /// flight.
+    dp_in_flight: u32,
+    /// Start time of each stream's running node (one at a time).
+    stream_start: [SimTime; Stream::COUNT],
+    /// When the compute stream's last node finished.
+    last_compute_end: SimTime,
+    /// The communication that finished last, for time a kernel waits on free (stream-less)
+    /// communication: (report category, the sender's start for a receive).
+    last_comm: Option<WaitOn>,
+    /// What the running kernel waited on before it started.
+    waited_on: Option<WaitOn>,
+    /// When the last host copy (activation offloading) finished.
+    last_offload: Option<SimTime>,
+    /// The last closed-form group, if any.
+    closed_group: Option<ClosedGroup>,
+    /// Running compute nodes whose speed follows `dp_in_flight` (the overlap slowdown applies
+    /// while DP communication is in flight, not for the whole node): one at a time, unless free
+    /// nodes compute.
+    slowed: SmallVec<[Slowed; 1]>,
+    /// The dependencies left of each node that has any, at its `dep_slot`.
+    deps_left: Vec<u32>,
 }
 
 /// The system simulator of one run: every unit's program on one shared network.
@@ -501,45 +539,33 @@ pub struct SystemEngine<'a> {
     prog_of: Vec<u32>,
     coll_seq: Vec<Vec<u32>>,
     // Per unit state.
-    /// The communication that finished last on a unit, for time a kernel waits on free
-    /// (stream-less) communication: (report category, the sender's start for a receive).
-    last_comm: Vec<Option<WaitOn>>,
-    /// What the running kernel of a unit waited on before it started.
-    waited_on: Vec<Option<WaitOn>>,
-    /// When a unit's last host copy (activation offloading) finished.
-    last_offload: Vec<Option<SimTime>>,
+    /// What each event of a unit reads and writes, one record per unit ([`UnitState`]).
+    us: Vec<UnitState>,
     /// Imported workloads: which nodes finished (for naming a stall); empty otherwise.
     finished: Vec<Vec<bool>>,
-    /// Per unit: the dependencies left of each node that has any, at its `dep_slot`.
-    deps_left: Vec<Vec<u32>>,
     /// Per stage program, per node: its index in its units' `deps_left`, [`NO_DEPS`] for a node
     /// without explicit dependencies. [`Self::try_start`] need not read a unit's own array for
     /// those, and the arrays hold only the nodes that wait: on the 16k-GPU flow run the load of
     /// `deps_left` (then one entry for each of a unit's 3,314 nodes, cold between the unit's
     /// events) was 10% of the time.
     dep_slot: Vec<Vec<u32>>,
-    stream_pos: Vec<[u32; Stream::COUNT]>,
-    /// A node of the stream is running.
-    stream_busy: Vec<[bool; Stream::COUNT]>,
     /// LIFO streams ([`SchedulingPolicy::Lifo`]): the nodes whose dependencies finished and that
     /// wait for the stream, per unit and stream.
     stream_ready: Vec<[Vec<u32>; Stream::COUNT]>,
-    /// Start time of each running node of the free stream (several run at once).
+    /// Start time of each running node of the free stream (several run at once), per unit at
+    /// the node's `free_slot`. Only the free nodes have a slot: one entry for every node of every
+    /// unit (filled with zeros, so every page touched) was 1.7 GB of the 65k-GPU GPT-3 run's
+    /// 1.9 GB, and its page faults 3% of the time, for a program without free nodes.
     node_start: Vec<Vec<SimTime>>,
-    /// Start time of each stream's running node (one at a time), per unit: a few KiB that stay
-    /// in cache, where `node_start` of the 6.8 M nodes of a 16k-GPU run missed on every access.
-    stream_start: Vec<[SimTime; Stream::COUNT]>,
-    dp_in_flight: Vec<u32>,
-    /// Per unit: its running compute nodes whose speed follows `dp_in_flight` (the overlap
-    /// slowdown applies while DP communication is in flight, not for the whole node).
-    slowed: Vec<Vec<Slowed>>,
+    /// Per stage program, per node: its index in its units' `node_start` (free nodes only;
+    /// [`NO_SLOT`] for the others).
+    free_slot: Vec<Vec<u32>>,
     /// The last epoch handed to a [`Slowed`] record.
     slowed_epoch: u32,
     /// Accounts per (iteration, unit): index `iteration * units + unit`.
     acct: Vec<UnitAccount>,
     /// Iterations the programs hold.
     iterations: usize,
-    last_compute_end: Vec<SimTime>,
     /// Per unit: when its host thread has issued everything up to the compute stream's current
     /// node (`compute.host`).
     host_at: Vec<SimTime>,
@@ -551,8 +577,6 @@ pub struct SystemEngine<'a> {
     groups: Vec<GroupInst>,
     group_index: FastMap<(Group, u32), u32>,
     unit_groups: Vec<FastMap<Group, u32>>,
-    /// Per unit: its last closed-form group, if any.
-    closed_group: Vec<Option<ClosedGroup>>,
     colls: Vec<Option<CollInst>>,
     free_colls: Vec<u32>,
     plans: Vec<Option<PlanInst>>,
@@ -569,7 +593,8 @@ pub struct SystemEngine<'a> {
     /// Per p2p slot: when the first replica's copy fully arrived.
     p2p_first: Vec<Option<SimTime>>,
     mail: FastMap<(u32, u32, P2pTag), Mail>,
-    queue: EventQueue<Ev>,
+    /// Local events: a radix heap, as no event is scheduled before the last one popped.
+    queue: RadixQueue<Ev>,
     done: Vec<Completion>,
     /// Per live transfer id (ids are reused once a collective ends): its start, kind and
     /// serial number (submission order, unique in the run: flows.csv's id).
@@ -680,13 +705,29 @@ impl<'a> SystemEngine<'a> {
                     .collect()
             })
             .collect();
+        let free_slot: Vec<Vec<u32>> = wl
+            .stages
+            .iter()
+            .map(|prog| {
+                let mut next = 0u32;
+                prog.nodes
+                    .iter()
+                    .map(|n| {
+                        if n.stream == Stream::Free {
+                            next += 1;
+                            next - 1
+                        } else {
+                            NO_SLOT
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         let node_start = (0..units as u32)
             .map(|u| {
-                if active(u) {
-                    vec![SimTime::ZERO; wl.stages[prog_of[u as usize] as usize].len()]
-                } else {
-                    Vec::new()
-                }
+                let st = prog_of[u as usize] as usize;
+                let free = wl.stages[st].nodes.iter().filter(|n| n.stream == Stream::Free).count();
+                if active(u) { vec![SimTime::ZERO; free] } else { Vec::new() }
             })
             .collect();
         SystemEngine {
@@ -701,30 +742,27 @@ impl<'a> SystemEngine<'a> {
             dependents,
             prog_of,
             coll_seq,
-            last_comm: vec![None; units],
-            waited_on: vec![None; units],
-            last_offload: vec![None; units],
+            us: deps_left
+                .into_iter()
+                .map(|deps_left| UnitState {
+                    deps_left,
+                    ..UnitState::default()
+                })
+                .collect(),
             finished,
-            deps_left,
             dep_slot,
-            stream_pos: vec![[0; Stream::COUNT]; units],
-            stream_busy: vec![[false; Stream::COUNT]; units],
             stream_ready: (0..units).map(|_| Default::default()).collect(),
             node_start,
-            stream_start: vec![[SimTime::ZERO; Stream::COUNT]; units],
-            dp_in_flight: vec![0; units],
-            slowed: vec![Vec::new(); units],
+            free_slot,
             slowed_epoch: 0,
             acct: vec![UnitAccount::default(); units * iterations],
             iterations,
-            last_compute_end: vec![SimTime::ZERO; units],
             host_at: vec![SimTime::ZERO; units],
             host_delay: vec![SimTime::ZERO; units],
             host_tail: vec![SimTime::ZERO; units],
             groups: Vec::new(),
             group_index: FastMap::default(),
             unit_groups: vec![FastMap::default(); units],
-            closed_group: vec![None; units],
             colls: Vec::new(),
             free_colls: Vec::new(),
             plans: Vec::new(),
@@ -737,7 +775,7 @@ impl<'a> SystemEngine<'a> {
             p2p_lanes: Vec::new(),
             p2p_first: Vec::new(),
             mail: FastMap::default(),
-            queue: EventQueue::new(),
+            queue: RadixQueue::new(),
             done: Vec::new(),
             flow_start: FastMap::default(),
             flow_serial: 0,
@@ -782,8 +820,11 @@ impl<'a> SystemEngine<'a> {
     #[inline]
     fn started(&self, unit: u32, node: u32) -> SimTime {
         match self.prog(unit).nodes[node as usize].stream {
-            Stream::Free => self.node_start[unit as usize][node as usize],
-            s => self.stream_start[unit as usize][s as usize],
+            Stream::Free => {
+                let slot = self.free_slot[self.prog_of[unit as usize] as usize][node as usize];
+                self.node_start[unit as usize][slot as usize]
+            }
+            s => self.us[unit as usize].stream_start[s as usize],
         }
     }
 
@@ -927,7 +968,7 @@ impl<'a> SystemEngine<'a> {
                 .find_map(|u| {
                     let st = self.prog_of[u as usize] as usize;
                     (0..Stream::COUNT).find_map(|s| {
-                        let pos = self.stream_pos[u as usize][s] as usize;
+                        let pos = self.us[u as usize].stream_pos[s] as usize;
                         self.stream_nodes[st][s].get(pos).map(|n| (u, *n))
                     })
                 })
@@ -946,11 +987,11 @@ impl<'a> SystemEngine<'a> {
         }
         let units = self.layout.units() as usize;
         if self.iterations == 1 {
-            for (a, end) in self.acct.iter_mut().zip(&self.last_compute_end) {
+            for (a, end) in self.acct.iter_mut().zip(self.us.iter().map(|x| x.last_compute_end)) {
                 // Data-parallel work after the last kernel (parameter all-gathers after the
                 // optimizer when they are not prefetched) is exposed DP time too.
-                if a.finish > *end {
-                    a.exposed_dp += a.finish - *end;
+                if a.finish > end {
+                    a.exposed_dp += a.finish - end;
                 }
             }
             self.run.iteration_time = self.acct.iter().map(|a| a.finish).max().unwrap_or(SimTime::ZERO);
@@ -1002,7 +1043,7 @@ impl<'a> SystemEngine<'a> {
         match e {
             Ev::NodeDone { unit, node, epoch } => {
                 if epoch != 0 {
-                    let list = &mut self.slowed[unit as usize];
+                    let list = &mut self.us[unit as usize].slowed;
                     match list.iter().position(|r| r.node == node) {
                         Some(i) if list[i].epoch == epoch => {
                             list.swap_remove(i);
@@ -1097,7 +1138,7 @@ impl<'a> SystemEngine<'a> {
         let u = unit as usize;
         let st = self.prog_of[u] as usize;
         let slot = self.dep_slot[st][node as usize];
-        if slot != NO_DEPS && self.deps_left[u][slot as usize] != 0 {
+        if slot != NO_DEPS && self.us[u].deps_left[slot as usize] != 0 {
             return Ok(());
         }
         let n = self.prog(unit).nodes[node as usize];
@@ -1112,10 +1153,10 @@ impl<'a> SystemEngine<'a> {
             let s = n.stream as usize;
             // One node per stream at a time: a node can be released twice (as its stream's next
             // node and as a dependent finishing inside the same completion).
-            if self.stream_pos[u][s] != self.pos_in_stream[st][node as usize] || self.stream_busy[u][s] {
+            if self.us[u].stream_pos[s] != self.pos_in_stream[st][node as usize] || self.us[u].stream_busy[s] {
                 return Ok(());
             }
-            self.stream_busy[u][s] = true;
+            self.us[u].stream_busy[s] = true;
         }
         if n.stream == Stream::Compute
             && let Some(h) = self.opts.host.as_deref()
@@ -1147,7 +1188,7 @@ impl<'a> SystemEngine<'a> {
     /// A LIFO stream `s` of `unit`: if it is free, starts its ready node latest in program order.
     fn run_lifo(&mut self, unit: u32, s: usize, t: SimTime) -> Result<(), SimError> {
         let u = unit as usize;
-        if self.stream_busy[u][s] {
+        if self.us[u].stream_busy[s] {
             return Ok(());
         }
         let ready = &mut self.stream_ready[u][s];
@@ -1155,7 +1196,7 @@ impl<'a> SystemEngine<'a> {
             return Ok(());
         };
         let node = ready.swap_remove(k);
-        self.stream_busy[u][s] = true;
+        self.us[u].stream_busy[s] = true;
         self.start_node(unit, node, t)
     }
 
@@ -1165,17 +1206,18 @@ impl<'a> SystemEngine<'a> {
         let u = unit as usize;
         let n = self.prog(unit).nodes[node as usize];
         if n.stream == Stream::Free {
-            self.node_start[u][node as usize] = t;
+            let slot = self.free_slot[self.prog_of[u] as usize][node as usize];
+            self.node_start[u][slot as usize] = t;
         } else {
-            self.stream_start[u][n.stream as usize] = t;
+            self.us[u].stream_start[n.stream as usize] = t;
         }
         match n.kind {
             DagNodeKind::Comp { segment } => {
                 if n.stream == Stream::Compute {
                     // What this kernel waited on: the communication that finished last, or a
                     // host copy that finished just now.
-                    let copy = (self.last_offload[u] == Some(t)).then_some(WaitOn::Offload);
-                    self.waited_on[u] = self.last_comm[u].take().or(copy);
+                    let copy = (self.us[u].last_offload == Some(t)).then_some(WaitOn::Offload);
+                    self.us[u].waited_on = self.us[u].last_comm.take().or(copy);
                 }
                 let mut d = self.seg_time[segment as usize];
                 if let Some(slow) = self.opts.compute_slowdown.get(u)
@@ -1190,7 +1232,7 @@ impl<'a> SystemEngine<'a> {
                 // slower while DP communication is in flight (and only then: `Slowed`).
                 let slowable = n.stream != Stream::Offload && self.opts.overlap_slowdown > 1.0;
                 let work = d;
-                if slowable && self.dp_in_flight[u] > 0 {
+                if slowable && self.us[u].dp_in_flight > 0 {
                     d = SimTime::from_ps_f64(d.as_ps() as f64 * self.opts.overlap_slowdown);
                 }
                 // The segment's last kernel runs only after the host issued it.
@@ -1207,7 +1249,7 @@ impl<'a> SystemEngine<'a> {
                 }
                 let epoch = if slowable {
                     let epoch = self.next_epoch();
-                    self.slowed[u].push(Slowed {
+                    self.us[u].slowed.push(Slowed {
                         node,
                         left_ps: work.as_ps() as f64,
                         since: t,
@@ -1222,8 +1264,8 @@ impl<'a> SystemEngine<'a> {
             }
             DagNodeKind::CommColl { op, group, bytes } => {
                 if slows_compute(&n) {
-                    self.dp_in_flight[u] += 1;
-                    if self.dp_in_flight[u] == 1 {
+                    self.us[u].dp_in_flight += 1;
+                    if self.us[u].dp_in_flight == 1 {
                         self.reslow(unit, t, false);
                     }
                 }
@@ -1331,7 +1373,7 @@ impl<'a> SystemEngine<'a> {
     fn account_recv(&mut self, unit: u32, node: u32, posted: SimTime, sent: SimTime, at: SimTime) {
         if self.prog(unit).nodes[node as usize].stream == Stream::Free {
             // Only the kernels that wait on it see this receive's time (see `complete`).
-            self.last_comm[unit as usize] = Some(WaitOn::Recv { sent });
+            self.us[unit as usize].last_comm = Some(WaitOn::Recv { sent });
             return;
         }
         let ai = self.acct_index(unit, node);
@@ -1434,7 +1476,7 @@ impl<'a> SystemEngine<'a> {
     }
 
     fn arrive(&mut self, unit: u32, node: u32, op: CollectiveOp, group: Group, bytes: u64, t: SimTime) -> Result<(), SimError> {
-        if let Some(c) = self.closed_group[unit as usize]
+        if let Some(c) = self.us[unit as usize].closed_group
             && c.group == group
         {
             self.arrive_closed(unit, node, op, bytes, t, c);
@@ -1448,7 +1490,7 @@ impl<'a> SystemEngine<'a> {
                 ranks: g.host_sets[0].len() as u32,
                 kind: g.kind,
             };
-            self.closed_group[unit as usize] = Some(c);
+            self.us[unit as usize].closed_group = Some(c);
             self.arrive_closed(unit, node, op, bytes, t, c);
             return Ok(());
         }
@@ -1612,8 +1654,8 @@ impl<'a> SystemEngine<'a> {
     /// full speed again.
     fn dp_left(&mut self, unit: u32, t: SimTime) {
         let u = unit as usize;
-        self.dp_in_flight[u] -= 1;
-        if self.dp_in_flight[u] == 0 {
+        self.us[u].dp_in_flight -= 1;
+        if self.us[u].dp_in_flight == 0 {
             self.reslow(unit, t, true);
         }
     }
@@ -1625,9 +1667,9 @@ impl<'a> SystemEngine<'a> {
         let s = self.opts.overlap_slowdown;
         let (old, new) = if was_slow { (s, 1.0) } else { (1.0, s) };
         let u = unit as usize;
-        for i in 0..self.slowed[u].len() {
+        for i in 0..self.us[u].slowed.len() {
             let epoch = self.next_epoch();
-            let r = &mut self.slowed[u][i];
+            let r = &mut self.us[u].slowed[i];
             let done = (t - r.since).as_ps() as f64 / old;
             r.left_ps = (r.left_ps - done).max(0.0);
             r.since = t;
@@ -1671,13 +1713,13 @@ impl<'a> SystemEngine<'a> {
         }
         match n.kind {
             DagNodeKind::Comp { .. } if n.stream == Stream::Offload => {
-                self.last_offload[u] = Some(t);
+                self.us[u].last_offload = Some(t);
             }
             DagNodeKind::Comp { .. } if n.stream != Stream::Free => {
                 let a = &mut self.acct[ai];
                 a.compute += t - start - tail;
-                let e = self.last_compute_end[u];
-                let waited_on = self.waited_on[u].take();
+                let e = self.us[u].last_compute_end;
+                let waited_on = self.us[u].waited_on.take();
                 // The wait before the host issued the kernel is the host's, counted above.
                 let start = start.saturating_sub(delay).max(e);
                 if start > e {
@@ -1696,18 +1738,18 @@ impl<'a> SystemEngine<'a> {
                         None => a.exposed_dp += start - e,
                     }
                 }
-                self.last_compute_end[u] = t;
+                self.us[u].last_compute_end = t;
             }
             DagNodeKind::CommColl { group, .. } if n.stream == Stream::Compute => {
                 let kind = self.group_kind(group);
                 *self.acct[ai].exposed_mut(kind) += t - start;
-                self.last_compute_end[u] = t;
+                self.us[u].last_compute_end = t;
             }
             DagNodeKind::CommColl { group, .. } if n.stream == Stream::Free => {
-                self.last_comm[u] = Some(WaitOn::Coll(self.group_kind(group)));
+                self.us[u].last_comm = Some(WaitOn::Coll(self.group_kind(group)));
             }
             DagNodeKind::CommRecv { .. } if n.stream != Stream::Free => {
-                self.last_compute_end[u] = t;
+                self.us[u].last_compute_end = t;
             }
             _ => {}
         }
@@ -1728,17 +1770,17 @@ impl<'a> SystemEngine<'a> {
         let next = if n.stream == Stream::Free {
             None
         } else {
-            self.stream_busy[u][s] = false;
-            self.stream_pos[u][s] += 1;
+            self.us[u].stream_busy[s] = false;
+            self.us[u].stream_pos[s] += 1;
             // A LIFO stream's ready nodes are started below, once this completion released its
             // dependents.
             (!lifo)
-                .then(|| self.stream_nodes[st][s].get(self.stream_pos[u][s] as usize).copied())
+                .then(|| self.stream_nodes[st][s].get(self.us[u].stream_pos[s] as usize).copied())
                 .flatten()
         };
         for k in self.dependents[st].range(node) {
             let d = self.dependents[st].node[k];
-            let left = &mut self.deps_left[u][self.dep_slot[st][d as usize] as usize];
+            let left = &mut self.us[u].deps_left[self.dep_slot[st][d as usize] as usize];
             *left -= 1;
             if *left == 0 {
                 self.try_start(unit, d, t)?;
@@ -1871,7 +1913,7 @@ pub fn run_jobs(
     let live = engines.iter().find_map(|e| e.opts.live.clone());
     let (mut steps, mut now) = (0u64, SimTime::ZERO);
     loop {
-        let tl = engines.iter().filter_map(|e| e.queue.peek_time()).min();
+        let tl = engines.iter_mut().filter_map(|e| e.queue.peek_time()).min();
         let tn = shared.borrow().next_event_time();
         steps += 1;
         if let Some(l) = live.as_deref().filter(|_| steps.is_multiple_of(LIVE_EVERY)) {

@@ -9,7 +9,7 @@
 //! - Time is a rough rate per node and per transfer; contention on the flow backend can make a
 //!   run slower, so it is only a hint for the user.
 
-use llmsim_workload::dag::{DagNodeKind, Layout, Workload};
+use llmsim_workload::dag::{DagNodeKind, Layout, Stream, Workload};
 
 use crate::scenario::Backend;
 
@@ -39,8 +39,11 @@ const TOPO_BYTES_PER_GPU: u64 = 256;
 /// Flow backend state per GPU (per-link flow lists, capacities, scratch).
 const FLOW_BYTES_PER_GPU: u64 = 512;
 /// Engine state per node of a simulated unit: dependencies left (u32; only nodes that have
-/// some hold one since branch `flow29h`, so this is an upper bound) and start time (u64).
-const ENGINE_BYTES_PER_NODE: u64 = 12;
+/// some hold one since branch `flow29h`, so this is an upper bound).
+const ENGINE_BYTES_PER_NODE: u64 = 4;
+/// Engine state per node on no stream ([`Stream::Free`]) of a simulated unit: its start time
+/// (the other nodes' start times are per stream, since branch `flow29k`).
+const ENGINE_BYTES_PER_FREE_NODE: u64 = 8;
 /// Shared stage programs per node: the node, dependencies, dependents, stream tables.
 const PROGRAM_BYTES_PER_NODE: u64 = 64;
 /// Engine state per unit besides its nodes: stream cursors, accounts, group maps.
@@ -76,7 +79,7 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
             units += 1;
         }
     }
-    let (mut nodes, mut sends, mut colls, mut stage_nodes) = (0u64, 0u64, 0u64, 0u64);
+    let (mut nodes, mut sends, mut colls, mut stage_nodes, mut free_nodes) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for (prog, &n) in wl.stages.iter().zip(&per_prog) {
         let len = prog.nodes.len() as u64;
         stage_nodes += len;
@@ -88,6 +91,7 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         });
         sends += n * s;
         colls += n * c;
+        free_nodes += n * prog.nodes.iter().filter(|x| x.stream == Stream::Free).count() as u64;
     }
     let p2p_transfers = sends * u64::from(layout.tp);
     let net_bytes = match backend {
@@ -103,6 +107,7 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         + net_bytes
         + plan_bytes
         + ENGINE_BYTES_PER_NODE * nodes
+        + ENGINE_BYTES_PER_FREE_NODE * free_nodes
         + PROGRAM_BYTES_PER_NODE * stage_nodes
         + ENGINE_BYTES_PER_UNIT * u64::from(layout.units());
     let per_transfer = match backend {
