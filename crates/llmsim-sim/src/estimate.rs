@@ -38,9 +38,9 @@ const BASE_BYTES: u64 = 24 << 20;
 const TOPO_BYTES_PER_GPU: u64 = 256;
 /// Flow backend state per GPU (per-link flow lists, capacities, scratch).
 const FLOW_BYTES_PER_GPU: u64 = 512;
-/// Engine state per node of a simulated unit: dependencies left (u32; only nodes that have
-/// some hold one since branch `flow29h`, so this is an upper bound).
-const ENGINE_BYTES_PER_NODE: u64 = 4;
+/// Engine state per node with explicit dependencies of a simulated unit: its dependencies left
+/// (u32; nodes ordered only by their stream hold none, since branch `flow29h`).
+const ENGINE_BYTES_PER_DEP_NODE: u64 = 4;
 /// Engine state per node on no stream ([`Stream::Free`]) of a simulated unit: its start time
 /// (the other nodes' start times are per stream, since branch `flow29k`).
 const ENGINE_BYTES_PER_FREE_NODE: u64 = 8;
@@ -79,7 +79,7 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
             units += 1;
         }
     }
-    let (mut nodes, mut sends, mut colls, mut stage_nodes, mut free_nodes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut nodes, mut sends, mut colls, mut stage_nodes, mut free_nodes, mut dep_nodes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for (prog, &n) in wl.stages.iter().zip(&per_prog) {
         let len = prog.nodes.len() as u64;
         stage_nodes += len;
@@ -92,6 +92,7 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         sends += n * s;
         colls += n * c;
         free_nodes += n * prog.nodes.iter().filter(|x| x.stream == Stream::Free).count() as u64;
+        dep_nodes += n * (0..len as u32).filter(|&i| !prog.deps(i).is_empty()).count() as u64;
     }
     let p2p_transfers = sends * u64::from(layout.tp);
     let net_bytes = match backend {
@@ -106,7 +107,7 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         + TOPO_BYTES_PER_GPU * gpus
         + net_bytes
         + plan_bytes
-        + ENGINE_BYTES_PER_NODE * nodes
+        + ENGINE_BYTES_PER_DEP_NODE * dep_nodes
         + ENGINE_BYTES_PER_FREE_NODE * free_nodes
         + PROGRAM_BYTES_PER_NODE * stage_nodes
         + ENGINE_BYTES_PER_UNIT * u64::from(layout.units());
