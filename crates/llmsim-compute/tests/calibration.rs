@@ -29,6 +29,24 @@ const MAMF: &[(&str, DType, u64, u64, u64, f64)] = &[
     ("MI300X", DType::Bf16, 10240, 15360, 8192, 668.4),
 ];
 
+/// The 12 GEMMs of Transformer Engine's B300 layer profile (`docs/examples/gemm_profiling`):
+/// fprop, dgrad and wgrad of QKV, attention output, MLP up and down of a hidden-4096 /
+/// FFN-16384 layer at 15,872 tokens.
+fn te_b300_layer() -> Vec<GemmShape> {
+    [
+        (15872u64, 12288u64, 4096u64),
+        (15872, 4096, 4096),
+        (15872, 16384, 4096),
+        (15872, 4096, 16384),
+    ]
+    .iter()
+    .flat_map(|&(m, n, k)| {
+        let s = GemmShape::new(m, n, k);
+        [s, s.dgrad(), s.wgrad()]
+    })
+    .collect()
+}
+
 fn query(dtype: DType, s: GemmShape) -> OpQuery {
     OpQuery {
         name: "gemm".into(),
@@ -208,18 +226,7 @@ fn ssd_scan_reproduces_the_cited_triton_forward() {
 /// BF16 time for the same 12 GEMMs must match it within 3%.
 #[test]
 fn nvfp4_gemms_match_transformer_engines_b300_layer() {
-    let layer: Vec<GemmShape> = [
-        (15872u64, 12288u64, 4096u64),
-        (15872, 4096, 4096),
-        (15872, 16384, 4096),
-        (15872, 4096, 16384),
-    ]
-    .iter()
-    .flat_map(|&(m, n, k)| {
-        let s = GemmShape::new(m, n, k);
-        [s, s.dgrad(), s.wgrad()]
-    })
-    .collect();
+    let layer = te_b300_layer();
     for g in ["B300", "GB300"] {
         let cm = ComputeModel::new(gpu(g).unwrap());
         let total = |d: DType| -> f64 { layer.iter().map(|&s| cm.time(&query(d, s)).time.as_secs_f64()).sum() };
@@ -316,18 +323,7 @@ fn gb300_gemms_match_the_paired_cudnn_runs() {
 #[test]
 fn mxfp8_rows_reproduce_their_kernels() {
     let b300 = ComputeModel::new(gpu("B300").unwrap());
-    let layer: Vec<GemmShape> = [
-        (15872u64, 12288u64, 4096u64),
-        (15872, 4096, 4096),
-        (15872, 16384, 4096),
-        (15872, 4096, 16384),
-    ]
-    .iter()
-    .flat_map(|&(m, n, k)| {
-        let s = GemmShape::new(m, n, k);
-        [s, s.dgrad(), s.wgrad()]
-    })
-    .collect();
+    let layer = te_b300_layer();
     let ms: f64 = layer
         .iter()
         .map(|&s| b300.time(&query(DType::Mxfp8, s)).time.as_secs_f64())
@@ -411,18 +407,7 @@ fn mxfp8_rows_reproduce_their_kernels() {
 #[test]
 fn b300_rows_reproduce_transformer_engines_layer() {
     let cm = ComputeModel::new(gpu("B300").unwrap());
-    let layer: Vec<GemmShape> = [
-        (15872u64, 12288u64, 4096u64),
-        (15872, 4096, 4096),
-        (15872, 16384, 4096),
-        (15872, 4096, 16384),
-    ]
-    .iter()
-    .flat_map(|&(m, n, k)| {
-        let s = GemmShape::new(m, n, k);
-        [s, s.dgrad(), s.wgrad()]
-    })
-    .collect();
+    let layer = te_b300_layer();
     for (d, measured_ms) in [(DType::Bf16, 13.102), (DType::Fp8, 6.812), (DType::Fp4, 3.764)] {
         let ms: f64 = layer.iter().map(|&s| cm.time(&query(d, s)).time.as_secs_f64()).sum::<f64>() * 1e3;
         assert!(
