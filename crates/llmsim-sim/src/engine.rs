@@ -484,6 +484,21 @@ const NO_DEPS: u32 = u32::MAX;
 /// [`SystemEngine::free_slot`] of a node on an ordered stream.
 const NO_SLOT: u32 = u32::MAX;
 
+/// A slot table over a stage program's nodes: the nodes for which `has` holds get slots 0, 1, ...
+/// in program order, the others `none`.
+fn slots(has: impl Iterator<Item = bool>, none: u32) -> Vec<u32> {
+    let mut next = 0u32;
+    has.map(|h| {
+        if h {
+            next += 1;
+            next - 1
+        } else {
+            none
+        }
+    })
+    .collect()
+}
+
 /// Receives: arrival time of a message not yet posted for, or a posted receive waiting.
 enum Mail {
     Arrived { sent: SimTime, at: SimTime },
@@ -684,30 +699,18 @@ impl<'a> SystemEngine<'a> {
             1
         };
         let active = |u: u32| layout.coords(u).1 < opts.active_dp;
-        // Per stage program: each node with dependencies gets a slot in its units' `deps_left`.
+        // Per stage program: each node with dependencies gets a slot in its units' `deps_left`
+        // (which starts as the stage's template of dependency counts), each free node one in
+        // their `node_start`.
         let dep_slot: Vec<Vec<u32>> = wl
             .stages
             .iter()
-            .map(|prog| {
-                let mut next = 0u32;
-                (0..prog.len() as u32)
-                    .map(|i| {
-                        if prog.deps(i).is_empty() {
-                            NO_DEPS
-                        } else {
-                            next += 1;
-                            next - 1
-                        }
-                    })
-                    .collect()
-            })
+            .map(|prog| slots((0..prog.len() as u32).map(|i| !prog.deps(i).is_empty()), NO_DEPS))
             .collect();
-        let deps_left: Vec<Vec<u32>> = (0..units as u32)
-            .map(|u| {
-                let prog = &wl.stages[prog_of[u as usize] as usize];
-                if !active(u) {
-                    return Vec::new();
-                }
+        let deps_template: Vec<Vec<u32>> = wl
+            .stages
+            .iter()
+            .map(|prog| {
                 (0..prog.len() as u32)
                     .map(|i| prog.deps(i).len() as u32)
                     .filter(|n| *n > 0)
@@ -717,26 +720,25 @@ impl<'a> SystemEngine<'a> {
         let free_slot: Vec<Vec<u32>> = wl
             .stages
             .iter()
-            .map(|prog| {
-                let mut next = 0u32;
-                prog.nodes
-                    .iter()
-                    .map(|n| {
-                        if n.stream == Stream::Free {
-                            next += 1;
-                            next - 1
-                        } else {
-                            NO_SLOT
-                        }
-                    })
-                    .collect()
+            .map(|prog| slots(prog.nodes.iter().map(|n| n.stream == Stream::Free), NO_SLOT))
+            .collect();
+        let free_count: Vec<usize> = free_slot.iter().map(|f| f.iter().filter(|&&x| x != NO_SLOT).count()).collect();
+        let deps_left: Vec<Vec<u32>> = (0..units as u32)
+            .map(|u| {
+                if active(u) {
+                    deps_template[prog_of[u as usize] as usize].clone()
+                } else {
+                    Vec::new()
+                }
             })
             .collect();
         let node_start = (0..units as u32)
             .map(|u| {
-                let st = prog_of[u as usize] as usize;
-                let free = wl.stages[st].nodes.iter().filter(|n| n.stream == Stream::Free).count();
-                if active(u) { vec![SimTime::ZERO; free] } else { Vec::new() }
+                if active(u) {
+                    vec![SimTime::ZERO; free_count[prog_of[u as usize] as usize]]
+                } else {
+                    Vec::new()
+                }
             })
             .collect();
         SystemEngine {
