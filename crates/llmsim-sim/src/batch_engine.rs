@@ -235,6 +235,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
     let fold = layout.dp > 1 && !(analytical && opts.no_fold);
     let active_dp = if fold { 1 } else { layout.dp };
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
+    let su = crate::setup::with_flex(su, &s.parallel, gpu);
     let timed = timed?;
     let (seg_time, ops_rows): (&[SimTime], &[OpRow]) = (&timed.0, &timed.1);
     let symmetry = if single_fold {

@@ -453,6 +453,8 @@ struct ClosedGroup {
 
 /// One process group instance.
 struct GroupInst {
+    /// The group it is an instance of.
+    group: Group,
     /// Name for flows.csv: the group's kind (tp, dp, ...).
     kind: &'static str,
     units: Vec<u32>,
@@ -1453,6 +1455,7 @@ impl<'a> SystemEngine<'a> {
                 };
                 let gid = self.groups.len() as u32;
                 self.groups.push(GroupInst {
+                    group,
                     kind,
                     issued: vec![0; units.len()],
                     units,
@@ -1482,10 +1485,20 @@ impl<'a> SystemEngine<'a> {
         count_group(&mut self.run.collectives_by_group, c.kind, false);
         let d = if self.opts.ideal_comm {
             SimTime::ZERO
+        } else if self.flex_all_to_all(op, c.group) {
+            self.opts.scale_up.flex_time(Bytes(bytes), c.ranks)
         } else {
             self.scale_up_time(op, bytes, c.ranks)
         };
         self.queue.push(t + d, Ev::NodeDone { unit, node, epoch: 0 });
+    }
+
+    /// An expert-parallel all-to-all that the `flex` dispatcher's measured kernels time inside
+    /// the NVLink domain ([`ScaleUpModel::flex_time`]).
+    fn flex_all_to_all(&self, op: CollectiveOp, group: Group) -> bool {
+        op == CollectiveOp::AllToAll
+            && self.opts.scale_up.flex_all_to_all.is_some()
+            && matches!(self.group_kind(group), Group::Ep | Group::EpIntra)
     }
 
     /// [`ScaleUpModel::time`] of `op` on `bytes` over `ranks` GPUs, from the memo when it was
@@ -1574,7 +1587,12 @@ impl<'a> SystemEngine<'a> {
             return Ok(());
         }
         if g.intra_server {
-            let d = self.opts.scale_up.time(op, Bytes(bytes), nranks);
+            let group = g.group;
+            let d = if self.flex_all_to_all(op, group) {
+                self.opts.scale_up.flex_time(Bytes(bytes), nranks)
+            } else {
+                self.opts.scale_up.time(op, Bytes(bytes), nranks)
+            };
             self.colls[cid as usize] = Some(CollInst { plans_left: 0, members });
             self.queue.push(t + d, Ev::CollDone { coll: cid });
             return Ok(());

@@ -222,13 +222,14 @@ fn run_set(
     crate::faults::schedule(&s.faults, topo, net.as_mut())?;
     let shared = Rc::new(RefCell::new(net));
     let gpus = topo.num_hosts();
+    let gpu = s.cluster.gpu.resolve()?;
     let mut engines = Vec::with_capacity(which.len());
     for &i in which {
         let j = &jobs[i];
         let slowdown = crate::faults::unit_slowdowns_on(&s.faults, j.layout, gpus, s.cluster.gpus_per_node, Some(&j.hosts))?;
         let eopts = engine::EngineOptions {
             plan: cluster.1.clone(),
-            scale_up: cluster.0.clone(),
+            scale_up: crate::setup::with_flex(cluster.0.clone(), &j.scenario.parallel, gpu),
             ideal_comm: opts.ideal_comm,
             overlap_slowdown: s.compute.overlap_slowdown,
             trace_units: Vec::new(),

@@ -237,6 +237,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     check_estimate(est, s, opts)?;
     // Topology.
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
+    let su = crate::setup::with_flex(su, &s.parallel, gpu);
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
     let host = crate::host::for_run(s.compute.host.as_ref().filter(|_| !host_free), &wl, &ops)?;
     let trace_units: Vec<u32> = if s.output.trace {

@@ -201,6 +201,17 @@ pub(crate) fn scale_up_model(s: &Scenario, gpu: &GpuSpec) -> ScaleUpModel {
     ScaleUpModel::from_nvlink(gpu.name, nvlink_of(s, gpu), s.cluster.gpus_per_node)
 }
 
+/// `su` with the `flex` token dispatcher's measured all-to-all inside the NVLink domain
+/// ([`llmsim_ccl::scaleup::HybridEp`]) when `p` uses that dispatcher on a GPU (or a custom GPU's
+/// base) where HybridEP was measured; `su` unchanged otherwise.
+pub(crate) fn with_flex(mut su: ScaleUpModel, p: &ParallelConfig, gpu: &GpuSpec) -> ScaleUpModel {
+    if p.moe_token_dispatcher == llmsim_workload::MoeDispatcher::Flex && p.ep > 1 {
+        let h = llmsim_ccl::scaleup::HybridEp::for_gpu;
+        su.flex_all_to_all = h(gpu.name, su.nvlink).or_else(|| gpu.base.and_then(|b| h(b, su.nvlink)));
+    }
+    su
+}
+
 /// The TP-overlap timer of a transformer scenario, when `parallel.tp_comm_overlap` is on.
 ///
 /// # Errors

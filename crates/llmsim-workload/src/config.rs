@@ -432,7 +432,9 @@ pub enum MoeDispatcher {
     /// `get_dispatch_layout`'s `is_token_in_rank`; the combine reduces a token's outputs on each
     /// rank before sending them back), where `alltoall` sends one copy per expert: the bytes
     /// follow [`ParallelConfig::moe_routing`]. Inside one server llmsim times the dispatch and
-    /// combine as all-to-alls of those bytes. When the EP group spans servers, a token crosses
+    /// combine as all-to-alls of those bytes, at HybridEP's measured bandwidth through its torch
+    /// API on GB200/GB300 and B200/B300 (about 0.69x NCCL's all-to-all model on GB200 at 8
+    /// ranks; `llmsim_ccl::scaleup::HybridEp`) and at NCCL's elsewhere. When the EP group spans servers, a token crosses
     /// the network once per destination server, to the GPU with the same local index there,
     /// which forwards it over NVLink (DeepEP's internode kernels, `get_dispatch_layout`'s
     /// `num_tokens_per_rdma_rank`; HybridEP): the dispatch runs as an all-to-all among those
