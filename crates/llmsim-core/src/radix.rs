@@ -28,6 +28,9 @@ pub struct RadixQueue<E> {
     len: usize,
     /// Bit `b`: bucket `b` holds events (bucket 0: events not yet popped).
     mask: u128,
+    /// The smallest time in bucket `b` while it holds events (bucket 0's is `last`), so that a
+    /// refill moves its bucket's events in one pass.
+    mins: [u64; BUCKETS],
 }
 
 impl<E: Copy> Default for RadixQueue<E> {
@@ -51,6 +54,7 @@ impl<E: Copy> RadixQueue<E> {
             last: 0,
             len: 0,
             mask: 0,
+            mins: [u64::MAX; BUCKETS],
         }
     }
 
@@ -74,9 +78,17 @@ impl<E: Copy> RadixQueue<E> {
             self.rebase(k);
         }
         let b = bucket(k, self.last);
-        self.buckets[b].push((k, event));
-        self.mask |= 1 << b;
+        self.put(b, k, event);
         self.len += 1;
+    }
+
+    /// Appends `(k, event)` to bucket `b`, keeping its smallest time.
+    #[inline]
+    fn put(&mut self, b: usize, k: u64, event: E) {
+        self.buckets[b].push((k, event));
+        let m = if self.mask & (1 << b) == 0 { k } else { self.mins[b].min(k) };
+        self.mins[b] = m;
+        self.mask |= 1 << b;
     }
 
     /// The time of the earliest event (`&mut`: it may move events between buckets).
@@ -125,13 +137,12 @@ impl<E: Copy> RadixQueue<E> {
         self.mask &= !1;
         let i = self.mask.trailing_zeros() as usize;
         let mut v = std::mem::take(&mut self.buckets[i]);
-        self.last = v.iter().map(|x| x.0).min().expect("a non-empty bucket");
+        debug_assert_eq!(Some(self.mins[i]), v.iter().map(|x| x.0).min());
+        self.last = self.mins[i];
         // Every event of bucket i moves lower: they and the new `last` agree above bit i - 1.
         self.mask &= !(1 << i);
-        for x in v.drain(..) {
-            let b = bucket(x.0, self.last);
-            self.buckets[b].push(x);
-            self.mask |= 1 << b;
+        for (k, e) in v.drain(..) {
+            self.put(bucket(k, self.last), k, e);
         }
         self.buckets[i] = v;
     }
@@ -148,10 +159,8 @@ impl<E: Copy> RadixQueue<E> {
         }
         self.mask = 0;
         self.last = k;
-        for x in all {
-            let b = bucket(x.0, k);
-            self.buckets[b].push(x);
-            self.mask |= 1 << b;
+        for (t, e) in all {
+            self.put(bucket(t, k), t, e);
         }
     }
 }
