@@ -73,34 +73,27 @@ pub struct HybridEp {
 /// NVLink per direction of the boards [`HybridEp`]'s figures were measured on, bytes/s.
 const HYBRID_EP_NVLINK: f64 = 900e9;
 
-/// (EP ranks, dispatch GB/s, combine GB/s) measured on one board.
-type Measured = &'static [(u32, f64, f64)];
-
-/// [`HybridEp`]'s measured figures: (board, its points).
-const HYBRID_EP_MEASURED: [(&str, Measured); 2] = [
-    (
-        "GB200",
-        &[
-            (8, 545.71, 568.94),
-            (16, 523.48, 521.55),
-            (24, 507.32, 483.76),
-            (32, 484.22, 464.54),
-            (36, 479.02, 447.89),
-        ],
-    ),
-    ("B200", &[(8, 535.94, 530.86)]),
+/// [`HybridEp`]'s figures on GB200: (EP ranks, dispatch GB/s, combine GB/s).
+const HYBRID_EP_GB200: [(u32, f64, f64); 5] = [
+    (8, 545.71, 568.94),
+    (16, 523.48, 521.55),
+    (24, 507.32, 483.76),
+    (32, 484.22, 464.54),
+    (36, 479.02, 447.89),
 ];
+
+/// [`HybridEp`]'s figures on B200, as [`HYBRID_EP_GB200`].
+const HYBRID_EP_B200: [(u32, f64, f64); 1] = [(8, 535.94, 530.86)];
 
 impl HybridEp {
     /// The figures for a catalog GPU (or the catalog GPU a custom one is based on), at NVLink
     /// bandwidth `nvlink` per direction; `None` where HybridEP was not measured on it.
     pub fn for_gpu(gpu: &str, nvlink: Bandwidth) -> Option<Self> {
-        let board = match gpu {
-            "GB200" | "GB300" => "GB200",
-            "B200" | "B300" => "B200",
+        let measured: &[(u32, f64, f64)] = match gpu {
+            "GB200" | "GB300" => &HYBRID_EP_GB200,
+            "B200" | "B300" => &HYBRID_EP_B200,
             _ => return None,
         };
-        let (_, measured) = HYBRID_EP_MEASURED.iter().find(|(b, _)| *b == board)?;
         let scale = nvlink.bps_f64() / 8.0 / HYBRID_EP_NVLINK;
         Some(HybridEp {
             points: measured

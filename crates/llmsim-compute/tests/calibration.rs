@@ -19,7 +19,7 @@ use llmsim_compute::{ComputeModel, DType, GemmShape, KernelShape, OpClass, OpQue
 /// ([`b200_rows_match_independent_kernel_timings`]) and GB200's follow from its own MXFP8 kernels
 /// ([`gb200_rows_follow_b300s_dtype_ratios`]). (The MAMF B300 rows, BF16 1769.0 at
 /// 12288x18432x1024 and FP8 3353.3 at 3072x6144x7168, are 12% and 5% above what those rows give;
-/// `bench/kernels.md`; B200's and GB200's are in [`MAMF_BLACKWELL`].)
+/// `bench/kernels.md`; B200's and GB200's are in `data/efficiency.csv`, marked not used.)
 const MAMF: &[(&str, DType, u64, u64, u64, f64)] = &[
     ("A100", DType::Bf16, 1024, 10240, 5120, 271.2),
     ("H100", DType::Bf16, 2048, 2048, 13312, 794.5),
@@ -28,15 +28,10 @@ const MAMF: &[(&str, DType, u64, u64, u64, f64)] = &[
     ("MI300X", DType::Bf16, 10240, 15360, 8192, 668.4),
 ];
 
-/// The MAMF best shapes of B200 and GB200, which no longer set their rows: the B300 layer
-/// profile measures training-shape GEMMs 5-12% below what best-shape rows give
-/// ([`sustained_fraction_reproduces_the_te_layer_gemms`] uses B200's as B300's stand-in).
-const MAMF_BLACKWELL: &[(&str, DType, u64, u64, u64, f64)] = &[
-    ("B200", DType::Bf16, 1792, 16128, 3072, 1745.0),
-    ("B200", DType::Fp8, 15360, 4096, 3072, 3432.5),
-    ("GB200", DType::Bf16, 4096, 9728, 2048, 1822.0),
-    ("GB200", DType::Fp8, 19456, 5120, 1536, 3615.6),
-];
+/// B200's BF16 MAMF best shape, which no longer sets its row (B200 takes B300's measured rows)
+/// but stands in for B300's in [`sustained_fraction_reproduces_the_te_layer_gemms`]: (m, n, k,
+/// measured TFLOP/s).
+const B200_MAMF_BF16: (u64, u64, u64, f64) = (1792, 16128, 3072, 1745.0);
 
 /// The 12 GEMMs of Transformer Engine's B300 layer profile (`docs/examples/gemm_profiling`):
 /// fprop, dgrad and wgrad of QKV, attention output, MLP up and down of a hidden-4096 /
@@ -130,7 +125,8 @@ fn fp8_gemms_are_faster_than_bf16_but_not_beyond_the_peak_ratio() {
 /// B300, same BF16 peak and SMs).
 #[test]
 fn sustained_fraction_reproduces_the_te_layer_gemms() {
-    let &(g, d, bm, bn, bk, best) = &MAMF_BLACKWELL[0];
+    let (g, d) = ("B200", DType::Bf16);
+    let (bm, bn, bk, best) = B200_MAMF_BF16;
     // The model is linear in the row's eff on these compute-bound shapes: the factor that takes
     // the shipped row to the MAMF-derived one (best shape x the sustained fraction).
     let to_mamf = best * gemm::SUSTAINED_FRACTION / sustained_tflops(g, d, bm, bn, bk);

@@ -1485,20 +1485,23 @@ impl<'a> SystemEngine<'a> {
         count_group(&mut self.run.collectives_by_group, c.kind, false);
         let d = if self.opts.ideal_comm {
             SimTime::ZERO
-        } else if self.flex_all_to_all(op, c.group) {
-            self.opts.scale_up.flex_time(Bytes(bytes), c.ranks)
         } else {
-            self.scale_up_time(op, bytes, c.ranks)
+            self.intra_server_time(op, c.group, bytes, c.ranks)
         };
         self.queue.push(t + d, Ev::NodeDone { unit, node, epoch: 0 });
     }
 
-    /// An expert-parallel all-to-all that the `flex` dispatcher's measured kernels time inside
-    /// the NVLink domain ([`ScaleUpModel::flex_time`]).
-    fn flex_all_to_all(&self, op: CollectiveOp, group: Group) -> bool {
-        op == CollectiveOp::AllToAll
+    /// Time of `op` over `group` on `bytes` inside one NVLink domain of `ranks` GPUs: an
+    /// expert-parallel all-to-all of the `flex` dispatcher at its measured kernels' rate
+    /// ([`ScaleUpModel::flex_time`]), any other collective by [`Self::scale_up_time`].
+    fn intra_server_time(&mut self, op: CollectiveOp, group: Group, bytes: u64, ranks: u32) -> SimTime {
+        if op == CollectiveOp::AllToAll
             && self.opts.scale_up.flex_all_to_all.is_some()
             && matches!(self.group_kind(group), Group::Ep | Group::EpIntra)
+        {
+            return self.opts.scale_up.flex_time(Bytes(bytes), ranks);
+        }
+        self.scale_up_time(op, bytes, ranks)
     }
 
     /// [`ScaleUpModel::time`] of `op` on `bytes` over `ranks` GPUs, from the memo when it was
@@ -1588,11 +1591,7 @@ impl<'a> SystemEngine<'a> {
         }
         if g.intra_server {
             let group = g.group;
-            let d = if self.flex_all_to_all(op, group) {
-                self.opts.scale_up.flex_time(Bytes(bytes), nranks)
-            } else {
-                self.opts.scale_up.time(op, Bytes(bytes), nranks)
-            };
+            let d = self.intra_server_time(op, group, bytes, nranks);
             self.colls[cid as usize] = Some(CollInst { plans_left: 0, members });
             self.queue.push(t + d, Ev::CollDone { coll: cid });
             return Ok(());

@@ -208,13 +208,14 @@ fn prepare(s: &Scenario, j: &JobSpec, servers: Vec<u32>, opts: &RunOptions, shar
     })
 }
 
-/// Runs `which` jobs together on a fresh network; their engine runs, in that order.
+/// Runs `which` jobs together on a fresh network (`cluster`: each job's scale-up model, then the
+/// plan options); their engine runs, in that order.
 fn run_set(
     s: &Scenario,
     jobs: &[Job],
     which: &[usize],
     topo: &Arc<Topology>,
-    cluster: &(llmsim_ccl::ScaleUpModel, llmsim_ccl::PlanOptions),
+    cluster: &(Vec<llmsim_ccl::ScaleUpModel>, llmsim_ccl::PlanOptions),
     opts: &RunOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<EngineRun>, SimError> {
@@ -222,14 +223,13 @@ fn run_set(
     crate::faults::schedule(&s.faults, topo, net.as_mut())?;
     let shared = Rc::new(RefCell::new(net));
     let gpus = topo.num_hosts();
-    let gpu = s.cluster.gpu.resolve()?;
     let mut engines = Vec::with_capacity(which.len());
     for &i in which {
         let j = &jobs[i];
         let slowdown = crate::faults::unit_slowdowns_on(&s.faults, j.layout, gpus, s.cluster.gpus_per_node, Some(&j.hosts))?;
         let eopts = engine::EngineOptions {
             plan: cluster.1.clone(),
-            scale_up: crate::setup::with_flex(cluster.0.clone(), &j.scenario.parallel, gpu),
+            scale_up: cluster.0[i].clone(),
             ideal_comm: opts.ideal_comm,
             overlap_slowdown: s.compute.overlap_slowdown,
             trace_units: Vec::new(),
@@ -301,7 +301,12 @@ pub(crate) fn simulate_jobs(
     }
     crate::run::check_estimate(est, s, opts)?;
     let (topo, su, plan) = cluster_setup(s, gpu, total, shared)?;
-    let cluster = (su, plan);
+    // Each job's scale-up model: the cluster's, with its own MoE dispatcher's all-to-all.
+    let per_job = jobs
+        .iter()
+        .map(|j| crate::setup::with_flex(su.clone(), &j.scenario.parallel, gpu))
+        .collect();
+    let cluster = (per_job, plan);
     let all: Vec<usize> = (0..jobs.len()).collect();
     let together = run_set(s, &jobs, &all, &topo, &cluster, opts, progress)?;
     let end = together

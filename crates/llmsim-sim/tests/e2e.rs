@@ -257,11 +257,8 @@ cluster: { gpu: H100, gpus: 32, gpus_per_node: 4 }
     assert_eq!(folded.report.iteration_time_s, full.report.iteration_time_s);
 }
 
-/// MXFP8 runs on Blackwell (casts a little larger than delayed scaling's), and is refused on
-/// Hopper with the field named.
-#[test]
-fn mxfp8_is_blackwell_only() {
-    let yaml = "
+/// A 2-layer Llama 3 8B in FP8 on one 8-GPU B200 server (the MXFP8 tests below).
+const LLAMA_FP8_B200: &str = "
 model: { preset: llama3-8b, num_hidden_layers: 2 }
 training: { seq_length: 4096, global_batch_size: 8, dtype: fp8 }
 parallel: { tp: 1 }
@@ -269,6 +266,12 @@ cluster: { gpu: B200, gpus: 8, gpus_per_node: 8 }
 network: { backend: analytical }
 output: { flows: false }
 ";
+
+/// MXFP8 runs on Blackwell (casts a little larger than delayed scaling's), and is refused on
+/// Hopper with the field named.
+#[test]
+fn mxfp8_is_blackwell_only() {
+    let yaml = LLAMA_FP8_B200;
     let delayed = run(&scenario(yaml, &[]), RunOptions::default());
     let mx = run(&scenario(yaml, &["training.fp8_recipe=mxfp8"]), RunOptions::default());
     assert!(mx.report.iteration_time_s > delayed.report.iteration_time_s);
@@ -286,14 +289,7 @@ output: { flows: false }
 /// take the `fp8` row. `dtype: mxfp8` itself is no training dtype: refused, naming the field.
 #[test]
 fn mxfp8_gemms_take_their_own_efficiency_row() {
-    let yaml = "
-model: { preset: llama3-8b, num_hidden_layers: 2 }
-training: { seq_length: 4096, global_batch_size: 8, dtype: fp8 }
-parallel: { tp: 1 }
-cluster: { gpu: B200, gpus: 8, gpus_per_node: 8 }
-network: { backend: analytical }
-output: { flows: false }
-";
+    let yaml = LLAMA_FP8_B200;
     let dir = std::env::temp_dir().join(format!("llmsim-mxfp8-eff-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let table = |name: &str, rows: &str| {
