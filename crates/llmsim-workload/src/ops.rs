@@ -555,6 +555,11 @@ struct Builder<'a> {
     steps: Vec<Step>,
     /// The submodules the steps pushed now belong to.
     cur: u8,
+    /// Column-parallel GEMMs pushed now read a norm's output that no kernel of their own
+    /// quantizes (an MoE layer's shared experts: Megatron-Core builds the MoE layer's
+    /// `pre_mlp_layernorm` as a separate `TENorm`, `gpt_layer_specs.py`, and the shared experts'
+    /// fc1 as a plain column-parallel linear), so FP8 casts their input in forward.
+    unfused_column: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -563,6 +568,7 @@ impl<'a> Builder<'a> {
             d,
             steps: Vec::new(),
             cur: 0,
+            unfused_column: false,
         }
     }
 
@@ -735,10 +741,18 @@ impl<'a> Builder<'a> {
         };
         if d.fp8 {
             // Transformer Engine FP8: the input of a linear layer that no norm or activation
-            // kernel casts on its way out (with delayed scaling, the row-parallel ones: attention
-            // output, fc2 input) is cast, with its transpose for the weight gradient; in backward
-            // each output gradient is cast and transposed. Read 2 bytes, write 1 + 1; current
-            // scaling reads the tensor once more for its amax, and casts every GEMM input.
+            // kernel casts on its way out is cast, with its transpose for the weight gradient; in
+            // backward each output gradient is cast and transposed. Read 2 bytes, write 1 + 1;
+            // current scaling reads the tensor once more for its amax, and casts every GEMM
+            // input. With delayed scaling or MXFP8 only a column-parallel linear fused with its
+            // norm (`TELayerNormColumnParallelLinear`: QKV, dense fc1, Mamba's in_proj, MLA's
+            // up-projections) gets its input already quantized from the norm kernel; the
+            // row-parallel ones (attention output, fc2) cast theirs, and so do the unfused
+            // `Local` ones: the grouped expert GEMMs (`GroupedLinear` quantizes the permuted
+            // BF16 tokens and the activation's output, `split_quantize`; Megatron-Core's flex
+            // dispatcher sends BF16, `fused_a2a.py`: "HybridEP dispatcher does not support fp8
+            // dispatch"), MLA's down-projections and LatentMoE's projections, which read a
+            // separate norm's or the un-permutation's output.
             let gshape = format!("{shape},gemm={}", names.fwd);
             let per_elem = if d.nvfp4 {
                 NVFP4_QUANTIZE_BYTES_PER_ELEMENT
@@ -756,7 +770,11 @@ impl<'a> Builder<'a> {
             } else {
                 ("fp8_cast", "fp8_cast_transpose_bwd")
             };
-            if split == Split::Row || d.fp8_current || d.nvfp4 {
+            let unfused = match split {
+                Split::Row | Split::Local => true,
+                Split::Column => self.unfused_column,
+            };
+            if unfused || d.fp8_current || d.nvfp4 {
                 fwd.insert(0, cast(fwd_name, Pass::Forward, m * k));
             }
             bwd.insert(0, cast(bwd_name, Pass::BackwardInput, m * n));
@@ -1876,11 +1894,13 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     }
     if m.num_shared_experts > 0 {
         bld.within(RecomputeModule::SharedExperts, |b| {
+            b.unfused_column = true;
             b.mlp(
                 (gemm_names!("shared_fc1"), "shared_act", "shared_act_bwd", gemm_names!("shared_fc2")),
                 m,
                 m.shared_ffn(),
             );
+            b.unfused_column = false;
         });
         // `MoELayer.combine` adds the shared experts' output to the routed one
         // (`output + shared_expert_output`, `transformer/moe/moe_layer.py`, megatron-core 0.15.0;

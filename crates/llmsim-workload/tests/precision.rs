@@ -222,3 +222,44 @@ fn pipeline_sends_stay_in_16_bits_under_low_precision_training() {
         assert!(b.iter().all(|&x| x == expect), "{dtype:?}: {b:?}");
     }
 }
+
+/// With delayed scaling or MXFP8 only a linear fused with its norm receives its input already
+/// quantized (QKV, a dense layer's fc1). Transformer Engine casts every other GEMM input in
+/// forward: the row-parallel ones, the grouped expert GEMMs (`GroupedLinear` quantizes the
+/// permuted BF16 tokens and the activation's output) and an MoE layer's shared-expert fc1, whose
+/// norm is a separate module. Current scaling casts every GEMM input.
+#[test]
+fn fp8_casts_every_gemm_input_no_norm_kernel_quantizes() {
+    use llmsim_workload::Fp8Recipe;
+    let m = preset("deepseek-moe-16b").unwrap();
+    for recipe in [Fp8Recipe::Mxfp8, Fp8Recipe::Delayed, Fp8Recipe::Current] {
+        let t = TrainingConfig {
+            dtype: DType::Fp8,
+            fp8_recipe: recipe,
+            seq_length: 4096,
+            ..TrainingConfig::default()
+        };
+        let p: ParallelConfig = serde_yaml_ng::from_str("{tp: 2, sequence_parallel: true, ep: 4}").unwrap();
+        let p = p.resolve(8, &m, &t).unwrap();
+        let cast_for = |layer: u64| -> Vec<String> {
+            transformer_layer(&m, &t, &p, layer)
+                .forward
+                .iter()
+                .filter(|o| o.name == "fp8_cast")
+                .filter_map(|o| o.shape.split("gemm=").nth(1).map(str::to_string))
+                .collect()
+        };
+        let (dense, moe) = (cast_for(0), cast_for(1));
+        assert!(moe.contains(&"shared_fc1".to_string()), "{recipe:?}: {moe:?}");
+        for g in ["attn_proj", "expert_fc1", "expert_fc2", "shared_fc2"] {
+            assert!(moe.iter().any(|c| c == g), "{recipe:?} {g}: {moe:?}");
+        }
+        assert!(dense.iter().any(|c| c == "mlp_fc2"), "{recipe:?}: {dense:?}");
+        let fused_cast = |casts: &[String], g: &str| casts.iter().any(|c| c == g);
+        if recipe == Fp8Recipe::Current {
+            assert!(fused_cast(&dense, "mlp_fc1") && fused_cast(&moe, "attn_qkv"), "{dense:?} {moe:?}");
+        } else {
+            assert!(!fused_cast(&dense, "mlp_fc1") && !fused_cast(&moe, "attn_qkv"), "{recipe:?}: {dense:?} {moe:?}");
+        }
+    }
+}
