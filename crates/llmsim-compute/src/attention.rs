@@ -69,6 +69,9 @@ struct Row {
     head_dim: u64,
     causal: bool,
     pass: Pass,
+    /// A sliding-window row (`top_left` mask with a left bound of this many keys): rates at the
+    /// query length; `None`, the full mask of `causal`.
+    window: Option<u64>,
     tflops: [f64; 6],
 }
 
@@ -81,7 +84,7 @@ fn table() -> &'static [Row] {
             &[
                 "arch", "kernel", "head_dim", "causal", "pass", "s512", "s1k", "s2k", "s4k", "s8k", "s16k",
             ],
-            &[],
+            &["window"],
         )
         .expect("data/attention.csv is valid: the tests parse it");
         csv.records()
@@ -107,6 +110,10 @@ fn table() -> &'static [Row] {
                         "bwd" => Pass::Bwd,
                         _ => Pass::FwdBwd,
                     },
+                    window: match r.field("window") {
+                        "" => None,
+                        _ => Some(num("window") as u64),
+                    },
                     tflops: ["s512", "s1k", "s2k", "s4k", "s8k", "s16k"].map(rate),
                 }
             })
@@ -129,9 +136,9 @@ fn at_seq(v: &[f64; 6], seq: u64) -> f64 {
 }
 
 fn find(arch: &str, kernel: &str, head_dim: u64, causal: bool, pass: Pass) -> Option<&'static Row> {
-    table()
-        .iter()
-        .find(|r| r.arch == arch && r.kernel == kernel && r.head_dim == head_dim && r.causal == causal && r.pass == pass)
+    table().iter().find(|r| {
+        r.window.is_none() && r.arch == arch && r.kernel == kernel && r.head_dim == head_dim && r.causal == causal && r.pass == pass
+    })
 }
 
 /// Rate at one tabulated head dim, TFLOP/s (sources' convention), or `None`.
@@ -165,7 +172,7 @@ fn rate_in(a: &str, kernel: AttentionKernel, shape: &AttentionShape) -> Option<f
     let seq = shape.s_kv;
     let mut dims: Vec<u64> = table()
         .iter()
-        .filter(|r| r.arch == a && r.kernel == k)
+        .filter(|r| r.window.is_none() && r.arch == a && r.kernel == k)
         .map(|r| r.head_dim)
         .collect();
     dims.sort_unstable();
@@ -197,7 +204,7 @@ fn measured_on(gpu: &GpuSpec, kernel: AttentionKernel, head_dim: u64) -> Option<
     let covers = |name: &str| {
         let dims = table()
             .iter()
-            .filter(|r| r.arch == name && r.kernel == kernel.name())
+            .filter(|r| r.window.is_none() && r.arch == name && r.kernel == kernel.name())
             .map(|r| r.head_dim);
         let (lo, hi) = dims.fold((u64::MAX, 0), |(lo, hi), d| (lo.min(d), hi.max(d)));
         lo <= head_dim && head_dim <= hi
@@ -262,6 +269,9 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 /// [`SAME_DIE`]) uses it at the ratio of its BF16 peak to that board's; any other GPU, the
 /// architecture's table at the ratio of its peak to the architecture's benchmarked GPU.
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
+    if let Some(t) = window_seconds(gpu, kernel, shape, op_flops) {
+        return Some(t);
+    }
     let bf16 = |g: &GpuSpec| g.peak_flops(crate::op::DType::Bf16) / 1e12;
     let (table, table_sms, table_peak, bench) = match measured_on(gpu, kernel, shape.head_dim) {
         Some(t) => (t.name, t.sm_count, bf16(t), Some(GPU_TABLE_BATCH_HEADS)),
@@ -272,6 +282,63 @@ pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, o
     let scale = bf16(gpu) / table_peak;
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
+}
+
+/// A sliding-window op as the workload writes it: a non-causal pass over fewer keys than
+/// queries, each query attending to `s_kv` keys (the window).
+fn window_of(shape: &AttentionShape) -> Option<u64> {
+    (!shape.causal && shape.s_kv < shape.s_q).then_some(shape.s_kv)
+}
+
+/// Seconds for a sliding-window op from the measured sliding-window rows of the GPU (or of its
+/// `base`, or of the board on the same die) at the op's head dim; `None` where there are none
+/// (the op is then timed as a non-causal pass over the window, [`seconds`]).
+///
+/// The rows give the rate at the query length for each measured window; a window between two
+/// measured ones is interpolated in log2(window), one outside them takes the nearest. Their FLOP
+/// convention counts the keys each query sees (`W(W+1)/2 + (S-W)W` per head, cudnn-frontend
+/// `benchmark_single_sdpa.py` `flops`), where the op counts `S·W`. Every query tile of a long
+/// sequence is a block of its own, so the launch fill of [`crate::tile_schedule`] is not applied.
+fn window_seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
+    let w = window_of(shape)?;
+    let pass = if shape.backward { Pass::Bwd } else { Pass::Fwd };
+    let rows = |name: &str| -> Vec<&'static Row> {
+        let mut v: Vec<&'static Row> = table()
+            .iter()
+            .filter(|r| r.arch == name && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.pass == pass)
+            .filter(|r| r.window.is_some())
+            .collect();
+        v.sort_by_key(|r| r.window);
+        v
+    };
+    let (table_gpu, rows) = gpu.lineage().find_map(|n| {
+        let die = SAME_DIE.iter().find(|(b, _)| *b == n).map_or(n, |&(_, g)| g);
+        [n, die].into_iter().find_map(|c| {
+            let r = rows(c);
+            (!r.is_empty()).then(|| crate::gpu::find(c).map(|g| (g, r)))?
+        })
+    })?;
+    let at = |r: &Row| (r.window.unwrap_or(1).max(1) as f64, at_seq(&r.tflops, shape.s_q));
+    let (lo, hi) = (at(rows[0]), at(rows[rows.len() - 1]));
+    let x = (w.max(1) as f64).log2();
+    let rate = if x <= lo.0.log2() {
+        lo.1
+    } else if x >= hi.0.log2() {
+        hi.1
+    } else {
+        let pair = rows
+            .windows(2)
+            .map(|p| (at(p[0]), at(p[1])))
+            .find(|(a, b)| a.0.log2() <= x && x <= b.0.log2())?;
+        let f = (x - pair.0.0.log2()) / (pair.1.0.log2() - pair.0.0.log2());
+        pair.0.1 + (pair.1.1 - pair.0.1) * f
+    };
+    let bf16 = |g: &GpuSpec| g.peak_flops(crate::op::DType::Bf16) / 1e12;
+    let (s, wf) = (shape.s_q as f64, w as f64);
+    let seen = wf * (wf + 1.0) / 2.0 + (s - wf).max(0.0) * wf;
+    let kernel_flops = op_flops.max(0.0) * seen / (s * wf).max(1.0);
+    let sustained = rate * crate::gemm::SUSTAINED_FRACTION * bf16(gpu) / bf16(table_gpu);
+    (sustained > 0.0).then(|| kernel_flops / (sustained * 1e12))
 }
 
 #[cfg(test)]
@@ -349,6 +416,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sliding_windows_take_the_measured_window_rows() {
+        let (gb200, b200, h100) = (gpu("GB200").unwrap(), gpu("B200").unwrap(), gpu("H100").unwrap());
+        let k = AttentionKernel::Cudnn;
+        // GPT-OSS's sliding layers as the workload writes them: 4,096 queries, each over a
+        // window of 128 keys, head dim 64, a non-causal pass over the window.
+        let win = |w: u64, backward: bool| AttentionShape {
+            batch_heads: 256,
+            s_q: 4096,
+            s_kv: w,
+            head_dim: 64,
+            causal: false,
+            backward,
+            kernel: None,
+        };
+        let seen = |w: f64| (w * (w + 1.0) / 2.0 + (4096.0 - w) * w) / (4096.0 * w);
+        let sus = crate::gemm::SUSTAINED_FRACTION;
+        // The measured forward and backward rates at 4k: 161 and 182 TFLOP/s.
+        let t = seconds(gb200, k, &win(128, false), 1e12).unwrap();
+        assert!((t - seen(128.0) / (161.0 * sus)).abs() < 1e-12, "{t}");
+        let tb = seconds(gb200, k, &win(128, true), 1e12).unwrap();
+        assert!((tb - seen(128.0) / (182.0 * sus)).abs() < 1e-12, "{tb}");
+        // Halfway between the measured windows in log2: halfway between their rates.
+        let w = 362; // 2^8.5
+        let t_mid = seconds(gb200, k, &win(w, false), 1e12).unwrap();
+        let x = (w as f64).log2() - 7.0;
+        let rate = 161.0 + (574.0 - 161.0) * x / 3.0;
+        assert!((t_mid - seen(w as f64) / (rate * sus)).abs() < 1e-12, "{t_mid}");
+        // Beyond the measured windows: the nearer one's rate.
+        let t_big = seconds(gb200, k, &win(2048, false), 1e12).unwrap();
+        assert!((t_big - seen(2048.0) / (574.0 * sus)).abs() < 1e-12, "{t_big}");
+        // Same die at its own peak; a GPU without window rows keeps the non-causal pass over the
+        // window (much faster than the measured windowed kernel on Blackwell).
+        let t_b200 = seconds(b200, k, &win(128, false), 1e12).unwrap();
+        assert!((t_b200 / t - 2500.0 / 2250.0).abs() < 1e-12);
+        assert!(window_seconds(h100, k, &win(128, false), 1e12).is_none());
+        let plain = AttentionShape {
+            s_q: 128,
+            ..win(128, false)
+        };
+        assert!(window_seconds(gb200, k, &plain, 1e12).is_none());
+        assert!(seconds(gb200, k, &plain, 1e12).unwrap() < 0.5 * t);
+        // The window rows do not stand in for the full mask at head dim 64.
+        assert!(measured_on(gb200, k, 64).is_none());
     }
 
     #[test]

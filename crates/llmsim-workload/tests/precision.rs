@@ -259,7 +259,10 @@ fn fp8_casts_every_gemm_input_no_norm_kernel_quantizes() {
         if recipe == Fp8Recipe::Current {
             assert!(fused_cast(&dense, "mlp_fc1") && fused_cast(&moe, "attn_qkv"), "{dense:?} {moe:?}");
         } else {
-            assert!(!fused_cast(&dense, "mlp_fc1") && !fused_cast(&moe, "attn_qkv"), "{recipe:?}: {dense:?} {moe:?}");
+            assert!(
+                !fused_cast(&dense, "mlp_fc1") && !fused_cast(&moe, "attn_qkv"),
+                "{recipe:?}: {dense:?} {moe:?}"
+            );
         }
     }
 }
