@@ -8,7 +8,7 @@
 #                            bench/validation_plot.py (which draws bench/validation.png) and
 #                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
 #                            committed copy is bench/validation-rows.csv
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -245,14 +245,48 @@ REF += [
     ("real-bridge2608-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2608, None, "seventh-approx"),
     ("real-bridge2608-gb200-nemotron3-5-lightning-8", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-approx"),
 ]
+# Eighth held-out set, added 2026-11-28 (bench/validation-eighth-set.md): the rest of the Megatron-Bridge
+# 26.02.01 table (docs/performance-summary.md at tag v0.4.0 = 0fbfe7d3e, lines 53-123): every row the
+# third set did not take, written from the row and its recipe (scripts/performance/configs/* at
+# v0.4.0) before llmsim was run on it. Groups: "eighth", "eighth-flex" (HybridEP dispatcher timed as
+# all-to-alls; statistics too), "eighth-approx" (DeepSeek-V3's MTP, Kimi K2's Muon optimizer not
+# simulated: no statistic), "eighth-nx" (not expressible: none so far).
+REF += [
+    ("real-bridge26-gb200-llama3-70b-nvfp4-64", "tokens_per_gpu", 4557, None, NB26, None, "eighth"),
+    ("real-bridge26-gb300-llama3-70b-mxfp8-64", "tokens_per_gpu", 4798, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-llama3-70b-fp8-64", "tokens_per_gpu", 4357, None, NB26, None, "eighth"),
+    ("real-bridge26-h100-llama3-70b-64", "tokens_per_gpu", 1639, None, NB26, None, "eighth"),
+    ("real-bridge26-gb300-llama31-405b-nvfp4-256", "tokens_per_gpu", 1358, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-llama31-405b-nvfp4-256", "tokens_per_gpu", 1083, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-llama31-405b-mxfp8-256", "tokens_per_gpu", 775, None, NB26, None, "eighth"),
+    ("real-bridge26-gb300-llama31-405b-fp8-256", "tokens_per_gpu", 1024, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-llama31-405b-fp8-256", "tokens_per_gpu", 818, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-deepseekv3-256", "tokens_per_gpu", 4021, None, NB26, None, "eighth-approx"),
+    ("real-bridge26-b300-deepseekv3-256", "tokens_per_gpu", 3099, None, NB26, None, "eighth-approx"),
+    ("real-bridge26-b200-deepseekv3-256", "tokens_per_gpu", 2790, None, NB26, None, "eighth-approx"),
+    ("real-bridge26-gb300-gpt-oss-120b-64", "tokens_per_gpu", 19366, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-gpt-oss-120b-64", "tokens_per_gpu", 15754, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-h100-gpt-oss-120b-64", "tokens_per_gpu", 5984, None, NB26, None, "eighth"),
+    ("real-bridge26-gb200-qwen3-30b-a3b-8", "tokens_per_gpu", 26373, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-b300-qwen3-30b-a3b-8", "tokens_per_gpu", 29454, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-h100-qwen3-30b-a3b-16", "tokens_per_gpu", 9058, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-gb300-qwen3-235b-a22b-256", "tokens_per_gpu", 6583, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-gb200-qwen3-235b-a22b-256", "tokens_per_gpu", 5530, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-h100-qwen3-235b-a22b-256", "tokens_per_gpu", 1611, None, NB26, None, "eighth"),
+    ("real-bridge26-gb300-nemotron3-nano-8", "tokens_per_gpu", 37664, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-b300-nemotron3-nano-8", "tokens_per_gpu", 35861, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-gb300-kimi-k2-256", "tokens_per_gpu", 5072, None, NB26, None, "eighth-approx"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
-NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx"}
+NOSTAT = {"approx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx",
+          "eighth-approx", "eighth-nx"}
 LABEL = {"approx": " (approximate)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
          "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)",
-         "seventh-approx": " (approximate)", "seventh-nx": " (not expressible)"}
+         "seventh-approx": " (approximate)", "seventh-nx": " (not expressible)",
+         "eighth-approx": " (approximate)", "eighth-nx": " (not expressible)"}
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -334,13 +368,17 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("All six sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9"}),
                       ("Seventh set added 2026-11-28 (Bridge 26.08)", {"seventh", "seventh-flex"}),
                       ("All seven sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                          "seventh", "seventh-flex"})]:
+                                          "seventh", "seventh-flex"}),
+                      ("Eighth set added 2026-11-28 (rest of Bridge 26.02.01)", {"eighth", "eighth-flex"}),
+                      ("Eighth set without its HybridEP (flex dispatcher) rows", {"eighth"}),
+                      ("All eight sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                          "seventh", "seventh-flex", "eighth", "eighth-flex"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
-napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx"))
+napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx", "eighth-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
-nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx"))
+nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx", "eighth-nx"))
 if nnx:
     print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()
