@@ -8,7 +8,7 @@
 #                            bench/validation_plot.py (which draws bench/validation.png) and
 #                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
 #                            committed copy is bench/validation-rows.csv
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth, ninth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -277,6 +277,18 @@ REF += [
     ("real-bridge26-b300-nemotron3-nano-8", "tokens_per_gpu", 35861, None, NB26, None, "eighth-flex"),
     ("real-bridge26-gb300-kimi-k2-256", "tokens_per_gpu", 5072, None, NB26, None, "eighth-approx"),
 ]
+# Ninth held-out set, added 2026-11-28 (bench/validation-ninth-set.md): GPUs no other set has. V100:
+# Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) Table 2, days per epoch of 68,507 iterations of
+# 512 x 1,024 tokens -> tokens/s per GPU (0.86 / 2.27 / 2.10 days on 64 / 128 / 512 GPUs). AMD: MLPerf
+# Training v5.1 Llama 3.1 8B on 8 MI355X (30.62 samples/s of 8,192 tokens, result_0.txt).
+NMEG19 = "Shoeybi et al. 2019 (Megatron-LM) Table 2 (V100, DGX-2H)"
+NMLP51 = "MLPerf Training v5.1 AMD MI355X result log (mlcommons/training_results_v5.1 4da2d1cd)"
+REF += [
+    ("real-megatron2019-v100-gpt2-355m-64", "tokens_per_gpu", round(512 * 1024 * 68507 / (0.86 * 86400) / 64, 1), None, NMEG19, None, "ninth"),
+    ("real-megatron2019-v100-gpt2-2.5b-128", "tokens_per_gpu", round(512 * 1024 * 68507 / (2.27 * 86400) / 128, 1), None, NMEG19, None, "ninth"),
+    ("real-megatron2019-v100-gpt2-8.3b-512", "tokens_per_gpu", round(512 * 1024 * 68507 / (2.10 * 86400) / 512, 1), None, NMEG19, None, "ninth"),
+    ("real-mlperf51-mi355x-llama31-8b-8", "tokens_per_gpu", round(30.62 * 8192 / 8, 1), None, NMLP51, None, "ninth"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
@@ -372,7 +384,10 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("Eighth set added 2026-11-28 (rest of Bridge 26.02.01)", {"eighth", "eighth-flex"}),
                       ("Eighth set without its HybridEP (flex dispatcher) rows", {"eighth"}),
                       ("All eight sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                          "seventh", "seventh-flex", "eighth", "eighth-flex"})]:
+                                          "seventh", "seventh-flex", "eighth", "eighth-flex"}),
+                      ("Ninth set added 2026-11-28 (V100, MI355X)", {"ninth"}),
+                      ("All nine sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                         "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
 napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx", "eighth-approx"))

@@ -24,6 +24,8 @@ SETS = [
     ("fifth", "fifth set (TorchTitan, BLOOM)"),
     ("sixth", "sixth set (MegaScale's Megatron-LM baseline)"),
     ("seventh", "seventh set (Megatron-Bridge 26.08)"),
+    ("eighth", "eighth set (rest of Megatron-Bridge 26.02)"),
+    ("ninth", "ninth set (V100, MI355X)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -47,6 +49,11 @@ PANEL = {
     "seventh-flex": "seventh",
     "seventh-approx": "seventh",
     "seventh-nx": "seventh",
+    "eighth": "eighth",
+    "eighth-flex": "eighth",
+    "eighth-approx": "eighth",
+    "eighth-nx": "eighth",
+    "ninth": "ninth",
 }
 NO_STATISTIC = {
     "approx",
@@ -57,9 +64,11 @@ NO_STATISTIC = {
     "fifth-approx",
     "seventh-approx",
     "seventh-nx",
+    "eighth-approx",
+    "eighth-nx",
 }
-NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx"}
-APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx"}
+NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx"}
+APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx", "eighth-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
@@ -69,6 +78,8 @@ GPU_COLOURS = {
     "GB200": "#c44e52",
     "B300": "#937860",
     "GB300": "#da8bc3",
+    "V100": "#8c8c8c",
+    "MI355X": "#ccb974",
 }
 
 

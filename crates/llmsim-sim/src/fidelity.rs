@@ -33,8 +33,10 @@ pub struct Fidelity {
 /// has no such generation (V100, MI300X) or the run is not a transformer llmsim generated.
 pub fn class_of(gpu: &GpuSpec, moe: Option<bool>, dtype: DType) -> Option<String> {
     let moe = moe?;
-    // The catalog files V100 under Ampere's NCCL tuning, and MI300X under its nearest NVIDIA one.
-    if gpu.name.contains("V100") || gpu.name.contains("MI300") {
+    // The catalog files V100 under Ampere's NCCL tuning, and MI300X under its nearest NVIDIA one;
+    // a custom GPU declared on either (or named as an AMD Instinct) is neither generation either.
+    let other = |n: &str| n.contains("V100") || n.starts_with("MI");
+    if gpu.lineage().any(other) {
         return None;
     }
     let arch = match gpu.arch {
@@ -120,6 +122,19 @@ mod tests {
         assert_eq!(class_of(h100, None, DType::Bf16), None);
         let v100 = llmsim_compute::gpu::gpu("V100").unwrap();
         assert_eq!(class_of(v100, Some(false), DType::Fp16), None);
+        // Custom GPUs on those bases, or named as an AMD Instinct, have no class either.
+        let on_v100 = llmsim_compute::GpuSpec {
+            name: "V100-SXM3-32GB-H",
+            base: Some("V100"),
+            ..v100.clone()
+        };
+        let mi355x = llmsim_compute::GpuSpec {
+            name: "MI355X",
+            base: None,
+            ..h100.clone()
+        };
+        assert_eq!(class_of(&on_v100, Some(false), DType::Fp16), None);
+        assert_eq!(class_of(&mi355x, Some(false), DType::Fp8), None);
     }
 
     #[test]
