@@ -126,12 +126,12 @@ mod tests {
         let on_v100 = llmsim_compute::GpuSpec {
             name: "V100-SXM3-32GB-H",
             base: Some("V100"),
-            ..v100.clone()
+            ..*v100
         };
         let mi355x = llmsim_compute::GpuSpec {
             name: "MI355X",
             base: None,
-            ..h100.clone()
+            ..*h100
         };
         assert_eq!(class_of(&on_v100, Some(false), DType::Fp16), None);
         assert_eq!(class_of(&mi355x, Some(false), DType::Fp8), None);
