@@ -9,7 +9,7 @@
 //! - Time is a rough rate per node and per transfer; contention on the flow backend can make a
 //!   run slower, so it is only a hint for the user.
 
-use llmsim_workload::dag::{DagNodeKind, Layout, Stream, Workload};
+use llmsim_workload::dag::{DagNodeKind, Group, Layout, Stream, Workload};
 
 use crate::scenario::Backend;
 
@@ -59,6 +59,12 @@ const PLAN_BYTES_PER_RANK_SQUARED: u64 = 2;
 const SECONDS_PER_NODE: f64 = 1.5e-6;
 const FLOW_SECONDS_PER_TRANSFER: f64 = 5e-6;
 const ANALYTICAL_SECONDS_PER_TRANSFER: f64 = 1e-6;
+/// Seconds per cross-server expert all-to-all transfer on the flow backend: Qwen3-235B on 256
+/// H100s (TP2 PP8 VP4 EP32, 4 servers per EP group) at GBS 2,048 and 8,192 ran 150 and ~600 s
+/// wall for ~48 M and ~191 M such transfers beside ~8 and ~30 s of node and pipeline work: 3 us
+/// each (2026-11-28). Small all-to-alls run faster (NeMo Automodel's DeepSeek-V3 on 256 GPUs:
+/// 1.1 s for an estimate of 5 s), so this over-estimates short runs rather than long ones.
+const EP_SECONDS_PER_TRANSFER: f64 = 3e-6;
 
 /// Counts `wl`'s work for the units with data-parallel index below `active_dp` and estimates
 /// its memory and time. O(units + stage program nodes): it never walks every unit's program.
@@ -137,6 +143,51 @@ impl Estimate {
         let extra = self.p2p_transfers * u64::from(dp.max(1) - 1);
         self.p2p_transfers += extra;
         self.seconds += FLOW_SECONDS_PER_TRANSFER * extra as f64;
+        self
+    }
+
+    /// The same run with the network transfers of its expert-parallel all-to-alls that cross
+    /// servers counted in its time (flow and packet backends): each rank sends one transfer to
+    /// every peer of its group on another server (`ep - 1` peers for a group of `ep` ranks that
+    /// spans servers; `servers - 1` for the flex dispatcher's inter-server step). A 256-GPU MoE
+    /// run with EP32 over 4 servers made ~0.19 G such transfers and ran ~20x its estimate without
+    /// them (`bench/README.md`, scale section). Memory is unchanged: a collective's transfers
+    /// are not all in flight at once.
+    #[must_use]
+    pub fn with_ep_transfers(mut self, wl: &Workload, layout: Layout, active_dp: u32, gpus_per_node: u32, backend: Backend) -> Self {
+        if backend == Backend::Analytical || layout.ep < 2 {
+            return self;
+        }
+        let (ep, gpn) = (u64::from(layout.ep), u64::from(gpus_per_node.max(1)));
+        if ep <= gpn {
+            return self;
+        }
+        let per_rank = |g: Group| match g {
+            Group::Ep => ep - 1,
+            Group::EpInter => ep.div_ceil(gpn) - 1,
+            _ => 0,
+        };
+        let mut transfers = 0u64;
+        for u in 0..layout.units() {
+            if layout.coords(u).1 >= active_dp {
+                continue;
+            }
+            let p = match &wl.explicit {
+                Some(x) => x.unit_program[u as usize],
+                None => layout.stage(u),
+            };
+            let Some(prog) = wl.stages.get(p as usize) else { continue };
+            let per_unit: u64 = prog
+                .nodes
+                .iter()
+                .map(|n| match n.kind {
+                    DagNodeKind::CommColl { group, .. } => per_rank(group),
+                    _ => 0,
+                })
+                .sum();
+            transfers += per_unit * u64::from(layout.tp);
+        }
+        self.seconds += EP_SECONDS_PER_TRANSFER * transfers as f64;
         self
     }
 

@@ -230,7 +230,13 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     // `auto` may fall back to every replica: its refusal counts them all.
     let may_unfold = matches!(flow_fold, Some(FlowFold::Mirrored { stop_on_divergence: true }));
     let est_dp = if may_unfold { layout.dp } else { active_dp };
-    let mut est = estimate::estimate(&wl, layout, est_dp, u64::from(info.gpus), s.network.backend);
+    let mut est = estimate::estimate(&wl, layout, est_dp, u64::from(info.gpus), s.network.backend).with_ep_transfers(
+        &wl,
+        layout,
+        est_dp,
+        s.cluster.gpus_per_node,
+        s.network.backend,
+    );
     if mirrored && !may_unfold {
         est = est.with_mirrored_p2p(layout.dp);
     }

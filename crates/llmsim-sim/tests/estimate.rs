@@ -51,3 +51,32 @@ fn folding_and_the_analytical_backend_cost_less() {
     assert!(folded.seconds < full.seconds);
     assert_eq!(folded.units * 16, full.units, "dp = 128 / (4 x 2) = 16 replicas of 2 units");
 }
+
+/// Expert all-to-alls that cross servers add one transfer per rank and remote peer to the time
+/// (a 256-GPU EP32 run ran ~20x its estimate without them); inside a server, or on the analytical
+/// backend, they add nothing, and memory never changes.
+#[test]
+fn cross_server_expert_all_to_alls_add_to_the_time() {
+    let moe = "
+model: mixtral-8x7b
+training: { seq_length: 2048, micro_batch_size: 1, global_batch_size: 64 }
+parallel: { tp: 1, pp: 2, ep: 8, use_distributed_optimizer: true }
+cluster: { gpu: H100, gpus: 16, topology: { kind: rail-fat-tree } }
+";
+    let at = |gpn: u32, backend: Backend| {
+        let sets = vec![format!("cluster.gpus_per_node={gpn}")];
+        let s = Scenario::from_yaml(moe, &sets, Path::new(".")).expect("valid scenario");
+        let g = generate(&s).expect("generates");
+        let e = estimate(&g.workload, g.layout, g.layout.dp, 16, backend);
+        (e, e.with_ep_transfers(&g.workload, g.layout, g.layout.dp, gpn, backend))
+    };
+    // EP8 on 4-GPU servers: every all-to-all crosses servers.
+    let (plain, with) = at(4, Backend::Flow);
+    assert!(with.seconds > plain.seconds, "{with} {plain}");
+    assert_eq!(with.memory_bytes, plain.memory_bytes);
+    // Inside one 8-GPU server, or timed analytically: unchanged.
+    let (plain, with) = at(8, Backend::Flow);
+    assert_eq!(with.seconds, plain.seconds);
+    let (plain, with) = at(4, Backend::Analytical);
+    assert_eq!(with.seconds, plain.seconds);
+}
