@@ -209,17 +209,16 @@ fn measured_on(gpu: &GpuSpec, kernel: AttentionKernel, head_dim: u64) -> Option<
         let (lo, hi) = dims.fold((u64::MAX, 0), |(lo, hi), d| (lo.min(d), hi.max(d)));
         lo <= head_dim && head_dim <= hi
     };
-    for n in gpu.lineage() {
+    table_boards(gpu).find_map(|c| if covers(c) { crate::gpu::find(c) } else { None })
+}
+
+/// The boards whose measured rows may stand for `gpu`, in order: each GPU of its lineage (itself,
+/// then its `base` chain), each followed by the board on the same die ([`SAME_DIE`]).
+fn table_boards(gpu: &GpuSpec) -> impl Iterator<Item = &'static str> {
+    gpu.lineage().flat_map(|n| {
         let die = SAME_DIE.iter().find(|(b, _)| *b == n).map_or(n, |&(_, g)| g);
-        for cand in [n, die] {
-            if covers(cand)
-                && let Some(g) = crate::gpu::find(cand)
-            {
-                return Some(g);
-            }
-        }
-    }
-    None
+        [n, die]
+    })
 }
 
 /// Batch x heads of the launches behind the GPU tables (cudnn-frontend's training SDPA
@@ -311,12 +310,9 @@ fn window_seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape
         v.sort_by_key(|r| r.window);
         v
     };
-    let (table_gpu, rows) = gpu.lineage().find_map(|n| {
-        let die = SAME_DIE.iter().find(|(b, _)| *b == n).map_or(n, |&(_, g)| g);
-        [n, die].into_iter().find_map(|c| {
-            let r = rows(c);
-            (!r.is_empty()).then(|| crate::gpu::find(c).map(|g| (g, r)))?
-        })
+    let (table_gpu, rows) = table_boards(gpu).find_map(|c| {
+        let r = rows(c);
+        if r.is_empty() { None } else { crate::gpu::find(c).map(|g| (g, r)) }
     })?;
     let at = |r: &Row| (r.window.unwrap_or(1).max(1) as f64, at_seq(&r.tflops, shape.s_q));
     let (lo, hi) = (at(rows[0]), at(rows[rows.len() - 1]));

@@ -66,12 +66,9 @@ const ANALYTICAL_SECONDS_PER_TRANSFER: f64 = 1e-6;
 /// 1.1 s for an estimate of 5 s), so this over-estimates short runs rather than long ones.
 const EP_SECONDS_PER_TRANSFER: f64 = 3e-6;
 
-/// Counts `wl`'s work for the units with data-parallel index below `active_dp` and estimates
-/// its memory and time. O(units + stage program nodes): it never walks every unit's program.
-pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backend: Backend) -> Estimate {
-    // Simulated units per stage program.
+/// Simulated units (data-parallel index below `active_dp`) per stage program of `wl`.
+fn units_per_program(wl: &Workload, layout: Layout, active_dp: u32) -> Vec<u64> {
     let mut per_prog = vec![0u64; wl.stages.len()];
-    let mut units = 0u64;
     for u in 0..layout.units() {
         if layout.coords(u).1 >= active_dp {
             continue;
@@ -82,9 +79,16 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         };
         if let Some(c) = per_prog.get_mut(p as usize) {
             *c += 1;
-            units += 1;
         }
     }
+    per_prog
+}
+
+/// Counts `wl`'s work for the units with data-parallel index below `active_dp` and estimates
+/// its memory and time. O(units + stage program nodes): it never walks every unit's program.
+pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backend: Backend) -> Estimate {
+    let per_prog = units_per_program(wl, layout, active_dp);
+    let units = per_prog.iter().sum();
     let (mut nodes, mut sends, mut colls, mut stage_nodes, mut free_nodes, mut dep_nodes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for (prog, &n) in wl.stages.iter().zip(&per_prog) {
         let len = prog.nodes.len() as u64;
@@ -167,26 +171,22 @@ impl Estimate {
             Group::EpInter => ep.div_ceil(gpn) - 1,
             _ => 0,
         };
-        let mut transfers = 0u64;
-        for u in 0..layout.units() {
-            if layout.coords(u).1 >= active_dp {
-                continue;
-            }
-            let p = match &wl.explicit {
-                Some(x) => x.unit_program[u as usize],
-                None => layout.stage(u),
-            };
-            let Some(prog) = wl.stages.get(p as usize) else { continue };
-            let per_unit: u64 = prog
-                .nodes
-                .iter()
-                .map(|n| match n.kind {
-                    DagNodeKind::CommColl { group, .. } => per_rank(group),
-                    _ => 0,
-                })
-                .sum();
-            transfers += per_unit * u64::from(layout.tp);
-        }
+        let transfers: u64 = wl
+            .stages
+            .iter()
+            .zip(units_per_program(wl, layout, active_dp))
+            .map(|(prog, units)| {
+                let per_unit: u64 = prog
+                    .nodes
+                    .iter()
+                    .map(|n| match n.kind {
+                        DagNodeKind::CommColl { group, .. } => per_rank(group),
+                        _ => 0,
+                    })
+                    .sum();
+                units * per_unit * u64::from(layout.tp)
+            })
+            .sum();
         self.seconds += EP_SECONDS_PER_TRANSFER * transfers as f64;
         self
     }
