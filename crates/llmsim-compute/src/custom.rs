@@ -70,6 +70,11 @@ pub struct CustomGpu {
     /// Streaming multiprocessors (the GEMM wave model). Required without `base`.
     #[serde(default)]
     pub sm_count: Option<u32>,
+    /// Maximum SM clock in MHz (`nvidia-smi -q`, "Max Clocks: SM"): the Mamba-2 SSD scan runs at
+    /// a rate per SM and cycle ([`crate::ssd`]). Default: the base's, else none (the scan is then
+    /// timed by its HBM bandwidth fraction alone).
+    #[serde(default)]
+    pub sm_clock_mhz: Option<u32>,
     /// NCCL tuning / GEMM tile architecture: ampere | hopper | blackwell. Required without `base`.
     #[serde(default)]
     pub arch: Option<String>,
@@ -195,6 +200,10 @@ impl CustomGpu {
         if sm_count == 0 {
             return Err(err("sm_count", "must be at least 1"));
         }
+        let sm_clock_mhz = self.sm_clock_mhz.or(base.and_then(|b| b.sm_clock_mhz));
+        if sm_clock_mhz == Some(0) {
+            return Err(err("sm_clock_mhz", "must be at least 1 (MHz), e.g. `1980`"));
+        }
         let arch = match &self.arch {
             Some(a) => parse_arch(a)?,
             None => required("arch", None, base.map(|b| b.arch))?,
@@ -249,6 +258,7 @@ impl CustomGpu {
             host_bandwidth: host,
             arch,
             sm_count,
+            sm_clock_mhz,
             memory_tokens: &[],
             source: intern_str(&source),
             base: base.map(|b| b.name),
@@ -407,6 +417,14 @@ mod tests {
             })
             .0,
             "sm_count"
+        );
+        assert_eq!(
+            field_of(CustomGpu {
+                sm_clock_mhz: Some(0),
+                ..full()
+            })
+            .0,
+            "sm_clock_mhz"
         );
         assert_eq!(
             field_of(CustomGpu {

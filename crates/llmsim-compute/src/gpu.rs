@@ -81,6 +81,11 @@ pub struct GpuSpec {
     /// Streaming multiprocessors: GEMM tiles run in waves of this many
     /// ([`crate::gemm`], wave quantization).
     pub sm_count: u32,
+    /// Maximum SM clock in MHz (`nvidia-smi -q`, "Max Clocks: SM"), the clock a kernel that is
+    /// bound by its SMs' issue rate and latency rather than by HBM runs at: the Mamba-2 SSD scan
+    /// ([`crate::ssd`]). `None` where no capture or datasheet gives it for an NVIDIA SM (the SSD
+    /// is then timed by its bandwidth fraction alone).
+    pub sm_clock_mhz: Option<u32>,
     /// Extra capacity tokens accepted in names ("80gb"); other sizes are other products.
     pub memory_tokens: &'static [&'static str],
     /// The public documents the figures come from.
@@ -173,6 +178,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(16)),
         arch: GpuArch::Ampere,
         sm_count: 80,
+        // Volta whitepaper (Tesla V100 SXM2: GPU boost clock 1530 MHz).
+        sm_clock_mhz: Some(1530),
         memory_tokens: &["32gb"],
         base: None,
         // NVIDIA V100 datasheet: SXM2 max power consumption 300 W.
@@ -201,6 +208,9 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(32)),
         arch: GpuArch::Ampere,
         sm_count: 108,
+        // nvidia-smi -q of an A100-SXM4 (NVIDIA/k8s-test-infra 5f8956a, tests/e2e/go/assertions/
+        // nvidiasmi/testdata/hardware/qx-a100.xml: Max Clocks SM 1410 MHz); the A100 whitepaper's boost clock.
+        sm_clock_mhz: Some(1410),
         memory_tokens: &["80gb"],
         base: None,
         // NVIDIA A100 datasheet: SXM max TDP 400 W.
@@ -227,6 +237,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(32)),
         arch: GpuArch::Ampere,
         sm_count: 108,
+        // The same capture (qx-a100.xml is an A100-SXM4-40GB): 1410 MHz.
+        sm_clock_mhz: Some(1410),
         memory_tokens: &["40gb"],
         base: Some("A100"),
         // NVIDIA A100 datasheet: SXM max TDP 400 W.
@@ -254,6 +266,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 132,
+        // nvidia-smi -q of an H100 80GB HBM3 (k8s-test-infra 5f8956a, qx-h100.xml): Max Clocks SM 1980 MHz.
+        sm_clock_mhz: Some(1980),
         memory_tokens: &["80gb"],
         base: None,
         // NVIDIA H100 datasheet: SXM max TDP up to 700 W (configurable).
@@ -280,6 +294,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 132,
+        // H100 silicon: the H100 capture's 1980 MHz (assumed; no capture of an H800).
+        sm_clock_mhz: Some(1980),
         memory_tokens: &["80gb"],
         base: None,
         // No public datasheet states its TDP: the power cannot be capped.
@@ -306,6 +322,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 78,
+        // GH100 silicon: the H100 capture's 1980 MHz (assumed; no capture of an H20).
+        sm_clock_mhz: Some(1980),
         memory_tokens: &["96gb"],
         base: None,
         // No public datasheet states its TDP: the power cannot be capped.
@@ -331,6 +349,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Hopper,
         sm_count: 132,
+        // GH100 silicon: the H100 capture's 1980 MHz (assumed; no capture of an H200).
+        sm_clock_mhz: Some(1980),
         memory_tokens: &["141gb"],
         base: None,
         // NVIDIA H200 datasheet: SXM max TDP up to 700 W (configurable).
@@ -356,6 +376,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Blackwell,
         sm_count: 148,
+        // nvidia-smi -q of a B200 (k8s-test-infra 5f8956a, qx-b200.xml): Max Clocks SM 1965 MHz.
+        sm_clock_mhz: Some(1965),
         memory_tokens: &["180gb", "192gb"],
         base: None,
         // HGX B200 max TDP configurable up to 1,000 W (NVIDIA Blackwell specifications table; the variant above).
@@ -383,6 +405,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
         arch: GpuArch::Blackwell,
         sm_count: 152,
+        // nvidia-smi -q of a GB200 (k8s-test-infra 5f8956a, qx-gb200.xml): Max Clocks SM 2062 MHz.
+        sm_clock_mhz: Some(2062),
         memory_tokens: &["186gb"],
         base: None,
         // GB200 NVL72 max TDP configurable up to 1,200 W (same table; the variant above).
@@ -419,6 +443,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Blackwell,
         sm_count: 148,
+        // The SM103 die of GB300: its capture's 2070 MHz (assumed; no capture of a B300).
+        sm_clock_mhz: Some(2070),
         memory_tokens: &["288gb", "ac"],
         base: None,
         // 1,000 W maximum TGP (NVIDIA DGX B300 user guide, as cited in the source).
@@ -455,6 +481,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(225)),
         arch: GpuArch::Blackwell,
         sm_count: 152,
+        // nvidia-smi -q of a GB300 (k8s-test-infra 5f8956a, qx-gb300.xml): Max Clocks SM 2070 MHz.
+        sm_clock_mhz: Some(2070),
         memory_tokens: &["288gb"],
         base: Some("GB200"),
         // 1,400 W (NVIDIA Technical Blog, Blackwell Ultra, as cited in the source).
@@ -490,6 +518,8 @@ static CATALOG: [GpuSpec; 12] = [
         host_bandwidth: Some(Bandwidth::from_gbytes_per_sec(64)),
         arch: GpuArch::Ampere,
         sm_count: 304,
+        // Not an NVIDIA SM: the SSD's per-SM-cycle rate (crate::ssd) does not carry over.
+        sm_clock_mhz: None,
         memory_tokens: &["192gb"],
         base: None,
         // AMD Instinct MI300X data sheet: 750 W peak total board power.

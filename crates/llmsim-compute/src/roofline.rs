@@ -240,8 +240,9 @@ pub fn roofline_time_paced(gpu: &GpuSpec, e: &ClassEfficiency, q: &OpQuery, pace
     } / gpu.compute_rate_fraction()
         * pace;
     let memory_s = match q.kernel {
-        // The SSD kernels' own traffic at their measured bandwidth fraction (crate::ssd).
-        Some(KernelShape::Ssd(shape)) => crate::ssd::memory_seconds(&shape, gpu.hbm_bandwidth_bytes_per_s),
+        // The SSD kernels' own traffic at their measured bandwidth fraction, or at their rate
+        // per SM and cycle where that is slower (crate::ssd).
+        Some(KernelShape::Ssd(shape)) => crate::ssd::seconds(&shape, gpu),
         _ => q.bytes.max(0.0) / (gpu.hbm_bandwidth_bytes_per_s * e.memory_eff),
     };
     let (secs, bound) = if compute_s >= memory_s {

@@ -46,6 +46,27 @@ use serde::{Deserialize, Serialize};
 /// the same fraction over its own kernels' traffic.
 pub const MEMORY_EFF: f64 = 0.364;
 
+/// Bytes of [`hbm_bytes`] the SSD kernels move per SM and SM clock cycle: [`MEMORY_EFF`] of the
+/// H100's 3.35 TB/s over its 132 SMs at their 1980 MHz maximum clock (`crate::gpu`), about 4.67.
+///
+/// Reaching only 0.36 of the bandwidth that a copy reaches at 0.9, the Triton kernels are bound
+/// by their SMs' issue rate and latency, not by HBM ("mostly bottlenecked by memory bandwidth and
+/// latency", the PyTorch blog above), so a GPU with more bandwidth but about as many SMs does not
+/// run them proportionally faster. The scan's time is the longer of the bandwidth time and the
+/// time at this rate per SM and cycle: on the H100 the two are equal by construction; on an A100
+/// (108 SMs at 1410 MHz, 2.0 TB/s) they are within 5% of each other; on Blackwell (148-152 SMs at
+/// 1965-2070 MHz, 8 TB/s) the SM rate's time is 2.0-2.15x the bandwidth's.
+///
+/// Kernel evidence that Blackwell does not speed the Triton scan up by its bandwidth: a CuTe DSL
+/// SSD forward written for SM100 runs the Nemotron-3 Nano prefill scan 1.44x faster than the
+/// Triton one (NVIDIA/Megatron-LM PR #5829, nsys durations 369 against 256, 2026-07). Model-level
+/// check, not fitted: a pure Mamba-2 1.4B model (d_model 2048, 48 layers, batch 4 x 4096 tokens,
+/// BF16, mamba_ssm's Triton SSD) trains at 102.5 / 239.2 / 360.4 TFLOP/s on an A100 / H200 /
+/// GB200 (state-spaces/mamba issue #904, 2026-04-06): H200/A100 2.33 and GB200/H200 1.51, which
+/// llmsim gives as 2.40 and 1.65 with this bound and 2.68 and 1.96 with the bandwidth fraction
+/// alone (`crates/llmsim-sim/tests/mamba_scaling.rs`).
+pub const BYTES_PER_SM_CYCLE: f64 = MEMORY_EFF * 3.35e12 / (132.0 * 1980.0e6);
+
 /// One SSD scan call on one GPU (its TP shard of heads and groups).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SsdShape {
@@ -87,6 +108,19 @@ pub fn memory_seconds(s: &SsdShape, hbm_bytes_per_s: f64) -> f64 {
     hbm_bytes(s) / (hbm_bytes_per_s * MEMORY_EFF)
 }
 
+/// Seconds the SSD kernels take on `gpu`: the longer of [`memory_seconds`] and the same traffic
+/// at [`BYTES_PER_SM_CYCLE`] over the GPU's SMs at its maximum SM clock (where the GPU gives one).
+pub fn seconds(s: &SsdShape, gpu: &crate::GpuSpec) -> f64 {
+    let memory = memory_seconds(s, gpu.hbm_bandwidth_bytes_per_s);
+    match gpu.sm_clock_mhz {
+        Some(mhz) => {
+            let sm_rate = BYTES_PER_SM_CYCLE * f64::from(gpu.sm_count) * f64::from(mhz) * 1e6;
+            memory.max(hbm_bytes(s) / sm_rate)
+        }
+        None => memory,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +142,33 @@ mod tests {
         // 3·16384 + 3·16384 + 2·1024 + 4·256 + 26·128 bytes per token.
         let per_tok = hbm_bytes(&granite(16384, false)) / 16384.0;
         assert!((per_tok - 104_704.0).abs() < 1e-6, "{per_tok}");
+    }
+
+    #[test]
+    fn the_h100_is_at_both_bounds_and_blackwell_at_its_sm_rate() {
+        let gpu = |n: &str| crate::gpu::gpu(n).unwrap();
+        let s = granite(16384, true);
+        // H100: the per-SM-cycle rate is derived from its bandwidth fraction, so the two agree.
+        let h100 = gpu("H100");
+        let bw = memory_seconds(&s, h100.hbm_bandwidth_bytes_per_s);
+        assert!((seconds(&s, h100) / bw - 1.0).abs() < 1e-12);
+        // Blackwell: about as many SMs at about the same clock, 2.4x the bandwidth: SM-bound,
+        // so the scan takes about as long as on an H100 scaled by SMs x clock, not bandwidth.
+        for name in ["B200", "GB200", "GB300"] {
+            let g = gpu(name);
+            let t = seconds(&s, g);
+            let bw_only = memory_seconds(&s, g.hbm_bandwidth_bytes_per_s);
+            assert!(t > 1.9 * bw_only && t < 2.2 * bw_only, "{name}: {t} vs {bw_only}");
+            let sm_cycles = |g: &crate::GpuSpec| f64::from(g.sm_count) * f64::from(g.sm_clock_mhz.unwrap());
+            let expect = seconds(&s, h100) * sm_cycles(h100) / sm_cycles(g);
+            assert!((t / expect - 1.0).abs() < 1e-12, "{name}");
+        }
+        // A GPU without a clock is timed by its bandwidth alone.
+        let no_clock = crate::GpuSpec {
+            sm_clock_mhz: None,
+            ..*gpu("GB200")
+        };
+        assert_eq!(seconds(&s, &no_clock), memory_seconds(&s, no_clock.hbm_bandwidth_bytes_per_s));
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub struct CustomGpuSchema {
     host_bandwidth: Option<Bandwidth>,
     /// Streaming multiprocessors (the GEMM wave model). Required without `base`.
     sm_count: Option<u32>,
+    /// Maximum SM clock in MHz (`nvidia-smi -q`, "Max Clocks: SM"): the Mamba-2 SSD scan runs at
+    /// a rate per SM and cycle. Default: the base's, else none (the scan is then timed by its HBM
+    /// bandwidth fraction alone).
+    sm_clock_mhz: Option<u32>,
     /// NCCL tuning / GEMM tile architecture: ampere | hopper | blackwell. Required without `base`.
     arch: Option<String>,
     /// Board power the peaks and efficiencies stand for (the datasheet's default power limit),
