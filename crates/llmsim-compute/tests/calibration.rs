@@ -470,3 +470,26 @@ fn gb200_rows_follow_b300s_dtype_ratios() {
         }
     }
 }
+
+/// Blackwell's memory-bound rows are Hopper's times the paired copy-kernel ratio they cite
+/// (`data/efficiency.csv`: vLLM PR #48110's Triton copy, 2,822.9 GB/s of an H100's 3.35 TB/s and
+/// 5,900.6 GB/s of a GB200's 8 TB/s), and a copy on Blackwell is timed at that lower fraction.
+#[test]
+fn blackwell_memory_bound_rows_follow_the_paired_copy_kernel() {
+    let ratio = (5900.6 / 8000.0) / (2822.9 / 3350.0);
+    let h100 = ComputeModel::new(gpu::gpu("H100").unwrap());
+    for name in ["B200", "GB200", "B300", "GB300"] {
+        let m = ComputeModel::new(gpu::gpu(name).unwrap());
+        for class in [
+            OpClass::Norm,
+            OpClass::Elementwise,
+            OpClass::Softmax,
+            OpClass::Embedding,
+            OpClass::Router,
+            OpClass::Optimizer,
+        ] {
+            let (b, h) = (m.efficiency(class).memory_eff, h100.efficiency(class).memory_eff);
+            assert!((b / (h * ratio) - 1.0).abs() < 0.005, "{name} {class:?}: {b} vs {h} x {ratio}");
+        }
+    }
+}
