@@ -346,6 +346,9 @@ struct Dims {
     nvfp4: bool,
     /// Bytes of one FP8 copy of an element with its scales (MXFP8: 1 + 1/32).
     fp8_elem: f64,
+    /// Per-tensor FP8 scaling (delayed or current): one scale for the whole tensor, so
+    /// Transformer Engine all-gathers only the row-wise FP8 data and transposes it locally.
+    fp8_per_tensor: bool,
     /// The GEMMs' math dtype where it is not the training dtype (see [`OpSpec::dtype`]).
     gemm_dtype: Option<DType>,
     /// `parallel.cp_impl: torch_ring` (`Some(false)`) or `torch_ring_eager` (`Some(true)`) with
@@ -404,6 +407,7 @@ impl Dims {
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             nvfp4: t.dtype == DType::Fp4,
             fp8_elem: t.fp8_recipe.bytes_per_element(),
+            fp8_per_tensor: t.dtype == DType::Fp8 && t.fp8_recipe != Fp8Recipe::Mxfp8,
             gemm_dtype: None,
             torch_ring: match p.cp_impl {
                 _ if cp == 1 => None,
@@ -626,7 +630,30 @@ impl<'a> Builder<'a> {
         let tp = d.tp > 1;
         // DTensor with torchao's tensorwise Float8: the column-parallel input is cast to FP8
         // before its forward all-gather (one byte an element; the scale is one number).
-        let ag_fwd = if d.dtensor && d.fp8_current { ab / d.dt.max(1) } else { ab };
+        // Megatron-Core with Transformer Engine (a TE module: `d.fp8` is off for the output
+        // layer): with sequence parallelism TE all-gathers the *quantized* GEMM operand
+        // (TransformerEngine v2.11 `module/layernorm_linear.py` and `module/linear.py` forward:
+        // `gather_along_first_dim(ln_out, tp_group, quantizer=...)` on the quantized norm
+        // output, usage row-wise only; `module/base.py` `grad_output_preprocess` and the
+        // backward re-gather of the input for the weight gradient likewise, through
+        // `distributed.py` `_all_gather_fp8` / `_all_gather_mxfp8` / `_all_gather_nvfp4`).
+        // Per-tensor FP8 gathers its row-wise data and transposes locally: one byte an element
+        // everywhere. MXFP8 and NVFP4 gather the usages they need: the forward input row-wise,
+        // the re-gathered input column-wise, and the output gradient both ways (one way under
+        // userbuffers, which moves one usage at a time). Reduce-scatters stay in BF16.
+        let quantized = |elem: f64| -> u64 { ((ab as f64) * elem / d.dt.max(1) as f64).round() as u64 };
+        let te_elem = match () {
+            _ if d.dtensor || !d.fp8 => None,
+            _ if d.nvfp4 => Some(DType::NVFP4_BYTES_PER_ELEMENT),
+            _ => Some(d.fp8_elem),
+        };
+        let ag_input = te_elem.map_or(ab, quantized);
+        let ag_grad = match te_elem {
+            None => ab,
+            Some(e) if d.fp8_per_tensor || d.ub => quantized(e),
+            Some(e) => quantized(2.0 * e).min(ab),
+        };
+        let ag_fwd = if d.dtensor && d.fp8_current { ab / d.dt.max(1) } else { ag_input };
         let ovb = |op: CollectiveOp, method: OverlapMethod, bytes: u64| Some(TpOverlap { op, bytes, method });
         let ov = |op: CollectiveOp, method: OverlapMethod| ovb(op, method, ab);
         let (mut fwd, mut bwd) = match split {
@@ -640,8 +667,8 @@ impl<'a> Builder<'a> {
                 (vec![g], vec![dg, wg])
             }
             Split::Column if tp && d.ub => {
-                g.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
-                dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::Bulk);
+                g.overlap = ovb(CollectiveOp::AllGather, OverlapMethod::RingExchange, ag_fwd);
+                dg.overlap = ovb(CollectiveOp::AllGather, OverlapMethod::Bulk, ag_input);
                 wg.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Bulk);
                 (vec![g], vec![dg, wg])
             }
@@ -654,7 +681,7 @@ impl<'a> Builder<'a> {
                     OverlapMethod::Pipeline
                 };
                 g.overlap = ov(CollectiveOp::ReduceScatter, rs);
-                dg.overlap = ov(CollectiveOp::AllGather, OverlapMethod::RingExchange);
+                dg.overlap = ovb(CollectiveOp::AllGather, OverlapMethod::RingExchange, ag_grad);
                 (vec![g], vec![dg, wg])
             }
             Split::Column if tp && d.sp => {
@@ -674,7 +701,7 @@ impl<'a> Builder<'a> {
                         Pass::BackwardInput,
                         CollectiveOp::AllGather,
                         CommGroup::Tp,
-                        ab,
+                        ag_input,
                         shape,
                     )
                 });
@@ -723,7 +750,7 @@ impl<'a> Builder<'a> {
                         Pass::BackwardInput,
                         CollectiveOp::AllGather,
                         CommGroup::Tp,
-                        ab,
+                        ag_grad,
                         shape,
                     ),
                     dg,

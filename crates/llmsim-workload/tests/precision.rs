@@ -266,3 +266,80 @@ fn fp8_casts_every_gemm_input_no_norm_kernel_quantizes() {
         }
     }
 }
+
+/// With sequence parallelism Transformer Engine all-gathers the quantized GEMM operand, not the
+/// BF16 one (TE v2.11 `module/layernorm_linear.py`, `module/linear.py`, `module/base.py`
+/// `grad_output_preprocess`): per-tensor FP8 one byte an element everywhere; MXFP8 and NVFP4 the
+/// usages each GEMM needs (the output gradient both ways, so no smaller than BF16 for MXFP8);
+/// reduce-scatters and the output layer's gathers stay BF16.
+#[test]
+fn te_all_gathers_quantized_operands_under_sequence_parallelism() {
+    use llmsim_core::CollectiveOp;
+    use llmsim_workload::Fp8Recipe;
+    use llmsim_workload::ops::{CommGroup, OpSpecKind};
+    let m = preset("llama3-8b").unwrap();
+    // (name, op) -> bytes of each TP collective of one layer and the head.
+    let tp_colls = |dtype: DType, recipe: Fp8Recipe, overlap: bool| {
+        let t = TrainingConfig {
+            dtype,
+            fp8_recipe: recipe,
+            ..TrainingConfig::default()
+        };
+        let yaml = format!("{{tp: 4, sequence_parallel: true, tp_comm_overlap: {overlap}}}");
+        let p: ParallelConfig = serde_yaml_ng::from_str(&yaml).unwrap();
+        let p = p.resolve(4, &m, &t).unwrap();
+        let (l, h) = (transformer_layer(&m, &t, &p, 0), head(&m, &t, &p));
+        let mut out = std::collections::BTreeMap::new();
+        for o in [&l, &h].iter().flat_map(|x| x.forward.iter().chain(&x.backward)) {
+            if let OpSpecKind::Comm {
+                op,
+                group: CommGroup::Tp,
+                bytes,
+                ..
+            } = o.kind
+            {
+                out.insert(o.name.to_string(), (op, bytes as f64));
+            }
+            if let Some(ov) = o.overlap {
+                out.insert(format!("{}@overlap", o.name), (ov.op, ov.bytes as f64));
+            }
+        }
+        out
+    };
+    let bf16 = tp_colls(DType::Bf16, Fp8Recipe::Delayed, false);
+    assert!(
+        bf16.values().filter(|(op, _)| *op == CollectiveOp::AllGather).count() >= 6,
+        "{bf16:?}"
+    );
+    let is_grad_gather = |name: &str| name.starts_with("attn_proj") || name.starts_with("mlp_fc2");
+    for (dtype, recipe, fwd, grad) in [
+        (DType::Fp8, Fp8Recipe::Delayed, 0.5, 0.5),
+        (DType::Fp8, Fp8Recipe::Current, 0.5, 0.5),
+        (DType::Fp8, Fp8Recipe::Mxfp8, 0.515625, 1.0),
+        (DType::Fp4, Fp8Recipe::Delayed, 0.28125, 0.5625),
+    ] {
+        let q = tp_colls(dtype, recipe, false);
+        assert_eq!(q.keys().collect::<Vec<_>>(), bf16.keys().collect::<Vec<_>>());
+        for (name, (op, bytes)) in &q {
+            let base = bf16[name].1;
+            let want = match op {
+                CollectiveOp::AllGather if name.starts_with("logits") => 1.0,
+                CollectiveOp::AllGather if is_grad_gather(name) => grad,
+                CollectiveOp::AllGather => fwd,
+                _ => 1.0,
+            };
+            assert!((bytes / base - want).abs() < 1e-3, "{dtype:?} {recipe:?} {name}: {bytes} / {base}");
+        }
+    }
+    // Under userbuffers (TP comm overlap) the output gradient is gathered one usage at a time.
+    let ub = tp_colls(DType::Fp8, Fp8Recipe::Mxfp8, true);
+    let ub_bf16 = tp_colls(DType::Bf16, Fp8Recipe::Delayed, true);
+    let grads: Vec<_> = ub
+        .iter()
+        .filter(|(n, (op, _))| *op == CollectiveOp::AllGather && n.ends_with("@overlap") && is_grad_gather(n))
+        .collect();
+    assert!(!grads.is_empty(), "{ub:?}");
+    for (n, (_, b)) in grads {
+        assert!((b / ub_bf16[n].1 - 0.515625).abs() < 1e-3, "{n}");
+    }
+}
