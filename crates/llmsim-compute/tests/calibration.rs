@@ -480,14 +480,11 @@ fn blackwell_memory_bound_rows_follow_the_paired_copy_kernel() {
     let h100 = ComputeModel::new(gpu::gpu("H100").unwrap());
     for name in ["B200", "GB200", "B300", "GB300"] {
         let m = ComputeModel::new(gpu::gpu(name).unwrap());
-        for class in [
-            OpClass::Norm,
-            OpClass::Elementwise,
-            OpClass::Softmax,
-            OpClass::Embedding,
-            OpClass::Router,
-            OpClass::Optimizer,
-        ] {
+        // The memory-bound classes: all but the GEMM and attention ones.
+        let memory_bound = OpClass::ALL
+            .into_iter()
+            .filter(|c| !matches!(c, OpClass::Gemm | OpClass::FlashAttention | OpClass::Attention));
+        for class in memory_bound {
             let (b, h) = (m.efficiency(class).memory_eff, h100.efficiency(class).memory_eff);
             assert!((b / (h * ratio) - 1.0).abs() < 0.005, "{name} {class:?}: {b} vs {h} x {ratio}");
         }
