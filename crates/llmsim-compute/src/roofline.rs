@@ -337,8 +337,13 @@ mod tests {
         let star = t.row(None, None, OpClass::Gemm).unwrap();
         let h100 = t.get(gpu("H100").unwrap(), OpClass::Gemm);
         assert_ne!(star, h100);
-        // A class with no per-GPU rows falls back to the `*` row.
+        // A class with no per-GPU rows falls back to the `*` row (Blackwell has memory-bound
+        // rows of its own; Hopper has none for norms).
         assert_eq!(
+            t.get(gpu("H100").unwrap(), OpClass::Norm),
+            t.row(None, None, OpClass::Norm).unwrap()
+        );
+        assert_ne!(
             t.get(gpu("B200").unwrap(), OpClass::Norm),
             t.row(None, None, OpClass::Norm).unwrap()
         );
