@@ -1286,6 +1286,8 @@ pub struct FlowNetwork {
     free: Vec<u32>,
     /// Per link: its flows, search mark and capacity.
     links: LinkTable,
+    /// Per link: bytes of the transfers delivered over it; empty when turned off
+    /// ([`Network::set_link_bytes`]).
     link_bytes: Vec<Bytes>,
     arrivals: BinaryHeap<TimedSlot>,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
@@ -2292,12 +2294,14 @@ impl FlowNetwork {
             }
             self.deliveries.pop();
             let f = &mut self.flows[slot as usize];
-            for e in &f.path {
-                self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
-                    f.bytes.0 * e.mult as u64
-                } else {
-                    (f.bytes.0 as f64 * e.mult).round() as u64
-                };
+            if !self.link_bytes.is_empty() {
+                for e in &f.path {
+                    self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
+                        f.bytes.0 * e.mult as u64
+                    } else {
+                        (f.bytes.0 as f64 * e.mult).round() as u64
+                    };
+                }
             }
             done.push(Completion {
                 id: f.id,
@@ -2501,6 +2505,15 @@ impl Network for FlowNetwork {
 
     fn link_bytes(&self) -> &[Bytes] {
         &self.link_bytes
+    }
+
+    /// Off: no counters (an empty `link_bytes`); on again: counting restarts from zero.
+    fn set_link_bytes(&mut self, on: bool) {
+        if !on {
+            self.link_bytes = Vec::new();
+        } else if self.link_bytes.is_empty() {
+            self.link_bytes = vec![Bytes::ZERO; self.links.count()];
+        }
     }
 }
 

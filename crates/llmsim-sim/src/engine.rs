@@ -743,6 +743,10 @@ impl<'a> SystemEngine<'a> {
                 }
             })
             .collect();
+        // No report reads the network's per-link byte counters, and the engine gives the
+        // network to no one after the run.
+        let mut net = net;
+        net.set_link_bytes(false);
         SystemEngine {
             topo,
             net,
@@ -1918,6 +1922,9 @@ impl Network for JobNet {
     }
     fn packet_details(&self) -> Option<llmsim_net::PacketDetails> {
         self.shared.borrow().packet_details()
+    }
+    fn set_link_bytes(&mut self, on: bool) {
+        self.shared.borrow_mut().set_link_bytes(on);
     }
 }
 
