@@ -367,6 +367,95 @@ type TimedSlot = Reverse<(u64, u64, u32)>;
 /// `(time_ps, transfer id, slot, version)`.
 type DrainEvent = Reverse<(u64, u64, u32, u32)>;
 
+/// Route latencies [`Deliveries`] keeps a queue of its own for; deliveries of further ones
+/// go to its heap.
+const DELIVERY_LANES: usize = 8;
+
+/// One route latency's deliveries `(time_ps, transfer id, slot)`, in time order.
+type DeliveryLane = std::collections::VecDeque<(u64, u64, u32)>;
+
+/// The drained flows waiting for their last byte to propagate, `(time_ps, transfer id, slot)`:
+/// taken earliest first, ties by transfer id, as one heap of them would give them. A flow is
+/// queued at the network's time plus its route's latency, and that time never falls, so the
+/// deliveries of one latency come in time order: each latency (a handful on a fabric, one per
+/// route length) has a FIFO queue, and only their heads are candidates (no heap sift per
+/// transfer). A latency past [`DELIVERY_LANES`] goes to a heap.
+#[derive(Default)]
+struct Deliveries {
+    /// `(latency_ps, its queue)`.
+    lanes: Vec<(u64, DeliveryLane)>,
+    heap: BinaryHeap<TimedSlot>,
+    /// The earliest time queued (`u64::MAX`: none).
+    first: u64,
+    len: usize,
+}
+
+impl Deliveries {
+    fn new() -> Self {
+        Deliveries {
+            first: u64::MAX,
+            ..Deliveries::default()
+        }
+    }
+
+    /// Queues flow `slot` (transfer `id`) for delivery at `at`, `latency` after the network's
+    /// time.
+    #[inline]
+    fn push(&mut self, at: u64, latency: u64, id: u64, slot: u32) {
+        self.len += 1;
+        self.first = self.first.min(at);
+        match self.lanes.iter().position(|l| l.0 == latency) {
+            Some(i) if self.lanes[i].1.back().is_none_or(|b| b.0 <= at) => self.lanes[i].1.push_back((at, id, slot)),
+            None if self.lanes.len() < DELIVERY_LANES => {
+                let mut q = DeliveryLane::new();
+                q.push_back((at, id, slot));
+                self.lanes.push((latency, q));
+            }
+            _ => self.heap.push(Reverse((at, id, slot))),
+        }
+    }
+
+    /// The earliest delivery time queued.
+    #[inline]
+    fn peek_time(&self) -> Option<u64> {
+        (self.len > 0).then_some(self.first)
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Moves every delivery at `t` (the earliest time queued) into `out` as `(transfer id,
+    /// slot)`, by id.
+    fn take_at(&mut self, t: u64, out: &mut Vec<(u64, u32)>) {
+        debug_assert_eq!(self.peek_time(), Some(t));
+        let from = out.len();
+        let mut first = u64::MAX;
+        for (_, q) in &mut self.lanes {
+            while let Some(&(at, id, slot)) = q.front() {
+                if at != t {
+                    first = first.min(at);
+                    break;
+                }
+                q.pop_front();
+                out.push((id, slot));
+            }
+        }
+        while let Some(&Reverse((at, id, slot))) = self.heap.peek() {
+            if at != t {
+                first = first.min(at);
+                break;
+            }
+            self.heap.pop();
+            out.push((id, slot));
+        }
+        self.len -= out.len() - from;
+        self.first = first;
+        out[from..].sort_unstable();
+    }
+}
+
 /// Buffers of the max-min computation, indexed by link or flow slot; reused across events.
 #[derive(Default)]
 struct RateScratch {
@@ -1300,7 +1389,9 @@ pub struct FlowNetwork {
     /// Use `arrive_now` (off: every arrival goes through the heap, for tests).
     arrive_lane: bool,
     drains: BinaryHeap<DrainEvent>,
-    deliveries: BinaryHeap<TimedSlot>,
+    deliveries: Deliveries,
+    /// The deliveries of one timestamp, by transfer id.
+    deliver_batch: Vec<(u64, u32)>,
     active: usize,
     in_flight: IdSet,
     stats: NetStats,
@@ -1395,7 +1486,8 @@ impl FlowNetwork {
             arrive_batch: Vec::new(),
             arrive_lane: true,
             drains: BinaryHeap::new(),
-            deliveries: BinaryHeap::new(),
+            deliveries: Deliveries::new(),
+            deliver_batch: Vec::new(),
             active: 0,
             in_flight: IdSet::default(),
             stats: NetStats::default(),
@@ -1882,7 +1974,7 @@ impl FlowNetwork {
             f.state = State::Drained;
             f.remaining_bits = 0.0;
             let at = now.saturating_add(f.latency);
-            self.deliveries.push(Reverse((at.0, f.id.0, slot)));
+            self.deliveries.push(at.0, f.latency.0, f.id.0, slot);
             return;
         }
         f.state = State::Active;
@@ -1934,7 +2026,7 @@ impl FlowNetwork {
         self.drain_times[si] = (u64::MAX, u64::MAX);
         self.active -= 1;
         let at = now.saturating_add(f.latency);
-        self.deliveries.push(Reverse((at.0, f.id.0, slot)));
+        self.deliveries.push(at.0, f.latency.0, f.id.0, slot);
     }
 
     /// Gives flow `slot` rate `rate` from now on and predicts its drain.
@@ -2288,11 +2380,9 @@ impl FlowNetwork {
 
     fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) {
         self.now = t;
-        while let Some(&Reverse((at, _, slot))) = self.deliveries.peek() {
-            if at != t.0 {
-                break;
-            }
-            self.deliveries.pop();
+        let mut batch = std::mem::take(&mut self.deliver_batch);
+        self.deliveries.take_at(t.0, &mut batch);
+        for &(_, slot) in &batch {
             let f = &mut self.flows[slot as usize];
             if !self.link_bytes.is_empty() {
                 for e in &f.path {
@@ -2317,6 +2407,8 @@ impl FlowNetwork {
             self.stats.bytes_delivered += f.bytes.0;
             self.free.push(slot);
         }
+        batch.clear();
+        self.deliver_batch = batch;
     }
 
     #[inline]
@@ -2432,7 +2524,7 @@ impl Network for FlowNetwork {
 
     fn next_event_time(&self) -> Option<SimTime> {
         let r = self.next_rate_event();
-        let d = self.deliveries.peek().map(|e| e.0.0);
+        let d = self.deliveries.peek_time();
         match (r, d) {
             (Some(a), Some(b)) => Some(SimTime(a.min(b))),
             (x, None) | (None, x) => x.map(SimTime),
@@ -2442,7 +2534,7 @@ impl Network for FlowNetwork {
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
         loop {
             let r = self.next_rate_event().filter(|x| *x <= t.0);
-            let d = self.deliveries.peek().map(|e| e.0.0).filter(|x| *x <= t.0);
+            let d = self.deliveries.peek_time().filter(|x| *x <= t.0);
             // Rate events first on a tie: they may add deliveries at the same time, and a
             // timestamp's completions go out together, by id.
             match (r, d) {
@@ -2528,6 +2620,41 @@ mod tests {
         let mut n = FlowNetwork::new(Arc::new(flat(hosts, nic, ScaleUp::none(), 1).unwrap()));
         n.set_rate_checks(true);
         n
+    }
+
+    #[test]
+    fn deliveries_come_out_as_one_heap_gives_them() {
+        proptest::proptest!(|(ops in proptest::collection::vec((0u8..4, 0u64..6, 0u64..12, 0u64..40), 0..400))| {
+            let mut q = Deliveries::new();
+            let mut heap: BinaryHeap<TimedSlot> = BinaryHeap::new();
+            let (mut now, mut id) = (0u64, 0u64);
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for (op, dt, lat, stray) in ops {
+                if op < 3 {
+                    // At the time plus a latency (12 of them: some past the lanes), or now and
+                    // then at a time out of its latency's order.
+                    now += dt;
+                    let at = if op == 2 && stray < 8 { now + stray } else { now + lat * 5 };
+                    id = (id * 7 + 3) % 101;
+                    let slot = (id % 13) as u32;
+                    q.push(at, lat * 5, id, slot);
+                    heap.push(Reverse((at, id, slot)));
+                } else if let Some(t) = q.peek_time() {
+                    proptest::prop_assert_eq!(Some(t), heap.peek().map(|e| e.0.0));
+                    got.clear();
+                    q.take_at(t, &mut got);
+                    want.clear();
+                    while heap.peek().is_some_and(|e| e.0.0 == t) {
+                        let Reverse((_, i, s)) = heap.pop().unwrap();
+                        want.push((i, s));
+                    }
+                    proptest::prop_assert_eq!(&got, &want);
+                    now = now.max(t);
+                }
+            }
+            proptest::prop_assert_eq!(q.peek_time(), heap.peek().map(|e| e.0.0));
+            proptest::prop_assert_eq!(q.is_empty(), heap.is_empty());
+        });
     }
 
     #[test]
