@@ -1431,6 +1431,8 @@ pub struct FlowNetwork {
     /// The lowest rate of the flows drained at this timestamp (`INFINITY`: none), and whether
     /// anything else changed (an arrival, a link change), which needs a full filling.
     drained_min_rate: f64,
+    /// A flow drained at this timestamp (its links are dirty besides the arrivals').
+    drained_now: bool,
     full_refill: bool,
     /// Resume fillings after departures instead of filling whole components again.
     incremental: bool,
@@ -1509,6 +1511,7 @@ impl FlowNetwork {
             next_priority: 0,
             priorities: false,
             drained_min_rate: f64::INFINITY,
+            drained_now: false,
             full_refill: false,
             incremental: true,
             arrived: Vec::new(),
@@ -2009,6 +2012,7 @@ impl FlowNetwork {
         let now = self.now;
         let si = slot as usize;
         self.drained_min_rate = self.drained_min_rate.min(self.flows[si].rate_bps);
+        self.drained_now = true;
         for i in 0..self.flows[si].path.len() {
             let e = self.flows[si].path[i];
             if let Some((moved, mi)) = self.links.remove(e.link as usize, e.pos, e.mult) {
@@ -2078,6 +2082,7 @@ impl FlowNetwork {
     fn recompute(&mut self) {
         let mut r_min = std::mem::replace(&mut self.drained_min_rate, f64::INFINITY);
         let mut full = std::mem::replace(&mut self.full_refill, false);
+        let drained = std::mem::replace(&mut self.drained_now, false);
         if self.scratch.dirty.is_empty() {
             debug_assert!(self.arrived.is_empty());
             return;
@@ -2086,6 +2091,10 @@ impl FlowNetwork {
         if !arrived.is_empty() && !full {
             if !(self.incremental && self.incremental_arrivals) || self.priorities || self.scratch.plain {
                 full = true;
+            } else if !self.arrivals_share_a_link(&arrived, drained) {
+                // Every dirty link is empty or one flow's alone, as are that flow's other links:
+                // each takes the lone-flow path, which reads no level (and `arrival_level`
+                // would find one on these links: no prefix to replay).
             } else if let Some(r) = self.scratch.arrival_level(&arrived, r_min, &self.flows, &self.links) {
                 r_min = r;
             } else {
@@ -2180,6 +2189,19 @@ impl FlowNetwork {
             [(f, _)] => self.flows[f as usize].path.iter().any(|e| self.links.shared(e.link as usize)),
             _ => true,
         })
+    }
+
+    /// [`Self::shares_a_link`] at a timestamp whose dirty links are those of the flows
+    /// `arrived` and, with `drained`, of flows that drained: without drains (nor link changes,
+    /// which fill in full), a dirty link is shared or one of an arrival's own, so it is enough to
+    /// look at the arrivals' paths once each instead of at every dirty link's flow.
+    fn arrivals_share_a_link(&self, arrived: &[u32], drained: bool) -> bool {
+        if drained {
+            return self.shares_a_link();
+        }
+        arrived
+            .iter()
+            .any(|&a| self.flows[a as usize].path.iter().any(|e| self.links.shared(e.link as usize)))
     }
 
     /// [`Self::recompute`] by fillings of the components the dirty links belong to (resumed at
