@@ -367,55 +367,56 @@ type TimedSlot = Reverse<(u64, u64, u32)>;
 /// `(time_ps, transfer id, slot, version)`.
 type DrainEvent = Reverse<(u64, u64, u32, u32)>;
 
-/// Route latencies [`Deliveries`] keeps a queue of its own for; deliveries of further ones
-/// go to its heap.
-const DELIVERY_LANES: usize = 8;
+/// Lanes a [`SlotQueue`] keeps a FIFO queue of its own for; the entries of further ones go to
+/// its heap.
+const SLOT_LANES: usize = 8;
 
-/// One route latency's deliveries `(time_ps, transfer id, slot)`, in time order.
-type DeliveryLane = std::collections::VecDeque<(u64, u64, u32)>;
+/// One lane's entries `(time_ps, transfer id, slot)`, in time order.
+type SlotLane = std::collections::VecDeque<(u64, u64, u32)>;
 
-/// The drained flows waiting for their last byte to propagate, `(time_ps, transfer id, slot)`:
-/// taken earliest first, ties by transfer id, as one heap of them would give them. A flow is
-/// queued at the network's time plus its route's latency, and that time never falls, so the
-/// deliveries of one latency come in time order: each latency (a handful on a fabric, one per
-/// route length) has a FIFO queue, and only their heads are candidates (no heap sift per
-/// transfer). A latency past [`DELIVERY_LANES`] goes to a heap.
+/// Flow slots queued for a time, `(time_ps, transfer id, slot)`, taken earliest first, ties by
+/// transfer id, as one heap of them would give them: the arrivals (one lane) and the drained
+/// flows waiting for their last byte to propagate (a lane per route latency). The engine
+/// submits at the time it is at, and a drained flow is delivered at the network's time plus its
+/// route's latency; neither time falls, so each lane's entries come in time order (a FIFO
+/// queue, no heap sift per transfer) and only the lanes' heads are candidates. An entry earlier
+/// than its lane's last, and a lane past [`SLOT_LANES`], go to a heap.
 #[derive(Default)]
-struct Deliveries {
-    /// `(latency_ps, its queue)`.
-    lanes: Vec<(u64, DeliveryLane)>,
+struct SlotQueue {
+    /// `(lane, its queue)`.
+    lanes: Vec<(u64, SlotLane)>,
     heap: BinaryHeap<TimedSlot>,
     /// The earliest time queued (`u64::MAX`: none).
     first: u64,
     len: usize,
 }
 
-impl Deliveries {
+impl SlotQueue {
     fn new() -> Self {
-        Deliveries {
+        SlotQueue {
             first: u64::MAX,
-            ..Deliveries::default()
+            ..SlotQueue::default()
         }
     }
 
-    /// Queues flow `slot` (transfer `id`) for delivery at `at`, `latency` after the network's
-    /// time.
+    /// Queues flow `slot` (transfer `id`) at `at` in lane `lane` (for a delivery, the route's
+    /// latency).
     #[inline]
-    fn push(&mut self, at: u64, latency: u64, id: u64, slot: u32) {
+    fn push(&mut self, at: u64, lane: u64, id: u64, slot: u32) {
         self.len += 1;
         self.first = self.first.min(at);
-        match self.lanes.iter().position(|l| l.0 == latency) {
+        match self.lanes.iter().position(|l| l.0 == lane) {
             Some(i) if self.lanes[i].1.back().is_none_or(|b| b.0 <= at) => self.lanes[i].1.push_back((at, id, slot)),
-            None if self.lanes.len() < DELIVERY_LANES => {
-                let mut q = DeliveryLane::new();
+            None if self.lanes.len() < SLOT_LANES => {
+                let mut q = SlotLane::new();
                 q.push_back((at, id, slot));
-                self.lanes.push((latency, q));
+                self.lanes.push((lane, q));
             }
             _ => self.heap.push(Reverse((at, id, slot))),
         }
     }
 
-    /// The earliest delivery time queued.
+    /// The earliest time queued.
     #[inline]
     fn peek_time(&self) -> Option<u64> {
         (self.len > 0).then_some(self.first)
@@ -426,8 +427,13 @@ impl Deliveries {
         self.len == 0
     }
 
-    /// Moves every delivery at `t` (the earliest time queued) into `out` as `(transfer id,
-    /// slot)`, by id.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends every entry at `t` (the earliest time queued) to `out` as `(transfer id, slot)`,
+    /// by id.
     fn take_at(&mut self, t: u64, out: &mut Vec<(u64, u32)>) {
         debug_assert_eq!(self.peek_time(), Some(t));
         let from = out.len();
@@ -1378,7 +1384,8 @@ pub struct FlowNetwork {
     /// Per link: bytes of the transfers delivered over it; empty when turned off
     /// ([`Network::set_link_bytes`]).
     link_bytes: Vec<Bytes>,
-    arrivals: BinaryHeap<TimedSlot>,
+    /// Transfers submitted to start later than `now` (one lane).
+    arrivals: SlotQueue,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
     /// submits at the time it is at), as `(transfer id, slot)`: kept out of `arrivals` and
     /// sorted by id when they start, which is the order the heap would give them.
@@ -1389,7 +1396,7 @@ pub struct FlowNetwork {
     /// Use `arrive_now` (off: every arrival goes through the heap, for tests).
     arrive_lane: bool,
     drains: BinaryHeap<DrainEvent>,
-    deliveries: Deliveries,
+    deliveries: SlotQueue,
     /// The deliveries of one timestamp, by transfer id.
     deliver_batch: Vec<(u64, u32)>,
     active: usize,
@@ -1482,13 +1489,13 @@ impl FlowNetwork {
             free: Vec::new(),
             links,
             link_bytes: vec![Bytes::ZERO; n],
-            arrivals: BinaryHeap::new(),
+            arrivals: SlotQueue::new(),
             arrive_now: Vec::new(),
             arrive_now_at: 0,
             arrive_batch: Vec::new(),
             arrive_lane: true,
             drains: BinaryHeap::new(),
-            deliveries: Deliveries::new(),
+            deliveries: SlotQueue::new(),
             deliver_batch: Vec::new(),
             active: 0,
             in_flight: IdSet::default(),
@@ -1949,7 +1956,7 @@ impl FlowNetwork {
             self.arrive_now_at = t.start.0;
             self.arrive_now.push((t.id.0, slot));
         } else {
-            self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+            self.arrivals.push(t.start.0, 0, t.id.0, slot);
         }
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
@@ -2368,12 +2375,8 @@ impl FlowNetwork {
         }
         // In (time, id) order, as one heap of every arrival would give them.
         let mut batch = std::mem::take(&mut self.arrive_batch);
-        while let Some(&Reverse((at, id, slot))) = self.arrivals.peek() {
-            if at != t.0 {
-                break;
-            }
-            self.arrivals.pop();
-            batch.push((id, slot));
+        if self.arrivals.peek_time() == Some(t.0) {
+            self.arrivals.take_at(t.0, &mut batch);
         }
         if !self.arrive_now.is_empty() && self.arrive_now_at == t.0 {
             batch.append(&mut self.arrive_now);
@@ -2435,7 +2438,7 @@ impl FlowNetwork {
 
     #[inline]
     fn next_rate_event(&self) -> Option<u64> {
-        let mut t = self.arrivals.peek().map(|e| e.0.0);
+        let mut t = self.arrivals.peek_time();
         if !self.arrive_now.is_empty() {
             t = min_opt(t, Some(self.arrive_now_at));
         }
@@ -2645,9 +2648,9 @@ mod tests {
     }
 
     #[test]
-    fn deliveries_come_out_as_one_heap_gives_them() {
+    fn slot_queues_give_what_one_heap_gives() {
         proptest::proptest!(|(ops in proptest::collection::vec((0u8..4, 0u64..6, 0u64..12, 0u64..40), 0..400))| {
-            let mut q = Deliveries::new();
+            let mut q = SlotQueue::new();
             let mut heap: BinaryHeap<TimedSlot> = BinaryHeap::new();
             let (mut now, mut id) = (0u64, 0u64);
             let (mut got, mut want) = (Vec::new(), Vec::new());
