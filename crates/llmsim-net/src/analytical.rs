@@ -134,8 +134,10 @@ impl Network for AnalyticalNetwork {
             // Ties in submission order from the queue; the contract wants them by id.
             self.batch.clear();
             while let Some((_, p)) = self.queue.pop_until(time) {
-                for rl in &self.links_pool[p.links_from as usize..(p.links_from + p.links_len) as usize] {
-                    self.link_bytes[rl.link.idx()].0 += p.done.bytes.0 * rl.mult as u64;
+                if !self.link_bytes.is_empty() {
+                    for rl in &self.links_pool[p.links_from as usize..(p.links_from + p.links_len) as usize] {
+                        self.link_bytes[rl.link.idx()].0 += p.done.bytes.0 * rl.mult as u64;
+                    }
                 }
                 self.batch.push(p.done);
             }
@@ -164,5 +166,14 @@ impl Network for AnalyticalNetwork {
 
     fn link_bytes(&self) -> &[Bytes] {
         &self.link_bytes
+    }
+
+    /// Off: no counters (an empty `link_bytes`); on again: counting restarts from zero.
+    fn set_link_bytes(&mut self, on: bool) {
+        if !on {
+            self.link_bytes = Vec::new();
+        } else if self.link_bytes.is_empty() {
+            self.link_bytes = vec![Bytes::ZERO; self.topo.num_links()];
+        }
     }
 }

@@ -367,6 +367,101 @@ type TimedSlot = Reverse<(u64, u64, u32)>;
 /// `(time_ps, transfer id, slot, version)`.
 type DrainEvent = Reverse<(u64, u64, u32, u32)>;
 
+/// Lanes a [`SlotQueue`] keeps a FIFO queue of its own for; the entries of further ones go to
+/// its heap.
+const SLOT_LANES: usize = 8;
+
+/// One lane's entries `(time_ps, transfer id, slot)`, in time order.
+type SlotLane = std::collections::VecDeque<(u64, u64, u32)>;
+
+/// Flow slots queued for a time, `(time_ps, transfer id, slot)`, taken earliest first, ties by
+/// transfer id, as one heap of them would give them: the arrivals (one lane) and the drained
+/// flows waiting for their last byte to propagate (a lane per route latency). The engine
+/// submits at the time it is at, and a drained flow is delivered at the network's time plus its
+/// route's latency; neither time falls, so each lane's entries come in time order (a FIFO
+/// queue, no heap sift per transfer) and only the lanes' heads are candidates. An entry earlier
+/// than its lane's last, and a lane past [`SLOT_LANES`], go to a heap.
+#[derive(Default)]
+struct SlotQueue {
+    /// `(lane, its queue)`.
+    lanes: Vec<(u64, SlotLane)>,
+    heap: BinaryHeap<TimedSlot>,
+    /// The earliest time queued (`u64::MAX`: none).
+    first: u64,
+    len: usize,
+}
+
+impl SlotQueue {
+    fn new() -> Self {
+        SlotQueue {
+            first: u64::MAX,
+            ..SlotQueue::default()
+        }
+    }
+
+    /// Queues flow `slot` (transfer `id`) at `at` in lane `lane` (for a delivery, the route's
+    /// latency).
+    #[inline]
+    fn push(&mut self, at: u64, lane: u64, id: u64, slot: u32) {
+        self.len += 1;
+        self.first = self.first.min(at);
+        match self.lanes.iter().position(|l| l.0 == lane) {
+            Some(i) if self.lanes[i].1.back().is_none_or(|b| b.0 <= at) => self.lanes[i].1.push_back((at, id, slot)),
+            None if self.lanes.len() < SLOT_LANES => {
+                let mut q = SlotLane::new();
+                q.push_back((at, id, slot));
+                self.lanes.push((lane, q));
+            }
+            _ => self.heap.push(Reverse((at, id, slot))),
+        }
+    }
+
+    /// The earliest time queued.
+    #[inline]
+    fn peek_time(&self) -> Option<u64> {
+        (self.len > 0).then_some(self.first)
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends every entry at `t` (the earliest time queued) to `out` as `(transfer id, slot)`,
+    /// by id.
+    fn take_at(&mut self, t: u64, out: &mut Vec<(u64, u32)>) {
+        debug_assert_eq!(self.peek_time(), Some(t));
+        let from = out.len();
+        let mut first = u64::MAX;
+        for (_, q) in &mut self.lanes {
+            while let Some(&(at, id, slot)) = q.front() {
+                if at != t {
+                    first = first.min(at);
+                    break;
+                }
+                q.pop_front();
+                out.push((id, slot));
+            }
+        }
+        while let Some(&Reverse((at, id, slot))) = self.heap.peek() {
+            if at != t {
+                first = first.min(at);
+                break;
+            }
+            self.heap.pop();
+            out.push((id, slot));
+        }
+        self.len -= out.len() - from;
+        self.first = first;
+        out[from..].sort_unstable();
+    }
+}
+
 /// Buffers of the max-min computation, indexed by link or flow slot; reused across events.
 #[derive(Default)]
 struct RateScratch {
@@ -1286,8 +1381,11 @@ pub struct FlowNetwork {
     free: Vec<u32>,
     /// Per link: its flows, search mark and capacity.
     links: LinkTable,
+    /// Per link: bytes of the transfers delivered over it; empty when turned off
+    /// ([`Network::set_link_bytes`]).
     link_bytes: Vec<Bytes>,
-    arrivals: BinaryHeap<TimedSlot>,
+    /// Transfers submitted to start later than `now` (one lane).
+    arrivals: SlotQueue,
     /// Transfers submitted to start at the network's time `now_at` (the common case: the engine
     /// submits at the time it is at), as `(transfer id, slot)`: kept out of `arrivals` and
     /// sorted by id when they start, which is the order the heap would give them.
@@ -1298,7 +1396,9 @@ pub struct FlowNetwork {
     /// Use `arrive_now` (off: every arrival goes through the heap, for tests).
     arrive_lane: bool,
     drains: BinaryHeap<DrainEvent>,
-    deliveries: BinaryHeap<TimedSlot>,
+    deliveries: SlotQueue,
+    /// The deliveries of one timestamp, by transfer id.
+    deliver_batch: Vec<(u64, u32)>,
     active: usize,
     in_flight: IdSet,
     stats: NetStats,
@@ -1338,6 +1438,8 @@ pub struct FlowNetwork {
     /// The lowest rate of the flows drained at this timestamp (`INFINITY`: none), and whether
     /// anything else changed (an arrival, a link change), which needs a full filling.
     drained_min_rate: f64,
+    /// A flow drained at this timestamp (its links are dirty besides the arrivals').
+    drained_now: bool,
     full_refill: bool,
     /// Resume fillings after departures instead of filling whole components again.
     incremental: bool,
@@ -1387,13 +1489,14 @@ impl FlowNetwork {
             free: Vec::new(),
             links,
             link_bytes: vec![Bytes::ZERO; n],
-            arrivals: BinaryHeap::new(),
+            arrivals: SlotQueue::new(),
             arrive_now: Vec::new(),
             arrive_now_at: 0,
             arrive_batch: Vec::new(),
             arrive_lane: true,
             drains: BinaryHeap::new(),
-            deliveries: BinaryHeap::new(),
+            deliveries: SlotQueue::new(),
+            deliver_batch: Vec::new(),
             active: 0,
             in_flight: IdSet::default(),
             stats: NetStats::default(),
@@ -1415,6 +1518,7 @@ impl FlowNetwork {
             next_priority: 0,
             priorities: false,
             drained_min_rate: f64::INFINITY,
+            drained_now: false,
             full_refill: false,
             incremental: true,
             arrived: Vec::new(),
@@ -1852,7 +1956,7 @@ impl FlowNetwork {
             self.arrive_now_at = t.start.0;
             self.arrive_now.push((t.id.0, slot));
         } else {
-            self.arrivals.push(Reverse((t.start.0, t.id.0, slot)));
+            self.arrivals.push(t.start.0, 0, t.id.0, slot);
         }
         self.in_flight.insert(t.id.0);
         self.stats.submitted += 1;
@@ -1880,7 +1984,7 @@ impl FlowNetwork {
             f.state = State::Drained;
             f.remaining_bits = 0.0;
             let at = now.saturating_add(f.latency);
-            self.deliveries.push(Reverse((at.0, f.id.0, slot)));
+            self.deliveries.push(at.0, f.latency.0, f.id.0, slot);
             return;
         }
         f.state = State::Active;
@@ -1915,6 +2019,7 @@ impl FlowNetwork {
         let now = self.now;
         let si = slot as usize;
         self.drained_min_rate = self.drained_min_rate.min(self.flows[si].rate_bps);
+        self.drained_now = true;
         for i in 0..self.flows[si].path.len() {
             let e = self.flows[si].path[i];
             if let Some((moved, mi)) = self.links.remove(e.link as usize, e.pos, e.mult) {
@@ -1932,7 +2037,7 @@ impl FlowNetwork {
         self.drain_times[si] = (u64::MAX, u64::MAX);
         self.active -= 1;
         let at = now.saturating_add(f.latency);
-        self.deliveries.push(Reverse((at.0, f.id.0, slot)));
+        self.deliveries.push(at.0, f.latency.0, f.id.0, slot);
     }
 
     /// Gives flow `slot` rate `rate` from now on and predicts its drain.
@@ -1984,6 +2089,7 @@ impl FlowNetwork {
     fn recompute(&mut self) {
         let mut r_min = std::mem::replace(&mut self.drained_min_rate, f64::INFINITY);
         let mut full = std::mem::replace(&mut self.full_refill, false);
+        let drained = std::mem::replace(&mut self.drained_now, false);
         if self.scratch.dirty.is_empty() {
             debug_assert!(self.arrived.is_empty());
             return;
@@ -1992,6 +2098,10 @@ impl FlowNetwork {
         if !arrived.is_empty() && !full {
             if !(self.incremental && self.incremental_arrivals) || self.priorities || self.scratch.plain {
                 full = true;
+            } else if !self.arrivals_share_a_link(&arrived, drained) {
+                // Every dirty link is empty or one flow's alone, as are that flow's other links:
+                // each takes the lone-flow path, which reads no level (and `arrival_level`
+                // would find one on these links: no prefix to replay).
             } else if let Some(r) = self.scratch.arrival_level(&arrived, r_min, &self.flows, &self.links) {
                 r_min = r;
             } else {
@@ -2086,6 +2196,19 @@ impl FlowNetwork {
             [(f, _)] => self.flows[f as usize].path.iter().any(|e| self.links.shared(e.link as usize)),
             _ => true,
         })
+    }
+
+    /// [`Self::shares_a_link`] at a timestamp whose dirty links are those of the flows
+    /// `arrived` and, with `drained`, of flows that drained: without drains (nor link changes,
+    /// which fill in full), a dirty link is shared or one of an arrival's own, so it is enough to
+    /// look at the arrivals' paths once each instead of at every dirty link's flow.
+    fn arrivals_share_a_link(&self, arrived: &[u32], drained: bool) -> bool {
+        if drained {
+            return self.shares_a_link();
+        }
+        arrived
+            .iter()
+            .any(|&a| self.flows[a as usize].path.iter().any(|e| self.links.shared(e.link as usize)))
     }
 
     /// [`Self::recompute`] by fillings of the components the dirty links belong to (resumed at
@@ -2252,12 +2375,8 @@ impl FlowNetwork {
         }
         // In (time, id) order, as one heap of every arrival would give them.
         let mut batch = std::mem::take(&mut self.arrive_batch);
-        while let Some(&Reverse((at, id, slot))) = self.arrivals.peek() {
-            if at != t.0 {
-                break;
-            }
-            self.arrivals.pop();
-            batch.push((id, slot));
+        if self.arrivals.peek_time() == Some(t.0) {
+            self.arrivals.take_at(t.0, &mut batch);
         }
         if !self.arrive_now.is_empty() && self.arrive_now_at == t.0 {
             batch.append(&mut self.arrive_now);
@@ -2286,18 +2405,18 @@ impl FlowNetwork {
 
     fn deliver(&mut self, t: SimTime, done: &mut Vec<Completion>) {
         self.now = t;
-        while let Some(&Reverse((at, _, slot))) = self.deliveries.peek() {
-            if at != t.0 {
-                break;
-            }
-            self.deliveries.pop();
+        let mut batch = std::mem::take(&mut self.deliver_batch);
+        self.deliveries.take_at(t.0, &mut batch);
+        for &(_, slot) in &batch {
             let f = &mut self.flows[slot as usize];
-            for e in &f.path {
-                self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
-                    f.bytes.0 * e.mult as u64
-                } else {
-                    (f.bytes.0 as f64 * e.mult).round() as u64
-                };
+            if !self.link_bytes.is_empty() {
+                for e in &f.path {
+                    self.link_bytes[e.link as usize].0 += if e.mult.fract() == 0.0 {
+                        f.bytes.0 * e.mult as u64
+                    } else {
+                        (f.bytes.0 as f64 * e.mult).round() as u64
+                    };
+                }
             }
             done.push(Completion {
                 id: f.id,
@@ -2313,11 +2432,13 @@ impl FlowNetwork {
             self.stats.bytes_delivered += f.bytes.0;
             self.free.push(slot);
         }
+        batch.clear();
+        self.deliver_batch = batch;
     }
 
     #[inline]
     fn next_rate_event(&self) -> Option<u64> {
-        let mut t = self.arrivals.peek().map(|e| e.0.0);
+        let mut t = self.arrivals.peek_time();
         if !self.arrive_now.is_empty() {
             t = min_opt(t, Some(self.arrive_now_at));
         }
@@ -2428,7 +2549,7 @@ impl Network for FlowNetwork {
 
     fn next_event_time(&self) -> Option<SimTime> {
         let r = self.next_rate_event();
-        let d = self.deliveries.peek().map(|e| e.0.0);
+        let d = self.deliveries.peek_time();
         match (r, d) {
             (Some(a), Some(b)) => Some(SimTime(a.min(b))),
             (x, None) | (None, x) => x.map(SimTime),
@@ -2438,7 +2559,7 @@ impl Network for FlowNetwork {
     fn advance_to(&mut self, t: SimTime, done: &mut Vec<Completion>) {
         loop {
             let r = self.next_rate_event().filter(|x| *x <= t.0);
-            let d = self.deliveries.peek().map(|e| e.0.0).filter(|x| *x <= t.0);
+            let d = self.deliveries.peek_time().filter(|x| *x <= t.0);
             // Rate events first on a tie: they may add deliveries at the same time, and a
             // timestamp's completions go out together, by id.
             match (r, d) {
@@ -2502,6 +2623,15 @@ impl Network for FlowNetwork {
     fn link_bytes(&self) -> &[Bytes] {
         &self.link_bytes
     }
+
+    /// Off: no counters (an empty `link_bytes`); on again: counting restarts from zero.
+    fn set_link_bytes(&mut self, on: bool) {
+        if !on {
+            self.link_bytes = Vec::new();
+        } else if self.link_bytes.is_empty() {
+            self.link_bytes = vec![Bytes::ZERO; self.links.count()];
+        }
+    }
 }
 
 #[cfg(test)]
@@ -2515,6 +2645,41 @@ mod tests {
         let mut n = FlowNetwork::new(Arc::new(flat(hosts, nic, ScaleUp::none(), 1).unwrap()));
         n.set_rate_checks(true);
         n
+    }
+
+    #[test]
+    fn slot_queues_give_what_one_heap_gives() {
+        proptest::proptest!(|(ops in proptest::collection::vec((0u8..4, 0u64..6, 0u64..12, 0u64..40), 0..400))| {
+            let mut q = SlotQueue::new();
+            let mut heap: BinaryHeap<TimedSlot> = BinaryHeap::new();
+            let (mut now, mut id) = (0u64, 0u64);
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for (op, dt, lat, stray) in ops {
+                if op < 3 {
+                    // At the time plus a latency (12 of them: some past the lanes), or now and
+                    // then at a time out of its latency's order.
+                    now += dt;
+                    let at = if op == 2 && stray < 8 { now + stray } else { now + lat * 5 };
+                    id = (id * 7 + 3) % 101;
+                    let slot = (id % 13) as u32;
+                    q.push(at, lat * 5, id, slot);
+                    heap.push(Reverse((at, id, slot)));
+                } else if let Some(t) = q.peek_time() {
+                    proptest::prop_assert_eq!(Some(t), heap.peek().map(|e| e.0.0));
+                    got.clear();
+                    q.take_at(t, &mut got);
+                    want.clear();
+                    while heap.peek().is_some_and(|e| e.0.0 == t) {
+                        let Reverse((_, i, s)) = heap.pop().unwrap();
+                        want.push((i, s));
+                    }
+                    proptest::prop_assert_eq!(&got, &want);
+                    now = now.max(t);
+                }
+            }
+            proptest::prop_assert_eq!(q.peek_time(), heap.peek().map(|e| e.0.0));
+            proptest::prop_assert_eq!(q.is_empty(), heap.is_empty());
+        });
     }
 
     #[test]

@@ -542,6 +542,10 @@ impl Network for Routed {
         self.inner.link_bytes()
     }
 
+    fn set_link_bytes(&mut self, on: bool) {
+        self.inner.set_link_bytes(on);
+    }
+
     fn link_utilization(&self, link: LinkId) -> f64 {
         self.inner.link_utilization(link)
     }

@@ -524,6 +524,13 @@ struct UnitState {
     stream_start: [SimTime; Stream::COUNT],
     /// When the compute stream's last node finished.
     last_compute_end: SimTime,
+    /// When its host thread has issued everything up to the compute stream's current node
+    /// (`compute.host`).
+    host_at: SimTime,
+    /// How long the running compute-stream node waited on the host before it started, and how
+    /// much later than its GPU time it ended because its last kernel was issued late.
+    host_delay: SimTime,
+    host_tail: SimTime,
     /// The communication that finished last, for time a kernel waits on free (stream-less)
     /// communication: (report category, the sender's start for a receive).
     last_comm: Option<WaitOn>,
@@ -583,13 +590,6 @@ pub struct SystemEngine<'a> {
     acct: Vec<UnitAccount>,
     /// Iterations the programs hold.
     iterations: usize,
-    /// Per unit: when its host thread has issued everything up to the compute stream's current
-    /// node (`compute.host`).
-    host_at: Vec<SimTime>,
-    /// Per unit: how long the running compute-stream node waited on the host before it started,
-    /// and how much later than its GPU time it ended because its last kernel was issued late.
-    host_delay: Vec<SimTime>,
-    host_tail: Vec<SimTime>,
     // Groups and collectives.
     groups: Vec<GroupInst>,
     group_index: FastMap<(Group, u32), u32>,
@@ -743,6 +743,10 @@ impl<'a> SystemEngine<'a> {
                 }
             })
             .collect();
+        // No report reads the network's per-link byte counters, and the engine gives the
+        // network to no one after the run.
+        let mut net = net;
+        net.set_link_bytes(false);
         SystemEngine {
             topo,
             net,
@@ -770,9 +774,6 @@ impl<'a> SystemEngine<'a> {
             slowed_epoch: 0,
             acct: vec![UnitAccount::default(); units * iterations],
             iterations,
-            host_at: vec![SimTime::ZERO; units],
-            host_delay: vec![SimTime::ZERO; units],
-            host_tail: vec![SimTime::ZERO; units],
             groups: Vec::new(),
             group_index: FastMap::default(),
             unit_groups: vec![FastMap::default(); units],
@@ -1178,7 +1179,7 @@ impl<'a> SystemEngine<'a> {
         {
             // The host issues this node after everything before it, once it is free; at a
             // synchronization only once the GPU got here.
-            let mut base = self.host_at[u];
+            let mut base = self.us[u].host_at;
             if h.sync[st][node as usize] {
                 base = base.max(t);
             }
@@ -1189,10 +1190,10 @@ impl<'a> SystemEngine<'a> {
                 }
                 _ => (h.call, h.call),
             };
-            self.host_at[u] = base + total;
+            self.us[u].host_at = base + total;
             let issued = base + first;
             if issued > t {
-                self.host_delay[u] = issued - t;
+                self.us[u].host_delay = issued - t;
                 self.queue.push(issued, Ev::HostIssued { unit, node });
                 return Ok(());
             }
@@ -1255,10 +1256,10 @@ impl<'a> SystemEngine<'a> {
                 if n.stream == Stream::Compute
                     && let Some(h) = self.opts.host.as_deref()
                 {
-                    let end = self.host_at[u] + h.seg[segment as usize].last_gpu;
+                    let end = self.us[u].host_at + h.seg[segment as usize].last_gpu;
                     floor = end;
                     if end > t + d {
-                        self.host_tail[u] = end - (t + d);
+                        self.us[u].host_tail = end - (t + d);
                         d = end - t;
                     }
                 }
@@ -1750,8 +1751,8 @@ impl<'a> SystemEngine<'a> {
         let ai = self.acct_index(unit, node);
         let (mut delay, mut tail) = (SimTime::ZERO, SimTime::ZERO);
         if n.stream == Stream::Compute && self.opts.host.is_some() {
-            delay = std::mem::take(&mut self.host_delay[u]);
-            tail = std::mem::take(&mut self.host_tail[u]);
+            delay = std::mem::take(&mut self.us[u].host_delay);
+            tail = std::mem::take(&mut self.us[u].host_tail);
             self.acct[ai].exposed_host += delay + tail;
         }
         match n.kind {
@@ -1918,6 +1919,9 @@ impl Network for JobNet {
     }
     fn packet_details(&self) -> Option<llmsim_net::PacketDetails> {
         self.shared.borrow().packet_details()
+    }
+    fn set_link_bytes(&mut self, on: bool) {
+        self.shared.borrow_mut().set_link_bytes(on);
     }
 }
 
