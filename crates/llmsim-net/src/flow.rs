@@ -17,7 +17,9 @@
 //!   key order, are visited; the rest saturate as before. It is used only where it gives the
 //!   component filling's rates to the bit (multiplicities 1, no rounding dip in any walk above
 //!   the resume level: [`RateScratch::walk`], [`RateScratch::local_fill`]); elsewhere the
-//!   component filling runs. `LLMSIM_FLOW_LOCAL=1` tries it at every recomputation, `=0` never.
+//!   component filling runs. A try whose walks visit more flows than a large component filling
+//!   collects backs off for up to 1,024 triggered recomputations ([`RateScratch::weigh_local`]).
+//!   `LLMSIM_FLOW_LOCAL=1` tries it at every recomputation, `=0` never.
 //! - Time is integer picoseconds. Rates and remaining bits are `f64`; a predicted drain is
 //!   rounded up to the picosecond and a flow completes exactly when its drain fires. Each rate
 //!   change bumps the flow's version, and drain events of an older version are skipped.
@@ -556,7 +558,15 @@ struct RateScratch {
     gen_left: u32,
     gen_len: u32,
     last_big: u32,
-    /// Flows visited by the local filling's walks, against [`LOCAL_BUDGET`].
+    /// The automatic trigger's cost rule ([`Self::weigh_local`]): the flows a large component
+    /// filling collects (a running mean over the large ones), the backoff (triggered
+    /// recomputations) after the last local filling that cost more than that, and the triggered
+    /// recomputations left to fill by components before the next try.
+    big_flows: usize,
+    local_backoff: u32,
+    local_skip: u32,
+    /// Flows visited by the local filling's walks, against [`LOCAL_BUDGET`] and for the cost
+    /// rule.
     local_work: usize,
     /// The bits of the level the fillings of the components would resume at: the local filling
     /// moves no key below it.
@@ -579,6 +589,10 @@ const LOCAL_MIN_FLOWS: usize = 512;
 /// small, or the local filling took over and no component is filled, it is tried again
 /// by a component filling's size).
 const LOCAL_GENERATION: u32 = 1 << 16;
+/// The longest backoff of the automatic trigger's cost rule ([`RateScratch::weigh_local`]), in
+/// triggered recomputations: a run where the local filling costs more than the component
+/// fillings tries it once per this many (one try costs ~40 component fillings there).
+const LOCAL_MAX_BACKOFF: u32 = 1 << 10;
 
 /// When [`FlowNetwork::recompute`] tries the local filling ([`RateScratch::local_fill`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1305,6 +1319,40 @@ impl RateScratch {
             if self.last_big + 1 < self.generation {
                 self.stale_all = true;
             }
+        }
+    }
+
+    /// The cost rule's turn: `false` (and one fewer to skip) while a backoff runs.
+    #[inline]
+    fn local_due(&mut self) -> bool {
+        if self.local_skip > 0 {
+            self.local_skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// The automatic trigger's cost rule, after a try: `work` flows visited by the local
+    /// filling's walks, `done` where it gave the rates. A try that visited more flows than a
+    /// large component filling collects (`big_flows`), or gave up, doubles the backoff (1 to
+    /// [`LOCAL_MAX_BACKOFF`] triggered recomputations filled by components before the next
+    /// try); a cheaper local filling ends it. Counted work, not time, so the choice is
+    /// deterministic; either path gives the same rates to the bit, so the rule changes only
+    /// the counters. The two runs it tells apart (bench/README.md, issue 29): late in the k=60
+    /// fat-tree a local filling walks ~90 flow entries where a large component filling collects
+    /// ~2,700 flows; in the 256-GPU EP32 MoE run (all-to-alls across servers, dozens of flows
+    /// on each NIC link, all at one level) a try walks ~42,000 (half of them give up) where a
+    /// large filling collects ~1,100 flows: ~30x either side of 1. The stale walks before a try
+    /// are not counted: they grow with the component fillings since the last try, so a backoff
+    /// would feed itself (a first version that counted them made 243k local fillings instead
+    /// of 664k on the k=60 run: 400 s instead of 20 s).
+    fn weigh_local(&mut self, work: usize, done: bool) {
+        let costly = work > self.big_flows;
+        if done && !costly {
+            self.local_backoff = 0;
+        } else {
+            self.local_backoff = (self.local_backoff * 2).clamp(1, LOCAL_MAX_BACKOFF);
+            self.local_skip = self.local_backoff;
         }
     }
 
@@ -2119,14 +2167,18 @@ impl FlowNetwork {
             LocalMode::Always => true,
             LocalMode::Auto(_) => {
                 self.scratch.tick_generation();
-                self.scratch.dirty_is_big()
+                self.scratch.dirty_is_big() && self.scratch.local_due()
             }
         };
         let local = keep_walks && trigger && resume && self.shares_a_link() && {
             self.walk_stale();
             self.scratch.max_dip() < r_min
         };
-        if local && self.scratch.local_fill(r_min, &arrived, &self.flows, &self.links) {
+        let done = local && self.scratch.local_fill(r_min, &arrived, &self.flows, &self.links);
+        if local && matches!(self.local_mode, LocalMode::Auto(_)) {
+            self.scratch.weigh_local(self.scratch.local_work, done);
+        }
+        if done {
             self.stats.rate_recomputations += 1;
             self.stats.rate_fills_local += 1;
             let changed = std::mem::take(&mut self.scratch.dev_flows);
@@ -2291,6 +2343,8 @@ impl FlowNetwork {
             if let LocalMode::Auto(min_flows) = self.local_mode {
                 let sc = &mut self.scratch;
                 if sc.comp_flows.len() >= min_flows {
+                    let n = sc.comp_flows.len();
+                    sc.big_flows = if sc.big_flows == 0 { n } else { (3 * sc.big_flows + n) / 4 };
                     for &l in &sc.comp_links {
                         sc.big[l as usize] = sc.generation;
                     }
