@@ -642,10 +642,12 @@ impl<'a> Builder<'a> {
         // the re-gathered input column-wise, and the output gradient both ways (one way under
         // userbuffers, which moves one usage at a time). Reduce-scatters stay in BF16.
         let quantized = |elem: f64| -> u64 { ((ab as f64) * elem / d.dt.max(1) as f64).round() as u64 };
-        let te_elem = match () {
-            _ if d.dtensor || !d.fp8 => None,
-            _ if d.nvfp4 => Some(DType::NVFP4_BYTES_PER_ELEMENT),
-            _ => Some(d.fp8_elem),
+        let te_elem = if d.dtensor || !d.fp8 {
+            None
+        } else if d.nvfp4 {
+            Some(DType::NVFP4_BYTES_PER_ELEMENT)
+        } else {
+            Some(d.fp8_elem)
         };
         let ag_input = te_elem.map_or(ab, quantized);
         let ag_grad = match te_elem {
