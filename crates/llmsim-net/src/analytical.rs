@@ -170,10 +170,7 @@ impl Network for AnalyticalNetwork {
 
     /// Off: no counters (an empty `link_bytes`); on again: counting restarts from zero.
     fn set_link_bytes(&mut self, on: bool) {
-        if !on {
-            self.link_bytes = Vec::new();
-        } else if self.link_bytes.is_empty() {
-            self.link_bytes = vec![Bytes::ZERO; self.topo.num_links()];
-        }
+        let links = self.topo.num_links();
+        crate::set_link_counters(&mut self.link_bytes, on, links);
     }
 }

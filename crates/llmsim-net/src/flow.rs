@@ -2680,11 +2680,8 @@ impl Network for FlowNetwork {
 
     /// Off: no counters (an empty `link_bytes`); on again: counting restarts from zero.
     fn set_link_bytes(&mut self, on: bool) {
-        if !on {
-            self.link_bytes = Vec::new();
-        } else if self.link_bytes.is_empty() {
-            self.link_bytes = vec![Bytes::ZERO; self.links.count()];
-        }
+        let links = self.links.count();
+        crate::set_link_counters(&mut self.link_bytes, on, links);
     }
 }
 

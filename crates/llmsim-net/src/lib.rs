@@ -342,6 +342,16 @@ impl NetError {
     }
 }
 
+/// [`Network::set_link_bytes`] on a backend's per-link counters (`links` of them): off empties
+/// them; on again restarts the count from zero.
+pub(crate) fn set_link_counters(counters: &mut Vec<Bytes>, on: bool, links: usize) {
+    if !on {
+        *counters = Vec::new();
+    } else if counters.is_empty() {
+        *counters = vec![Bytes::ZERO; links];
+    }
+}
+
 /// The network seam. The caller owns time: it submits transfers, then advances.
 pub trait Network {
     /// The topology the network runs on.
