@@ -145,10 +145,20 @@ fn spawn_ticker(start: std::time::Instant, interval: std::time::Duration, tick: 
 
 /// This process's resident memory (Linux: `/proc/self/status`), in MiB.
 fn rss_mib() -> Option<u64> {
+    status_mib("VmRSS:")
+}
+
+/// This process's peak resident memory so far (Linux: `VmHWM` of `/proc/self/status`), in MiB.
+pub(crate) fn peak_rss_mib() -> Option<u64> {
+    status_mib("VmHWM:")
+}
+
+/// A `kB` field of `/proc/self/status`, in MiB; `None` off Linux.
+fn status_mib(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let kib: u64 = s
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .strip_suffix("kB")?
         .trim()

@@ -117,6 +117,14 @@ pub fn run(a: &RunArgs) -> Result<()> {
     };
     bar.finish();
     let o = o?;
+    // The measured peak beside the estimate printed before the run, so that a user sees how far
+    // to trust the estimate (and a test checks it: tests/memory_estimate.rs).
+    if let Some(peak) = crate::peak_rss_mib() {
+        eprintln!(
+            "llmsim: peak memory {peak} MiB (estimated before the run: {} MiB)",
+            o.estimate.memory_bytes.div_ceil(1 << 20)
+        );
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&o.report)?);
     } else {

@@ -299,7 +299,7 @@ pub(crate) fn simulate_jobs(
     if jobs.len() > 1 {
         est.seconds *= 2.0;
     }
-    crate::run::check_estimate(est, s, opts)?;
+    let est = crate::run::check_estimate(est, s, opts)?;
     let (topo, su, plan) = cluster_setup(s, gpu, total, shared)?;
     // Each job's scale-up model: the cluster's, with its own MoE dispatcher's all-to-all.
     let per_job = jobs

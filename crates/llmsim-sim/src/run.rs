@@ -240,7 +240,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     if mirrored && !may_unfold {
         est = est.with_mirrored_p2p(layout.dp);
     }
-    check_estimate(est, s, opts)?;
+    let est = check_estimate(est, s, opts)?;
     // Topology.
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let su = crate::setup::with_flex(su, &s.parallel, gpu);
@@ -377,11 +377,11 @@ pub fn generate(s: &Scenario) -> Result<Generated, SimError> {
 
 /// Finishes a run's estimate (flow records when `output.flows`), hands it to
 /// `opts.on_estimate`, and refuses the run when it needs more memory than the machine has
-/// (unless `opts.ignore_memory_estimate`).
+/// (unless `opts.ignore_memory_estimate`). Returns the finished estimate.
 ///
 /// # Errors
 /// `SimError::TooLarge` with the estimate and the memory available.
-pub(crate) fn check_estimate(mut est: estimate::Estimate, s: &Scenario, opts: &RunOptions) -> Result<(), SimError> {
+pub(crate) fn check_estimate(mut est: estimate::Estimate, s: &Scenario, opts: &RunOptions) -> Result<estimate::Estimate, SimError> {
     if s.output.flows {
         est = est.with_flow_records();
     }
@@ -394,5 +394,5 @@ pub(crate) fn check_estimate(mut est: estimate::Estimate, s: &Scenario, opts: &R
     {
         return Err(SimError::TooLarge { estimate: est, available });
     }
-    Ok(())
+    Ok(est)
 }
