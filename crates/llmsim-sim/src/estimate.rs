@@ -54,17 +54,30 @@ const ENGINE_BYTES_PER_UNIT: u64 = 1024;
 /// (TP8 PP8) at 65,536 and 131,072 GPUs, analytical (2.3 and 2.1) and flow with replicas folded
 /// (1.4 and 1.5): 2 B.
 const PLAN_BYTES_PER_RANK_SQUARED: u64 = 2;
-/// Seconds per simulated node and per network transfer (flow backend, measured on 16,384
-/// GPUs: about 31 s for 6.8 M nodes and 4.2 M transfers).
-const SECONDS_PER_NODE: f64 = 1.5e-6;
-const FLOW_SECONDS_PER_TRANSFER: f64 = 5e-6;
+/// The wall time estimate's coefficients, on one core of this project's 2-core VM (2026-11-28,
+/// main `56ac6c4`, quiet), fitted to eight measured runs (`bench/README.md`, scale section, "The
+/// time estimate"): GPT-3 175B on 1,024, 4,096, 65,536 and 131,072 GPUs (flow, every replica),
+/// Llama-3 405B on 16,384 GPUs, the k=60 fat-tree's 54,000 GPUs, Qwen3-235B on 256 H100s (EP32
+/// over 4 servers) and GPT-3 175B on 1,024 GPUs at packet level. Each fitted run comes within
+/// 0.7-1.2x of its estimate; runs unlike them can be further off.
+///
+/// Seconds per program node of a simulated unit.
+const SECONDS_PER_NODE: f64 = 1.1e-7;
+/// Seconds per pipeline transfer on the flow backend.
+const FLOW_SECONDS_PER_TRANSFER: f64 = 5e-7;
+/// Seconds per pipeline transfer on the analytical backend.
 const ANALYTICAL_SECONDS_PER_TRANSFER: f64 = 1e-6;
+/// Seconds per ring step of a data-parallel collective on the flow backend, per tp rank and
+/// unit: a group of `n` ranks takes `n - 1` (the k=60 run: 486 M steps, most of its 19 s).
+const FLOW_SECONDS_PER_DP_STEP: f64 = 3.4e-8;
 /// Seconds per cross-server expert all-to-all transfer on the flow backend: Qwen3-235B on 256
-/// H100s (TP2 PP8 VP4 EP32, 4 servers per EP group) at GBS 2,048 and 8,192 ran 150 and ~600 s
-/// wall for ~48 M and ~191 M such transfers beside ~8 and ~30 s of node and pipeline work: 3 us
-/// each (2026-11-28). Small all-to-alls run faster (NeMo Automodel's DeepSeek-V3 on 256 GPUs:
-/// 1.1 s for an estimate of 5 s), so this over-estimates short runs rather than long ones.
-const EP_SECONDS_PER_TRANSFER: f64 = 3e-6;
+/// H100s (TP2 PP8 VP4 EP32, 4 servers per EP group) at GBS 8,192 made ~191 M such transfers
+/// and ran 211 s beside ~2 s of node and pipeline work. Small all-to-alls run faster (NeMo
+/// Automodel's DeepSeek-V3 on 256 GPUs: 1.1 s for an estimate of 1.7 s).
+const EP_SECONDS_PER_TRANSFER: f64 = 1.1e-6;
+/// The packet backend's cost against the flow backend's on the same run, with Wormhole on (its
+/// default): GPT-3 175B on 1,024 GPUs 6.5 against 0.40 s, on 4,096 GPUs 48 against 2.1 s.
+const PACKET_FACTOR: f64 = 16.0;
 
 /// Simulated units (data-parallel index below `active_dp`) per stage program of `wl`.
 fn units_per_program(wl: &Workload, layout: Layout, active_dp: u32) -> Vec<u64> {
@@ -121,9 +134,14 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         + ENGINE_BYTES_PER_FREE_NODE * free_nodes
         + PROGRAM_BYTES_PER_NODE * stage_nodes
         + ENGINE_BYTES_PER_UNIT * u64::from(layout.units());
-    let per_transfer = match backend {
-        Backend::Analytical => ANALYTICAL_SECONDS_PER_TRANSFER,
-        Backend::Flow | Backend::Packet => FLOW_SECONDS_PER_TRANSFER,
+    let base = SECONDS_PER_NODE * nodes as f64;
+    let seconds = match backend {
+        Backend::Analytical => base + ANALYTICAL_SECONDS_PER_TRANSFER * p2p_transfers as f64,
+        Backend::Flow | Backend::Packet => {
+            let flow =
+                base + FLOW_SECONDS_PER_TRANSFER * p2p_transfers as f64 + FLOW_SECONDS_PER_DP_STEP * dp_steps(wl, &per_prog, layout) as f64;
+            flow * network_factor(backend)
+        }
     };
     Estimate {
         gpus,
@@ -132,8 +150,39 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         p2p_transfers,
         collectives: colls,
         memory_bytes,
-        seconds: SECONDS_PER_NODE * nodes as f64 + per_transfer * p2p_transfers as f64,
+        seconds,
     }
+}
+
+/// Ring steps of the data-parallel collectives (gradients, parameters; expert and dense) of the
+/// simulated units: `dp * cp - 1` per collective, tp rank and unit.
+fn dp_steps(wl: &Workload, per_prog: &[u64], layout: Layout) -> u64 {
+    let n = u64::from(layout.dp) * u64::from(layout.cp);
+    wl.stages
+        .iter()
+        .zip(per_prog)
+        .map(|(prog, &units)| {
+            let colls = prog
+                .nodes
+                .iter()
+                .filter(|x| {
+                    matches!(
+                        x.kind,
+                        DagNodeKind::CommColl {
+                            group: Group::Dp | Group::ExpertDp,
+                            ..
+                        }
+                    )
+                })
+                .count() as u64;
+            units * colls * u64::from(layout.tp) * n.saturating_sub(1)
+        })
+        .sum()
+}
+
+/// The packet backend's cost relative to the flow backend's ([`PACKET_FACTOR`]); 1 otherwise.
+fn network_factor(backend: Backend) -> f64 {
+    if backend == Backend::Packet { PACKET_FACTOR } else { 1.0 }
 }
 
 /// One recorded transfer of flows.csv (`FlowRecord`) with its vector's slack.
@@ -187,7 +236,7 @@ impl Estimate {
                 units * per_unit * u64::from(layout.tp)
             })
             .sum();
-        self.seconds += EP_SECONDS_PER_TRANSFER * transfers as f64;
+        self.seconds += EP_SECONDS_PER_TRANSFER * transfers as f64 * network_factor(backend);
         self
     }
 
