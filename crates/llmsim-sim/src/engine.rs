@@ -363,13 +363,16 @@ pub struct GroupCount {
 }
 
 /// Whether collective node `n` runs beside its unit's compute, taking SMs from it (the overlap
-/// slowdown, `EngineOptions::overlap_slowdown`): DP communication on its own stream, and the
-/// expert-parallel all-to-alls that `parallel.moe_a2a_overlap` runs on their own stream beside
-/// the other micro-batch's computation (their NCCL, DeepEP or HybridEP kernels occupy SMs as
-/// the DP stream's NCCL kernels do). An all-to-all on the compute stream runs alone.
+/// slowdown, `EngineOptions::overlap_slowdown`): DP communication on its own stream, and every
+/// collective issued asynchronously on a stream of its own ([`Stream::Free`]): the
+/// expert-parallel all-to-alls that `parallel.moe_a2a_overlap` runs beside the other
+/// micro-batch's computation, a column-parallel backward's TP re-gather and reduce-scatter beside
+/// its GEMMs (`parallel.tp_backward_overlap`), the `torch_ring` CP exchanges (their NCCL,
+/// DeepEP or HybridEP kernels occupy SMs as the DP stream's NCCL kernels do). A collective on
+/// the compute stream runs alone.
 fn slows_compute(n: &llmsim_workload::dag::Node) -> bool {
     match n.kind {
-        DagNodeKind::CommColl { group, .. } => n.stream == Stream::Dp || (n.stream == Stream::Free && group.is_ep()),
+        DagNodeKind::CommColl { .. } => n.stream == Stream::Dp || n.stream == Stream::Free,
         _ => false,
     }
 }

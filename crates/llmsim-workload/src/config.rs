@@ -695,6 +695,17 @@ pub struct ParallelConfig {
     /// `--tp-comm-overlap`, Transformer Engine userbuffers): needs sequence parallelism and a TP
     /// group inside one server. Default false.
     pub tp_comm_overlap: bool,
+    /// Without `tp_comm_overlap`, a column-parallel layer's backward runs its TP collectives
+    /// beside the next GEMM: the re-gather of its input (sequence parallelism) beside the
+    /// input-gradient GEMM, and the input gradient's reduce-scatter (all-reduce without sequence
+    /// parallelism) beside the weight-gradient GEMM. Transformer Engine's `Linear`,
+    /// `LayerNormLinear` and `LayerNormMLP` backward (`async_op=True`, v2.9-v2.11) and
+    /// Megatron's `LinearWithGradAccumulationAndAsyncCommunication` (the all-reduce since
+    /// Megatron-LM `16c9044`, 2021-09; the sequence-parallel pair since `02bb1f5`, 2022-03) do
+    /// this. Default true; false for code before them (Megatron-LM of 2019-21 and its
+    /// Megatron-DeepSpeed forks), whose backward collectives block. `tp_impl: dtensor` keeps its
+    /// collectives blocking either way.
+    pub tp_backward_overlap: bool,
     /// Hide the MoE token all-to-alls behind another micro-batch's computation (Megatron-Core
     /// `--overlap-moe-expert-parallel-comm`, Megatron-Bridge `moe_a2a_overlap`): each steady-state
     /// forward runs merged with the backward that follows it, layer by layer, and each pass's
@@ -756,6 +767,7 @@ impl Default for ParallelConfig {
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
             tp_comm_overlap: false,
+            tp_backward_overlap: true,
             moe_a2a_overlap: false,
             pipeline_flushes: 1,
             pipeline_layers_derived: false,

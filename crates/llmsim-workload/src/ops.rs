@@ -337,6 +337,10 @@ struct Dims {
     /// `parallel.tp_impl: dtensor`: no backward re-gather of a column-parallel input; FP8
     /// forward gathers with FP8 current scaling.
     dtensor: bool,
+    /// `parallel.tp_backward_overlap` in effect (not with DTensor or userbuffers): a
+    /// column-parallel backward's re-gather runs beside the dgrad GEMM, its reduce-scatter or
+    /// all-reduce beside the wgrad GEMM.
+    tp_bwd_async: bool,
     /// FP8 training: GEMM inputs and output gradients are cast to FP8 by separate kernels.
     fp8: bool,
     /// FP8 with current scaling: every GEMM input needs its own amax pass and cast.
@@ -403,6 +407,7 @@ impl Dims {
             tok_sp: if sp { tok / tp } else { tok },
             ub: p.tp_comm_overlap && sp,
             dtensor: p.tp_impl == TpImpl::Dtensor,
+            tp_bwd_async: p.tp_backward_overlap && p.tp_impl != TpImpl::Dtensor,
             fp8: t.dtype.is_te_quantized(),
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             nvfp4: t.dtype == DType::Fp4,
@@ -478,8 +483,8 @@ fn is_zero(n: &u32) -> bool {
 
 /// A collective issued asynchronously with `beside` kernels running beside it (see
 /// [`OpSpecKind::Comm`]).
-fn comm_async(name: &'static str, pass: Pass, op: CollectiveOp, bytes: u64, beside: u32, shape: &str) -> OpSpec {
-    let mut c = comm(name, pass, op, CommGroup::Cp, bytes, shape);
+fn comm_async(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, bytes: u64, beside: u32, shape: &str) -> OpSpec {
+    let mut c = comm(name, pass, op, group, bytes, shape);
     if let OpSpecKind::Comm { beside: b, .. } = &mut c.kind {
         *b = beside;
     }
@@ -687,23 +692,29 @@ impl<'a> Builder<'a> {
                 (vec![g], vec![dg, wg])
             }
             Split::Column if tp && d.sp => {
-                let rs_bwd = comm(
+                // With `tp_backward_overlap` (Transformer Engine, Megatron-Core) the re-gather
+                // runs beside the dgrad GEMM and the reduce-scatter beside the wgrad GEMM, each
+                // waited for after it (`beside` 1); otherwise both block.
+                let beside = u32::from(d.tp_bwd_async);
+                let rs_bwd = comm_async(
                     names.reducescatter_bwd,
                     Pass::BackwardInput,
                     CollectiveOp::ReduceScatter,
                     CommGroup::Tp,
                     ab,
+                    beside,
                     shape,
                 );
                 // Megatron keeps only its input's shard and gathers it again for the weight
                 // gradient; DTensor's autograd keeps the gathered input.
                 let regather = (!d.dtensor).then(|| {
-                    comm(
+                    comm_async(
                         names.allgather_bwd,
                         Pass::BackwardInput,
                         CollectiveOp::AllGather,
                         CommGroup::Tp,
                         ag_input,
+                        beside,
                         shape,
                     )
                 });
@@ -723,12 +734,14 @@ impl<'a> Builder<'a> {
                 vec![g],
                 vec![
                     dg,
-                    comm(
+                    // Beside the wgrad GEMM with `tp_backward_overlap` (see above).
+                    comm_async(
                         names.allreduce_bwd,
                         Pass::BackwardInput,
                         CollectiveOp::AllReduce,
                         CommGroup::Tp,
                         ab,
+                        u32::from(d.tp_bwd_async),
                         shape,
                     ),
                     wg,
@@ -1194,6 +1207,7 @@ impl<'a> Builder<'a> {
                 "cp_kv_allgather",
                 Pass::Forward,
                 CollectiveOp::AllGather,
+                CommGroup::Cp,
                 gather_bytes,
                 beside(2),
                 &shape,
@@ -1235,6 +1249,7 @@ impl<'a> Builder<'a> {
             "cp_kv_allgather_bwd",
             bi,
             CollectiveOp::AllGather,
+            CommGroup::Cp,
             gather_bytes,
             beside(2),
             &shape,
@@ -1271,6 +1286,7 @@ impl<'a> Builder<'a> {
                 "cp_dkv_permute",
                 bi,
                 CollectiveOp::AllToAll,
+                CommGroup::Cp,
                 permute_bytes,
                 beside(1 + next),
                 &shape,
