@@ -59,7 +59,7 @@ KNOWN_OPS = tuple(
             + ("moe_sort_chunks", "moe_unsort_chunks", "rope", "attn_qk_norm", "cp_attn_merge")
             for x in ("", "_bwd")
         }
-        | {"embedding", "embedding_wgrad", "optimizer_step"}
+        | {"embedding", "embedding_wgrad", "optimizer_step", "grad_norm", "zero_grad"}
     )
 )
 
@@ -241,6 +241,15 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
         k.kind, k.dims = "gather", {"tokens": routed, "routed": routed, "h": h}
     elif base == "optimizer_step":
         k.kind, k.dims = "optimizer", {"params": s["params"]}
+    elif base == "grad_norm":
+        # The L2 norm of the optimizer's FP32 gradients (ops.rs: 4 bytes read a parameter).
+        k.kind, k.dims = "grad_norm", {"params": s["params"]}
+    elif base == "zero_grad":
+        # The gradient buffer zeroed (ops.rs: the gradient dtype's bytes written a parameter).
+        k.kind, k.dims = (
+            "zero_grad",
+            {"params": s["params"], "bytes": _exact(nbytes, s["params"], "the gradient buffer", row, "bytes")},
+        )
     else:
         raise ProfileError(f"op `{op}` (class {cls}, shape `{row['shape']}`) has no kernel in the profiler")
     return k
@@ -439,6 +448,12 @@ class NumpyBackend(Backend):
                 p[:] -= 1e-4 * m1 / (np.sqrt(m2) + 1e-8)
 
             return adam
+        if k.kind == "grad_norm":
+            g = self._r(d["params"])
+            return lambda: np.sqrt(np.dot(g, g))
+        if k.kind == "zero_grad":
+            buf = np.ones(d["params"] * d["bytes"], dtype=np.uint8)
+            return lambda: buf.fill(0)
         raise ProfileError(f"numpy backend: no kernel for {k.kind}")
 
 
@@ -653,6 +668,12 @@ class TorchBackend(Backend):
                     model_param.copy_(p)
 
             return step
+        if k.kind == "grad_norm":
+            g = self._r(d["params"], dtype=torch.float32)
+            return lambda: torch.linalg.vector_norm(g)
+        if k.kind == "zero_grad":
+            buf = torch.empty(d["params"] * d["bytes"], device=self.device, dtype=torch.uint8)
+            return lambda: buf.zero_()
         raise ProfileError(f"torch backend: no kernel for {k.kind}")
 
     def _fp8_gemm(self, g: int, m: int, n: int, kk: int, v: str) -> Callable[[], Any]:

@@ -2236,14 +2236,45 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
         // Gradient read; states read and written; the model copy written.
         _ => t.grad_dtype().bytes() as f64 + 2.0 * states + t.activation_bytes() as f64,
     };
-    vec![compute(
+    let mut ops = vec![compute(
         "optimizer_step",
         Pass::BackwardWeight,
         OpClass::Optimizer,
         12.0 * n as f64,
         per_param * n as f64,
         &format!("params={n}"),
-    )]
+    )];
+    // Gradient clipping by the global norm (Megatron `--clip-grad`, default 1.0; TorchTitan's and
+    // NeMo Automodel's max norm 1.0 too): one L2-norm pass over the optimizer's FP32 gradients
+    // before the step (Megatron-Core `optimizer.py` `clip_grad_norm` -> `clip_grads.py`
+    // `get_grad_norm_fp32`, `multi_tensor_l2norm`). The scaling pass after it runs only when the
+    // norm is above the limit (older code) and is not counted.
+    ops.insert(
+        0,
+        compute(
+            "grad_norm",
+            Pass::BackwardWeight,
+            OpClass::Elementwise,
+            2.0 * n as f64,
+            4.0 * n as f64,
+            &format!("params={n}"),
+        ),
+    );
+    // Megatron zeroes its whole gradient buffer (every parameter of the rank, not the optimizer's
+    // shard) for the next iteration (`training.py` `train_step`: `zero_grad_buffer()`,
+    // `param_and_grad_buffer.py` `grad_data.zero_()`). FSDP (ZeRO-3) frees its gradients instead.
+    if p.zero_stage < 3 {
+        let g = params_on_rank as f64 * t.grad_dtype().bytes() as f64;
+        ops.push(compute(
+            "zero_grad",
+            Pass::BackwardWeight,
+            OpClass::Elementwise,
+            0.0,
+            g,
+            &format!("params={params_on_rank}"),
+        ));
+    }
+    ops
 }
 
 /// Parameters one TP rank of a pipeline stage holds, split by how their gradients are reduced.

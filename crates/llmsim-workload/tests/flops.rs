@@ -321,13 +321,25 @@ fn optimizer_step_shards_with_distributed_optimizer() {
     let full = optimizer_step(n, &t, &p);
     let p = plan(&m, &t, 128, "{ tp: 2, use_distributed_optimizer: true }");
     let sharded = optimizer_step(n, &t, &p);
-    let bytes = |ops: &[OpSpec]| match ops[0].kind {
-        OpSpecKind::Compute { bytes, class, .. } => {
-            assert_eq!(class, OpClass::Optimizer);
-            bytes
+    let bytes = |ops: &[OpSpec], name: &str| {
+        let op = ops.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("{name}"));
+        match op.kind {
+            OpSpecKind::Compute { bytes, class, .. } => {
+                assert_eq!(class == OpClass::Optimizer, name == "optimizer_step");
+                bytes
+            }
+            _ => panic!(),
         }
-        _ => panic!(),
     };
-    assert_eq!(bytes(&full), 30.0 * n as f64);
-    assert_eq!(bytes(&sharded), 30.0 * n.div_ceil(64) as f64);
+    assert_eq!(bytes(&full, "optimizer_step"), 30.0 * n as f64);
+    assert_eq!(bytes(&sharded, "optimizer_step"), 30.0 * n.div_ceil(64) as f64);
+    // The gradient-norm pass reads the optimizer's FP32 gradients (its shard); the gradient
+    // buffer is zeroed whole either way (FP32 gradients: 4 bytes a parameter).
+    assert_eq!(bytes(&full, "grad_norm"), 4.0 * n as f64);
+    assert_eq!(bytes(&sharded, "grad_norm"), 4.0 * n.div_ceil(64) as f64);
+    assert_eq!(bytes(&full, "zero_grad"), 4.0 * n as f64);
+    assert_eq!(bytes(&sharded, "zero_grad"), 4.0 * n as f64);
+    // FSDP frees its gradients: no zeroing pass.
+    let fsdp = plan(&m, &t, 128, "{ tp: 2, zero_stage: 3 }");
+    assert!(optimizer_step(n, &t, &fsdp).iter().all(|o| o.name != "zero_grad"));
 }
