@@ -75,6 +75,9 @@ const FLOW_SECONDS_PER_DP_STEP: f64 = 3.4e-8;
 /// and ran 211 s beside ~2 s of node and pipeline work. Small all-to-alls run faster (NeMo
 /// Automodel's DeepSeek-V3 on 256 GPUs: 1.1 s for an estimate of 1.7 s).
 const EP_SECONDS_PER_TRANSFER: f64 = 1.1e-6;
+/// Seconds per byte of data-parallel collective plans on the analytical backend, whose time is
+/// mostly building them (GPT-3 175B, TP8 PP8: 1.9 s for 537 MB of plans at 131,072 GPUs).
+const ANALYTICAL_SECONDS_PER_PLAN_BYTE: f64 = 3.5e-9;
 /// The packet backend's cost against the flow backend's on the same run, with Wormhole on (its
 /// default): GPT-3 175B on 1,024 GPUs 6.5 against 0.40 s, on 4,096 GPUs 48 against 2.1 s.
 const PACKET_FACTOR: f64 = 16.0;
@@ -136,7 +139,9 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         + ENGINE_BYTES_PER_UNIT * u64::from(layout.units());
     let base = SECONDS_PER_NODE * nodes as f64;
     let seconds = match backend {
-        Backend::Analytical => base + ANALYTICAL_SECONDS_PER_TRANSFER * p2p_transfers as f64,
+        Backend::Analytical => {
+            base + ANALYTICAL_SECONDS_PER_TRANSFER * p2p_transfers as f64 + ANALYTICAL_SECONDS_PER_PLAN_BYTE * plan_bytes as f64
+        }
         Backend::Flow | Backend::Packet => {
             let flow =
                 base + FLOW_SECONDS_PER_TRANSFER * p2p_transfers as f64 + FLOW_SECONDS_PER_DP_STEP * dp_steps(wl, &per_prog, layout) as f64;
