@@ -49,7 +49,11 @@ pub fn run(cmd: &WorkloadCmd) -> Result<()> {
 }
 
 fn export(a: &ExportArgs) -> Result<()> {
-    let sc = Scenario::load(&a.scenario, &a.sets)?;
+    let mut sc = Scenario::load(&a.scenario, &a.sets)?;
+    // SimAI and Chakra files have no collective that runs beside one GEMM: the backward's TP
+    // collectives stay collectives of their own (`parallel.tp_backward_overlap` off), as those
+    // tools time them.
+    sc.parallel.tp_backward_overlap = false;
     let prefix = a.prefix.clone().unwrap_or_else(|| sc.name.clone());
     match a.format {
         Format::Simai => {

@@ -366,10 +366,10 @@ pub struct GroupCount {
 /// slowdown, `EngineOptions::overlap_slowdown`): DP communication on its own stream, and every
 /// collective issued asynchronously on a stream of its own ([`Stream::Free`]): the
 /// expert-parallel all-to-alls that `parallel.moe_a2a_overlap` runs beside the other
-/// micro-batch's computation, a column-parallel backward's TP re-gather and reduce-scatter beside
-/// its GEMMs (`parallel.tp_backward_overlap`), the `torch_ring` CP exchanges (their NCCL,
-/// DeepEP or HybridEP kernels occupy SMs as the DP stream's NCCL kernels do). A collective on
-/// the compute stream runs alone.
+/// micro-batch's computation and the `torch_ring` CP exchanges (their NCCL, DeepEP or HybridEP
+/// kernels occupy SMs as the DP stream's NCCL kernels do). A collective on the compute stream
+/// runs alone; one that rides on a GEMM (`tp_comm_overlap`, `tp_backward_overlap`) is timed
+/// with it (`crate::ops::time_segments`).
 fn slows_compute(n: &llmsim_workload::dag::Node) -> bool {
     match n.kind {
         DagNodeKind::CommColl { .. } => n.stream == Stream::Dp || n.stream == Stream::Free,

@@ -212,15 +212,19 @@ pub(crate) fn with_flex(mut su: ScaleUpModel, p: &ParallelConfig, gpu: &GpuSpec)
     su
 }
 
-/// The TP-overlap timer of a transformer scenario, when `parallel.tp_comm_overlap` is on.
+/// The TP-overlap timer of a transformer scenario, when a GEMM may carry a TP collective beside
+/// it: `parallel.tp_comm_overlap` (userbuffers) or `parallel.tp_backward_overlap` (NCCL
+/// collectives of a column-parallel backward) with the TP group inside one server.
 ///
 /// # Errors
-/// A TP group larger than a server: userbuffers overlap works over NVLink only.
+/// A TP group larger than a server under `tp_comm_overlap`: userbuffers overlap works over NVLink
+/// only.
 pub(crate) fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, ideal: bool) -> Result<Option<TpOverlapTimer>, SimError> {
-    if !(p.tp_comm_overlap && p.tp > 1) {
+    let in_server = p.tp <= u64::from(s.cluster.gpus_per_node);
+    if !(p.tp > 1 && (p.tp_comm_overlap || (p.tp_backward_overlap && in_server))) {
         return Ok(None);
     }
-    if p.tp > u64::from(s.cluster.gpus_per_node) {
+    if p.tp_comm_overlap && !in_server {
         return Err(SimError::Scenario {
             field: "parallel.tp_comm_overlap".into(),
             message: format!(

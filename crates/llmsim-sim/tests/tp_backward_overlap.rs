@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use llmsim_sim::{Outcome, RunOptions, Scenario, simulate};
-use llmsim_workload::dag::{DagNodeKind, Group, Stream};
+use llmsim_workload::dag::{DagNodeKind, Group};
+use llmsim_workload::ops::OverlapMethod;
 
 /// Two layers of Llama 3 8B on one 8-GPU server, TP 8: the TP collectives are a large part of
 /// the layer.
@@ -26,13 +27,24 @@ fn run(sets: &[&str]) -> Outcome {
     simulate(&s, &RunOptions::default(), &mut |_, _| {}).expect("runs")
 }
 
-/// (TP collectives on their own stream, TP collectives in all) of the run's programs.
-fn tp_streams(o: &Outcome) -> (usize, usize) {
-    let nodes = o.workload.stages.iter().flat_map(|p| p.nodes.iter());
-    let tp: Vec<_> = nodes
+/// TP collectives of the run's programs, as nodes of their own.
+fn tp_nodes(o: &Outcome) -> usize {
+    o.workload
+        .stages
+        .iter()
+        .flat_map(|p| p.nodes.iter())
         .filter(|n| matches!(n.kind, DagNodeKind::CommColl { group: Group::Tp, .. }))
-        .collect();
-    (tp.iter().filter(|n| n.stream == Stream::Free).count(), tp.len())
+        .count()
+}
+
+/// GEMMs that carry an NCCL collective beside them, per micro-batch of one stage.
+fn nccl_overlaps(o: &Outcome) -> usize {
+    o.workload
+        .segments
+        .iter()
+        .flat_map(|s| s.ops.iter())
+        .filter(|op| op.overlap.is_some_and(|ov| ov.method == OverlapMethod::Nccl))
+        .count()
 }
 
 #[test]
@@ -41,22 +53,25 @@ fn the_backward_tp_collectives_run_beside_the_gemms() {
         let sp_set = format!("parallel.sequence_parallel={sp}");
         let on = run(&[&sp_set]);
         let off = run(&[&sp_set, "parallel.tp_backward_overlap=false"]);
-        let (free_on, all_on) = tp_streams(&on);
-        let (free_off, all_off) = tp_streams(&off);
-        // The same collectives either way; with the overlap, those of the column-parallel
-        // backward (QKV and fc1: a re-gather and a reduce-scatter each with SP, an all-reduce
-        // each without) leave the compute stream, per layer.
-        assert_eq!(all_on, all_off);
-        assert_eq!(free_off, 0, "sp {sp}");
-        let per_layer = if sp == "true" { 4 } else { 2 };
-        assert!(free_on >= 2 * per_layer, "sp {sp}: {free_on} async of {all_on}");
+        // With the overlap the column-parallel backward's collectives ride on their GEMMs
+        // instead of running on their own: QKV, fc1 and the output layer (the layers share one
+        // template), a re-gather on the dgrad GEMM and a reduce-scatter on the wgrad GEMM each
+        // with SP, an all-reduce on the wgrad GEMM without.
+        assert_eq!(nccl_overlaps(&off), 0);
+        let per_column = if sp == "true" { 2 } else { 1 };
+        assert_eq!(nccl_overlaps(&on), 3 * per_column, "sp {sp}");
+        assert!(
+            tp_nodes(&on) < tp_nodes(&off),
+            "sp {sp}: {} against {}",
+            tp_nodes(&on),
+            tp_nodes(&off)
+        );
         // They hide behind the GEMMs: less exposed TP time and a shorter iteration, but the
         // GEMMs beside them run slower (`compute.overlap_slowdown`), so not all of it is saved.
         let (t_on, t_off) = (on.report.mean.exposed_tp_s, off.report.mean.exposed_tp_s);
         assert!(t_on < 0.9 * t_off, "sp {sp}: exposed TP {t_on} s with, {t_off} s without");
         let (i_on, i_off) = (on.report.iteration_time_s, off.report.iteration_time_s);
         assert!(i_on < i_off && i_off - i_on < t_off - t_on, "sp {sp}: {i_on} against {i_off} s");
-        // Without the slowdown the saving is the whole hidden time's worth, or more of it.
         let free = run(&[&sp_set, "compute.overlap_slowdown=1.0"]);
         assert!(free.report.iteration_time_s < i_on, "sp {sp}");
     }
@@ -64,10 +79,14 @@ fn the_backward_tp_collectives_run_beside_the_gemms() {
 
 #[test]
 fn userbuffers_and_dtensor_keep_their_own_tp_paths() {
-    // `tp_comm_overlap` (userbuffers) fuses the collectives into the GEMMs: no async TP node.
+    // `tp_comm_overlap` (userbuffers) overlaps by its own methods.
     let ub = run(&["parallel.sequence_parallel=true", "parallel.tp_comm_overlap=true"]);
-    assert_eq!(tp_streams(&ub).0, 0);
+    assert_eq!(nccl_overlaps(&ub), 0);
     // DTensor's TP collectives block either way.
     let dt = run(&["parallel.sequence_parallel=true", "parallel.tp_impl=dtensor"]);
-    assert_eq!(tp_streams(&dt).0, 0);
+    assert_eq!(nccl_overlaps(&dt), 0);
+    // A TP group across servers keeps its collectives on their own (no NVLink timer for them).
+    let across = run(&["parallel.sequence_parallel=true", "cluster.gpus_per_node=4"]);
+    assert_eq!(nccl_overlaps(&across), 0);
+    assert!(across.report.iteration_time_s > 0.0);
 }

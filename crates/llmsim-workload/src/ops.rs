@@ -177,6 +177,10 @@ pub enum OverlapMethod {
     Pipeline,
     /// A bulk transfer beside an independent GEMM (2 SMs).
     Bulk,
+    /// An NCCL collective issued asynchronously beside the next GEMM and waited for after it
+    /// (`parallel.tp_backward_overlap`): its SMs are in `compute.overlap_slowdown`, as for every
+    /// NCCL collective beside compute.
+    Nccl,
 }
 
 impl OverlapMethod {
@@ -186,6 +190,7 @@ impl OverlapMethod {
             OverlapMethod::RingExchange => 1,
             OverlapMethod::Pipeline => 24,
             OverlapMethod::Bulk => 2,
+            OverlapMethod::Nccl => 0,
         }
     }
 
@@ -195,7 +200,7 @@ impl OverlapMethod {
         match self {
             OverlapMethod::RingExchange => tp.max(1),
             OverlapMethod::Pipeline => 4,
-            OverlapMethod::Bulk => 0,
+            OverlapMethod::Bulk | OverlapMethod::Nccl => 0,
         }
     }
 
@@ -337,9 +342,9 @@ struct Dims {
     /// `parallel.tp_impl: dtensor`: no backward re-gather of a column-parallel input; FP8
     /// forward gathers with FP8 current scaling.
     dtensor: bool,
-    /// `parallel.tp_backward_overlap` in effect (not with DTensor or userbuffers): a
-    /// column-parallel backward's re-gather runs beside the dgrad GEMM, its reduce-scatter or
-    /// all-reduce beside the wgrad GEMM.
+    /// `parallel.tp_backward_overlap` in effect (not with DTensor or userbuffers; a TP group
+    /// inside one server): a column-parallel backward's re-gather runs beside the dgrad GEMM,
+    /// its reduce-scatter or all-reduce beside the wgrad GEMM ([`OverlapMethod::Nccl`]).
     tp_bwd_async: bool,
     /// FP8 training: GEMM inputs and output gradients are cast to FP8 by separate kernels.
     fp8: bool,
@@ -407,7 +412,8 @@ impl Dims {
             tok_sp: if sp { tok / tp } else { tok },
             ub: p.tp_comm_overlap && sp,
             dtensor: p.tp_impl == TpImpl::Dtensor,
-            tp_bwd_async: p.tp_backward_overlap && p.tp_impl != TpImpl::Dtensor,
+            // Timed beside the GEMM over NVLink: a TP group inside one server.
+            tp_bwd_async: p.tp_backward_overlap && p.tp_impl != TpImpl::Dtensor && (p.gpus_per_node == 0 || p.tp <= p.gpus_per_node),
             fp8: t.dtype.is_te_quantized(),
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             nvfp4: t.dtype == DType::Fp4,
@@ -692,32 +698,6 @@ impl<'a> Builder<'a> {
                 (vec![g], vec![dg, wg])
             }
             Split::Column if tp && d.sp => {
-                // With `tp_backward_overlap` (Transformer Engine, Megatron-Core) the re-gather
-                // runs beside the dgrad GEMM and the reduce-scatter beside the wgrad GEMM, each
-                // waited for after it (`beside` 1); otherwise both block.
-                let beside = u32::from(d.tp_bwd_async);
-                let rs_bwd = comm_async(
-                    names.reducescatter_bwd,
-                    Pass::BackwardInput,
-                    CollectiveOp::ReduceScatter,
-                    CommGroup::Tp,
-                    ab,
-                    beside,
-                    shape,
-                );
-                // Megatron keeps only its input's shard and gathers it again for the weight
-                // gradient; DTensor's autograd keeps the gathered input.
-                let regather = (!d.dtensor).then(|| {
-                    comm_async(
-                        names.allgather_bwd,
-                        Pass::BackwardInput,
-                        CollectiveOp::AllGather,
-                        CommGroup::Tp,
-                        ag_input,
-                        beside,
-                        shape,
-                    )
-                });
                 let ag = comm(
                     names.allgather,
                     Pass::Forward,
@@ -726,22 +706,54 @@ impl<'a> Builder<'a> {
                     ag_fwd,
                     shape,
                 );
-                let mut bwd: Vec<OpSpec> = regather.into_iter().collect();
-                bwd.extend([dg, rs_bwd, wg]);
-                (vec![ag, g], bwd)
+                if d.tp_bwd_async && !d.dtensor {
+                    // Transformer Engine / Megatron-Core (`tp_backward_overlap`): the re-gather
+                    // runs beside the dgrad GEMM and the reduce-scatter beside the wgrad GEMM,
+                    // each waited for after it.
+                    dg.overlap = ovb(CollectiveOp::AllGather, OverlapMethod::Nccl, ag_input);
+                    wg.overlap = ov(CollectiveOp::ReduceScatter, OverlapMethod::Nccl);
+                    (vec![ag, g], vec![dg, wg])
+                } else {
+                    let rs_bwd = comm(
+                        names.reducescatter_bwd,
+                        Pass::BackwardInput,
+                        CollectiveOp::ReduceScatter,
+                        CommGroup::Tp,
+                        ab,
+                        shape,
+                    );
+                    // Megatron keeps only its input's shard and gathers it again for the weight
+                    // gradient; DTensor's autograd keeps the gathered input.
+                    let regather = (!d.dtensor).then(|| {
+                        comm(
+                            names.allgather_bwd,
+                            Pass::BackwardInput,
+                            CollectiveOp::AllGather,
+                            CommGroup::Tp,
+                            ag_input,
+                            shape,
+                        )
+                    });
+                    let mut bwd: Vec<OpSpec> = regather.into_iter().collect();
+                    bwd.extend([dg, rs_bwd, wg]);
+                    (vec![ag, g], bwd)
+                }
+            }
+            Split::Column if tp && d.tp_bwd_async && !d.dtensor => {
+                // The input gradient's all-reduce beside the wgrad GEMM (see above).
+                wg.overlap = ov(CollectiveOp::AllReduce, OverlapMethod::Nccl);
+                (vec![g], vec![dg, wg])
             }
             Split::Column if tp => (
                 vec![g],
                 vec![
                     dg,
-                    // Beside the wgrad GEMM with `tp_backward_overlap` (see above).
-                    comm_async(
+                    comm(
                         names.allreduce_bwd,
                         Pass::BackwardInput,
                         CollectiveOp::AllReduce,
                         CommGroup::Tp,
                         ab,
-                        u32::from(d.tp_bwd_async),
                         shape,
                     ),
                     wg,

@@ -112,11 +112,14 @@ fn moe_training_is_6n_active_tokens_plus_attention() {
     }
 }
 
+/// The `group` collectives of `ops` in order: collectives of their own, and the TP ones that
+/// ride on a GEMM (`OpSpec::overlap`: userbuffers, or `parallel.tp_backward_overlap`).
 fn comms(ops: &[OpSpec], group: CommGroup) -> Vec<(CollectiveOp, u64)> {
     ops.iter()
-        .filter_map(OpSpec::comm)
-        .filter(|c| c.1 == group)
-        .map(|(op, _, bytes)| (op, bytes))
+        .filter_map(|o| match o.comm() {
+            Some((op, g, bytes)) => (g == group).then_some((op, bytes)),
+            None => o.overlap.filter(|_| group == CommGroup::Tp).map(|ov| (ov.op, ov.bytes)),
+        })
         .collect()
 }
 

@@ -21,13 +21,26 @@ fn training(dtype: DType) -> TrainingConfig {
     }
 }
 
-/// `(pass, op, bytes)` of every TP collective of the layer.
+/// `(pass, op, bytes)` of every standalone TP collective of the layer.
 fn tp_colls(l: &LayerOps) -> Vec<(Pass, CollectiveOp, u64)> {
     l.forward
         .iter()
         .chain(&l.backward)
         .filter_map(|o| o.comm().map(|(op, _, b)| (o.pass, op, b)))
         .collect()
+}
+
+/// [`tp_colls`] and the NCCL collectives that ride on a backward GEMM
+/// (`parallel.tp_backward_overlap`: the re-gather on the dgrad GEMM, the input gradient's
+/// reduce-scatter on the wgrad GEMM), both counted in the input-gradient pass they serve.
+fn tp_colls_all(l: &LayerOps) -> Vec<(Pass, CollectiveOp, u64)> {
+    let mut v = tp_colls(l);
+    v.extend(l.backward.iter().filter_map(|o| {
+        o.overlap
+            .filter(|ov| ov.method == llmsim_workload::ops::OverlapMethod::Nccl)
+            .map(|ov| (Pass::BackwardInput, ov.op, ov.bytes))
+    }));
+    v
 }
 
 #[test]
@@ -41,8 +54,8 @@ fn dtensor_keeps_the_gathered_input_and_gathers_fp8() {
         let meg = plan(&m, &t, 8, "{ tp: 8, sequence_parallel: true }");
         let dten = plan(&m, &t, 8, "{ tp: 8, sequence_parallel: true, tp_impl: dtensor }");
         let (a, b) = (
-            tp_colls(&transformer_layer(&m, &t, &meg, 0)),
-            tp_colls(&transformer_layer(&m, &t, &dten, 0)),
+            tp_colls_all(&transformer_layer(&m, &t, &meg, 0)),
+            tp_colls_all(&transformer_layer(&m, &t, &dten, 0)),
         );
         let count = |v: &[(Pass, CollectiveOp, u64)], pass: Pass, op: CollectiveOp| v.iter().filter(|c| c.0 == pass && c.1 == op).count();
         // Megatron: backward gathers each column-parallel input again (attention, MLP) and each

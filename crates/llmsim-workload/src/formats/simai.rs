@@ -559,6 +559,12 @@ fn layer_lines(name: &str, lo: &ops::LayerOps, time: &dyn Fn(&OpSpec) -> u64, ou
 /// # Errors
 /// pp > 1 or cp > 1.
 pub fn export(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, cm: &ComputeModel) -> Result<String, ImportError> {
+    // SimAI's lines have no collective beside one GEMM: the backward's TP collectives are lines
+    // of their own, as SimAI times them.
+    let p = &ParallelConfig {
+        tp_backward_overlap: false,
+        ..p.clone()
+    };
     if p.pp != 1 || p.cp != 1 {
         return Err(ImportError::Invalid(format!(
             "SimAI export needs pp = 1 and cp = 1 (got pp {} cp {}); SimAI's file has no pipeline stages",
