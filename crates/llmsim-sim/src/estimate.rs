@@ -38,6 +38,12 @@ const BASE_BYTES: u64 = 24 << 20;
 const TOPO_BYTES_PER_GPU: u64 = 256;
 /// Flow backend state per GPU (per-link flow lists, capacities, scratch).
 const FLOW_BYTES_PER_GPU: u64 = 512;
+/// Packet backend state per GPU on top of the flow backend's (ports' queues, in-flight packets,
+/// Wormhole's memo and per-flow state): GPT-3 175B with Wormhole peaked at 156 MiB on 1,024 GPUs
+/// and 725 MiB on 4,096 (`bench/README.md`), 120 and 167 KiB per GPU above the rest of the
+/// estimate. Small runs come out high (the 128-GPU example: 41 MiB for a 17 MiB peak), which only
+/// matters where the estimate refuses a run: it must not under-count large ones.
+const PACKET_BYTES_PER_GPU: u64 = 160 << 10;
 /// Engine state per node with explicit dependencies of a simulated unit: its dependencies left
 /// (u32; nodes ordered only by their stream hold none, since branch `flow29h`).
 const ENGINE_BYTES_PER_DEP_NODE: u64 = 4;
@@ -123,8 +129,8 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
     let p2p_transfers = sends * u64::from(layout.tp);
     let net_bytes = match backend {
         Backend::Analytical => 0,
-        // The packet backend's buffers are counted as the flow backend's: a lower bound.
-        Backend::Flow | Backend::Packet => FLOW_BYTES_PER_GPU * gpus,
+        Backend::Flow => FLOW_BYTES_PER_GPU * gpus,
+        Backend::Packet => (FLOW_BYTES_PER_GPU + PACKET_BYTES_PER_GPU) * gpus,
     };
     // Data-parallel groups: `dp * cp` ranks, one sub-group per pipeline stage and tp lane.
     let dp_ranks = u64::from(layout.dp) * u64::from(layout.cp);

@@ -50,10 +50,10 @@ fn folding_and_the_analytical_backend_cost_less() {
     assert!(folded.memory_bytes < full.memory_bytes);
     assert!(folded.seconds < full.seconds);
     assert_eq!(folded.units * 16, full.units, "dp = 128 / (4 x 2) = 16 replicas of 2 units");
-    // The packet backend costs more time than the flow backend on the same run, not more memory.
+    // The packet backend costs more time and memory than the flow backend on the same run.
     let packet = est(128, 8, Backend::Packet, false);
     assert!(packet.seconds > 10.0 * full.seconds, "{packet} {full}");
-    assert_eq!(packet.memory_bytes, full.memory_bytes);
+    assert!(packet.memory_bytes > full.memory_bytes, "{packet} {full}");
 }
 
 /// Expert all-to-alls that cross servers add one transfer per rank and remote peer to the time
