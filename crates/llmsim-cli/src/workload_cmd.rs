@@ -50,10 +50,6 @@ pub fn run(cmd: &WorkloadCmd) -> Result<()> {
 
 fn export(a: &ExportArgs) -> Result<()> {
     let mut sc = Scenario::load(&a.scenario, &a.sets)?;
-    // SimAI and Chakra files have no collective that runs beside one GEMM: the backward's TP
-    // collectives stay collectives of their own (`parallel.tp_backward_overlap` off), as those
-    // tools time them.
-    sc.parallel.tp_backward_overlap = false;
     let prefix = a.prefix.clone().unwrap_or_else(|| sc.name.clone());
     match a.format {
         Format::Simai => {
@@ -67,6 +63,10 @@ fn export(a: &ExportArgs) -> Result<()> {
             outln!("run it: llmsim run --workload simai:{} CLUSTER.yaml", path.display());
         }
         Format::Chakra => {
+            // Chakra traces have no collective that runs beside one GEMM: the backward's TP
+            // collectives stay nodes of their own (`parallel.tp_backward_overlap` off), as
+            // `simai::export` keeps them lines of their own.
+            sc.parallel.tp_backward_overlap = false;
             let g = llmsim_sim::generate(&sc)?;
             let e = chakra::export(&g.workload, g.layout, &g.seg_time, &g.info)?;
             chakra::write_export(&e, &a.out, &prefix)?;

@@ -112,17 +112,24 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
     let per_prog = units_per_program(wl, layout, active_dp);
     let units = per_prog.iter().sum();
     let (mut nodes, mut sends, mut colls, mut stage_nodes, mut free_nodes, mut dep_nodes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    // Data-parallel collectives (gradients, parameters; expert and dense) of the simulated units.
+    let mut dp_colls = 0u64;
     for (prog, &n) in wl.stages.iter().zip(&per_prog) {
         let len = prog.nodes.len() as u64;
         stage_nodes += len;
         nodes += n * len;
-        let (s, c) = prog.nodes.iter().fold((0u64, 0u64), |(s, c), x| match x.kind {
-            DagNodeKind::CommSend { .. } => (s + 1, c),
-            DagNodeKind::CommColl { .. } => (s, c + 1),
-            _ => (s, c),
+        let (s, c, dc) = prog.nodes.iter().fold((0u64, 0u64, 0u64), |(s, c, dc), x| match x.kind {
+            DagNodeKind::CommSend { .. } => (s + 1, c, dc),
+            DagNodeKind::CommColl {
+                group: Group::Dp | Group::ExpertDp,
+                ..
+            } => (s, c + 1, dc + 1),
+            DagNodeKind::CommColl { .. } => (s, c + 1, dc),
+            _ => (s, c, dc),
         });
         sends += n * s;
         colls += n * c;
+        dp_colls += n * dc;
         free_nodes += n * prog.nodes.iter().filter(|x| x.stream == Stream::Free).count() as u64;
         dep_nodes += n * (0..len as u32).filter(|&i| !prog.deps(i).is_empty()).count() as u64;
     }
@@ -149,8 +156,9 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
             base + ANALYTICAL_SECONDS_PER_TRANSFER * p2p_transfers as f64 + ANALYTICAL_SECONDS_PER_PLAN_BYTE * plan_bytes as f64
         }
         Backend::Flow | Backend::Packet => {
-            let flow =
-                base + FLOW_SECONDS_PER_TRANSFER * p2p_transfers as f64 + FLOW_SECONDS_PER_DP_STEP * dp_steps(wl, &per_prog, layout) as f64;
+            // Ring steps: `dp * cp - 1` per data-parallel collective, tp rank and unit.
+            let dp_steps = dp_colls * u64::from(layout.tp) * dp_ranks.saturating_sub(1);
+            let flow = base + FLOW_SECONDS_PER_TRANSFER * p2p_transfers as f64 + FLOW_SECONDS_PER_DP_STEP * dp_steps as f64;
             flow * network_factor(backend)
         }
     };
@@ -163,32 +171,6 @@ pub fn estimate(wl: &Workload, layout: Layout, active_dp: u32, gpus: u64, backen
         memory_bytes,
         seconds,
     }
-}
-
-/// Ring steps of the data-parallel collectives (gradients, parameters; expert and dense) of the
-/// simulated units: `dp * cp - 1` per collective, tp rank and unit.
-fn dp_steps(wl: &Workload, per_prog: &[u64], layout: Layout) -> u64 {
-    let n = u64::from(layout.dp) * u64::from(layout.cp);
-    wl.stages
-        .iter()
-        .zip(per_prog)
-        .map(|(prog, &units)| {
-            let colls = prog
-                .nodes
-                .iter()
-                .filter(|x| {
-                    matches!(
-                        x.kind,
-                        DagNodeKind::CommColl {
-                            group: Group::Dp | Group::ExpertDp,
-                            ..
-                        }
-                    )
-                })
-                .count() as u64;
-            units * colls * u64::from(layout.tp) * n.saturating_sub(1)
-        })
-        .sum()
 }
 
 /// The packet backend's cost relative to the flow backend's ([`PACKET_FACTOR`]); 1 otherwise.

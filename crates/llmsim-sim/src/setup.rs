@@ -220,11 +220,10 @@ pub(crate) fn with_flex(mut su: ScaleUpModel, p: &ParallelConfig, gpu: &GpuSpec)
 /// A TP group larger than a server under `tp_comm_overlap`: userbuffers overlap works over NVLink
 /// only.
 pub(crate) fn tp_overlap_timer(s: &Scenario, p: &ParallelConfig, gpu: &GpuSpec, ideal: bool) -> Result<Option<TpOverlapTimer>, SimError> {
-    let in_server = p.tp <= u64::from(s.cluster.gpus_per_node);
-    if !(p.tp > 1 && (p.tp_comm_overlap || (p.tp_backward_overlap && in_server))) {
+    if !(p.tp > 1 && (p.tp_comm_overlap || p.tp_backward_overlap_applies())) {
         return Ok(None);
     }
-    if p.tp_comm_overlap && !in_server {
+    if p.tp_comm_overlap && p.tp > u64::from(s.cluster.gpus_per_node) {
         return Err(SimError::Scenario {
             field: "parallel.tp_comm_overlap".into(),
             message: format!(

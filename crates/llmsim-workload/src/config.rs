@@ -933,6 +933,15 @@ impl ParallelConfig {
         self.zero_stage >= 3 && self.dense_dp_group() > 1
     }
 
+    /// Whether `tp_backward_overlap` applies: not to DTensor's TP (its collectives block), and
+    /// only for a TP group inside one server of [`ParallelConfig::gpus_per_node`] (0: unknown,
+    /// taken as inside), where the collective is timed beside its GEMM over NVLink. The
+    /// workload generator and the simulator's overlap timer both ask this, so a GEMM never
+    /// carries a collective the simulator cannot time.
+    pub fn tp_backward_overlap_applies(&self) -> bool {
+        self.tp_backward_overlap && self.tp_impl != TpImpl::Dtensor && (self.gpus_per_node == 0 || self.tp <= self.gpus_per_node)
+    }
+
     /// Ranks the expert parameters' gradients are reduced over: `tp · dp · cp / (etp · ep)`
     /// (`dp · cp / ep` when `etp = tp`).
     pub fn expert_dp_group(&self) -> u64 {

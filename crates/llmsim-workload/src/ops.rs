@@ -412,8 +412,7 @@ impl Dims {
             tok_sp: if sp { tok / tp } else { tok },
             ub: p.tp_comm_overlap && sp,
             dtensor: p.tp_impl == TpImpl::Dtensor,
-            // Timed beside the GEMM over NVLink: a TP group inside one server.
-            tp_bwd_async: p.tp_backward_overlap && p.tp_impl != TpImpl::Dtensor && (p.gpus_per_node == 0 || p.tp <= p.gpus_per_node),
+            tp_bwd_async: p.tp_backward_overlap_applies(),
             fp8: t.dtype.is_te_quantized(),
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             nvfp4: t.dtype == DType::Fp4,
@@ -489,8 +488,8 @@ fn is_zero(n: &u32) -> bool {
 
 /// A collective issued asynchronously with `beside` kernels running beside it (see
 /// [`OpSpecKind::Comm`]).
-fn comm_async(name: &'static str, pass: Pass, op: CollectiveOp, group: CommGroup, bytes: u64, beside: u32, shape: &str) -> OpSpec {
-    let mut c = comm(name, pass, op, group, bytes, shape);
+fn comm_async(name: &'static str, pass: Pass, op: CollectiveOp, bytes: u64, beside: u32, shape: &str) -> OpSpec {
+    let mut c = comm(name, pass, op, CommGroup::Cp, bytes, shape);
     if let OpSpecKind::Comm { beside: b, .. } = &mut c.kind {
         *b = beside;
     }
@@ -706,7 +705,7 @@ impl<'a> Builder<'a> {
                     ag_fwd,
                     shape,
                 );
-                if d.tp_bwd_async && !d.dtensor {
+                if d.tp_bwd_async {
                     // Transformer Engine / Megatron-Core (`tp_backward_overlap`): the re-gather
                     // runs beside the dgrad GEMM and the reduce-scatter beside the wgrad GEMM,
                     // each waited for after it.
@@ -739,7 +738,7 @@ impl<'a> Builder<'a> {
                     (vec![ag, g], bwd)
                 }
             }
-            Split::Column if tp && d.tp_bwd_async && !d.dtensor => {
+            Split::Column if tp && d.tp_bwd_async => {
                 // The input gradient's all-reduce beside the wgrad GEMM (see above).
                 wg.overlap = ov(CollectiveOp::AllReduce, OverlapMethod::Nccl);
                 (vec![g], vec![dg, wg])
@@ -1219,7 +1218,6 @@ impl<'a> Builder<'a> {
                 "cp_kv_allgather",
                 Pass::Forward,
                 CollectiveOp::AllGather,
-                CommGroup::Cp,
                 gather_bytes,
                 beside(2),
                 &shape,
@@ -1261,7 +1259,6 @@ impl<'a> Builder<'a> {
             "cp_kv_allgather_bwd",
             bi,
             CollectiveOp::AllGather,
-            CommGroup::Cp,
             gather_bytes,
             beside(2),
             &shape,
@@ -1298,7 +1295,6 @@ impl<'a> Builder<'a> {
                 "cp_dkv_permute",
                 bi,
                 CollectiveOp::AllToAll,
-                CommGroup::Cp,
                 permute_bytes,
                 beside(1 + next),
                 &shape,
@@ -2248,30 +2244,30 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
         // Gradient read; states read and written; the model copy written.
         _ => t.grad_dtype().bytes() as f64 + 2.0 * states + t.activation_bytes() as f64,
     };
-    let mut ops = vec![compute(
-        "optimizer_step",
-        Pass::BackwardWeight,
-        OpClass::Optimizer,
-        12.0 * n as f64,
-        per_param * n as f64,
-        &format!("params={n}"),
-    )];
     // Gradient clipping by the global norm (Megatron `--clip-grad`, default 1.0; TorchTitan's and
     // NeMo Automodel's max norm 1.0 too): one L2-norm pass over the optimizer's FP32 gradients
     // before the step (Megatron-Core `optimizer.py` `clip_grad_norm` -> `clip_grads.py`
     // `get_grad_norm_fp32`, `multi_tensor_l2norm`). The scaling pass after it runs only when the
     // norm is above the limit (older code) and is not counted.
-    ops.insert(
-        0,
+    let shape = format!("params={n}");
+    let mut ops = vec![
         compute(
             "grad_norm",
             Pass::BackwardWeight,
             OpClass::Elementwise,
             2.0 * n as f64,
             4.0 * n as f64,
-            &format!("params={n}"),
+            &shape,
         ),
-    );
+        compute(
+            "optimizer_step",
+            Pass::BackwardWeight,
+            OpClass::Optimizer,
+            12.0 * n as f64,
+            per_param * n as f64,
+            &shape,
+        ),
+    ];
     // Megatron zeroes its whole gradient buffer (every parameter of the rank, not the optimizer's
     // shard) for the next iteration (`training.py` `train_step`: `zero_grad_buffer()`,
     // `param_and_grad_buffer.py` `grad_data.zero_()`). FSDP (ZeRO-3) frees its gradients instead.
