@@ -358,6 +358,30 @@ impl AttentionKernelChoice {
     }
 }
 
+/// How data-parallel gradients are averaged (`parallel.grad_scaling`): Megatron's DDP multiplies
+/// its gradient buffer in place (`grad_data *= factor`: one read and one write of every gradient
+/// in the buffer, on the compute stream) wherever the collective itself does not average.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GradScaling {
+    /// Each bucket is scaled by `1 / (dp·cp)` just before its collective, which then sums
+    /// (Megatron-Core `average_in_collective: false`, its default and Megatron-LM's; Megatron-LM
+    /// before Megatron-Core divided its buffer the same way, `buffer_.data /= dp`). No pass when
+    /// the group is one rank. Default.
+    #[default]
+    BeforeReduce,
+    /// The collective averages (`average_in_collective: true`, Megatron-Bridge's recipes and
+    /// NeMo 2's default): no pass over dense gradients; routed-expert buckets are still scaled by
+    /// `expert-DP / (dp·cp)` when their group differs (`distributed_data_parallel.py`).
+    InCollective,
+    /// Per-token loss (`calculate_per_token_loss: true`): the collectives sum unscaled and, after
+    /// the whole reduction, the rank's entire gradient buffer is scaled once by `1 / tokens`
+    /// before the optimizer (`finalize_model_grads.py` `scale_gradients`).
+    PerToken,
+    /// No pass: the collective averages everything (FSDP2 and other frameworks).
+    None,
+}
+
 /// How tensor parallelism runs its collectives (`parallel.tp_impl`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -669,6 +693,17 @@ pub struct ParallelConfig {
     /// Overlap the distributed optimizer's parameter all-gather with the next forward.
     /// Default false (Megatron's default).
     pub overlap_param_gather: bool,
+    /// How the data-parallel gradients are divided by the number of replicas, and with it which
+    /// in-place pass over the gradient buffer each step runs on the compute stream. Default
+    /// `before_reduce` (Megatron-LM's default). Not used with FSDP (ZeRO-3 over more than one
+    /// rank), whose gradients take another path.
+    pub grad_scaling: GradScaling,
+    /// Megatron's NaN check of the gradients before each data-parallel bucket's collective:
+    /// the L2 norm of the bucket's gradient buffer on the compute stream, read on the host
+    /// (Megatron-Core `param_and_grad_buffer.py` `start_grad_sync` -> `check_grads`; Megatron-LM
+    /// `--check-for-nan-in-loss-and-grad`, on by default; Megatron-Bridge's and NeMo 2's
+    /// performance settings turn it off). Default true. Not used with FSDP.
+    pub check_for_nan_in_grad: bool,
     /// Parameters per DP gradient bucket. Default 0 = Megatron's `max(40_000_000, 1_000_000 · dp)`,
     /// filled in by [`ParallelConfig::resolve`].
     pub grad_bucket_size: u64,
@@ -760,6 +795,8 @@ impl Default for ParallelConfig {
             fsdp_sync_every_microbatch: false,
             overlap_grad_reduce: false,
             overlap_param_gather: false,
+            grad_scaling: GradScaling::BeforeReduce,
+            check_for_nan_in_grad: true,
             grad_bucket_size: 0,
             pipeline_layers: Vec::new(),
             first_stage_layers: 0,

@@ -942,9 +942,37 @@ fn stage_iteration(
     let mut d2h: Vec<u32> = vec![NONE; n_off as usize];
     let mut h2d: Vec<u32> = vec![NONE; n_off as usize];
 
-    // The DDP gradient reduction of bucket `bi`, after `after`.
-    let issue_reduce =
-        |prog: &mut Program, bi: usize, after: &[u32]| push_bucket_colls(prog, dp_base, &buckets[bi], grad_op, Width::grads(t), after);
+    // What the compute stream runs over each DDP bucket's gradients before its collective (the
+    // NaN check and the scaling, `ops::grad_bucket_passes`): a segment shared by buckets of one
+    // size, or none.
+    let gw = Width::grads(t);
+    let bucket_pass: Vec<Option<u32>> = if fsdp {
+        Vec::new()
+    } else {
+        buckets
+            .iter()
+            .map(|bk| {
+                let dense = bk.vocab * gw.vocab + (bk.dense - bk.vocab) * gw.linear;
+                let ops = ops::grad_bucket_passes((bk.dense, dense / bk.dense.max(1)), (bk.expert, gw.expert), p);
+                (!ops.is_empty()).then(|| b.intern(format!("grad_sync.{}.{}", bk.dense, bk.expert), ops))
+            })
+            .collect()
+    };
+    // The DDP gradient reduction of bucket `bi`, after `after`: the bucket's passes on the compute
+    // stream, then its collectives.
+    let issue_reduce = |prog: &mut Program, bi: usize, after: &[u32]| {
+        let pass = bucket_pass.get(bi).copied().flatten().map(|seg| {
+            let node = Node {
+                kind: DagNodeKind::Comp { segment: seg },
+                ..base(Phase::Backward, m - 1, 0, NONE as u64)
+            };
+            prog.push(node, after)
+        });
+        match pass {
+            Some(n) => push_bucket_colls(prog, dp_base, &buckets[bi], grad_op, gw, &[n]),
+            None => push_bucket_colls(prog, dp_base, &buckets[bi], grad_op, gw, after),
+        }
+    };
     // The reduction of bucket `bi` after the last micro-batch's backward of it: issued at once
     // with `overlap_grad_reduce`, else left for after the whole backward.
     let ddp_reduce = |prog: &mut Program, bi: usize, after: &[u32], reduce_nodes: &mut Vec<u32>, pending: &mut Vec<usize>| {

@@ -55,7 +55,8 @@ use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::config::{
-    CpImpl, Fp8Recipe, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TpImpl, TrainingConfig,
+    CpImpl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TpImpl,
+    TrainingConfig,
 };
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
@@ -2250,7 +2251,22 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
     // `get_grad_norm_fp32`, `multi_tensor_l2norm`). The scaling pass after it runs only when the
     // norm is above the limit (older code) and is not counted.
     let shape = format!("params={n}");
-    let mut ops = vec![
+    let mut ops = Vec::new();
+    // Per-token loss: after the reduction the whole gradient buffer of the rank (not the
+    // optimizer's shard) is scaled once by 1 / tokens (`finalize_model_grads.py`
+    // `scale_gradients`: `grad_data *= factor`, read and write).
+    if p.grad_scaling == GradScaling::PerToken && !p.fsdp() {
+        let g = params_on_rank as f64 * t.grad_dtype().bytes() as f64;
+        ops.push(compute(
+            "grad_scale_per_token",
+            Pass::BackwardWeight,
+            OpClass::Elementwise,
+            params_on_rank as f64,
+            2.0 * g,
+            &format!("params={params_on_rank}"),
+        ));
+    }
+    ops.extend([
         compute(
             "grad_norm",
             Pass::BackwardWeight,
@@ -2267,7 +2283,7 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
             per_param * n as f64,
             &shape,
         ),
-    ];
+    ]);
     // Megatron zeroes its whole gradient buffer (every parameter of the rank, not the optimizer's
     // shard) for the next iteration (`training.py` `train_step`: `zero_grad_buffer()`,
     // `param_and_grad_buffer.py` `grad_data.zero_()`). FSDP (ZeRO-3) frees its gradients instead.
@@ -2280,6 +2296,53 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
             0.0,
             g,
             &format!("params={params_on_rank}"),
+        ));
+    }
+    ops
+}
+
+/// What Megatron's DDP runs on the compute stream over one data-parallel bucket's gradients
+/// just before issuing its collective (`param_and_grad_buffer.py` `start_grad_sync`, Megatron-Core
+/// 0.8 to 0.16): with `check_for_nan_in_grad`, the buffer's L2 norm (one read), checked on the
+/// host (`assert not norm.isnan()`; 0.16: `check_grads` -> `validate_result`); then, where
+/// [`GradScaling`] says so, the in-place scaling `grad_data *= factor` (one read, one write).
+/// `dense` / `expert`: the bucket's parameters on the dense and the expert-DP group with their
+/// gradients' bytes per parameter. Empty when nothing runs (FSDP takes another path).
+pub fn grad_bucket_passes(dense: (u64, u64), expert: (u64, u64), p: &ParallelConfig) -> Vec<OpSpec> {
+    let mut ops = Vec::new();
+    if p.fsdp() {
+        return ops;
+    }
+    let elems = (dense.0 + expert.0) as f64;
+    let bytes = (dense.0 * dense.1 + expert.0 * expert.1) as f64;
+    let shape = format!("params={}", dense.0 + expert.0);
+    if p.check_for_nan_in_grad && elems > 0.0 {
+        // A square and an add per gradient.
+        let mut op = compute(
+            "grad_nan_check",
+            Pass::BackwardWeight,
+            OpClass::Elementwise,
+            2.0 * elems,
+            bytes,
+            &shape,
+        );
+        op.host_sync = true;
+        ops.push(op);
+    }
+    let dp = p.dense_dp_group();
+    let (n, b) = match p.grad_scaling {
+        GradScaling::BeforeReduce if dp > 1 => (elems, bytes),
+        GradScaling::InCollective if p.expert_dp_group() != dp => (expert.0 as f64, (expert.0 * expert.1) as f64),
+        _ => (0.0, 0.0),
+    };
+    if n > 0.0 {
+        ops.push(compute(
+            "grad_scale",
+            Pass::BackwardWeight,
+            OpClass::Elementwise,
+            n,
+            2.0 * b,
+            &shape,
         ));
     }
     ops
