@@ -180,10 +180,10 @@ fn one_replica_and_fsdp_run_no_scaling() {
 #[test]
 fn a_wrong_grad_scaling_names_the_field_and_the_choices() {
     let sets = vec!["parallel.grad_scaling=average".to_string()];
-    let err = Scenario::from_yaml(DP16, &sets, Path::new("."))
-        .err()
-        .expect("rejected")
-        .to_string();
+    let err = match Scenario::from_yaml(DP16, &sets, Path::new(".")) {
+        Ok(_) => panic!("accepted grad_scaling=average"),
+        Err(e) => e.to_string(),
+    };
     assert!(err.contains("grad_scaling"), "{err}");
     assert!(err.contains("in_collective") && err.contains("per_token"), "{err}");
 }

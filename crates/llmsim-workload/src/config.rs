@@ -752,6 +752,17 @@ pub struct ParallelConfig {
     /// with `pp > 1`, `vpp > 1` (as Megatron asserts). Default false.
     #[serde(alias = "overlap_moe_expert_parallel_comm")]
     pub moe_a2a_overlap: bool,
+    /// With the interleaved schedule, let the pipeline sends run beside the computation, each
+    /// waited for only where its buffer is reused (Megatron `--overlap-p2p-communication`, on by
+    /// default in Megatron-LM since core 0.4, `f9283c5a8a` / `4eeff55d1f`; Megatron-Bridge and
+    /// NeMo's launcher set it whenever VP > 1). `false`, and always with the non-interleaved
+    /// schedules: the compute stream waits for each send to be delivered before it goes on, as
+    /// Megatron-Core's `_communicate(wait_on_reqs=True)` does (`p2p_communication.py`;
+    /// Megatron-LM before Megatron-Core waited on every request and synchronized the device),
+    /// and as `torch.distributed.pipelining` does (each time step's batched sends and receives
+    /// are waited on). The transfer starts when the send is issued: NCCL's wait for the receiver
+    /// to post its receive is not modelled. Default true.
+    pub overlap_p2p_comm: bool,
     /// Pipeline schedules per training step: the step's micro-batches run as this many
     /// consecutive fill-and-drain schedules of `micro-batches / pipeline_flushes` each, with one
     /// gradient reduction and optimizer step after the last. NeMo Automodel (and TorchTitan)
@@ -806,6 +817,7 @@ impl Default for ParallelConfig {
             tp_comm_overlap: false,
             tp_backward_overlap: true,
             moe_a2a_overlap: false,
+            overlap_p2p_comm: true,
             pipeline_flushes: 1,
             pipeline_layers_derived: false,
             gpus_per_node: 0,
@@ -977,6 +989,12 @@ impl ParallelConfig {
     /// carries a collective the simulator cannot time.
     pub fn tp_backward_overlap_applies(&self) -> bool {
         self.tp_backward_overlap && self.tp_impl != TpImpl::Dtensor && (self.gpus_per_node == 0 || self.tp <= self.gpus_per_node)
+    }
+
+    /// Whether the compute stream waits for each pipeline send to be delivered: with the
+    /// non-interleaved schedules always, with the interleaved one unless `overlap_p2p_comm`.
+    pub fn pp_sends_block(&self, interleaved: bool) -> bool {
+        !(interleaved && self.overlap_p2p_comm)
     }
 
     /// Ranks the expert parameters' gradients are reduced over: `tp · dp · cp / (etp · ep)`

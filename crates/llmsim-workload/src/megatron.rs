@@ -389,20 +389,31 @@ fn emit(prog: &mut Program, items: &[Item], base: Node, first_deps: &[u32]) -> O
 
 /// A data-parallel bucket being filled in backward order.
 /// Pushes a pipeline message of `bytes`: a receive on `at`'s stream (the compute stream waits
-/// for it) or, with `send`, a send on the pipeline-send stream; `tag` names the micro-batch and
-/// the chunk the message is for. Returns the node.
+/// for it) or, with `send` = `Some(stream)`, a send on that stream: the pipeline-send stream
+/// when sends run asynchronously, the compute stream when it waits for each send to be
+/// delivered ([`ParallelConfig::pp_sends_block`]). `tag` names the micro-batch and the chunk the
+/// message is for. Returns the node.
 #[allow(clippy::too_many_arguments)]
-fn push_p2p(prog: &mut Program, at: Node, send: bool, peer: Peer, dir: Direction, mb: u64, chunk: u64, bytes: u64, deps: &[u32]) -> u32 {
+fn push_p2p(
+    prog: &mut Program,
+    at: Node,
+    send: Option<Stream>,
+    peer: Peer,
+    dir: Direction,
+    mb: u64,
+    chunk: u64,
+    bytes: u64,
+    deps: &[u32],
+) -> u32 {
     let tag = P2pTag {
         dir,
         microbatch: mb as u32,
         chunk: chunk as u32,
         seq: 0,
     };
-    let (kind, stream) = if send {
-        (DagNodeKind::CommSend { peer, bytes, tag }, Stream::PpSend)
-    } else {
-        (DagNodeKind::CommRecv { peer, bytes, tag }, at.stream)
+    let (kind, stream) = match send {
+        Some(stream) => (DagNodeKind::CommSend { peer, bytes, tag }, stream),
+        None => (DagNodeKind::CommRecv { peer, bytes, tag }, at.stream),
     };
     prog.push(Node { kind, stream, ..at }, deps)
 }
@@ -831,6 +842,13 @@ fn stage_iteration(
         let full = t.micro_batch_size * t.seq_length / p.cp.max(1) * mc.hidden_size * t.activation_bytes();
         if p.sequence_parallel && p.tp > 1 { full / p.tp } else { full }
     };
+    // Where pipeline sends run: beside the computation, or on the compute stream, which then
+    // waits for each one to be delivered.
+    let send_stream = if p.pp_sends_block(interleaved) {
+        Stream::Compute
+    } else {
+        Stream::PpSend
+    };
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
     // The DDP gradient reduction: a reduce-scatter into the distributed optimizer's shards, else an
     // all-reduce.
@@ -1004,12 +1022,12 @@ fn stage_iteration(
             let mut fdeps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(fc) {
                 let at = base(Phase::Forward, fm, fc, NONE as u64);
-                push_p2p(prog, at, false, Peer::Prev, Direction::Forward, fm, fc, act_bytes, &fdeps);
+                push_p2p(prog, at, None, Peer::Prev, Direction::Forward, fm, fc, act_bytes, &fdeps);
                 fdeps.clear();
             }
             if !last_virtual(bc) {
                 let at = base(Phase::Backward, bm, bc, NONE as u64);
-                push_p2p(prog, at, false, Peer::Next, Direction::Backward, bm, bc, act_bytes, &[]);
+                push_p2p(prog, at, None, Peer::Next, Direction::Backward, bm, bc, act_bytes, &[]);
             }
             // A backward item's bucket: the DDP gradient reduction of the last micro-batch.
             let mut close = |prog: &mut Program, item: BucketItem, after: Option<u32>| {
@@ -1069,7 +1087,17 @@ fn stage_iteration(
                 let mut dep: Vec<u32> = flast.into_iter().collect();
                 dep.extend(fwait);
                 let at = base(Phase::Forward, fm, fc, NONE as u64);
-                push_p2p(prog, at, true, Peer::Next, Direction::Forward, fm, recv_chunk, act_bytes, &dep);
+                push_p2p(
+                    prog,
+                    at,
+                    Some(send_stream),
+                    Peer::Next,
+                    Direction::Forward,
+                    fm,
+                    recv_chunk,
+                    act_bytes,
+                    &dep,
+                );
             }
             if first_virtual(bc) {
                 blast = emit(prog, &tpl.emb_bwd, base(Phase::Backward, bm, bc, NONE as u64), &bwait).or(blast);
@@ -1079,7 +1107,17 @@ fn stage_iteration(
                 let mut dep: Vec<u32> = blast.into_iter().collect();
                 dep.extend(bwait);
                 let at = base(Phase::Backward, bm, bc, NONE as u64);
-                push_p2p(prog, at, true, Peer::Prev, Direction::Backward, bm, recv_chunk, act_bytes, &dep);
+                push_p2p(
+                    prog,
+                    at,
+                    Some(send_stream),
+                    Peer::Prev,
+                    Direction::Backward,
+                    bm,
+                    recv_chunk,
+                    act_bytes,
+                    &dep,
+                );
             }
             // The compute stream's last node, for what follows the step.
             last_compute = flast.max(blast).or(last_compute);
@@ -1089,7 +1127,7 @@ fn stage_iteration(
             let mut deps: Vec<u32> = std::mem::take(&mut entry_deps);
             if !first_virtual(c) {
                 let at = base(Phase::Forward, mb, c, NONE as u64);
-                push_p2p(prog, at, false, Peer::Prev, Direction::Forward, mb, c, act_bytes, &deps);
+                push_p2p(prog, at, None, Peer::Prev, Direction::Forward, mb, c, act_bytes, &deps);
                 deps.clear();
             }
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
@@ -1145,13 +1183,23 @@ fn stage_iteration(
                 let recv_chunk = if s == pp - 1 { c + 1 } else { c };
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 let at = base(Phase::Forward, mb, c, NONE as u64);
-                push_p2p(prog, at, true, Peer::Next, Direction::Forward, mb, recv_chunk, act_bytes, &dep);
+                push_p2p(
+                    prog,
+                    at,
+                    Some(send_stream),
+                    Peer::Next,
+                    Direction::Forward,
+                    mb,
+                    recv_chunk,
+                    act_bytes,
+                    &dep,
+                );
             }
         } else {
             let last_mb = mb == m - 1;
             if !last_virtual(c) {
                 let at = base(Phase::Backward, mb, c, NONE as u64);
-                push_p2p(prog, at, false, Peer::Next, Direction::Backward, mb, c, act_bytes, &[]);
+                push_p2p(prog, at, None, Peer::Next, Direction::Backward, mb, c, act_bytes, &[]);
             }
             let scattered = reduce_nodes.len();
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
@@ -1207,7 +1255,17 @@ fn stage_iteration(
                 // The gradient's send is issued after the backward returns, behind that wait.
                 let dep: Vec<u32> = last_compute.into_iter().chain(entry_deps.iter().copied()).collect();
                 let at = base(Phase::Backward, mb, c, NONE as u64);
-                push_p2p(prog, at, true, Peer::Prev, Direction::Backward, mb, recv_chunk, act_bytes, &dep);
+                push_p2p(
+                    prog,
+                    at,
+                    Some(send_stream),
+                    Peer::Prev,
+                    Direction::Backward,
+                    mb,
+                    recv_chunk,
+                    act_bytes,
+                    &dep,
+                );
             }
         }
     }
