@@ -328,3 +328,75 @@ fn per_micro_batch_sync_without_fsdp_is_refused_by_name() {
     let e = resolve(&s).map(|_| ()).unwrap_err().to_string();
     assert!(e.contains("parallel.fsdp_sync_every_microbatch") && e.contains("zero_stage"), "{e}");
 }
+
+/// Copy-out nodes (`fsdp_copy_out`) of stage `st`: (count, bytes), each right after a gather.
+fn copy_outs(o: &Outcome, st: usize) -> (usize, f64) {
+    let prog = &o.workload.stages[st];
+    let mut n = 0;
+    let mut bytes = 0.0;
+    for (i, node) in prog.nodes.iter().enumerate() {
+        let DagNodeKind::Comp { segment } = node.kind else { continue };
+        let seg = &o.workload.segments[segment as usize];
+        if seg.ops.first().is_none_or(|op| op.name != "fsdp_copy_out") {
+            continue;
+        }
+        assert_eq!(node.stream, Stream::Compute);
+        // It waits for the all-gather of its unit, of the same size.
+        let deps = prog.deps(i as u32);
+        assert_eq!(deps.len(), 1);
+        let DagNodeKind::CommColl { op, bytes: gathered, .. } = prog.nodes[deps[0] as usize].kind else {
+            panic!("a copy-out after {:?}", prog.nodes[deps[0] as usize].kind)
+        };
+        assert_eq!(op, CollectiveOp::AllGather);
+        let llmsim_workload::OpSpecKind::Compute { bytes: b, .. } = seg.ops[0].kind else {
+            panic!()
+        };
+        // Read from the gather buffer and written into the unsharded parameters.
+        assert_eq!(b, 2.0 * gathered as f64);
+        n += 1;
+        bytes += b;
+    }
+    (n, bytes)
+}
+
+#[test]
+fn fsdp2_copies_each_gather_out_on_the_compute_stream() {
+    for reshard in [true, false] {
+        let sets = [
+            "parallel.zero_stage=3",
+            if reshard {
+                "parallel.reshard_after_forward=true"
+            } else {
+                "parallel.reshard_after_forward=false"
+            },
+        ];
+        let megatron = run(&scenario(&sets));
+        let fsdp2 = run(&scenario(&[sets[0], sets[1], "parallel.fsdp_impl=fsdp2"]));
+        for st in 0..2 {
+            let gathers = fsdp2.workload.stages[st]
+                .nodes
+                .iter()
+                .filter(|n| {
+                    matches!(
+                        n.kind,
+                        DagNodeKind::CommColl {
+                            op: CollectiveOp::AllGather,
+                            ..
+                        }
+                    )
+                })
+                .count();
+            let (n, bytes) = copy_outs(&fsdp2, st);
+            assert_eq!(n, gathers, "reshard {reshard} stage {st}: one copy-out per gather");
+            assert_eq!(bytes, 2.0 * dp_bytes(&fsdp2, st, CollectiveOp::AllGather) as f64);
+            assert_eq!(copy_outs(&megatron, st).0, 0);
+        }
+        // The copies take compute-stream time: the iteration is longer.
+        assert!(
+            fsdp2.report.iteration_time_s > megatron.report.iteration_time_s,
+            "reshard {reshard}: {} against {} s",
+            fsdp2.report.iteration_time_s,
+            megatron.report.iteration_time_s
+        );
+    }
+}

@@ -358,6 +358,18 @@ impl AttentionKernelChoice {
     }
 }
 
+/// Which FSDP implementation shards parameters under ZeRO-3 (`parallel.fsdp_impl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FsdpImpl {
+    /// Megatron-FSDP: parameters are used in place in the gathered buffer. Default.
+    #[default]
+    Megatron,
+    /// PyTorch FSDP2 (`fully_shard`): each unshard copies the gathered parameters out of the
+    /// all-gather buffer on the compute stream.
+    Fsdp2,
+}
+
 /// How data-parallel gradients are averaged (`parallel.grad_scaling`): Megatron's DDP multiplies
 /// its gradient buffer in place (`grad_data *= factor`: one read and one write of every gradient
 /// in the buffer, on the compute stream) wherever the collective itself does not average.
@@ -676,6 +688,13 @@ pub struct ParallelConfig {
     /// reduce-scatters its gradients once, in the last micro-batch: Llama 3's FSDP (Dubey et al.
     /// 2024, §3.3.2, "we do not reshard after forward") and TorchTitan with pipeline parallelism.
     pub reshard_after_forward: bool,
+    /// Which FSDP runs ZeRO-3 (`zero_stage: 3`): `megatron` (Megatron-FSDP, and FSDP whose
+    /// gathered buffer holds the parameters in place) or `fsdp2` (PyTorch's `fully_shard`, as
+    /// TorchTitan and NeMo Automodel use it), whose every unshard then copies the gathered
+    /// parameters out of the all-gather buffer into the unit's unsharded parameters on the
+    /// compute stream: one read and one write of them (`FSDPParamGroup.wait_for_unshard` ->
+    /// `foreach_all_gather_copy_out`, before each unit's forward and backward). Default `megatron`.
+    pub fsdp_impl: FsdpImpl,
     /// ZeRO-3 / FSDP with `reshard_after_forward: false`: reduce-scatter each unit's gradients
     /// and free its gathered parameters after *every* micro-batch's backward, gathering the unit
     /// again at its next forward or backward, instead of once per step. This is PyTorch FSDP2's
@@ -803,6 +822,7 @@ impl Default for ParallelConfig {
             use_distributed_optimizer: false,
             zero_stage: 0,
             reshard_after_forward: true,
+            fsdp_impl: FsdpImpl::Megatron,
             fsdp_sync_every_microbatch: false,
             overlap_grad_reduce: false,
             overlap_param_gather: false,

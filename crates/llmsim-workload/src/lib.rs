@@ -24,8 +24,8 @@ pub mod schema;
 pub use formats::{chakra, simai};
 
 pub use config::{
-    AttentionKernelChoice, CpImpl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, PipelineSchedule,
-    Recompute, RecomputeModule, TrainingConfig,
+    AttentionKernelChoice, CpImpl, Fp8Recipe, FsdpImpl, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig,
+    PipelineSchedule, Recompute, RecomputeModule, TrainingConfig,
 };
 pub use error::WorkloadError;
 pub use import::ImportError;

@@ -42,7 +42,8 @@ use llmsim_core::CollectiveOp;
 use crate::dag::{DagNodeKind, Direction, Group, NONE, Node, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
 use crate::model::{AttentionType, LayerKind};
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
-use crate::{ModelConfig, ParallelConfig, PipelineSchedule, TrainingConfig, WorkloadError};
+use crate::{FsdpImpl, ModelConfig, ParallelConfig, PipelineSchedule, TrainingConfig, WorkloadError};
+use llmsim_compute::OpClass;
 
 /// One item of a layer template: a compute segment or a collective between segments.
 #[derive(Clone, Copy, Debug)]
@@ -796,6 +797,11 @@ impl Fsdp {
         self.gather_node[j]
     }
 
+    /// The bucket (unit) of the computation [`Fsdp::begin`] started last.
+    fn current_bucket(&self) -> usize {
+        self.passes[self.next - 1].bucket
+    }
+
     /// Ends the current unit computation at `last`; returns its pass.
     fn end(&mut self, last: u32) -> &UnitPass {
         self.ends.push(last);
@@ -976,6 +982,41 @@ fn stage_iteration(
             })
             .collect()
     };
+    // FSDP2: each unshard's copy-out of the gathered parameters on the compute stream, per
+    // bucket (unit): read and write of the unit's gathered parameters, a segment per pass.
+    let copy_out: Vec<[u32; 2]> = if fsdp && p.fsdp_impl == FsdpImpl::Fsdp2 {
+        buckets
+            .iter()
+            .map(|bk| {
+                let bytes = bk.vocab * param_w.vocab + (bk.dense - bk.vocab) * param_w.linear + bk.expert * param_w.expert;
+                let shape = format!("params={}", bk.dense + bk.expert);
+                [(Pass::Forward, "fwd"), (Pass::BackwardInput, "bwd")].map(|(pass, tag)| {
+                    let op = ops::compute("fsdp_copy_out", pass, OpClass::Elementwise, 0.0, 2.0 * bytes as f64, &shape);
+                    b.intern(format!("fsdp_copy_out.{tag}.{}.{}", bk.dense, bk.expert), vec![op])
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // What a unit's computation waits for after `fs.begin` returned its gather `g`: the gather,
+    // or (FSDP2) the copy-out after it.
+    let unshard = |prog: &mut Program, g: Option<u32>, bi: usize, at: Node, backward: bool| -> Option<u32> {
+        let (g, segs) = (g?, copy_out.get(bi));
+        Some(match segs {
+            Some(seg) => prog.push(
+                Node {
+                    kind: DagNodeKind::Comp {
+                        segment: seg[backward as usize],
+                    },
+                    stream: Stream::Compute,
+                    ..at
+                },
+                &[g],
+            ),
+            None => g,
+        })
+    };
     // The DDP gradient reduction of bucket `bi`, after `after`: the bucket's passes on the compute
     // stream, then its collectives.
     let issue_reduce = |prog: &mut Program, bi: usize, after: &[u32]| {
@@ -1133,7 +1174,8 @@ fn stage_iteration(
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
             let mut fwd_item = |prog: &mut Program, deps: &mut Vec<u32>, item: BucketItem, items: &[Item], layer: u64| {
                 if fsdp && closes.contains_key(&(c, item)) {
-                    deps.extend(fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end));
+                    let g = fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end);
+                    deps.extend(unshard(prog, g, fs.current_bucket(), base(Phase::Forward, mb, c, layer), false));
                 }
                 // Offloading: layer L - N + i starts after layer i's copy to the host finished.
                 if let Some(i) = (layer + n_off).checked_sub(n_layers)
@@ -1221,7 +1263,8 @@ fn stage_iteration(
                 let mut deps: Vec<u32> = h2d.get(layer as usize).copied().filter(|&h| h != NONE).into_iter().collect();
                 deps.append(&mut entry_deps);
                 if fsdp && opens.contains_key(&(c, item)) {
-                    deps.extend(fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end));
+                    let g = fs.begin(prog, &buckets, dp_base, param_w, carry.opt_end);
+                    deps.extend(unshard(prog, g, fs.current_bucket(), base(Phase::Backward, mb, c, layer), true));
                 }
                 last_compute = emit(prog, items, base(Phase::Backward, mb, c, layer), &deps).or(last_compute);
                 let Some(&bi) = closes.get(&(c, item)) else { return };
