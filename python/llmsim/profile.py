@@ -60,6 +60,7 @@ KNOWN_OPS = tuple(
             for x in ("", "_bwd")
         }
         | {"embedding", "embedding_wgrad", "optimizer_step", "grad_norm", "zero_grad"}
+        | {"grad_nan_check", "grad_scale", "grad_scale_per_token", "fsdp_copy_out"}
     )
 )
 
@@ -250,6 +251,18 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
             "zero_grad",
             {"params": s["params"], "bytes": _exact(nbytes, s["params"], "the gradient buffer", row, "bytes")},
         )
+    elif base == "grad_nan_check":
+        # The L2 norm of one gradient bucket (ops.rs `grad_bucket_passes`: 2 FLOPs and the
+        # gradient's bytes read a parameter).
+        n = _exact(flops, 2, "the bucket's parameters", row)
+        k.kind, k.dims = "grad_norm", {"params": n, "bytes": _exact(nbytes, n, "the gradient", row, "bytes")}
+    elif base in ("grad_scale", "grad_scale_per_token"):
+        # In-place scaling of gradients (1 FLOP, one read and one write a gradient).
+        n = int(flops)
+        k.kind, k.dims = "scale", {"params": n, "bytes": _exact(nbytes, 2 * n, "the gradient", row, "bytes")}
+    elif base == "fsdp_copy_out":
+        # FSDP2's copy of the gathered parameters (one read and one write of the gathered bytes).
+        k.kind, k.dims = "copy", {"bytes": _exact(nbytes, 2, "the gathered bytes", row, "bytes")}
     else:
         raise ProfileError(f"op `{op}` (class {cls}, shape `{row['shape']}`) has no kernel in the profiler")
     return k
@@ -449,8 +462,14 @@ class NumpyBackend(Backend):
 
             return adam
         if k.kind == "grad_norm":
-            g = self._r(d["params"])
+            g = self._r(d["params"]).astype(np.float16 if d.get("bytes", 4) == 2 else np.float32)
             return lambda: np.sqrt(np.dot(g, g))
+        if k.kind == "scale":
+            g = self._r(d["params"]).astype(np.float16 if d["bytes"] == 2 else np.float32)
+            return lambda: np.multiply(g, 0.5, out=g)
+        if k.kind == "copy":
+            src, dst = np.ones(d["bytes"], dtype=np.uint8), np.empty(d["bytes"], dtype=np.uint8)
+            return lambda: np.copyto(dst, src)
         if k.kind == "zero_grad":
             buf = np.ones(d["params"] * d["bytes"], dtype=np.uint8)
             return lambda: buf.fill(0)
@@ -669,8 +688,15 @@ class TorchBackend(Backend):
 
             return step
         if k.kind == "grad_norm":
-            g = self._r(d["params"], dtype=torch.float32)
+            g = self._r(d["params"], dtype=torch.bfloat16 if d.get("bytes", 4) == 2 else torch.float32)
             return lambda: torch.linalg.vector_norm(g)
+        if k.kind == "scale":
+            g = self._r(d["params"], dtype=torch.bfloat16 if d["bytes"] == 2 else torch.float32)
+            return lambda: g.mul_(0.5)
+        if k.kind == "copy":
+            src = torch.ones(d["bytes"], device=self.device, dtype=torch.uint8)
+            dst = torch.empty_like(src)
+            return lambda: dst.copy_(src)
         if k.kind == "zero_grad":
             buf = torch.empty(d["params"] * d["bytes"], device=self.device, dtype=torch.uint8)
             return lambda: buf.zero_()

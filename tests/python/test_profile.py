@@ -94,7 +94,9 @@ def test_cli_writes_and_checks_the_database(dense, tmp_path, capsys):
     out = tmp_path / "db.csv"
     assert prof.main([str(dense), "--out", str(out), "--backend", "numpy", "--warmup", "0", "--iters", "1"]) == 0
     said = capsys.readouterr().out
-    assert f"wrote {out}" in said and "check: 38 of 38 distinct compute ops now come from the database" in said
+    n = len(prof.distinct_ops(prof.run_ops(dense)))
+    assert n >= 38, n
+    assert f"wrote {out}" in said and f"check: {n} of {n} distinct compute ops now come from the database" in said
     # Through the console entry point too.
     from llmsim.cli import main
 

@@ -1261,7 +1261,9 @@ pub struct HostSpec {
     /// just before an op (the workload's synchronizing ops, `OpSpec::host_sync`, each the first op of its segment in ops.csv): Megatron-Core's GPT-OSS activation
     /// (`activation_func_clamp_value`, `model.swiglu_limit`) builds a scalar with
     /// `torch.tensor(linear_offset, device=...)` at each call, and PyTorch's blocking copy
-    /// synchronizes the stream (ATen `copy_kernel_cuda`: `memcpy_and_sync`). Default true.
+    /// synchronizes the stream (ATen `copy_kernel_cuda`: `memcpy_and_sync`); and Megatron's NaN
+    /// check of each gradient bucket (`parallel.check_for_nan_in_grad`), whose norm the host
+    /// reads (timed here as a wait before the norm, not after it). Default true.
     #[serde(default = "default_true")]
     pub blocking_copies: bool,
     /// Host work of one MoE layer's router, auxiliary loss, dispatcher preprocessing, token
