@@ -169,6 +169,30 @@ fn status_mib(field: &str) -> Option<u64> {
 
 /// A simulation's [`Detail`]: the simulated time it reached, the transfers done, the packet
 /// events and their rate (packet backend), and the memory in use.
+/// The run time estimated before the run, in milliseconds (0: none yet), for the progress line.
+pub(crate) static ESTIMATED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Records the run time estimated before the run (`llmsim run`'s `on_estimate`).
+pub(crate) fn note_estimate(seconds: f64) {
+    let ms = (seconds.max(0.0) * 1e3).round() as u64;
+    ESTIMATED_MS.store(ms.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// What the progress line adds once a run has taken far longer than estimated before it
+/// (5x and at least 60 s): the estimate is a fit on other runs, so a user should know early
+/// that this one is off (a packet-level run whose transfers fast-forwarding cannot shorten runs
+/// for hours where it was estimated at seconds).
+fn slower_than_estimated(elapsed: std::time::Duration) -> Option<String> {
+    let est = ESTIMATED_MS.load(std::sync::atomic::Ordering::Relaxed);
+    let el = elapsed.as_secs_f64();
+    (est > 0 && el >= 60.0 && el >= 5.0 * est as f64 / 1e3).then(|| {
+        format!(
+            "; far slower than estimated before the run (about {:.0} s): the estimate does not hold for this run",
+            est as f64 / 1e3
+        )
+    })
+}
+
 pub(crate) fn live_detail(live: std::sync::Arc<llmsim_sim::engine::LiveStatus>) -> Detail {
     std::sync::Arc::new(move |elapsed: std::time::Duration| {
         let mut d = format!(
@@ -195,6 +219,9 @@ pub(crate) fn live_detail(live: std::sync::Arc<llmsim_sim::engine::LiveStatus>) 
         }
         if let Some(m) = rss_mib() {
             d.push_str(&format!(", RSS {m} MiB"));
+        }
+        if let Some(w) = slower_than_estimated(elapsed) {
+            d.push_str(&w);
         }
         d
     })
@@ -441,6 +468,21 @@ fn error_text(e: &anyhow::Error) -> String {
 mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
+
+    /// The progress line says when a run takes far longer than estimated before it, and not
+    /// before (5x the estimate and at least a minute).
+    #[test]
+    fn the_progress_line_says_when_the_estimate_does_not_hold() {
+        use std::time::Duration;
+        super::note_estimate(6.0);
+        assert_eq!(super::slower_than_estimated(Duration::from_secs(29)), None);
+        assert_eq!(super::slower_than_estimated(Duration::from_secs(59)), None);
+        let w = super::slower_than_estimated(Duration::from_secs(90)).expect("90 s against 6 s");
+        assert!(w.contains("about 6 s"), "{w}");
+        super::note_estimate(30.0);
+        assert_eq!(super::slower_than_estimated(Duration::from_secs(140)), None);
+        assert!(super::slower_than_estimated(Duration::from_secs(151)).is_some());
+    }
 
     /// The plain lines come on a clock: a step that takes long (here the bar never moves) still
     /// gets a line every interval, showing where the run stands.

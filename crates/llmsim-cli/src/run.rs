@@ -100,7 +100,10 @@ pub fn run(a: &RunArgs) -> Result<()> {
         ideal_comm: a.ideal_comm,
         no_fold: a.no_fold,
         ignore_memory_estimate: a.ignore_memory_estimate,
-        on_estimate: Some(|e| eprintln!("llmsim: estimated before the run: {e}")),
+        on_estimate: Some(|e| {
+            eprintln!("llmsim: estimated before the run: {e}");
+            crate::note_estimate(e.seconds);
+        }),
         live: Some(live),
     };
     if a.workload.is_some() && sc.workload.is_some() {
