@@ -167,10 +167,8 @@ fn status_mib(field: &str) -> Option<u64> {
     Some(kib / 1024)
 }
 
-/// A simulation's [`Detail`]: the simulated time it reached, the transfers done, the packet
-/// events and their rate (packet backend), and the memory in use.
 /// The run time estimated before the run, in milliseconds (0: none yet), for the progress line.
-pub(crate) static ESTIMATED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static ESTIMATED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Records the run time estimated before the run (`llmsim run`'s `on_estimate`).
 pub(crate) fn note_estimate(seconds: f64) {
@@ -193,6 +191,9 @@ fn slower_than_estimated(elapsed: std::time::Duration) -> Option<String> {
     })
 }
 
+/// A simulation's [`Detail`]: the simulated time it reached, the transfers done, the packet
+/// events and their rate (packet backend), the memory in use, and whether the run
+/// is far slower than estimated before it.
 pub(crate) fn live_detail(live: std::sync::Arc<llmsim_sim::engine::LiveStatus>) -> Detail {
     std::sync::Arc::new(move |elapsed: std::time::Duration| {
         let mut d = format!(

@@ -511,6 +511,12 @@ struct Width {
 }
 
 impl Width {
+    /// Bytes of bucket `bk` at these widths: its dense part (the vocab parameters at their own
+    /// width) and its routed experts.
+    fn bucket_bytes(&self, bk: &Bucket) -> (u64, u64) {
+        (bk.vocab * self.vocab + (bk.dense - bk.vocab) * self.linear, bk.expert * self.expert)
+    }
+
     /// The gradient reduction: [`TrainingConfig::grad_dtype`], the routed experts'
     /// [`TrainingConfig::expert_grad_dtype`].
     fn grads(t: &TrainingConfig) -> Self {
@@ -976,8 +982,8 @@ fn stage_iteration(
         buckets
             .iter()
             .map(|bk| {
-                let dense = bk.vocab * gw.vocab + (bk.dense - bk.vocab) * gw.linear;
-                let ops = ops::grad_bucket_passes((bk.dense, dense / bk.dense.max(1)), (bk.expert, gw.expert), p);
+                let (dense, expert) = gw.bucket_bytes(bk);
+                let ops = ops::grad_bucket_passes((bk.dense, dense), (bk.expert, expert), p);
                 (!ops.is_empty()).then(|| b.intern(format!("grad_sync.{}.{}", bk.dense, bk.expert), ops))
             })
             .collect()
@@ -988,7 +994,8 @@ fn stage_iteration(
         buckets
             .iter()
             .map(|bk| {
-                let bytes = bk.vocab * param_w.vocab + (bk.dense - bk.vocab) * param_w.linear + bk.expert * param_w.expert;
+                let (dense, expert) = param_w.bucket_bytes(bk);
+                let bytes = dense + expert;
                 let shape = format!("params={}", bk.dense + bk.expert);
                 [(Pass::Forward, "fwd"), (Pass::BackwardInput, "bwd")].map(|(pass, tag)| {
                     let op = ops::compute("fsdp_copy_out", pass, OpClass::Elementwise, 0.0, 2.0 * bytes as f64, &shape);
@@ -1353,6 +1360,7 @@ fn stage_iteration(
 /// Pushes the collectives of one bucket (dense part over Dp, expert part over ExpertDp);
 /// returns the last node.
 fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: CollectiveOp, w: Width, deps: &[u32]) -> u32 {
+    let (dense_bytes, expert_bytes) = w.bucket_bytes(bk);
     let mut last = None;
     if bk.dense > 0 || bk.expert == 0 {
         last = Some(prog.push(
@@ -1360,7 +1368,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
                 kind: DagNodeKind::CommColl {
                     op,
                     group: Group::Dp,
-                    bytes: bk.vocab * w.vocab + (bk.dense - bk.vocab) * w.linear,
+                    bytes: dense_bytes,
                 },
                 ..base
             },
@@ -1373,7 +1381,7 @@ fn push_bucket_colls(prog: &mut Program, base: Node, bk: &Bucket, op: Collective
                 kind: DagNodeKind::CommColl {
                     op,
                     group: Group::ExpertDp,
-                    bytes: bk.expert * w.expert,
+                    bytes: expert_bytes,
                 },
                 ..base
             },

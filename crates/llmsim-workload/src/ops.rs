@@ -2251,19 +2251,20 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
     // `get_grad_norm_fp32`, `multi_tensor_l2norm`). The scaling pass after it runs only when the
     // norm is above the limit (older code) and is not counted.
     let shape = format!("params={n}");
+    // The rank's whole gradient buffer (not the optimizer's shard): its bytes and shape.
+    let buffer_bytes = params_on_rank as f64 * t.grad_dtype().bytes() as f64;
+    let buffer_shape = format!("params={params_on_rank}");
     let mut ops = Vec::new();
-    // Per-token loss: after the reduction the whole gradient buffer of the rank (not the
-    // optimizer's shard) is scaled once by 1 / tokens (`finalize_model_grads.py`
-    // `scale_gradients`: `grad_data *= factor`, read and write).
+    // Per-token loss: after the reduction the whole gradient buffer is scaled once by 1 / tokens
+    // (`finalize_model_grads.py` `scale_gradients`: `grad_data *= factor`, read and write).
     if p.grad_scaling == GradScaling::PerToken && !p.fsdp() {
-        let g = params_on_rank as f64 * t.grad_dtype().bytes() as f64;
         ops.push(compute(
             "grad_scale_per_token",
             Pass::BackwardWeight,
             OpClass::Elementwise,
             params_on_rank as f64,
-            2.0 * g,
-            &format!("params={params_on_rank}"),
+            2.0 * buffer_bytes,
+            &buffer_shape,
         ));
     }
     ops.extend([
@@ -2288,14 +2289,13 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
     // shard) for the next iteration (`training.py` `train_step`: `zero_grad_buffer()`,
     // `param_and_grad_buffer.py` `grad_data.zero_()`). FSDP (ZeRO-3) frees its gradients instead.
     if p.zero_stage < 3 {
-        let g = params_on_rank as f64 * t.grad_dtype().bytes() as f64;
         ops.push(compute(
             "zero_grad",
             Pass::BackwardWeight,
             OpClass::Elementwise,
             0.0,
-            g,
-            &format!("params={params_on_rank}"),
+            buffer_bytes,
+            &buffer_shape,
         ));
     }
     ops
@@ -2306,15 +2306,15 @@ pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfi
 /// 0.8 to 0.16): with `check_for_nan_in_grad`, the buffer's L2 norm (one read), checked on the
 /// host (`assert not norm.isnan()`; 0.16: `check_grads` -> `validate_result`); then, where
 /// [`GradScaling`] says so, the in-place scaling `grad_data *= factor` (one read, one write).
-/// `dense` / `expert`: the bucket's parameters on the dense and the expert-DP group with their
-/// gradients' bytes per parameter. Empty when nothing runs (FSDP takes another path).
+/// `dense` / `expert`: the bucket's parameters on the dense and the expert-DP group and their
+/// gradients' bytes. Empty when nothing runs (FSDP takes another path).
 pub fn grad_bucket_passes(dense: (u64, u64), expert: (u64, u64), p: &ParallelConfig) -> Vec<OpSpec> {
     let mut ops = Vec::new();
     if p.fsdp() {
         return ops;
     }
     let elems = (dense.0 + expert.0) as f64;
-    let bytes = (dense.0 * dense.1 + expert.0 * expert.1) as f64;
+    let bytes = (dense.1 + expert.1) as f64;
     let shape = format!("params={}", dense.0 + expert.0);
     if p.check_for_nan_in_grad && elems > 0.0 {
         // A square and an add per gradient.
@@ -2332,7 +2332,7 @@ pub fn grad_bucket_passes(dense: (u64, u64), expert: (u64, u64), p: &ParallelCon
     let dp = p.dense_dp_group();
     let (n, b) = match p.grad_scaling {
         GradScaling::BeforeReduce if dp > 1 => (elems, bytes),
-        GradScaling::InCollective if p.expert_dp_group() != dp => (expert.0 as f64, (expert.0 * expert.1) as f64),
+        GradScaling::InCollective if p.expert_dp_group() != dp => (expert.0 as f64, expert.1 as f64),
         _ => (0.0, 0.0),
     };
     if n > 0.0 {
