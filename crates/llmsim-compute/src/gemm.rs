@@ -118,7 +118,7 @@ pub fn k_overhead(arch: GpuArch, dtype: DType) -> u64 {
         * match dtype {
             DType::Fp32 | DType::Tf32 => 32,
             DType::Bf16 | DType::Fp16 => 64,
-            DType::Fp8 | DType::Mxfp8 => 128,
+            DType::Fp8 | DType::Mxfp8 | DType::Fp8Block => 128,
             // The same 128 bytes of each operand per k-step as BF16 (64) and FP8 (128).
             DType::Fp4 => 256,
         }

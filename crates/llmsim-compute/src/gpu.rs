@@ -116,6 +116,9 @@ impl GpuSpec {
         match dtype {
             DType::Fp8 => self.peak_tflops.fp8.is_some(),
             DType::Mxfp8 => self.arch == GpuArch::Blackwell && self.peak_tflops.fp8.is_some(),
+            // Block-scaled FP8 GEMMs need FP8 tensor cores (Transformer Engine:
+            // compute capability 9.0 or newer).
+            DType::Fp8Block => self.arch != GpuArch::Ampere && self.peak_tflops.fp8.is_some(),
             DType::Fp4 => self.peak_tflops.fp4.is_some(),
             DType::Tf32 => self.peak_tflops.tf32.is_some(),
             DType::Bf16 => self.peak_tflops.bf16.is_some(),
@@ -127,7 +130,8 @@ impl GpuSpec {
     /// FP8 runs at the BF16 peak (the op would run in BF16: what Transformer Engine does on A100),
     /// BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at the FP32 peak, FP4 at the
     /// FP8 peak (a training scenario asking for FP4 on such a GPU is rejected before this).
-    /// MXFP8 runs at the FP8 peak: the block scales are applied inside the MMA.
+    /// MXFP8 runs at the FP8 peak: the block scales are applied inside the MMA; FP8 block scaling
+    /// too (its lower rate on Hopper is in its efficiency rows).
     pub fn peak_flops(&self, dtype: DType) -> f64 {
         let p = &self.peak_tflops;
         let bf16 = p.bf16.unwrap_or(p.fp16);
@@ -136,7 +140,7 @@ impl GpuSpec {
             DType::Tf32 => p.tf32.unwrap_or(p.fp32),
             DType::Bf16 => bf16,
             DType::Fp16 => p.fp16,
-            DType::Fp8 | DType::Mxfp8 => p.fp8.unwrap_or(bf16),
+            DType::Fp8 | DType::Mxfp8 | DType::Fp8Block => p.fp8.unwrap_or(bf16),
             DType::Fp4 => p.fp4.or(p.fp8).unwrap_or(bf16),
         };
         tflops * 1e12

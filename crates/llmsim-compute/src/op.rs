@@ -30,11 +30,20 @@ pub enum DType {
     /// (it is not in [`DType::SCENARIO`]).
     #[serde(skip_deserializing)]
     Mxfp8,
+    /// FP8 with block scales (Transformer Engine's `Float8BlockScaling`, DeepSeek-V3's recipe):
+    /// E4M3 data, an FP32 scale per 1x128 block of activations and gradients and per 128x128
+    /// block of weights. Hopper runs it as block-scaled GEMMs with split accumulation (cuBLAS
+    /// 12.9 or newer); on Blackwell Transformer Engine emulates the recipe with MXFP8
+    /// (NVIDIA/TransformerEngine `docs/examples/gemm_profiling/gemm_profiling.rst`), so its
+    /// efficiency rows fall back to `mxfp8`'s, then `fp8`'s. Only the workload makes it
+    /// (`dtype: fp8` with `fp8_recipe: blockwise`), like [`DType::Mxfp8`].
+    #[serde(rename = "fp8_block", skip_deserializing)]
+    Fp8Block,
 }
 
 impl DType {
     /// Every format.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 8] = [
         DType::Fp32,
         DType::Tf32,
         DType::Bf16,
@@ -42,10 +51,12 @@ impl DType {
         DType::Fp8,
         DType::Fp4,
         DType::Mxfp8,
+        DType::Fp8Block,
     ];
 
-    /// The formats a scenario's dtype fields accept: all but [`DType::Mxfp8`], which a scenario
-    /// states as `dtype: fp8` with `fp8_recipe: mxfp8`.
+    /// The formats a scenario's dtype fields accept: all but [`DType::Mxfp8`] and
+    /// [`DType::Fp8Block`], which a scenario states as `dtype: fp8` with `fp8_recipe: mxfp8` or
+    /// `blockwise`.
     pub const SCENARIO: [DType; 6] = [DType::Fp32, DType::Tf32, DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4];
 
     /// Position in [`DType::ALL`], for per-dtype arrays.
@@ -55,10 +66,12 @@ impl DType {
 
     /// The format whose efficiency rows ([`crate::Efficiencies`]) stand in where a table has none
     /// for this one: MXFP8 GEMMs take FP8's (what they were timed with before they had a dtype
-    /// of their own); the others none.
+    /// of their own); FP8 block-scaled ones MXFP8's (Blackwell emulates them with it), and so
+    /// FP8's after that; the others none.
     pub const fn efficiency_fallback(self) -> Option<DType> {
         match self {
             DType::Mxfp8 => Some(DType::Fp8),
+            DType::Fp8Block => Some(DType::Mxfp8),
             _ => None,
         }
     }
@@ -70,7 +83,7 @@ impl DType {
         match self {
             DType::Fp32 | DType::Tf32 => 4,
             DType::Bf16 | DType::Fp16 => 2,
-            DType::Fp8 | DType::Fp4 | DType::Mxfp8 => 1,
+            DType::Fp8 | DType::Fp4 | DType::Mxfp8 | DType::Fp8Block => 1,
         }
     }
 
@@ -83,7 +96,7 @@ impl DType {
     /// Whether GEMMs in this dtype run on Transformer Engine's quantized path (FP8, MXFP8 or NVFP4):
     /// inputs cast by separate kernels, attention and the memory-bound ops in BF16.
     pub fn is_te_quantized(self) -> bool {
-        matches!(self, DType::Fp8 | DType::Fp4 | DType::Mxfp8)
+        matches!(self, DType::Fp8 | DType::Fp4 | DType::Mxfp8 | DType::Fp8Block)
     }
 
     /// Bytes per element of the tensors outside the quantized GEMMs (activations between
@@ -103,6 +116,7 @@ impl fmt::Display for DType {
             DType::Fp8 => "fp8",
             DType::Fp4 => "fp4",
             DType::Mxfp8 => "mxfp8",
+            DType::Fp8Block => "fp8_block",
         })
     }
 }
@@ -315,6 +329,10 @@ mod tests {
             assert_eq!(serde_json::from_value::<DType>(serde_json::to_value(d).unwrap()).unwrap(), d);
         }
         assert_eq!(DType::ALL.map(|d| d.index()), std::array::from_fn(|i| i));
-        assert!(DType::ALL.iter().all(|d| DType::SCENARIO.contains(d) != (*d == DType::Mxfp8)));
+        let workload_only = |d: &DType| matches!(d, DType::Mxfp8 | DType::Fp8Block);
+        assert!(DType::ALL.iter().all(|d| DType::SCENARIO.contains(d) != workload_only(d)));
+        assert_eq!(serde_json::to_string(&DType::Fp8Block).unwrap(), "\"fp8_block\"");
+        assert_eq!(DType::Fp8Block.to_string(), "fp8_block");
+        assert!(serde_json::from_str::<DType>("\"fp8_block\"").is_err());
     }
 }

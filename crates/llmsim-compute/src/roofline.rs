@@ -91,8 +91,9 @@ impl Efficiencies {
     /// lines. Precedence for a (GPU, class, dtype): this table's (GPU, dtype) row, its (GPU, `*`)
     /// row, its (`*`, dtype) row, its (`*`, `*`) row, then the shipped table in the same order. So
     /// a partial table overrides only what it names. A dtype with an
-    /// [`DType::efficiency_fallback`] (`mxfp8`: `fp8`) tries that dtype's row right after its own
-    /// at each step: (GPU, `mxfp8`), (GPU, `fp8`), (GPU, `*`), then the same for `*`.
+    /// [`DType::efficiency_fallback`] (`mxfp8`: `fp8`; `fp8_block`: `mxfp8`, then `fp8`) tries
+    /// those dtypes' rows right after its own at each step: (GPU, `mxfp8`), (GPU, `fp8`), (GPU,
+    /// `*`), then the same for `*`.
     ///
     /// # Errors
     /// [`ComputeError::Csv`] naming the line and column: unknown column, unknown GPU, class or
@@ -174,9 +175,10 @@ impl Efficiencies {
     /// This table's own entry for (GPU, class, dtype), without the shipped fallback. The GPU's
     /// own rows first, then its [`GpuSpec::base`]'s (same silicon, or the catalog GPU a custom
     /// one starts from), then the `*` rows; for each, the dtype's row, its
-    /// [`DType::efficiency_fallback`]'s, then the row without a dtype.
+    /// [`DType::efficiency_fallback`]'s (and its fallback's), then the row without a dtype.
     fn own(&self, gpu: &GpuSpec, class: OpClass, dtype: Option<DType>) -> Option<ClassEfficiency> {
-        let dtypes = [dtype, dtype.and_then(DType::efficiency_fallback)];
+        let fallback = dtype.and_then(DType::efficiency_fallback);
+        let dtypes = [dtype, fallback, fallback.and_then(DType::efficiency_fallback)];
         let typed = |g: Option<&str>| dtypes.into_iter().flatten().find_map(|d| self.row(g, Some(d), class));
         let named = |g: &str| typed(Some(g)).or_else(|| self.row(Some(g), None, class));
         gpu.lineage()

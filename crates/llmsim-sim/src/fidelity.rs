@@ -46,7 +46,7 @@ pub fn class_of(gpu: &GpuSpec, moe: Option<bool>, dtype: DType) -> Option<String
     };
     let kind = if moe { "MoE" } else { "dense" };
     let precision = match dtype {
-        DType::Fp8 | DType::Fp4 | DType::Mxfp8 => "FP8/FP4",
+        DType::Fp8 | DType::Fp4 | DType::Mxfp8 | DType::Fp8Block => "FP8/FP4",
         _ => "BF16/FP16",
     };
     Some(format!("{arch}, {kind}, {precision}"))

@@ -63,6 +63,18 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
             ),
         });
     }
+    if s.training.dtype == llmsim_compute::DType::Fp8
+        && s.training.fp8_recipe == llmsim_workload::Fp8Recipe::Blockwise
+        && !gpu.supports(llmsim_compute::DType::Fp8Block)
+    {
+        return Err(SimError::Scenario {
+            field: "training.fp8_recipe".into(),
+            message: format!(
+                "blockwise FP8 needs FP8 tensor cores (Hopper or Blackwell; Transformer Engine requires compute capability 9.0); {} has none: use dtype bf16",
+                gpu.name
+            ),
+        });
+    }
     if s.training.dtype == llmsim_compute::DType::Fp4 && !gpu.supports(llmsim_compute::DType::Fp4) {
         return Err(SimError::Scenario {
             field: "training.dtype".into(),

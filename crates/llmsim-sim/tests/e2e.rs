@@ -284,6 +284,27 @@ fn mxfp8_is_blackwell_only() {
     assert!(e.contains("training.fp8_recipe") && e.contains("H100"), "{e}");
 }
 
+/// FP8 block scaling (`fp8_recipe: blockwise`) runs on Hopper and Blackwell, slower than
+/// per-tensor delayed scaling on Hopper (block-scaled GEMMs, a cast for every GEMM input) and
+/// faster than BF16; on Blackwell it is emulated with MXFP8, so it times as MXFP8 without
+/// `cudnn_norm` (the norm writes BF16 in both). An A100 refuses it, naming the field.
+#[test]
+fn blockwise_fp8_runs_on_hopper_and_blackwell() {
+    let yaml = LLAMA_FP8_B200;
+    let h100 = "cluster.gpu=H100";
+    let step = |sets: &[&str]| run(&scenario(yaml, sets), RunOptions::default()).report.iteration_time_s;
+    let block = "training.fp8_recipe=blockwise";
+    let (delayed, blockwise, bf16) = (step(&[h100]), step(&[h100, block]), step(&[h100, "training.dtype=bf16"]));
+    assert!(delayed < blockwise && blockwise < bf16, "{delayed} {blockwise} {bf16}");
+    assert_eq!(step(&[block]), step(&["training.fp8_recipe=mxfp8"]));
+    let s = scenario(yaml, &[block, "cluster.gpu=A100"]);
+    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("training.fp8_recipe") && e.contains("A100"), "{e}");
+}
+
 /// MXFP8 GEMMs are timed apart from per-tensor FP8: an efficiency table's `mxfp8` row slows
 /// an mxfp8-recipe run and leaves a delayed-scaling one alone; without one, both recipes' GEMMs
 /// take the `fp8` row. `dtype: mxfp8` itself is no training dtype: refused, naming the field.

@@ -108,6 +108,9 @@ const FIT: &[&str] = &[
     "real-megascale-530b-2240",
     "real-megascale-530b-4480",
     "real-megascale-530b-11200",
+    // DeepSeek-V3's own pre-training layout (arXiv 2412.19437 section 3.2: PP16, EP64, ZeRO-1,
+    // no TP) with its recomputation and BF16 moments; DualPipe as 1F1B.
+    "real-deepseek-v3-paper-2048",
 ];
 
 /// Rows whose tensors fit but not with the fragmentation allowance (accepted as tight).

@@ -157,6 +157,22 @@ pub struct TrainingConfig {
     /// (`bf16_with_fp8_current_scaling_mixed`: `fp8_param_gather = True`).
     #[serde(alias = "fp8_param_gather")]
     pub fp8_param: bool,
+    /// Transformer Engine's cuDNN normalization kernels (`NVTE_NORM_FWD_USE_CUDNN=1`). What it
+    /// changes is how a norm's output reaches the FP8 linear after it (QKV, fc1): with the
+    /// `mxfp8` recipe the cuDNN norm writes MXFP8 itself, while TE's own norm (the default) writes
+    /// BF16 and a separate kernel quantizes it; with `current` scaling TE's own norm computes the
+    /// amax on the way (TE 2.8 and newer), so only the cast is separate, while the cuDNN norm
+    /// leaves the amax pass to do as well. `delayed` always fuses the cast into the norm and
+    /// `blockwise` never does (NVIDIA/TransformerEngine
+    /// `pytorch/csrc/extensions/normalization.cpp`, v2.8-v2.18). Default false (TE's default).
+    /// Megatron-Bridge's performance scripts set it for some runs only.
+    pub cudnn_norm: bool,
+    /// The library that runs the FP8 linear layers: `transformer_engine` (default: Megatron-Core,
+    /// NeMo, Megatron-Bridge) or `torchao` (TorchTitan's `Float8Linear`). torchao's norms are
+    /// separate modules that hand no quantized output or amax to the linear after them, so every
+    /// GEMM input has its own full cast (with current scaling an amax pass too); `cudnn_norm`
+    /// does not apply.
+    pub fp8_impl: Fp8Impl,
     /// Fused cross-entropy (Megatron-Core `--cross-entropy-loss-fusion` with
     /// `--cross-entropy-fusion-impl te`): Transformer Engine's kernel writes the gradient into
     /// the logits buffer in place, so the loss keeps only the logits (2 bytes per logit) instead
@@ -171,6 +187,17 @@ pub struct TrainingConfig {
     /// below the layer count.
     #[serde(alias = "cpu_offloading_num_layers")]
     pub cpu_offload_layers: u64,
+}
+
+/// The library that runs FP8 training's linear layers (`training.fp8_impl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Fp8Impl {
+    /// NVIDIA Transformer Engine (Megatron-Core's FP8 path).
+    #[default]
+    TransformerEngine,
+    /// PyTorch torchao `Float8Linear` (TorchTitan).
+    Torchao,
 }
 
 /// Transformer Engine FP8 scaling recipe.
@@ -190,13 +217,21 @@ pub enum Fp8Recipe {
     /// the reduction dimension, which differs between a GEMM and its transpose): 1 + 1/32 bytes
     /// per element per copy, and two weight copies on every architecture.
     Mxfp8,
+    /// `Float8BlockScaling` (DeepSeek-V3's recipe; Megatron-Core `--fp8-recipe blockwise`): an
+    /// FP32 scale per 1x128 block of activations and gradients and per 128x128 block of weights,
+    /// computed locally. Each activation or gradient is quantized row-wise and column-wise from
+    /// BF16 in one kernel (the blocks run along the reduction dimension), and no norm kernel
+    /// writes it, so every GEMM input has its own cast. Hopper runs block-scaled GEMMs (Transformer
+    /// Engine, compute capability 9.0 or newer); Blackwell emulates the recipe with MXFP8.
+    Blockwise,
 }
 
 impl Fp8Recipe {
     /// Bytes of one FP8 copy of an element, with its share of the scales.
     pub fn bytes_per_element(self) -> f64 {
         match self {
-            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+            // MXFP8: one E8M0 byte per 32; blockwise: one FP32 scale per 128, the same 1/32.
+            Fp8Recipe::Mxfp8 | Fp8Recipe::Blockwise => 1.0 + 1.0 / 32.0,
             Fp8Recipe::Delayed | Fp8Recipe::Current => 1.0,
         }
     }
@@ -237,6 +272,8 @@ impl Default for TrainingConfig {
             store_param_remainders: false,
             store_params: true,
             fp8_param: false,
+            cudnn_norm: false,
+            fp8_impl: Fp8Impl::TransformerEngine,
             cross_entropy_fusion: false,
             cpu_offload_layers: 0,
         }
@@ -270,6 +307,7 @@ impl TrainingConfig {
     pub fn gemm_compute_dtype(&self) -> DType {
         match (self.dtype, self.fp8_recipe) {
             (DType::Fp8, Fp8Recipe::Mxfp8) => DType::Mxfp8,
+            (DType::Fp8, Fp8Recipe::Blockwise) => DType::Fp8Block,
             (d, _) => d,
         }
     }
@@ -1139,6 +1177,12 @@ impl ParallelConfig {
                 "keeps part of a main copy, but store_params: false keeps none; remove one of the two",
             ));
         }
+        if training.cudnn_norm && training.fp8_impl == Fp8Impl::Torchao {
+            return Err(WorkloadError::invalid(
+                "training.cudnn_norm",
+                "selects Transformer Engine's cuDNN norm kernels (NVTE_NORM_FWD_USE_CUDNN), but fp8_impl: torchao runs no TE norm: remove cudnn_norm",
+            ));
+        }
         if training.recompute == Recompute::SelectiveOp {
             let why = if !training.recompute_modules.is_empty() {
                 Some("is TorchTitan's op-level policy, which names no modules: remove training.recompute_modules".to_string())
@@ -1333,11 +1377,14 @@ impl ParallelConfig {
                 || p.account_for_loss_in_pipeline_split;
             p.pipeline_layers = v;
         } else if !layers.is_multiple_of(p.pp * p.vpp) {
+            /// Megatron-Core's uneven split, the other way to run this `pp` (`vpp`).
+            const UNEVEN_HINT: &str = "; or split the layers unevenly: parallel.first_stage_layers / \
+                 last_stage_layers (the rest spread evenly), or parallel.pipeline_layers (one count per stage)";
             let (field, msg) = if p.vpp > 1 {
                 (
                     "parallel.vpp",
                     format!(
-                        "pp*vpp = {}*{} does not divide num_hidden_layers={layers}; valid pp*vpp: {}",
+                        "pp*vpp = {}*{} does not divide num_hidden_layers={layers}; valid pp*vpp: {}{UNEVEN_HINT}",
                         p.pp,
                         p.vpp,
                         list(&divisors(layers))
@@ -1347,7 +1394,7 @@ impl ParallelConfig {
                 (
                     "parallel.pp",
                     format!(
-                        "pp={} does not divide num_hidden_layers={layers}; valid pp: {}",
+                        "pp={} does not divide num_hidden_layers={layers}; valid pp: {}{UNEVEN_HINT}",
                         p.pp,
                         list(&divisors(layers))
                     ),

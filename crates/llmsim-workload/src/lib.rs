@@ -24,7 +24,7 @@ pub mod schema;
 pub use formats::{chakra, simai};
 
 pub use config::{
-    AttentionKernelChoice, CpImpl, Fp8Recipe, FsdpImpl, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig,
+    AttentionKernelChoice, CpImpl, Fp8Impl, Fp8Recipe, FsdpImpl, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig,
     PipelineSchedule, Recompute, RecomputeModule, TrainingConfig,
 };
 pub use error::WorkloadError;

@@ -324,8 +324,10 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     // each with a scale byte per 32 elements.
     // NVFP4 keeps a row-wise and a column-wise copy of each weight too (16x16-block scaled;
     // TE `NVFP4Tensor`), each half a byte plus an E4M3 scale per 16: 2 x 9/16 bytes.
+    // Blockwise FP8 keeps both copies of its 128x128-block weights (an FP32 scale per 16,384
+    // elements, left out) on Hopper; Blackwell runs the recipe as MXFP8, so as MXFP8.
     let nvfp4 = t.dtype == DType::Fp4;
-    let mx = t.fp8_recipe == Fp8Recipe::Mxfp8 && !nvfp4;
+    let mx = !nvfp4 && (t.fp8_recipe == Fp8Recipe::Mxfp8 || (t.fp8_recipe == Fp8Recipe::Blockwise && arch == GpuArch::Blackwell));
     let fp8_copies: u64 = match arch {
         GpuArch::Blackwell if !mx && !nvfp4 => 1,
         _ => 2,

@@ -55,7 +55,7 @@ use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::config::{
-    CpImpl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TpImpl,
+    CpImpl, Fp8Impl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TpImpl,
     TrainingConfig,
 };
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
@@ -354,8 +354,12 @@ struct Dims {
     /// NVFP4 training: every GEMM input and output gradient is quantized with a per-tensor amax
     /// pass, as with current scaling, into NVFP4 row- and column-wise copies.
     nvfp4: bool,
-    /// Bytes of one FP8 copy of an element with its scales (MXFP8: 1 + 1/32).
+    /// Bytes of one FP8 copy of an element with its scales (MXFP8, blockwise: 1 + 1/32).
     fp8_elem: f64,
+    /// HBM bytes per element of the cast a norm-fed column-parallel linear's input still needs
+    /// (QKV, dense fc1: `TELayerNormColumnParallelLinear`); `None` when the norm kernel writes
+    /// it quantized (delayed scaling; MXFP8 with `cudnn_norm`). See [`TrainingConfig::cudnn_norm`].
+    norm_cast: Option<f64>,
     /// Per-tensor FP8 scaling (delayed or current): one scale for the whole tensor, so
     /// Transformer Engine all-gathers only the row-wise FP8 data and transposes it locally.
     fp8_per_tensor: bool,
@@ -383,6 +387,17 @@ struct Dims {
 /// weights' 2D-block quantization (once per step, cached across micro-batches) is not an op
 /// here, as FP8's weight casts are not.
 const NVFP4_QUANTIZE_BYTES_PER_ELEMENT: f64 = 2.0 + 2.0 + 2.0 * DType::NVFP4_BYTES_PER_ELEMENT;
+
+/// HBM bytes per element of a current-scaling FP8 cast with its own amax pass: read the BF16
+/// tensor for the amax (2), read it again (2) and write the FP8 copy and its transpose (1 + 1).
+const FP8_CURRENT_CAST_BYTES_PER_ELEMENT: f64 = 6.0;
+
+/// HBM bytes per element of a cast that reads BF16 once and writes a row-wise and a column-wise
+/// copy of `elem` bytes each (delayed scaling's cast-transpose; MXFP8's and blockwise's
+/// quantization, whose block amaxes are computed in the same kernel).
+fn fp8_two_copies(elem: f64) -> f64 {
+    2.0 + 2.0 * elem
+}
 
 impl Dims {
     fn new(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Self {
@@ -418,7 +433,19 @@ impl Dims {
             fp8_current: t.dtype == DType::Fp8 && t.fp8_recipe == Fp8Recipe::Current,
             nvfp4: t.dtype == DType::Fp4,
             fp8_elem: t.fp8_recipe.bytes_per_element(),
-            fp8_per_tensor: t.dtype == DType::Fp8 && t.fp8_recipe != Fp8Recipe::Mxfp8,
+            fp8_per_tensor: t.dtype == DType::Fp8 && matches!(t.fp8_recipe, Fp8Recipe::Delayed | Fp8Recipe::Current),
+            norm_cast: match t.fp8_recipe {
+                _ if t.dtype != DType::Fp8 => None,
+                Fp8Recipe::Current if t.fp8_impl == Fp8Impl::Torchao => Some(FP8_CURRENT_CAST_BYTES_PER_ELEMENT),
+                _ if t.fp8_impl == Fp8Impl::Torchao => Some(fp8_two_copies(t.fp8_recipe.bytes_per_element())),
+                Fp8Recipe::Delayed => None,
+                Fp8Recipe::Mxfp8 if t.cudnn_norm => None,
+                Fp8Recipe::Mxfp8 | Fp8Recipe::Blockwise => Some(fp8_two_copies(t.fp8_recipe.bytes_per_element())),
+                // TE's norm hands over its amax (FUSED_NORM_AMAX_FP8): read the BF16 output
+                // once, write the FP8 copy and its transpose.
+                Fp8Recipe::Current if !t.cudnn_norm => Some(4.0),
+                Fp8Recipe::Current => Some(FP8_CURRENT_CAST_BYTES_PER_ELEMENT),
+            },
             gemm_dtype: None,
             torch_ring: match p.cp_impl {
                 _ if cp == 1 => None,
@@ -797,10 +824,12 @@ impl<'a> Builder<'a> {
             // Transformer Engine FP8: the input of a linear layer that no norm or activation
             // kernel casts on its way out is cast, with its transpose for the weight gradient; in
             // backward each output gradient is cast and transposed. Read 2 bytes, write 1 + 1;
-            // current scaling reads the tensor once more for its amax, and casts every GEMM
-            // input. With delayed scaling or MXFP8 only a column-parallel linear fused with its
-            // norm (`TELayerNormColumnParallelLinear`: QKV, dense fc1, Mamba's in_proj, MLA's
-            // up-projections) gets its input already quantized from the norm kernel; the
+            // current scaling reads the tensor once more for its amax. Only a column-parallel
+            // linear fused with its norm (`TELayerNormColumnParallelLinear`: QKV, dense fc1,
+            // Mamba's in_proj, MLA's up-projections) can get its input quantized by the norm
+            // kernel: always with delayed scaling, with MXFP8 under `cudnn_norm`, never with
+            // blockwise; with current scaling TE's norm computes the amax, so only the cast
+            // remains (`Dims::norm_cast`). The
             // row-parallel ones (attention output, fc2) cast theirs, and so do the unfused
             // `Local` ones: the grouped expert GEMMs (`GroupedLinear` quantizes the permuted
             // BF16 tokens and the activation's output, `split_quantize`; Megatron-Core's flex
@@ -811,14 +840,15 @@ impl<'a> Builder<'a> {
             let per_elem = if d.nvfp4 {
                 NVFP4_QUANTIZE_BYTES_PER_ELEMENT
             } else if d.fp8_current {
-                6.0
+                FP8_CURRENT_CAST_BYTES_PER_ELEMENT
             } else {
-                2.0 + 2.0 * d.fp8_elem
+                fp8_two_copies(d.fp8_elem)
             };
-            let cast = |name: &'static str, pass: Pass, elems: u64| {
+            let cast_bytes = |name: &'static str, pass: Pass, elems: u64, per_elem: f64| {
                 let e = elems as f64;
                 compute(name, pass, OpClass::Elementwise, e, per_elem * e, &gshape)
             };
+            let cast = |name: &'static str, pass: Pass, elems: u64| cast_bytes(name, pass, elems, per_elem);
             let (fwd_name, bwd_name) = if d.nvfp4 {
                 ("nvfp4_quantize_rht", "nvfp4_quantize_rht_bwd")
             } else {
@@ -828,8 +858,11 @@ impl<'a> Builder<'a> {
                 Split::Row | Split::Local => true,
                 Split::Column => self.unfused_column,
             };
-            if unfused || d.fp8_current || d.nvfp4 {
+            if unfused || d.nvfp4 {
                 fwd.insert(0, cast(fwd_name, Pass::Forward, m * k));
+            } else if let Some(b) = d.norm_cast {
+                // A norm-fed input the norm kernel did not quantize (`training.cudnn_norm`).
+                fwd.insert(0, cast_bytes(fwd_name, Pass::Forward, m * k, b));
             }
             bwd.insert(0, cast(bwd_name, Pass::BackwardInput, m * n));
         }

@@ -74,6 +74,7 @@ fn mxfp8_recipe_gemms_query_mxfp8_and_the_other_recipes_fp8() {
         (Fp8Recipe::Mxfp8, DType::Mxfp8),
         (Fp8Recipe::Delayed, DType::Fp8),
         (Fp8Recipe::Current, DType::Fp8),
+        (Fp8Recipe::Blockwise, DType::Fp8Block),
     ] {
         let t = TrainingConfig {
             dtype: DType::Fp8,
@@ -223,46 +224,78 @@ fn pipeline_sends_stay_in_16_bits_under_low_precision_training() {
     }
 }
 
-/// With delayed scaling or MXFP8 only a linear fused with its norm receives its input already
-/// quantized (QKV, a dense layer's fc1). Transformer Engine casts every other GEMM input in
+/// Only a linear fused with its norm (QKV, a dense layer's fc1) can receive its input quantized
+/// by the norm kernel: always with delayed scaling, with MXFP8 only under `cudnn_norm` (TE's own
+/// norm writes BF16 for MXFP8 and block scaling, `normalization.cpp`), never with blockwise; with
+/// current scaling TE's norm hands over the amax, so its cast reads the tensor once (4 bytes an
+/// element), or twice with the cuDNN norm (6). Transformer Engine casts every other GEMM input in
 /// forward: the row-parallel ones, the grouped expert GEMMs (`GroupedLinear` quantizes the
 /// permuted BF16 tokens and the activation's output) and an MoE layer's shared-expert fc1, whose
-/// norm is a separate module. Current scaling casts every GEMM input.
+/// norm is a separate module.
 #[test]
 fn fp8_casts_every_gemm_input_no_norm_kernel_quantizes() {
-    use llmsim_workload::Fp8Recipe;
+    use llmsim_workload::ops::OpSpecKind;
+    use llmsim_workload::{Fp8Impl, Fp8Recipe};
     let m = preset("deepseek-moe-16b").unwrap();
-    for recipe in [Fp8Recipe::Mxfp8, Fp8Recipe::Delayed, Fp8Recipe::Current] {
+    let mx = 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+    // (recipe, cudnn_norm, bytes an element of a norm-fed input's cast; None: no cast), with
+    // Transformer Engine; torchao (TorchTitan) fuses nothing into its norms.
+    let te = Fp8Impl::TransformerEngine;
+    let cases = [
+        (Fp8Recipe::Delayed, false, te, None),
+        (Fp8Recipe::Delayed, true, te, None),
+        (Fp8Recipe::Mxfp8, true, te, None),
+        (Fp8Recipe::Mxfp8, false, te, Some(mx)),
+        (Fp8Recipe::Blockwise, false, te, Some(mx)),
+        (Fp8Recipe::Blockwise, true, te, Some(mx)),
+        (Fp8Recipe::Current, false, te, Some(4.0)),
+        (Fp8Recipe::Current, true, te, Some(6.0)),
+        (Fp8Recipe::Current, false, Fp8Impl::Torchao, Some(6.0)),
+        (Fp8Recipe::Delayed, false, Fp8Impl::Torchao, Some(4.0)),
+    ];
+    for (recipe, cudnn_norm, fp8_impl, norm_fed) in cases {
         let t = TrainingConfig {
             dtype: DType::Fp8,
             fp8_recipe: recipe,
+            cudnn_norm,
+            fp8_impl,
             seq_length: 4096,
             ..TrainingConfig::default()
         };
         let p: ParallelConfig = serde_yaml_ng::from_str("{tp: 2, sequence_parallel: true, ep: 4}").unwrap();
         let p = p.resolve(8, &m, &t).unwrap();
-        let cast_for = |layer: u64| -> Vec<String> {
+        // (GEMM the cast feeds, bytes per element)
+        let cast_for = |layer: u64| -> Vec<(String, f64)> {
             transformer_layer(&m, &t, &p, layer)
                 .forward
                 .iter()
                 .filter(|o| o.name == "fp8_cast")
-                .filter_map(|o| o.shape.split("gemm=").nth(1).map(str::to_string))
+                .filter_map(|o| {
+                    let OpSpecKind::Compute { flops, bytes, .. } = o.kind else {
+                        return None;
+                    };
+                    o.shape.split("gemm=").nth(1).map(|g| (g.to_string(), bytes / flops))
+                })
                 .collect()
         };
         let (dense, moe) = (cast_for(0), cast_for(1));
-        assert!(moe.contains(&"shared_fc1".to_string()), "{recipe:?}: {moe:?}");
-        for g in ["attn_proj", "expert_fc1", "expert_fc2", "shared_fc2"] {
-            assert!(moe.iter().any(|c| c == g), "{recipe:?} {g}: {moe:?}");
+        let cast = |casts: &[(String, f64)], g: &str| casts.iter().find(|c| c.0 == g).map(|c| c.1);
+        let unfused = match recipe {
+            Fp8Recipe::Current => 6.0,
+            Fp8Recipe::Delayed => 4.0,
+            Fp8Recipe::Mxfp8 | Fp8Recipe::Blockwise => mx,
+        };
+        for g in ["attn_proj", "expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2"] {
+            let got = cast(&moe, g).unwrap_or_else(|| panic!("{recipe:?} {g}: {moe:?}"));
+            assert!((got - unfused).abs() < 1e-9, "{recipe:?} {g}: {got}");
         }
-        assert!(dense.iter().any(|c| c == "mlp_fc2"), "{recipe:?}: {dense:?}");
-        let fused_cast = |casts: &[String], g: &str| casts.iter().any(|c| c == g);
-        if recipe == Fp8Recipe::Current {
-            assert!(fused_cast(&dense, "mlp_fc1") && fused_cast(&moe, "attn_qkv"), "{dense:?} {moe:?}");
-        } else {
-            assert!(
-                !fused_cast(&dense, "mlp_fc1") && !fused_cast(&moe, "attn_qkv"),
-                "{recipe:?}: {dense:?} {moe:?}"
-            );
+        assert!(cast(&dense, "mlp_fc2").is_some(), "{recipe:?}: {dense:?}");
+        for got in [cast(&dense, "mlp_fc1"), cast(&moe, "attn_qkv")] {
+            match (got, norm_fed) {
+                (None, None) => {}
+                (Some(g), Some(w)) => assert!((g - w).abs() < 1e-9, "{recipe:?} cudnn {cudnn_norm}: {g}, want {w}"),
+                _ => panic!("{recipe:?} cudnn {cudnn_norm}: norm-fed cast {got:?}, want {norm_fed:?}"),
+            }
         }
     }
 }
