@@ -561,7 +561,20 @@ impl MoeRouting {
     /// Expected number of EP ranks a token's `k` of `e` experts are on, with `e / ep` experts per
     /// rank (consecutive expert ids per rank, as Megatron-Core and Automodel place them).
     pub fn ranks_per_token(self, e: u64, k: u64, ep: u64) -> f64 {
+        self.ranks_per_token_grouped(e, k, ep, 0, 0)
+    }
+
+    /// [`MoeRouting::ranks_per_token`] under group-limited routing
+    /// ([`crate::ModelConfig::moe_router_num_groups`]): the `e` experts form `groups` groups of
+    /// consecutive experts and a token's `k` experts come from `gtopk` of them. For random
+    /// routing the chosen groups are a uniform `gtopk`-subset and the `k` experts a uniform
+    /// subset of those groups' experts (router scores are exchangeable within the chosen groups:
+    /// the balanced limit). `groups` 0 or 1: no limit. Round-robin routing has no groups.
+    pub fn ranks_per_token_grouped(self, e: u64, k: u64, ep: u64, groups: u64, gtopk: u64) -> f64 {
         let (e, ep) = (e.max(1), ep.max(1));
+        if self == MoeRouting::Random && groups > 1 && e.is_multiple_of(groups) && (1..groups).contains(&gtopk) {
+            return grouped_ranks_per_token(e, k, ep, groups, gtopk);
+        }
         let k = k.clamp(1, e);
         let local = (e / ep).max(1);
         match self {
@@ -600,10 +613,66 @@ impl MoeRouting {
     /// ([`MoeRouting::ranks_per_token`]); each server is as likely to be the source, so the own
     /// server is among a token's `D` servers `D / servers` of the time.
     pub fn other_servers_per_token(self, e: u64, k: u64, servers: u64) -> f64 {
+        self.other_servers_per_token_grouped(e, k, servers, 0, 0)
+    }
+
+    /// [`MoeRouting::other_servers_per_token`] under group-limited routing
+    /// ([`MoeRouting::ranks_per_token_grouped`]).
+    pub fn other_servers_per_token_grouped(self, e: u64, k: u64, servers: u64, groups: u64, gtopk: u64) -> f64 {
         let servers = servers.max(1);
-        let d = self.ranks_per_token(e, k, servers);
+        let d = self.ranks_per_token_grouped(e, k, servers, groups, gtopk);
         d * (servers - 1) as f64 / servers as f64
     }
+}
+
+/// `C(n - m, k) / C(n, k)`: the chance that a uniform `k`-subset of `n` items misses `m` given ones.
+fn miss_all(n: u64, m: u64, k: u64) -> f64 {
+    (0..k).fold(1.0, |p, i| {
+        p * n.saturating_sub(m).saturating_sub(i) as f64 / n.saturating_sub(i).max(1) as f64
+    })
+}
+
+/// Expected EP ranks a token touches under random group-limited routing
+/// ([`MoeRouting::ranks_per_token_grouped`]): for each rank, the chance it is missed, summed over
+/// which of the groups it overlaps are chosen (a rank of consecutive experts overlaps few groups;
+/// past 16 the chosen ones are counted by their number, each overlap taken at its mean).
+fn grouped_ranks_per_token(e: u64, k: u64, ep: u64, groups: u64, gtopk: u64) -> f64 {
+    let (size, local) = (e / groups, (e / ep).max(1));
+    let chosen = gtopk * size;
+    let k = k.min(chosen);
+    // C(a, b) as f64, for the group choices.
+    let choose = |a: u64, b: u64| -> f64 {
+        if b > a {
+            return 0.0;
+        }
+        (0..b).fold(1.0, |c, i| c * (a - i) as f64 / (i + 1) as f64)
+    };
+    let all = choose(groups, gtopk);
+    let mut touched = 0.0;
+    for r in 0..ep {
+        let (lo, hi) = ((r * local).min(e), ((r + 1) * local).min(e));
+        // The rank's experts in each group it overlaps.
+        let overlap: Vec<u64> = (lo / size..hi.div_ceil(size))
+            .map(|g| hi.min((g + 1) * size) - lo.max(g * size))
+            .collect();
+        let c = overlap.len() as u64;
+        let mut missed = 0.0;
+        if c <= 16 {
+            for mask in 0u32..(1 << c) {
+                let j = u64::from(mask.count_ones());
+                let m: u64 = (0..c as usize).filter(|i| mask & (1 << i) != 0).map(|i| overlap[i]).sum();
+                missed += choose(groups - c, gtopk.saturating_sub(j)) * f64::from(u8::from(j <= gtopk)) / all * miss_all(chosen, m, k);
+            }
+        } else {
+            let mean = overlap.iter().sum::<u64>() as f64 / c as f64;
+            for j in 0..=c.min(gtopk) {
+                let m = (j as f64 * mean).round() as u64;
+                missed += choose(c, j) * choose(groups - c, gtopk - j) / all * miss_all(chosen, m, k);
+            }
+        }
+        touched += 1.0 - missed;
+    }
+    touched
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

@@ -273,6 +273,16 @@ pub struct ModelConfig {
     /// `components/moe/layers.py` `fc1_latent_proj`/`fc2_latent_proj`). 0 = none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub moe_latent_size: u64,
+    /// Group-limited routing (DeepSeek-V3 `n_group`; Megatron-Core `--moe-router-num-groups`): the
+    /// routed experts form this many groups of consecutive experts, and a token's experts come
+    /// from [`ModelConfig::moe_router_group_topk`] of them. 0 = no groups. It changes only what a
+    /// deduplicating (`flex`) dispatcher sends: fewer destination ranks and servers per token.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moe_router_num_groups: u64,
+    /// Groups a token's experts come from (DeepSeek-V3 `topk_group`; Megatron-Core
+    /// `--moe-router-group-topk`). Used with `moe_router_num_groups`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moe_router_group_topk: u64,
 }
 
 impl ModelConfig {
@@ -565,6 +575,27 @@ impl ModelConfig {
                 "is a latent space of routed experts: set num_experts too, or remove moe_latent_size",
             ));
         }
+        let (groups, gtopk) = (self.moe_router_num_groups, self.moe_router_group_topk);
+        if groups > 0 || gtopk > 0 {
+            if self.num_experts == 0 || groups == 0 || !self.num_experts.is_multiple_of(groups) {
+                return Err(WorkloadError::invalid(
+                    "model.moe_router_num_groups",
+                    format!(
+                        "must divide num_experts={} into groups (with moe_router_group_topk set), got {groups}",
+                        self.num_experts
+                    ),
+                ));
+            }
+            if gtopk == 0 || gtopk > groups || gtopk * (self.num_experts / groups) < self.num_experts_per_tok {
+                return Err(WorkloadError::invalid(
+                    "model.moe_router_group_topk",
+                    format!(
+                        "must be 1..={groups} groups holding at least num_experts_per_tok={} experts, got {gtopk}",
+                        self.num_experts_per_tok
+                    ),
+                ));
+            }
+        }
         if let Some(mla) = &self.mla {
             for (field, v) in [
                 ("kv_lora_rank", mla.kv_lora_rank),
@@ -748,6 +779,8 @@ impl ModelConfig {
             position_embedding_type: PositionEmbedding::Rope,
             num_nextn_predict_layers: 0,
             moe_latent_size: 0,
+            moe_router_num_groups: 0,
+            moe_router_group_topk: 0,
         }
     }
 }
@@ -923,6 +956,9 @@ const PRESETS: &[Preset] = &[
                 v_head_dim: 128,
             }),
             num_nextn_predict_layers: 1,
+            // config.json n_group 8, topk_group 4: a token's experts on at most 4 of 8 groups.
+            moe_router_num_groups: 8,
+            moe_router_group_topk: 4,
             ..ModelConfig::dense("deepseek-v3", 7168, 61, 128, 128, 18432, 129280, true)
         },
     },
@@ -1154,6 +1190,8 @@ fn hf_required(obj: &serde_json::Map<String, Value>, aliases: &[&str]) -> Result
 /// - MLA when `kv_lora_rank` is present: `q_lora_rank` (null = 0), `kv_lora_rank`,
 ///   `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`; `num_nextn_predict_layers` (MTP).
 /// - `moe_latent_size` (LatentMoE, Nemotron 3 Super), with experts only.
+/// - `n_group` and `topk_group` (group-limited routing, DeepSeek-V3), with experts and more than
+///   one group.
 /// - hybrid: `hybrid_override_pattern`; Mamba-2 `mamba_num_heads` (default `expand·h /
 ///   mamba_head_dim`), `mamba_head_dim` (64), `ssm_state_size` | `mamba_d_state`, `n_groups` (8),
 ///   `conv_kernel` | `mamba_d_conv` (4), `chunk_size` (128); `mlp_hidden_act` (`relu2` ⇒ plain).
@@ -1281,6 +1319,15 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         } else {
             0
         },
+        // One group is no limit (DeepSeek-V2-Lite, Kimi K2 spell out n_group 1).
+        moe_router_num_groups: match hf_u64(obj, &["n_group"])? {
+            Some(g) if experts > 0 && g > 1 => g,
+            _ => 0,
+        },
+        moe_router_group_topk: match (hf_u64(obj, &["n_group"])?, hf_u64(obj, &["topk_group"])?) {
+            (Some(g), Some(t)) if experts > 0 && g > 1 => t,
+            _ => 0,
+        },
     };
     m.validate()?;
     Ok(m)
@@ -1351,6 +1398,8 @@ fn model_aliases(s: &mut schemars::Schema) {
             ("n_routed_experts", "num_experts"),
             ("n_shared_experts", "num_shared_experts"),
             ("first_k_dense_replace", "first_k_dense_layers"),
+            ("n_group", "moe_router_num_groups"),
+            ("topk_group", "moe_router_group_topk"),
         ],
     );
 }
@@ -1458,6 +1507,13 @@ pub struct ModelOverrides {
     /// base): 0, experts take the hidden size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_latent_size: Option<u64>,
+    /// Group-limited routing: groups of consecutive routed experts (DeepSeek-V3 `n_group` 8).
+    /// Default (no base): 0, none.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "n_group")]
+    pub moe_router_num_groups: Option<u64>,
+    /// Groups a token's experts come from (DeepSeek-V3 `topk_group` 4). Default (no base): 0.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "topk_group")]
+    pub moe_router_group_topk: Option<u64>,
     /// How token positions enter the model: `learned_absolute` (a learned table added to the
     /// embedding), `rope` (rotary embeddings on every query and key head: one fused kernel forward
     /// and one backward per attention layer) or `none`. Presets and `config.json` set it; default
@@ -1561,7 +1617,9 @@ impl ModelOverrides {
                     sliding_window,
                     layer_types,
                     num_nextn_predict_layers,
-                    moe_latent_size
+                    moe_latent_size,
+                    moe_router_num_groups,
+                    moe_router_group_topk
                 );
                 if let Some(x) = self.position_embedding_type {
                     m.position_embedding_type = x;
@@ -1619,6 +1677,8 @@ impl ModelOverrides {
                     mamba: self.mamba.clone(),
                     num_nextn_predict_layers: self.num_nextn_predict_layers.unwrap_or(0),
                     moe_latent_size: self.moe_latent_size.unwrap_or(0),
+                    moe_router_num_groups: self.moe_router_num_groups.unwrap_or(0),
+                    moe_router_group_topk: self.moe_router_group_topk.unwrap_or(0),
                     position_embedding_type: self.position_embedding_type.unwrap_or_default(),
                 }
             }

@@ -1832,7 +1832,9 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     let a2a = match p.moe_token_dispatcher {
         MoeDispatcher::AllToAll => routed * w * d.dt,
         MoeDispatcher::Flex => {
-            let ranks = p.moe_routing.ranks_per_token(e, k, ep);
+            let ranks = p
+                .moe_routing
+                .ranks_per_token_grouped(e, k, ep, m.moe_router_num_groups, m.moe_router_group_topk);
             (d.tok_sp as f64 * ranks * (w * d.dt) as f64).round() as u64
         }
     };
@@ -1844,7 +1846,9 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     // the reverse.
     let inter = match (p.moe_token_dispatcher, p.ep_servers()) {
         (MoeDispatcher::Flex, Some((_, servers))) if ep > 1 => {
-            let d_srv = p.moe_routing.ranks_per_token(e, k, servers);
+            let d_srv = p
+                .moe_routing
+                .ranks_per_token_grouped(e, k, servers, m.moe_router_num_groups, m.moe_router_group_topk);
             Some((d.tok_sp as f64 * d_srv * (w * d.dt) as f64).round() as u64)
         }
         _ => None,
