@@ -580,11 +580,7 @@ impl MoeRouting {
         match self {
             MoeRouting::Random => {
                 // ep · (1 - C(e - local, k) / C(e, k)): the chance a rank holds none of the k.
-                let mut none = 1.0f64;
-                for i in 0..k {
-                    none *= (e.saturating_sub(local).saturating_sub(i)) as f64 / (e - i) as f64;
-                }
-                ep as f64 * (1.0 - none)
+                ep as f64 * (1.0 - miss_all(e, local, k))
             }
             MoeRouting::RoundRobin => {
                 // The windows start at multiples of k (mod e); average the ranks each touches.
@@ -660,8 +656,11 @@ fn grouped_ranks_per_token(e: u64, k: u64, ep: u64, groups: u64, gtopk: u64) -> 
         if c <= 16 {
             for mask in 0u32..(1 << c) {
                 let j = u64::from(mask.count_ones());
+                if j > gtopk {
+                    continue;
+                }
                 let m: u64 = (0..c as usize).filter(|i| mask & (1 << i) != 0).map(|i| overlap[i]).sum();
-                missed += choose(groups - c, gtopk.saturating_sub(j)) * f64::from(u8::from(j <= gtopk)) / all * miss_all(chosen, m, k);
+                missed += choose(groups - c, gtopk - j) / all * miss_all(chosen, m, k);
             }
         } else {
             let mean = overlap.iter().sum::<u64>() as f64 / c as f64;

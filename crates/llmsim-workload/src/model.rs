@@ -1241,6 +1241,11 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
     } else {
         (0, 0, 0, 0)
     };
+    // Group-limited routing; one group is no limit (DeepSeek-V2-Lite, Kimi K2 spell out 1).
+    let groups = match (hf_u64(obj, &["n_group"])?, hf_u64(obj, &["topk_group"])?) {
+        (Some(g), t) if experts > 0 && g > 1 => (g, t.unwrap_or(0)),
+        _ => (0, 0),
+    };
     let model_type = obj.get("model_type").and_then(Value::as_str).unwrap_or("");
     let gpt_oss = model_type == "gpt_oss";
     let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
@@ -1319,15 +1324,8 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         } else {
             0
         },
-        // One group is no limit (DeepSeek-V2-Lite, Kimi K2 spell out n_group 1).
-        moe_router_num_groups: match hf_u64(obj, &["n_group"])? {
-            Some(g) if experts > 0 && g > 1 => g,
-            _ => 0,
-        },
-        moe_router_group_topk: match (hf_u64(obj, &["n_group"])?, hf_u64(obj, &["topk_group"])?) {
-            (Some(g), Some(t)) if experts > 0 && g > 1 => t,
-            _ => 0,
-        },
+        moe_router_num_groups: groups.0,
+        moe_router_group_topk: groups.1,
     };
     m.validate()?;
     Ok(m)

@@ -356,10 +356,10 @@ struct Dims {
     nvfp4: bool,
     /// Bytes of one FP8 copy of an element with its scales (MXFP8, blockwise: 1 + 1/32).
     fp8_elem: f64,
-    /// HBM bytes per element of the cast a norm-fed column-parallel linear's input still needs
-    /// (QKV, dense fc1: `TELayerNormColumnParallelLinear`); `None` when the norm kernel writes
-    /// it quantized (delayed scaling; MXFP8 with `cudnn_norm`). See [`TrainingConfig::cudnn_norm`].
-    norm_cast: Option<f64>,
+    /// What a norm-fed column-parallel linear's input (QKV, dense fc1:
+    /// `TELayerNormColumnParallelLinear`) needs before its FP8 GEMM. See
+    /// [`TrainingConfig::cudnn_norm`].
+    norm_fed: NormFed,
     /// Per-tensor FP8 scaling (delayed or current): one scale for the whole tensor, so
     /// Transformer Engine all-gathers only the row-wise FP8 data and transposes it locally.
     fp8_per_tensor: bool,
@@ -387,6 +387,19 @@ struct Dims {
 /// weights' 2D-block quantization (once per step, cached across micro-batches) is not an op
 /// here, as FP8's weight casts are not.
 const NVFP4_QUANTIZE_BYTES_PER_ELEMENT: f64 = 2.0 + 2.0 + 2.0 * DType::NVFP4_BYTES_PER_ELEMENT;
+
+/// How a norm-fed linear's input reaches its FP8 GEMM ([`Dims::norm_fed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NormFed {
+    /// The norm kernel writes it quantized: no cast (delayed scaling; MXFP8 with `cudnn_norm`).
+    Quantized,
+    /// The same cast as any other GEMM input (blockwise; MXFP8 and current scaling under the
+    /// cuDNN norm; every input under torchao).
+    Cast,
+    /// TE's norm hands over the amax (`FUSED_NORM_AMAX_FP8`, current scaling): the cast reads
+    /// the BF16 output once and writes the FP8 copy and its transpose.
+    CastAfterAmax,
+}
 
 /// HBM bytes per element of a current-scaling FP8 cast with its own amax pass: read the BF16
 /// tensor for the amax (2), read it again (2) and write the FP8 copy and its transpose (1 + 1).
@@ -434,17 +447,12 @@ impl Dims {
             nvfp4: t.dtype == DType::Fp4,
             fp8_elem: t.fp8_recipe.bytes_per_element(),
             fp8_per_tensor: t.dtype == DType::Fp8 && matches!(t.fp8_recipe, Fp8Recipe::Delayed | Fp8Recipe::Current),
-            norm_cast: match t.fp8_recipe {
-                _ if t.dtype != DType::Fp8 => None,
-                Fp8Recipe::Current if t.fp8_impl == Fp8Impl::Torchao => Some(FP8_CURRENT_CAST_BYTES_PER_ELEMENT),
-                _ if t.fp8_impl == Fp8Impl::Torchao => Some(fp8_two_copies(t.fp8_recipe.bytes_per_element())),
-                Fp8Recipe::Delayed => None,
-                Fp8Recipe::Mxfp8 if t.cudnn_norm => None,
-                Fp8Recipe::Mxfp8 | Fp8Recipe::Blockwise => Some(fp8_two_copies(t.fp8_recipe.bytes_per_element())),
-                // TE's norm hands over its amax (FUSED_NORM_AMAX_FP8): read the BF16 output
-                // once, write the FP8 copy and its transpose.
-                Fp8Recipe::Current if !t.cudnn_norm => Some(4.0),
-                Fp8Recipe::Current => Some(FP8_CURRENT_CAST_BYTES_PER_ELEMENT),
+            norm_fed: match t.fp8_recipe {
+                _ if t.fp8_impl == Fp8Impl::Torchao => NormFed::Cast,
+                Fp8Recipe::Delayed => NormFed::Quantized,
+                Fp8Recipe::Mxfp8 if t.cudnn_norm => NormFed::Quantized,
+                Fp8Recipe::Current if !t.cudnn_norm => NormFed::CastAfterAmax,
+                Fp8Recipe::Mxfp8 | Fp8Recipe::Blockwise | Fp8Recipe::Current => NormFed::Cast,
             },
             gemm_dtype: None,
             torch_ring: match p.cp_impl {
@@ -829,7 +837,7 @@ impl<'a> Builder<'a> {
             // Mamba's in_proj, MLA's up-projections) can get its input quantized by the norm
             // kernel: always with delayed scaling, with MXFP8 under `cudnn_norm`, never with
             // blockwise; with current scaling TE's norm computes the amax, so only the cast
-            // remains (`Dims::norm_cast`). The
+            // remains (`Dims::norm_fed`). The
             // row-parallel ones (attention output, fc2) cast theirs, and so do the unfused
             // `Local` ones: the grouped expert GEMMs (`GroupedLinear` quantizes the permuted
             // BF16 tokens and the activation's output, `split_quantize`; Megatron-Core's flex
@@ -844,11 +852,10 @@ impl<'a> Builder<'a> {
             } else {
                 fp8_two_copies(d.fp8_elem)
             };
-            let cast_bytes = |name: &'static str, pass: Pass, elems: u64, per_elem: f64| {
+            let cast = |name: &'static str, pass: Pass, elems: u64, per_elem: f64| {
                 let e = elems as f64;
                 compute(name, pass, OpClass::Elementwise, e, per_elem * e, &gshape)
             };
-            let cast = |name: &'static str, pass: Pass, elems: u64| cast_bytes(name, pass, elems, per_elem);
             let (fwd_name, bwd_name) = if d.nvfp4 {
                 ("nvfp4_quantize_rht", "nvfp4_quantize_rht_bwd")
             } else {
@@ -858,13 +865,16 @@ impl<'a> Builder<'a> {
                 Split::Row | Split::Local => true,
                 Split::Column => self.unfused_column,
             };
-            if unfused || d.nvfp4 {
-                fwd.insert(0, cast(fwd_name, Pass::Forward, m * k));
-            } else if let Some(b) = d.norm_cast {
-                // A norm-fed input the norm kernel did not quantize (`training.cudnn_norm`).
-                fwd.insert(0, cast_bytes(fwd_name, Pass::Forward, m * k, b));
+            let fwd_cast = match d.norm_fed {
+                _ if unfused || d.nvfp4 => Some(per_elem),
+                NormFed::Quantized => None,
+                NormFed::Cast => Some(per_elem),
+                NormFed::CastAfterAmax => Some(fp8_two_copies(d.fp8_elem)),
+            };
+            if let Some(b) = fwd_cast {
+                fwd.insert(0, cast(fwd_name, Pass::Forward, m * k, b));
             }
-            bwd.insert(0, cast(bwd_name, Pass::BackwardInput, m * n));
+            bwd.insert(0, cast(bwd_name, Pass::BackwardInput, m * n, per_elem));
         }
         self.push(fwd, bwd);
     }
