@@ -79,6 +79,9 @@ pub struct EngineOptions {
     /// Where the run stands, for a progress line on another thread ([`LiveStatus`]); `None`:
     /// not recorded.
     pub live: Option<Arc<LiveStatus>>,
+    /// Bytes a blocking pipeline send moves before its receiver posts (`collectives.p2p_eager`,
+    /// [`P2P_EAGER_BYTES`] by default).
+    pub p2p_eager_bytes: u64,
 }
 
 /// How far a running simulation has got, readable from another thread while it runs (the
@@ -479,9 +482,26 @@ struct P2pInst {
     node: u32,
     dst_unit: u32,
     tag: P2pTag,
+    /// Bytes of each lane held back until the receiver posts its receive (a blocking send's
+    /// rendezvous, [`P2P_EAGER_BYTES`]); 0 once they left or when nothing waits.
+    rest: u64,
+    /// When the last part of the message went on the wire (the sender's wait for its receiver
+    /// ends there).
+    wire: SimTime,
 }
 
 const P2P_BIT: u64 = 1 << 63;
+/// A transfer id's bit for the second part of a pipeline message, sent once its receiver posted
+/// (the top bit of the message's slot; bits 56.. are a multi-job run's job).
+const P2P_REST_BIT: u64 = 1 << 31;
+
+/// The default bytes of a pipeline message that a blocking send can move before its receiver's
+/// kernel runs (`collectives.p2p_eager`): NCCL stages point-to-point data through the peer's FIFO of `NCCL_STEPS` (8) chunks of
+/// `NCCL_P2P_NET_CHUNKSIZE` (128 KiB) on each of `NCCL_NCHANNELS_PER_NET_PEER` (2) channels
+/// (`src/init.cc` `computeBuffSizes`, `src/graph/paths.cc` `ncclTopoGetNchannels`, NCCL 2.18;
+/// the receiving proxy posts its FIFO slots once the receive is issued); beyond that the sender
+/// waits for the receiving kernel to drain them.
+pub const P2P_EAGER_BYTES: u64 = 2 * 8 * 128 * 1024;
 
 /// [`SystemEngine::dep_slot`] of a node without explicit dependencies.
 const NO_DEPS: u32 = u32::MAX;
@@ -549,6 +569,9 @@ struct UnitState {
     slowed: SmallVec<[Slowed; 1]>,
     /// The dependencies left of each node that has any, at its `dep_slot`.
     deps_left: Vec<u32>,
+    /// Compute-stream positions before this one have had their receives posted for the
+    /// rendezvous of blocking sends (a run of adjacent sends and receives is one batch).
+    posted_until: u32,
 }
 
 /// The system simulator of one run: every unit's program on one shared network.
@@ -613,6 +636,16 @@ pub struct SystemEngine<'a> {
     /// Per p2p slot: when the first replica's copy fully arrived.
     p2p_first: Vec<Option<SimTime>>,
     mail: FastMap<(u32, u32, P2pTag), Mail>,
+    /// Blocking pipeline sends wait for their receiver (NCCL's rendezvous, see
+    /// [`P2P_EAGER_BYTES`]): some program sends on the compute stream and communication is not
+    /// free.
+    rendezvous: bool,
+    /// Receives posted before their blocking send was issued: when.
+    rv_posted: FastMap<(u32, u32, P2pTag), SimTime>,
+    /// Blocking sends issued before their receiver posted: the p2p slot of one that waits with
+    /// the rest of its message, `None` for one that needed no wait (its receive's post then
+    /// only clears the entry).
+    rv_parked: FastMap<(u32, u32, P2pTag), Option<u32>>,
     /// Local events: a radix heap, as no event is scheduled before the last one popped.
     queue: RadixQueue<Ev>,
     done: Vec<Completion>,
@@ -697,6 +730,14 @@ impl<'a> SystemEngine<'a> {
         } else {
             Vec::new()
         };
+        // Imported traces too: a send and its receive are matched by tag there as well, and a
+        // trace whose order could not complete under the rendezvous stops with the stall named.
+        let rendezvous = !opts.ideal_comm
+            && wl.stages.iter().any(|prog| {
+                prog.nodes
+                    .iter()
+                    .any(|n| n.stream == Stream::Compute && matches!(n.kind, DagNodeKind::CommSend { .. }))
+            });
         let iterations = wl.stages.iter().map(Program::iterations).max().unwrap_or(1);
         let mirrors = if opts.mirror_p2p && opts.active_dp == 1 && layout.dp > 1 {
             layout.dp
@@ -792,6 +833,9 @@ impl<'a> SystemEngine<'a> {
             p2p_lanes: Vec::new(),
             p2p_first: Vec::new(),
             mail: FastMap::default(),
+            rendezvous,
+            rv_posted: FastMap::default(),
+            rv_parked: FastMap::default(),
             queue: RadixQueue::new(),
             done: Vec::new(),
             flow_start: FastMap::default(),
@@ -1102,7 +1146,7 @@ impl<'a> SystemEngine<'a> {
             });
         }
         if id & P2P_BIT != 0 {
-            let k = id as u32;
+            let k = (id & !P2P_REST_BIT) as u32;
             let inst = self.p2p[k as usize].as_mut().expect("live p2p");
             inst.left -= 1;
             if self.mirrors > 1 {
@@ -1300,8 +1344,13 @@ impl<'a> SystemEngine<'a> {
                         node,
                         dst_unit,
                         tag,
+                        rest: 0,
+                        wire: t,
                     };
                     return self.deliver(inst, t);
+                }
+                if self.rendezvous && n.stream == Stream::Compute {
+                    self.post_batch(unit, t)?;
                 }
                 let k = match self.free_p2p.pop() {
                     Some(k) => k,
@@ -1310,15 +1359,27 @@ impl<'a> SystemEngine<'a> {
                         (self.p2p.len() - 1) as u32
                     }
                 };
+                // A blocking send whose receiver has not posted yet moves what the receiver's
+                // FIFO holds and the rest once the receive is posted.
+                let key = (unit, dst_unit, tag);
+                let posted = !(self.rendezvous && n.stream == Stream::Compute) || self.rv_posted.remove(&key).is_some();
+                let rest = if posted {
+                    0
+                } else {
+                    bytes.saturating_sub(self.opts.p2p_eager_bytes)
+                };
+                let parts = if rest > 0 { 2 } else { 1 };
                 let l = self.layout;
                 let m = self.mirrors;
                 self.p2p[k as usize] = Some(P2pInst {
-                    left: l.tp * m,
+                    left: l.tp * m * parts,
                     delivered: false,
                     unit,
                     node,
                     dst_unit,
                     tag,
+                    rest,
+                    wire: t,
                 });
                 if m > 1 {
                     let need = (k as usize + 1) * m as usize;
@@ -1326,38 +1387,17 @@ impl<'a> SystemEngine<'a> {
                         self.p2p_lanes.resize(need, 0);
                         self.p2p_first.resize(k as usize + 1, None);
                     }
-                    self.p2p_lanes[k as usize * m as usize..need].fill(l.tp);
+                    self.p2p_lanes[k as usize * m as usize..need].fill(l.tp * parts);
                 }
-                // Replica 0's send, then (mirroring) every other replica's copy of it, each with
-                // the hash and ranks of that replica's own send in the plain run.
-                let ((c, _, p), (dc, _, dpp)) = (l.coords(unit), l.coords(dst_unit));
-                for r in 0..m {
-                    let (su, du) = if m > 1 {
-                        (l.unit(c, r, p), l.unit(dc, r, dpp))
-                    } else {
-                        (unit, dst_unit)
-                    };
-                    for i in 0..l.tp {
-                        let src = host_of(&self.opts.hosts, l.rank(su, i));
-                        let dst = host_of(&self.opts.hosts, l.rank(du, i));
-                        // Low 32 bits: the message; bits 32..: the lane (replica * tp + tp rank).
-                        let tid = P2P_BIT | (((r * l.tp + i) as u64) << 32) | k as u64;
-                        self.submit(
-                            Transfer {
-                                id: TransferId(tid),
-                                src,
-                                dst,
-                                bytes: Bytes(bytes),
-                                start: t,
-                                flow_hash: llmsim_core::mix64(((su as u64) << 32) ^ (tag.microbatch as u64) << 8 ^ i as u64),
-                                route: RouteSpec::Direct,
-                            },
-                            "pp",
-                        )?;
-                    }
+                if self.rendezvous && n.stream == Stream::Compute && !posted {
+                    self.rv_parked.insert(key, (rest > 0).then_some(k));
                 }
+                self.send_lanes(k, bytes - rest, false, t)?;
             }
             DagNodeKind::CommRecv { peer, tag, .. } => {
+                if self.rendezvous && n.stream == Stream::Compute {
+                    self.post_batch(unit, t)?;
+                }
                 let src_unit = self.layout.peer_unit(unit, peer);
                 match self.mail.remove(&(src_unit, unit, tag)) {
                     Some(Mail::Arrived { sent, at }) => {
@@ -1373,6 +1413,85 @@ impl<'a> SystemEngine<'a> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Puts `bytes` of each lane of p2p slot `k` on the network at `t` (every mirrored
+    /// replica's copy too): the whole message, its eager head or (`rest`) what follows it.
+    fn send_lanes(&mut self, k: u32, bytes: u64, rest: bool, t: SimTime) -> Result<(), SimError> {
+        let inst = self.p2p[k as usize].expect("live p2p");
+        let (unit, dst_unit, tag) = (inst.unit, inst.dst_unit, inst.tag);
+        let l = self.layout;
+        let m = self.mirrors;
+        // Replica 0's send, then (mirroring) every other replica's copy of it, each with
+        // the hash and ranks of that replica's own send in the plain run.
+        let ((c, _, p), (dc, _, dpp)) = (l.coords(unit), l.coords(dst_unit));
+        let part = if rest { P2P_REST_BIT } else { 0 };
+        for r in 0..m {
+            let (su, du) = if m > 1 {
+                (l.unit(c, r, p), l.unit(dc, r, dpp))
+            } else {
+                (unit, dst_unit)
+            };
+            for i in 0..l.tp {
+                let src = host_of(&self.opts.hosts, l.rank(su, i));
+                let dst = host_of(&self.opts.hosts, l.rank(du, i));
+                // Low 31 bits: the message, bit 31 its part; bits 32..: the lane (replica * tp
+                // + tp rank).
+                let tid = P2P_BIT | part | (((r * l.tp + i) as u64) << 32) | k as u64;
+                self.submit(
+                    Transfer {
+                        id: TransferId(tid),
+                        src,
+                        dst,
+                        bytes: Bytes(bytes),
+                        start: t,
+                        flow_hash: llmsim_core::mix64(((su as u64) << 32) ^ (tag.microbatch as u64) << 8 ^ i as u64),
+                        route: RouteSpec::Direct,
+                    },
+                    "pp",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `unit`'s compute stream reached a pipeline send or receive at `t`: the receives of the
+    /// batch it opens (the run of sends and receives adjacent in the stream, which Megatron
+    /// issues as one `batch_isend_irecv`) are posted, and each blocking send parked on one of
+    /// them sends the rest of its message.
+    fn post_batch(&mut self, unit: u32, t: SimTime) -> Result<(), SimError> {
+        let u = unit as usize;
+        let st = self.prog_of[u] as usize;
+        let s = Stream::Compute as usize;
+        let mut pos = self.us[u].stream_pos[s];
+        if pos < self.us[u].posted_until {
+            return Ok(());
+        }
+        let prog = self.prog(unit);
+        while let Some(&i) = self.stream_nodes[st][s].get(pos as usize) {
+            match prog.nodes[i as usize].kind {
+                DagNodeKind::CommSend { .. } => {}
+                DagNodeKind::CommRecv { peer, tag, .. } => {
+                    let key = (self.layout.peer_unit(unit, peer), unit, tag);
+                    match self.rv_parked.remove(&key) {
+                        Some(None) => {}
+                        Some(Some(k)) => {
+                            let inst = self.p2p[k as usize].as_mut().expect("live p2p");
+                            let rest = std::mem::take(&mut inst.rest);
+                            inst.wire = t;
+                            self.send_lanes(k, rest, true, t)?;
+                        }
+                        None => {
+                            self.rv_posted.insert(key, t);
+                        }
+                    }
+                }
+                _ => break,
+            }
+            pos += 1;
+        }
+        self.us[u].posted_until = pos;
         Ok(())
     }
 
@@ -1407,6 +1526,15 @@ impl<'a> SystemEngine<'a> {
     /// A pipeline message fully arrived at `t`.
     fn deliver(&mut self, inst: P2pInst, t: SimTime) -> Result<(), SimError> {
         let sent = self.started(inst.unit, inst.node);
+        if self.prog(inst.unit).nodes[inst.node as usize].stream == Stream::Compute {
+            // A blocking send held the compute stream: waiting for its receiver is pipeline
+            // bubble, the transfer from then on exposed pipeline communication.
+            let ai = self.acct_index(inst.unit, inst.node);
+            let from = inst.wire.clamp(sent, t);
+            let a = &mut self.acct[ai];
+            a.bubble += from - sent;
+            a.exposed_pp += t - from;
+        }
         self.complete(inst.unit, inst.node, t)?;
         let key = (inst.unit, inst.dst_unit, inst.tag);
         match self.mail.remove(&key) {
@@ -1796,6 +1924,9 @@ impl<'a> SystemEngine<'a> {
                 self.us[u].last_comm = Some(WaitOn::Coll(self.group_kind(group)));
             }
             DagNodeKind::CommRecv { .. } if n.stream != Stream::Free => {
+                self.us[u].last_compute_end = t;
+            }
+            DagNodeKind::CommSend { .. } if n.stream == Stream::Compute => {
                 self.us[u].last_compute_end = t;
             }
             _ => {}

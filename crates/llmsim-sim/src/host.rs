@@ -29,17 +29,30 @@ fn micros(field: &str, us: f64) -> Result<SimTime, SimError> {
 }
 
 /// The engine's host model for a run (see [`dispatch`]): none where `compute.host` is off.
-pub(crate) fn for_run(spec: Option<&HostSpec>, wl: &Workload, ops: &OpTimes) -> Result<Option<std::sync::Arc<HostDispatch>>, SimError> {
+/// `p2p_sync`: the host synchronizes the device after each blocking pipeline exchange
+/// (`parallel.batch_p2p_sync` under Megatron's runtime).
+pub(crate) fn for_run(
+    spec: Option<&HostSpec>,
+    wl: &Workload,
+    ops: &OpTimes,
+    p2p_sync: bool,
+) -> Result<Option<std::sync::Arc<HostDispatch>>, SimError> {
     match spec {
-        Some(h) => Ok(dispatch(h, wl, ops)?.map(std::sync::Arc::new)),
+        Some(h) => Ok(dispatch(h, wl, ops, p2p_sync)?.map(std::sync::Arc::new)),
         None => Ok(None),
     }
+}
+
+/// Whether the host synchronizes after each blocking pipeline exchange under `p`:
+/// Megatron's runtime with `batch_p2p_sync`.
+pub(crate) fn p2p_sync_of(p: &llmsim_workload::ParallelConfig) -> bool {
+    p.pp_impl == llmsim_workload::PpImpl::Megatron && p.batch_p2p_sync
 }
 
 /// The engine's host model for `wl` under `spec`; `ops` are the per-op GPU times of
 /// [`crate::ops::time_segments`].
 /// `None` when nothing costs anything (the engine then skips the host entirely).
-pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<Option<HostDispatch>, SimError> {
+pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p2p_sync: bool) -> Result<Option<HostDispatch>, SimError> {
     let op = micros("compute.host.op_us", spec.op_us)?;
     let linear = micros("compute.host.linear_us", spec.linear_us)?;
     let expert = micros("compute.host.expert_gemm_us", spec.expert_gemm_us)?;
@@ -140,6 +153,26 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes) -> Result<
                     first
                 })
                 .collect();
+            // Blocking pipeline exchanges (sends on the compute stream) under Megatron's
+            // `batch_p2p_sync`: the host waits for the device after each run of adjacent sends
+            // and receives, so the first node after it is issued only once the GPU got there.
+            let blocking = prog
+                .nodes
+                .iter()
+                .any(|n| n.stream == Stream::Compute && matches!(n.kind, DagNodeKind::CommSend { .. }));
+            if p2p_sync && blocking {
+                let mut after_p2p = false;
+                for (flag, n) in flags.iter_mut().zip(&prog.nodes) {
+                    if n.stream != Stream::Compute {
+                        continue;
+                    }
+                    let p2p = matches!(n.kind, DagNodeKind::CommSend { .. } | DagNodeKind::CommRecv { .. });
+                    if after_p2p && !p2p {
+                        *flag = true;
+                    }
+                    after_p2p = p2p;
+                }
+            }
             // A dispatch on no stream (`parallel.moe_a2a_overlap`) is not issued from the
             // compute stream's order: the host waits before the next node it issues there.
             let mut pending = false;

@@ -1111,6 +1111,20 @@ pub struct CollectivesSpec {
     /// Default 0.
     #[serde(default, skip_serializing_if = "crate::faults::is_zero")]
     pub injection_latency: SimTime,
+    /// Bytes of a pipeline message that a blocking send (on the compute stream:
+    /// `parallel.overlap_p2p_comm: false`, or a non-interleaved schedule) moves before the
+    /// receiving rank's kernel runs; the rest waits for the receiver to reach the batch of
+    /// sends and receives holding its receive (NCCL's rendezvous: the sender fills the peer's
+    /// FIFO of `NCCL_STEPS` chunks per channel, then waits for the receiving kernel to drain
+    /// it). Default 2MiB: 2 channels per network peer (`NCCL_NCHANNELS_PER_NET_PEER`, NCCL up to
+    /// 2.28) x 8 steps x 128 KiB (`NCCL_P2P_NET_CHUNKSIZE`). A size above every message turns the
+    /// wait off.
+    #[serde(default = "default_p2p_eager")]
+    pub p2p_eager: Bytes,
+}
+
+fn default_p2p_eager() -> Bytes {
+    Bytes(crate::engine::P2P_EAGER_BYTES)
 }
 
 fn yes() -> bool {
@@ -1135,6 +1149,7 @@ impl Default for CollectivesSpec {
             all_to_all_chunks: None,
             chunks_in_flight: None,
             injection_latency: SimTime::ZERO,
+            p2p_eager: default_p2p_eager(),
         }
     }
 }
@@ -1572,6 +1587,20 @@ impl Scenario {
         let mut s: Scenario = crate::yaml::from_value(v).map_err(|e| typed_error("", e))?;
         s.base_dir = base_dir.to_path_buf();
         Ok(s)
+    }
+
+    /// The bytes a blocking pipeline send moves before its receiver posts
+    /// (`collectives.p2p_eager`), for the engine: unbounded with `parallel.pp_impl: torch`,
+    /// whose runtime posts each receive in the batch of the time step that produces its data
+    /// (`PipelineScheduleMulti`), a moment llmsim's per-stage order of passes does not hold: the
+    /// receive there is placed before the pass that consumes it, which can come steps later, so
+    /// the sender is not made to wait for it.
+    pub fn p2p_eager_bytes(&self) -> u64 {
+        if self.parallel.pp_impl == llmsim_workload::PpImpl::Torch {
+            u64::MAX
+        } else {
+            self.collectives.p2p_eager.0
+        }
     }
 
     /// Total GPUs, from `gpus` or `nodes x gpus_per_node`.

@@ -432,6 +432,20 @@ pub enum GradScaling {
     None,
 }
 
+/// Which pipeline runtime issues the pipeline sends and receives (`parallel.pp_impl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PpImpl {
+    /// Megatron's schedules (`schedules.py`, `p2p_communication.py`). Without
+    /// `overlap_p2p_comm`, the interleaved schedule runs each steady-state forward and the
+    /// backward after it, then one batch of both sends and both receives. Default.
+    #[default]
+    Megatron,
+    /// `torch.distributed.pipelining` (TorchTitan, NeMo Automodel): one action per time step,
+    /// each followed by its batch of sends and receives (`PipelineScheduleMulti`).
+    Torch,
+}
+
 /// How tensor parallelism runs its collectives (`parallel.tp_impl`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -885,9 +899,25 @@ pub struct ParallelConfig {
     /// Megatron-Core's `_communicate(wait_on_reqs=True)` does (`p2p_communication.py`;
     /// Megatron-LM before Megatron-Core waited on every request and synchronized the device),
     /// and as `torch.distributed.pipelining` does (each time step's batched sends and receives
-    /// are waited on). The transfer starts when the send is issued: NCCL's wait for the receiver
-    /// to post its receive is not modelled. Default true.
+    /// are waited on). The interleaved schedule without the overlap then runs each steady-state
+    /// forward and the backward after it before one exchange of both sends and both receives
+    /// (Megatron's `send_forward_backward_recv_forward_backward`; not with `pp_impl: torch`):
+    /// the forward's output leaves after the backward. Sends and receives adjacent on the compute stream are one batch, and
+    /// a blocking send moves what exceeds `collectives.p2p_eager` only once its receiver reached
+    /// the batch with the receive (NCCL's rendezvous). Default true.
     pub overlap_p2p_comm: bool,
+    /// Which pipeline runtime issues the sends and receives: `megatron` (default) or `torch`
+    /// (`torch.distributed.pipelining`, as TorchTitan and NeMo Automodel use it). They differ in
+    /// the interleaved schedule without `overlap_p2p_comm` (see there).
+    pub pp_impl: PpImpl,
+    /// With blocking pipeline sends and `pp_impl: megatron`, the host synchronizes the device
+    /// after each exchange of sends and receives (Megatron-Core `ModelParallelConfig.batch_p2p_sync`,
+    /// default true with `batch_p2p_comm`; `p2p_communication.py` `_communicate` calls
+    /// `torch.cuda.synchronize()` "to protect against race condition when using
+    /// batch_isend_irecv()"; Megatron-LM before Megatron-Core did the same): the host then
+    /// issues the next computation only once the exchange is done, so its first kernel waits
+    /// for the host's issue time (`compute.host`). Default true.
+    pub batch_p2p_sync: bool,
     /// Pipeline schedules per training step: the step's micro-batches run as this many
     /// consecutive fill-and-drain schedules of `micro-batches / pipeline_flushes` each, with one
     /// gradient reduction and optimizer step after the last. NeMo Automodel (and TorchTitan)
@@ -944,6 +974,8 @@ impl Default for ParallelConfig {
             tp_backward_overlap: true,
             moe_a2a_overlap: false,
             overlap_p2p_comm: true,
+            pp_impl: PpImpl::Megatron,
+            batch_p2p_sync: true,
             pipeline_flushes: 1,
             pipeline_layers_derived: false,
             gpus_per_node: 0,

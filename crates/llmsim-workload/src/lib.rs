@@ -25,7 +25,7 @@ pub use formats::{chakra, simai};
 
 pub use config::{
     AttentionKernelChoice, CpImpl, Fp8Impl, Fp8Recipe, FsdpImpl, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig,
-    PipelineSchedule, Recompute, RecomputeModule, TrainingConfig,
+    PipelineSchedule, PpImpl, Recompute, RecomputeModule, TrainingConfig,
 };
 pub use error::WorkloadError;
 pub use import::ImportError;

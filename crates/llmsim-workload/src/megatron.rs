@@ -42,7 +42,7 @@ use llmsim_core::CollectiveOp;
 use crate::dag::{DagNodeKind, Direction, Group, NONE, Node, P2pTag, Peer, Phase, Program, Segment, Stream, Workload};
 use crate::model::{AttentionType, LayerKind};
 use crate::ops::{self, CommGroup, OpSpec, OpSpecKind, Pass};
-use crate::{FsdpImpl, ModelConfig, ParallelConfig, PipelineSchedule, TrainingConfig, WorkloadError};
+use crate::{FsdpImpl, ModelConfig, ParallelConfig, PipelineSchedule, PpImpl, TrainingConfig, WorkloadError};
 use llmsim_compute::OpClass;
 
 /// One item of a layer template: a compute segment or a collective between segments.
@@ -91,6 +91,10 @@ pub struct ScheduleStep {
     /// A forward that runs merged with the backward step after it (`parallel.moe_a2a_overlap`,
     /// Megatron-Core's combined 1F1B steady state).
     pub merged: bool,
+    /// A forward of the steady (one-forward-one-backward) phase, the backward after it its
+    /// pair; not the warm-up's forwards, even where they too are followed by a backward (every
+    /// micro-batch warming up).
+    pub steady: bool,
 }
 
 impl ScheduleStep {
@@ -100,6 +104,7 @@ impl ScheduleStep {
             microbatch,
             chunk,
             merged: false,
+            steady: false,
         }
     }
 
@@ -109,6 +114,7 @@ impl ScheduleStep {
             microbatch,
             chunk,
             merged: false,
+            steady: false,
         }
     }
 
@@ -163,7 +169,7 @@ fn schedule_one(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: b
     let m = microbatches;
     let extra = u64::from(merged);
     let mut out = Vec::with_capacity((2 * m * vpp) as usize);
-    let steady = |f: ScheduleStep| ScheduleStep { merged, ..f };
+    let steady = |f: ScheduleStep| ScheduleStep { merged, steady: true, ..f };
     if !interleaved || vpp <= 1 {
         let warmup = (pp - stage - 1 + extra).min(m);
         for i in 0..warmup {
@@ -1048,12 +1054,23 @@ fn stage_iteration(
             pending.push(bi);
         }
     };
-    let mut steps = sched.into_iter();
+    // Megatron's interleaved schedule without `overlap_p2p_comm` runs each steady-state forward
+    // and the backward after it, then exchanges in one batch (`schedules.py`
+    // `forward_backward_pipelining_with_interleaving`: `forward_step`, `backward_step`, then
+    // `send_forward_backward_recv_forward_backward`): the forward's send waits for the backward,
+    // and the backward's receive is posted with the forward's.
+    let paired = interleaved && vpp > 1 && send_stream == Stream::Compute && p.pp_impl == PpImpl::Megatron;
+    // The forward's send held back for the backward of its pair, and whether that backward's
+    // receive was posted already.
+    let mut deferred_send: Option<(Node, u64, u64, u64, Vec<u32>)> = None;
+    let mut b_recv_posted = false;
+    let mut steps = sched.into_iter().peekable();
     while let Some(ScheduleStep {
         dir,
         microbatch: mb,
         chunk: c,
         merged,
+        steady,
     }) = steps.next()
     {
         if merged {
@@ -1178,6 +1195,18 @@ fn stage_iteration(
                 push_p2p(prog, at, None, Peer::Prev, Direction::Forward, mb, c, act_bytes, &deps);
                 deps.clear();
             }
+            // A steady-state pair: the backward's receive joins this batch.
+            let pair = match steps.peek() {
+                Some(next) if paired && steady && next.dir == Direction::Backward => Some((next.microbatch, next.chunk)),
+                _ => None,
+            };
+            if let Some((bm, bc)) = pair
+                && !last_virtual(bc)
+            {
+                let at = base(Phase::Backward, bm, bc, NONE as u64);
+                push_p2p(prog, at, None, Peer::Next, Direction::Backward, bm, bc, act_bytes, &[]);
+                b_recv_posted = true;
+            }
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
             let mut fwd_item = |prog: &mut Program, deps: &mut Vec<u32>, item: BucketItem, items: &[Item], layer: u64| {
                 if fsdp && closes.contains_key(&(c, item)) {
@@ -1232,21 +1261,25 @@ fn stage_iteration(
                 let recv_chunk = if s == pp - 1 { c + 1 } else { c };
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 let at = base(Phase::Forward, mb, c, NONE as u64);
-                push_p2p(
-                    prog,
-                    at,
-                    Some(send_stream),
-                    Peer::Next,
-                    Direction::Forward,
-                    mb,
-                    recv_chunk,
-                    act_bytes,
-                    &dep,
-                );
+                if pair.is_some() {
+                    deferred_send = Some((at, mb, recv_chunk, act_bytes, dep));
+                } else {
+                    push_p2p(
+                        prog,
+                        at,
+                        Some(send_stream),
+                        Peer::Next,
+                        Direction::Forward,
+                        mb,
+                        recv_chunk,
+                        act_bytes,
+                        &dep,
+                    );
+                }
             }
         } else {
             let last_mb = mb == m - 1;
-            if !last_virtual(c) {
+            if !last_virtual(c) && !std::mem::take(&mut b_recv_posted) {
                 let at = base(Phase::Backward, mb, c, NONE as u64);
                 push_p2p(prog, at, None, Peer::Next, Direction::Backward, mb, c, act_bytes, &[]);
             }
@@ -1299,6 +1332,10 @@ fn stage_iteration(
             // reduce-scatter before anything after this backward runs.
             if fsdp && p.fsdp_sync_every_microbatch && reduce_nodes.len() > scattered {
                 entry_deps.extend(reduce_nodes.last().copied());
+            }
+            // The pair's forward send, then the backward's (one batch).
+            if let Some((at, fm, chunk, bytes, dep)) = deferred_send.take() {
+                push_p2p(prog, at, Some(send_stream), Peer::Next, Direction::Forward, fm, chunk, bytes, &dep);
             }
             if !first_virtual(c) {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
