@@ -999,6 +999,16 @@ impl<'a> SystemEngine<'a> {
             });
         }
         if self.run.nodes_executed != total {
+            // Blocking sends still waiting for their receivers: name the rendezvous and its knob.
+            let parked = self.rv_parked.values().filter(|k| k.is_some()).count();
+            let rendezvous = if parked > 0 {
+                format!(
+                    "; {parked} blocking pipeline send(s) wait for their receivers to post (NCCL's rendezvous beyond collectives.p2p_eager = {} bytes): sends that come before their receives on both sides need to be in one batch (adjacent), or set a larger collectives.p2p_eager",
+                    self.opts.p2p_eager_bytes
+                )
+            } else {
+                String::new()
+            };
             if !self.finished.is_empty() {
                 // Imported traces: the first unfinished node whose own dependencies all finished
                 // waits on another rank (a receive without its send, a collective a member
@@ -1019,7 +1029,8 @@ impl<'a> SystemEngine<'a> {
                             self.prog(u).nodes[i as usize].kind
                         )
                     })
-                    .unwrap_or_default();
+                    .unwrap_or_default()
+                    + &rendezvous;
                 return Err(SimError::Deadlock {
                     executed: self.run.nodes_executed,
                     total,
@@ -1041,7 +1052,8 @@ impl<'a> SystemEngine<'a> {
                         self.prog(u).nodes[n as usize]
                     )
                 })
-                .unwrap_or_default();
+                .unwrap_or_default()
+                + &rendezvous;
             return Err(SimError::Deadlock {
                 executed: self.run.nodes_executed,
                 total,

@@ -105,6 +105,11 @@ mod errors {
     }
 
     fn run(ranks: &[Vec<pb::Node>]) -> Result<llmsim_sim::Outcome, SimError> {
+        run_with(ranks, "")
+    }
+
+    /// [`run`] with `extra` YAML added to the cluster scenario.
+    fn run_with(ranks: &[Vec<pb::Node>], extra: &str) -> Result<llmsim_sim::Outcome, SimError> {
         let traces: Vec<_> = ranks
             .iter()
             .enumerate()
@@ -112,7 +117,7 @@ mod errors {
             .collect();
         let imp = chakra::import(&traces, &BTreeMap::new(), &ImportOptions::default()).unwrap();
         let y = format!(
-            "cluster: {{ gpus: {}, gpus_per_node: 1 }}\nnetwork: {{ backend: flow }}\n",
+            "cluster: {{ gpus: {}, gpus_per_node: 1 }}\nnetwork: {{ backend: flow }}\n{extra}",
             ranks.len()
         );
         let sc = Scenario::cluster_from_yaml(&y, &[], std::path::Path::new(".")).unwrap();
@@ -147,6 +152,39 @@ mod errors {
         ];
         let o = run(&[r0, r1]).expect("runs");
         assert_eq!(o.report.nodes_executed, 4);
+    }
+
+    #[test]
+    fn sends_that_wait_for_receives_posted_after_them_stall_with_the_rendezvous_named() {
+        // Both ranks send 8 MiB, compute, then receive, all on the compute stream (blocking, as
+        // llmsim's own export marks them; a foreign trace's sends and receives run on no
+        // stream): NCCL moves the first 2 MiB (`collectives.p2p_eager`) and waits for the
+        // receiver, which is still behind its own send. With the whole message eager it runs.
+        let big = |mut n: pb::Node| {
+            n.attr[1] = AttributeProto::int("comm_size", 8 << 20);
+            n.attr.push(AttributeProto::int("llmsim_stream", 0));
+            n
+        };
+        let comp = |id: u64, deps: &[u64]| pb::Node {
+            id,
+            r#type: node_type::COMP,
+            duration_micros: 5,
+            data_deps: deps.to_vec(),
+            ..Default::default()
+        };
+        let rank = |peer: i64| {
+            vec![
+                big(p2p(1, node_type::COMM_SEND, "comm_dst", peer, &[])),
+                comp(2, &[1]),
+                big(p2p(3, node_type::COMM_RECV, "comm_src", peer, &[2])),
+            ]
+        };
+        let e = run(&[rank(1), rank(0)]).err().expect("a stall").to_string();
+        assert!(e.contains("wait forever at program node 0: CommSend"), "{e}");
+        assert!(e.contains("2 blocking pipeline send(s) wait for their receivers to post"), "{e}");
+        assert!(e.contains("collectives.p2p_eager"), "{e}");
+        let o = run_with(&[rank(1), rank(0)], "collectives: { p2p_eager: 8MiB }\n").expect("runs");
+        assert_eq!(o.report.nodes_executed, 6);
     }
 
     #[test]
