@@ -199,6 +199,28 @@ fn a_blocking_send_waits_for_its_receiver_beyond_the_eager_bytes() {
     assert!((small.report.iteration_time_s - e).abs() <= 1e-12 * e);
 }
 
+#[test]
+fn the_host_synchronizes_after_each_blocking_exchange_under_megatron() {
+    // Megatron-Core's `batch_p2p_sync`: `torch.cuda.synchronize()` after each exchange, so the
+    // host's lead over the GPU is lost there and the next kernel waits for its issue.
+    let t = |sets: &[&str]| run(sets).report.iteration_time_s;
+    let synced = t(&[]);
+    let free = t(&["parallel.batch_p2p_sync=false"]);
+    assert!(synced > free, "with the sync {synced} s, without {free} s");
+    // `torch.distributed.pipelining` waits on its batches without synchronizing the device.
+    assert_eq!(t(&["parallel.pp_impl=torch"]).to_bits(), free.to_bits());
+    // With a host that issues everything at once (`compute.host: null`) it costs nothing; nor
+    // with overlapped sends, which Megatron does not batch (`batch_p2p_comm` off).
+    assert_eq!(
+        t(&["compute.host=null"]).to_bits(),
+        t(&["compute.host=null", "parallel.batch_p2p_sync=false"]).to_bits()
+    );
+    assert_eq!(
+        t(&["parallel.vpp=2"]).to_bits(),
+        t(&["parallel.vpp=2", "parallel.batch_p2p_sync=false"]).to_bits()
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig {
         cases: 48,
