@@ -730,9 +730,18 @@ impl<'a> SystemEngine<'a> {
         } else {
             Vec::new()
         };
+        // A pipeline group inside one server (one NVLink domain) runs a single-node
+        // communicator: NCCL stages its point-to-point data in NVLink chunks (512 KiB,
+        // `NCCL_P2P_NVL_CHUNKSIZE`) over two channels per NVLink (`ncclTopoGetNchannels`), tens
+        // of MiB per peer, above any activation message: its sends do not wait for the receiver.
+        let pp_in_server = wl.explicit.is_none() && layout.pp > 1 && {
+            let server = |p: u32| topo.server_of(host_of(&opts.hosts, layout.rank(layout.unit(0, 0, p), 0)));
+            (1..layout.pp).all(|p| server(p) == server(0))
+        };
         // Imported traces too: a send and its receive are matched by tag there as well, and a
         // trace whose order could not complete under the rendezvous stops with the stall named.
         let rendezvous = !opts.ideal_comm
+            && !pp_in_server
             && wl.stages.iter().any(|prog| {
                 prog.nodes
                     .iter()

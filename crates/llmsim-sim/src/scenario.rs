@@ -1117,8 +1117,9 @@ pub struct CollectivesSpec {
     /// sends and receives holding its receive (NCCL's rendezvous: the sender fills the peer's
     /// FIFO of `NCCL_STEPS` chunks per channel, then waits for the receiving kernel to drain
     /// it). Default 2MiB: 2 channels per network peer (`NCCL_NCHANNELS_PER_NET_PEER`, NCCL up to
-    /// 2.28) x 8 steps x 128 KiB (`NCCL_P2P_NET_CHUNKSIZE`). A size above every message turns the
-    /// wait off.
+    /// 2.28) x 8 steps x 128 KiB (`NCCL_P2P_NET_CHUNKSIZE`), for a pipeline group that spans
+    /// servers; one inside a server (one NVLink domain) has NVLink-sized FIFOs and never waits.
+    /// A size above every message turns the wait off.
     #[serde(default = "default_p2p_eager")]
     pub p2p_eager: Bytes,
 }

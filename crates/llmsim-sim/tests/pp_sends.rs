@@ -197,6 +197,13 @@ fn a_blocking_send_waits_for_its_receiver_beyond_the_eager_bytes() {
     let small = run(&small);
     assert_eq!(small.report.net.submitted, te);
     assert!((small.report.iteration_time_s - e).abs() <= 1e-12 * e);
+    // Both stages in one server (16 GPUs a server): NCCL's NVLink FIFO holds the message, no
+    // send waits, whatever the eager bytes.
+    let one: Vec<&str> = sets.iter().copied().chain(["cluster.gpus_per_node=16"]).collect();
+    let one_off: Vec<&str> = one.iter().copied().chain(["collectives.p2p_eager=1TiB"]).collect();
+    let (a, b) = (run(&one), run(&one_off));
+    assert_eq!(a.report.iteration_time_s.to_bits(), b.report.iteration_time_s.to_bits());
+    assert_eq!(a.report.net.submitted, b.report.net.submitted);
 }
 
 #[test]
