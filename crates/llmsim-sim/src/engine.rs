@@ -496,11 +496,12 @@ const P2P_BIT: u64 = 1 << 63;
 const P2P_REST_BIT: u64 = 1 << 31;
 
 /// The default bytes of a pipeline message that a blocking send can move before its receiver's
-/// kernel runs (`collectives.p2p_eager`): NCCL stages point-to-point data through the peer's FIFO of `NCCL_STEPS` (8) chunks of
-/// `NCCL_P2P_NET_CHUNKSIZE` (128 KiB) on each of `NCCL_NCHANNELS_PER_NET_PEER` (2) channels
-/// (`src/init.cc` `computeBuffSizes`, `src/graph/paths.cc` `ncclTopoGetNchannels`, NCCL 2.18;
-/// the receiving proxy posts its FIFO slots once the receive is issued); beyond that the sender
-/// waits for the receiving kernel to drain them.
+/// kernel runs (`collectives.p2p_eager`): NCCL stages point-to-point data through the peer's
+/// FIFO of `NCCL_STEPS` (8) chunks of `NCCL_P2P_NET_CHUNKSIZE` (128 KiB) on each of
+/// `NCCL_NCHANNELS_PER_NET_PEER` (2) channels (`src/init.cc` `computeBuffSizes`,
+/// `src/graph/paths.cc` `ncclTopoGetNchannels`, NCCL 2.18; the receiving proxy posts its FIFO
+/// slots once the receive is issued); beyond that the sender waits for the receiving kernel to
+/// drain them.
 pub const P2P_EAGER_BYTES: u64 = 2 * 8 * 128 * 1024;
 
 /// [`SystemEngine::dep_slot`] of a node without explicit dependencies.

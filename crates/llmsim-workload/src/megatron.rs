@@ -1062,7 +1062,7 @@ fn stage_iteration(
     let paired = interleaved && vpp > 1 && send_stream == Stream::Compute && p.pp_impl == PpImpl::Megatron;
     // The forward's send held back for the backward of its pair, and whether that backward's
     // receive was posted already.
-    let mut deferred_send: Option<(Node, u64, u64, u64, Vec<u32>)> = None;
+    let mut deferred_send: Option<(Node, u64, u64, Vec<u32>)> = None;
     let mut b_recv_posted = false;
     let mut steps = sched.into_iter().peekable();
     while let Some(ScheduleStep {
@@ -1262,7 +1262,7 @@ fn stage_iteration(
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 let at = base(Phase::Forward, mb, c, NONE as u64);
                 if pair.is_some() {
-                    deferred_send = Some((at, mb, recv_chunk, act_bytes, dep));
+                    deferred_send = Some((at, mb, recv_chunk, dep));
                 } else {
                     push_p2p(
                         prog,
@@ -1334,8 +1334,18 @@ fn stage_iteration(
                 entry_deps.extend(reduce_nodes.last().copied());
             }
             // The pair's forward send, then the backward's (one batch).
-            if let Some((at, fm, chunk, bytes, dep)) = deferred_send.take() {
-                push_p2p(prog, at, Some(send_stream), Peer::Next, Direction::Forward, fm, chunk, bytes, &dep);
+            if let Some((at, fm, chunk, dep)) = deferred_send.take() {
+                push_p2p(
+                    prog,
+                    at,
+                    Some(send_stream),
+                    Peer::Next,
+                    Direction::Forward,
+                    fm,
+                    chunk,
+                    act_bytes,
+                    &dep,
+                );
             }
             if !first_virtual(c) {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
