@@ -249,6 +249,7 @@ proptest::proptest! {
         overlap in proptest::prelude::any::<bool>(),
         torch in proptest::prelude::any::<bool>(),
         a2a in proptest::prelude::any::<bool>(),
+        uneven in proptest::prelude::any::<bool>(),
         iterations in 1u64..3,
     ) {
         let layers = pp * vpp * per_stage;
@@ -261,10 +262,16 @@ proptest::proptest! {
         } else {
             format!("{{ preset: llama3-8b, num_hidden_layers: {layers} }}")
         };
+        // Uneven stages (without VP): one layer more on the first, one fewer on the last.
+        let uneven = if uneven && vpp == 1 && per_stage >= 2 {
+            format!(", first_stage_layers: {}, last_stage_layers: {}", per_stage + 1, per_stage - 1)
+        } else {
+            String::new()
+        };
         let yaml = format!(
             "model: {model}
 training: {{ seq_length: 2048, micro_batch_size: 1, global_batch_size: {gbs}, iterations: {iterations} }}
-parallel: {{ tp: 2, pp: {pp}, vpp: {vpp}, ep: {ep}, sequence_parallel: true, overlap_p2p_comm: {overlap}, pp_impl: {imp}, moe_a2a_overlap: {moe} }}
+parallel: {{ tp: 2, pp: {pp}, vpp: {vpp}, ep: {ep}, sequence_parallel: true, overlap_p2p_comm: {overlap}, pp_impl: {imp}, moe_a2a_overlap: {moe}{uneven} }}
 cluster: {{ gpu: H100, gpus: {gpus}, gpus_per_node: 2, topology: {{ kind: rail-fat-tree, nic: {{ bandwidth: 100Gbps }} }} }}
 network: {{ backend: analytical }}
 output: {{ flows: false }}
