@@ -741,13 +741,7 @@ impl<'a> SystemEngine<'a> {
         };
         // Imported traces too: a send and its receive are matched by tag there as well, and a
         // trace whose order could not complete under the rendezvous stops with the stall named.
-        let rendezvous = !opts.ideal_comm
-            && !pp_in_server
-            && wl.stages.iter().any(|prog| {
-                prog.nodes
-                    .iter()
-                    .any(|n| n.stream == Stream::Compute && matches!(n.kind, DagNodeKind::CommSend { .. }))
-            });
+        let rendezvous = !opts.ideal_comm && !pp_in_server && wl.stages.iter().any(Program::sends_block);
         let iterations = wl.stages.iter().map(Program::iterations).max().unwrap_or(1);
         let mirrors = if opts.mirror_p2p && opts.active_dp == 1 && layout.dp > 1 {
             layout.dp
@@ -1371,7 +1365,8 @@ impl<'a> SystemEngine<'a> {
                     };
                     return self.deliver(inst, t);
                 }
-                if self.rendezvous && n.stream == Stream::Compute {
+                let blocking = self.rendezvous && n.stream == Stream::Compute;
+                if blocking {
                     self.post_batch(unit, t)?;
                 }
                 let k = match self.free_p2p.pop() {
@@ -1384,7 +1379,7 @@ impl<'a> SystemEngine<'a> {
                 // A blocking send whose receiver has not posted yet moves what the receiver's
                 // FIFO holds and the rest once the receive is posted.
                 let key = (unit, dst_unit, tag);
-                let posted = !(self.rendezvous && n.stream == Stream::Compute) || self.rv_posted.remove(&key).is_some();
+                let posted = !blocking || self.rv_posted.remove(&key).is_some();
                 let rest = if posted {
                     0
                 } else {
@@ -1411,7 +1406,7 @@ impl<'a> SystemEngine<'a> {
                     }
                     self.p2p_lanes[k as usize * m as usize..need].fill(l.tp * parts);
                 }
-                if self.rendezvous && n.stream == Stream::Compute && !posted {
+                if !posted {
                     self.rv_parked.insert(key, (rest > 0).then_some(k));
                 }
                 self.send_lanes(k, bytes - rest, false, t)?;

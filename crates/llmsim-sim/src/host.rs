@@ -156,11 +156,7 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p2p_sync: 
             // Blocking pipeline exchanges (sends on the compute stream) under Megatron's
             // `batch_p2p_sync`: the host waits for the device after each run of adjacent sends
             // and receives, so the first node after it is issued only once the GPU got there.
-            let blocking = prog
-                .nodes
-                .iter()
-                .any(|n| n.stream == Stream::Compute && matches!(n.kind, DagNodeKind::CommSend { .. }));
-            if p2p_sync && blocking {
+            if p2p_sync && prog.sends_block() {
                 let mut after_p2p = false;
                 for (flag, n) in flags.iter_mut().zip(&prog.nodes) {
                     if n.stream != Stream::Compute {

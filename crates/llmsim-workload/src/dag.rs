@@ -303,6 +303,14 @@ impl Program {
         llmsim_core::csr::Reversed::of(&self.dep_start, &self.deps)
     }
 
+    /// Whether its pipeline sends block: some send runs on the compute stream, which waits for
+    /// it (`ParallelConfig::pp_sends_block`; an imported trace's marked sends).
+    pub fn sends_block(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.stream == Stream::Compute && matches!(n.kind, DagNodeKind::CommSend { .. }))
+    }
+
     /// Iterations the program holds (1 unless [`Program::iteration_starts`] says more).
     pub fn iterations(&self) -> usize {
         self.iteration_starts.len().max(1)

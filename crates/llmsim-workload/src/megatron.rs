@@ -867,6 +867,12 @@ fn stage_iteration(
     } else {
         Stream::PpSend
     };
+    // A pipeline send after `deps`: this stage's output forward to the next stage, or its input
+    // gradient backward to the previous one; `chunk` is the receiver's.
+    let send = |prog: &mut Program, at: Node, dir: Direction, mb: u64, chunk: u64, deps: &[u32]| {
+        let peer = if dir == Direction::Forward { Peer::Next } else { Peer::Prev };
+        push_p2p(prog, at, Some(send_stream), peer, dir, mb, chunk, act_bytes, deps)
+    };
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
     // The DDP gradient reduction: a reduce-scatter into the distributed optimizer's shards, else an
     // all-reduce.
@@ -1152,17 +1158,7 @@ fn stage_iteration(
                 let mut dep: Vec<u32> = flast.into_iter().collect();
                 dep.extend(fwait);
                 let at = base(Phase::Forward, fm, fc, NONE as u64);
-                push_p2p(
-                    prog,
-                    at,
-                    Some(send_stream),
-                    Peer::Next,
-                    Direction::Forward,
-                    fm,
-                    recv_chunk,
-                    act_bytes,
-                    &dep,
-                );
+                send(prog, at, Direction::Forward, fm, recv_chunk, &dep);
             }
             if first_virtual(bc) {
                 blast = emit(prog, &tpl.emb_bwd, base(Phase::Backward, bm, bc, NONE as u64), &bwait).or(blast);
@@ -1172,17 +1168,7 @@ fn stage_iteration(
                 let mut dep: Vec<u32> = blast.into_iter().collect();
                 dep.extend(bwait);
                 let at = base(Phase::Backward, bm, bc, NONE as u64);
-                push_p2p(
-                    prog,
-                    at,
-                    Some(send_stream),
-                    Peer::Prev,
-                    Direction::Backward,
-                    bm,
-                    recv_chunk,
-                    act_bytes,
-                    &dep,
-                );
+                send(prog, at, Direction::Backward, bm, recv_chunk, &dep);
             }
             // The compute stream's last node, for what follows the step.
             last_compute = flast.max(blast).or(last_compute);
@@ -1264,17 +1250,7 @@ fn stage_iteration(
                 if pair.is_some() {
                     deferred_send = Some((at, mb, recv_chunk, dep));
                 } else {
-                    push_p2p(
-                        prog,
-                        at,
-                        Some(send_stream),
-                        Peer::Next,
-                        Direction::Forward,
-                        mb,
-                        recv_chunk,
-                        act_bytes,
-                        &dep,
-                    );
+                    send(prog, at, Direction::Forward, mb, recv_chunk, &dep);
                 }
             }
         } else {
@@ -1335,34 +1311,14 @@ fn stage_iteration(
             }
             // The pair's forward send, then the backward's (one batch).
             if let Some((at, fm, chunk, dep)) = deferred_send.take() {
-                push_p2p(
-                    prog,
-                    at,
-                    Some(send_stream),
-                    Peer::Next,
-                    Direction::Forward,
-                    fm,
-                    chunk,
-                    act_bytes,
-                    &dep,
-                );
+                send(prog, at, Direction::Forward, fm, chunk, &dep);
             }
             if !first_virtual(c) {
                 let recv_chunk = if s == 0 { c - 1 } else { c };
                 // The gradient's send is issued after the backward returns, behind that wait.
                 let dep: Vec<u32> = last_compute.into_iter().chain(entry_deps.iter().copied()).collect();
                 let at = base(Phase::Backward, mb, c, NONE as u64);
-                push_p2p(
-                    prog,
-                    at,
-                    Some(send_stream),
-                    Peer::Prev,
-                    Direction::Backward,
-                    mb,
-                    recv_chunk,
-                    act_bytes,
-                    &dep,
-                );
+                send(prog, at, Direction::Backward, mb, recv_chunk, &dep);
             }
         }
     }
