@@ -86,6 +86,11 @@ pub struct TrainingConfig {
     pub recompute: Recompute,
     /// Fused (Flash) attention. Default true.
     pub flash_attention: bool,
+    /// How unfused attention (`flash_attention: false`) scales, masks and normalizes the
+    /// materialized scores. Default `fused`: Megatron-LM's fused scale-mask-softmax kernel (one
+    /// read and one write of the scores). `eager`: separate PyTorch kernels, as Megatron-LM of
+    /// 2019 ran them.
+    pub attention_softmax: AttentionSoftmax,
     /// Rotary embeddings as one fused kernel (Megatron-Core `apply_rope_fusion`, Transformer
     /// Engine's `fused_apply_rotary_pos_emb`; MLA: its fused q/kv RoPE kernels). Default true.
     /// `false`: eager PyTorch, as NeMo Automodel's models run it (counted from its code at
@@ -258,6 +263,7 @@ impl Default for TrainingConfig {
             dtype: DType::Bf16,
             recompute: Recompute::None,
             flash_attention: true,
+            attention_softmax: AttentionSoftmax::Fused,
             rope_fusion: true,
             attention_kernel: AttentionKernelChoice::Auto,
             iterations: 1,
@@ -363,6 +369,25 @@ impl TrainingConfig {
             d => d.bytes(),
         }
     }
+}
+
+/// The softmax of unfused attention (`training.attention_softmax`): which kernels pass over the
+/// `[b, heads, s, s]` scores between the two batched GEMMs. With dropout on, both add PyTorch's
+/// dropout (read, write, 1-byte mask; backward: read the gradient and the mask, write).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionSoftmax {
+    /// Megatron-LM's `FusedScaleMaskSoftmax` (its `scaled_upper_triang_masked_softmax` CUDA
+    /// kernel, in Megatron-LM since 2020): one read and one write of the scores forward; backward
+    /// reads the gradient and the saved probabilities and writes the scores' gradient. Default.
+    #[default]
+    Fused,
+    /// Separate PyTorch kernels, as Megatron-LM's 2019 `mpu/transformer.py` (at a54978bbf4,
+    /// `GPT2ParallelSelfAttention.forward`, lines 122-141): `torch.mul(scores, mask)`, the
+    /// subtraction of `10000 * (1 - mask)` and `torch.nn.Softmax`, each reading and writing
+    /// the scores; backward adds the multiply's gradient (the subtraction passes its own
+    /// through).
+    Eager,
 }
 
 /// The fused attention kernel (`training.attention_kernel`), timed from its published
@@ -1595,6 +1620,12 @@ impl ParallelConfig {
                     2 * p.cp,
                     training.seq_length
                 ),
+            ));
+        }
+        if training.flash_attention && training.attention_softmax != AttentionSoftmax::Fused {
+            return Err(WorkloadError::invalid(
+                "training.attention_softmax",
+                "applies to unfused attention, which materializes the scores: set training.flash_attention: false, or remove attention_softmax",
             ));
         }
         if p.cp > 1 && p.cp_impl != CpImpl::Megatron && !training.flash_attention {

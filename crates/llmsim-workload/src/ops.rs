@@ -55,8 +55,8 @@ use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::config::{
-    CpImpl, Fp8Impl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute, RecomputeModule, TpImpl,
-    TrainingConfig,
+    AttentionSoftmax, CpImpl, Fp8Impl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute,
+    RecomputeModule, TpImpl, TrainingConfig,
 };
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
@@ -370,6 +370,10 @@ struct Dims {
     torch_ring: Option<bool>,
     /// `training.attention_kernel`: the fused attention kernel, `None` for the GPU's default.
     attn_kernel: Option<AttentionKernel>,
+    /// `training.attention_softmax`: the kernels of unfused attention's softmax.
+    softmax: AttentionSoftmax,
+    /// Dropout on ([`TrainingConfig::dropout_on`]).
+    dropout: bool,
     shape: String,
 }
 
@@ -462,6 +466,8 @@ impl Dims {
                 CpImpl::TorchRingEager => Some(true),
             },
             attn_kernel: t.attention_kernel.kernel(),
+            softmax: t.attention_softmax,
+            dropout: t.dropout_on(m),
             shape,
         }
     }
@@ -474,6 +480,28 @@ impl Dims {
     fn act_bytes(&self) -> u64 {
         self.tok * self.h * self.dt
     }
+}
+
+/// HBM bytes per element of unfused attention's `[b, heads, s, keys]` scores, forward and
+/// backward, for `dt`-byte activations.
+///
+/// Forward: QKᵀ writes the scores (1 pass), the softmax reads and writes them (2; `eager`: the
+/// mask multiply and the subtraction before it, 4 more), dropout reads and writes them and a
+/// 1-byte mask (2 + mask), and AV reads them (1). Backward: the gradient GEMM against V writes
+/// the probabilities' gradient (1) and V's gradient GEMM reads the saved probabilities (1);
+/// dropout's backward reads the gradient and the mask and writes (2 + mask); the softmax's
+/// reads the gradient and its saved output and writes (3; `eager`: the mask multiply's gradient,
+/// 2 more); the Q and K gradient GEMMs read the scores' gradient (2). Megatron-LM at cbad126a84
+/// (`megatron/model/transformer.py`, `ParallelAttention.forward`: `baddbmm` into a fresh
+/// buffer, `FusedScaleMaskSoftmax`, `attention_dropout` under the RNG tracker, `bmm`) and at
+/// a54978bbf4 for `eager` (see [`AttentionSoftmax::Eager`]).
+fn unfused_score_passes(softmax: AttentionSoftmax, dropout: bool, dt: f64) -> (f64, f64) {
+    let (mask_fwd, mask_bwd) = match softmax {
+        AttentionSoftmax::Fused => (0.0, 0.0),
+        AttentionSoftmax::Eager => (4.0, 2.0),
+    };
+    let drop = if dropout { 2.0 * dt + 1.0 } else { 0.0 };
+    ((4.0 + mask_fwd) * dt + drop, (7.0 + mask_bwd) * dt + drop)
 }
 
 /// A compute op (every generator and importer builds them here).
@@ -911,19 +939,20 @@ impl<'a> Builder<'a> {
         );
     }
 
-    /// Bias-dropout-residual-add over `tokens · h`: reads x and the residual, writes y and a
-    /// 1-byte mask; backward reads dy and the mask, writes dx.
+    /// Bias-dropout-residual-add over `tokens · h`: reads x and the residual, writes y and, with
+    /// dropout on, a 1-byte mask; backward reads dy (and the mask), writes dx.
     fn residual(&mut self, fwd: &'static str, bwd: &'static str) {
         let d = self.d;
         let e = (d.tok_sp * d.h) as f64;
         let dt = d.dt as f64;
+        let mask = if d.dropout { 1.0 } else { 0.0 };
         self.push(
             vec![compute(
                 fwd,
                 Pass::Forward,
                 OpClass::Elementwise,
                 3.0 * e,
-                e * (3.0 * dt + 1.0),
+                e * (3.0 * dt + mask),
                 &d.shape,
             )],
             vec![compute(
@@ -931,7 +960,7 @@ impl<'a> Builder<'a> {
                 Pass::BackwardInput,
                 OpClass::Elementwise,
                 2.0 * e,
-                e * (2.0 * dt + 1.0),
+                e * (2.0 * dt + mask),
                 &d.shape,
             )],
         );
@@ -1112,12 +1141,12 @@ impl<'a> Builder<'a> {
                 &shape,
             ));
         }
-        let (class, bwd_ratio, bytes) = if flash {
-            (OpClass::FlashAttention, 2.5, qkvo)
+        let (class, bwd_ratio, bytes, bwd_bytes) = if flash {
+            (OpClass::FlashAttention, 2.5, qkvo, 2.0 * qkvo)
         } else {
-            // Scores written by QKᵀ, read+written by softmax, read by AV, plus a 1-byte dropout mask.
             let scores = (d.b * d.a_l * d.sl * keys) as f64;
-            (OpClass::Attention, 2.0, qkvo + scores * (4.0 * dt + 1.0))
+            let (fwd, bwd) = unfused_score_passes(d.softmax, d.dropout, dt);
+            (OpClass::Attention, 2.0, qkvo + scores * fwd, 2.0 * qkvo + scores * bwd)
         };
         // Decoder LMs use a causal mask; the kernel tables (and nothing else) read this. A
         // sliding window is modelled as a non-causal pass over the window's keys.
@@ -1138,7 +1167,7 @@ impl<'a> Builder<'a> {
             Pass::BackwardInput,
             class,
             bwd_ratio * flops,
-            2.0 * bytes,
+            bwd_bytes,
             &shape,
         );
         b.kernel = Some(KernelShape::Attention(AttentionShape { backward: true, ..attn }));
@@ -2176,24 +2205,27 @@ pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Lay
     ));
     bld.push(fwd, bwd);
     let es = (d.tok_sp * d.h) as f64;
-    bld.push(
-        vec![compute(
-            "embedding_dropout",
-            Pass::Forward,
-            OpClass::Elementwise,
-            es,
-            es * (2.0 * dt + 1.0),
-            &d.shape,
-        )],
-        vec![compute(
-            "embedding_dropout_bwd",
-            Pass::BackwardInput,
-            OpClass::Elementwise,
-            es,
-            es * (2.0 * dt + 1.0),
-            &d.shape,
-        )],
-    );
+    // PyTorch's dropout at p = 0 returns its input (ATen `dropout`): no kernel.
+    if d.dropout {
+        bld.push(
+            vec![compute(
+                "embedding_dropout",
+                Pass::Forward,
+                OpClass::Elementwise,
+                es,
+                es * (2.0 * dt + 1.0),
+                &d.shape,
+            )],
+            vec![compute(
+                "embedding_dropout_bwd",
+                Pass::BackwardInput,
+                OpClass::Elementwise,
+                es,
+                es * (2.0 * dt + 1.0),
+                &d.shape,
+            )],
+        );
+    }
     bld.finish(Recompute::None, 0, false)
 }
 

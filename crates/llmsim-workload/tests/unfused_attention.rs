@@ -1,0 +1,83 @@
+//! Unfused attention (`training.flash_attention: false`): the passes over the materialized
+//! `[b, heads, s, s]` scores, by softmax implementation (`training.attention_softmax`) and with
+//! dropout on or off.
+
+use llmsim_workload::model::preset;
+use llmsim_workload::ops::transformer_layer;
+use llmsim_workload::{AttentionSoftmax, OpSpec, OpSpecKind, ParallelConfig, TrainingConfig};
+
+fn bytes(ops: &[OpSpec], name: &str) -> f64 {
+    let op = ops.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no {name}"));
+    match op.kind {
+        OpSpecKind::Compute { bytes, .. } => bytes,
+        _ => panic!("{name} is not a kernel"),
+    }
+}
+
+/// GPT-3 6.7B (32 heads of 128), seq 2048, micro-batch 2, tp 2: the core attention's forward and
+/// backward bytes.
+fn attention_bytes(softmax: AttentionSoftmax, dropout: f64) -> (f64, f64) {
+    let m = preset("gpt3-6.7b").unwrap();
+    let t = TrainingConfig {
+        seq_length: 2048,
+        micro_batch_size: 2,
+        global_batch_size: 8,
+        flash_attention: false,
+        attention_softmax: softmax,
+        dropout: Some(dropout),
+        ..TrainingConfig::default()
+    };
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, pp: 1 }").unwrap();
+    let p = p.resolve(8, &m, &t).unwrap();
+    let l = transformer_layer(&m, &t, &p, 0);
+    (bytes(&l.forward, "core_attention"), bytes(&l.backward, "core_attention_bwd"))
+}
+
+/// Score elements on one rank: micro-batch 2 x 16 local heads x 2048 x 2048.
+const SCORES: f64 = 2.0 * 16.0 * 2048.0 * 2048.0;
+
+#[test]
+fn each_pass_over_the_scores_is_counted() {
+    let dt = 2.0;
+    let (f0, b0) = attention_bytes(AttentionSoftmax::Fused, 0.0);
+    let (f1, b1) = attention_bytes(AttentionSoftmax::Fused, 0.1);
+    let (e0, eb0) = attention_bytes(AttentionSoftmax::Eager, 0.0);
+    let (e1, eb1) = attention_bytes(AttentionSoftmax::Eager, 0.1);
+    // Dropout reads and writes the probabilities and writes a 1-byte mask; its backward reads
+    // the gradient and the mask and writes.
+    assert_eq!(f1 - f0, SCORES * (2.0 * dt + 1.0));
+    assert_eq!(b1 - b0, SCORES * (2.0 * dt + 1.0));
+    assert_eq!(e1 - e0, f1 - f0);
+    // Eager adds the mask multiply and the subtraction forward (each a read and a write) and
+    // the multiply's gradient backward.
+    assert_eq!(e0 - f0, SCORES * 4.0 * dt);
+    assert_eq!(eb0 - b0, SCORES * 2.0 * dt);
+    assert_eq!(eb1 - b1, SCORES * 2.0 * dt);
+    // The fused forward without dropout: QKᵀ writes, the softmax reads and writes, AV reads,
+    // beside q, k, v and the output (2 bytes each of 4 x 4096 x 16 x 128 per micro-batch row).
+    let qkvo = 2.0 * 2048.0 * 16.0 * 128.0 * 4.0 * dt;
+    assert_eq!(f0, qkvo + SCORES * 4.0 * dt);
+    // Its backward: dP written, P read, the softmax's gradient (read, read, write), dS read twice.
+    assert_eq!(b0, 2.0 * qkvo + SCORES * 7.0 * dt);
+}
+
+#[test]
+fn eager_softmax_needs_unfused_attention() {
+    let m = preset("gpt3-6.7b").unwrap();
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 1, pp: 1 }").unwrap();
+    let t: TrainingConfig = serde_yaml_ng::from_str("{ seq_length: 2048, global_batch_size: 8, attention_softmax: eager }").unwrap();
+    let e = p.resolve(8, &m, &t).unwrap_err().to_string();
+    assert!(
+        e.contains("training.attention_softmax") && e.contains("flash_attention: false"),
+        "{e}"
+    );
+    let t = TrainingConfig {
+        flash_attention: false,
+        ..t
+    };
+    p.resolve(8, &m, &t).unwrap();
+    let e = serde_yaml_ng::from_str::<TrainingConfig>("{ attention_softmax: eagre }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("eagre"), "{e}");
+}
