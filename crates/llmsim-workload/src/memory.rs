@@ -178,7 +178,10 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
         scores = if t.flash_attention || rc(RecomputeModule::CoreAttn) {
             if t.flash_attention { 4 * a * tok / tp } else { 0 }
         } else {
-            (2 * dt + drop) * a * tok * keys / tp
+            // The softmax's output (its backward and AV's read it); with dropout on, also the
+            // dropped probabilities AV saves and the 1-byte mask (Korthikanti et al. 2022's
+            // `5as/h`). Without dropout AV saves the softmax's output itself.
+            (dt + drop * (dt + 1)) * a * tok * keys / tp
         };
     }
     // fc1's output (two halves if gated) for the activation's backward, and fc2's input.

@@ -2,6 +2,7 @@
 //! `[b, heads, s, s]` scores, by softmax implementation (`training.attention_softmax`) and with
 //! dropout on or off.
 
+use llmsim_workload::memory;
 use llmsim_workload::model::preset;
 use llmsim_workload::ops::transformer_layer;
 use llmsim_workload::{AttentionSoftmax, OpSpec, OpSpecKind, ParallelConfig, TrainingConfig};
@@ -80,4 +81,25 @@ fn eager_softmax_needs_unfused_attention() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("eagre"), "{e}");
+}
+
+#[test]
+fn dropout_keeps_its_probabilities_and_mask() {
+    let m = preset("gpt3-6.7b").unwrap();
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, pp: 1 }").unwrap();
+    let t = |dropout: f64| TrainingConfig {
+        seq_length: 2048,
+        micro_batch_size: 2,
+        global_batch_size: 8,
+        flash_attention: false,
+        dropout: Some(dropout),
+        ..TrainingConfig::default()
+    };
+    let p = p.resolve(8, &m, &t(0.1)).unwrap();
+    let on = memory::layer_activation_bytes(&m, &t(0.1), &p, 0);
+    let off = memory::layer_activation_bytes(&m, &t(0.0), &p, 0);
+    // Per score: the dropped probabilities (2 bytes) and the mask (1); the hidden-size dropout
+    // masks (attention output, MLP output: 1 byte each per token and hidden element) beside them.
+    let hidden_masks = 2 * 2 * 2048 * 4096;
+    assert_eq!(on - off, 3 * SCORES as u64 + hidden_masks);
 }
