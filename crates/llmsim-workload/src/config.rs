@@ -379,7 +379,9 @@ impl TrainingConfig {
 pub enum AttentionSoftmax {
     /// Megatron-LM's `FusedScaleMaskSoftmax` (its `scaled_upper_triang_masked_softmax` CUDA
     /// kernel, in Megatron-LM since 2020): one read and one write of the scores forward; backward
-    /// reads the gradient and the saved probabilities and writes the scores' gradient. Default.
+    /// reads the gradient and the saved probabilities and writes the scores' gradient. Under a
+    /// causal mask it reads only up to the diagonal (half the scores) and writes whole rows.
+    /// Default.
     #[default]
     Fused,
     /// Separate PyTorch kernels, as Megatron-LM's 2019 `mpu/transformer.py` (at a54978bbf4,

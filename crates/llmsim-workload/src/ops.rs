@@ -495,13 +495,22 @@ impl Dims {
 /// (`megatron/model/transformer.py`, `ParallelAttention.forward`: `baddbmm` into a fresh
 /// buffer, `FusedScaleMaskSoftmax`, `attention_dropout` under the RNG tracker, `bmm`) and at
 /// a54978bbf4 for `eager` (see [`AttentionSoftmax::Eager`]).
-fn unfused_score_passes(softmax: AttentionSoftmax, dropout: bool, dt: f64) -> (f64, f64) {
-    let (mask_fwd, mask_bwd) = match softmax {
-        AttentionSoftmax::Fused => (0.0, 0.0),
-        AttentionSoftmax::Eager => (4.0, 2.0),
+///
+/// With a causal mask the fused softmax is Megatron's upper-triangular kernel
+/// (`megatron/fused_kernels/scaled_upper_triang_masked_softmax.h` at cbad126a84, lines 94-162
+/// and 188-252): it reads only each row's elements up to the diagonal, half the scores, and
+/// writes the whole row (zeros above it), forward; backward it reads the gradient and the
+/// output up to the diagonal and writes the whole row. The GEMMs and dropout still see every
+/// element.
+fn unfused_score_passes(softmax: AttentionSoftmax, causal: bool, dropout: bool, dt: f64) -> (f64, f64) {
+    // The softmax's accesses, forward and backward, and the eager path's extra kernels.
+    let (sm_fwd, sm_bwd) = match (softmax, causal) {
+        (AttentionSoftmax::Fused, true) => (1.5, 2.0),
+        (AttentionSoftmax::Fused, false) => (2.0, 3.0),
+        (AttentionSoftmax::Eager, _) => (2.0 + 4.0, 3.0 + 2.0),
     };
     let drop = if dropout { 2.0 * dt + 1.0 } else { 0.0 };
-    ((4.0 + mask_fwd) * dt + drop, (7.0 + mask_bwd) * dt + drop)
+    ((2.0 + sm_fwd) * dt + drop, (4.0 + sm_bwd) * dt + drop)
 }
 
 /// A compute op (every generator and importer builds them here).
@@ -1145,7 +1154,7 @@ impl<'a> Builder<'a> {
             (OpClass::FlashAttention, 2.5, qkvo, 2.0 * qkvo)
         } else {
             let scores = (d.b * d.a_l * d.sl * keys) as f64;
-            let (fwd, bwd) = unfused_score_passes(d.softmax, d.dropout, dt);
+            let (fwd, bwd) = unfused_score_passes(d.softmax, keys == d.s, d.dropout, dt);
             (OpClass::Attention, 2.0, qkvo + scores * fwd, 2.0 * qkvo + scores * bwd)
         };
         // Decoder LMs use a causal mask; the kernel tables (and nothing else) read this. A

@@ -49,17 +49,20 @@ fn each_pass_over_the_scores_is_counted() {
     assert_eq!(f1 - f0, SCORES * (2.0 * dt + 1.0));
     assert_eq!(b1 - b0, SCORES * (2.0 * dt + 1.0));
     assert_eq!(e1 - e0, f1 - f0);
-    // Eager adds the mask multiply and the subtraction forward (each a read and a write) and
-    // the multiply's gradient backward.
-    assert_eq!(e0 - f0, SCORES * 4.0 * dt);
-    assert_eq!(eb0 - b0, SCORES * 2.0 * dt);
-    assert_eq!(eb1 - b1, SCORES * 2.0 * dt);
-    // The fused forward without dropout: QKᵀ writes, the softmax reads and writes, AV reads,
+    // GPT's mask is causal: Megatron's fused upper-triangular softmax reads each row up to the
+    // diagonal (half the scores) and writes it whole; backward it reads the gradient and its
+    // output up to the diagonal and writes the whole row.
+    // The fused forward without dropout: QKᵀ writes, the softmax reads half and writes, AV reads,
     // beside q, k, v and the output (2 bytes each of 4 x 4096 x 16 x 128 per micro-batch row).
     let qkvo = 2.0 * 2048.0 * 16.0 * 128.0 * 4.0 * dt;
-    assert_eq!(f0, qkvo + SCORES * 4.0 * dt);
-    // Its backward: dP written, P read, the softmax's gradient (read, read, write), dS read twice.
-    assert_eq!(b0, 2.0 * qkvo + SCORES * 7.0 * dt);
+    assert_eq!(f0, qkvo + SCORES * 3.5 * dt);
+    // Its backward: dP written, P read, the softmax's gradient (half, half, whole), dS read twice.
+    assert_eq!(b0, 2.0 * qkvo + SCORES * 6.0 * dt);
+    // Eager reads and writes every score in the mask multiply, the subtraction and PyTorch's
+    // softmax (6 forward), and in the softmax's and the multiply's gradients (5 backward).
+    assert_eq!(e0 - f0, SCORES * (6.0 - 1.5) * dt);
+    assert_eq!(eb0 - b0, SCORES * (5.0 - 2.0) * dt);
+    assert_eq!(eb1 - b1, eb0 - b0);
 }
 
 #[test]
@@ -102,4 +105,29 @@ fn dropout_keeps_its_probabilities_and_mask() {
     // masks (attention output, MLP output: 1 byte each per token and hidden element) beside them.
     let hidden_masks = 2 * 2 * 2048 * 4096;
     assert_eq!(on - off, 3 * SCORES as u64 + hidden_masks);
+}
+
+#[test]
+fn a_sliding_window_reads_every_score() {
+    // GPT-OSS 120B (64 heads of 64) alternates sliding-window (128 keys, layer 0) and full causal
+    // layers; llmsim runs a window as a non-causal pass over its keys, which the softmax reads
+    // whole. No dropout (gated MLP).
+    let m = preset("gpt-oss-120b").unwrap();
+    let t = TrainingConfig {
+        seq_length: 4096,
+        micro_batch_size: 1,
+        global_batch_size: 8,
+        flash_attention: false,
+        ..TrainingConfig::default()
+    };
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 1, pp: 1 }").unwrap();
+    let p = p.resolve(8, &m, &t).unwrap();
+    let swa = transformer_layer(&m, &t, &p, 0);
+    let full = transformer_layer(&m, &t, &p, 1);
+    let dt = 2.0;
+    let (s_full, s_window) = (64.0 * 4096.0 * 4096.0, 64.0 * 4096.0 * 128.0);
+    let d = |name: &str| bytes(&full.forward, name) - bytes(&swa.forward, name);
+    assert_eq!(d("core_attention"), s_full * 3.5 * dt - s_window * 4.0 * dt);
+    let db = bytes(&full.backward, "core_attention_bwd") - bytes(&swa.backward, "core_attention_bwd");
+    assert_eq!(db, s_full * 6.0 * dt - s_window * 7.0 * dt);
 }
