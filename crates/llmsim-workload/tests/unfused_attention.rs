@@ -15,18 +15,25 @@ fn bytes(ops: &[OpSpec], name: &str) -> f64 {
     }
 }
 
+/// Unfused attention at `seq` tokens, micro-batch `mbs`, with `dropout`.
+fn unfused(seq: u64, mbs: u64, dropout: f64) -> TrainingConfig {
+    TrainingConfig {
+        seq_length: seq,
+        micro_batch_size: mbs,
+        global_batch_size: 8,
+        flash_attention: false,
+        dropout: Some(dropout),
+        ..TrainingConfig::default()
+    }
+}
+
 /// GPT-3 6.7B (32 heads of 128), seq 2048, micro-batch 2, tp 2: the core attention's forward and
 /// backward bytes.
 fn attention_bytes(softmax: AttentionSoftmax, dropout: f64) -> (f64, f64) {
     let m = preset("gpt3-6.7b").unwrap();
     let t = TrainingConfig {
-        seq_length: 2048,
-        micro_batch_size: 2,
-        global_batch_size: 8,
-        flash_attention: false,
         attention_softmax: softmax,
-        dropout: Some(dropout),
-        ..TrainingConfig::default()
+        ..unfused(2048, 2, dropout)
     };
     let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, pp: 1 }").unwrap();
     let p = p.resolve(8, &m, &t).unwrap();
@@ -90,14 +97,7 @@ fn eager_softmax_needs_unfused_attention() {
 fn dropout_keeps_its_probabilities_and_mask() {
     let m = preset("gpt3-6.7b").unwrap();
     let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, pp: 1 }").unwrap();
-    let t = |dropout: f64| TrainingConfig {
-        seq_length: 2048,
-        micro_batch_size: 2,
-        global_batch_size: 8,
-        flash_attention: false,
-        dropout: Some(dropout),
-        ..TrainingConfig::default()
-    };
+    let t = |dropout: f64| unfused(2048, 2, dropout);
     let p = p.resolve(8, &m, &t(0.1)).unwrap();
     let on = memory::layer_activation_bytes(&m, &t(0.1), &p, 0);
     let off = memory::layer_activation_bytes(&m, &t(0.0), &p, 0);
@@ -113,13 +113,7 @@ fn a_sliding_window_reads_every_score() {
     // layers; llmsim runs a window as a non-causal pass over its keys, which the softmax reads
     // whole. No dropout (gated MLP).
     let m = preset("gpt-oss-120b").unwrap();
-    let t = TrainingConfig {
-        seq_length: 4096,
-        micro_batch_size: 1,
-        global_batch_size: 8,
-        flash_attention: false,
-        ..TrainingConfig::default()
-    };
+    let t = unfused(4096, 1, 0.0);
     let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 1, pp: 1 }").unwrap();
     let p = p.resolve(8, &m, &t).unwrap();
     let swa = transformer_layer(&m, &t, &p, 0);
