@@ -125,3 +125,17 @@ fn a_sliding_window_reads_every_score() {
     let db = bytes(&full.backward, "core_attention_bwd") - bytes(&swa.backward, "core_attention_bwd");
     assert_eq!(db, s_full * 6.0 * dt - s_window * 7.0 * dt);
 }
+
+#[test]
+fn unfused_attention_refuses_megatron_context_parallelism() {
+    let m = preset("gpt3-6.7b").unwrap();
+    let t = unfused(4096, 1, 0.1);
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 1, pp: 1, cp: 2 }").unwrap();
+    let e = p.resolve(8, &m, &t).unwrap_err().to_string();
+    assert!(e.contains("training.flash_attention") && e.contains("context parallelism"), "{e}");
+    let fused = TrainingConfig {
+        flash_attention: true,
+        ..t
+    };
+    p.resolve(8, &m, &fused).unwrap();
+}
