@@ -1157,8 +1157,9 @@ impl<'a> Builder<'a> {
             let (fwd, bwd) = unfused_score_passes(d.softmax, keys == d.s, d.dropout, dt);
             (OpClass::Attention, 2.0, qkvo + scores * fwd, 2.0 * qkvo + scores * bwd)
         };
-        // Decoder LMs use a causal mask; the kernel tables (and nothing else) read this. A
-        // sliding window is modelled as a non-causal pass over the window's keys.
+        // Decoder LMs use a causal mask; the kernel tables and unfused attention's softmax
+        // (above) read this. A sliding window is modelled as a non-causal pass over the window's
+        // keys.
         let attn = AttentionShape {
             batch_heads: d.b * d.a_l,
             s_q: d.sl,
