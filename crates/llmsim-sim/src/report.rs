@@ -280,6 +280,21 @@ pub struct RunInfo {
     pub moe: Option<bool>,
 }
 
+/// The topology line, with the network's load balancing where the scenario sets it and a
+/// network backend takes it (`network.load_balance`; the analytical backend ignores it).
+fn with_load_balance(topology: &str, s: &Scenario) -> String {
+    match s.network.load_balance {
+        Some(lb) if s.network.backend != crate::scenario::Backend::Analytical => {
+            let lb = format!("{lb:?}").to_lowercase();
+            match topology.strip_suffix(')') {
+                Some(head) => format!("{head}; load balance: {lb})"),
+                None => format!("{topology} (load balance: {lb})"),
+            }
+        }
+        _ => topology.to_string(),
+    }
+}
+
 /// The cluster line's note on the slowest-board pace (empty when off).
 pub(crate) fn pace_note(pace: f64, gpus: u32) -> String {
     if pace > 1.0 {
@@ -356,14 +371,16 @@ pub fn build(
         } + &pace_note(pace, r.gpus),
         gpus: r.gpus,
         gpu_pace: pace,
-        topology: described
-            .to_string()
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("topology")
-            .trim()
-            .to_string(),
+        topology: with_load_balance(
+            described
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("topology")
+                .trim(),
+            s,
+        ),
         fabric: described.fabric_line(),
         fabric_cost: described.cost,
         backend: format!("{:?}", s.network.backend).to_lowercase(),

@@ -686,3 +686,18 @@ output: { trace: true, flows: false }
         t1 - t0
     );
 }
+
+#[test]
+fn the_report_names_the_load_balancing_a_network_backend_uses() {
+    let lb = |sets: &[&str]| run(&scenario(DP, sets), RunOptions::default()).report.topology;
+    let adaptive = lb(&["network.load_balance=adaptive"]);
+    assert!(adaptive.ends_with("; load balance: adaptive)"), "{adaptive}");
+    // The analytical backend ignores it; unset, the line is the topology's own.
+    let analytical = lb(&["network.load_balance=adaptive", "network.backend=analytical"]);
+    let unset = lb(&[]);
+    assert!(
+        !analytical.contains("load balance") && !unset.contains("load balance"),
+        "{analytical} / {unset}"
+    );
+    assert_eq!(analytical, unset);
+}
