@@ -280,18 +280,15 @@ pub struct RunInfo {
     pub moe: Option<bool>,
 }
 
-/// The topology line, with the network's load balancing where the scenario sets it and a
-/// network backend takes it (`network.load_balance`; the analytical backend ignores it).
-fn with_load_balance(topology: &str, s: &Scenario) -> String {
+/// The topology line: its name and routing rule, and the network's load balancing where the
+/// scenario sets it and a network backend takes it (`network.load_balance`; the analytical
+/// backend ignores it).
+fn topology_line(t: &llmsim_topo::TopologySummary, s: &Scenario) -> String {
     match s.network.load_balance {
         Some(lb) if s.network.backend != crate::scenario::Backend::Analytical => {
-            let lb = format!("{lb:?}").to_lowercase();
-            match topology.strip_suffix(')') {
-                Some(head) => format!("{head}; load balance: {lb})"),
-                None => format!("{topology} (load balance: {lb})"),
-            }
+            format!("{} (routing: {}; load balance: {})", t.name, t.routing, lb.name())
         }
-        _ => topology.to_string(),
+        _ => format!("{} (routing: {})", t.name, t.routing),
     }
 }
 
@@ -371,16 +368,7 @@ pub fn build(
         } + &pace_note(pace, r.gpus),
         gpus: r.gpus,
         gpu_pace: pace,
-        topology: with_load_balance(
-            described
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim_start_matches("topology")
-                .trim(),
-            s,
-        ),
+        topology: topology_line(&described, s),
         fabric: described.fabric_line(),
         fabric_cost: described.cost,
         backend: format!("{:?}", s.network.backend).to_lowercase(),
