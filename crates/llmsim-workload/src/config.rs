@@ -1630,20 +1630,21 @@ impl ParallelConfig {
                 "applies to unfused attention, which materializes the scores: set training.flash_attention: false, or remove attention_softmax",
             ));
         }
-        if p.cp > 1 && p.cp_impl == CpImpl::Megatron && !training.flash_attention {
-            // Megatron-Core's unfused `DotProductAttention` asserts `context_parallel_size == 1`
-            // ("Context parallelism is only supported by TEDotProductAttention!",
-            // `transformer/dot_product_attention.py` at core_v0.15.0, line 57).
-            return Err(WorkloadError::invalid(
-                "training.flash_attention",
-                "false (unfused attention) cannot run with context parallelism: Megatron-Core supports cp > 1 only with Transformer Engine's fused attention; set flash_attention: true or cp: 1",
-            ));
-        }
-        if p.cp > 1 && p.cp_impl != CpImpl::Megatron && !training.flash_attention {
-            return Err(WorkloadError::invalid(
-                "parallel.cp_impl",
-                "torch_ring and torch_ring_eager run PyTorch's SDPA flash or efficient kernels, fused attention: set training.flash_attention: true or cp_impl: megatron",
-            ));
+        if p.cp > 1 && !training.flash_attention {
+            // Context parallelism runs fused attention only. Megatron-Core's unfused
+            // `DotProductAttention` asserts `context_parallel_size == 1` ("Context parallelism is
+            // only supported by TEDotProductAttention!", `transformer/dot_product_attention.py`
+            // at core_v0.15.0, line 57); PyTorch's ring runs SDPA's flash or efficient kernels.
+            return Err(match p.cp_impl {
+                CpImpl::Megatron => WorkloadError::invalid(
+                    "training.flash_attention",
+                    "false (unfused attention) cannot run with context parallelism: Megatron-Core supports cp > 1 only with Transformer Engine's fused attention; set flash_attention: true or cp: 1",
+                ),
+                CpImpl::TorchRing | CpImpl::TorchRingEager => WorkloadError::invalid(
+                    "parallel.cp_impl",
+                    "torch_ring and torch_ring_eager run PyTorch's SDPA flash or efficient kernels, fused attention: set training.flash_attention: true or cp: 1",
+                ),
+            });
         }
         if p.sp() && !(training.seq_length / p.cp).is_multiple_of(p.tp) {
             return Err(WorkloadError::divisibility(
