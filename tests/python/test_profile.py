@@ -207,6 +207,15 @@ SHIPPED = sorted((Path(__file__).resolve().parents[2] / "data" / "op-db" / "h200
 SHIPPED_DBS = [p for p in SHIPPED if p.read_text().startswith("# llmsim op-time database")]
 
 
+def _listed_rows(text: str, prefix: str) -> set[tuple[str, ...]]:
+    """The (op, shape) of each comment line starting with `prefix` (`# ...: OP SHAPE: why`)."""
+    return {
+        tuple(line.split(": ", 1)[1].split(": ")[0].split(" ", 1))
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    }
+
+
 def test_shipped_h200_databases_cover_their_scenarios(monkeypatch):
     """Every op database measured on the H200 (data/op-db/h200) names only known ops, and its own
     scenario, on cluster.gpu H200, takes every op the database timed from it (the rest, FP8 casts
@@ -225,18 +234,10 @@ def test_shipped_h200_databases_cover_their_scenarios(monkeypatch):
         assert {r["gpu"] for r in rows} == {"H200"}
         left_out = text.count("# not measured (the roofline stays)")
         cov = prof.database_coverage(root / scenario, db, ["cluster.gpu=H200"])
-        gone = {
-            tuple(line.split(": ", 1)[1].split(": ")[0].split(" ", 1))
-            for line in text.splitlines()
-            if line.startswith("# measured, not in the workload now: ")
-        }
+        gone = _listed_rows(text, "# measured, not in the workload now: ")
         assert gone <= {(r["op"], r["shape"]) for r in rows}, db.name
         assert cov.get("database", 0) == len(rows) - len(gone), db.name
-        listed = {
-            tuple(line.split(": ", 1)[1].split(": ")[0].split(" ", 1))
-            for line in text.splitlines()
-            if line.startswith("# not measured")
-        }
+        listed = _listed_rows(text, "# not measured")
         ops = prof.run_ops(root / scenario, ["cluster.gpu=H200"])
         assert not gone & {(r["op"], r["shape"]) for r in ops}, db.name
         _, skipped = prof.kernels(ops, 2)
