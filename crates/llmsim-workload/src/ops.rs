@@ -482,19 +482,13 @@ impl Dims {
     }
 }
 
-/// HBM bytes per element of unfused attention's `[b, heads, s, keys]` scores, forward and
-/// backward, for `dt`-byte activations.
+/// Accesses of each score by unfused attention's softmax kernels, forward and backward, in units
+/// of the activation dtype (see [`Builder::unfused_attention`] for the other passes).
 ///
-/// Forward: QKᵀ writes the scores (1 pass), the softmax reads and writes them (2; `eager`: the
-/// mask multiply and the subtraction before it, 4 more), dropout reads and writes them and a
-/// 1-byte mask (2 + mask), and AV reads them (1). Backward: the gradient GEMM against V writes
-/// the probabilities' gradient (1) and V's gradient GEMM reads the saved probabilities (1);
-/// dropout's backward reads the gradient and the mask and writes (2 + mask); the softmax's
-/// reads the gradient and its saved output and writes (3; `eager`: the mask multiply's gradient,
-/// 2 more); the Q and K gradient GEMMs read the scores' gradient (2). Megatron-LM at cbad126a84
-/// (`megatron/model/transformer.py`, `ParallelAttention.forward`: `baddbmm` into a fresh
-/// buffer, `FusedScaleMaskSoftmax`, `attention_dropout` under the RNG tracker, `bmm`) and at
-/// a54978bbf4 for `eager` (see [`AttentionSoftmax::Eager`]).
+/// The fused softmax reads and writes the scores (2) forward; backward it reads the gradient
+/// and its saved output and writes (3). `eager` runs the mask multiply and the subtraction
+/// before PyTorch's softmax as their own kernels (4 more forward) and the mask multiply's
+/// gradient (2 more backward): Megatron-LM at a54978bbf4 (see [`AttentionSoftmax::Eager`]).
 ///
 /// With a causal mask the fused softmax is Megatron's upper-triangular kernel
 /// (`megatron/fused_kernels/scaled_upper_triang_masked_softmax.h` at cbad126a84, lines 94-162
@@ -502,15 +496,12 @@ impl Dims {
 /// writes the whole row (zeros above it), forward; backward it reads the gradient and the
 /// output up to the diagonal and writes the whole row. The GEMMs and dropout still see every
 /// element.
-fn unfused_score_passes(softmax: AttentionSoftmax, causal: bool, dropout: bool, dt: f64) -> (f64, f64) {
-    // The softmax's accesses, forward and backward, and the eager path's extra kernels.
-    let (sm_fwd, sm_bwd) = match (softmax, causal) {
+fn softmax_passes(softmax: AttentionSoftmax, causal: bool) -> (f64, f64) {
+    match (softmax, causal) {
         (AttentionSoftmax::Fused, true) => (1.5, 2.0),
         (AttentionSoftmax::Fused, false) => (2.0, 3.0),
         (AttentionSoftmax::Eager, _) => (2.0 + 4.0, 3.0 + 2.0),
-    };
-    let drop = if dropout { 2.0 * dt + 1.0 } else { 0.0 };
-    ((2.0 + sm_fwd) * dt + drop, (4.0 + sm_bwd) * dt + drop)
+    }
 }
 
 /// A compute op (every generator and importer builds them here).
@@ -1150,13 +1141,20 @@ impl<'a> Builder<'a> {
                 &shape,
             ));
         }
-        let (class, bwd_ratio, bytes, bwd_bytes) = if flash {
-            (OpClass::FlashAttention, 2.5, qkvo, 2.0 * qkvo)
-        } else {
-            let scores = (d.b * d.a_l * d.sl * keys) as f64;
-            let (fwd, bwd) = unfused_score_passes(d.softmax, keys == d.s, d.dropout, dt);
-            (OpClass::Attention, 2.0, qkvo + scores * fwd, 2.0 * qkvo + scores * bwd)
-        };
+        if !flash {
+            // Unfused attention is refused with context parallelism (`TrainingConfig::validate`).
+            debug_assert_eq!(d.cp, 1);
+            let (f, b) = self.unfused_attention(keys, &shape);
+            fwd.extend(f);
+            bwd.extend(b);
+            self.steps.push(Step {
+                fwd,
+                bwd,
+                modules: self.cur | RecomputeModule::CoreAttn.bit(),
+            });
+            return;
+        }
+        let (class, bwd_ratio, bytes, bwd_bytes) = (OpClass::FlashAttention, 2.5, qkvo, 2.0 * qkvo);
         // Decoder LMs use a causal mask; the kernel tables and unfused attention's softmax
         // (above) read this. A sliding window is modelled as a non-causal pass over the window's
         // keys.
@@ -1201,6 +1199,110 @@ impl<'a> Builder<'a> {
             bwd,
             modules: self.cur | RecomputeModule::CoreAttn.bit(),
         });
+    }
+
+    /// Unfused core attention as Megatron runs it without flash attention, one op per kernel:
+    /// forward `baddbmm` (`QKᵀ` into a fresh scores buffer), the softmax, the attention dropout,
+    /// `bmm` (`AV`); backward the two `bmm`s of `AV`'s gradient (`dP = dO·Vᵀ`, `dV = Pᵀ·dO`),
+    /// dropout's and the softmax's backward, and the two of `QKᵀ`'s (`dQ = dS·K`, `dK = dSᵀ·Q`).
+    /// With grouped K/V heads, K and V are first expanded to the query heads
+    /// (`repeat_interleave`, a copy; backward the sum over each group). Megatron-LM
+    /// `megatron/model/transformer.py` at cbad126a84 (`baddbmm` line 270,
+    /// `FusedScaleMaskSoftmax` 301, `attention_dropout` 307, `bmm` 331); Megatron-Core
+    /// `transformer/dot_product_attention.py` at d98e8a64 (`repeat_interleave` 170-173,
+    /// `baddbmm` 194, softmax 210, dropout 218, `bmm` 239). They run one after another on the
+    /// stream, so each is timed alone (its own roofline), not the chain as one
+    /// `max(flops, bytes)`.
+    ///
+    /// A batched GEMM (`torch.bmm`, cuBLAS's strided-batched kernel) is one launch over every
+    /// head's tiles: timed as one GEMM of `batch·m` rows, the same tiles when `m` is a multiple
+    /// of the tile height (sequence lengths are). It computes in the activation dtype (BF16 under
+    /// FP8 training: Transformer Engine quantizes only its linear layers). The score passes are
+    /// per score: forward `QKᵀ`'s write (1), the softmax's ([`softmax_passes`]), dropout's read,
+    /// write and 1-byte mask (2 + mask), `AV`'s read (1); backward `dP`'s write (1), `dV`'s read
+    /// of the saved probabilities (1), dropout's backward (2 + mask), the softmax's, and the `dQ`
+    /// and `dK` GEMMs' reads of the scores' gradient (2). Without dropout no dropout kernels run
+    /// (PyTorch's dropout at `p = 0` returns its input: ATen `Dropout.cpp`).
+    fn unfused_attention(&self, keys: u64, shape: &str) -> (Vec<OpSpec>, Vec<OpSpec>) {
+        let d = self.d;
+        let dt = d.dt as f64;
+        let heads = d.b * d.a_l;
+        let scores = (heads * d.sl * keys) as f64;
+        // Q and O elements (local heads), and K and V at every local query head: the unfused path
+        // expands grouped K/V heads to the query heads before its `bmm`s.
+        let (q, o) = ((heads * d.sl * d.dqk) as f64, (heads * d.sl * d.dv) as f64);
+        let (k, v) = ((heads * keys * d.dqk) as f64, (heads * keys * d.dv) as f64);
+        let bmm = |name: &'static str, pass: Pass, m: u64, n: u64, kk: u64, bytes: f64| {
+            let g = GemmShape {
+                m: heads * m,
+                n,
+                k: kk,
+                batch: 1,
+            };
+            let mut op = compute(name, pass, OpClass::Gemm, g.flops(), bytes * dt, shape);
+            op.kernel = Some(KernelShape::Gemm(g));
+            op.dtype = d.fp8.then_some(DType::Bf16);
+            op
+        };
+        let (sm_fwd, sm_bwd) = softmax_passes(d.softmax, keys == d.s);
+        let mask = if d.dropout { 2.0 * dt + 1.0 } else { 0.0 };
+        let mut fwd = Vec::new();
+        let mut expand_bwd = None;
+        if d.a_l > d.kv_l {
+            let expanded = k + v;
+            let grouped = (d.b * d.kv_l * keys * (d.dqk + d.dv)) as f64;
+            let copy = |name, pass| compute(name, pass, OpClass::Elementwise, 0.0, (expanded + grouped) * dt, shape);
+            fwd.push(copy("core_attention_kv_expand", Pass::Forward));
+            expand_bwd = Some(copy("core_attention_kv_expand_bwd", Pass::BackwardInput));
+        }
+        fwd.extend([
+            bmm("core_attention_qk", Pass::Forward, d.sl, keys, d.dqk, q + k + scores),
+            compute(
+                "core_attention_softmax",
+                Pass::Forward,
+                OpClass::Softmax,
+                0.0,
+                scores * sm_fwd * dt,
+                shape,
+            ),
+        ]);
+        let mut bwd = vec![
+            bmm("core_attention_av_dp", Pass::BackwardInput, d.sl, keys, d.dv, o + v + scores),
+            bmm("core_attention_av_dv", Pass::BackwardInput, keys, d.dv, d.sl, scores + o + v),
+        ];
+        if d.dropout {
+            fwd.push(compute(
+                "core_attention_dropout",
+                Pass::Forward,
+                OpClass::Elementwise,
+                0.0,
+                scores * mask,
+                shape,
+            ));
+            bwd.push(compute(
+                "core_attention_dropout_bwd",
+                Pass::BackwardInput,
+                OpClass::Elementwise,
+                0.0,
+                scores * mask,
+                shape,
+            ));
+        }
+        fwd.push(bmm("core_attention_av", Pass::Forward, d.sl, d.dv, keys, scores + v + o));
+        bwd.extend([
+            compute(
+                "core_attention_softmax_bwd",
+                Pass::BackwardInput,
+                OpClass::Softmax,
+                0.0,
+                scores * sm_bwd * dt,
+                shape,
+            ),
+            bmm("core_attention_qk_dq", Pass::BackwardInput, d.sl, d.dqk, keys, scores + k + q),
+            bmm("core_attention_qk_dk", Pass::BackwardInput, keys, d.dqk, d.sl, scores + q + k),
+        ]);
+        bwd.extend(expand_bwd);
+        (fwd, bwd)
     }
 
     /// Core attention as PyTorch's experimental ring attention runs it under TorchTitan

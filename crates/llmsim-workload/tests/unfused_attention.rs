@@ -7,12 +7,16 @@ use llmsim_workload::model::preset;
 use llmsim_workload::ops::transformer_layer;
 use llmsim_workload::{AttentionSoftmax, OpSpec, OpSpecKind, ParallelConfig, TrainingConfig};
 
-fn bytes(ops: &[OpSpec], name: &str) -> f64 {
-    let op = ops.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no {name}"));
-    match op.kind {
-        OpSpecKind::Compute { bytes, .. } => bytes,
-        _ => panic!("{name} is not a kernel"),
-    }
+/// Bytes of the core attention's kernels (`core_attention*`) among `ops`.
+fn bytes(ops: &[OpSpec]) -> f64 {
+    let attn: Vec<_> = ops.iter().filter(|o| o.name.starts_with("core_attention")).collect();
+    assert!(attn.len() >= 3, "unfused attention runs one op per kernel");
+    attn.iter()
+        .map(|o| match o.kind {
+            OpSpecKind::Compute { bytes, .. } => bytes,
+            _ => panic!("{} is not a kernel", o.name),
+        })
+        .sum()
 }
 
 /// Unfused attention at `seq` tokens, micro-batch `mbs`, with `dropout`.
@@ -38,7 +42,7 @@ fn attention_bytes(softmax: AttentionSoftmax, dropout: f64) -> (f64, f64) {
     let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, pp: 1 }").unwrap();
     let p = p.resolve(8, &m, &t).unwrap();
     let l = transformer_layer(&m, &t, &p, 0);
-    (bytes(&l.forward, "core_attention"), bytes(&l.backward, "core_attention_bwd"))
+    (bytes(&l.forward), bytes(&l.backward))
 }
 
 /// Score elements on one rank: micro-batch 2 x 16 local heads x 2048 x 2048.
@@ -120,10 +124,16 @@ fn a_sliding_window_reads_every_score() {
     let full = transformer_layer(&m, &t, &p, 1);
     let dt = 2.0;
     let (s_full, s_window) = (64.0 * 4096.0 * 4096.0, 64.0 * 4096.0 * 128.0);
-    let d = |name: &str| bytes(&full.forward, name) - bytes(&swa.forward, name);
-    assert_eq!(d("core_attention"), s_full * 3.5 * dt - s_window * 4.0 * dt);
-    let db = bytes(&full.backward, "core_attention_bwd") - bytes(&swa.backward, "core_attention_bwd");
-    assert_eq!(db, s_full * 6.0 * dt - s_window * 7.0 * dt);
+    // K and V, per key: expanded to the 64 query heads (`repeat_interleave`) from 8 groups of 64 +
+    // 64 dims. Forward the copy reads the groups and writes the expansion, and QKᵀ and AV read it;
+    // backward dP and dV, dQ and dK each touch it once, and the copy's gradient reads it and writes
+    // the groups.
+    let (expanded, grouped) = (64.0 * 128.0, 8.0 * 128.0);
+    let keys = 4096.0 - 128.0;
+    let d = bytes(&full.forward) - bytes(&swa.forward);
+    assert_eq!(d, s_full * 3.5 * dt - s_window * 4.0 * dt + (2.0 * expanded + grouped) * keys * dt);
+    let db = bytes(&full.backward) - bytes(&swa.backward);
+    assert_eq!(db, s_full * 6.0 * dt - s_window * 7.0 * dt + (3.0 * expanded + grouped) * keys * dt);
 }
 
 #[test]
@@ -138,4 +148,73 @@ fn unfused_attention_refuses_megatron_context_parallelism() {
         ..t
     };
     p.resolve(8, &m, &fused).unwrap();
+}
+
+/// One op per kernel, in Megatron's order: forward `baddbmm`, softmax, dropout, `bmm`; backward
+/// the `AV` gradient's two `bmm`s, dropout's and the softmax's backward, then `QKᵀ`'s two. The
+/// four batched GEMMs are GEMMs of every local head's tiles whose FLOPs are the attention's
+/// `2·tok·heads·keys·(dqk + dv)` forward and twice that backward, in the activation dtype.
+#[test]
+fn each_kernel_is_its_own_op() {
+    use llmsim_compute::{DType, GemmShape, KernelShape};
+    let m = preset("gpt3-6.7b").unwrap();
+    let t = TrainingConfig {
+        dtype: DType::Fp8,
+        ..unfused(2048, 2, 0.1)
+    };
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, pp: 1 }").unwrap();
+    let p = p.resolve(8, &m, &t).unwrap();
+    let l = transformer_layer(&m, &t, &p, 0);
+    let names = |ops: &[OpSpec]| -> Vec<&str> { ops.iter().map(|o| o.name).filter(|n| n.starts_with("core_attention")).collect() };
+    assert_eq!(
+        names(&l.forward),
+        [
+            "core_attention_qk",
+            "core_attention_softmax",
+            "core_attention_dropout",
+            "core_attention_av"
+        ]
+    );
+    assert_eq!(
+        names(&l.backward),
+        [
+            "core_attention_av_dp",
+            "core_attention_av_dv",
+            "core_attention_dropout_bwd",
+            "core_attention_softmax_bwd",
+            "core_attention_qk_dq",
+            "core_attention_qk_dk"
+        ]
+    );
+    // 2 x 16 local heads at 2048 queries and keys, head dim 128.
+    let gemm = |ops: &[OpSpec], name: &str| -> GemmShape {
+        let o = ops.iter().find(|o| o.name == name).unwrap();
+        let q = o.query(t.dtype).unwrap();
+        assert_eq!(q.dtype, DType::Bf16, "{name}: Transformer Engine quantizes only linear layers");
+        match o.kernel {
+            Some(KernelShape::Gemm(g)) => {
+                assert_eq!(q.flops, g.flops());
+                g
+            }
+            _ => panic!("{name} is not a GEMM"),
+        }
+    };
+    let heads = 2 * 16;
+    assert_eq!(gemm(&l.forward, "core_attention_qk"), GemmShape::new(heads * 2048, 2048, 128));
+    assert_eq!(gemm(&l.forward, "core_attention_av"), GemmShape::new(heads * 2048, 128, 2048));
+    assert_eq!(gemm(&l.backward, "core_attention_av_dv"), GemmShape::new(heads * 2048, 128, 2048));
+    let flops = |ops: &[OpSpec]| -> f64 { ops.iter().filter(|o| o.name.starts_with("core_attention")).map(|o| o.flops()).sum() };
+    let fwd = 2.0 * 2.0 * 2048.0 * 16.0 * 2048.0 * (128.0 + 128.0);
+    assert_eq!(flops(&l.forward), fwd);
+    assert_eq!(flops(&l.backward), 2.0 * fwd);
+    // Without grouped K/V heads there is no expansion copy; GPT-OSS's 64 heads over 8 groups
+    // have one each way.
+    assert!(!l.forward.iter().any(|o| o.name == "core_attention_kv_expand"));
+    let oss = preset("gpt-oss-120b").unwrap();
+    let t = unfused(4096, 1, 0.0);
+    let p: ParallelConfig = serde_yaml_ng::from_str("{ tp: 1, pp: 1 }").unwrap();
+    let p = p.resolve(8, &oss, &t).unwrap();
+    let l = transformer_layer(&oss, &t, &p, 1);
+    assert_eq!(names(&l.forward)[0], "core_attention_kv_expand");
+    assert_eq!(names(&l.backward).last(), Some(&"core_attention_kv_expand_bwd"));
 }
