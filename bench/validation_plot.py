@@ -33,6 +33,7 @@ PANEL = {
     "base": "base",
     "new": "new",
     "approx": "new",
+    "new-regression": "new",
     "third": "third",
     "third-flex": "third",
     "third-approx": "third",
@@ -57,6 +58,7 @@ PANEL = {
 }
 NO_STATISTIC = {
     "approx",
+    "new-regression",
     "third-approx",
     "third-nx",
     "fourth-nx",
@@ -68,7 +70,9 @@ NO_STATISTIC = {
     "eighth-nx",
 }
 NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx"}
-APPROX = {"approx", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx", "eighth-approx"}
+# Hollow markers: in no statistic (approximate, eager, or measured in a release its maintainers filed
+# as a performance regression).
+APPROX = {"approx", "new-regression", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx", "eighth-approx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
@@ -175,7 +179,17 @@ def draw(rows: list[dict[str, str]], out: Path) -> Path:
         {r["gpu"] for r in rows if r["gpu"]}, key=lambda g: list(GPU_COLOURS).index(g) if g in GPU_COLOURS else 99
     )
     handles = [Line2D([], [], ls="", marker="o", color=GPU_COLOURS.get(g, "#777777"), label=g) for g in used]
-    handles.append(Line2D([], [], ls="", marker="o", color="#777777", mfc="white", label="approximate (no statistic)"))
+    handles.append(
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            color="#777777",
+            mfc="white",
+            label="approximate or release regression (no statistic)",
+        )
+    )
     fig.legend(handles=handles, loc="lower right", fontsize=7, ncol=len(handles), frameon=False)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(out, dpi=110)
