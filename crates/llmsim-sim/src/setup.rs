@@ -75,6 +75,18 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
             ),
         });
     }
+    // Per-tensor FP8 (delayed or current scaling): Transformer Engine's `fp8_autocast` asserts
+    // FP8 support ("Device compute capability 8.9 or higher required for FP8 execution",
+    // `pytorch/fp8.py` `check_fp8_support`); it does not fall back to BF16.
+    if s.training.dtype == llmsim_compute::DType::Fp8 && !gpu.supports(llmsim_compute::DType::Fp8) {
+        return Err(SimError::Scenario {
+            field: "training.dtype".into(),
+            message: format!(
+                "fp8 needs FP8 tensor cores (Ada, Hopper or Blackwell; Transformer Engine requires compute capability 8.9); {} has none: use bf16 (or fp16)",
+                gpu.name
+            ),
+        });
+    }
     if s.training.dtype == llmsim_compute::DType::Fp4 && !gpu.supports(llmsim_compute::DType::Fp4) {
         return Err(SimError::Scenario {
             field: "training.dtype".into(),

@@ -305,6 +305,31 @@ fn blockwise_fp8_runs_on_hopper_and_blackwell() {
     assert!(e.contains("training.fp8_recipe") && e.contains("A100"), "{e}");
 }
 
+/// Per-tensor FP8 (delayed or current scaling) needs FP8 tensor cores: on an A100 or a V100 it is
+/// refused, naming `training.dtype` and the fix (Transformer Engine asserts compute capability
+/// 8.9; it never falls back to BF16), where it once ran silently at the BF16 peak.
+#[test]
+fn fp8_is_refused_on_gpus_without_fp8_tensor_cores() {
+    for gpu in ["A100", "A100-40GB", "V100"] {
+        for recipe in ["delayed", "current"] {
+            let g = format!("cluster.gpu={gpu}");
+            let r = format!("training.fp8_recipe={recipe}");
+            let s = scenario(LLAMA_FP8_B200, &[&g, &r]);
+            let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(e.contains("training.dtype") && e.contains(gpu) && e.contains("use bf16"), "{e}");
+        }
+    }
+    // H100 runs it; BF16 on the A100 runs.
+    run(&scenario(LLAMA_FP8_B200, &["cluster.gpu=H100"]), RunOptions::default());
+    run(
+        &scenario(LLAMA_FP8_B200, &["cluster.gpu=A100", "training.dtype=bf16"]),
+        RunOptions::default(),
+    );
+}
+
 /// MXFP8 GEMMs are timed apart from per-tensor FP8: an efficiency table's `mxfp8` row slows
 /// an mxfp8-recipe run and leaves a delayed-scaling one alone; without one, both recipes' GEMMs
 /// take the `fp8` row. `dtype: mxfp8` itself is no training dtype: refused, naming the field.
