@@ -26,6 +26,7 @@ SETS = [
     ("seventh", "seventh set (Megatron-Bridge 26.08)"),
     ("eighth", "eighth set (rest of Megatron-Bridge 26.02)"),
     ("ninth", "ninth set (V100, MI355X)"),
+    ("tenth", "tenth set (Megatron-Bridge 26.06.01)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -55,10 +56,17 @@ PANEL = {
     "eighth-approx": "eighth",
     "eighth-nx": "eighth",
     "ninth": "ninth",
+    "tenth-flex": "tenth",
+    "tenth-approx": "tenth",
+    "tenth-nx": "tenth",
+    "tenth-regression": "tenth",
 }
 NO_STATISTIC = {
     "approx",
     "new-regression",
+    "tenth-regression",
+    "tenth-approx",
+    "tenth-nx",
     "third-approx",
     "third-nx",
     "fourth-nx",
@@ -69,10 +77,21 @@ NO_STATISTIC = {
     "eighth-approx",
     "eighth-nx",
 }
-NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx"}
+NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx"}
 # Hollow markers: in no statistic (approximate, eager, or measured in a release its maintainers filed
 # as a performance regression).
-APPROX = {"approx", "new-regression", "third-approx", "fifth-eager", "fifth-approx", "seventh-approx", "eighth-approx"}
+APPROX = {
+    "approx",
+    "new-regression",
+    "tenth-regression",
+    "tenth-approx",
+    "tenth-nx",
+    "third-approx",
+    "fifth-eager",
+    "fifth-approx",
+    "seventh-approx",
+    "eighth-approx",
+}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
