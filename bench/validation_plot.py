@@ -78,20 +78,6 @@ NO_STATISTIC = {
     "eighth-nx",
 }
 NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx"}
-# Hollow markers: in no statistic (approximate, eager, or measured in a release its maintainers filed
-# as a performance regression).
-APPROX = {
-    "approx",
-    "new-regression",
-    "tenth-regression",
-    "tenth-approx",
-    "tenth-nx",
-    "third-approx",
-    "fifth-eager",
-    "fifth-approx",
-    "seventh-approx",
-    "eighth-approx",
-}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
@@ -179,7 +165,9 @@ def draw(rows: list[dict[str, str]], out: Path) -> Path:
                 ax.text(lo, y, f"  {name}: rejected", va="center", fontsize=7, color="red")
                 continue
             colour = GPU_COLOURS.get(r["gpu"], "#777777")
-            approx = r["set"] in APPROX
+            # Hollow: in no statistic (approximate, eager, not expressible but simulated, or a release
+            # regression).
+            approx = r["set"] in NO_STATISTIC
             ax.plot(float(r["ratio"]), y, "o", ms=6, color=colour, mfc="white" if approx else colour)
         ax.set_yticks(range(len(group)))
         ax.set_yticklabels([r["row"] for r in group], fontsize=7)
