@@ -43,6 +43,16 @@ GEMM_M_IS_TOK_SP = ("moe_router", "moe_latent_down", "moe_latent_up")
 NORMS = ("input_norm", "post_attn_norm", "final_norm")
 RESIDUALS = ("attn_residual", "mlp_residual", "moe_shared_add")  # each adds two [tokens, h] tensors
 ACTIVATIONS = ("mlp_act", "shared_act", "expert_act")
+# Unfused attention's batched GEMMs (ops.rs `unfused_attention`), `[m,k]·[k,n]` per head in terms of
+# the queries `sq`, the keys `skv`, and the query/key and value head sizes `dqk`, `dv`.
+ATTN_BMM = {
+    "core_attention_qk": ("sq", "skv", "dqk"),
+    "core_attention_av": ("sq", "dv", "skv"),
+    "core_attention_av_dp": ("sq", "skv", "dv"),
+    "core_attention_av_dv": ("skv", "dv", "sq"),
+    "core_attention_qk_dq": ("sq", "dqk", "skv"),
+    "core_attention_qk_dk": ("skv", "dqk", "sq"),
+}
 DROPOUT_P = 0.1
 SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient")
 SPIN_S = 1e-3  # the GPU's wait before each timed run while the host queues the op (TorchBackend)
@@ -59,6 +69,8 @@ KNOWN_OPS = tuple(
             + ("moe_sort_chunks", "moe_unsort_chunks", "rope", "attn_qk_norm", "cp_attn_merge")
             for x in ("", "_bwd")
         }
+        | set(ATTN_BMM)
+        | {"core_attention_" + b + x for b in ("softmax", "dropout", "kv_expand") for x in ("", "_bwd")}
         | {"embedding", "embedding_wgrad", "optimizer_step", "grad_norm", "zero_grad"}
         | {"grad_nan_check", "grad_scale", "grad_scale_per_token", "fsdp_copy_out"}
     )
@@ -77,7 +89,7 @@ class Kernel:
     shape: str
     op_class: str
     kind: str
-    """gemm, attention, norm, residual, activation, dropout, rope, merge, cross_entropy, embedding,
+    """gemm, attention, softmax, norm, residual, activation, dropout, rope, merge, cross_entropy, embedding,
     embedding_wgrad, gather, scatter, optimizer"""
     variant: str = "fwd"
     """fwd or bwd; for a GEMM fwd, dgrad or wgrad"""
@@ -188,6 +200,28 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
         k.kind, k.dims = "gemm", {"m": m, "k": kk, "n": n, "groups": groups}
         if base == "moe_router" and variant == "fwd":
             k.flags["topk"] = s.get("topk", 1)
+    elif op in ATTN_BMM:
+        # One batched GEMM over every local head (`torch.bmm`), in the activation dtype.
+        skv = s.get("window", sl)
+        sizes = {"sq": sl, "skv": skv}
+        if "dqk" in s:
+            sizes |= {"dqk": s["dqk"], "dv": s["dv"]}
+        else:
+            hd = _exact(flops, 2 * b * s["heads"] * sl * skv, "the head size", row)
+            sizes |= {"dqk": hd, "dv": hd}
+        m, n, kk = (sizes[x] for x in ATTN_BMM[op])
+        g = b * s["heads"]
+        k.kind, k.dims, k.flags = "gemm", {"m": g * m, "k": kk, "n": n, "groups": g}, {"bmm": True}
+    elif base == "core_attention_softmax":
+        # The softmax over each query's keys (unfused attention's scores): forward and backward.
+        skv = s.get("window", sl)
+        k.kind, k.dims = "softmax", {"rows": b * s["heads"] * sl, "cols": skv}
+    elif base == "core_attention_dropout":
+        k.kind, k.dims = "dropout", {"elements": b * s["heads"] * sl * s.get("window", sl)}
+    elif base == "core_attention_kv_expand":
+        # `repeat_interleave` of K and V to the query heads: a copy (read the groups, write the
+        # expansion; backward the reverse, summed).
+        k.kind, k.dims = "copy", {"bytes": _exact(nbytes, 2, "the copied bytes", row, "bytes")}
     elif base == "core_attention":
         heads, kv = s["heads"], s["kv"]
         skv = s.get("kv_s", sl)
@@ -367,6 +401,15 @@ class NumpyBackend(Backend):
                 return np.matmul(ds, kt), np.matmul(ds.transpose(0, 1, 3, 2), q), dv
 
             return bwd
+        if k.kind == "softmax":
+            x, dy = self._r(d["rows"], d["cols"]), self._r(d["rows"], d["cols"])
+
+            def softmax() -> Any:
+                p = np.exp(x - x.max(-1, keepdims=True))
+                p /= p.sum(-1, keepdims=True)
+                return p if v == "fwd" else p * (dy - (dy * p).sum(-1, keepdims=True))
+
+            return softmax
         if k.kind == "norm":
             x, dy, w = self._r(d["tokens"], d["h"]), self._r(d["tokens"], d["h"]), self._r(d["h"])
 
@@ -564,7 +607,7 @@ class TorchBackend(Backend):
             g, n, kk = d["groups"], d["n"], d["k"]
             m = -(-d["m"] // g)
             base = k.op.removesuffix("_" + v)
-            if self.fp8 and base not in ("logits", "moe_router"):
+            if self.fp8 and base not in ("logits", "moe_router") and not k.flags.get("bmm"):
                 return self._fp8_gemm(g, m, n, kk, v)
             x, w, dy = self._r(g, m, kk), self._r(g, n, kk), self._r(g, m, n)
             if v == "dgrad":
@@ -603,6 +646,12 @@ class TorchBackend(Backend):
             out = attn()
             do = torch.randn_like(out)
             return lambda: grad(out, (q, kt, vv), do, retain_graph=True)
+        if k.kind == "softmax":
+            x = self._r(d["rows"], d["cols"])
+            if v == "fwd":
+                return lambda: torch.softmax(x, -1)
+            out, dy = torch.softmax(x, -1), torch.randn_like(x)
+            return lambda: torch._softmax_backward_data(dy, out, -1, out.dtype)
         if k.kind == "norm":
             h = d["h"]
             x = self._r(d["tokens"], h, grad=v != "fwd")

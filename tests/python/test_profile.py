@@ -134,7 +134,13 @@ def test_enumeration_covers_every_compute_op(dense, variant):
         attn = next(k for k in ks if k.op == "core_attention")
         assert (attn.dims["kv_heads"], attn.dims["sq"], attn.dims["skv"], attn.flags["causal"]) == (1, 64, 128, False)
     if variant == "unfused-recompute":
-        assert not next(k for k in ks if k.op == "core_attention").flags["flash"]
+        # One kernel per op: the four batched GEMMs over every local head (batch = b x heads), the
+        # softmax and, with dropout, the dropout, forward and backward.
+        bmms = [k for k in ks if k.flags.get("bmm")]
+        assert {k.op for k in bmms} == set(prof.ATTN_BMM)
+        assert all(k.kind == "gemm" and k.dims["m"] % k.dims["groups"] == 0 for k in bmms)
+        assert {"softmax", "dropout"} <= kinds
+        assert not any(k.op == "core_attention" for k in ks)
 
 
 def test_numpy_backend_times_every_kernel_kind(dense):
