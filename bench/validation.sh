@@ -8,7 +8,7 @@
 #                            bench/validation_plot.py (which draws bench/validation.png) and
 #                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
 #                            committed copy is bench/validation-rows.csv
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, eleventh)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -317,15 +317,36 @@ REF += [
     ("real-bridge2606-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-approx"),
     ("real-bridge2606-gb200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-nx"),
 ]
+# Eleventh held-out set, added 2026-11-29 (bench/validation-eleventh-set.md, a helper's work): the
+# rows of Megatron-Bridge's 26.06 table (final form: r0.5.0 f83545d98,
+# docs/performance-summary-archive.md lines 42-143; recipes at v0.5.0 fcbb6031) whose layout no
+# earlier scenario has: 9 of its 31 pre-training rows, written and hashed before llmsim ran on them.
+# Groups: "eleventh" (statistics), "eleventh-flex" (statistics; HybridEP flex dispatcher),
+# "eleventh-approx" (MTP not simulated), "eleventh-nx" (per-module mixed precision).
+NB2606B = ("Megatron-Bridge performance summary 26.06 (r0.5.0 f83545d98, docs/performance-summary-archive.md "
+           "l.42-143; recipes v0.5.0 fcbb6031; DGX-GB300/GB200/B300/H100)")
+REF += [
+    ("real-bridge2606b-gb300-llama31-405b-fp8-256", "tokens_per_gpu", 1048, None, NB2606B, None, "eleventh"),
+    ("real-bridge2606b-gb200-llama31-405b-nvfp4-256", "tokens_per_gpu", 1166, None, NB2606B, None, "eleventh"),
+    ("real-bridge2606b-h100-llama31-405b-1024", "tokens_per_gpu", 326, None, NB2606B, None, "eleventh"),
+    ("real-bridge2606b-h100-qwen3-30b-a3b-16", "tokens_per_gpu", 8826, None, NB2606B, None, "eleventh-flex"),
+    ("real-bridge2606b-b300-gpt-oss-120b-64", "tokens_per_gpu", 18534, None, NB2606B, None, "eleventh-flex"),
+    ("real-bridge2606b-gb300-deepseekv3-gbs15360-256", "tokens_per_gpu", 6422, None, NB2606B, None, "eleventh-approx"),
+    ("real-bridge2606b-b300-deepseekv3-256", "tokens_per_gpu", 3541, None, NB2606B, None, "eleventh-approx"),
+    ("real-bridge2606b-b300-nemotron3-super-64", "tokens_per_gpu", 7867, None, NB2606B, None, "eleventh-approx"),
+    ("real-bridge2606b-b300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 8131, None, NB2606B, None, "eleventh-nx"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
-NOSTAT = {"approx", "new-regression", "tenth-regression", "tenth-approx", "tenth-nx", "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx",
+NOSTAT = {"approx", "new-regression", "tenth-regression", "tenth-approx", "tenth-nx", "eleventh-approx", "eleventh-nx",
+          "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx",
           "eighth-approx", "eighth-nx"}
 LABEL = {"approx": " (approximate)", "new-regression": " (release regression)",
          "tenth-regression": " (release regression)", "tenth-approx": " (approximate)",
-         "tenth-nx": " (not expressible)", "third-approx": " (approximate)", "third-nx": " (not expressible)",
+         "tenth-nx": " (not expressible)", "eleventh-approx": " (approximate)", "eleventh-nx": " (not expressible)",
+         "third-approx": " (approximate)", "third-nx": " (not expressible)",
          "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)",
          "seventh-approx": " (approximate)", "seventh-nx": " (not expressible)",
          "eighth-approx": " (approximate)", "eighth-nx": " (not expressible)"}
@@ -431,18 +452,27 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                       ("All ten sets with the release-regression rows", {"base", "new", "new-regression", "third", "third-flex",
                                                                          "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
                                                                          "seventh", "seventh-flex", "eighth", "eighth-flex",
-                                                                         "ninth", "tenth-flex", "tenth-regression"})]:
+                                                                         "ninth", "tenth-flex", "tenth-regression"}),
+                      ("Eleventh set added 2026-11-29 (Bridge 26.06, new layouts)", {"eleventh", "eleventh-flex"}),
+                      ("All eleven sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                           "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth", "tenth-flex", "eleventh",
+                                           "eleventh-flex"}),
+                      ("All eleven sets with the release-regression rows", {"base", "new", "new-regression", "third", "third-flex",
+                                                                            "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                                                            "seventh", "seventh-flex", "eighth", "eighth-flex",
+                                                                            "ninth", "tenth-flex", "tenth-regression", "eleventh",
+                                                                            "eleventh-flex"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
 napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx", "eighth-approx",
-                                         "tenth-approx"))
+                                         "tenth-approx", "eleventh-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
 nreg = sum(1 for r in REF if r[6] in REGRESSION)
 if nreg:
     print(f"({nreg} row(s) measured in a release its maintainers filed as a performance regression are in no statistic"
           " but the lines that name them.)")
-nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx"))
+nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx"))
 if nnx:
     print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()

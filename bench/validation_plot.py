@@ -27,6 +27,7 @@ SETS = [
     ("eighth", "eighth set (rest of Megatron-Bridge 26.02)"),
     ("ninth", "ninth set (V100, MI355X)"),
     ("tenth", "tenth set (Megatron-Bridge 26.06.01)"),
+    ("eleventh", "eleventh set (Megatron-Bridge 26.06, new layouts)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -60,6 +61,10 @@ PANEL = {
     "tenth-approx": "tenth",
     "tenth-nx": "tenth",
     "tenth-regression": "tenth",
+    "eleventh": "eleventh",
+    "eleventh-flex": "eleventh",
+    "eleventh-approx": "eleventh",
+    "eleventh-nx": "eleventh",
 }
 NO_STATISTIC = {
     "approx",
@@ -67,6 +72,8 @@ NO_STATISTIC = {
     "tenth-regression",
     "tenth-approx",
     "tenth-nx",
+    "eleventh-approx",
+    "eleventh-nx",
     "third-approx",
     "third-nx",
     "fourth-nx",
@@ -77,7 +84,7 @@ NO_STATISTIC = {
     "eighth-approx",
     "eighth-nx",
 }
-NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx"}
+NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
