@@ -1141,45 +1141,33 @@ impl<'a> Builder<'a> {
                 &shape,
             ));
         }
-        if !flash {
-            // Unfused attention is refused with context parallelism (`TrainingConfig::validate`).
+        if flash {
+            // Decoder LMs use a causal mask; the kernel tables and unfused attention's softmax
+            // read this. A sliding window is modelled as a non-causal pass over the window's keys.
+            let attn = AttentionShape {
+                batch_heads: d.b * d.a_l,
+                s_q: d.sl,
+                s_kv: keys,
+                head_dim: d.dqk,
+                causal: keys == d.s,
+                backward: false,
+                kernel: d.attn_kernel,
+            };
+            let class = OpClass::FlashAttention;
+            let mut f = compute("core_attention", Pass::Forward, class, flops, qkvo, &shape);
+            f.kernel = Some(KernelShape::Attention(attn));
+            fwd.push(f);
+            let mut b = compute("core_attention_bwd", Pass::BackwardInput, class, 2.5 * flops, 2.0 * qkvo, &shape);
+            b.kernel = Some(KernelShape::Attention(AttentionShape { backward: true, ..attn }));
+            bwd.push(b);
+        } else {
+            // Unfused attention is refused with context parallelism (`TrainingConfig::validate`),
+            // so the merges below never follow it.
             debug_assert_eq!(d.cp, 1);
             let (f, b) = self.unfused_attention(keys, &shape);
             fwd.extend(f);
             bwd.extend(b);
-            self.steps.push(Step {
-                fwd,
-                bwd,
-                modules: self.cur | RecomputeModule::CoreAttn.bit(),
-            });
-            return;
         }
-        let (class, bwd_ratio, bytes, bwd_bytes) = (OpClass::FlashAttention, 2.5, qkvo, 2.0 * qkvo);
-        // Decoder LMs use a causal mask; the kernel tables and unfused attention's softmax
-        // (above) read this. A sliding window is modelled as a non-causal pass over the window's
-        // keys.
-        let attn = AttentionShape {
-            batch_heads: d.b * d.a_l,
-            s_q: d.sl,
-            s_kv: keys,
-            head_dim: d.dqk,
-            causal: keys == d.s,
-            backward: false,
-            kernel: d.attn_kernel,
-        };
-        let mut f = compute("core_attention", Pass::Forward, class, flops, bytes, &shape);
-        f.kernel = Some(KernelShape::Attention(attn));
-        fwd.push(f);
-        let mut b = compute(
-            "core_attention_bwd",
-            Pass::BackwardInput,
-            class,
-            bwd_ratio * flops,
-            bwd_bytes,
-            &shape,
-        );
-        b.kernel = Some(KernelShape::Attention(AttentionShape { backward: true, ..attn }));
-        bwd.push(b);
         if d.cp > 1 {
             let (merge_f, merge_b) = self.cp_merges(q, o, keys == d.s, &shape);
             fwd.push(merge_f);
