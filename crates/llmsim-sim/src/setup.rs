@@ -51,50 +51,46 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
         });
     };
     let model = spec.resolve(&s.base_dir)?;
-    if s.training.dtype == llmsim_compute::DType::Fp8
-        && s.training.fp8_recipe == llmsim_workload::Fp8Recipe::Mxfp8
-        && gpu.arch != llmsim_ccl::tuning::GpuArch::Blackwell
-    {
-        return Err(SimError::Scenario {
-            field: "training.fp8_recipe".into(),
-            message: format!(
-                "mxfp8 needs Blackwell tensor cores (block-scaled MMA); {} has none: use delayed or current",
-                gpu.name
-            ),
-        });
-    }
-    if s.training.dtype == llmsim_compute::DType::Fp8
-        && s.training.fp8_recipe == llmsim_workload::Fp8Recipe::Blockwise
-        && !gpu.supports(llmsim_compute::DType::Fp8Block)
-    {
-        return Err(SimError::Scenario {
-            field: "training.fp8_recipe".into(),
-            message: format!(
-                "blockwise FP8 needs FP8 tensor cores (Hopper or Blackwell; Transformer Engine requires compute capability 9.0); {} has none: use dtype bf16",
-                gpu.name
-            ),
-        });
-    }
-    // Per-tensor FP8 (delayed or current scaling): Transformer Engine's `fp8_autocast` asserts
-    // FP8 support ("Device compute capability 8.9 or higher required for FP8 execution",
-    // `pytorch/fp8.py` `check_fp8_support`); it does not fall back to BF16.
-    if s.training.dtype == llmsim_compute::DType::Fp8 && !gpu.supports(llmsim_compute::DType::Fp8) {
-        return Err(SimError::Scenario {
-            field: "training.dtype".into(),
-            message: format!(
-                "fp8 needs FP8 tensor cores (Ada, Hopper or Blackwell; Transformer Engine requires compute capability 8.9); {} has none: use bf16 (or fp16)",
-                gpu.name
-            ),
-        });
-    }
-    if s.training.dtype == llmsim_compute::DType::Fp4 && !gpu.supports(llmsim_compute::DType::Fp4) {
-        return Err(SimError::Scenario {
-            field: "training.dtype".into(),
-            message: format!(
-                "fp4 (NVFP4) needs FP4 tensor cores (Blackwell: B200, GB200, B300, GB300); {} has none: use fp8 or bf16",
-                gpu.name
-            ),
-        });
+    // Precisions the GPU has no tensor cores for, as Transformer Engine refuses them: (refused,
+    // field, what it needs, the fix). Per-tensor FP8 (delayed or current scaling): TE's
+    // `fp8_autocast` asserts FP8 support ("Device compute capability 8.9 or higher required for
+    // FP8 execution", `pytorch/fp8.py` `check_fp8_support`); it does not fall back to BF16.
+    use llmsim_compute::DType;
+    use llmsim_workload::Fp8Recipe;
+    let (dtype, recipe) = (s.training.dtype, s.training.fp8_recipe);
+    let fp8 = dtype == DType::Fp8;
+    for (refused, field, needs, fix) in [
+        (
+            fp8 && recipe == Fp8Recipe::Mxfp8 && gpu.arch != llmsim_ccl::tuning::GpuArch::Blackwell,
+            "training.fp8_recipe",
+            "mxfp8 needs Blackwell tensor cores (block-scaled MMA)",
+            "use delayed or current",
+        ),
+        (
+            fp8 && recipe == Fp8Recipe::Blockwise && !gpu.supports(DType::Fp8Block),
+            "training.fp8_recipe",
+            "blockwise FP8 needs FP8 tensor cores (Hopper or Blackwell; Transformer Engine requires compute capability 9.0)",
+            "use dtype bf16",
+        ),
+        (
+            fp8 && !gpu.supports(DType::Fp8),
+            "training.dtype",
+            "fp8 needs FP8 tensor cores (Ada, Hopper or Blackwell; Transformer Engine requires compute capability 8.9)",
+            "use bf16 (or fp16)",
+        ),
+        (
+            dtype == DType::Fp4 && !gpu.supports(DType::Fp4),
+            "training.dtype",
+            "fp4 (NVFP4) needs FP4 tensor cores (Blackwell: B200, GB200, B300, GB300)",
+            "use fp8 or bf16",
+        ),
+    ] {
+        if refused {
+            return Err(SimError::Scenario {
+                field: field.into(),
+                message: format!("{needs}; {} has none: {fix}", gpu.name),
+            });
+        }
     }
     let mut parallel = s.parallel.resolve(gpus as u64, &model, &s.training)?;
     parallel.gpus_per_node = u64::from(s.cluster.gpus_per_node);
