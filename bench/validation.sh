@@ -8,7 +8,8 @@
 #                            bench/validation_plot.py (which draws bench/validation.png) and
 #                            bench/fidelity_table.py (crates/llmsim-sim/data/fidelity.csv); the
 #                            committed copy is bench/validation-rows.csv
-#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, eleventh)
+#   VALIDATION_ONLY=third    run only the rows of one set (base, new, approx, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, eleventh,
+#                            twelfth)
 #
 # Runs every scenario in bench/scenarios/ that has a reference row below with `llmsim run --json`,
 # and prints a Markdown table: published figure, llmsim's figure in the same convention, ratio
@@ -336,16 +337,34 @@ REF += [
     ("real-bridge2606b-b300-nemotron3-super-64", "tokens_per_gpu", 7867, None, NB2606B, None, "eleventh-approx"),
     ("real-bridge2606b-b300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 8131, None, NB2606B, None, "eleventh-nx"),
 ]
+# Twelfth held-out set, added 2026-11-29 (bench/validation-twelfth-set.md, a helper's work): the
+# rows of Megatron-Bridge's 26.04.01 table (tag v0.4.2 c81012934, docs/performance-summary.md lines
+# 40-139, final in 2b82f6f17; recipes at v0.4.2) whose layout no earlier scenario has: 6 of its 47
+# pre-training rows, all MoE on DGX-B200/B300, written and hashed before llmsim ran on them.
+# Groups: "twelfth" (statistics), "twelfth-flex" (statistics; HybridEP flex dispatcher),
+# "twelfth-approx" (MTP not simulated), "twelfth-nx" (per-module mixed precision).
+NB2604B = ("Megatron-Bridge performance summary 26.04.01 (tag v0.4.2 c81012934, docs/performance-summary.md "
+           "l.40-139; recipes v0.4.2; DGX-B300/B200)")
+REF += [
+    ("real-bridge2604b-b200-qwen3-235b-a22b-256", "tokens_per_gpu", 3776, None, NB2604B, None, "twelfth"),
+    ("real-bridge2604b-b300-qwen3-235b-a22b-256", "tokens_per_gpu", 5936, None, NB2604B, None, "twelfth-flex"),
+    ("real-bridge2604b-b200-nemotron3-nano-8", "tokens_per_gpu", 32768, None, NB2604B, None, "twelfth-flex"),
+    ("real-bridge2604b-b200-deepseekv3-256", "tokens_per_gpu", 3328, None, NB2604B, None, "twelfth-approx"),
+    ("real-bridge2604b-b200-nemotron3-super-64", "tokens_per_gpu", 6400, None, NB2604B, None, "twelfth-approx"),
+    ("real-bridge2604b-b200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 5632, None, NB2604B, None, "twelfth-nx"),
+]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
 NOSTAT = {"approx", "new-regression", "tenth-regression", "tenth-approx", "tenth-nx", "eleventh-approx", "eleventh-nx",
+          "twelfth-approx", "twelfth-nx",
           "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx",
           "eighth-approx", "eighth-nx"}
 LABEL = {"approx": " (approximate)", "new-regression": " (release regression)",
          "tenth-regression": " (release regression)", "tenth-approx": " (approximate)",
          "tenth-nx": " (not expressible)", "eleventh-approx": " (approximate)", "eleventh-nx": " (not expressible)",
+         "twelfth-approx": " (approximate)", "twelfth-nx": " (not expressible)",
          "third-approx": " (approximate)", "third-nx": " (not expressible)",
          "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)",
          "seventh-approx": " (approximate)", "seventh-nx": " (not expressible)",
@@ -461,18 +480,28 @@ for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 20
                                                                             "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
                                                                             "seventh", "seventh-flex", "eighth", "eighth-flex",
                                                                             "ninth", "tenth-flex", "tenth-regression", "eleventh",
-                                                                            "eleventh-flex"})]:
+                                                                            "eleventh-flex"}),
+                      ("Twelfth set added 2026-11-29 (Bridge 26.04.01, new layouts)", {"twelfth", "twelfth-flex"}),
+                      ("All twelve sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                           "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth", "tenth-flex", "eleventh",
+                                           "eleventh-flex", "twelfth", "twelfth-flex"}),
+                      ("All twelve sets with the release-regression rows", {"base", "new", "new-regression", "third", "third-flex",
+                                                                            "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
+                                                                            "seventh", "seventh-flex", "eighth", "eighth-flex",
+                                                                            "ninth", "tenth-flex", "tenth-regression", "eleventh",
+                                                                            "eleventh-flex", "twelfth", "twelfth-flex"})]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
 napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx", "eighth-approx",
-                                         "tenth-approx", "eleventh-approx"))
+                                         "tenth-approx", "eleventh-approx", "twelfth-approx"))
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
 nreg = sum(1 for r in REF if r[6] in REGRESSION)
 if nreg:
     print(f"({nreg} row(s) measured in a release its maintainers filed as a performance regression are in no statistic"
           " but the lines that name them.)")
-nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx"))
+nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx",
+                                     "twelfth-nx"))
 if nnx:
     print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()

@@ -28,6 +28,7 @@ SETS = [
     ("ninth", "ninth set (V100, MI355X)"),
     ("tenth", "tenth set (Megatron-Bridge 26.06.01)"),
     ("eleventh", "eleventh set (Megatron-Bridge 26.06, new layouts)"),
+    ("twelfth", "twelfth set (Megatron-Bridge 26.04.01, new layouts)"),
 ]
 # Which panel each set of bench/validation.sh goes to; approximate and not-expressible rows are in
 # no statistic.
@@ -65,6 +66,10 @@ PANEL = {
     "eleventh-flex": "eleventh",
     "eleventh-approx": "eleventh",
     "eleventh-nx": "eleventh",
+    "twelfth": "twelfth",
+    "twelfth-flex": "twelfth",
+    "twelfth-approx": "twelfth",
+    "twelfth-nx": "twelfth",
 }
 NO_STATISTIC = {
     "approx",
@@ -74,6 +79,8 @@ NO_STATISTIC = {
     "tenth-nx",
     "eleventh-approx",
     "eleventh-nx",
+    "twelfth-approx",
+    "twelfth-nx",
     "third-approx",
     "third-nx",
     "fourth-nx",
@@ -84,7 +91,7 @@ NO_STATISTIC = {
     "eighth-approx",
     "eighth-nx",
 }
-NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx"}
+NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx", "twelfth-nx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
