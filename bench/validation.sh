@@ -133,14 +133,19 @@ REF += [
 # dispatcher, timed as all-to-alls: a second summary line leaves them out), "third-approx" (an
 # unmodelled module, e.g. DeepSeek-V3's MTP: shown, in no statistic), "third-nx" (a setting llmsim
 # cannot express: shown with llmsim's own error, in no statistic, not counted rejected).
-NB26 = "Megatron-Bridge performance summary 26.02.01 (tag v0.4.0; DGX-GB300/GB200/B300/B200/H100)"
+# Recipes: the third and eighth sets' scenarios were first written from the v0.4.0 recipes (the 26.04
+# code); the 26.02.01 container ships Megatron-Bridge v0.3.1. Six scenarios were corrected to v0.3.1
+# on 2026-11-29 (bench/validation-26.02.01-recipe-audit.md): the GPT-OSS rows' loss scaling, the
+# B300/B200/GB200 GPT-OSS dispatcher (alltoall, so those rows left the "-flex" groups) and the GB200
+# DeepSeek-V3 recompute modules.
+NB26 = "Megatron-Bridge performance summary 26.02.01 (table at tag v0.4.0; recipes v0.3.1; DGX-GB300/GB200/B300/B200/H100)"
 REF += [
     ("real-bridge26-gb300-llama3-70b-64", "tokens_per_gpu", 5243, None, NB26, None, "third"),
     ("real-bridge26-gb200-llama3-70b-64", "tokens_per_gpu", 3837, None, NB26, None, "third"),
     ("real-bridge26-gb300-llama31-405b-256", "tokens_per_gpu", 949, None, NB26, None, "third"),
     ("real-bridge26-b300-qwen3-235b-a22b-256", "tokens_per_gpu", 2644, None, NB26, None, "third"),
-    ("real-bridge26-b300-gpt-oss-120b-64", "tokens_per_gpu", 15031, None, NB26, None, "third-flex"),
-    ("real-bridge26-b200-gpt-oss-120b-64", "tokens_per_gpu", 13722, None, NB26, None, "third-flex"),
+    ("real-bridge26-b300-gpt-oss-120b-64", "tokens_per_gpu", 15031, None, NB26, None, "third"),
+    ("real-bridge26-b200-gpt-oss-120b-64", "tokens_per_gpu", 13722, None, NB26, None, "third"),
     ("real-bridge26-gb300-qwen3-30b-a3b-8", "tokens_per_gpu", 30411, None, NB26, None, "third-flex"),
     ("real-bridge26-b200-qwen3-30b-a3b-8", "tokens_per_gpu", 26695, None, NB26, None, "third-flex"),
     ("real-bridge26-h100-nemotron3-nano-16", "tokens_per_gpu", 14890, None, NB26, None, "third-flex"),
@@ -270,7 +275,7 @@ REF += [
     ("real-bridge26-b300-deepseekv3-256", "tokens_per_gpu", 3099, None, NB26, None, "eighth-approx"),
     ("real-bridge26-b200-deepseekv3-256", "tokens_per_gpu", 2790, None, NB26, None, "eighth-approx"),
     ("real-bridge26-gb300-gpt-oss-120b-64", "tokens_per_gpu", 19366, None, NB26, None, "eighth"),
-    ("real-bridge26-gb200-gpt-oss-120b-64", "tokens_per_gpu", 15754, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-gb200-gpt-oss-120b-64", "tokens_per_gpu", 15754, None, NB26, None, "eighth"),
     ("real-bridge26-h100-gpt-oss-120b-64", "tokens_per_gpu", 5984, None, NB26, None, "eighth"),
     ("real-bridge26-gb200-qwen3-30b-a3b-8", "tokens_per_gpu", 26373, None, NB26, None, "eighth-flex"),
     ("real-bridge26-b300-qwen3-30b-a3b-8", "tokens_per_gpu", 29454, None, NB26, None, "eighth-flex"),
