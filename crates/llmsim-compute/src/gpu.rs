@@ -127,9 +127,9 @@ impl GpuSpec {
     }
 
     /// Peak dense FLOP/s for `dtype`, with fallbacks where the GPU lacks the tensor cores:
-    /// FP8 runs at the BF16 peak, BF16 at the FP16 peak (V100: Megatron trains in FP16), TF32 at
-    /// the FP32 peak, FP4 at the FP8 peak (a training scenario asking for FP8 or FP4 on such a GPU
-    /// is rejected before this: Transformer Engine refuses both there).
+    /// FP8 runs at the BF16 peak, BF16 at the FP16 peak, TF32 at the FP32 peak, FP4 at the FP8
+    /// peak (a training scenario asking for BF16, FP8 or FP4 on such a GPU is rejected before
+    /// this: the frameworks refuse or only emulate them there).
     /// MXFP8 runs at the FP8 peak: the block scales are applied inside the MMA; FP8 block scaling
     /// too (its lower rate on Hopper is in its efficiency rows).
     pub fn peak_flops(&self, dtype: DType) -> f64 {

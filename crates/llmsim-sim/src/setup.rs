@@ -55,11 +55,24 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
     // field, what it needs, the fix). Per-tensor FP8 (delayed or current scaling): TE's
     // `fp8_autocast` asserts FP8 support ("Device compute capability 8.9 or higher required for
     // FP8 execution", `pytorch/fp8.py` `check_fp8_support`); it does not fall back to BF16.
+    // BF16 (V100): PyTorch emulates BF16 below compute capability 8.0 without tensor cores and
+    // `torch.cuda.is_bf16_supported()` is false there; such a run is not what llmsim times.
     use llmsim_compute::DType;
     use llmsim_workload::Fp8Recipe;
     let (dtype, recipe) = (s.training.dtype, s.training.fp8_recipe);
     let fp8 = dtype == DType::Fp8;
+    let half = if gpu.supports(DType::Bf16) {
+        "use bf16 (or fp16)"
+    } else {
+        "use fp16"
+    };
     for (refused, field, needs, fix) in [
+        (
+            dtype == DType::Bf16 && !gpu.supports(DType::Bf16),
+            "training.dtype",
+            "bf16 needs BF16 tensor cores (Ampere or newer: compute capability 8.0)",
+            "use fp16",
+        ),
         (
             fp8 && recipe == Fp8Recipe::Mxfp8 && gpu.arch != llmsim_ccl::tuning::GpuArch::Blackwell,
             "training.fp8_recipe",
@@ -76,7 +89,7 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
             fp8 && !gpu.supports(DType::Fp8),
             "training.dtype",
             "fp8 needs FP8 tensor cores (Ada, Hopper or Blackwell; Transformer Engine requires compute capability 8.9)",
-            "use bf16 (or fp16)",
+            half,
         ),
         (
             dtype == DType::Fp4 && !gpu.supports(DType::Fp4),

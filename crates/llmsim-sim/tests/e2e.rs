@@ -319,13 +319,34 @@ fn fp8_is_refused_on_gpus_without_fp8_tensor_cores() {
                 .err()
                 .expect("refused")
                 .to_string();
-            assert!(e.contains("training.dtype") && e.contains(gpu) && e.contains("use bf16"), "{e}");
+            let fix = if gpu == "V100" { "use fp16" } else { "use bf16" };
+            assert!(e.contains("training.dtype") && e.contains(gpu) && e.contains(fix), "{e}");
         }
     }
     // H100 runs it; BF16 on the A100 runs.
     run(&scenario(LLAMA_FP8_B200, &["cluster.gpu=H100"]), RunOptions::default());
     run(
         &scenario(LLAMA_FP8_B200, &["cluster.gpu=A100", "training.dtype=bf16"]),
+        RunOptions::default(),
+    );
+}
+
+/// BF16 needs BF16 tensor cores: on a V100 (compute capability 7.0) it used to run silently at
+/// the FP16 peak; now it is refused, naming the field and the fix. FP16 runs there.
+#[test]
+fn bf16_is_refused_on_gpus_without_bf16_tensor_cores() {
+    let s = scenario(LLAMA_FP8_B200, &["cluster.gpu=V100", "training.dtype=bf16"]);
+    let e = simulate(&s, &RunOptions::default(), &mut |_, _| {})
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("training.dtype") && e.contains("V100") && e.contains("use fp16"), "{e}");
+    for gpu in ["A100", "H100", "MI300X"] {
+        let g = format!("cluster.gpu={gpu}");
+        run(&scenario(LLAMA_FP8_B200, &[&g, "training.dtype=bf16"]), RunOptions::default());
+    }
+    run(
+        &scenario(LLAMA_FP8_B200, &["cluster.gpu=V100", "training.dtype=fp16"]),
         RunOptions::default(),
     );
 }

@@ -77,7 +77,8 @@ pub struct TrainingConfig {
     /// Samples per iteration over all replicas. Default 0, meaning `micro_batch_size · dp`
     /// (one micro-batch per DP rank). Megatron `--global-batch-size`.
     pub global_batch_size: u64,
-    /// Math and activation dtype. Default bf16. `fp8` (Ada, Hopper or Blackwell: a GPU without
+    /// Math and activation dtype. Default bf16 (Ampere or newer: on a V100, which has no BF16
+    /// tensor cores, it is refused; use fp16 there). `fp8` (Ada, Hopper or Blackwell: a GPU without
     /// FP8 tensor cores, such as A100 or V100, is refused, as Transformer Engine refuses it) and
     /// `fp4` (NVFP4, Transformer Engine's `NVFP4BlockScaling`, Blackwell only) run the linear
     /// layers' GEMMs in that format and keep activations, attention and the memory-bound ops in
