@@ -362,20 +362,19 @@ REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
     # VALIDATION_ONLY=third (or base, new, approx): run only the rows whose set starts with it.
     REF = [r for r in REF if r[6].startswith(os.environ["VALIDATION_ONLY"])]
-NOSTAT = {"approx", "new-regression", "tenth-regression", "tenth-approx", "tenth-nx", "eleventh-approx", "eleventh-nx",
-          "twelfth-approx", "twelfth-nx",
-          "third-approx", "third-nx", "fourth-nx", "fifth-eager", "fifth-approx", "seventh-approx", "seventh-nx",
-          "eighth-approx", "eighth-nx"}
-LABEL = {"approx": " (approximate)", "new-regression": " (release regression)",
-         "tenth-regression": " (release regression)", "tenth-approx": " (approximate)",
-         "tenth-nx": " (not expressible)", "eleventh-approx": " (approximate)", "eleventh-nx": " (not expressible)",
-         "twelfth-approx": " (approximate)", "twelfth-nx": " (not expressible)",
-         "third-approx": " (approximate)", "third-nx": " (not expressible)",
-         "fourth-nx": " (not expressible)", "fifth-eager": " (eager, not expressible)", "fifth-approx": " (approximate)",
-         "seventh-approx": " (approximate)", "seventh-nx": " (not expressible)",
-         "eighth-approx": " (approximate)", "eighth-nx": " (not expressible)"}
+# A group is "<set>" or "<set>-<kind>"; its kind says whether its rows are in the statistics and
+# how the row is labelled. "approx" alone is the first sets' approximate rows.
+SETS = ["base", "new", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+        "twelfth"]
+KIND_LABEL = {"approx": " (approximate)", "nx": " (not expressible)", "regression": " (release regression)",
+              "eager": " (eager, not expressible)"}
 
-REGRESSION = {"new-regression", "tenth-regression"}
+def kind(group):
+    return "approx" if group == "approx" else group.partition("-")[2]
+
+NOSTAT = {g for g in {r[6] for r in REF} | {"approx"} if kind(g) in KIND_LABEL}
+LABEL = {g: KIND_LABEL[kind(g)] for g in NOSTAT}
+REGRESSION = {g for g in NOSTAT if kind(g) == "regression"}
 
 def run(name):
     path = f"bench/scenarios/{name}.yaml"
@@ -444,69 +443,55 @@ def summary(label, rows, rej, total):
           f"max {100 * errs[-1]:.1f}%; within 5%: {within(0.05)}/{n}, within 10%: {within(0.10)}/{n}, "
           f"within 20%: {within(0.20)}/{n}; optimistic (llmsim faster): {opt}/{n}.")
 
-for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 2026-11-25", {"new"}), ("All", {"base", "new"}),
-                      ("Third set added 2026-11-26 (Bridge 26.02.01)", {"third", "third-flex"}),
+GROUPS = {r[6] for r in REF}
+
+def of_sets(sets, regression=False):
+    """The groups of `sets` whose rows are in the statistics (and, with `regression`, the
+    release-regression rows)."""
+    return {g for g in GROUPS if g.partition("-")[0] in sets and (g not in NOSTAT or (regression and g in REGRESSION))}
+
+def first(n, regression=False):
+    return of_sets(SETS[:n], regression)
+
+for label, groups in [("First set (28 rows)", {"base"}), ("Held-out set added 2026-11-25", {"new"}), ("All", first(2)),
+                      ("Third set added 2026-11-26 (Bridge 26.02.01)", of_sets({"third"})),
                       ("Third set without its HybridEP (flex dispatcher) rows", {"third"}),
-                      ("All three sets", {"base", "new", "third", "third-flex"}),
+                      ("All three sets", first(3)),
                       ("Fourth set added 2026-11-27 (NeMo Automodel)", {"fourth"}),
-                      ("All four sets", {"base", "new", "third", "third-flex", "fourth"}),
+                      ("All four sets", first(4)),
                       ("Fifth set added 2026-11-27 (TorchTitan, BLOOM)", {"fifth"}),
-                      ("All five sets", {"base", "new", "third", "third-flex", "fourth", "fifth"}),
-                      ("Sixth set added 2026-11-27 (MegaScale's Megatron-LM baseline)", {"sixth", "sixth-t3", "sixth-f9"}),
+                      ("All five sets", first(5)),
+                      ("Sixth set added 2026-11-27 (MegaScale's Megatron-LM baseline)", of_sets({"sixth"})),
                       ("Sixth set, Table 2 rows only (measured iteration times)", {"sixth"}),
-                      ("All six sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9"}),
-                      ("Seventh set added 2026-11-28 (Bridge 26.08)", {"seventh", "seventh-flex"}),
-                      ("All seven sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                          "seventh", "seventh-flex"}),
-                      ("Eighth set added 2026-11-28 (rest of Bridge 26.02.01)", {"eighth", "eighth-flex"}),
+                      ("All six sets", first(6)),
+                      ("Seventh set added 2026-11-28 (Bridge 26.08)", of_sets({"seventh"})),
+                      ("All seven sets", first(7)),
+                      ("Eighth set added 2026-11-28 (rest of Bridge 26.02.01)", of_sets({"eighth"})),
                       ("Eighth set without its HybridEP (flex dispatcher) rows", {"eighth"}),
-                      ("All eight sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                          "seventh", "seventh-flex", "eighth", "eighth-flex"}),
+                      ("All eight sets", first(8)),
                       ("Ninth set added 2026-11-28 (V100, MI355X)", {"ninth"}),
-                      ("All nine sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                         "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth"}),
-                      ("All nine sets with the release-regression row", {"base", "new", "new-regression", "third", "third-flex",
-                                                                         "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                                                         "seventh", "seventh-flex", "eighth", "eighth-flex",
-                                                                         "ninth"}),
-                      ("Tenth set added 2026-11-29 (Bridge 26.06.01)", {"tenth-flex"}),
-                      ("Tenth set with its release-regression rows", {"tenth-flex", "tenth-regression"}),
-                      ("All ten sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                        "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth", "tenth-flex"}),
-                      ("All ten sets with the release-regression rows", {"base", "new", "new-regression", "third", "third-flex",
-                                                                         "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                                                         "seventh", "seventh-flex", "eighth", "eighth-flex",
-                                                                         "ninth", "tenth-flex", "tenth-regression"}),
-                      ("Eleventh set added 2026-11-29 (Bridge 26.06, new layouts)", {"eleventh", "eleventh-flex"}),
-                      ("All eleven sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                           "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth", "tenth-flex", "eleventh",
-                                           "eleventh-flex"}),
-                      ("All eleven sets with the release-regression rows", {"base", "new", "new-regression", "third", "third-flex",
-                                                                            "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                                                            "seventh", "seventh-flex", "eighth", "eighth-flex",
-                                                                            "ninth", "tenth-flex", "tenth-regression", "eleventh",
-                                                                            "eleventh-flex"}),
-                      ("Twelfth set added 2026-11-29 (Bridge 26.04.01, new layouts)", {"twelfth", "twelfth-flex"}),
-                      ("All twelve sets", {"base", "new", "third", "third-flex", "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                           "seventh", "seventh-flex", "eighth", "eighth-flex", "ninth", "tenth-flex", "eleventh",
-                                           "eleventh-flex", "twelfth", "twelfth-flex"}),
-                      ("All twelve sets with the release-regression rows", {"base", "new", "new-regression", "third", "third-flex",
-                                                                            "fourth", "fifth", "sixth", "sixth-t3", "sixth-f9",
-                                                                            "seventh", "seventh-flex", "eighth", "eighth-flex",
-                                                                            "ninth", "tenth-flex", "tenth-regression", "eleventh",
-                                                                            "eleventh-flex", "twelfth", "twelfth-flex"})]:
+                      ("All nine sets", first(9)),
+                      ("All nine sets with the release-regression row", first(9, regression=True)),
+                      ("Tenth set added 2026-11-29 (Bridge 26.06.01)", of_sets({"tenth"})),
+                      ("Tenth set with its release-regression rows", of_sets({"tenth"}, regression=True)),
+                      ("All ten sets", first(10)),
+                      ("All ten sets with the release-regression rows", first(10, regression=True)),
+                      ("Eleventh set added 2026-11-29 (Bridge 26.06, new layouts)", of_sets({"eleventh"})),
+                      ("All eleven sets", first(11)),
+                      ("All eleven sets with the release-regression rows", first(11, regression=True)),
+                      ("Twelfth set added 2026-11-29 (Bridge 26.04.01, new layouts)", of_sets({"twelfth"})),
+                      ("All twelve sets", first(12)),
+                      ("All twelve sets with the release-regression rows", first(12, regression=True))]:
     summary(label, [x for x in ratios if x[2] in groups], [n for n, g in rejected if g in groups],
             sum(1 for r in REF if r[6] in groups))
-napprox = sum(1 for r in REF if r[6] in ("approx", "third-approx", "fifth-approx", "seventh-approx", "eighth-approx",
-                                         "tenth-approx", "eleventh-approx", "twelfth-approx"))
+napprox = sum(1 for r in REF if kind(r[6]) == "approx")
 if napprox:
     print(f"({napprox} approximate rows shown above are in no statistic.)")
 nreg = sum(1 for r in REF if r[6] in REGRESSION)
 if nreg:
     print(f"({nreg} row(s) measured in a release its maintainers filed as a performance regression are in no statistic"
           " but the lines that name them.)")
-nnx = sum(1 for r in REF if r[6] in ("third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx",
-                                     "twelfth-nx"))
+nnx = sum(1 for r in REF if kind(r[6]) == "nx")
 if nnx:
     print(f"({nnx} row(s) llmsim cannot express, shown above with llmsim's error, are in no statistic and not counted as rejected.)")
 print()

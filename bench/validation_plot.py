@@ -71,27 +71,17 @@ PANEL = {
     "twelfth-approx": "twelfth",
     "twelfth-nx": "twelfth",
 }
-NO_STATISTIC = {
-    "approx",
-    "new-regression",
-    "tenth-regression",
-    "tenth-approx",
-    "tenth-nx",
-    "eleventh-approx",
-    "eleventh-nx",
-    "twelfth-approx",
-    "twelfth-nx",
-    "third-approx",
-    "third-nx",
-    "fourth-nx",
-    "fifth-eager",
-    "fifth-approx",
-    "seventh-approx",
-    "seventh-nx",
-    "eighth-approx",
-    "eighth-nx",
-}
-NOT_EXPRESSIBLE = {"third-nx", "fourth-nx", "seventh-nx", "eighth-nx", "tenth-nx", "eleventh-nx", "twelfth-nx"}
+
+
+def _kind(group):
+    """A group is "<set>" or "<set>-<kind>" (bench/validation.sh); "approx" alone is the first
+    sets' approximate rows."""
+    return "approx" if group == "approx" else group.partition("-")[2]
+
+
+# Approximate, not-expressible, eager and release-regression rows are in no statistic.
+NO_STATISTIC = {g for g in PANEL if _kind(g) in ("approx", "nx", "eager", "regression")}
+NOT_EXPRESSIBLE = {g for g in PANEL if _kind(g) == "nx"}
 COLUMNS = ["row", "set", "gpu", "gpus", "parallel", "convention", "published", "llmsim", "ratio", "rejected"]
 GPU_COLOURS = {
     "A100": "#4c72b0",
