@@ -89,6 +89,12 @@ pub struct ExpandParams {
     /// crosses servers, so it is paid once per piece per data dependency and before the first
     /// send. Default zero.
     pub injection_latency: SimTime,
+    /// An all-to-all's sends leave each rank one at a time per link class (peers in its own
+    /// server over NVLink, the others over the network), in NCCL's round order, instead of all
+    /// at once ([`direct_all_to_all`]). For a network without contention (the analytical
+    /// backend), where sending to every peer at once would give each transfer a whole NIC.
+    /// Default false.
+    pub all_to_all_rounds: bool,
 }
 
 /// The cross-server step of a hierarchical all-reduce (one per rail, `bytes / m` each).
@@ -123,6 +129,7 @@ impl Default for ExpandParams {
             chunks: None,
             chunks_in_flight: None,
             injection_latency: SimTime::ZERO,
+            all_to_all_rounds: false,
         }
     }
 }
@@ -741,6 +748,9 @@ pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Ex
     let g = sorted_group(topo, group)?;
     let n = g.len() as u64;
     let chunks = u64::from(p.chunks.unwrap_or(1).max(1));
+    if p.all_to_all_rounds {
+        return Ok(all_to_all_in_rounds(topo, bytes, &g, p, chunks));
+    }
     let in_flight = p.chunks_in_flight.map_or(chunks, u64::from).max(1);
     let gated = in_flight < chunks;
     let mut plan = CollectivePlan::new(Expansion::DirectAllToAll);
@@ -800,6 +810,54 @@ pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Ex
         }
     }
     Ok(plan)
+}
+
+/// [`direct_all_to_all`] with [`ExpandParams::all_to_all_rounds`]: NCCL runs an all-to-all's
+/// point-to-point operations in rounds in which each rank has one send and one receive (its
+/// `p2pSchedule`, `src/init.cc`: round `d` sends to the rank `d` after it), so a rank's sends
+/// share its links rather than each getting them whole. Here each rank's sends of one link
+/// class (the peers in its own server, over NVLink; the others, over the network) run one after
+/// another in that order, piece by piece, while the two classes run side by side; only the
+/// first send of each class pays the step overhead (NCCL keeps several rounds in flight over
+/// its channels). On a network without contention this times a rank's share of the all-to-all
+/// as its bytes over its own links, the time fair sharing gives.
+fn all_to_all_in_rounds(topo: &Topology, bytes: Bytes, g: &[NodeId], p: &ExpandParams, chunks: u64) -> CollectivePlan {
+    let n = g.len();
+    let mut plan = CollectivePlan::new(Expansion::DirectAllToAll);
+    // The last send of each rank in each link class: [same server, other servers].
+    let mut last: Vec<[Option<u32>; 2]> = vec![[None, None]; n];
+    for c in 0..chunks {
+        for d in 1..n {
+            for (i, src) in g.iter().enumerate() {
+                let j = (i + d) % n;
+                let dst = g[j];
+                let class = usize::from(topo.server_of(*src) != topo.server_of(dst));
+                let pair = split_bytes(bytes.0, n as u64, j as u64).0;
+                let order: Vec<u32> = last[i][class].into_iter().collect();
+                last[i][class] = Some(plan.push_ordered(
+                    PlanNode {
+                        step: Step::Transfer {
+                            src: *src,
+                            dst,
+                            bytes: split_bytes(pair, chunks, c),
+                            route: route_for(topo, *src, dst, p.pxn),
+                            flow_hash: hash_of(0, *src, dst, 3),
+                        },
+                        channel: 0,
+                        phase: c as u32,
+                        overhead: if order.is_empty() {
+                            overhead(topo, p, *src, dst)
+                        } else {
+                            SimTime::ZERO
+                        },
+                    },
+                    &order,
+                    &[],
+                ));
+            }
+        }
+    }
+    plan
 }
 
 /// The whole collective inside one server, on the scale-up alpha-beta model: one local step per

@@ -84,6 +84,9 @@ pub struct PlanOptions {
     /// Injection latency per piece and cross-server step ([`ExpandParams::injection_latency`]).
     /// Default zero.
     pub injection_latency: SimTime,
+    /// Run each all-to-all in NCCL's rounds ([`ExpandParams::all_to_all_rounds`]): for a
+    /// network without contention. Default false.
+    pub all_to_all_rounds: bool,
 }
 
 /// Most pieces a collective may be split into (`chunks`): beyond it a 128-rank all-to-all
@@ -106,6 +109,7 @@ impl PlanOptions {
             all_to_all_chunks: None,
             chunks_in_flight: None,
             injection_latency: SimTime::ZERO,
+            all_to_all_rounds: false,
         }
     }
 
@@ -222,6 +226,7 @@ pub fn plan_collective(
         },
         chunks_in_flight: opts.chunks_in_flight,
         injection_latency: opts.injection_latency,
+        all_to_all_rounds: opts.all_to_all_rounds,
         ..ExpandParams::default()
     };
     let mut decision = None;

@@ -200,6 +200,7 @@ pub fn run(args: &CollectiveArgs) -> Result<CollectiveOutcome> {
         all_to_all_chunks: None,
         chunks_in_flight: args.chunks_in_flight,
         injection_latency,
+        all_to_all_rounds: args.backend == Backend::Analytical,
     };
     let PlannedCollective { plan, decision, note } =
         plan_collective(&topo, op, bytes, &group, &opts, &su).map_err(|e| anyhow::anyhow!("{e}"))?;

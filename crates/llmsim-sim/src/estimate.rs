@@ -81,6 +81,10 @@ const FLOW_SECONDS_PER_DP_STEP: f64 = 3.4e-8;
 /// and ran 211 s beside ~2 s of node and pipeline work. Small all-to-alls run faster (NeMo
 /// Automodel's DeepSeek-V3 on 256 GPUs: 1.1 s for an estimate of 1.7 s).
 const EP_SECONDS_PER_TRANSFER: f64 = 1.1e-6;
+/// The same on the analytical backend, whose all-to-alls run in NCCL's rounds (one transfer
+/// after another per rank): DeepSeek-V3 on 2,048 H800s (PP16 EP64 over 8 servers, all-to-all
+/// dispatcher, `bench/scenarios/real-deepseek-v3-paper-2048.yaml`) made ~112 M transfers in 36 s.
+const ANALYTICAL_EP_SECONDS_PER_TRANSFER: f64 = 3.2e-7;
 /// Seconds per byte of data-parallel collective plans on the analytical backend, whose time is
 /// mostly building them (GPT-3 175B, TP8 PP8: 1.9 s for 537 MB of plans at 131,072 GPUs).
 const ANALYTICAL_SECONDS_PER_PLAN_BYTE: f64 = 3.5e-9;
@@ -193,7 +197,7 @@ impl Estimate {
     }
 
     /// The same run with the network transfers of its expert-parallel all-to-alls that cross
-    /// servers counted in its time (flow and packet backends): each rank sends one transfer to
+    /// servers counted in its time: each rank sends one transfer to
     /// every peer of its group on another server (`ep - 1` peers for a group of `ep` ranks that
     /// spans servers; `servers - 1` for the flex dispatcher's inter-server step). A 256-GPU MoE
     /// run with EP32 over 4 servers made ~0.19 G such transfers and ran ~20x its estimate without
@@ -201,7 +205,7 @@ impl Estimate {
     /// are not all in flight at once.
     #[must_use]
     pub fn with_ep_transfers(mut self, wl: &Workload, layout: Layout, active_dp: u32, gpus_per_node: u32, backend: Backend) -> Self {
-        if backend == Backend::Analytical || layout.ep < 2 {
+        if layout.ep < 2 {
             return self;
         }
         let (ep, gpn) = (u64::from(layout.ep), u64::from(gpus_per_node.max(1)));
@@ -229,7 +233,11 @@ impl Estimate {
                 units * per_unit * u64::from(layout.tp)
             })
             .sum();
-        self.seconds += EP_SECONDS_PER_TRANSFER * transfers as f64 * network_factor(backend);
+        let per_transfer = match backend {
+            Backend::Analytical => ANALYTICAL_EP_SECONDS_PER_TRANSFER,
+            _ => EP_SECONDS_PER_TRANSFER * network_factor(backend),
+        };
+        self.seconds += per_transfer * transfers as f64;
         self
     }
 

@@ -318,6 +318,9 @@ pub(crate) fn cluster_setup(
         all_to_all_chunks: s.collectives.all_to_all_chunks,
         chunks_in_flight: s.collectives.chunks_in_flight,
         injection_latency: s.collectives.injection_latency,
+        // Without contention, an all-to-all sent to every peer at once would give each transfer
+        // a whole NIC: the analytical backend runs NCCL's rounds instead.
+        all_to_all_rounds: s.network.backend == crate::scenario::Backend::Analytical,
     };
     plan.check_chunks().map_err(|e| match e {
         llmsim_ccl::CclError::Invalid { field, message } => SimError::Scenario {
