@@ -733,6 +733,17 @@ pub enum PipelineSchedule {
     /// Interleaved 1F1B with `vpp` model chunks per stage.
     #[serde(rename = "interleaved")]
     Interleaved,
+    /// DualPipeV (deepseek-ai/DualPipe `dualpipev.py`, the "cut-in-half" DualPipe of the
+    /// DeepSeek-V3 report): each rank holds two chunks in a V, virtual stage `s` and `2·pp-1-s`
+    /// (`vpp` is 2), micro-batches go down the ranks through chunk 0 and back up through
+    /// chunk 1, so rank 0 holds both the embedding and the loss. With `moe_a2a_overlap` each
+    /// steady-state forward runs merged with another micro-batch's backward (DualPipe's
+    /// overlapped forward-backward). The zero-bubble split of the weight gradients is not
+    /// modelled (each backward computes its weight gradients at once), so the bubble is
+    /// (pp-1)(F&B + B) in chunk units rather than (pp-1)(F&B + B - 3W). Needs at least `2·pp`
+    /// micro-batches.
+    #[serde(rename = "dualpipev", alias = "dualpipe_v")]
+    DualPipeV,
 }
 
 // serde's aliases, which schemars does not see (`llmsim schema`; llmsim-cli's schema test checks
@@ -749,7 +760,7 @@ fn training_aliases(s: &mut schemars::Schema) {
 }
 
 fn schedule_aliases(s: &mut schemars::Schema) {
-    llmsim_core::schema::add_variant_aliases(s, &[("1F1B", "1f1b"), ("one_f_one_b", "1f1b")]);
+    llmsim_core::schema::add_variant_aliases(s, &[("1F1B", "1f1b"), ("one_f_one_b", "1f1b"), ("dualpipe_v", "dualpipev")]);
 }
 
 fn parallel_aliases(s: &mut schemars::Schema) {
@@ -876,9 +887,10 @@ pub struct ParallelConfig {
     /// Parameters per DP gradient bucket. Default 0 = Megatron's `max(40_000_000, 1_000_000 · dp)`,
     /// filled in by [`ParallelConfig::resolve`].
     pub grad_bucket_size: u64,
-    /// Layers of each virtual pipeline stage, in Megatron's order `chunk·pp + stage` (`pp·vpp`
-    /// entries summing to `num_hidden_layers`; a stage may hold 0, e.g. a chunk with the
-    /// embedding only). Default empty: an even split, or the one the options below ask for;
+    /// Layers of each virtual pipeline stage, in model order: Megatron's `chunk·pp + stage`
+    /// (`pp·vpp` entries summing to `num_hidden_layers`; a stage may hold 0, e.g. a chunk with
+    /// the embedding only), or for `schedule: dualpipev` the V's `2·pp` stages (rank 0's first
+    /// chunk, ..., rank pp-1's two chunks, ..., rank 0's second chunk). Default empty: an even split, or the one the options below ask for;
     /// [`ParallelConfig::resolve`] fills it in whenever the split is uneven.
     pub pipeline_layers: Vec<u64>,
     /// Layers on the first pipeline stage (over its `vpp` chunks); the others split the rest
@@ -1182,7 +1194,40 @@ impl ParallelConfig {
     /// Whether the compute stream waits for each pipeline send to be delivered: with the
     /// non-interleaved schedules always, with the interleaved one unless `overlap_p2p_comm`.
     pub fn pp_sends_block(&self, interleaved: bool) -> bool {
-        !(interleaved && self.overlap_p2p_comm)
+        !(interleaved && self.overlap_p2p_comm) && self.schedule != PipelineSchedule::DualPipeV
+    }
+
+    /// Whether the plan runs the DualPipeV schedule ([`PipelineSchedule::DualPipeV`]).
+    pub fn dual_pipe_v(&self) -> bool {
+        self.schedule == PipelineSchedule::DualPipeV
+    }
+
+    /// Model chunks per pipeline rank in the schedule that runs: `vpp` interleaved, 2 for
+    /// DualPipeV, else 1.
+    pub fn chunks_per_stage(&self) -> u64 {
+        match self.schedule {
+            PipelineSchedule::Interleaved => self.vpp.max(1),
+            PipelineSchedule::DualPipeV => 2,
+            PipelineSchedule::OneFOneB => 1,
+        }
+    }
+
+    /// The virtual stage (position along the model, from 0) of chunk `chunk` of pipeline rank
+    /// `stage`: `chunk·pp + stage` (Megatron's interleaving), or DualPipeV's V, where chunk 1 of
+    /// rank `s` is virtual stage `2·pp-1-s`.
+    pub fn virtual_stage(&self, stage: u64, chunk: u64) -> u64 {
+        let pp = self.pp.max(1);
+        if self.dual_pipe_v() && chunk == 1 {
+            2 * pp - 1 - stage
+        } else {
+            chunk * pp + stage
+        }
+    }
+
+    /// The pipeline rank that holds the output layer, the final norm and the loss: the last,
+    /// or rank 0 under DualPipeV (the V comes back to it).
+    pub fn head_stage(&self) -> u64 {
+        if self.dual_pipe_v() { 0 } else { self.pp.max(1) - 1 }
     }
 
     /// Ranks the expert parameters' gradients are reduced over: `tp · dp · cp / (etp · ep)`
@@ -1358,9 +1403,9 @@ impl ParallelConfig {
                 ))
             } else if training.recompute == Recompute::Full {
                 Some("cannot run with full recomputation (Megatron asserts it); use recompute: selective or none".to_string())
-            } else if p.pp > 1 && p.vpp <= 1 {
+            } else if p.pp > 1 && p.vpp <= 1 && !p.dual_pipe_v() {
                 Some(format!(
-                    "with pp={} needs the interleaved schedule (Megatron asserts vpp or dualpipev); set parallel.vpp > 1",
+                    "with pp={} needs the interleaved schedule (Megatron asserts vpp or dualpipev); set parallel.vpp > 1 or parallel.schedule: dualpipev",
                     p.pp
                 ))
             } else if p.zero_stage >= 3 {
@@ -1495,7 +1540,49 @@ impl ParallelConfig {
         }
 
         // Pipeline.
-        if p.vpp > 1 {
+        if p.dual_pipe_v() {
+            if p.vpp > 2 {
+                return Err(WorkloadError::invalid(
+                    "parallel.vpp",
+                    format!(
+                        "vpp={}: the dualpipev schedule holds two chunks per rank (its V); leave vpp unset or set 2",
+                        p.vpp
+                    ),
+                ));
+            }
+            if p.pp < 2 {
+                return Err(WorkloadError::invalid("parallel.pp", "the dualpipev schedule needs pp >= 2"));
+            }
+            for (field, on) in [
+                ("parallel.first_stage_layers", p.first_stage_layers > 0),
+                ("parallel.last_stage_layers", p.last_stage_layers > 0),
+                (
+                    "parallel.account_for_embedding_in_pipeline_split",
+                    p.account_for_embedding_in_pipeline_split,
+                ),
+                ("parallel.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split),
+            ] {
+                if on {
+                    return Err(WorkloadError::invalid(
+                        field,
+                        "is not modelled with the dualpipev schedule; give parallel.pipeline_layers instead: 2*pp layer counts in the V's order (rank 0's first chunk, rank 1's, ..., rank pp-1's two chunks, ..., rank 0's second chunk)",
+                    ));
+                }
+            }
+            if p.zero_stage >= 3 {
+                return Err(WorkloadError::invalid(
+                    "parallel.zero_stage",
+                    "ZeRO-3/FSDP is not modelled with the dualpipev schedule; use zero_stage 1 (the distributed optimizer) or 2",
+                ));
+            }
+            if training.cpu_offload_layers > 0 {
+                return Err(WorkloadError::invalid(
+                    "training.cpu_offload_layers",
+                    "activation offloading is not modelled with the dualpipev schedule; remove it",
+                ));
+            }
+            p.vpp = 2;
+        } else if p.vpp > 1 {
             p.schedule = PipelineSchedule::Interleaved;
         }
         let layers = model.num_hidden_layers;
@@ -1682,6 +1769,21 @@ impl ParallelConfig {
                 "parallel.pipeline_flushes",
                 format!("{flushes} schedules per step must divide the {m_all} micro-batches per step; use a divisor of {m_all}"),
             ));
+        }
+        // DualPipeV: every rank runs at least two micro-batches per rank of the pipeline
+        // (`dualpipev.py` asserts num_chunks >= num_ranks * 2).
+        if p.dual_pipe_v() {
+            let m = p.micro_batches(training) / flushes;
+            if m < 2 * p.pp {
+                return Err(WorkloadError::invalid(
+                    "training.global_batch_size",
+                    format!(
+                        "the dualpipev schedule needs at least 2*pp = {} micro-batches per schedule, got {m}; raise training.global_batch_size to at least {}",
+                        2 * p.pp,
+                        2 * p.pp * flushes * training.micro_batch_size.max(1) * p.dp.max(1)
+                    ),
+                ));
+            }
         }
         // Interleaving.
         if p.schedule == PipelineSchedule::Interleaved {

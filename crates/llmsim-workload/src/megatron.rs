@@ -207,6 +207,97 @@ fn schedule_one(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: b
     out
 }
 
+/// The schedule stage `stage` of a resolved plan runs over `microbatches` micro-batches:
+/// Megatron's 1F1B or interleaved order ([`schedule_flushes`]), or DualPipeV's
+/// ([`dualpipev_schedule`]), each `parallel.pipeline_flushes` times.
+pub fn stage_schedule(p: &ParallelConfig, stage: u64, microbatches: u64) -> Vec<ScheduleStep> {
+    let pp = p.pp.max(1);
+    let f = p.pipeline_flushes.max(1);
+    if p.dual_pipe_v() {
+        let m = microbatches;
+        if f == 1 || !m.is_multiple_of(f) {
+            return dualpipev_schedule(stage, pp, m, p.moe_a2a_overlap);
+        }
+        let per = m / f;
+        return (0..f)
+            .flat_map(|i| {
+                dualpipev_schedule(stage, pp, per, p.moe_a2a_overlap)
+                    .into_iter()
+                    .map(move |s| ScheduleStep {
+                        microbatch: s.microbatch + i * per,
+                        ..s
+                    })
+            })
+            .collect();
+    }
+    let interleaved = p.schedule == PipelineSchedule::Interleaved && p.vpp > 1;
+    let vpp = if interleaved { p.vpp } else { 1 };
+    schedule_flushes(stage, pp, microbatches, vpp, interleaved, p.moe_a2a_overlap, f)
+}
+
+/// DualPipeV's order of passes on rank `stage` of `pp` over `m` micro-batches (m >= 2·pp), as
+/// deepseek-ai/DualPipe `dualpipe/dualpipev.py` (`DualPipeV.step`) runs them: chunk 0 is virtual
+/// stage `stage`, chunk 1 virtual stage `2·pp-1-stage`, and `F0`/`F1`/`B0`/`B1` take the next
+/// micro-batch of their chunk.
+///
+/// 1. `2(pp-stage-1)` x F0; 2. `stage+1` x (F0, F1); 3. `pp-stage-1` x (B1, F1);
+/// 4. `m-2pp+stage+1` x (F0 & B1, F1 & B0); 5. `pp-stage-1` x (B1, F1 & B0);
+/// 6. `stage+1` x (B1, B0); 7. `pp-stage-1` x B0.
+///
+/// `X & Y` is DualPipe's overlapped forward-backward, a merged step when `merged`
+/// (`parallel.moe_a2a_overlap`), else X then Y; the last rank runs its first step-4 pair
+/// unmerged, as the reference does. The weight-gradient chunks (`W`) the reference defers to
+/// fill bubbles (zero bubble) are not split off: each backward includes its weight gradients.
+pub fn dualpipev_schedule(stage: u64, pp: u64, m: u64, merged: bool) -> Vec<ScheduleStep> {
+    let r = stage;
+    let mut out = Vec::with_capacity(4 * m as usize);
+    let mut next = [[0u64; 2]; 2]; // [forward, backward][chunk]
+    let mut pass = |out: &mut Vec<ScheduleStep>, dir: Direction, chunk: u64, merge: bool| {
+        let d = usize::from(dir == Direction::Backward);
+        let mb = next[d][chunk as usize];
+        next[d][chunk as usize] += 1;
+        out.push(ScheduleStep {
+            dir,
+            microbatch: mb,
+            chunk,
+            merged: merge,
+            steady: false,
+        });
+    };
+    use Direction::{Backward as B, Forward as F};
+    let rest = pp - r - 1;
+    for _ in 0..2 * rest {
+        pass(&mut out, F, 0, false);
+    }
+    for _ in 0..=r {
+        pass(&mut out, F, 0, false);
+        pass(&mut out, F, 1, false);
+    }
+    for _ in 0..rest {
+        pass(&mut out, B, 1, false);
+        pass(&mut out, F, 1, false);
+    }
+    for i in 0..(m + r + 1).saturating_sub(2 * pp) {
+        pass(&mut out, F, 0, merged && !(i == 0 && r == pp - 1));
+        pass(&mut out, B, 1, false);
+        pass(&mut out, F, 1, merged);
+        pass(&mut out, B, 0, false);
+    }
+    for _ in 0..rest {
+        pass(&mut out, B, 1, false);
+        pass(&mut out, F, 1, merged);
+        pass(&mut out, B, 0, false);
+    }
+    for _ in 0..=r {
+        pass(&mut out, B, 1, false);
+        pass(&mut out, B, 0, false);
+    }
+    for _ in 0..rest {
+        pass(&mut out, B, 0, false);
+    }
+    out
+}
+
 struct Builder<'a> {
     m: &'a ModelConfig,
     t: &'a TrainingConfig,
@@ -614,9 +705,8 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
             .collect(),
     };
     let mb = p.micro_batches(t);
-    let vpp = p.vpp.max(1);
-    let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
-    let vpp = if interleaved { vpp } else { 1 };
+    let interleaved = p.schedule == PipelineSchedule::Interleaved && p.vpp > 1;
+    let vpp = p.chunks_per_stage();
     let mut stages = Vec::with_capacity(p.pp as usize);
     for s in 0..p.pp {
         let opt_ops = ops::optimizer_step(ops::stage_params(m, p, s), t, p);
@@ -665,8 +755,9 @@ enum BucketItem {
 fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chunk: bool) -> Buckets {
     let pp = p.pp;
     let first_virtual = |c: u64| s == 0 && c == 0;
-    let last_virtual = |c: u64| s == pp - 1 && c == vpp - 1;
-    let tied_copy = mc.tie_word_embeddings && pp > 1;
+    let last_virtual = |c: u64| p.virtual_stage(s, c) == pp * vpp - 1;
+    // A tied embedding has a copy on the head's stage, unless that is stage 0 (DualPipeV).
+    let tied_copy = mc.tie_word_embeddings && p.head_stage() != 0;
     let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
     let bucket_cap = if p.grad_bucket_size > 0 {
         p.grad_bucket_size
@@ -744,11 +835,7 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
 /// Parameters of the largest FSDP unit (bucket) of stage `stage` on one rank, dense plus
 /// expert: what one gathered unit holds. `p` must be resolved.
 pub fn fsdp_unit_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
-    let vpp = if p.schedule == PipelineSchedule::Interleaved && p.vpp > 1 {
-        p.vpp
-    } else {
-        1
-    };
+    let vpp = p.chunks_per_stage();
     stage_buckets(m, p, stage, vpp, true)
         .buckets
         .iter()
@@ -869,8 +956,7 @@ fn stage_iteration(
     };
     // A pipeline send after `deps`: this stage's output forward to the next stage, or its input
     // gradient backward to the previous one; `chunk` is the receiver's.
-    let send = |prog: &mut Program, at: Node, dir: Direction, mb: u64, chunk: u64, deps: &[u32]| {
-        let peer = if dir == Direction::Forward { Peer::Next } else { Peer::Prev };
+    let send = |prog: &mut Program, at: Node, dir: Direction, peer: Peer, mb: u64, chunk: u64, deps: &[u32]| {
         push_p2p(prog, at, Some(send_stream), peer, dir, mb, chunk, act_bytes, deps)
     };
     let dist_opt = p.use_distributed_optimizer || p.zero_stage >= 1;
@@ -893,9 +979,52 @@ fn stage_iteration(
         layer: layer as u32,
     };
     let first_virtual = |c: u64| s == 0 && c == 0;
-    let last_virtual = |c: u64| s == pp - 1 && c == vpp - 1;
-    let tied_copy = mc.tie_word_embeddings && pp > 1;
+    let last_virtual = |c: u64| p.virtual_stage(s, c) == pp * vpp - 1;
+    // A tied embedding has a copy on the head's stage, unless that is stage 0 (DualPipeV).
+    let tied_copy = mc.tie_word_embeddings && p.head_stage() != 0;
     let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
+    // Where a chunk's activations come from and go, and its gradients (the peer, and for a send
+    // the receiver's chunk); `None` at the embedding and the head, and at DualPipeV's turn on the
+    // last rank, where chunk 0 hands over to chunk 1 on the same GPU (the compute stream's order
+    // carries it). Megatron's interleaving wraps from the last stage's chunk c to stage 0's c + 1.
+    let v_shape = p.dual_pipe_v();
+    let turn = |c: u64, at_chunk: u64| v_shape && s == pp - 1 && c == at_chunk;
+    let fwd_src = |c: u64| -> Option<Peer> {
+        if first_virtual(c) || turn(c, 1) {
+            None
+        } else if v_shape && c == 1 {
+            Some(Peer::Next)
+        } else {
+            Some(Peer::Prev)
+        }
+    };
+    let fwd_dst = |c: u64| -> Option<(Peer, u64)> {
+        if last_virtual(c) || turn(c, 0) {
+            None
+        } else if v_shape {
+            Some((if c == 1 { Peer::Prev } else { Peer::Next }, c))
+        } else {
+            Some((Peer::Next, if s == pp - 1 { c + 1 } else { c }))
+        }
+    };
+    let bwd_src = |c: u64| -> Option<Peer> {
+        if last_virtual(c) || turn(c, 0) {
+            None
+        } else if v_shape && c == 1 {
+            Some(Peer::Prev)
+        } else {
+            Some(Peer::Next)
+        }
+    };
+    let bwd_dst = |c: u64| -> Option<(Peer, u64)> {
+        if first_virtual(c) || turn(c, 1) {
+            None
+        } else if v_shape {
+            Some((if c == 1 { Peer::Next } else { Peer::Prev }, c))
+        } else {
+            Some((Peer::Prev, if s == 0 { c - 1 } else { c }))
+        }
+    };
 
     let Buckets {
         buckets,
@@ -908,7 +1037,7 @@ fn stage_iteration(
         stream: Stream::Dp,
         ..base(Phase::GradSync, NONE as u64, 0, NONE as u64)
     };
-    let sched = schedule_flushes(s, pp, m, vpp, interleaved, p.moe_a2a_overlap, p.pipeline_flushes);
+    let sched = stage_schedule(p, s, m);
     // FSDP: every unit computation of the iteration, in program order. With reshard after
     // forward, each micro-batch gathers a unit before its forward and its backward and
     // reduce-scatters its gradients after the backward (Megatron-FSDP reduce-scatters every
@@ -1068,7 +1197,7 @@ fn stage_iteration(
     let paired = interleaved && vpp > 1 && send_stream == Stream::Compute && p.pp_impl == PpImpl::Megatron;
     // The forward's send held back for the backward of its pair, and whether that backward's
     // receive was posted already.
-    let mut deferred_send: Option<(Node, u64, u64, Vec<u32>)> = None;
+    let mut deferred_send: Option<(Node, Peer, u64, u64, Vec<u32>)> = None;
     let mut b_recv_posted = false;
     let mut steps = sched.into_iter().peekable();
     while let Some(ScheduleStep {
@@ -1091,14 +1220,14 @@ fn stage_iteration(
             let (fm, fc) = (mb, c);
             // Both passes' receives first (the forward's input, the backward's gradient).
             let mut fdeps: Vec<u32> = std::mem::take(&mut entry_deps);
-            if !first_virtual(fc) {
+            if let Some(peer) = fwd_src(fc) {
                 let at = base(Phase::Forward, fm, fc, NONE as u64);
-                push_p2p(prog, at, None, Peer::Prev, Direction::Forward, fm, fc, act_bytes, &fdeps);
+                push_p2p(prog, at, None, peer, Direction::Forward, fm, fc, act_bytes, &fdeps);
                 fdeps.clear();
             }
-            if !last_virtual(bc) {
+            if let Some(peer) = bwd_src(bc) {
                 let at = base(Phase::Backward, bm, bc, NONE as u64);
-                push_p2p(prog, at, None, Peer::Next, Direction::Backward, bm, bc, act_bytes, &[]);
+                push_p2p(prog, at, None, peer, Direction::Backward, bm, bc, act_bytes, &[]);
             }
             // A backward item's bucket: the DDP gradient reduction of the last micro-batch.
             let mut close = |prog: &mut Program, item: BucketItem, after: Option<u32>| {
@@ -1153,22 +1282,25 @@ fn stage_iteration(
             let [fwait, bwait] = wait;
             if last_virtual(fc) {
                 flast = emit(prog, &tpl.head_fwd, base(Phase::Forward, fm, fc, NONE as u64), &fwait).or(flast);
-            } else {
-                let recv_chunk = if s == pp - 1 { fc + 1 } else { fc };
+            } else if let Some((peer, recv_chunk)) = fwd_dst(fc) {
                 let mut dep: Vec<u32> = flast.into_iter().collect();
                 dep.extend(fwait);
                 let at = base(Phase::Forward, fm, fc, NONE as u64);
-                send(prog, at, Direction::Forward, fm, recv_chunk, &dep);
+                send(prog, at, Direction::Forward, peer, fm, recv_chunk, &dep);
+            } else {
+                // DualPipeV's turn: the next chunk's compute waits for what this one left open.
+                entry_deps.extend(fwait);
             }
             if first_virtual(bc) {
                 blast = emit(prog, &tpl.emb_bwd, base(Phase::Backward, bm, bc, NONE as u64), &bwait).or(blast);
                 close(prog, BucketItem::Embedding, blast);
-            } else {
-                let recv_chunk = if s == 0 { bc - 1 } else { bc };
+            } else if let Some((peer, recv_chunk)) = bwd_dst(bc) {
                 let mut dep: Vec<u32> = blast.into_iter().collect();
                 dep.extend(bwait);
                 let at = base(Phase::Backward, bm, bc, NONE as u64);
-                send(prog, at, Direction::Backward, bm, recv_chunk, &dep);
+                send(prog, at, Direction::Backward, peer, bm, recv_chunk, &dep);
+            } else {
+                entry_deps.extend(bwait);
             }
             // The compute stream's last node, for what follows the step.
             last_compute = flast.max(blast).or(last_compute);
@@ -1176,9 +1308,9 @@ fn stage_iteration(
         }
         if dir == Direction::Forward {
             let mut deps: Vec<u32> = std::mem::take(&mut entry_deps);
-            if !first_virtual(c) {
+            if let Some(peer) = fwd_src(c) {
                 let at = base(Phase::Forward, mb, c, NONE as u64);
-                push_p2p(prog, at, None, Peer::Prev, Direction::Forward, mb, c, act_bytes, &deps);
+                push_p2p(prog, at, None, peer, Direction::Forward, mb, c, act_bytes, &deps);
                 deps.clear();
             }
             // A steady-state pair: the backward's receive joins this batch.
@@ -1187,10 +1319,10 @@ fn stage_iteration(
                 _ => None,
             };
             if let Some((bm, bc)) = pair
-                && !last_virtual(bc)
+                && let Some(peer) = bwd_src(bc)
             {
                 let at = base(Phase::Backward, bm, bc, NONE as u64);
-                push_p2p(prog, at, None, Peer::Next, Direction::Backward, bm, bc, act_bytes, &[]);
+                push_p2p(prog, at, None, peer, Direction::Backward, bm, bc, act_bytes, &[]);
                 b_recv_posted = true;
             }
             // Forward of one item; FSDP gathers at a unit's first item (in forward order).
@@ -1243,21 +1375,22 @@ fn stage_iteration(
             }
             if last_virtual(c) {
                 fwd_item(prog, &mut deps, BucketItem::Head, &tpl.head_fwd, NONE as u64);
-            } else {
-                let recv_chunk = if s == pp - 1 { c + 1 } else { c };
+            } else if let Some((peer, recv_chunk)) = fwd_dst(c) {
                 let dep: Vec<u32> = last_compute.into_iter().collect();
                 let at = base(Phase::Forward, mb, c, NONE as u64);
                 if pair.is_some() {
-                    deferred_send = Some((at, mb, recv_chunk, dep));
+                    deferred_send = Some((at, peer, mb, recv_chunk, dep));
                 } else {
-                    send(prog, at, Direction::Forward, mb, recv_chunk, &dep);
+                    send(prog, at, Direction::Forward, peer, mb, recv_chunk, &dep);
                 }
             }
         } else {
             let last_mb = mb == m - 1;
-            if !last_virtual(c) && !std::mem::take(&mut b_recv_posted) {
+            if let Some(peer) = bwd_src(c)
+                && !std::mem::take(&mut b_recv_posted)
+            {
                 let at = base(Phase::Backward, mb, c, NONE as u64);
-                push_p2p(prog, at, None, Peer::Next, Direction::Backward, mb, c, act_bytes, &[]);
+                push_p2p(prog, at, None, peer, Direction::Backward, mb, c, act_bytes, &[]);
             }
             let scattered = reduce_nodes.len();
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
@@ -1310,15 +1443,14 @@ fn stage_iteration(
                 entry_deps.extend(reduce_nodes.last().copied());
             }
             // The pair's forward send, then the backward's (one batch).
-            if let Some((at, fm, chunk, dep)) = deferred_send.take() {
-                send(prog, at, Direction::Forward, fm, chunk, &dep);
+            if let Some((at, peer, fm, chunk, dep)) = deferred_send.take() {
+                send(prog, at, Direction::Forward, peer, fm, chunk, &dep);
             }
-            if !first_virtual(c) {
-                let recv_chunk = if s == 0 { c - 1 } else { c };
+            if let Some((peer, recv_chunk)) = bwd_dst(c) {
                 // The gradient's send is issued after the backward returns, behind that wait.
                 let dep: Vec<u32> = last_compute.into_iter().chain(entry_deps.iter().copied()).collect();
                 let at = base(Phase::Backward, mb, c, NONE as u64);
-                send(prog, at, Direction::Backward, mb, recv_chunk, &dep);
+                send(prog, at, Direction::Backward, peer, mb, recv_chunk, &dep);
             }
         }
     }
@@ -1328,7 +1460,7 @@ fn stage_iteration(
         reduce_nodes.push(issue_reduce(prog, bi, &dep));
     }
     // Tied embedding: first and last stage all-reduce the embedding gradient.
-    if tied_copy && (s == 0 || s == pp - 1) {
+    if tied_copy && (s == 0 || s == p.head_stage()) {
         let dep: Vec<u32> = last_compute.into_iter().collect();
         reduce_nodes.push(prog.push(
             Node {
@@ -1514,6 +1646,127 @@ mod tests {
             let fb = merged.windows(2).filter(|w| w[0].is_forward() && !w[1].is_forward()).count();
             let all_first = warm(&merged) == forwards;
             assert_eq!(merged.iter().filter(|x| x.merged).count(), fb - usize::from(all_first));
+        }
+    }
+
+    /// Runs every rank's DualPipeV order with unit pass times (a forward 1, a backward 2, a
+    /// merged pair 3) and DualPipeV's data dependencies; returns the makespan, or `None` on a
+    /// deadlock.
+    fn dualpipev_makespan(pp: u64, m: u64, merged: bool) -> Option<u64> {
+        use std::collections::HashMap;
+        let scheds: Vec<Vec<ScheduleStep>> = (0..pp).map(|r| dualpipev_schedule(r, pp, m, merged)).collect();
+        // (dir is backward, chunk, micro-batch, rank) -> finish time
+        let mut done: HashMap<(bool, u64, u64, u64), u64> = HashMap::new();
+        let key = |x: &ScheduleStep, r: u64| (!x.is_forward(), x.chunk, x.microbatch, r);
+        // What a pass needs: the same pass upstream, or the turn / the loss on this rank.
+        let need = |x: &ScheduleStep, r: u64| -> Option<(bool, u64, u64, u64)> {
+            let mb = x.microbatch;
+            match (x.is_forward(), x.chunk) {
+                (true, 0) => (r > 0).then(|| (false, 0, mb, r - 1)),
+                (true, _) => Some(if r + 1 < pp { (false, 1, mb, r + 1) } else { (false, 0, mb, r) }),
+                (false, 1) => Some(if r > 0 { (true, 1, mb, r - 1) } else { (false, 1, mb, r) }),
+                (false, _) => Some(if r + 1 < pp { (true, 0, mb, r + 1) } else { (true, 1, mb, r) }),
+            }
+        };
+        let mut pos = vec![0usize; pp as usize];
+        let mut clock = vec![0u64; pp as usize];
+        loop {
+            let mut moved = false;
+            for r in 0..pp {
+                let s = &scheds[r as usize];
+                let i = pos[r as usize];
+                if i >= s.len() {
+                    continue;
+                }
+                let group: &[ScheduleStep] = if s[i].merged { &s[i..i + 2] } else { &s[i..i + 1] };
+                let ready: Option<u64> = group.iter().try_fold(clock[r as usize], |t, x| match need(x, r) {
+                    None => Some(t),
+                    Some(k) => done.get(&k).map(|&f| t.max(f)),
+                });
+                let Some(start) = ready else { continue };
+                let cost: u64 = group.iter().map(|x| if x.is_forward() { 1 } else { 2 }).sum();
+                let end = start + cost;
+                for x in group {
+                    done.insert(key(x, r), end);
+                }
+                clock[r as usize] = end;
+                pos[r as usize] += group.len();
+                moved = true;
+            }
+            if pos.iter().zip(&scheds).all(|(p, s)| *p >= s.len()) {
+                return clock.into_iter().max();
+            }
+            if !moved {
+                return None;
+            }
+        }
+    }
+
+    #[test]
+    fn dualpipev_runs_every_pass_once_in_a_feasible_order() {
+        for (pp, m) in [(2, 4), (4, 8), (4, 9), (4, 20), (8, 16), (8, 40)] {
+            for merged in [false, true] {
+                for r in 0..pp {
+                    let s = dualpipev_schedule(r, pp, m, merged);
+                    let mut keys: Vec<_> = s.iter().map(|x| (x.is_forward(), x.chunk, x.microbatch)).collect();
+                    keys.sort_unstable();
+                    let mut want: Vec<_> = (0..m)
+                        .flat_map(|mb| [(true, 0, mb), (true, 1, mb), (false, 0, mb), (false, 1, mb)])
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(keys, want, "rank {r} of {pp}, {m} micro-batches");
+                    let at = |f: bool, c: u64, mb: u64| {
+                        s.iter()
+                            .position(|x| (x.is_forward(), x.chunk, x.microbatch) == (f, c, mb))
+                            .unwrap()
+                    };
+                    for mb in 0..m {
+                        for c in 0..2 {
+                            assert!(at(true, c, mb) < at(false, c, mb), "forward before backward");
+                        }
+                        if r == pp - 1 {
+                            // The V's turn stays on this rank: the compute stream's order carries it.
+                            assert!(at(true, 0, mb) < at(true, 1, mb));
+                            assert!(at(false, 1, mb) < at(false, 0, mb));
+                        }
+                        if r == 0 {
+                            assert!(at(true, 1, mb) < at(false, 1, mb), "the loss before its backward");
+                        }
+                    }
+                    // A merged forward is followed by a backward of the other chunk.
+                    for (i, x) in s.iter().enumerate().filter(|(_, x)| x.merged) {
+                        assert!(x.is_forward() && !s[i + 1].is_forward() && s[i + 1].chunk != x.chunk);
+                    }
+                    assert_eq!(merged, s.iter().any(|x| x.merged));
+                    // DualPipe's README: a rank holds PP + 1 stages' activations, PP = 2 pp
+                    // stages here (chunk-micro-batches in flight).
+                    let (mut cur, mut peak) = (0i64, 0i64);
+                    for x in &s {
+                        cur += if x.is_forward() { 1 } else { -1 };
+                        peak = peak.max(cur);
+                    }
+                    assert!(peak <= 2 * pp as i64 + 1, "rank {r}: {peak} chunk activations in flight");
+                }
+                assert!(
+                    dualpipev_makespan(pp, m, merged).is_some(),
+                    "pp {pp} m {m} merged {merged}: deadlock"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn dualpipev_bubble_is_the_reference_formula_without_zero_bubble() {
+        // deepseek-ai/DualPipe README: DualPipeV's bubble is (PP/2 - 1)(F&B + B - 3W) for PP
+        // stages on PP/2 ranks. Without the weight-gradient split (W = 0) and with a merged pair
+        // costing F + B = 3, that is (pp - 1)(3 + 2) = 5 (pp - 1) beside a rank's 6 m of work,
+        // less the last rank's first pair, which the reference runs unmerged. Unmerged, the
+        // passes wait less for each other.
+        for (pp, m) in [(2, 4), (4, 8), (4, 20), (8, 16), (8, 40)] {
+            let merged = dualpipev_makespan(pp, m, true).unwrap();
+            assert_eq!(merged, 6 * m + 5 * (pp - 1) - 1, "pp {pp} m {m}");
+            let plain = dualpipev_makespan(pp, m, false).unwrap();
+            assert_eq!(plain, 6 * m + 4 * (pp - 1) - 1, "pp {pp} m {m}");
         }
     }
 }

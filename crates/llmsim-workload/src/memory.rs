@@ -29,7 +29,7 @@ use llmsim_compute::DType;
 use llmsim_core::GpuArch;
 use serde::Serialize;
 
-use crate::config::{Fp8Recipe, ParallelConfig, PipelineSchedule, Recompute, RecomputeModule, TrainingConfig};
+use crate::config::{Fp8Recipe, ParallelConfig, Recompute, RecomputeModule, TrainingConfig};
 use crate::error::WorkloadError;
 use crate::model::{LayerKind, ModelConfig};
 use crate::ops::{layer_params, layers_of_chunk, padded_vocab, stage_layers, stage_param_split, stage_vocab_params};
@@ -250,15 +250,11 @@ pub fn layer_activation_bytes(m: &ModelConfig, t: &TrainingConfig, p: &ParallelC
 /// at most one layer more than the forward has added and the backward released, not both
 /// micro-batches whole.
 fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_layer: &[Vec<u64>]) -> u64 {
-    let pp = p.pp.max(1);
-    let vpp = p.vpp.max(1);
-    let interleaved = p.schedule == PipelineSchedule::Interleaved && vpp > 1;
     let mb = p.micro_batches(t).max(1);
     let (mut cur, mut peak) = (0u64, 0u64);
-    let v = if interleaved { vpp } else { 1 };
     let none: &[u64] = &[];
     let layers = |c: u64| per_layer.get(c as usize).map_or(none, |l| l.as_slice());
-    let mut steps = crate::megatron::schedule_flushes(stage, pp, mb, v, interleaved, p.moe_a2a_overlap, p.pipeline_flushes).into_iter();
+    let mut steps = crate::megatron::stage_schedule(p, stage, mb).into_iter();
     while let Some(step) = steps.next() {
         let f = layers(step.chunk);
         if step.is_forward() && step.merged {
@@ -286,16 +282,10 @@ fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_layer: 
 /// Micro-batches (1F1B) or model-chunk micro-batches (interleaved) in flight at the peak,
 /// counting every unit alike (for the embedding's per-micro-batch tensors).
 fn in_flight_units(t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> u64 {
-    let chunks = if p.schedule == PipelineSchedule::Interleaved {
-        p.vpp.max(1)
-    } else {
-        1
-    };
-    schedule_peak(t, p, stage, &vec![vec![1]; chunks as usize])
+    schedule_peak(t, p, stage, &vec![vec![1]; p.chunks_per_stage() as usize])
 }
 
 fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64, arch: GpuArch) -> MemoryFootprint {
-    let pp = p.pp.max(1);
     let tp = p.tp.max(1);
     let cp = p.cp.max(1);
     let dt = t.activation_bytes();
@@ -434,11 +424,7 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     let layers = stage_layers(m, p, stage);
     let tok = t.micro_batch_size * t.seq_length / cp;
     let sbh = tok * m.hidden_size;
-    let chunks = if p.schedule == PipelineSchedule::Interleaved {
-        p.vpp.max(1)
-    } else {
-        1
-    };
+    let chunks = p.chunks_per_stage();
     let input = if sp { dt * sbh / tp } else { dt * sbh };
     // What one micro-batch of each chunk keeps until its backward, layer by layer.
     let per_layer: Vec<Vec<u64>> = (0..chunks)
@@ -466,7 +452,7 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         let held = in_flight_units(t, p, stage);
         activations += held.min(p.micro_batches(t)) * if sp { sbh / tp } else { sbh };
     }
-    if stage == pp - 1 {
+    if stage == p.head_stage() {
         // Final norm input, logits and fp32 softmax of the one micro-batch in its backward
         // (Megatron's vocab-parallel cross-entropy keeps the exp'd logits in fp32).
         let vl = padded_vocab(m, tp) / tp;

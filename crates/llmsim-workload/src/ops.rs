@@ -2585,7 +2585,6 @@ pub fn layer_params(m: &ModelConfig, p: &ParallelConfig, layer: u64) -> StagePar
 
 /// [`stage_params`], split into dense and expert parameters.
 pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> StageParams {
-    let pp = p.pp.max(1);
     let mut s = StageParams::default();
     for l in stage_layers(m, p, stage) {
         let lp = layer_params(m, p, l);
@@ -2593,7 +2592,7 @@ pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Sta
         s.expert += lp.expert;
     }
     s.dense += stage_vocab_params(m, p, stage);
-    if stage == pp - 1 {
+    if stage == p.head_stage() {
         // The final norm.
         s.dense += m.hidden_size;
     }
@@ -2601,14 +2600,15 @@ pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Sta
 }
 
 /// Vocabulary-sized parameters one TP rank of `stage` holds: the (vocab-padded) embedding on
-/// stage 0, and on the last stage the output layer when untied, or when tied with pp > 1 the copy
-/// of the embedding Megatron keeps there (kept in sync by an embedding-group all-reduce of its
-/// gradient).
+/// stage 0, and on the head's stage ([`ParallelConfig::head_stage`], the last) the output layer
+/// when untied, or when tied and on another stage the copy of the embedding Megatron keeps there
+/// (kept in sync by an embedding-group all-reduce of its gradient). Under DualPipeV the head is
+/// on stage 0 too: a tied output layer is the embedding itself.
 pub fn stage_vocab_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
     let tp = p.tp.max(1);
-    let pp = p.pp.max(1);
     let emb = padded_vocab(m, tp) * m.hidden_size / tp;
-    let copies = u64::from(stage == 0) + u64::from(stage == pp - 1 && (!m.tie_word_embeddings || pp > 1));
+    let head = p.head_stage();
+    let copies = u64::from(stage == 0) + u64::from(stage == head && (!m.tie_word_embeddings || head != 0));
     copies * emb
 }
 
@@ -2622,12 +2622,13 @@ pub fn stage_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u64 {
 }
 
 /// Layers of model chunk `chunk` (0..vpp) on pipeline stage `stage`: Megatron's interleaved
-/// assignment, chunk `c` of stage `s` is virtual stage `c·pp + s`, which holds
+/// assignment, chunk `c` of stage `s` is virtual stage `c·pp + s` (DualPipeV's V:
+/// [`ParallelConfig::virtual_stage`]), which holds
 /// [`ParallelConfig::pipeline_layers`]`[c·pp + s]` layers (an even `L/(pp·vpp)` when that is empty).
 pub fn layers_of_chunk(m: &ModelConfig, p: &ParallelConfig, stage: u64, chunk: u64) -> Range<u64> {
     let pp = p.pp.max(1);
     let vpp = p.vpp.max(1);
-    let v = chunk * pp + stage;
+    let v = p.virtual_stage(stage, chunk);
     if p.pipeline_layers.is_empty() {
         let per = m.num_hidden_layers / (pp * vpp);
         let start = v * per;
