@@ -115,4 +115,11 @@ fn bad_plans_are_refused_by_field() {
     assert!(e.contains("parallel.first_stage_layers") && e.contains("pipeline_layers"), "{e}");
     let e = error(DENSE, &["parallel.pp=1", "parallel.tp=8"]);
     assert!(e.contains("parallel.pp"), "{e}");
+    // 12 layers do not split over the V's 8 stages: the error names pp and the way out.
+    let e = error(DENSE, &["model.num_hidden_layers=12"]);
+    assert!(
+        e.contains("parallel.pp") && e.contains("2*pp") && e.contains("pipeline_layers"),
+        "{e}"
+    );
+    assert!(!e.contains("first_stage_layers"), "{e}");
 }

@@ -156,3 +156,42 @@ fn the_dispatch_sync_still_holds_the_host_under_overlap() {
         "exposed by the sync: {many} s with 16 micro-batches, {few} s with 4"
     );
 }
+
+const DELAY: &str = "parallel.delay_wgrad_compute=true";
+
+#[test]
+fn delayed_weight_gradients_let_the_backward_dispatch_start_earlier() {
+    // `delay_wgrad_compute`: the experts' weight gradients run after the backward dispatch is
+    // issued, beside it. Same kernels, as often; less all-to-all exposed; and with free
+    // communication only the order changes.
+    for yaml in [MOE, MOE_PP] {
+        let on = run(yaml, &[ON]);
+        let delayed = run(yaml, &[ON, DELAY]);
+        let count = |o: &Outcome| {
+            let mut v: Vec<(String, &str, u64)> = o.ops.iter().map(|r| (r.op.clone(), r.pass, r.count)).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(count(&on), count(&delayed));
+        let (e_on, e_delayed) = (on.report.mean.exposed_ep_s, delayed.report.mean.exposed_ep_s);
+        assert!(e_delayed < e_on, "exposed EP {e_delayed} s delayed, {e_on} s not");
+    }
+    let opts = RunOptions {
+        ideal_comm: true,
+        ..RunOptions::default()
+    };
+    let free = "compute.host=null";
+    let a = run_with(MOE, &[ON, free], &opts).unwrap().report.iteration_time_s;
+    let b = run_with(MOE, &[ON, DELAY, free], &opts).unwrap().report.iteration_time_s;
+    assert!(((a - b) / a).abs() < 1e-9, "{b} s delayed, {a} s not, with free communication");
+}
+
+#[test]
+fn delayed_weight_gradients_need_the_overlap() {
+    let err = run_with(MOE, &[DELAY], &RunOptions::default()).err().expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("parallel.delay_wgrad_compute") && msg.contains("moe_a2a_overlap"),
+        "{msg}"
+    );
+}

@@ -933,6 +933,23 @@ pub struct ParallelConfig {
     /// with `pp > 1`, `vpp > 1` (as Megatron asserts). Default false.
     #[serde(alias = "overlap_moe_expert_parallel_comm")]
     pub moe_a2a_overlap: bool,
+    /// With `moe_a2a_overlap`, compute the experts' weight gradients after the backward
+    /// dispatch all-to-all is issued, so it runs beside them (Megatron-Core
+    /// `--delay-wgrad-compute`: Transformer Engine's grouped linear returns after the data
+    /// gradients, `TransformerLayerSchedulePlan.run` calls `mlp.backward_dw()` on the compute
+    /// stream without recording the event the dispatch's backward waits for). Megatron-Bridge's
+    /// performance scripts set it whenever they set the all-to-all overlap
+    /// (`set_moe_a2a_overlap_overrides`). Needs `moe_a2a_overlap` (Megatron asserts it).
+    /// Default false.
+    pub delay_wgrad_compute: bool,
+    /// Send the tokens to the experts in FP8: the forward dispatch all-to-all and, in backward,
+    /// the combine's gradient move one byte an element plus an FP32 scale per 128 (tile-wise
+    /// quantization); the combine and the dispatch's gradient stay in the activation dtype
+    /// (DeepSeek-V3 report, arXiv 2412.19437 section 3.3: the activation before the MoE
+    /// up-projections, and the activation gradient before the down-projections, are quantized
+    /// to FP8 before dispatch; the combine stays BF16; DeepEP's FP8 dispatch). Needs
+    /// `training.dtype: fp8` and `ep > 1`. Default false.
+    pub moe_fp8_dispatch: bool,
     /// With the interleaved schedule, let the pipeline sends run beside the computation, each
     /// waited for only where its buffer is reused (Megatron `--overlap-p2p-communication`, on by
     /// default in Megatron-LM since core 0.4, `f9283c5a8a` / `4eeff55d1f`; Megatron-Bridge and
@@ -1015,6 +1032,8 @@ impl Default for ParallelConfig {
             tp_comm_overlap: false,
             tp_backward_overlap: true,
             moe_a2a_overlap: false,
+            delay_wgrad_compute: false,
+            moe_fp8_dispatch: false,
             overlap_p2p_comm: true,
             pp_impl: PpImpl::Megatron,
             batch_p2p_sync: true,
@@ -1392,6 +1411,21 @@ impl ParallelConfig {
                 ),
             ));
         }
+        if p.moe_fp8_dispatch && (p.ep <= 1 || training.dtype != DType::Fp8) {
+            return Err(WorkloadError::invalid(
+                "parallel.moe_fp8_dispatch",
+                format!(
+                    "sends FP8 tokens to the experts of an FP8 run, but ep is {} and training.dtype is {}; set parallel.ep > 1 and training.dtype: fp8, or remove moe_fp8_dispatch",
+                    p.ep, training.dtype
+                ),
+            ));
+        }
+        if p.delay_wgrad_compute && !p.moe_a2a_overlap {
+            return Err(WorkloadError::invalid(
+                "parallel.delay_wgrad_compute",
+                "delays the experts' weight gradients behind the overlapped all-to-all, so it needs parallel.moe_a2a_overlap: true (Megatron asserts it); set both or remove delay_wgrad_compute",
+            ));
+        }
         if p.moe_a2a_overlap {
             let field = "parallel.moe_a2a_overlap";
             let why = if p.ep <= 1 {
@@ -1597,7 +1631,21 @@ impl ParallelConfig {
             /// Megatron-Core's uneven split, the other way to run this `pp` (`vpp`).
             const UNEVEN_HINT: &str = "; or split the layers unevenly: parallel.first_stage_layers / \
                  last_stage_layers (the rest spread evenly), or parallel.pipeline_layers (one count per stage)";
-            let (field, msg) = if p.vpp > 1 {
+            let (field, msg) = if p.dual_pipe_v() {
+                let valid: Vec<u64> = divisors(layers).into_iter().filter(|d| d % 2 == 0).map(|d| d / 2).collect();
+                (
+                    "parallel.pp",
+                    format!(
+                        "the dualpipev schedule splits the layers over 2*pp = {} stages, which does not divide num_hidden_layers={layers}; valid pp: {}; or give parallel.pipeline_layers (2*pp counts in the V's order)",
+                        2 * p.pp,
+                        if valid.is_empty() {
+                            "none (an odd layer count)".to_string()
+                        } else {
+                            list(&valid)
+                        }
+                    ),
+                )
+            } else if p.vpp > 1 {
                 (
                     "parallel.vpp",
                     format!(

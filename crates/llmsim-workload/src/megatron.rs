@@ -520,7 +520,7 @@ fn push_p2p(
 /// collectives, adjacent ones together (the `flex` dispatcher's network and NVLink phases over
 /// servers run one after the other as one dispatch or combine).
 fn ep_parts(items: &[Item]) -> (Vec<&[Item]>, Vec<&[Item]>) {
-    let is_ep = |it: &Item| matches!(it, Item::Coll { group, .. } if group.is_ep());
+    let is_ep = |it: &Item| matches!(it, Item::Coll { group, .. } | Item::AsyncColl { group, .. } if group.is_ep());
     let mut parts = Vec::new();
     let mut colls = Vec::new();
     let (mut from, mut i) = (0, 0);
@@ -558,6 +558,9 @@ fn emit_merged(prog: &mut Program, f: (&[Item], Node), b: (&[Item], Node), wait:
     let (fp, fc) = ep_parts(f.0);
     let (bp, bc) = ep_parts(b.0);
     let mut last: [Option<u32>; 2] = [None, None];
+    // An asynchronous all-to-all (`parallel.delay_wgrad_compute`: the backward dispatch) that the
+    // next part's kernels up to its `Item::Wait` run beside, by side.
+    let mut beside: [Option<u32>; 2] = [None, None];
     let passes = [(&fp, &fc, f.1), (&bp, &bc, b.1)];
     let n = fp.len().max(bp.len());
     for k in 0..n {
@@ -566,12 +569,29 @@ fn emit_merged(prog: &mut Program, f: (&[Item], Node), b: (&[Item], Node), wait:
         for side in order {
             let (parts, colls, base) = passes[side];
             let Some(part) = parts.get(k) else { continue };
-            if let Some(n) = emit(prog, part, base, &wait[side]) {
+            if let Some(c) = beside[side].take() {
+                // The kernels before the wait run beside the collective; the rest wait for it.
+                let w = part.iter().position(|it| matches!(it, Item::Wait)).unwrap_or(part.len());
+                if let Some(n) = emit(prog, &part[..w], base, &wait[side]) {
+                    last[side] = Some(n);
+                    wait[side].clear();
+                }
+                wait[side].push(c);
+                let rest = part.get(w + 1..).unwrap_or_default();
+                if let Some(n) = emit(prog, rest, base, &wait[side]) {
+                    last[side] = Some(n);
+                    wait[side].clear();
+                }
+            } else if let Some(n) = emit(prog, part, base, &wait[side]) {
                 last[side] = Some(n);
                 wait[side].clear();
             }
             for (j, it) in colls.get(k).copied().unwrap_or_default().iter().enumerate() {
-                let &Item::Coll { op, group, bytes } = it else { continue };
+                let (op, group, bytes, is_async) = match *it {
+                    Item::Coll { op, group, bytes } => (op, group, bytes, false),
+                    Item::AsyncColl { op, group, bytes } => (op, group, bytes, true),
+                    _ => continue,
+                };
                 let deps: Vec<u32> = if j == 0 && part.is_empty() {
                     std::mem::take(&mut wait[side])
                 } else {
@@ -584,8 +604,19 @@ fn emit_merged(prog: &mut Program, f: (&[Item], Node), b: (&[Item], Node), wait:
                 };
                 let n = prog.push(node, &deps);
                 last[side] = Some(n);
-                wait[side] = vec![n];
+                if is_async {
+                    wait[side].clear();
+                    beside[side] = Some(n);
+                } else {
+                    wait[side] = vec![n];
+                }
             }
+        }
+    }
+    // A collective whose beside-kernels never came (the layer ended): the next node waits.
+    for side in 0..2 {
+        if let Some(c) = beside[side] {
+            wait[side].push(c);
         }
     }
     last

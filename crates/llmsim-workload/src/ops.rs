@@ -1070,11 +1070,24 @@ impl<'a> Builder<'a> {
     }
 
     fn collective(&mut self, fwd: (&'static str, CollectiveOp), bwd: Option<(&'static str, CollectiveOp)>, group: CommGroup, bytes: u64) {
+        self.collective_sized(fwd, bwd, group, bytes, bytes);
+    }
+
+    /// [`Self::collective`] whose backward moves `bwd_bytes` (e.g. an FP8 forward dispatch whose
+    /// gradient returns in BF16).
+    fn collective_sized(
+        &mut self,
+        fwd: (&'static str, CollectiveOp),
+        bwd: Option<(&'static str, CollectiveOp)>,
+        group: CommGroup,
+        bytes: u64,
+        bwd_bytes: u64,
+    ) {
         let d = self.d;
         let shape = &d.shape;
         self.push(
             vec![comm(fwd.0, Pass::Forward, fwd.1, group, bytes, shape)],
-            bwd.map(|(n, op)| comm(n, Pass::BackwardInput, op, group, bytes, shape))
+            bwd.map(|(n, op)| comm(n, Pass::BackwardInput, op, group, bwd_bytes, shape))
                 .into_iter()
                 .collect(),
         );
@@ -1646,7 +1659,58 @@ pub fn transformer_layer(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig
             bld.residual("mixer_residual", "mixer_residual_bwd");
         }
     }
-    bld.finish(t.recompute, t.recompute_mask(), m.gated_mlp)
+    let mut ops = bld.finish(t.recompute, t.recompute_mask(), m.gated_mlp);
+    if p.moe_a2a_overlap && p.delay_wgrad_compute && m.is_moe(layer) {
+        delay_expert_wgrad(&mut ops.backward);
+    }
+    ops
+}
+
+/// `parallel.delay_wgrad_compute`: the weight-gradient kernels between an MoE layer's backward
+/// combine all-to-all and its backward dispatch all-to-all (the experts' and what else sits
+/// there) move to just after the dispatch, which no longer waits for them and runs beside them
+/// (an asynchronous collective, `beside` = their count); what follows waits for it. In the
+/// merged forward-backward step the other micro-batch's expert forward joins them.
+fn delay_expert_wgrad(backward: &mut Vec<OpSpec>) {
+    let is_ep = |o: &OpSpec| {
+        matches!(
+            o.kind,
+            OpSpecKind::Comm {
+                group: CommGroup::Ep | CommGroup::EpInter | CommGroup::EpIntra,
+                ..
+            }
+        )
+    };
+    let Some(first) = backward.iter().position(is_ep) else { return };
+    // The end of the first run of EP collectives (the combine's backward), and the start and
+    // end of the last run (the dispatch's backward).
+    let combine_end = first + backward[first..].iter().take_while(|o| is_ep(o)).count();
+    let Some(last) = backward.iter().rposition(is_ep) else { return };
+    if last < combine_end {
+        return;
+    }
+    let mut dispatch_start = last;
+    while dispatch_start > combine_end && is_ep(&backward[dispatch_start - 1]) {
+        dispatch_start -= 1;
+    }
+    let (wgrad, rest): (Vec<OpSpec>, Vec<OpSpec>) = backward[combine_end..dispatch_start]
+        .iter()
+        .cloned()
+        .partition(|o| o.pass == Pass::BackwardWeight && matches!(o.kind, OpSpecKind::Compute { .. }));
+    if wgrad.is_empty() {
+        return;
+    }
+    let mut dispatch: Vec<OpSpec> = backward[dispatch_start..=last].to_vec();
+    // The dispatch runs beside the delayed kernels; what follows them waits for it.
+    if let Some(OpSpecKind::Comm { beside, .. }) = dispatch.last_mut().map(|o| &mut o.kind) {
+        *beside = wgrad.len() as u32;
+    }
+    let tail: Vec<OpSpec> = backward[last + 1..].to_vec();
+    backward.truncate(combine_end);
+    backward.extend(rest);
+    backward.extend(dispatch);
+    backward.extend(wgrad);
+    backward.extend(tail);
 }
 
 /// A block's pre-norm (the `layernorm` recompute module).
@@ -1992,25 +2056,38 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
         }
         _ => None,
     };
+    // `parallel.moe_fp8_dispatch` (DeepSeek-V3's recipe): what goes to the experts (the forward
+    // dispatch, and in backward the combine's gradient) travels in FP8 with an FP32 scale per
+    // 128 elements; what comes back stays in the activation dtype.
+    let to_experts = |bytes: u64| -> u64 {
+        if p.moe_fp8_dispatch {
+            (bytes as f64 / d.dt as f64 * (1.0 + 4.0 / 128.0)).round() as u64
+        } else {
+            bytes
+        }
+    };
     match inter {
         Some(bytes) => {
-            bld.collective(
+            bld.collective_sized(
                 ("ep_dispatch_inter", CollectiveOp::AllToAll),
                 Some(("ep_dispatch_inter_bwd", CollectiveOp::AllToAll)),
                 CommGroup::EpInter,
+                to_experts(bytes),
                 bytes,
             );
-            bld.collective(
+            bld.collective_sized(
                 ("ep_dispatch_intra", CollectiveOp::AllToAll),
                 Some(("ep_dispatch_intra_bwd", CollectiveOp::AllToAll)),
                 CommGroup::EpIntra,
+                to_experts(a2a),
                 a2a,
             );
         }
-        None if ep > 1 => bld.collective(
+        None if ep > 1 => bld.collective_sized(
             ("ep_dispatch", CollectiveOp::AllToAll),
             Some(("ep_dispatch_bwd", CollectiveOp::AllToAll)),
             CommGroup::Ep,
+            to_experts(a2a),
             a2a,
         ),
         None => {}
@@ -2080,24 +2157,27 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     }
     match inter {
         Some(bytes) => {
-            bld.collective(
+            bld.collective_sized(
                 ("ep_combine_intra", CollectiveOp::AllToAll),
                 Some(("ep_combine_intra_bwd", CollectiveOp::AllToAll)),
                 CommGroup::EpIntra,
                 a2a,
+                to_experts(a2a),
             );
-            bld.collective(
+            bld.collective_sized(
                 ("ep_combine_inter", CollectiveOp::AllToAll),
                 Some(("ep_combine_inter_bwd", CollectiveOp::AllToAll)),
                 CommGroup::EpInter,
                 bytes,
+                to_experts(bytes),
             );
         }
-        None if ep > 1 => bld.collective(
+        None if ep > 1 => bld.collective_sized(
             ("ep_combine", CollectiveOp::AllToAll),
             Some(("ep_combine_bwd", CollectiveOp::AllToAll)),
             CommGroup::Ep,
             a2a,
+            to_experts(a2a),
         ),
         None => {}
     }
