@@ -11,6 +11,15 @@ fn plan(m: &ModelConfig, t: &TrainingConfig, yaml: &str) -> ParallelConfig {
     p.resolve(16, m, t).unwrap()
 }
 
+fn training() -> TrainingConfig {
+    TrainingConfig {
+        seq_length: 4096,
+        micro_batch_size: 1,
+        global_batch_size: 64,
+        ..TrainingConfig::default()
+    }
+}
+
 fn is_ep(o: &OpSpec) -> bool {
     matches!(
         o.kind,
@@ -28,12 +37,7 @@ fn key(o: &OpSpec) -> (String, String) {
 #[test]
 fn expert_weight_gradients_run_beside_the_backward_dispatch() {
     let m = preset("mixtral-8x7b").unwrap();
-    let t = TrainingConfig {
-        seq_length: 4096,
-        micro_batch_size: 1,
-        global_batch_size: 64,
-        ..TrainingConfig::default()
-    };
+    let t = training();
     for dispatcher in ["alltoall", "flex"] {
         let base = format!("{{ ep: 8, moe_a2a_overlap: true, moe_token_dispatcher: {dispatcher} }}");
         let plain = transformer_layer(&m, &t, &plan(&m, &t, &base), 0).backward;
@@ -75,12 +79,7 @@ fn expert_weight_gradients_run_beside_the_backward_dispatch() {
 #[test]
 fn only_the_overlap_with_the_flag_moves_anything() {
     let m = preset("mixtral-8x7b").unwrap();
-    let t = TrainingConfig {
-        seq_length: 4096,
-        micro_batch_size: 1,
-        global_batch_size: 64,
-        ..TrainingConfig::default()
-    };
+    let t = training();
     let on = plan(&m, &t, "{ ep: 8, moe_a2a_overlap: true, delay_wgrad_compute: true }");
     let off = plan(&m, &t, "{ ep: 8 }");
     let names = |ops: Vec<OpSpec>| ops.iter().map(key).collect::<Vec<_>>();
