@@ -126,7 +126,13 @@ pub fn resolve(s: &Scenario) -> Result<Resolved, SimError> {
 pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
     let p = &r.parallel;
     let gbs = p.micro_batches(&r.training) * r.training.micro_batch_size * p.dp;
-    let vpp = if wl.vpp > 1 { format!(" vpp{}", wl.vpp) } else { String::new() };
+    let vpp = if p.dual_pipe_v() {
+        " dualpipev".to_string()
+    } else if wl.vpp > 1 {
+        format!(" vpp{}", wl.vpp)
+    } else {
+        String::new()
+    };
     report::RunInfo {
         model: r.model.name.clone(),
         params: r.model.param_count(),

@@ -55,6 +55,7 @@ fn every_pass_runs_on_every_backend() {
             assert_eq!(r.stages.len(), 4);
             let sum: f64 = r.stages.iter().map(|s| s.layers as f64).sum();
             assert_eq!(sum, 16.0, "{backend}: every layer on one rank");
+            assert!(r.parallel.contains("pp4 dualpipev"), "{backend}: {}", r.parallel);
         }
     }
 }
