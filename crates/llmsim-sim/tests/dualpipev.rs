@@ -89,6 +89,24 @@ fn the_v_has_a_smaller_bubble_than_1f1b_over_the_same_ranks() {
 }
 
 #[test]
+fn zero_bubble_runs_every_kernel_as_often_as_1f1b() {
+    // With tp = 1 DualPipeV defers the layers' weight gradients of its warm-down backwards to
+    // later weight steps: every kernel still runs once per micro-batch, as under 1F1B, and the
+    // DP buckets still reduce every gradient (the same collectives).
+    let count = |o: &Outcome| {
+        let mut m: std::collections::BTreeMap<(String, String), u64> = Default::default();
+        for r in &o.ops {
+            *m.entry((r.op.clone(), r.pass.to_string())).or_default() += r.count;
+        }
+        m
+    };
+    let v = run(MOE, &["network.backend=analytical", "parallel.moe_a2a_overlap=true"]);
+    let f = run(MOE, &["network.backend=analytical", "parallel.schedule=1f1b"]);
+    assert_eq!(count(&v), count(&f));
+    assert_eq!(v.report.collectives, f.report.collectives);
+}
+
+#[test]
 fn rank_0_holds_the_embedding_and_the_head() {
     let r = llmsim_sim::resolve(&scenario(DENSE, &[]).unwrap()).unwrap();
     let (m, p) = (&r.model, &r.parallel);

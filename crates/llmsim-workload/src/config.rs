@@ -738,10 +738,10 @@ pub enum PipelineSchedule {
     /// (`vpp` is 2), micro-batches go down the ranks through chunk 0 and back up through
     /// chunk 1, so rank 0 holds both the embedding and the loss. With `moe_a2a_overlap` each
     /// steady-state forward runs merged with another micro-batch's backward (DualPipe's
-    /// overlapped forward-backward). The zero-bubble split of the weight gradients is not
-    /// modelled (each backward computes its weight gradients at once), so the bubble is
-    /// (pp-1)(F&B + B) in chunk units rather than (pp-1)(F&B + B - 3W). Needs at least `2·pp`
-    /// micro-batches.
+    /// overlapped forward-backward). With tp = 1 the reference's zero bubble runs too: the
+    /// transformer layers' weight gradients of the warm-down backwards are deferred to fill the
+    /// bubble (the README's (PP/2-1)(F&B + B - 3W)); with tp > 1 each backward keeps them.
+    /// Needs at least `2·pp` micro-batches.
     #[serde(rename = "dualpipev", alias = "dualpipe_v")]
     DualPipeV,
 }
@@ -1219,6 +1219,13 @@ impl ParallelConfig {
     /// Whether the plan runs the DualPipeV schedule ([`PipelineSchedule::DualPipeV`]).
     pub fn dual_pipe_v(&self) -> bool {
         self.schedule == PipelineSchedule::DualPipeV
+    }
+
+    /// Whether DualPipeV defers weight gradients (zero bubble): with tensor parallelism 1, where
+    /// no TP collective is timed together with a weight-gradient GEMM (with tp > 1 each backward
+    /// keeps its weight gradients).
+    pub fn dualpipev_zero_bubble(&self) -> bool {
+        self.dual_pipe_v() && self.tp <= 1
     }
 
     /// Model chunks per pipeline rank in the schedule that runs: `vpp` interleaved, 2 for

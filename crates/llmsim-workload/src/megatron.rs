@@ -95,6 +95,11 @@ pub struct ScheduleStep {
     /// pair; not the warm-up's forwards, even where they too are followed by a backward (every
     /// micro-batch warming up).
     pub steady: bool,
+    /// A backward that leaves its layers' weight gradients for a later `weight` step (zero
+    /// bubble: DualPipe's `WeightGradStore`).
+    pub defer_w: bool,
+    /// The deferred weight gradients of (micro-batch, chunk)'s backward, run now.
+    pub weight: bool,
 }
 
 impl ScheduleStep {
@@ -105,6 +110,8 @@ impl ScheduleStep {
             chunk,
             merged: false,
             steady: false,
+            defer_w: false,
+            weight: false,
         }
     }
 
@@ -115,6 +122,8 @@ impl ScheduleStep {
             chunk,
             merged: false,
             steady: false,
+            defer_w: false,
+            weight: false,
         }
     }
 
@@ -215,13 +224,14 @@ pub fn stage_schedule(p: &ParallelConfig, stage: u64, microbatches: u64) -> Vec<
     let f = p.pipeline_flushes.max(1);
     if p.dual_pipe_v() {
         let m = microbatches;
+        let zb = p.dualpipev_zero_bubble();
         if f == 1 || !m.is_multiple_of(f) {
-            return dualpipev_schedule(stage, pp, m, p.moe_a2a_overlap);
+            return dualpipev_schedule(stage, pp, m, p.moe_a2a_overlap, zb);
         }
         let per = m / f;
         return (0..f)
             .flat_map(|i| {
-                dualpipev_schedule(stage, pp, per, p.moe_a2a_overlap)
+                dualpipev_schedule(stage, pp, per, p.moe_a2a_overlap, zb)
                     .into_iter()
                     .map(move |s| ScheduleStep {
                         microbatch: s.microbatch + i * per,
@@ -246,54 +256,85 @@ pub fn stage_schedule(p: &ParallelConfig, stage: u64, microbatches: u64) -> Vec<
 ///
 /// `X & Y` is DualPipe's overlapped forward-backward, a merged step when `merged`
 /// (`parallel.moe_a2a_overlap`), else X then Y; the last rank runs its first step-4 pair
-/// unmerged, as the reference does. The weight-gradient chunks (`W`) the reference defers to
-/// fill bubbles (zero bubble) are not split off: each backward includes its weight gradients.
-pub fn dualpipev_schedule(stage: u64, pp: u64, m: u64, merged: bool) -> Vec<ScheduleStep> {
+/// unmerged, as the reference does. With `zb` the reference's zero bubble: the backwards of
+/// phase 3, of the second half of phase 6 and of phase 7 leave their weight gradients (`W`) in a
+/// first-in-first-out store, popped by phase 3 right after its backward, by phase 7 before each
+/// backward and by phase 8 (`stage+1` x W); without it every backward includes them.
+pub fn dualpipev_schedule(stage: u64, pp: u64, m: u64, merged: bool, zb: bool) -> Vec<ScheduleStep> {
     let r = stage;
-    let mut out = Vec::with_capacity(4 * m as usize);
+    let mut out = Vec::with_capacity(4 * m as usize + 2 * pp as usize);
     let mut next = [[0u64; 2]; 2]; // [forward, backward][chunk]
-    let mut pass = |out: &mut Vec<ScheduleStep>, dir: Direction, chunk: u64, merge: bool| {
+    let mut store = std::collections::VecDeque::new();
+    type Store = std::collections::VecDeque<(u64, u64)>;
+    let mut pass = |out: &mut Vec<ScheduleStep>, store: &mut Store, dir: Direction, chunk: u64, merge: bool, defer: bool| {
         let d = usize::from(dir == Direction::Backward);
         let mb = next[d][chunk as usize];
         next[d][chunk as usize] += 1;
+        let defer_w = defer && zb && dir == Direction::Backward;
+        if defer_w {
+            store.push_back((mb, chunk));
+        }
         out.push(ScheduleStep {
             dir,
             microbatch: mb,
             chunk,
             merged: merge,
             steady: false,
+            defer_w,
+            weight: false,
         });
+    };
+    let weight = |out: &mut Vec<ScheduleStep>, store: &mut Store| {
+        if let Some((mb, chunk)) = store.pop_front() {
+            out.push(ScheduleStep {
+                dir: Direction::Backward,
+                microbatch: mb,
+                chunk,
+                merged: false,
+                steady: false,
+                defer_w: false,
+                weight: true,
+            });
+        }
     };
     use Direction::{Backward as B, Forward as F};
     let rest = pp - r - 1;
     for _ in 0..2 * rest {
-        pass(&mut out, F, 0, false);
+        pass(&mut out, &mut store, F, 0, false, false);
     }
     for _ in 0..=r {
-        pass(&mut out, F, 0, false);
-        pass(&mut out, F, 1, false);
+        pass(&mut out, &mut store, F, 0, false, false);
+        pass(&mut out, &mut store, F, 1, false, false);
     }
     for _ in 0..rest {
-        pass(&mut out, B, 1, false);
-        pass(&mut out, F, 1, false);
+        pass(&mut out, &mut store, B, 1, false, true);
+        weight(&mut out, &mut store);
+        pass(&mut out, &mut store, F, 1, false, false);
     }
     for i in 0..(m + r + 1).saturating_sub(2 * pp) {
-        pass(&mut out, F, 0, merged && !(i == 0 && r == pp - 1));
-        pass(&mut out, B, 1, false);
-        pass(&mut out, F, 1, merged);
-        pass(&mut out, B, 0, false);
+        pass(&mut out, &mut store, F, 0, merged && !(i == 0 && r == pp - 1), false);
+        pass(&mut out, &mut store, B, 1, false, false);
+        pass(&mut out, &mut store, F, 1, merged, false);
+        pass(&mut out, &mut store, B, 0, false, false);
     }
     for _ in 0..rest {
-        pass(&mut out, B, 1, false);
-        pass(&mut out, F, 1, merged);
-        pass(&mut out, B, 0, false);
+        pass(&mut out, &mut store, B, 1, false, false);
+        pass(&mut out, &mut store, F, 1, merged, false);
+        pass(&mut out, &mut store, B, 0, false, false);
     }
-    for _ in 0..=r {
-        pass(&mut out, B, 1, false);
-        pass(&mut out, B, 0, false);
+    // Phase 6: the second half's backwards defer their W (from the middle, B1 first on odd
+    // ranks, B0 first on even ones).
+    let half = r.div_ceil(2); // the reference's step_6 // 2, step_6 = stage + 1
+    for i in 0..=r {
+        pass(&mut out, &mut store, B, 1, false, i > half || (i == half && r % 2 == 1));
+        pass(&mut out, &mut store, B, 0, false, i >= half);
     }
     for _ in 0..rest {
-        pass(&mut out, B, 0, false);
+        weight(&mut out, &mut store);
+        pass(&mut out, &mut store, B, 0, false, true);
+    }
+    while !store.is_empty() {
+        weight(&mut out, &mut store);
     }
     out
 }
@@ -430,6 +471,10 @@ struct Templates {
     /// Forward and backward items of each layer class, and each layer's class.
     layer_fwd: Vec<Vec<Item>>,
     layer_bwd: Vec<Vec<Item>>,
+    /// DualPipeV's zero bubble: each class's backward without its weight-gradient kernels, and
+    /// those kernels alone (empty otherwise).
+    layer_bwd_input: Vec<Vec<Item>>,
+    layer_bwd_weight: Vec<Vec<Item>>,
     layer_class: Vec<usize>,
     emb_fwd: Vec<Item>,
     emb_bwd: Vec<Item>,
@@ -695,6 +740,8 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     let mut layer_class = Vec::with_capacity(m.num_hidden_layers as usize);
     let mut layer_fwd = Vec::new();
     let mut layer_bwd = Vec::new();
+    let mut layer_bwd_input = Vec::new();
+    let mut layer_bwd_weight = Vec::new();
     for l in 0..m.num_hidden_layers {
         let key = (m.layer_kind(l), m.attention_type(l));
         let i = match classes.iter().position(|c| *c == key) {
@@ -715,6 +762,25 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
                 let lo = ops::transformer_layer(b.m, b.t, b.p, l);
                 layer_fwd.push(b.template(&format!("{name}.fwd"), &lo.forward)?);
                 layer_bwd.push(b.template(&format!("{name}.bwd"), &lo.backward)?);
+                if p.dualpipev_zero_bubble() {
+                    let is_w = |o: &OpSpec| o.pass == Pass::BackwardWeight && matches!(o.kind, OpSpecKind::Compute { .. });
+                    let input: Vec<OpSpec> = lo
+                        .backward
+                        .iter()
+                        .filter(|o| !is_w(o))
+                        .cloned()
+                        .map(|mut o| {
+                            // A collective that ran beside weight gradients no longer does.
+                            if let OpSpecKind::Comm { beside, .. } = &mut o.kind {
+                                *beside = 0;
+                            }
+                            o
+                        })
+                        .collect();
+                    let weight: Vec<OpSpec> = lo.backward.iter().filter(|o| is_w(o)).cloned().collect();
+                    layer_bwd_input.push(b.template(&format!("{name}.bwd_input"), &input)?);
+                    layer_bwd_weight.push(b.template(&format!("{name}.bwd_weight"), &weight)?);
+                }
                 classes.push(key);
                 classes.len() - 1
             }
@@ -726,6 +792,8 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     let tpl = Templates {
         layer_fwd,
         layer_bwd,
+        layer_bwd_input,
+        layer_bwd_weight,
         layer_class,
         emb_fwd: b.template("embedding.fwd", &emb.forward)?,
         emb_bwd: b.template("embedding.bwd", &emb.backward)?,
@@ -1237,8 +1305,26 @@ fn stage_iteration(
         chunk: c,
         merged,
         steady,
+        defer_w,
+        weight,
     }) = steps.next()
     {
+        if weight {
+            // DualPipeV's zero bubble: the deferred weight gradients of (mb, c)'s layers, each
+            // layer's DDP bucket closing after them in the last micro-batch.
+            for l in chunk_layers(mc, p, s, c).rev() {
+                let items = &tpl.layer_bwd_weight[tpl.layer_class[l as usize]];
+                let deps = std::mem::take(&mut entry_deps);
+                last_compute = emit(prog, items, base(Phase::Backward, mb, c, l), &deps).or(last_compute);
+                if mb == m - 1
+                    && let Some(&bi) = closes.get(&(c, BucketItem::Layer(l)))
+                {
+                    let after: Vec<u32> = last_compute.into_iter().collect();
+                    ddp_reduce(prog, bi, &after, &mut reduce_nodes, &mut pending_buckets);
+                }
+            }
+            continue;
+        }
         if merged {
             // Combined 1F1B (`parallel.moe_a2a_overlap`; no FSDP, no offloading): this forward
             // and the backward after it run as one step.
@@ -1426,7 +1512,7 @@ fn stage_iteration(
             let scattered = reduce_nodes.len();
             // Backward of one item, then its bucket's gradient reduction: FSDP's reduce-scatter
             // after the unit's last item, or the DDP bucket's in the last micro-batch.
-            let mut bwd_item = |prog: &mut Program, item: BucketItem, items: &[Item], layer: u64| {
+            let mut bwd_item = |prog: &mut Program, item: BucketItem, items: &[Item], layer: u64, close: bool| {
                 // Offloading: the backward step of layer L - 1 - N + i starts layer i's reload,
                 // and layer i's backward waits for it.
                 if let Some(i) = (layer + n_off + 1).checked_sub(n_layers)
@@ -1447,6 +1533,9 @@ fn stage_iteration(
                     deps.extend(unshard(prog, g, fs.current_bucket(), base(Phase::Backward, mb, c, layer), true));
                 }
                 last_compute = emit(prog, items, base(Phase::Backward, mb, c, layer), &deps).or(last_compute);
+                if !close {
+                    return;
+                }
                 let Some(&bi) = closes.get(&(c, item)) else { return };
                 let after: Vec<u32> = last_compute.into_iter().collect();
                 if fsdp {
@@ -1459,14 +1548,20 @@ fn stage_iteration(
                 }
             };
             if last_virtual(c) {
-                bwd_item(prog, BucketItem::Head, &tpl.head_bwd, NONE as u64);
+                bwd_item(prog, BucketItem::Head, &tpl.head_bwd, NONE as u64, true);
             }
             for l in chunk_layers(mc, p, s, c).rev() {
-                let items = &tpl.layer_bwd[tpl.layer_class[l as usize]];
-                bwd_item(prog, BucketItem::Layer(l), items, l);
+                // A zero-bubble backward leaves its layers' weight gradients (and their buckets'
+                // reduction) to its later `weight` step.
+                let items = if defer_w {
+                    &tpl.layer_bwd_input[tpl.layer_class[l as usize]]
+                } else {
+                    &tpl.layer_bwd[tpl.layer_class[l as usize]]
+                };
+                bwd_item(prog, BucketItem::Layer(l), items, l, !defer_w);
             }
             if first_virtual(c) {
-                bwd_item(prog, BucketItem::Embedding, &tpl.emb_bwd, NONE as u64);
+                bwd_item(prog, BucketItem::Embedding, &tpl.emb_bwd, NONE as u64, true);
             }
             // FSDP2's root post-backward callback: the compute stream waits for the step's last
             // reduce-scatter before anything after this backward runs.
@@ -1681,17 +1776,20 @@ mod tests {
     }
 
     /// Runs every rank's DualPipeV order with unit pass times (a forward 1, a backward 2, a
-    /// merged pair 3) and DualPipeV's data dependencies; returns the makespan, or `None` on a
-    /// deadlock.
-    fn dualpipev_makespan(pp: u64, m: u64, merged: bool) -> Option<u64> {
+    /// merged pair 3; with zero bubble a deferring backward 1 and its weight step 1) and
+    /// DualPipeV's data dependencies; returns the makespan, or `None` on a deadlock.
+    fn dualpipev_makespan(pp: u64, m: u64, merged: bool, zb: bool) -> Option<u64> {
         use std::collections::HashMap;
-        let scheds: Vec<Vec<ScheduleStep>> = (0..pp).map(|r| dualpipev_schedule(r, pp, m, merged)).collect();
-        // (dir is backward, chunk, micro-batch, rank) -> finish time
+        let scheds: Vec<Vec<ScheduleStep>> = (0..pp).map(|r| dualpipev_schedule(r, pp, m, merged, zb)).collect();
+        // (dir is backward, chunk, micro-batch, rank) -> finish time of its input-gradient part
         let mut done: HashMap<(bool, u64, u64, u64), u64> = HashMap::new();
         let key = |x: &ScheduleStep, r: u64| (!x.is_forward(), x.chunk, x.microbatch, r);
         // What a pass needs: the same pass upstream, or the turn / the loss on this rank.
         let need = |x: &ScheduleStep, r: u64| -> Option<(bool, u64, u64, u64)> {
             let mb = x.microbatch;
+            if x.weight {
+                return None; // its backward ran earlier on this rank
+            }
             match (x.is_forward(), x.chunk) {
                 (true, 0) => (r > 0).then(|| (false, 0, mb, r - 1)),
                 (true, _) => Some(if r + 1 < pp { (false, 1, mb, r + 1) } else { (false, 0, mb, r) }),
@@ -1699,6 +1797,7 @@ mod tests {
                 (false, _) => Some(if r + 1 < pp { (true, 0, mb, r + 1) } else { (true, 1, mb, r) }),
             }
         };
+        let cost = |x: &ScheduleStep| -> u64 { if x.is_forward() || x.weight || x.defer_w { 1 } else { 2 } };
         let mut pos = vec![0usize; pp as usize];
         let mut clock = vec![0u64; pp as usize];
         loop {
@@ -1715,9 +1814,8 @@ mod tests {
                     Some(k) => done.get(&k).map(|&f| t.max(f)),
                 });
                 let Some(start) = ready else { continue };
-                let cost: u64 = group.iter().map(|x| if x.is_forward() { 1 } else { 2 }).sum();
-                let end = start + cost;
-                for x in group {
+                let end = start + group.iter().map(cost).sum::<u64>();
+                for x in group.iter().filter(|x| !x.weight) {
                     done.insert(key(x, r), end);
                 }
                 clock[r as usize] = end;
@@ -1737,67 +1835,92 @@ mod tests {
     fn dualpipev_runs_every_pass_once_in_a_feasible_order() {
         for (pp, m) in [(2, 4), (4, 8), (4, 9), (4, 20), (8, 16), (8, 40)] {
             for merged in [false, true] {
-                for r in 0..pp {
-                    let s = dualpipev_schedule(r, pp, m, merged);
-                    let mut keys: Vec<_> = s.iter().map(|x| (x.is_forward(), x.chunk, x.microbatch)).collect();
-                    keys.sort_unstable();
-                    let mut want: Vec<_> = (0..m)
-                        .flat_map(|mb| [(true, 0, mb), (true, 1, mb), (false, 0, mb), (false, 1, mb)])
-                        .collect();
-                    want.sort_unstable();
-                    assert_eq!(keys, want, "rank {r} of {pp}, {m} micro-batches");
-                    let at = |f: bool, c: u64, mb: u64| {
-                        s.iter()
-                            .position(|x| (x.is_forward(), x.chunk, x.microbatch) == (f, c, mb))
-                            .unwrap()
-                    };
-                    for mb in 0..m {
-                        for c in 0..2 {
-                            assert!(at(true, c, mb) < at(false, c, mb), "forward before backward");
+                for zb in [false, true] {
+                    for r in 0..pp {
+                        let s = dualpipev_schedule(r, pp, m, merged, zb);
+                        let passes: Vec<&ScheduleStep> = s.iter().filter(|x| !x.weight).collect();
+                        let mut keys: Vec<_> = passes.iter().map(|x| (x.is_forward(), x.chunk, x.microbatch)).collect();
+                        keys.sort_unstable();
+                        let mut want: Vec<_> = (0..m)
+                            .flat_map(|mb| [(true, 0, mb), (true, 1, mb), (false, 0, mb), (false, 1, mb)])
+                            .collect();
+                        want.sort_unstable();
+                        assert_eq!(keys, want, "rank {r} of {pp}, {m} micro-batches");
+                        let at = |f: bool, c: u64, mb: u64| {
+                            s.iter()
+                                .position(|x| !x.weight && (x.is_forward(), x.chunk, x.microbatch) == (f, c, mb))
+                                .unwrap()
+                        };
+                        for mb in 0..m {
+                            for c in 0..2 {
+                                assert!(at(true, c, mb) < at(false, c, mb), "forward before backward");
+                            }
+                            if r == pp - 1 {
+                                // The V's turn stays on this rank: the compute stream's order carries it.
+                                assert!(at(true, 0, mb) < at(true, 1, mb));
+                                assert!(at(false, 1, mb) < at(false, 0, mb));
+                            }
+                            if r == 0 {
+                                assert!(at(true, 1, mb) < at(false, 1, mb), "the loss before its backward");
+                            }
                         }
-                        if r == pp - 1 {
-                            // The V's turn stays on this rank: the compute stream's order carries it.
-                            assert!(at(true, 0, mb) < at(true, 1, mb));
-                            assert!(at(false, 1, mb) < at(false, 0, mb));
+                        // A merged forward is followed by a backward of the other chunk.
+                        for (i, x) in s.iter().enumerate().filter(|(_, x)| x.merged) {
+                            assert!(x.is_forward() && !s[i + 1].is_forward() && s[i + 1].chunk != x.chunk);
                         }
-                        if r == 0 {
-                            assert!(at(true, 1, mb) < at(false, 1, mb), "the loss before its backward");
+                        assert_eq!(merged, s.iter().any(|x| x.merged));
+                        // Zero bubble: every deferring backward has exactly one later weight
+                        // step, in first-in-first-out order: phase 3's pp - r - 1, then pp
+                        // from phases 6 and 7.
+                        let deferred: Vec<(u64, u64)> = s.iter().filter(|x| x.defer_w).map(|x| (x.microbatch, x.chunk)).collect();
+                        let weights: Vec<(u64, u64)> = s.iter().filter(|x| x.weight).map(|x| (x.microbatch, x.chunk)).collect();
+                        assert_eq!(deferred, weights, "rank {r}");
+                        assert_eq!(weights.len() as u64, if zb { 2 * pp - r - 1 } else { 0 }, "rank {r}");
+                        for (i, x) in s.iter().enumerate().filter(|(_, x)| x.weight) {
+                            let b = s
+                                .iter()
+                                .position(|y| y.defer_w && (y.microbatch, y.chunk) == (x.microbatch, x.chunk))
+                                .unwrap();
+                            assert!(b < i);
                         }
+                        // DualPipe's README: a rank holds PP + 1 stages' activations, PP = 2 pp
+                        // stages here (chunk-micro-batches in flight; a deferring backward frees
+                        // them at its weight step).
+                        let (mut cur, mut peak) = (0i64, 0i64);
+                        for x in &s {
+                            if x.is_forward() {
+                                cur += 1;
+                            } else if !x.defer_w {
+                                cur -= 1;
+                            }
+                            peak = peak.max(cur);
+                        }
+                        assert_eq!(cur, 0);
+                        assert!(peak <= 2 * pp as i64 + 1, "rank {r}: {peak} chunk activations in flight");
                     }
-                    // A merged forward is followed by a backward of the other chunk.
-                    for (i, x) in s.iter().enumerate().filter(|(_, x)| x.merged) {
-                        assert!(x.is_forward() && !s[i + 1].is_forward() && s[i + 1].chunk != x.chunk);
-                    }
-                    assert_eq!(merged, s.iter().any(|x| x.merged));
-                    // DualPipe's README: a rank holds PP + 1 stages' activations, PP = 2 pp
-                    // stages here (chunk-micro-batches in flight).
-                    let (mut cur, mut peak) = (0i64, 0i64);
-                    for x in &s {
-                        cur += if x.is_forward() { 1 } else { -1 };
-                        peak = peak.max(cur);
-                    }
-                    assert!(peak <= 2 * pp as i64 + 1, "rank {r}: {peak} chunk activations in flight");
+                    assert!(
+                        dualpipev_makespan(pp, m, merged, zb).is_some(),
+                        "pp {pp} m {m} merged {merged}: deadlock"
+                    );
                 }
-                assert!(
-                    dualpipev_makespan(pp, m, merged).is_some(),
-                    "pp {pp} m {m} merged {merged}: deadlock"
-                );
             }
         }
     }
 
     #[test]
-    fn dualpipev_bubble_is_the_reference_formula_without_zero_bubble() {
+    fn dualpipev_bubble_is_the_reference_formula() {
         // deepseek-ai/DualPipe README: DualPipeV's bubble is (PP/2 - 1)(F&B + B - 3W) for PP
-        // stages on PP/2 ranks. Without the weight-gradient split (W = 0) and with a merged pair
-        // costing F + B = 3, that is (pp - 1)(3 + 2) = 5 (pp - 1) beside a rank's 6 m of work,
-        // less the last rank's first pair, which the reference runs unmerged. Unmerged, the
-        // passes wait less for each other.
+        // stages on PP/2 ranks, i.e. (pp - 1)(F&B + B - 3W) here. Unit times F = 1, B = 2 (W = 1
+        // of it), a merged pair F&B = 3: 5 (pp - 1) without the zero-bubble split (less the last
+        // rank's first pair, which the reference runs unmerged), exactly 2 (pp - 1) with it,
+        // beside a rank's 6 m of work. Unmerged, the passes wait less for each other.
         for (pp, m) in [(2, 4), (4, 8), (4, 20), (8, 16), (8, 40)] {
-            let merged = dualpipev_makespan(pp, m, true).unwrap();
+            let merged = dualpipev_makespan(pp, m, true, false).unwrap();
             assert_eq!(merged, 6 * m + 5 * (pp - 1) - 1, "pp {pp} m {m}");
-            let plain = dualpipev_makespan(pp, m, false).unwrap();
+            let plain = dualpipev_makespan(pp, m, false, false).unwrap();
             assert_eq!(plain, 6 * m + 4 * (pp - 1) - 1, "pp {pp} m {m}");
+            let zb = dualpipev_makespan(pp, m, true, true).unwrap();
+            assert_eq!(zb, 6 * m + 2 * (pp - 1), "pp {pp} m {m}");
         }
     }
 }

@@ -272,7 +272,9 @@ fn schedule_peak(t: &TrainingConfig, p: &ParallelConfig, stage: u64, per_layer: 
         } else if step.is_forward() {
             cur += f.iter().sum::<u64>();
             peak = peak.max(cur);
-        } else {
+        } else if !step.defer_w {
+            // A zero-bubble backward keeps the layers' inputs for its deferred weight gradients,
+            // which free them (`weight`).
             cur = cur.saturating_sub(f.iter().sum::<u64>());
         }
     }
