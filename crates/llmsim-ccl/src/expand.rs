@@ -773,23 +773,7 @@ pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Ex
                 if i == j {
                     continue;
                 }
-                let pair = split_bytes(bytes.0, n, j as u64).0;
-                sent.push(plan.push_ordered(
-                    PlanNode {
-                        step: Step::Transfer {
-                            src: *src,
-                            dst: *dst,
-                            bytes: split_bytes(pair, chunks, c),
-                            route: route_for(topo, *src, *dst, p.pxn),
-                            flow_hash: hash_of(0, *src, *dst, 3),
-                        },
-                        channel: 0,
-                        phase: c as u32,
-                        overhead: overhead(topo, p, *src, *dst),
-                    },
-                    &gate,
-                    &[],
-                ));
+                sent.push(plan.push_ordered(all_to_all_piece(topo, p, bytes, n, j, chunks, c, *src, *dst), &gate, &[]));
             }
             if gated {
                 done[(c % in_flight) as usize][i] = plan.push_ordered(
@@ -812,6 +796,35 @@ pub fn direct_all_to_all(topo: &Topology, bytes: Bytes, group: &[NodeId], p: &Ex
     Ok(plan)
 }
 
+/// Piece `c` of `chunks` of what `src` sends `dst`, rank `j` of the `n` of an all-to-all of
+/// `bytes` per rank (its block of the buffer, then its piece), with NCCL's step overhead.
+#[allow(clippy::too_many_arguments)]
+fn all_to_all_piece(
+    topo: &Topology,
+    p: &ExpandParams,
+    bytes: Bytes,
+    n: u64,
+    j: usize,
+    chunks: u64,
+    c: u64,
+    src: NodeId,
+    dst: NodeId,
+) -> PlanNode {
+    let pair = split_bytes(bytes.0, n, j as u64).0;
+    PlanNode {
+        step: Step::Transfer {
+            src,
+            dst,
+            bytes: split_bytes(pair, chunks, c),
+            route: route_for(topo, src, dst, p.pxn),
+            flow_hash: hash_of(0, src, dst, 3),
+        },
+        channel: 0,
+        phase: c as u32,
+        overhead: overhead(topo, p, src, dst),
+    }
+}
+
 /// [`direct_all_to_all`] with [`ExpandParams::all_to_all_rounds`]: NCCL runs an all-to-all's
 /// point-to-point operations in rounds in which each rank has one send and one receive (its
 /// `p2pSchedule`, `src/init.cc`: round `d` sends to the rank `d` after it), so a rank's sends
@@ -832,28 +845,12 @@ fn all_to_all_in_rounds(topo: &Topology, bytes: Bytes, g: &[NodeId], p: &ExpandP
                 let j = (i + d) % n;
                 let dst = g[j];
                 let class = usize::from(topo.server_of(*src) != topo.server_of(dst));
-                let pair = split_bytes(bytes.0, n as u64, j as u64).0;
                 let order: Vec<u32> = last[i][class].into_iter().collect();
-                last[i][class] = Some(plan.push_ordered(
-                    PlanNode {
-                        step: Step::Transfer {
-                            src: *src,
-                            dst,
-                            bytes: split_bytes(pair, chunks, c),
-                            route: route_for(topo, *src, dst, p.pxn),
-                            flow_hash: hash_of(0, *src, dst, 3),
-                        },
-                        channel: 0,
-                        phase: c as u32,
-                        overhead: if order.is_empty() {
-                            overhead(topo, p, *src, dst)
-                        } else {
-                            SimTime::ZERO
-                        },
-                    },
-                    &order,
-                    &[],
-                ));
+                let mut piece = all_to_all_piece(topo, p, bytes, n as u64, j, chunks, c, *src, dst);
+                if !order.is_empty() {
+                    piece.overhead = SimTime::ZERO;
+                }
+                last[i][class] = Some(plan.push_ordered(piece, &order, &[]));
             }
         }
     }

@@ -157,19 +157,24 @@ pub fn schedule_flushes(
     merged: bool,
     flushes: u64,
 ) -> Vec<ScheduleStep> {
+    per_flush(microbatches, flushes, |m| schedule_one(stage, pp, m, vpp, interleaved, merged))
+}
+
+/// `one(m)`'s schedule of `m` micro-batches run as `flushes` consecutive schedules of
+/// `microbatches / flushes` each, numbered on from one to the next (one schedule of all when
+/// `flushes` does not divide them).
+fn per_flush(microbatches: u64, flushes: u64, one: impl Fn(u64) -> Vec<ScheduleStep>) -> Vec<ScheduleStep> {
     let f = flushes.max(1);
     if f == 1 || !microbatches.is_multiple_of(f) {
-        return schedule_one(stage, pp, microbatches, vpp, interleaved, merged);
+        return one(microbatches);
     }
     let per = microbatches / f;
     (0..f)
         .flat_map(|i| {
-            schedule_one(stage, pp, per, vpp, interleaved, merged)
-                .into_iter()
-                .map(move |s| ScheduleStep {
-                    microbatch: s.microbatch + i * per,
-                    ..s
-                })
+            one(per).into_iter().map(move |s| ScheduleStep {
+                microbatch: s.microbatch + i * per,
+                ..s
+            })
         })
         .collect()
 }
@@ -221,24 +226,10 @@ fn schedule_one(stage: u64, pp: u64, microbatches: u64, vpp: u64, interleaved: b
 /// ([`dualpipev_schedule`]), each `parallel.pipeline_flushes` times.
 pub fn stage_schedule(p: &ParallelConfig, stage: u64, microbatches: u64) -> Vec<ScheduleStep> {
     let pp = p.pp.max(1);
-    let f = p.pipeline_flushes.max(1);
+    let f = p.pipeline_flushes;
     if p.dual_pipe_v() {
-        let m = microbatches;
         let zb = p.dualpipev_zero_bubble();
-        if f == 1 || !m.is_multiple_of(f) {
-            return dualpipev_schedule(stage, pp, m, p.moe_a2a_overlap, zb);
-        }
-        let per = m / f;
-        return (0..f)
-            .flat_map(|i| {
-                dualpipev_schedule(stage, pp, per, p.moe_a2a_overlap, zb)
-                    .into_iter()
-                    .map(move |s| ScheduleStep {
-                        microbatch: s.microbatch + i * per,
-                        ..s
-                    })
-            })
-            .collect();
+        return per_flush(microbatches, f, |m| dualpipev_schedule(stage, pp, m, p.moe_a2a_overlap, zb));
     }
     let interleaved = p.schedule == PipelineSchedule::Interleaved && p.vpp > 1;
     let vpp = if interleaved { p.vpp } else { 1 };
@@ -264,8 +255,8 @@ pub fn dualpipev_schedule(stage: u64, pp: u64, m: u64, merged: bool, zb: bool) -
     let r = stage;
     let mut out = Vec::with_capacity(4 * m as usize + 2 * pp as usize);
     let mut next = [[0u64; 2]; 2]; // [forward, backward][chunk]
-    let mut store = std::collections::VecDeque::new();
     type Store = std::collections::VecDeque<(u64, u64)>;
+    let mut store = Store::new();
     let mut pass = |out: &mut Vec<ScheduleStep>, store: &mut Store, dir: Direction, chunk: u64, merge: bool, defer: bool| {
         let d = usize::from(dir == Direction::Backward);
         let mb = next[d][chunk as usize];
@@ -614,22 +605,21 @@ fn emit_merged(prog: &mut Program, f: (&[Item], Node), b: (&[Item], Node), wait:
         for side in order {
             let (parts, colls, base) = passes[side];
             let Some(part) = parts.get(k) else { continue };
+            // Emits `items` after what the side waits for; they become its last node.
+            let mut put = |prog: &mut Program, items: &[Item], wait: &mut Vec<u32>| {
+                if let Some(n) = emit(prog, items, base, wait) {
+                    last[side] = Some(n);
+                    wait.clear();
+                }
+            };
             if let Some(c) = beside[side].take() {
                 // The kernels before the wait run beside the collective; the rest wait for it.
                 let w = part.iter().position(|it| matches!(it, Item::Wait)).unwrap_or(part.len());
-                if let Some(n) = emit(prog, &part[..w], base, &wait[side]) {
-                    last[side] = Some(n);
-                    wait[side].clear();
-                }
+                put(prog, &part[..w], &mut wait[side]);
                 wait[side].push(c);
-                let rest = part.get(w + 1..).unwrap_or_default();
-                if let Some(n) = emit(prog, rest, base, &wait[side]) {
-                    last[side] = Some(n);
-                    wait[side].clear();
-                }
-            } else if let Some(n) = emit(prog, part, base, &wait[side]) {
-                last[side] = Some(n);
-                wait[side].clear();
+                put(prog, part.get(w + 1..).unwrap_or_default(), &mut wait[side]);
+            } else {
+                put(prog, part, &mut wait[side]);
             }
             for (j, it) in colls.get(k).copied().unwrap_or_default().iter().enumerate() {
                 let (op, group, bytes, is_async) = match *it {
@@ -763,21 +753,13 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
                 layer_fwd.push(b.template(&format!("{name}.fwd"), &lo.forward)?);
                 layer_bwd.push(b.template(&format!("{name}.bwd"), &lo.backward)?);
                 if p.dualpipev_zero_bubble() {
-                    let is_w = |o: &OpSpec| o.pass == Pass::BackwardWeight && matches!(o.kind, OpSpecKind::Compute { .. });
-                    let input: Vec<OpSpec> = lo
-                        .backward
-                        .iter()
-                        .filter(|o| !is_w(o))
-                        .cloned()
-                        .map(|mut o| {
-                            // A collective that ran beside weight gradients no longer does.
-                            if let OpSpecKind::Comm { beside, .. } = &mut o.kind {
-                                *beside = 0;
-                            }
-                            o
-                        })
-                        .collect();
-                    let weight: Vec<OpSpec> = lo.backward.iter().filter(|o| is_w(o)).cloned().collect();
+                    let (weight, mut input): (Vec<OpSpec>, Vec<OpSpec>) = lo.backward.iter().cloned().partition(OpSpec::is_weight_gradient);
+                    for o in &mut input {
+                        // A collective that ran beside weight gradients no longer does.
+                        if let OpSpecKind::Comm { beside, .. } = &mut o.kind {
+                            *beside = 0;
+                        }
+                    }
                     layer_bwd_input.push(b.template(&format!("{name}.bwd_input"), &input)?);
                     layer_bwd_weight.push(b.template(&format!("{name}.bwd_weight"), &weight)?);
                 }
@@ -1088,7 +1070,9 @@ fn stage_iteration(
     // carries it). Megatron's interleaving wraps from the last stage's chunk c to stage 0's c + 1.
     let v_shape = p.dual_pipe_v();
     let turn = |c: u64, at_chunk: u64| v_shape && s == pp - 1 && c == at_chunk;
-    let fwd_src = |c: u64| -> Option<Peer> {
+    // Upstream: where a chunk's activations come from and its gradients go; downstream: the
+    // other way.
+    let upstream = |c: u64| -> Option<Peer> {
         if first_virtual(c) || turn(c, 1) {
             None
         } else if v_shape && c == 1 {
@@ -1097,16 +1081,7 @@ fn stage_iteration(
             Some(Peer::Prev)
         }
     };
-    let fwd_dst = |c: u64| -> Option<(Peer, u64)> {
-        if last_virtual(c) || turn(c, 0) {
-            None
-        } else if v_shape {
-            Some((if c == 1 { Peer::Prev } else { Peer::Next }, c))
-        } else {
-            Some((Peer::Next, if s == pp - 1 { c + 1 } else { c }))
-        }
-    };
-    let bwd_src = |c: u64| -> Option<Peer> {
+    let downstream = |c: u64| -> Option<Peer> {
         if last_virtual(c) || turn(c, 0) {
             None
         } else if v_shape && c == 1 {
@@ -1115,15 +1090,16 @@ fn stage_iteration(
             Some(Peer::Next)
         }
     };
-    let bwd_dst = |c: u64| -> Option<(Peer, u64)> {
-        if first_virtual(c) || turn(c, 1) {
-            None
-        } else if v_shape {
-            Some((if c == 1 { Peer::Next } else { Peer::Prev }, c))
-        } else {
-            Some((Peer::Prev, if s == 0 { c - 1 } else { c }))
-        }
+    // The receiver's chunk of a send from chunk `c` to `peer`.
+    let their_chunk = |c: u64, peer: Peer| match peer {
+        Peer::Next if !v_shape && s == pp - 1 => c + 1,
+        Peer::Prev if !v_shape && s == 0 => c - 1,
+        _ => c,
     };
+    let fwd_src = upstream;
+    let bwd_src = downstream;
+    let fwd_dst = |c: u64| downstream(c).map(|peer| (peer, their_chunk(c, peer)));
+    let bwd_dst = |c: u64| upstream(c).map(|peer| (peer, their_chunk(c, peer)));
 
     let Buckets {
         buckets,

@@ -240,6 +240,12 @@ pub struct TpOverlap {
 }
 
 impl OpSpec {
+    /// A weight-gradient kernel (a compute op of the `BackwardWeight` pass), the part of a
+    /// backward that `delay_wgrad_compute` and DualPipeV's zero bubble move.
+    pub fn is_weight_gradient(&self) -> bool {
+        self.pass == Pass::BackwardWeight && matches!(self.kind, OpSpecKind::Compute { .. })
+    }
+
     /// The compute-model query for this op in a run whose GEMMs compute in `dtype`
     /// ([`TrainingConfig::gemm_compute_dtype`]: the training dtype, or MXFP8 for the `mxfp8`
     /// recipe); the op's own [`OpSpec::dtype`] where it has one; `None` for a collective or a
@@ -1696,7 +1702,7 @@ fn delay_expert_wgrad(backward: &mut Vec<OpSpec>) {
     let (wgrad, rest): (Vec<OpSpec>, Vec<OpSpec>) = backward[combine_end..dispatch_start]
         .iter()
         .cloned()
-        .partition(|o| o.pass == Pass::BackwardWeight && matches!(o.kind, OpSpecKind::Compute { .. }));
+        .partition(OpSpec::is_weight_gradient);
     if wgrad.is_empty() {
         return;
     }
