@@ -199,7 +199,7 @@ pub fn simulate_batched(s: &Scenario, opts: &RunOptions, shared: &Shared) -> Res
         || {
             let cm = compute_model(s, gpu, r.parallel.world_size())?;
             let (seg_time, ops) = time_segments(&wl, &cm, &r.training, ub.as_ref())?;
-            let host = crate::host::for_run(s.compute.host.as_ref(), &wl, &ops, crate::host::p2p_sync_of(&r.parallel))?;
+            let host = crate::host::for_run(s.compute.host.as_ref(), &wl, &ops, &r.parallel)?;
             Ok((seg_time, op_rows(&wl, &ops), host))
         },
     );

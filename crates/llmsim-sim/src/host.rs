@@ -4,14 +4,14 @@
 
 use llmsim_compute::{KernelShape, OpClass};
 use llmsim_core::{CollectiveOp, SimTime};
-use llmsim_workload::OpSpecKind;
 use llmsim_workload::dag::{DagNodeKind, Phase, Stream, Workload};
 use llmsim_workload::ops::{OpSpec, Pass};
+use llmsim_workload::{MoeDispatcher, MoeExperts, OpSpecKind, ParallelConfig};
 
 use crate::SimError;
 use crate::engine::{HostDispatch, HostSeg};
 use crate::ops::OpTimes;
-use crate::scenario::HostSpec;
+use crate::scenario::{GraphScope, HostSpec};
 
 /// `v` if it is finite and >= 0, else an error naming `field` and its unit.
 fn non_negative(field: &str, v: f64, unit: &str) -> Result<f64, SimError> {
@@ -28,38 +28,139 @@ fn micros(field: &str, us: f64) -> Result<SimTime, SimError> {
     non_negative(field, us, "microseconds").map(SimTime::from_us_f64)
 }
 
-/// The engine's host model for a run (see [`dispatch`]): none where `compute.host` is off.
-/// `p2p_sync`: the host synchronizes the device after each blocking pipeline exchange
-/// (`parallel.batch_p2p_sync` under Megatron's runtime).
+/// The engine's host model for a run of plan `p` (see [`dispatch`]): none where `compute.host`
+/// is off.
 pub(crate) fn for_run(
     spec: Option<&HostSpec>,
     wl: &Workload,
     ops: &OpTimes,
-    p2p_sync: bool,
+    p: &ParallelConfig,
 ) -> Result<Option<std::sync::Arc<HostDispatch>>, SimError> {
     match spec {
-        Some(h) => Ok(dispatch(h, wl, ops, p2p_sync)?.map(std::sync::Arc::new)),
+        Some(h) => Ok(dispatch(h, wl, ops, p)?.map(std::sync::Arc::new)),
         None => Ok(None),
     }
 }
 
 /// Whether the host synchronizes after each blocking pipeline exchange under `p`:
 /// Megatron's runtime with `batch_p2p_sync`.
-pub(crate) fn p2p_sync_of(p: &llmsim_workload::ParallelConfig) -> bool {
+pub(crate) fn p2p_sync_of(p: &ParallelConfig) -> bool {
     p.pp_impl == llmsim_workload::PpImpl::Megatron && p.batch_p2p_sync
+}
+
+/// Host ops of one graph replay (Transformer Engine's graphed callable: the copy of the input
+/// into the graph's static buffer, the replay call, the outputs handed back). An estimate, not a
+/// measurement.
+pub const GRAPH_REPLAY_OPS: f64 = 3.0;
+
+/// Python-level host ops of one Megatron-Core MoE layer pass, by region: router (with its
+/// auxiliary loss), dispatcher preprocessing, permutation with the dispatch and the chunk sort,
+/// and the combine side. Counted from the code (`bench/kernels.md`, "MoE host work by
+/// dispatcher"); each tensor op, collective, host copy or custom-op call counts 1, views none.
+struct MoeRegions {
+    fwd: [f64; 4],
+    bwd: [f64; 4],
+    /// Forward host copies of the token counts that stay eager (move to the dispatch) when the
+    /// preprocessing is captured in a graph.
+    d2h_when_graphed: f64,
+}
+
+/// The measured path: the all-to-all dispatcher of core_v0.15.0 at EP 1, dropless, no fusions
+/// (60 ops forward and 34 autograd nodes backward, checked op for op on a CPU run of the layer).
+const MEASURED: MoeRegions = MoeRegions {
+    fwd: [28.0, 8.0, 17.0, 7.0],
+    bwd: [20.0, 0.0, 10.0, 4.0],
+    d2h_when_graphed: 4.0,
+};
+/// The all-to-all dispatcher at EP > 1 with Transformer Engine's fused router and permutation
+/// (`moe_router_fusion`, `moe_permute_fusion`: Megatron-Bridge's MoE providers): the token-count
+/// all-gather, the host copies of the splits and the real all-to-alls run (core_v0.15.0
+/// `token_dispatcher.py`; at EP 1 `mappings.py` returns early).
+const ALLTOALL_EP: MoeRegions = MoeRegions {
+    fwd: [17.0, 23.0, 22.0, 12.0],
+    bwd: [16.0, 0.0, 16.0, 11.0],
+    d2h_when_graphed: 14.0,
+};
+/// `MoEFlexTokenDispatcher` with HybridEP (core_v0.16.0): a compiled preprocess, the C++
+/// dispatch with its permutation and one `cudaStreamSynchronize`, the combine with its
+/// un-permutation; the router fused (with forced balancing's RNG-state calls).
+const FLEX: MoeRegions = MoeRegions {
+    fwd: [27.0, 1.0, 9.0, 2.0],
+    bwd: [16.0, 1.0, 3.0, 2.0],
+    d2h_when_graphed: 0.0,
+};
+/// The measured op-equivalents of [`MEASURED`], forward and backward (`HostSpec::moe_ops_fwd`).
+const MEASURED_OPS: f64 = 190.0;
+/// Backward host ops of a graphed router (its gradients copied into the graph's static buffers).
+const GRAPHED_ROUTER_BWD: f64 = 3.0;
+
+/// Host op-equivalents of one MoE layer pass (forward, backward) under plan `p` and `spec`: the
+/// measured 190 scaled by the path's counted ops over the measured path's, with the regions in
+/// `spec.cuda_graph_scope` replaced by their graph's share. `spec.moe_ops_fwd` / `_bwd` override.
+pub fn moe_host_ops(spec: &HostSpec, p: &ParallelConfig) -> (f64, f64) {
+    let regions = match (p.moe_experts, p.moe_token_dispatcher) {
+        // NeMo Automodel's MoE is not Megatron-Core's: the measured figure, uncounted.
+        (MoeExperts::Automodel, _) => &MEASURED,
+        (_, MoeDispatcher::Flex) => &FLEX,
+        (_, MoeDispatcher::AllToAll) if p.ep > 1 => &ALLTOALL_EP,
+        (_, MoeDispatcher::AllToAll) => &MEASURED,
+    };
+    let router = spec.cuda_graph_scope.contains(&GraphScope::MoeRouter);
+    let pre = spec.cuda_graph_scope.contains(&GraphScope::MoePreprocess);
+    let [a, b, c, d] = regions.fwd;
+    let fwd = if router { 0.0 } else { a } + if pre { regions.d2h_when_graphed } else { b } + c + d + if router || pre { 1.0 } else { 0.0 };
+    let [ab, bb, cb, db] = regions.bwd;
+    let bwd = if router { GRAPHED_ROUTER_BWD } else { ab } + if pre { 0.0 } else { bb } + cb + db;
+    let [ma, mb, mc, md] = MEASURED.fwd;
+    let [na, nb, nc, nd] = MEASURED.bwd;
+    (
+        spec.moe_ops_fwd.unwrap_or(MEASURED_OPS * fwd / (ma + mb + mc + md)),
+        spec.moe_ops_bwd.unwrap_or(MEASURED_OPS * bwd / (na + nb + nc + nd)),
+    )
+}
+
+/// Whether op `name` of a segment named `segment` belongs to Megatron-Core's `attn` graph scope
+/// (the input norm through the pre-MLP norm of an attention layer); `None` for a quantization
+/// cast, which belongs where the GEMM after it does.
+fn in_attn_scope(segment: &str, name: &str) -> Option<bool> {
+    if name.starts_with("fp8_cast") || name.starts_with("nvfp4_quantize") {
+        return None;
+    }
+    if segment.starts_with("mamba") {
+        return Some(false);
+    }
+    const PREFIXES: [&str; 7] = ["attn_", "core_attention", "rope", "mla_", "input_norm", "post_attn_norm", "cp_"];
+    Some(PREFIXES.iter().any(|p| name.starts_with(p)))
+}
+
+/// Whether op `name` is the router's, captured with `moe_router`.
+fn in_router_scope(name: &str) -> bool {
+    name.starts_with("moe_router")
 }
 
 /// The engine's host model for `wl` under `spec`; `ops` are the per-op GPU times of
 /// [`crate::ops::time_segments`].
 /// `None` when nothing costs anything (the engine then skips the host entirely).
-pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p2p_sync: bool) -> Result<Option<HostDispatch>, SimError> {
+pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p: &ParallelConfig) -> Result<Option<HostDispatch>, SimError> {
+    let p2p_sync = p2p_sync_of(p);
+    if spec.cuda_graph_scope.contains(&GraphScope::MoePreprocess) && !spec.cuda_graph_scope.contains(&GraphScope::MoeRouter) {
+        return Err(SimError::Scenario {
+            field: "compute.host.cuda_graph_scope".into(),
+            message: "moe_preprocess needs moe_router in the same scope (Megatron-Core refuses it alone); add moe_router".into(),
+        });
+    }
+    let (moe_ops_fwd, moe_ops_bwd) = moe_host_ops(spec, p);
     let op = micros("compute.host.op_us", spec.op_us)?;
     let linear = micros("compute.host.linear_us", spec.linear_us)?;
     let expert = micros("compute.host.expert_gemm_us", spec.expert_gemm_us)?;
     let call = micros("compute.host.call_us", spec.call_us)?;
     let ops_of = |field: &str, n: f64| non_negative(field, n, "ops").map(|n| SimTime::from_us_f64(n * spec.op_us));
-    let moe_fwd = ops_of("compute.host.moe_ops_fwd", spec.moe_ops_fwd)?;
-    let moe_bwd = ops_of("compute.host.moe_ops_bwd", spec.moe_ops_bwd)?;
+    let moe_fwd = ops_of("compute.host.moe_ops_fwd", moe_ops_fwd)?;
+    let moe_bwd = ops_of("compute.host.moe_ops_bwd", moe_ops_bwd)?;
+    let attn_graphed = spec.cuda_graph_scope.contains(&GraphScope::Attn);
+    let router_graphed = spec.cuda_graph_scope.contains(&GraphScope::MoeRouter);
+    let mamba_graphed = spec.cuda_graph_scope.contains(&GraphScope::Mamba);
+    let replay = SimTime::from_us_f64(GRAPH_REPLAY_OPS * spec.op_us);
     if [op, linear, expert, call].iter().all(|c| *c == SimTime::ZERO) && !spec.moe_sync && !spec.blocking_copies {
         return Ok(None);
     }
@@ -90,14 +191,25 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p2p_sync: 
         .zip(ops)
         .map(|(s, times)| {
             // Ops the host issues (a segment holds no collectives; a host copy is one call).
+            let graphed = graphed_ops(&s.name, &s.ops, attn_graphed, router_graphed, mamba_graphed);
             let mut first = None;
             let mut total = SimTime::ZERO;
             let mut last_gpu = SimTime::ZERO;
-            for (o, t) in s.ops.iter().zip(times) {
+            let mut in_graph = false;
+            for ((o, t), g) in s.ops.iter().zip(times).zip(graphed) {
                 if matches!(o.kind, OpSpecKind::Comm { .. }) {
                     continue;
                 }
-                let c = cost(o);
+                // A captured op is replayed with its graph: the first of a run pays the replay;
+                // the MoE router keeps its layer's dispatcher work (`moe_host_ops` left out what
+                // the graph holds).
+                let start = if in_graph { SimTime::ZERO } else { replay };
+                let c = match (g, o.name == "moe_router") {
+                    (false, _) => cost(o),
+                    (true, true) => cost(o) + start,
+                    (true, false) => start,
+                };
+                in_graph = g;
                 first.get_or_insert(c);
                 total += c;
                 last_gpu = t.as_ref().map_or(SimTime::ZERO, |t| t.time);
@@ -184,4 +296,31 @@ pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p2p_sync: 
         })
         .collect();
     Ok(Some(HostDispatch { seg, call, sync }))
+}
+
+/// Which of a segment's ops run inside a CUDA graph: attention-block ops under `attn`, the
+/// router's under `moe_router`, a Mamba layer's under `mamba`; a quantization cast goes with the
+/// next op that is not one (or the previous, at the segment's end).
+fn graphed_ops(segment: &str, ops: &[OpSpec], attn: bool, router: bool, mamba: bool) -> Vec<bool> {
+    let own: Vec<Option<bool>> = ops
+        .iter()
+        .map(|o| {
+            if router && in_router_scope(&o.name) {
+                return Some(true);
+            }
+            if segment.starts_with("mamba") {
+                return Some(mamba);
+            }
+            in_attn_scope(segment, &o.name).map(|a| a && attn)
+        })
+        .collect();
+    let mut out = vec![false; ops.len()];
+    let mut next = None;
+    for i in (0..ops.len()).rev() {
+        if let Some(g) = own[i] {
+            next = Some(g);
+        }
+        out[i] = next.unwrap_or_else(|| own[..i].iter().rev().find_map(|g| *g).unwrap_or(false));
+    }
+    out
 }

@@ -191,7 +191,7 @@ fn prepare(s: &Scenario, j: &JobSpec, servers: Vec<u32>, opts: &RunOptions, shar
     let ub: Option<TpOverlapTimer> = tp_overlap_timer(&js, &r.parallel, r.gpu, opts.ideal_comm)?;
     let cm = compute_model(&js, r.gpu, r.parallel.world_size())?;
     let (seg_time, timed) = time_segments(&wl, &cm, &js.training, ub.as_ref())?;
-    let host = crate::host::for_run(js.compute.host.as_ref(), &wl, &timed, crate::host::p2p_sync_of(&r.parallel))?;
+    let host = crate::host::for_run(js.compute.host.as_ref(), &wl, &timed, &r.parallel)?;
     let ops = op_rows(&wl, &timed);
     let gpn = s.cluster.gpus_per_node;
     let hosts: Arc<[u32]> = (0..j.gpus).map(|rank| servers[(rank / gpn) as usize] * gpn + rank % gpn).collect();

@@ -17,7 +17,7 @@ pub mod estimate;
 pub mod faults;
 pub mod fidelity;
 pub mod fold;
-pub(crate) mod host;
+pub mod host;
 pub mod imported;
 pub mod jobs;
 pub mod ops;

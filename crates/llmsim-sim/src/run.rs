@@ -245,12 +245,7 @@ pub(crate) fn run_workload(p: Prepared<'_>, cx: RunContext<'_, '_>) -> Result<Ou
     let (topo, su, plan) = cluster_setup(s, gpu, info.gpus, shared)?;
     let su = crate::setup::with_flex(su, &s.parallel, gpu);
     let (seg_time, ops) = time_segments(&wl, &cm, training, ub.as_ref())?;
-    let host = crate::host::for_run(
-        s.compute.host.as_ref().filter(|_| !host_free),
-        &wl,
-        &ops,
-        crate::host::p2p_sync_of(&s.parallel),
-    )?;
+    let host = crate::host::for_run(s.compute.host.as_ref().filter(|_| !host_free), &wl, &ops, &s.parallel)?;
     let trace_units: Vec<u32> = if s.output.trace {
         match s.output.trace_ranks {
             scenario::TraceRanks::FirstReplica => (0..layout.pp).map(|st| layout.unit(0, 0, st)).collect(),

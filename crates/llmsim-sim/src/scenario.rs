@@ -1285,20 +1285,49 @@ pub struct HostSpec {
     /// Host work of one MoE layer's router, auxiliary loss, dispatcher preprocessing, token
     /// permutation and combine in the forward pass, in eager ops (each `op_us`), charged to the
     /// router op in place of its one op; the expert GEMMs keep `linear_us` + `expert_gemm_us`.
-    /// Default 190, measured: Megatron-Core 0.15's MoE layer (all-to-all dispatcher, dropless,
-    /// BF16) issues 62 kernels forward and its host takes 204 times a bare autograd-recorded op
-    /// of the same CPU, 13 of them the stand-in expert GEMMs and activation
-    /// (`bench/gpu_moe_layer.py`, `data/op-db/h200/moe-layer.csv`, an H200 host, 2026-11-27; 172
-    /// on a second instance of the machine). It is Megatron-Core's all-to-all dispatcher's work:
-    /// for another path (the flex dispatcher, NeMo Automodel's MoE, CUDA graphs over the router)
-    /// set what that path costs.
-    #[serde(default = "default_moe_ops_fwd")]
-    pub moe_ops_fwd: f64,
+    /// Default: derived from the plan ([`crate::host::moe_host_ops`]). Measured: Megatron-Core
+    /// 0.15's MoE layer (all-to-all dispatcher at EP 1, dropless, BF16, no fusions) issues 62
+    /// kernels forward and its host takes 204 times a bare autograd-recorded op of the same CPU,
+    /// 13 of them the stand-in expert GEMMs and activation: 190 (`bench/gpu_moe_layer.py`,
+    /// `data/op-db/h200/moe-layer.csv`, an H200 host, 2026-11-27). Other paths (the all-to-all
+    /// dispatcher at EP > 1 with Transformer Engine's fused router and permutation, the flex
+    /// dispatcher, CUDA graphs over the router and preprocessing) scale it by their Python-level
+    /// op counts per region, counted from Megatron-Core's code (`bench/kernels.md`, "MoE host
+    /// work by dispatcher"). NeMo Automodel's MoE (`parallel.moe_experts: automodel`) keeps the
+    /// measured 190 (not counted). A number here overrides the derivation.
+    #[serde(default)]
+    pub moe_ops_fwd: Option<f64>,
     /// As `moe_ops_fwd`, for the backward pass, charged to the un-permutation's backward (the
-    /// layer's first MoE op in backward order). Default 190: 73 kernels, 235 ops measured (212 on
-    /// the second instance), 45 of them the stand-in expert GEMMs' gradients.
-    #[serde(default = "default_moe_ops_bwd")]
-    pub moe_ops_bwd: f64,
+    /// layer's first MoE op in backward order). Measured: 190 (73 kernels, 235 ops measured, 212
+    /// on a second instance, 45 of them the stand-in expert GEMMs' gradients); derived by plan
+    /// as `moe_ops_fwd` is.
+    #[serde(default)]
+    pub moe_ops_bwd: Option<f64>,
+    /// Modules captured in Transformer Engine CUDA graphs, replayed each micro-batch (Megatron-Core
+    /// `--cuda-graph-impl transformer_engine --cuda-graph-scope ...`): `attn` (the input norm,
+    /// attention and its residual add, the pre-MLP norm), `moe_router` (the router and its
+    /// auxiliary loss), `moe_preprocess` (the dispatcher's preprocessing; needs `moe_router`, as
+    /// Megatron-Core requires), `mamba` (a Mamba layer's compute). A captured op costs the host nothing; each run of captured ops in
+    /// a pass costs one replay (`GRAPH_REPLAY_OPS` ops). The token dispatch, the experts and the
+    /// combine stay eager. Full-iteration graphs are `compute.host: null`. Default: none.
+    #[serde(default)]
+    pub cuda_graph_scope: Vec<GraphScope>,
+}
+
+/// A module Megatron-Core captures in a CUDA graph (`--cuda-graph-scope`), see
+/// [`HostSpec::cuda_graph_scope`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphScope {
+    /// The attention block: input norm, attention, its residual add and the pre-MLP norm.
+    Attn,
+    /// The MoE router, its score function, top-k and auxiliary loss.
+    MoeRouter,
+    /// The token dispatcher's preprocessing (token counts, routing metadata).
+    MoePreprocess,
+    /// A Mamba layer (its norm, the mixer and the residual add; hybrid models such as
+    /// Nemotron-H).
+    Mamba,
 }
 
 impl Default for HostSpec {
@@ -1310,8 +1339,9 @@ impl Default for HostSpec {
             call_us: default_op_us(),
             moe_sync: true,
             blocking_copies: true,
-            moe_ops_fwd: default_moe_ops_fwd(),
-            moe_ops_bwd: default_moe_ops_bwd(),
+            moe_ops_fwd: None,
+            moe_ops_bwd: None,
+            cuda_graph_scope: Vec::new(),
         }
     }
 }
@@ -1330,14 +1360,6 @@ fn default_expert_gemm_us() -> f64 {
 
 fn default_host() -> Option<HostSpec> {
     Some(HostSpec::default())
-}
-
-fn default_moe_ops_fwd() -> f64 {
-    190.0
-}
-
-fn default_moe_ops_bwd() -> f64 {
-    190.0
 }
 
 fn default_true() -> bool {

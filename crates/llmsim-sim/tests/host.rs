@@ -222,7 +222,8 @@ fn an_empty_host_section_takes_the_default_costs() {
         (h.op_us, h.linear_us, h.expert_gemm_us, h.call_us, h.moe_sync),
         (20.8, 115.0, 16.0, 20.8, true)
     );
-    assert_eq!((h.moe_ops_fwd, h.moe_ops_bwd), (190.0, 190.0));
+    assert_eq!((h.moe_ops_fwd, h.moe_ops_bwd), (None, None));
+    assert!(h.cuda_graph_scope.is_empty());
     // A kernel is issued before it runs: the host's first issue is exposed at least.
     let o = simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap();
     assert!(o.report.mean.exposed_host_s >= 20.8e-6 * (1.0 - 1e-9));
@@ -233,4 +234,114 @@ fn an_empty_host_section_takes_the_default_costs() {
     assert!(off.compute.host.is_none());
     let o = simulate(&off, &RunOptions::default(), &mut |_, _| {}).unwrap();
     assert_eq!(o.report.mean.exposed_host_s, 0.0);
+}
+
+fn parallel(yaml: &str, sets: &[&str]) -> (llmsim_sim::scenario::HostSpec, llmsim_workload::ParallelConfig) {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let s = Scenario::from_yaml(yaml, &sets, Path::new(".")).expect("valid scenario");
+    (s.compute.host.clone().expect("host on"), s.parallel.clone())
+}
+
+#[test]
+fn moe_host_work_follows_the_dispatcher_path() {
+    use llmsim_sim::host::moe_host_ops;
+    // The measured path (the all-to-all dispatcher at EP 1) keeps the measured 190 each way.
+    let (h, p) = parallel(MOE, &["parallel.ep=1"]);
+    assert_eq!(moe_host_ops(&h, &p), (190.0, 190.0));
+    // Counted per region (router, preprocess, permute + dispatch, combine side), forward /
+    // backward: measured 28+8+17+7 = 60 / 20+0+10+4 = 34; all-to-all at EP > 1 with the fused
+    // router and permutation 17+23+22+12 = 74 / 16+0+16+11 = 43; flex (HybridEP)
+    // 27+1+9+2 = 39 / 16+1+3+2 = 22.
+    let (h, p) = parallel(MOE, &[]);
+    let (f, b) = moe_host_ops(&h, &p);
+    assert!(
+        (f - 190.0 * 74.0 / 60.0).abs() < 1e-9 && (b - 190.0 * 43.0 / 34.0).abs() < 1e-9,
+        "{f} {b}"
+    );
+    let (h, p) = parallel(MOE, &["parallel.moe_token_dispatcher=flex"]);
+    let (ff, fb) = moe_host_ops(&h, &p);
+    assert!(
+        (ff - 190.0 * 39.0 / 60.0).abs() < 1e-9 && (fb - 190.0 * 22.0 / 34.0).abs() < 1e-9,
+        "{ff} {fb}"
+    );
+    // Router and preprocessing in a graph: what stays eager is the dispatch and the combine, one
+    // op of graph outputs, and the router gradients' copies into the graph (3) backward;
+    // the all-to-all dispatcher's 14 host copies of the token counts move to the dispatch.
+    let (h, p) = parallel(
+        MOE,
+        &[
+            "parallel.moe_token_dispatcher=flex",
+            "compute.host.cuda_graph_scope=[moe_router,moe_preprocess]",
+        ],
+    );
+    let (gf, gb) = moe_host_ops(&h, &p);
+    assert!(
+        (gf - 190.0 * 12.0 / 60.0).abs() < 1e-9 && (gb - 190.0 * 8.0 / 34.0).abs() < 1e-9,
+        "{gf} {gb}"
+    );
+    let (h, p) = parallel(MOE, &["compute.host.cuda_graph_scope=[moe_router,moe_preprocess]"]);
+    let (af, ab) = moe_host_ops(&h, &p);
+    assert!(
+        (af - 190.0 * 49.0 / 60.0).abs() < 1e-9 && (ab - 190.0 * 30.0 / 34.0).abs() < 1e-9,
+        "{af} {ab}"
+    );
+    // A number in the scenario wins; NeMo Automodel's MoE keeps the measured figure.
+    let (h, p) = parallel(MOE, &["compute.host.moe_ops_fwd=7"]);
+    assert_eq!(moe_host_ops(&h, &p).0, 7.0);
+    let (h, p) = parallel(MOE, &["parallel.moe_experts=automodel"]);
+    assert_eq!(moe_host_ops(&h, &p), (190.0, 190.0));
+    // In time: the flex path and the graphs each leave the host less to do.
+    let host = |sets: &[&str]| run(MOE, sets).unwrap().report.mean.exposed_host_s;
+    let a2a = host(&[]);
+    let flex = host(&["parallel.moe_token_dispatcher=flex"]);
+    let graphed = host(&[
+        "parallel.moe_token_dispatcher=flex",
+        "compute.host.cuda_graph_scope=[attn,moe_router,moe_preprocess]",
+    ]);
+    assert!(graphed < flex && flex < a2a, "{graphed} {flex} {a2a}");
+}
+
+#[test]
+fn a_graphed_attention_block_costs_one_replay() {
+    // 2 ms per op and per linear module: with `attn` captured, each layer pass's attention
+    // block (input norm to pre-MLP norm) costs one replay of GRAPH_REPLAY_OPS ops instead of
+    // its ops; the MLP's ops and the head stay eager.
+    let sets = [
+        "compute.host.op_us=2000",
+        "compute.host.linear_us=2000",
+        "compute.host.expert_gemm_us=0",
+        "compute.host.call_us=0",
+        "compute.host.cuda_graph_scope=[attn]",
+    ];
+    let attn = |op: &str| {
+        ["attn_", "core_attention", "rope", "input_norm", "post_attn_norm"]
+            .iter()
+            .any(|p| op.starts_with(p))
+    };
+    let replay = llmsim_sim::host::GRAPH_REPLAY_OPS;
+    let h = paced_by_the_host(ONE_GPU, &sets, |r| {
+        if r.op == "input_norm" || r.op == "post_attn_norm_bwd" {
+            replay
+        } else if attn(&r.op) || (r.class == "Gemm" && r.pass == "bwd-weight") {
+            0.0
+        } else {
+            1.0
+        }
+    });
+    let eager = run(ONE_GPU, &sets[..4]).unwrap();
+    assert!(h.report.iteration_time_s < eager.report.iteration_time_s);
+}
+
+#[test]
+fn a_preprocess_graph_without_the_router_names_the_field() {
+    let e = match run(MOE, &["compute.host.cuda_graph_scope=[moe_preprocess]"]) {
+        Ok(_) => panic!("moe_preprocess alone was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("compute.host.cuda_graph_scope") && e.contains("moe_router"), "{e}");
+    let e = Scenario::from_yaml(MOE, &["compute.host.cuda_graph_scope=[everything]".to_string()], Path::new("."))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cuda_graph_scope"), "{e}");
 }
