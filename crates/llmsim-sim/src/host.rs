@@ -305,13 +305,13 @@ fn graphed_ops(segment: &str, ops: &[OpSpec], attn: bool, router: bool, mamba: b
     let own: Vec<Option<bool>> = ops
         .iter()
         .map(|o| {
-            if router && in_router_scope(&o.name) {
+            if router && in_router_scope(o.name) {
                 return Some(true);
             }
             if segment.starts_with("mamba") {
                 return Some(mamba);
             }
-            in_attn_scope(segment, &o.name).map(|a| a && attn)
+            in_attn_scope(segment, o.name).map(|a| a && attn)
         })
         .collect();
     let mut out = vec![false; ops.len()];
