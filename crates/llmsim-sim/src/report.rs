@@ -148,6 +148,10 @@ pub struct Report {
     /// How many times longer compute-bound kernels take than on the calibrated (median) board:
     /// the job's expected slowest GPU (`compute.gpu_variability`); 1 when off.
     pub gpu_pace: f64,
+    /// The modules whose kernels the host replays as CUDA graphs
+    /// (`compute.host.cuda_graph_scope`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cuda_graph_scope: Vec<String>,
     /// The topology in one line (the first line of `llmsim topo`'s description).
     pub topology: String,
     /// The scale-out fabric in one line: switches per tier, NIC bandwidth per GPU,
@@ -368,6 +372,12 @@ pub fn build(
         } + &pace_note(pace, r.gpus),
         gpus: r.gpus,
         gpu_pace: pace,
+        cuda_graph_scope: s
+            .compute
+            .host
+            .iter()
+            .flat_map(|h| h.cuda_graph_scope.iter().map(|g| g.as_str().to_string()))
+            .collect(),
         topology: topology_line(&described, s),
         fabric: described.fabric_line(),
         fabric_cost: described.cost,
@@ -641,8 +651,13 @@ impl Report {
         if self.mean.exposed_host_s > 0.0 {
             let _ = writeln!(
                 o,
-                "  host dispatch: {:.1}% of the iteration waits on the host to issue kernels (compute.host; a column of its own, so the table sums to 100% less this)",
-                pct(self.mean.exposed_host_s, it)
+                "  host dispatch: {:.1}% of the iteration waits on the host to issue kernels (compute.host{}; a column of its own, so the table sums to 100% less this)",
+                pct(self.mean.exposed_host_s, it),
+                if self.cuda_graph_scope.is_empty() {
+                    String::new()
+                } else {
+                    format!(", CUDA graphs over {}", self.cuda_graph_scope.join(", "))
+                }
             );
         }
         let _ = writeln!(o);

@@ -1330,6 +1330,18 @@ pub enum GraphScope {
     Mamba,
 }
 
+impl GraphScope {
+    /// Megatron-Core's name of the scope.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GraphScope::Attn => "attn",
+            GraphScope::MoeRouter => "moe_router",
+            GraphScope::MoePreprocess => "moe_preprocess",
+            GraphScope::Mamba => "mamba",
+        }
+    }
+}
+
 impl Default for HostSpec {
     fn default() -> Self {
         HostSpec {

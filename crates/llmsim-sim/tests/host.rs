@@ -330,6 +330,10 @@ fn a_graphed_attention_block_costs_one_replay() {
     });
     let eager = run(ONE_GPU, &sets[..4]).unwrap();
     assert!(h.report.iteration_time_s < eager.report.iteration_time_s);
+    // The report says which modules were replayed as graphs.
+    assert_eq!(h.report.cuda_graph_scope, vec!["attn".to_string()]);
+    assert!(h.report.render().contains("CUDA graphs over attn"), "{}", h.report.render());
+    assert!(eager.report.cuda_graph_scope.is_empty());
 }
 
 #[test]
