@@ -6,7 +6,7 @@ use llmsim_compute::{KernelShape, OpClass};
 use llmsim_core::{CollectiveOp, SimTime};
 use llmsim_workload::dag::{DagNodeKind, Phase, Stream, Workload};
 use llmsim_workload::ops::{OpSpec, Pass};
-use llmsim_workload::{MoeDispatcher, MoeExperts, OpSpecKind, ParallelConfig};
+use llmsim_workload::{FlexBackend, MoeDispatcher, MoeExperts, OpSpecKind, ParallelConfig};
 
 use crate::SimError;
 use crate::engine::{HostDispatch, HostSeg};
@@ -89,6 +89,14 @@ const FLEX: MoeRegions = MoeRegions {
     bwd: [16.0, 1.0, 3.0, 2.0],
     d2h_when_graphed: 0.0,
 };
+/// `MoEFlexTokenDispatcher` with DeepEP (core_v0.16.0): the top-k in the compiled preprocess,
+/// the multi-hot conversion with its implicit syncs, DeepEP's dispatch (the host spins on the
+/// received counts) and the permutation by local expert, the un-permutation and the combine.
+const DEEPEP: MoeRegions = MoeRegions {
+    fwd: [27.0, 1.0, 31.0, 8.0],
+    bwd: [16.0, 1.0, 14.0, 8.0],
+    d2h_when_graphed: 0.0,
+};
 /// The measured op-equivalents of [`MEASURED`], forward and backward (`HostSpec::moe_ops_fwd`).
 const MEASURED_OPS: f64 = 190.0;
 /// Backward host ops of a graphed router (its gradients copied into the graph's static buffers).
@@ -101,6 +109,7 @@ pub fn moe_host_ops(spec: &HostSpec, p: &ParallelConfig) -> (f64, f64) {
     let regions = match (p.moe_experts, p.moe_token_dispatcher) {
         // NeMo Automodel's MoE is not Megatron-Core's: the measured figure, uncounted.
         (MoeExperts::Automodel, _) => &MEASURED,
+        (_, MoeDispatcher::Flex) if p.moe_flex_backend == FlexBackend::DeepEp => &DEEPEP,
         (_, MoeDispatcher::Flex) => &FLEX,
         (_, MoeDispatcher::AllToAll) if p.ep > 1 => &ALLTOALL_EP,
         (_, MoeDispatcher::AllToAll) => &MEASURED,

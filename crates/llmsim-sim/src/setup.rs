@@ -241,10 +241,14 @@ pub(crate) fn scale_up_model(s: &Scenario, gpu: &GpuSpec) -> ScaleUpModel {
 }
 
 /// `su` with the `flex` token dispatcher's measured all-to-all inside the NVLink domain
-/// ([`llmsim_ccl::scaleup::HybridEp`]) when `p` uses that dispatcher on a GPU (or a custom GPU's
-/// base) where HybridEP was measured; `su` unchanged otherwise.
+/// ([`llmsim_ccl::scaleup::HybridEp`]) when `p` uses that dispatcher with its HybridEP backend on
+/// a GPU (or a custom GPU's base) where HybridEP was measured; `su` unchanged otherwise (DeepEP
+/// takes NCCL's model).
 pub(crate) fn with_flex(mut su: ScaleUpModel, p: &ParallelConfig, gpu: &GpuSpec) -> ScaleUpModel {
-    if p.moe_token_dispatcher == llmsim_workload::MoeDispatcher::Flex && p.ep > 1 {
+    if p.moe_token_dispatcher == llmsim_workload::MoeDispatcher::Flex
+        && p.moe_flex_backend == llmsim_workload::FlexBackend::HybridEp
+        && p.ep > 1
+    {
         let h = llmsim_ccl::scaleup::HybridEp::for_gpu;
         su.flex_all_to_all = h(gpu.name, su.nvlink).or_else(|| gpu.base.and_then(|b| h(b, su.nvlink)));
     }

@@ -285,6 +285,29 @@ fn moe_host_work_follows_the_dispatcher_path() {
         (af - 190.0 * 49.0 / 60.0).abs() < 1e-9 && (ab - 190.0 * 30.0 / 34.0).abs() < 1e-9,
         "{af} {ab}"
     );
+    // DeepEP's backend: 27+1+31+8 = 67 / 16+1+14+8 = 39; graphed 31+8+1 = 40 / 3+14+8 = 25.
+    let (h, p) = parallel(
+        MOE,
+        &["parallel.moe_token_dispatcher=flex", "parallel.moe_flex_dispatcher_backend=deepep"],
+    );
+    let (df, db) = moe_host_ops(&h, &p);
+    assert!(
+        (df - 190.0 * 67.0 / 60.0).abs() < 1e-9 && (db - 190.0 * 39.0 / 34.0).abs() < 1e-9,
+        "{df} {db}"
+    );
+    let (h, p) = parallel(
+        MOE,
+        &[
+            "parallel.moe_token_dispatcher=flex",
+            "parallel.moe_flex_backend=deepep",
+            "compute.host.cuda_graph_scope=[moe_router,moe_preprocess]",
+        ],
+    );
+    let (dgf, dgb) = moe_host_ops(&h, &p);
+    assert!(
+        (dgf - 190.0 * 40.0 / 60.0).abs() < 1e-9 && (dgb - 190.0 * 25.0 / 34.0).abs() < 1e-9,
+        "{dgf} {dgb}"
+    );
     // A number in the scenario wins; NeMo Automodel's MoE keeps the measured figure.
     let (h, p) = parallel(MOE, &["compute.host.moe_ops_fwd=7"]);
     assert_eq!(moe_host_ops(&h, &p).0, 7.0);

@@ -70,6 +70,8 @@ fn flex_all_to_alls_take_hybrid_eps_measured_bandwidth() {
 fn other_dispatchers_and_unmeasured_gpus_keep_nccls_all_to_all() {
     for (sets, gpu, nv) in [
         (vec!["parallel.moe_token_dispatcher=alltoall"], "GB200", 900),
+        // DeepEP's backend is not HybridEP: NCCL's model on every GPU.
+        (vec!["parallel.moe_flex_backend=deepep"], "GB200", 900),
         (vec!["cluster.gpu=H100"], "H100", 450),
     ] {
         let o = run(&sets);

@@ -563,6 +563,21 @@ pub enum MoeDispatcher {
     Flex,
 }
 
+/// The `flex` token dispatcher's communication library (Megatron-Core
+/// `--moe-flex-dispatcher-backend`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+pub enum FlexBackend {
+    /// NVIDIA's HybridEP (DeepEP's `hybrid-ep` branch): dispatch and combine with the
+    /// permutations fused, one `cudaStreamSynchronize` a forward dispatch. Default.
+    #[default]
+    #[serde(rename = "hybridep")]
+    HybridEp,
+    /// DeepSeek's DeepEP: the host spins on the received counts in the dispatch, and
+    /// Megatron-Core's multi-hot conversion syncs three more times (`_indices_to_multihot`).
+    #[serde(rename = "deepep")]
+    DeepEp,
+}
+
 /// Which experts a token goes to, for the bytes of a deduplicating dispatcher (`flex`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 pub enum MoeRouting {
@@ -773,6 +788,7 @@ fn parallel_aliases(s: &mut schemars::Schema) {
             ("expert_model_parallel_size", "ep"),
             ("expert_tensor_parallel_size", "etp"),
             ("moe_token_dispatcher_type", "moe_token_dispatcher"),
+            ("moe_flex_dispatcher_backend", "moe_flex_backend"),
             ("context_parallel_size", "cp"),
             ("virtual_pipeline_model_parallel_size", "vpp"),
             ("decoder_first_pipeline_num_layers", "first_stage_layers"),
@@ -815,6 +831,12 @@ pub struct ParallelConfig {
     /// Which experts each token goes to, for the `flex` dispatcher's bytes (it sends a token
     /// once per EP rank holding one of its experts). Default `random`.
     pub moe_routing: MoeRouting,
+    /// The `flex` dispatcher's backend (Megatron-Core `--moe-flex-dispatcher-backend`):
+    /// `hybridep` (default, Megatron-Bridge's choice) or `deepep`. It sets the dispatcher's host
+    /// work and, inside the NVLink domain, its bandwidth (HybridEP's measured figures where they
+    /// exist; NCCL's model for DeepEP). No effect with another dispatcher.
+    #[serde(alias = "moe_flex_dispatcher_backend")]
+    pub moe_flex_backend: FlexBackend,
     /// Which implementation runs the experts' MLP (`megatron`, the default, or `automodel`):
     /// the kernels around the expert GEMMs and the host synchronizations there.
     pub moe_experts: MoeExperts,
@@ -1007,6 +1029,7 @@ impl Default for ParallelConfig {
             etp: 0,
             moe_token_dispatcher: MoeDispatcher::AllToAll,
             moe_routing: MoeRouting::Random,
+            moe_flex_backend: FlexBackend::HybridEp,
             moe_experts: MoeExperts::Megatron,
             tp_impl: TpImpl::Megatron,
             cp: 1,
