@@ -1183,9 +1183,9 @@ pub struct ComputeSpec {
     /// PyTorch run without CUDA graphs); `host: null` turns it off (kernels issued for free, as
     /// under full-iteration CUDA graphs; imported traces always run so, their segments being
     /// recorded durations with no op list, and DLRM runs, as in the ASTRA-sim paper). An MoE
-    /// layer's router and dispatcher carry their measured host work (`moe_ops_fwd`,
-    /// `moe_ops_bwd`: Megatron-Core's MoE layer issues 62 kernels forward and 73 backward,
-    /// llmsim has about 15 ops for it). The per-op cost is the
+    /// layer's router and dispatcher carry their host work (`moe_ops_fwd`, `moe_ops_bwd`: measured
+    /// on one path, scaled per dispatcher path by counted ops; llmsim has about 15 ops for the
+    /// layer), and `cuda_graph_scope` replays captured modules as graphs. The per-op cost is the
     /// one measured on the x86 host of a lent H200 machine (20.8 us); the older citation
     /// (5-7 us, pytorch/pytorch issue #41383, 2020) is 3x lower, so host-bound predictions carry
     /// that uncertainty. Dense validation rows are GPU-bound either way; MoE rows move by up to
@@ -1307,9 +1307,10 @@ pub struct HostSpec {
     /// `--cuda-graph-impl transformer_engine --cuda-graph-scope ...`): `attn` (the input norm,
     /// attention and its residual add, the pre-MLP norm), `moe_router` (the router and its
     /// auxiliary loss), `moe_preprocess` (the dispatcher's preprocessing; needs `moe_router`, as
-    /// Megatron-Core requires), `mamba` (a Mamba layer's compute). A captured op costs the host nothing; each run of captured ops in
-    /// a pass costs one replay (`GRAPH_REPLAY_OPS` ops). The token dispatch, the experts and the
-    /// combine stay eager. Full-iteration graphs are `compute.host: null`. Default: none.
+    /// Megatron-Core requires), `mamba` (a Mamba layer's compute). A captured op costs the host
+    /// nothing; each run of captured ops in a pass costs one replay (`GRAPH_REPLAY_OPS` ops). The
+    /// token dispatch, the experts and the combine stay eager. Full-iteration graphs are
+    /// `compute.host: null`. Default: none.
     #[serde(default)]
     pub cuda_graph_scope: Vec<GraphScope>,
 }
