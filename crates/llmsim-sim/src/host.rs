@@ -122,23 +122,19 @@ pub fn moe_host_ops(spec: &HostSpec, p: &ParallelConfig) -> (f64, f64) {
     let fwd = if router { 0.0 } else { a } + if pre { regions.d2h_when_graphed } else { b } + c + d + if router || pre { 1.0 } else { 0.0 };
     let [ab, bb, cb, db] = regions.bwd;
     let bwd = if router { GRAPHED_ROUTER_BWD } else { ab } + if pre { 0.0 } else { bb } + cb + db;
-    let [ma, mb, mc, md] = MEASURED.fwd;
-    let [na, nb, nc, nd] = MEASURED.bwd;
+    let measured = |regions: [f64; 4]| regions.iter().sum::<f64>();
     (
-        spec.moe_ops_fwd.unwrap_or(MEASURED_OPS * fwd / (ma + mb + mc + md)),
-        spec.moe_ops_bwd.unwrap_or(MEASURED_OPS * bwd / (na + nb + nc + nd)),
+        spec.moe_ops_fwd.unwrap_or(MEASURED_OPS * fwd / measured(MEASURED.fwd)),
+        spec.moe_ops_bwd.unwrap_or(MEASURED_OPS * bwd / measured(MEASURED.bwd)),
     )
 }
 
-/// Whether op `name` of a segment named `segment` belongs to Megatron-Core's `attn` graph scope
-/// (the input norm through the pre-MLP norm of an attention layer); `None` for a quantization
-/// cast, which belongs where the GEMM after it does.
-fn in_attn_scope(segment: &str, name: &str) -> Option<bool> {
+/// Whether op `name` of an attention or MLP layer belongs to Megatron-Core's `attn` graph scope
+/// (the input norm through the pre-MLP norm); `None` for a quantization cast, which belongs where
+/// the GEMM after it does.
+fn in_attn_scope(name: &str) -> Option<bool> {
     if name.starts_with("fp8_cast") || name.starts_with("nvfp4_quantize") {
         return None;
-    }
-    if segment.starts_with("mamba") {
-        return Some(false);
     }
     const PREFIXES: [&str; 7] = ["attn_", "core_attention", "rope", "mla_", "input_norm", "post_attn_norm", "cp_"];
     Some(PREFIXES.iter().any(|p| name.starts_with(p)))
@@ -322,16 +318,15 @@ fn graphed_ops(segment: &str, ops: &[OpSpec], attn: bool, router: bool, mamba: b
             if segment.starts_with("mamba") {
                 return Some(mamba);
             }
-            in_attn_scope(segment, o.name).map(|a| a && attn)
+            in_attn_scope(o.name).map(|a| a && attn)
         })
         .collect();
+    // Casts at the segment's end go with the last op decided before them.
+    let mut next = own.iter().rev().find_map(|g| *g).unwrap_or(false);
     let mut out = vec![false; ops.len()];
-    let mut next = None;
-    for i in (0..ops.len()).rev() {
-        if let Some(g) = own[i] {
-            next = Some(g);
-        }
-        out[i] = next.unwrap_or_else(|| own[..i].iter().rev().find_map(|g| *g).unwrap_or(false));
+    for (o, g) in out.iter_mut().zip(&own).rev() {
+        next = g.unwrap_or(next);
+        *o = next;
     }
     out
 }
