@@ -150,12 +150,7 @@ fn in_router_scope(name: &str) -> bool {
 /// `None` when nothing costs anything (the engine then skips the host entirely).
 pub(crate) fn dispatch(spec: &HostSpec, wl: &Workload, ops: &OpTimes, p: &ParallelConfig) -> Result<Option<HostDispatch>, SimError> {
     let p2p_sync = p2p_sync_of(p);
-    if spec.cuda_graph_scope.contains(&GraphScope::MoePreprocess) && !spec.cuda_graph_scope.contains(&GraphScope::MoeRouter) {
-        return Err(SimError::Scenario {
-            field: "compute.host.cuda_graph_scope".into(),
-            message: "moe_preprocess needs moe_router in the same scope (Megatron-Core refuses it alone); add moe_router".into(),
-        });
-    }
+    spec.check_scope()?;
     let (moe_ops_fwd, moe_ops_bwd) = moe_host_ops(spec, p);
     let op = micros("compute.host.op_us", spec.op_us)?;
     let linear = micros("compute.host.linear_us", spec.linear_us)?;

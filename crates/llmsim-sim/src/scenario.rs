@@ -1315,6 +1315,24 @@ pub struct HostSpec {
     pub cuda_graph_scope: Vec<GraphScope>,
 }
 
+impl HostSpec {
+    /// Refuses a graph scope Megatron-Core refuses: `moe_preprocess` without `moe_router`
+    /// (checked when a scenario is loaded, and again when the host model is built).
+    ///
+    /// # Errors
+    /// [`SimError::Scenario`] naming `compute.host.cuda_graph_scope`.
+    pub fn check_scope(&self) -> Result<(), SimError> {
+        let has = |g: GraphScope| self.cuda_graph_scope.contains(&g);
+        if has(GraphScope::MoePreprocess) && !has(GraphScope::MoeRouter) {
+            return Err(SimError::Scenario {
+                field: "compute.host.cuda_graph_scope".into(),
+                message: "moe_preprocess needs moe_router in the same scope (Megatron-Core refuses it alone); add moe_router".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A module Megatron-Core captures in a CUDA graph (`--cuda-graph-scope`), see
 /// [`HostSpec::cuda_graph_scope`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
@@ -1565,6 +1583,9 @@ impl Scenario {
         })?;
         apply_sets(&mut v, sets)?;
         let mut s = Self::from_value(v, base_dir).map_err(|e| with_line(e, text, sets))?;
+        if let Some(h) = &s.compute.host {
+            h.check_scope().map_err(|e| with_line(e, text, sets))?;
+        }
         s.overrides = sets.to_vec();
         Ok(s)
     }

@@ -361,11 +361,12 @@ fn a_graphed_attention_block_costs_one_replay() {
 
 #[test]
 fn a_preprocess_graph_without_the_router_names_the_field() {
-    let e = match run(MOE, &["compute.host.cuda_graph_scope=[moe_preprocess]"]) {
-        Ok(_) => panic!("moe_preprocess alone was accepted"),
-        Err(e) => e.to_string(),
-    };
-    assert!(e.contains("compute.host.cuda_graph_scope") && e.contains("moe_router"), "{e}");
+    // Refused when the scenario loads, before any estimate or run, naming the override.
+    let e = Scenario::from_yaml(MOE, &["compute.host.cuda_graph_scope=[moe_preprocess]".to_string()], Path::new("."))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("compute.host.cuda_graph_scope") && e.contains("moe_router") && e.contains("--set"), "{e}");
     let e = Scenario::from_yaml(MOE, &["compute.host.cuda_graph_scope=[everything]".to_string()], Path::new("."))
         .map(|_| ())
         .unwrap_err()
