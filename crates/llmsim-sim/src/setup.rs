@@ -133,8 +133,18 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
     } else {
         String::new()
     };
+    let t = &r.training;
+    let model = match t.mtp_num_layers {
+        0 => r.model.name.clone(),
+        n => format!(
+            "{} + MTP {n} depth{}{}",
+            r.model.name,
+            if n == 1 { "" } else { "s" },
+            if t.mtp_repeated_layer && n > 1 { " (one block)" } else { "" }
+        ),
+    };
     report::RunInfo {
-        model: r.model.name.clone(),
+        model,
         params: r.model.param_count(),
         gpu: r.gpu,
         gpus: r.gpus,

@@ -366,7 +366,10 @@ fn a_preprocess_graph_without_the_router_names_the_field() {
         .map(|_| ())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("compute.host.cuda_graph_scope") && e.contains("moe_router") && e.contains("--set"), "{e}");
+    assert!(
+        e.contains("compute.host.cuda_graph_scope") && e.contains("moe_router") && e.contains("--set"),
+        "{e}"
+    );
     let e = Scenario::from_yaml(MOE, &["compute.host.cuda_graph_scope=[everything]".to_string()], Path::new("."))
         .map(|_| ())
         .unwrap_err()

@@ -195,6 +195,25 @@ pub struct TrainingConfig {
     /// below the layer count.
     #[serde(alias = "cpu_offloading_num_layers")]
     pub cpu_offload_layers: u64,
+    /// Multi-token prediction (Megatron-Core `--mtp-num-layers`, DeepSeek-V3 §2.2): after the
+    /// decoder, each of these depths embeds the tokens shifted by one more place, normalizes that
+    /// embedding and the previous depth's hidden state, projects their concatenation (`2h -> h`),
+    /// runs one MTP block (a decoder layer like the last, or `model.mtp_hybrid_override_pattern`'s
+    /// layers) and its output norm, and computes logits and a loss with the shared output layer;
+    /// all on the pipeline stage of the output layer, as Megatron-Core places MTP without a custom
+    /// layout. Default 0 (none, Megatron's default). The model's `num_nextn_predict_layers` only
+    /// counts the checkpoint's modules.
+    #[serde(alias = "mtp_layers")]
+    pub mtp_num_layers: u64,
+    /// One MTP block's weights serve every depth (Megatron-Core `mtp_use_repeated_layer`;
+    /// Nemotron 3 Super runs its one block twice): the parameters, gradients and optimizer states
+    /// of one block, the compute and activations of every depth. Default false: a block per depth.
+    #[serde(alias = "mtp_use_repeated_layer")]
+    pub mtp_repeated_layer: bool,
+    /// The MTP blocks run in BF16 in an FP8 or FP4 run (Megatron-Bridge `keep_mtp_spec_in_bf16`,
+    /// set by the Nemotron 3 Super recipes): no quantization, BF16 GEMMs. Default false.
+    #[serde(alias = "keep_mtp_spec_in_bf16")]
+    pub mtp_bf16: bool,
 }
 
 /// The library that runs FP8 training's linear layers (`training.fp8_impl`).
@@ -285,11 +304,23 @@ impl Default for TrainingConfig {
             fp8_impl: Fp8Impl::TransformerEngine,
             cross_entropy_fusion: false,
             cpu_offload_layers: 0,
+            mtp_num_layers: 0,
+            mtp_repeated_layer: false,
+            mtp_bf16: false,
         }
     }
 }
 
 impl TrainingConfig {
+    /// MTP blocks with weights of their own: one when `mtp_repeated_layer`, else one per depth.
+    pub fn mtp_weight_blocks(&self) -> u64 {
+        if self.mtp_repeated_layer {
+            self.mtp_num_layers.min(1)
+        } else {
+            self.mtp_num_layers
+        }
+    }
+
     /// The submodules recomputed in backward, as [`RecomputeModule::bit`]s: `recompute_modules`,
     /// or core attention alone for `recompute: selective`; 0 for none (and for full, which
     /// re-runs whole layers).
@@ -1012,6 +1043,11 @@ pub struct ParallelConfig {
     /// anew instead of taking them for a layout the user gave.
     #[serde(skip)]
     pub pipeline_layers_derived: bool,
+    /// MTP blocks with weights of their own on the output layer's stage
+    /// ([`TrainingConfig::mtp_weight_blocks`]), set by [`ParallelConfig::resolve`] so that the
+    /// stage's parameter counts see them; not read from a scenario.
+    #[serde(skip)]
+    pub mtp_blocks: u64,
     /// GPUs per server of the cluster the plan runs on (`cluster.gpus_per_node`), set by the
     /// simulator, not read from a scenario. 0: unknown, and an expert-parallel group counts as
     /// one server (see [`ParallelConfig::ep_servers`]).
@@ -1062,6 +1098,7 @@ impl Default for ParallelConfig {
             batch_p2p_sync: true,
             pipeline_flushes: 1,
             pipeline_layers_derived: false,
+            mtp_blocks: 0,
             gpus_per_node: 0,
         }
     }
@@ -1513,6 +1550,19 @@ impl ParallelConfig {
             }
         }
 
+        if training.mtp_num_layers > crate::model::MAX_MTP_LAYERS {
+            return Err(WorkloadError::invalid(
+                "training.mtp_num_layers",
+                format!("{} depths; at most {}", training.mtp_num_layers, crate::model::MAX_MTP_LAYERS),
+            ));
+        }
+        if training.mtp_num_layers > 0 && model.hybrid_override_pattern.is_some() && model.mtp_hybrid_override_pattern.is_none() {
+            return Err(WorkloadError::invalid(
+                "model.mtp_hybrid_override_pattern",
+                "a hybrid model's MTP block needs its layers: give them as pattern characters (Nemotron 3 Super: \"*E\"), or set training.mtp_num_layers: 0",
+            ));
+        }
+
         // GPU count.
         if gpus == 0 {
             return Err(WorkloadError::GpuCount {
@@ -1649,6 +1699,7 @@ impl ParallelConfig {
         } else if p.vpp > 1 {
             p.schedule = PipelineSchedule::Interleaved;
         }
+        p.mtp_blocks = training.mtp_weight_blocks();
         let layers = model.num_hidden_layers;
         if let Some(v) = pipeline_layout(&p, layers)? {
             // Derived exactly when an uneven option asked for it (a given layout is kept as is).

@@ -770,7 +770,11 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
         layer_class.push(i);
     }
     let emb = ops::embedding(m, t, p);
-    let head = ops::head(m, t, p);
+    // The output head, then the MTP depths that share its output layer (none without MTP).
+    let mut head = ops::head(m, t, p);
+    let mtp = ops::mtp(m, t, p);
+    head.forward.extend(mtp.forward);
+    head.backward = mtp.backward.into_iter().chain(head.backward).collect();
     let tpl = Templates {
         layer_fwd,
         layer_bwd,
@@ -857,16 +861,24 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
             order.push((c, BucketItem::Embedding));
         }
     }
-    let params_of = |item: BucketItem| -> (u64, u64) {
+    // MTP on the head's stage: its blocks, and an untied model's embedding copy there.
+    let mtp = ops::mtp_params(mc, p);
+    let mtp_emb = if p.mtp_blocks > 0 && p.head_stage() != 0 && !mc.tie_word_embeddings {
+        emb_params
+    } else {
+        0
+    };
+    // (dense, expert, the vocabulary-sized part of dense).
+    let params_of = |item: BucketItem| -> (u64, u64, u64) {
         match item {
-            BucketItem::Head => (
-                if tied_copy || !mc.tie_word_embeddings { emb_params } else { 0 } + mc.hidden_size,
-                0,
-            ),
-            BucketItem::Embedding => (emb_params, 0),
+            BucketItem::Head => {
+                let vocab = if tied_copy || !mc.tie_word_embeddings { emb_params } else { 0 } + mtp_emb;
+                (vocab + mc.hidden_size + mtp.dense, mtp.expert, vocab + mc.hidden_size)
+            }
+            BucketItem::Embedding => (emb_params, 0, emb_params),
             BucketItem::Layer(l) => {
                 let lp = ops::layer_params(mc, p, l);
-                (lp.dense, lp.expert)
+                (lp.dense, lp.expert, 0)
             }
         }
     };
@@ -888,12 +900,10 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
             out.opens.insert((c, it), out.buckets.len());
             open = true;
         }
-        let (d, e) = params_of(it);
+        let (d, e, v) = params_of(it);
         cur.dense += d;
         cur.expert += e;
-        if !matches!(it, BucketItem::Layer(_)) {
-            cur.vocab += d;
-        }
+        cur.vocab += v;
         out.item_bucket.insert((c, it), out.buckets.len());
         let chunk_end = per_chunk && order.get(i + 1).is_none_or(|n| n.0 != c);
         if cur.dense + cur.expert >= bucket_cap || i + 1 == order.len() || chunk_end {
@@ -1561,8 +1571,11 @@ fn stage_iteration(
         let dep: Vec<u32> = last_compute.into_iter().collect();
         reduce_nodes.push(issue_reduce(prog, bi, &dep));
     }
-    // Tied embedding: first and last stage all-reduce the embedding gradient.
-    if tied_copy && (s == 0 || s == p.head_stage()) {
+    // Tied embedding, or MTP's embedding copy on the head's stage: first and last stage
+    // all-reduce the embedding gradient (Megatron-Core `finalize_model_grads.py`
+    // `_allreduce_word_embedding_grads`: shared embeddings or `mtp_num_layers`).
+    let emb_copy = tied_copy || (p.mtp_blocks > 0 && p.head_stage() != 0);
+    if emb_copy && (s == 0 || s == p.head_stage()) {
         let dep: Vec<u32> = last_compute.into_iter().collect();
         reduce_nodes.push(prog.push(
             Node {

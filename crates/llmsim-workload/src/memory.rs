@@ -429,9 +429,10 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     let chunks = p.chunks_per_stage();
     let input = if sp { dt * sbh / tp } else { dt * sbh };
     // What one micro-batch of each chunk keeps until its backward, layer by layer.
+    let head_chunk = |c: u64| stage == p.head_stage() && p.virtual_stage(stage, c) == p.pp.max(1) * chunks - 1;
     let per_layer: Vec<Vec<u64>> = (0..chunks)
         .map(|c| {
-            layers_of_chunk(m, p, stage, c)
+            let mut v: Vec<u64> = layers_of_chunk(m, p, stage, c)
                 .map(|l| match t.recompute {
                     Recompute::Full => input,
                     // Activation CPU offloading (pp = 1): Transformer Engine's default schedule
@@ -441,7 +442,24 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
                     _ if l < t.cpu_offload_layers => 0,
                     _ => layer_activation_bytes(m, t, p, l),
                 })
-                .collect()
+                .collect();
+            if head_chunk(c) {
+                // Each MTP depth after the chunk's layers: its block's layers, and what its
+                // projection keeps (the shifted embedding and the previous hidden state for the
+                // two norms, their concatenation for `eh_proj`: four [tokens, h] tensors).
+                let l = m.num_hidden_layers;
+                let depth: u64 = match t.recompute {
+                    Recompute::Full => input,
+                    _ => {
+                        (l..l + m.mtp_block_layers())
+                            .map(|i| layer_activation_bytes(m, t, p, i))
+                            .sum::<u64>()
+                            + 4 * input
+                    }
+                };
+                v.extend(std::iter::repeat_n(depth, t.mtp_num_layers as usize));
+            }
+            v
         })
         .collect();
     let mut activations = schedule_peak(t, p, stage, &per_layer);
@@ -460,7 +478,8 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
         let vl = padded_vocab(m, tp) / tp;
         // Fused cross-entropy (TE) writes the gradient into the logits: no fp32 softmax beside.
         let per_logit = if t.cross_entropy_fusion { dt } else { dt + 4 };
-        activations += dt * if sp { sbh / tp } else { sbh } + per_logit * tok * vl;
+        // Every MTP depth's logits and loss are live with the main ones until backward.
+        activations += (1 + t.mtp_num_layers) * (dt * if sp { sbh / tp } else { sbh } + per_logit * tok * vl);
     }
     MemoryFootprint::new(parameters, gradients, optimizer_states, activations)
 }

@@ -262,10 +262,17 @@ pub struct ModelConfig {
     /// How token positions enter the model: `learned_absolute` (default), `rope` or `none`.
     #[serde(default, skip_serializing_if = "PositionEmbedding::is_learned")]
     pub position_embedding_type: PositionEmbedding,
-    /// Multi-token-prediction modules (DeepSeek-V3 `num_nextn_predict_layers`). Counted by
-    /// [`ModelConfig::mtp_param_count`]; not part of [`ModelConfig::param_count`] nor simulated.
+    /// Multi-token-prediction modules of the checkpoint (DeepSeek-V3 `num_nextn_predict_layers`).
+    /// Counted by [`ModelConfig::mtp_param_count`], not by [`ModelConfig::param_count`]. Training
+    /// runs them only when `training.mtp_num_layers` says so (Megatron-Core `--mtp-num-layers`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub num_nextn_predict_layers: u64,
+    /// Hybrid models: the layers of one multi-token-prediction block, in the characters of
+    /// `hybrid_override_pattern` (Nemotron 3 Super `"*E"`: attention, then an MoE block; Hugging
+    /// Face and Megatron-Core `mtp_hybrid_override_pattern`). `None`: a block is one decoder layer
+    /// like the model's last (DeepSeek-V3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_hybrid_override_pattern: Option<String>,
     /// LatentMoE (Nemotron 3 Super): the routed experts work in a latent space of this width
     /// behind a `hidden -> latent` projection before the dispatch and a `latent -> hidden` one
     /// after the combine, so expert GEMMs, permutes and the EP all-to-all carry latent-wide
@@ -294,6 +301,14 @@ impl ModelConfig {
 
     /// What layer `layer` (0-based) holds.
     pub fn layer_kind(&self, layer: u64) -> LayerKind {
+        // Multi-token-prediction blocks follow the decoder: layer `num_hidden_layers + i` is
+        // their `i`-th layer (Megatron-Core numbers them after the decoder's too).
+        if layer >= self.num_hidden_layers {
+            return match &self.mtp_hybrid_override_pattern {
+                Some(p) if !p.is_empty() => Self::pattern_kind(p.as_bytes()[((layer - self.num_hidden_layers) % p.len() as u64) as usize]),
+                _ => self.layer_kind(self.num_hidden_layers.saturating_sub(1)),
+            };
+        }
         if let Some(p) = &self.hybrid_override_pattern {
             return match p.as_bytes().get(layer as usize) {
                 Some(b'M') => LayerKind::Mamba,
@@ -307,6 +322,21 @@ impl ModelConfig {
         } else {
             LayerKind::Dense
         }
+    }
+
+    fn pattern_kind(c: u8) -> LayerKind {
+        match c {
+            b'M' => LayerKind::Mamba,
+            b'*' => LayerKind::Attention,
+            b'E' => LayerKind::MoeMlp,
+            _ => LayerKind::Mlp,
+        }
+    }
+
+    /// Layers of one multi-token-prediction block: the length of `mtp_hybrid_override_pattern`,
+    /// else 1. The block's `i`-th layer is layer `num_hidden_layers + i` ([`Self::layer_kind`]).
+    pub fn mtp_block_layers(&self) -> u64 {
+        self.mtp_hybrid_override_pattern.as_ref().map_or(1, |p| p.len() as u64).max(1)
     }
 
     /// Attention type of `layer`.
@@ -496,13 +526,24 @@ impl ModelConfig {
         self.params(self.num_experts_per_tok)
     }
 
-    /// Parameters of the multi-token-prediction modules (DeepSeek-V3 §2.2): each holds two norms
-    /// (`2·h`), the `2h × h` projection of the concatenated embedding and hidden state, one layer
-    /// like the last, and its output norm; the embedding and output head are shared with the model.
+    /// Parameters of the checkpoint's multi-token-prediction modules
+    /// (`num_nextn_predict_layers` of [`Self::mtp_block_param_count`]).
     pub fn mtp_param_count(&self) -> u64 {
+        self.num_nextn_predict_layers * self.mtp_block_param_count()
+    }
+
+    /// Parameters of one multi-token-prediction module (DeepSeek-V3 §2.2, Megatron-Core
+    /// `MultiTokenPredictionLayer`): two norms (`2·h`), the `2h × h` projection of the
+    /// concatenated embedding and hidden state, its block's layers (one like the last decoder
+    /// layer, or `mtp_hybrid_override_pattern`'s) and its output norm; the embedding and output
+    /// head are shared with the model.
+    pub fn mtp_block_param_count(&self) -> u64 {
         let h = self.hidden_size;
-        let last = self.num_hidden_layers.saturating_sub(1);
-        self.num_nextn_predict_layers * (2 * h + 2 * h * h + self.layer_params(last, self.num_experts) + h)
+        let l = self.num_hidden_layers;
+        let block: u64 = (l..l + self.mtp_block_layers())
+            .map(|i| self.layer_params(i, self.num_experts))
+            .sum();
+        2 * h + 2 * h * h + block + h
     }
 
     /// Checks the architecture is self-consistent.
@@ -618,6 +659,38 @@ impl ModelConfig {
                 return Err(WorkloadError::invalid(
                     "model.swiglu_limit",
                     "clamps a gated activation's inputs: set gated_mlp: true, or remove swiglu_limit",
+                ));
+            }
+        }
+        if let Some(p) = &self.mtp_hybrid_override_pattern {
+            if self.hybrid_override_pattern.is_none() {
+                return Err(WorkloadError::invalid(
+                    "model.mtp_hybrid_override_pattern",
+                    "is for hybrid models; set hybrid_override_pattern, or remove it (an MTP block is then one layer like the last)",
+                ));
+            }
+            if p.is_empty() || p.len() > 64 {
+                return Err(WorkloadError::invalid(
+                    "model.mtp_hybrid_override_pattern",
+                    "give 1 to 64 layers, e.g. \"*E\"",
+                ));
+            }
+            if let Some(c) = p.chars().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
+                return Err(WorkloadError::invalid(
+                    "model.mtp_hybrid_override_pattern",
+                    format!("unknown layer {c:?}; valid: M (Mamba-2), * (attention), - (MLP), E (MoE)"),
+                ));
+            }
+            if p.contains('E') && self.num_experts == 0 {
+                return Err(WorkloadError::invalid(
+                    "model.num_experts",
+                    "the MTP pattern has MoE layers (E); set num_experts",
+                ));
+            }
+            if p.contains('M') && self.mamba.is_none() {
+                return Err(WorkloadError::invalid(
+                    "model.mamba",
+                    "the MTP pattern has Mamba layers (M); give mamba",
                 ));
             }
         }
@@ -775,6 +848,7 @@ impl ModelConfig {
             layer_types: Vec::new(),
             mla: None,
             hybrid_override_pattern: None,
+            mtp_hybrid_override_pattern: None,
             mamba: None,
             position_embedding_type: PositionEmbedding::Rope,
             num_nextn_predict_layers: 0,
@@ -1317,6 +1391,7 @@ pub fn from_hf_config_json(text: &str, name: &str) -> Result<ModelConfig, Worklo
         layer_types,
         mla,
         hybrid_override_pattern,
+        mtp_hybrid_override_pattern: obj.get("mtp_hybrid_override_pattern").and_then(Value::as_str).map(str::to_string),
         mamba,
         num_nextn_predict_layers: hf_u64(obj, &["num_nextn_predict_layers"])?.unwrap_or(0),
         moe_latent_size: if experts > 0 {
@@ -1497,9 +1572,14 @@ pub struct ModelOverrides {
     /// Mamba-2 mixer: `{ num_heads, head_dim, state_size, n_groups, conv_kernel, chunk_size }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba: Option<MambaConfig>,
-    /// Multi-token-prediction modules (DeepSeek-V3). Not simulated. Default (no base): 0.
+    /// Multi-token-prediction modules of the checkpoint (DeepSeek-V3): their parameters. Training
+    /// runs `training.mtp_num_layers` of them. Default (no base): 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_nextn_predict_layers: Option<u64>,
+    /// Hybrid models: one MTP block's layers, as `hybrid_override_pattern` characters (Nemotron 3
+    /// Super `"*E"`). Default (no base): none, a block is one layer like the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_hybrid_override_pattern: Option<String>,
     /// LatentMoE (Nemotron 3 Super): the routed experts' width, behind a `hidden -> latent`
     /// projection before the dispatch and a `latent -> hidden` one after the combine. Default (no
     /// base): 0, experts take the hidden size.
@@ -1634,6 +1714,9 @@ impl ModelOverrides {
                 if let Some(x) = &self.hybrid_override_pattern {
                     m.hybrid_override_pattern = Some(x.clone());
                 }
+                if let Some(x) = &self.mtp_hybrid_override_pattern {
+                    m.mtp_hybrid_override_pattern = Some(x.clone());
+                }
                 if let Some(x) = &self.mamba {
                     m.mamba = Some(x.clone());
                 }
@@ -1672,6 +1755,7 @@ impl ModelOverrides {
                     layer_types: self.layer_types.clone().unwrap_or_default(),
                     mla: self.mla.clone(),
                     hybrid_override_pattern: self.hybrid_override_pattern.clone(),
+                    mtp_hybrid_override_pattern: self.mtp_hybrid_override_pattern.clone(),
                     mamba: self.mamba.clone(),
                     num_nextn_predict_layers: self.num_nextn_predict_layers.unwrap_or(0),
                     moe_latent_size: self.moe_latent_size.unwrap_or(0),

@@ -2468,6 +2468,153 @@ pub fn head(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps
     bld.finish(Recompute::None, 0, false)
 }
 
+/// The multi-token-prediction depths of `t.mtp_num_layers` (Megatron-Core
+/// `MultiTokenPredictionBlock`, `multi_token_prediction.py` and `gpt_model.py` `_postprocess`,
+/// core_v0.16.0), run after the output head on its stage; empty without MTP. Each depth:
+/// - the embedding of the tokens shifted by one more place ([`embedding`]: the lookup, its TP
+///   reduction and dropout; `_get_embeddings`);
+/// - `enorm` over that embedding and `hnorm` over the previous depth's hidden state, their
+///   concatenation (`torch.cat`: a copy of both), and `eh_proj`, a column-parallel `2h -> h`
+///   linear whose output is gathered over TP (`gather_from_tensor_model_parallel_region`; its
+///   backward a split) and, with sequence parallelism, scattered back (a split; its backward an
+///   all-gather);
+/// - the block's layers ([`transformer_layer`] at layers `num_hidden_layers..`, so a block is a
+///   decoder layer like the last, or `model.mtp_hybrid_override_pattern`'s layers), with the
+///   run's recomputation;
+/// - its output norm and the shared output layer's logits and cross-entropy ([`head`]).
+///
+/// Backward runs the depths in reverse, each in reverse. With `t.mtp_bf16` the blocks, the
+/// projection and their casts are BF16 (Megatron-Bridge `keep_mtp_spec_in_bf16`).
+pub fn mtp(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps {
+    let mut forward = Vec::new();
+    let mut backward = Vec::new();
+    if t.mtp_num_layers == 0 {
+        return LayerOps { forward, backward };
+    }
+    let bf16;
+    let tb = if t.mtp_bf16 && t.dtype.is_te_quantized() {
+        bf16 = TrainingConfig {
+            dtype: DType::Bf16,
+            ..t.clone()
+        };
+        &bf16
+    } else {
+        t
+    };
+    let d = Dims::new(m, tb, p);
+    let emb = embedding(m, t, p);
+    let h = d.h;
+    let proj = {
+        let mut bld = Builder::new(&d);
+        bld.norm("mtp_enorm", "mtp_enorm_bwd", d.tok_sp);
+        bld.norm("mtp_hnorm", "mtp_hnorm_bwd", d.tok_sp);
+        // torch.cat of the two normed [tokens, h] tensors: read both, write [tokens, 2h]; its
+        // backward splits the gradient (a strided copy of each half).
+        let e = (2 * d.tok_sp * h) as f64;
+        let dt = d.dt as f64;
+        bld.push(
+            vec![compute(
+                "mtp_concat",
+                Pass::Forward,
+                OpClass::Elementwise,
+                0.0,
+                2.0 * e * dt,
+                &d.shape,
+            )],
+            vec![compute(
+                "mtp_concat_bwd",
+                Pass::BackwardInput,
+                OpClass::Elementwise,
+                0.0,
+                2.0 * e * dt,
+                &d.shape,
+            )],
+        );
+        let hl = h / d.tp;
+        bld.gemm_comm(
+            gemm_names!("mtp_eh_proj"),
+            Split::Column,
+            d.tok,
+            2 * h,
+            hl,
+            2 * h * hl,
+            &d.shape,
+            2 * d.act_bytes(),
+        );
+        if d.tp > 1 {
+            let sp_bwd = d.sp.then_some(("mtp_sp_scatter_bwd", CollectiveOp::AllGather));
+            bld.collective(
+                ("mtp_eh_proj_gather", CollectiveOp::AllGather),
+                sp_bwd,
+                CommGroup::Tp,
+                d.act_bytes(),
+            );
+        }
+        bld.finish(tb.recompute, tb.recompute_mask(), m.gated_mlp)
+    };
+    let l = m.num_hidden_layers;
+    let mut block: Vec<LayerOps> = (l..l + m.mtp_block_layers()).map(|i| transformer_layer(m, tb, p, i)).collect();
+    let mut proj = proj;
+    if tb.dtype != t.dtype {
+        // Built as a BF16 run's: their GEMMs say so, or they would be timed at the run's dtype.
+        for o in block
+            .iter_mut()
+            .flat_map(|b| b.forward.iter_mut().chain(b.backward.iter_mut()))
+            .chain(proj.forward.iter_mut())
+            .chain(proj.backward.iter_mut())
+        {
+            if matches!(o.kind, OpSpecKind::Compute { class: OpClass::Gemm, .. }) && o.dtype.is_none() {
+                o.dtype = Some(DType::Bf16);
+            }
+        }
+    }
+    let out = head(m, t, p);
+    for _ in 0..t.mtp_num_layers {
+        forward.extend(emb.forward.iter().cloned());
+        forward.extend(proj.forward.iter().cloned());
+        for b in &block {
+            forward.extend(b.forward.iter().cloned());
+        }
+        forward.extend(out.forward.iter().cloned());
+        let mut back = out.backward.clone();
+        for b in block.iter().rev() {
+            back.extend(b.backward.iter().cloned());
+        }
+        back.extend(proj.backward.iter().cloned());
+        back.extend(emb.backward.iter().cloned());
+        // Depth k's backward runs before depth k-1's.
+        back.append(&mut backward);
+        backward = back;
+    }
+    LayerOps { forward, backward }
+}
+
+/// Parameters of the MTP blocks one TP rank of the output layer's stage holds (`p.mtp_blocks`
+/// blocks, [`TrainingConfig::mtp_weight_blocks`]: each two norms, the `2h x h/tp` projection, its
+/// layers and the output norm); the embedding copy the stage needs for them is in
+/// [`stage_vocab_params`].
+pub fn mtp_params(m: &ModelConfig, p: &ParallelConfig) -> StageParams {
+    let blocks = p.mtp_blocks;
+    if blocks == 0 {
+        return StageParams::default();
+    }
+    let h = m.hidden_size;
+    let l = m.num_hidden_layers;
+    let mut one = StageParams {
+        dense: 3 * h + 2 * h * h / p.tp.max(1),
+        expert: 0,
+    };
+    for i in l..l + m.mtp_block_layers() {
+        let lp = layer_params(m, p, i);
+        one.dense += lp.dense;
+        one.expert += lp.expert;
+    }
+    StageParams {
+        dense: blocks * one.dense,
+        expert: blocks * one.expert,
+    }
+}
+
 /// HBM bytes per logit that the loss moves, forward and backward, counted kernel by kernel for
 /// logits of `dt` bytes.
 ///
@@ -2679,8 +2826,10 @@ pub fn stage_param_split(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> Sta
     }
     s.dense += stage_vocab_params(m, p, stage);
     if stage == p.head_stage() {
-        // The final norm.
-        s.dense += m.hidden_size;
+        // The final norm, and the MTP blocks.
+        let mtp = mtp_params(m, p);
+        s.dense += m.hidden_size + mtp.dense;
+        s.expert += mtp.expert;
     }
     s
 }
@@ -2694,7 +2843,13 @@ pub fn stage_vocab_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u6
     let tp = p.tp.max(1);
     let emb = padded_vocab(m, tp) * m.hidden_size / tp;
     let head = p.head_stage();
-    let copies = u64::from(stage == 0) + u64::from(stage == head && (!m.tie_word_embeddings || head != 0));
+    let mut copies = u64::from(stage == 0) + u64::from(stage == head && (!m.tie_word_embeddings || head != 0));
+    // MTP embeds tokens on the head's stage: an untied model keeps an embedding copy there too
+    // (Megatron-Core builds `embedding` where `pre_process or mtp_process`, tied to stage 0's);
+    // a tied one uses the copy it already has.
+    if p.mtp_blocks > 0 && stage == head && head != 0 && !m.tie_word_embeddings {
+        copies += 1;
+    }
     copies * emb
 }
 
