@@ -91,7 +91,9 @@ REF = [
 
 # Rows added on 2026-11-25 (second session) from the Megatron-Bridge / NeMo tables, none used to
 # set any model parameter: a held-out set. A 7th field "approx" marks rows llmsim can only
-# approximate (DeepSeek-V3's MTP module, the HybridEP dispatcher): shown, left out of every statistic.
+# approximate (the HybridEP dispatcher with an inferred pipeline layout): shown, left out of every
+# statistic. MTP is simulated since 2026-11-29 (training.mtp_num_layers), so the B200 DeepSeek-V3
+# row (w/ MTP) moved from "approx" to "new".
 NBW = "Megatron-Bridge performance summary 25.11 (DGX-B200/GB200)"
 REF += [
     ("real-bridge-gb200-llama3-70b-64", "tokens_per_gpu", 4312, None, NBW, None, "new"),
@@ -102,7 +104,7 @@ REF += [
     ("real-bridge-b200-llama3-8b-8", "tokens_per_gpu", 30624, None, NBW, None, "new"),
     ("real-bridge-b200-llama31-405b-128", "tokens_per_gpu", 661, None, NBW, None, "new"),
     ("real-bridge-gb200-deepseekv3-fp8mx-256", "tokens_per_gpu", 4018, None, NBW, None, "approx"),
-    ("real-bridge-b200-deepseekv3-256", "tokens_per_gpu", 2139, None, NBW, None, "approx"),
+    ("real-bridge-b200-deepseekv3-256", "tokens_per_gpu", 2139, None, NBW, None, "new"),
     ("real-bridge-b200-qwen3-235b-a22b-64", "tokens_per_gpu", 3269, None, NBW, None, "new"),
 ]
 NB16 = "Megatron-Bridge performance summary 25.11 (DGX-H100, BF16)"
@@ -131,8 +133,9 @@ REF += [
 # rows llmsim was never run against before (GB300/B300, MXFP8 dense, Nemotron 3 Nano, ...). Groups:
 # "third" (statistics), "third-flex" (statistics too, but its MoE layers use the HybridEP flex
 # dispatcher, timed as all-to-alls: a second summary line leaves them out), "third-approx" (an
-# unmodelled module, e.g. DeepSeek-V3's MTP: shown, in no statistic), "third-nx" (a setting llmsim
-# cannot express: shown with llmsim's own error, in no statistic, not counted rejected).
+# unmodelled module: shown, in no statistic; none since DeepSeek-V3's MTP is simulated,
+# 2026-11-29: that row moved to "third-flex"), "third-nx" (a setting llmsim cannot express: shown
+# with llmsim's own error, in no statistic, not counted rejected).
 # Recipes: the third and eighth sets' scenarios were first written from the v0.4.0 recipes (the 26.04
 # code); the 26.02.01 container ships Megatron-Bridge v0.3.1. Six scenarios were corrected to v0.3.1
 # on 2026-11-29 (bench/validation-26.02.01-recipe-audit.md): the GPT-OSS rows' loss scaling, the
@@ -150,7 +153,7 @@ REF += [
     ("real-bridge26-b200-qwen3-30b-a3b-8", "tokens_per_gpu", 26695, None, NB26, None, "third-flex"),
     ("real-bridge26-h100-nemotron3-nano-16", "tokens_per_gpu", 14890, None, NB26, None, "third-flex"),
     ("real-bridge26-gb200-nemotron3-nano-8", "tokens_per_gpu", 33934, None, NB26, None, "third-flex"),
-    ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-approx"),
+    ("real-bridge26-gb300-deepseekv3-256", "tokens_per_gpu", 4691, None, NB26, None, "third-flex"),
     ("real-bridge26-gb300-llama3-70b-nvfp4-64", "tokens_per_gpu", 7002, None, NB26, None, "third"),
 ]
 # Fourth held-out set, added 2026-11-27: NeMo Automodel's pre-training table (DGX-H100, BF16,
@@ -237,12 +240,13 @@ REF += [
 # perf_recipes/ at v0.6.0) before llmsim was run on it. Its MoE recipes replay the whole iteration as
 # a CUDA graph (`cuda_graph_impl: full_iteration`), so these scenarios set `compute.host: null`.
 # Groups as in the third set: "seventh", "seventh-flex" (HybridEP dispatcher timed as all-to-alls;
-# statistics too), "seventh-approx" (DeepSeek-V3's MTP not simulated: no statistic), "seventh-nx"
+# statistics too), "seventh-approx" (no statistic: none left since MTP is simulated, 2026-11-29;
+# the DeepSeek-V3, Nemotron 3 Super and Lightning rows moved to "seventh-flex"), "seventh-nx"
 # (a model llmsim cannot express: listed in bench/validation-seventh-set.md, no scenario).
 NB2608 = "Megatron-Bridge performance summary 26.08 (tag v0.6.0; DGX-GB300/GB200)"
 REF += [
-    ("real-bridge2608-gb300-deepseekv3-256", "tokens_per_gpu", 6288, None, NB2608, None, "seventh-approx"),
-    ("real-bridge2608-gb200-deepseekv3-256", "tokens_per_gpu", 4912, None, NB2608, None, "seventh-approx"),
+    ("real-bridge2608-gb300-deepseekv3-256", "tokens_per_gpu", 6288, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-deepseekv3-256", "tokens_per_gpu", 4912, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb300-gpt-oss-120b-64", "tokens_per_gpu", 33024, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb200-gpt-oss-120b-64", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb300-qwen3-235b-a22b-256", "tokens_per_gpu", 8816, None, NB2608, None, "seventh-flex"),
@@ -250,17 +254,19 @@ REF += [
     ("real-bridge2608-gb300-qwen3-30b-a3b-8", "tokens_per_gpu", 44544, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb200-qwen3-30b-a3b-8", "tokens_per_gpu", 39936, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb300-nemotron3-nano-8", "tokens_per_gpu", 39936, None, NB2608, None, "seventh-flex"),
-    # Nemotron 3 Super and Nemotron 3.5 Lightning train an MTP block (run twice) llmsim does not simulate.
-    ("real-bridge2608-gb300-nemotron3-super-64", "tokens_per_gpu", 9856, None, NB2608, None, "seventh-approx"),
-    ("real-bridge2608-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2608, None, "seventh-approx"),
-    ("real-bridge2608-gb200-nemotron3-5-lightning-8", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-approx"),
+    # Nemotron 3 Super and Nemotron 3.5 Lightning train an MTP block (run twice), simulated since
+    # 2026-11-29 (training.mtp_num_layers 2, mtp_repeated_layer), with their TE partial CUDA graphs.
+    ("real-bridge2608-gb300-nemotron3-super-64", "tokens_per_gpu", 9856, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-nemotron3-5-lightning-8", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-flex"),
 ]
 # Eighth held-out set, added 2026-11-28 (bench/validation-eighth-set.md): the rest of the Megatron-Bridge
 # 26.02.01 table (docs/performance-summary.md at tag v0.4.0 = 0fbfe7d3e, lines 53-123): every row the
 # third set did not take, written from the row and its recipe (scripts/performance/configs/* at
 # v0.4.0) before llmsim was run on it. Groups: "eighth", "eighth-flex" (HybridEP dispatcher timed as
-# all-to-alls; statistics too), "eighth-approx" (DeepSeek-V3's MTP, Kimi K2's Muon optimizer not
-# simulated: no statistic), "eighth-nx" (not expressible: none so far).
+# all-to-alls; statistics too), "eighth-approx" (Kimi K2's Muon optimizer not simulated: no
+# statistic; DeepSeek-V3's MTP is simulated since 2026-11-29, so its rows moved to "eighth-flex"),
+# "eighth-nx" (not expressible: none so far).
 REF += [
     ("real-bridge26-gb200-llama3-70b-nvfp4-64", "tokens_per_gpu", 4557, None, NB26, None, "eighth"),
     ("real-bridge26-gb300-llama3-70b-mxfp8-64", "tokens_per_gpu", 4798, None, NB26, None, "eighth"),
@@ -271,9 +277,9 @@ REF += [
     ("real-bridge26-gb200-llama31-405b-mxfp8-256", "tokens_per_gpu", 775, None, NB26, None, "eighth"),
     ("real-bridge26-gb300-llama31-405b-fp8-256", "tokens_per_gpu", 1024, None, NB26, None, "eighth"),
     ("real-bridge26-gb200-llama31-405b-fp8-256", "tokens_per_gpu", 818, None, NB26, None, "eighth"),
-    ("real-bridge26-gb200-deepseekv3-256", "tokens_per_gpu", 4021, None, NB26, None, "eighth-approx"),
-    ("real-bridge26-b300-deepseekv3-256", "tokens_per_gpu", 3099, None, NB26, None, "eighth-approx"),
-    ("real-bridge26-b200-deepseekv3-256", "tokens_per_gpu", 2790, None, NB26, None, "eighth-approx"),
+    ("real-bridge26-gb200-deepseekv3-256", "tokens_per_gpu", 4021, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-b300-deepseekv3-256", "tokens_per_gpu", 3099, None, NB26, None, "eighth-flex"),
+    ("real-bridge26-b200-deepseekv3-256", "tokens_per_gpu", 2790, None, NB26, None, "eighth-flex"),
     ("real-bridge26-gb300-gpt-oss-120b-64", "tokens_per_gpu", 19366, None, NB26, None, "eighth"),
     ("real-bridge26-gb200-gpt-oss-120b-64", "tokens_per_gpu", 15754, None, NB26, None, "eighth"),
     ("real-bridge26-h100-gpt-oss-120b-64", "tokens_per_gpu", 5984, None, NB26, None, "eighth"),
@@ -302,14 +308,15 @@ REF += [
 # Tenth held-out set, added 2026-11-29 (bench/validation-tenth-set.md, a helper's work): every row of
 # Megatron-Bridge's 26.06.01 table (r0.5.0 f83545d98, docs/performance-summary.md lines 37-86),
 # scenarios written before llmsim ran on them. Groups: "tenth-flex" (statistics; HybridEP flex
-# dispatcher), "tenth-approx" (MTP not simulated: no statistic), "tenth-nx" (NVFP4 with BF16/MXFP8
-# layers llmsim cannot express: no statistic), "tenth-regression" (GPT-OSS 120B: the table's own
+# dispatcher; the DeepSeek-V3 and Nemotron 3 Super MXFP8 rows since MTP is simulated, 2026-11-29),
+# "tenth-approx" (no statistic: none left), "tenth-nx" (NVFP4 with BF16/MXFP8 layers llmsim
+# cannot express, MTP simulated: no statistic), "tenth-regression" (GPT-OSS 120B: the table's own
 # footnote, line 86, calls these figures a known performance regression, cudnn-frontend issue #256,
 # to be fixed in the next container: only in the summary line that names them).
 NB2606 = "Megatron-Bridge performance summary 26.06.01 (r0.5.0 f83545d98, docs/performance-summary.md l.37-86; DGX-GB300/GB200)"
 REF += [
-    ("real-bridge2606-gb300-deepseekv3-256", "tokens_per_gpu", 6304, None, NB2606, None, "tenth-approx"),
-    ("real-bridge2606-gb200-deepseekv3-256", "tokens_per_gpu", 4928, None, NB2606, None, "tenth-approx"),
+    ("real-bridge2606-gb300-deepseekv3-256", "tokens_per_gpu", 6304, None, NB2606, None, "tenth-flex"),
+    ("real-bridge2606-gb200-deepseekv3-256", "tokens_per_gpu", 4928, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb300-gpt-oss-120b-64", "tokens_per_gpu", 20288, None, NB2606, None, "tenth-regression"),
     ("real-bridge2606-gb200-gpt-oss-120b-64", "tokens_per_gpu", 18304, None, NB2606, None, "tenth-regression"),
     ("real-bridge2606-gb300-qwen3-30b-a3b-8", "tokens_per_gpu", 44544, None, NB2606, None, "tenth-flex"),
@@ -318,9 +325,9 @@ REF += [
     ("real-bridge2606-gb200-qwen3-235b-a22b-256", "tokens_per_gpu", 7360, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb300-nemotron3-nano-8", "tokens_per_gpu", 40960, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb200-nemotron3-nano-8", "tokens_per_gpu", 34816, None, NB2606, None, "tenth-flex"),
-    ("real-bridge2606-gb300-nemotron3-super-64", "tokens_per_gpu", 9728, None, NB2606, None, "tenth-approx"),
+    ("real-bridge2606-gb300-nemotron3-super-64", "tokens_per_gpu", 9728, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 9984, None, NB2606, None, "tenth-nx"),
-    ("real-bridge2606-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-approx"),
+    ("real-bridge2606-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-nx"),
 ]
 # Eleventh held-out set, added 2026-11-29 (bench/validation-eleventh-set.md, a helper's work): the
@@ -328,7 +335,8 @@ REF += [
 # docs/performance-summary-archive.md lines 42-143; recipes at v0.5.0 fcbb6031) whose layout no
 # earlier scenario has: 9 of its 31 pre-training rows, written and hashed before llmsim ran on them.
 # Groups: "eleventh" (statistics), "eleventh-flex" (statistics; HybridEP flex dispatcher),
-# "eleventh-approx" (MTP not simulated), "eleventh-nx" (per-module mixed precision).
+# "eleventh-approx" (none left: MTP is simulated since 2026-11-29, so the DeepSeek-V3 and Nemotron
+# 3 Super MXFP8 rows moved to "eleventh-flex"), "eleventh-nx" (per-module mixed precision).
 NB2606B = ("Megatron-Bridge performance summary 26.06 (r0.5.0 f83545d98, docs/performance-summary-archive.md "
            "l.42-143; recipes v0.5.0 fcbb6031; DGX-GB300/GB200/B300/H100)")
 REF += [
@@ -337,9 +345,9 @@ REF += [
     ("real-bridge2606b-h100-llama31-405b-1024", "tokens_per_gpu", 326, None, NB2606B, None, "eleventh"),
     ("real-bridge2606b-h100-qwen3-30b-a3b-16", "tokens_per_gpu", 8826, None, NB2606B, None, "eleventh-flex"),
     ("real-bridge2606b-b300-gpt-oss-120b-64", "tokens_per_gpu", 18534, None, NB2606B, None, "eleventh-flex"),
-    ("real-bridge2606b-gb300-deepseekv3-gbs15360-256", "tokens_per_gpu", 6422, None, NB2606B, None, "eleventh-approx"),
-    ("real-bridge2606b-b300-deepseekv3-256", "tokens_per_gpu", 3541, None, NB2606B, None, "eleventh-approx"),
-    ("real-bridge2606b-b300-nemotron3-super-64", "tokens_per_gpu", 7867, None, NB2606B, None, "eleventh-approx"),
+    ("real-bridge2606b-gb300-deepseekv3-gbs15360-256", "tokens_per_gpu", 6422, None, NB2606B, None, "eleventh-flex"),
+    ("real-bridge2606b-b300-deepseekv3-256", "tokens_per_gpu", 3541, None, NB2606B, None, "eleventh-flex"),
+    ("real-bridge2606b-b300-nemotron3-super-64", "tokens_per_gpu", 7867, None, NB2606B, None, "eleventh-flex"),
     ("real-bridge2606b-b300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 8131, None, NB2606B, None, "eleventh-nx"),
 ]
 # Twelfth held-out set, added 2026-11-29 (bench/validation-twelfth-set.md, a helper's work): the
@@ -347,15 +355,16 @@ REF += [
 # 40-139, final in 2b82f6f17; recipes at v0.4.2) whose layout no earlier scenario has: 6 of its 47
 # pre-training rows, all MoE on DGX-B200/B300, written and hashed before llmsim ran on them.
 # Groups: "twelfth" (statistics), "twelfth-flex" (statistics; HybridEP flex dispatcher),
-# "twelfth-approx" (MTP not simulated), "twelfth-nx" (per-module mixed precision).
+# "twelfth-approx" (none left: MTP is simulated since 2026-11-29, so the DeepSeek-V3 and Nemotron
+# 3 Super MXFP8 rows moved to "twelfth-flex"), "twelfth-nx" (per-module mixed precision).
 NB2604B = ("Megatron-Bridge performance summary 26.04.01 (tag v0.4.2 c81012934, docs/performance-summary.md "
            "l.40-139; recipes v0.4.2; DGX-B300/B200)")
 REF += [
     ("real-bridge2604b-b200-qwen3-235b-a22b-256", "tokens_per_gpu", 3776, None, NB2604B, None, "twelfth"),
     ("real-bridge2604b-b300-qwen3-235b-a22b-256", "tokens_per_gpu", 5936, None, NB2604B, None, "twelfth-flex"),
     ("real-bridge2604b-b200-nemotron3-nano-8", "tokens_per_gpu", 32768, None, NB2604B, None, "twelfth-flex"),
-    ("real-bridge2604b-b200-deepseekv3-256", "tokens_per_gpu", 3328, None, NB2604B, None, "twelfth-approx"),
-    ("real-bridge2604b-b200-nemotron3-super-64", "tokens_per_gpu", 6400, None, NB2604B, None, "twelfth-approx"),
+    ("real-bridge2604b-b200-deepseekv3-256", "tokens_per_gpu", 3328, None, NB2604B, None, "twelfth-flex"),
+    ("real-bridge2604b-b200-nemotron3-super-64", "tokens_per_gpu", 6400, None, NB2604B, None, "twelfth-flex"),
     ("real-bridge2604b-b200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 5632, None, NB2604B, None, "twelfth-nx"),
 ]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
