@@ -135,6 +135,14 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
     };
     let t = &r.training;
     let model = match t.mtp_num_layers {
+        // A checkpoint with MTP modules trained without them: say so, since Megatron-Bridge's
+        // recipes for such models (DeepSeek-V3) train them and llmsim's default does not.
+        0 if r.model.num_nextn_predict_layers > 0 => format!(
+            "{} (its {} MTP module{} not trained: training.mtp_num_layers 0)",
+            r.model.name,
+            r.model.num_nextn_predict_layers,
+            if r.model.num_nextn_predict_layers == 1 { "" } else { "s" }
+        ),
         0 => r.model.name.clone(),
         n => format!(
             "{} + MTP {n} depth{}{}",

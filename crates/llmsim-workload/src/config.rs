@@ -801,6 +801,9 @@ fn training_aliases(s: &mut schemars::Schema) {
             ("seq_len", "seq_length"),
             ("cpu_offloading_num_layers", "cpu_offload_layers"),
             ("fp8_param_gather", "fp8_param"),
+            ("mtp_layers", "mtp_num_layers"),
+            ("mtp_use_repeated_layer", "mtp_repeated_layer"),
+            ("keep_mtp_spec_in_bf16", "mtp_bf16"),
         ],
     );
 }
