@@ -138,7 +138,7 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
         // A checkpoint with MTP modules trained without them: say so, since Megatron-Bridge's
         // recipes for such models (DeepSeek-V3) train them and llmsim's default does not.
         0 if r.model.num_nextn_predict_layers > 0 => format!(
-            "{} (its {} MTP module{} not trained: training.mtp_num_layers 0)",
+            "{} without its {} MTP module{} (training.mtp_num_layers: 0)",
             r.model.name,
             r.model.num_nextn_predict_layers,
             if r.model.num_nextn_predict_layers == 1 { "" } else { "s" }
