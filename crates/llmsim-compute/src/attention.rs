@@ -23,7 +23,7 @@ pub const ATTENTION_CSV: &str = include_str!("../data/attention.csv");
 
 /// Fused attention kernels with published tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum AttentionKernel {
     /// FlashAttention-2 (Dao 2023).
     Fa2,
@@ -31,6 +31,14 @@ pub enum AttentionKernel {
     Fa3,
     /// cuDNN 9 fused attention (Transformer Engine's `FusedAttention`).
     Cudnn,
+    /// cuDNN fused attention on per-tensor-scaled FP8 (E4M3) Q, K, V (Transformer Engine's FP8
+    /// `FusedAttention`, `fp8_dpa` with delayed or current scaling). Boards without measured
+    /// rows take [`AttentionKernel::Cudnn`]'s.
+    CudnnFp8,
+    /// cuDNN fused attention on MXFP8 Q, K, V (Transformer Engine's FP8 `FusedAttention` under
+    /// `MXFP8BlockScaling` with `fp8_dpa`). Boards without measured rows take
+    /// [`AttentionKernel::Cudnn`]'s.
+    CudnnMxfp8,
 }
 
 impl AttentionKernel {
@@ -39,7 +47,14 @@ impl AttentionKernel {
             AttentionKernel::Fa2 => "fa2",
             AttentionKernel::Fa3 => "fa3",
             AttentionKernel::Cudnn => "cudnn",
+            AttentionKernel::CudnnFp8 => "cudnn_fp8",
+            AttentionKernel::CudnnMxfp8 => "cudnn_mxfp8",
         }
+    }
+
+    /// Whether the kernel takes FP8 inputs.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, AttentionKernel::CudnnFp8 | AttentionKernel::CudnnMxfp8)
     }
 
     /// Transformer Engine's default on the architecture: cuDNN fused attention on Hopper and
@@ -268,6 +283,13 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 /// [`SAME_DIE`]) uses it at the ratio of its BF16 peak to that board's; any other GPU, the
 /// architecture's table at the ratio of its peak to the architecture's benchmarked GPU.
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
+    // FP8 attention was measured on some boards only: elsewhere (or at a head dim or window it
+    // was not measured at) it takes BF16 cuDNN's rate.
+    let kernel = if kernel.is_fp8() && !fp8_measured(gpu, kernel, shape) {
+        AttentionKernel::Cudnn
+    } else {
+        kernel
+    };
     if let Some(t) = window_seconds(gpu, kernel, shape, op_flops) {
         return Some(t);
     }
@@ -281,6 +303,21 @@ pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, o
     let scale = bf16(gpu) / table_peak;
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
+}
+
+/// Whether `gpu` (or a board standing for it) has FP8 `kernel` rows for `shape`: at its window for
+/// a sliding-window op, covering its head dim otherwise.
+fn fp8_measured(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape) -> bool {
+    match window_of(shape) {
+        // Only at a measured window (127 and 128 alike: Megatron-Bridge passes GPT-OSS's as
+        // either): the FP8 backward's time does not follow the window, so no interpolation.
+        Some(w) => table_boards(gpu).any(|b| {
+            table().iter().any(|r| {
+                r.arch == b && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.window.is_some_and(|rw| rw.abs_diff(w) <= 1)
+            })
+        }),
+        None => measured_on(gpu, kernel, shape.head_dim).is_some(),
+    }
 }
 
 /// A sliding-window op as the workload writes it: a non-causal pass over fewer keys than
@@ -411,6 +448,48 @@ mod tests {
                     assert!(t >= work / g.peak_flops(crate::op::DType::Bf16), "{}", g.name);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn fp8_attention_takes_its_measured_rows_and_bf16s_elsewhere() {
+        let (gb200, b200, h100) = (gpu("GB200").unwrap(), gpu("B200").unwrap(), gpu("H100").unwrap());
+        let sh = |d: u64, backward: bool| AttentionShape {
+            batch_heads: GPU_TABLE_BATCH_HEADS,
+            ..shape(d, 4096, true, backward)
+        };
+        let t = |g: &GpuSpec, k: AttentionKernel, d: u64, b: bool| seconds(g, k, &sh(d, b), 1e12).unwrap();
+        // DeepSeek-V3's MLA (head dim 192) at 4k, causal, on GB200: MXFP8 1925 / 1364 TFLOP/s
+        // against BF16 1406 / 1057 (the benchmark's launch, so the fill is 1 for both).
+        for (b, mx, bf) in [(false, 1925.0, 1406.0), (true, 1364.0, 1057.0)] {
+            let r = t(gb200, AttentionKernel::Cudnn, 192, b) / t(gb200, AttentionKernel::CudnnMxfp8, 192, b);
+            assert!((r - mx / bf).abs() < 1e-9, "{r}");
+        }
+        // Per-tensor FP8 has rows of its own (2095 forward at 192, 4k, causal).
+        let r = t(gb200, AttentionKernel::Cudnn, 192, false) / t(gb200, AttentionKernel::CudnnFp8, 192, false);
+        assert!((r - 2095.0 / 1406.0).abs() < 1e-9, "{r}");
+        // B200 takes its die's rows at its own peak, as BF16 does.
+        let r = t(b200, AttentionKernel::Cudnn, 128, true) / t(b200, AttentionKernel::CudnnMxfp8, 128, true);
+        assert!((r - 1054.0 / 1148.0).abs() < 1e-9, "{r}");
+        // No FP8 rows on Hopper: BF16 cuDNN's time.
+        for k in [AttentionKernel::CudnnFp8, AttentionKernel::CudnnMxfp8] {
+            assert_eq!(t(h100, k, 128, false), t(h100, AttentionKernel::Cudnn, 128, false));
+        }
+        // A sliding window: no FP8 window rows are taken (data/attention.csv says why), so
+        // BF16's window rows.
+        let win = |w: u64, backward: bool| AttentionShape {
+            batch_heads: 256,
+            s_q: 4096,
+            s_kv: w,
+            head_dim: 64,
+            causal: false,
+            backward,
+            kernel: None,
+        };
+        for (w, b) in [(128, true), (127, false), (1024, true)] {
+            let tw = |k: AttentionKernel| seconds(gb200, k, &win(w, b), 1e12).unwrap();
+            assert_eq!(tw(AttentionKernel::CudnnMxfp8), tw(AttentionKernel::Cudnn));
+            assert_eq!(tw(AttentionKernel::CudnnFp8), tw(AttentionKernel::Cudnn));
         }
     }
 

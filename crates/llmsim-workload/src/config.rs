@@ -214,6 +214,13 @@ pub struct TrainingConfig {
     /// set by the Nemotron 3 Super recipes): no quantization, BF16 GEMMs. Default false.
     #[serde(alias = "keep_mtp_spec_in_bf16")]
     pub mtp_bf16: bool,
+    /// FP8 attention (Megatron-Core `--fp8-dot-product-attention`, Transformer Engine `fp8_dpa`):
+    /// with `dtype: fp8`, the fused attention quantizes Q, K and V (and the output gradient in
+    /// backward) and runs cuDNN's FP8 kernel, timed from its measured rows (MXFP8 with
+    /// `fp8_recipe: mxfp8`, per-tensor FP8 otherwise; GB200/GB300 and their dies; BF16 cuDNN's
+    /// rates where none were measured, `llmsim-compute` `data/attention.csv`). Default false.
+    #[serde(alias = "fp8_dpa")]
+    pub fp8_dot_product_attention: bool,
 }
 
 /// The library that runs FP8 training's linear layers (`training.fp8_impl`).
@@ -307,6 +314,7 @@ impl Default for TrainingConfig {
             mtp_num_layers: 0,
             mtp_repeated_layer: false,
             mtp_bf16: false,
+            fp8_dot_product_attention: false,
         }
     }
 }
@@ -804,6 +812,7 @@ fn training_aliases(s: &mut schemars::Schema) {
             ("mtp_layers", "mtp_num_layers"),
             ("mtp_use_repeated_layer", "mtp_repeated_layer"),
             ("keep_mtp_spec_in_bf16", "mtp_bf16"),
+            ("fp8_dpa", "fp8_dot_product_attention"),
         ],
     );
 }
@@ -1553,6 +1562,28 @@ impl ParallelConfig {
             }
         }
 
+        if training.fp8_dot_product_attention {
+            let field = "training.fp8_dot_product_attention";
+            if training.dtype != DType::Fp8 {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!(
+                        "FP8 attention needs dtype: fp8 (Transformer Engine's fp8_dpa); dtype is {:?}",
+                        training.dtype
+                    )
+                    .to_lowercase(),
+                ));
+            }
+            if !training.flash_attention
+                || training.fp8_impl != Fp8Impl::TransformerEngine
+                || training.attention_kernel != AttentionKernelChoice::Auto
+            {
+                return Err(WorkloadError::invalid(
+                    field,
+                    "FP8 attention is Transformer Engine's fused (cuDNN) attention: needs flash_attention: true, fp8_impl: transformer_engine and attention_kernel: auto",
+                ));
+            }
+        }
         if training.mtp_num_layers > crate::model::MAX_MTP_LAYERS {
             return Err(WorkloadError::invalid(
                 "training.mtp_num_layers",

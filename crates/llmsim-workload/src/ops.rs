@@ -471,7 +471,15 @@ impl Dims {
                 CpImpl::TorchRing => Some(false),
                 CpImpl::TorchRingEager => Some(true),
             },
-            attn_kernel: t.attention_kernel.kernel(),
+            attn_kernel: if t.fp8_dot_product_attention && t.dtype == DType::Fp8 {
+                Some(if t.fp8_recipe == Fp8Recipe::Mxfp8 {
+                    AttentionKernel::CudnnMxfp8
+                } else {
+                    AttentionKernel::CudnnFp8
+                })
+            } else {
+                t.attention_kernel.kernel()
+            },
             softmax: t.attention_softmax,
             dropout: t.dropout_on(m),
             shape,
@@ -1173,6 +1181,30 @@ impl<'a> Builder<'a> {
                 kernel: d.attn_kernel,
             };
             let class = OpClass::FlashAttention;
+            if d.attn_kernel.is_some_and(AttentionKernel::is_fp8) {
+                // Transformer Engine's FP8 attention quantizes Q, K and V on the way in and
+                // returns O in BF16; backward quantizes dO and returns dQ, dK, dV in BF16: each a
+                // memory-bound pass, reading or writing 2 bytes and writing or reading one FP8
+                // copy (with MXFP8 a scale byte per 32 elements).
+                let (qkv, od) = (q + kv_full as f64 / d.cp as f64, o);
+                let per = 2.0 + d.fp8_elem;
+                fwd.push(compute(
+                    "fp8_dpa_quantize",
+                    Pass::Forward,
+                    OpClass::Elementwise,
+                    qkv,
+                    (qkv + od) * per,
+                    &shape,
+                ));
+                bwd.push(compute(
+                    "fp8_dpa_quantize_bwd",
+                    Pass::BackwardInput,
+                    OpClass::Elementwise,
+                    qkv,
+                    (qkv + od) * per,
+                    &shape,
+                ));
+            }
             let mut f = compute("core_attention", Pass::Forward, class, flops, qkvo, &shape);
             f.kernel = Some(KernelShape::Attention(attn));
             fwd.push(f);
