@@ -451,6 +451,20 @@ mod tests {
         }
     }
 
+    /// GPT-OSS's sliding layers as the workload writes them: 4,096 queries, each over a window of
+    /// `w` keys, head dim 64, a non-causal pass over the window.
+    fn gpt_oss_window(w: u64, backward: bool) -> AttentionShape {
+        AttentionShape {
+            batch_heads: 256,
+            s_q: 4096,
+            s_kv: w,
+            head_dim: 64,
+            causal: false,
+            backward,
+            kernel: None,
+        }
+    }
+
     #[test]
     fn fp8_attention_takes_its_measured_rows_and_bf16s_elsewhere() {
         let (gb200, b200, h100) = (gpu("GB200").unwrap(), gpu("B200").unwrap(), gpu("H100").unwrap());
@@ -477,17 +491,8 @@ mod tests {
         }
         // A sliding window: no FP8 window rows are taken (data/attention.csv says why), so
         // BF16's window rows.
-        let win = |w: u64, backward: bool| AttentionShape {
-            batch_heads: 256,
-            s_q: 4096,
-            s_kv: w,
-            head_dim: 64,
-            causal: false,
-            backward,
-            kernel: None,
-        };
         for (w, b) in [(128, true), (127, false), (1024, true)] {
-            let tw = |k: AttentionKernel| seconds(gb200, k, &win(w, b), 1e12).unwrap();
+            let tw = |k: AttentionKernel| seconds(gb200, k, &gpt_oss_window(w, b), 1e12).unwrap();
             assert_eq!(tw(AttentionKernel::CudnnMxfp8), tw(AttentionKernel::Cudnn));
             assert_eq!(tw(AttentionKernel::CudnnFp8), tw(AttentionKernel::Cudnn));
         }
@@ -497,17 +502,7 @@ mod tests {
     fn sliding_windows_take_the_measured_window_rows() {
         let (gb200, b200, h100) = (gpu("GB200").unwrap(), gpu("B200").unwrap(), gpu("H100").unwrap());
         let k = AttentionKernel::Cudnn;
-        // GPT-OSS's sliding layers as the workload writes them: 4,096 queries, each over a
-        // window of 128 keys, head dim 64, a non-causal pass over the window.
-        let win = |w: u64, backward: bool| AttentionShape {
-            batch_heads: 256,
-            s_q: 4096,
-            s_kv: w,
-            head_dim: 64,
-            causal: false,
-            backward,
-            kernel: None,
-        };
+        let win = gpt_oss_window;
         let seen = |w: f64| (w * (w + 1.0) / 2.0 + (4096.0 - w) * w) / (4096.0 * w);
         let sus = crate::gemm::SUSTAINED_FRACTION;
         // The measured forward and backward rates at 4k: 161 and 182 TFLOP/s.

@@ -310,18 +310,30 @@ impl ModelConfig {
             };
         }
         if let Some(p) = &self.hybrid_override_pattern {
-            return match p.as_bytes().get(layer as usize) {
-                Some(b'M') => LayerKind::Mamba,
-                Some(b'*') => LayerKind::Attention,
-                Some(b'E') => LayerKind::MoeMlp,
-                _ => LayerKind::Mlp,
-            };
+            return p.as_bytes().get(layer as usize).map_or(LayerKind::Mlp, |&c| Self::pattern_kind(c));
         }
         if self.num_experts > 0 && layer >= self.first_k_dense_layers {
             LayerKind::Moe
         } else {
             LayerKind::Dense
         }
+    }
+
+    /// A hybrid pattern's characters are layer kinds, and MoE layers need experts.
+    fn check_pattern(&self, field: &str, p: &str, what: &str) -> Result<(), WorkloadError> {
+        if let Some(c) = p.chars().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
+            return Err(WorkloadError::invalid(
+                field,
+                format!("unknown layer {c:?}; valid: M (Mamba-2), * (attention), - (MLP), E (MoE)"),
+            ));
+        }
+        if p.contains('E') && self.num_experts == 0 {
+            return Err(WorkloadError::invalid(
+                "model.num_experts",
+                format!("{what} has MoE layers (E); set num_experts"),
+            ));
+        }
+        Ok(())
     }
 
     fn pattern_kind(c: u8) -> LayerKind {
@@ -675,18 +687,7 @@ impl ModelConfig {
                     "give 1 to 64 layers, e.g. \"*E\"",
                 ));
             }
-            if let Some(c) = p.chars().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
-                return Err(WorkloadError::invalid(
-                    "model.mtp_hybrid_override_pattern",
-                    format!("unknown layer {c:?}; valid: M (Mamba-2), * (attention), - (MLP), E (MoE)"),
-                ));
-            }
-            if p.contains('E') && self.num_experts == 0 {
-                return Err(WorkloadError::invalid(
-                    "model.num_experts",
-                    "the MTP pattern has MoE layers (E); set num_experts",
-                ));
-            }
+            self.check_pattern("model.mtp_hybrid_override_pattern", p, "the MTP pattern")?;
             if p.contains('M') && self.mamba.is_none() {
                 return Err(WorkloadError::invalid(
                     "model.mamba",
@@ -707,18 +708,7 @@ impl ModelConfig {
                     format!("has {} characters, num_hidden_layers={}", p.len(), self.num_hidden_layers),
                 ));
             }
-            if let Some(c) = p.chars().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
-                return Err(WorkloadError::invalid(
-                    "model.hybrid_override_pattern",
-                    format!("unknown layer {c:?}; valid: M (Mamba-2), * (attention), - (MLP), E (MoE)"),
-                ));
-            }
-            if p.contains('E') && self.num_experts == 0 {
-                return Err(WorkloadError::invalid(
-                    "model.num_experts",
-                    "the pattern has MoE layers (E); set num_experts",
-                ));
-            }
+            self.check_pattern("model.hybrid_override_pattern", p, "the pattern")?;
             match &self.mamba {
                 None if p.contains('M') => {
                     return Err(WorkloadError::invalid(
