@@ -283,9 +283,9 @@ fn table_peak_tflops(arch: GpuArch) -> f64 {
 /// [`SAME_DIE`]) uses it at the ratio of its BF16 peak to that board's; any other GPU, the
 /// architecture's table at the ratio of its peak to the architecture's benchmarked GPU.
 pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
-    // FP8 attention was measured on some boards only: elsewhere (or at a head dim or window it
-    // was not measured at) it takes BF16 cuDNN's rate.
-    let kernel = if kernel.is_fp8() && !fp8_measured(gpu, kernel, shape) {
+    // FP8 attention was measured on some boards and head dims only, and its sliding-window rows
+    // are not taken (data/attention.csv): elsewhere it takes BF16 cuDNN's rate.
+    let kernel = if kernel.is_fp8() && (window_of(shape).is_some() || measured_on(gpu, kernel, shape.head_dim).is_none()) {
         AttentionKernel::Cudnn
     } else {
         kernel
@@ -303,21 +303,6 @@ pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, o
     let scale = bf16(gpu) / table_peak;
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
-}
-
-/// Whether `gpu` (or a board standing for it) has FP8 `kernel` rows for `shape`: at its window for
-/// a sliding-window op, covering its head dim otherwise.
-fn fp8_measured(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape) -> bool {
-    match window_of(shape) {
-        // Only at a measured window (127 and 128 alike: Megatron-Bridge passes GPT-OSS's as
-        // either): the FP8 backward's time does not follow the window, so no interpolation.
-        Some(w) => table_boards(gpu).any(|b| {
-            table().iter().any(|r| {
-                r.arch == b && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.window.is_some_and(|rw| rw.abs_diff(w) <= 1)
-            })
-        }),
-        None => measured_on(gpu, kernel, shape.head_dim).is_some(),
-    }
 }
 
 /// A sliding-window op as the workload writes it: a non-causal pass over fewer keys than

@@ -1322,6 +1322,12 @@ impl ParallelConfig {
         }
     }
 
+    /// Whether chunk `chunk` of pipeline rank `stage` is the last virtual stage: the one that
+    /// holds the output layer, the final norm, the loss (and MTP).
+    pub fn holds_head(&self, stage: u64, chunk: u64) -> bool {
+        self.virtual_stage(stage, chunk) == self.pp.max(1) * self.chunks_per_stage() - 1
+    }
+
     /// The pipeline rank that holds the output layer, the final norm and the loss: the last,
     /// or rank 0 under DualPipeV (the V comes back to it).
     pub fn head_stage(&self) -> u64 {
@@ -1568,10 +1574,9 @@ impl ParallelConfig {
                 return Err(WorkloadError::invalid(
                     field,
                     format!(
-                        "FP8 attention needs dtype: fp8 (Transformer Engine's fp8_dpa); dtype is {:?}",
+                        "FP8 attention needs dtype: fp8 (Transformer Engine's fp8_dpa); dtype is {}",
                         training.dtype
-                    )
-                    .to_lowercase(),
+                    ),
                 ));
             }
             if !training.flash_attention

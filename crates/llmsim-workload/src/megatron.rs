@@ -838,9 +838,8 @@ enum BucketItem {
 /// FSDP units of one model chunk do (Megatron wraps each chunk separately); without it, buckets
 /// run across chunks (the generator's DDP model, unchanged).
 fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chunk: bool) -> Buckets {
-    let pp = p.pp;
     let first_virtual = |c: u64| s == 0 && c == 0;
-    let last_virtual = |c: u64| p.virtual_stage(s, c) == pp * vpp - 1;
+    let last_virtual = |c: u64| p.holds_head(s, c);
     // A tied embedding has a copy on the head's stage, unless that is stage 0 (DualPipeV).
     let tied_copy = mc.tie_word_embeddings && p.head_stage() != 0;
     let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
@@ -863,11 +862,7 @@ fn stage_buckets(mc: &ModelConfig, p: &ParallelConfig, s: u64, vpp: u64, per_chu
     }
     // MTP on the head's stage: its blocks, and an untied model's embedding copy there.
     let mtp = ops::mtp_params(mc, p);
-    let mtp_emb = if p.mtp_blocks > 0 && p.head_stage() != 0 && !mc.tie_word_embeddings {
-        emb_params
-    } else {
-        0
-    };
+    let mtp_emb = if ops::mtp_embedding_copy(mc, p) { emb_params } else { 0 };
     // (dense, expert, the vocabulary-sized part of dense).
     let params_of = |item: BucketItem| -> (u64, u64, u64) {
         match item {
@@ -1070,7 +1065,7 @@ fn stage_iteration(
         layer: layer as u32,
     };
     let first_virtual = |c: u64| s == 0 && c == 0;
-    let last_virtual = |c: u64| p.virtual_stage(s, c) == pp * vpp - 1;
+    let last_virtual = |c: u64| p.holds_head(s, c);
     // A tied embedding has a copy on the head's stage, unless that is stage 0 (DualPipeV).
     let tied_copy = mc.tie_word_embeddings && p.head_stage() != 0;
     let emb_params = ops::padded_vocab(mc, p.tp) * mc.hidden_size / p.tp;
@@ -1574,7 +1569,7 @@ fn stage_iteration(
     // Tied embedding, or MTP's embedding copy on the head's stage: first and last stage
     // all-reduce the embedding gradient (Megatron-Core `finalize_model_grads.py`
     // `_allreduce_word_embedding_grads`: shared embeddings or `mtp_num_layers`).
-    let emb_copy = tied_copy || (p.mtp_blocks > 0 && p.head_stage() != 0);
+    let emb_copy = tied_copy || ops::mtp_embedding_copy(mc, p);
     if emb_copy && (s == 0 || s == p.head_stage()) {
         let dep: Vec<u32> = last_compute.into_iter().collect();
         reduce_nodes.push(prog.push(

@@ -429,7 +429,6 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     let chunks = p.chunks_per_stage();
     let input = if sp { dt * sbh / tp } else { dt * sbh };
     // What one micro-batch of each chunk keeps until its backward, layer by layer.
-    let head_chunk = |c: u64| stage == p.head_stage() && p.virtual_stage(stage, c) == p.pp.max(1) * chunks - 1;
     let per_layer: Vec<Vec<u64>> = (0..chunks)
         .map(|c| {
             let mut v: Vec<u64> = layers_of_chunk(m, p, stage, c)
@@ -443,7 +442,7 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
                     _ => layer_activation_bytes(m, t, p, l),
                 })
                 .collect();
-            if head_chunk(c) {
+            if p.holds_head(stage, c) {
                 // Each MTP depth after the chunk's layers: its block's layers, and what its
                 // projection keeps (the shifted embedding and the previous hidden state for the
                 // two norms, their concatenation for `eh_proj`: four [tokens, h] tensors).

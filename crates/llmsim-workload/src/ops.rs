@@ -1186,22 +1186,15 @@ impl<'a> Builder<'a> {
                 // returns O in BF16; backward quantizes dO and returns dQ, dK, dV in BF16: each a
                 // memory-bound pass, reading or writing 2 bytes and writing or reading one FP8
                 // copy (with MXFP8 a scale byte per 32 elements).
-                let (qkv, od) = (q + kv_full as f64 / d.cp as f64, o);
-                let per = 2.0 + d.fp8_elem;
-                fwd.push(compute(
-                    "fp8_dpa_quantize",
-                    Pass::Forward,
-                    OpClass::Elementwise,
-                    qkv,
-                    (qkv + od) * per,
-                    &shape,
-                ));
+                let qkv = q + kv_full as f64 / d.cp as f64;
+                let bytes = (qkv + o) * (2.0 + d.fp8_elem);
+                fwd.push(compute("fp8_dpa_quantize", Pass::Forward, OpClass::Elementwise, qkv, bytes, &shape));
                 bwd.push(compute(
                     "fp8_dpa_quantize_bwd",
                     Pass::BackwardInput,
                     OpClass::Elementwise,
                     qkv,
-                    (qkv + od) * per,
+                    bytes,
                     &shape,
                 ));
             }
@@ -2536,7 +2529,7 @@ pub fn mtp(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps 
     let d = Dims::new(m, tb, p);
     let emb = embedding(m, t, p);
     let h = d.h;
-    let proj = {
+    let mut proj = {
         let mut bld = Builder::new(&d);
         bld.norm("mtp_enorm", "mtp_enorm_bwd", d.tok_sp);
         bld.norm("mtp_hnorm", "mtp_hnorm_bwd", d.tok_sp);
@@ -2586,7 +2579,6 @@ pub fn mtp(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps 
     };
     let l = m.num_hidden_layers;
     let mut block: Vec<LayerOps> = (l..l + m.mtp_block_layers()).map(|i| transformer_layer(m, tb, p, i)).collect();
-    let mut proj = proj;
     if tb.dtype != t.dtype {
         // Built as a BF16 run's: their GEMMs say so, or they would be timed at the run's dtype.
         for o in block
@@ -2876,13 +2868,18 @@ pub fn stage_vocab_params(m: &ModelConfig, p: &ParallelConfig, stage: u64) -> u6
     let emb = padded_vocab(m, tp) * m.hidden_size / tp;
     let head = p.head_stage();
     let mut copies = u64::from(stage == 0) + u64::from(stage == head && (!m.tie_word_embeddings || head != 0));
-    // MTP embeds tokens on the head's stage: an untied model keeps an embedding copy there too
-    // (Megatron-Core builds `embedding` where `pre_process or mtp_process`, tied to stage 0's);
-    // a tied one uses the copy it already has.
-    if p.mtp_blocks > 0 && stage == head && head != 0 && !m.tie_word_embeddings {
+    if stage == head && mtp_embedding_copy(m, p) {
         copies += 1;
     }
     copies * emb
+}
+
+/// Whether MTP puts an embedding copy on the head's stage: it embeds tokens there, so an untied
+/// model keeps a copy (Megatron-Core builds `embedding` where `pre_process or mtp_process`, tied
+/// to stage 0's and kept in step by the embedding-group all-reduce); a tied one uses the copy it
+/// already has, and under DualPipeV the head is on stage 0 with the embedding itself.
+pub fn mtp_embedding_copy(m: &ModelConfig, p: &ParallelConfig) -> bool {
+    p.mtp_blocks > 0 && p.head_stage() != 0 && !m.tie_word_embeddings
 }
 
 /// Parameters held by one TP rank of pipeline stage `stage`: its layers (routed experts divided by
