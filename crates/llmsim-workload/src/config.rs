@@ -221,6 +221,102 @@ pub struct TrainingConfig {
     /// rates where none were measured, `llmsim-compute` `data/attention.csv`). Default false.
     #[serde(alias = "fp8_dpa")]
     pub fp8_dot_product_attention: bool,
+    /// In an FP8 or FP4 run, this many decoder layers at the start of the model run entirely in
+    /// BF16: no quantization, BF16 GEMMs (Megatron-Core `--first-last-layers-bf16` with
+    /// `--num-layers-at-start-in-bf16`, `fp8_utils.get_fp8_context` / `fp4_utils.get_fp4_context`:
+    /// no autocast for those layer numbers; a hybrid model counts its Mamba, attention and MLP
+    /// layers alike). Megatron's flag alone means 1 and 1; Megatron-Bridge's precision configs set
+    /// their own counts (`bf16_with_fp8_current_scaling_mixed`: 1 and 1, which its performance
+    /// scripts turn off; `nemotron_3_super_bf16_with_nvfp4_mixed`: 0 and 14). MTP blocks do not
+    /// count (see `mtp_bf16`). Default 0.
+    #[serde(alias = "num_layers_at_start_in_bf16")]
+    pub bf16_layers_at_start: u64,
+    /// As `bf16_layers_at_start`, for the last decoder layers (`--num-layers-at-end-in-bf16`).
+    /// Default 0.
+    #[serde(alias = "num_layers_at_end_in_bf16")]
+    pub bf16_layers_at_end: u64,
+    /// Per-module precision in an FP8 or FP4 run: each named linear layer's GEMMs (and their input
+    /// quantization) run in the given dtype instead of `dtype`, in every layer that has it; `fp8`
+    /// takes `fp8_recipe`. Keys are llmsim's GEMM names (the `ops.csv` names): `attn_qkv`,
+    /// `attn_proj`, `attn_q`, `attn_q_down`, `attn_q_up`, `attn_kv_down`, `attn_kv_up`, `mlp_fc1`,
+    /// `mlp_fc2`, `expert_fc1`, `expert_fc2`, `shared_fc1`, `shared_fc2`, `moe_latent_down`,
+    /// `moe_latent_up`, `mamba_in_proj`, `mamba_out_proj`, `mtp_eh_proj`. Megatron-Core's
+    /// `quant_recipe` (Transformer Engine quantization matchers by module name; Megatron-Bridge's
+    /// Nemotron 3 Super NVFP4 recipe, `scripts/performance/configs/nemotronh/te_quant.cfg`:
+    /// `linear_qkv`, `linear_proj` and the LatentMoE `fc1/fc2_latent_proj` in BF16, Mamba's
+    /// `out_proj` in MXFP8). BF16 layers (`bf16_layers_at_*`) stay BF16 whatever this says.
+    /// Default: none.
+    #[schemars(with = "std::collections::BTreeMap<GemmModule, crate::schema::DTypeSchema>")]
+    pub module_dtype: std::collections::BTreeMap<GemmModule, DType>,
+}
+
+/// A linear layer whose precision `training.module_dtype` can set: llmsim's GEMM (and `ops.csv`)
+/// names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GemmModule {
+    /// Attention's fused QKV projection (Megatron-Core `linear_qkv`).
+    AttnQkv,
+    /// Attention's output projection (`linear_proj`).
+    AttnProj,
+    /// MLA's query projection without a low-rank query (`linear_q_proj`).
+    AttnQ,
+    /// MLA's query down-projection (`linear_q_down_proj`).
+    AttnQDown,
+    /// MLA's query up-projection (`linear_q_up_proj`).
+    AttnQUp,
+    /// MLA's key-value down-projection (`linear_kv_down_proj`).
+    AttnKvDown,
+    /// MLA's key-value up-projection (`linear_kv_up_proj`).
+    AttnKvUp,
+    /// A dense MLP's first linear layer (`mlp.linear_fc1`).
+    MlpFc1,
+    /// A dense MLP's second linear layer (`mlp.linear_fc2`).
+    MlpFc2,
+    /// The routed experts' first grouped GEMM (`experts.linear_fc1`).
+    ExpertFc1,
+    /// The routed experts' second grouped GEMM (`experts.linear_fc2`).
+    ExpertFc2,
+    /// The shared experts' first linear layer.
+    SharedFc1,
+    /// The shared experts' second linear layer.
+    SharedFc2,
+    /// LatentMoE's down-projection into the latent space (`fc1_latent_proj`).
+    MoeLatentDown,
+    /// LatentMoE's up-projection out of it (`fc2_latent_proj`).
+    MoeLatentUp,
+    /// A Mamba layer's input projection (`mixer.in_proj`).
+    MambaInProj,
+    /// A Mamba layer's output projection (`mixer.out_proj`).
+    MambaOutProj,
+    /// The MTP block's `eh_proj`.
+    MtpEhProj,
+}
+
+impl GemmModule {
+    /// The forward GEMM op's name in the workload (`ops.csv`).
+    pub const fn op_name(self) -> &'static str {
+        match self {
+            GemmModule::AttnQkv => "attn_qkv",
+            GemmModule::AttnProj => "attn_proj",
+            GemmModule::AttnQ => "attn_q",
+            GemmModule::AttnQDown => "attn_q_down",
+            GemmModule::AttnQUp => "attn_q_up",
+            GemmModule::AttnKvDown => "attn_kv_down",
+            GemmModule::AttnKvUp => "attn_kv_up",
+            GemmModule::MlpFc1 => "mlp_fc1",
+            GemmModule::MlpFc2 => "mlp_fc2",
+            GemmModule::ExpertFc1 => "expert_fc1",
+            GemmModule::ExpertFc2 => "expert_fc2",
+            GemmModule::SharedFc1 => "shared_fc1",
+            GemmModule::SharedFc2 => "shared_fc2",
+            GemmModule::MoeLatentDown => "moe_latent_down",
+            GemmModule::MoeLatentUp => "moe_latent_up",
+            GemmModule::MambaInProj => "mamba_in_proj",
+            GemmModule::MambaOutProj => "mamba_out_proj",
+            GemmModule::MtpEhProj => "mtp_eh_proj",
+        }
+    }
 }
 
 /// The library that runs FP8 training's linear layers (`training.fp8_impl`).
@@ -315,11 +411,33 @@ impl Default for TrainingConfig {
             mtp_repeated_layer: false,
             mtp_bf16: false,
             fp8_dot_product_attention: false,
+            bf16_layers_at_start: 0,
+            bf16_layers_at_end: 0,
+            module_dtype: std::collections::BTreeMap::new(),
         }
     }
 }
 
 impl TrainingConfig {
+    /// Whether decoder layer `layer` (0-based; `num_layers` in the model, MTP blocks beyond it)
+    /// runs in BF16 under `bf16_layers_at_start` / `_at_end` in a quantized run.
+    pub fn layer_in_bf16(&self, layer: u64, num_layers: u64) -> bool {
+        self.dtype.is_te_quantized()
+            && layer < num_layers
+            && (layer < self.bf16_layers_at_start || layer >= num_layers.saturating_sub(self.bf16_layers_at_end))
+    }
+
+    /// This run with every linear layer in `dtype` and no per-module precision: what a BF16 layer
+    /// of a quantized run, or a module of `module_dtype`, is built from.
+    pub fn with_gemm_dtype(&self, dtype: DType) -> TrainingConfig {
+        TrainingConfig {
+            dtype,
+            module_dtype: std::collections::BTreeMap::new(),
+            fp8_dot_product_attention: self.fp8_dot_product_attention && dtype == DType::Fp8,
+            ..self.clone()
+        }
+    }
+
     /// MTP blocks with weights of their own: one when `mtp_repeated_layer`, else one per depth.
     pub fn mtp_weight_blocks(&self) -> u64 {
         if self.mtp_repeated_layer {
@@ -813,6 +931,8 @@ fn training_aliases(s: &mut schemars::Schema) {
             ("mtp_use_repeated_layer", "mtp_repeated_layer"),
             ("keep_mtp_spec_in_bf16", "mtp_bf16"),
             ("fp8_dpa", "fp8_dot_product_attention"),
+            ("num_layers_at_start_in_bf16", "bf16_layers_at_start"),
+            ("num_layers_at_end_in_bf16", "bf16_layers_at_end"),
         ],
     );
 }
@@ -1586,6 +1706,58 @@ impl ParallelConfig {
                 return Err(WorkloadError::invalid(
                     field,
                     "FP8 attention is Transformer Engine's fused (cuDNN) attention: needs flash_attention: true, fp8_impl: transformer_engine and attention_kernel: auto",
+                ));
+            }
+        }
+        for (field, n) in [
+            ("training.bf16_layers_at_start", training.bf16_layers_at_start),
+            ("training.bf16_layers_at_end", training.bf16_layers_at_end),
+        ] {
+            if n == 0 {
+                continue;
+            }
+            if !training.dtype.is_te_quantized() || training.fp8_impl != Fp8Impl::TransformerEngine {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!(
+                        "BF16 layers are Megatron-Core's exception to an FP8 or FP4 run (Transformer Engine): needs dtype fp8 or fp4 with fp8_impl: transformer_engine; dtype is {}",
+                        training.dtype
+                    ),
+                ));
+            }
+            if training.dtype == DType::Fp8 && training.fp8_recipe == Fp8Recipe::Delayed {
+                return Err(WorkloadError::invalid(
+                    field,
+                    "delayed scaling does not support BF16 layers (Megatron-Core refuses it): use fp8_recipe current, mxfp8 or blockwise",
+                ));
+            }
+            let per_stage = model.num_hidden_layers / p.pp.max(1);
+            if n > per_stage {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!(
+                        "{n} layers; Megatron-Core allows at most the layers per pipeline stage, num_layers / pp = {} / {} = {per_stage}",
+                        model.num_hidden_layers,
+                        p.pp.max(1)
+                    ),
+                ));
+            }
+        }
+        for (module, dt) in &training.module_dtype {
+            let field = format!("training.module_dtype.{}", module.op_name());
+            if !training.dtype.is_te_quantized() || training.fp8_impl != Fp8Impl::TransformerEngine {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!(
+                        "per-module precision applies to an FP8 or FP4 run (Transformer Engine's quantization recipe): needs dtype fp8 or fp4 with fp8_impl: transformer_engine; dtype is {}",
+                        training.dtype
+                    ),
+                ));
+            }
+            if !matches!(dt, DType::Bf16 | DType::Fp8) {
+                return Err(WorkloadError::invalid(
+                    field,
+                    format!("{dt}: a module runs in bf16 or fp8 (for fp4 modules set dtype: fp4 and put the others in bf16 or fp8)"),
                 ));
             }
         }

@@ -726,14 +726,16 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     // One template per layer class (kind and attention type), built from the class's first
     // layer, in order of first appearance: a dense layer ("layer") and an MoE layer ("moe_layer")
     // for standard models; hybrid and sliding-window models have more.
-    let mut classes: Vec<(LayerKind, AttentionType)> = Vec::new();
+    // A layer's template depends on its kind, its attention and whether it runs in BF16 in a
+    // quantized run (`training.bf16_layers_at_start` / `_at_end`).
+    let mut classes: Vec<(LayerKind, AttentionType, bool)> = Vec::new();
     let mut layer_class = Vec::with_capacity(m.num_hidden_layers as usize);
     let mut layer_fwd = Vec::new();
     let mut layer_bwd = Vec::new();
     let mut layer_bwd_input = Vec::new();
     let mut layer_bwd_weight = Vec::new();
     for l in 0..m.num_hidden_layers {
-        let key = (m.layer_kind(l), m.attention_type(l));
+        let key = (m.layer_kind(l), m.attention_type(l), t.layer_in_bf16(l, m.num_hidden_layers));
         let i = match classes.iter().position(|c| *c == key) {
             Some(i) => i,
             None => {
@@ -745,10 +747,13 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
                     LayerKind::Mlp => "mlp_layer",
                     LayerKind::MoeMlp => "moe_mlp_layer",
                 };
-                let name = match key.1 {
+                let mut name = match key.1 {
                     AttentionType::SlidingAttention if key.0.has_attention() => format!("swa_{base}"),
                     _ => base.to_string(),
                 };
+                if key.2 {
+                    name.insert_str(0, "bf16_");
+                }
                 let lo = ops::transformer_layer(b.m, b.t, b.p, l);
                 layer_fwd.push(b.template(&format!("{name}.fwd"), &lo.forward)?);
                 layer_bwd.push(b.template(&format!("{name}.bwd"), &lo.backward)?);

@@ -308,6 +308,17 @@ impl LayerOps {
         self.forward.iter().chain(self.backward.iter())
     }
 
+    /// Marks the GEMMs that carry no dtype of their own as `dtype`'s: ops built as a BF16 run's
+    /// inside a quantized one (BF16 layers, BF16 MTP blocks), which would otherwise be timed at
+    /// the run's dtype.
+    fn gemms_in(&mut self, dtype: DType) {
+        for o in self.forward.iter_mut().chain(self.backward.iter_mut()) {
+            if matches!(o.kind, OpSpecKind::Compute { class: OpClass::Gemm, .. }) && o.dtype.is_none() {
+                o.dtype = Some(dtype);
+            }
+        }
+    }
+
     /// Sum of the FLOPs of all ops.
     pub fn flops(&self) -> f64 {
         self.iter().map(OpSpec::flops).sum()
@@ -378,6 +389,9 @@ struct Dims {
     attn_kernel: Option<AttentionKernel>,
     /// `training.attention_softmax`: the kernels of unfused attention's softmax.
     softmax: AttentionSoftmax,
+    /// The sizes of the linear layers `training.module_dtype` puts in another dtype (by forward
+    /// GEMM name): this micro-batch's, with that dtype's quantization and GEMM dtype.
+    modules: Vec<(&'static str, Dims)>,
     /// Dropout on ([`TrainingConfig::dropout_on`]).
     dropout: bool,
     shape: String,
@@ -482,8 +496,25 @@ impl Dims {
             },
             softmax: t.attention_softmax,
             dropout: t.dropout_on(m),
+            modules: t
+                .module_dtype
+                .iter()
+                .filter(|(_, dt)| t.dtype.is_te_quantized() && **dt != t.dtype)
+                .map(|(module, &dt)| {
+                    let tm = t.with_gemm_dtype(dt);
+                    let mut d = Dims::new(m, &tm, p);
+                    d.gemm_dtype = Some(tm.gemm_compute_dtype());
+                    (module.op_name(), d)
+                })
+                .collect(),
             shape,
         }
+    }
+
+    /// The sizes a GEMM named `name` (forward) is built with: its `training.module_dtype`'s,
+    /// else these.
+    fn for_gemm(&self, name: &str) -> &Dims {
+        self.modules.iter().find(|(n, _)| *n == name).map_or(self, |(_, d)| d)
     }
 
     fn shape_with(&self, extra: &str) -> String {
@@ -691,7 +722,7 @@ impl<'a> Builder<'a> {
     /// activation (MLA's up-projections gather the low-rank latent, not the hidden state).
     #[allow(clippy::too_many_arguments)]
     fn gemm_comm(&mut self, names: GemmNames, split: Split, m: u64, k: u64, n: u64, weights: u64, shape: &str, ab: u64) {
-        let d = self.d;
+        let d = self.d.for_gemm(names.fwd);
         let dt = d.dt as f64;
         let (mf, kf, nf, wf) = (m as f64, k as f64, n as f64, weights as f64);
         let flops = 2.0 * mf * kf * nf;
@@ -1654,6 +1685,12 @@ impl<'a> Builder<'a> {
 /// one block each (Megatron-Core `MambaStack`): a Mamba-2 mixer, attention, an MLP or an MoE
 /// block, each pre-normed with its residual.
 pub fn transformer_layer(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, layer: u64) -> LayerOps {
+    if t.layer_in_bf16(layer, m.num_hidden_layers) {
+        // Megatron-Core runs it outside the FP8/FP4 autocast: built as a BF16 run's layer.
+        let mut ops = transformer_layer(m, &t.with_gemm_dtype(DType::Bf16), p, layer);
+        ops.gemms_in(DType::Bf16);
+        return ops;
+    }
     let d = Dims::new(m, t, p);
     let mut bld = Builder::new(&d);
     match m.layer_kind(layer) {
@@ -2518,10 +2555,7 @@ pub fn mtp(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps 
     }
     let bf16;
     let tb = if t.mtp_bf16 && t.dtype.is_te_quantized() {
-        bf16 = TrainingConfig {
-            dtype: DType::Bf16,
-            ..t.clone()
-        };
+        bf16 = t.with_gemm_dtype(DType::Bf16);
         &bf16
     } else {
         t
@@ -2581,15 +2615,8 @@ pub fn mtp(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps 
     let mut block: Vec<LayerOps> = (l..l + m.mtp_block_layers()).map(|i| transformer_layer(m, tb, p, i)).collect();
     if tb.dtype != t.dtype {
         // Built as a BF16 run's: their GEMMs say so, or they would be timed at the run's dtype.
-        for o in block
-            .iter_mut()
-            .flat_map(|b| b.forward.iter_mut().chain(b.backward.iter_mut()))
-            .chain(proj.forward.iter_mut())
-            .chain(proj.backward.iter_mut())
-        {
-            if matches!(o.kind, OpSpecKind::Compute { class: OpClass::Gemm, .. }) && o.dtype.is_none() {
-                o.dtype = Some(DType::Bf16);
-            }
+        for b in block.iter_mut().chain(std::iter::once(&mut proj)) {
+            b.gemms_in(DType::Bf16);
         }
     }
     let out = head(m, t, p);
