@@ -309,8 +309,9 @@ REF += [
 # Megatron-Bridge's 26.06.01 table (r0.5.0 f83545d98, docs/performance-summary.md lines 37-86),
 # scenarios written before llmsim ran on them. Groups: "tenth-flex" (statistics; HybridEP flex
 # dispatcher; the DeepSeek-V3 and Nemotron 3 Super MXFP8 rows since MTP is simulated, 2026-11-29),
-# "tenth-approx" (no statistic: none left), "tenth-nx" (NVFP4 with BF16/MXFP8 layers llmsim
-# cannot express, MTP simulated: no statistic), "tenth-regression" (GPT-OSS 120B: the table's own
+# "tenth-approx" (no statistic: none left), "tenth-nx" (none left: the NVFP4 Nemotron 3 Super
+# rows, NVFP4 with BF16/MXFP8 layers and modules, moved to "tenth-flex" when llmsim gained per-layer
+# and per-module precision, 2026-11-29), "tenth-regression" (GPT-OSS 120B: the table's own
 # footnote, line 86, calls these figures a known performance regression, cudnn-frontend issue #256,
 # to be fixed in the next container: only in the summary line that names them).
 NB2606 = "Megatron-Bridge performance summary 26.06.01 (r0.5.0 f83545d98, docs/performance-summary.md l.37-86; DGX-GB300/GB200)"
@@ -326,9 +327,9 @@ REF += [
     ("real-bridge2606-gb300-nemotron3-nano-8", "tokens_per_gpu", 40960, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb200-nemotron3-nano-8", "tokens_per_gpu", 34816, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb300-nemotron3-super-64", "tokens_per_gpu", 9728, None, NB2606, None, "tenth-flex"),
-    ("real-bridge2606-gb300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 9984, None, NB2606, None, "tenth-nx"),
+    ("real-bridge2606-gb300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 9984, None, NB2606, None, "tenth-flex"),
     ("real-bridge2606-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-flex"),
-    ("real-bridge2606-gb200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-nx"),
+    ("real-bridge2606-gb200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 7040, None, NB2606, None, "tenth-flex"),
 ]
 # Eleventh held-out set, added 2026-11-29 (bench/validation-eleventh-set.md, a helper's work): the
 # rows of Megatron-Bridge's 26.06 table (final form: r0.5.0 f83545d98,
@@ -336,7 +337,8 @@ REF += [
 # earlier scenario has: 9 of its 31 pre-training rows, written and hashed before llmsim ran on them.
 # Groups: "eleventh" (statistics), "eleventh-flex" (statistics; HybridEP flex dispatcher),
 # "eleventh-approx" (none left: MTP is simulated since 2026-11-29, so the DeepSeek-V3 and Nemotron
-# 3 Super MXFP8 rows moved to "eleventh-flex"), "eleventh-nx" (per-module mixed precision).
+# 3 Super MXFP8 rows moved to "eleventh-flex"), "eleventh-nx" (none left: the NVFP4 Super row, with
+# per-layer and per-module precision, moved to "eleventh-flex" when llmsim gained them, 2026-11-29).
 NB2606B = ("Megatron-Bridge performance summary 26.06 (r0.5.0 f83545d98, docs/performance-summary-archive.md "
            "l.42-143; recipes v0.5.0 fcbb6031; DGX-GB300/GB200/B300/H100)")
 REF += [
@@ -348,7 +350,7 @@ REF += [
     ("real-bridge2606b-gb300-deepseekv3-gbs15360-256", "tokens_per_gpu", 6422, None, NB2606B, None, "eleventh-flex"),
     ("real-bridge2606b-b300-deepseekv3-256", "tokens_per_gpu", 3541, None, NB2606B, None, "eleventh-flex"),
     ("real-bridge2606b-b300-nemotron3-super-64", "tokens_per_gpu", 7867, None, NB2606B, None, "eleventh-flex"),
-    ("real-bridge2606b-b300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 8131, None, NB2606B, None, "eleventh-nx"),
+    ("real-bridge2606b-b300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 8131, None, NB2606B, None, "eleventh-flex"),
 ]
 # Twelfth held-out set, added 2026-11-29 (bench/validation-twelfth-set.md, a helper's work): the
 # rows of Megatron-Bridge's 26.04.01 table (tag v0.4.2 c81012934, docs/performance-summary.md lines
@@ -356,7 +358,8 @@ REF += [
 # pre-training rows, all MoE on DGX-B200/B300, written and hashed before llmsim ran on them.
 # Groups: "twelfth" (statistics), "twelfth-flex" (statistics; HybridEP flex dispatcher),
 # "twelfth-approx" (none left: MTP is simulated since 2026-11-29, so the DeepSeek-V3 and Nemotron
-# 3 Super MXFP8 rows moved to "twelfth-flex"), "twelfth-nx" (per-module mixed precision).
+# 3 Super MXFP8 rows moved to "twelfth-flex"), "twelfth-nx" (none left: the NVFP4 Super row, with
+# per-layer and per-module precision, moved to "twelfth-flex" when llmsim gained them, 2026-11-29).
 NB2604B = ("Megatron-Bridge performance summary 26.04.01 (tag v0.4.2 c81012934, docs/performance-summary.md "
            "l.40-139; recipes v0.4.2; DGX-B300/B200)")
 REF += [
@@ -365,7 +368,7 @@ REF += [
     ("real-bridge2604b-b200-nemotron3-nano-8", "tokens_per_gpu", 32768, None, NB2604B, None, "twelfth-flex"),
     ("real-bridge2604b-b200-deepseekv3-256", "tokens_per_gpu", 3328, None, NB2604B, None, "twelfth-flex"),
     ("real-bridge2604b-b200-nemotron3-super-64", "tokens_per_gpu", 6400, None, NB2604B, None, "twelfth-flex"),
-    ("real-bridge2604b-b200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 5632, None, NB2604B, None, "twelfth-nx"),
+    ("real-bridge2604b-b200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 5632, None, NB2604B, None, "twelfth-flex"),
 ]
 REF = [r if len(r) == 7 else (*r, "base") for r in REF]
 if os.environ.get("VALIDATION_ONLY"):
