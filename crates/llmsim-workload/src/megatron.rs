@@ -799,7 +799,7 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     let vpp = p.chunks_per_stage();
     let mut stages = Vec::with_capacity(p.pp as usize);
     for s in 0..p.pp {
-        let opt_ops = ops::optimizer_step(ops::stage_params(m, p, s), t, p);
+        let opt_ops = ops::optimizer_step(ops::stage_param_split(m, p, s), t, p);
         let opt_items = b.template(&format!("optimizer.stage{s}"), &opt_ops)?;
         stages.push(stage_program(&mut b, &tpl, &opt_items, s, mb, vpp, interleaved));
     }

@@ -2688,16 +2688,20 @@ fn cross_entropy_bytes_per_logit(fused: bool, dt: f64) -> (f64, f64) {
     (cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0, 8.0 + cast)
 }
 
-/// Adam step over this rank's parameters: over `params_on_rank / (dp·cp)` with the distributed
-/// optimizer (ZeRO ≥ 1), all of them otherwise. Memory-bound: per parameter it reads the
+/// Adam step over this rank's parameters `params`: with the distributed optimizer (ZeRO ≥ 1)
+/// over its shard, the dense parameters over the dense DP group (`dp·cp`) and the routed experts'
+/// over the expert DP group (Megatron-Core `DistributedOptimizer` shards each gradient buffer
+/// over the group that reduces it: `distributed_data_parallel.py` builds the expert buffers on
+/// `expt_dp`), all of them otherwise. Memory-bound: per parameter it reads the
 /// gradient, the main parameter and the two moments and writes the main parameter, the moments
 /// and the low-precision model parameter (30 bytes by default with bf16: 4 + 12 read, 12 + 2
 /// written; with fp32 training there is no separate main copy: 28 bytes in all). The optimizer
 /// states' bytes follow `training.*_dtype` ([`TrainingConfig::optimizer_bytes_per_param`]).
 /// ~12 FLOPs per parameter. The op's pass is `BackwardWeight`.
-pub fn optimizer_step(params_on_rank: u64, t: &TrainingConfig, p: &ParallelConfig) -> Vec<OpSpec> {
+pub fn optimizer_step(params: StageParams, t: &TrainingConfig, p: &ParallelConfig) -> Vec<OpSpec> {
+    let params_on_rank = params.total();
     let n = if p.zero_stage >= 1 || p.use_distributed_optimizer {
-        params_on_rank.div_ceil(p.dense_dp_group().max(1))
+        params.dense.div_ceil(p.dense_dp_group().max(1)) + params.expert.div_ceil(p.expert_dp_group().max(1))
     } else {
         params_on_rank
     };

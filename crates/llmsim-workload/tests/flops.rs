@@ -6,7 +6,7 @@ use common::plan;
 use llmsim_compute::OpClass;
 use llmsim_core::CollectiveOp;
 use llmsim_workload::model::preset;
-use llmsim_workload::ops::{embedding, head, padded_vocab, stage_params, transformer_layer};
+use llmsim_workload::ops::{embedding, head, padded_vocab, stage_param_split, stage_params, transformer_layer};
 use llmsim_workload::{CommGroup, LayerOps, ModelConfig, OpSpec, OpSpecKind, ParallelConfig, Pass, Recompute, TrainingConfig};
 
 /// GEMMs, core attention and the MoE router's GEMM (the router class also holds the
@@ -320,10 +320,11 @@ fn optimizer_step_shards_with_distributed_optimizer() {
     let m = preset("gpt3-13b").unwrap();
     let t = TrainingConfig::default();
     let p = plan(&m, &t, 128, "{ tp: 2 }");
-    let n = stage_params(&m, &p, 0);
-    let full = optimizer_step(n, &t, &p);
+    let split = stage_param_split(&m, &p, 0);
+    let n = split.total();
+    let full = optimizer_step(split, &t, &p);
     let p = plan(&m, &t, 128, "{ tp: 2, use_distributed_optimizer: true }");
-    let sharded = optimizer_step(n, &t, &p);
+    let sharded = optimizer_step(split, &t, &p);
     let bytes = |ops: &[OpSpec], name: &str| {
         let op = ops.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("{name}"));
         match op.kind {
@@ -344,5 +345,22 @@ fn optimizer_step_shards_with_distributed_optimizer() {
     assert_eq!(bytes(&sharded, "zero_grad"), 4.0 * n as f64);
     // FSDP frees its gradients: no zeroing pass.
     let fsdp = plan(&m, &t, 128, "{ tp: 2, zero_stage: 3 }");
-    assert!(optimizer_step(n, &t, &fsdp).iter().all(|o| o.name != "zero_grad"));
+    assert!(optimizer_step(split, &t, &fsdp).iter().all(|o| o.name != "zero_grad"));
+}
+
+#[test]
+fn the_distributed_optimizer_shards_experts_over_the_expert_dp_group() {
+    use llmsim_workload::ops::optimizer_step;
+    // 64 GPUs, EP 8: dense parameters sharded over 64 ranks, routed experts over 64 / 8 = 8.
+    let m = preset("qwen3-30b-a3b").unwrap();
+    let t = TrainingConfig::default();
+    let p = plan(&m, &t, 64, "{ tp: 1, ep: 8, use_distributed_optimizer: true }");
+    assert_eq!((p.dense_dp_group(), p.expert_dp_group()), (64, 8));
+    let split = stage_param_split(&m, &p, 0);
+    assert!(split.expert > 2 * split.dense, "{split:?}");
+    let step = optimizer_step(split, &t, &p);
+    let op = step.iter().find(|o| o.name == "optimizer_step").unwrap();
+    let OpSpecKind::Compute { bytes, .. } = op.kind else { panic!() };
+    let shard = split.dense.div_ceil(64) + split.expert.div_ceil(8);
+    assert_eq!(bytes, 30.0 * shard as f64);
 }

@@ -576,10 +576,11 @@ pub fn export(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, cm: &Comp
             .map_or(0, |q| cm.time(&q).time.as_ps().div_ceil(1000))
     };
     let ga = p.micro_batches(t);
-    let params = ops::stage_params(m, p, 0);
+    let split = ops::stage_param_split(m, p, 0);
+    let params = split.total();
     let grad_b = t.grad_dtype().bytes();
     let param_b = crate::megatron::param_bytes_per_param(t.dtype);
-    let opt_ns: u64 = ops::optimizer_step(params, t, p).iter().map(&time).sum();
+    let opt_ns: u64 = ops::optimizer_step(split, t, p).iter().map(&time).sum();
     let mut lines: Vec<Line> = Vec::new();
     let none = |name: &str, wg: Option<Comm>, ig_ns: u64| Line {
         name: name.into(),
