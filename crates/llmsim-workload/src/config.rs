@@ -136,6 +136,20 @@ pub struct TrainingConfig {
     /// Default empty: `[core_attn]` under `recompute: selective`. Setting it implies selective
     /// recomputation.
     pub recompute_modules: Vec<RecomputeModule>,
+    /// The optimizer (Megatron-Core `--optimizer`). `adam` (default; Megatron's is AdamW).
+    /// `muon` / `dist_muon`: Muon (Megatron-Core `optimizer/muon.py`, `TensorParallelMuon` with
+    /// NVIDIA's emerging_optimizers) on every 2-D weight matrix but the embedding and output
+    /// layer, Adam on those and the norms: per matrix a momentum update, `muon_ns_steps`
+    /// Newton-Schulz iterations (three GEMMs each, on each TP shard alone: `muon_tp_mode:
+    /// blockwise`, Megatron-Bridge's default; FP32 matmuls at `medium` precision, timed at the
+    /// BF16 rate) and the update. `dist_muon` is Megatron-Core's `LayerWiseDistributedOptimizer`:
+    /// gradients all-reduced, each data-parallel rank updating its share of the matrices (dense
+    /// over `dp·cp`, experts over the expert-DP group, whole tensors), then the updated
+    /// parameters all-gathered; `muon` updates every parameter on every rank. Both refuse the
+    /// distributed optimizer (Megatron-Core: "muon with dist optimizer is not supported").
+    pub optimizer: OptimizerKind,
+    /// Newton-Schulz iterations of a Muon step (Megatron-Core `--muon-num-ns-steps`). Default 5.
+    pub muon_ns_steps: u64,
     /// Adam's moments (Megatron-Core `--exp-avg-dtype` / `--exp-avg-sq-dtype` with
     /// `--use-precision-aware-optimizer`): fp32 (default), bf16 or fp16.
     #[schemars(with = "crate::schema::DTypeSchema")]
@@ -248,6 +262,28 @@ pub struct TrainingConfig {
     /// Default: none.
     #[schemars(with = "std::collections::BTreeMap<GemmModule, crate::schema::DTypeSchema>")]
     pub module_dtype: std::collections::BTreeMap<GemmModule, DType>,
+}
+
+/// `training.optimizer`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = optimizer_aliases)]
+pub enum OptimizerKind {
+    /// Adam (AdamW), Megatron's default.
+    #[default]
+    #[serde(alias = "adamw")]
+    Adam,
+    /// Muon on every rank's whole parameters.
+    Muon,
+    /// Muon with Megatron-Core's layer-wise distributed optimizer.
+    DistMuon,
+}
+
+impl OptimizerKind {
+    /// Whether the weight matrices take Muon's update.
+    pub fn is_muon(self) -> bool {
+        matches!(self, OptimizerKind::Muon | OptimizerKind::DistMuon)
+    }
 }
 
 /// A linear layer whose precision `training.module_dtype` can set: llmsim's GEMM (and `ops.csv`)
@@ -411,6 +447,8 @@ impl Default for TrainingConfig {
             mtp_repeated_layer: false,
             mtp_bf16: false,
             fp8_dot_product_attention: false,
+            optimizer: OptimizerKind::Adam,
+            muon_ns_steps: 5,
             bf16_layers_at_start: 0,
             bf16_layers_at_end: 0,
             module_dtype: std::collections::BTreeMap::new(),
@@ -496,6 +534,12 @@ impl TrainingConfig {
     /// `expert_grad_reduce_in_fp32` says otherwise (false: the weights' dtype, bf16 below fp32).
     pub fn expert_grad_dtype(&self) -> DType {
         reduce_dtype(self.dtype, self.expert_grad_reduce_in_fp32.or(self.grad_reduce_in_fp32))
+    }
+
+    /// Bytes per parameter of Muon's state: the momentum (in `exp_avg_dtype`) and the main
+    /// parameter (as [`TrainingConfig::optimizer_bytes_per_param`] counts it).
+    pub fn muon_bytes_per_param(&self) -> u64 {
+        self.optimizer_bytes_per_param() - self.exp_avg_sq_dtype.bytes()
     }
 
     /// Optimizer-state bytes per parameter: the two moments and, when training below fp32, the
@@ -935,6 +979,10 @@ fn training_aliases(s: &mut schemars::Schema) {
             ("num_layers_at_end_in_bf16", "bf16_layers_at_end"),
         ],
     );
+}
+
+fn optimizer_aliases(s: &mut schemars::Schema) {
+    llmsim_core::schema::add_variant_aliases(s, &[("adamw", "adam")]);
 }
 
 fn schedule_aliases(s: &mut schemars::Schema) {
@@ -1706,6 +1754,27 @@ impl ParallelConfig {
                 return Err(WorkloadError::invalid(
                     field,
                     "FP8 attention is Transformer Engine's fused (cuDNN) attention: needs flash_attention: true, fp8_impl: transformer_engine and attention_kernel: auto",
+                ));
+            }
+        }
+        if training.optimizer.is_muon() {
+            let field = "training.optimizer";
+            if p.use_distributed_optimizer || p.zero_stage > 0 {
+                return Err(WorkloadError::invalid(
+                    field,
+                    "Muon does not run with the distributed optimizer or ZeRO (Megatron-Core: \"muon with dist optimizer is not supported\"): set parallel.use_distributed_optimizer: false and zero_stage: 0, or optimizer: dist_muon for Muon's own layer-wise sharding",
+                ));
+            }
+            if training.dtype == DType::Fp16 {
+                return Err(WorkloadError::invalid(
+                    field,
+                    "Muon does not run with fp16 (Megatron-Core refuses it): use bf16",
+                ));
+            }
+            if training.muon_ns_steps == 0 {
+                return Err(WorkloadError::invalid(
+                    "training.muon_ns_steps",
+                    "at least 1 Newton-Schulz step (Megatron-Core refuses 0); its default is 5",
                 ));
             }
         }

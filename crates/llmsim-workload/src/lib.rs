@@ -25,7 +25,7 @@ pub use formats::{chakra, simai};
 
 pub use config::{
     AttentionKernelChoice, AttentionSoftmax, CpImpl, FlexBackend, Fp8Impl, Fp8Recipe, FsdpImpl, GemmModule, GradScaling, MoeDispatcher,
-    MoeExperts, MoeRouting, ParallelConfig, PipelineSchedule, PpImpl, Recompute, RecomputeModule, TrainingConfig,
+    MoeExperts, MoeRouting, OptimizerKind, ParallelConfig, PipelineSchedule, PpImpl, Recompute, RecomputeModule, TrainingConfig,
 };
 pub use error::WorkloadError;
 pub use import::ImportError;

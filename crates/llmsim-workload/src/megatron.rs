@@ -799,7 +799,7 @@ pub fn generate(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Resu
     let vpp = p.chunks_per_stage();
     let mut stages = Vec::with_capacity(p.pp as usize);
     for s in 0..p.pp {
-        let opt_ops = ops::optimizer_step(ops::stage_param_split(m, p, s), t, p);
+        let opt_ops = ops::stage_optimizer_step(m, t, p, s);
         let opt_items = b.template(&format!("optimizer.stage{s}"), &opt_ops)?;
         stages.push(stage_program(&mut b, &tpl, &opt_items, s, mb, vpp, interleaved));
     }
@@ -1595,7 +1595,11 @@ fn stage_iteration(
     let opt_base = base(Phase::Optimizer, NONE as u64, 0, NONE as u64);
     let last_opt = emit(prog, opt, opt_base, &deps);
     let mut gathers = Vec::new();
-    if dist_opt && !fsdp && !prefetch && p.dp > 1 {
+    // The distributed optimizer's parameter all-gathers, or Muon's layer-wise ones
+    // (`LayerWiseDistributedOptimizer.allgather_params`, synchronous after the step), in bucket
+    // order.
+    let layer_wise = t.optimizer == crate::OptimizerKind::DistMuon;
+    if (dist_opt || layer_wise) && !fsdp && !prefetch && p.dp > 1 {
         let dep: Vec<u32> = last_opt.into_iter().collect();
         for bk in buckets.iter().rev() {
             gathers.push(push_bucket_colls(prog, dp_base, bk, CollectiveOp::AllGather, param_w, &dep));

@@ -420,7 +420,16 @@ fn stage_footprint(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stag
     };
     let parameters = weights + gathered_params + fp8_cache;
     let gradients = sharded(grad_b, zero >= 2) + unsharded_grads;
-    let optimizer_states = sharded(t.optimizer_bytes_per_param(), zero >= 1);
+    let optimizer_states = if t.optimizer.is_muon() {
+        // Muon's matrices keep a momentum and the main copy; the embedding and output layer
+        // Adam's two moments and the main copy. `dist_muon` shards both layer-wise (whole
+        // tensors, counted here as an even split) over the groups that reduce them.
+        let on = t.optimizer == crate::OptimizerKind::DistMuon;
+        let adam_extra = vocab * (t.optimizer_bytes_per_param() - t.muon_bytes_per_param());
+        sharded(t.muon_bytes_per_param(), on) + if on { adam_extra.div_ceil(dense_shard) } else { adam_extra }
+    } else {
+        sharded(t.optimizer_bytes_per_param(), zero >= 1)
+    };
 
     // Activations.
     let layers = stage_layers(m, p, stage);

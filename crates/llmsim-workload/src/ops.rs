@@ -2699,12 +2699,97 @@ fn cross_entropy_bytes_per_logit(fused: bool, dt: f64) -> (f64, f64) {
 /// states' bytes follow `training.*_dtype` ([`TrainingConfig::optimizer_bytes_per_param`]).
 /// ~12 FLOPs per parameter. The op's pass is `BackwardWeight`.
 pub fn optimizer_step(params: StageParams, t: &TrainingConfig, p: &ParallelConfig) -> Vec<OpSpec> {
-    let params_on_rank = params.total();
-    let n = if p.zero_stage >= 1 || p.use_distributed_optimizer {
-        params.dense.div_ceil(p.dense_dp_group().max(1)) + params.expert.div_ceil(p.expert_dp_group().max(1))
-    } else {
-        params_on_rank
+    optimizer_ops(params, None, t, p)
+}
+
+/// The optimizer step of pipeline stage `stage` under `training.optimizer`: Adam's
+/// ([`optimizer_step`]), or Muon's ([`muon_matrices`]: its Newton-Schulz GEMMs and update on the
+/// weight matrices, Adam on the embedding and output layer).
+pub fn stage_optimizer_step(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> Vec<OpSpec> {
+    let params = stage_param_split(m, p, stage);
+    if !t.optimizer.is_muon() {
+        return optimizer_step(params, t, p);
+    }
+    let muon = MuonStage {
+        matrices: muon_matrices(m, t, p, stage),
+        adam: stage_vocab_params(m, p, stage),
     };
+    optimizer_ops(params, Some(&muon), t, p)
+}
+
+/// One shape of weight matrix on a rank (its TP shard), for Muon's Newton-Schulz GEMMs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightMatrix {
+    /// Rows (the forward GEMM's `k`).
+    pub rows: u64,
+    /// Columns (the forward GEMM's `n`).
+    pub cols: u64,
+    /// Matrices of this shape on the rank.
+    pub count: u64,
+    /// Routed experts' (sharded over the expert-DP group by `dist_muon`).
+    pub expert: bool,
+}
+
+/// The weight matrices one TP rank of `stage` holds, by shape: every forward GEMM's weight of
+/// the stage's decoder layers (a grouped expert GEMM holds one per local expert) and, on the
+/// output layer's stage, of the MTP blocks with weights of their own; not the embedding or the
+/// output layer (Megatron-Core's Muon leaves those, and every 1-D parameter, to Adam).
+pub fn muon_matrices(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> Vec<WeightMatrix> {
+    let mut out: Vec<WeightMatrix> = Vec::new();
+    let mut add = |ops: &LayerOps, times: u64| {
+        for o in &ops.forward {
+            let (OpSpecKind::Compute { class: OpClass::Gemm, .. }, Some(KernelShape::Gemm(g))) = (&o.kind, o.kernel) else {
+                continue;
+            };
+            if o.name == "logits" || o.pass != Pass::Forward {
+                continue;
+            }
+            let w = WeightMatrix {
+                rows: g.k,
+                cols: g.n,
+                count: g.batch.max(1) * times,
+                expert: o.name.starts_with("expert_"),
+            };
+            match out.iter_mut().find(|x| (x.rows, x.cols, x.expert) == (w.rows, w.cols, w.expert)) {
+                Some(x) => x.count += w.count,
+                None => out.push(w),
+            }
+        }
+    };
+    for l in stage_layers(m, p, stage) {
+        add(&transformer_layer(m, t, p, l), 1);
+    }
+    if stage == p.head_stage() && p.mtp_blocks > 0 {
+        let l = m.num_hidden_layers;
+        for i in l..l + m.mtp_block_layers() {
+            add(&transformer_layer(m, t, p, i), p.mtp_blocks);
+        }
+        let h = m.hidden_size;
+        out.push(WeightMatrix {
+            rows: 2 * h,
+            cols: h / p.tp.max(1),
+            count: p.mtp_blocks,
+            expert: false,
+        });
+    }
+    out
+}
+
+/// What a Muon step works on: the weight matrices, and the parameters Adam keeps.
+struct MuonStage {
+    matrices: Vec<WeightMatrix>,
+    adam: u64,
+}
+
+fn optimizer_ops(params: StageParams, muon: Option<&MuonStage>, t: &TrainingConfig, p: &ParallelConfig) -> Vec<OpSpec> {
+    let params_on_rank = params.total();
+    let layer_wise = t.optimizer == crate::config::OptimizerKind::DistMuon;
+    let (dense_share, expert_share) = if p.zero_stage >= 1 || p.use_distributed_optimizer || layer_wise {
+        (p.dense_dp_group().max(1), p.expert_dp_group().max(1))
+    } else {
+        (1, 1)
+    };
+    let n = params.dense.div_ceil(dense_share) + params.expert.div_ceil(expert_share);
     let states = t.optimizer_bytes_per_param() as f64;
     let per_param = match t.dtype {
         // Gradient and parameter read, parameter written, moments read and written.
@@ -2734,24 +2819,25 @@ pub fn optimizer_step(params: StageParams, t: &TrainingConfig, p: &ParallelConfi
             &buffer_shape,
         ));
     }
-    ops.extend([
-        compute(
-            "grad_norm",
-            Pass::BackwardWeight,
-            OpClass::Elementwise,
-            2.0 * n as f64,
-            4.0 * n as f64,
-            &shape,
-        ),
-        compute(
+    ops.extend([compute(
+        "grad_norm",
+        Pass::BackwardWeight,
+        OpClass::Elementwise,
+        2.0 * n as f64,
+        4.0 * n as f64,
+        &shape,
+    )]);
+    match muon {
+        None => ops.push(compute(
             "optimizer_step",
             Pass::BackwardWeight,
             OpClass::Optimizer,
             12.0 * n as f64,
             per_param * n as f64,
             &shape,
-        ),
-    ]);
+        )),
+        Some(mu) => ops.extend(muon_ops(mu, n, dense_share, expert_share, t)),
+    }
     // Megatron zeroes its whole gradient buffer (every parameter of the rank, not the optimizer's
     // shard) for the next iteration (`training.py` `train_step`: `zero_grad_buffer()`,
     // `param_and_grad_buffer.py` `grad_data.zero_()`). FSDP (ZeRO-3) frees its gradients instead.
@@ -2764,6 +2850,72 @@ pub fn optimizer_step(params: StageParams, t: &TrainingConfig, p: &ParallelConfi
             buffer_bytes,
             &buffer_shape,
         ));
+    }
+    ops
+}
+
+/// A Muon step over this rank's share: Adam over the embedding and output layer's parameters
+/// (`mu.adam`, dense), then per weight matrix the momentum update and the Newton-Schulz
+/// orthogonalization (`t.muon_ns_steps` quintic iterations, emerging_optimizers
+/// `newton_schulz`: `A = X Xᵀ`, `B = bA + cA²`, `X = aX + BX` on the matrix with its shorter side
+/// first, three GEMMs; FP32 tensors, matmuls at PyTorch's `medium` precision, i.e. BF16 tensor
+/// cores), then the scaled update of the main parameter and its BF16 copy. `n` parameters on the
+/// rank in all; `dense_share` / `expert_share` ranks share the dense and the expert matrices
+/// (`dist_muon`: whole matrices per rank, so the busiest rank's share is rounded up).
+fn muon_ops(mu: &MuonStage, n: u64, dense_share: u64, expert_share: u64, t: &TrainingConfig) -> Vec<OpSpec> {
+    let adam = mu.adam.div_ceil(dense_share).min(n);
+    let muon_n = n - adam;
+    let states = t.optimizer_bytes_per_param() as f64;
+    let grad = t.grad_dtype().bytes() as f64;
+    let act = t.activation_bytes() as f64;
+    let mut ops = vec![compute(
+        "optimizer_step",
+        Pass::BackwardWeight,
+        OpClass::Optimizer,
+        12.0 * adam as f64,
+        (grad + 2.0 * states + act) * adam as f64,
+        &format!("params={adam}"),
+    )];
+    // Per matrix element: the gradient read, the momentum read and written, the Newton-Schulz
+    // input written and its output read back (FP32), the main parameter read and written, the
+    // model copy written.
+    let momentum = t.exp_avg_dtype.bytes() as f64;
+    let main = (t.muon_bytes_per_param() - t.exp_avg_dtype.bytes()) as f64;
+    ops.push(compute(
+        "muon_update",
+        Pass::BackwardWeight,
+        OpClass::Optimizer,
+        8.0 * muon_n as f64,
+        (grad + 2.0 * momentum + 8.0 + 2.0 * main + act) * muon_n as f64,
+        &format!("params={muon_n}"),
+    ));
+    let steps = t.muon_ns_steps;
+    for w in &mu.matrices {
+        let share = if w.expert { expert_share } else { dense_share };
+        let count = w.count.div_ceil(share);
+        let (a, b) = (w.rows.min(w.cols), w.rows.max(w.cols));
+        let shape = format!("matrix={}x{},count={count},steps={steps}", w.rows, w.cols);
+        // (name, m, n, k): X Xᵀ, A·A, B·X.
+        for (name, gm, gn, gk) in [("muon_ns_gram", a, a, b), ("muon_ns_square", a, a, a), ("muon_ns_apply", a, b, a)] {
+            let batch = count * steps;
+            let (mf, nf, kf, bf) = (gm as f64, gn as f64, gk as f64, batch as f64);
+            let mut op = compute(
+                name,
+                Pass::BackwardWeight,
+                OpClass::Gemm,
+                2.0 * mf * nf * kf * bf,
+                4.0 * (mf * kf + kf * nf + mf * nf) * bf,
+                &shape,
+            );
+            op.kernel = Some(KernelShape::Gemm(GemmShape {
+                m: gm,
+                n: gn,
+                k: gk,
+                batch,
+            }));
+            op.dtype = Some(DType::Bf16);
+            ops.push(op);
+        }
     }
     ops
 }
