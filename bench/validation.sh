@@ -258,14 +258,19 @@ REF += [
     # 2026-11-29 (training.mtp_num_layers 2, mtp_repeated_layer), with their TE partial CUDA graphs.
     ("real-bridge2608-gb300-nemotron3-super-64", "tokens_per_gpu", 9856, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb200-nemotron3-super-64", "tokens_per_gpu", 7040, None, NB2608, None, "seventh-flex"),
+    # Nemotron 3 Super NVFP4 (docs/performance-summary.md l.93 / l.95 at v0.6.0): added 2026-11-29 after
+    # llmsim gained per-layer and per-module precision (training.bf16_layers_at_end 14,
+    # training.module_dtype from the recipe's te_quant.cfg); before that "seventh-nx", no scenario.
+    ("real-bridge2608-gb300-nemotron3-super-nvfp4-64", "tokens_per_gpu", 10240, None, NB2608, None, "seventh-flex"),
+    ("real-bridge2608-gb200-nemotron3-super-nvfp4-64", "tokens_per_gpu", 7168, None, NB2608, None, "seventh-flex"),
     ("real-bridge2608-gb200-nemotron3-5-lightning-8", "tokens_per_gpu", 28672, None, NB2608, None, "seventh-flex"),
 ]
 # Eighth held-out set, added 2026-11-28 (bench/validation-eighth-set.md): the rest of the Megatron-Bridge
 # 26.02.01 table (docs/performance-summary.md at tag v0.4.0 = 0fbfe7d3e, lines 53-123): every row the
 # third set did not take, written from the row and its recipe (scripts/performance/configs/* at
 # v0.4.0) before llmsim was run on it. Groups: "eighth", "eighth-flex" (HybridEP dispatcher timed as
-# all-to-alls; statistics too), "eighth-approx" (Kimi K2's Muon optimizer not simulated: no
-# statistic; DeepSeek-V3's MTP is simulated since 2026-11-29, so its rows moved to "eighth-flex"),
+# all-to-alls; statistics too), "eighth-approx" (none left: DeepSeek-V3's MTP and Kimi K2's Muon
+# optimizer are simulated since 2026-11-29, so those rows moved to "eighth-flex"),
 # "eighth-nx" (not expressible: none so far).
 REF += [
     ("real-bridge26-gb200-llama3-70b-nvfp4-64", "tokens_per_gpu", 4557, None, NB26, None, "eighth"),
@@ -291,7 +296,9 @@ REF += [
     ("real-bridge26-h100-qwen3-235b-a22b-256", "tokens_per_gpu", 1611, None, NB26, None, "eighth"),
     ("real-bridge26-gb300-nemotron3-nano-8", "tokens_per_gpu", 37664, None, NB26, None, "eighth-flex"),
     ("real-bridge26-b300-nemotron3-nano-8", "tokens_per_gpu", 35861, None, NB26, None, "eighth-flex"),
-    ("real-bridge26-gb300-kimi-k2-256", "tokens_per_gpu", 5072, None, NB26, None, "eighth-approx"),
+    # Kimi K2 moved from "eighth-approx" to "eighth-flex" on 2026-11-29, when llmsim gained Muon
+    # (training.optimizer: dist_muon, the recipe's).
+    ("real-bridge26-gb300-kimi-k2-256", "tokens_per_gpu", 5072, None, NB26, None, "eighth-flex"),
 ]
 # Ninth held-out set, added 2026-11-28 (bench/validation-ninth-set.md): GPUs no other set has. V100:
 # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) Table 2, days per epoch of 68,507 iterations of
