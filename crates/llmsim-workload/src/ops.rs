@@ -1662,19 +1662,37 @@ impl<'a> Builder<'a> {
 
     /// The layer's ops: forward, then backward preceded by what `recompute` (and, selectively,
     /// the submodules in `mask`) re-runs.
+    /// The layer's ops: forward, then backward in reverse step order with the recomputation of
+    /// `recompute` / `mask`. Full recomputation (and TorchTitan's op policy) re-runs the layer's
+    /// forward before its backward, as one checkpoint over the layer does. Selective
+    /// recomputation re-runs each run of consecutive recomputed steps (one submodule, e.g. core
+    /// attention, a norm, the experts' activation, or the whole MoE block) where Megatron-Core
+    /// does: when the backward reaches that submodule, just before its own backward
+    /// (`tensor_parallel.checkpoint` recomputes inside the checkpointed function's backward;
+    /// `CheckpointWithoutOutput` from a hook on the output of the module that reads it, the
+    /// step after). Which kernels re-run is the same either way; where they run matters to what
+    /// waits on the host (a recomputed host-synchronizing op such as GPT-OSS's activation).
     fn finish(self, recompute: Recompute, mask: u8, gated_mlp: bool) -> LayerOps {
         let forward: Vec<OpSpec> = self.steps.iter().flat_map(|s| s.fwd.iter().cloned()).collect();
         let mut backward: Vec<OpSpec> = match recompute {
             Recompute::Full => forward.iter().map(|o| o.with_pass(Pass::Recompute)).collect(),
             Recompute::SelectiveOp => self.op_policy_recompute(&forward, gated_mlp),
-            Recompute::None | Recompute::Selective => self
-                .steps
-                .iter()
-                .filter(|s| s.modules & mask != 0)
-                .flat_map(|s| s.fwd.iter().map(|o| o.with_pass(Pass::Recompute)))
-                .collect(),
+            Recompute::None | Recompute::Selective => Vec::new(),
         };
-        backward.extend(self.steps.iter().rev().flat_map(|s| s.bwd.iter().cloned()));
+        let selective = matches!(recompute, Recompute::None | Recompute::Selective);
+        let rec = |i: usize| selective && self.steps[i].modules & mask != 0;
+        for i in (0..self.steps.len()).rev() {
+            if rec(i) && (i + 1 == self.steps.len() || !rec(i + 1)) {
+                // The last step of a recomputed run: re-run the run's forward first.
+                let start = (0..=i).rev().take_while(|&j| rec(j)).last().unwrap_or(i);
+                backward.extend(
+                    self.steps[start..=i]
+                        .iter()
+                        .flat_map(|s| s.fwd.iter().map(|o| o.with_pass(Pass::Recompute))),
+                );
+            }
+            backward.extend(self.steps[i].bwd.iter().cloned());
+        }
         LayerOps { forward, backward }
     }
 }

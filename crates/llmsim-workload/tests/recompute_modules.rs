@@ -44,9 +44,10 @@ fn each_module_reruns_its_own_ops() {
     // `selective` alone is core attention; `[core_attn]` is the same.
     assert_eq!(recomputed(&dense, &base, &pd, 0), vec!["core_attention"]);
     assert_eq!(recomputed(&dense, &with(&[CoreAttn]), &pd, 0), vec!["core_attention"]);
+    // In backward order: the pre-MLP norm's re-run comes first.
     assert_eq!(
         recomputed(&dense, &with(&[Layernorm]), &pd, 0),
-        vec!["input_norm", "post_attn_norm"]
+        vec!["post_attn_norm", "input_norm"]
     );
     let mlp = recomputed(&dense, &with(&[Mlp]), &pd, 0);
     assert!(
@@ -56,7 +57,7 @@ fn each_module_reruns_its_own_ops() {
     assert!(!mlp.iter().any(|n| n.starts_with("attn") || n.starts_with("core")), "{mlp:?}");
     assert_eq!(recomputed(&moe, &with(&[MoeAct]), &pm, moe_layer), vec!["expert_act"]);
     let up = recomputed(&moe, &with(&[MlaUpProj]), &pm, moe_layer);
-    assert_eq!(up, vec!["attn_q_up", "attn_kv_up"]);
+    assert_eq!(up, vec!["attn_kv_up", "attn_q_up"], "each before its own backward");
     let shared = recomputed(&moe, &with(&[SharedExperts]), &pm, moe_layer);
     assert!(shared.iter().all(|n| n.starts_with("shared_")) && shared.len() == 3, "{shared:?}");
     // The whole MoE block: router, dispatch, experts, combine, shared experts.
@@ -69,6 +70,51 @@ fn each_module_reruns_its_own_ops() {
     // Recomputing adds FLOPs and never removes any.
     let f = |t: &TrainingConfig| transformer_layer(&dense, t, &pd, 0).flops();
     assert!(f(&with(&[Mlp])) > f(&with(&[CoreAttn])));
+}
+
+/// Megatron-Core re-runs a selectively recomputed submodule when the backward reaches it
+/// (`tensor_parallel.checkpoint`, `CheckpointWithoutOutput`): just before its own backward, not
+/// at the start of the layer's. Full recomputation re-runs the whole layer first.
+#[test]
+fn a_module_reruns_where_the_backward_reaches_it() {
+    use RecomputeModule::*;
+    let dense = preset("llama3-8b").unwrap();
+    let base = with(&[]);
+    let pd = plan(&dense, &base, 8, "{ tp: 1 }").unwrap();
+    let names = |t: &TrainingConfig| -> Vec<(&'static str, Pass)> {
+        transformer_layer(&dense, t, &pd, 0)
+            .backward
+            .iter()
+            .map(|o| (o.name, o.pass))
+            .collect()
+    };
+    let at = |v: &[(&str, Pass)], name: &str, pass: Pass| v.iter().position(|x| *x == (name, pass)).unwrap();
+    for (modules, op, own_bwd) in [
+        (vec![CoreAttn], "core_attention", "core_attention_bwd"),
+        (vec![Layernorm], "post_attn_norm", "post_attn_norm_bwd"),
+        (vec![Layernorm], "input_norm", "input_norm_bwd"),
+    ] {
+        let v = names(&with(&modules));
+        let r = at(&v, op, Pass::Recompute);
+        assert_eq!(v[r + 1].0, own_bwd, "{op}: {v:?}");
+    }
+    // Core attention re-runs after the MLP's backward.
+    let v = names(&with(&[CoreAttn]));
+    assert!(at(&v, "core_attention", Pass::Recompute) > at(&v, "mlp_fc1_dgrad", Pass::BackwardInput));
+    // A run of recomputed submodules (the MLP's GEMMs and activation) re-runs in forward order
+    // before the backward of its last one.
+    let v = names(&with(&[Mlp]));
+    let (fc1, fc2) = (at(&v, "mlp_fc1", Pass::Recompute), at(&v, "mlp_fc2", Pass::Recompute));
+    assert!(fc1 < fc2 && fc2 < at(&v, "mlp_fc2_dgrad", Pass::BackwardInput));
+    // Full recomputation: the whole forward first.
+    let full = TrainingConfig {
+        recompute: Recompute::Full,
+        recompute_modules: vec![],
+        ..base.clone()
+    };
+    let v = names(&full);
+    let first_bwd = v.iter().position(|x| x.1 != Pass::Recompute).unwrap();
+    assert!(v[first_bwd..].iter().all(|x| x.1 != Pass::Recompute));
 }
 
 #[test]
