@@ -62,6 +62,14 @@ impl RecomputeModule {
     pub const fn bit(self) -> u8 {
         1 << self as u8
     }
+
+    /// The modules Megatron-Core recomputes with `CheckpointWithoutOutput`: the output is
+    /// dropped after forward and re-computed from a hook on the output of the module that reads
+    /// it, so when the backward reaches that consumer (`transformer_layer.py`: the norms, hooked
+    /// on the attention and MLP outputs; `experts.py`: the activation, hooked on fc2's output;
+    /// `multi_latent_attention.py`: the up-projections, hooked on core attention's output). The
+    /// others run under `tensor_parallel.checkpoint`, re-run inside their own backward.
+    pub const WITHOUT_OUTPUT: u8 = RecomputeModule::Layernorm.bit() | RecomputeModule::MoeAct.bit() | RecomputeModule::MlaUpProj.bit();
 }
 
 /// `training:` — what one iteration computes.

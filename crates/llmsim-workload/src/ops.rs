@@ -1667,11 +1667,13 @@ impl<'a> Builder<'a> {
     /// forward before its backward, as one checkpoint over the layer does. Selective
     /// recomputation re-runs each run of consecutive recomputed steps (one submodule, e.g. core
     /// attention, a norm, the experts' activation, or the whole MoE block) where Megatron-Core
-    /// does: when the backward reaches that submodule, just before its own backward
-    /// (`tensor_parallel.checkpoint` recomputes inside the checkpointed function's backward;
-    /// `CheckpointWithoutOutput` from a hook on the output of the module that reads it, the
-    /// step after). Which kernels re-run is the same either way; where they run matters to what
-    /// waits on the host (a recomputed host-synchronizing op such as GPT-OSS's activation).
+    /// does: `tensor_parallel.checkpoint` inside the checkpointed function's backward (just
+    /// before the run's own backward); `CheckpointWithoutOutput`
+    /// ([`RecomputeModule::WITHOUT_OUTPUT`]) from a hook on the output of the module that reads
+    /// it, so before the next step's backward (exact for the experts' activation, whose reader is
+    /// fc2; a norm's reader spans several steps, of which this takes the last). Which kernels
+    /// re-run is the same either way; where they run matters to what waits on the host (a
+    /// recomputed host-synchronizing op such as GPT-OSS's activation).
     fn finish(self, recompute: Recompute, mask: u8, gated_mlp: bool) -> LayerOps {
         let forward: Vec<OpSpec> = self.steps.iter().flat_map(|s| s.fwd.iter().cloned()).collect();
         let mut backward: Vec<OpSpec> = match recompute {
@@ -1680,16 +1682,34 @@ impl<'a> Builder<'a> {
             Recompute::None | Recompute::Selective => Vec::new(),
         };
         let selective = matches!(recompute, Recompute::None | Recompute::Selective);
+        let n = self.steps.len();
         let rec = |i: usize| selective && self.steps[i].modules & mask != 0;
-        for i in (0..self.steps.len()).rev() {
-            if rec(i) && (i + 1 == self.steps.len() || !rec(i + 1)) {
-                // The last step of a recomputed run: re-run the run's forward first.
-                let start = (0..=i).rev().take_while(|&j| rec(j)).last().unwrap_or(i);
-                backward.extend(
-                    self.steps[start..=i]
-                        .iter()
-                        .flat_map(|s| s.fwd.iter().map(|o| o.with_pass(Pass::Recompute))),
-                );
+        // A recomputed run ending at step `i` (its last in forward order) and where it re-runs:
+        // before step `i`'s own backward, or, when every step of it is recomputed as a
+        // `CheckpointWithoutOutput` module, before the backward of its consumer, step `i + 1`.
+        let run_end = |i: usize| rec(i) && (i + 1 == n || !rec(i + 1));
+        let early = |i: usize| {
+            let start = (0..=i).rev().take_while(|&j| rec(j)).last().unwrap_or(i);
+            let early = (start..=i).all(|j| self.steps[j].modules & mask & !RecomputeModule::WITHOUT_OUTPUT == 0);
+            (start, early && i + 1 < n)
+        };
+        let rerun = |backward: &mut Vec<OpSpec>, start: usize, end: usize| {
+            backward.extend(
+                self.steps[start..=end]
+                    .iter()
+                    .flat_map(|s| s.fwd.iter().map(|o| o.with_pass(Pass::Recompute))),
+            );
+        };
+        for i in (0..n).rev() {
+            if i > 0 && run_end(i - 1) {
+                if let (start, true) = early(i - 1) {
+                    rerun(&mut backward, start, i - 1);
+                }
+            }
+            if run_end(i) {
+                if let (start, false) = early(i) {
+                    rerun(&mut backward, start, i);
+                }
             }
             backward.extend(self.steps[i].bwd.iter().cloned());
         }

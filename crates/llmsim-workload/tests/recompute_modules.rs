@@ -72,9 +72,11 @@ fn each_module_reruns_its_own_ops() {
     assert!(f(&with(&[Mlp])) > f(&with(&[CoreAttn])));
 }
 
-/// Megatron-Core re-runs a selectively recomputed submodule when the backward reaches it
-/// (`tensor_parallel.checkpoint`, `CheckpointWithoutOutput`): just before its own backward, not
-/// at the start of the layer's. Full recomputation re-runs the whole layer first.
+/// Megatron-Core re-runs a selectively recomputed submodule when the backward reaches it, not at
+/// the start of the layer's backward: under `tensor_parallel.checkpoint` (core attention, the
+/// MLP) just before its own backward; under `CheckpointWithoutOutput` (norms, the experts'
+/// activation) from a hook on its reader's output, before the reader's backward. Full
+/// recomputation re-runs the whole layer first.
 #[test]
 fn a_module_reruns_where_the_backward_reaches_it() {
     use RecomputeModule::*;
@@ -89,15 +91,26 @@ fn a_module_reruns_where_the_backward_reaches_it() {
             .collect()
     };
     let at = |v: &[(&str, Pass)], name: &str, pass: Pass| v.iter().position(|x| *x == (name, pass)).unwrap();
-    for (modules, op, own_bwd) in [
+    for (modules, op, next) in [
         (vec![CoreAttn], "core_attention", "core_attention_bwd"),
-        (vec![Layernorm], "post_attn_norm", "post_attn_norm_bwd"),
-        (vec![Layernorm], "input_norm", "input_norm_bwd"),
+        (vec![Layernorm], "post_attn_norm", "mlp_fc1_dgrad"),
+        (vec![Layernorm], "input_norm", "attn_qkv_dgrad"),
     ] {
         let v = names(&with(&modules));
         let r = at(&v, op, Pass::Recompute);
-        assert_eq!(v[r + 1].0, own_bwd, "{op}: {v:?}");
+        assert_eq!(v[r + 1].0, next, "{op}: {v:?}");
     }
+    // The experts' activation re-runs before fc2's backward (its hook is on fc2's output).
+    let moe = preset("deepseek-v3").unwrap();
+    let pm = plan(&moe, &base, 64, "{ tp: 1, ep: 64 }").unwrap();
+    let l = (0..moe.num_hidden_layers).find(|l| moe.is_moe(*l)).unwrap();
+    let v: Vec<(&str, Pass)> = transformer_layer(&moe, &with(&[MoeAct]), &pm, l)
+        .backward
+        .iter()
+        .map(|o| (o.name, o.pass))
+        .collect();
+    let act = at(&v, "expert_act", Pass::Recompute);
+    assert!(act < at(&v, "expert_fc2_dgrad", Pass::BackwardInput) && act > at(&v, "moe_unpermute_bwd", Pass::BackwardInput));
     // Core attention re-runs after the MLP's backward.
     let v = names(&with(&[CoreAttn]));
     assert!(at(&v, "core_attention", Pass::Recompute) > at(&v, "mlp_fc1_dgrad", Pass::BackwardInput));
