@@ -970,6 +970,21 @@ pub enum PipelineSchedule {
     DualPipeV,
 }
 
+/// `Ok` when `t` is an FP8 or FP4 run on Transformer Engine; else an error naming `field`, saying
+/// `what` needs one.
+fn te_quantized_run(t: &TrainingConfig, field: &str, what: &str) -> Result<(), WorkloadError> {
+    if t.dtype.is_te_quantized() && t.fp8_impl == Fp8Impl::TransformerEngine {
+        return Ok(());
+    }
+    Err(WorkloadError::invalid(
+        field,
+        format!(
+            "{what}: it needs dtype fp8 or fp4 with fp8_impl: transformer_engine (dtype is {})",
+            t.dtype
+        ),
+    ))
+}
+
 // serde's aliases, which schemars does not see (`llmsim schema`; llmsim-cli's schema test checks
 // that every `alias = ` of the scenario types is in the schema).
 fn training_aliases(s: &mut schemars::Schema) {
@@ -1793,15 +1808,7 @@ impl ParallelConfig {
             if n == 0 {
                 continue;
             }
-            if !training.dtype.is_te_quantized() || training.fp8_impl != Fp8Impl::TransformerEngine {
-                return Err(WorkloadError::invalid(
-                    field,
-                    format!(
-                        "BF16 layers are Megatron-Core's exception to an FP8 or FP4 run (Transformer Engine): needs dtype fp8 or fp4 with fp8_impl: transformer_engine; dtype is {}",
-                        training.dtype
-                    ),
-                ));
-            }
+            te_quantized_run(training, field, "BF16 layers are Megatron-Core's exception to an FP8 or FP4 run")?;
             if training.dtype == DType::Fp8 && training.fp8_recipe == Fp8Recipe::Delayed {
                 return Err(WorkloadError::invalid(
                     field,
@@ -1822,15 +1829,7 @@ impl ParallelConfig {
         }
         for (module, dt) in &training.module_dtype {
             let field = format!("training.module_dtype.{}", module.op_name());
-            if !training.dtype.is_te_quantized() || training.fp8_impl != Fp8Impl::TransformerEngine {
-                return Err(WorkloadError::invalid(
-                    field,
-                    format!(
-                        "per-module precision applies to an FP8 or FP4 run (Transformer Engine's quantization recipe): needs dtype fp8 or fp4 with fp8_impl: transformer_engine; dtype is {}",
-                        training.dtype
-                    ),
-                ));
-            }
+            te_quantized_run(training, &field, "per-module precision is Transformer Engine's quantization recipe")?;
             if !matches!(dt, DType::Bf16 | DType::Fp8) {
                 return Err(WorkloadError::invalid(
                     field,

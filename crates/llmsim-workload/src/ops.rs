@@ -1701,15 +1701,16 @@ impl<'a> Builder<'a> {
             );
         };
         for i in (0..n).rev() {
-            if i > 0 && run_end(i - 1) {
-                if let (start, true) = early(i - 1) {
-                    rerun(&mut backward, start, i - 1);
-                }
+            if i > 0
+                && run_end(i - 1)
+                && let (start, true) = early(i - 1)
+            {
+                rerun(&mut backward, start, i - 1);
             }
-            if run_end(i) {
-                if let (start, false) = early(i) {
-                    rerun(&mut backward, start, i);
-                }
+            if run_end(i)
+                && let (start, false) = early(i)
+            {
+                rerun(&mut backward, start, i);
             }
             backward.extend(self.steps[i].bwd.iter().cloned());
         }
@@ -2769,11 +2770,22 @@ pub struct WeightMatrix {
 }
 
 /// The weight matrices one TP rank of `stage` holds, by shape: every forward GEMM's weight of
-/// the stage's decoder layers (a grouped expert GEMM holds one per local expert) and, on the
+/// the stage's decoder layers (a grouped expert GEMM holds one per local expert; the fused QKV
+/// weight three, its query, key and value parts) and, on the
 /// output layer's stage, of the MTP blocks with weights of their own; not the embedding or the
 /// output layer (Megatron-Core's Muon leaves those, and every 1-D parameter, to Adam).
 pub fn muon_matrices(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, stage: u64) -> Vec<WeightMatrix> {
     let mut out: Vec<WeightMatrix> = Vec::new();
+    // The fused QKV weight is orthogonalized as its query, key and value parts (Megatron-Core
+    // `muon_split_qkv`, default true: `TensorParallelMuon.orthogonalize` splits `linear_qkv` per
+    // query group), each `[part columns, h]` on the rank.
+    let tp = p.tp.max(1);
+    let d = m.head_dim();
+    let qkv_parts = [
+        m.num_attention_heads / tp * d,
+        m.num_key_value_heads / tp * d,
+        m.num_key_value_heads / tp * d,
+    ];
     let mut add = |ops: &LayerOps, times: u64| {
         for o in &ops.forward {
             let (OpSpecKind::Compute { class: OpClass::Gemm, .. }, Some(KernelShape::Gemm(g))) = (&o.kind, o.kernel) else {
@@ -2782,15 +2794,19 @@ pub fn muon_matrices(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, st
             if o.name == "logits" || o.pass != Pass::Forward {
                 continue;
             }
-            let w = WeightMatrix {
-                rows: g.k,
-                cols: g.n,
-                count: g.batch.max(1) * times,
-                expert: o.name.starts_with("expert_"),
-            };
-            match out.iter_mut().find(|x| (x.rows, x.cols, x.expert) == (w.rows, w.cols, w.expert)) {
-                Some(x) => x.count += w.count,
-                None => out.push(w),
+            let split = o.name == "attn_qkv" && qkv_parts.iter().sum::<u64>() == g.n;
+            let cols: &[u64] = if split { &qkv_parts } else { std::slice::from_ref(&g.n) };
+            for &c in cols {
+                let w = WeightMatrix {
+                    rows: g.k,
+                    cols: c,
+                    count: g.batch.max(1) * times,
+                    expert: o.name.starts_with("expert_"),
+                };
+                match out.iter_mut().find(|x| (x.rows, x.cols, x.expert) == (w.rows, w.cols, w.expert)) {
+                    Some(x) => x.count += w.count,
+                    None => out.push(w),
+                }
             }
         }
     };

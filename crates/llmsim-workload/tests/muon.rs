@@ -35,8 +35,9 @@ fn flops(ops: &[OpSpec], prefix: &str) -> f64 {
 
 #[test]
 fn newton_schulz_runs_on_every_weight_matrix_of_the_stage() {
-    // Llama 3 8B at TP 2: per layer QKV [4096, 3072], output [2048, 4096], gated fc1 [4096, 14336],
-    // fc2 [7168, 4096] per rank; 16 layers on each of 2 stages.
+    // Llama 3 8B at TP 2: per layer QKV [4096, 3072] as its parts Q [4096, 2048], K and V
+    // [4096, 512] (Megatron-Core's `muon_split_qkv`), output [2048, 4096], gated fc1
+    // [4096, 14336], fc2 [7168, 4096] per rank; 16 layers on each of 2 stages.
     let m = preset("llama3-8b").unwrap();
     let t = training(OptimizerKind::Muon);
     let p = plan(&m, &t, 8, "{ tp: 2, pp: 2 }");
@@ -45,7 +46,13 @@ fn newton_schulz_runs_on_every_weight_matrix_of_the_stage() {
     shapes.sort();
     assert_eq!(
         shapes,
-        vec![(2048, 4096, 16), (4096, 3072, 16), (4096, 14336, 16), (7168, 4096, 16)]
+        vec![
+            (2048, 4096, 16),
+            (4096, 512, 32),
+            (4096, 2048, 16),
+            (4096, 14336, 16),
+            (7168, 4096, 16)
+        ]
     );
     // The matrices and the vocabulary (Adam's) are the stage's parameters, less its norms.
     let in_matrices: u64 = mats.iter().map(|w| w.rows * w.cols * w.count).sum();
@@ -92,8 +99,8 @@ fn dist_muon_shares_the_matrices_and_gathers_the_parameters() {
     let p = plan(&m, &full, 16, "{ tp: 2, pp: 1 }");
     let f_full = flops(&stage_optimizer_step(&m, &full, &p, 0), "muon_ns");
     let f_shard = flops(&stage_optimizer_step(&m, &shard, &p, 0), "muon_ns");
-    // 32 matrices of each shape over 8 ranks: 4 each.
-    assert!((f_shard / f_full - 4.0 / 32.0).abs() < 1e-12, "{}", f_shard / f_full);
+    // 32 matrices of each shape (64 of the K and V parts' shape) over 8 ranks: an eighth.
+    assert!((f_shard / f_full - 1.0 / 8.0).abs() < 1e-12, "{}", f_shard / f_full);
     // The parameters are all-gathered over the data-parallel group after the step, only with
     // the layer-wise sharding; the gradients are all-reduced either way.
     let gathers = |t: &TrainingConfig| {
