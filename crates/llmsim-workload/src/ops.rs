@@ -1660,8 +1660,6 @@ impl<'a> Builder<'a> {
         out
     }
 
-    /// The layer's ops: forward, then backward preceded by what `recompute` (and, selectively,
-    /// the submodules in `mask`) re-runs.
     /// The layer's ops: forward, then backward in reverse step order with the recomputation of
     /// `recompute` / `mask`. Full recomputation (and TorchTitan's op policy) re-runs the layer's
     /// forward before its backward, as one checkpoint over the layer does. Selective
