@@ -158,7 +158,7 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
         gpus: r.gpus,
         dtype: r.training.dtype,
         parallel: format!(
-            "tp{} pp{}{} dp{} cp{} ep{}{}{}{}",
+            "tp{} pp{}{} dp{} cp{} ep{}{}{}{}{}",
             p.tp,
             p.pp,
             vpp,
@@ -171,6 +171,11 @@ pub(crate) fn transformer_info(r: &Resolved, wl: &Workload) -> report::RunInfo {
                 (true, true) => " +zero3",
                 (true, false) => " +zero3 (no reshard)",
                 _ => "",
+            },
+            match t.optimizer {
+                llmsim_workload::OptimizerKind::Adam => "",
+                llmsim_workload::OptimizerKind::Muon => " +muon",
+                llmsim_workload::OptimizerKind::DistMuon => " +dist_muon",
             }
         ),
         global_batch: gbs,

@@ -1,6 +1,6 @@
 //! Per-layer and per-module precision in a whole run: BF16 layers and BF16 modules of an NVFP4
 //! run take longer than their NVFP4 versions and less than a BF16 run, and bad settings name
-//! their field.
+//! their field. Muon in a whole run: the report names it.
 
 use std::path::Path;
 
@@ -46,4 +46,34 @@ fn a_bad_precision_setting_names_its_field() {
     assert!(e.contains("training.module_dtype.attn_qkv"), "{e}");
     let e = run(&["training.module_dtype={qkv: bf16}"]).unwrap_err().to_string();
     assert!(e.contains("module_dtype") && e.contains("attn_qkv"), "{e}");
+}
+
+#[test]
+fn a_muon_run_says_so_and_takes_longer() {
+    let sets = |extra: &[&str]| -> Vec<String> { extra.iter().map(|s| s.to_string()).collect() };
+    let run = |extra: &[&str]| {
+        let s = Scenario::from_yaml(RUN, &sets(extra), Path::new(".")).unwrap();
+        simulate(&s, &RunOptions::default(), &mut |_, _| {}).unwrap().report
+    };
+    let adam = run(&[]);
+    let muon = run(&["training.optimizer=dist_muon"]);
+    assert!(!adam.parallel.contains("muon"), "{}", adam.parallel);
+    assert!(muon.parallel.ends_with(" +dist_muon"), "{}", muon.parallel);
+    assert!(
+        muon.iteration_time_s > adam.iteration_time_s,
+        "Newton-Schulz GEMMs and the all-gather"
+    );
+    let e = Scenario::from_yaml(
+        RUN,
+        &sets(&["training.optimizer=dist_muon", "parallel.use_distributed_optimizer=true"]),
+        Path::new("."),
+    )
+    .map_err(|e| e.to_string())
+    .and_then(|s| {
+        simulate(&s, &RunOptions::default(), &mut |_, _| {})
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .unwrap_err();
+    assert!(e.contains("training.optimizer"), "{e}");
 }
