@@ -2789,7 +2789,7 @@ pub fn muon_matrices(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig, st
             let (OpSpecKind::Compute { class: OpClass::Gemm, .. }, Some(KernelShape::Gemm(g))) = (&o.kind, o.kernel) else {
                 continue;
             };
-            if o.name == "logits" || o.pass != Pass::Forward {
+            if o.name == "logits" {
                 continue;
             }
             let split = o.name == "attn_qkv" && qkv_parts.iter().sum::<u64>() == g.n;
