@@ -4,10 +4,10 @@
 //! writing its outputs to HBM.
 //!
 //! The time is the HBM traffic summed over those kernels ([`hbm_bytes`]) at [`MEMORY_EFF`] of the
-//! GPU's bandwidth, or the FLOPs at the attention class's compute efficiency if that is longer.
-//! The unfused kernels are memory-bound ("the original Mamba2 SSD implementation is mostly
-//! bottlenecked by memory bandwidth and latency", PyTorch blog "Accelerating Mamba2 with Kernel
-//! Fusion", 2025).
+//! GPU's bandwidth forward and [`BWD_MEMORY_EFF`] backward, or the FLOPs at the attention class's
+//! compute efficiency if that is longer. The unfused kernels are memory-bound ("the original
+//! Mamba2 SSD implementation is mostly bottlenecked by memory bandwidth and latency", PyTorch blog
+//! "Accelerating Mamba2 with Kernel Fusion", 2025).
 //!
 //! Traffic per kernel, read off the Triton code (x, dout, dx: `tokens·heads·head_dim` in BF16;
 //! chunk states: `chunks·heads·head_dim·state`, FP32 where the code asks `states_in_fp32` or
@@ -19,14 +19,20 @@
 //!   `_bmm_chunk_fwd` (C, B in, FP32 CB out); `_chunk_scan_fwd` (CB, x, dt, dA_cumsum, C, BF16
 //!   states in, y out): 3 passes over x-sized tensors, 3 over the FP32 states, 2 over CB, 4 over
 //!   B/C, 26 bytes per token and head of dt/dA.
-//! - backward (`_mamba_chunk_scan_combined_bwd`, no `z`, as `MambaMixer` with its separate gated
-//!   norm calls it): recomputes cumsum, CB, chunk states and state passing (FP32 out), then
-//!   `_chunk_scan_bwd_dstates` (C, dout in, FP32 dstates out), `_state_passing_bwd` (FP32 states
-//!   and dstates in, BF16 dstates and states out), `_chunk_scan_chunk_state_bwd_dx` (x, dout, B,
-//!   CB, dstates in, dx out), `_chunk_state_bwd_db` (x, dstates), `_chunk_scan_bwd_dC` (states,
-//!   dout), `_chunk_scan_bwd_dcb` (x, dout, CB out), two `_bmm_chunk_bwd` (B/C, dCB), and
-//!   `_chunk_scan_bwd_ddAcs_stable` (x, dout, CB): 11 passes over x-sized tensors, 8.5 over the
-//!   FP32 states, 6 over CB, 8 over B/C, 52 bytes per token and head of dt/dA.
+//! - backward (`_mamba_chunk_scan_combined_bwd`): recomputes cumsum, CB, chunk states and state
+//!   passing (FP32 out), then `_chunk_scan_bwd_dstates` (C, dout in, FP32 dstates out),
+//!   `_state_passing_bwd` (FP32 states and dstates in, BF16 dstates and states out),
+//!   `_chunk_scan_chunk_state_bwd_dx` (x, dout, B, CB, dstates in, dx out), `_chunk_state_bwd_db`
+//!   (x, dstates), `_chunk_scan_bwd_dC` (states, dout), `_chunk_scan_bwd_dcb` (x, dout, CB out),
+//!   two `_bmm_chunk_bwd` (B/C, dCB), and `_chunk_scan_bwd_ddAcs_stable` (x, dout, CB): 11 passes
+//!   over x-sized tensors, 8.5 over the FP32 states, 6 over CB, 8 over B/C, 52 bytes per token and
+//!   head of dt/dA.
+//! - the gate ([`SsdShape::gated`]): Megatron-Core trains through `mamba_split_conv1d_scan_combined`
+//!   without `rmsnorm_weight` (`MambaMixer._ssm_training`, Megatron-LM 0d8e0714c and d7288711,
+//!   `ssm/mamba_mixer.py`; its `ExtendedRMSNorm` then runs without `z`), so `z` goes into the
+//!   scan: `_chunk_scan_fwd` also reads z and writes the ungated `out_x` it saves (2 more x-sized
+//!   passes), and the backward's `_chunk_scan_bwd_dz` reads x, z, `out_x` and dout and writes dz
+//!   and the gated dout (6 more).
 //!
 //! Re-reads of a tile by several heads of one group are taken to hit L2 and are not counted.
 
@@ -67,6 +73,34 @@ pub const MEMORY_EFF: f64 = 0.364;
 /// alone (`crates/llmsim-sim/tests/mamba_scaling.rs`).
 pub const BYTES_PER_SM_CYCLE: f64 = MEMORY_EFF * 3.35e12 / (132.0 * 1980.0e6);
 
+/// Fraction of the HBM bandwidth the backward kernels reach over their traffic of [`hbm_bytes`]
+/// (the SM-rate bound of [`BYTES_PER_SM_CYCLE`] scales by the same [`BWD_MEMORY_EFF`] /
+/// [`MEMORY_EFF`]).
+///
+/// Source: the TFLA paper's kernel benchmark (Beck et al., "Tiled Flash Linear Attention",
+/// arXiv 2503.14376; NX-AI/mlstm_kernels 39d3c61, `notebooks/plots_mlstm_kernel_benchmark_tfla_paper/
+/// mlstm_tfla_paper_consttoken_benchmark_results_rerun.p`, run by
+/// `scripts/run_training_kernel_benchmarks.py::consttoken_benchmark_mamba`), one H100, BF16:
+/// `mamba_split_conv1d_scan_combined` (the function Megatron-Core trains with: conv1d, the
+/// gated scan) at 65,536 tokens, head dim 64, state 64, one group, chunk 256, forward alone and
+/// forward + `sum(out).backward()`, median of 30: 128 heads 7.074 / 44.376 ms, 64 heads 3.626 /
+/// 26.952 ms (8,192 x 8 tokens). The work outside the scan is taken out at llmsim's element-wise
+/// rate (`tests/calibration.rs ssd_backward_reproduces_the_tfla_benchmark` recomputes it): the
+/// conv1d (forward, its recompute and backward), the sum and its materialized gradient, and the
+/// harness's own backward through its BF16 casts of FP32 leaves (the `zxbcdt` gradient cast to
+/// FP32 and accumulated). That leaves 6.21 / 3.19 ms of scan forward, 0.354 / 0.353 of the
+/// bandwidth over [`hbm_bytes`] (the shipped [`MEMORY_EFF`], from another benchmark, is 0.364),
+/// and 26.46 / 17.86 ms of scan backward: 0.268 / 0.202. Their mean, 0.235, is shipped. The
+/// backward is thus about 0.65 of the forward's rate, which puts it at 4-5x the forward's time,
+/// not the 3x its traffic alone gives. The two head counts disagree by 28%: the backward has a
+/// cost that does not grow with the heads, not resolved here.
+pub const BWD_MEMORY_EFF: f64 = 0.235;
+
+/// The bandwidth fraction of the pass `s` times.
+fn efficiency(s: &SsdShape) -> f64 {
+    if s.backward { BWD_MEMORY_EFF } else { MEMORY_EFF }
+}
+
 /// One SSD scan call on one GPU (its TP shard of heads and groups).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SsdShape {
@@ -84,6 +118,10 @@ pub struct SsdShape {
     pub chunk: u64,
     /// The backward kernels rather than the forward.
     pub backward: bool,
+    /// `z` gates the output inside the scan (module doc): Megatron-Core's training path. False:
+    /// the scan alone, as `mamba_chunk_scan_combined` without `z` (inference kernels, benchmarks).
+    #[serde(default)]
+    pub gated: bool,
 }
 
 /// Bytes the SSD kernels move to and from HBM, summed over the kernels (module doc).
@@ -96,16 +134,17 @@ pub fn hbm_bytes(s: &SsdShape) -> f64 {
     let cb = t * (s.groups * s.chunk) as f64 * 4.0;
     let bc = t * (s.groups * s.state) as f64 * 2.0;
     let dt = t * h;
+    let gate = if s.gated { 1.0 } else { 0.0 };
     if s.backward {
-        11.0 * x + 8.5 * states + 6.0 * cb + 8.0 * bc + 52.0 * dt
+        (11.0 + 6.0 * gate) * x + 8.5 * states + 6.0 * cb + 8.0 * bc + 52.0 * dt
     } else {
-        3.0 * x + 3.0 * states + 2.0 * cb + 4.0 * bc + 26.0 * dt
+        (3.0 + 2.0 * gate) * x + 3.0 * states + 2.0 * cb + 4.0 * bc + 26.0 * dt
     }
 }
 
 /// Seconds the SSD kernels spend on memory traffic on a GPU of `hbm_bytes_per_s`.
 pub fn memory_seconds(s: &SsdShape, hbm_bytes_per_s: f64) -> f64 {
-    hbm_bytes(s) / (hbm_bytes_per_s * MEMORY_EFF)
+    hbm_bytes(s) / (hbm_bytes_per_s * efficiency(s))
 }
 
 /// Seconds the SSD kernels take on `gpu`: the longer of [`memory_seconds`] and the same traffic
@@ -114,7 +153,8 @@ pub fn seconds(s: &SsdShape, gpu: &crate::GpuSpec) -> f64 {
     let memory = memory_seconds(s, gpu.hbm_bandwidth_bytes_per_s);
     match gpu.sm_clock_mhz {
         Some(mhz) => {
-            let sm_rate = BYTES_PER_SM_CYCLE * f64::from(gpu.sm_count) * f64::from(mhz) * 1e6;
+            let per_cycle = BYTES_PER_SM_CYCLE * efficiency(s) / MEMORY_EFF;
+            let sm_rate = per_cycle * f64::from(gpu.sm_count) * f64::from(mhz) * 1e6;
             memory.max(hbm_bytes(s) / sm_rate)
         }
         None => memory,
@@ -134,6 +174,7 @@ mod tests {
             groups: 1,
             chunk: 256,
             backward,
+            gated: false,
         }
     }
 
@@ -169,6 +210,29 @@ mod tests {
             ..*gpu("GB200")
         };
         assert_eq!(seconds(&s, &no_clock), memory_seconds(&s, no_clock.hbm_bandwidth_bytes_per_s));
+    }
+
+    #[test]
+    fn the_gate_adds_its_passes_over_x() {
+        let x = 8192.0 * 128.0 * 64.0 * 2.0;
+        for (backward, passes) in [(false, 2.0), (true, 6.0)] {
+            let plain = granite(8192, backward);
+            let gated = SsdShape { gated: true, ..plain };
+            let extra = hbm_bytes(&gated) - hbm_bytes(&plain);
+            assert!((extra - passes * x).abs() < 1e-3, "{backward}: {extra}");
+        }
+    }
+
+    #[test]
+    fn the_backward_runs_at_its_own_fraction_on_both_bounds() {
+        let gpu = |n: &str| crate::gpu::gpu(n).unwrap();
+        let bwd = granite(16384, true);
+        let per_byte = |s: &SsdShape, g: &crate::GpuSpec| seconds(s, g) / hbm_bytes(s);
+        for name in ["H100", "GB200"] {
+            let g = gpu(name);
+            let ratio = per_byte(&bwd, g) / per_byte(&granite(16384, false), g);
+            assert!((ratio - MEMORY_EFF / BWD_MEMORY_EFF).abs() < 1e-9, "{name}: {ratio}");
+        }
     }
 
     #[test]

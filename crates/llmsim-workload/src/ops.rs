@@ -1947,8 +1947,10 @@ fn mla_projections(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
 }
 
 /// A Mamba-2 mixer (Megatron-Core `MambaMixer`, heads and groups sharded over TP): in_proj
-/// (column-parallel), the depthwise causal conv1d over x, B, C, the SSD chunked scan, the gated
-/// RMSNorm, out_proj (row-parallel).
+/// (column-parallel), the depthwise causal conv1d over x, B, C, the SSD chunked scan gated by z
+/// (training runs `mamba_split_conv1d_scan_combined` without `rmsnorm_weight`, so z is applied in
+/// the scan: `llmsim_compute::ssd`), the group RMSNorm (`ExtendedRMSNorm` called without z),
+/// out_proj (row-parallel).
 ///
 /// SSD FLOPs follow the four steps of the chunked algorithm (Dao & Gu 2024, "Transformers are
 /// SSMs", §6, chunk length Q, state N, head dim P), per token: the intra-chunk `C·Bᵀ` per group
@@ -2007,6 +2009,7 @@ fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
         groups: g_l,
         chunk: mb.chunk_size.min(d.sl).max(1),
         backward: false,
+        gated: true,
     };
     let bwd = SsdShape { backward: true, ..ssd };
     let mut f = compute(
@@ -2028,7 +2031,8 @@ fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
     );
     b.kernel = Some(KernelShape::Ssd(bwd));
     bld.push(vec![f], vec![b]);
-    // Gated RMSNorm: y·silu(z), normalised per group over d_inner/tp.
+    // The group RMSNorm over d_inner/tp (the gate y·silu(z) ran in the scan). The op keeps its
+    // name, `mamba_gated_norm` (Megatron-Core's module is `RMSNormGated`).
     bld.norm_width("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape);
     bld.gemm(gemm_names!("mamba_out_proj"), Split::Row, d.tok, di_l, d.h, di_l * d.h, &shape);
 }

@@ -251,6 +251,7 @@ fn mamba2_flops_and_tp_sharding() {
         groups: 2,
         chunk: 128,
         backward: false,
+        gated: true,
     };
     for (ops, name, shape) in [
         (&lo.forward, "mamba_ssd_scan", ssd),
