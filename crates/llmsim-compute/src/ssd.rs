@@ -48,8 +48,8 @@ use serde::{Deserialize, Serialize};
 /// With the traffic of [`hbm_bytes`] (104.7 KB per token) and the H100's 3.35 TB/s these are
 /// 0.394, 0.404, 0.369, 0.346, 0.334, 0.338 of the bandwidth; their mean, 0.364, is shipped
 /// (tests/calibration.rs recomputes each point within 12%). Shorter inputs (1K-4K tokens) are
-/// launch-bound and were not used. No backward measurement was found; the backward is timed at
-/// the same fraction over its own kernels' traffic.
+/// launch-bound and were not used. vLLM's prefill calls the scan without z (an ungated
+/// [`SsdShape`]). The forward's fraction; the backward has its own, [`BWD_MEMORY_EFF`].
 pub const MEMORY_EFF: f64 = 0.364;
 
 /// Bytes of [`hbm_bytes`] the SSD kernels move per SM and SM clock cycle: [`MEMORY_EFF`] of the
