@@ -113,6 +113,14 @@ pub struct TrainingConfig {
     /// contiguous copy before its norm; backward, the `cat`s of the split projections' gradients
     /// and the sum of the shared RoPE key's gradient over heads).
     pub rope_fusion: bool,
+    /// Where a Mamba-2 mixer's gate `y·silu(z)` is applied (mamba_ssm's
+    /// `mamba_split_conv1d_scan_combined`, the function every trainer here calls). Default `scan`:
+    /// Megatron-Core calls it without `rmsnorm_weight`, so z gates the output inside the SSD scan
+    /// and its `RMSNormGated` then runs without z. `norm`: called with `rmsnorm_weight` and
+    /// `outproj_weight`, as NeMo Automodel's Nemotron V3 mixer does (`models/nemotron_v3/
+    /// layers.py` at bb0c0bfb0): the scan is ungated and the fused gated RMSNorm reads z, and in
+    /// the backward writes dz and re-computes its output for out_proj's weight gradient.
+    pub mamba_gate: MambaGate,
     /// Which fused attention kernel runs (with `flash_attention`). Default `auto`: Transformer
     /// Engine's choice, cuDNN fused attention on Hopper and later, FlashAttention-2 on Ampere.
     /// `fa2` is also what PyTorch's `scaled_dot_product_attention` runs on its flash backend
@@ -434,6 +442,7 @@ impl Default for TrainingConfig {
             flash_attention: true,
             attention_softmax: AttentionSoftmax::Fused,
             rope_fusion: true,
+            mamba_gate: MambaGate::Scan,
             attention_kernel: AttentionKernelChoice::Auto,
             iterations: 1,
             dropout: None,
@@ -602,6 +611,17 @@ pub enum AttentionSoftmax {
     /// the scores; backward adds the multiply's gradient (the subtraction passes its own
     /// through).
     Eager,
+}
+
+/// Where a Mamba-2 mixer applies its gate (`training.mamba_gate`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MambaGate {
+    /// Inside the SSD scan (Megatron-Core). Default.
+    #[default]
+    Scan,
+    /// In the fused gated RMSNorm after an ungated scan (NeMo Automodel).
+    Norm,
 }
 
 /// The fused attention kernel (`training.attention_kernel`), timed from its published

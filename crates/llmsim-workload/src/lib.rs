@@ -24,8 +24,9 @@ pub mod schema;
 pub use formats::{chakra, simai};
 
 pub use config::{
-    AttentionKernelChoice, AttentionSoftmax, CpImpl, FlexBackend, Fp8Impl, Fp8Recipe, FsdpImpl, GemmModule, GradScaling, MoeDispatcher,
-    MoeExperts, MoeRouting, OptimizerKind, ParallelConfig, PipelineSchedule, PpImpl, Recompute, RecomputeModule, TrainingConfig,
+    AttentionKernelChoice, AttentionSoftmax, CpImpl, FlexBackend, Fp8Impl, Fp8Recipe, FsdpImpl, GemmModule, GradScaling, MambaGate,
+    MoeDispatcher, MoeExperts, MoeRouting, OptimizerKind, ParallelConfig, PipelineSchedule, PpImpl, Recompute, RecomputeModule,
+    TrainingConfig,
 };
 pub use error::WorkloadError;
 pub use import::ImportError;

@@ -55,7 +55,7 @@ use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::config::{
-    AttentionSoftmax, CpImpl, Fp8Impl, Fp8Recipe, GradScaling, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute,
+    AttentionSoftmax, CpImpl, Fp8Impl, Fp8Recipe, GradScaling, MambaGate, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute,
     RecomputeModule, TpImpl, TrainingConfig,
 };
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
@@ -389,6 +389,8 @@ struct Dims {
     attn_kernel: Option<AttentionKernel>,
     /// `training.attention_softmax`: the kernels of unfused attention's softmax.
     softmax: AttentionSoftmax,
+    /// `training.mamba_gate`: where a Mamba-2 mixer's gate runs.
+    mamba_gate: MambaGate,
     /// The sizes of the linear layers `training.module_dtype` puts in another dtype (by forward
     /// GEMM name): this micro-batch's, with that dtype's quantization and GEMM dtype.
     modules: Vec<(&'static str, Dims)>,
@@ -495,6 +497,7 @@ impl Dims {
                 t.attention_kernel.kernel()
             },
             softmax: t.attention_softmax,
+            mamba_gate: t.mamba_gate,
             dropout: t.dropout_on(m),
             modules: t
                 .module_dtype
@@ -1947,10 +1950,10 @@ fn mla_projections(bld: &mut Builder, mla: &MlaConfig, shape: &str) {
 }
 
 /// A Mamba-2 mixer (Megatron-Core `MambaMixer`, heads and groups sharded over TP): in_proj
-/// (column-parallel), the depthwise causal conv1d over x, B, C, the SSD chunked scan gated by z
-/// (training runs `mamba_split_conv1d_scan_combined` without `rmsnorm_weight`, so z is applied in
-/// the scan: `llmsim_compute::ssd`), the group RMSNorm (`ExtendedRMSNorm` called without z),
-/// out_proj (row-parallel).
+/// (column-parallel), the depthwise causal conv1d over x, B, C, the SSD chunked scan, the group
+/// RMSNorm, out_proj (row-parallel). The gate `y·silu(z)` runs where `training.mamba_gate` says:
+/// in the scan (Megatron-Core: `mamba_split_conv1d_scan_combined` without `rmsnorm_weight`,
+/// `llmsim_compute::ssd`; `ExtendedRMSNorm` then runs without z) or in the fused gated norm.
 ///
 /// SSD FLOPs follow the four steps of the chunked algorithm (Dao & Gu 2024, "Transformers are
 /// SSMs", §6, chunk length Q, state N, head dim P), per token: the intra-chunk `C·Bᵀ` per group
@@ -2009,7 +2012,7 @@ fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
         groups: g_l,
         chunk: mb.chunk_size.min(d.sl).max(1),
         backward: false,
-        gated: true,
+        gated: d.mamba_gate == MambaGate::Scan,
     };
     let bwd = SsdShape { backward: true, ..ssd };
     let mut f = compute(
@@ -2031,9 +2034,33 @@ fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
     );
     b.kernel = Some(KernelShape::Ssd(bwd));
     bld.push(vec![f], vec![b]);
-    // The group RMSNorm over d_inner/tp (the gate y·silu(z) ran in the scan). The op keeps its
-    // name, `mamba_gated_norm` (Megatron-Core's module is `RMSNormGated`).
-    bld.norm_width("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape);
+    // The group RMSNorm over d_inner/tp (Megatron-Core's `RMSNormGated` module; the op keeps
+    // that name). Gated here (`mamba_gate: norm`): mamba_ssm's `_layer_norm_fwd` also reads z;
+    // `_layer_norm_bwd` also reads z and writes dz, and re-writes the gated output that
+    // out_proj's weight gradient reads (`recompute_output` with `outproj_weight`).
+    if d.mamba_gate == MambaGate::Norm {
+        let e = (d.tok * di_l) as f64;
+        bld.push(
+            vec![compute(
+                "mamba_gated_norm",
+                Pass::Forward,
+                OpClass::Norm,
+                6.0 * e,
+                3.0 * e * dt + di_l as f64 * dt,
+                &shape,
+            )],
+            vec![compute(
+                "mamba_gated_norm_bwd",
+                Pass::BackwardInput,
+                OpClass::Norm,
+                12.0 * e,
+                6.0 * e * dt + di_l as f64 * 4.0,
+                &shape,
+            )],
+        );
+    } else {
+        bld.norm_width("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape);
+    }
     bld.gemm(gemm_names!("mamba_out_proj"), Split::Row, d.tok, di_l, d.h, di_l * d.h, &shape);
 }
 

@@ -279,6 +279,44 @@ fn mamba2_flops_and_tp_sharding() {
     assert_eq!(flops_of(&lo, "mlp_fc1"), 2.0 * s * h * 21504.0 / 4.0);
 }
 
+/// `training.mamba_gate`: Megatron-Core gates the output inside the SSD scan; NeMo Automodel's
+/// mixer (`rmsnorm_weight` and `outproj_weight` given) runs the scan ungated and gates in the fused
+/// norm. Moving the gate moves z's traffic between the two ops and leaves every other op alone.
+#[test]
+fn the_mamba_gate_runs_in_the_scan_or_in_the_norm() {
+    let m = preset("nemotron-h-8b").unwrap();
+    let (mut t, p) = plan(&m, 4, true);
+    let scan_gated = transformer_layer(&m, &t, &p, 0);
+    t.mamba_gate = llmsim_workload::MambaGate::Norm;
+    let norm_gated = transformer_layer(&m, &t, &p, 0);
+    let bytes = |lo: &LayerOps, name: &str| {
+        let op = lo.forward.iter().chain(&lo.backward).find(|o| o.name == name).unwrap();
+        op.query(t.dtype).unwrap().bytes
+    };
+    // x-sized tensor of the TP shard: 4096 tokens x 32 heads x 64, BF16.
+    let x = 4096.0 * 32.0 * 64.0 * 2.0;
+    assert_eq!(bytes(&scan_gated, "mamba_ssd_scan") - bytes(&norm_gated, "mamba_ssd_scan"), 2.0 * x);
+    assert_eq!(
+        bytes(&scan_gated, "mamba_ssd_scan_bwd") - bytes(&norm_gated, "mamba_ssd_scan_bwd"),
+        6.0 * x
+    );
+    assert_eq!(bytes(&norm_gated, "mamba_gated_norm") - bytes(&scan_gated, "mamba_gated_norm"), x);
+    assert_eq!(
+        bytes(&norm_gated, "mamba_gated_norm_bwd") - bytes(&scan_gated, "mamba_gated_norm_bwd"),
+        3.0 * x
+    );
+    for (a, b) in scan_gated.forward.iter().zip(&norm_gated.forward) {
+        assert_eq!(a.name, b.name);
+        if !a.name.starts_with("mamba_ssd") && !a.name.starts_with("mamba_gated") {
+            assert_eq!(a, b, "{}", a.name);
+        }
+    }
+    let e = serde_yaml_ng::from_str::<TrainingConfig>("{ mamba_gate: conv }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("scan") && e.contains("norm"), "{e}");
+}
+
 #[test]
 fn hybrid_pattern_errors_name_the_field() {
     let mut m = preset("nemotron-h-8b").unwrap();
