@@ -69,7 +69,8 @@ pub const MEMORY_EFF: f64 = 0.364;
 /// check, not fitted: a pure Mamba-2 1.4B model (d_model 2048, 48 layers, batch 4 x 4096 tokens,
 /// BF16, mamba_ssm's Triton SSD) trains at 102.5 / 239.2 / 360.4 TFLOP/s on an A100 / H200 /
 /// GB200 (state-spaces/mamba issue #904, 2026-04-06): H200/A100 2.33 and GB200/H200 1.51, which
-/// llmsim gives as 2.40 and 1.65 with this bound and 2.68 and 1.96 with the bandwidth fraction
+/// llmsim gives as 2.24 and 1.49 with this bound (2.40 and 1.65 before the backward took its own
+/// fraction, [`BWD_MEMORY_EFF`]) and 2.68 and 1.96 with the bandwidth fraction
 /// alone (`crates/llmsim-sim/tests/mamba_scaling.rs`).
 pub const BYTES_PER_SM_CYCLE: f64 = MEMORY_EFF * 3.35e12 / (132.0 * 1980.0e6);
 
