@@ -1048,6 +1048,7 @@ fn parallel_aliases(s: &mut schemars::Schema) {
             ("decoder_first_pipeline_num_layers", "first_stage_layers"),
             ("decoder_last_pipeline_num_layers", "last_stage_layers"),
             ("overlap_moe_expert_parallel_comm", "moe_a2a_overlap"),
+            ("cutedsl_fused_grouped_mlp", "moe_fused_grouped_mlp"),
         ],
     );
 }
@@ -1226,6 +1227,20 @@ pub struct ParallelConfig {
     /// to FP8 before dispatch; the combine stays BF16; DeepEP's FP8 dispatch). Needs
     /// `training.dtype: fp8` and `ep > 1`. Default false.
     pub moe_fp8_dispatch: bool,
+    /// Run each pass of the routed experts' MLP as Transformer Engine's fused grouped kernels
+    /// (the CuTe DSL fused grouped MLP: Megatron-Core `use_transformer_engine_op_fuser` with
+    /// `NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`, Megatron-Bridge's `cutedsl_fused_grouped_mlp`, the
+    /// 26.06 and 26.08 GB200 / GB300 MoE recipes). Forward, the fc1 grouped GEMM's epilogue
+    /// applies the activation (with the router's probabilities and any clamp) and writes fc2's
+    /// quantized input; backward, fc2's data-gradient GEMM applies the activation's gradient and
+    /// writes fc1's quantized output gradient; the experts' biases are added in the GEMMs. So the
+    /// separate activation kernels, those two casts and Megatron-Core's per-expert bias loop (with
+    /// the clamp's blocking copy) do not run. The GEMMs keep their rate: the `mxfp8` GEMM rows of
+    /// GB200 and GB300 are measured on these fused kernels. Needs experts (Megatron-Core's, not
+    /// `moe_experts: automodel`) and an MXFP8 (`fp8_recipe: mxfp8`) or NVFP4 (`dtype: fp4`) run,
+    /// as Transformer Engine requires (Blackwell). Default false.
+    #[serde(alias = "cutedsl_fused_grouped_mlp")]
+    pub moe_fused_grouped_mlp: bool,
     /// With the interleaved schedule, let the pipeline sends run beside the computation, each
     /// waited for only where its buffer is reused (Megatron `--overlap-p2p-communication`, on by
     /// default in Megatron-LM since core 0.4, `f9283c5a8a` / `4eeff55d1f`; Megatron-Bridge and
@@ -1316,6 +1331,7 @@ impl Default for ParallelConfig {
             moe_a2a_overlap: false,
             delay_wgrad_compute: false,
             moe_fp8_dispatch: false,
+            moe_fused_grouped_mlp: false,
             overlap_p2p_comm: true,
             pp_impl: PpImpl::Megatron,
             batch_p2p_sync: true,
@@ -1715,6 +1731,27 @@ impl ParallelConfig {
                     p.ep, training.dtype
                 ),
             ));
+        }
+        if p.moe_fused_grouped_mlp {
+            let quantized = (training.dtype == DType::Fp8 && training.fp8_recipe == Fp8Recipe::Mxfp8) || training.dtype == DType::Fp4;
+            let why = if model.num_experts == 0 {
+                Some(format!(
+                    "fuses the routed experts' MLP, but {} has no experts; remove moe_fused_grouped_mlp",
+                    model.name
+                ))
+            } else if p.moe_experts != MoeExperts::Megatron {
+                Some("is Megatron-Core's fused expert path; remove it with moe_experts: automodel".to_string())
+            } else if !quantized || training.fp8_impl != Fp8Impl::TransformerEngine {
+                Some(format!(
+                    "needs Transformer Engine's MXFP8 or NVFP4 grouped kernels (Blackwell), but training.dtype is {}; set training.dtype: fp8 with fp8_recipe: mxfp8, or dtype: fp4, or remove moe_fused_grouped_mlp",
+                    training.dtype
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(WorkloadError::invalid("parallel.moe_fused_grouped_mlp", why));
+            }
         }
         if p.delay_wgrad_compute && !p.moe_a2a_overlap {
             return Err(WorkloadError::invalid(

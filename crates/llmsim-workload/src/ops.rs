@@ -714,6 +714,15 @@ impl<'a> Builder<'a> {
         self.cur = saved;
     }
 
+    /// Removes the quantization casts (`fp8_cast*`, `nvfp4_quantize*`) of `pass` from the last
+    /// step: a fused kernel before or after it writes that operand quantized.
+    fn drop_last_casts(&mut self, pass: Pass) {
+        if let Some(step) = self.steps.last_mut() {
+            let ops = if pass == Pass::Forward { &mut step.fwd } else { &mut step.bwd };
+            ops.retain(|o| !(o.pass == pass && (o.name.starts_with("fp8_cast") || o.name.starts_with("nvfp4_quantize"))));
+        }
+    }
+
     /// GEMM `[m,k]·[k,n]` with `weights` weight elements (k·n, or more for grouped expert GEMMs).
     #[allow(clippy::too_many_arguments)]
     fn gemm(&mut self, names: GemmNames, split: Split, m: u64, k: u64, n: u64, weights: u64, shape: &str) {
@@ -2254,13 +2263,23 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
     let mf_l = m.moe_intermediate_size / etp;
     let fc1_n = mf_l * if m.gated_mlp { 2 } else { 1 };
     bld.gemm(gemm_names!("expert_fc1"), Split::Local, et, w, fc1_n, local * w * fc1_n, &shape);
+    let fused = p.moe_fused_grouped_mlp;
+    if fused {
+        // `parallel.moe_fused_grouped_mlp`: fc2's data-gradient kernel writes fc1's quantized
+        // output gradient, so fc1's backward cast does not run.
+        bld.drop_last_casts(Pass::BackwardInput);
+    }
     let megatron = p.moe_experts == MoeExperts::Megatron;
     if m.mlp_bias && !megatron {
         fc1_bias_loop(bld, et, local, fc1_n, &shape);
     }
     // Megatron-Core's clamped activation (GPT-OSS); Automodel's is one compiled kernel.
-    let clamp = m.swiglu_limit.is_some() && megatron;
+    let clamp = m.swiglu_limit.is_some() && megatron && !fused;
     bld.within(RecomputeModule::MoeAct, |b| {
+        if fused {
+            // The activation runs in fc1's epilogue and its gradient in fc2's dgrad epilogue.
+            return;
+        }
         if clamp {
             b.glu_clamp(et, mf_l, &shape);
         }
@@ -2274,7 +2293,15 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
         }
     });
     bld.gemm(gemm_names!("expert_fc2"), Split::Local, et, mf_l, w, local * mf_l * w, &shape);
-    if m.mlp_bias {
+    if fused {
+        // fc1's epilogue writes fc2's quantized input; the biases are added in the GEMMs, and
+        // Megatron's DDP hook still accumulates their gradients.
+        bld.drop_last_casts(Pass::Forward);
+        if m.mlp_bias {
+            let dt = bld.d.dt as f64;
+            bld.push(Vec::new(), expert_bias_grad_acc(dt, local, w, fc1_n, &shape));
+        }
+    } else if m.mlp_bias {
         fc2_biases(bld, p, et, local, w, fc1_n, &shape);
     }
     if let Some(bytes) = sort {
@@ -2426,21 +2453,29 @@ fn fc2_biases(bld: &mut Builder, p: &ParallelConfig, et: u64, local: u64, w: u64
     let fp32_probs = p.moe_token_dispatcher == MoeDispatcher::Flex;
     let (fwd, mut bwd) = fc2_bias_loop(d, et, local, w, fp32_probs, shape);
     if p.moe_experts == MoeExperts::Megatron {
-        for _ in 0..local {
-            for width in [w, fc1_n] {
-                let x = width as f64;
-                bwd.push(compute(
-                    "expert_bias_grad_acc",
-                    Pass::BackwardWeight,
-                    OpClass::Elementwise,
-                    x,
-                    x * (8.0 + dt),
-                    shape,
-                ));
-            }
-        }
+        bwd.extend(expert_bias_grad_acc(dt, local, w, fc1_n, shape));
     }
     bld.push(fwd, bwd);
+}
+
+/// Megatron's DDP hook adding each local expert's fc2 and fc1 bias gradients into their FP32
+/// `main_grad` (see [`fc2_biases`]).
+fn expert_bias_grad_acc(dt: f64, local: u64, w: u64, fc1_n: u64, shape: &str) -> Vec<OpSpec> {
+    let mut ops = Vec::new();
+    for _ in 0..local.max(1) {
+        for width in [w, fc1_n] {
+            let x = width as f64;
+            ops.push(compute(
+                "expert_bias_grad_acc",
+                Pass::BackwardWeight,
+                OpClass::Elementwise,
+                x,
+                x * (8.0 + dt),
+                shape,
+            ));
+        }
+    }
+    ops
 }
 
 /// NeMo Automodel's fc1 expert bias (`GroupedExpertsDeepEP._apply_bias` with no probabilities):
