@@ -1237,8 +1237,9 @@ pub struct ParallelConfig {
     /// separate activation kernels, those two casts and Megatron-Core's per-expert bias loop (with
     /// the clamp's blocking copy) do not run. The GEMMs keep their rate: the `mxfp8` GEMM rows of
     /// GB200 and GB300 are measured on these fused kernels. Needs experts (Megatron-Core's, not
-    /// `moe_experts: automodel`) and an MXFP8 (`fp8_recipe: mxfp8`) or NVFP4 (`dtype: fp4`) run,
-    /// as Transformer Engine requires (Blackwell). Default false.
+    /// `moe_experts: automodel`), expert TP 1 (`etp`) and an MXFP8 (`fp8_recipe: mxfp8`) or NVFP4
+    /// (`dtype: fp4`) run, as Megatron-Core and Transformer Engine require (Blackwell). Default
+    /// false.
     #[serde(alias = "cutedsl_fused_grouped_mlp")]
     pub moe_fused_grouped_mlp: bool,
     /// With the interleaved schedule, let the pipeline sends run beside the computation, each
@@ -1741,6 +1742,11 @@ impl ParallelConfig {
                 ))
             } else if p.moe_experts != MoeExperts::Megatron {
                 Some("is Megatron-Core's fused expert path; remove it with moe_experts: automodel".to_string())
+            } else if p.expert_tp() > 1 {
+                Some(format!(
+                    "has no tensor parallelism inside the experts (Megatron-Core falls back to the unfused path), but expert TP is {}; set parallel.etp: 1 or remove moe_fused_grouped_mlp",
+                    p.expert_tp()
+                ))
             } else if !quantized || training.fp8_impl != Fp8Impl::TransformerEngine {
                 Some(format!(
                     "needs Transformer Engine's MXFP8 or NVFP4 grouped kernels (Blackwell), but training.dtype is {}; set training.dtype: fp8 with fp8_recipe: mxfp8, or dtype: fp4, or remove moe_fused_grouped_mlp",

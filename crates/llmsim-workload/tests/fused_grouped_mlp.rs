@@ -83,6 +83,10 @@ fn the_fused_path_needs_a_blackwell_quantized_run_and_experts() {
     let dense = preset("llama3-8b").unwrap();
     let e = p.clone().resolve(8, &dense, &mxfp8()).unwrap_err().to_string();
     assert!(e.contains("parallel.moe_fused_grouped_mlp") && e.contains("no experts"), "{e}");
+    // Expert tensor parallelism: Megatron-Core's fused path has none.
+    let tp: ParallelConfig = serde_yaml_ng::from_str("{ tp: 2, ep: 4, etp: 2, moe_fused_grouped_mlp: true }").unwrap();
+    let e = tp.resolve(8, &m, &mxfp8()).unwrap_err().to_string();
+    assert!(e.contains("parallel.moe_fused_grouped_mlp") && e.contains("etp"), "{e}");
     // Megatron-Bridge's name is accepted.
     let q: ParallelConfig = serde_yaml_ng::from_str("{ ep: 8, cutedsl_fused_grouped_mlp: true }").unwrap();
     assert!(q.moe_fused_grouped_mlp);
