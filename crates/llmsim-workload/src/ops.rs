@@ -973,24 +973,32 @@ impl<'a> Builder<'a> {
 
     /// [`Builder::norm`] over rows of `width` elements (MLA's latent norms, Mamba's gated norm).
     fn norm_width(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64, width: u64, shape: &str) {
+        self.norm_width_gated(fwd, bwd, tokens, width, shape, false);
+    }
+
+    /// [`Builder::norm_width`], with `gated` a gated norm `norm(y)·silu(z)` fused in one kernel
+    /// (mamba_ssm's `_layer_norm_fwd` / `_layer_norm_bwd` with z and `recompute_output`): forward
+    /// also reads z; backward also reads z, writes dz and re-writes the gated output.
+    fn norm_width_gated(&mut self, fwd: &'static str, bwd: &'static str, tokens: u64, width: u64, shape: &str, gated: bool) {
         let d = self.d;
         let e = (tokens * width) as f64;
         let dt = d.dt as f64;
+        let g = if gated { 1.0 } else { 0.0 };
         self.push(
             vec![compute(
                 fwd,
                 Pass::Forward,
                 OpClass::Norm,
-                4.0 * e,
-                2.0 * e * dt + width as f64 * dt,
+                (4.0 + 2.0 * g) * e,
+                (2.0 + g) * e * dt + width as f64 * dt,
                 shape,
             )],
             vec![compute(
                 bwd,
                 Pass::BackwardInput,
                 OpClass::Norm,
-                8.0 * e,
-                3.0 * e * dt + width as f64 * 4.0,
+                (8.0 + 4.0 * g) * e,
+                (3.0 + 3.0 * g) * e * dt + width as f64 * 4.0,
                 shape,
             )],
         );
@@ -2047,29 +2055,8 @@ fn mamba_mixer(bld: &mut Builder, m: &ModelConfig) {
     // that name). Gated here (`mamba_gate: norm`): mamba_ssm's `_layer_norm_fwd` also reads z;
     // `_layer_norm_bwd` also reads z and writes dz, and re-writes the gated output that
     // out_proj's weight gradient reads (`recompute_output` with `outproj_weight`).
-    if d.mamba_gate == MambaGate::Norm {
-        let e = (d.tok * di_l) as f64;
-        bld.push(
-            vec![compute(
-                "mamba_gated_norm",
-                Pass::Forward,
-                OpClass::Norm,
-                6.0 * e,
-                3.0 * e * dt + di_l as f64 * dt,
-                &shape,
-            )],
-            vec![compute(
-                "mamba_gated_norm_bwd",
-                Pass::BackwardInput,
-                OpClass::Norm,
-                12.0 * e,
-                6.0 * e * dt + di_l as f64 * 4.0,
-                &shape,
-            )],
-        );
-    } else {
-        bld.norm_width("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape);
-    }
+    let gated = d.mamba_gate == MambaGate::Norm;
+    bld.norm_width_gated("mamba_gated_norm", "mamba_gated_norm_bwd", d.tok, di_l, &shape, gated);
     bld.gemm(gemm_names!("mamba_out_proj"), Split::Row, d.tok, di_l, d.h, di_l * d.h, &shape);
 }
 
@@ -2274,10 +2261,10 @@ fn moe_mlp(bld: &mut Builder, m: &ModelConfig, p: &ParallelConfig) {
         fc1_bias_loop(bld, et, local, fc1_n, &shape);
     }
     // Megatron-Core's clamped activation (GPT-OSS); Automodel's is one compiled kernel.
-    let clamp = m.swiglu_limit.is_some() && megatron && !fused;
+    let clamp = m.swiglu_limit.is_some() && megatron;
+    // Fused: the activation runs in fc1's epilogue and its gradient in fc2's dgrad epilogue.
     bld.within(RecomputeModule::MoeAct, |b| {
         if fused {
-            // The activation runs in fc1's epilogue and its gradient in fc2's dgrad epilogue.
             return;
         }
         if clamp {
