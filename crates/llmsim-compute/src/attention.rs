@@ -300,9 +300,57 @@ pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, o
     };
     let fill = crate::tile_schedule::relative(kernel, shape, gpu.sm_count, table_sms, bench);
     let rate = rate_in(table, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
+    // A Blackwell board without a full-mask table at this head dim scales Hopper's table by the
+    // two architectures' measured ratio at that head dim where one exists, else by peak.
+    if bench.is_none()
+        && gpu.arch == GpuArch::Blackwell
+        && let Some((ratio, board)) = measured_ratio_to_hopper(gpu, kernel, shape)
+    {
+        let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
+        return Some(kernel_flops.max(0.0) / (rate * ratio * bf16(gpu) / bf16(board) * 1e12));
+    }
     let scale = bf16(gpu) / table_peak;
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
+}
+
+/// The Hopper board of the paired runs behind [`measured_ratio_to_hopper`].
+const PAIRED_HOPPER: &str = "H200";
+
+/// The measured rate of `gpu`'s Blackwell board over Hopper's for `shape`'s head dim, kernel and
+/// pass, with the board it was measured on: the ratio of the two boards' rates in one benchmark
+/// run on both with one software version and the same launches (`data/attention.csv`: cuDNN
+/// 9.19's training SDPA benchmark on an H200, a GB200 and a GB300, head dim 64, a 1,024-key
+/// window, at the op's query length). Taken at the widest window both measured (the one closest
+/// to a full mask); `None` where no such pair exists.
+///
+/// Why not the peak ratio: at head dim 64 a Blackwell board gains over Hopper much less than
+/// its tensor cores do (GB200 over H200 1.71-1.77x forward and 2.13-2.21x backward at 2k-32k
+/// tokens, against 2.53x in BF16 peak; at head dim 128 the same runs give 2.15-2.51x): the
+/// forward's exponentials, one per score, run on units Blackwell did not widen (Blackwell Ultra
+/// doubled them: GB300 2.0x forward), and the narrower head halves the matrix work per score.
+fn measured_ratio_to_hopper(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape) -> Option<(f64, &'static GpuSpec)> {
+    let pass = if shape.backward { Pass::Bwd } else { Pass::Fwd };
+    let rows = |name: &str| -> Vec<&'static Row> {
+        table()
+            .iter()
+            .filter(|r| r.arch == name && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.pass == pass)
+            .filter(|r| r.window.is_some())
+            .collect()
+    };
+    let hopper = rows(PAIRED_HOPPER);
+    table_boards(gpu).find_map(|c| {
+        let board = crate::gpu::find(c)?;
+        if board.arch != GpuArch::Blackwell {
+            return None;
+        }
+        let pair = rows(c)
+            .into_iter()
+            .filter_map(|b| hopper.iter().find(|h| h.window == b.window).map(|h| (b, *h)))
+            .max_by_key(|(b, _)| b.window)?;
+        let seq = shape.s_q;
+        Some((at_seq(&pair.0.tflops, seq) / at_seq(&pair.1.tflops, seq), board))
+    })
 }
 
 /// A sliding-window op as the workload writes it: a non-causal pass over fewer keys than
@@ -549,13 +597,55 @@ mod tests {
         let tb = seconds(b200, k, &s, 1e12).unwrap();
         let fill_b200 = crate::tile_schedule::relative(k, &s, b200.sm_count, gb200.sm_count, Some(GPU_TABLE_BATCH_HEADS));
         assert!((tb / t - 2500.0 / 2250.0 * fill / fill_b200).abs() < 1e-9, "{}", tb / t);
-        // Outside the measured head dims (128-192), the Hopper table at the peak ratio.
+        // Outside the measured head dims (128-192), the Hopper table: at head dim 64 times the
+        // measured Blackwell/Hopper ratio (below), elsewhere at the peak ratio.
         assert!(measured_on(gb200, k, 64).is_none() && measured_on(gb200, k, 256).is_none());
+        let s256 = shape(256, 4096, true, false);
+        let fill256 = crate::tile_schedule::relative(k, &s256, gb200.sm_count, 132, None);
+        let hopper256 = rate_in("hopper", k, &s256).unwrap() * crate::gemm::SUSTAINED_FRACTION * fill256;
+        let t256 = seconds(gb200, k, &s256, 1e12).unwrap();
+        assert!((t256 - 0.5 / (hopper256 * 2500.0 / 989.4)).abs() < 1e-12 * t256.max(1.0), "{t256}");
         assert!(measured_on(gpu("H100").unwrap(), k, 128).is_none());
         // FlashAttention-2 on Blackwell runs at its measured ~390 TFLOP/s, far below cuDNN (it does
         // not use Blackwell's tensor-core instructions); the Hopper table scaled by peak gave ~800.
         let fa2 = seconds(gb200, AttentionKernel::Fa2, &s, 1e12).unwrap();
         assert!(fa2 > 3.0 * t, "{fa2} {t}");
+    }
+
+    #[test]
+    fn head_dim_64_on_blackwell_takes_the_measured_ratio_to_hopper() {
+        let k = AttentionKernel::Cudnn;
+        let (gb200, gb300, b200) = (gpu("GB200").unwrap(), gpu("GB300").unwrap(), gpu("B200").unwrap());
+        let hopper = |s: &AttentionShape, g: &GpuSpec| {
+            let fill = crate::tile_schedule::relative(k, s, g.sm_count, 132, None);
+            rate_in("hopper", k, s).unwrap() * crate::gemm::SUSTAINED_FRACTION * fill
+        };
+        // The paired window-1024 runs at 4k tokens (data/attention.csv): GB200 574 / 617 against
+        // the H200's 336 / 289 forward / backward; GB300 675 / 638.
+        for (g, fwd, bwd) in [(gb200, 574.0, 617.0), (gb300, 675.0, 638.0)] {
+            for (backward, ratio) in [(false, fwd / 336.0), (true, bwd / 289.0)] {
+                let s = shape(64, 4096, true, backward);
+                let t = seconds(g, k, &s, 1e12).unwrap();
+                assert!((t - 0.5 / (hopper(&s, g) * ratio)).abs() < 1e-12, "{} {backward}: {t}", g.name);
+                // Well below the peak ratio (2.53x): forward 1.71x / 2.01x, backward 2.13x / 2.21x.
+                assert!(ratio < 0.9 * 2500.0 / 989.4, "{ratio}");
+            }
+        }
+        // Between measured lengths, the ratio of the two interpolated rates.
+        let s = shape(64, 5793, true, false); // 2^12.5
+        let r = (574.0 + 609.0) / 2.0 / ((336.0 + 349.0) / 2.0);
+        let t = seconds(gb200, k, &s, 1e12).unwrap();
+        assert!((t - 0.5 / (hopper(&s, gb200) * r)).abs() < 1e-4 * t, "{t}");
+        // B200 takes its die's pair at its own peak.
+        let s = shape(64, 4096, true, true);
+        let (t200, tb) = (seconds(gb200, k, &s, 1e12).unwrap(), seconds(b200, k, &s, 1e12).unwrap());
+        let fills = hopper(&s, gb200) / hopper(&s, b200);
+        assert!((tb / t200 - 2500.0 / 2250.0 * fills).abs() < 1e-9, "{}", tb / t200);
+        // Hopper boards are untouched: the H100 keeps its table at its own peak.
+        let h100 = gpu("H100").unwrap();
+        let th = seconds(h100, k, &s, 1e12).unwrap();
+        assert!((th - 0.5 / hopper(&s, h100)).abs() < 1e-12, "{th}");
+        assert!(measured_ratio_to_hopper(h100, k, &s).is_none());
     }
 
     #[test]

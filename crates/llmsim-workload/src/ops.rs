@@ -55,8 +55,8 @@ use llmsim_core::SimTime;
 use serde::Serialize;
 
 use crate::config::{
-    AttentionSoftmax, CpImpl, Fp8Impl, Fp8Recipe, GradScaling, MambaGate, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig, Recompute,
-    RecomputeModule, TpImpl, TrainingConfig,
+    AttentionSoftmax, CpImpl, Fp8Impl, Fp8Recipe, FsdpImpl, GradScaling, MambaGate, MoeDispatcher, MoeExperts, MoeRouting, ParallelConfig,
+    Recompute, RecomputeModule, TpImpl, TrainingConfig,
 };
 use crate::model::{LayerKind, MlaConfig, ModelConfig, PositionEmbedding};
 
@@ -2487,8 +2487,17 @@ fn fc1_bias_loop(bld: &mut Builder, et: u64, local: u64, fc1_n: u64, shape: &str
 }
 
 /// The embedding of the first pipeline stage: vocab-parallel lookup, then the TP all-reduce of
-/// its output (reduce-scatter with SP), as Megatron's VocabParallelEmbedding; dropout. Backward:
-/// the gradient scatter-add into the fp32 embedding gradient (after an all-gather with SP).
+/// its output (reduce-scatter with SP), as Megatron's VocabParallelEmbedding; dropout.
+///
+/// Backward (after an all-gather with SP): the lookup is `F.embedding`, whose gradient is a
+/// dense `[V/tp, h]` tensor in the activations' dtype: PyTorch's `embedding_dense_backward_cuda`
+/// zero-fills it (`at::zeros`) and scatter-adds the tokens' rows into it, every micro-batch. Then
+/// Megatron's DDP backward hook adds that dense gradient into the parameter's `main_grad`
+/// (`param.main_grad.add_(param.grad.data)`, `distributed_data_parallel.py`
+/// `_make_backward_post_hook`, Megatron-LM's `megatron/model/distributed.py` before it): the
+/// embedding is not a Transformer Engine linear, so no GEMM accumulates into `main_grad` for it.
+/// PyTorch FSDP2 (`parallel.fsdp_impl: fsdp2`) reduce-scatters `param.grad` itself (its copy-in
+/// is counted with the other gradients), so only the zero-fill and the scatter remain there.
 pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> LayerOps {
     let d = Dims::new(m, t, p);
     let dt = d.dt as f64;
@@ -2533,14 +2542,38 @@ pub fn embedding(m: &ModelConfig, t: &TrainingConfig, p: &ParallelConfig) -> Lay
             &shape,
         ));
     }
+    // The dense gradient of this rank's vocabulary shard, zero-filled, then the tokens' rows
+    // (read from the output gradient) scatter-added into it, with the token ids.
+    let dense = (v / d.tp * d.h) as f64;
+    bwd.push(compute(
+        "embedding_wgrad_zero",
+        Pass::BackwardWeight,
+        OpClass::Elementwise,
+        0.0,
+        dense * dt,
+        &shape,
+    ));
     bwd.push(compute(
         "embedding_wgrad",
         Pass::BackwardWeight,
         OpClass::Embedding,
         e,
-        e * dt + e * 4.0 * 2.0 + d.tok as f64 * 8.0,
+        2.0 * e * dt + d.tok as f64 * 8.0,
         &shape,
     ));
+    if p.fsdp_impl != FsdpImpl::Fsdp2 || p.zero_stage < 3 {
+        // `main_grad.add_(grad)`: reads both, writes `main_grad` (fp32 unless
+        // `grad_reduce_in_fp32: false`).
+        let mg = t.grad_dtype().bytes() as f64;
+        bwd.push(compute(
+            "embedding_main_grad_add",
+            Pass::BackwardWeight,
+            OpClass::Elementwise,
+            dense,
+            dense * (dt + 2.0 * mg),
+            &shape,
+        ));
+    }
     bld.push(fwd, bwd);
     let es = (d.tok_sp * d.h) as f64;
     // PyTorch's dropout at p = 0 returns its input (ATen `dropout`): no kernel.
