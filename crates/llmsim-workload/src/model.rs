@@ -919,6 +919,122 @@ const PRESETS: &[Preset] = &[
         published_params: 405.8e9,
         build: || ModelConfig::dense("llama3-405b", 16384, 126, 128, 8, 53248, 128256, true),
     },
+    // Llama 2 (Touvron et al. 2023, "Llama 2: Open Foundation and Fine-Tuned Chat Models",
+    // Table 1; meta-llama/Llama-2-{7b,13b,70b}-hf config.json): SwiGLU, vocab 32000, untied; 70B
+    // with GQA (8 kv heads). Published counts: the model pages' 6.74B, 13.0B and 69.0B.
+    Preset {
+        name: "llama2-7b",
+        aliases: &["llama-2 7b", "llama-2-7b"],
+        published_params: 6.74e9,
+        build: || ModelConfig::dense("llama2-7b", 4096, 32, 32, 32, 11008, 32000, true),
+    },
+    Preset {
+        name: "llama2-13b",
+        aliases: &["llama-2 13b", "llama-2-13b"],
+        published_params: 13.0e9,
+        build: || ModelConfig::dense("llama2-13b", 5120, 40, 40, 40, 13824, 32000, true),
+    },
+    Preset {
+        name: "llama2-70b",
+        aliases: &["llama-2 70b", "llama-2-70b"],
+        published_params: 69.0e9,
+        build: || ModelConfig::dense("llama2-70b", 8192, 80, 64, 8, 28672, 32000, true),
+    },
+    // Llama 3.2 1B and 3B (meta-llama/Llama-3.2-1B and -3B config.json; model cards 1.23B and
+    // 3.21B): Llama 3's vocabulary and GQA (8 kv heads), tied embeddings.
+    Preset {
+        name: "llama3.2-1b",
+        aliases: &["llama-3.2 1b", "llama-3.2-1b"],
+        published_params: 1.23e9,
+        build: || ModelConfig {
+            tie_word_embeddings: true,
+            ..ModelConfig::dense("llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, true)
+        },
+    },
+    Preset {
+        name: "llama3.2-3b",
+        aliases: &["llama-3.2 3b", "llama-3.2-3b"],
+        published_params: 3.21e9,
+        build: || ModelConfig {
+            tie_word_embeddings: true,
+            ..ModelConfig::dense("llama3.2-3b", 3072, 28, 24, 8, 8192, 128256, true)
+        },
+    },
+    // Mistral 7B (Jiang et al. 2023, "Mistral 7B", Table 1; mistralai/Mistral-7B-v0.1 config.json):
+    // GQA 8 kv heads, FFN 14336, vocab 32000, untied; 7.24B. (v0.1's 4,096-token sliding window
+    // changes nothing at sequences up to 4,096 and is not set; v0.3 has none.)
+    Preset {
+        name: "mistral-7b",
+        aliases: &["mistral 7b", "mistral-7b-v0.1", "mistral-7b-v0.3"],
+        published_params: 7.24e9,
+        build: || ModelConfig::dense("mistral-7b", 4096, 32, 32, 8, 14336, 32000, true),
+    },
+    // Mixtral 8x22B (Mistral AI 2024, "Cheaper, Better, Faster, Stronger": 141B total, 39B
+    // active; mistralai/Mixtral-8x22B-v0.1 config.json): 56 layers, h 6144, 48 heads with 8 kv
+    // heads, 8 experts top-2 of FFN 16384, vocab 32768.
+    Preset {
+        name: "mixtral-8x22b",
+        aliases: &["mixtral 8x22b"],
+        published_params: 141.0e9,
+        build: || ModelConfig {
+            num_experts: 8,
+            num_experts_per_tok: 2,
+            moe_intermediate_size: 16384,
+            ..ModelConfig::dense("mixtral-8x22b", 6144, 56, 48, 8, 16384, 32768, true)
+        },
+    },
+    // Qwen2.5 (Qwen Team 2024, "Qwen2.5 Technical Report", Table 1; Qwen/Qwen2.5-7B and -72B
+    // config.json): GQA, biases on the q/k/v projections, untied, vocab 152064. 7.61B and 72.7B.
+    Preset {
+        name: "qwen2.5-7b",
+        aliases: &["qwen2.5 7b", "qwen-2.5-7b"],
+        published_params: 7.61e9,
+        build: || ModelConfig {
+            attention_bias: true,
+            ..ModelConfig::dense("qwen2.5-7b", 3584, 28, 28, 4, 18944, 152064, true)
+        },
+    },
+    Preset {
+        name: "qwen2.5-72b",
+        aliases: &["qwen2.5 72b", "qwen-2.5-72b"],
+        published_params: 72.7e9,
+        build: || ModelConfig {
+            attention_bias: true,
+            ..ModelConfig::dense("qwen2.5-72b", 8192, 80, 64, 8, 29568, 152064, true)
+        },
+    },
+    // Qwen3 dense (Qwen Team 2025, "Qwen3 Technical Report", Table 1; Qwen/Qwen3-8B and -32B
+    // config.json): head dim 128 set explicitly, q/k RMSNorm, GQA 8 kv heads, untied, vocab
+    // 151936. 8.2B and 32.8B.
+    Preset {
+        name: "qwen3-8b",
+        aliases: &["qwen3 8b"],
+        published_params: 8.2e9,
+        build: || ModelConfig {
+            explicit_head_dim: Some(128),
+            qk_norm: true,
+            ..ModelConfig::dense("qwen3-8b", 4096, 36, 32, 8, 12288, 151936, true)
+        },
+    },
+    Preset {
+        name: "qwen3-32b",
+        aliases: &["qwen3 32b"],
+        published_params: 32.8e9,
+        build: || ModelConfig {
+            explicit_head_dim: Some(128),
+            qk_norm: true,
+            ..ModelConfig::dense("qwen3-32b", 5120, 64, 64, 8, 25600, 151936, true)
+        },
+    },
+    // Nemotron-4 340B (NVIDIA 2024, "Nemotron-4 340B Technical Report", Table 1): 96 layers,
+    // h 18432, 96 heads with 8 kv heads, squared-ReLU MLP of 73728 (not gated), RoPE, vocab
+    // 256000, untied.
+    Preset {
+        name: "nemotron-4-340b",
+        aliases: &["nemotron4-340b", "nemotron-340b"],
+        published_params: 340.0e9,
+        build: || ModelConfig::dense("nemotron-4-340b", 18432, 96, 96, 8, 73728, 256000, false),
+    },
     // Mixtral 8x7B (Jiang et al. 2024; mistralai/Mixtral-8x7B-v0.1 config.json): 8 experts, top-2,
     // expert FFN 14336, GQA 8 kv heads. 46.7B total, 12.9B active.
     Preset {
@@ -1157,7 +1273,19 @@ const PRESET_NAMES: &[&str] = &[
     "llama3-8b",
     "llama3-70b",
     "llama3-405b",
+    "llama2-7b",
+    "llama2-13b",
+    "llama2-70b",
+    "llama3.2-1b",
+    "llama3.2-3b",
+    "mistral-7b",
     "mixtral-8x7b",
+    "mixtral-8x22b",
+    "qwen2.5-7b",
+    "qwen2.5-72b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "nemotron-4-340b",
     "deepseek-moe-16b",
     "deepseek-v2-lite",
     "qwen3-30b-a3b",

@@ -6,13 +6,21 @@ use llmsim_workload::model::{from_hf_config_json, preset, preset_names, publishe
 use llmsim_workload::{ModelSpec, WorkloadError};
 
 #[test]
-fn preset_param_counts_are_within_3_percent_of_published() {
+fn preset_param_counts_match_their_published_counts() {
     for name in preset_names() {
         let m = preset(name).unwrap();
         let published = published_param_count(name).unwrap();
         let ours = m.param_count() as f64;
         let err = (ours - published).abs() / published;
-        assert!(err < 0.03, "{name}: {ours:.4e} vs published {published:.4e} ({:.2} %)", err * 100.0);
+        // GPT-3's published sizes are rounded names (Brown et al. 2020, Table 2.1: "6.7B" is
+        // 6.66B with its tied embedding, 6.85B untied as the SimAI-compatible preset is): 3%.
+        // Every other preset is held to the 1%.
+        let bound = if name.starts_with("gpt3-") { 0.03 } else { 0.01 };
+        assert!(
+            err < bound,
+            "{name}: {ours:.4e} vs published {published:.4e} ({:.2} %)",
+            err * 100.0
+        );
     }
 }
 
