@@ -71,7 +71,8 @@ KNOWN_OPS = tuple(
         }
         | set(ATTN_BMM)
         | {"core_attention_" + b + x for b in ("softmax", "dropout", "kv_expand") for x in ("", "_bwd")}
-        | {"embedding", "embedding_wgrad", "optimizer_step", "grad_norm", "zero_grad"}
+        | {"embedding", "embedding_wgrad", "embedding_wgrad_zero", "embedding_main_grad_add"}
+        | {"optimizer_step", "grad_norm", "zero_grad"}
         | {"grad_nan_check", "grad_scale", "grad_scale_per_token", "fsdp_copy_out"}
     )
 )
@@ -90,7 +91,7 @@ class Kernel:
     op_class: str
     kind: str
     """gemm, attention, softmax, norm, residual, activation, dropout, rope, merge, cross_entropy, embedding,
-    embedding_wgrad, gather, scatter, optimizer"""
+    embedding_wgrad, accumulate, gather, scatter, optimizer"""
     variant: str = "fwd"
     """fwd or bwd; for a GEMM fwd, dgrad or wgrad"""
     dims: dict[str, int] = field(default_factory=dict)
@@ -265,6 +266,17 @@ def kernel_of(row: dict[str, str], act_bytes: int) -> Kernel:
         rows = s["vocab"] // tp
         k.kind = "embedding_wgrad" if variant == "wgrad" else "embedding"
         k.dims = {"tokens": tok, "h": h, "rows": rows}
+    elif op == "embedding_wgrad_zero":
+        # The dense gradient of the vocabulary shard zero-filled (ops.rs `embedding`: its bytes
+        # written once, in the activations' dtype).
+        n = (s["vocab"] // tp) * h
+        k.kind, k.dims = "zero_grad", {"params": n, "bytes": _exact(nbytes, n, "the dense gradient", row, "bytes")}
+    elif op == "embedding_main_grad_add":
+        # Megatron's DDP hook: `main_grad.add_(grad)` over the vocabulary shard (ops.rs: the
+        # gradient read, `main_grad` read and written).
+        n = _exact(flops, 1, "the dense gradient", row)
+        main = (_exact(nbytes, n, "the bytes", row, "bytes") - act_bytes) // 2
+        k.kind, k.dims = "accumulate", {"elements": n, "main_bytes": main}
     elif base in ("moe_permute", "moe_unpermute"):
         # permute gathers tokens into expert order, unpermute scatters them back; backwards swap.
         gather = (base == "moe_permute") == (variant == "fwd")
@@ -487,6 +499,10 @@ class NumpyBackend(Backend):
             dy = self._r(d["tokens"], d["h"])
             ids = self.rng.integers(0, d["rows"], d["tokens"])
             return lambda: np.add.at(grad, ids, dy)
+        if k.kind == "accumulate":
+            main = np.zeros(d["elements"], dtype=np.float32 if d["main_bytes"] == 4 else np.float16)
+            g = self._r(d["elements"]).astype(main.dtype)
+            return lambda: np.add(main, g, out=main)
         if k.kind in ("gather", "scatter"):
             idx = self.rng.integers(0, d["tokens"], d["routed"])
             if k.kind == "gather":
@@ -710,9 +726,17 @@ class TorchBackend(Backend):
             table, ids = self._r(d["rows"], d["h"]), self._ids(d["rows"], d["tokens"])
             return lambda: F.embedding(ids, table)
         if k.kind == "embedding_wgrad":
-            main_grad = torch.zeros(d["rows"], d["h"], device=self.device, dtype=torch.float32)
+            # The tokens' rows scattered into the dense gradient (PyTorch's embedding backward;
+            # its zero-fill is `embedding_wgrad_zero`).
+            dense = torch.zeros(d["rows"], d["h"], device=self.device, dtype=self.dtype)
             dy, ids = self._r(d["tokens"], d["h"]), self._ids(d["rows"], d["tokens"])
-            return lambda: main_grad.index_add_(0, ids, dy.float())
+            return lambda: dense.index_add_(0, ids, dy)
+        if k.kind == "accumulate":
+            main = torch.zeros(
+                d["elements"], device=self.device, dtype=torch.float32 if d["main_bytes"] == 4 else self.dtype
+            )
+            g = self._r(d["elements"])
+            return lambda: main.add_(g)
         if k.kind in ("gather", "scatter"):
             idx = self._ids(d["tokens"], d["routed"])
             if k.kind == "gather":
