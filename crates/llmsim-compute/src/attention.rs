@@ -302,14 +302,13 @@ pub fn seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, o
     let rate = rate_in(table, kernel, shape)? * crate::gemm::SUSTAINED_FRACTION * fill;
     // A Blackwell board without a full-mask table at this head dim scales Hopper's table by the
     // two architectures' measured ratio at that head dim where one exists, else by peak.
-    if bench.is_none()
-        && gpu.arch == GpuArch::Blackwell
-        && let Some((ratio, board)) = measured_ratio_to_hopper(gpu, kernel, shape)
-    {
-        let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
-        return Some(kernel_flops.max(0.0) / (rate * ratio * bf16(gpu) / bf16(board) * 1e12));
-    }
-    let scale = bf16(gpu) / table_peak;
+    let measured = (bench.is_none() && gpu.arch == GpuArch::Blackwell)
+        .then(|| measured_ratio_to_hopper(gpu, kernel, shape))
+        .flatten();
+    let scale = match measured {
+        Some((ratio, board)) => ratio * bf16(gpu) / bf16(board),
+        None => bf16(gpu) / table_peak,
+    };
     let kernel_flops = if shape.causal { op_flops / 2.0 } else { op_flops };
     Some(kernel_flops.max(0.0) / (rate * scale * 1e12))
 }
@@ -330,27 +329,31 @@ const PAIRED_HOPPER: &str = "H200";
 /// forward's exponentials, one per score, run on units Blackwell did not widen (Blackwell Ultra
 /// doubled them: GB300 2.0x forward), and the narrower head halves the matrix work per score.
 fn measured_ratio_to_hopper(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape) -> Option<(f64, &'static GpuSpec)> {
-    let pass = if shape.backward { Pass::Bwd } else { Pass::Fwd };
-    let rows = |name: &str| -> Vec<&'static Row> {
-        table()
-            .iter()
-            .filter(|r| r.arch == name && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.pass == pass)
-            .filter(|r| r.window.is_some())
-            .collect()
-    };
-    let hopper = rows(PAIRED_HOPPER);
+    let hopper = window_rows(PAIRED_HOPPER, kernel, shape);
     table_boards(gpu).find_map(|c| {
         let board = crate::gpu::find(c)?;
         if board.arch != GpuArch::Blackwell {
             return None;
         }
-        let pair = rows(c)
+        let pair = window_rows(c, kernel, shape)
             .into_iter()
             .filter_map(|b| hopper.iter().find(|h| h.window == b.window).map(|h| (b, *h)))
             .max_by_key(|(b, _)| b.window)?;
         let seq = shape.s_q;
         Some((at_seq(&pair.0.tflops, seq) / at_seq(&pair.1.tflops, seq), board))
     })
+}
+
+/// The sliding-window rows of board `name` for `kernel` at `shape`'s head dim and pass, by window.
+fn window_rows(name: &str, kernel: AttentionKernel, shape: &AttentionShape) -> Vec<&'static Row> {
+    let pass = if shape.backward { Pass::Bwd } else { Pass::Fwd };
+    let mut v: Vec<&'static Row> = table()
+        .iter()
+        .filter(|r| r.arch == name && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.pass == pass)
+        .filter(|r| r.window.is_some())
+        .collect();
+    v.sort_by_key(|r| r.window);
+    v
 }
 
 /// A sliding-window op as the workload writes it: a non-causal pass over fewer keys than
@@ -370,18 +373,8 @@ fn window_of(shape: &AttentionShape) -> Option<u64> {
 /// sequence is a block of its own, so the launch fill of [`crate::tile_schedule`] is not applied.
 fn window_seconds(gpu: &GpuSpec, kernel: AttentionKernel, shape: &AttentionShape, op_flops: f64) -> Option<f64> {
     let w = window_of(shape)?;
-    let pass = if shape.backward { Pass::Bwd } else { Pass::Fwd };
-    let rows = |name: &str| -> Vec<&'static Row> {
-        let mut v: Vec<&'static Row> = table()
-            .iter()
-            .filter(|r| r.arch == name && r.kernel == kernel.name() && r.head_dim == shape.head_dim && r.pass == pass)
-            .filter(|r| r.window.is_some())
-            .collect();
-        v.sort_by_key(|r| r.window);
-        v
-    };
     let (table_gpu, rows) = table_boards(gpu).find_map(|c| {
-        let r = rows(c);
+        let r = window_rows(c, kernel, shape);
         if r.is_empty() { None } else { crate::gpu::find(c).map(|g| (g, r)) }
     })?;
     let at = |r: &Row| (r.window.unwrap_or(1).max(1) as f64, at_seq(&r.tflops, shape.s_q));

@@ -133,7 +133,7 @@ pub fn moe_host_ops(spec: &HostSpec, p: &ParallelConfig) -> (f64, f64) {
 /// (the input norm through the pre-MLP norm); `None` for a quantization cast, which belongs where
 /// the GEMM after it does.
 fn in_attn_scope(name: &str) -> Option<bool> {
-    if name.starts_with("fp8_cast") || name.starts_with("nvfp4_quantize") {
+    if llmsim_workload::ops::is_quantization_cast(name) {
         return None;
     }
     const PREFIXES: [&str; 7] = ["attn_", "core_attention", "rope", "mla_", "input_norm", "post_attn_norm", "cp_"];

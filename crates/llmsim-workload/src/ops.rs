@@ -719,7 +719,7 @@ impl<'a> Builder<'a> {
     fn drop_last_casts(&mut self, pass: Pass) {
         if let Some(step) = self.steps.last_mut() {
             let ops = if pass == Pass::Forward { &mut step.fwd } else { &mut step.bwd };
-            ops.retain(|o| !(o.pass == pass && (o.name.starts_with("fp8_cast") || o.name.starts_with("nvfp4_quantize"))));
+            ops.retain(|o| !(o.pass == pass && is_quantization_cast(o.name)));
         }
     }
 
@@ -2445,11 +2445,17 @@ fn fc2_biases(bld: &mut Builder, p: &ParallelConfig, et: u64, local: u64, w: u64
     bld.push(fwd, bwd);
 }
 
+/// Whether op `name` is one of the quantization casts the generator puts before a Transformer
+/// Engine GEMM (`fp8_cast*`, `nvfp4_quantize*`).
+pub fn is_quantization_cast(name: &str) -> bool {
+    name.starts_with("fp8_cast") || name.starts_with("nvfp4_quantize")
+}
+
 /// Megatron's DDP hook adding each local expert's fc2 and fc1 bias gradients into their FP32
 /// `main_grad` (see [`fc2_biases`]).
 fn expert_bias_grad_acc(dt: f64, local: u64, w: u64, fc1_n: u64, shape: &str) -> Vec<OpSpec> {
     let mut ops = Vec::new();
-    for _ in 0..local.max(1) {
+    for _ in 0..local {
         for width in [w, fc1_n] {
             let x = width as f64;
             ops.push(compute(
